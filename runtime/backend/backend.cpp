@@ -1,0 +1,71 @@
+#include "runtime/backend/backend.h"
+
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+std::string_view op_name(Op op) {
+  switch (op) {
+    case Op::kConv:
+      return "conv";
+    case Op::kMatmul:
+      return "matmul";
+    case Op::kBatchNorm:
+      return "batch_norm";
+    case Op::kRelu:
+      return "relu";
+    case Op::kPool:
+      return "pool";
+    case Op::kDropout:
+      return "dropout";
+    case Op::kAdd:
+      return "add";
+    case Op::kSoftmaxCrossEntropy:
+      return "softmax_cross_entropy";
+    case Op::kSgd:
+      return "sgd";
+  }
+  return "?";
+}
+
+double ConvDesc::forward_macs() const {
+  return static_cast<double>(batch) * out_channels * out_h() * out_w() * (in_channels / groups) *
+         kernel_h * kernel_w;
+}
+
+void Backend::require(Op op, Precision precision) const {
+  if (!supports(op, precision)) {
+    throw Unsupported(fmt::format("the {} backend does not support {} in {}", name(), op_name(op),
+                                  precision_name(precision)));
+  }
+}
+
+Tensor Backend::empty(const Shape& shape, DType dtype, MemCategory category,
+                      std::string_view what) {
+  const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+  return Tensor(allocator_->allocate(bytes, category, what), shape, dtype);
+}
+
+void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }
+
+void* Backend::workspace(size_t bytes) {
+  if (!workspace_ || workspace_->bytes() < bytes) {
+    workspace_.reset();  // release first so the budget sees only the larger one
+    workspace_ = allocator_->allocate(bytes, MemCategory::kWorkspace, "the shared workspace");
+  }
+  return workspace_->data();
+}
+
+std::string_view backend_kind_name(BackendKind k) {
+  return k == BackendKind::kCpu ? "cpu" : "cuda";
+}
+
+std::optional<BackendKind> parse_backend_kind(std::string_view s) {
+  if (s == "cpu") return BackendKind::kCpu;
+  if (s == "cuda") return BackendKind::kCuda;
+  return std::nullopt;
+}
+
+}  // namespace dlb

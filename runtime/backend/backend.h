@@ -1,0 +1,173 @@
+// The Backend seam: memory through the allocator, and typed training operations. Layers call
+// these and never kernels or library handles. A backend says what it supports; asking for anything
+// else raises Unsupported with a message naming the op, the precision and the backend.
+#pragma once
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runtime/core/dtype.h"
+#include "runtime/core/tensor.h"
+#include "runtime/memory/allocator.h"
+
+namespace dlb {
+
+enum class Op {
+  kConv,
+  kMatmul,
+  kBatchNorm,
+  kRelu,
+  kPool,
+  kDropout,
+  kAdd,
+  kSoftmaxCrossEntropy,
+  kSgd,
+};
+std::string_view op_name(Op op);
+
+// A 2-D convolution problem, NCHW. Dilation is 1 (no reference model uses another).
+struct ConvDesc {
+  int64_t batch = 0, in_channels = 0, height = 0, width = 0;
+  int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
+  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, groups = 1;
+  Precision precision = Precision::kFp32;
+
+  int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
+  int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  // Multiply-adds of the forward pass; FLOPs are twice this.
+  double forward_macs() const;
+};
+
+// Made once per layer shape: holds whatever the backend needs (descriptors, the chosen
+// algorithm) and states its workspace need, which the backend reserves up front.
+class ConvPlan {
+ public:
+  explicit ConvPlan(const ConvDesc& d) : desc_(d) {}
+  virtual ~ConvPlan() = default;
+  const ConvDesc& desc() const { return desc_; }
+  virtual size_t workspace_bytes() const = 0;
+
+ private:
+  ConvDesc desc_;
+};
+
+enum class PoolMode { kMax, kAvg };
+struct PoolDesc {
+  PoolMode mode = PoolMode::kMax;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
+  bool count_include_pad = true;  // average pooling only; PyTorch's default
+};
+
+struct SgdConfig {
+  float lr = 0.01f;
+  float momentum = 0.9f;
+  float weight_decay = 0.f;  // added to the gradient, as torch.optim.SGD does
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string_view name() const = 0;
+  virtual bool supports(Op op, Precision precision) const = 0;
+  // Throws Unsupported unless supports(op, precision).
+  void require(Op op, Precision precision) const;
+  // Device name, library versions and the like, for result records.
+  virtual std::map<std::string, std::string> environment() const = 0;
+
+  Allocator& allocator() { return *allocator_; }
+  Tensor empty(const Shape& shape, DType dtype, MemCategory category, std::string_view what);
+  // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
+  void reserve_workspace(size_t bytes);
+
+  virtual void copy_from_host(const void* src, Tensor& dst) = 0;
+  virtual void copy_to_host(const Tensor& src, void* dst) = 0;
+  virtual void copy(const Tensor& src, Tensor& dst) = 0;
+  virtual void fill(Tensor& t, float value) = 0;
+  virtual void synchronize() = 0;
+
+  // Convolution, through a plan. Gradients overwrite their outputs.
+  virtual std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& desc) = 0;
+  virtual void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) = 0;
+  virtual void conv_backward_data(const ConvPlan& plan, const Tensor& dy, const Tensor& w,
+                                  Tensor& dx) = 0;
+  virtual void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                                    Tensor& dw) = 0;
+  // y[n, c, ...] += b[c], and db[c] = sum of dy over every axis but 1.
+  virtual void bias_add(const Tensor& b, Tensor& y) = 0;
+  virtual void bias_backward(const Tensor& dy, Tensor& db) = 0;
+
+  // Row-major c = alpha * op(a) * op(b) + beta * c on 2-D tensors.
+  virtual void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
+                      float beta, Tensor& c) = 0;
+
+  // Batch norm over axis 1. Training uses batch statistics, saves mean and 1/sqrt(var + eps),
+  // and updates the running statistics with the unbiased variance.
+  virtual void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                Tensor& save_invstd, Tensor& y, float momentum, float eps) = 0;
+  virtual void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                const Tensor& running_mean, const Tensor& running_var, Tensor& y,
+                                float eps) = 0;
+  virtual void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                   const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                                   Tensor& dgamma, Tensor& dbeta) = 0;
+
+  virtual void relu_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
+
+  virtual void pool_forward(const PoolDesc& desc, const Tensor& x, Tensor& y) = 0;
+  virtual void pool_backward(const PoolDesc& desc, const Tensor& x, const Tensor& y,
+                             const Tensor& dy, Tensor& dx) = 0;
+  // Output size comes from y's shape; bins as torch.nn.AdaptiveAvgPool2d makes them.
+  virtual void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) = 0;
+  virtual void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) = 0;
+
+  // Inverted dropout: mask holds 0 or 1/(1-p), drawn from `seed`.
+  virtual void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask,
+                               Tensor& y) = 0;
+  virtual void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
+
+  virtual void add(const Tensor& a, const Tensor& b, Tensor& y) = 0;
+  virtual void accumulate(const Tensor& x, Tensor& y) = 0;  // y += x
+
+  // Mean cross-entropy over the batch of softmax(logits) against int64 labels. Writes the
+  // probabilities (kept for backward) and the loss into a one-element tensor.
+  virtual void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& probs,
+                                     Tensor& loss) = 0;
+  virtual void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                              Tensor& dlogits) = 0;
+
+  // torch.optim.SGD with momentum (dampening 0, no Nesterov): buf = m * buf + (g + wd * p);
+  // p -= lr * buf. The momentum buffer must start at zero.
+  virtual void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
+                          Tensor& param) = 0;
+
+ protected:
+  explicit Backend(std::shared_ptr<Allocator> allocator) : allocator_(std::move(allocator)) {}
+  // The shared scratch area, at least `bytes` long (grown through the allocator when needed).
+  void* workspace(size_t bytes);
+
+ private:
+  std::shared_ptr<Allocator> allocator_;
+  std::shared_ptr<Buffer> workspace_;
+};
+
+// Options every backend accepts.
+struct BackendOptions {
+  std::optional<size_t> memory_budget;
+  int device = 0;
+};
+
+enum class BackendKind { kCpu, kCuda };
+std::string_view backend_kind_name(BackendKind k);
+std::optional<BackendKind> parse_backend_kind(std::string_view s);
+
+// The registry: the one place that knows which backends this build has.
+bool backend_compiled(BackendKind kind);
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+// Human-readable lines, one per device found ("cpu: 2 cores", "cuda:0 NVIDIA H100 ...").
+std::vector<std::string> list_devices();
+
+}  // namespace dlb

@@ -1,0 +1,25 @@
+// ReLU. Backward reads the output, so the input may be released or overwritten.
+#include "runtime/backend/cpu/cpu_backend.h"
+
+namespace dlb {
+
+void CpuBackend::relu_forward(const Tensor& x, Tensor& y) {
+  check_f32(x, "relu input");
+  check_same_shape(x, y, "relu");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] > 0.f ? xp[i] : 0.f;
+}
+
+void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+  check_same_shape(y, dy, "relu backward");
+  check_same_shape(y, dx, "relu backward");
+  const float* yp = y.data<float>();
+  const float* g = dy.data<float>();
+  float* out = dx.data<float>();
+  const int64_t n = y.numel();
+  for (int64_t i = 0; i < n; ++i) out[i] = yp[i] > 0.f ? g[i] : 0.f;
+}
+
+}  // namespace dlb

@@ -1,0 +1,120 @@
+// Batch normalisation over axis 1 with PyTorch's semantics: biased variance to normalise,
+// unbiased variance into the running estimate. Sums accumulate in double.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+struct Dims {
+  int64_t n, c, inner;
+};
+Dims bn_dims(const Tensor& x, const Tensor& gamma) {
+  check_f32(x, "batch norm input");
+  check_f32(gamma, "batch norm weight");
+  Dims d{x.dim(0), x.dim(1), x.numel() / (x.dim(0) * x.dim(1))};
+  if (gamma.numel() != d.c) {
+    throw InvalidArgument(
+        fmt::format("batch norm weight has {} entries for {} channels", gamma.numel(), d.c));
+  }
+  return d;
+}
+}  // namespace
+
+void CpuBackend::batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                  Tensor& save_invstd, Tensor& y, float momentum, float eps) {
+  const Dims d = bn_dims(x, gamma);
+  const int64_t m = d.n * d.inner;
+  if (m < 2) {
+    throw InvalidArgument(
+        fmt::format("batch norm in training needs more than one value per channel (got input {})",
+                    x.shape().str()));
+  }
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+#pragma omp parallel for
+  for (int64_t c = 0; c < d.c; ++c) {
+    double sum = 0;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* row = xp + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) sum += row[k];
+    }
+    const double mean = sum / m;
+    double sq = 0;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* row = xp + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) sq += (row[k] - mean) * (row[k] - mean);
+    }
+    const double var = sq / m;
+    const double invstd = 1.0 / std::sqrt(var + eps);
+    save_mean.data<float>()[c] = static_cast<float>(mean);
+    save_invstd.data<float>()[c] = static_cast<float>(invstd);
+    float& rm = running_mean.data<float>()[c];
+    float& rv = running_var.data<float>()[c];
+    rm = static_cast<float>((1 - momentum) * rm + momentum * mean);
+    rv = static_cast<float>((1 - momentum) * rv + momentum * var * m / (m - 1));
+    const float scale = static_cast<float>(gamma.data<float>()[c] * invstd);
+    const float shift = static_cast<float>(beta.data<float>()[c] - mean * scale);
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* row = xp + (i * d.c + c) * d.inner;
+      float* out = yp + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) out[k] = row[k] * scale + shift;
+    }
+  }
+}
+
+void CpuBackend::batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                  const Tensor& running_mean, const Tensor& running_var, Tensor& y,
+                                  float eps) {
+  const Dims d = bn_dims(x, gamma);
+  for (int64_t c = 0; c < d.c; ++c) {
+    const float invstd = 1.f / std::sqrt(running_var.data<float>()[c] + eps);
+    const float scale = gamma.data<float>()[c] * invstd;
+    const float shift = beta.data<float>()[c] - running_mean.data<float>()[c] * scale;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* row = x.data<float>() + (i * d.c + c) * d.inner;
+      float* out = y.data<float>() + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) out[k] = row[k] * scale + shift;
+    }
+  }
+}
+
+void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                                     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                                     Tensor& dgamma, Tensor& dbeta) {
+  const Dims d = bn_dims(x, gamma);
+  const int64_t m = d.n * d.inner;
+#pragma omp parallel for
+  for (int64_t c = 0; c < d.c; ++c) {
+    const double mean = save_mean.data<float>()[c];
+    const double invstd = save_invstd.data<float>()[c];
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* xr = x.data<float>() + (i * d.c + c) * d.inner;
+      const float* gr = dy.data<float>() + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) {
+        sum_dy += gr[k];
+        sum_dy_xhat += gr[k] * (xr[k] - mean) * invstd;
+      }
+    }
+    dgamma.data<float>()[c] = static_cast<float>(sum_dy_xhat);
+    dbeta.data<float>()[c] = static_cast<float>(sum_dy);
+    const double k1 = gamma.data<float>()[c] * invstd;
+    const double mean_dy = sum_dy / m, mean_dy_xhat = sum_dy_xhat / m;
+    for (int64_t i = 0; i < d.n; ++i) {
+      const float* xr = x.data<float>() + (i * d.c + c) * d.inner;
+      const float* gr = dy.data<float>() + (i * d.c + c) * d.inner;
+      float* out = dx.data<float>() + (i * d.c + c) * d.inner;
+      for (int64_t k = 0; k < d.inner; ++k) {
+        const double xhat = (xr[k] - mean) * invstd;
+        out[k] = static_cast<float>(k1 * (gr[k] - mean_dy - xhat * mean_dy_xhat));
+      }
+    }
+  }
+}
+
+}  // namespace dlb

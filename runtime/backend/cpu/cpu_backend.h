@@ -1,0 +1,73 @@
+// The reference backend: plain loops, im2col and OpenBLAS sgemm, f32 and NCHW only. Every other
+// backend is tested against it. Each op lives in the file of the same name.
+#pragma once
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+class CpuBackend final : public Backend {
+ public:
+  explicit CpuBackend(const BackendOptions& options);
+  std::string_view name() const override { return "cpu"; }
+  bool supports(Op op, Precision precision) const override;
+  std::map<std::string, std::string> environment() const override;
+
+  void copy_from_host(const void* src, Tensor& dst) override;
+  void copy_to_host(const Tensor& src, void* dst) override;
+  void copy(const Tensor& src, Tensor& dst) override;
+  void fill(Tensor& t, float value) override;
+  void synchronize() override {}
+
+  std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& desc) override;
+  void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) override;
+  void conv_backward_data(const ConvPlan& plan, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) override;
+  void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                            Tensor& dw) override;
+  void bias_add(const Tensor& b, Tensor& y) override;
+  void bias_backward(const Tensor& dy, Tensor& db) override;
+
+  void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+              Tensor& c) override;
+
+  void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                        Tensor& save_invstd, Tensor& y, float momentum, float eps) override;
+  void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        const Tensor& running_mean, const Tensor& running_var, Tensor& y,
+                        float eps) override;
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                           Tensor& dgamma, Tensor& dbeta) override;
+
+  void relu_forward(const Tensor& x, Tensor& y) override;
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
+
+  void pool_forward(const PoolDesc& desc, const Tensor& x, Tensor& y) override;
+  void pool_backward(const PoolDesc& desc, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     Tensor& dx) override;
+  void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override;
+  void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
+
+  void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) override;
+  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override;
+
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override;
+  void accumulate(const Tensor& x, Tensor& y) override;
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& probs,
+                             Tensor& loss) override;
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                      Tensor& dlogits) override;
+
+  void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
+                  Tensor& param) override;
+
+  float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
+};
+
+// Shared argument checks of the CPU ops.
+void check_f32(const Tensor& t, std::string_view what);
+void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what);
+
+}  // namespace dlb

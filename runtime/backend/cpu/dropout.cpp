@@ -1,0 +1,29 @@
+// Inverted dropout: kept values are scaled by 1/(1-p) in training, so inference is the identity.
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/rng.h"
+
+namespace dlb {
+
+void CpuBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) {
+  check_same_shape(x, y, "dropout");
+  check_same_shape(x, mask, "dropout mask");
+  Rng rng(seed);
+  const float keep_scale = 1.f / (1.f - p);
+  float* m = mask.data<float>();
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    m[i] = rng.uniform() < p ? 0.f : keep_scale;
+    yp[i] = xp[i] * m[i];
+  }
+}
+
+void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
+  check_same_shape(dy, mask, "dropout backward");
+  const float* g = dy.data<float>();
+  const float* m = mask.data<float>();
+  float* out = dx.data<float>();
+  for (int64_t i = 0; i < dy.numel(); ++i) out[i] = g[i] * m[i];
+}
+
+}  // namespace dlb

@@ -1,0 +1,22 @@
+// Element-wise sums: the residual add and gradient accumulation at a fork in the graph.
+#include "runtime/backend/cpu/cpu_backend.h"
+
+namespace dlb {
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
+  check_same_shape(a, b, "add");
+  check_same_shape(a, y, "add");
+  const float* ap = a.data<float>();
+  const float* bp = b.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t i = 0; i < a.numel(); ++i) yp[i] = ap[i] + bp[i];
+}
+
+void CpuBackend::accumulate(const Tensor& x, Tensor& y) {
+  check_same_shape(x, y, "accumulate");
+  const float* xp = x.data<float>();
+  float* yp = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) yp[i] += xp[i];
+}
+
+}  // namespace dlb

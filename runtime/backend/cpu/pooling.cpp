@@ -1,0 +1,131 @@
+// Max and average pooling (PyTorch semantics: floor mode, max ignores padding, average counts it
+// by default) and adaptive average pooling with torch's bin edges.
+#include <fmt/format.h>
+
+#include <limits>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+struct PoolGeo {
+  int64_t planes, h, w, oh, ow;
+};
+PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
+  check_f32(x, "pool input");
+  check_f32(y, "pool output");
+  if (x.dim(0) != y.dim(0) || x.dim(1) != y.dim(1)) {
+    throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
+                                      x.shape().str(), y.shape().str()));
+  }
+  return {x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
+}
+int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
+}  // namespace
+
+void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
+  const PoolGeo g = pool_geo(x, y);
+#pragma omp parallel for
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    const float* xp = x.data<float>() + pl * g.h * g.w;
+    float* yp = y.data<float>() + pl * g.oh * g.ow;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+        if (p.mode == PoolMode::kMax) {
+          float best = -std::numeric_limits<float>::infinity();
+          for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
+            for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
+              best = std::max(best, xp[a * g.w + b]);
+          yp[i * g.ow + j] = best;
+        } else {
+          double s = 0;
+          for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
+            for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
+              s += xp[a * g.w + b];
+          const int64_t count =
+              p.count_include_pad ? (std::min(h0 + p.kernel_h, g.h + p.pad_h) - h0) *
+                                        (std::min(w0 + p.kernel_w, g.w + p.pad_w) - w0)
+                                  : (std::min(h0 + p.kernel_h, g.h) - std::max<int64_t>(h0, 0)) *
+                                        (std::min(w0 + p.kernel_w, g.w) - std::max<int64_t>(w0, 0));
+          yp[i * g.ow + j] = static_cast<float>(s / count);
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y,
+                               const Tensor& dy, Tensor& dx) {
+  const PoolGeo g = pool_geo(x, y);
+  std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
+#pragma omp parallel for
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    const float* xp = x.data<float>() + pl * g.h * g.w;
+    const float* gp = dy.data<float>() + pl * g.oh * g.ow;
+    float* dp = dx.data<float>() + pl * g.h * g.w;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
+        const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
+        const float grad = gp[i * g.ow + j];
+        if (p.mode == PoolMode::kMax) {
+          // The first maximum in scan order takes the gradient, as in PyTorch.
+          int64_t arg = ha * g.w + wa;
+          for (int64_t a = ha; a < hb; ++a)
+            for (int64_t b = wa; b < wb; ++b)
+              if (xp[a * g.w + b] > xp[arg]) arg = a * g.w + b;
+          dp[arg] += grad;
+        } else {
+          const int64_t count = p.count_include_pad
+                                    ? (std::min(h0 + p.kernel_h, g.h + p.pad_h) - h0) *
+                                          (std::min(w0 + p.kernel_w, g.w + p.pad_w) - w0)
+                                    : (hb - ha) * (wb - wa);
+          for (int64_t a = ha; a < hb; ++a)
+            for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += grad / count;
+        }
+      }
+    }
+  }
+}
+
+void CpuBackend::adaptive_avg_pool_forward(const Tensor& x, Tensor& y) {
+  const PoolGeo g = pool_geo(x, y);
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    const float* xp = x.data<float>() + pl * g.h * g.w;
+    float* yp = y.data<float>() + pl * g.oh * g.ow;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const int64_t ha = bin_start(i, g.h, g.oh), hb = bin_end(i, g.h, g.oh);
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const int64_t wa = bin_start(j, g.w, g.ow), wb = bin_end(j, g.w, g.ow);
+        double s = 0;
+        for (int64_t a = ha; a < hb; ++a)
+          for (int64_t b = wa; b < wb; ++b) s += xp[a * g.w + b];
+        yp[i * g.ow + j] = static_cast<float>(s / ((hb - ha) * (wb - wa)));
+      }
+    }
+  }
+}
+
+void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) {
+  const PoolGeo g = pool_geo(dx, dy);
+  std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
+  for (int64_t pl = 0; pl < g.planes; ++pl) {
+    const float* gp = dy.data<float>() + pl * g.oh * g.ow;
+    float* dp = dx.data<float>() + pl * g.h * g.w;
+    for (int64_t i = 0; i < g.oh; ++i) {
+      const int64_t ha = bin_start(i, g.h, g.oh), hb = bin_end(i, g.h, g.oh);
+      for (int64_t j = 0; j < g.ow; ++j) {
+        const int64_t wa = bin_start(j, g.w, g.ow), wb = bin_end(j, g.w, g.ow);
+        const float share = gp[i * g.ow + j] / static_cast<float>((hb - ha) * (wb - wa));
+        for (int64_t a = ha; a < hb; ++a)
+          for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += share;
+      }
+    }
+  }
+}
+
+}  // namespace dlb

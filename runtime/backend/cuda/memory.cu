@@ -1,0 +1,53 @@
+#include <cuda_runtime.h>
+
+#include "runtime/backend/cuda/cuda_check.h"
+#include "runtime/backend/cuda/memory.h"
+
+namespace dlb::cuda {
+namespace {
+
+class DeviceMemoryResource final : public MemoryResource {
+ public:
+  explicit DeviceMemoryResource(int device) : device_(device) {}
+  void* allocate(size_t bytes) override {
+    DLB_CUDA_CHECK(cudaSetDevice(device_));
+    void* p = nullptr;
+    const cudaError_t err = cudaMalloc(&p, bytes);
+    if (err == cudaErrorMemoryAllocation) {
+      (void)cudaGetLastError();
+      return nullptr;  // the Allocator turns this into OutOfMemory
+    }
+    DLB_CUDA_CHECK(err);
+    return p;
+  }
+  void deallocate(void* p, size_t) override { cudaFree(p); }
+  std::string_view name() const override { return "CUDA device memory"; }
+
+ private:
+  int device_;
+};
+
+class PinnedHostMemoryResource final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes) override {
+    void* p = nullptr;
+    if (cudaMallocHost(&p, bytes) != cudaSuccess) {
+      (void)cudaGetLastError();
+      return nullptr;
+    }
+    return p;
+  }
+  void deallocate(void* p, size_t) override { cudaFreeHost(p); }
+  std::string_view name() const override { return "pinned host memory"; }
+};
+
+}  // namespace
+
+std::unique_ptr<MemoryResource> make_device_memory_resource(int device) {
+  return std::make_unique<DeviceMemoryResource>(device);
+}
+std::unique_ptr<MemoryResource> make_pinned_host_memory_resource() {
+  return std::make_unique<PinnedHostMemoryResource>();
+}
+
+}  // namespace dlb::cuda

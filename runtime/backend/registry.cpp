@@ -1,0 +1,51 @@
+// The backend registry: the one place that knows which backends this build has.
+#include <fmt/format.h>
+
+#include <thread>
+
+#include "runtime/backend/backend.h"
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+#if DLB_HAVE_CUDA
+#include "runtime/backend/cuda/device.h"
+#endif
+
+namespace dlb {
+
+bool backend_compiled(BackendKind kind) {
+  if (kind == BackendKind::kCpu) return true;
+  return DLB_HAVE_CUDA != 0;
+}
+
+std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
+  if (kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options);
+#if DLB_HAVE_CUDA
+  if (cuda::query_devices().empty()) {
+    throw Unsupported("--backend=cuda: no CUDA device is visible on this machine");
+  }
+  throw Unsupported(
+      "--backend=cuda: this version has the CUDA device, stream and memory plumbing but no CUDA "
+      "training ops (cuDNN/cuBLAS) yet; use --backend=cpu");
+#else
+  throw Unsupported("--backend=cuda: this build has no CUDA backend (no nvcc at configure time)");
+#endif
+}
+
+std::vector<std::string> list_devices() {
+  std::vector<std::string> out{
+      fmt::format("cpu: {} hardware threads", std::thread::hardware_concurrency())};
+#if DLB_HAVE_CUDA
+  const auto devices = cuda::query_devices();
+  if (devices.empty()) out.push_back("cuda: no device visible (no GPU or no driver)");
+  for (const auto& d : devices) {
+    out.push_back(fmt::format("cuda:{} {} (sm_{}{}, {:.1f} GiB, {} SMs)", d.index, d.name,
+                              d.sm_major, d.sm_minor, d.total_memory / (1024.0 * 1024 * 1024),
+                              d.multiprocessors));
+  }
+#else
+  out.push_back("cuda: not compiled into this build");
+#endif
+  return out;
+}
+
+}  // namespace dlb

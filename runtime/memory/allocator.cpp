@@ -1,0 +1,137 @@
+#include "runtime/memory/allocator.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+std::string_view mem_category_name(MemCategory c) {
+  switch (c) {
+    case MemCategory::kWeights:
+      return "weights";
+    case MemCategory::kGradients:
+      return "gradients";
+    case MemCategory::kOptimizerState:
+      return "optimizer_state";
+    case MemCategory::kActivations:
+      return "activations";
+    case MemCategory::kWorkspace:
+      return "workspace";
+    case MemCategory::kData:
+      return "data";
+    case MemCategory::kComm:
+      return "comm";
+    case MemCategory::kCount:
+      break;
+  }
+  return "?";
+}
+
+Buffer::~Buffer() {
+  if (owner_) owner_->release(ptr_, bytes_, category_);
+}
+
+Allocator::Allocator(std::unique_ptr<MemoryResource> resource, std::optional<size_t> budget)
+    : resource_(std::move(resource)), budget_(budget) {}
+
+std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
+                                            std::string_view what) {
+  const auto c = static_cast<size_t>(category);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (budget_ && stats_.total_current + bytes > *budget_) {
+      throw OutOfMemory(fmt::format(
+          "allocating {} for {} ({}) would exceed the memory budget of {} ({} already in use)",
+          format_bytes(bytes), what, mem_category_name(category), format_bytes(*budget_),
+          format_bytes(stats_.total_current)));
+    }
+  }
+  void* p = resource_->allocate(bytes == 0 ? 1 : bytes);
+  if (!p) {
+    throw OutOfMemory(fmt::format("{} could not allocate {} for {} ({})", resource_->name(),
+                                  format_bytes(bytes), what, mem_category_name(category)));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.current[c] += bytes;
+  stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
+  stats_.total_current += bytes;
+  stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
+}
+
+void Allocator::release(void* p, size_t bytes, MemCategory category) {
+  resource_->deallocate(p, bytes == 0 ? 1 : bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.current[static_cast<size_t>(category)] -= bytes;
+  stats_.total_current -= bytes;
+}
+
+MemoryStats Allocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Allocator::reset_peaks() {
+  std::lock_guard<std::mutex> lock(mu_);
+  stats_.peak = stats_.current;
+  stats_.total_peak = stats_.total_current;
+}
+
+namespace {
+class HostMemoryResource final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
+  void deallocate(void* p, size_t) override { std::free(p); }
+  std::string_view name() const override { return "host memory"; }
+};
+}  // namespace
+
+std::unique_ptr<MemoryResource> make_host_memory_resource() {
+  return std::make_unique<HostMemoryResource>();
+}
+
+size_t parse_bytes(std::string_view text) {
+  std::string s(text);
+  size_t pos = 0;
+  double value = 0;
+  try {
+    value = std::stod(s, &pos);
+  } catch (const std::exception&) {
+    throw InvalidArgument(fmt::format("'{}' is not a size (expected e.g. 4GiB, 512MiB, 1e9)", s));
+  }
+  std::string unit = s.substr(pos);
+  double scale = 0;
+  if (unit.empty() || unit == "B")
+    scale = 1;
+  else if (unit == "KiB")
+    scale = 1024.0;
+  else if (unit == "MiB")
+    scale = 1024.0 * 1024;
+  else if (unit == "GiB")
+    scale = 1024.0 * 1024 * 1024;
+  else if (unit == "KB")
+    scale = 1e3;
+  else if (unit == "MB")
+    scale = 1e6;
+  else if (unit == "GB")
+    scale = 1e9;
+  if (scale == 0 || !(value > 0) || !std::isfinite(value)) {
+    throw InvalidArgument(
+        fmt::format("'{}' is not a positive size (units: B, KiB, MiB, GiB, KB, MB, GB)", s));
+  }
+  return static_cast<size_t>(value * scale);
+}
+
+std::string format_bytes(size_t bytes) {
+  const double b = static_cast<double>(bytes);
+  if (b >= 1024.0 * 1024 * 1024) return fmt::format("{:.2f} GiB", b / (1024.0 * 1024 * 1024));
+  if (b >= 1024.0 * 1024) return fmt::format("{:.2f} MiB", b / (1024.0 * 1024));
+  if (b >= 1024.0) return fmt::format("{:.2f} KiB", b / 1024.0);
+  return fmt::format("{} B", bytes);
+}
+
+}  // namespace dlb

@@ -1,0 +1,96 @@
+// Every device and pinned-host byte goes through an Allocator. It keeps current and peak bytes
+// per category and enforces an optional budget, so out-of-memory is testable on any backend.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace dlb {
+
+enum class MemCategory {
+  kWeights,
+  kGradients,
+  kOptimizerState,
+  kActivations,  // layer outputs and their gradients
+  kWorkspace,    // im2col columns, cuDNN workspaces, scratch
+  kData,         // input images and labels
+  kComm,         // communication staging
+  kCount
+};
+constexpr size_t kNumMemCategories = static_cast<size_t>(MemCategory::kCount);
+std::string_view mem_category_name(MemCategory c);
+
+// Where the bytes physically come from: host heap, cudaMalloc, pinned host...
+class MemoryResource {
+ public:
+  virtual ~MemoryResource() = default;
+  virtual void* allocate(size_t bytes) = 0;  // nullptr when the device itself is out of memory
+  virtual void deallocate(void* p, size_t bytes) = 0;
+  virtual std::string_view name() const = 0;
+};
+
+class Allocator;
+
+// An owned allocation. Released to its allocator on destruction.
+class Buffer {
+ public:
+  Buffer(std::shared_ptr<Allocator> owner, void* ptr, size_t bytes, MemCategory category)
+      : owner_(std::move(owner)), ptr_(ptr), bytes_(bytes), category_(category) {}
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  void* data() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  MemCategory category() const { return category_; }
+
+ private:
+  std::shared_ptr<Allocator> owner_;  // a buffer keeps its allocator alive
+  void* ptr_;
+  size_t bytes_;
+  MemCategory category_;
+};
+
+struct MemoryStats {
+  std::array<size_t, kNumMemCategories> current{};
+  std::array<size_t, kNumMemCategories> peak{};  // peak of each category on its own
+  size_t total_current = 0;
+  size_t total_peak = 0;  // peak of the sum, not the sum of peaks
+};
+
+// Always owned by a shared_ptr (buffers hold one), so create it with std::make_shared.
+class Allocator : public std::enable_shared_from_this<Allocator> {
+ public:
+  explicit Allocator(std::unique_ptr<MemoryResource> resource,
+                     std::optional<size_t> budget = std::nullopt);
+
+  // Throws OutOfMemory (naming `what`, the category and the budget) when the budget or the
+  // device would be exceeded.
+  std::shared_ptr<Buffer> allocate(size_t bytes, MemCategory category, std::string_view what);
+  MemoryStats stats() const;
+  void reset_peaks();
+  std::optional<size_t> budget() const { return budget_; }
+  void set_budget(std::optional<size_t> budget) { budget_ = budget; }
+
+ private:
+  friend class Buffer;
+  void release(void* p, size_t bytes, MemCategory category);
+
+  std::unique_ptr<MemoryResource> resource_;
+  std::optional<size_t> budget_;
+  mutable std::mutex mu_;
+  MemoryStats stats_;
+};
+
+// Host memory aligned to 64 bytes.
+std::unique_ptr<MemoryResource> make_host_memory_resource();
+
+// "4GiB", "512MiB", "1.5GB", "1000000" -> bytes. Throws InvalidArgument.
+size_t parse_bytes(std::string_view text);
+std::string format_bytes(size_t bytes);
+
+}  // namespace dlb

@@ -1,0 +1,83 @@
+#include "runtime/nn/layers/conv2d.h"
+
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+Conv2d::Conv2d(const Conv2dOptions& o) : o_(o) {
+  if (o.in_channels < 1 || o.out_channels < 1 || o.kernel < 1 || o.stride < 1 || o.padding < 0 ||
+      o.groups < 1 || o.in_channels % o.groups || o.out_channels % o.groups) {
+    throw InvalidArgument(
+        fmt::format("conv2d: invalid options in={} out={} kernel={} stride={} padding={} groups={}",
+                    o.in_channels, o.out_channels, o.kernel, o.stride, o.padding, o.groups));
+  }
+}
+
+ConvDesc Conv2d::describe(const Shape& in) const {
+  ConvDesc d;
+  d.batch = in[0];
+  d.in_channels = in[1];
+  d.height = in[2];
+  d.width = in[3];
+  d.out_channels = o_.out_channels;
+  d.kernel_h = d.kernel_w = o_.kernel;
+  d.stride_h = d.stride_w = o_.stride;
+  d.pad_h = d.pad_w = o_.padding;
+  d.groups = o_.groups;
+  return d;
+}
+
+Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
+  const Shape& s = in.at(0);
+  if (s.rank() != 4 || s[1] != o_.in_channels) {
+    throw InvalidArgument(
+        fmt::format("conv2d expects [N, {}, H, W], got {}", o_.in_channels, s.str()));
+  }
+  const ConvDesc d = describe(s);
+  if (d.out_h() < 1 || d.out_w() < 1) {
+    throw InvalidArgument(fmt::format("conv2d {}x{}/{} has no output for a {}x{} input", o_.kernel,
+                                      o_.kernel, o_.stride, s[2], s[3]));
+  }
+  return Shape{s[0], o_.out_channels, d.out_h(), d.out_w()};
+}
+
+void Conv2d::setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) {
+  const Shape ws{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
+  weight_.value = backend.empty(ws, DType::kF32, MemCategory::kWeights, "conv weight");
+  weight_.grad = backend.empty(ws, DType::kF32, MemCategory::kGradients, "conv weight grad");
+  if (o_.bias) {
+    bias_.value = backend.empty({o_.out_channels}, DType::kF32, MemCategory::kWeights, "bias");
+    bias_.grad = backend.empty({o_.out_channels}, DType::kF32, MemCategory::kGradients, "bias");
+  }
+  init_weight_and_bias(backend, o_.init, rng, weight_.value, bias_.value);
+  plan_ = backend.make_conv_plan(describe(in.at(0)));
+}
+
+void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+  ctx.backend.conv_forward(*plan_, *x[0], weight_.value, y);
+  if (o_.bias) ctx.backend.bias_add(bias_.value, y);
+}
+
+void Conv2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
+                           const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, weight_.value, *dx[0]);
+}
+
+void Conv2d::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
+                              const Tensor&, const Tensor& dy) {
+  ctx.backend.conv_backward_filter(*plan_, *x[0], dy, weight_.grad);
+  if (o_.bias) ctx.backend.bias_backward(dy, bias_.grad);
+}
+
+std::vector<Param*> Conv2d::params() {
+  if (o_.bias) return {&weight_, &bias_};
+  return {&weight_};
+}
+
+double Conv2d::forward_flops(const std::vector<Shape>& in) const {
+  return 2.0 * describe(in.at(0)).forward_macs();
+}
+
+}  // namespace dlb

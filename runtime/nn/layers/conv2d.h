@@ -1,0 +1,45 @@
+// torch.nn.Conv2d: weight [out, in/groups, kh, kw] and optional bias, through a backend plan.
+#pragma once
+#include <memory>
+
+#include "runtime/nn/init.h"
+#include "runtime/nn/layer.h"
+
+namespace dlb {
+
+struct Conv2dOptions {
+  int64_t in_channels = 0, out_channels = 0, kernel = 1, stride = 1, padding = 0, groups = 1;
+  bool bias = true;
+  Init init = Init::kTorchDefault;
+};
+
+class Conv2d final : public Layer {
+ public:
+  explicit Conv2d(const Conv2dOptions& o);
+  std::string_view kind() const override { return "conv2d"; }
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
+                        const Tensor& y, const Tensor& dy) override;
+  std::vector<Param*> params() override;
+  int64_t num_params() const override {
+    return o_.out_channels * (o_.in_channels / o_.groups) * o_.kernel * o_.kernel +
+           (o_.bias ? o_.out_channels : 0);
+  }
+  double forward_flops(const std::vector<Shape>& in) const override;
+  bool is_matmul_layer() const override { return true; }
+
+  ConvDesc describe(const Shape& in) const;
+  const ConvPlan& plan() const { return *plan_; }
+
+ private:
+  Conv2dOptions o_;
+  Param weight_{"weight", {}, {}};
+  Param bias_{"bias", {}, {}};
+  std::unique_ptr<ConvPlan> plan_;
+};
+
+}  // namespace dlb

@@ -1,0 +1,55 @@
+// Parameter-free layers: ReLU, Dropout, the residual Add, and Flatten.
+#pragma once
+#include "runtime/nn/layer.h"
+
+namespace dlb {
+
+class Relu final : public Layer {
+ public:
+  std::string_view kind() const override { return "relu"; }
+  Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>& in) const override;
+};
+
+class Dropout final : public Layer {
+ public:
+  explicit Dropout(float p);
+  std::string_view kind() const override { return "dropout"; }
+  Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
+  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>& in) const override;
+  float p() const { return p_; }
+
+ private:
+  float p_;
+  bool active_ = false;  // whether the last forward applied a mask
+  Tensor mask_;
+};
+
+class Add final : public Layer {
+ public:
+  std::string_view kind() const override { return "add"; }
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>& in) const override;
+};
+
+class Flatten final : public Layer {
+ public:
+  std::string_view kind() const override { return "flatten"; }
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>&) const override { return 0; }
+};
+
+}  // namespace dlb

@@ -1,0 +1,52 @@
+#include "runtime/nn/layers/linear.h"
+
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+Linear::Linear(int64_t in_features, int64_t out_features, Init init)
+    : in_(in_features), out_(out_features), init_(init) {
+  if (in_ < 1 || out_ < 1) {
+    throw InvalidArgument(fmt::format("linear: invalid features {} -> {}", in_, out_));
+  }
+}
+
+Shape Linear::output_shape(const std::vector<Shape>& in) const {
+  const Shape& s = in.at(0);
+  if (s.rank() != 2 || s[1] != in_) {
+    throw InvalidArgument(fmt::format("linear expects [N, {}], got {}", in_, s.str()));
+  }
+  return Shape{s[0], out_};
+}
+
+void Linear::setup(Backend& backend, const std::vector<Shape>&, Rng& rng) {
+  weight_.value = backend.empty({out_, in_}, DType::kF32, MemCategory::kWeights, "linear weight");
+  weight_.grad = backend.empty({out_, in_}, DType::kF32, MemCategory::kGradients, "linear grad");
+  bias_.value = backend.empty({out_}, DType::kF32, MemCategory::kWeights, "linear bias");
+  bias_.grad = backend.empty({out_}, DType::kF32, MemCategory::kGradients, "linear bias grad");
+  init_weight_and_bias(backend, init_, rng, weight_.value, bias_.value);
+}
+
+void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+  ctx.backend.matmul(false, true, 1.f, *x[0], weight_.value, 0.f, y);
+  ctx.backend.bias_add(bias_.value, y);
+}
+
+void Linear::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
+                           const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+  if (dx[0]) ctx.backend.matmul(false, false, 1.f, dy, weight_.value, 0.f, *dx[0]);
+}
+
+void Linear::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
+                              const Tensor&, const Tensor& dy) {
+  ctx.backend.matmul(true, false, 1.f, dy, *x[0], 0.f, weight_.grad);
+  ctx.backend.bias_backward(dy, bias_.grad);
+}
+
+double Linear::forward_flops(const std::vector<Shape>& in) const {
+  return 2.0 * static_cast<double>(in.at(0)[0]) * in_ * out_;
+}
+
+}  // namespace dlb

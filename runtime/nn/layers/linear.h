@@ -1,0 +1,31 @@
+// torch.nn.Linear: y = x W^T + b with weight [out, in].
+#pragma once
+#include "runtime/nn/init.h"
+#include "runtime/nn/layer.h"
+
+namespace dlb {
+
+class Linear final : public Layer {
+ public:
+  Linear(int64_t in_features, int64_t out_features, Init init = Init::kTorchDefault);
+  std::string_view kind() const override { return "linear"; }
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
+                        const Tensor& y, const Tensor& dy) override;
+  std::vector<Param*> params() override { return {&weight_, &bias_}; }
+  int64_t num_params() const override { return out_ * in_ + out_; }
+  double forward_flops(const std::vector<Shape>& in) const override;
+  bool is_matmul_layer() const override { return true; }
+
+ private:
+  int64_t in_, out_;
+  Init init_;
+  Param weight_{"weight", {}, {}};
+  Param bias_{"bias", {}, {}};
+};
+
+}  // namespace dlb

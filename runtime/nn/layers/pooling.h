@@ -1,0 +1,38 @@
+// torch.nn.MaxPool2d, AvgPool2d and AdaptiveAvgPool2d.
+#pragma once
+#include "runtime/nn/layer.h"
+
+namespace dlb {
+
+class Pool2d final : public Layer {
+ public:
+  // kernel, stride and padding as torch's (floor mode).
+  Pool2d(PoolMode mode, int64_t kernel, int64_t stride, int64_t padding = 0);
+  std::string_view kind() const override;
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>& in) const override;
+
+ private:
+  PoolDesc desc_;
+};
+
+class AdaptiveAvgPool2d final : public Layer {
+ public:
+  AdaptiveAvgPool2d(int64_t out_h, int64_t out_w);
+  std::string_view kind() const override { return "adaptive_avg_pool2d"; }
+  Shape output_shape(const std::vector<Shape>& in) const override;
+  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
+                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  double forward_flops(const std::vector<Shape>& in) const override;
+
+ private:
+  int64_t out_h_, out_w_;
+};
+
+}  // namespace dlb

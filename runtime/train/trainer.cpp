@@ -1,0 +1,98 @@
+#include "runtime/train/trainer.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+double RunStats::throughput() const {
+  return timed_seconds > 0 ? static_cast<double>(images_per_step * timed_steps) / timed_seconds
+                           : 0.0;
+}
+
+Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config)
+    : backend_(backend), graph_(graph), config_(config) {
+  if (!graph.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
+  for (Op op : {Op::kConv, Op::kMatmul, Op::kBatchNorm, Op::kRelu, Op::kPool, Op::kDropout,
+                Op::kAdd, Op::kSoftmaxCrossEntropy, Op::kSgd}) {
+    backend.require(op, config.precision);
+  }
+  const Shape& out = graph.shape(graph.output());
+  if (out.rank() != 2) {
+    throw InvalidArgument(fmt::format("the model's output {} is not [batch, classes]", out.str()));
+  }
+  batch_ = out[0];
+  classes_ = out[1];
+  labels_ = backend.empty({batch_}, DType::kI64, MemCategory::kData, "labels");
+  probs_ = backend.empty(out, DType::kF32, MemCategory::kActivations, "softmax probabilities");
+  loss_ = backend.empty({1}, DType::kF32, MemCategory::kActivations, "loss");
+  for (const auto& np : graph.named_params()) {
+    Tensor buf = backend.empty(np.param->value.shape(), DType::kF32, MemCategory::kOptimizerState,
+                               "momentum of " + np.name);
+    backend.fill(buf, 0.f);
+    params_.push_back(np.param);
+    momentum_.push_back(std::move(buf));
+  }
+}
+
+void Trainer::load_batch(const float* images, const int64_t* labels) {
+  backend_.copy_from_host(images, graph_.input_tensor());
+  backend_.copy_from_host(labels, labels_);
+}
+
+float Trainer::train_step() {
+  const LayerContext ctx{backend_, true, config_.seed * 1000003 + step_++};
+  graph_.forward(ctx);
+  backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
+  backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
+  graph_.backward(ctx);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    backend_.sgd_update(config_.sgd, params_[i]->grad, momentum_[i], params_[i]->value);
+  }
+  float loss = 0;
+  backend_.copy_to_host(loss_, &loss);
+  return loss;
+}
+
+int64_t Trainer::count_correct(int64_t count) {
+  const LayerContext ctx{backend_, false, 0};
+  graph_.forward(ctx);
+  std::vector<float> logits(graph_.output_tensor().numel());
+  std::vector<int64_t> labels(batch_);
+  backend_.copy_to_host(graph_.output_tensor(), logits.data());
+  backend_.copy_to_host(labels_, labels.data());
+  int64_t correct = 0;
+  for (int64_t i = 0; i < std::min(count, batch_); ++i) {
+    const float* row = logits.data() + i * classes_;
+    const int64_t best = std::max_element(row, row + classes_) - row;
+    correct += best == labels[i];
+  }
+  return correct;
+}
+
+RunStats Trainer::run(int64_t warmup, int64_t steps) {
+  using Clock = std::chrono::steady_clock;
+  RunStats s;
+  s.warmup_steps = warmup;
+  s.timed_steps = steps;
+  s.images_per_step = batch_;
+  for (int64_t i = 0; i < warmup; ++i) s.losses.push_back(train_step());
+  backend_.synchronize();
+  const auto t0 = Clock::now();
+  auto prev = t0;
+  for (int64_t i = 0; i < steps; ++i) {
+    s.losses.push_back(train_step());  // reading the loss synchronises the device
+    const auto now = Clock::now();
+    s.step_seconds.push_back(std::chrono::duration<double>(now - prev).count());
+    prev = now;
+  }
+  backend_.synchronize();
+  s.timed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  return s;
+}
+
+}  // namespace dlb

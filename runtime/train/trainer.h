@@ -1,0 +1,55 @@
+// One training step (forward, softmax cross-entropy, backward, SGD update) and timed runs of
+// many. Throughput is images in the timed steps over their wall time, with the device
+// synchronised, as DESIGN.md defines it.
+#pragma once
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/nn/graph.h"
+
+namespace dlb {
+
+struct TrainConfig {
+  SgdConfig sgd;
+  Precision precision = Precision::kFp32;
+  uint64_t seed = 0;
+};
+
+struct RunStats {
+  int64_t warmup_steps = 0, timed_steps = 0, images_per_step = 0;
+  double timed_seconds = 0;
+  std::vector<double> step_seconds;  // timed steps only
+  std::vector<float> losses;         // every step, warm-up included
+  double throughput() const;         // images per second over the timed steps
+};
+
+class Trainer {
+ public:
+  // `graph` must be set up on `backend`. Throws Unsupported if the backend cannot train in the
+  // requested precision.
+  Trainer(Backend& backend, Graph& graph, const TrainConfig& config);
+
+  // Copies one batch from the host onto the backend.
+  void load_batch(const float* images, const int64_t* labels);
+  // A full step on the loaded batch; returns its loss (this synchronises).
+  float train_step();
+  // Inference-mode forward on the loaded batch; how many of the first `count` samples the
+  // model classifies correctly.
+  int64_t count_correct(int64_t count);
+  // `warmup` untimed steps, then `steps` timed ones, on the loaded batch.
+  RunStats run(int64_t warmup, int64_t steps);
+
+  int64_t batch() const { return batch_; }
+
+ private:
+  Backend& backend_;
+  Graph& graph_;
+  TrainConfig config_;
+  int64_t batch_, classes_;
+  Tensor labels_, probs_, loss_;
+  std::vector<Param*> params_;
+  std::vector<Tensor> momentum_;
+  uint64_t step_ = 0;
+};
+
+}  // namespace dlb

@@ -1,0 +1,55 @@
+#include "suites/harness/environment.h"
+
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+namespace dlb {
+namespace {
+std::string run_quietly(const std::string& cmd) {
+  std::array<char, 256> buf{};
+  std::string out;
+  FILE* p = popen((cmd + " 2>/dev/null").c_str(), "r");
+  if (!p) return "";
+  while (fgets(buf.data(), buf.size(), p)) out += buf.data();
+  pclose(p);
+  while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
+  return out;
+}
+}  // namespace
+
+std::string utc_now_iso8601() {
+  const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+nlohmann::json collect_environment(const Backend& backend) {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  std::string git =
+      run_quietly("git -C '" DLB_SOURCE_DIR "' describe --always --dirty --abbrev=12");
+  nlohmann::json env = {
+      {"host", host},
+      {"backend", std::string(backend.name())},
+      {"git_sha", git.empty() ? "unknown" : git},
+      {"dlbench_version", DLB_VERSION},
+      {"time", utc_now_iso8601()},
+      // Versions of libraries this build does not use are recorded as "none".
+      {"driver", "none"},
+      {"cuda", "none"},
+      {"cudnn", "none"},
+      {"nccl", "none"},
+      {"mpi", "none"},
+  };
+  for (const auto& [k, v] : backend.environment()) env[k] = v;
+  return env;
+}
+
+}  // namespace dlb

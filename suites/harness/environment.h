@@ -1,0 +1,13 @@
+// The environment block every result record carries: host, CPU, device and library versions,
+// git revision, dlbench version and time.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+nlohmann::json collect_environment(const Backend& backend);
+std::string utc_now_iso8601();
+
+}  // namespace dlb

@@ -1,0 +1,31 @@
+// `dlbench list`: models (parameters, forward GFLOPs per image, smallest image), backends, and
+// the devices this machine has.
+#include <fmt/format.h>
+
+#include "runtime/backend/backend.h"
+#include "suites/harness/commands.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+
+int list_command() {
+  fmt::print("models (at their default image size, batch 1; GFLOPs count a multiply-add as 2):\n");
+  fmt::print("  {:<11} {:>13} {:>8} {:>12} {:>9}  {}\n", "name", "parameters", "image",
+             "fwd GFLOPs", "min size", "description");
+  for (const ModelInfo& m : model_registry()) {
+    const Graph g = m.build(ModelConfig{1, m.default_image_size, m.default_classes, {}});
+    fmt::print("  {:<11} {:>13L} {:>5}x{:<2} {:>12.3f} {:>9}  {}\n", m.name, g.num_params(),
+               m.default_image_size, m.default_image_size, g.forward_flops() / 1e9,
+               min_image_size(m), m.description);
+  }
+  fmt::print("backends:\n");
+  for (BackendKind k : {BackendKind::kCpu, BackendKind::kCuda}) {
+    fmt::print("  {:<5} {}\n", backend_kind_name(k),
+               backend_compiled(k) ? "compiled in" : "not compiled in");
+  }
+  fmt::print("devices:\n");
+  for (const std::string& d : list_devices()) fmt::print("  {}\n", d);
+  return 0;
+}
+
+}  // namespace dlb

@@ -1,0 +1,197 @@
+#include "suites/harness/run_command.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "runtime/core/error.h"
+#include "runtime/io/safetensors.h"
+#include "runtime/train/stats.h"
+#include "runtime/train/trainer.h"
+#include "suites/harness/environment.h"
+#include "suites/harness/record.h"
+#include "workloads/data/dataset.h"
+#include "workloads/data/epochs.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+// A fixed batch from --batch-file: tensor "images" [N, C, H, W] f32, "labels" [N] int64.
+struct FixedBatch {
+  Dataset data;
+};
+
+FixedBatch load_batch_file(const std::string& path, int64_t model_channels) {
+  StateDict t = load_safetensors(path);
+  auto img = t.find("images");
+  auto lab = t.find("labels");
+  if (img == t.end() || lab == t.end()) {
+    throw InvalidArgument(
+        fmt::format("{}: a batch file needs tensors 'images' and 'labels'", path));
+  }
+  const HostTensor& i = img->second;
+  const HostTensor& l = lab->second;
+  if (i.dtype != DType::kF32 || i.shape.rank() != 4 || i.shape[2] != i.shape[3]) {
+    throw InvalidArgument(fmt::format("{}: 'images' must be f32 [N, C, H, H], found {} {}", path,
+                                      dtype_name(i.dtype), i.shape.str()));
+  }
+  if (l.dtype != DType::kI64 || l.shape.rank() != 1 || l.shape[0] != i.shape[0]) {
+    throw InvalidArgument(fmt::format("{}: 'labels' must be int64 [{}], found {} {}", path,
+                                      i.shape[0], dtype_name(l.dtype), l.shape.str()));
+  }
+  if (i.shape[1] != model_channels) {
+    throw InvalidArgument(fmt::format("{}: images have {} channels; the model takes {}", path,
+                                      i.shape[1], model_channels));
+  }
+  FixedBatch b;
+  b.data = Dataset{i.shape[1], i.shape[2], i.shape[3], 0, {}, {}};
+  b.data.images.resize(i.shape.numel());
+  std::memcpy(b.data.images.data(), i.bytes.data(), i.bytes.size());
+  b.data.labels.resize(l.shape[0]);
+  std::memcpy(b.data.labels.data(), l.bytes.data(), l.bytes.size());
+  return b;
+}
+
+void validate(const RunOptions& o) {
+  if (o.batch && *o.batch < 1) {
+    throw InvalidArgument(fmt::format("--batch must be at least 1 (got {})", *o.batch));
+  }
+  if (o.warmup < 0) throw InvalidArgument(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
+  if (o.data == DataSource::kSynthetic) {
+    if (o.steps < 1) throw InvalidArgument(fmt::format("--steps must be >= 1 (got {})", o.steps));
+    if (o.epochs != 0) throw InvalidArgument("--epochs needs --data=digits");
+  } else if (o.epochs < 1) {
+    throw InvalidArgument(fmt::format("--data=digits needs --epochs >= 1 (got {})", o.epochs));
+  }
+  if (!(o.sgd.lr > 0)) throw InvalidArgument("--lr must be positive");
+  if (o.sgd.momentum < 0 || o.sgd.weight_decay < 0) {
+    throw InvalidArgument("--momentum and --weight-decay must be >= 0");
+  }
+  if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
+    throw InvalidArgument("--batch-file and --data=digits exclude each other");
+  }
+}
+
+nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
+  return {{"model", o.model},
+          {"batch", mc.batch},
+          {"image_size", mc.image_size},
+          {"num_classes", mc.num_classes},
+          {"precision", std::string(precision_name(o.precision))},
+          {"backend", std::string(backend_kind_name(o.backend))},
+          {"ranks", 1},
+          {"steps", o.steps},
+          {"warmup", o.warmup},
+          {"epochs", o.epochs},
+          {"data", o.data == DataSource::kDigits ? "digits"
+                   : o.batch_file.empty()        ? "synthetic"
+                                                 : "batch-file"},
+          {"lr", o.sgd.lr},
+          {"momentum", o.sgd.momentum},
+          {"weight_decay", o.sgd.weight_decay},
+          {"dropout", o.dropout ? nlohmann::json(*o.dropout) : nlohmann::json(nullptr)},
+          {"seed", o.seed}};
+}
+
+}  // namespace
+
+int run_command(const RunOptions& o) {
+  validate(o);
+  const ModelInfo& info = find_model(o.model);
+  ModelConfig mc{o.batch.value_or(16), o.image_size.value_or(info.default_image_size),
+                 o.num_classes ? o.num_classes : info.default_classes, o.dropout};
+
+  FixedBatch fixed;
+  DigitsSplit digits;
+  if (!o.batch_file.empty()) {
+    fixed = load_batch_file(o.batch_file, info.in_channels);
+    const int64_t n = fixed.data.size(), s = fixed.data.height;
+    if ((o.batch && *o.batch != n) || (o.image_size && *o.image_size != s)) {
+      throw InvalidArgument(fmt::format(
+          "{} holds {} images of {}x{}; --batch/--image-size disagree", o.batch_file, n, s, s));
+    }
+    mc.batch = n;
+    mc.image_size = s;
+  } else if (o.data == DataSource::kDigits) {
+    if (info.in_channels != 1) {
+      throw InvalidArgument(
+          fmt::format("digits are greyscale; {} takes {} channels", o.model, info.in_channels));
+    }
+    digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path, mc.image_size);
+    if (mc.num_classes != 10) throw InvalidArgument("digits have 10 classes; set --num-classes=10");
+  }
+
+  Graph graph = build_model(o.model, mc);
+  BackendOptions bo;
+  bo.memory_budget = o.memory_budget;
+  auto backend = make_backend(o.backend, bo);
+  Rng rng(o.seed);
+  graph.setup(*backend, rng);
+  if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
+  Trainer trainer(*backend, graph, TrainConfig{o.sgd, o.precision, o.seed});
+
+  nlohmann::json record = {{"schema_version", kResultSchemaVersion},
+                           {"kind", "train"},
+                           {"status", "ok"},
+                           {"mode", "measured"},
+                           {"config", config_json(o, mc)},
+                           {"global_batch", mc.batch},
+                           {"environment", collect_environment(*backend)}};
+  nlohmann::json metrics = {{"params", graph.num_params()},
+                            {"forward_flops_per_image", graph.forward_flops() / mc.batch},
+                            {"flops_per_step", graph.training_flops()}};
+
+  if (o.data == DataSource::kDigits) {
+    Rng shuffle(o.seed + 1);
+    double accuracy = 0;
+    double seconds = 0;
+    for (int64_t e = 1; e <= o.epochs; ++e) {
+      const EpochResult r = train_epoch(trainer, digits.train, shuffle);
+      accuracy = evaluate_accuracy(trainer, digits.test);
+      seconds += r.seconds;
+      fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.epochs,
+                 r.mean_loss, 100 * accuracy, r.seconds);
+    }
+    fmt::print("{}: test accuracy {:.2f}% on {} held-out digits after {} epochs\n", o.model,
+               100 * accuracy, digits.test.size(), o.epochs);
+    metrics["test_accuracy"] = accuracy;
+    metrics["test_samples"] = digits.test.size();
+    metrics["train_seconds"] = seconds;
+  } else {
+    const Dataset data =
+        o.batch_file.empty()
+            ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
+            : std::move(fixed.data);
+    trainer.load_batch(data.images.data(), data.labels.data());  // once: data stays on the device
+    const RunStats s = trainer.run(o.warmup, o.steps);
+    const double median = percentile(s.step_seconds, 50);
+    metrics["throughput_img_s"] = s.throughput();
+    metrics["timed_seconds"] = s.timed_seconds;
+    metrics["step_time_s"] = {{"median", median},
+                              {"p10", percentile(s.step_seconds, 10)},
+                              {"p90", percentile(s.step_seconds, 90)},
+                              {"all", s.step_seconds}};
+    metrics["losses"] = s.losses;
+    metrics["achieved_flops_per_s"] = graph.training_flops() / median;
+    fmt::print(
+        "{} batch {} {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 {:.4f}, p90 "
+        "{:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s\n",
+        o.model, mc.batch, mc.image_size, mc.image_size, precision_name(o.precision),
+        backend->name(), s.throughput(), median, percentile(s.step_seconds, 10),
+        percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
+        graph.training_flops() / median / 1e9);
+  }
+  const MemoryStats mem = backend->allocator().stats();
+  record["metrics"] = metrics;
+  record["memory"] = memory_json(mem);
+  fmt::print("peak memory {} ({})\n", format_bytes(mem.total_peak),
+             backend->allocator().budget()
+                 ? "budget " + format_bytes(*backend->allocator().budget())
+                 : "no budget");
+  if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
+  if (!o.json_path.empty()) write_json_atomically(o.json_path, record);
+  return 0;
+}
+
+}  // namespace dlb

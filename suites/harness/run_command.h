@@ -1,0 +1,34 @@
+// `dlbench run`: train one configuration and write one result record.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/dtype.h"
+
+namespace dlb {
+
+enum class DataSource { kSynthetic, kDigits };
+
+// Typed options: strings from the command line become these once, at the edge.
+struct RunOptions {
+  std::string model = "resnet18";
+  std::optional<int64_t> batch;       // default 16; taken from --batch-file when given
+  std::optional<int64_t> image_size;  // default: the model's; taken from --batch-file
+  int64_t num_classes = 0;            // 0: the model's default
+  int64_t steps = 20, warmup = 5, epochs = 0;
+  BackendKind backend = BackendKind::kCpu;
+  Precision precision = Precision::kFp32;
+  DataSource data = DataSource::kSynthetic;
+  std::string data_path;  // digits.csv.gz; empty: the default location
+  SgdConfig sgd{0.01f, 0.9f, 0.f};
+  std::optional<float> dropout;
+  uint64_t seed = 0;
+  std::optional<size_t> memory_budget;
+  std::string init_path, batch_file, save_path, json_path;
+};
+
+// Runs and returns the process exit code; throws dlb::Error on failure.
+int run_command(const RunOptions& options);
+
+}  // namespace dlb

@@ -1,0 +1,137 @@
+#include "tests/gradcheck/gradient_checker.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/rng.h"
+
+namespace dlb::testing {
+namespace {
+
+std::vector<float> host(Backend& b, const Tensor& t) {
+  std::vector<float> v(t.numel());
+  b.copy_to_host(t, v.data());
+  return v;
+}
+
+void fill_random(Backend& b, Tensor& t, Rng& rng, bool avoid_kinks) {
+  std::vector<float> v(t.numel());
+  if (avoid_kinks) {
+    // Distinct values spaced 0.05 apart, shuffled, none within 0.025 of zero.
+    for (size_t i = 0; i < v.size(); ++i) {
+      const float k = static_cast<float>(i) - static_cast<float>(v.size()) / 2.f;
+      v[i] = 0.05f * k + (k >= 0 ? 0.025f : -0.025f);
+    }
+    for (size_t i = v.size() - 1; i > 0; --i) std::swap(v[i], v[rng.below(i + 1)]);
+  } else {
+    for (float& x : v) x = rng.normal(0.f, 1.f);
+  }
+  b.copy_from_host(v.data(), t);
+}
+
+std::vector<int64_t> sample(int64_t n, int max, Rng& rng) {
+  std::vector<int64_t> idx(n);
+  std::iota(idx.begin(), idx.end(), 0);
+  if (n <= max) return idx;
+  for (int64_t i = n - 1; i > 0; --i) std::swap(idx[i], idx[rng.below(i + 1)]);
+  idx.resize(max);
+  return idx;
+}
+
+// Compares the analytic gradient of tensor `t` with central differences of `objective`.
+void compare(Backend& b, Tensor& t, const std::vector<float>& analytic,
+             const std::function<double()>& objective, const CheckOptions& opt, Rng& rng,
+             const std::string& what) {
+  std::vector<float> v = host(b, t);
+  int failures = 0;
+  for (int64_t i : sample(t.numel(), opt.max_checks_per_tensor, rng)) {
+    const float orig = v[i];
+    v[i] = orig + static_cast<float>(opt.step);
+    b.copy_from_host(v.data(), t);
+    const double plus = objective();
+    v[i] = orig - static_cast<float>(opt.step);
+    b.copy_from_host(v.data(), t);
+    const double minus = objective();
+    v[i] = orig;
+    b.copy_from_host(v.data(), t);
+    const double numeric = (plus - minus) / (2 * opt.step);
+    const double a = analytic[i];
+    const double tol = opt.rel_tol * std::max(std::abs(numeric), std::abs(a)) + opt.abs_tol;
+    if (std::abs(numeric - a) > tol && ++failures <= 5) {
+      ADD_FAILURE() << what << "[" << i << "]: analytic " << a << " numeric " << numeric;
+    }
+  }
+  EXPECT_EQ(failures, 0) << what << ": " << failures << " mismatches";
+}
+
+}  // namespace
+
+void check_layer(Layer& layer, const std::vector<Shape>& in_shapes, const CheckOptions& opt,
+                 uint64_t seed) {
+  CpuBackend b({});
+  Rng rng(seed);
+  layer.setup(b, in_shapes, rng);
+  std::vector<Tensor> xs, dxs;
+  for (const Shape& s : in_shapes) {
+    xs.push_back(b.empty(s, DType::kF32, MemCategory::kActivations, "x"));
+    fill_random(b, xs.back(), rng, opt.avoid_kinks);
+    dxs.push_back(b.empty(s, DType::kF32, MemCategory::kActivations, "dx"));
+  }
+  const Shape ys = layer.output_shape(in_shapes);
+  Tensor y = b.empty(ys, DType::kF32, MemCategory::kActivations, "y");
+  Tensor r = b.empty(ys, DType::kF32, MemCategory::kActivations, "r");
+  fill_random(b, r, rng, false);
+  const std::vector<float> rh = host(b, r);
+  std::vector<const Tensor*> in;
+  for (Tensor& x : xs) in.push_back(&x);
+  const LayerContext ctx{b, true, 42};
+  auto objective = [&] {
+    layer.forward(ctx, in, y);
+    const std::vector<float> yh = host(b, y);
+    double s = 0;
+    for (size_t i = 0; i < yh.size(); ++i) s += static_cast<double>(yh[i]) * rh[i];
+    return s;
+  };
+  objective();
+  std::vector<Tensor*> dx;
+  for (Tensor& d : dxs) dx.push_back(&d);
+  layer.backward_data(ctx, in, y, r, dx);
+  layer.backward_weights(ctx, in, y, r);
+  for (size_t i = 0; i < xs.size(); ++i) {
+    compare(b, xs[i], host(b, dxs[i]), objective, opt, rng, fmt::format("input {}", i));
+  }
+  for (Param* p : layer.params()) {
+    compare(b, p->value, host(b, p->grad), objective, opt, rng, p->name);
+  }
+}
+
+void check_graph(Graph& g, const CheckOptions& opt, uint64_t seed) {
+  CpuBackend b({});
+  Rng rng(seed);
+  g.setup(b, rng);
+  fill_random(b, g.input_tensor(), rng, opt.avoid_kinks);
+  Tensor r = b.empty(g.shape(g.output()), DType::kF32, MemCategory::kActivations, "r");
+  fill_random(b, r, rng, false);
+  const std::vector<float> rh = host(b, r);
+  const LayerContext ctx{b, true, 42};
+  auto objective = [&] {
+    g.forward(ctx);
+    const std::vector<float> yh = host(b, g.output_tensor());
+    double s = 0;
+    for (size_t i = 0; i < yh.size(); ++i) s += static_cast<double>(yh[i]) * rh[i];
+    return s;
+  };
+  objective();
+  b.copy(r, g.output_grad());
+  g.backward(ctx);
+  for (auto& np : g.named_params()) {
+    compare(b, np.param->value, host(b, np.param->grad), objective, opt, rng, np.name);
+  }
+}
+
+}  // namespace dlb::testing

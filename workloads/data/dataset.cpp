@@ -1,0 +1,114 @@
+#include "workloads/data/dataset.h"
+
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <numeric>
+#include <sstream>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+void Dataset::gather(const std::vector<int64_t>& indices, float* images_out,
+                     int64_t* labels_out) const {
+  const int64_t e = image_elems();
+  for (size_t i = 0; i < indices.size(); ++i) {
+    std::copy_n(images.data() + indices[i] * e, e, images_out + i * e);
+    labels_out[i] = labels[indices[i]];
+  }
+}
+
+std::string default_digits_path() {
+  if (const char* env = std::getenv("DLB_DIGITS_PATH")) return env;
+  return "/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz";
+}
+
+namespace {
+std::string read_gzip(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) {
+    throw IoError(
+        fmt::format("digits data not found at '{}' (install Debian's python3-sklearn with "
+                    "scripts/install-deps.sh, or set DLB_DIGITS_PATH)",
+                    path));
+  }
+  gzFile f = gzopen(path.c_str(), "rb");
+  if (!f) throw IoError(fmt::format("cannot open '{}'", path));
+  std::string out;
+  char buf[1 << 16];
+  int n;
+  while ((n = gzread(f, buf, sizeof buf)) > 0) out.append(buf, static_cast<size_t>(n));
+  const bool failed = n < 0;
+  gzclose(f);
+  if (failed) throw IoError(fmt::format("'{}' is not a readable gzip file", path));
+  return out;
+}
+
+Dataset subset(const Dataset& all, const std::vector<int64_t>& idx) {
+  Dataset d{all.channels, all.height, all.width, all.num_classes, {}, {}};
+  d.images.resize(idx.size() * all.image_elems());
+  d.labels.resize(idx.size());
+  all.gather(idx, d.images.data(), d.labels.data());
+  return d;
+}
+}  // namespace
+
+DigitsSplit load_digits(const std::string& path, int64_t image_size) {
+  if (image_size < 8 || image_size % 8 != 0) {
+    throw InvalidArgument(fmt::format(
+        "digits images are 8x8; --image-size must be a multiple of 8 (got {})", image_size));
+  }
+  const std::string text = read_gzip(path);
+  const int64_t f = image_size / 8;
+  Dataset all{1, image_size, image_size, 10, {}, {}};
+  std::istringstream lines(text);
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(lines, line)) {
+    ++line_no;
+    if (line.empty()) continue;
+    std::vector<float> v;
+    std::istringstream fields(line);
+    std::string field;
+    while (std::getline(fields, field, ',')) {
+      try {
+        v.push_back(std::stof(field));
+      } catch (const std::exception&) {
+        throw InvalidArgument(fmt::format("{}:{}: '{}' is not a number", path, line_no, field));
+      }
+    }
+    if (v.size() != 65 || v[64] < 0 || v[64] > 9) {
+      throw InvalidArgument(
+          fmt::format("{}:{}: expected 64 pixels and a label 0-9", path, line_no));
+    }
+    for (int64_t y = 0; y < image_size; ++y)
+      for (int64_t x = 0; x < image_size; ++x)
+        all.images.push_back(v[(y / f) * 8 + (x / f)] / 16.f);
+    all.labels.push_back(static_cast<int64_t>(v[64]));
+  }
+  if (all.size() < 10) throw InvalidArgument(fmt::format("{}: only {} samples", path, all.size()));
+  std::vector<int64_t> order(all.size());
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng(20240601);  // the fixed split
+  for (int64_t i = all.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
+  const int64_t n_train = all.size() * 4 / 5;
+  return {subset(all, {order.begin(), order.begin() + n_train}),
+          subset(all, {order.begin() + n_train, order.end()})};
+}
+
+Dataset make_synthetic(int64_t batch, int64_t channels, int64_t image_size, int64_t num_classes,
+                       uint64_t seed) {
+  Dataset d{channels, image_size, image_size, num_classes, {}, {}};
+  Rng rng(seed);
+  d.images.resize(batch * d.image_elems());
+  for (float& v : d.images) v = rng.normal(0.f, 1.f);
+  d.labels.resize(batch);
+  for (int64_t& l : d.labels) l = rng.below(num_classes);
+  return d;
+}
+
+}  // namespace dlb
