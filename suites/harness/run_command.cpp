@@ -73,6 +73,9 @@ void validate(const RunOptions& o) {
   }
 }
 
+// A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
+double shortest(float f) { return std::stod(fmt::format("{}", f)); }
+
 nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
   return {{"model", o.model},
           {"batch", mc.batch},
@@ -87,10 +90,10 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"data", o.data == DataSource::kDigits ? "digits"
                    : o.batch_file.empty()        ? "synthetic"
                                                  : "batch-file"},
-          {"lr", o.sgd.lr},
-          {"momentum", o.sgd.momentum},
-          {"weight_decay", o.sgd.weight_decay},
-          {"dropout", o.dropout ? nlohmann::json(*o.dropout) : nlohmann::json(nullptr)},
+          {"lr", shortest(o.sgd.lr)},
+          {"momentum", shortest(o.sgd.momentum)},
+          {"weight_decay", shortest(o.sgd.weight_decay)},
+          {"dropout", o.dropout ? nlohmann::json(shortest(*o.dropout)) : nlohmann::json(nullptr)},
           {"seed", o.seed}};
 }
 

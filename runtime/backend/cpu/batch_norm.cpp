@@ -36,7 +36,6 @@ void CpuBackend::batch_norm_train(const Tensor& x, const Tensor& gamma, const Te
   }
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-#pragma omp parallel for
   for (int64_t c = 0; c < d.c; ++c) {
     double sum = 0;
     for (int64_t i = 0; i < d.n; ++i) {
@@ -88,7 +87,6 @@ void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Te
                                      Tensor& dgamma, Tensor& dbeta) {
   const Dims d = bn_dims(x, gamma);
   const int64_t m = d.n * d.inner;
-#pragma omp parallel for
   for (int64_t c = 0; c < d.c; ++c) {
     const double mean = save_mean.data<float>()[c];
     const double invstd = save_invstd.data<float>()[c];

@@ -142,14 +142,12 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x, const Tens
     const int64_t ld = nb * g.hw_out;
     float* out = cols + g.k * ld;  // [cout_g, nb * hw_out]
     for (int64_t grp = 0; grp < d.groups; ++grp) {
-#pragma omp parallel for
       for (int64_t i = 0; i < nb; ++i) {
         im2col(d, x.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in, cols, ld,
                i * g.hw_out);
       }
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.cout_g, ld, g.k, 1.f,
                   w.data<float>() + grp * g.cout_g * g.k, g.k, cols, ld, 0.f, out, ld);
-#pragma omp parallel for
       for (int64_t i = 0; i < nb; ++i) {
         float* yn = y.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
         for (int64_t co = 0; co < g.cout_g; ++co) {
@@ -173,7 +171,6 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy, con
     const int64_t ld = nb * g.hw_out;
     float* dyc = cols + g.k * ld;
     for (int64_t grp = 0; grp < d.groups; ++grp) {
-#pragma omp parallel for
       for (int64_t i = 0; i < nb; ++i) {
         const float* dyn =
             dy.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
@@ -183,7 +180,6 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy, con
       }
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.k, ld, g.cout_g, 1.f,
                   w.data<float>() + grp * g.cout_g * g.k, g.k, dyc, ld, 0.f, cols, ld);
-#pragma omp parallel for
       for (int64_t i = 0; i < nb; ++i) {
         col2im(d, cols, ld, i * g.hw_out,
                dx.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in);
@@ -204,7 +200,6 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x, co
     const int64_t ld = nb * g.hw_out;
     float* dyc = cols + g.k * ld;
     for (int64_t grp = 0; grp < d.groups; ++grp) {
-#pragma omp parallel for
       for (int64_t i = 0; i < nb; ++i) {
         im2col(d, x.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in, cols, ld,
                i * g.hw_out);

@@ -27,7 +27,6 @@ int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out
 
 void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
   const PoolGeo g = pool_geo(x, y);
-#pragma omp parallel for
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     float* yp = y.data<float>() + pl * g.oh * g.ow;
@@ -61,7 +60,6 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor&
                                const Tensor& dy, Tensor& dx) {
   const PoolGeo g = pool_geo(x, y);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
-#pragma omp parallel for
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     const float* gp = dy.data<float>() + pl * g.oh * g.ow;

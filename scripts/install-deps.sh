@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Installs every Debian package dlbench needs (and, once reports/ has a requirements file, its
+# Python packages into .venv). Idempotent, and silent when everything is already present.
+# The CUDA toolkit (nvcc, cuDNN, cuBLAS, NCCL) is expected at /usr/local/cuda and is optional.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+
+packages=(
+  build-essential cmake ccache git pkg-config     # toolchain
+  libopenblas-dev zlib1g-dev                      # CPU backend: sgemm; gzip for the digits
+  libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
+  libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks
+  python3 python3-venv                            # reports and test drivers
+  python3-torch python3-torchvision               # PyTorch 1.13 (CPU): the parity peer
+  python3-sklearn                                 # ships digits.csv.gz, the real data set
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  sudo=""
+  if [[ $(id -u) -ne 0 ]]; then
+    command -v sudo >/dev/null || { echo "install-deps: need root to install: ${missing[*]}" >&2; exit 1; }
+    sudo="sudo"
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+digits=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
+[[ -f $digits ]] || { echo "install-deps: $digits is missing after installing python3-sklearn" >&2; exit 1; }
+
+# Python packages from PyPI, into a venv, when (and only when) their list changes.
+req=$root/reports/requirements.txt
+if [[ -f $req ]]; then
+  stamp=$root/.venv/.requirements.sha256
+  want=$(sha256sum "$req" | cut -d' ' -f1)
+  if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
+    echo "install-deps: installing Python requirements into .venv"
+    python3 -m venv "$root/.venv"
+    "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "$want" >"$stamp"
+  fi
+fi

@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Bad input to `dlbench run` gets a clear message on stderr and the documented exit code, and
+# never overwrites a result already written. Usage: cli_errors.sh path/to/dlbench
+set -u
+dlbench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0 passed=0
+
+# expect CODE MESSAGE-SUBSTRING ARGS...
+expect() {
+  local code=$1 message=$2
+  shift 2
+  local err
+  err=$("$dlbench" "$@" 2>&1 >/dev/null)
+  local rc=$?
+  if [[ $rc -ne $code || "$err" != *"$message"* ]]; then
+    echo "FAIL: dlbench $* -> exit $rc (want $code), stderr: $err (want '$message')"
+    failures=$((failures + 1))
+  else
+    passed=$((passed + 1))
+  fi
+}
+
+quick=(run --model=digits-cnn --image-size=8 --steps=1 --warmup=0 --batch=2)
+expect 2 "unknown model 'resnet34'" run --model=resnet34
+expect 2 "--batch must be at least 1 (got 0)" run --model=resnet18 --batch=0
+expect 2 "--steps must be >= 1 (got -3)" run --model=resnet18 --steps=-3
+expect 2 "--warmup must be >= 0" run --model=resnet18 --warmup=-1
+expect 2 "smallest it accepts is 63x63" run --model=alexnet --image-size=32
+expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16
+expect 2 "digits data not found at '$work/none.csv.gz'" \
+  run --model=digits-cnn --data=digits --epochs=1 --data-path="$work/none.csv.gz"
+expect 2 "needs --epochs" run --model=digits-cnn --data=digits
+expect 2 "cannot open '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
+printf 'garbage!' >"$work/bad.safetensors"
+expect 2 "not a valid safetensors file" "${quick[@]}" --init="$work/bad.safetensors"
+expect 2 "not a valid safetensors file" "${quick[@]}" --batch-file="$work/bad.safetensors"
+expect 3 "would exceed the memory budget of 1.00 MiB" \
+  run --model=resnet18 --image-size=32 --batch=2 --memory-budget=1MiB
+expect 2 "is not a size" "${quick[@]}" --memory-budget=lots
+expect 4 "does not support conv in fp16" "${quick[@]}" --precision=fp16
+expect 2 "fp64" "${quick[@]}" --precision=fp64
+expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
+expect 2 "dropout probability 1 is outside" "${quick[@]}" --dropout=1
+expect 2 "--lr must be positive" "${quick[@]}" --lr=0
+
+# A good run writes its record; a later failing run leaves it intact.
+"$dlbench" "${quick[@]}" --json="$work/r.json" >/dev/null || { echo "FAIL: quick run"; failures=$((failures + 1)); }
+before=$(sha256sum <"$work/r.json")
+expect 2 "unknown model" run --model=nope --json="$work/r.json"
+expect 3 "memory budget" run --model=resnet18 --image-size=32 --memory-budget=1MiB --json="$work/r.json"
+if [[ "$(sha256sum <"$work/r.json")" != "$before" ]]; then
+  echo "FAIL: a failed run changed an existing record"
+  failures=$((failures + 1))
+fi
+
+echo "$passed passed, $failures failed"
+[[ $failures -eq 0 ]]

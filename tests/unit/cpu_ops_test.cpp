@@ -1,0 +1,111 @@
+// CPU ops against values worked out by hand or with PyTorch's documented semantics.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+class CpuOps : public ::testing::Test {
+ protected:
+  Tensor make(const Shape& s, std::vector<float> v) {
+    Tensor t = b.empty(s, DType::kF32, MemCategory::kActivations, "t");
+    b.copy_from_host(v.data(), t);
+    return t;
+  }
+  std::vector<float> get(const Tensor& t) {
+    std::vector<float> v(t.numel());
+    b.copy_to_host(t, v.data());
+    return v;
+  }
+  CpuBackend b{{}};
+};
+
+TEST_F(CpuOps, SoftmaxCrossEntropyIsTheBatchMean) {
+  Tensor logits = make({2, 3}, {1, 2, 3, 0, 0, 0});
+  Tensor labels = b.empty({2}, DType::kI64, MemCategory::kData, "labels");
+  const int64_t l[] = {2, 1};
+  b.copy_from_host(l, labels);
+  Tensor probs = make({2, 3}, {0, 0, 0, 0, 0, 0}), loss = make({1}, {0});
+  b.softmax_cross_entropy(logits, labels, probs, loss);
+  const double l0 = -std::log(std::exp(3.0) / (std::exp(1.0) + std::exp(2.0) + std::exp(3.0)));
+  const double l1 = std::log(3.0);
+  EXPECT_NEAR(get(loss)[0], (l0 + l1) / 2, 1e-6);
+  Tensor d = make({2, 3}, {0, 0, 0, 0, 0, 0});
+  b.softmax_cross_entropy_backward(probs, labels, d);
+  EXPECT_NEAR(get(d)[4], (1.0 / 3 - 1) / 2, 1e-6);
+  const int64_t bad[] = {3, 0};
+  b.copy_from_host(bad, labels);
+  EXPECT_THROW(b.softmax_cross_entropy(logits, labels, probs, loss), InvalidArgument);
+}
+
+TEST_F(CpuOps, BatchNormUpdatesRunningStatsWithUnbiasedVariance) {
+  Tensor x = make({4, 1}, {1, 2, 3, 6});  // mean 3, biased var 3.5, unbiased 14/3
+  Tensor g = make({1}, {1}), beta = make({1}, {0}), rm = make({1}, {0}), rv = make({1}, {1});
+  Tensor sm = make({1}, {0}), si = make({1}, {0}), y = make({4, 1}, {0, 0, 0, 0});
+  b.batch_norm_train(x, g, beta, rm, rv, sm, si, y, 0.1f, 1e-5f);
+  EXPECT_NEAR(get(rm)[0], 0.3, 1e-6);
+  EXPECT_NEAR(get(rv)[0], 0.9 + 0.1 * 14.0 / 3, 1e-6);
+  EXPECT_NEAR(get(y)[3], 3 / std::sqrt(3.5 + 1e-5), 1e-5);
+}
+
+TEST_F(CpuOps, InvertedDropoutScalesKeptValues) {
+  const int64_t n = 20000;
+  Tensor x = make({n}, std::vector<float>(n, 1.f));
+  Tensor mask = make({n}, std::vector<float>(n, 0.f)), y = make({n}, std::vector<float>(n, 0.f));
+  b.dropout_forward(x, 0.25f, 99, mask, y);
+  int64_t kept = 0;
+  for (float v : get(y)) {
+    ASSERT_TRUE(v == 0.f || std::abs(v - 1.f / 0.75f) < 1e-6);
+    kept += v != 0.f;
+  }
+  EXPECT_NEAR(static_cast<double>(kept) / n, 0.75, 0.01);
+}
+
+TEST_F(CpuOps, SgdMatchesTorchFormula) {
+  Tensor p = make({2}, {1.f, -2.f}), g = make({2}, {0.5f, 0.25f}), buf = make({2}, {0.f, 0.f});
+  const SgdConfig cfg{0.1f, 0.9f, 0.01f};
+  b.sgd_update(cfg, g, buf, p);  // buf = g + wd*p; p -= lr*buf
+  EXPECT_NEAR(get(p)[0], 1.f - 0.1f * (0.5f + 0.01f), 1e-7);
+  b.sgd_update(cfg, g, buf, p);  // buf = 0.9*buf + g + wd*p
+  const float p1 = 1.f - 0.1f * 0.51f;
+  const float buf2 = 0.9f * 0.51f + 0.5f + 0.01f * p1;
+  EXPECT_NEAR(get(p)[0], p1 - 0.1f * buf2, 1e-6);
+}
+
+TEST_F(CpuOps, AdaptiveAvgPoolUsesTorchBins) {
+  // 5 -> 3 bins: [0,2) [1,4) [3,5), as torch's start=floor(i*5/3), end=ceil((i+1)*5/3).
+  Tensor x = make({1, 1, 1, 5}, {1, 2, 3, 4, 5}), y = make({1, 1, 1, 3}, {0, 0, 0});
+  b.adaptive_avg_pool_forward(x, y);
+  const auto v = get(y);
+  EXPECT_FLOAT_EQ(v[0], 1.5f);
+  EXPECT_FLOAT_EQ(v[1], 3.f);
+  EXPECT_FLOAT_EQ(v[2], 4.5f);
+}
+
+TEST_F(CpuOps, MaxPoolIgnoresPaddingAndAvgCountsIt) {
+  Tensor x = make({1, 1, 2, 2}, {-1, -2, -3, -4}), y = make({1, 1, 1, 1}, {0});
+  b.pool_forward(PoolDesc{PoolMode::kMax, 3, 3, 2, 2, 1, 1, true}, x, y);
+  EXPECT_FLOAT_EQ(get(y)[0], -1.f);  // padding is -inf, not 0
+  b.pool_forward(PoolDesc{PoolMode::kAvg, 3, 3, 2, 2, 1, 1, true}, x, y);
+  EXPECT_FLOAT_EQ(get(y)[0], -10.f / 9);
+  b.pool_forward(PoolDesc{PoolMode::kAvg, 3, 3, 2, 2, 1, 1, false}, x, y);
+  EXPECT_FLOAT_EQ(get(y)[0], -10.f / 4);
+}
+
+TEST_F(CpuOps, OnlyFp32IsSupported) {
+  EXPECT_TRUE(b.supports(Op::kConv, Precision::kFp32));
+  for (Precision p : {Precision::kTf32, Precision::kFp16, Precision::kBf16}) {
+    EXPECT_FALSE(b.supports(Op::kConv, p));
+    EXPECT_THROW(b.require(Op::kMatmul, p), Unsupported);
+  }
+  Tensor h = b.empty({4}, DType::kF16, MemCategory::kActivations, "half");
+  Tensor y = make({4}, {0, 0, 0, 0});
+  EXPECT_THROW(b.relu_forward(h, y), Unsupported);
+}
+
+}  // namespace
+}  // namespace dlb
