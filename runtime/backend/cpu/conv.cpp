@@ -94,6 +94,18 @@ void col2im(const ConvDesc& d, const float* cols, int64_t ld, int64_t col0, floa
   }
 }
 
+// dy of images [n0, n0 + nb), one group, as the GEMM operand [cout_g, nb * pixels].
+void gather_output_grad(const ConvDesc& d, const Geometry& g, const Tensor& dy, int64_t n0,
+                        int64_t nb, int64_t grp, float* out) {
+  const int64_t ld = nb * g.hw_out;
+  for (int64_t i = 0; i < nb; ++i) {
+    const float* dyn = dy.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
+    for (int64_t co = 0; co < g.cout_g; ++co) {
+      std::memcpy(out + co * ld + i * g.hw_out, dyn + co * g.hw_out, g.hw_out * sizeof(float));
+    }
+  }
+}
+
 const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
   auto* p = dynamic_cast<const CpuConvPlan*>(&plan);
   if (!p) throw InvalidArgument("a convolution plan from another backend was given to cpu");
@@ -171,13 +183,7 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy, con
     const int64_t ld = nb * g.hw_out;
     float* dyc = cols + g.k * ld;
     for (int64_t grp = 0; grp < d.groups; ++grp) {
-      for (int64_t i = 0; i < nb; ++i) {
-        const float* dyn =
-            dy.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
-        for (int64_t co = 0; co < g.cout_g; ++co) {
-          std::memcpy(dyc + co * ld + i * g.hw_out, dyn + co * g.hw_out, g.hw_out * sizeof(float));
-        }
-      }
+      gather_output_grad(d, g, dy, n0, nb, grp, dyc);
       cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.k, ld, g.cout_g, 1.f,
                   w.data<float>() + grp * g.cout_g * g.k, g.k, dyc, ld, 0.f, cols, ld);
       for (int64_t i = 0; i < nb; ++i) {
@@ -203,12 +209,8 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x, co
       for (int64_t i = 0; i < nb; ++i) {
         im2col(d, x.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in, cols, ld,
                i * g.hw_out);
-        const float* dyn =
-            dy.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
-        for (int64_t co = 0; co < g.cout_g; ++co) {
-          std::memcpy(dyc + co * ld + i * g.hw_out, dyn + co * g.hw_out, g.hw_out * sizeof(float));
-        }
       }
+      gather_output_grad(d, g, dy, n0, nb, grp, dyc);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout_g, g.k, ld, 1.f, dyc, ld, cols,
                   ld, n0 == 0 ? 0.f : 1.f, dw.data<float>() + grp * g.cout_g * g.k, g.k);
     }

@@ -21,6 +21,15 @@ PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
   }
   return {x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
 }
+// Elements an average-pooling window divides by (PyTorch's count_include_pad semantics).
+int64_t avg_divisor(const PoolDesc& p, const PoolGeo& g, int64_t h0, int64_t w0) {
+  if (p.count_include_pad) {
+    return (std::min(h0 + p.kernel_h, g.h + p.pad_h) - h0) *
+           (std::min(w0 + p.kernel_w, g.w + p.pad_w) - w0);
+  }
+  return (std::min(h0 + p.kernel_h, g.h) - std::max<int64_t>(h0, 0)) *
+         (std::min(w0 + p.kernel_w, g.w) - std::max<int64_t>(w0, 0));
+}
 int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 }  // namespace
@@ -44,11 +53,7 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
           for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
             for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
               s += xp[a * g.w + b];
-          const int64_t count =
-              p.count_include_pad ? (std::min(h0 + p.kernel_h, g.h + p.pad_h) - h0) *
-                                        (std::min(w0 + p.kernel_w, g.w + p.pad_w) - w0)
-                                  : (std::min(h0 + p.kernel_h, g.h) - std::max<int64_t>(h0, 0)) *
-                                        (std::min(w0 + p.kernel_w, g.w) - std::max<int64_t>(w0, 0));
+          const int64_t count = avg_divisor(p, g, h0, w0);
           yp[i * g.ow + j] = static_cast<float>(s / count);
         }
       }
@@ -78,10 +83,7 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor&
               if (xp[a * g.w + b] > xp[arg]) arg = a * g.w + b;
           dp[arg] += grad;
         } else {
-          const int64_t count = p.count_include_pad
-                                    ? (std::min(h0 + p.kernel_h, g.h + p.pad_h) - h0) *
-                                          (std::min(w0 + p.kernel_w, g.w + p.pad_w) - w0)
-                                    : (hb - ha) * (wb - wa);
+          const int64_t count = avg_divisor(p, g, h0, w0);
           for (int64_t a = ha; a < hb; ++a)
             for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += grad / count;
         }
