@@ -167,6 +167,9 @@ std::optional<BackendKind> parse_backend_kind(std::string_view s);
 // The registry: the one place that knows which backends this build has.
 bool backend_compiled(BackendKind kind);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+// Whether a GPU backend is compiled in and a device is visible (suites then skip their cpu
+// override).
+bool gpu_available();
 // Human-readable lines, one per device found ("cpu: 2 cores", "cuda:0 NVIDIA H100 ...").
 std::vector<std::string> list_devices();
 

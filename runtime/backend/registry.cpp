@@ -31,6 +31,14 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
 #endif
 }
 
+bool gpu_available() {
+#if DLB_HAVE_CUDA
+  return !cuda::query_devices().empty();
+#else
+  return false;
+#endif
+}
+
 std::vector<std::string> list_devices() {
   std::vector<std::string> out{
       fmt::format("cpu: {} hardware threads", std::thread::hardware_concurrency())};

@@ -79,6 +79,7 @@ void Graph::forward(const LayerContext& ctx) {
     Node& node = nodes_[i];
     std::vector<const Tensor*> in;
     for (int j : node.inputs) in.push_back(&outputs_[j]);
+    TraceScope scope(ctx.tracer, node.name, "forward");
     node.layer->forward(ctx, in, outputs_[i]);
   }
 }
@@ -108,9 +109,15 @@ void Graph::backward(const LayerContext& ctx) {
         pending_adds.emplace_back(&scratch_views[slot], &grads_[j]);
       }
     }
-    node.layer->backward_data(ctx, in, outputs_[i], grads_[i], dx);
-    node.layer->backward_weights(ctx, in, outputs_[i], grads_[i]);
-    for (auto& [from, to] : pending_adds) ctx.backend.accumulate(*from, *to);
+    if (std::any_of(dx.begin(), dx.end(), [](Tensor* t) { return t != nullptr; })) {
+      TraceScope scope(ctx.tracer, node.name, "backward_data");
+      node.layer->backward_data(ctx, in, outputs_[i], grads_[i], dx);
+      for (auto& [from, to] : pending_adds) ctx.backend.accumulate(*from, *to);
+    }
+    if (node.layer->num_params() > 0) {
+      TraceScope scope(ctx.tracer, node.name, "backward_weights");
+      node.layer->backward_weights(ctx, in, outputs_[i], grads_[i]);
+    }
   }
 }
 

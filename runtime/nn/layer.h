@@ -10,6 +10,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/rng.h"
 #include "runtime/core/tensor.h"
+#include "runtime/trace/tracer.h"
 
 namespace dlb {
 
@@ -31,7 +32,8 @@ using StateDict = std::map<std::string, HostTensor>;
 struct LayerContext {
   Backend& backend;
   bool training = true;
-  uint64_t seed = 0;  // per step, for dropout
+  uint64_t seed = 0;         // per step, for dropout
+  Tracer* tracer = nullptr;  // spans of layer passes, when set and inside its window
 };
 
 class Layer {

@@ -40,20 +40,32 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config)
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
+  static const std::string kName = "batch to device";
+  TraceScope scope(tracer_, kName, "copy", Lane::kCopy);
   backend_.copy_from_host(images, graph_.input_tensor());
   backend_.copy_from_host(labels, labels_);
 }
 
 float Trainer::train_step() {
-  const LayerContext ctx{backend_, true, config_.seed * 1000003 + step_++};
+  static const std::string kStep = "step", kLoss = "loss", kSgd = "sgd", kCopy = "loss to host";
+  if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
+  const LayerContext ctx{backend_, true, config_.seed * 1000003 + step_++, tracer_};
+  TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
   graph_.forward(ctx);
-  backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
-  backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
+  {
+    TraceScope scope(tracer_, kLoss, "loss");
+    backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
+    backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
+  }
   graph_.backward(ctx);
-  for (size_t i = 0; i < params_.size(); ++i) {
-    backend_.sgd_update(config_.sgd, params_[i]->grad, momentum_[i], params_[i]->value);
+  {
+    TraceScope scope(tracer_, kSgd, "optimizer");
+    for (size_t i = 0; i < params_.size(); ++i) {
+      backend_.sgd_update(config_.sgd, params_[i]->grad, momentum_[i], params_[i]->value);
+    }
   }
   float loss = 0;
+  TraceScope scope(tracer_, kCopy, "copy", Lane::kCopy);
   backend_.copy_to_host(loss_, &loss);
   return loss;
 }

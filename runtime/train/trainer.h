@@ -6,6 +6,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/nn/graph.h"
+#include "runtime/trace/tracer.h"
 
 namespace dlb {
 
@@ -40,6 +41,9 @@ class Trainer {
   RunStats run(int64_t warmup, int64_t steps);
 
   int64_t batch() const { return batch_; }
+  // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
+  // every train_step call, warm-up included.
+  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
 
  private:
   Backend& backend_;
@@ -50,6 +54,7 @@ class Trainer {
   std::vector<Param*> params_;
   std::vector<Tensor> momentum_;
   uint64_t step_ = 0;
+  Tracer* tracer_ = nullptr;
 };
 
 }  // namespace dlb

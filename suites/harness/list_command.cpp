@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/error.h"
 #include "suites/harness/commands.h"
+#include "suites/harness/suite.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -17,6 +19,15 @@ int list_command() {
     fmt::print("  {:<11} {:>13L} {:>5}x{:<2} {:>12.3f} {:>9}  {}\n", m.name, g.num_params(),
                m.default_image_size, m.default_image_size, g.forward_flops() / 1e9,
                min_image_size(m), m.description);
+  }
+  fmt::print("suites ({}):\n", suites_dir());
+  for (const std::string& name : list_suites()) {
+    try {
+      const Suite s = load_suite(name, !gpu_available());
+      fmt::print("  {:<11} {:>3} points  {}\n", name, expand(s).size(), s.description);
+    } catch (const Error& e) {
+      fmt::print("  {:<11} invalid: {}\n", name, e.what());
+    }
   }
   fmt::print("backends:\n");
   for (BackendKind k : {BackendKind::kCpu, BackendKind::kCuda}) {

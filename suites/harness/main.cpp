@@ -8,6 +8,7 @@
 #include "runtime/core/error.h"
 #include "suites/harness/commands.h"
 #include "suites/harness/run_command.h"
+#include "suites/harness/sweep_command.h"
 
 namespace {
 
@@ -23,7 +24,28 @@ const std::map<std::string, dlb::BackendKind> kBackends{{"cpu", dlb::BackendKind
 
 int main(int argc, char** argv) {
   CLI::App app{"dlbench: deep-learning training benchmarks on GPUs and CPUs"};
-  app.require_subcommand(1);
+  app.require_subcommand(0, 1);
+
+  dlb::SweepOptions sweep;
+  std::string launcher = "auto";
+  app.add_option("--suite", sweep.suite, "run a suite: a shipped name (dlbench list) or PATH.json");
+  app.add_option("--out", sweep.out_dir, "output directory (default out/<suite>)");
+  app.add_flag("--resume", sweep.resume, "skip the points already recorded as ok in --out");
+  app.add_option("--timeout", sweep.timeout_s, "seconds per point before its processes are killed")
+      ->capture_default_str();
+  app.add_flag("--dry-run", sweep.dry_run, "print the points and their launch commands only");
+  app.add_option("--launcher", launcher, "auto, local, mpirun or srun")
+      ->check(CLI::IsMember({"auto", "local", "mpirun", "srun"}))
+      ->capture_default_str();
+  app.add_option("--trace-steps", sweep.trace_steps, "timed steps traced per point (0: off)")
+      ->capture_default_str();
+  app.add_option("--inject-fault", sweep.inject_fault, "test only: crash@I, hang@I or oom@I")
+      ->group("");
+
+  std::string point_file;
+  auto* worker_cmd =
+      app.add_subcommand("worker", "run one point of a suite (the harness starts it)");
+  worker_cmd->add_option("--point", point_file, "point file written by the harness")->required();
   app.set_version_flag("--version", DLB_VERSION);
 
   dlb::RunOptions run;
@@ -64,6 +86,11 @@ int main(int argc, char** argv) {
                       "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
   run_cmd->add_option("--save", run.save_path, "write weights and buffers after the last step");
   run_cmd->add_option("--json", run.json_path, "write the result record here");
+  run_cmd->add_option("--ranks", run.ranks, "data-parallel ranks (needs the communicator)");
+  run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace of the traced steps here");
+  run_cmd->add_option("--profile", run.profile_path, "write the per-layer profile here");
+  run_cmd->add_option("--trace-steps", run.trace_steps, "timed steps to trace (0: off)")
+      ->capture_default_str();
 
   auto* list_cmd = app.add_subcommand("list", "models, backends and devices");
 
@@ -95,6 +122,13 @@ int main(int argc, char** argv) {
       return dlb::run_command(run);
     }
     if (*list_cmd) return dlb::list_command();
+    if (*worker_cmd) return dlb::worker_command(point_file);
+    if (!sweep.suite.empty()) {
+      sweep.launcher = *dlb::parse_launcher(launcher);
+      return dlb::sweep_command(sweep);
+    }
+    fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());
+    return 2;
     if (*conv_cmd) return dlb::bench_conv_command(bench);
   } catch (const dlb::Error& e) {
     fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()), e.what());

@@ -2,10 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "runtime/core/error.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/trace/profile.h"
 #include "runtime/train/stats.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/environment.h"
@@ -53,7 +57,22 @@ FixedBatch load_batch_file(const std::string& path, int64_t model_channels) {
   return b;
 }
 
-void validate(const RunOptions& o) {
+void inject_fault(RunOptions::Fault fault) {
+  switch (fault) {
+    case RunOptions::Fault::kNone:
+      return;
+    case RunOptions::Fault::kCrash:
+      std::abort();
+    case RunOptions::Fault::kHang:
+      for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
+    case RunOptions::Fault::kOom:
+      throw OutOfMemory("injected out-of-memory fault");
+  }
+}
+
+}  // namespace
+
+void validate_run_options(const RunOptions& o) {
   if (o.batch && *o.batch < 1) {
     throw InvalidArgument(fmt::format("--batch must be at least 1 (got {})", *o.batch));
   }
@@ -71,7 +90,21 @@ void validate(const RunOptions& o) {
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
+  if (o.ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", o.ranks));
+  if (o.ranks > 1) {
+    throw Unsupported(fmt::format(
+        "ranks={}: data-parallel training needs the MPI/NCCL communicator, which this version "
+        "does not have yet",
+        o.ranks));
+  }
+  if (!(o.bucket_mb > 0)) throw InvalidArgument("bucket_mb must be positive");
+  if (o.trace_steps < 0 || o.trace_steps > o.steps) {
+    throw InvalidArgument(
+        fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
+  }
 }
+
+namespace {
 
 // A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
 double shortest(float f) { return std::stod(fmt::format("{}", f)); }
@@ -83,7 +116,9 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"num_classes", mc.num_classes},
           {"precision", std::string(precision_name(o.precision))},
           {"backend", std::string(backend_kind_name(o.backend))},
-          {"ranks", 1},
+          {"ranks", o.ranks},
+          {"overlap", std::string(overlap_name(o.overlap))},
+          {"bucket_mb", o.bucket_mb},
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"epochs", o.epochs},
@@ -97,10 +132,64 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"seed", o.seed}};
 }
 
+template <typename E, typename F>
+E parse_enum(const nlohmann::json& v, const char* key, F parse) {
+  const auto e = parse(v.get<std::string>());
+  if (!e) throw InvalidArgument(fmt::format("{}: unknown value {}", key, v.dump()));
+  return *e;
+}
+
 }  // namespace
 
+RunOptions options_from_json(const nlohmann::json& c) {
+  RunOptions o;
+  for (const auto& [key, v] : c.items()) {
+    try {
+      if (key == "model")
+        o.model = v.get<std::string>();
+      else if (key == "batch")
+        o.batch = v.get<int64_t>();
+      else if (key == "image_size")
+        o.image_size = v.get<int64_t>();
+      else if (key == "num_classes")
+        o.num_classes = v.get<int64_t>();
+      else if (key == "steps")
+        o.steps = v.get<int64_t>();
+      else if (key == "warmup")
+        o.warmup = v.get<int64_t>();
+      else if (key == "ranks")
+        o.ranks = v.get<int64_t>();
+      else if (key == "bucket_mb")
+        o.bucket_mb = v.get<double>();
+      else if (key == "lr")
+        o.sgd.lr = v.get<float>();
+      else if (key == "momentum")
+        o.sgd.momentum = v.get<float>();
+      else if (key == "weight_decay")
+        o.sgd.weight_decay = v.get<float>();
+      else if (key == "dropout")
+        o.dropout = v.get<float>();
+      else if (key == "seed")
+        o.seed = v.get<uint64_t>();
+      else if (key == "memory_budget")
+        o.memory_budget = parse_bytes(v.get<std::string>());
+      else if (key == "precision")
+        o.precision = parse_enum<Precision>(v, "precision", parse_precision);
+      else if (key == "backend")
+        o.backend = parse_enum<BackendKind>(v, "backend", parse_backend_kind);
+      else if (key == "overlap")
+        o.overlap = parse_enum<OverlapStrategy>(v, "overlap", parse_overlap);
+      else
+        throw InvalidArgument(fmt::format("unknown config key '{}'", key));
+    } catch (const nlohmann::json::exception&) {
+      throw InvalidArgument(fmt::format("config key '{}' has the wrong type: {}", key, v.dump()));
+    }
+  }
+  return o;
+}
+
 int run_command(const RunOptions& o) {
-  validate(o);
+  validate_run_options(o);
   const ModelInfo& info = find_model(o.model);
   ModelConfig mc{o.batch.value_or(16), o.image_size.value_or(info.default_image_size),
                  o.num_classes ? o.num_classes : info.default_classes, o.dropout};
@@ -133,6 +222,10 @@ int run_command(const RunOptions& o) {
   graph.setup(*backend, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   Trainer trainer(*backend, graph, TrainConfig{o.sgd, o.precision, o.seed});
+  // The window covers the first timed steps (after warm-up), or the first epochs' steps.
+  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, o.trace_steps);
+  if (o.trace_steps > 0) trainer.set_tracer(&tracer);
+  inject_fault(o.fault);
 
   nlohmann::json record = {{"schema_version", kResultSchemaVersion},
                            {"kind", "train"},
@@ -192,6 +285,14 @@ int run_command(const RunOptions& o) {
              backend->allocator().budget()
                  ? "budget " + format_bytes(*backend->allocator().budget())
                  : "no budget");
+  if (o.trace_steps > 0) {
+    tracer.end_window();
+    if (!o.trace_path.empty()) write_json_atomically(o.trace_path, tracer.chrome_trace(0));
+    if (!o.profile_path.empty()) {
+      write_json_atomically(o.profile_path, layer_profile(graph, tracer));
+    }
+    record["paths"] = {{"trace", o.trace_path}, {"profile", o.profile_path}};
+  }
   if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record);
   return 0;

@@ -1,10 +1,12 @@
 // `dlbench run`: train one configuration and write one result record.
 #pragma once
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/dtype.h"
+#include "runtime/overlap/strategy.h"
 
 namespace dlb {
 
@@ -26,7 +28,24 @@ struct RunOptions {
   uint64_t seed = 0;
   std::optional<size_t> memory_budget;
   std::string init_path, batch_file, save_path, json_path;
+  // Data parallelism: ranks > 1 needs the MPI/NCCL communicator, which this version lacks.
+  int64_t ranks = 1;
+  OverlapStrategy overlap = OverlapStrategy::kNone;
+  double bucket_mb = 25;
+  // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
+  int64_t trace_steps = 0;
+  std::string trace_path, profile_path;
+  // Test-only: make the run crash, hang or run out of memory after setup.
+  enum class Fault { kNone, kCrash, kHang, kOom } fault = Fault::kNone;
 };
+
+// A point's config as suite files write it ({"model": "resnet18", "batch": 16, ...}) -> typed
+// options. Throws InvalidArgument naming the key.
+RunOptions options_from_json(const nlohmann::json& config);
+
+// Throws what run_command would for these options before building anything (InvalidArgument,
+// or Unsupported for ranks > 1), so the harness can record a point without launching it.
+void validate_run_options(const RunOptions& options);
 
 // Runs and returns the process exit code; throws dlb::Error on failure.
 int run_command(const RunOptions& options);

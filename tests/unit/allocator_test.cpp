@@ -1,8 +1,9 @@
 // The allocator's accounting (current and peak per category, peak of the total) and budget.
+#include "runtime/memory/allocator.h"
+
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
-#include "runtime/memory/allocator.h"
 
 namespace dlb {
 namespace {

@@ -77,9 +77,9 @@ TEST(Models, AlexnetAndVggClassifierNumbering) {
   g.setup(b, rng);
   std::set<std::string> names;
   for (auto& np : g.named_params()) names.insert(np.name);
-  for (const char* n : {"features.0.weight", "features.3.weight", "features.6.weight",
-                        "features.8.weight", "features.10.weight", "classifier.1.weight",
-                        "classifier.4.weight", "classifier.6.bias"}) {
+  for (const char* n :
+       {"features.0.weight", "features.3.weight", "features.6.weight", "features.8.weight",
+        "features.10.weight", "classifier.1.weight", "classifier.4.weight", "classifier.6.bias"}) {
     EXPECT_TRUE(names.count(n)) << n;
   }
   EXPECT_EQ(names.size(), 16u);

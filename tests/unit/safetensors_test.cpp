@@ -1,4 +1,6 @@
 // safetensors: bit-exact round trips, and clear errors for every kind of malformed file.
+#include "runtime/io/safetensors.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -7,7 +9,6 @@
 #include <limits>
 
 #include "runtime/core/error.h"
-#include "runtime/io/safetensors.h"
 
 namespace dlb {
 namespace {
@@ -30,8 +31,8 @@ TEST(Safetensors, RoundTripIsBitExact) {
     std::memcpy(&f, &bits, 4);
     return f;
   }();
-  in["a.weight"] = f32({2, 3}, {1.f, -0.f, nan_payload, std::numeric_limits<float>::infinity(),
-                                1e-45f, 3.4e38f});
+  in["a.weight"] = f32(
+      {2, 3}, {1.f, -0.f, nan_payload, std::numeric_limits<float>::infinity(), 1e-45f, 3.4e38f});
   in["b.scalar"] = HostTensor{DType::kI64, Shape{}, std::vector<uint8_t>(8, 0xAB)};
   in["c.half"] = HostTensor{DType::kF16, Shape{3}, {1, 2, 3, 4, 5, 6}};
   in["d.bf16"] = HostTensor{DType::kBF16, Shape{1, 1}, {0x80, 0x3f}};
@@ -81,18 +82,19 @@ TEST_P(SafetensorsMalformed, IsRejectedWithAMessage) {
 
 INSTANTIATE_TEST_SUITE_P(
     Files, SafetensorsMalformed,
-    ::testing::Values(
-        Malformed{"len", "{}", "", 1 << 20, "header length"},
-        Malformed{"json", "{not json", "", -1, "not JSON"},
-        Malformed{"array", "[1,2]", "", -1, "not a JSON object"},
-        Malformed{"dtype", R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
-                  std::string(8, '\0'), -1, "F64"},
-        Malformed{"offsets", R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
-                  std::string(8, '\0'), -1, "outside the file"},
-        Malformed{"size", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
-                  std::string(8, '\0'), -1, "disagree"},
-        Malformed{"missing", R"({"x":{"dtype":"F32","shape":[2]}})", std::string(8, '\0'), -1,
-                  "malformed"}),
+    ::testing::Values(Malformed{"len", "{}", "", 1 << 20, "header length"},
+                      Malformed{"json", "{not json", "", -1, "not JSON"},
+                      Malformed{"array", "[1,2]", "", -1, "not a JSON object"},
+                      Malformed{"dtype",
+                                R"({"x":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+                                std::string(8, '\0'), -1, "F64"},
+                      Malformed{"offsets",
+                                R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                                std::string(8, '\0'), -1, "outside the file"},
+                      Malformed{"size", R"({"x":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                                std::string(8, '\0'), -1, "disagree"},
+                      Malformed{"missing", R"({"x":{"dtype":"F32","shape":[2]}})",
+                                std::string(8, '\0'), -1, "malformed"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Safetensors, ShortAndMissingFiles) {

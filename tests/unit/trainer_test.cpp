@@ -1,9 +1,10 @@
 // Training behaviour end to end on the CPU: loss falls, real data reaches an accuracy, and
 // memory budgets and precisions fail the way they should.
+#include "runtime/train/trainer.h"
+
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
-#include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
 #include "workloads/data/epochs.h"
 #include "workloads/models/model.h"

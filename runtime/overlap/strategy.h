@@ -1,0 +1,13 @@
+// Gradient synchronisation strategies (DESIGN.md, GradSync). The strategies themselves come with
+// the communicator; with one rank there is nothing to synchronise and all three coincide.
+#pragma once
+#include <optional>
+#include <string_view>
+
+namespace dlb {
+
+enum class OverlapStrategy { kNone, kBackward, kForward };
+std::string_view overlap_name(OverlapStrategy s);
+std::optional<OverlapStrategy> parse_overlap(std::string_view s);
+
+}  // namespace dlb

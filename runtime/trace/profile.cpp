@@ -1,0 +1,34 @@
+#include "runtime/trace/profile.h"
+
+#include <map>
+
+#include "runtime/train/stats.h"
+
+namespace dlb {
+
+nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
+  std::map<std::pair<std::string, std::string>, std::vector<double>> times;
+  for (const Span& s : tracer.spans()) times[{s.name, s.category}].push_back(s.duration_us);
+  auto median_ms = [&](const std::string& name, const char* category) -> nlohmann::json {
+    auto it = times.find({name, category});
+    if (it == times.end()) return nullptr;
+    return percentile(it->second, 50) / 1e3;
+  };
+  nlohmann::json layers = nlohmann::json::array();
+  for (const auto& node : graph.nodes()) {
+    if (!node.layer) continue;
+    std::vector<Shape> in;
+    for (int i : node.inputs) in.push_back(graph.shape(i));
+    layers.push_back({{"name", node.name},
+                      {"kind", std::string(node.layer->kind())},
+                      {"output_shape", node.shape.dims()},
+                      {"forward_ms", median_ms(node.name, "forward")},
+                      {"backward_data_ms", median_ms(node.name, "backward_data")},
+                      {"backward_weights_ms", median_ms(node.name, "backward_weights")},
+                      {"grad_bytes", node.layer->num_params() * 4},
+                      {"forward_flops", node.layer->forward_flops(in)}});
+  }
+  return {{"traced_steps", tracer.traced_steps()}, {"statistic", "median"}, {"layers", layers}};
+}
+
+}  // namespace dlb

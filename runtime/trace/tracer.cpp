@@ -1,0 +1,86 @@
+#include "runtime/trace/tracer.h"
+
+#include <set>
+
+#include "runtime/trace/nvtx.h"
+
+namespace dlb {
+
+const char* lane_name(Lane lane) {
+  switch (lane) {
+    case Lane::kCompute:
+      return "compute";
+    case Lane::kComm:
+      return "comm";
+    case Lane::kCopy:
+      return "copy";
+    case Lane::kHost:
+      return "host";
+  }
+  return "?";
+}
+
+Tracer::Tracer(int64_t first_step, int64_t count)
+    : first_(first_step), count_(count), origin_(std::chrono::steady_clock::now()) {}
+
+double Tracer::now_us() const {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
+      .count();
+}
+
+void Tracer::record(Span span) {
+  span.step = step_;
+  spans_.push_back(std::move(span));
+}
+
+int64_t Tracer::traced_steps() const {
+  std::set<int64_t> steps;
+  for (const Span& s : spans_) steps.insert(s.step);
+  return static_cast<int64_t>(steps.size());
+}
+
+nlohmann::json Tracer::chrome_trace(int rank) const {
+  nlohmann::json events = nlohmann::json::array();
+  events.push_back({{"name", "process_name"},
+                    {"ph", "M"},
+                    {"pid", rank},
+                    {"tid", 0},
+                    {"args", {{"name", "rank " + std::to_string(rank)}}}});
+  for (Lane lane : {Lane::kCompute, Lane::kComm, Lane::kCopy, Lane::kHost}) {
+    events.push_back({{"name", "thread_name"},
+                      {"ph", "M"},
+                      {"pid", rank},
+                      {"tid", static_cast<int>(lane)},
+                      {"args", {{"name", lane_name(lane)}}}});
+  }
+  for (const Span& s : spans_) {
+    events.push_back({{"name", s.name},
+                      {"cat", s.category},
+                      {"ph", "X"},
+                      {"ts", s.start_us},
+                      {"dur", s.duration_us},
+                      {"pid", rank},
+                      {"tid", static_cast<int>(s.lane)},
+                      {"args", {{"step", s.step}}}});
+  }
+  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+}
+
+TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* category, Lane lane)
+    : tracer_(tracer && tracer->active() ? tracer : nullptr),
+      name_(&name),
+      category_(category),
+      lane_(lane) {
+  if (!tracer_) return;
+  nvtx_push(name.c_str());
+  start_us_ = tracer_->now_us();
+}
+
+TraceScope::~TraceScope() {
+  if (!tracer_) return;
+  const double end = tracer_->now_us();
+  nvtx_pop();
+  tracer_->record(Span{*name_, category_, lane_, 0, start_us_, end - start_us_});
+}
+
+}  // namespace dlb

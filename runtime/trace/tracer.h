@@ -1,0 +1,67 @@
+// Spans of a bounded window of training steps, for Chrome traces and per-layer profiles. One RAII
+// TraceScope both pushes an NVTX range (seen by Nsight Systems) and records a span. Outside the
+// window a scope is one branch on a flag, so tracing off costs nothing measurable.
+#pragma once
+#include <chrono>
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+// Chrome-trace "threads": one lane per stream or host activity.
+enum class Lane { kCompute = 0, kComm = 1, kCopy = 2, kHost = 3 };
+const char* lane_name(Lane lane);
+
+struct Span {
+  std::string name;      // a layer's torchvision path, or "loss", "sgd", ...
+  std::string category;  // forward, backward_data, backward_weights, loss, optimizer, copy, step
+  Lane lane = Lane::kCompute;
+  int64_t step = 0;
+  double start_us = 0, duration_us = 0;
+};
+
+class Tracer {
+ public:
+  // Records steps [first_step, first_step + count); count 0 turns recording off.
+  Tracer(int64_t first_step, int64_t count);
+  void begin_step(int64_t step) {
+    active_ = step >= first_ && step < first_ + count_;
+    step_ = step;
+  }
+  void end_window() { active_ = false; }
+  bool active() const { return active_; }
+  double now_us() const;
+  void record(Span span);
+  const std::vector<Span>& spans() const { return spans_; }
+  int64_t traced_steps() const;
+
+  // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane, and lane names.
+  nlohmann::json chrome_trace(int rank) const;
+
+ private:
+  int64_t first_, count_;
+  int64_t step_ = 0;
+  bool active_ = false;
+  std::chrono::steady_clock::time_point origin_;
+  std::vector<Span> spans_;
+};
+
+class TraceScope {
+ public:
+  TraceScope(Tracer* tracer, const std::string& name, const char* category,
+             Lane lane = Lane::kCompute);
+  ~TraceScope();
+  TraceScope(const TraceScope&) = delete;
+  TraceScope& operator=(const TraceScope&) = delete;
+
+ private:
+  Tracer* tracer_;  // null when not recording
+  const std::string* name_;
+  const char* category_;
+  Lane lane_;
+  double start_us_ = 0;
+};
+
+}  // namespace dlb

@@ -1,0 +1,16 @@
+// A validator for the subset of JSON Schema (2020-12) that dlbench's schemas use: type,
+// properties, required, additionalProperties (false), enum, const, minimum, exclusiveMinimum,
+// maximum, minItems, items, minProperties, and local "$ref": "#/$defs/...". Errors name the
+// JSON pointer of the offending value and what was expected.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+// Returns every violation, e.g. "/defaults/batch: expected an integer >= 1, got 0".
+std::vector<std::string> validate_json(const nlohmann::json& instance,
+                                       const nlohmann::json& schema);
+
+}  // namespace dlb

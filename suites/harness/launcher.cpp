@@ -1,0 +1,125 @@
+#include "suites/harness/launcher.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+std::optional<LauncherKind> parse_launcher(std::string_view s) {
+  if (s == "auto") return LauncherKind::kAuto;
+  if (s == "local") return LauncherKind::kLocal;
+  if (s == "mpirun") return LauncherKind::kMpirun;
+  if (s == "srun") return LauncherKind::kSrun;
+  return std::nullopt;
+}
+
+LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
+                             const std::vector<std::string>& worker_argv, int64_t cores,
+                             bool as_root, bool in_slurm) {
+  if (kind == LauncherKind::kAuto) {
+    kind = ranks == 1 ? LauncherKind::kLocal
+           : in_slurm ? LauncherKind::kSrun
+                      : LauncherKind::kMpirun;
+  }
+  LaunchCommand c;
+  switch (kind) {
+    case LauncherKind::kLocal:
+      if (ranks != 1) {
+        throw InvalidArgument("--launcher=local starts one rank; use mpirun or srun for ranks > 1");
+      }
+      break;
+    case LauncherKind::kMpirun:
+      c.argv = {"mpirun", "-np", std::to_string(ranks)};
+      if (ranks > cores) c.argv.push_back("--oversubscribe");
+      if (as_root) {
+        c.argv.push_back("--allow-run-as-root");
+        c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+      }
+      break;
+    case LauncherKind::kSrun:
+      c.argv = {"srun", "-n", std::to_string(ranks)};
+      break;
+    case LauncherKind::kAuto:
+      break;
+  }
+  c.argv.insert(c.argv.end(), worker_argv.begin(), worker_argv.end());
+  return c;
+}
+
+ProcessResult run_process(const LaunchCommand& cmd, double timeout_s, const std::string& log_path,
+                          const std::function<void(double)>& on_tick) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (log_fd < 0) throw IoError("cannot open " + log_path);
+  const pid_t pid = fork();
+  if (pid < 0) {
+    close(log_fd);
+    throw IoError("fork failed");
+  }
+  if (pid == 0) {
+    setpgid(0, 0);
+    dup2(log_fd, STDOUT_FILENO);
+    dup2(log_fd, STDERR_FILENO);
+    const int devnull = open("/dev/null", O_RDONLY);
+    if (devnull >= 0) dup2(devnull, STDIN_FILENO);
+    for (const auto& [k, v] : cmd.env) setenv(k.c_str(), v.c_str(), 1);
+    std::vector<char*> argv;
+    for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execvp(argv[0], argv.data());
+    dprintf(STDERR_FILENO, "cannot start %s\n", argv[0]);
+    _exit(127);
+  }
+  setpgid(pid, pid);  // also from the parent, so the group exists before any kill
+  close(log_fd);
+  ProcessResult r;
+  auto last_tick = t0;
+  for (;;) {
+    int status = 0;
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (w == pid) {
+      if (WIFEXITED(status)) r.exit_code = WEXITSTATUS(status);
+      if (WIFSIGNALED(status)) r.signal = WTERMSIG(status);
+      r.seconds = elapsed;
+      kill(-pid, SIGKILL);  // anything the worker left behind in its group
+      return r;
+    }
+    if (elapsed > timeout_s) {
+      kill(-pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+      r.signal = SIGKILL;
+      r.seconds = elapsed;
+      return r;
+    }
+    if (on_tick && Clock::now() - last_tick > std::chrono::milliseconds(500)) {
+      on_tick(elapsed);
+      last_tick = Clock::now();
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+std::string tail_of_file(const std::string& path, size_t max_bytes) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) return "";
+  const auto size = static_cast<size_t>(in.tellg());
+  const size_t start = size > max_bytes ? size - max_bytes : 0;
+  in.seekg(static_cast<std::streamoff>(start));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+}  // namespace dlb

@@ -1,0 +1,43 @@
+// Starting a point's worker: a plain child process for one rank, mpirun -np N or srun -n N for
+// several. Each child runs in its own process group, so a timeout kills the whole group.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dlb {
+
+enum class LauncherKind { kAuto, kLocal, kMpirun, kSrun };
+std::optional<LauncherKind> parse_launcher(std::string_view s);
+
+struct LaunchCommand {
+  std::vector<std::string> argv;
+  std::map<std::string, std::string> env;  // added to the child's environment
+};
+
+// The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
+// Slurm allocation (SLURM_JOB_ID set), mpirun otherwise. mpirun gets --oversubscribe when ranks
+// exceed `cores`, and --allow-run-as-root with Open MPI's root variables when `as_root`.
+LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
+                             const std::vector<std::string>& worker_argv, int64_t cores,
+                             bool as_root, bool in_slurm);
+
+struct ProcessResult {
+  int exit_code = -1;  // when it exited
+  int signal = 0;      // when a signal ended it
+  bool timed_out = false;
+  double seconds = 0;
+};
+
+// Runs the command with stdout and stderr appended to `log_path`, in a new process group.
+// `on_tick(elapsed)` is called about twice a second while it runs.
+ProcessResult run_process(const LaunchCommand& cmd, double timeout_s, const std::string& log_path,
+                          const std::function<void(double)>& on_tick);
+
+// The last `max_bytes` of a file.
+std::string tail_of_file(const std::string& path, size_t max_bytes);
+
+}  // namespace dlb

@@ -1,0 +1,109 @@
+#include "suites/harness/suite.h"
+
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/core/error.h"
+#include "suites/harness/json_schema.h"
+
+namespace dlb {
+namespace fs = std::filesystem;
+
+std::string suites_dir() {
+  if (const char* env = std::getenv("DLB_SUITES_DIR")) return env;
+  return DLB_SOURCE_DIR "/suites";
+}
+
+std::vector<std::string> list_suites() {
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(suites_dir())) {
+    if (e.path().extension() == ".json") names.push_back(e.path().stem().string());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+namespace {
+nlohmann::json read_json(const std::string& path, const std::string& what) {
+  std::ifstream in(path);
+  if (!in) throw InvalidArgument(fmt::format("cannot open {} '{}'", what, path));
+  try {
+    return nlohmann::json::parse(in);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw InvalidArgument(fmt::format("{}: not valid JSON: {}", path, e.what()));
+  }
+}
+}  // namespace
+
+Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
+  std::string path = name_or_path;
+  if (path.size() < 5 || path.substr(path.size() - 5) != ".json") {
+    path = suites_dir() + "/" + name_or_path + ".json";
+    if (!fs::exists(path)) {
+      throw InvalidArgument(
+          fmt::format("unknown suite '{}' (shipped: {}; or give a path to a "
+                      ".json file)",
+                      name_or_path, fmt::join(list_suites(), ", ")));
+    }
+  }
+  const nlohmann::json j = read_json(path, "suite file");
+  const nlohmann::json schema = read_json(suites_dir() + "/schema/suite.schema.json", "schema");
+  const auto errors = validate_json(j, schema);
+  if (!errors.empty()) {
+    throw InvalidArgument(fmt::format("{}: invalid suite:\n  {}", path, fmt::join(errors, "\n  ")));
+  }
+  Suite s{j["name"], j["description"], path, false, j["defaults"], {}};
+  for (const auto& [key, values] : j["sweep"].items()) s.axes.emplace_back(key, values);
+  // nlohmann's objects are sorted by key; keep the file's axis order by re-reading it ordered.
+  const auto ordered = nlohmann::ordered_json::parse(std::ifstream(path));
+  s.axes.clear();
+  for (const auto& [key, values] : ordered["sweep"].items()) {
+    s.axes.emplace_back(key, nlohmann::json::parse(values.dump()));
+  }
+  if (use_cpu_override) {
+    s.cpu_override_applied = true;
+    const auto& cpu = ordered["cpu"];
+    if (cpu.contains("defaults")) {
+      for (const auto& [k, v] : cpu["defaults"].items())
+        s.defaults[k] = nlohmann::json::parse(v.dump());
+    }
+    if (cpu.contains("sweep")) {
+      for (const auto& [k, v] : cpu["sweep"].items()) {
+        auto values = nlohmann::json::parse(v.dump());
+        auto it = std::find_if(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == k; });
+        if (it != s.axes.end())
+          it->second = values;
+        else
+          s.axes.emplace_back(k, values);
+      }
+    }
+  }
+  for (const auto& [k, v] : s.axes) s.defaults.erase(k);  // an axis overrides a default
+  return s;
+}
+
+std::vector<nlohmann::json> expand(const Suite& s) {
+  std::vector<nlohmann::json> points{s.defaults};
+  for (const auto& [key, values] : s.axes) {
+    std::vector<nlohmann::json> next;
+    for (const auto& p : points) {
+      for (const auto& v : values) {
+        nlohmann::json q = p;
+        q[key] = v;
+        next.push_back(std::move(q));
+      }
+    }
+    points = std::move(next);
+  }
+  return points;
+}
+
+std::string point_id(const nlohmann::json& config) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a over the canonical (sorted-key) JSON
+  for (unsigned char c : config.dump()) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+}  // namespace dlb

@@ -1,0 +1,31 @@
+// Suite files: data, not code. A suite has defaults, sweep axes (any config key) whose cartesian
+// product gives the points, and a cpu override used when no GPU is present.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace dlb {
+
+struct Suite {
+  std::string name, description, path;
+  bool cpu_override_applied = false;
+  nlohmann::json defaults;                                   // config key -> value
+  std::vector<std::pair<std::string, nlohmann::json>> axes;  // in file order; arrays
+};
+
+// Directory of the shipped suites (suites/ in the source tree).
+std::string suites_dir();
+// Names of the shipped suites, sorted.
+std::vector<std::string> list_suites();
+// `name_or_path` is a shipped suite's name or a path ending in .json. Validates against
+// suites/schema/suite.schema.json; a bad file raises InvalidArgument naming the file, the key and
+// what was expected. With `use_cpu_override`, the cpu block replaces defaults keys and axes.
+Suite load_suite(const std::string& name_or_path, bool use_cpu_override);
+// The cartesian product of the axes over the defaults, first axis slowest.
+std::vector<nlohmann::json> expand(const Suite& suite);
+// A stable identifier of a point's config (hash of its canonical JSON).
+std::string point_id(const nlohmann::json& config);
+
+}  // namespace dlb

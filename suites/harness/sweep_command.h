@@ -1,0 +1,24 @@
+// `dlbench --suite=NAME`: expand a suite into points, run each in an isolated worker with a
+// timeout, append one record per point to results.jsonl, and summarise.
+#pragma once
+#include <string>
+
+#include "suites/harness/launcher.h"
+
+namespace dlb {
+
+struct SweepOptions {
+  std::string suite;
+  std::string out_dir;  // default out/<suite name>
+  bool resume = false, dry_run = false;
+  double timeout_s = 900;
+  LauncherKind launcher = LauncherKind::kAuto;
+  int64_t trace_steps = 3;
+  std::string inject_fault;  // test-only: "crash@I", "hang@I" or "oom@I" for point I (1-based)
+};
+
+int sweep_command(const SweepOptions& options);
+// `dlbench worker --point=FILE`: one point, as the harness launches it.
+int worker_command(const std::string& point_file);
+
+}  // namespace dlb

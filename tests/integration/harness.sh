@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# The harness end to end: faults in one point (crash, hang, oom) are recorded with their status,
+# later points still run, earlier lines stay intact, --resume reruns only what is missing, and
+# every ok point leaves a valid Chrome trace and profile. Usage: harness.sh path/to/dlbench
+set -u
+dlbench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0 passed=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+statuses() { /usr/bin/python3 -c 'import json,sys; print(" ".join(json.loads(l)["status"] for l in open(sys.argv[1])))' "$1"; }
+
+cat >"$work/three.json" <<'JSON'
+{"name": "three", "description": "three quick points",
+ "defaults": {"model": "digits-cnn", "image_size": 8, "steps": 3, "warmup": 1, "backend": "cpu"},
+ "sweep": {"batch": [4, 8, 16]},
+ "cpu": {}}
+JSON
+
+# A crash in point 2: recorded as crashed, point 3 still runs, the sweep exits 1.
+"$dlbench" --suite="$work/three.json" --out="$work/crash" --inject-fault=crash@2 >"$work/crash.out" 2>&1
+check "crash exits 1" test $? -eq 1
+check "crash statuses" test "$(statuses "$work/crash/results.jsonl")" = "ok crashed ok"
+check "crash message names the signal" grep -q '"message":"killed by signal 6' "$work/crash/results.jsonl"
+first_line=$(head -n 1 "$work/crash/results.jsonl")
+
+# --resume reruns only the crashed point; the first line is untouched.
+"$dlbench" --suite="$work/three.json" --out="$work/crash" --resume >"$work/resume.out" 2>&1
+check "resume exits 0" test $? -eq 0
+check "resume skipped two" test "$(grep -c 'skipped (--resume)' "$work/resume.out")" -eq 2
+check "resume appended one ok" test "$(statuses "$work/crash/results.jsonl")" = "ok crashed ok ok"
+check "earlier line intact" test "$(head -n 1 "$work/crash/results.jsonl")" = "$first_line"
+check "summary counts the latest record per point" \
+  /usr/bin/python3 -c 'import json,sys; s=json.load(open(sys.argv[1])); assert s["counts"]=={"ok":3}, s' \
+  "$work/crash/summary.json"
+
+# Without --resume an existing directory is refused, and left as it was.
+before=$(sha256sum <"$work/crash/results.jsonl")
+"$dlbench" --suite="$work/three.json" --out="$work/crash" >/dev/null 2>&1
+check "refuses to overwrite" test $? -eq 2
+check "refusal leaves results" test "$(sha256sum <"$work/crash/results.jsonl")" = "$before"
+
+# A hang is killed at the timeout; an injected OOM is recorded as oom.
+"$dlbench" --suite="$work/three.json" --out="$work/hang" --inject-fault=hang@1 --timeout=3 >/dev/null 2>&1
+check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout ok ok"
+"$dlbench" --suite="$work/three.json" --out="$work/oom" --inject-fault=oom@3 >/dev/null 2>&1
+check "oom exits 0" test $? -eq 0
+check "oom statuses" test "$(statuses "$work/oom/results.jsonl")" = "ok ok oom"
+
+# Every ok point has a trace that parses, with forward spans for every layer in its profile.
+check "traces and profiles" /usr/bin/python3 - "$work/oom" <<'PY'
+import glob, json, sys
+out = sys.argv[1]
+recs = [json.loads(l) for l in open(out + "/results.jsonl")]
+for r in recs:
+    if r["status"] != "ok":
+        continue
+    trace = json.load(open(r["paths"]["trace"]))
+    prof = json.load(open(r["paths"]["profile"]))
+    fwd = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "forward"}
+    layers = {l["name"] for l in prof["layers"]}
+    assert layers and layers <= fwd, (layers - fwd)
+    assert prof["traced_steps"] == 3
+PY
+
+# Every record of every run above, and every shipped suite, against the JSON schemas, checked by
+# an independent implementation (python3-jsonschema).
+check "schemas" /usr/bin/python3 - "$work" "$(dirname "$0")/../../suites" <<'PY'
+import glob, json, sys, jsonschema
+work, suites = sys.argv[1], sys.argv[2]
+result = json.load(open(suites + "/schema/result.schema.json"))
+suite = json.load(open(suites + "/schema/suite.schema.json"))
+n = 0
+for path in glob.glob(work + "/*/results.jsonl"):
+    for line in open(path):
+        jsonschema.validate(json.loads(line), result)
+        n += 1
+assert n == 10, n  # crash 3 + resume 1, hang 3, oom 3
+for path in glob.glob(suites + "/*.json"):
+    jsonschema.validate(json.load(open(path)), suite)
+PY
+
+# The shipped smoke suite, as CI runs it.
+"$dlbench" --suite=smoke --out="$work/smoke" >"$work/smoke.out" 2>&1
+check "smoke suite" test "$(statuses "$work/smoke/results.jsonl")" = "ok ok"
+check "smoke table" grep -q "2 points: 2 ok" "$work/smoke.out"
+
+echo "$passed passed, $failures failed"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,176 @@
+// Suite files: expansion, the cpu override, and schema rejection of malformed files with a
+// message naming the file, the key and what was expected.
+#include "suites/harness/suite.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+
+#include "runtime/core/error.h"
+#include "suites/harness/json_schema.h"
+#include "suites/harness/launcher.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+std::string write_suite(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "dlb_suite_" + name + ".json";
+  std::ofstream(path) << text;
+  return path;
+}
+
+const char* kValid = R"({
+  "name": "t", "description": "test",
+  "defaults": {"model": "resnet50", "batch": 32, "backend": "cuda", "precision": "bf16", "steps": 5},
+  "sweep": {"ranks": [1, 2], "overlap": ["none", "backward", "forward"]},
+  "cpu": {"defaults": {"model": "resnet18", "backend": "cpu", "precision": "fp32"},
+          "sweep": {"ranks": [1, 2, 4], "batch": [4, 8]}}
+})";
+
+TEST(Suite, ExpandsTheCartesianProductFirstAxisSlowest) {
+  const Suite s = load_suite(write_suite("valid", kValid), false);
+  const auto points = expand(s);
+  ASSERT_EQ(points.size(), 6u);
+  EXPECT_EQ(points[0]["ranks"], 1);
+  EXPECT_EQ(points[0]["overlap"], "none");
+  EXPECT_EQ(points[1]["overlap"], "backward");
+  EXPECT_EQ(points[3]["ranks"], 2);
+  EXPECT_EQ(points[5]["model"], "resnet50");
+  EXPECT_EQ(points[5]["batch"], 32);
+  EXPECT_NE(point_id(points[0]), point_id(points[1]));
+  EXPECT_EQ(point_id(points[0]), point_id(expand(s)[0]));
+}
+
+TEST(Suite, CpuOverrideReplacesDefaultsAndAxes) {
+  const Suite s = load_suite(write_suite("valid", kValid), true);
+  const auto points = expand(s);
+  ASSERT_EQ(points.size(), 3u * 3u * 2u);  // ranks replaced (3), overlap kept (3), batch added (2)
+  for (const auto& p : points) {
+    EXPECT_EQ(p["model"], "resnet18");
+    EXPECT_EQ(p["backend"], "cpu");
+    EXPECT_EQ(p["precision"], "fp32");
+    EXPECT_TRUE(p["batch"] == 4 || p["batch"] == 8);  // the axis replaced the default 32
+  }
+}
+
+TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
+  for (const std::string& name : {"scaling", "batch", "precision", "overlap", "smoke"}) {
+    EXPECT_NO_THROW(load_suite(name, true)) << name;
+    EXPECT_NO_THROW(load_suite(name, false)) << name;
+  }
+  for (const auto& p : expand(load_suite("scaling", true))) {
+    EXPECT_EQ(p["backend"], "cpu");
+    EXPECT_LE(p["image_size"].get<int>(), 64);
+  }
+}
+
+TEST(Suite, SchemaModelListMatchesTheRegistry) {
+  std::ifstream in(suites_dir() + "/schema/suite.schema.json");
+  const auto schema = nlohmann::json::parse(in);
+  std::vector<std::string> names;
+  for (const auto& m : model_registry()) names.push_back(m.name);
+  EXPECT_EQ(schema["$defs"]["key"]["model"]["enum"].get<std::vector<std::string>>(), names);
+}
+
+struct Bad {
+  const char* name;
+  std::string text;
+  const char* message;
+};
+
+class SuiteRejects : public ::testing::TestWithParam<Bad> {};
+
+TEST_P(SuiteRejects, WithAMessageNamingFileKeyAndExpectation) {
+  const Bad b = GetParam();
+  const std::string path = write_suite(b.name, b.text);
+  try {
+    load_suite(path, true);
+    FAIL() << "accepted a malformed suite";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(path), std::string::npos) << m;
+    EXPECT_NE(m.find(b.message), std::string::npos) << m;
+  }
+}
+
+std::string with(const std::string& from, const std::string& to) {
+  std::string s = kValid;
+  const size_t at = s.find(from);
+  return at == std::string::npos ? "(bad test)" : s.replace(at, from.size(), to);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Files, SuiteRejects,
+    ::testing::Values(
+        Bad{"not_json", "{\"name\": ", "not valid JSON"},
+        Bad{"missing_name", with(R"("name": "t", )", ""), "missing required key 'name'"},
+        Bad{"unknown_top", with(R"("name": "t",)", R"("name": "t", "sweeps": {},)"),
+            "/sweeps: unknown key"},
+        Bad{"unknown_config_key", with(R"("batch": 32,)", R"("batch": 32, "batchsize": 3,)"),
+            "/defaults/batchsize: unknown key"},
+        Bad{"wrong_type", with(R"("batch": 32)", R"("batch": "32")"),
+            "/defaults/batch: expected an integer, got \"32\""},
+        Bad{"zero_batch", with(R"("batch": 32)", R"("batch": 0)"),
+            "/defaults/batch: expected a value >= 1, got 0"},
+        Bad{"bad_enum", with(R"("precision": "bf16")", R"("precision": "fp64")"),
+            "/defaults/precision: expected one of"},
+        Bad{"unknown_model", with(R"("model": "resnet50")", R"("model": "resnet101")"),
+            "/defaults/model: expected one of \"alexnet\""},
+        Bad{"empty_axis", with(R"("ranks": [1, 2])", R"("ranks": [])"),
+            "/sweep/ranks: expected at least 1 item"},
+        Bad{"axis_not_array", with(R"("ranks": [1, 2])", R"("ranks": 2)"),
+            "/sweep/ranks: expected an array, got 2"},
+        Bad{"bad_axis_value",
+            with(R"("overlap": ["none", "backward", "forward"])",
+                 R"("overlap": ["none", "sideways"])"),
+            "/sweep/overlap/1: expected one of"},
+        Bad{"empty_sweep",
+            with(R"("sweep": {"ranks": [1, 2], "overlap": ["none", "backward", "forward"]})",
+                 R"("sweep": {})"),
+            "/sweep: expected at least 1 keys"},
+        Bad{"bad_cpu", with(R"("cpu": {)", R"("cpu": {"gpu": 1, )"), "/cpu/gpu: unknown key"}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Suite, UnknownSuiteNameListsTheShippedOnes) {
+  try {
+    load_suite("scalling", true);
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("scaling"), std::string::npos) << e.what();
+  }
+}
+
+TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
+  const auto c = launch_command(LauncherKind::kAuto, 4, {"dlbench", "worker"}, 2, true, false);
+  EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "4", "--oversubscribe",
+                                              "--allow-run-as-root", "dlbench", "worker"}));
+  EXPECT_EQ(c.env.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
+  const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, 2, false, false);
+  EXPECT_EQ(fits.argv, (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
+  EXPECT_TRUE(fits.env.empty());
+  EXPECT_EQ(launch_command(LauncherKind::kAuto, 8, {"w"}, 2, false, true).argv[0], "srun");
+  EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, 2, true, false).argv,
+            std::vector<std::string>{"w"});
+  EXPECT_THROW(launch_command(LauncherKind::kLocal, 2, {"w"}, 2, false, false), InvalidArgument);
+}
+
+TEST(Launcher, TimeoutKillsTheWholeProcessGroup) {
+  const std::string log = ::testing::TempDir() + "dlb_launcher.log";
+  const std::string marker = ::testing::TempDir() + "dlb_launcher_marker";
+  std::remove(marker.c_str());
+  // A grandchild that would write the marker after 2 s must die with its parent's group.
+  LaunchCommand c{{"sh", "-c", "(sleep 2; touch " + marker + ") & sleep 30"}, {}};
+  const ProcessResult r = run_process(c, 0.5, log, nullptr);
+  EXPECT_TRUE(r.timed_out);
+  EXPECT_LT(r.seconds, 5);
+  sleep(3);
+  EXPECT_FALSE(std::ifstream(marker).good()) << "the background child survived the timeout";
+  const ProcessResult ok = run_process({{"sh", "-c", "echo hi; exit 3"}, {}}, 10, log, nullptr);
+  EXPECT_EQ(ok.exit_code, 3);
+  EXPECT_FALSE(ok.timed_out);
+  EXPECT_NE(tail_of_file(log, 100).find("hi"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace dlb
