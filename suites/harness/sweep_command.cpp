@@ -225,7 +225,7 @@ int sweep_command(const SweepOptions& opt) {
         const double total =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         const double left = eta_each * static_cast<double>(points.size() - i) - elapsed;
-        fmt::print("\r{}  running {}  elapsed {}  ETA {}   ", label, clock_text(elapsed),
+        fmt::print("\r\033[K{}  running {}  elapsed {}  ETA {}", label, clock_text(elapsed),
                    clock_text(total), eta_each > 0 ? clock_text(std::max(left, 0.0)) : "--:--");
         std::fflush(stdout);
       });
@@ -269,7 +269,7 @@ int sweep_command(const SweepOptions& opt) {
     any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout";
     const double total =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", tty ? "\r" : "", label,
+    fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", tty ? "\r\033[K" : "", label,
                status == "ok" ? fmt::format("ok, {:.2f} img/s",
                                             record["metrics"]["throughput_img_s"].get<double>())
                               : status + ": " + record.value("message", ""),
