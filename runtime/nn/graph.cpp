@@ -59,6 +59,9 @@ void Graph::setup(Backend& backend, Rng& rng) {
                               fmt::format("gradient of {}", node.name));
     max_slots = std::max(max_slots, node.inputs.size());
   }
+  node_inputs_.resize(n);
+  for (size_t i = 1; i < n; ++i)
+    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&outputs_[j]);
   // A fork's second consumer writes its gradient contribution to scratch, then adds it.
   for (size_t slot = 0; slot < max_slots; ++slot) {
     int64_t largest = 0;
@@ -77,10 +80,8 @@ void Graph::setup(Backend& backend, Rng& rng) {
 void Graph::forward(const LayerContext& ctx) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
-    std::vector<const Tensor*> in;
-    for (int j : node.inputs) in.push_back(&outputs_[j]);
     TraceScope scope(ctx.tracer, node.name, "forward");
-    node.layer->forward(ctx, in, outputs_[i]);
+    node.layer->forward(ctx, node_inputs_[i], outputs_[i]);
   }
 }
 
@@ -90,13 +91,12 @@ void Graph::backward(const LayerContext& ctx) {
   for (int i = output(); i >= 1; --i) {
     Node& node = nodes_[i];
     if (!grad_written_[i]) continue;  // does not reach the loss
-    std::vector<const Tensor*> in;
+    const std::vector<const Tensor*>& in = node_inputs_[i];
     std::vector<Tensor*> dx;
     std::vector<std::pair<Tensor*, Tensor*>> pending_adds;  // (scratch, destination)
     std::vector<Tensor> scratch_views(node.inputs.size());  // stable: never resized
     for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
       const int j = node.inputs[slot];
-      in.push_back(&outputs_[j]);
       if (j == input()) {
         dx.push_back(nullptr);
       } else if (!grad_written_[j]) {

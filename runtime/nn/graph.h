@@ -61,6 +61,7 @@ class Graph {
   std::vector<Node> nodes_;
   Backend* backend_ = nullptr;
   std::vector<Tensor> outputs_, grads_;
+  std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
   std::vector<Tensor> fork_scratch_;  // per input slot: where a second consumer's gradient lands
   std::vector<char> grad_written_;
 };

@@ -191,7 +191,7 @@ RunOptions options_from_json(const nlohmann::json& c) {
 int run_command(const RunOptions& o) {
   validate_run_options(o);
   const ModelInfo& info = find_model(o.model);
-  ModelConfig mc{o.batch.value_or(16), o.image_size.value_or(info.default_image_size),
+  ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
                  o.num_classes ? o.num_classes : info.default_classes, o.dropout};
 
   FixedBatch fixed;

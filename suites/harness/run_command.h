@@ -13,9 +13,11 @@ namespace dlb {
 enum class DataSource { kSynthetic, kDigits };
 
 // Typed options: strings from the command line become these once, at the edge.
+constexpr int64_t kDefaultBatch = 16;
+
 struct RunOptions {
   std::string model = "resnet18";
-  std::optional<int64_t> batch;       // default 16; taken from --batch-file when given
+  std::optional<int64_t> batch;       // default kDefaultBatch; taken from --batch-file
   std::optional<int64_t> image_size;  // default: the model's; taken from --batch-file
   int64_t num_classes = 0;            // 0: the model's default
   int64_t steps = 20, warmup = 5, epochs = 0;

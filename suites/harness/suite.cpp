@@ -26,14 +26,19 @@ std::vector<std::string> list_suites() {
 }
 
 namespace {
-nlohmann::json read_json(const std::string& path, const std::string& what) {
+// Parsed keeping the file's key order, which is the sweep's axis order.
+nlohmann::ordered_json read_json(const std::string& path, const std::string& what) {
   std::ifstream in(path);
   if (!in) throw InvalidArgument(fmt::format("cannot open {} '{}'", what, path));
   try {
-    return nlohmann::json::parse(in);
+    return nlohmann::ordered_json::parse(in);
   } catch (const nlohmann::json::parse_error& e) {
     throw InvalidArgument(fmt::format("{}: not valid JSON: {}", path, e.what()));
   }
+}
+
+nlohmann::json unordered(const nlohmann::ordered_json& j) {
+  return nlohmann::json::parse(j.dump());
 }
 }  // namespace
 
@@ -48,35 +53,29 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
                       name_or_path, fmt::join(list_suites(), ", ")));
     }
   }
-  const nlohmann::json j = read_json(path, "suite file");
-  const nlohmann::json schema = read_json(suites_dir() + "/schema/suite.schema.json", "schema");
-  const auto errors = validate_json(j, schema);
+  const nlohmann::ordered_json file = read_json(path, "suite file");
+  const nlohmann::json j = unordered(file);
+  const auto errors =
+      validate_json(j, unordered(read_json(suites_dir() + "/schema/suite.schema.json", "schema")));
   if (!errors.empty()) {
     throw InvalidArgument(fmt::format("{}: invalid suite:\n  {}", path, fmt::join(errors, "\n  ")));
   }
   Suite s{j["name"], j["description"], path, false, j["defaults"], {}};
-  for (const auto& [key, values] : j["sweep"].items()) s.axes.emplace_back(key, values);
-  // nlohmann's objects are sorted by key; keep the file's axis order by re-reading it ordered.
-  const auto ordered = nlohmann::ordered_json::parse(std::ifstream(path));
-  s.axes.clear();
-  for (const auto& [key, values] : ordered["sweep"].items()) {
-    s.axes.emplace_back(key, nlohmann::json::parse(values.dump()));
-  }
+  for (const auto& [key, values] : file["sweep"].items())
+    s.axes.emplace_back(key, unordered(values));
   if (use_cpu_override) {
     s.cpu_override_applied = true;
-    const auto& cpu = ordered["cpu"];
+    const auto& cpu = file["cpu"];
     if (cpu.contains("defaults")) {
-      for (const auto& [k, v] : cpu["defaults"].items())
-        s.defaults[k] = nlohmann::json::parse(v.dump());
+      for (const auto& [k, v] : cpu["defaults"].items()) s.defaults[k] = unordered(v);
     }
     if (cpu.contains("sweep")) {
       for (const auto& [k, v] : cpu["sweep"].items()) {
-        auto values = nlohmann::json::parse(v.dump());
         auto it = std::find_if(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == k; });
         if (it != s.axes.end())
-          it->second = values;
+          it->second = unordered(v);
         else
-          s.axes.emplace_back(k, values);
+          s.axes.emplace_back(k, unordered(v));
       }
     }
   }

@@ -56,7 +56,7 @@ json failure_record(const std::string& status, const std::string& message, const
                     const RunOptions& o) {
   json cfg = config;
   cfg["model"] = o.model;
-  cfg["batch"] = o.batch.value_or(16);
+  cfg["batch"] = o.batch.value_or(kDefaultBatch);
   cfg["ranks"] = o.ranks;
   return {{"schema_version", kResultSchemaVersion},
           {"kind", "train"},
@@ -64,7 +64,7 @@ json failure_record(const std::string& status, const std::string& message, const
           {"message", message},
           {"mode", "measured"},
           {"config", cfg},
-          {"global_batch", o.batch.value_or(16) * o.ranks}};
+          {"global_batch", o.batch.value_or(kDefaultBatch) * o.ranks}};
 }
 
 struct Fault {
