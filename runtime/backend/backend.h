@@ -170,6 +170,9 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
 // Whether a GPU backend is compiled in and a device is visible (suites then skip their cpu
 // override).
 bool gpu_available();
+// Versions of the accelerator stack this build has, for result records: "driver" and "cuda"
+// (runtime) when CUDA is compiled in ("none" otherwise; driver "none" without a driver).
+std::map<std::string, std::string> accelerator_versions();
 // Human-readable lines, one per device found ("cpu: 2 cores", "cuda:0 NVIDIA H100 ...").
 std::vector<std::string> list_devices();
 

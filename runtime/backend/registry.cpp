@@ -31,6 +31,16 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
 #endif
 }
 
+std::map<std::string, std::string> accelerator_versions() {
+  std::map<std::string, std::string> v{{"driver", "none"}, {"cuda", "none"}};
+#if DLB_HAVE_CUDA
+  auto dotted = [](int x) { return fmt::format("{}.{}", x / 1000, (x % 1000) / 10); };
+  if (const int d = cuda::driver_version()) v["driver"] = dotted(d);
+  v["cuda"] = dotted(cuda::runtime_version());
+#endif
+  return v;
+}
+
 bool gpu_available() {
 #if DLB_HAVE_CUDA
   return !cuda::query_devices().empty();

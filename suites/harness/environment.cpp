@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 #include <ctime>
+#include <fstream>
 
 namespace dlb {
 namespace {
@@ -18,6 +19,17 @@ std::string run_quietly(const std::string& cmd) {
   pclose(p);
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
+}
+std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("model name", 0) == 0) {
+      const auto pos = line.find(':');
+      if (pos != std::string::npos) return line.substr(pos + 2);
+    }
+  }
+  return "unknown";
 }
 }  // namespace
 
@@ -41,13 +53,13 @@ nlohmann::json collect_environment(const Backend& backend) {
       {"git_sha", git.empty() ? "unknown" : git},
       {"dlbench_version", DLB_VERSION},
       {"time", utc_now_iso8601()},
-      // Versions of libraries this build does not use are recorded as "none".
-      {"driver", "none"},
-      {"cuda", "none"},
+      {"cpu", cpu_model()},
+      // Libraries this build does not use yet are recorded as "none".
       {"cudnn", "none"},
       {"nccl", "none"},
       {"mpi", "none"},
   };
+  for (const auto& [k, v] : accelerator_versions()) env[k] = v;
   for (const auto& [k, v] : backend.environment()) env[k] = v;
   return env;
 }

@@ -5,7 +5,6 @@
 #include <unistd.h>
 
 #include <cstring>
-#include <fstream>
 #include <thread>
 
 #include "runtime/core/error.h"
@@ -17,22 +16,8 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 
 bool CpuBackend::supports(Op, Precision precision) const { return precision == Precision::kFp32; }
 
-namespace {
-std::string cpu_model() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind("model name", 0) == 0) {
-      auto pos = line.find(':');
-      if (pos != std::string::npos) return line.substr(pos + 2);
-    }
-  }
-  return "unknown";
-}
-}  // namespace
-
 std::map<std::string, std::string> CpuBackend::environment() const {
-  return {{"device", fmt::format("cpu: {}", cpu_model())},
+  return {{"device", "cpu"},
           {"cpu_threads", std::to_string(std::thread::hardware_concurrency())},
           {"blas", openblas_get_config()}};
 }
