@@ -147,6 +147,10 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
 }  // namespace
 
 int sweep_command(const SweepOptions& opt) {
+  if (!(opt.timeout_s > 0)) {
+    throw InvalidArgument(fmt::format("--timeout must be positive (got {})", opt.timeout_s));
+  }
+  if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
   const bool gpu = gpu_available();
   const Suite suite = load_suite(opt.suite, !gpu);
   const std::vector<json> points = expand(suite);

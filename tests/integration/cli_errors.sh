@@ -45,6 +45,18 @@ expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "dropout probability 1 is outside" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
 
+# The suite harness's own bad input.
+expect 2 "unknown suite 'scalling' (shipped: batch, overlap, precision, scaling, smoke" --suite=scalling
+printf '{"name": "x", "description": "", "defaults": {"batch": 0}, "sweep": {"batch": [1]}, "cpu": {}}' >"$work/bad_suite.json"
+expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
+expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"
+printf '{"name": ' >"$work/torn_suite.json"
+expect 2 "$work/torn_suite.json: not valid JSON" --suite="$work/torn_suite.json"
+expect 2 "--timeout must be positive" --suite=smoke --timeout=0 --out="$work/t0"
+expect 2 "--launcher" --suite=smoke --launcher=ssh
+expect 2 "expected crash@I, hang@I or oom@I" --suite=smoke --inject-fault=boom@1 --out="$work/f"
+expect 2 "give a subcommand or --suite=NAME"
+
 # A good run writes its record; a later failing run leaves it intact.
 "$dlbench" "${quick[@]}" --json="$work/r.json" >/dev/null || { echo "FAIL: quick run"; failures=$((failures + 1)); }
 before=$(sha256sum <"$work/r.json")
