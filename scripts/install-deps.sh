@@ -14,6 +14,7 @@ packages=(
   python3-torch python3-torchvision               # PyTorch 1.13 (CPU): the parity peer
   python3-sklearn                                 # ships digits.csv.gz, the real data set
   python3-jsonschema                              # checks suites and records in tests
+  libopenmpi-dev openmpi-bin                      # MPI communicator, mpirun
 )
 
 missing=()

@@ -18,4 +18,17 @@ struct BenchConvOptions {
 // plain matrix multiply of the forward's GEMM shape, in the same run.
 int bench_conv_command(const BenchConvOptions& options);
 
+struct BenchAllreduceOptions {
+  int64_t ranks = 2;
+  std::string min_bytes = "8", max_bytes = "256MiB";
+  int64_t iterations = 20, warmup = 3;
+  std::string launcher = "auto";
+  std::string json_path;
+};
+// nccl-tests' all_reduce_perf for dlbench's communicator: size, time, algbw and busbw from
+// min_bytes to max_bytes (doubling), with a correctness check and the MPI library's own blocking
+// MPI_Allreduce timed on the same buffers in the same run. Relaunches itself on `ranks` ranks
+// unless already inside an MPI job.
+int bench_allreduce_command(const BenchAllreduceOptions& options);
+
 }  // namespace dlb

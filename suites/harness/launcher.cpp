@@ -111,6 +111,15 @@ ProcessResult run_process(const LaunchCommand& cmd, double timeout_s, const std:
   }
 }
 
+void exec_command(const LaunchCommand& cmd) {
+  for (const auto& [k, v] : cmd.env) setenv(k.c_str(), v.c_str(), 1);
+  std::vector<char*> argv;
+  for (const auto& a : cmd.argv) argv.push_back(const_cast<char*>(a.c_str()));
+  argv.push_back(nullptr);
+  execvp(argv[0], argv.data());
+  throw IoError("cannot start " + cmd.argv[0] + " (is it installed? scripts/install-deps.sh)");
+}
+
 std::string tail_of_file(const std::string& path, size_t max_bytes) {
   std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) return "";

@@ -37,6 +37,9 @@ struct ProcessResult {
 ProcessResult run_process(const LaunchCommand& cmd, double timeout_s, const std::string& log_path,
                           const std::function<void(double)>& on_tick);
 
+// Replaces this process with the command (for commands that relaunch themselves under mpirun).
+[[noreturn]] void exec_command(const LaunchCommand& cmd);
+
 // The last `max_bytes` of a file.
 std::string tail_of_file(const std::string& path, size_t max_bytes);
 

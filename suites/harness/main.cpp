@@ -106,6 +106,18 @@ int main(int argc, char** argv) {
   conv_cmd->add_option("--backend", bench.backend)->transform(enum_option(kBackends));
   conv_cmd->add_option("--json", bench.json_path, "write the results here");
 
+  dlb::BenchAllreduceOptions allreduce;
+  auto* allreduce_cmd =
+      bench_cmd->add_subcommand("allreduce", "all-reduce size sweep, as nccl-tests");
+  allreduce_cmd->add_option("--ranks", allreduce.ranks, "ranks to launch")->capture_default_str();
+  allreduce_cmd->add_option("--min-bytes", allreduce.min_bytes)->capture_default_str();
+  allreduce_cmd->add_option("--max-bytes", allreduce.max_bytes)->capture_default_str();
+  allreduce_cmd->add_option("--iters", allreduce.iterations)->capture_default_str();
+  allreduce_cmd->add_option("--warmup", allreduce.warmup)->capture_default_str();
+  allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
+      ->capture_default_str();
+  allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -123,13 +135,14 @@ int main(int argc, char** argv) {
     }
     if (*list_cmd) return dlb::list_command();
     if (*worker_cmd) return dlb::worker_command(point_file);
+    if (*conv_cmd) return dlb::bench_conv_command(bench);
+    if (*allreduce_cmd) return dlb::bench_allreduce_command(allreduce);
     if (!sweep.suite.empty()) {
       sweep.launcher = *dlb::parse_launcher(launcher);
       return dlb::sweep_command(sweep);
     }
     fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());
     return 2;
-    if (*conv_cmd) return dlb::bench_conv_command(bench);
   } catch (const dlb::Error& e) {
     fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()), e.what());
     return dlb::exit_code_for(e.kind());

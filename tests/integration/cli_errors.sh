@@ -67,5 +67,13 @@ if [[ "$(sha256sum <"$work/r.json")" != "$before" ]]; then
   failures=$((failures + 1))
 fi
 
+# The micro-benchmark commands produce their tables.
+if "$dlbench" bench conv --model=digits-cnn --image-size=8 --batch=2 --repeat=1 | grep -q "features.2"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: bench conv"; failures=$((failures + 1))
+fi
+expect 2 "--ranks must be at least 2" bench allreduce --ranks=1
+
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

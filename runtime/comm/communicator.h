@@ -1,0 +1,61 @@
+// The Communicator seam: rank, size and an asynchronous all-reduce of a buffer that returns a
+// waitable handle. `local` serves one rank; `mpi` reduces host buffers with Open MPI's
+// non-blocking collectives. Only the factory knows which communicators this build has.
+#pragma once
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "runtime/core/tensor.h"
+
+namespace dlb {
+
+enum class ReduceOp { kSum, kAverage };
+
+// An all-reduce in flight. wait() throws CommError if it does not finish within the
+// communicator's timeout (a dead or stuck peer), instead of hanging.
+class CommHandle {
+ public:
+  virtual ~CommHandle() = default;
+  virtual bool test() = 0;  // true once complete; also drives progress
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string_view name() const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // In place over the f32 tensor (a host buffer for mpi). The tensor must stay alive and
+  // untouched until the handle completes.
+  virtual std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) = 0;
+  void allreduce(Tensor& buffer, ReduceOp op) { allreduce_async(buffer, op)->wait(); }
+  virtual void broadcast(Tensor& buffer, int root) = 0;
+  virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
+  virtual void barrier() = 0;
+  virtual double max_across_ranks(double value) = 0;
+  // Seconds per call of the library's own blocking in-place all-reduce (sum) on `buffer`, the
+  // mean of `iterations` calls, slowest rank: the baseline the async path is compared with.
+  virtual double time_reference_allreduce(Tensor& buffer, int iterations) = 0;
+  // e.g. {"mpi": "Open MPI v4.1.4 ..."} for result records.
+  virtual std::map<std::string, std::string> environment() const = 0;
+};
+
+enum class CommKind { kLocal, kMpi };
+std::string_view comm_kind_name(CommKind kind);
+
+struct CommOptions {
+  std::chrono::duration<double> timeout{300.0};  // for any one collective
+};
+
+// The factory. kMpi initialises MPI (once per process); throws Unsupported when this build has no
+// MPI, CommError when initialisation fails.
+std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options = {});
+// Whether this process was started by an MPI launcher (mpirun, srun with PMI).
+bool launched_under_mpi();
+
+}  // namespace dlb

@@ -1,0 +1,32 @@
+// The communicator factory: the one place that knows which communicators this build has.
+#include <cstdlib>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/comm/local_communicator.h"
+#include "runtime/core/error.h"
+#if DLB_HAVE_MPI
+#include "runtime/comm/mpi_communicator.h"
+#endif
+
+namespace dlb {
+
+std::string_view comm_kind_name(CommKind kind) {
+  return kind == CommKind::kLocal ? "local" : "mpi";
+}
+
+bool launched_under_mpi() {
+  return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
+}
+
+std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options) {
+  if (kind == CommKind::kLocal) return make_local_communicator();
+#if DLB_HAVE_MPI
+  return make_mpi_communicator(options);
+#else
+  (void)options;
+  throw Unsupported(
+      "this build has no MPI communicator (Open MPI was not found at configure time)");
+#endif
+}
+
+}  // namespace dlb

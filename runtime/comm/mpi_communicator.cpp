@@ -1,0 +1,167 @@
+#include "runtime/comm/mpi_communicator.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <thread>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+[[noreturn]] void throw_mpi_error(int code, const char* stmt, const char* func, const char* file,
+                                  int line) {
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(code, text, &len);
+  throw CommError(fmt::format("MPI error {} ({}) in {} at {}:{}: {}", code, std::string(text, len),
+                              func, file, line, stmt));
+}
+
+#define DLB_MPI_CHECK(stmt)                                              \
+  do {                                                                   \
+    const int dlb_mpi_rc_ = (stmt);                                      \
+    if (dlb_mpi_rc_ != MPI_SUCCESS)                                      \
+      throw_mpi_error(dlb_mpi_rc_, #stmt, __func__, __FILE__, __LINE__); \
+  } while (0)
+
+void check_host_f32(const Tensor& t) {
+  if (t.dtype() != DType::kF32) {
+    throw InvalidArgument(
+        fmt::format("mpi all-reduce takes f32 buffers, got {}", dtype_name(t.dtype())));
+  }
+}
+
+class MpiHandle final : public CommHandle {
+ public:
+  MpiHandle(MPI_Request request, Tensor buffer, bool average, int size,
+            std::chrono::duration<double> timeout)
+      : request_(request),
+        buffer_(std::move(buffer)),
+        average_(average),
+        size_(size),
+        timeout_(timeout) {}
+  ~MpiHandle() override {
+    if (!done_ && request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+  }
+  bool test() override {
+    if (done_) return true;
+    int flag = 0;
+    DLB_MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    if (flag) finish();
+    return done_;
+  }
+  void wait() override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout_;
+    while (!test()) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw CommError(
+            fmt::format("all-reduce of {} bytes did not complete within {:.0f} s; a "
+                        "peer rank may have died",
+                        buffer_.bytes(), timeout_.count()));
+      }
+      std::this_thread::yield();
+    }
+  }
+
+ private:
+  void finish() {
+    done_ = true;
+    if (average_) {
+      float* p = buffer_.data<float>();
+      const float inv = 1.f / static_cast<float>(size_);
+      for (int64_t i = 0; i < buffer_.numel(); ++i) p[i] *= inv;
+    }
+  }
+  MPI_Request request_;
+  Tensor buffer_;
+  bool average_;
+  int size_;
+  std::chrono::duration<double> timeout_;
+  bool done_ = false;
+};
+
+class MpiCommunicator final : public Communicator {
+ public:
+  explicit MpiCommunicator(const CommOptions& o) : options_(o) {
+    int initialized = 0;
+    MPI_Initialized(&initialized);
+    if (!initialized) {
+      int provided = 0;
+      DLB_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_MULTIPLE, &provided));
+      thread_level_ = provided;
+      owns_mpi_ = true;
+    } else {
+      MPI_Query_thread(&thread_level_);
+    }
+    // Errors come back as codes (-> CommError) instead of aborting the job.
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    DLB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+    DLB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+  }
+  ~MpiCommunicator() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (owns_mpi_ && !finalized) MPI_Finalize();
+  }
+  std::string_view name() const override { return "mpi"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
+    check_host_f32(buffer);
+    MPI_Request request = MPI_REQUEST_NULL;
+    DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+    return std::make_unique<MpiHandle>(request, buffer, op == ReduceOp::kAverage, size_,
+                                       options_.timeout);
+  }
+  void broadcast(Tensor& buffer, int root) override {
+    DLB_MPI_CHECK(
+        MPI_Bcast(buffer.raw(), static_cast<int>(buffer.bytes()), MPI_BYTE, root, MPI_COMM_WORLD));
+  }
+  std::vector<uint64_t> allgather(uint64_t value) override {
+    std::vector<uint64_t> out(size_);
+    DLB_MPI_CHECK(
+        MPI_Allgather(&value, 1, MPI_UINT64_T, out.data(), 1, MPI_UINT64_T, MPI_COMM_WORLD));
+    return out;
+  }
+  void barrier() override { DLB_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+  double max_across_ranks(double value) override {
+    double out = 0;
+    DLB_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+    return out;
+  }
+  double time_reference_allreduce(Tensor& buffer, int iterations) override {
+    check_host_f32(buffer);
+    barrier();
+    const double t0 = MPI_Wtime();
+    for (int i = 0; i < iterations; ++i) {
+      DLB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
+                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+    }
+    return max_across_ranks((MPI_Wtime() - t0) / iterations);
+  }
+  std::map<std::string, std::string> environment() const override {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(version, &len);
+    std::string v(version, len);
+    if (const auto nl = v.find_first_of("\n,"); nl != std::string::npos) v.resize(nl);
+    return {{"mpi", v}, {"mpi_thread_level", std::to_string(thread_level_)}};
+  }
+
+ private:
+  CommOptions options_;
+  int rank_ = 0, size_ = 1, thread_level_ = 0;
+  bool owns_mpi_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_mpi_communicator(const CommOptions& options) {
+  return std::make_unique<MpiCommunicator>(options);
+}
+
+}  // namespace dlb
