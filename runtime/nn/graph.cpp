@@ -59,6 +59,22 @@ void Graph::setup(Backend& backend, Rng& rng) {
                               fmt::format("gradient of {}", node.name));
     max_slots = std::max(max_slots, node.inputs.size());
   }
+  int64_t total = 0;
+  for (const Node& node : nodes_)
+    if (node.layer) total += node.layer->num_params();
+  flat_grads_ = backend.empty({std::max<int64_t>(total, 1)}, DType::kF32, MemCategory::kGradients,
+                              "flat gradient buffer");
+  int64_t offset = 0;
+  for (size_t i = n - 1; i >= 1; --i) {
+    for (Param* p : nodes_[i].layer->params()) {
+      p->grad = flat_grads_.slice_flat(offset, p->value.numel()).reshaped(p->value.shape());
+      offset += p->value.numel();
+    }
+  }
+  if (offset != total) {
+    throw InvalidArgument(
+        fmt::format("parameters hold {} values, layers declared {}", offset, total));
+  }
   node_inputs_.resize(n);
   for (size_t i = 1; i < n; ++i)
     for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&outputs_[j]);

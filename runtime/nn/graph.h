@@ -46,6 +46,9 @@ class Graph {
   void backward(const LayerContext& ctx);
 
   std::vector<NamedParam> named_params();
+  // Every parameter gradient, in one buffer, in reverse layer order (the order backward produces
+  // them), so an all-reduce bucket is a contiguous slice. Each Param::grad is a view into it.
+  Tensor& flat_gradients() { return flat_grads_; }
   int64_t num_params() const;
   StateDict state_dict();
   // Strict, as torch's load_state_dict: every entry must be used and none may be missing.
@@ -62,7 +65,8 @@ class Graph {
   Backend* backend_ = nullptr;
   std::vector<Tensor> outputs_, grads_;
   std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
-  std::vector<Tensor> fork_scratch_;  // per input slot: where a second consumer's gradient lands
+  std::vector<Tensor> fork_scratch_;
+  Tensor flat_grads_;  // per input slot: where a second consumer's gradient lands
   std::vector<char> grad_written_;
 };
 

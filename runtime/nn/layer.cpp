@@ -29,6 +29,12 @@ void load_entry(Backend& backend, const StateDict& in, const std::string& key, T
   used.push_back(key);
 }
 
+void allocate_gradients(Backend& backend, Layer& layer) {
+  for (Param* p : layer.params()) {
+    p->grad = backend.empty(p->value.shape(), DType::kF32, MemCategory::kGradients, p->name);
+  }
+}
+
 void Layer::save_state(Backend& backend, const std::string& prefix, StateDict& out) {
   for (Param* p : params()) out[prefix + p->name] = to_host(backend, p->value);
 }

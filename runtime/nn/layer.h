@@ -14,7 +14,9 @@
 
 namespace dlb {
 
-// A trainable tensor, its gradient, and its torchvision state_dict name within the layer.
+// A trainable tensor, its gradient, and its torchvision state_dict name within the layer. Layers
+// allocate the value; the gradient is a view the owner assigns (the Graph's flat buffer), which
+// lets all gradients share one allocation that collectives reduce in buckets.
 struct Param {
   std::string name;  // "weight", "bias"
   Tensor value;
@@ -43,7 +45,8 @@ class Layer {
 
   // Output shape for these input shapes; throws InvalidArgument if they do not fit the layer.
   virtual Shape output_shape(const std::vector<Shape>& in) const = 0;
-  // Allocates parameters (initialised from rng) and plans for exactly these input shapes.
+  // Allocates parameter values (initialised from rng) and plans for exactly these input shapes;
+  // not the gradients (see Param).
   virtual void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) {
     (void)backend, (void)in, (void)rng;
   }
@@ -73,6 +76,9 @@ class Layer {
   // True for conv and linear, whose backward costs twice their forward.
   virtual bool is_matmul_layer() const { return false; }
 };
+
+// Gives each parameter of `layer` its own gradient buffer (for using a layer outside a Graph).
+void allocate_gradients(Backend& backend, Layer& layer);
 
 // Helpers shared by layer implementations.
 HostTensor to_host(Backend& backend, const Tensor& t);

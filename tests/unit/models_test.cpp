@@ -58,6 +58,26 @@ TEST(Models, Resnet18StateDictNamesAndShapes) {
   EXPECT_EQ(s.count("layer1.0.downsample.0.weight"), 0u);  // no downsample in layer1
 }
 
+TEST(Models, GradientsLiveInOneBufferInReverseLayerOrder) {
+  CpuBackend b({});
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  Rng rng(0);
+  g.setup(b, rng);
+  const Tensor& flat = g.flat_gradients();
+  EXPECT_EQ(flat.numel(), g.num_params());
+  const char* expected = flat.data<char>();
+  const auto& nodes = g.nodes();
+  for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {  // last layer first
+    if (!node->layer) continue;
+    for (Param* p : node->layer->params()) {  // weight, then bias
+      EXPECT_EQ(p->grad.data<char>(), expected) << node->name << "." << p->name;
+      expected += p->grad.bytes();
+    }
+  }
+  EXPECT_EQ(expected, flat.data<char>() + flat.bytes());
+  EXPECT_EQ(nodes.back().name, "fc");  // so fc.weight's gradient opens the buffer
+}
+
 TEST(Models, Resnet50UsesV15StrideOnTheThreeByThree) {
   const Graph g = build_model("resnet50", ModelConfig{1, 224, 1000, {}});
   for (const auto& n : g.nodes()) {

@@ -28,9 +28,7 @@ void BatchNorm::setup(Backend& backend, const std::vector<Shape>&, Rng&) {
     return backend.empty(c, DType::kF32, cat, what);
   };
   weight_.value = make(MemCategory::kWeights, "bn weight");
-  weight_.grad = make(MemCategory::kGradients, "bn weight grad");
   bias_.value = make(MemCategory::kWeights, "bn bias");
-  bias_.grad = make(MemCategory::kGradients, "bn bias grad");
   running_mean_ = make(MemCategory::kWeights, "bn running mean");
   running_var_ = make(MemCategory::kWeights, "bn running var");
   save_mean_ = make(MemCategory::kActivations, "bn saved mean");

@@ -46,10 +46,8 @@ Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
 void Conv2d::setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) {
   const Shape ws{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
   weight_.value = backend.empty(ws, DType::kF32, MemCategory::kWeights, "conv weight");
-  weight_.grad = backend.empty(ws, DType::kF32, MemCategory::kGradients, "conv weight grad");
   if (o_.bias) {
     bias_.value = backend.empty({o_.out_channels}, DType::kF32, MemCategory::kWeights, "bias");
-    bias_.grad = backend.empty({o_.out_channels}, DType::kF32, MemCategory::kGradients, "bias");
   }
   init_weight_and_bias(backend, o_.init, rng, weight_.value, bias_.value);
   plan_ = backend.make_conv_plan(describe(in.at(0)));

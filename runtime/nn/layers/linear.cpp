@@ -23,9 +23,7 @@ Shape Linear::output_shape(const std::vector<Shape>& in) const {
 
 void Linear::setup(Backend& backend, const std::vector<Shape>&, Rng& rng) {
   weight_.value = backend.empty({out_, in_}, DType::kF32, MemCategory::kWeights, "linear weight");
-  weight_.grad = backend.empty({out_, in_}, DType::kF32, MemCategory::kGradients, "linear grad");
   bias_.value = backend.empty({out_}, DType::kF32, MemCategory::kWeights, "linear bias");
-  bias_.grad = backend.empty({out_}, DType::kF32, MemCategory::kGradients, "linear bias grad");
   init_weight_and_bias(backend, init_, rng, weight_.value, bias_.value);
 }
 
