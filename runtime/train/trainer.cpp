@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 
 #include "runtime/core/error.h"
 
@@ -58,6 +59,11 @@ float Trainer::train_step() {
     backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
   }
   graph_.backward(ctx);
+  if (config_.comm && config_.comm->size() > 1) {
+    static const std::string kAllReduce = "allreduce gradients";
+    TraceScope scope(tracer_, kAllReduce, "allreduce", Lane::kComm);
+    config_.comm->allreduce(graph_.flat_gradients(), ReduceOp::kAverage);
+  }
   {
     TraceScope scope(tracer_, kSgd, "optimizer");
     for (size_t i = 0; i < params_.size(); ++i) {
@@ -84,6 +90,40 @@ int64_t Trainer::count_correct(int64_t count) {
     correct += best == labels[i];
   }
   return correct;
+}
+
+void Trainer::broadcast_weights() {
+  Communicator* comm = config_.comm;
+  if (!comm || comm->size() == 1) return;
+  StateDict state = graph_.state_dict();  // parameters and batch-norm running statistics
+  for (auto& [name, t] : state) {
+    Tensor host(backend_.allocator().allocate(t.bytes.size(), MemCategory::kComm, name), t.shape,
+                t.dtype);
+    std::memcpy(host.raw(), t.bytes.data(), t.bytes.size());
+    comm->broadcast(host, 0);
+    std::memcpy(t.bytes.data(), host.raw(), t.bytes.size());
+  }
+  graph_.load_state_dict(state);
+  const auto sums = comm->allgather(weights_checksum());
+  for (size_t r = 1; r < sums.size(); ++r) {
+    if (sums[r] != sums[0]) {
+      throw CommError(
+          fmt::format("rank {} holds different initial weights from rank 0 after the "
+                      "broadcast (checksum {:016x} vs {:016x})",
+                      r, sums[r], sums[0]));
+    }
+  }
+}
+
+uint64_t Trainer::weights_checksum() {
+  uint64_t h = 1469598103934665603ull;
+  std::vector<unsigned char> bytes;
+  for (Param* p : params_) {
+    bytes.resize(p->value.bytes());
+    backend_.copy_to_host(p->value, bytes.data());
+    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+  }
+  return h;
 }
 
 RunStats Trainer::run(int64_t warmup, int64_t steps) {

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/nn/graph.h"
 #include "runtime/trace/tracer.h"
 
@@ -14,6 +15,9 @@ struct TrainConfig {
   SgdConfig sgd;
   Precision precision = Precision::kFp32;
   uint64_t seed = 0;
+  // Data parallelism: with more than one rank, gradients are averaged across ranks after backward
+  // (strategy "none": one all-reduce of the flat gradient buffer), then every rank updates.
+  Communicator* comm = nullptr;
 };
 
 struct RunStats {
@@ -41,6 +45,11 @@ class Trainer {
   RunStats run(int64_t warmup, int64_t steps);
 
   int64_t batch() const { return batch_; }
+  // Makes every rank's parameters and buffers rank 0's, then checks that they agree (CommError
+  // if they do not).
+  void broadcast_weights();
+  // FNV-1a over the bytes of every parameter: equal across ranks iff the weights are.
+  uint64_t weights_checksum();
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every train_step call, warm-up included.
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }

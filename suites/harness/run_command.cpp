@@ -2,11 +2,13 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
 
+#include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/profile.h"
@@ -26,7 +28,8 @@ struct FixedBatch {
   Dataset data;
 };
 
-FixedBatch load_batch_file(const std::string& path, int64_t model_channels) {
+// Rank `rank` of `ranks` takes the rank-th equal slice of the file's batch.
+FixedBatch load_batch_file(const std::string& path, int64_t model_channels, int rank, int ranks) {
   StateDict t = load_safetensors(path);
   auto img = t.find("images");
   auto lab = t.find("labels");
@@ -48,12 +51,19 @@ FixedBatch load_batch_file(const std::string& path, int64_t model_channels) {
     throw InvalidArgument(fmt::format("{}: images have {} channels; the model takes {}", path,
                                       i.shape[1], model_channels));
   }
+  if (i.shape[0] % ranks != 0) {
+    throw InvalidArgument(
+        fmt::format("{}: {} images do not split evenly over {} ranks", path, i.shape[0], ranks));
+  }
+  const int64_t per_rank = i.shape[0] / ranks;
+  const int64_t image_bytes = i.shape.numel() / i.shape[0] * 4;
   FixedBatch b;
   b.data = Dataset{i.shape[1], i.shape[2], i.shape[3], 0, {}, {}};
-  b.data.images.resize(i.shape.numel());
-  std::memcpy(b.data.images.data(), i.bytes.data(), i.bytes.size());
-  b.data.labels.resize(l.shape[0]);
-  std::memcpy(b.data.labels.data(), l.bytes.data(), l.bytes.size());
+  b.data.images.resize(per_rank * image_bytes / 4);
+  std::memcpy(b.data.images.data(), i.bytes.data() + rank * per_rank * image_bytes,
+              per_rank * image_bytes);
+  b.data.labels.resize(per_rank);
+  std::memcpy(b.data.labels.data(), l.bytes.data() + rank * per_rank * 8, per_rank * 8);
   return b;
 }
 
@@ -91,11 +101,14 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
   if (o.ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", o.ranks));
-  if (o.ranks > 1) {
-    throw Unsupported(fmt::format(
-        "ranks={}: data-parallel training needs the MPI/NCCL communicator, which this version "
-        "does not have yet",
-        o.ranks));
+  if (o.ranks > 1 && o.overlap != OverlapStrategy::kNone) {
+    throw Unsupported(
+        fmt::format("overlap={} is not in this version: with ranks > 1 only "
+                    "overlap=none (one all-reduce after backward) runs",
+                    overlap_name(o.overlap)));
+  }
+  if (o.ranks > 1 && o.data == DataSource::kDigits) {
+    throw Unsupported("--data=digits trains on one rank only in this version");
   }
   if (!(o.bucket_mb > 0)) throw InvalidArgument("bucket_mb must be positive");
   if (o.trace_steps < 0 || o.trace_steps > o.steps) {
@@ -190,6 +203,25 @@ RunOptions options_from_json(const nlohmann::json& c) {
 
 int run_command(const RunOptions& o) {
   validate_run_options(o);
+  std::unique_ptr<Communicator> comm;
+  if (o.ranks > 1) {
+    if (!launched_under_mpi()) {
+      throw InvalidArgument(
+          fmt::format("ranks={} needs {} processes started by mpirun or srun "
+                      "(e.g. mpirun -np {} dlbench run --ranks={} ...); "
+                      "dlbench --suite starts them itself",
+                      o.ranks, o.ranks, o.ranks, o.ranks));
+    }
+    comm = make_communicator(CommKind::kMpi);
+    if (comm->size() != o.ranks) {
+      throw InvalidArgument(
+          fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));
+    }
+  } else {
+    comm = make_communicator(CommKind::kLocal);
+  }
+  const int rank = comm->rank();
+  const bool writer = rank == 0;  // only rank 0 prints and writes files
   const ModelInfo& info = find_model(o.model);
   ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
                  o.num_classes ? o.num_classes : info.default_classes, o.dropout};
@@ -197,7 +229,7 @@ int run_command(const RunOptions& o) {
   FixedBatch fixed;
   DigitsSplit digits;
   if (!o.batch_file.empty()) {
-    fixed = load_batch_file(o.batch_file, info.in_channels);
+    fixed = load_batch_file(o.batch_file, info.in_channels, rank, comm->size());
     const int64_t n = fixed.data.size(), s = fixed.data.height;
     if ((o.batch && *o.batch != n) || (o.image_size && *o.image_size != s)) {
       throw InvalidArgument(fmt::format(
@@ -221,7 +253,8 @@ int run_command(const RunOptions& o) {
   Rng rng(o.seed);
   graph.setup(*backend, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
-  Trainer trainer(*backend, graph, TrainConfig{o.sgd, o.precision, o.seed});
+  Trainer trainer(*backend, graph, TrainConfig{o.sgd, o.precision, o.seed, comm.get()});
+  trainer.broadcast_weights();
   // The window covers the first timed steps (after warm-up), or the first epochs' steps.
   Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, o.trace_steps);
   if (o.trace_steps > 0) trainer.set_tracer(&tracer);
@@ -232,8 +265,9 @@ int run_command(const RunOptions& o) {
                            {"status", "ok"},
                            {"mode", "measured"},
                            {"config", config_json(o, mc)},
-                           {"global_batch", mc.batch},
+                           {"global_batch", mc.batch * comm->size()},
                            {"environment", collect_environment(*backend)}};
+  for (const auto& [k, v] : comm->environment()) record["environment"][k] = v;
   nlohmann::json metrics = {{"params", graph.num_params()},
                             {"forward_flops_per_image", graph.forward_flops() / mc.batch},
                             {"flops_per_step", graph.training_flops()}};
@@ -260,27 +294,38 @@ int run_command(const RunOptions& o) {
             ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
             : std::move(fixed.data);
     trainer.load_batch(data.images.data(), data.labels.data());  // once: data stays on the device
-    const RunStats s = trainer.run(o.warmup, o.steps);
+    RunStats s = trainer.run(o.warmup, o.steps);
+    // Global throughput: every rank's images over the slowest rank's time.
+    s.timed_seconds = comm->max_across_ranks(s.timed_seconds);
+    s.images_per_step *= comm->size();
     const double median = percentile(s.step_seconds, 50);
     metrics["throughput_img_s"] = s.throughput();
     metrics["timed_seconds"] = s.timed_seconds;
+    if (comm->size() > 1) {
+      const auto sums = comm->allgather(trainer.weights_checksum());
+      metrics["weights_identical_across_ranks"] =
+          std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });
+    }
     metrics["step_time_s"] = {{"median", median},
                               {"p10", percentile(s.step_seconds, 10)},
                               {"p90", percentile(s.step_seconds, 90)},
                               {"all", s.step_seconds}};
     metrics["losses"] = s.losses;
     metrics["achieved_flops_per_s"] = graph.training_flops() / median;
-    fmt::print(
-        "{} batch {} {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 {:.4f}, p90 "
-        "{:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s\n",
-        o.model, mc.batch, mc.image_size, mc.image_size, precision_name(o.precision),
-        backend->name(), s.throughput(), median, percentile(s.step_seconds, 10),
-        percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
-        graph.training_flops() / median / 1e9);
+    if (writer) {
+      fmt::print(
+          "{} batch {} x {} ranks, {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 "
+          "{:.4f}, p90 {:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s per rank\n",
+          o.model, mc.batch, comm->size(), mc.image_size, mc.image_size,
+          precision_name(o.precision), backend->name(), s.throughput(), median,
+          percentile(s.step_seconds, 10), percentile(s.step_seconds, 90), s.losses.front(),
+          s.losses.back(), graph.training_flops() / median / 1e9);
+    }
   }
   const MemoryStats mem = backend->allocator().stats();
   record["metrics"] = metrics;
   record["memory"] = memory_json(mem);
+  if (!writer) return 0;
   fmt::print("peak memory {} ({})\n", format_bytes(mem.total_peak),
              backend->allocator().budget()
                  ? "budget " + format_bytes(*backend->allocator().budget())
