@@ -42,8 +42,15 @@ class MpiHandle final : public CommHandle {
         average_(average),
         size_(size),
         timeout_(timeout) {}
+  // Never abandons an operation in flight: MPI would go on writing into a buffer the caller is
+  // about to reuse or free. A stuck peer still ends the wait at the timeout.
   ~MpiHandle() override {
-    if (!done_ && request_ != MPI_REQUEST_NULL) MPI_Request_free(&request_);
+    if (done_) return;
+    try {
+      wait();
+    } catch (const Error&) {
+      MPI_Request_free(&request_);
+    }
   }
   bool test() override {
     if (done_) return true;

@@ -96,6 +96,7 @@ void Graph::setup(Backend& backend, Rng& rng) {
 void Graph::forward(const LayerContext& ctx) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
+    if (observer_) observer_->before_forward(static_cast<int>(i));
     TraceScope scope(ctx.tracer, node.name, "forward");
     node.layer->forward(ctx, node_inputs_[i], outputs_[i]);
   }
@@ -134,6 +135,7 @@ void Graph::backward(const LayerContext& ctx) {
       TraceScope scope(ctx.tracer, node.name, "backward_weights");
       node.layer->backward_weights(ctx, in, outputs_[i], grads_[i]);
     }
+    if (observer_) observer_->after_backward_node(i);
   }
 }
 

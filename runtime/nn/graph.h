@@ -10,6 +10,15 @@
 
 namespace dlb {
 
+// Notified around layer passes (gradient synchronisation hooks in here).
+class GraphObserver {
+ public:
+  virtual ~GraphObserver() = default;
+  virtual void before_forward(int node) = 0;
+  // After node's backward (its weight gradients, if any, are written).
+  virtual void after_backward_node(int node) = 0;
+};
+
 class Graph {
  public:
   struct Node {
@@ -42,6 +51,7 @@ class Graph {
   // The loss writes the gradient of the output here before backward().
   Tensor& output_grad() { return grads_[output()]; }
 
+  void set_observer(GraphObserver* observer) { observer_ = observer; }
   void forward(const LayerContext& ctx);
   void backward(const LayerContext& ctx);
 
@@ -66,7 +76,8 @@ class Graph {
   std::vector<Tensor> outputs_, grads_;
   std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
   std::vector<Tensor> fork_scratch_;
-  Tensor flat_grads_;  // per input slot: where a second consumer's gradient lands
+  Tensor flat_grads_;
+  GraphObserver* observer_ = nullptr;  // per input slot: where a second consumer's gradient lands
   std::vector<char> grad_written_;
 };
 

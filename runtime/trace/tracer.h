@@ -20,6 +20,7 @@ struct Span {
   Lane lane = Lane::kCompute;
   int64_t step = 0;
   double start_us = 0, duration_us = 0;
+  double bytes = 0;  // all-reduce spans: the bytes reduced
 };
 
 class Tracer {

@@ -38,6 +38,16 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config)
     params_.push_back(np.param);
     momentum_.push_back(std::move(buf));
   }
+  Communicator* comm = config.comm;
+  if (!comm) {
+    own_comm_ = make_communicator(CommKind::kLocal);
+    comm = own_comm_.get();
+  }
+  std::vector<Tensor*> momentum;
+  for (Tensor& m : momentum_) momentum.push_back(&m);
+  grad_sync_ = std::make_unique<GradSync>(graph, *comm, backend, config.overlap, config.bucket_mb,
+                                          config.sgd, params_, momentum);
+  graph.set_observer(grad_sync_.get());
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
@@ -48,7 +58,7 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
 }
 
 float Trainer::train_step() {
-  static const std::string kStep = "step", kLoss = "loss", kSgd = "sgd", kCopy = "loss to host";
+  static const std::string kStep = "step", kLoss = "loss", kCopy = "loss to host";
   if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
   const LayerContext ctx{backend_, true, config_.seed * 1000003 + step_++, tracer_};
   TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
@@ -58,18 +68,9 @@ float Trainer::train_step() {
     backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
     backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
   }
+  grad_sync_->begin_backward();
   graph_.backward(ctx);
-  if (config_.comm && config_.comm->size() > 1) {
-    static const std::string kAllReduce = "allreduce gradients";
-    TraceScope scope(tracer_, kAllReduce, "allreduce", Lane::kComm);
-    config_.comm->allreduce(graph_.flat_gradients(), ReduceOp::kAverage);
-  }
-  {
-    TraceScope scope(tracer_, kSgd, "optimizer");
-    for (size_t i = 0; i < params_.size(); ++i) {
-      backend_.sgd_update(config_.sgd, params_[i]->grad, momentum_[i], params_[i]->value);
-    }
-  }
+  grad_sync_->after_backward();
   float loss = 0;
   TraceScope scope(tracer_, kCopy, "copy", Lane::kCopy);
   backend_.copy_to_host(loss_, &loss);
@@ -116,6 +117,7 @@ void Trainer::broadcast_weights() {
 }
 
 uint64_t Trainer::weights_checksum() {
+  flush();
   uint64_t h = 1469598103934665603ull;
   std::vector<unsigned char> bytes;
   for (Param* p : params_) {
@@ -142,6 +144,7 @@ RunStats Trainer::run(int64_t warmup, int64_t steps) {
     s.step_seconds.push_back(std::chrono::duration<double>(now - prev).count());
     prev = now;
   }
+  flush();  // the last step's deferred updates belong to the timed work
   backend_.synchronize();
   s.timed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
   return s;

@@ -7,6 +7,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/graph.h"
+#include "runtime/overlap/grad_sync.h"
 #include "runtime/trace/tracer.h"
 
 namespace dlb {
@@ -15,9 +16,11 @@ struct TrainConfig {
   SgdConfig sgd;
   Precision precision = Precision::kFp32;
   uint64_t seed = 0;
-  // Data parallelism: with more than one rank, gradients are averaged across ranks after backward
-  // (strategy "none": one all-reduce of the flat gradient buffer), then every rank updates.
+  // Data parallelism: gradients are averaged across the communicator's ranks by the overlap
+  // strategy (runtime/overlap/grad_sync.h). Null: one rank.
   Communicator* comm = nullptr;
+  OverlapStrategy overlap = OverlapStrategy::kNone;
+  double bucket_mb = 25;
 };
 
 struct RunStats {
@@ -50,9 +53,15 @@ class Trainer {
   void broadcast_weights();
   // FNV-1a over the bytes of every parameter: equal across ranks iff the weights are.
   uint64_t weights_checksum();
+  // Applies every pending update (the forward strategy defers them to the next forward).
+  void flush() { grad_sync_->flush(); }
+  const GradSync& grad_sync() const { return *grad_sync_; }
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every train_step call, warm-up included.
-  void set_tracer(Tracer* tracer) { tracer_ = tracer; }
+  void set_tracer(Tracer* tracer) {
+    tracer_ = tracer;
+    grad_sync_->set_tracer(tracer);
+  }
 
  private:
   Backend& backend_;
@@ -62,6 +71,8 @@ class Trainer {
   Tensor labels_, probs_, loss_;
   std::vector<Param*> params_;
   std::vector<Tensor> momentum_;
+  std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
+  std::unique_ptr<GradSync> grad_sync_;
   uint64_t step_ = 0;
   Tracer* tracer_ = nullptr;
 };

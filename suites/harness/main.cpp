@@ -86,7 +86,14 @@ int main(int argc, char** argv) {
                       "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
   run_cmd->add_option("--save", run.save_path, "write weights and buffers after the last step");
   run_cmd->add_option("--json", run.json_path, "write the result record here");
-  run_cmd->add_option("--ranks", run.ranks, "data-parallel ranks (needs the communicator)");
+  run_cmd->add_option("--ranks", run.ranks, "data-parallel ranks (start them with mpirun/srun)");
+  run_cmd->add_option("--overlap", run.overlap, "gradient sync: none, backward or forward")
+      ->transform(enum_option(std::map<std::string, dlb::OverlapStrategy>{
+          {"none", dlb::OverlapStrategy::kNone},
+          {"backward", dlb::OverlapStrategy::kBackward},
+          {"forward", dlb::OverlapStrategy::kForward}}));
+  run_cmd->add_option("--bucket-mb", run.bucket_mb, "all-reduce bucket size in MiB")
+      ->capture_default_str();
   run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace of the traced steps here");
   run_cmd->add_option("--profile", run.profile_path, "write the per-layer profile here");
   run_cmd->add_option("--trace-steps", run.trace_steps, "timed steps to trace (0: off)")

@@ -11,6 +11,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/io/safetensors.h"
+#include "runtime/trace/comm_metrics.h"
 #include "runtime/trace/profile.h"
 #include "runtime/train/stats.h"
 #include "runtime/train/trainer.h"
@@ -101,12 +102,6 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
   if (o.ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", o.ranks));
-  if (o.ranks > 1 && o.overlap != OverlapStrategy::kNone) {
-    throw Unsupported(
-        fmt::format("overlap={} is not in this version: with ranks > 1 only "
-                    "overlap=none (one all-reduce after backward) runs",
-                    overlap_name(o.overlap)));
-  }
   if (o.ranks > 1 && o.data == DataSource::kDigits) {
     throw Unsupported("--data=digits trains on one rank only in this version");
   }
@@ -253,11 +248,16 @@ int run_command(const RunOptions& o) {
   Rng rng(o.seed);
   graph.setup(*backend, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
-  Trainer trainer(*backend, graph, TrainConfig{o.sgd, o.precision, o.seed, comm.get()});
+  Trainer trainer(*backend, graph,
+                  TrainConfig{o.sgd, o.precision, o.seed, comm.get(), o.overlap, o.bucket_mb});
   trainer.broadcast_weights();
-  // The window covers the first timed steps (after warm-up), or the first epochs' steps.
-  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, o.trace_steps);
-  if (o.trace_steps > 0) trainer.set_tracer(&tracer);
+  // The window covers the first timed steps (after warm-up), or the first epochs' steps. With
+  // several ranks it is always on (3 steps by default), for the communication metrics.
+  const int64_t window = o.trace_steps > 0  ? o.trace_steps
+                         : comm->size() > 1 ? std::min<int64_t>(3, o.steps)
+                                            : 0;
+  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, window);
+  if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 
   nlohmann::json record = {{"schema_version", kResultSchemaVersion},
@@ -302,6 +302,8 @@ int run_command(const RunOptions& o) {
     metrics["throughput_img_s"] = s.throughput();
     metrics["timed_seconds"] = s.timed_seconds;
     if (comm->size() > 1) {
+      metrics["comm"] = comm_metrics(tracer, comm->size());
+      metrics["buckets"] = trainer.grad_sync().buckets().size();
       const auto sums = comm->allgather(trainer.weights_checksum());
       metrics["weights_identical_across_ranks"] =
           std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });

@@ -35,22 +35,35 @@ torch.manual_seed(5)
 n = 4 * int(sys.argv[2])
 safetensors_io.save(sys.argv[1], {"images": torch.rand(n, 1, 8, 8), "labels": torch.randint(0, 10, (n,))})
 ' "$work/batch.safetensors" "$ranks" "$(dirname "$0")/../parity"
-"${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --batch-file="$work/batch.safetensors" \
-  --steps=5 --save="$work/n.safetensors" >"$work/n.log" 2>&1
-check "batch-file run under mpirun" test $? -eq 0 || cat "$work/n.log"
 "$dlbench" run "${common[@]}" --batch-file="$work/batch.safetensors" --steps=5 \
   --save="$work/one.safetensors" >"$work/one.log" 2>&1
 check "one-rank run" test $? -eq 0
-check "N x b matches 1 x Nb within 1e-4" /usr/bin/python3 -c '
+# Every overlap strategy, with 0.05 MiB buckets so that the 0.58 MiB of gradients form several.
+for overlap in none backward forward; do
+  "${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --overlap=$overlap --bucket-mb=0.05 \
+    --batch-file="$work/batch.safetensors" --steps=5 --save="$work/$overlap.safetensors" \
+    >"$work/$overlap.log" 2>&1
+  check "$overlap under mpirun" test $? -eq 0 || cat "$work/$overlap.log"
+  check "$overlap: N x b matches 1 x Nb within 1e-4" /usr/bin/python3 -c '
 import sys
 sys.path.insert(0, sys.argv[3])
 import safetensors_io
 a, b = safetensors_io.load(sys.argv[1]), safetensors_io.load(sys.argv[2])
 assert sorted(a) == sorted(b)
 worst = max(((a[k] - b[k]).abs().max() / b[k].abs().max()).item() for k in a)
-print(f"worst relative difference {worst:.2e}")
+print(f"{sys.argv[4]}: worst relative difference to one rank {worst:.2e}")
 assert worst < 1e-4, worst
-' "$work/n.safetensors" "$work/one.safetensors" "$(dirname "$0")/../parity"
+' "$work/$overlap.safetensors" "$work/one.safetensors" "$(dirname "$0")/../parity" $overlap
+done
+check "strategies agree within 1e-5" /usr/bin/python3 -c '
+import sys
+sys.path.insert(0, sys.argv[1])
+import safetensors_io
+w = [safetensors_io.load(f"{sys.argv[2]}/{o}.safetensors") for o in ("none", "backward", "forward")]
+worst = max(((x[k] - w[0][k]).abs().max() / w[0][k].abs().max()).item() for x in w[1:] for k in x)
+print(f"strategies: worst relative difference {worst:.2e}")
+assert worst < 1e-5, worst
+' "$(dirname "$0")/../parity" "$work"
 
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -41,7 +41,7 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
     EXPECT_EQ(seen.count({node.name, "backward_weights"}), node.layer->num_params() > 0 ? 1u : 0u)
         << node.name;
   }
-  for (const char* n : {"loss", "sgd", "step", "loss to host"}) {
+  for (const char* n : {"loss", "sgd bucket", "step", "loss to host"}) {
     EXPECT_TRUE(std::any_of(seen.begin(), seen.end(), [&](auto& p) { return p.first == n; })) << n;
   }
 
