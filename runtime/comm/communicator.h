@@ -5,6 +5,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -48,8 +49,16 @@ class Communicator {
 enum class CommKind { kLocal, kMpi };
 std::string_view comm_kind_name(CommKind kind);
 
+// How an MPI all-reduce makes progress while the caller computes: `poll` issues MPI_Iallreduce
+// and relies on test calls (between layers); `thread` hands buckets to a progress thread that
+// runs the blocking MPI_Allreduce on a duplicated communicator, in submission order.
+enum class CommProgress { kPoll, kThread };
+std::string_view comm_progress_name(CommProgress p);
+std::optional<CommProgress> parse_comm_progress(std::string_view s);
+
 struct CommOptions {
   std::chrono::duration<double> timeout{300.0};  // for any one collective
+  CommProgress progress = CommProgress::kThread;
 };
 
 // The factory. kMpi initialises MPI (once per process); throws Unsupported when this build has no

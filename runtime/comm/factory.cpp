@@ -14,6 +14,16 @@ std::string_view comm_kind_name(CommKind kind) {
   return kind == CommKind::kLocal ? "local" : "mpi";
 }
 
+std::string_view comm_progress_name(CommProgress p) {
+  return p == CommProgress::kPoll ? "poll" : "thread";
+}
+
+std::optional<CommProgress> parse_comm_progress(std::string_view s) {
+  if (s == "poll") return CommProgress::kPoll;
+  if (s == "thread") return CommProgress::kThread;
+  return std::nullopt;
+}
+
 bool launched_under_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }

@@ -3,6 +3,10 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <thread>
 
 #include "runtime/core/error.h"
@@ -89,6 +93,110 @@ class MpiHandle final : public CommHandle {
   bool done_ = false;
 };
 
+// Completed by the progress thread; waited for with a deadline.
+class ThreadHandle final : public CommHandle {
+ public:
+  explicit ThreadHandle(std::chrono::duration<double> timeout) : timeout_(timeout) {}
+  bool test() override { return done_.load(std::memory_order_acquire); }
+  void wait() override {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!cv_.wait_for(lock, timeout_, [&] { return done_.load(); })) {
+      throw CommError(
+          fmt::format("all-reduce did not complete within {:.0f} s; a peer rank may "
+                      "have died",
+                      timeout_.count()));
+    }
+    if (!error_.empty()) throw CommError(error_);
+  }
+  void finish(std::string error) {
+    std::lock_guard<std::mutex> lock(mu_);
+    error_ = std::move(error);
+    done_.store(true, std::memory_order_release);
+    cv_.notify_all();
+  }
+
+ private:
+  std::chrono::duration<double> timeout_;
+  std::atomic<bool> done_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::string error_;
+};
+
+// The progress thread: runs queued all-reduces one after another, in submission order, which is
+// the same on every rank, so the collectives match.
+class ProgressThread {
+ public:
+  ProgressThread(MPI_Comm comm, int size) : comm_(comm), size_(size), thread_([this] { run(); }) {}
+  ~ProgressThread() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void submit(Tensor buffer, bool average, std::shared_ptr<ThreadHandle> handle) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back({std::move(buffer), average, std::move(handle)});
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  struct Job {
+    Tensor buffer;
+    bool average;
+    std::shared_ptr<ThreadHandle> handle;
+  };
+  void run() {
+    for (;;) {
+      Job job;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        job = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      const int rc = MPI_Allreduce(MPI_IN_PLACE, job.buffer.raw(),
+                                   static_cast<int>(job.buffer.numel()), MPI_FLOAT, MPI_SUM, comm_);
+      if (rc == MPI_SUCCESS && job.average) {
+        float* p = job.buffer.data<float>();
+        const float inv = 1.f / static_cast<float>(size_);
+        for (int64_t i = 0; i < job.buffer.numel(); ++i) p[i] *= inv;
+      }
+      job.handle->finish(rc == MPI_SUCCESS ? "" : fmt::format("MPI_Allreduce failed ({})", rc));
+    }
+  }
+  MPI_Comm comm_;
+  int size_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts after the members it uses
+};
+
+// Shares the handle's ownership with the progress thread, which may finish after the caller
+// stopped waiting.
+class SharedThreadHandle final : public CommHandle {
+ public:
+  explicit SharedThreadHandle(std::shared_ptr<ThreadHandle> h) : h_(std::move(h)) {}
+  ~SharedThreadHandle() override {
+    try {
+      h_->wait();  // never abandon a buffer MPI is still writing
+    } catch (const Error&) {
+    }
+  }
+  bool test() override { return h_->test(); }
+  void wait() override { h_->wait(); }
+
+ private:
+  std::shared_ptr<ThreadHandle> h_;
+};
+
 class MpiCommunicator final : public Communicator {
  public:
   explicit MpiCommunicator(const CommOptions& o) : options_(o) {
@@ -106,8 +214,18 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     DLB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     DLB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    if (o.progress == CommProgress::kThread) {
+      if (thread_level_ < MPI_THREAD_MULTIPLE) {
+        throw Unsupported("--comm-progress=thread needs an MPI library with MPI_THREAD_MULTIPLE");
+      }
+      // Its own communicator: the thread's collectives cannot interleave with this thread's.
+      DLB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &progress_comm_));
+      progress_ = std::make_unique<ProgressThread>(progress_comm_, size_);
+    }
   }
   ~MpiCommunicator() override {
+    progress_.reset();
+    if (progress_comm_ != MPI_COMM_NULL) MPI_Comm_free(&progress_comm_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owns_mpi_ && !finalized) MPI_Finalize();
@@ -118,6 +236,11 @@ class MpiCommunicator final : public Communicator {
 
   std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
     check_host_f32(buffer);
+    if (progress_) {
+      auto h = std::make_shared<ThreadHandle>(options_.timeout);
+      progress_->submit(buffer, op == ReduceOp::kAverage, h);
+      return std::make_unique<SharedThreadHandle>(h);
+    }
     MPI_Request request = MPI_REQUEST_NULL;
     DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
@@ -156,12 +279,16 @@ class MpiCommunicator final : public Communicator {
     MPI_Get_library_version(version, &len);
     std::string v(version, len);
     if (const auto nl = v.find_first_of("\n,"); nl != std::string::npos) v.resize(nl);
-    return {{"mpi", v}, {"mpi_thread_level", std::to_string(thread_level_)}};
+    return {{"mpi", v},
+            {"mpi_thread_level", std::to_string(thread_level_)},
+            {"comm_progress", std::string(comm_progress_name(options_.progress))}};
   }
 
  private:
   CommOptions options_;
   int rank_ = 0, size_ = 1, thread_level_ = 0;
+  MPI_Comm progress_comm_ = MPI_COMM_NULL;
+  std::unique_ptr<ProgressThread> progress_;
   bool owns_mpi_ = false;
 };
 

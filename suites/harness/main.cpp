@@ -94,6 +94,13 @@ int main(int argc, char** argv) {
           {"forward", dlb::OverlapStrategy::kForward}}));
   run_cmd->add_option("--bucket-mb", run.bucket_mb, "all-reduce bucket size in MiB")
       ->capture_default_str();
+  run_cmd
+      ->add_option("--comm-progress", run.comm_progress,
+                   "MPI progress: poll (test calls between layers) or thread")
+      ->transform(enum_option(std::map<std::string, dlb::CommProgress>{
+          {"poll", dlb::CommProgress::kPoll}, {"thread", dlb::CommProgress::kThread}}));
+  run_cmd->add_option("--comm-timeout", run.comm_timeout_s, "seconds before a collective fails")
+      ->capture_default_str();
   run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace of the traced steps here");
   run_cmd->add_option("--profile", run.profile_path, "write the per-layer profile here");
   run_cmd->add_option("--trace-steps", run.trace_steps, "timed steps to trace (0: off)")

@@ -106,6 +106,7 @@ void validate_run_options(const RunOptions& o) {
     throw Unsupported("--data=digits trains on one rank only in this version");
   }
   if (!(o.bucket_mb > 0)) throw InvalidArgument("bucket_mb must be positive");
+  if (!(o.comm_timeout_s > 0)) throw InvalidArgument("--comm-timeout must be positive");
   if (o.trace_steps < 0 || o.trace_steps > o.steps) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
@@ -127,6 +128,7 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"ranks", o.ranks},
           {"overlap", std::string(overlap_name(o.overlap))},
           {"bucket_mb", o.bucket_mb},
+          {"comm_progress", std::string(comm_progress_name(o.comm_progress))},
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"epochs", o.epochs},
@@ -207,7 +209,10 @@ int run_command(const RunOptions& o) {
                       "dlbench --suite starts them itself",
                       o.ranks, o.ranks, o.ranks, o.ranks));
     }
-    comm = make_communicator(CommKind::kMpi);
+    CommOptions co;
+    co.timeout = std::chrono::duration<double>(o.comm_timeout_s);
+    co.progress = o.comm_progress;
+    comm = make_communicator(CommKind::kMpi, co);
     if (comm->size() != o.ranks) {
       throw InvalidArgument(
           fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "runtime/backend/backend.h"
+#include "runtime/comm/communicator.h"
 #include "runtime/core/dtype.h"
 #include "runtime/overlap/strategy.h"
 
@@ -34,6 +35,8 @@ struct RunOptions {
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = 25;
+  CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
+  double comm_timeout_s = 300;  // a collective not done by then is a CommError
   // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;

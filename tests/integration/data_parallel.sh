@@ -39,10 +39,13 @@ safetensors_io.save(sys.argv[1], {"images": torch.rand(n, 1, 8, 8), "labels": to
   --save="$work/one.safetensors" >"$work/one.log" 2>&1
 check "one-rank run" test $? -eq 0
 # Every overlap strategy, with 0.05 MiB buckets so that the 0.58 MiB of gradients form several.
-for overlap in none backward forward; do
-  "${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --overlap=$overlap --bucket-mb=0.05 \
-    --batch-file="$work/batch.safetensors" --steps=5 --save="$work/$overlap.safetensors" \
-    >"$work/$overlap.log" 2>&1
+# Both MPI progress modes: the progress thread, and test calls between layers.
+for overlap in none backward forward poll-backward; do
+  progress=thread
+  [[ $overlap == poll-backward ]] && progress=poll
+  "${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --overlap="${overlap#poll-}" \
+    --comm-progress=$progress --bucket-mb=0.05 --batch-file="$work/batch.safetensors" --steps=5 \
+    --save="$work/$overlap.safetensors" >"$work/$overlap.log" 2>&1
   check "$overlap under mpirun" test $? -eq 0 || cat "$work/$overlap.log"
   check "$overlap: N x b matches 1 x Nb within 1e-4" /usr/bin/python3 -c '
 import sys
@@ -59,7 +62,8 @@ check "strategies agree within 1e-5" /usr/bin/python3 -c '
 import sys
 sys.path.insert(0, sys.argv[1])
 import safetensors_io
-w = [safetensors_io.load(f"{sys.argv[2]}/{o}.safetensors") for o in ("none", "backward", "forward")]
+w = [safetensors_io.load(f"{sys.argv[2]}/{o}.safetensors")
+     for o in ("none", "backward", "forward", "poll-backward")]
 worst = max(((x[k] - w[0][k]).abs().max() / w[0][k].abs().max()).item() for x in w[1:] for k in x)
 print(f"strategies: worst relative difference {worst:.2e}")
 assert worst < 1e-5, worst
