@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <exception>
 #include <mutex>
 #include <thread>
 
@@ -37,19 +38,23 @@ void check_host_f32(const Tensor& t) {
   }
 }
 
+// Set once a collective timed out: the job is broken, so nothing may wait for it again.
+using FailedFlag = std::shared_ptr<std::atomic<bool>>;
+
 class MpiHandle final : public CommHandle {
  public:
   MpiHandle(MPI_Request request, Tensor buffer, bool average, int size,
-            std::chrono::duration<double> timeout)
+            std::chrono::duration<double> timeout, FailedFlag failed)
       : request_(request),
         buffer_(std::move(buffer)),
         average_(average),
         size_(size),
-        timeout_(timeout) {}
+        timeout_(timeout),
+        failed_(std::move(failed)) {}
   // Never abandons an operation in flight: MPI would go on writing into a buffer the caller is
   // about to reuse or free. A stuck peer still ends the wait at the timeout.
   ~MpiHandle() override {
-    if (done_) return;
+    if (done_ || failed_->load()) return;
     try {
       wait();
     } catch (const Error&) {
@@ -59,7 +64,11 @@ class MpiHandle final : public CommHandle {
   bool test() override {
     if (done_) return true;
     int flag = 0;
-    DLB_MPI_CHECK(MPI_Test(&request_, &flag, MPI_STATUS_IGNORE));
+    const int rc = MPI_Test(&request_, &flag, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) {
+      failed_->store(true);
+      throw_mpi_error(rc, "MPI_Test", __func__, __FILE__, __LINE__);
+    }
     if (flag) finish();
     return done_;
   }
@@ -90,17 +99,21 @@ class MpiHandle final : public CommHandle {
   bool average_;
   int size_;
   std::chrono::duration<double> timeout_;
+  FailedFlag failed_;
   bool done_ = false;
 };
 
 // Completed by the progress thread; waited for with a deadline.
 class ThreadHandle final : public CommHandle {
  public:
-  explicit ThreadHandle(std::chrono::duration<double> timeout) : timeout_(timeout) {}
+  ThreadHandle(std::chrono::duration<double> timeout, FailedFlag failed)
+      : timeout_(timeout), failed_(std::move(failed)) {}
+  bool failed() const { return failed_->load(); }
   bool test() override { return done_.load(std::memory_order_acquire); }
   void wait() override {
     std::unique_lock<std::mutex> lock(mu_);
     if (!cv_.wait_for(lock, timeout_, [&] { return done_.load(); })) {
+      failed_->store(true);
       throw CommError(
           fmt::format("all-reduce did not complete within {:.0f} s; a peer rank may "
                       "have died",
@@ -117,6 +130,7 @@ class ThreadHandle final : public CommHandle {
 
  private:
   std::chrono::duration<double> timeout_;
+  FailedFlag failed_;
   std::atomic<bool> done_{false};
   std::mutex mu_;
   std::condition_variable cv_;
@@ -128,7 +142,10 @@ class ThreadHandle final : public CommHandle {
 class ProgressThread {
  public:
   ProgressThread(MPI_Comm comm, int size) : comm_(comm), size_(size), thread_([this] { run(); }) {}
+  // After a failed collective the thread may be stuck inside MPI forever: let it go.
+  void abandon() { thread_.detach(); }
   ~ProgressThread() {
+    if (!thread_.joinable()) return;
     {
       std::lock_guard<std::mutex> lock(mu_);
       stop_ = true;
@@ -185,6 +202,7 @@ class SharedThreadHandle final : public CommHandle {
  public:
   explicit SharedThreadHandle(std::shared_ptr<ThreadHandle> h) : h_(std::move(h)) {}
   ~SharedThreadHandle() override {
+    if (h_->failed()) return;
     try {
       h_->wait();  // never abandon a buffer MPI is still writing
     } catch (const Error&) {
@@ -224,6 +242,14 @@ class MpiCommunicator final : public Communicator {
     }
   }
   ~MpiCommunicator() override {
+    // During unwinding from an error a peer may be dead or stuck, and finalising would block.
+    if (failed_->load() || std::uncaught_exceptions() > 0) {
+      // A peer is dead or stuck: finalising would block on it. Exit without it; the launcher
+      // then ends the job (Open MPI notes the missing MPI_Finalize).
+      if (progress_) progress_->abandon();
+      progress_.release();  // its thread may still use it
+      return;
+    }
     progress_.reset();
     if (progress_comm_ != MPI_COMM_NULL) MPI_Comm_free(&progress_comm_);
     int finalized = 0;
@@ -237,7 +263,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
     check_host_f32(buffer);
     if (progress_) {
-      auto h = std::make_shared<ThreadHandle>(options_.timeout);
+      auto h = std::make_shared<ThreadHandle>(options_.timeout, failed_);
       progress_->submit(buffer, op == ReduceOp::kAverage, h);
       return std::make_unique<SharedThreadHandle>(h);
     }
@@ -245,7 +271,7 @@ class MpiCommunicator final : public Communicator {
     DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
     return std::make_unique<MpiHandle>(request, buffer, op == ReduceOp::kAverage, size_,
-                                       options_.timeout);
+                                       options_.timeout, failed_);
   }
   void broadcast(Tensor& buffer, int root) override {
     DLB_MPI_CHECK(
@@ -288,6 +314,7 @@ class MpiCommunicator final : public Communicator {
   CommOptions options_;
   int rank_ = 0, size_ = 1, thread_level_ = 0;
   MPI_Comm progress_comm_ = MPI_COMM_NULL;
+  FailedFlag failed_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ProgressThread> progress_;
   bool owns_mpi_ = false;
 };

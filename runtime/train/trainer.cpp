@@ -68,6 +68,7 @@ float Trainer::train_step() {
     backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
     backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
   }
+  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_ - 1));
   grad_sync_->begin_backward();
   graph_.backward(ctx);
   grad_sync_->after_backward();

@@ -2,6 +2,7 @@
 // many. Throughput is images in the timed steps over their wall time, with the device
 // synchronised, as DESIGN.md defines it.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -21,6 +22,8 @@ struct TrainConfig {
   Communicator* comm = nullptr;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = 25;
+  // Test-only: called between forward and backward with the step's index.
+  std::function<void(int64_t)> mid_step_hook;
 };
 
 struct RunStats {

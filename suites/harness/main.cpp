@@ -101,6 +101,14 @@ int main(int argc, char** argv) {
           {"poll", dlb::CommProgress::kPoll}, {"thread", dlb::CommProgress::kThread}}));
   run_cmd->add_option("--comm-timeout", run.comm_timeout_s, "seconds before a collective fails")
       ->capture_default_str();
+  run_cmd->add_option("--inject-fault", run.fault, "test only")
+      ->transform(enum_option(std::map<std::string, dlb::RunOptions::Fault>{
+          {"crash", dlb::RunOptions::Fault::kCrash},
+          {"hang", dlb::RunOptions::Fault::kHang},
+          {"oom", dlb::RunOptions::Fault::kOom},
+          {"rank-stops", dlb::RunOptions::Fault::kRankStops},
+          {"rank-dies", dlb::RunOptions::Fault::kRankDies}}))
+      ->group("");
   run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace of the traced steps here");
   run_cmd->add_option("--profile", run.profile_path, "write the per-layer profile here");
   run_cmd->add_option("--trace-steps", run.trace_steps, "timed steps to trace (0: off)")

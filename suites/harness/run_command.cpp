@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdlib>
 #include <cstring>
 #include <thread>
@@ -253,8 +254,15 @@ int run_command(const RunOptions& o) {
   Rng rng(o.seed);
   graph.setup(*backend, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
-  Trainer trainer(*backend, graph,
-                  TrainConfig{o.sgd, o.precision, o.seed, comm.get(), o.overlap, o.bucket_mb});
+  TrainConfig tc{o.sgd, o.precision, o.seed, comm.get(), o.overlap, o.bucket_mb, {}};
+  if (o.fault == RunOptions::Fault::kRankStops || o.fault == RunOptions::Fault::kRankDies) {
+    const bool last = comm->rank() == comm->size() - 1 && comm->size() > 1;
+    const int signal = o.fault == RunOptions::Fault::kRankStops ? SIGSTOP : SIGKILL;
+    tc.mid_step_hook = [last, signal, first_timed = o.warmup](int64_t step) {
+      if (last && step == first_timed) raise(signal);
+    };
+  }
+  Trainer trainer(*backend, graph, tc);
   trainer.broadcast_weights();
   // The window covers the first timed steps (after warm-up), or the first epochs' steps. With
   // several ranks it is always on (3 steps by default), for the communication metrics.

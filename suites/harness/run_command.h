@@ -40,8 +40,10 @@ struct RunOptions {
   // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;
-  // Test-only: make the run crash, hang or run out of memory after setup.
-  enum class Fault { kNone, kCrash, kHang, kOom } fault = Fault::kNone;
+  // Test-only: make the run crash, hang or run out of memory after setup; or make the last rank
+  // stop responding (SIGSTOP) or die (SIGKILL) between forward and backward of the first timed
+  // step, as a failed peer would.
+  enum class Fault { kNone, kCrash, kHang, kOom, kRankStops, kRankDies } fault = Fault::kNone;
 };
 
 // A point's config as suite files write it ({"model": "resnet18", "batch": 16, ...}) -> typed
