@@ -46,7 +46,7 @@ class Communicator {
   virtual std::map<std::string, std::string> environment() const = 0;
 };
 
-enum class CommKind { kLocal, kMpi };
+enum class CommKind { kLocal, kMpi, kNccl };
 std::string_view comm_kind_name(CommKind kind);
 
 // How an MPI all-reduce makes progress while the caller computes: `poll` issues MPI_Iallreduce
@@ -61,8 +61,8 @@ struct CommOptions {
   CommProgress progress = CommProgress::kThread;
 };
 
-// The factory. kMpi initialises MPI (once per process); throws Unsupported when this build has no
-// MPI, CommError when initialisation fails.
+// The factory. kMpi initialises MPI (once per process); kNccl also bootstraps NCCL through it.
+// Throws Unsupported when this build lacks the library, CommError when initialisation fails.
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options = {});
 // Whether this process was started by an MPI launcher (mpirun, srun with PMI).
 bool launched_under_mpi();

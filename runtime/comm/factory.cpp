@@ -7,6 +7,9 @@
 #if DLB_HAVE_MPI
 #include "runtime/comm/mpi_communicator.h"
 #endif
+#if DLB_HAVE_NCCL
+#include "runtime/comm/nccl_communicator.h"
+#endif
 
 namespace dlb {
 

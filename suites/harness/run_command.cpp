@@ -79,6 +79,9 @@ void inject_fault(RunOptions::Fault fault) {
       for (;;) std::this_thread::sleep_for(std::chrono::seconds(60));
     case RunOptions::Fault::kOom:
       throw OutOfMemory("injected out-of-memory fault");
+    case RunOptions::Fault::kRankStops:
+    case RunOptions::Fault::kRankDies:
+      return;  // these act mid-step, through the trainer's hook
   }
 }
 

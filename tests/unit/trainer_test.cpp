@@ -12,12 +12,20 @@
 namespace dlb {
 namespace {
 
+TrainConfig sgd_config(float lr, Precision precision = Precision::kFp32, uint64_t seed = 0) {
+  TrainConfig c;
+  c.sgd = SgdConfig{lr, 0.9f, 0.f};
+  c.precision = precision;
+  c.seed = seed;
+  return c;
+}
+
 TEST(Trainer, Resnet18LossFallsOnSyntheticData) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("resnet18", ModelConfig{16, 32, 1000, {}});
   Rng rng(3);
   g.setup(*b, rng);
-  Trainer t(*b, g, TrainConfig{SgdConfig{0.01f, 0.9f, 0.f}, Precision::kFp32, 3});
+  Trainer t(*b, g, sgd_config(0.01f, Precision::kFp32, 3));
   const Dataset d = make_synthetic(16, 3, 32, 1000, 11);
   t.load_batch(d.images.data(), d.labels.data());
   const RunStats s = t.run(0, 30);
@@ -36,7 +44,7 @@ TEST(Trainer, DigitsCnnReaches95PercentOnHeldOutDigits) {
   Graph g = build_model("digits-cnn", ModelConfig{32, 8, 10, {}});
   Rng rng(0);
   g.setup(*b, rng);
-  Trainer t(*b, g, TrainConfig{SgdConfig{0.05f, 0.9f, 0.f}, Precision::kFp32, 0});
+  Trainer t(*b, g, sgd_config(0.05f));
   Rng shuffle(1);
   double acc = 0;
   for (int e = 0; e < 8; ++e) {
@@ -60,7 +68,7 @@ TEST(Trainer, UnsupportedPrecisionIsUnsupported) {
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
   Rng rng(0);
   g.setup(*b, rng);
-  EXPECT_THROW(Trainer(*b, g, TrainConfig{{}, Precision::kBf16, 0}), Unsupported);
+  EXPECT_THROW(Trainer(*b, g, sgd_config(0.01f, Precision::kBf16)), Unsupported);
 }
 
 TEST(Trainer, MissingDigitsFileNamesThePath) {

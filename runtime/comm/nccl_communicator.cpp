@@ -1,0 +1,201 @@
+#include "runtime/comm/nccl_communicator.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nccl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <functional>
+#include <thread>
+
+#include "runtime/backend/cuda/cuda_check.h"
+#include "runtime/backend/cuda/device.h"
+#include "runtime/core/error.h"
+#include "runtime/memory/allocator.h"
+
+namespace dlb {
+namespace {
+
+[[noreturn]] void throw_nccl_error(ncclResult_t r, const char* stmt, const char* func,
+                                   const char* file, int line) {
+  throw CommError(fmt::format("NCCL error {} ({}) in {} at {}:{}: {}", static_cast<int>(r),
+                              ncclGetErrorString(r), func, file, line, stmt));
+}
+
+// ncclInProgress is the normal answer of a non-blocking communicator.
+#define DLB_NCCL_CHECK(stmt)                                              \
+  do {                                                                    \
+    const ncclResult_t dlb_nccl_r_ = (stmt);                              \
+    if (dlb_nccl_r_ != ncclSuccess && dlb_nccl_r_ != ncclInProgress)      \
+      throw_nccl_error(dlb_nccl_r_, #stmt, __func__, __FILE__, __LINE__); \
+  } while (0)
+
+using Clock = std::chrono::steady_clock;
+
+// Polls until `done()` or the communicator reports an error; on timeout or error, aborts it.
+void poll_or_abort(ncclComm_t comm, std::chrono::duration<double> timeout,
+                   const std::function<bool()>& done, const char* what) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    DLB_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      ncclCommAbort(comm);
+      throw CommError(fmt::format("{}: NCCL reported {} ({}); communicator aborted", what,
+                                  static_cast<int>(state), ncclGetErrorString(state)));
+    }
+    if (state == ncclSuccess && done()) return;
+    if (Clock::now() > deadline) {
+      ncclCommAbort(comm);
+      throw CommError(
+          fmt::format("{} did not complete within {:.0f} s; a peer rank may have "
+                      "died; communicator aborted",
+                      what, timeout.count()));
+    }
+    std::this_thread::yield();
+  }
+}
+
+class NcclHandle final : public CommHandle {
+ public:
+  NcclHandle(ncclComm_t comm, std::chrono::duration<double> timeout, cudaStream_t stream)
+      : comm_(comm), timeout_(timeout) {
+    DLB_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
+    DLB_CUDA_CHECK(cudaEventRecord(event_, stream));
+  }
+  ~NcclHandle() override { cudaEventDestroy(event_); }
+  bool test() override {
+    if (!done_) done_ = cudaEventQuery(event_) == cudaSuccess;
+    return done_;
+  }
+  void wait() override {
+    poll_or_abort(
+        comm_, timeout_, [&] { return test(); }, "NCCL all-reduce");
+  }
+
+ private:
+  ncclComm_t comm_;
+  std::chrono::duration<double> timeout_;
+  cudaEvent_t event_ = nullptr;
+  bool done_ = false;
+};
+
+int local_rank(int rank) {
+  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return rank;
+}
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(std::unique_ptr<Communicator> bootstrap, const CommOptions& o)
+      : boot_(std::move(bootstrap)),
+        options_(o),
+        host_(std::make_shared<Allocator>(make_host_memory_resource())) {
+    const auto devices = cuda::query_devices();
+    if (devices.empty()) throw Unsupported("NCCL: no CUDA device is visible on this rank");
+    device_ = local_rank(boot_->rank()) % static_cast<int>(devices.size());
+    check_one_rank_per_gpu(devices.size());
+    DLB_CUDA_CHECK(cudaSetDevice(device_));
+    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+
+    ncclUniqueId id;
+    if (boot_->rank() == 0) DLB_NCCL_CHECK(ncclGetUniqueId(&id));
+    // Broadcast as raw bytes: sizeof(ncclUniqueId) is a multiple of 4, viewed as floats.
+    static_assert(sizeof(ncclUniqueId) % 4 == 0);
+    Tensor id_bytes(host_->allocate(sizeof id, MemCategory::kComm, "NCCL unique id"),
+                    Shape{static_cast<int64_t>(sizeof id / 4)}, DType::kF32);
+    std::memcpy(id_bytes.raw(), &id, sizeof id);
+    boot_->broadcast(id_bytes, 0);
+    std::memcpy(&id, id_bytes.raw(), sizeof id);
+
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // init and collectives return at once; we poll with a deadline
+    DLB_NCCL_CHECK(ncclCommInitRankConfig(&comm_, boot_->size(), id, boot_->rank(), &config));
+    poll_or_abort(
+        comm_, options_.timeout, [] { return true; }, "NCCL initialisation");
+  }
+  ~NcclCommunicator() override {
+    if (comm_) {
+      // Flush, then destroy; a communicator that cannot finish in 10 s is aborted instead.
+      ncclResult_t state = ncclCommFinalize(comm_);
+      const auto deadline = Clock::now() + std::chrono::seconds(10);
+      while (state == ncclInProgress && Clock::now() < deadline) {
+        ncclCommGetAsyncError(comm_, &state);
+      }
+      if (state == ncclSuccess) {
+        ncclCommDestroy(comm_);
+      } else {
+        ncclCommAbort(comm_);
+      }
+    }
+    if (stream_) cudaStreamDestroy(stream_);
+  }
+
+  std::string_view name() const override { return "nccl"; }
+  int rank() const override { return boot_->rank(); }
+  int size() const override { return boot_->size(); }
+
+  // `buffer` must be device memory on this rank's GPU, written by work the caller has already
+  // ordered before this call (the CUDA backend records an event the comm stream waits on).
+  std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
+    if (buffer.dtype() != DType::kF32) throw InvalidArgument("NCCL all-reduce takes f32 buffers");
+    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
+                                 stream_));
+    return std::make_unique<NcclHandle>(comm_, options_.timeout, stream_);
+  }
+  // Host-side control collectives use the MPI bootstrap.
+  void broadcast(Tensor& buffer, int root) override { boot_->broadcast(buffer, root); }
+  std::vector<uint64_t> allgather(uint64_t value) override { return boot_->allgather(value); }
+  void barrier() override { boot_->barrier(); }
+  double max_across_ranks(double value) override { return boot_->max_across_ranks(value); }
+  double time_reference_allreduce(Tensor& buffer, int iterations) override {
+    return boot_->time_reference_allreduce(buffer, iterations);
+  }
+  std::map<std::string, std::string> environment() const override {
+    auto env = boot_->environment();
+    int v = 0;
+    ncclGetVersion(&v);
+    env["nccl"] = fmt::format("{}.{}.{}", v / 10000, (v / 100) % 100, v % 100);
+    env["nccl_device"] = std::to_string(device_);
+    return env;
+  }
+
+ private:
+  // NCCL refuses two ranks on one GPU (and would hang or fail obscurely): say so up front.
+  void check_one_rank_per_gpu(size_t device_count) {
+    char host[256] = {};
+    gethostname(host, sizeof host - 1);
+    const uint64_t key = std::hash<std::string>{}(host)*1000003u + static_cast<uint64_t>(device_);
+    const auto keys = boot_->allgather(key);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      for (size_t j = i + 1; j < keys.size(); ++j) {
+        if (keys[i] == keys[j]) {
+          throw Unsupported(fmt::format(
+              "NCCL refuses two ranks on one GPU: ranks {} and {} both use GPU {} of a host with "
+              "{} visible GPU(s); start at most one rank per GPU per node",
+              i, j, device_, device_count));
+        }
+      }
+    }
+  }
+
+  std::unique_ptr<Communicator> boot_;
+  CommOptions options_;
+  std::shared_ptr<Allocator> host_;
+  int device_ = 0;
+  cudaStream_t stream_ = nullptr;
+  ncclComm_t comm_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> bootstrap,
+                                                     const CommOptions& options) {
+  return std::make_unique<NcclCommunicator>(std::move(bootstrap), options);
+}
+
+}  // namespace dlb

@@ -1,0 +1,13 @@
+// NCCL on device buffers, bootstrapped through MPI (rank 0's unique id is broadcast). Init and
+// every wait are non-blocking and polled against the timeout: a dead peer aborts the communicator
+// and surfaces as CommError. Host-side collectives (broadcast of host buffers, all-gather, barrier)
+// go through the MPI bootstrap communicator.
+#pragma once
+#include "runtime/comm/communicator.h"
+
+namespace dlb {
+
+std::unique_ptr<Communicator> make_nccl_communicator(std::unique_ptr<Communicator> bootstrap,
+                                                     const CommOptions& options);
+
+}  // namespace dlb
