@@ -23,6 +23,16 @@ class CommHandle {
   virtual ~CommHandle() = default;
   virtual bool test() = 0;  // true once complete; also drives progress
   virtual void wait() = 0;
+  // When the operation was seen to finish (valid once test() or wait() succeeded): the progress
+  // thread stamps it as it finishes; polling stamps it at the first successful test.
+  std::chrono::steady_clock::time_point completed_at() const { return completed_at_; }
+
+ protected:
+  void stamp_completion() { completed_at_ = std::chrono::steady_clock::now(); }
+  void stamp_at(std::chrono::steady_clock::time_point t) { completed_at_ = t; }
+
+ private:
+  std::chrono::steady_clock::time_point completed_at_{};
 };
 
 class Communicator {

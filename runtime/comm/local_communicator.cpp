@@ -5,6 +5,7 @@ namespace {
 
 class DoneHandle final : public CommHandle {
  public:
+  DoneHandle() { stamp_completion(); }
   bool test() override { return true; }
   void wait() override {}
 };

@@ -88,6 +88,7 @@ class MpiHandle final : public CommHandle {
  private:
   void finish() {
     done_ = true;
+    stamp_completion();
     if (average_) {
       float* p = buffer_.data<float>();
       const float inv = 1.f / static_cast<float>(size_);
@@ -106,6 +107,7 @@ class MpiHandle final : public CommHandle {
 // Completed by the progress thread; waited for with a deadline.
 class ThreadHandle final : public CommHandle {
  public:
+  std::chrono::steady_clock::time_point finished_at{};  // written before done_ is released
   ThreadHandle(std::chrono::duration<double> timeout, FailedFlag failed)
       : timeout_(timeout), failed_(std::move(failed)) {}
   bool failed() const { return failed_->load(); }
@@ -122,6 +124,7 @@ class ThreadHandle final : public CommHandle {
     if (!error_.empty()) throw CommError(error_);
   }
   void finish(std::string error) {
+    finished_at = std::chrono::steady_clock::now();
     std::lock_guard<std::mutex> lock(mu_);
     error_ = std::move(error);
     done_.store(true, std::memory_order_release);
@@ -208,10 +211,20 @@ class SharedThreadHandle final : public CommHandle {
     } catch (const Error&) {
     }
   }
-  bool test() override { return h_->test(); }
-  void wait() override { h_->wait(); }
+  bool test() override {
+    if (!h_->test()) return false;
+    adopt_completion();
+    return true;
+  }
+  void wait() override {
+    h_->wait();
+    adopt_completion();
+  }
 
  private:
+  void adopt_completion() {
+    if (completed_at() == std::chrono::steady_clock::time_point{}) stamp_at(h_->finished_at);
+  }
   std::shared_ptr<ThreadHandle> h_;
 };
 

@@ -66,7 +66,10 @@ class NcclHandle final : public CommHandle {
   }
   ~NcclHandle() override { cudaEventDestroy(event_); }
   bool test() override {
-    if (!done_) done_ = cudaEventQuery(event_) == cudaSuccess;
+    if (!done_ && cudaEventQuery(event_) == cudaSuccess) {
+      done_ = true;
+      stamp_completion();
+    }
     return done_;
   }
   void wait() override {

@@ -77,9 +77,11 @@ void GradSync::complete(Bucket& b) {
   if (b.handle) b.handle->wait();
   b.reduced = true;
   if (tracer_ && tracer_->active() && b.handle) {
+    // The span ends when the reduction finished, not when this step got round to noticing.
     static const std::string kName = "allreduce";
+    const double end = tracer_->to_us(b.handle->completed_at());
     tracer_->record(Span{kName, "allreduce", Lane::kComm, 0, b.launched_us,
-                         tracer_->now_us() - b.launched_us, b.count * 4.0});
+                         std::max(end - b.launched_us, 0.0), b.count * 4.0});
   }
   b.handle.reset();
 }

@@ -28,6 +28,10 @@ double Tracer::now_us() const {
       .count();
 }
 
+double Tracer::to_us(std::chrono::steady_clock::time_point t) const {
+  return std::chrono::duration<double, std::micro>(t - origin_).count();
+}
+
 void Tracer::record(Span span) {
   span.step = step_;
   spans_.push_back(std::move(span));

@@ -34,6 +34,7 @@ class Tracer {
   void end_window() { active_ = false; }
   bool active() const { return active_; }
   double now_us() const;
+  double to_us(std::chrono::steady_clock::time_point t) const;
   void record(Span span);
   const std::vector<Span>& spans() const { return spans_; }
   int64_t traced_steps() const;

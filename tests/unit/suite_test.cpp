@@ -55,7 +55,7 @@ TEST(Suite, CpuOverrideReplacesDefaultsAndAxes) {
 }
 
 TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
-  for (const std::string& name : {"scaling", "batch", "precision", "overlap", "smoke"}) {
+  for (const char* name : {"scaling", "batch", "precision", "overlap", "smoke"}) {
     EXPECT_NO_THROW(load_suite(name, true)) << name;
     EXPECT_NO_THROW(load_suite(name, false)) << name;
   }

@@ -60,7 +60,9 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
   EXPECT_EQ(profile["traced_steps"], 3);
   for (const auto& layer : profile["layers"]) {
     EXPECT_TRUE(layer["forward_ms"].is_number()) << layer["name"];
-    if (layer["name"] == "fc") EXPECT_EQ(layer["grad_bytes"], (512 * 10 + 10) * 4);
+    if (layer["name"] == "fc") {
+      EXPECT_EQ(layer["grad_bytes"], (512 * 10 + 10) * 4);
+    }
   }
 }
 
