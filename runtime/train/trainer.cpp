@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/hash.h"
 
 namespace dlb {
 
@@ -106,27 +107,27 @@ void Trainer::broadcast_weights() {
     std::memcpy(t.bytes.data(), host.raw(), t.bytes.size());
   }
   graph_.load_state_dict(state);
-  const auto sums = comm->allgather(weights_checksum());
-  for (size_t r = 1; r < sums.size(); ++r) {
-    if (sums[r] != sums[0]) {
-      throw CommError(
-          fmt::format("rank {} holds different initial weights from rank 0 after the "
-                      "broadcast (checksum {:016x} vs {:016x})",
-                      r, sums[r], sums[0]));
-    }
+  if (!weights_identical_across_ranks()) {
+    throw CommError("after the broadcast from rank 0, the ranks' weight checksums differ");
   }
 }
 
 uint64_t Trainer::weights_checksum() {
   flush();
-  uint64_t h = 1469598103934665603ull;
+  uint64_t h = kFnv1aOffset;
   std::vector<unsigned char> bytes;
   for (Param* p : params_) {
     bytes.resize(p->value.bytes());
     backend_.copy_to_host(p->value, bytes.data());
-    for (unsigned char c : bytes) h = (h ^ c) * 1099511628211ull;
+    h = fnv1a(bytes.data(), bytes.size(), h);
   }
   return h;
+}
+
+bool Trainer::weights_identical_across_ranks() {
+  if (!config_.comm) return true;
+  const auto sums = config_.comm->allgather(weights_checksum());
+  return std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });
 }
 
 RunStats Trainer::run(int64_t warmup, int64_t steps) {

@@ -56,6 +56,8 @@ class Trainer {
   void broadcast_weights();
   // FNV-1a over the bytes of every parameter: equal across ranks iff the weights are.
   uint64_t weights_checksum();
+  // All-gathers the checksums (a collective: every rank must call it).
+  bool weights_identical_across_ranks();
   // Applies every pending update (the forward strategy defers them to the next forward).
   void flush() { grad_sync_->flush(); }
   const GradSync& grad_sync() const { return *grad_sync_; }

@@ -2,11 +2,8 @@
 // reports it. busbw = algbw x 2(n-1)/n, the bandwidth each link must carry in a ring, which makes
 // results comparable across rank counts.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <filesystem>
-#include <thread>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
@@ -27,8 +24,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
   if (!launched_under_mpi()) {
     if (o.ranks < 2)
       throw InvalidArgument("--ranks must be at least 2 for an all-reduce benchmark");
-    const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-    std::vector<std::string> argv = {self,
+    std::vector<std::string> argv = {self_executable(),
                                      "bench",
                                      "allreduce",
                                      "--min-bytes=" + o.min_bytes,
@@ -38,8 +34,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
     if (!o.json_path.empty()) argv.push_back("--json=" + o.json_path);
     const auto kind = parse_launcher(o.launcher);
     if (!kind) throw InvalidArgument("--launcher must be auto, mpirun or srun");
-    exec_command(launch_command(*kind, o.ranks, argv, std::thread::hardware_concurrency(),
-                                geteuid() == 0, std::getenv("SLURM_JOB_ID") != nullptr));
+    exec_command(launch_command_here(*kind, o.ranks, argv));
   }
   auto comm = make_communicator(CommKind::kMpi);
   auto backend = make_backend(BackendKind::kCpu, {});

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -54,6 +55,14 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
   c.argv.insert(c.argv.end(), worker_argv.begin(), worker_argv.end());
   return c;
 }
+
+LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
+                                  const std::vector<std::string>& worker_argv) {
+  return launch_command(kind, ranks, worker_argv, std::thread::hardware_concurrency(),
+                        geteuid() == 0, std::getenv("SLURM_JOB_ID") != nullptr);
+}
+
+std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }
 
 ProcessResult run_process(const LaunchCommand& cmd, double timeout_s, const std::string& log_path,
                           const std::function<void(double)>& on_tick) {

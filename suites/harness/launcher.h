@@ -25,6 +25,13 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, int64_t cores,
                              bool as_root, bool in_slurm);
 
+// launch_command with this machine's facts: its cores, whether we are root, whether we run
+// inside a Slurm allocation.
+LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
+                                  const std::vector<std::string>& worker_argv);
+// The path of the running dlbench binary, for relaunching it as a worker.
+std::string self_executable();
+
 struct ProcessResult {
   int exit_code = -1;  // when it exited
   int signal = 0;      // when a signal ended it

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "runtime/core/error.h"
+#include "runtime/core/hash.h"
 #include "suites/harness/json_schema.h"
 
 namespace dlb {
@@ -100,9 +101,8 @@ std::vector<nlohmann::json> expand(const Suite& s) {
 }
 
 std::string point_id(const nlohmann::json& config) {
-  uint64_t h = 1469598103934665603ull;  // FNV-1a over the canonical (sorted-key) JSON
-  for (unsigned char c : config.dump()) h = (h ^ c) * 1099511628211ull;
-  return fmt::format("{:016x}", h);
+  const std::string canonical = config.dump();  // nlohmann sorts keys
+  return fmt::format("{:016x}", fnv1a(canonical.data(), canonical.size()));
 }
 
 }  // namespace dlb

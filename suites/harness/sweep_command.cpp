@@ -23,11 +23,14 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string self_exe() { return fs::read_symlink("/proc/self/exe").string(); }
-
 std::string clock_text(double s) {
   const int64_t t = static_cast<int64_t>(s + 0.5);
   return fmt::format("{:02}:{:02}", t / 60, t % 60);
+}
+
+// Every file of point `index` is named from this: "<index>-<id>".
+std::string point_stem(int64_t index, const nlohmann::json& config) {
+  return fmt::format("{}-{}", index, point_id(config));
 }
 
 // "ranks=2 overlap=none" from the point's values of the suite's axes.
@@ -160,16 +163,13 @@ int sweep_command(const SweepOptions& opt) {
 
   fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
              suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
-  const bool as_root = geteuid() == 0;
-  const int64_t cores = std::thread::hardware_concurrency();
-  const bool in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
   if (opt.dry_run) {
     for (size_t i = 0; i < points.size(); ++i) {
       const RunOptions o = options_from_json(points[i]);
-      const auto cmd = launch_command(
+      const auto cmd = launch_command_here(
           opt.launcher, o.ranks,
-          {self_exe(), "worker", "--point=" + out + "/points/" + std::to_string(i + 1) + ".json"},
-          cores, as_root, in_slurm);
+          {self_executable(), "worker",
+           "--point=" + out + "/points/" + point_stem(i + 1, points[i]) + ".json"});
       fmt::print("  [{}] {}  {}: {}\n", i + 1, describe(suite, points[i]), point_id(points[i]),
                  fmt::join(cmd.argv, " "));
     }
@@ -205,7 +205,7 @@ int sweep_command(const SweepOptions& opt) {
     const auto p0 = std::chrono::steady_clock::now();
     try {
       validate_run_options(o);
-      const std::string stem = fmt::format("{}-{}", index, id);
+      const std::string stem = point_stem(index, config);
       const std::string point_file = out + "/points/" + stem + ".json";
       const std::string record_file = out + "/points/" + stem + ".record.json";
       const std::string log_file = out + "/logs/" + stem + ".log";
@@ -220,9 +220,8 @@ int sweep_command(const SweepOptions& opt) {
                     {"fault", fault.index == index ? fault.kind : ""}};
       write_json_atomically(point_file, point);
       fs::remove(record_file);
-      const auto cmd =
-          launch_command(opt.launcher, o.ranks, {self_exe(), "worker", "--point=" + point_file},
-                         cores, as_root, in_slurm);
+      const auto cmd = launch_command_here(opt.launcher, o.ranks,
+                                           {self_executable(), "worker", "--point=" + point_file});
       const double eta_each = launched ? launched_seconds / launched : 0;
       const ProcessResult pr = run_process(cmd, opt.timeout_s, log_file, [&](double elapsed) {
         if (!tty) return;
