@@ -21,7 +21,12 @@ const char* lane_name(Lane lane) {
 }
 
 Tracer::Tracer(int64_t first_step, int64_t count)
-    : first_(first_step), count_(count), origin_(std::chrono::steady_clock::now()) {}
+    : first_(first_step),
+      count_(count),
+      origin_(std::chrono::steady_clock::now()),
+      origin_unix_us_(std::chrono::duration<double, std::micro>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count()) {}
 
 double Tracer::now_us() const {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
@@ -67,7 +72,11 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                       {"tid", static_cast<int>(s.lane)},
                       {"args", {{"step", s.step}}}});
   }
-  return {{"traceEvents", events}, {"displayTimeUnit", "ms"}};
+  // Span times are relative to this process's origin; the origin's wall-clock time lets a reader
+  // put several ranks' traces on one time axis.
+  return {{"traceEvents", events},
+          {"displayTimeUnit", "ms"},
+          {"otherData", {{"rank", rank}, {"origin_unix_us", origin_unix_us_}}}};
 }
 
 TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* category, Lane lane)

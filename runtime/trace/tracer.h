@@ -39,7 +39,8 @@ class Tracer {
   const std::vector<Span>& spans() const { return spans_; }
   int64_t traced_steps() const;
 
-  // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane, and lane names.
+  // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane, and lane names;
+  // "otherData" holds the rank and the wall-clock time of ts = 0 (origin_unix_us).
   nlohmann::json chrome_trace(int rank) const;
 
  private:
@@ -47,6 +48,7 @@ class Tracer {
   int64_t step_ = 0;
   bool active_ = false;
   std::chrono::steady_clock::time_point origin_;
+  double origin_unix_us_;  // the origin on the system clock
   std::vector<Span> spans_;
 };
 

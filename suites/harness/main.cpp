@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   std::string budget;
   int64_t batch = 0, image_size = 0;
   float dropout = 0;
+  double target_accuracy = 0;
   auto* run_cmd = app.add_subcommand("run", "train one configuration and write a result record");
   run_cmd->add_option("--model", run.model, "alexnet, vgg16, resnet18, resnet50, digits-cnn")
       ->capture_default_str();
@@ -60,7 +61,12 @@ int main(int argc, char** argv) {
   run_cmd->add_option("--num-classes", run.num_classes, "classes (default: the model's)");
   run_cmd->add_option("--steps", run.steps, "timed steps")->capture_default_str();
   run_cmd->add_option("--warmup", run.warmup, "untimed steps before them")->capture_default_str();
-  run_cmd->add_option("--epochs", run.epochs, "epochs over a real data set (--data=digits)");
+  run_cmd->add_option("--epochs", run.epochs,
+                      "epochs over a real data set (--data=digits); with --target-accuracy, the "
+                      "most");
+  auto* target_opt = run_cmd->add_option("--target-accuracy", target_accuracy,
+                                         "stop once test accuracy reaches this (e.g. 0.95)");
+  run_cmd->add_option("--mllog", run.mllog_path, "write MLPerf :::MLLOG lines here");
   run_cmd->add_option("--backend", run.backend, "cpu or cuda")
       ->transform(enum_option(kBackends))
       ->capture_default_str();
@@ -152,6 +158,7 @@ int main(int argc, char** argv) {
       if (*batch_opt) run.batch = batch;
       if (*size_opt) run.image_size = image_size;
       if (*dropout_opt) run.dropout = dropout;
+      if (*target_opt) run.target_accuracy = target_accuracy;
       if (!budget.empty()) run.memory_budget = dlb::parse_bytes(budget);
       return dlb::run_command(run);
     }

@@ -13,13 +13,14 @@
 #include "runtime/core/error.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/comm_metrics.h"
+#include "runtime/trace/phase_metrics.h"
 #include "runtime/trace/profile.h"
 #include "runtime/train/stats.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"
 #include "workloads/data/dataset.h"
-#include "workloads/data/epochs.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -95,8 +96,16 @@ void validate_run_options(const RunOptions& o) {
   if (o.data == DataSource::kSynthetic) {
     if (o.steps < 1) throw InvalidArgument(fmt::format("--steps must be >= 1 (got {})", o.steps));
     if (o.epochs != 0) throw InvalidArgument("--epochs needs --data=digits");
+    if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
+    if (!o.mllog_path.empty()) {
+      throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
+    }
   } else if (o.epochs < 1) {
     throw InvalidArgument(fmt::format("--data=digits needs --epochs >= 1 (got {})", o.epochs));
+  }
+  if (o.target_accuracy && !(*o.target_accuracy > 0 && *o.target_accuracy <= 1)) {
+    throw InvalidArgument(
+        fmt::format("--target-accuracy must be in (0, 1] (got {})", *o.target_accuracy));
   }
   if (!(o.sgd.lr > 0)) throw InvalidArgument("--lr must be positive");
   if (o.sgd.momentum < 0 || o.sgd.weight_decay < 0) {
@@ -119,6 +128,28 @@ void validate_run_options(const RunOptions& o) {
 
 namespace {
 
+// "t.trace.json" -> "t.trace.rank2.json": the file of rank `rank`.
+std::string rank_file(const std::string& path, int rank) {
+  const size_t dot = path.rfind(".json");
+  const std::string tag = fmt::format(".rank{}", rank);
+  return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
+}
+
+// MLPerf's names for the lowest precision used in matrix products.
+const char* mllog_precision(Precision p) {
+  switch (p) {
+    case Precision::kFp32:
+      return "fp32";
+    case Precision::kTf32:
+      return "tf32";
+    case Precision::kFp16:
+      return "fp16";
+    case Precision::kBf16:
+      return "bfloat16";
+  }
+  return "fp32";
+}
+
 // A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
 double shortest(float f) { return std::stod(fmt::format("{}", f)); }
 
@@ -136,6 +167,7 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"steps", o.steps},
           {"warmup", o.warmup},
           {"epochs", o.epochs},
+          {"target_accuracy", o.target_accuracy ? nlohmann::json(*o.target_accuracy) : nullptr},
           {"data", o.data == DataSource::kDigits ? "digits"
                    : o.batch_file.empty()        ? "synthetic"
                                                  : "batch-file"},
@@ -144,6 +176,12 @@ nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
           {"weight_decay", shortest(o.sgd.weight_decay)},
           {"dropout", o.dropout ? nlohmann::json(shortest(*o.dropout)) : nlohmann::json(nullptr)},
           {"seed", o.seed}};
+}
+
+std::optional<DataSource> parse_data_source(std::string_view s) {
+  if (s == "synthetic") return DataSource::kSynthetic;
+  if (s == "digits") return DataSource::kDigits;
+  return std::nullopt;
 }
 
 template <typename E, typename F>
@@ -171,6 +209,12 @@ RunOptions options_from_json(const nlohmann::json& c) {
         o.steps = v.get<int64_t>();
       else if (key == "warmup")
         o.warmup = v.get<int64_t>();
+      else if (key == "epochs")
+        o.epochs = v.get<int64_t>();
+      else if (key == "target_accuracy")
+        o.target_accuracy = v.get<double>();
+      else if (key == "data")
+        o.data = parse_enum<DataSource>(v, "data", parse_data_source);
       else if (key == "ranks")
         o.ranks = v.get<int64_t>();
       else if (key == "bucket_mb")
@@ -242,12 +286,18 @@ int run_command(const RunOptions& o) {
     mc.batch = n;
     mc.image_size = s;
   } else if (o.data == DataSource::kDigits) {
-    if (info.in_channels != 1) {
-      throw InvalidArgument(
-          fmt::format("digits are greyscale; {} takes {} channels", o.model, info.in_channels));
-    }
-    digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path, mc.image_size);
     if (mc.num_classes != 10) throw InvalidArgument("digits have 10 classes; set --num-classes=10");
+  }
+  // The MLPerf log starts at init_start, before the model and the data are built.
+  std::optional<MlLog> mllog;
+  if (writer && !o.mllog_path.empty()) {
+    mllog.emplace(o.mllog_path);
+    mllog->start("init_start");
+  }
+  if (o.data == DataSource::kDigits) {
+    // The grey channel is repeated for models that take colour images (resnet18: 3).
+    digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path, mc.image_size,
+                         info.in_channels);
   }
 
   Graph graph = build_model(o.model, mc);
@@ -289,21 +339,16 @@ int run_command(const RunOptions& o) {
                             {"flops_per_step", graph.training_flops()}};
 
   if (o.data == DataSource::kDigits) {
-    Rng shuffle(o.seed + 1);
-    double accuracy = 0;
-    double seconds = 0;
-    for (int64_t e = 1; e <= o.epochs; ++e) {
-      const EpochResult r = train_epoch(trainer, digits.train, shuffle);
-      accuracy = evaluate_accuracy(trainer, digits.test);
-      seconds += r.seconds;
-      fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.epochs,
-                 r.mean_loss, 100 * accuracy, r.seconds);
+    if (mllog) {
+      log_submission(*mllog, {o.model, record["environment"]["device"].get<std::string>(),
+                              mllog_precision(o.precision),
+                              o.config_file.empty() ? "command line" : o.config_file, mc.batch,
+                              comm->size(), digits.train.size(), digits.test.size(), o.seed,
+                              o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
+      mllog->end("init_stop");
     }
-    fmt::print("{}: test accuracy {:.2f}% on {} held-out digits after {} epochs\n", o.model,
-               100 * accuracy, digits.test.size(), o.epochs);
-    metrics["test_accuracy"] = accuracy;
-    metrics["test_samples"] = digits.test.size();
-    metrics["train_seconds"] = seconds;
+    metrics.update(train_to_accuracy(trainer, digits, {o.epochs, o.target_accuracy, o.seed},
+                                     mllog ? &*mllog : nullptr));
   } else {
     const Dataset data =
         o.batch_file.empty()
@@ -338,9 +383,16 @@ int run_command(const RunOptions& o) {
           s.losses.back(), graph.training_flops() / median / 1e9);
     }
   }
+  if (window > 0 && o.data == DataSource::kSynthetic) metrics["phases"] = phase_metrics(tracer);
   const MemoryStats mem = backend->allocator().stats();
   record["metrics"] = metrics;
   record["memory"] = memory_json(mem);
+  // Every rank writes its own trace (pid = rank); rank 0's record lists them all.
+  const auto trace_of = [&](int r) { return r == 0 ? o.trace_path : rank_file(o.trace_path, r); };
+  if (o.trace_steps > 0 && !o.trace_path.empty()) {
+    tracer.end_window();
+    write_json_atomically(trace_of(rank), tracer.chrome_trace(rank));
+  }
   if (!writer) return 0;
   fmt::print("peak memory {} ({})\n", format_bytes(mem.total_peak),
              backend->allocator().budget()
@@ -348,12 +400,15 @@ int run_command(const RunOptions& o) {
                  : "no budget");
   if (o.trace_steps > 0) {
     tracer.end_window();
-    if (!o.trace_path.empty()) write_json_atomically(o.trace_path, tracer.chrome_trace(0));
     if (!o.profile_path.empty()) {
       write_json_atomically(o.profile_path, layer_profile(graph, tracer));
     }
     record["paths"] = {{"trace", o.trace_path}, {"profile", o.profile_path}};
+    if (!o.trace_path.empty()) {
+      for (int r = 0; r < comm->size(); ++r) record["paths"]["traces"].push_back(trace_of(r));
+    }
   }
+  if (!o.mllog_path.empty()) record["paths"]["mllog"] = o.mllog_path;
   if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record);
   return 0;

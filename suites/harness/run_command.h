@@ -18,10 +18,13 @@ constexpr int64_t kDefaultBatch = 16;
 
 struct RunOptions {
   std::string model = "resnet18";
-  std::optional<int64_t> batch;       // default kDefaultBatch; taken from --batch-file
-  std::optional<int64_t> image_size;  // default: the model's; taken from --batch-file
-  int64_t num_classes = 0;            // 0: the model's default
-  int64_t steps = 20, warmup = 5, epochs = 0;
+  std::optional<int64_t> batch;                // default kDefaultBatch; taken from --batch-file
+  std::optional<int64_t> image_size;           // default: the model's; taken from --batch-file
+  int64_t num_classes = 0;                     // 0: the model's default
+  int64_t steps = 20, warmup = 5, epochs = 0;  // epochs: the most, with a target accuracy
+  std::optional<double> target_accuracy;       // --data=digits: stop once test accuracy >= it
+  std::string mllog_path;                      // --data=digits: MLPerf :::MLLOG lines here
+  std::string config_file;                     // the suite file, for the MLPerf log
   BackendKind backend = BackendKind::kCpu;
   Precision precision = Precision::kFp32;
   DataSource data = DataSource::kSynthetic;

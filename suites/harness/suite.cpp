@@ -61,7 +61,7 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
   if (!errors.empty()) {
     throw InvalidArgument(fmt::format("{}: invalid suite:\n  {}", path, fmt::join(errors, "\n  ")));
   }
-  Suite s{j["name"], j["description"], path, false, j["defaults"], {}};
+  Suite s{j["name"], j["description"], path, false, j["defaults"], {}, {}};
   for (const auto& [key, values] : file["sweep"].items())
     s.axes.emplace_back(key, unordered(values));
   if (use_cpu_override) {
@@ -80,6 +80,21 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
       }
     }
   }
+  const auto& cases = use_cpu_override && file["cpu"].contains("cases")
+                          ? file["cpu"]["cases"]
+                          : file.value("cases", nlohmann::ordered_json::array());
+  for (const auto& c : cases) {
+    for (const auto& [k, _] : c.items()) {
+      if (std::any_of(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == k; })) {
+        throw InvalidArgument(
+            fmt::format("{}: a case sets '{}', which is also a sweep axis", path, k));
+      }
+    }
+    s.cases.push_back(unordered(c));
+  }
+  if (s.axes.empty() && s.cases.empty()) {
+    throw InvalidArgument(fmt::format("{}: the suite has no sweep axis and no case", path));
+  }
   for (const auto& [k, v] : s.axes) s.defaults.erase(k);  // an axis overrides a default
   return s;
 }
@@ -97,7 +112,16 @@ std::vector<nlohmann::json> expand(const Suite& s) {
     }
     points = std::move(next);
   }
-  return points;
+  if (s.cases.empty()) return points;
+  std::vector<nlohmann::json> crossed;
+  for (const auto& p : points) {
+    for (const auto& c : s.cases) {
+      nlohmann::json q = p;
+      q.update(c);
+      crossed.push_back(std::move(q));
+    }
+  }
+  return crossed;
 }
 
 std::string point_id(const nlohmann::json& config) {

@@ -1,5 +1,6 @@
 // Suite files: data, not code. A suite has defaults, sweep axes (any config key) whose cartesian
-// product gives the points, and a cpu override used when no GPU is present.
+// product gives the points, optional cases (configs crossed with those points, for keys that go
+// together), and a cpu override used when no GPU is present.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
@@ -13,6 +14,7 @@ struct Suite {
   bool cpu_override_applied = false;
   nlohmann::json defaults;                                   // config key -> value
   std::vector<std::pair<std::string, nlohmann::json>> axes;  // in file order; arrays
+  std::vector<nlohmann::json> cases;  // each crossed with the axes' points; none: one empty case
 };
 
 // Directory of the shipped suites (suites/ in the source tree).
@@ -23,7 +25,8 @@ std::vector<std::string> list_suites();
 // suites/schema/suite.schema.json; a bad file raises InvalidArgument naming the file, the key and
 // what was expected. With `use_cpu_override`, the cpu block replaces defaults keys and axes.
 Suite load_suite(const std::string& name_or_path, bool use_cpu_override);
-// The cartesian product of the axes over the defaults, first axis slowest.
+// The cartesian product of the axes over the defaults, first axis slowest, each point crossed
+// with the cases (a case's keys override the defaults).
 std::vector<nlohmann::json> expand(const Suite& suite);
 // A stable identifier of a point's config (hash of its canonical JSON).
 std::string point_id(const nlohmann::json& config);

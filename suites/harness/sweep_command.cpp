@@ -36,7 +36,15 @@ std::string point_stem(int64_t index, const nlohmann::json& config) {
 // "ranks=2 overlap=none" from the point's values of the suite's axes.
 std::string describe(const Suite& suite, const json& config) {
   std::string out;
-  for (const auto& [key, _] : suite.axes) {
+  std::vector<std::string> keys;
+  for (const auto& [key, _] : suite.axes) keys.push_back(key);
+  for (const auto& c : suite.cases) {
+    for (const auto& [key, _] : c.items()) {
+      if (std::find(keys.begin(), keys.end(), key) == keys.end()) keys.push_back(key);
+    }
+  }
+  for (const auto& key : keys) {
+    if (!config.contains(key)) continue;
     if (!out.empty()) out += ' ';
     const json& v = config[key];
     out += key + "=" + (v.is_string() ? v.get<std::string>() : v.dump());
@@ -181,7 +189,7 @@ int sweep_command(const SweepOptions& opt) {
                     "sweep, or --out=DIR for a new one",
                     out));
   }
-  for (const char* sub : {"points", "traces", "profiles", "logs"})
+  for (const char* sub : {"points", "traces", "profiles", "logs", "mllog"})
     fs::create_directories(out + "/" + sub);
   const std::set<std::string> done = opt.resume ? ok_point_ids(results) : std::set<std::string>{};
 
@@ -217,6 +225,9 @@ int sweep_command(const SweepOptions& opt) {
                     {"trace_steps", std::min(opt.trace_steps, o.steps)},
                     {"trace", out + "/traces/" + stem + ".trace.json"},
                     {"profile", out + "/profiles/" + stem + ".profile.json"},
+                    {"mllog", o.data == DataSource::kDigits ? out + "/mllog/" + stem + ".mllog"
+                                                            : std::string()},
+                    {"suite_file", suite.path},
                     {"fault", fault.index == index ? fault.kind : ""}};
       write_json_atomically(point_file, point);
       fs::remove(record_file);
@@ -300,6 +311,8 @@ int worker_command(const std::string& point_file) {
   o.trace_steps = point.value("trace_steps", 0);
   o.trace_path = point.value("trace", "");
   o.profile_path = point.value("profile", "");
+  o.mllog_path = point.value("mllog", "");
+  o.config_file = point.value("suite_file", "");
   const std::string fault = point.value("fault", "");
   if (fault == "crash") o.fault = RunOptions::Fault::kCrash;
   if (fault == "hang") o.fault = RunOptions::Fault::kHang;

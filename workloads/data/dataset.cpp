@@ -57,14 +57,15 @@ Dataset subset(const Dataset& all, const std::vector<int64_t>& idx) {
 }
 }  // namespace
 
-DigitsSplit load_digits(const std::string& path, int64_t image_size) {
+DigitsSplit load_digits(const std::string& path, int64_t image_size, int64_t channels) {
+  if (channels < 1) throw InvalidArgument(fmt::format("channels must be >= 1 (got {})", channels));
   if (image_size < 8 || image_size % 8 != 0) {
     throw InvalidArgument(fmt::format(
         "digits images are 8x8; --image-size must be a multiple of 8 (got {})", image_size));
   }
   const std::string text = read_gzip(path);
   const int64_t f = image_size / 8;
-  Dataset all{1, image_size, image_size, 10, {}, {}};
+  Dataset all{channels, image_size, image_size, 10, {}, {}};
   std::istringstream lines(text);
   std::string line;
   int64_t line_no = 0;
@@ -85,9 +86,10 @@ DigitsSplit load_digits(const std::string& path, int64_t image_size) {
       throw InvalidArgument(
           fmt::format("{}:{}: expected 64 pixels and a label 0-9", path, line_no));
     }
-    for (int64_t y = 0; y < image_size; ++y)
-      for (int64_t x = 0; x < image_size; ++x)
-        all.images.push_back(v[(y / f) * 8 + (x / f)] / 16.f);
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t y = 0; y < image_size; ++y)
+        for (int64_t x = 0; x < image_size; ++x)
+          all.images.push_back(v[(y / f) * 8 + (x / f)] / 16.f);
     all.labels.push_back(static_cast<int64_t>(v[64]));
   }
   if (all.size() < 10) throw InvalidArgument(fmt::format("{}: only {} samples", path, all.size()));

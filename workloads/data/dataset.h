@@ -28,9 +28,10 @@ struct DigitsSplit {
 // variable DLB_DIGITS_PATH overrides it.
 std::string default_digits_path();
 // Loads the 1,797 8x8 digits, scales pixels to [0, 1], upsamples by an integer factor to
-// `image_size` (a multiple of 8), and splits them with a fixed shuffle: 80% train, 20% test.
+// `image_size` (a multiple of 8; nearest neighbour), repeats the grey channel `channels` times
+// (3 for the ImageNet models), and splits them with a fixed shuffle: 80% train, 20% test.
 // Throws IoError naming the path if the file is missing.
-DigitsSplit load_digits(const std::string& path, int64_t image_size);
+DigitsSplit load_digits(const std::string& path, int64_t image_size, int64_t channels = 1);
 
 // Random NCHW images, N(0, 1), and uniform labels, reproducible from the seed.
 Dataset make_synthetic(int64_t batch, int64_t channels, int64_t image_size, int64_t num_classes,

@@ -1,0 +1,38 @@
+// Training on the digits to a target test accuracy, timed as MLPerf times it: from run_start
+// (after initialisation) to the evaluation that first reaches the target, evaluations included.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+#include "runtime/train/trainer.h"
+#include "suites/harness/mllog.h"
+#include "workloads/data/dataset.h"
+
+namespace dlb {
+
+struct ConvergenceOptions {
+  int64_t max_epochs = 1;
+  std::optional<double> target_accuracy;  // none: train all max_epochs
+  uint64_t seed = 0;                      // shuffling
+};
+
+// What a run's MLPerf log states about it before run_start (submission_*, hyperparameters,
+// samples). The division is "open": dlbench's benchmarks are not MLPerf's.
+struct MlLogFacts {
+  std::string benchmark, platform, precision, config_file;
+  int64_t batch = 0, ranks = 1, train_samples = 0, eval_samples = 0;
+  uint64_t seed = 0;
+  float lr = 0, momentum = 0, weight_decay = 0;
+};
+void log_submission(MlLog& log, const MlLogFacts& facts);
+
+// Trains epoch by epoch, evaluates after each, stops at the target. Logs run_start ... run_stop
+// (status success, or aborted when the target was not reached) when `log` is given. Returns the
+// record's metrics: test_accuracy, throughput_img_s (training images / training seconds),
+// train_seconds, and "convergence" (target, reached, time_to_accuracy_s, per-epoch accuracy).
+nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
+                                 const ConvergenceOptions& options, MlLog* log);
+
+}  // namespace dlb
