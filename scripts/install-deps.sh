@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package dlbench needs (and, once reports/ has a requirements file, its
-# Python packages into .venv). Idempotent, and silent when everything is already present.
+# Installs every Debian package dlbench needs, and the Python packages of reports/ and ci/
+# (matplotlib, numpy, scipy, jsonschema, pytest, mlperf-logging) into .venv. Idempotent, and silent when everything is already present.
 # The CUDA toolkit (nvcc, cuDNN, cuBLAS, NCCL) is expected at /usr/local/cuda and is optional.
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -41,9 +41,14 @@ if [[ -f $req ]]; then
   stamp=$root/.venv/.requirements.sha256
   want=$(sha256sum "$req" | cut -d' ' -f1)
   if [[ ! -f $stamp || $(cat "$stamp") != "$want" ]]; then
-    echo "install-deps: installing Python requirements into .venv"
-    python3 -m venv "$root/.venv"
-    "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$req"
+    echo "install-deps: installing Python requirements into .venv (reports/requirements.txt)"
+    py=/usr/bin/python3
+    [[ -x $py ]] || py=python3
+    "$py" -m venv "$root/.venv"
+    "$root/.venv/bin/pip" install -q --disable-pip-version-check -r "$req" || {
+      echo "install-deps: pip could not install reports/requirements.txt (is PyPI reachable?)" >&2
+      exit 1
+    }
     echo "$want" >"$stamp"
   fi
 fi

@@ -37,6 +37,8 @@ int main(int argc, char** argv) {
   app.add_option("--launcher", launcher, "auto, local, mpirun or srun")
       ->check(CLI::IsMember({"auto", "local", "mpirun", "srun"}))
       ->capture_default_str();
+  app.add_flag("--no-report{false}", sweep.report,
+               "do not render plots and report.{md,html} after the sweep");
   app.add_option("--trace-steps", sweep.trace_steps, "timed steps traced per point (0: off)")
       ->capture_default_str();
   app.add_option("--inject-fault", sweep.inject_fault, "test only: crash@I, hang@I or oom@I")

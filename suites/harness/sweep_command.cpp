@@ -13,6 +13,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "suites/harness/record.h"
+#include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"
 #include "suites/harness/run_command.h"
 #include "suites/harness/suite.h"
@@ -189,7 +190,7 @@ int sweep_command(const SweepOptions& opt) {
                     "sweep, or --out=DIR for a new one",
                     out));
   }
-  for (const char* sub : {"points", "traces", "profiles", "logs", "mllog"})
+  for (const char* sub : {"points", "traces", "profiles", "logs"})
     fs::create_directories(out + "/" + sub);
   const std::set<std::string> done = opt.resume ? ok_point_ids(results) : std::set<std::string>{};
 
@@ -229,6 +230,7 @@ int sweep_command(const SweepOptions& opt) {
                                                             : std::string()},
                     {"suite_file", suite.path},
                     {"fault", fault.index == index ? fault.kind : ""}};
+      if (o.data == DataSource::kDigits) fs::create_directories(out + "/mllog");
       write_json_atomically(point_file, point);
       fs::remove(record_file);
       const auto cmd = launch_command_here(opt.launcher, o.ranks,
@@ -299,6 +301,7 @@ int sweep_command(const SweepOptions& opt) {
     if (it != latest.end()) ordered.push_back(it->second);
   }
   print_summary(suite, ordered, out);
+  if (opt.report) render_report(out);
   return any_bad ? 1 : 0;
 }
 

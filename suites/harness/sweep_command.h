@@ -14,6 +14,7 @@ struct SweepOptions {
   double timeout_s = 900;
   LauncherKind launcher = LauncherKind::kAuto;
   int64_t trace_steps = 3;
+  bool report = true;  // render plots and report.{md,html} at the end (needs reports/' Python)
   std::string inject_fault;  // test-only: "crash@I", "hang@I" or "oom@I" for point I (1-based)
 };
 

@@ -46,7 +46,7 @@ expect 2 "dropout probability 1 is outside" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
 
 # The suite harness's own bad input.
-expect 2 "unknown suite 'scalling' (shipped: batch, overlap, precision, scaling, smoke" --suite=scalling
+expect 2 "unknown suite 'scalling' (shipped: batch, ci, convergence, overlap, precision, scaling, smoke" --suite=scalling
 printf '{"name": "x", "description": "", "defaults": {"batch": 0}, "sweep": {"batch": [1]}, "cpu": {}}' >"$work/bad_suite.json"
 expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
 expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"

@@ -22,14 +22,14 @@ cat >"$work/three.json" <<'JSON'
 JSON
 
 # A crash in point 2: recorded as crashed, point 3 still runs, the sweep exits 1.
-"$dlbench" --suite="$work/three.json" --out="$work/crash" --inject-fault=crash@2 >"$work/crash.out" 2>&1
+"$dlbench" --suite="$work/three.json" --out="$work/crash" --inject-fault=crash@2 --no-report >"$work/crash.out" 2>&1
 check "crash exits 1" test $? -eq 1
 check "crash statuses" test "$(statuses "$work/crash/results.jsonl")" = "ok crashed ok"
 check "crash message names the signal" grep -q '"message":"killed by signal 6' "$work/crash/results.jsonl"
 first_line=$(head -n 1 "$work/crash/results.jsonl")
 
 # --resume reruns only the crashed point; the first line is untouched.
-"$dlbench" --suite="$work/three.json" --out="$work/crash" --resume >"$work/resume.out" 2>&1
+"$dlbench" --suite="$work/three.json" --out="$work/crash" --resume --no-report >"$work/resume.out" 2>&1
 check "resume exits 0" test $? -eq 0
 check "resume skipped two" test "$(grep -c 'skipped (--resume)' "$work/resume.out")" -eq 2
 check "resume appended one ok" test "$(statuses "$work/crash/results.jsonl")" = "ok crashed ok ok"
@@ -45,9 +45,9 @@ check "refuses to overwrite" test $? -eq 2
 check "refusal leaves results" test "$(sha256sum <"$work/crash/results.jsonl")" = "$before"
 
 # A hang is killed at the timeout; an injected OOM is recorded as oom.
-"$dlbench" --suite="$work/three.json" --out="$work/hang" --inject-fault=hang@1 --timeout=3 >/dev/null 2>&1
+"$dlbench" --suite="$work/three.json" --out="$work/hang" --inject-fault=hang@1 --timeout=3 --no-report >/dev/null 2>&1
 check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout ok ok"
-"$dlbench" --suite="$work/three.json" --out="$work/oom" --inject-fault=oom@3 >/dev/null 2>&1
+"$dlbench" --suite="$work/three.json" --out="$work/oom" --inject-fault=oom@3 --no-report >/dev/null 2>&1
 check "oom exits 0" test $? -eq 0
 check "oom statuses" test "$(statuses "$work/oom/results.jsonl")" = "ok ok oom"
 
@@ -79,7 +79,7 @@ for path in glob.glob(work + "/*/results.jsonl"):
     for line in open(path):
         jsonschema.validate(json.loads(line), result)
         n += 1
-assert n == 10, n  # crash 3 + resume 1, hang 3, oom 3
+assert n >= 10, n  # crash 3 + resume 1, hang 3, oom 3 (and the runs below, once written)
 for path in glob.glob(suites + "/*.json"):
     jsonschema.validate(json.load(open(path)), suite)
 PY
@@ -88,6 +88,41 @@ PY
 "$dlbench" --suite=smoke --out="$work/smoke" >"$work/smoke.out" 2>&1
 check "smoke suite" test "$(statuses "$work/smoke/results.jsonl")" = "ok ok"
 check "smoke table" grep -q "2 points: 2 ok" "$work/smoke.out"
+
+# A finished sweep renders its report when reports/' Python is there; a renderer that fails is
+# a note, and the sweep's exit status and records stay what the points made them.
+check "report rendered" test -s "$work/smoke/report.md" -a -s "$work/smoke/report.html" \
+  -a -s "$work/smoke/plots/memory.png"
+check "report line" grep -q "^report: .*report.md" "$work/smoke.out"
+DLBENCH_PYTHON=/bin/false "$dlbench" --suite=smoke --out="$work/smoke2" >"$work/smoke2.out" 2>&1
+check "failed renderer keeps exit 0" test $? -eq 0
+check "failed renderer is said" grep -q "report: rendering failed (exit code 1); the results are unaffected" "$work/smoke2.out"
+check "failed renderer keeps records" test "$(statuses "$work/smoke2/results.jsonl")" = "ok ok"
+
+# A convergence point: trained to its target, time-to-accuracy recorded, an MLPerf log written.
+cat >"$work/conv.json" <<'JSON'
+{"name": "conv", "description": "digits to 80%",
+ "defaults": {"model": "digits-cnn", "image_size": 8, "batch": 32, "lr": 0.05, "backend": "cpu",
+              "data": "digits", "epochs": 6, "target_accuracy": 0.8},
+ "sweep": {}, "cases": [{"seed": 1}, {"seed": 2, "target_accuracy": 1.0, "epochs": 1}], "cpu": {}}
+JSON
+"$dlbench" --suite="$work/conv.json" --out="$work/conv" --no-report >"$work/conv.out" 2>&1
+check "convergence sweep" test "$(statuses "$work/conv/results.jsonl")" = "ok ok"
+check "convergence records" /usr/bin/python3 - "$work/conv" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1] + "/results.jsonl")]
+reached, missed = (r["metrics"]["convergence"] for r in recs)
+assert reached["reached"] and reached["status"] == "success", reached
+assert reached["eval_accuracy"][-1] >= 0.8 > max(reached["eval_accuracy"][:-1] + [0])
+assert 0 < reached["time_to_accuracy_s"] <= reached["run_seconds"]
+assert not missed["reached"] and missed["status"] == "aborted" and missed["time_to_accuracy_s"] is None
+for r, status in zip(recs, ["success", "aborted"]):
+    lines = open(r["paths"]["mllog"]).read().splitlines()
+    events = [json.loads(l[len(":::MLLOG "):]) for l in lines]
+    assert all(l.startswith(":::MLLOG ") for l in lines)
+    stop = [e for e in events if e["key"] == "run_stop"]
+    assert len(stop) == 1 and stop[0]["metadata"]["status"] == status
+PY
 
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

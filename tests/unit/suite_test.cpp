@@ -54,8 +54,32 @@ TEST(Suite, CpuOverrideReplacesDefaultsAndAxes) {
   }
 }
 
+TEST(Suite, CasesAreCrossedWithTheSweepAndTheCpuReplacesThem) {
+  const std::string text = R"({
+  "name": "cases", "description": "axes crossed with cases",
+  "defaults": {"model": "resnet50", "batch": 32, "image_size": 224},
+  "sweep": {"ranks": [1, 2]},
+  "cases": [{"model": "resnet18", "image_size": 64}, {"model": "digits-cnn", "image_size": 8}],
+  "cpu": {"cases": [{"model": "alexnet", "image_size": 63}]}
+})";
+  const auto points = expand(load_suite(write_suite("cases", text), false));
+  ASSERT_EQ(points.size(), 4u);  // 2 ranks x 2 cases, cases fastest
+  EXPECT_EQ(points[0]["ranks"], 1);
+  EXPECT_EQ(points[0]["model"], "resnet18");
+  EXPECT_EQ(points[0]["image_size"], 64);
+  EXPECT_EQ(points[1]["model"], "digits-cnn");
+  EXPECT_EQ(points[1]["image_size"], 8);
+  EXPECT_EQ(points[1]["batch"], 32);  // defaults the case does not set stay
+  EXPECT_EQ(points[2]["ranks"], 2);
+  const auto cpu = expand(load_suite(write_suite("cases", text), true));
+  ASSERT_EQ(cpu.size(), 2u);
+  EXPECT_EQ(cpu[1]["model"], "alexnet");
+  EXPECT_EQ(cpu[1]["image_size"], 63);
+}
+
 TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
-  for (const char* name : {"scaling", "batch", "precision", "overlap", "smoke"}) {
+  for (const char* name :
+       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci"}) {
     EXPECT_NO_THROW(load_suite(name, true)) << name;
     EXPECT_NO_THROW(load_suite(name, false)) << name;
   }
@@ -125,10 +149,13 @@ INSTANTIATE_TEST_SUITE_P(
             with(R"("overlap": ["none", "backward", "forward"])",
                  R"("overlap": ["none", "sideways"])"),
             "/sweep/overlap/1: expected one of"},
-        Bad{"empty_sweep",
+        Bad{"empty_sweep", R"({"name": "e", "description": "nothing to sweep",
+                   "defaults": {"model": "resnet18"}, "sweep": {}, "cpu": {}})",
+            "the suite has no sweep axis and no case"},
+        Bad{"case_repeats_an_axis",
             with(R"("sweep": {"ranks": [1, 2], "overlap": ["none", "backward", "forward"]})",
-                 R"("sweep": {})"),
-            "/sweep: expected at least 1 keys"},
+                 R"("sweep": {"ranks": [1, 2]}, "cases": [{"ranks": 4}])"),
+            "a case sets 'ranks', which is also a sweep axis"},
         Bad{"bad_cpu", with(R"("cpu": {)", R"("cpu": {"gpu": 1, )"), "/cpu/gpu: unknown key"}),
     [](const auto& info) { return std::string(info.param.name); });
 

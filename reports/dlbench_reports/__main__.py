@@ -1,0 +1,43 @@
+"""`python -m dlbench_reports report DIR` | `compare DIR...` | `check-mllog FILE`."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .records import RecordError
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="dlbench", description="dlbench reports")
+    sub = parser.add_subparsers(dest="command", required=True)
+    rep = sub.add_parser("report", help="plots, report.md and report.html for a results dir")
+    rep.add_argument("directory")
+    cmp_ = sub.add_parser("compare", help="systems side by side (MLPerf-style)")
+    cmp_.add_argument("directories", nargs="+")
+    cmp_.add_argument("--references", nargs="?", const="default", default=None,
+                      help="add the published rows of reports/references.json (or of FILE)")
+    cmp_.add_argument("--out", help="also write the comparison as Markdown here")
+    chk = sub.add_parser("check-mllog", help="run the MLCommons compliance checker on a log")
+    chk.add_argument("file")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "report":
+            from .report import build
+            r = build(args.directory)
+            print(f"report: {r.markdown}, {r.html}; {len(r.plots)} plots in "
+                  f"{r.directory / 'plots'}")
+            return 0
+        if args.command == "compare":
+            from .compare import main as compare_main
+            return compare_main(args.directories, args.references, args.out)
+        if args.command == "check-mllog":
+            from .mllog_check import main as check_main
+            return check_main(args.file)
+    except RecordError as e:
+        print(f"dlbench: error: {e}", file=sys.stderr)
+        return 2
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

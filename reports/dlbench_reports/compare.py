@@ -1,0 +1,130 @@
+"""MLPerf-style comparison: systems side by side. Rows are (model, image size, precision, ranks);
+columns are systems (results directories, then published reference rows). A cell holds the best
+throughput of that system for the row (its batch named), and time-to-accuracy where a
+convergence run exists; ratios are against the first system."""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .plots.common import device_name
+from .records import RecordError, load
+
+REFERENCES_FILE = Path(__file__).resolve().parents[1] / "references.json"
+
+
+@dataclass
+class Cell:
+    throughput: float | None = None
+    batch: int | None = None
+    tta_s: float | None = None
+    tta_note: str = ""
+    source: str = ""
+
+
+@dataclass
+class System:
+    name: str
+    kind: str  # "measured" or "reference"
+    cells: dict[tuple, Cell] = field(default_factory=dict)
+    source: str = ""
+
+
+def row_key(model, image_size, precision, ranks) -> tuple:
+    return (model, int(image_size), precision, int(ranks))
+
+
+def system_from_dir(directory: str) -> System:
+    rs = load(directory)
+    devices = sorted({device_name(r) for r in rs.ok}) or ["?"]
+    system = System(f"{Path(directory).name} ({', '.join(devices)})", "measured",
+                    source=str(Path(directory) / "results.jsonl"))
+    for r in rs.ok:
+        c = r.config
+        key = row_key(c["model"], c.get("image_size", 0), c.get("precision", "fp32"), c["ranks"])
+        cell = system.cells.setdefault(key, Cell())
+        t = r.need("metrics.throughput_img_s")
+        if cell.throughput is None or t > cell.throughput:
+            cell.throughput, cell.batch = t, c["batch"]
+        conv = r.get("metrics.convergence")
+        if conv and conv.get("reached"):
+            tta = conv["time_to_accuracy_s"]
+            if cell.tta_s is None or tta < cell.tta_s:
+                cell.tta_s = tta
+                cell.tta_note = f"to {100 * conv['target_accuracy']:.1f}% test accuracy (digits)"
+    return system
+
+
+def reference_systems(path: str | Path) -> list[System]:
+    path = Path(path)
+    try:
+        rows = json.loads(path.read_text())["rows"]
+    except (OSError, json.JSONDecodeError, KeyError) as e:
+        raise RecordError(f"{path}: cannot read reference rows: {e}") from None
+    systems: dict[str, System] = {}
+    for i, row in enumerate(rows, start=1):
+        for k in ("source_name", "system", "model", "image_size", "precision", "ranks", "source"):
+            if k not in row:
+                raise RecordError(f"{path}: reference row {i} has no '{k}'")
+        name = f"{row['source_name']}: {row['system']}"
+        s = systems.setdefault(name, System(name, "reference", source=row["source"]))
+        cell = s.cells.setdefault(row_key(row["model"], row["image_size"], row["precision"],
+                                          row["ranks"]), Cell(source=row["source"]))
+        cell.throughput = row.get("throughput_img_s", cell.throughput)
+        cell.batch = row.get("batch", cell.batch)
+        if "time_to_accuracy_s" in row:
+            cell.tta_s = row["time_to_accuracy_s"]
+            cell.tta_note = "to " + row.get("target", "the benchmark's target")
+    return list(systems.values())
+
+
+def compare(directories: list[str], references: str | None = None) -> tuple[list[str], list]:
+    systems = [system_from_dir(d) for d in directories]
+    if references:
+        systems += reference_systems(REFERENCES_FILE if references == "default" else references)
+    rows = sorted({k for s in systems for k in s.cells})
+    header = ["model", "image", "precision", "ranks"]
+    for i, s in enumerate(systems):
+        header.append(f"[{i + 1}] img/s")
+        if i > 0:
+            header.append(f"[{i + 1}]/[1]")
+    header.append("time to accuracy")
+    table = []
+    base = systems[0]
+    for key in rows:
+        line = [key[0], f"{key[1]}px", key[2], str(key[3])]
+        for i, s in enumerate(systems):
+            cell = s.cells.get(key)
+            if cell and cell.throughput is not None:
+                line.append(f"{cell.throughput:,.1f}" + (f" (b{cell.batch})" if cell.batch else ""))
+            else:
+                line.append("-")
+            if i > 0:
+                b = base.cells.get(key)
+                line.append(f"{cell.throughput / b.throughput:.3g}x"
+                            if cell and cell.throughput and b and b.throughput else "-")
+        ttas = [f"[{i + 1}] {s.cells[key].tta_s:.1f} s {s.cells[key].tta_note}"
+                for i, s in enumerate(systems) if key in s.cells and s.cells[key].tta_s]
+        line.append("; ".join(ttas) or "-")
+        table.append(line)
+    legend = [f"[{i + 1}] {s.name} ({s.kind}; {s.source})" for i, s in enumerate(systems)]
+    return header, table, legend
+
+
+def to_markdown(header, table, legend) -> str:
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in table]
+    out += ["", "Systems:", *[f"- {s}" for s in legend],
+            "", "Rows differ in model, image size, precision or ranks are not comparable; a "
+            "published row matches a measured one only when all four agree."]
+    return "\n".join(out) + "\n"
+
+
+def main(directories: list[str], references: str | None, out: str | None) -> int:
+    header, table, legend = compare(directories, references)
+    text = to_markdown(header, table, legend)
+    print(text, end="")
+    if out:
+        Path(out).write_text(text)
+    return 0

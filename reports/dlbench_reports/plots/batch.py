@@ -1,0 +1,45 @@
+"""Throughput and peak memory against batch size."""
+from __future__ import annotations
+
+from ..records import Record
+from . import common
+
+
+def series(records: list[Record]) -> dict:
+    ok = sorted((r for r in records if r.ok), key=lambda r: r.config["batch"])
+    return {
+        "batch": [r.config["batch"] for r in ok],
+        "throughput": [r.need("metrics.throughput_img_s") for r in ok],
+        "peak_mib": [r.need("memory.peak_bytes_total") / common.MIB for r in ok],
+    }
+
+
+def render(records: list[Record]):
+    if len({r.config["batch"] for r in records}) < 2:
+        return None
+    s = series(records)
+    if not s["batch"]:
+        return None
+    fig, ax = common.figure()
+    mem_ax = ax.twinx()
+    ax.plot(s["batch"], s["throughput"], "o-", color="C0", label="throughput", gid="throughput")
+    mem_ax.plot(s["batch"], s["peak_mib"], "s--", color="C3", label="peak memory (all categories)",
+                gid="peak_memory")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(s["batch"])
+    ax.set_xticklabels([str(b) for b in s["batch"]])
+    ax.set_xlabel("batch (images per step per rank)")
+    ax.set_ylabel("throughput (images/s)")
+    mem_ax.set_ylabel("peak memory (MiB)")
+    ax.set_ylim(bottom=0)
+    mem_ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ranks = sorted({r.config["ranks"] for r in records})
+    ax.set_title(f"Batch size: {common.describe(records)}\n"
+                 f"{records[0].config.get('image_size')}px, ranks {'/'.join(map(str, ranks))}",
+                 fontsize=10)
+    lines, labels = ax.get_legend_handles_labels()
+    lines2, labels2 = mem_ax.get_legend_handles_labels()
+    ax.legend(lines + lines2, labels + labels2, fontsize=8, loc="upper left")
+    common.footnote(fig, common.status_note(records))
+    return fig

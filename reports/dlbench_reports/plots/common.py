@@ -1,0 +1,70 @@
+"""What every plot shares: the device/model/precision title, units and file output."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from ..records import Record  # noqa: E402
+
+MIB = 1024.0 * 1024.0
+
+
+def device_name(record: Record) -> str:
+    env = record.data.get("environment") or {}
+    device = env.get("device", "?")
+    if device == "cpu":
+        threads = env.get("cpu_threads")
+        cpu = env.get("cpu", "CPU")
+        return f"{cpu}" + (f", {threads} threads" if threads else "")
+    return device
+
+
+def describe(records: list[Record], keys=("model", "precision")) -> str:
+    """'resnet18, fp32 on <device>': each key's value, or all its values when they differ."""
+    parts = []
+    for k in keys:
+        values = sorted({str(r.config.get(k)) for r in records})
+        parts.append("/".join(values))
+    devices = sorted({device_name(r) for r in records})
+    return ", ".join(parts) + " on " + " / ".join(devices)
+
+
+def figure(width=8.0, height=5.0):
+    fig, ax = plt.subplots(figsize=(width, height), dpi=110)
+    return fig, ax
+
+
+def footnote(fig, text: str) -> None:
+    if text:
+        fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom",
+                 wrap=True)
+
+
+def save(fig, out_dir: str | Path, name: str) -> list[Path]:
+    """Writes NAME.png and NAME.svg (each to a temporary name, then renamed)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for ext in ("png", "svg"):
+        final = out_dir / f"{name}.{ext}"
+        tmp = out_dir / f".{name}.{ext}.tmp"
+        fig.savefig(tmp, format=ext, bbox_inches="tight")
+        os.replace(tmp, final)
+        written.append(final)
+    plt.close(fig)
+    return written
+
+
+def status_note(records: list[Record]) -> str:
+    """'not plotted: ranks=4 overlap=none (timeout)' for the points that did not end ok."""
+    from ..records import label, varying_keys
+    bad = [r for r in records if not r.ok]
+    if not bad:
+        return ""
+    keys = varying_keys(records)
+    return "not plotted: " + "; ".join(f"{label(r, keys)} ({r.data['status']})" for r in bad)

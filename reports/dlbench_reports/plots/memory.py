@@ -1,0 +1,41 @@
+"""Peak memory per point, stacked by category, with the peak of the total marked."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..records import Record, label, varying_keys
+from . import common
+
+CATEGORIES = ["weights", "gradients", "optimizer_state", "activations", "workspace", "comm",
+              "data"]
+
+
+def render(records: list[Record]):
+    ok = [r for r in records if r.ok]
+    if not ok:
+        return None
+    keys = varying_keys(ok)
+    names = [label(r, keys).replace(" ", "\n") for r in ok]
+    fig, ax = common.figure(max(7.0, 1.1 * len(ok) + 3), 5.5)
+    x = np.arange(len(ok))
+    bottom = np.zeros(len(ok))
+    cats = [c for c in CATEGORIES
+            if any(r.need("memory.peak_bytes_by_category").get(c, 0) for r in ok)]
+    extra = sorted({c for r in ok for c in r.need("memory.peak_bytes_by_category")} - set(cats)
+                   - set(CATEGORIES))
+    for i, cat in enumerate(cats + extra):
+        h = np.array([r.need("memory.peak_bytes_by_category").get(cat, 0) / common.MIB for r in ok])
+        ax.bar(x, h, 0.6, bottom=bottom, label=cat, color=f"C{i}", gid=f"category:{cat}")
+        bottom += h
+    total = [r.need("memory.peak_bytes_total") / common.MIB for r in ok]
+    ax.plot(x, total, "k_", markersize=30, markeredgewidth=2, gid="total_peak",
+            label="peak of the total (categories peak at different times)")
+    ax.set_xticks(x)
+    ax.set_xticklabels(names, fontsize=8)
+    ax.set_ylabel("peak memory (MiB)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.set_title(f"Peak memory by category: {common.describe(ok)}", fontsize=10)
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_ylim(0, max(bottom) * 1.3)
+    common.footnote(fig, common.status_note(records))
+    return fig

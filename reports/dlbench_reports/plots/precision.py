@@ -1,0 +1,65 @@
+"""Throughput per model, one bar per precision, each labelled with its MFU."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import peaks as peaks_mod
+from ..records import Record
+from . import common
+
+ORDER = ["fp32", "tf32", "fp16", "bf16"]
+
+
+def table(records: list[Record], peaks: list[dict]) -> dict:
+    ok = [r for r in records if r.ok]
+    models = sorted({r.config["model"] for r in ok})
+    precisions = sorted({r.config.get("precision", "fp32") for r in ok},
+                        key=lambda p: ORDER.index(p) if p in ORDER else 99)
+    cells = {}
+    for r in ok:
+        key = (r.config["model"], r.config.get("precision", "fp32"))
+        cells[key] = {"throughput": r.need("metrics.throughput_img_s"),
+                      "mfu": peaks_mod.mfu(r, peaks)}
+    return {"models": models, "precisions": precisions, "cells": cells}
+
+
+def render(records: list[Record], peaks: list[dict] | None = None):
+    peaks = peaks_mod.load_peaks() if peaks is None else peaks
+    t = table(records, peaks)
+    if not t["cells"]:
+        return None
+    fig, ax = common.figure(max(6.0, 2.2 * len(t["models"]) + 2), 5.0)
+    width = 0.8 / len(t["precisions"])
+    x = np.arange(len(t["models"]))
+    for i, p in enumerate(t["precisions"]):
+        heights = [t["cells"].get((m, p), {}).get("throughput", 0.0) for m in t["models"]]
+        bars = ax.bar(x + (i - (len(t["precisions"]) - 1) / 2) * width, heights, width,
+                      label=p, color=f"C{i}", gid=f"precision:{p}")
+        for bar, m in zip(bars, t["models"]):
+            cell = t["cells"].get((m, p))
+            if not cell:
+                continue
+            text = "MFU n/a" if cell["mfu"] is None else f"MFU {100 * cell['mfu']:.1f}%"
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
+                        gid=f"mfu:{m}:{p}")
+    ax.set_xticks(x)
+    ax.set_xticklabels(t["models"])
+    ax.set_xlabel("model")
+    ax.set_ylabel("throughput (images/s)")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
+    ax.legend(title="precision", fontsize=8)
+    ax.grid(axis="y", alpha=0.3)
+    sizes = sorted({r.config.get("image_size") for r in records if r.ok})
+    batches = sorted({r.config.get("batch") for r in records if r.ok})
+    ax.set_title(f"Precision: {common.describe(records)}\n"
+                 f"batch {'/'.join(map(str, batches))}, {'/'.join(map(str, sizes))}px; "
+                 "MFU = achieved FLOP/s / dense peak", fontsize=10)
+    missing = sorted({common.device_name(r) for r in records
+                      if r.ok and peaks_mod.peak_for(r, peaks) is None})
+    note = common.status_note(records)
+    if missing:
+        note = (note + "; " if note else "") + ("MFU n/a: no dense peak on record for "
+                                                + ", ".join(missing) + " (device_peaks.json)")
+    common.footnote(fig, note)
+    return fig

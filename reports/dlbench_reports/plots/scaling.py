@@ -1,0 +1,92 @@
+"""Throughput against ranks, one line per overlap strategy, with the ideal linear line and the
+scaling efficiency (%) on a second axis. Measured points are solid; simulated ones hollow."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ..records import Record
+from . import common
+
+GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb")
+
+
+def groups(records: list[Record]) -> dict[tuple, list[Record]]:
+    """Records that differ only in ranks and overlap, keyed by the rest of what matters."""
+    out: dict[tuple, list[Record]] = defaultdict(list)
+    for r in records:
+        out[tuple(r.config.get(k) for k in GROUP_KEYS)].append(r)
+    return dict(out)
+
+
+def series(records: list[Record]) -> dict[str, dict]:
+    """Per strategy: ranks, throughput, efficiency and measured/simulated, from ok records.
+    Efficiency(N) = throughput(N) / (N x throughput(1)) of the same strategy (docs/metrics.md)."""
+    by_strategy: dict[str, list[Record]] = defaultdict(list)
+    for r in records:
+        if r.ok:
+            by_strategy[r.config.get("overlap", "none")].append(r)
+    out = {}
+    for strategy, rs in sorted(by_strategy.items()):
+        rs.sort(key=lambda r: r.config["ranks"])
+        one = [r for r in rs if r.config["ranks"] == 1]
+        base = one[0].need("metrics.throughput_img_s") if one else None
+        ranks = [r.config["ranks"] for r in rs]
+        tput = [r.need("metrics.throughput_img_s") for r in rs]
+        out[strategy] = {
+            "ranks": ranks,
+            "throughput": tput,
+            "efficiency": [t / (n * base) if base else None for n, t in zip(ranks, tput)],
+            "simulated": [r.data["mode"] == "simulated" for r in rs],
+            "base": base,
+        }
+    return out
+
+
+def render(records: list[Record]):
+    if len({r.config["ranks"] for r in records}) < 2:
+        return None
+    data = series(records)
+    if not data:
+        return None
+    fig, ax = common.figure()
+    eff_ax = ax.twinx()
+    colors = {}
+    for i, (strategy, s) in enumerate(data.items()):
+        color = f"C{i}"
+        colors[strategy] = color
+        ax.plot(s["ranks"], s["throughput"], "-", color=color, label=f"overlap={strategy}",
+                gid=f"throughput:{strategy}")
+        for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
+            ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
+                    markersize=7)
+            if sim:
+                ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=color)
+        if s["base"]:
+            eff_ax.plot(s["ranks"], [100 * e for e in s["efficiency"]], ":", color=color,
+                        marker="s", markersize=3, gid=f"efficiency:{strategy}",
+                        label=f"efficiency, {strategy}")
+    all_ranks = sorted({n for s in data.values() for n in s["ranks"]})
+    bases = [s["base"] for s in data.values() if s["base"]]
+    if bases:
+        base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
+        ax.plot(all_ranks, [n * base for n in all_ranks], "--", color="#888888",
+                label="ideal (linear from 1 rank, overlap=none)" if "none" in data
+                else "ideal (linear from 1 rank)", gid="ideal")
+    ax.set_xlabel("ranks (processes, one per device)")
+    ax.set_ylabel("throughput (images/s, all ranks)")
+    eff_ax.set_ylabel("scaling efficiency (%)")
+    eff_ax.set_ylim(0, 110)
+    ax.set_xticks(all_ranks)
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    batch = sorted({r.config["batch"] for r in records})
+    ax.set_title(f"Weak scaling: {common.describe(records)}\n"
+                 f"batch {'/'.join(map(str, batch))} per rank, "
+                 f"{records[0].config.get('image_size')}px; solid = measured, hollow = simulated",
+                 fontsize=10)
+    lines, labels = ax.get_legend_handles_labels()
+    lines2, labels2 = eff_ax.get_legend_handles_labels()
+    ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper left")
+    common.footnote(fig, common.status_note(records))
+    return fig

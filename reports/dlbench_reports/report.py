@@ -1,0 +1,221 @@
+"""report.md and report.html for one results directory: a summary table, the plots, the
+environment, and every point's status, failures included."""
+from __future__ import annotations
+
+import html
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import peaks as peaks_mod
+from .plots import batch, common, memory, overlap, precision, scaling, timeline
+from .records import Record, ResultSet, label, load, varying_keys
+
+
+@dataclass
+class Plot:
+    title: str
+    name: str
+    files: list[Path]
+
+
+@dataclass
+class Report:
+    directory: Path
+    plots: list[Plot] = field(default_factory=list)
+    markdown: Path | None = None
+    html: Path | None = None
+
+
+def efficiency(record: Record, records: list[Record]) -> float | None:
+    """throughput(N) / (N x throughput(1)) against the 1-rank point whose config differs only in
+    ranks (as summary.json computes it)."""
+    if not record.ok or record.get("metrics.throughput_img_s") is None:
+        return None
+    want = {k: v for k, v in record.config.items() if k != "ranks"}
+    for r in records:
+        if r.ok and r.config.get("ranks") == 1 and \
+                {k: v for k, v in r.config.items() if k != "ranks"} == want:
+            base = r.get("metrics.throughput_img_s")
+            return record.data["metrics"]["throughput_img_s"] / (record.config["ranks"] * base)
+    return None
+
+
+def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
+    plots: list[Plot] = []
+    records = rs.records
+
+    def add(fig, title, name):
+        if fig is not None:
+            plots.append(Plot(title, name, common.save(fig, out_dir, name)))
+
+    for i, group in enumerate(scaling.groups(records).values()):
+        add(scaling.render(group), "Scaling", f"scaling-{i + 1}")
+    by_rest: dict[str, list[Record]] = {}
+    for r in records:
+        key = json.dumps({k: v for k, v in r.config.items() if k != "batch"}, sort_keys=True)
+        by_rest.setdefault(key, []).append(r)
+    n = 0
+    for group in by_rest.values():
+        fig = batch.render(group)
+        if fig is not None:
+            n += 1
+            add(fig, "Batch size", f"batch-{n}")
+    if len({(r.config["model"], r.config.get("precision")) for r in records}) > 1 or \
+            rs.suite == "precision":
+        add(precision.render(records, peaks), "Precision", "precision")
+    add(overlap.render(records), "Overlap", "overlap")
+    add(memory.render(records), "Memory", "memory")
+    chosen = timeline.pick(records, rs.resolve)
+    if chosen is not None:
+        add(timeline.render(chosen, timeline.trace_files(chosen, rs.resolve)),
+            f"Timeline of point {chosen.data['point']['index']}", "timeline")
+    return plots
+
+
+def _fmt(v, spec=".2f", unit="") -> str:
+    return "" if v is None else f"{v:{spec}}{unit}"
+
+
+def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list[str]]]:
+    keys = varying_keys(rs.records) or ["model"]
+    header = ["#", *keys, "status", "img/s", "step median ms", "p10-p90 ms", "efficiency",
+              "peak MiB", "comm exposed/total ms", "MFU", "time to accuracy"]
+    rows = []
+    for r in rs.records:
+        st = r.get("metrics.step_time_s") or {}
+        comm = r.get("metrics.comm")
+        conv = r.get("metrics.convergence")
+        eff = efficiency(r, rs.records)
+        mfu = peaks_mod.mfu(r, peaks) if r.ok else None
+        tta = ""
+        if conv:
+            tta = (f"{conv['time_to_accuracy_s']:.1f} s to {100 * conv['target_accuracy']:.1f}% "
+                   f"({conv['epochs']} epochs)" if conv["reached"]
+                   else f"not reached ({100 * r.get('metrics.test_accuracy', 0):.1f}% after "
+                        f"{conv['epochs']} epochs)")
+        rows.append([
+            str(r.data["point"]["index"]),
+            *[str(r.config.get(k)) for k in keys],
+            r.data["status"],
+            _fmt(r.get("metrics.throughput_img_s")),
+            _fmt(st.get("median") and st["median"] * 1e3, ".1f"),
+            f"{st['p10'] * 1e3:.1f}-{st['p90'] * 1e3:.1f}" if st else "",
+            _fmt(eff and 100 * eff, ".1f", "%"),
+            _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
+                 ".1f"),
+            f"{comm['comm_exposed_s'] * 1e3:.1f} / {comm['comm_total_s'] * 1e3:.1f}" if comm else "",
+            _fmt(mfu and 100 * mfu, ".1f", "%") if r.ok else "",
+            tta,
+        ])
+    return header, rows
+
+
+ENV_KEYS = ["host", "device", "cpu", "cpu_threads", "backend", "driver", "cuda", "cudnn", "nccl",
+            "mpi", "blas", "git_sha", "dlbench_version", "time"]
+
+
+def environment(rs: ResultSet) -> dict:
+    for r in rs.records:
+        if r.data.get("environment"):
+            env = r.data["environment"]
+            return {k: env[k] for k in ENV_KEYS if k in env}
+    return {}
+
+
+def failures(rs: ResultSet) -> list[Record]:
+    return [r for r in rs.records if not r.ok]
+
+
+def _write(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def markdown(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
+    counts: dict[str, int] = {}
+    for r in rs.records:
+        counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
+    out = [f"# dlbench report: suite `{rs.suite}`", "",
+           f"{len(rs.records)} points: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
+           f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## Summary", "",
+           "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(row) + " |" for row in rows]
+    bad = failures(rs)
+    out += ["", "## Failures", ""]
+    if not bad:
+        out.append("None: every point ended ok.")
+    keys = varying_keys(rs.records)
+    for r in bad:
+        out += [f"- point {r.data['point']['index']} ({label(r, keys)}): **{r.data['status']}**: "
+                f"{r.data.get('message', '')}"]
+        if r.data.get("stderr_tail"):
+            out += ["", "  ```", *["  " + line for line in
+                                   r.data["stderr_tail"].strip().splitlines()[-12:]], "  ```"]
+    out += ["", "## Plots", ""]
+    for p in plots:
+        png = [f for f in p.files if f.suffix == ".png"][0]
+        out += [f"### {p.title}", "", f"![{p.title}]({png.relative_to(rs.directory)})", ""]
+    out += ["## Environment", "", "| key | value |", "|---|---|"]
+    out += [f"| {k} | {v} |" for k, v in env.items()]
+    return "\n".join(out) + "\n"
+
+
+def html_page(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
+    e = html.escape
+    status_color = {"ok": "#1a7f37", "oom": "#9a6700", "unsupported": "#57606a"}
+    parts = ["<!doctype html><html><head><meta charset='utf-8'>",
+             f"<title>dlbench report: {e(rs.suite)}</title><style>",
+             "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
+             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+             "padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}",
+             "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
+             "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
+             f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
+             f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code></p>",
+             "<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
+    status_col = header.index("status")
+    for row in rows:
+        cells = []
+        for i, v in enumerate(row):
+            style = ""
+            if i == status_col:
+                style = f" style='color:{status_color.get(v, '#cf222e')};font-weight:bold'"
+            cells.append(f"<td{style}>{e(v)}</td>")
+        parts.append("<tr>" + "".join(cells) + "</tr>")
+    parts.append("</table><h2>Failures</h2>")
+    bad = failures(rs)
+    if not bad:
+        parts.append("<p>None: every point ended ok.</p>")
+    keys = varying_keys(rs.records)
+    for r in bad:
+        parts.append(f"<p>point {r.data['point']['index']} ({e(label(r, keys))}): "
+                     f"<b>{e(r.data['status'])}</b>: {e(r.data.get('message', ''))}</p>")
+        if r.data.get("stderr_tail"):
+            parts.append(f"<details><summary>stderr</summary><pre>{e(r.data['stderr_tail'])}"
+                         "</pre></details>")
+    parts.append("<h2>Plots</h2>")
+    for p in plots:
+        svg = [f for f in p.files if f.suffix == ".svg"][0]
+        parts.append(f"<h3>{e(p.title)}</h3><img src='{e(str(svg.relative_to(rs.directory)))}' "
+                     f"alt='{e(p.title)}'>")
+    parts.append("<h2>Environment</h2><table>")
+    parts += [f"<tr><th>{e(k)}</th><td class='l'>{e(str(v))}</td></tr>" for k, v in env.items()]
+    parts.append("</table></body></html>")
+    return "\n".join(parts) + "\n"
+
+
+def build(directory: str | Path, peaks: list[dict] | None = None) -> Report:
+    rs = load(directory)
+    peaks = peaks_mod.load_peaks() if peaks is None else peaks
+    plots = render_plots(rs, rs.directory / "plots", peaks)
+    header, rows = summary_rows(rs, peaks)
+    env = environment(rs)
+    report = Report(rs.directory, plots)
+    report.markdown = rs.directory / "report.md"
+    report.html = rs.directory / "report.html"
+    _write(report.markdown, markdown(rs, plots, header, rows, env))
+    _write(report.html, html_page(rs, plots, header, rows, env))
+    return report

@@ -1,0 +1,155 @@
+"""Each plot renders from committed records, and what it draws equals what the records say."""
+from __future__ import annotations
+
+import math
+
+import pytest
+from dlbench_reports.plots import batch, common, memory, overlap, precision, scaling, timeline
+from dlbench_reports.records import load
+
+
+def lines_by_gid(fig):
+    return {l.get_gid(): l for ax in fig.axes for l in ax.get_lines() if l.get_gid()}
+
+
+def bars_by_gid(fig, prefix):
+    out = {}
+    for ax in fig.axes:
+        for c in ax.containers:
+            for p in c.patches:
+                if p.get_gid() and p.get_gid().startswith(prefix):
+                    out.setdefault(p.get_gid(), []).append(p)
+    return out
+
+
+def test_scaling_plot_draws_the_records(results, tmp_path):
+    rs = load(results("scaling"))
+    fig = scaling.render(rs.records)
+    lines = lines_by_gid(fig)
+    by = {}
+    for r in rs.ok:
+        by.setdefault(r.config["overlap"], []).append(r)
+    assert set(by) == {"none", "backward", "forward"}
+    for strategy, rs_ in by.items():
+        rs_.sort(key=lambda r: r.config["ranks"])
+        line = lines[f"throughput:{strategy}"]
+        assert list(line.get_xdata()) == [r.config["ranks"] for r in rs_]
+        assert list(line.get_ydata()) == pytest.approx(
+            [r.data["metrics"]["throughput_img_s"] for r in rs_])
+        base = rs_[0].data["metrics"]["throughput_img_s"]
+        assert list(lines[f"efficiency:{strategy}"].get_ydata()) == pytest.approx(
+            [100 * r.data["metrics"]["throughput_img_s"] / (r.config["ranks"] * base) for r in rs_])
+    ideal = lines["ideal"]
+    t1 = by["none"][0].data["metrics"]["throughput_img_s"]
+    assert list(ideal.get_ydata()) == pytest.approx([n * t1 for n in ideal.get_xdata()])
+    title = fig.axes[0].get_title()
+    assert "resnet18" in title and "fp32" in title and "Xeon" in title
+    assert "images/s" in fig.axes[0].get_ylabel() and "%" in fig.axes[1].get_ylabel()
+    files = common.save(fig, tmp_path, "scaling")
+    assert [f.suffix for f in files] == [".png", ".svg"] and all(f.stat().st_size > 0 for f in files)
+
+
+def test_scaling_plot_marks_simulated_points_hollow(results):
+    rs = load(results("scaling"))
+    rs.records[-1].data["mode"] = "simulated"  # what a later simulator issue will write
+    fig = scaling.render(rs.records)
+    markers = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
+    hollow = [l for l in markers if l.get_markerfacecolor() == "none"]
+    assert len(hollow) == 1 and len(markers) == len(rs.ok)
+    assert any(t.get_text() == "simulated" for t in fig.axes[0].texts)
+
+
+def test_batch_plot_draws_throughput_and_peak_memory(results):
+    rs = load(results("batch"))
+    fig = batch.render(rs.records)
+    lines = lines_by_gid(fig)
+    ok = sorted(rs.ok, key=lambda r: r.config["batch"])
+    assert list(lines["throughput"].get_xdata()) == [r.config["batch"] for r in ok]
+    assert list(lines["throughput"].get_ydata()) == pytest.approx(
+        [r.data["metrics"]["throughput_img_s"] for r in ok])
+    assert list(lines["peak_memory"].get_ydata()) == pytest.approx(
+        [r.data["memory"]["peak_bytes_total"] / 2**20 for r in ok])
+    assert "MiB" in fig.axes[1].get_ylabel()
+
+
+def test_precision_plot_bars_and_mfu_labels(results):
+    rs = load(results("precision"))
+    cpu = rs.ok[0].data["environment"]["device"]
+    peaks = [{"name": "test CPU", "match": f"^{cpu}$", "peak_flops": {"fp32": 2.0e11},
+              "source": "a peak made up for this test"}]
+    fig = precision.render(rs.records, peaks)
+    bars = bars_by_gid(fig, "precision:")
+    assert set(bars) == {"precision:fp32"}  # the CPU backend runs fp32 only; others unsupported
+    models = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    want = {r.config["model"]: r for r in rs.ok}
+    assert [b.get_height() for b in bars["precision:fp32"]] == pytest.approx(
+        [want[m].data["metrics"]["throughput_img_s"] for m in models])
+    labels = {t.get_gid(): t.get_text() for t in fig.axes[0].texts}
+    for m in models:
+        mfu = want[m].data["metrics"]["achieved_flops_per_s"] / 2.0e11
+        assert labels[f"mfu:{m}:fp32"] == f"MFU {100 * mfu:.1f}%"
+    # With the shipped table a CPU has no peak: the label says so, the footnote says why.
+    fig = precision.render(rs.records)
+    assert all(t.get_text() == "MFU n/a" for t in fig.axes[0].texts if t.get_gid())
+    assert "unsupported" in fig.texts[0].get_text() and "no dense peak" in fig.texts[0].get_text()
+
+
+def test_overlap_plot_stacks_the_step(results):
+    rs = load(results("overlap"))
+    fig = overlap.render(rs.records)
+    bars = bars_by_gid(fig, "segment:")
+    ok = [r for r in rs.ok]
+    # The plot sorts by (other axes, strategy); rebuild that order from the tick labels.
+    ticks = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    order = []
+    for t in ticks:
+        kv = dict(part.split("=") for part in t.split("\n"))
+        order.append(next(r for r in ok if r.config["overlap"] == kv["overlap"] and
+                          str(r.config["bucket_mb"]) == kv["bucket_mb"]))
+    for i, r in enumerate(order):
+        p, c = r.data["metrics"]["phases"], r.data["metrics"]["comm"]
+        assert bars["segment:forward"][i].get_height() == pytest.approx(
+            1e3 * (p["forward_s"] + p["loss_s"]))
+        assert bars["segment:backward"][i].get_height() == pytest.approx(1e3 * p["backward_s"])
+        assert bars["segment:optimizer"][i].get_height() == pytest.approx(1e3 * p["optimizer_s"])
+        assert bars["segment:exposed"][i].get_height() == pytest.approx(1e3 * c["comm_exposed_s"])
+        assert bars["segment:hidden"][i].get_height() == pytest.approx(
+            1e3 * (c["comm_total_s"] - c["comm_exposed_s"]))
+        # "other" fills the step up to its traced duration; nothing is drawn twice.
+        shown = sum(bars[f"segment:{k}"][i].get_height()
+                    for k in ("forward", "backward", "optimizer", "exposed", "other"))
+        assert shown >= 1e3 * p["step_s"] - 1e-6
+
+
+def test_memory_plot_stacks_categories(results):
+    rs = load(results("batch"))
+    fig = memory.render(rs.records)
+    bars = bars_by_gid(fig, "category:")
+    for cat, patches in bars.items():
+        name = cat.split(":", 1)[1]
+        assert [p.get_height() for p in patches] == pytest.approx(
+            [r.data["memory"]["peak_bytes_by_category"].get(name, 0) / 2**20 for r in rs.ok])
+    total = lines_by_gid(fig)["total_peak"]
+    assert list(total.get_ydata()) == pytest.approx(
+        [r.data["memory"]["peak_bytes_total"] / 2**20 for r in rs.ok])
+
+
+def test_timeline_draws_one_step_of_every_rank(results):
+    rs = load(results("overlap"))
+    chosen = timeline.pick(rs.records, rs.resolve)
+    assert chosen is not None and chosen.config["ranks"] == 2
+    paths = timeline.trace_files(chosen, rs.resolve)
+    fig = timeline.render(chosen, paths)
+    events, start, end = timeline.one_step([timeline.read_trace(p) for p in paths])
+    drawn = {}
+    for coll in fig.axes[0].collections:
+        gid = coll.get_gid()
+        if gid and gid.startswith("lane:"):
+            _, rank, tid, cat = gid.split(":")
+            drawn[(int(rank), int(tid), cat)] = len(coll.get_paths())
+    want = {}
+    for e in events:
+        want[(e["pid"], e["tid"], e["cat"])] = want.get((e["pid"], e["tid"], e["cat"]), 0) + 1
+    assert drawn == want
+    assert {k[0] for k in drawn} == {0, 1} and any(k[2] == "allreduce" for k in drawn)
+    assert math.isclose(fig.axes[0].get_xlim()[1], (end - start) / 1e3)

@@ -1,0 +1,53 @@
+"""report.md and report.html: summary table, plots, environment, statuses with failures shown."""
+from __future__ import annotations
+
+import json
+
+from dlbench_reports.report import build
+
+
+def test_report_shows_every_point_and_its_failures(results):
+    d = results("precision")
+    r = build(d)
+    md = r.markdown.read_text()
+    html = r.html.read_text()
+    records = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    statuses = [x["status"] for x in records]
+    assert statuses.count("unsupported") == 6 and statuses.count("ok") == 2
+    for x in records:
+        if x["status"] != "ok":
+            assert x["message"] in md and x["message"] in html
+    assert md.count("| unsupported |") == 6
+    assert "## Failures" in md and "None: every point ended ok" not in md
+    for x in records:
+        if x["status"] == "ok":
+            assert f"{x['metrics']['throughput_img_s']:.2f}" in md
+    assert "## Environment" in md and records[0]["environment"]["git_sha"] in md
+    names = {p.name for p in r.plots}
+    assert {"precision", "memory"} <= names
+    for p in r.plots:
+        for f in p.files:
+            assert f.exists() and f.stat().st_size > 1000
+            assert str(f.relative_to(d)) in (md if f.suffix == ".png" else html)
+
+
+def test_scaling_report_has_efficiency_and_plots(results):
+    d = results("scaling")
+    r = build(d)
+    md = r.markdown.read_text()
+    assert {"scaling-1", "overlap", "memory"} <= {p.name for p in r.plots}
+    recs = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    one = {x["config"]["overlap"]: x["metrics"]["throughput_img_s"]
+           for x in recs if x["config"]["ranks"] == 1}
+    for x in recs:
+        eff = x["metrics"]["throughput_img_s"] / (x["config"]["ranks"] * one[x["config"]["overlap"]])
+        assert f"{100 * eff:.1f}%" in md
+    assert "None: every point ended ok." in md
+
+
+def test_convergence_report_states_time_to_accuracy(results):
+    d = results("convergence")
+    md = build(d).markdown.read_text()
+    for l in (d / "results.jsonl").read_text().splitlines():
+        c = json.loads(l)["metrics"]["convergence"]
+        assert f"{c['time_to_accuracy_s']:.1f} s to {100 * c['target_accuracy']:.1f}%" in md
