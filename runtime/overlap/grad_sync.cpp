@@ -68,7 +68,7 @@ GradSync::GradSync(Graph& graph, Communicator& comm, Backend& backend, OverlapSt
 
 void GradSync::launch(Bucket& b) {
   Tensor slice = graph_.flat_gradients().slice_flat(b.begin, b.count);
-  b.launched_us = tracer_ && tracer_->active() ? tracer_->now_us() : 0;
+  b.launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see complete
   b.handle = comm_.allreduce_async(slice, ReduceOp::kAverage);
 }
 
@@ -76,12 +76,17 @@ void GradSync::complete(Bucket& b) {
   if (b.reduced) return;
   if (b.handle) b.handle->wait();
   b.reduced = true;
-  if (tracer_ && tracer_->active() && b.handle) {
-    // The span ends when the reduction finished, not when this step got round to noticing.
+  if (tracer_ && b.handle) {
+    // The span ends when the reduction finished, not when this step got round to noticing. With
+    // `forward`, reductions cross step boundaries: one launched before the window (or finished
+    // after it) counts with its part inside the window, so every traced step has one step's
+    // worth of communication.
     static const std::string kName = "allreduce";
     const double end = tracer_->to_us(b.handle->completed_at());
-    tracer_->record(Span{kName, "allreduce", Lane::kComm, 0, b.launched_us,
-                         std::max(end - b.launched_us, 0.0), b.count * 4.0});
+    if (tracer_->overlaps(b.launched_us, end)) {
+      tracer_->record_clipped(Span{kName, "allreduce", Lane::kComm, 0, b.launched_us,
+                                   std::max(end - b.launched_us, 0.0), b.count * 4.0});
+    }
   }
   b.handle.reset();
 }
@@ -122,8 +127,25 @@ void GradSync::poll() {
   }
 }
 
+bool GradSync::reduced_now(Bucket& b) {
+  if (!b.reduced && b.handle && b.handle->test()) complete(b);
+  return b.reduced;
+}
+
 void GradSync::before_forward(int node) {
-  for (size_t b : node_buckets_[node]) update(buckets_[b]);
+  for (size_t i : node_buckets_[node]) {
+    Bucket& wanted = buckets_[i];
+    // While this layer's bucket is still in flight, apply the updates that are ready (in bucket
+    // order): the wait for the front layers' bucket, reduced last, then hides the other updates,
+    // as the backward strategy's update loop hides it.
+    while (!wanted.updated && !reduced_now(wanted)) {
+      auto ready = std::find_if(buckets_.begin(), buckets_.end(),
+                                [&](Bucket& b) { return !b.updated && reduced_now(b); });
+      if (ready == buckets_.end()) break;
+      update(*ready);
+    }
+    update(wanted);
+  }
 }
 
 void GradSync::after_backward() {

@@ -55,7 +55,8 @@ class GradSync : public GraphObserver {
   void on_weights_ready(int node);
   void poll();
   void launch(Bucket& b);
-  void complete(Bucket& b);  // wait for its all-reduce, record the span
+  void complete(Bucket& b);     // wait for its all-reduce, record the span
+  bool reduced_now(Bucket& b);  // completes it if its all-reduce has finished; never waits
   void update(Bucket& b);
   bool distributed() const { return comm_.size() > 1; }
 

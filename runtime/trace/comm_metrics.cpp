@@ -52,7 +52,7 @@ nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
     if (s.lane == Lane::kComm && s.category == "allreduce") {
       comm.push_back(iv);
       total_us += s.duration_us;
-      if (s.duration_us > 0) {
+      if (s.duration_us > 0 && !s.clipped) {  // a clipped span's time is not the operation's
         busbw_by_bytes[s.bytes].push_back(s.bytes / (s.duration_us * 1e-6) * factor / 1e9);
       }
     } else if (s.lane == Lane::kCompute) {

@@ -1,5 +1,6 @@
 #include "runtime/trace/tracer.h"
 
+#include <algorithm>
 #include <set>
 
 #include "runtime/trace/nvtx.h"
@@ -37,6 +38,35 @@ double Tracer::to_us(std::chrono::steady_clock::time_point t) const {
   return std::chrono::duration<double, std::micro>(t - origin_).count();
 }
 
+void Tracer::begin_step(int64_t step) {
+  const bool in = step >= first_ && step < first_ + count_;
+  if (in && !active_ && window_begin_us_ < 0) window_begin_us_ = now_us();
+  if (!in && active_ && window_end_us_ < 0) window_end_us_ = now_us();
+  active_ = in;
+  step_ = step;
+}
+
+void Tracer::end_window() {
+  if (active_ && window_end_us_ < 0) window_end_us_ = now_us();
+  active_ = false;
+}
+
+bool Tracer::overlaps(double start_us, double end_us) const {
+  if (window_begin_us_ < 0 || count_ == 0) return false;
+  return end_us > window_begin_us_ && (window_end_us_ < 0 || start_us < window_end_us_);
+}
+
+void Tracer::record_clipped(Span span) {
+  const double end = span.start_us + span.duration_us;
+  const double start = std::max(span.start_us, window_begin_us_);
+  const double stop = window_end_us_ < 0 ? end : std::min(end, window_end_us_);
+  span.clipped = start != span.start_us || stop != end;
+  span.start_us = start;
+  span.duration_us = std::max(stop - start, 0.0);
+  span.step = std::clamp(step_, first_, first_ + count_ - 1);
+  spans_.push_back(std::move(span));
+}
+
 void Tracer::record(Span span) {
   span.step = step_;
   spans_.push_back(std::move(span));
@@ -70,7 +100,8 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                       {"dur", s.duration_us},
                       {"pid", rank},
                       {"tid", static_cast<int>(s.lane)},
-                      {"args", {{"step", s.step}}}});
+                      {"args", s.clipped ? nlohmann::json{{"step", s.step}, {"clipped", true}}
+                                         : nlohmann::json{{"step", s.step}}}});
   }
   // Span times are relative to this process's origin; the origin's wall-clock time lets a reader
   // put several ranks' traces on one time axis.

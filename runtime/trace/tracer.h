@@ -20,22 +20,26 @@ struct Span {
   Lane lane = Lane::kCompute;
   int64_t step = 0;
   double start_us = 0, duration_us = 0;
-  double bytes = 0;  // all-reduce spans: the bytes reduced
+  double bytes = 0;      // all-reduce spans: the bytes reduced
+  bool clipped = false;  // cut at the window's edge: its duration is not the whole operation
 };
 
 class Tracer {
  public:
   // Records steps [first_step, first_step + count); count 0 turns recording off.
   Tracer(int64_t first_step, int64_t count);
-  void begin_step(int64_t step) {
-    active_ = step >= first_ && step < first_ + count_;
-    step_ = step;
-  }
-  void end_window() { active_ = false; }
+  void begin_step(int64_t step);
+  void end_window();
   bool active() const { return active_; }
   double now_us() const;
   double to_us(std::chrono::steady_clock::time_point t) const;
   void record(Span span);
+  // Work that crosses the window's edges (an all-reduce launched in the step before the window
+  // and finished inside it, or launched in its last step and finished after it): `overlaps`
+  // says whether [start_us, end_us] meets the window; `record_clipped` records the part inside,
+  // attributed to the nearest traced step.
+  bool overlaps(double start_us, double end_us) const;
+  void record_clipped(Span span);
   const std::vector<Span>& spans() const { return spans_; }
   int64_t traced_steps() const;
 
@@ -47,6 +51,7 @@ class Tracer {
   int64_t first_, count_;
   int64_t step_ = 0;
   bool active_ = false;
+  double window_begin_us_ = -1, window_end_us_ = -1;  // -1: not begun / not ended
   std::chrono::steady_clock::time_point origin_;
   double origin_unix_us_;  // the origin on the system clock
   std::vector<Span> spans_;

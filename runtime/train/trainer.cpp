@@ -146,6 +146,8 @@ RunStats Trainer::run(int64_t warmup, int64_t steps) {
     s.step_seconds.push_back(std::chrono::duration<double>(now - prev).count());
     prev = now;
   }
+  // The trace window ends with the last step: reductions still in flight count up to here.
+  if (tracer_) tracer_->end_window();
   flush();  // the last step's deferred updates belong to the timed work
   backend_.synchronize();
   s.timed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
