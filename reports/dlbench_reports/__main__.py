@@ -14,8 +14,9 @@ def main(argv: list[str] | None = None) -> int:
     rep.add_argument("directory")
     cmp_ = sub.add_parser("compare", help="systems side by side (MLPerf-style)")
     cmp_.add_argument("directories", nargs="+")
-    cmp_.add_argument("--references", nargs="?", const="default", default=None,
-                      help="add the published rows of reports/references.json (or of FILE)")
+    cmp_.add_argument("--references", action="store_true",
+                      help="add the published rows of reports/references.json")
+    cmp_.add_argument("--references-file", help="add the published rows of this file instead")
     cmp_.add_argument("--out", help="also write the comparison as Markdown here")
     chk = sub.add_parser("check-mllog", help="run the MLCommons compliance checker on a log")
     chk.add_argument("file")
@@ -29,7 +30,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "compare":
             from .compare import main as compare_main
-            return compare_main(args.directories, args.references, args.out)
+            refs = args.references_file or ("default" if args.references else None)
+            return compare_main(args.directories, refs, args.out)
         if args.command == "check-mllog":
             from .mllog_check import main as check_main
             return check_main(args.file)

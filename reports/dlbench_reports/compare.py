@@ -116,7 +116,7 @@ def to_markdown(header, table, legend) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in table]
     out += ["", "Systems:", *[f"- {s}" for s in legend],
-            "", "Rows differ in model, image size, precision or ranks are not comparable; a "
+            "", "Rows that differ in model, image size, precision or ranks are not comparable; a "
             "published row matches a measured one only when all four agree."]
     return "\n".join(out) + "\n"
 

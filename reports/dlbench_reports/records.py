@@ -41,6 +41,12 @@ class Record:
         return self.data["config"]
 
     @property
+    def point_config(self) -> dict:
+        """The point as the suite file wrote it (the same keys for ok and failed points), or the
+        full config for a record made outside a suite."""
+        return self.data.get("suite_config", self.data["config"])
+
+    @property
     def id(self) -> str:
         return self.data["point"]["id"]
 
@@ -144,14 +150,16 @@ def load(directory: str | Path) -> ResultSet:
 
 
 def varying_keys(records: list[Record]) -> list[str]:
-    """Config keys whose values differ between records, in a stable order."""
+    """Keys of the points' suite configs whose values differ between records, in a stable
+    order."""
     keys: list[str] = []
     for r in records:
-        for k in r.config:
+        for k in r.point_config:
             if k not in keys:
                 keys.append(k)
-    return [k for k in keys if len({json.dumps(r.config.get(k)) for r in records}) > 1]
+    return [k for k in keys if len({json.dumps(r.point_config.get(k)) for r in records}) > 1]
 
 
 def label(record: Record, keys: list[str]) -> str:
-    return " ".join(f"{k}={record.config.get(k)}" for k in keys) or record.config["model"]
+    return (" ".join(f"{k}={record.point_config.get(k)}" for k in keys if k in record.point_config)
+            or record.config["model"])

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import batch, common, memory, overlap, precision, scaling, timeline
+from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
 from .records import Record, ResultSet, label, load, varying_keys
 
 
@@ -54,7 +54,7 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
         add(scaling.render(group), "Scaling", f"scaling-{i + 1}")
     by_rest: dict[str, list[Record]] = {}
     for r in records:
-        key = json.dumps({k: v for k, v in r.config.items() if k != "batch"}, sort_keys=True)
+        key = json.dumps({k: v for k, v in r.point_config.items() if k != "batch"}, sort_keys=True)
         by_rest.setdefault(key, []).append(r)
     n = 0
     for group in by_rest.values():
@@ -62,9 +62,10 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
         if fig is not None:
             n += 1
             add(fig, "Batch size", f"batch-{n}")
-    if len({(r.config["model"], r.config.get("precision")) for r in records}) > 1 or \
-            rs.suite == "precision":
+    if len({r.point_config.get("precision", r.config.get("precision")) for r in records}) > 1 \
+            or rs.suite == "precision":
         add(precision.render(records, peaks), "Precision", "precision")
+    add(convergence.render(records), "Time to accuracy", "convergence")
     add(overlap.render(records), "Overlap", "overlap")
     add(memory.render(records), "Memory", "memory")
     chosen = timeline.pick(records, rs.resolve)
@@ -97,7 +98,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
                         f"{conv['epochs']} epochs)")
         rows.append([
             str(r.data["point"]["index"]),
-            *[str(r.config.get(k)) for k in keys],
+            *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
             r.data["status"],
             _fmt(r.get("metrics.throughput_img_s")),
             _fmt(st.get("median") and st["median"] * 1e3, ".1f"),

@@ -43,6 +43,6 @@ def test_references_and_time_to_accuracy(results, capsys):
         assert f"[1] {c['time_to_accuracy_s']:.1f} s to 95.0% test accuracy (digits)" in out
     # Published rows appear with their sources; none of them matches a digits row.
     assert "DeepLearningExamples: NVIDIA DGX A100" in out and "Lambda: " in out
-    assert "MLPerf Training v3.0 closed" in out and "808.0 s to 75.90% top-1" in out
+    assert "MLPerf: MLPerf Training v3.0 closed" in out and "808.0 s to 75.90% top-1" in out
     assert "https://github.com/NVIDIA/DeepLearningExamples" in out
     assert "| resnet50 | 224px | fp16 | 8 | - |" in out

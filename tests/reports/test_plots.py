@@ -4,7 +4,8 @@ from __future__ import annotations
 import math
 
 import pytest
-from dlbench_reports.plots import batch, common, memory, overlap, precision, scaling, timeline
+from dlbench_reports.plots import (batch, common, convergence, memory, overlap, precision,
+                                    scaling, timeline)
 from dlbench_reports.records import load
 
 
@@ -105,7 +106,7 @@ def test_overlap_plot_stacks_the_step(results):
     for t in ticks:
         kv = dict(part.split("=") for part in t.split("\n"))
         order.append(next(r for r in ok if r.config["overlap"] == kv["overlap"] and
-                          str(r.config["bucket_mb"]) == kv["bucket_mb"]))
+                          str(r.point_config["bucket_mb"]) == kv["bucket_mb"]))
     for i, r in enumerate(order):
         p, c = r.data["metrics"]["phases"], r.data["metrics"]["comm"]
         assert bars["segment:forward"][i].get_height() == pytest.approx(
@@ -153,3 +154,18 @@ def test_timeline_draws_one_step_of_every_rank(results):
     assert drawn == want
     assert {k[0] for k in drawn} == {0, 1} and any(k[2] == "allreduce" for k in drawn)
     assert math.isclose(fig.axes[0].get_xlim()[1], (end - start) / 1e3)
+
+
+def test_convergence_plot_draws_accuracy_against_time(results):
+    rs = load(results("convergence"))
+    fig = convergence.render(rs.records)
+    lines = lines_by_gid(fig)
+    for r in rs.ok:
+        c = r.data["metrics"]["convergence"]
+        line = lines[f"accuracy:{r.data['point']['index']}"]
+        assert list(line.get_ydata()) == pytest.approx([100 * a for a in c["eval_accuracy"]])
+        assert list(line.get_xdata()) == pytest.approx(
+            [sum(c["epoch_train_seconds"][:i + 1]) for i in range(len(c["epoch_train_seconds"]))])
+        assert any(f"{c['time_to_accuracy_s']:.1f} s" in t.get_text()
+                   for t in fig.axes[0].get_legend().get_texts())
+    assert list(lines["target:95.0"].get_ydata()) == [95.0, 95.0]

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 
 import matplotlib
@@ -25,7 +26,9 @@ def device_name(record: Record) -> str:
 
 
 def describe(records: list[Record], keys=("model", "precision")) -> str:
-    """'resnet18, fp32 on <device>': each key's value, or all its values when they differ."""
+    """'resnet18, fp32 on <device>': each key's value, or all its values when they differ, over
+    the points that ran (all points when none did)."""
+    records = [r for r in records if r.ok] or records
     parts = []
     for k in keys:
         values = sorted({str(r.config.get(k)) for r in records})
@@ -40,9 +43,13 @@ def figure(width=8.0, height=5.0):
 
 
 def footnote(fig, text: str) -> None:
-    if text:
-        fig.text(0.01, 0.005, text, fontsize=7, color="#555555", ha="left", va="bottom",
-                 wrap=True)
+    """A note under the axes (failed points, missing peaks), with room made for it."""
+    if not text:
+        return
+    lines = textwrap.wrap(text, width=int(fig.get_figwidth() * 16))
+    height = fig.get_figheight()
+    fig.subplots_adjust(bottom=min(0.5, 0.12 + (0.16 * len(lines) + 0.2) / height))
+    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="#555555", ha="left", va="bottom")
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:

@@ -26,7 +26,9 @@ def series(records: list[Record]) -> dict[str, dict]:
         if r.ok:
             by_strategy[r.config.get("overlap", "none")].append(r)
     out = {}
-    for strategy, rs in sorted(by_strategy.items()):
+    order = ["none", "backward", "forward"]
+    for strategy, rs in sorted(by_strategy.items(),
+                               key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9, kv[0])):
         rs.sort(key=lambda r: r.config["ranks"])
         one = [r for r in rs if r.config["ranks"] == 1]
         base = one[0].need("metrics.throughput_img_s") if one else None
@@ -87,6 +89,7 @@ def render(records: list[Record]):
                  fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = eff_ax.get_legend_handles_labels()
-    ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper left")
+    ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper center",
+              bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
     common.footnote(fig, common.status_note(records))
     return fig
