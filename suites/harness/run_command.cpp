@@ -135,19 +135,9 @@ std::string rank_file(const std::string& path, int rank) {
   return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
 }
 
-// MLPerf's names for the lowest precision used in matrix products.
-const char* mllog_precision(Precision p) {
-  switch (p) {
-    case Precision::kFp32:
-      return "fp32";
-    case Precision::kTf32:
-      return "tf32";
-    case Precision::kFp16:
-      return "fp16";
-    case Precision::kBf16:
-      return "bfloat16";
-  }
-  return "fp32";
+// MLPerf's names for the lowest precision used in matrix products: ours, but "bfloat16".
+std::string mllog_precision(Precision p) {
+  return p == Precision::kBf16 ? "bfloat16" : std::string(precision_name(p));
 }
 
 // A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
