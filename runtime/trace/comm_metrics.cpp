@@ -60,7 +60,10 @@ nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
     }
   }
   const double steps = std::max<int64_t>(tracer.traced_steps(), 1);
-  const double exposed_us = uncovered(merged(comm), merged(compute));
+  const std::vector<Interval> comm_union = merged(comm);
+  const double exposed_us = uncovered(comm_union, merged(compute));
+  double busy_us = 0;
+  for (const auto& [start, end] : comm_union) busy_us += end - start;
   nlohmann::json buckets = nlohmann::json::array();
   for (const auto& [bytes, bw] : busbw_by_bytes) {
     buckets.push_back(
@@ -69,6 +72,7 @@ nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
   return {{"traced_steps", tracer.traced_steps()},
           {"comm_total_s", total_us * 1e-6 / steps},
           {"comm_exposed_s", exposed_us * 1e-6 / steps},
+          {"comm_busy_s", busy_us * 1e-6 / steps},
           {"overlap", total_us > 0 ? 1.0 - exposed_us / total_us : 0.0},
           {"allreduce_busbw_by_size", buckets}};
 }

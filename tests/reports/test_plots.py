@@ -115,7 +115,7 @@ def test_overlap_plot_stacks_the_step(results):
         assert bars["segment:optimizer"][i].get_height() == pytest.approx(1e3 * p["optimizer_s"])
         assert bars["segment:exposed"][i].get_height() == pytest.approx(1e3 * c["comm_exposed_s"])
         assert bars["segment:hidden"][i].get_height() == pytest.approx(
-            1e3 * (c["comm_total_s"] - c["comm_exposed_s"]))
+            1e3 * (c["comm_busy_s"] - c["comm_exposed_s"]))
         # "other" fills the step up to its traced duration; nothing is drawn twice.
         shown = sum(bars[f"segment:{k}"][i].get_height()
                     for k in ("forward", "backward", "optimizer", "exposed", "other"))

@@ -25,7 +25,10 @@ def breakdown(record: Record) -> dict:
         "exposed": exposed,
     }
     parts["other"] = max(0.0, p["step_s"] - sum(parts.values()))
-    parts["hidden"] = max(0.0, total - exposed)
+    # Buckets in flight together: count the time some all-reduce runs once (comm_busy), not once
+    # per bucket (comm_total, which includes each bucket's wait behind the others).
+    busy = comm.get("comm_busy_s", total)
+    parts["hidden"] = max(0.0, busy - exposed)
     parts["step"] = p["step_s"]
     return parts
 
@@ -49,7 +52,7 @@ def render(records: list[Record]):
         ax.bar(x, h, 0.6, bottom=bottom, label=text, color=colors[key], gid=f"segment:{key}")
         bottom += h
     hidden = np.array([d["hidden"] * 1e3 for d in data])
-    ax.bar(x, hidden, 0.6, bottom=bottom, label="hidden comm (overlapped; not in the step)",
+    ax.bar(x, hidden, 0.6, bottom=bottom, label="hidden comm (all-reduce running under compute)",
            color="none", edgecolor="C3", hatch="//", gid="segment:hidden")
     ax.set_xticks(x)
     ax.set_xticklabels(names, fontsize=8)
