@@ -107,7 +107,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
                  ".1f"),
             f"{comm['comm_exposed_s'] * 1e3:.1f} / {comm['comm_total_s'] * 1e3:.1f}" if comm else "",
-            _fmt(mfu and 100 * mfu, ".1f", "%") if r.ok else "",
+            ("n/a" if mfu is None else f"{100 * mfu:.1f}%") if r.ok else "",
             tta,
         ])
     return header, rows

@@ -75,7 +75,7 @@ def render(records: list[Record]):
         ax.plot(all_ranks, [n * base for n in all_ranks], "--", color="#888888",
                 label="ideal (linear from 1 rank, overlap=none)" if "none" in data
                 else "ideal (linear from 1 rank)", gid="ideal")
-    ax.set_xlabel("ranks (processes, one per device)")
+    ax.set_xlabel("ranks (processes: one GPU each, or sharing the cores of one CPU)")
     ax.set_ylabel("throughput (images/s, all ranks)")
     eff_ax.set_ylabel("scaling efficiency (%)")
     eff_ax.set_ylim(0, 110)
