@@ -1,4 +1,6 @@
 // The communicator factory: the one place that knows which communicators this build has.
+#include <fmt/format.h>
+
 #include <cstdlib>
 
 #include "runtime/comm/communicator.h"
@@ -14,7 +16,15 @@
 namespace dlb {
 
 std::string_view comm_kind_name(CommKind kind) {
-  return kind == CommKind::kLocal ? "local" : "mpi";
+  switch (kind) {
+    case CommKind::kLocal:
+      return "local";
+    case CommKind::kMpi:
+      return "mpi";
+    case CommKind::kNccl:
+      return "nccl";
+  }
+  return "?";
 }
 
 std::string_view comm_progress_name(CommProgress p) {
@@ -34,11 +44,18 @@ bool launched_under_mpi() {
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options) {
   if (kind == CommKind::kLocal) return make_local_communicator();
 #if DLB_HAVE_MPI
-  return make_mpi_communicator(options);
+  if (kind == CommKind::kMpi) return make_mpi_communicator(options);
+#if DLB_HAVE_NCCL
+  return make_nccl_communicator(make_mpi_communicator(options), options);
+#else
+  throw Unsupported(
+      "this build has no NCCL communicator (NCCL and CUDA were not found at configure time)");
+#endif
 #else
   (void)options;
   throw Unsupported(
-      "this build has no MPI communicator (Open MPI was not found at configure time)");
+      fmt::format("this build has no {} communicator (Open MPI was not found at configure time)",
+                  comm_kind_name(kind)));
 #endif
 }
 
