@@ -38,8 +38,9 @@ def row_key(model, image_size, precision, ranks) -> tuple:
 def system_from_dir(directory: str) -> System:
     rs = load(directory)
     devices = sorted({device_name(r) for r in rs.ok}) or ["?"]
+    note = "" if rs.ok else "; no point ended ok"
     system = System(f"{Path(directory).name} ({', '.join(devices)})", "measured",
-                    source=str(Path(directory) / "results.jsonl"))
+                    source=str(Path(directory) / "results.jsonl") + note)
     for r in rs.ok:
         c = r.config
         key = row_key(c["model"], c.get("image_size", 0), c.get("precision", "fp32"), c["ranks"])

@@ -134,3 +134,20 @@ def test_threshold_forms(text, value):
     sys.path.insert(0, str(GATE.parent))
     import perf_gate
     assert perf_gate.parse_threshold(text) == pytest.approx(value)
+
+
+def test_a_point_that_no_longer_ends_ok_fails(results, tmp_path):
+    base = results("ci")
+    cur = tmp_path / "current"
+    cur.mkdir()
+    (cur / "results.jsonl").write_text((base / "results.jsonl").read_text())
+
+    def time_out(rec):
+        rec["status"] = "timeout"
+        rec["message"] = "no result within --timeout=900 s"
+    edit(cur / "results.jsonl", 2, time_out)
+    p, v = run_gate(base, cur)
+    assert p.returncode == 1
+    check = v["points"][2]["checks"][0]
+    assert check["metric"] == "status" and check["current"] == "timeout"
+    assert "no result within" in check["why"]
