@@ -35,7 +35,7 @@ def render(records: list[Record]):
     ax.set_ylabel("peak memory (MiB)")
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Peak memory by category: {common.describe(ok)}", fontsize=10)
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_ylim(0, max(bottom) * 1.3)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+    ax.set_ylim(0, max(max(bottom), max(total)) * 1.1)
     common.footnote(fig, common.status_note(records))
     return fig
