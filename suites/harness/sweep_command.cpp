@@ -111,8 +111,10 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
   }
   json points = json::array();
   std::map<std::string, int> counts;
-  fmt::print("\n{:>4}  {:<40} {:>12} {:>11} {:>10}  {}\n", "#", "point", "images/s", "efficiency",
-             "peak MiB", "status");
+  size_t width = 5;  // the point column fits the longest description
+  for (const auto& r : records) width = std::max(width, describe(suite, r["suite_config"]).size());
+  fmt::print("\n{:>4}  {:<{}} {:>12} {:>11} {:>10}  {}\n", "#", "point", width, "images/s",
+             "efficiency", "peak MiB", "status");
   for (const auto& r : records) {
     const int64_t ranks = r["config"]["ranks"].get<int64_t>();
     json entry = {{"index", r["point"]["index"]},
@@ -141,8 +143,8 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
                                    ? "ok"
                                    : fmt::format("{}: {}", r["status"].get<std::string>(),
                                                  r.value("message", "").substr(0, 70));
-    fmt::print("{:>4}  {:<40} {:>12} {:>11} {:>10}  {}\n", r["point"]["index"].get<int64_t>(),
-               describe(suite, r["suite_config"]), thr, eff, mem, status);
+    fmt::print("{:>4}  {:<{}} {:>12} {:>11} {:>10}  {}\n", r["point"]["index"].get<int64_t>(),
+               describe(suite, r["suite_config"]), width, thr, eff, mem, status);
     points.push_back(entry);
   }
   std::string count_text;
