@@ -330,8 +330,11 @@ int run_command(const RunOptions& o) {
 
   if (o.data == DataSource::kDigits) {
     if (mllog) {
-      log_submission(*mllog, {o.model, record["environment"]["device"].get<std::string>(),
-                              mllog_precision(o.precision),
+      const nlohmann::json& env = record["environment"];
+      const std::string device = env["device"].get<std::string>();
+      const std::string platform =
+          device == "cpu" ? fmt::format("cpu: {}", env.value("cpu", "unknown")) : device;
+      log_submission(*mllog, {o.model, platform, mllog_precision(o.precision),
                               o.config_file.empty() ? "command line" : o.config_file, mc.batch,
                               comm->size(), digits.train.size(), digits.test.size(), o.seed,
                               o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
