@@ -160,6 +160,27 @@ def varying_keys(records: list[Record]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.point_config.get(k)) for r in records}) > 1]
 
 
+def one_rank_throughput(record: Record, records: list[Record]) -> float | None:
+    """Throughput of the ok 1-rank point whose config differs from `record`'s only in ranks."""
+    want = {k: v for k, v in record.config.items() if k != "ranks"}
+    for r in records:
+        if r.ok and r.config.get("ranks") == 1 and \
+                {k: v for k, v in r.config.items() if k != "ranks"} == want:
+            return r.get("metrics.throughput_img_s")
+    return None
+
+
+def efficiency(record: Record, records: list[Record]) -> float | None:
+    """Scaling efficiency (docs/metrics.md): throughput(N) / (N x throughput(1)) against the 1-rank
+    point whose config differs only in ranks (as summary.json computes it)."""
+    if not record.ok or record.get("metrics.throughput_img_s") is None:
+        return None
+    base = one_rank_throughput(record, records)
+    if not base:
+        return None
+    return record.data["metrics"]["throughput_img_s"] / (record.config["ranks"] * base)
+
+
 def label(record: Record, keys: list[str]) -> str:
     return (" ".join(f"{k}={record.point_config.get(k)}" for k in keys if k in record.point_config)
             or record.config["model"])

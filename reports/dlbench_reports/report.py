@@ -10,7 +10,7 @@ from pathlib import Path
 
 from . import peaks as peaks_mod
 from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
-from .records import Record, ResultSet, label, load, varying_keys
+from .records import Record, ResultSet, efficiency, label, load, varying_keys
 
 
 @dataclass
@@ -26,20 +26,6 @@ class Report:
     plots: list[Plot] = field(default_factory=list)
     markdown: Path | None = None
     html: Path | None = None
-
-
-def efficiency(record: Record, records: list[Record]) -> float | None:
-    """throughput(N) / (N x throughput(1)) against the 1-rank point whose config differs only in
-    ranks (as summary.json computes it)."""
-    if not record.ok or record.get("metrics.throughput_img_s") is None:
-        return None
-    want = {k: v for k, v in record.config.items() if k != "ranks"}
-    for r in records:
-        if r.ok and r.config.get("ranks") == 1 and \
-                {k: v for k, v in r.config.items() if k != "ranks"} == want:
-            base = r.get("metrics.throughput_img_s")
-            return record.data["metrics"]["throughput_img_s"] / (record.config["ranks"] * base)
-    return None
 
 
 def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:

@@ -122,9 +122,7 @@ void GradSync::begin_backward() {
 }
 
 void GradSync::poll() {
-  for (Bucket& b : buckets_) {
-    if (b.handle && !b.reduced && b.handle->test()) complete(b);
-  }
+  for (Bucket& b : buckets_) reduced_now(b);
 }
 
 bool GradSync::reduced_now(Bucket& b) {

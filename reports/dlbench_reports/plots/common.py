@@ -13,6 +13,12 @@ import matplotlib.pyplot as plt  # noqa: E402
 from ..records import Record  # noqa: E402
 
 MIB = 1024.0 * 1024.0
+STRATEGIES = ["none", "backward", "forward"]
+
+
+def strategy_order(strategy: str) -> tuple:
+    """Sort key: none, backward, forward, then anything else by name."""
+    return (STRATEGIES.index(strategy) if strategy in STRATEGIES else len(STRATEGIES), strategy)
 
 
 def device_name(record: Record) -> str:

@@ -39,7 +39,7 @@ def render(records: list[Record]):
         return None
     keys = [k for k in varying_keys(ok) if k != "overlap"]
     ok.sort(key=lambda r: (str([r.config.get(k) for k in keys]),
-                           ["none", "backward", "forward"].index(r.config.get("overlap", "none"))))
+                           common.strategy_order(r.config.get("overlap", "none"))))
     names = [label(r, ["overlap"] + keys).replace(" ", "\n") for r in ok]
     data = [breakdown(r) for r in ok]
     fig, ax = common.figure(max(7.0, 1.3 * len(ok) + 3), 5.5)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from ..records import Record
+from ..records import Record, efficiency, one_rank_throughput
 from . import common
 
 GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb")
@@ -20,26 +20,20 @@ def groups(records: list[Record]) -> dict[tuple, list[Record]]:
 
 def series(records: list[Record]) -> dict[str, dict]:
     """Per strategy: ranks, throughput, efficiency and measured/simulated, from ok records.
-    Efficiency(N) = throughput(N) / (N x throughput(1)) of the same strategy (docs/metrics.md)."""
+    Efficiency as records.efficiency defines it (against the same strategy's 1-rank point)."""
     by_strategy: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         if r.ok:
             by_strategy[r.config.get("overlap", "none")].append(r)
     out = {}
-    order = ["none", "backward", "forward"]
-    for strategy, rs in sorted(by_strategy.items(),
-                               key=lambda kv: (order.index(kv[0]) if kv[0] in order else 9, kv[0])):
+    for strategy, rs in sorted(by_strategy.items(), key=lambda kv: common.strategy_order(kv[0])):
         rs.sort(key=lambda r: r.config["ranks"])
-        one = [r for r in rs if r.config["ranks"] == 1]
-        base = one[0].need("metrics.throughput_img_s") if one else None
-        ranks = [r.config["ranks"] for r in rs]
-        tput = [r.need("metrics.throughput_img_s") for r in rs]
         out[strategy] = {
-            "ranks": ranks,
-            "throughput": tput,
-            "efficiency": [t / (n * base) if base else None for n, t in zip(ranks, tput)],
+            "ranks": [r.config["ranks"] for r in rs],
+            "throughput": [r.need("metrics.throughput_img_s") for r in rs],
+            "efficiency": [efficiency(r, records) for r in rs],
             "simulated": [r.data["mode"] == "simulated" for r in rs],
-            "base": base,
+            "base": one_rank_throughput(rs[0], records),
         }
     return out
 
@@ -65,7 +59,8 @@ def render(records: list[Record]):
                 ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
         if s["base"]:
-            eff_ax.plot(s["ranks"], [100 * e for e in s["efficiency"]], ":", color=color,
+            eff_ax.plot(s["ranks"], [100 * e if e else float("nan") for e in s["efficiency"]], ":",
+                        color=color,
                         marker="s", markersize=3, gid=f"efficiency:{strategy}",
                         label=f"efficiency, {strategy}")
     all_ranks = sorted({n for s in data.values() for n in s["ranks"]})
