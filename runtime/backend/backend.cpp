@@ -42,10 +42,10 @@ void Backend::require(Op op, Precision precision) const {
   }
 }
 
-Tensor Backend::empty(const Shape& shape, DType dtype, MemCategory category,
-                      std::string_view what) {
+Tensor DeviceMemory::empty(const Shape& shape, DType dtype, MemCategory category,
+                           std::string_view what) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(allocator_->allocate(bytes, category, what), shape, dtype);
+  return Tensor(allocator().allocate(bytes, category, what), shape, dtype);
 }
 
 void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }
@@ -53,7 +53,7 @@ void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }
 void* Backend::workspace(size_t bytes) {
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // release first so the budget sees only the larger one
-    workspace_ = allocator_->allocate(bytes, MemCategory::kWorkspace, "the shared workspace");
+    workspace_ = allocator().allocate(bytes, MemCategory::kWorkspace, "the shared workspace");
   }
   return workspace_->data();
 }

@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/stream_ref.h"
 #include "runtime/core/tensor.h"
 #include "runtime/memory/allocator.h"
 
@@ -66,26 +67,41 @@ struct SgdConfig {
   float weight_decay = 0.f;  // added to the gradient, as torch.optim.SGD does
 };
 
-class Backend {
+// Memory on one device and the queue its work runs in. Every backend is one; on its own it is
+// what a communicator benchmark needs (buffers to reduce, a stream to order against).
+class DeviceMemory {
  public:
-  virtual ~Backend() = default;
+  virtual ~DeviceMemory() = default;
   virtual std::string_view name() const = 0;
-  virtual bool supports(Op op, Precision precision) const = 0;
-  // Throws Unsupported unless supports(op, precision).
-  void require(Op op, Precision precision) const;
   // Device name, library versions and the like, for result records.
   virtual std::map<std::string, std::string> environment() const = 0;
 
   Allocator& allocator() { return *allocator_; }
   Tensor empty(const Shape& shape, DType dtype, MemCategory category, std::string_view what);
-  // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
-  void reserve_workspace(size_t bytes);
 
   virtual void copy_from_host(const void* src, Tensor& dst) = 0;
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& t, float value) = 0;
   virtual void synchronize() = 0;
+  // The queue this memory's work runs in: null (the host) for the CPU, the compute stream for
+  // a GPU. Communicators order their work against it.
+  virtual StreamRef stream() const { return {}; }
+
+ protected:
+  explicit DeviceMemory(std::shared_ptr<Allocator> allocator) : allocator_(std::move(allocator)) {}
+
+ private:
+  std::shared_ptr<Allocator> allocator_;
+};
+
+class Backend : public DeviceMemory {
+ public:
+  virtual bool supports(Op op, Precision precision) const = 0;
+  // Throws Unsupported unless supports(op, precision).
+  void require(Op op, Precision precision) const;
+  // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
+  void reserve_workspace(size_t bytes);
 
   // Convolution, through a plan. Gradients overwrite their outputs.
   virtual std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& desc) = 0;
@@ -145,18 +161,19 @@ class Backend {
                           Tensor& param) = 0;
 
  protected:
-  explicit Backend(std::shared_ptr<Allocator> allocator) : allocator_(std::move(allocator)) {}
+  explicit Backend(std::shared_ptr<Allocator> allocator) : DeviceMemory(std::move(allocator)) {}
   // The shared scratch area, at least `bytes` long (grown through the allocator when needed).
   void* workspace(size_t bytes);
 
  private:
-  std::shared_ptr<Allocator> allocator_;
   std::shared_ptr<Buffer> workspace_;
 };
 
 // Options every backend accepts.
 struct BackendOptions {
   std::optional<size_t> memory_budget;
+  // Which GPU, modulo the number visible: a rank passes its local rank and gets one GPU per rank
+  // on each node, as the nccl communicator picks.
   int device = 0;
 };
 
@@ -167,6 +184,9 @@ std::optional<BackendKind> parse_backend_kind(std::string_view s);
 // The registry: the one place that knows which backends this build has.
 bool backend_compiled(BackendKind kind);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
+// Memory and a stream only, on a backend kind's device: for communication benchmarks, which
+// need no training ops (the CUDA one exists before the CUDA training ops do).
+std::unique_ptr<DeviceMemory> make_device_memory(BackendKind kind, const BackendOptions& options);
 // Whether a GPU backend is compiled in and a device is visible (suites then skip their cpu
 // override).
 bool gpu_available();

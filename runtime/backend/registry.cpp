@@ -7,6 +7,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
 #if DLB_HAVE_CUDA
+#include "runtime/backend/cuda/cuda_memory.h"
 #include "runtime/backend/cuda/device.h"
 #endif
 
@@ -28,6 +29,15 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
       "training ops (cuDNN/cuBLAS) yet; use --backend=cpu");
 #else
   throw Unsupported("--backend=cuda: this build has no CUDA backend (no nvcc at configure time)");
+#endif
+}
+
+std::unique_ptr<DeviceMemory> make_device_memory(BackendKind kind, const BackendOptions& options) {
+  if (kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options);
+#if DLB_HAVE_CUDA
+  return cuda::make_cuda_device_memory(options);
+#else
+  throw Unsupported("cuda: this build has no CUDA backend (no nvcc at configure time)");
 #endif
 }
 

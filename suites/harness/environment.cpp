@@ -42,7 +42,7 @@ std::string utc_now_iso8601() {
   return buf;
 }
 
-nlohmann::json collect_environment(const Backend& backend) {
+nlohmann::json collect_environment(const DeviceMemory& backend) {
   char host[256] = {};
   gethostname(host, sizeof host - 1);
   std::string git =

@@ -7,7 +7,7 @@
 
 namespace dlb {
 
-nlohmann::json collect_environment(const Backend& backend);
+nlohmann::json collect_environment(const DeviceMemory& backend);
 std::string utc_now_iso8601();
 
 }  // namespace dlb
