@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/core/stream_ref.h"
 #include "runtime/core/tensor.h"
 
 namespace dlb {
@@ -23,6 +24,13 @@ class CommHandle {
   virtual ~CommHandle() = default;
   virtual bool test() = 0;  // true once complete; also drives progress
   virtual void wait() = 0;
+  // Work queued on `consumer` after this call runs after the operation. For the host (a null
+  // StreamRef) that means waiting here; a device communicator instead makes the stream wait on
+  // the operation's event, and the host goes on at once.
+  virtual void order_before(StreamRef consumer) {
+    (void)consumer;
+    wait();
+  }
   // When the operation was seen to finish (valid once test() or wait() succeeded): the progress
   // thread stamps it as it finishes; polling stamps it at the first successful test.
   std::chrono::steady_clock::time_point completed_at() const { return completed_at_; }
@@ -41,10 +49,16 @@ class Communicator {
   virtual std::string_view name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In place over the f32 tensor (a host buffer for mpi). The tensor must stay alive and
-  // untouched until the handle completes.
-  virtual std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) = 0;
-  void allreduce(Tensor& buffer, ReduceOp op) { allreduce_async(buffer, op)->wait(); }
+  // In place over the f32 tensor: a host buffer for mpi, a device buffer for nccl. The
+  // reduction starts after the work already queued on `producer` (the backend's stream that
+  // wrote the buffer); the tensor must stay alive and untouched until the handle completes.
+  std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op,
+                                              StreamRef producer = {}) {
+    return start_allreduce(buffer, op, producer);
+  }
+  void allreduce(Tensor& buffer, ReduceOp op, StreamRef producer = {}) {
+    allreduce_async(buffer, op, producer)->wait();
+  }
   virtual void broadcast(Tensor& buffer, int root) = 0;
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
   virtual void barrier() = 0;
@@ -52,8 +66,14 @@ class Communicator {
   // Seconds per call of the library's own blocking in-place all-reduce (sum) on `buffer`, the
   // mean of `iterations` calls, slowest rank: the baseline the async path is compared with.
   virtual double time_reference_allreduce(Tensor& buffer, int iterations) = 0;
+  // What time_reference_allreduce times, for the benchmark's header.
+  virtual std::string reference_name() const = 0;
   // e.g. {"mpi": "Open MPI v4.1.4 ..."} for result records.
   virtual std::map<std::string, std::string> environment() const = 0;
+
+ protected:
+  virtual std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
+                                                      StreamRef producer) = 0;
 };
 
 enum class CommKind { kLocal, kMpi, kNccl };
@@ -76,5 +96,8 @@ struct CommOptions {
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options = {});
 // Whether this process was started by an MPI launcher (mpirun, srun with PMI).
 bool launched_under_mpi();
+// This rank's index among the ranks on its node, from the launcher's environment (Open MPI,
+// Slurm, torchrun's LOCAL_RANK); `rank` when none is set. Ranks pick their GPU by it.
+int local_rank(int rank);
 
 }  // namespace dlb

@@ -41,6 +41,14 @@ bool launched_under_mpi() {
   return std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE") || std::getenv("PMIX_RANK");
 }
 
+int local_rank(int rank) {
+  for (const char* v :
+       {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID", "LOCAL_RANK"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return rank;
+}
+
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options) {
   if (kind == CommKind::kLocal) return make_local_communicator();
 #if DLB_HAVE_MPI

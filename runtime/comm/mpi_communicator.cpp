@@ -273,19 +273,6 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
-  std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
-    check_host_f32(buffer);
-    if (progress_) {
-      auto h = std::make_shared<ThreadHandle>(options_.timeout, failed_);
-      progress_->submit(buffer, op == ReduceOp::kAverage, h);
-      return std::make_unique<SharedThreadHandle>(h);
-    }
-    MPI_Request request = MPI_REQUEST_NULL;
-    DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
-                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
-    return std::make_unique<MpiHandle>(request, buffer, op == ReduceOp::kAverage, size_,
-                                       options_.timeout, failed_);
-  }
   void broadcast(Tensor& buffer, int root) override {
     DLB_MPI_CHECK(
         MPI_Bcast(buffer.raw(), static_cast<int>(buffer.bytes()), MPI_BYTE, root, MPI_COMM_WORLD));
@@ -312,6 +299,7 @@ class MpiCommunicator final : public Communicator {
     }
     return max_across_ranks((MPI_Wtime() - t0) / iterations);
   }
+  std::string reference_name() const override { return "MPI_Allreduce, blocking, same buffer"; }
   std::map<std::string, std::string> environment() const override {
     char version[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
@@ -321,6 +309,27 @@ class MpiCommunicator final : public Communicator {
     return {{"mpi", v},
             {"mpi_thread_level", std::to_string(thread_level_)},
             {"comm_progress", std::string(comm_progress_name(options_.progress))}};
+  }
+
+ protected:
+  std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
+                                              StreamRef producer) override {
+    check_host_f32(buffer);
+    if (producer.on_device()) {
+      // Open MPI here is not CUDA-aware: it would read device pointers as host memory.
+      throw InvalidArgument(
+          "the mpi communicator reduces host buffers; a device backend's gradients need nccl");
+    }
+    if (progress_) {
+      auto h = std::make_shared<ThreadHandle>(options_.timeout, failed_);
+      progress_->submit(buffer, op == ReduceOp::kAverage, h);
+      return std::make_unique<SharedThreadHandle>(h);
+    }
+    MPI_Request request = MPI_REQUEST_NULL;
+    DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
+                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
+    return std::make_unique<MpiHandle>(request, buffer, op == ReduceOp::kAverage, size_,
+                                       options_.timeout, failed_);
   }
 
  private:

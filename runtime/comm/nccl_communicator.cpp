@@ -76,6 +76,20 @@ class NcclHandle final : public CommHandle {
     poll_or_abort(
         comm_, timeout_, [&] { return test(); }, "NCCL all-reduce");
   }
+  // The consumer stream waits on the all-reduce's event: no host synchronisation. An error the
+  // communicator already knows of is raised now; one that comes later surfaces at the next
+  // wait(), which polls against the timeout.
+  void order_before(StreamRef consumer) override {
+    if (!consumer.on_device()) return wait();
+    ncclResult_t state = ncclSuccess;
+    DLB_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
+    if (state != ncclSuccess && state != ncclInProgress) {
+      ncclCommAbort(comm_);
+      throw CommError(fmt::format("NCCL all-reduce: NCCL reported {} ({}); communicator aborted",
+                                  static_cast<int>(state), ncclGetErrorString(state)));
+    }
+    DLB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer.native), event_, 0));
+  }
 
  private:
   ncclComm_t comm_;
@@ -83,13 +97,6 @@ class NcclHandle final : public CommHandle {
   cudaEvent_t event_ = nullptr;
   bool done_ = false;
 };
-
-int local_rank(int rank) {
-  for (const char* v : {"OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID", "LOCAL_RANK"}) {
-    if (const char* s = std::getenv(v)) return std::atoi(s);
-  }
-  return rank;
-}
 
 class NcclCommunicator final : public Communicator {
  public:
@@ -103,6 +110,7 @@ class NcclCommunicator final : public Communicator {
     check_one_rank_per_gpu(devices.size());
     DLB_CUDA_CHECK(cudaSetDevice(device_));
     DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    DLB_CUDA_CHECK(cudaEventCreateWithFlags(&producer_done_, cudaEventDisableTiming));
 
     ncclUniqueId id;
     if (boot_->rank() == 0) DLB_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -134,6 +142,7 @@ class NcclCommunicator final : public Communicator {
         ncclCommAbort(comm_);
       }
     }
+    if (producer_done_) cudaEventDestroy(producer_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
 
@@ -141,22 +150,27 @@ class NcclCommunicator final : public Communicator {
   int rank() const override { return boot_->rank(); }
   int size() const override { return boot_->size(); }
 
-  // `buffer` must be device memory on this rank's GPU, written by work the caller has already
-  // ordered before this call (the CUDA backend records an event the comm stream waits on).
-  std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op) override {
-    if (buffer.dtype() != DType::kF32) throw InvalidArgument("NCCL all-reduce takes f32 buffers");
-    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
-                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
-                                 stream_));
-    return std::make_unique<NcclHandle>(comm_, options_.timeout, stream_);
-  }
   // Host-side control collectives use the MPI bootstrap.
   void broadcast(Tensor& buffer, int root) override { boot_->broadcast(buffer, root); }
   std::vector<uint64_t> allgather(uint64_t value) override { return boot_->allgather(value); }
   void barrier() override { boot_->barrier(); }
   double max_across_ranks(double value) override { return boot_->max_across_ranks(value); }
+  // ncclAllReduce with a stream synchronisation after every call: what the pipelined async path
+  // (launches back to back, one wait) is compared with.
   double time_reference_allreduce(Tensor& buffer, int iterations) override {
-    return boot_->time_reference_allreduce(buffer, iterations);
+    check_device_f32(buffer);
+    boot_->barrier();
+    const auto t0 = Clock::now();
+    for (int i = 0; i < iterations; ++i) {
+      DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                                   ncclFloat, ncclSum, comm_, stream_));
+      NcclHandle(comm_, options_.timeout, stream_).wait();
+    }
+    const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
+    return boot_->max_across_ranks(t);
+  }
+  std::string reference_name() const override {
+    return "ncclAllReduce, stream synchronised after each call";
   }
   std::map<std::string, std::string> environment() const override {
     auto env = boot_->environment();
@@ -167,7 +181,40 @@ class NcclCommunicator final : public Communicator {
     return env;
   }
 
+ protected:
+  // `buffer` must be device memory on this rank's GPU. The all-reduce is queued on the comm
+  // stream behind an event recorded on `producer`, so it starts when the gradients are written,
+  // and the host does not wait.
+  std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
+                                              StreamRef producer) override {
+    check_device_f32(buffer);
+    if (producer.on_device()) {
+      DLB_CUDA_CHECK(cudaEventRecord(producer_done_, static_cast<cudaStream_t>(producer.native)));
+      DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
+    }
+    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
+                                 stream_));
+    return std::make_unique<NcclHandle>(comm_, options_.timeout, stream_);
+  }
+
  private:
+  void check_device_f32(const Tensor& buffer) const {
+    if (buffer.dtype() != DType::kF32) throw InvalidArgument("NCCL all-reduce takes f32 buffers");
+    cudaPointerAttributes attr{};
+    DLB_CUDA_CHECK(cudaPointerGetAttributes(&attr, buffer.raw()));
+    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+      throw InvalidArgument(
+          "NCCL all-reduce takes device buffers; this one is host memory (the cpu backend's "
+          "gradients need the mpi communicator)");
+    }
+    if (attr.device != device_) {
+      throw InvalidArgument(fmt::format(
+          "NCCL all-reduce: the buffer is on GPU {} but this rank's communicator uses GPU {}",
+          attr.device, device_));
+    }
+  }
+
   // NCCL refuses two ranks on one GPU (and would hang or fail obscurely): say so up front.
   void check_one_rank_per_gpu(size_t device_count) {
     char host[256] = {};
@@ -191,6 +238,7 @@ class NcclCommunicator final : public Communicator {
   std::shared_ptr<Allocator> host_;
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
+  cudaEvent_t producer_done_ = nullptr;  // reused: a stream wait captures its state when issued
   ncclComm_t comm_ = nullptr;
 };
 

@@ -68,27 +68,42 @@ GradSync::GradSync(Graph& graph, Communicator& comm, Backend& backend, OverlapSt
 
 void GradSync::launch(Bucket& b) {
   Tensor slice = graph_.flat_gradients().slice_flat(b.begin, b.count);
-  b.launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see complete
-  b.handle = comm_.allreduce_async(slice, ReduceOp::kAverage);
+  b.launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see record
+  // It starts after the work queued so far on the backend's stream: the bucket's gradients.
+  b.handle = comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
 }
 
 void GradSync::complete(Bucket& b) {
   if (b.reduced) return;
-  if (b.handle) b.handle->wait();
+  if (b.handle) {
+    // Work queued on the backend's stream from now on (the bucket's update) runs after the
+    // reduction: on the host this waits; on a GPU the stream waits on the reduction's event and
+    // the host goes on.
+    b.handle->order_before(backend_.stream());
+    finishing_.push_back({std::move(b.handle), b.launched_us, b.count});
+  }
   b.reduced = true;
-  if (tracer_ && b.handle) {
+  record_finished();
+}
+
+void GradSync::record_finished() {
+  static const std::string kName = "allreduce";
+  auto finished = [&](Finishing& f) {
+    if (!f.handle->test()) return false;
+    if (!tracer_) return true;
     // The span ends when the reduction finished, not when this step got round to noticing. With
     // `forward`, reductions cross step boundaries: one launched before the window (or finished
     // after it) counts with its part inside the window, so every traced step has one step's
     // worth of communication.
-    static const std::string kName = "allreduce";
-    const double end = tracer_->to_us(b.handle->completed_at());
-    if (tracer_->overlaps(b.launched_us, end)) {
-      tracer_->record_clipped(Span{kName, "allreduce", Lane::kComm, 0, b.launched_us,
-                                   std::max(end - b.launched_us, 0.0), b.count * 4.0});
+    const double end = tracer_->to_us(f.handle->completed_at());
+    if (tracer_->overlaps(f.launched_us, end)) {
+      tracer_->record_clipped(Span{kName, "allreduce", Lane::kComm, 0, f.launched_us,
+                                   std::max(end - f.launched_us, 0.0), f.count * 4.0});
     }
-  }
-  b.handle.reset();
+    return true;
+  };
+  finishing_.erase(std::remove_if(finishing_.begin(), finishing_.end(), finished),
+                   finishing_.end());
 }
 
 void GradSync::update(Bucket& b) {
@@ -123,6 +138,7 @@ void GradSync::begin_backward() {
 
 void GradSync::poll() {
   for (Bucket& b : buckets_) reduced_now(b);
+  record_finished();
 }
 
 bool GradSync::reduced_now(Bucket& b) {
@@ -165,6 +181,8 @@ void GradSync::after_backward() {
 
 void GradSync::flush() {
   for (Bucket& b : buckets_) update(b);
+  for (Finishing& f : finishing_) f.handle->wait();
+  record_finished();
 }
 
 }  // namespace dlb

@@ -8,6 +8,10 @@
 //             forward of a layer waits only for the buckets holding its parameters.
 // MPI's non-blocking collectives progress only inside MPI calls, so in-flight all-reduces are
 // polled between layers (poll()).
+// Ordering goes through the backend's stream (runtime/core/stream_ref.h): an all-reduce starts
+// after the work queued on it, and an update is queued after CommHandle::order_before. On the
+// CPU both are the host and order_before waits; on a GPU they are event waits between the compute
+// and comm streams, with no host synchronisation inside the step.
 #pragma once
 #include <memory>
 #include <vector>
@@ -55,7 +59,8 @@ class GradSync : public GraphObserver {
   void on_weights_ready(int node);
   void poll();
   void launch(Bucket& b);
-  void complete(Bucket& b);     // wait for its all-reduce, record the span
+  void complete(Bucket& b);     // order its update after its all-reduce
+  void record_finished();       // record the spans of the reductions known to have finished
   bool reduced_now(Bucket& b);  // completes it if its all-reduce has finished; never waits
   void update(Bucket& b);
   bool distributed() const { return comm_.size() > 1; }
@@ -72,6 +77,14 @@ class GradSync : public GraphObserver {
   std::vector<std::vector<size_t>> node_buckets_;  // node -> buckets holding its parameters
   std::vector<size_t> param_bucket_;               // parameter -> bucket
   Tracer* tracer_ = nullptr;
+  // Reductions ordered before their updates whose end time is not yet known (on a GPU: until
+  // a later poll finds their event complete).
+  struct Finishing {
+    std::unique_ptr<CommHandle> handle;
+    double launched_us = 0;
+    int64_t count = 0;
+  };
+  std::vector<Finishing> finishing_;
 };
 
 }  // namespace dlb

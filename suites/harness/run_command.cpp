@@ -250,7 +250,10 @@ int run_command(const RunOptions& o) {
     CommOptions co;
     co.timeout = std::chrono::duration<double>(o.comm_timeout_s);
     co.progress = o.comm_progress;
-    comm = make_communicator(CommKind::kMpi, co);
+    // Gradients are reduced where the backend keeps them: host buffers over MPI, device buffers
+    // over NCCL (bootstrapped through MPI).
+    comm =
+        make_communicator(o.backend == BackendKind::kCuda ? CommKind::kNccl : CommKind::kMpi, co);
     if (comm->size() != o.ranks) {
       throw InvalidArgument(
           fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));
@@ -293,6 +296,7 @@ int run_command(const RunOptions& o) {
   Graph graph = build_model(o.model, mc);
   BackendOptions bo;
   bo.memory_budget = o.memory_budget;
+  bo.device = local_rank(rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);
   graph.setup(*backend, rng);

@@ -7,6 +7,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/error.h"
 
 namespace dlb {
 namespace {
@@ -58,6 +59,30 @@ TEST_F(CommTest, SeveralAllReducesInFlight) {
     EXPECT_TRUE(handles[b]->test());
     EXPECT_EQ(bufs[b].data<float>()[0], static_cast<float>(n * b + n * (n - 1) / 2));
   }
+}
+
+TEST_F(CommTest, OrderBeforeTheHostWaitsForTheResult) {
+  Tensor t = filled(1 << 16, static_cast<float>(comm->rank() + 1));
+  auto h = comm->allreduce_async(t, ReduceOp::kSum, backend->stream());
+  h->order_before(backend->stream());  // the CPU backend's stream is the host: this waits
+  EXPECT_TRUE(h->test());
+  const int n = comm->size();
+  EXPECT_EQ(t.data<float>()[(1 << 16) - 1], static_cast<float>(n * (n + 1) / 2));
+}
+
+TEST_F(CommTest, RefusesADeviceStream) {
+  // Open MPI here is not CUDA-aware; a device producer means device buffers. The stream is never
+  // dereferenced: the check comes first.
+  Tensor t = filled(16, 1.f);
+  int not_a_stream = 0;
+  EXPECT_THROW(comm->allreduce_async(t, ReduceOp::kSum, StreamRef{&not_a_stream}), InvalidArgument);
+  comm->barrier();
+}
+
+TEST_F(CommTest, LocalRankComesFromTheLauncher) {
+  const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  ASSERT_NE(local, nullptr) << "run under mpirun";
+  EXPECT_EQ(local_rank(comm->rank()), std::atoi(local));
 }
 
 TEST_F(CommTest, BroadcastAndAllgather) {
