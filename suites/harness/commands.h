@@ -1,8 +1,10 @@
 // The subcommands main() dispatches to. Each returns an exit code or throws dlb::Error.
 #pragma once
+#include <optional>
 #include <string>
 
 #include "runtime/backend/backend.h"
+#include "runtime/comm/communicator.h"
 
 namespace dlb {
 
@@ -20,15 +22,16 @@ int bench_conv_command(const BenchConvOptions& options);
 
 struct BenchAllreduceOptions {
   int64_t ranks = 2;
+  std::optional<CommKind> comm;  // unset: nccl when a GPU is visible, else mpi
   std::string min_bytes = "8", max_bytes = "256MiB";
   int64_t iterations = 20, warmup = 3;
   std::string launcher = "auto";
   std::string json_path;
 };
 // nccl-tests' all_reduce_perf for dlbench's communicator: size, time, algbw and busbw from
-// min_bytes to max_bytes (doubling), with a correctness check and the MPI library's own blocking
-// MPI_Allreduce timed on the same buffers in the same run. Relaunches itself on `ranks` ranks
-// unless already inside an MPI job.
+// min_bytes to max_bytes (doubling), with a correctness check and the library's own blocking
+// all-reduce (MPI_Allreduce; ncclAllReduce with a stream sync per call) timed on the same
+// buffers in the same run. Relaunches itself on `ranks` ranks unless already inside an MPI job.
 int bench_allreduce_command(const BenchAllreduceOptions& options);
 
 }  // namespace dlb

@@ -147,6 +147,12 @@ int main(int argc, char** argv) {
   allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
       ->capture_default_str();
   allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)");
+  std::string allreduce_comm = "auto";
+  allreduce_cmd
+      ->add_option("--comm", allreduce_comm,
+                   "auto (nccl on device buffers when a GPU is visible, else mpi), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -167,7 +173,11 @@ int main(int argc, char** argv) {
     if (*list_cmd) return dlb::list_command();
     if (*worker_cmd) return dlb::worker_command(point_file);
     if (*conv_cmd) return dlb::bench_conv_command(bench);
-    if (*allreduce_cmd) return dlb::bench_allreduce_command(allreduce);
+    if (*allreduce_cmd) {
+      if (allreduce_comm == "mpi") allreduce.comm = dlb::CommKind::kMpi;
+      if (allreduce_comm == "nccl") allreduce.comm = dlb::CommKind::kNccl;
+      return dlb::bench_allreduce_command(allreduce);
+    }
     if (!sweep.suite.empty()) {
       sweep.launcher = *dlb::parse_launcher(launcher);
       return dlb::sweep_command(sweep);

@@ -78,6 +78,11 @@ else
   echo "FAIL: bench conv"; failures=$((failures + 1))
 fi
 expect 2 "--ranks must be at least 2" bench allreduce --ranks=1
+expect 2 "--comm: foo not in" bench allreduce --comm=foo
+# Without a visible GPU, nccl is refused before any rank starts (exit 4, unsupported).
+if "$dlbench" list | grep -qE "cuda: (no device visible|not compiled)"; then
+  expect 4 "no CUDA device is visible" bench allreduce --comm=nccl --ranks=2
+fi
 
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]
