@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
@@ -61,7 +62,11 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
 float Trainer::train_step() {
   static const std::string kStep = "step", kLoss = "loss", kCopy = "loss to host";
   if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
-  const LayerContext ctx{backend_, true, config_.seed * 1000003 + step_++, tracer_};
+  // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
+  // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
+  const uint64_t rank = config_.comm ? static_cast<uint64_t>(config_.comm->rank()) : 0;
+  const LayerContext ctx{backend_, true,
+                         config_.seed * 1000003 + step_++ + rank * 0x9E3779B97F4A7C15ull, tracer_};
   TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
   graph_.forward(ctx);
   {
@@ -95,11 +100,15 @@ int64_t Trainer::count_correct(int64_t count) {
   return correct;
 }
 
-void Trainer::broadcast_weights() {
+void Trainer::broadcast_state(bool buffers_only) {
   Communicator* comm = config_.comm;
-  if (!comm || comm->size() == 1) return;
   StateDict state = graph_.state_dict();  // parameters and batch-norm running statistics
+  std::set<std::string> params;
+  if (buffers_only) {
+    for (const auto& np : graph_.named_params()) params.insert(np.name);
+  }
   for (auto& [name, t] : state) {
+    if (params.count(name)) continue;
     Tensor host(backend_.allocator().allocate(t.bytes.size(), MemCategory::kComm, name), t.shape,
                 t.dtype);
     std::memcpy(host.raw(), t.bytes.data(), t.bytes.size());
@@ -107,9 +116,22 @@ void Trainer::broadcast_weights() {
     std::memcpy(t.bytes.data(), host.raw(), t.bytes.size());
   }
   graph_.load_state_dict(state);
+}
+
+void Trainer::broadcast_weights() {
+  Communicator* comm = config_.comm;
+  if (!comm || comm->size() == 1) return;
+  broadcast_state(false);
   if (!weights_identical_across_ranks()) {
     throw CommError("after the broadcast from rank 0, the ranks' weight checksums differ");
   }
+}
+
+void Trainer::broadcast_buffers() {
+  Communicator* comm = config_.comm;
+  if (!comm || comm->size() == 1) return;
+  flush();  // the forward strategy's pending updates, so the loaded state is the current one
+  broadcast_state(true);
 }
 
 uint64_t Trainer::weights_checksum() {

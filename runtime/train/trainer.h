@@ -54,6 +54,10 @@ class Trainer {
   // Makes every rank's parameters and buffers rank 0's, then checks that they agree (CommError
   // if they do not).
   void broadcast_weights();
+  // Makes every rank's buffers (batch-norm running statistics) rank 0's, as DDP's
+  // broadcast_buffers does: each rank's statistics follow its own data, and an evaluation that
+  // is split across ranks needs one model.
+  void broadcast_buffers();
   // FNV-1a over the bytes of every parameter: equal across ranks iff the weights are.
   uint64_t weights_checksum();
   // All-gathers the checksums (a collective: every rank must call it).
@@ -69,6 +73,8 @@ class Trainer {
   }
 
  private:
+  void broadcast_state(bool buffers_only);
+
   Backend& backend_;
   Graph& graph_;
   TrainConfig config_;

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstring>
 
 #include "workloads/data/epochs.h"
 
@@ -34,7 +35,22 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
   log.event("config_filename", f.config_file);
 }
 
-nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
+namespace {
+// The all-gather carries 64-bit words: a double travels as its bits.
+double mean_across_ranks(Communicator& comm, double x) {
+  uint64_t bits = 0;
+  std::memcpy(&bits, &x, sizeof x);
+  double sum = 0;
+  for (uint64_t b : comm.allgather(bits)) {
+    double v = 0;
+    std::memcpy(&v, &b, sizeof v);
+    sum += v;
+  }
+  return sum / comm.size();
+}
+}  // namespace
+
+nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
                                  const ConvergenceOptions& o, MlLog* log) {
   using clock = std::chrono::steady_clock;
   const auto since = [](clock::time_point t) {
@@ -42,7 +58,9 @@ nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
   };
   if (log) log->start("run_start");
   const auto run_start = clock::now();
-  Rng shuffle(o.seed + 1);
+  Rng shuffle(o.seed + 1);  // the same on every rank: each takes its slice of one order
+  const Shard shard{comm.rank(), comm.size()};
+  const bool writer = comm.rank() == 0;
   nlohmann::json accuracies = nlohmann::json::array(), epoch_seconds = nlohmann::json::array();
   double accuracy = 0, train_seconds = 0;
   int64_t images = 0, epochs = 0;
@@ -50,26 +68,36 @@ nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
   for (int64_t e = 1; e <= o.max_epochs && !time_to_accuracy; ++e) {
     const nlohmann::json at = {{"epoch_num", e}};
     if (log) log->start("epoch_start", nullptr, at);
-    const EpochResult r = train_epoch(trainer, digits.train, shuffle);
+    EpochResult r = train_epoch(trainer, digits.train, shuffle, shard);
+    r.seconds = comm.max_across_ranks(r.seconds);
+    r.mean_loss = mean_across_ranks(comm, r.mean_loss);
     if (log) log->end("epoch_stop", nullptr, at);
     if (log) log->start("eval_start", nullptr, at);
-    accuracy = evaluate_accuracy(trainer, digits.test);
+    // One model for the evaluation: rank 0's running statistics; every rank counts its share.
+    trainer.broadcast_buffers();
+    int64_t correct = 0;
+    for (uint64_t c : comm.allgather(count_correct(trainer, digits.test, shard))) correct += c;
+    accuracy = static_cast<double>(correct) / static_cast<double>(digits.test.size());
     if (log) log->event("eval_accuracy", accuracy, at);
     if (log) log->end("eval_stop", nullptr, at);
     epochs = e;
     train_seconds += r.seconds;
-    images += r.steps * trainer.batch();
+    images += r.steps * trainer.batch() * comm.size();
     accuracies.push_back(accuracy);
     epoch_seconds.push_back(r.seconds);
-    fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.max_epochs,
-               r.mean_loss, 100 * accuracy, r.seconds);
+    if (writer) {
+      fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.max_epochs,
+                 r.mean_loss, 100 * accuracy, r.seconds);
+    }
     if (o.target_accuracy && accuracy >= *o.target_accuracy) time_to_accuracy = since(run_start);
   }
   const double run_seconds = since(run_start);
   const bool reached = !o.target_accuracy || time_to_accuracy.has_value();
   if (log) log->end("run_stop", nullptr, {{"status", reached ? "success" : "aborted"}});
-  fmt::print("test accuracy {:.2f}% on {} held-out digits after {} epochs\n", 100 * accuracy,
-             digits.test.size(), epochs);
+  if (writer) {
+    fmt::print("test accuracy {:.2f}% on {} held-out digits after {} epochs\n", 100 * accuracy,
+               digits.test.size(), epochs);
+  }
   nlohmann::json m = {{"test_accuracy", accuracy},
                       {"test_samples", digits.test.size()},
                       {"train_seconds", train_seconds},
@@ -85,10 +113,10 @@ nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
         {"run_seconds", run_seconds},
         {"eval_accuracy", accuracies},
         {"epoch_train_seconds", epoch_seconds}};
-    if (reached) {
+    if (writer && reached) {
       fmt::print("reached {:.2f}% in {:.2f} s ({} epochs)\n", 100 * *o.target_accuracy,
                  *time_to_accuracy, epochs);
-    } else {
+    } else if (writer) {
       fmt::print("did not reach {:.2f}% in {} epochs ({:.2f} s)\n", 100 * *o.target_accuracy,
                  epochs, run_seconds);
     }

@@ -28,11 +28,14 @@ struct MlLogFacts {
 };
 void log_submission(MlLog& log, const MlLogFacts& facts);
 
-// Trains epoch by epoch, evaluates after each, stops at the target. Logs run_start ... run_stop
-// (status success, or aborted when the target was not reached) when `log` is given. Returns the
-// record's metrics: test_accuracy, throughput_img_s (training images / training seconds),
-// train_seconds, and "convergence" (target, reached, time_to_accuracy_s, per-epoch accuracy).
-nlohmann::json train_to_accuracy(Trainer& trainer, const DigitsSplit& digits,
+// Trains epoch by epoch, evaluates after each, stops at the target. With several ranks each trains
+// on its shard of every global batch, and the evaluation is split across them after rank 0's
+// batch-norm statistics are broadcast; every rank sees the same accuracy, so all stop together.
+// Logs run_start ... run_stop (status success, or aborted when the target was not reached) when
+// `log` is given. Returns the record's metrics: test_accuracy, throughput_img_s (training images /
+// training seconds), train_seconds, and "convergence" (target, reached, time_to_accuracy_s,
+// per-epoch accuracy).
+nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
                                  const ConvergenceOptions& options, MlLog* log);
 
 }  // namespace dlb

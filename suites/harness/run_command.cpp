@@ -115,9 +115,6 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
   if (o.ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", o.ranks));
-  if (o.ranks > 1 && o.data == DataSource::kDigits) {
-    throw Unsupported("--data=digits trains on one rank only in this version");
-  }
   if (!(o.bucket_mb > 0)) throw InvalidArgument("bucket_mb must be positive");
   if (!(o.comm_timeout_s > 0)) throw InvalidArgument("--comm-timeout must be positive");
   if (o.trace_steps < 0 || o.trace_steps > o.steps) {
@@ -344,8 +341,11 @@ int run_command(const RunOptions& o) {
                               o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
       mllog->end("init_stop");
     }
-    metrics.update(train_to_accuracy(trainer, digits, {o.epochs, o.target_accuracy, o.seed},
+    metrics.update(train_to_accuracy(trainer, *comm, digits, {o.epochs, o.target_accuracy, o.seed},
                                      mllog ? &*mllog : nullptr));
+    if (comm->size() > 1) {
+      metrics["weights_identical_across_ranks"] = trainer.weights_identical_across_ranks();
+    }
   } else {
     const Dataset data =
         o.batch_file.empty()

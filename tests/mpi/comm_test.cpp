@@ -3,11 +3,17 @@
 // failure on any rank fails the job.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
+#include "runtime/core/hash.h"
+#include "runtime/train/trainer.h"
+#include "workloads/data/dataset.h"
+#include "workloads/models/model.h"
 
 namespace dlb {
 namespace {
@@ -94,6 +100,46 @@ TEST_F(CommTest, BroadcastAndAllgather) {
   for (int i = 0; i < comm->size(); ++i) EXPECT_EQ(all[i], static_cast<uint64_t>(i) * 7);
   EXPECT_EQ(comm->max_across_ranks(comm->rank()), comm->size() - 1);
   EXPECT_FALSE(comm->environment().at("mpi").empty());
+}
+
+// FNV-1a over every state entry (parameters and batch-norm buffers), and over the buffers alone.
+std::pair<uint64_t, uint64_t> state_checksums(Graph& g) {
+  std::set<std::string> params;
+  for (const auto& np : g.named_params()) params.insert(np.name);
+  uint64_t all = kFnv1aOffset, buffers = kFnv1aOffset;
+  for (const auto& [name, t] : g.state_dict()) {
+    all = fnv1a(t.bytes.data(), t.bytes.size(), all);
+    if (!params.count(name)) buffers = fnv1a(t.bytes.data(), t.bytes.size(), buffers);
+  }
+  return {all, buffers};
+}
+
+bool same_on_every_rank(uint64_t x) {
+  const auto all = comm->allgather(x);
+  return std::all_of(all.begin(), all.end(), [&](uint64_t v) { return v == all[0]; });
+}
+
+TEST_F(CommTest, BroadcastBuffersGivesEveryRankRankZerosRunningStatistics) {
+  Graph g = build_model("resnet18", ModelConfig{2, 8, 10, 0.f});
+  Rng rng(static_cast<uint64_t>(comm->rank()) + 1);  // different weights until the broadcast
+  g.setup(*backend, rng);
+  TrainConfig tc;
+  tc.comm = comm;
+  Trainer t(*backend, g, tc);
+  t.broadcast_weights();
+  ASSERT_TRUE(same_on_every_rank(state_checksums(g).first));
+  // Each rank's own data moves its running statistics its own way.
+  const Dataset d = make_synthetic(2, 3, 8, 10, 100 + static_cast<uint64_t>(comm->rank()));
+  t.load_batch(d.images.data(), d.labels.data());
+  t.train_step();
+  const auto [all_before, buffers_before] = state_checksums(g);
+  if (comm->size() > 1) EXPECT_FALSE(same_on_every_rank(buffers_before));
+  EXPECT_TRUE(t.weights_identical_across_ranks());  // the gradients were averaged
+  t.broadcast_buffers();
+  const auto [all_after, buffers_after] = state_checksums(g);
+  EXPECT_TRUE(same_on_every_rank(all_after));
+  EXPECT_TRUE(same_on_every_rank(buffers_after));
+  if (comm->rank() == 0) EXPECT_EQ(all_after, all_before);  // rank 0 keeps its own
 }
 
 }  // namespace
