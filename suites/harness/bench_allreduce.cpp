@@ -28,9 +28,11 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
         "--comm=nccl reduces device buffers, and no CUDA device is visible here (or this build "
         "has no CUDA); use --comm=mpi");
   }
-  if (!launched_under_mpi()) {
-    if (o.ranks < 2)
-      throw InvalidArgument("--ranks must be at least 2 for an all-reduce benchmark");
+  // One rank is allowed, as nccl-tests allows one GPU: algbw then times the library's local path
+  // and busbw is 0 (nothing crosses a link). It is the only nccl run a one-GPU node has, and it
+  // runs in this process (an MPI singleton). Inside an MPI job the job's size rules.
+  if (o.ranks < 1) throw InvalidArgument("--ranks must be at least 1");
+  if (!launched_under_mpi() && o.ranks > 1) {
     std::vector<std::string> argv = {self_executable(),
                                      "bench",
                                      "allreduce",

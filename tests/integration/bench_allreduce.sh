@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `dlbench bench allreduce` over MPI on 2 and 3 ranks: every size from 8 B to 1 MiB doubling is
+# `dlbench bench allreduce` over MPI on 1, 2 and 3 ranks: every size from 8 B to 1 MiB doubling is
 # reduced correctly (#wrong 0 on every rank), times are positive, busbw = algbw x 2(n-1)/n, and the
 # library's blocking all-reduce is timed beside it. Usage: bench_allreduce.sh path/to/dlbench
 set -u
@@ -8,7 +8,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0
-for ranks in 2 3; do
+for ranks in 1 2 3; do
   if ! "$dlbench" bench allreduce --comm=mpi --ranks=$ranks --max-bytes=1MiB --iters=5 \
     --warmup=1 --json="$work/ar$ranks.json" >"$work/ar$ranks.log" 2>&1; then
     echo "FAIL: bench allreduce --ranks=$ranks exited non-zero"; cat "$work/ar$ranks.log"

@@ -77,7 +77,7 @@ if "$dlbench" bench conv --model=digits-cnn --image-size=8 --batch=2 --repeat=1 
 else
   echo "FAIL: bench conv"; failures=$((failures + 1))
 fi
-expect 2 "--ranks must be at least 2" bench allreduce --ranks=1
+expect 2 "--ranks must be at least 1" bench allreduce --ranks=0
 expect 2 "--comm: foo not in" bench allreduce --comm=foo
 # Without a visible GPU, nccl is refused before any rank starts (exit 4, unsupported).
 if "$dlbench" list | grep -qE "cuda: (no device visible|not compiled)"; then
