@@ -162,8 +162,7 @@ class NcclCommunicator final : public Communicator {
     boot_->barrier();
     const auto t0 = Clock::now();
     for (int i = 0; i < iterations; ++i) {
-      DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
-                                   ncclFloat, ncclSum, comm_, stream_));
+      enqueue_allreduce(buffer, ReduceOp::kSum);
       NcclHandle(comm_, options_.timeout, stream_).wait();
     }
     const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
@@ -192,13 +191,22 @@ class NcclCommunicator final : public Communicator {
       DLB_CUDA_CHECK(cudaEventRecord(producer_done_, static_cast<cudaStream_t>(producer.native)));
       DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
     }
-    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
-                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
-                                 stream_));
+    enqueue_allreduce(buffer, op);
     return std::make_unique<NcclHandle>(comm_, options_.timeout, stream_);
   }
 
  private:
+  // A non-blocking communicator may answer ncclInProgress before the operation is in the stream;
+  // it is there once ncclCommGetAsyncError stops saying so. Only then may an event recorded on
+  // the stream stand for its completion.
+  void enqueue_allreduce(Tensor& buffer, ReduceOp op) {
+    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
+                                 stream_));
+    poll_or_abort(
+        comm_, options_.timeout, [] { return true; }, "NCCL all-reduce launch");
+  }
+
   void check_device_f32(const Tensor& buffer) const {
     if (buffer.dtype() != DType::kF32) throw InvalidArgument("NCCL all-reduce takes f32 buffers");
     cudaPointerAttributes attr{};
