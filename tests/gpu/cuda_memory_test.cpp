@@ -8,6 +8,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
+#include "tests/gpu/skip_without_gpu.h"
 
 namespace dlb {
 namespace {
@@ -68,9 +69,6 @@ TEST(CudaMemory, HasADeviceStreamAndWrapsTheDeviceIndex) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (!dlb::gpu_available()) {
-    std::puts("no CUDA device is visible: skipped");
-    return 77;
-  }
+  if (dlb::skip_without_gpu()) return dlb::kSkippedExitCode;
   return RUN_ALL_TESTS();
 }

@@ -10,6 +10,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
+#include "tests/gpu/skip_without_gpu.h"
 
 namespace dlb {
 namespace {
@@ -76,10 +77,7 @@ TEST_F(NcclTest, EnvironmentNamesNcclAndTheDevice) {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
-  if (!dlb::gpu_available()) {
-    std::puts("no CUDA device is visible: skipped");
-    return 77;
-  }
+  if (dlb::skip_without_gpu()) return dlb::kSkippedExitCode;
   auto communicator = dlb::make_communicator(dlb::CommKind::kNccl);
   dlb::comm = communicator.get();
   if (communicator->rank() != 0) {
