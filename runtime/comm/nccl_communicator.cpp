@@ -66,11 +66,13 @@ class NcclHandle final : public CommHandle {
   }
   ~NcclHandle() override { cudaEventDestroy(event_); }
   bool test() override {
-    if (!done_ && cudaEventQuery(event_) == cudaSuccess) {
-      done_ = true;
-      stamp_completion();
-    }
-    return done_;
+    if (done_) return true;
+    const cudaError_t state = cudaEventQuery(event_);
+    if (state == cudaErrorNotReady) return false;
+    DLB_CUDA_CHECK(state);  // a failed kernel is an error, not an all-reduce still running
+    done_ = true;
+    stamp_completion();
+    return true;
   }
   void wait() override {
     poll_or_abort(
