@@ -1,11 +1,14 @@
 #include "suites/harness/launcher.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -23,13 +26,24 @@ std::optional<LauncherKind> parse_launcher(std::string_view s) {
   return std::nullopt;
 }
 
+LaunchHost this_host() {
+  LaunchHost h;
+  h.cores = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  h.as_root = geteuid() == 0;
+  h.in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
+  if (const char* n = std::getenv("SLURM_NTASKS")) h.slurm_tasks = std::atoll(n);
+  h.mpi_hostfile = std::getenv("OMPI_MCA_orte_default_hostfile") ||
+                   std::getenv("OMPI_MCA_rmaps_base_hostfile") || std::getenv("PBS_NODEFILE");
+  return h;
+}
+
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
-                             const std::vector<std::string>& worker_argv, int64_t cores,
-                             bool as_root, bool in_slurm) {
+                             const std::vector<std::string>& worker_argv, const LaunchHost& host) {
+  if (ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", ranks));
   if (kind == LauncherKind::kAuto) {
-    kind = ranks == 1 ? LauncherKind::kLocal
-           : in_slurm ? LauncherKind::kSrun
-                      : LauncherKind::kMpirun;
+    kind = ranks == 1      ? LauncherKind::kLocal
+           : host.in_slurm ? LauncherKind::kSrun
+                           : LauncherKind::kMpirun;
   }
   LaunchCommand c;
   switch (kind) {
@@ -40,13 +54,26 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
       break;
     case LauncherKind::kMpirun:
       c.argv = {"mpirun", "-np", std::to_string(ranks)};
-      if (ranks > cores) c.argv.push_back("--oversubscribe");
-      if (as_root) {
+      if (!host.mpi_hostfile && ranks > host.cores * kMaxRanksPerCore) {
+        throw InvalidArgument(fmt::format(
+            "ranks={} is more than mpirun starts on this host: {} cores, at most {} ranks per "
+            "core ({}); run across nodes (srun inside a Slurm allocation, or mpirun with a "
+            "hostfile in OMPI_MCA_orte_default_hostfile)",
+            ranks, host.cores, kMaxRanksPerCore, host.cores * kMaxRanksPerCore));
+      }
+      if (!host.mpi_hostfile && ranks > host.cores) c.argv.push_back("--oversubscribe");
+      if (host.as_root) {
         c.argv.push_back("--allow-run-as-root");
         c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
       }
       break;
     case LauncherKind::kSrun:
+      if (host.slurm_tasks && ranks > *host.slurm_tasks) {
+        throw InvalidArgument(fmt::format(
+            "ranks={} is more than this Slurm allocation's {} tasks (SLURM_NTASKS); allocate "
+            "more (sbatch/salloc -n) or lower ranks",
+            ranks, *host.slurm_tasks));
+      }
       c.argv = {"srun", "-n", std::to_string(ranks)};
       break;
     case LauncherKind::kAuto:
@@ -58,8 +85,7 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
 
 LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
                                   const std::vector<std::string>& worker_argv) {
-  return launch_command(kind, ranks, worker_argv, std::thread::hardware_concurrency(),
-                        geteuid() == 0, std::getenv("SLURM_JOB_ID") != nullptr);
+  return launch_command(kind, ranks, worker_argv, this_host());
 }
 
 std::string self_executable() { return std::filesystem::read_symlink("/proc/self/exe").string(); }

@@ -18,15 +18,29 @@ struct LaunchCommand {
   std::map<std::string, std::string> env;  // added to the child's environment
 };
 
-// The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
-// Slurm allocation (SLURM_JOB_ID set), mpirun otherwise. mpirun gets --oversubscribe when ranks
-// exceed `cores`, and --allow-run-as-root with Open MPI's root variables when `as_root`.
-LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
-                             const std::vector<std::string>& worker_argv, int64_t cores,
-                             bool as_root, bool in_slurm);
+// What decides how ranks are started, and how many can be.
+struct LaunchHost {
+  int64_t cores = 1;
+  bool as_root = false;
+  bool in_slurm = false;               // SLURM_JOB_ID set
+  std::optional<int64_t> slurm_tasks;  // SLURM_NTASKS: the allocation's task count, when given
+  bool mpi_hostfile = false;           // mpirun has hosts beyond this one (a hostfile, PBS)
+};
+LaunchHost this_host();
 
-// launch_command with this machine's facts: its cores, whether we are root, whether we run
-// inside a Slurm allocation.
+// More ranks than this per core are not started on one host: past it, an oversubscribed run
+// measures the scheduler, and each rank's model and buffers still take their memory.
+constexpr int64_t kMaxRanksPerCore = 4;
+
+// The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
+// Slurm allocation, mpirun otherwise. mpirun on this host alone gets --oversubscribe when ranks
+// exceed the cores (up to kMaxRanksPerCore per core), and --allow-run-as-root with Open MPI's
+// root variables when run as root. Throws InvalidArgument for ranks the launcher cannot start:
+// beyond that bound on one host, or beyond the Slurm allocation's tasks.
+LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
+                             const std::vector<std::string>& worker_argv, const LaunchHost& host);
+
+// launch_command on this_host().
 LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
                                   const std::vector<std::string>& worker_argv);
 // The path of the running dlbench binary, for relaunching it as a worker.

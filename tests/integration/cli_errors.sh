@@ -79,6 +79,7 @@ else
 fi
 expect 2 "--ranks must be at least 1" bench allreduce --ranks=0
 expect 2 "--comm: foo not in" bench allreduce --comm=foo
+expect 2 "more than mpirun starts on this host" bench allreduce --ranks=$(( $(nproc) * 4 + 1 ))
 # Without a visible GPU, nccl is refused before any rank starts (exit 4, unsupported).
 if "$dlbench" list | grep -qE "cuda: (no device visible|not compiled)"; then
   expect 4 "no CUDA device is visible" bench allreduce --comm=nccl --ranks=2

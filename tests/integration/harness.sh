@@ -44,6 +44,22 @@ before=$(sha256sum <"$work/crash/results.jsonl")
 check "refuses to overwrite" test $? -eq 2
 check "refusal leaves results" test "$(sha256sum <"$work/crash/results.jsonl")" = "$before"
 
+# Ranks beyond what the launcher can start on this host: that point fails with the reason before
+# anything is launched, the other point still runs, and the sweep exits 1.
+too_many=$(( $(nproc) * 4 + 1 ))
+cat >"$work/ranks.json" <<JSON
+{"name": "ranks", "description": "one rank, then more than this host starts",
+ "defaults": {"model": "digits-cnn", "image_size": 8, "batch": 4, "steps": 2, "warmup": 0,
+              "backend": "cpu"},
+ "sweep": {"ranks": [1, $too_many]},
+ "cpu": {}}
+JSON
+"$dlbench" --suite="$work/ranks.json" --out="$work/ranks" --no-report >"$work/ranks.out" 2>&1
+check "too many ranks exits 1" test $? -eq 1
+check "too many ranks statuses" test "$(statuses "$work/ranks/results.jsonl")" = "ok failed"
+check "too many ranks message" grep -q "ranks=$too_many is more than mpirun starts on this host" \
+  "$work/ranks/results.jsonl"
+
 # A hang is killed at the timeout; an injected OOM is recorded as oom.
 "$dlbench" --suite="$work/three.json" --out="$work/hang" --inject-fault=hang@1 --timeout=3 --no-report >/dev/null 2>&1
 check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout ok ok"

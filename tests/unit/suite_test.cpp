@@ -168,18 +168,49 @@ TEST(Suite, UnknownSuiteNameListsTheShippedOnes) {
   }
 }
 
+LaunchHost host(int64_t cores, bool as_root = false, bool in_slurm = false) {
+  LaunchHost h;
+  h.cores = cores;
+  h.as_root = as_root;
+  h.in_slurm = in_slurm;
+  return h;
+}
+
 TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
-  const auto c = launch_command(LauncherKind::kAuto, 4, {"dlbench", "worker"}, 2, true, false);
+  const auto c = launch_command(LauncherKind::kAuto, 4, {"dlbench", "worker"}, host(2, true));
   EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "4", "--oversubscribe",
                                               "--allow-run-as-root", "dlbench", "worker"}));
   EXPECT_EQ(c.env.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
-  const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, 2, false, false);
+  const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, host(2));
   EXPECT_EQ(fits.argv, (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
   EXPECT_TRUE(fits.env.empty());
-  EXPECT_EQ(launch_command(LauncherKind::kAuto, 8, {"w"}, 2, false, true).argv[0], "srun");
-  EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, 2, true, false).argv,
+  EXPECT_EQ(launch_command(LauncherKind::kAuto, 8, {"w"}, host(2, false, true)).argv[0], "srun");
+  EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, host(2, true)).argv,
             std::vector<std::string>{"w"});
-  EXPECT_THROW(launch_command(LauncherKind::kLocal, 2, {"w"}, 2, false, false), InvalidArgument);
+  EXPECT_THROW(launch_command(LauncherKind::kLocal, 2, {"w"}, host(2)), InvalidArgument);
+}
+
+TEST(Launcher, RefusesRanksItCannotStart) {
+  // One host: up to kMaxRanksPerCore ranks per core, oversubscribed; one more is refused.
+  EXPECT_NO_THROW(launch_command(LauncherKind::kAuto, 2 * kMaxRanksPerCore, {"w"}, host(2)));
+  try {
+    launch_command(LauncherKind::kAuto, 2 * kMaxRanksPerCore + 1, {"w"}, host(2));
+    ADD_FAILURE() << "no error";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("2 cores"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(launch_command(LauncherKind::kAuto, 0, {"w"}, host(2)), InvalidArgument);
+  // A hostfile gives mpirun other hosts: no bound here and no --oversubscribe.
+  LaunchHost cluster = host(2);
+  cluster.mpi_hostfile = true;
+  EXPECT_EQ(launch_command(LauncherKind::kAuto, 64, {"w"}, cluster).argv,
+            (std::vector<std::string>{"mpirun", "-np", "64", "w"}));
+  // Slurm: the allocation's task count bounds srun; unknown, srun itself decides.
+  LaunchHost slurm = host(2, false, true);
+  EXPECT_NO_THROW(launch_command(LauncherKind::kAuto, 64, {"w"}, slurm));
+  slurm.slurm_tasks = 8;
+  EXPECT_NO_THROW(launch_command(LauncherKind::kAuto, 8, {"w"}, slurm));
+  EXPECT_THROW(launch_command(LauncherKind::kAuto, 9, {"w"}, slurm), InvalidArgument);
 }
 
 TEST(Launcher, TimeoutKillsTheWholeProcessGroup) {
