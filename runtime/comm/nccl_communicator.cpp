@@ -11,63 +11,27 @@
 
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/device.h"
+#include "runtime/comm/nccl_guard.h"
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
 
 namespace dlb {
 namespace {
 
-[[noreturn]] void throw_nccl_error(ncclResult_t r, const char* stmt, const char* func,
-                                   const char* file, int line) {
-  throw CommError(fmt::format("NCCL error {} ({}) in {} at {}:{}: {}", static_cast<int>(r),
-                              ncclGetErrorString(r), func, file, line, stmt));
-}
-
-// ncclInProgress is the normal answer of a non-blocking communicator.
-#define DLB_NCCL_CHECK(stmt)                                              \
-  do {                                                                    \
-    const ncclResult_t dlb_nccl_r_ = (stmt);                              \
-    if (dlb_nccl_r_ != ncclSuccess && dlb_nccl_r_ != ncclInProgress)      \
-      throw_nccl_error(dlb_nccl_r_, #stmt, __func__, __FILE__, __LINE__); \
-  } while (0)
-
-using Clock = std::chrono::steady_clock;
-
-// Polls until `done()` or the communicator reports an error; on timeout or error, aborts it.
-void poll_or_abort(ncclComm_t comm, std::chrono::duration<double> timeout,
-                   const std::function<bool()>& done, const char* what) {
-  const auto deadline = Clock::now() + timeout;
-  for (;;) {
-    ncclResult_t state = ncclSuccess;
-    DLB_NCCL_CHECK(ncclCommGetAsyncError(comm, &state));
-    if (state != ncclSuccess && state != ncclInProgress) {
-      ncclCommAbort(comm);
-      throw CommError(fmt::format("{}: NCCL reported {} ({}); communicator aborted", what,
-                                  static_cast<int>(state), ncclGetErrorString(state)));
-    }
-    if (state == ncclSuccess && done()) return;
-    if (Clock::now() > deadline) {
-      ncclCommAbort(comm);
-      throw CommError(
-          fmt::format("{} did not complete within {:.0f} s; a peer rank may have "
-                      "died; communicator aborted",
-                      what, timeout.count()));
-    }
-    std::this_thread::yield();
-  }
-}
+using nccl::Clock;
+using nccl::GuardedComm;
+using nccl::InFlight;
 
 class NcclHandle final : public CommHandle {
  public:
-  NcclHandle(ncclComm_t comm, std::chrono::duration<double> timeout, cudaStream_t stream)
-      : comm_(comm), timeout_(timeout) {
-    DLB_CUDA_CHECK(cudaEventCreateWithFlags(&event_, cudaEventDisableTiming));
-    DLB_CUDA_CHECK(cudaEventRecord(event_, stream));
+  NcclHandle(std::shared_ptr<GuardedComm> comm, cudaStream_t stream)
+      : comm_(std::move(comm)), op_(std::make_shared<InFlight>(stream)) {
+    comm_->watch(op_);
   }
-  ~NcclHandle() override { cudaEventDestroy(event_); }
   bool test() override {
     if (done_) return true;
-    const cudaError_t state = cudaEventQuery(event_);
+    if (comm_->aborted()) comm_->throw_aborted();
+    const cudaError_t state = cudaEventQuery(op_->event);
     if (state == cudaErrorNotReady) return false;
     DLB_CUDA_CHECK(state);  // a failed kernel is an error, not an all-reduce still running
     done_ = true;
@@ -75,28 +39,19 @@ class NcclHandle final : public CommHandle {
     return true;
   }
   void wait() override {
-    poll_or_abort(
-        comm_, timeout_, [&] { return test(); }, "NCCL all-reduce");
+    comm_->poll([&] { return test(); }, "NCCL all-reduce");
   }
-  // The consumer stream waits on the all-reduce's event: no host synchronisation. An error the
-  // communicator already knows of is raised now; one that comes later surfaces at the next
-  // wait(), which polls against the timeout.
+  // The consumer stream waits on the all-reduce's event: no host synchronisation. An error
+  // NCCL already knows of is raised now; a peer that dies later is the watchdog's to catch.
   void order_before(StreamRef consumer) override {
     if (!consumer.on_device()) return wait();
-    ncclResult_t state = ncclSuccess;
-    DLB_NCCL_CHECK(ncclCommGetAsyncError(comm_, &state));
-    if (state != ncclSuccess && state != ncclInProgress) {
-      ncclCommAbort(comm_);
-      throw CommError(fmt::format("NCCL all-reduce: NCCL reported {} ({}); communicator aborted",
-                                  static_cast<int>(state), ncclGetErrorString(state)));
-    }
-    DLB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer.native), event_, 0));
+    comm_->check("NCCL all-reduce");
+    DLB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer.native), op_->event, 0));
   }
 
  private:
-  ncclComm_t comm_;
-  std::chrono::duration<double> timeout_;
-  cudaEvent_t event_ = nullptr;
+  std::shared_ptr<GuardedComm> comm_;
+  std::shared_ptr<InFlight> op_;
   bool done_ = false;
 };
 
@@ -124,26 +79,11 @@ class NcclCommunicator final : public Communicator {
     boot_->broadcast(id_bytes, 0);
     std::memcpy(&id, id_bytes.raw(), sizeof id);
 
-    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
-    config.blocking = 0;  // init and collectives return at once; we poll with a deadline
-    DLB_NCCL_CHECK(ncclCommInitRankConfig(&comm_, boot_->size(), id, boot_->rank(), &config));
-    poll_or_abort(
-        comm_, options_.timeout, [] { return true; }, "NCCL initialisation");
+    comm_ =
+        std::make_shared<GuardedComm>(device_, boot_->size(), id, boot_->rank(), options_.timeout);
   }
   ~NcclCommunicator() override {
-    if (comm_) {
-      // Flush, then destroy; a communicator that cannot finish in 10 s is aborted instead.
-      ncclResult_t state = ncclCommFinalize(comm_);
-      const auto deadline = Clock::now() + std::chrono::seconds(10);
-      while (state == ncclInProgress && Clock::now() < deadline) {
-        ncclCommGetAsyncError(comm_, &state);
-      }
-      if (state == ncclSuccess) {
-        ncclCommDestroy(comm_);
-      } else {
-        ncclCommAbort(comm_);
-      }
-    }
+    comm_.reset();  // handles still alive keep it until they go
     if (producer_done_) cudaEventDestroy(producer_done_);
     if (stream_) cudaStreamDestroy(stream_);
   }
@@ -165,7 +105,7 @@ class NcclCommunicator final : public Communicator {
     const auto t0 = Clock::now();
     for (int i = 0; i < iterations; ++i) {
       enqueue_allreduce(buffer, ReduceOp::kSum);
-      NcclHandle(comm_, options_.timeout, stream_).wait();
+      NcclHandle(comm_, stream_).wait();
     }
     const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
     return boot_->max_across_ranks(t);
@@ -194,7 +134,7 @@ class NcclCommunicator final : public Communicator {
       DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
     }
     enqueue_allreduce(buffer, op);
-    return std::make_unique<NcclHandle>(comm_, options_.timeout, stream_);
+    return std::make_unique<NcclHandle>(comm_, stream_);
   }
 
  private:
@@ -202,11 +142,12 @@ class NcclCommunicator final : public Communicator {
   // it is there once ncclCommGetAsyncError stops saying so. Only then may an event recorded on
   // the stream stand for its completion.
   void enqueue_allreduce(Tensor& buffer, ReduceOp op) {
-    DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
-                                 ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, comm_,
-                                 stream_));
-    poll_or_abort(
-        comm_, options_.timeout, [] { return true; }, "NCCL all-reduce launch");
+    comm_->call([&](ncclComm_t c) {
+      DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
+                                   ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, c,
+                                   stream_));
+    });
+    comm_->poll([] { return true; }, "NCCL all-reduce launch");
   }
 
   void check_device_f32(const Tensor& buffer) const {
@@ -249,7 +190,7 @@ class NcclCommunicator final : public Communicator {
   int device_ = 0;
   cudaStream_t stream_ = nullptr;
   cudaEvent_t producer_done_ = nullptr;  // reused: a stream wait captures its state when issued
-  ncclComm_t comm_ = nullptr;
+  std::shared_ptr<GuardedComm> comm_;
 };
 
 }  // namespace
