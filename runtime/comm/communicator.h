@@ -63,6 +63,7 @@ class Communicator {
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
   virtual void barrier() = 0;
   virtual double max_across_ranks(double value) = 0;
+  virtual double sum_across_ranks(double value) = 0;
   // Seconds per call of the library's own blocking in-place all-reduce (sum) on `buffer`, the
   // mean of `iterations` calls, slowest rank: the baseline the async path is compared with.
   virtual double time_reference_allreduce(Tensor& buffer, int iterations) = 0;

@@ -19,6 +19,7 @@ class LocalCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override { return {value}; }
   void barrier() override {}
   double max_across_ranks(double value) override { return value; }
+  double sum_across_ranks(double value) override { return value; }
   double time_reference_allreduce(Tensor&, int) override { return 0; }
   std::string reference_name() const override { return "nothing (one rank)"; }
   std::map<std::string, std::string> environment() const override { return {}; }

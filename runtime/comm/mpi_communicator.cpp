@@ -284,11 +284,8 @@ class MpiCommunicator final : public Communicator {
     return out;
   }
   void barrier() override { DLB_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
-  double max_across_ranks(double value) override {
-    double out = 0;
-    DLB_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
-    return out;
-  }
+  double max_across_ranks(double value) override { return reduce_double(value, MPI_MAX); }
+  double sum_across_ranks(double value) override { return reduce_double(value, MPI_SUM); }
   double time_reference_allreduce(Tensor& buffer, int iterations) override {
     check_host_f32(buffer);
     barrier();
@@ -333,6 +330,12 @@ class MpiCommunicator final : public Communicator {
   }
 
  private:
+  double reduce_double(double value, MPI_Op op) {
+    double out = 0;
+    DLB_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD));
+    return out;
+  }
+
   CommOptions options_;
   int rank_ = 0, size_ = 1, thread_level_ = 0;
   MPI_Comm progress_comm_ = MPI_COMM_NULL;

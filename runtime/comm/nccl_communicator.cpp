@@ -97,6 +97,7 @@ class NcclCommunicator final : public Communicator {
   std::vector<uint64_t> allgather(uint64_t value) override { return boot_->allgather(value); }
   void barrier() override { boot_->barrier(); }
   double max_across_ranks(double value) override { return boot_->max_across_ranks(value); }
+  double sum_across_ranks(double value) override { return boot_->sum_across_ranks(value); }
   // ncclAllReduce with a stream synchronisation after every call: what the pipelined async path
   // (launches back to back, one wait) is compared with.
   double time_reference_allreduce(Tensor& buffer, int iterations) override {

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cstring>
 
 #include "workloads/data/epochs.h"
 
@@ -35,21 +34,6 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
   log.event("config_filename", f.config_file);
 }
 
-namespace {
-// The all-gather carries 64-bit words: a double travels as its bits.
-double mean_across_ranks(Communicator& comm, double x) {
-  uint64_t bits = 0;
-  std::memcpy(&bits, &x, sizeof x);
-  double sum = 0;
-  for (uint64_t b : comm.allgather(bits)) {
-    double v = 0;
-    std::memcpy(&v, &b, sizeof v);
-    sum += v;
-  }
-  return sum / comm.size();
-}
-}  // namespace
-
 nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
                                  const ConvergenceOptions& o, MlLog* log) {
   using clock = std::chrono::steady_clock;
@@ -70,14 +54,14 @@ nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const Dig
     if (log) log->start("epoch_start", nullptr, at);
     EpochResult r = train_epoch(trainer, digits.train, shuffle, shard);
     r.seconds = comm.max_across_ranks(r.seconds);
-    r.mean_loss = mean_across_ranks(comm, r.mean_loss);
+    r.mean_loss = comm.sum_across_ranks(r.mean_loss) / comm.size();
     if (log) log->end("epoch_stop", nullptr, at);
     if (log) log->start("eval_start", nullptr, at);
     // One model for the evaluation: rank 0's running statistics; every rank counts its share.
     trainer.broadcast_buffers();
-    int64_t correct = 0;
-    for (uint64_t c : comm.allgather(count_correct(trainer, digits.test, shard))) correct += c;
-    accuracy = static_cast<double>(correct) / static_cast<double>(digits.test.size());
+    const double correct =
+        comm.sum_across_ranks(static_cast<double>(count_correct(trainer, digits.test, shard)));
+    accuracy = correct / static_cast<double>(digits.test.size());
     if (log) log->event("eval_accuracy", accuracy, at);
     if (log) log->end("eval_stop", nullptr, at);
     epochs = e;

@@ -99,6 +99,8 @@ TEST_F(CommTest, BroadcastAndAllgather) {
   ASSERT_EQ(all.size(), static_cast<size_t>(comm->size()));
   for (int i = 0; i < comm->size(); ++i) EXPECT_EQ(all[i], static_cast<uint64_t>(i) * 7);
   EXPECT_EQ(comm->max_across_ranks(comm->rank()), comm->size() - 1);
+  const int n = comm->size();
+  EXPECT_EQ(comm->sum_across_ranks(comm->rank() + 1), n * (n + 1) / 2);
   EXPECT_FALSE(comm->environment().at("mpi").empty());
 }
 
@@ -133,13 +135,17 @@ TEST_F(CommTest, BroadcastBuffersGivesEveryRankRankZerosRunningStatistics) {
   t.load_batch(d.images.data(), d.labels.data());
   t.train_step();
   const auto [all_before, buffers_before] = state_checksums(g);
-  if (comm->size() > 1) EXPECT_FALSE(same_on_every_rank(buffers_before));
+  if (comm->size() > 1) {
+    EXPECT_FALSE(same_on_every_rank(buffers_before));
+  }
   EXPECT_TRUE(t.weights_identical_across_ranks());  // the gradients were averaged
   t.broadcast_buffers();
   const auto [all_after, buffers_after] = state_checksums(g);
   EXPECT_TRUE(same_on_every_rank(all_after));
   EXPECT_TRUE(same_on_every_rank(buffers_after));
-  if (comm->rank() == 0) EXPECT_EQ(all_after, all_before);  // rank 0 keeps its own
+  if (comm->rank() == 0) {
+    EXPECT_EQ(all_after, all_before);  // rank 0 keeps its own
+  }
 }
 
 }  // namespace
