@@ -35,10 +35,19 @@ double ConvDesc::forward_macs() const {
          kernel_h * kernel_w;
 }
 
-void Backend::require(Op op, Precision precision) const {
-  if (!supports(op, precision)) {
+OpTypes OpTypes::of(const PrecisionPolicy& policy) {
+  return OpTypes{policy.math, policy.activations, policy.compute_weights};
+}
+
+std::string op_types_str(const OpTypes& t) {
+  return fmt::format("{} ({} data, {} parameters)", precision_name(t.math), dtype_name(t.data),
+                     dtype_name(t.params));
+}
+
+void Backend::require(Op op, const OpTypes& types) const {
+  if (!supports(op, types)) {
     throw Unsupported(fmt::format("the {} backend does not support {} in {}", name(), op_name(op),
-                                  precision_name(precision)));
+                                  op_types_str(types)));
   }
 }
 

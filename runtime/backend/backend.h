@@ -1,6 +1,6 @@
 // The Backend seam: memory through the allocator, and typed training operations. Layers call
 // these and never kernels or library handles. A backend says what it supports; asking for anything
-// else raises Unsupported with a message naming the op, the precision and the backend.
+// else raises Unsupported with a message naming the op, the dtypes involved and the backend.
 #pragma once
 #include <map>
 #include <memory>
@@ -9,6 +9,7 @@
 #include <string_view>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/precision_policy.h"
 #include "runtime/core/stream_ref.h"
 #include "runtime/core/tensor.h"
 #include "runtime/memory/allocator.h"
@@ -28,12 +29,24 @@ enum class Op {
 };
 std::string_view op_name(Op op);
 
+// The dtypes an op actually involves: its data (inputs, outputs and their gradients), its
+// parameters, and the math its products may use. Batch norm in a bf16 run has bf16 data and f32
+// parameters; the loss may stay f32 while convolutions run in 16 bits.
+struct OpTypes {
+  Precision math = Precision::kFp32;
+  DType data = DType::kF32;
+  DType params = DType::kF32;
+  // The types a layer's op sees under `policy`: activations, compute weights and its math.
+  static OpTypes of(const PrecisionPolicy& policy);
+};
+std::string op_types_str(const OpTypes& t);  // "fp16 (f16 data, f16 parameters)"
+
 // A 2-D convolution problem, NCHW. Dilation is 1 (no reference model uses another).
 struct ConvDesc {
   int64_t batch = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, groups = 1;
-  Precision precision = Precision::kFp32;
+  OpTypes types;  // from the run's precision policy
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
@@ -97,9 +110,9 @@ class DeviceMemory {
 
 class Backend : public DeviceMemory {
  public:
-  virtual bool supports(Op op, Precision precision) const = 0;
-  // Throws Unsupported unless supports(op, precision).
-  void require(Op op, Precision precision) const;
+  virtual bool supports(Op op, const OpTypes& types) const = 0;
+  // Throws Unsupported, naming the op, the types and the backend, unless supports(op, types).
+  void require(Op op, const OpTypes& types) const;
   // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
   void reserve_workspace(size_t bytes);
 

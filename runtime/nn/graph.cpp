@@ -9,6 +9,33 @@
 
 namespace dlb {
 
+// A node's requests, recorded in the graph's table under "<node>.<name>".
+class Graph::NodeTensors final : public TensorSource {
+ public:
+  NodeTensors(Graph& g, int node) : g_(g), node_(node) {}
+  Tensor param(const std::string& name, const Shape& shape, DType dtype) override {
+    const int id = add(name, TensorKind::kParam, shape, dtype, MemCategory::kWeights);
+    g_.param_ids_[node_].push_back(id);
+    return g_.tensors_[id];
+  }
+  Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override {
+    return g_.tensors_[add(name, TensorKind::kBuffer, shape, dtype, MemCategory::kWeights)];
+  }
+  Tensor saved(const std::string& name, const Shape& shape, DType dtype) override {
+    const int id = add(name, TensorKind::kSaved, shape, dtype, MemCategory::kActivations);
+    g_.saved_ids_[node_].push_back(id);
+    return g_.tensors_[id];
+  }
+
+ private:
+  int add(const std::string& name, TensorKind kind, const Shape& shape, DType dtype,
+          MemCategory category) {
+    return g_.allocate({g_.nodes_[node_].name + "." + name, kind, shape, dtype, node_}, category);
+  }
+  Graph& g_;
+  int node_;
+};
+
 Graph::Graph(Shape input_shape) {
   nodes_.push_back(Node{"input", nullptr, {}, std::move(input_shape), 0});
 }
@@ -34,51 +61,86 @@ int Graph::add(std::string name, std::unique_ptr<Layer> layer, std::vector<int> 
   return output();
 }
 
+std::vector<std::string> Graph::node_names() const {
+  std::vector<std::string> names;
+  for (const Node& n : nodes_) names.push_back(n.name);
+  return names;
+}
+
 std::vector<Shape> Graph::input_shapes(const Node& n) const {
   std::vector<Shape> in;
   for (int i : n.inputs) in.push_back(nodes_[i].shape);
   return in;
 }
 
-void Graph::setup(Backend& backend, Rng& rng) {
+int Graph::allocate(TensorInfo info, MemCategory category) {
+  Tensor t = backend_->empty(info.shape, info.dtype, category, info.name);
+  return add_tensor(std::move(info), std::move(t));
+}
+
+int Graph::add_tensor(TensorInfo info, Tensor t) {
+  infos_.push_back(std::move(info));
+  tensors_.push_back(std::move(t));
+  return static_cast<int>(infos_.size()) - 1;
+}
+
+// A view node's gradient can be its input's only when nothing else writes the input's gradient.
+bool Graph::aliases_gradient(int node) const {
+  const Node& n = nodes_[node];
+  return n.layer->is_view() && n.inputs[0] != input() && nodes_[n.inputs[0]].consumers == 1;
+}
+
+void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
   if (is_setup()) throw InvalidArgument("graph is already set up");
   backend_ = &backend;
+  policy_ = policy;
   const size_t n = nodes_.size();
-  outputs_.resize(n);
-  grads_.resize(n);
-  grad_written_.assign(n, 0);
-  outputs_[0] = backend.empty(nodes_[0].shape, DType::kF32, MemCategory::kData, "input batch");
-  size_t max_slots = 0;
+  output_ids_.assign(n, -1);
+  grad_ids_.assign(n, -1);
+  saved_ids_.assign(n, {});
+  param_ids_.assign(n, {});
+  param_grad_ids_.assign(n, {});
+  const DType act = policy.activations;
+  input_id_ = allocate({"input", TensorKind::kInput, nodes_[0].shape, act, 0}, MemCategory::kData);
+  output_ids_[0] = input_id_;
   for (size_t i = 1; i < n; ++i) {
     Node& node = nodes_[i];
     Rng layer_rng = rng.fork(i);
-    node.layer->setup(backend, input_shapes(node), layer_rng);
-    outputs_[i] = backend.empty(node.shape, DType::kF32, MemCategory::kActivations,
-                                fmt::format("output of {}", node.name));
-    grads_[i] = backend.empty(node.shape, DType::kF32, MemCategory::kActivations,
-                              fmt::format("gradient of {}", node.name));
-    max_slots = std::max(max_slots, node.inputs.size());
-  }
-  int64_t total = 0;
-  for (const Node& node : nodes_)
-    if (node.layer) total += node.layer->num_params();
-  flat_grads_ = backend.empty({std::max<int64_t>(total, 1)}, DType::kF32, MemCategory::kGradients,
-                              "flat gradient buffer");
-  int64_t offset = 0;
-  for (size_t i = n - 1; i >= 1; --i) {
-    for (Param* p : nodes_[i].layer->params()) {
-      p->grad = flat_grads_.slice_flat(offset, p->value.numel()).reshaped(p->value.shape());
-      offset += p->value.numel();
+    NodeTensors source(*this, static_cast<int>(i));
+    const std::vector<Shape> in = input_shapes(node);
+    LayerSetup s{backend, in, layer_rng, policy, source};
+    node.layer->setup(s);
+    if (node.layer->is_view()) {
+      // The output is the input's bytes under another shape: nothing to allocate or run.
+      const int from = output_ids_[node.inputs[0]];
+      output_ids_[i] = add_tensor(
+          {node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i), from},
+          tensors_[from].reshaped(node.shape));
+    } else {
+      output_ids_[i] =
+          allocate({node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i)},
+                   MemCategory::kActivations);
     }
+    if (aliases_gradient(static_cast<int>(i))) continue;  // set once the input's exists
+    grad_ids_[i] = allocate(
+        {"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, static_cast<int>(i)},
+        MemCategory::kActivations);
   }
-  if (offset != total) {
-    throw InvalidArgument(
-        fmt::format("parameters hold {} values, layers declared {}", offset, total));
+  // A view's gradient is its input's (inputs come first, so theirs exist by now).
+  for (size_t i = 1; i < n; ++i) {
+    if (!aliases_gradient(static_cast<int>(i))) continue;
+    const int from = grad_ids_[nodes_[i].inputs[0]];
+    grad_ids_[i] = add_tensor({"grad of " + nodes_[i].name, TensorKind::kActivationGrad,
+                               nodes_[i].shape, act, static_cast<int>(i), from},
+                              tensors_[from].reshaped(nodes_[i].shape));
   }
-  node_inputs_.resize(n);
+  assign_gradients();
+  node_inputs_.assign(n, {});
   for (size_t i = 1; i < n; ++i)
-    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&outputs_[j]);
+    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&tensors_[output_ids_[j]]);
   // A fork's second consumer writes its gradient contribution to scratch, then adds it.
+  size_t max_slots = 0;
+  for (const Node& node : nodes_) max_slots = std::max(max_slots, node.inputs.size());
   for (size_t slot = 0; slot < max_slots; ++slot) {
     int64_t largest = 0;
     for (size_t i = 1; i < n; ++i) {
@@ -87,55 +149,181 @@ void Graph::setup(Backend& backend, Rng& rng) {
         largest = std::max(largest, nodes_[node.inputs[slot]].shape.numel());
       }
     }
-    fork_scratch_.push_back(
-        largest ? backend.empty({largest}, DType::kF32, MemCategory::kActivations, "fork gradient")
-                : Tensor());
+    fork_scratch_.push_back(largest ? allocate({fmt::format("fork gradient {}", slot),
+                                                TensorKind::kScratch, Shape{largest}, act},
+                                               MemCategory::kActivations)
+                                    : -1);
+  }
+  build_forward();
+  build_backward();
+}
+
+// Every parameter gradient is a view into one flat buffer, in reverse layer order.
+void Graph::assign_gradients() {
+  int64_t total = 0;
+  for (const Node& node : nodes_)
+    if (node.layer) total += node.layer->num_params();
+  flat_grads_ = backend_->empty({std::max<int64_t>(total, 1)}, policy_.gradients,
+                                MemCategory::kGradients, "flat gradient buffer");
+  int64_t offset = 0;
+  for (size_t i = nodes_.size() - 1; i >= 1; --i) {
+    const std::vector<Param*> params = nodes_[i].layer->params();
+    if (params.size() != param_ids_[i].size()) {
+      throw InvalidArgument(fmt::format("layer '{}' has {} parameters but requested {}",
+                                        nodes_[i].name, params.size(), param_ids_[i].size()));
+    }
+    for (size_t k = 0; k < params.size(); ++k) {
+      Param* p = params[k];
+      p->grad = flat_grads_.slice_flat(offset, p->value.numel()).reshaped(p->value.shape());
+      offset += p->value.numel();
+      const int grad = add_tensor({nodes_[i].name + "." + p->name + ".grad", TensorKind::kParamGrad,
+                                   p->value.shape(), policy_.gradients, static_cast<int>(i)},
+                                  p->grad);
+      param_grad_ids_[i].push_back(grad);
+      flat_params_.push_back(p);
+      param_index_.push_back({p, {param_ids_[i][k], grad}});
+    }
+  }
+  if (offset != total) {
+    throw InvalidArgument(
+        fmt::format("parameters hold {} values, layers declared {}", offset, total));
   }
 }
 
-void Graph::forward(const LayerContext& ctx) {
+void Graph::build_forward() {
   for (size_t i = 1; i < nodes_.size(); ++i) {
-    Node& node = nodes_[i];
-    if (observer_) observer_->before_forward(static_cast<int>(i));
-    TraceScope scope(ctx.tracer, node.name, "forward");
-    node.layer->forward(ctx, node_inputs_[i], outputs_[i]);
+    const Node& node = nodes_[i];
+    if (node.layer->is_view()) continue;
+    Step s;
+    s.pass = Pass::kForward;
+    s.node = static_cast<int>(i);
+    for (int j : node.inputs) s.reads.push_back(output_ids_[j]);
+    s.reads.insert(s.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
+    s.writes = {output_ids_[i]};
+    s.writes.insert(s.writes.end(), saved_ids_[i].begin(), saved_ids_[i].end());
+    // What backward will read of this pass (a memory planner keeps these alive).
+    const PassReads d = node.layer->backward_data_reads(), w = node.layer->backward_weights_reads();
+    if (d.input || w.input)
+      for (int j : node.inputs) s.saves.push_back(output_ids_[j]);
+    if (d.output || w.output) s.saves.push_back(output_ids_[i]);
+    s.saves.insert(s.saves.end(), saved_ids_[i].begin(), saved_ids_[i].end());
+    forward_.steps.push_back(std::move(s));
+  }
+  link_dependencies(forward_, infos_.size());
+}
+
+void Graph::build_backward() {
+  const int n = static_cast<int>(nodes_.size());
+  std::vector<char> written(n, 0);
+  written[output()] = 1;
+  auto pass_reads = [&](int i, PassReads r, Step& s) {
+    if (r.input)
+      for (int j : nodes_[i].inputs) s.reads.push_back(output_ids_[j]);
+    if (r.output) s.reads.push_back(output_ids_[i]);
+  };
+  for (int i = output(); i >= 1; --i) {
+    const Node& node = nodes_[i];
+    if (!written[i]) continue;  // does not reach the loss
+    if (aliases_gradient(i)) {  // the gradient already is the input's
+      written[node.inputs[0]] = 1;
+      continue;
+    }
+    const bool fused = node.layer->fused_backward();
+    Step data;
+    data.pass = fused ? Pass::kBackward : Pass::kBackwardData;
+    data.node = i;
+    data.reads = {grad_ids_[i]};
+    pass_reads(i, node.layer->backward_data_reads(), data);
+    data.reads.insert(data.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
+    data.reads.insert(data.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
+    std::vector<Step> adds;
+    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+      const int j = node.inputs[slot];
+      int target = -1;
+      if (j == input()) {
+        if (fused) {  // it writes a data gradient whether or not anything reads it
+          target = allocate({fmt::format("unused input gradient of {}", node.name),
+                             TensorKind::kScratch, nodes_[j].shape, policy_.activations, i},
+                            MemCategory::kActivations);
+        }
+      } else if (!written[j]) {
+        target = grad_ids_[j];
+        written[j] = 1;
+      } else {
+        const int scratch = fork_scratch_.at(slot);
+        target = add_tensor(
+            {fmt::format("fork gradient {} as {}", slot, nodes_[j].name), TensorKind::kScratch,
+             nodes_[j].shape, policy_.activations, j, scratch},
+            tensors_[scratch].slice_flat(0, nodes_[j].shape.numel()).reshaped(nodes_[j].shape));
+        Step add;
+        add.pass = Pass::kAccumulate;
+        add.node = j;
+        add.reads = {target, grad_ids_[j]};
+        add.writes = {grad_ids_[j]};
+        adds.push_back(std::move(add));
+      }
+      data.dx.push_back(target);
+      if (target >= 0) data.writes.push_back(target);
+    }
+    if (fused) {
+      data.writes.insert(data.writes.end(), param_grad_ids_[i].begin(), param_grad_ids_[i].end());
+    }
+    if (!data.writes.empty()) backward_.steps.push_back(std::move(data));
+    for (Step& a : adds) backward_.steps.push_back(std::move(a));
+    if (!fused && !param_ids_[i].empty()) {
+      Step weights;
+      weights.pass = Pass::kBackwardWeights;
+      weights.node = i;
+      weights.reads = {grad_ids_[i]};
+      pass_reads(i, node.layer->backward_weights_reads(), weights);
+      weights.reads.insert(weights.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
+      weights.writes = param_grad_ids_[i];
+      backward_.steps.push_back(std::move(weights));
+    }
+  }
+  link_dependencies(backward_, infos_.size());
+}
+
+void Graph::run(const Step& step, const LayerContext& ctx) {
+  Node& node = nodes_.at(step.node);
+  switch (step.pass) {
+    case Pass::kForward:
+      node.layer->forward(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]]);
+      return;
+    case Pass::kBackwardData:
+    case Pass::kBackward: {
+      std::vector<Tensor*> dx;
+      for (int t : step.dx) dx.push_back(t < 0 ? nullptr : &tensors_[t]);
+      node.layer->backward_data(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]],
+                                tensors_[grad_ids_[step.node]], dx);
+      return;
+    }
+    case Pass::kBackwardWeights:
+      node.layer->backward_weights(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]],
+                                   tensors_[grad_ids_[step.node]]);
+      return;
+    case Pass::kAccumulate:
+      ctx.backend.accumulate(tensors_[step.reads.at(0)], tensors_[step.writes.at(0)]);
+      return;
+    case Pass::kLoss:
+    case Pass::kAllReduce:
+    case Pass::kUpdate:
+      break;
+  }
+  throw InvalidArgument(fmt::format("the graph does not run {} passes", pass_name(step.pass)));
+}
+
+void Graph::forward(const LayerContext& ctx) {
+  for (const Step& s : forward_.steps) {
+    TraceScope scope(ctx.tracer, nodes_[s.node].name, pass_name(s.pass));
+    run(s, ctx);
   }
 }
 
 void Graph::backward(const LayerContext& ctx) {
-  std::fill(grad_written_.begin(), grad_written_.end(), 0);
-  grad_written_[output()] = 1;
-  for (int i = output(); i >= 1; --i) {
-    Node& node = nodes_[i];
-    if (!grad_written_[i]) continue;  // does not reach the loss
-    const std::vector<const Tensor*>& in = node_inputs_[i];
-    std::vector<Tensor*> dx;
-    std::vector<std::pair<Tensor*, Tensor*>> pending_adds;  // (scratch, destination)
-    std::vector<Tensor> scratch_views(node.inputs.size());  // stable: never resized
-    for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
-      const int j = node.inputs[slot];
-      if (j == input()) {
-        dx.push_back(nullptr);
-      } else if (!grad_written_[j]) {
-        dx.push_back(&grads_[j]);
-        grad_written_[j] = 1;
-      } else {
-        scratch_views[slot] =
-            fork_scratch_[slot].slice_flat(0, nodes_[j].shape.numel()).reshaped(nodes_[j].shape);
-        dx.push_back(&scratch_views[slot]);
-        pending_adds.emplace_back(&scratch_views[slot], &grads_[j]);
-      }
-    }
-    if (std::any_of(dx.begin(), dx.end(), [](Tensor* t) { return t != nullptr; })) {
-      TraceScope scope(ctx.tracer, node.name, "backward_data");
-      node.layer->backward_data(ctx, in, outputs_[i], grads_[i], dx);
-      for (auto& [from, to] : pending_adds) ctx.backend.accumulate(*from, *to);
-    }
-    if (node.layer->num_params() > 0) {
-      TraceScope scope(ctx.tracer, node.name, "backward_weights");
-      node.layer->backward_weights(ctx, in, outputs_[i], grads_[i]);
-    }
-    if (observer_) observer_->after_backward_node(i);
+  for (const Step& s : backward_.steps) {
+    TraceScope scope(ctx.tracer, nodes_[s.node].name, pass_name(s.pass));
+    run(s, ctx);
   }
 }
 
@@ -146,6 +334,18 @@ std::vector<Graph::NamedParam> Graph::named_params() {
     for (Param* p : node.layer->params()) out.push_back({node.name + "." + p->name, p});
   }
   return out;
+}
+
+int Graph::param_id(const Param* p) const {
+  for (const auto& [param, ids] : param_index_)
+    if (param == p) return ids.first;
+  throw InvalidArgument("not a parameter of this graph");
+}
+
+int Graph::param_grad_id(const Param* p) const {
+  for (const auto& [param, ids] : param_index_)
+    if (param == p) return ids.second;
+  throw InvalidArgument("not a parameter of this graph");
 }
 
 int64_t Graph::num_params() const {

@@ -1,23 +1,19 @@
 // A network as a DAG of named layers. Nodes are added in topological order, so forward runs in
 // insertion order and backward in reverse. Node names are torchvision module paths, which makes
 // parameter names ("layer1.0.conv1.weight") match torchvision's state_dict.
+// At setup the graph allocates every tensor of the step (outputs, gradients, what layers request)
+// into one table and emits the forward and backward passes as a Schedule over that table.
 #pragma once
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "runtime/nn/layer.h"
+#include "runtime/nn/schedule.h"
+#include "runtime/trace/tracer.h"
 
 namespace dlb {
-
-// Notified around layer passes (gradient synchronisation hooks in here).
-class GraphObserver {
- public:
-  virtual ~GraphObserver() = default;
-  virtual void before_forward(int node) = 0;
-  // After node's backward (its weight gradients, if any, are written).
-  virtual void after_backward_node(int node) = 0;
-};
 
 class Graph {
  public:
@@ -41,23 +37,45 @@ class Graph {
   int output() const { return static_cast<int>(nodes_.size()) - 1; }
   const std::vector<Node>& nodes() const { return nodes_; }
   const Shape& shape(int node) const { return nodes_.at(node).shape; }
+  std::vector<std::string> node_names() const;
 
-  // Allocates parameters, plans, activations and activation gradients on `backend`.
-  void setup(Backend& backend, Rng& rng);
+  // Allocates parameters, plans, activations, gradients and saved state on `backend`, in the
+  // policy's dtypes, and builds the forward and backward schedules.
+  void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
   bool is_setup() const { return backend_ != nullptr; }
+  const PrecisionPolicy& policy() const { return policy_; }
 
-  Tensor& input_tensor() { return outputs_[0]; }
-  const Tensor& output_tensor() const { return outputs_[output()]; }
-  // The loss writes the gradient of the output here before backward().
-  Tensor& output_grad() { return grads_[output()]; }
+  Tensor& input_tensor() { return tensor(input_id_); }
+  const Tensor& output_tensor() const { return tensors_.at(output_ids_.at(output())); }
+  // The loss writes the gradient of the output here before backward.
+  Tensor& output_grad() { return tensor(grad_ids_.at(output())); }
 
-  void set_observer(GraphObserver* observer) { observer_ = observer; }
+  // The step's tensors: every one the schedules name, with what it is.
+  const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
+  Tensor& tensor(int id) { return tensors_.at(id); }
+  // Adds a tensor the graph does not own the meaning of (the loss's labels and probabilities).
+  int add_tensor(TensorInfo info, Tensor t);
+  int output_id(int node) const { return output_ids_.at(node); }
+  int grad_id(int node) const { return grad_ids_.at(node); }
+
+  // Forward passes in insertion order; backward passes in reverse, each reading the gradient of
+  // its output and writing its inputs' (a fork's later consumers through scratch + accumulate).
+  const Schedule& forward_schedule() const { return forward_; }
+  const Schedule& backward_schedule() const { return backward_; }
+  // Runs one layer pass (forward, backward_data, backward_weights, backward, accumulate).
+  void run(const Step& step, const LayerContext& ctx);
+  // The forward (or backward) schedule's passes in order, traced: inference and tests.
   void forward(const LayerContext& ctx);
   void backward(const LayerContext& ctx);
 
   std::vector<NamedParam> named_params();
-  // Every parameter gradient, in one buffer, in reverse layer order (the order backward produces
-  // them), so an all-reduce bucket is a contiguous slice. Each Param::grad is a view into it.
+  // Parameters in the flat gradient buffer's order: reverse layer order (the order backward
+  // produces them), so an all-reduce bucket is a contiguous slice.
+  const std::vector<Param*>& flat_params() const { return flat_params_; }
+  // The tensor ids of a parameter's value and gradient.
+  int param_id(const Param* p) const;
+  int param_grad_id(const Param* p) const;
+  // Every parameter gradient, in one buffer (flat_params order). Each Param::grad is a view.
   Tensor& flat_gradients() { return flat_grads_; }
   int64_t num_params() const;
   StateDict state_dict();
@@ -69,16 +87,28 @@ class Graph {
   double matmul_macs() const;     // conv and linear forward multiply-adds (torchvision's "GFLOPS")
 
  private:
+  class NodeTensors;
   std::vector<Shape> input_shapes(const Node& n) const;
+  int allocate(TensorInfo info, MemCategory category);
+  bool aliases_gradient(int node) const;
+  void build_forward();
+  void build_backward();
+  void assign_gradients();
 
   std::vector<Node> nodes_;
   Backend* backend_ = nullptr;
-  std::vector<Tensor> outputs_, grads_;
+  PrecisionPolicy policy_;
+  std::vector<TensorInfo> infos_;
+  std::deque<Tensor> tensors_;  // stable references: node_inputs_ points into it
+  int input_id_ = -1;
+  std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)
+  std::vector<std::vector<int>> saved_ids_, param_ids_, param_grad_ids_;  // per node
+  std::vector<Param*> flat_params_;
+  std::vector<std::pair<const Param*, std::pair<int, int>>> param_index_;  // value, grad ids
+  std::vector<int> fork_scratch_;                        // per input slot (-1: none)
   std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
-  std::vector<Tensor> fork_scratch_;
   Tensor flat_grads_;
-  GraphObserver* observer_ = nullptr;  // per input slot: where a second consumer's gradient lands
-  std::vector<char> grad_written_;
+  Schedule forward_, backward_;
 };
 
 }  // namespace dlb

@@ -29,9 +29,25 @@ void load_entry(Backend& backend, const StateDict& in, const std::string& key, T
   used.push_back(key);
 }
 
-void allocate_gradients(Backend& backend, Layer& layer) {
+Tensor DirectTensors::param(const std::string& name, const Shape& shape, DType dtype) {
+  return backend_.empty(shape, dtype, MemCategory::kWeights, name);
+}
+
+Tensor DirectTensors::buffer(const std::string& name, const Shape& shape, DType dtype) {
+  return backend_.empty(shape, dtype, MemCategory::kWeights, name);
+}
+
+Tensor DirectTensors::saved(const std::string& name, const Shape& shape, DType dtype) {
+  return backend_.empty(shape, dtype, MemCategory::kActivations, name);
+}
+
+void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
+                      const PrecisionPolicy& policy) {
+  DirectTensors tensors(backend);
+  LayerSetup s{backend, in, rng, policy, tensors};
+  layer.setup(s);
   for (Param* p : layer.params()) {
-    p->grad = backend.empty(p->value.shape(), DType::kF32, MemCategory::kGradients, p->name);
+    p->grad = backend.empty(p->value.shape(), policy.gradients, MemCategory::kGradients, p->name);
   }
 }
 

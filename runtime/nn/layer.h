@@ -1,6 +1,8 @@
 // The layer contract (Caffe's, adapted): shape inference, setup (parameters and plans, for one
 // fixed input shape), forward, and backward as two separate calls -- the weight gradient and the
-// data gradient -- so a scheduler may order them and reuse memory between them.
+// data gradient -- so a scheduler may order them and reuse memory between them. Layers declare
+// what their passes read and request every buffer they keep from a TensorSource (the graph), so
+// the step's memory is visible to whoever schedules it.
 #pragma once
 #include <map>
 #include <string>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/precision_policy.h"
 #include "runtime/core/rng.h"
 #include "runtime/core/tensor.h"
 #include "runtime/trace/tracer.h"
@@ -31,6 +34,47 @@ struct HostTensor {
 };
 using StateDict = std::map<std::string, HostTensor>;
 
+// Where a layer's own tensors come from. The graph implements it and records every tensor in its
+// table, so a schedule can name them; DirectTensors allocates for a layer used on its own.
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  // A parameter's value (the master weights), named within the layer: "weight", "bias".
+  virtual Tensor param(const std::string& name, const Shape& shape, DType dtype) = 0;
+  // State kept across steps that is not trained (batch-norm running statistics).
+  virtual Tensor buffer(const std::string& name, const Shape& shape, DType dtype) = 0;
+  // What forward writes for a later pass of the same step to read (batch-norm batch statistics,
+  // a dropout mask), named within the layer.
+  virtual Tensor saved(const std::string& name, const Shape& shape, DType dtype) = 0;
+};
+
+class DirectTensors final : public TensorSource {
+ public:
+  explicit DirectTensors(Backend& backend) : backend_(backend) {}
+  Tensor param(const std::string& name, const Shape& shape, DType dtype) override;
+  Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override;
+  Tensor saved(const std::string& name, const Shape& shape, DType dtype) override;
+
+ private:
+  Backend& backend_;
+};
+
+struct LayerSetup {
+  Backend& backend;
+  const std::vector<Shape>& in;
+  Rng& rng;
+  const PrecisionPolicy& policy;
+  TensorSource& tensors;
+  OpTypes op_types() const { return OpTypes::of(policy); }
+};
+
+// What a backward pass reads of the forward pass, besides dy, the parameters and the layer's
+// saved tensors: a memory planner must keep exactly these alive until that pass has run.
+struct PassReads {
+  bool input = false;
+  bool output = false;
+};
+
 struct LayerContext {
   Backend& backend;
   bool training = true;
@@ -45,21 +89,32 @@ class Layer {
 
   // Output shape for these input shapes; throws InvalidArgument if they do not fit the layer.
   virtual Shape output_shape(const std::vector<Shape>& in) const = 0;
-  // Allocates parameter values (initialised from rng) and plans for exactly these input shapes;
-  // not the gradients (see Param).
-  virtual void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) {
-    (void)backend, (void)in, (void)rng;
-  }
+  // Requests parameter values (initialised from rng) and saved state from `s.tensors`, makes
+  // plans for exactly these input shapes, and checks that the backend supports its ops in the
+  // policy's dtypes. Not the gradients (see Param).
+  virtual void setup(LayerSetup& s) { (void)s; }
 
   virtual void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) = 0;
   // Writes dx[i] (overwriting) for each non-null entry.
   virtual void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                              const Tensor& y, const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
-  // Writes the parameter gradients (overwriting). Layers without parameters do nothing.
+  // Writes the parameter gradients (overwriting). Layers without parameters do nothing. Not
+  // called for a fused_backward layer.
   virtual void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                                 const Tensor& y, const Tensor& dy) {
     (void)ctx, (void)x, (void)y, (void)dy;
   }
+
+  virtual PassReads backward_data_reads() const { return {}; }
+  virtual PassReads backward_weights_reads() const { return {}; }
+  // True when one backend call writes the data and the parameter gradients together (batch norm,
+  // as cuDNN computes it): the schedule has one backward pass for the layer, backward_data gets a
+  // data-gradient buffer even where nothing reads it, and writes the parameter gradients too.
+  virtual bool fused_backward() const { return false; }
+  // True when the output is the input under another shape (flatten): the graph makes the output
+  // a view of the input, and the output gradient a view of the input gradient, and schedules no
+  // pass for the layer. forward and backward_data still copy, for the layer used on its own.
+  virtual bool is_view() const { return false; }
 
   virtual std::vector<Param*> params() { return {}; }
   // Trainable element count, known before setup (for listings and plans).
@@ -77,8 +132,10 @@ class Layer {
   virtual bool is_matmul_layer() const { return false; }
 };
 
-// Gives each parameter of `layer` its own gradient buffer (for using a layer outside a Graph).
-void allocate_gradients(Backend& backend, Layer& layer);
+// Sets a layer up on its own (outside a Graph): its tensors from DirectTensors, and each
+// parameter its own gradient buffer.
+void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
+                      const PrecisionPolicy& policy = {});
 
 // Helpers shared by layer implementations.
 HostTensor to_host(Backend& backend, const Tensor& t);

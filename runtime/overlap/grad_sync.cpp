@@ -3,91 +3,81 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <map>
 
 #include "runtime/core/error.h"
 
 namespace dlb {
 
 namespace {
-constexpr double kFirstBucketMb = 1.0;  // small, so the first all-reduce starts early
 const std::string kUpdateName = "sgd bucket";
 }  // namespace
 
-GradSync::GradSync(Graph& graph, Communicator& comm, Backend& backend, OverlapStrategy strategy,
-                   double bucket_mb, const SgdConfig& sgd, std::vector<Param*> params,
-                   std::vector<Tensor*> momentum)
-    : graph_(graph),
+GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
+                   Optimizer& optimizer, BucketPlan plan)
+    : flat_(std::move(flat_gradients)),
       comm_(comm),
       backend_(backend),
-      strategy_(strategy),
-      sgd_(sgd),
-      params_(std::move(params)),
-      momentum_(std::move(momentum)) {
-  const auto& nodes = graph.nodes();
-  std::map<const Param*, size_t> index;
-  for (size_t i = 0; i < params_.size(); ++i) index[params_[i]] = i;
-  node_params_.resize(nodes.size());
-  node_buckets_.resize(nodes.size());
-  param_bucket_.assign(params_.size(), 0);
-  const float* flat = graph.flat_gradients().data<float>();
-  // Walk the flat buffer's order: last layer first.
-  Bucket current;
-  double cap_mb = std::min(kFirstBucketMb, bucket_mb);
-  for (size_t n = nodes.size(); n-- > 1;) {
-    for (Param* p : nodes[n].layer->params()) {
-      const size_t i = index.at(p);
-      node_params_[n].push_back(i);
-      const int64_t offset = p->grad.data<float>() - flat;
-      if (current.count == 0) current.begin = offset;
-      if (offset != current.begin + current.count) {
-        throw InvalidArgument("gradients are not contiguous in reverse layer order");
-      }
-      current.count += p->grad.numel();
-      current.params.push_back(i);
-      if (current.count * 4.0 >= cap_mb * 1024 * 1024) {
-        buckets_.push_back(std::move(current));
-        current = Bucket{};
-        cap_mb = bucket_mb;
-      }
-    }
-  }
-  if (current.count > 0) buckets_.push_back(std::move(current));
-  for (size_t b = 0; b < buckets_.size(); ++b) {
-    buckets_[b].ready_needed = static_cast<int64_t>(buckets_[b].params.size());
-    for (size_t i : buckets_[b].params) param_bucket_[i] = b;
-  }
-  for (size_t n = 1; n < nodes.size(); ++n) {
-    for (size_t i : node_params_[n]) {
-      auto& nb = node_buckets_[n];
-      if (std::find(nb.begin(), nb.end(), param_bucket_[i]) == nb.end())
-        nb.push_back(param_bucket_[i]);
-    }
+      optimizer_(optimizer),
+      plan_(std::move(plan)),
+      state_(plan_.buckets.size()) {
+  size_t params = 0;
+  for (const Bucket& b : plan_.buckets) params += b.num_params;
+  if (params != optimizer.size()) {
+    throw InvalidArgument(fmt::format("the bucket plan covers {} parameters, the optimizer has {}",
+                                      params, optimizer.size()));
   }
 }
 
-void GradSync::launch(Bucket& b) {
-  Tensor slice = graph_.flat_gradients().slice_flat(b.begin, b.count);
-  b.launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see record
+std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, double& launched_us) {
+  launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see record
   // It starts after the work queued so far on the backend's stream: the bucket's gradients.
-  b.handle = comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
+  Tensor slice = flat_.slice_flat(begin, count);
+  return comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
 }
 
-void GradSync::complete(Bucket& b) {
-  if (b.reduced) return;
-  if (b.handle) {
-    // Work queued on the backend's stream from now on (the bucket's update) runs after the
-    // reduction: on the host this waits; on a GPU the stream waits on the reduction's event and
-    // the host goes on.
-    b.handle->order_before(backend_.stream());
-    finishing_.push_back({std::move(b.handle), b.launched_us, b.count});
+void GradSync::all_reduce(int bucket) {
+  if (!distributed()) return;
+  if (bucket < 0) {
+    // One all-reduce of the whole flat buffer, timed as one bucket spanning everything.
+    double launched_us = 0;
+    auto handle = launch(0, flat_.numel(), launched_us);
+    handle->order_before(backend_.stream());
+    finishing(std::move(handle), launched_us, flat_.numel());
+    for (State& s : state_) s.pending = true;
+    return;
   }
-  b.reduced = true;
+  State& s = state_.at(bucket);
+  const Bucket& b = plan_.buckets.at(bucket);
+  s.handle = launch(b.begin, b.count, s.launched_us);
+  s.reduced = false;
+  s.pending = true;
+}
+
+void GradSync::finishing(std::unique_ptr<CommHandle> handle, double launched_us, int64_t count) {
+  finishing_.push_back({std::move(handle), launched_us, count});
   record_finished();
+}
+
+void GradSync::complete(size_t b) {
+  State& s = state_[b];
+  if (s.reduced) return;
+  // Work queued on the backend's stream from now on (the bucket's update) runs after the
+  // reduction: on the host this waits; on a GPU the stream waits on the reduction's event and
+  // the host goes on.
+  s.handle->order_before(backend_.stream());
+  s.reduced = true;
+  finishing(std::move(s.handle), s.launched_us, plan_.buckets[b].count);
+}
+
+bool GradSync::reduced_now(size_t b) {
+  State& s = state_[b];
+  if (!s.reduced && s.handle->test()) complete(b);
+  return s.reduced;
 }
 
 void GradSync::record_finished() {
   static const std::string kName = "allreduce";
+  const double element_bytes = static_cast<double>(dtype_size(flat_.dtype()));
   auto finished = [&](Finishing& f) {
     if (!f.handle->test()) return false;
     if (!tracer_) return true;
@@ -98,7 +88,7 @@ void GradSync::record_finished() {
     const double end = tracer_->to_us(f.handle->completed_at());
     if (tracer_->overlaps(f.launched_us, end)) {
       tracer_->record_clipped(Span{kName, "allreduce", Lane::kComm, 0, f.launched_us,
-                                   std::max(end - f.launched_us, 0.0), f.count * 4.0});
+                                   std::max(end - f.launched_us, 0.0), f.count * element_bytes});
     }
     return true;
   };
@@ -106,81 +96,39 @@ void GradSync::record_finished() {
                    finishing_.end());
 }
 
-void GradSync::update(Bucket& b) {
-  if (b.updated) return;
+void GradSync::apply(size_t b) {
   complete(b);
   TraceScope scope(tracer_, kUpdateName, "optimizer");
-  for (size_t i : b.params)
-    backend_.sgd_update(sgd_, params_[i]->grad, *momentum_[i], params_[i]->value);
-  b.updated = true;
+  const Bucket& bucket = plan_.buckets[b];
+  for (size_t i = bucket.first_param; i < bucket.first_param + bucket.num_params; ++i)
+    optimizer_.update(i);
+  state_[b].pending = false;
 }
 
-void GradSync::on_weights_ready(int node) {
-  for (size_t i : node_params_[node]) {
-    Bucket& b = buckets_[param_bucket_[i]];
-    if (++b.ready == b.ready_needed && distributed() && strategy_ != OverlapStrategy::kNone) {
-      launch(b);
-    }
+void GradSync::update(int bucket, bool from_previous_step) {
+  const size_t wanted = static_cast<size_t>(bucket);
+  if (!from_previous_step) {
+    apply(wanted);
+    return;
   }
-}
-
-void GradSync::after_backward_node(int node) {
-  if (!node_params_[node].empty()) on_weights_ready(node);
-  poll();
-}
-
-void GradSync::begin_backward() {
-  for (Bucket& b : buckets_) {
-    b.ready = 0;
-    b.reduced = b.updated = false;
+  if (!state_.at(wanted).pending) return;  // nothing reduced since the last update (step 0)
+  while (!reduced_now(wanted)) {
+    size_t ready = 0;
+    while (ready < state_.size() && !(state_[ready].pending && reduced_now(ready))) ++ready;
+    if (ready == state_.size()) break;
+    apply(ready);
   }
+  apply(wanted);
 }
 
 void GradSync::poll() {
-  for (Bucket& b : buckets_) reduced_now(b);
+  for (size_t b = 0; b < state_.size(); ++b) reduced_now(b);
   record_finished();
 }
 
-bool GradSync::reduced_now(Bucket& b) {
-  if (!b.reduced && b.handle && b.handle->test()) complete(b);
-  return b.reduced;
-}
-
-void GradSync::before_forward(int node) {
-  for (size_t i : node_buckets_[node]) {
-    Bucket& wanted = buckets_[i];
-    // While this layer's bucket is still in flight, apply the updates that are ready (in bucket
-    // order): the wait for the front layers' bucket, reduced last, then hides the other updates,
-    // as the backward strategy's update loop hides it.
-    while (!wanted.updated && !reduced_now(wanted)) {
-      auto ready = std::find_if(buckets_.begin(), buckets_.end(),
-                                [&](Bucket& b) { return !b.updated && reduced_now(b); });
-      if (ready == buckets_.end()) break;
-      update(*ready);
-    }
-    update(wanted);
-  }
-}
-
-void GradSync::after_backward() {
-  if (distributed() && strategy_ == OverlapStrategy::kNone) {
-    // One all-reduce of the whole flat buffer, timed as one bucket spanning everything.
-    Bucket all;
-    all.begin = 0;
-    all.count = graph_.flat_gradients().numel();
-    all.reduced = false;
-    launch(all);
-    complete(all);
-    for (Bucket& b : buckets_) b.reduced = true;
-  }
-  if (strategy_ != OverlapStrategy::kForward || !distributed()) {
-    for (Bucket& b : buckets_) update(b);
-  }
-  // Forward: updates happen in before_forward of the next step, or in flush().
-}
-
 void GradSync::flush() {
-  for (Bucket& b : buckets_) update(b);
+  for (size_t b = 0; b < state_.size(); ++b)
+    if (state_[b].pending) apply(b);
   for (Finishing& f : finishing_) f.handle->wait();
   record_finished();
 }

@@ -16,7 +16,8 @@ nlohmann::json phase_metrics(const Tracer& tracer) {
       continue;
     } else if (s.category == "forward") {
       forward += d;
-    } else if (s.category == "backward_data" || s.category == "backward_weights") {
+    } else if (s.category == "backward_data" || s.category == "backward_weights" ||
+               s.category == "backward" || s.category == "accumulate") {
       backward += d;
     } else if (s.category == "loss") {
       loss += d;

@@ -21,21 +21,19 @@ const char* lane_name(Lane lane) {
   return "?";
 }
 
-Tracer::Tracer(int64_t first_step, int64_t count)
+Tracer::Tracer(int64_t first_step, int64_t count, const Clock* clock)
     : first_(first_step),
       count_(count),
-      origin_(std::chrono::steady_clock::now()),
+      clock_(clock ? clock : &steady_),
+      origin_us_(clock_->now_us()),
       origin_unix_us_(std::chrono::duration<double, std::micro>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {}
 
-double Tracer::now_us() const {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - origin_)
-      .count();
-}
+double Tracer::now_us() const { return clock_->now_us() - origin_us_; }
 
 double Tracer::to_us(std::chrono::steady_clock::time_point t) const {
-  return std::chrono::duration<double, std::micro>(t - origin_).count();
+  return clock_->from_steady(t) - origin_us_;
 }
 
 void Tracer::begin_step(int64_t step) {
@@ -115,15 +113,16 @@ TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* cate
       name_(&name),
       category_(category),
       lane_(lane) {
-  if (!tracer_) return;
+  // Nsight Systems sees every scope, inside the window or not (an NVTX push without a profiler
+  // attached costs a call); spans are recorded only inside the window.
   nvtx_push(name.c_str());
-  start_us_ = tracer_->now_us();
+  if (tracer_) start_us_ = tracer_->now_us();
 }
 
 TraceScope::~TraceScope() {
+  nvtx_pop();
   if (!tracer_) return;
   const double end = tracer_->now_us();
-  nvtx_pop();
   tracer_->record(Span{*name_, category_, lane_, 0, start_us_, end - start_us_});
 }
 

@@ -1,12 +1,14 @@
 // Spans of a bounded window of training steps, for Chrome traces and per-layer profiles. One RAII
 // TraceScope both pushes an NVTX range (seen by Nsight Systems) and records a span. Outside the
-// window a scope is one branch on a flag, so tracing off costs nothing measurable.
+// window a scope records nothing (an NVTX push and pop, and a branch on a flag).
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
+
+#include "runtime/trace/clock.h"
 
 namespace dlb {
 
@@ -26,8 +28,11 @@ struct Span {
 
 class Tracer {
  public:
-  // Records steps [first_step, first_step + count); count 0 turns recording off.
-  Tracer(int64_t first_step, int64_t count);
+  // Records steps [first_step, first_step + count); count 0 turns recording off. Times come from
+  // `clock` (the host's steady clock when null), which must outlive the tracer.
+  Tracer(int64_t first_step, int64_t count, const Clock* clock = nullptr);
+  Tracer(const Tracer&) = delete;
+  Tracer& operator=(const Tracer&) = delete;
   void begin_step(int64_t step);
   void end_window();
   bool active() const { return active_; }
@@ -52,15 +57,20 @@ class Tracer {
   int64_t step_ = 0;
   bool active_ = false;
   double window_begin_us_ = -1, window_end_us_ = -1;  // -1: not begun / not ended
-  std::chrono::steady_clock::time_point origin_;
+  SteadyClock steady_;
+  const Clock* clock_;
+  double origin_us_;       // the clock's time when the tracer started: ts = 0
   double origin_unix_us_;  // the origin on the system clock
   std::vector<Span> spans_;
 };
 
 class TraceScope {
  public:
+  // `name` must outlive the scope (a node's name, a static string): a temporary is refused.
   TraceScope(Tracer* tracer, const std::string& name, const char* category,
              Lane lane = Lane::kCompute);
+  TraceScope(Tracer* tracer, std::string&& name, const char* category,
+             Lane lane = Lane::kCompute) = delete;
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;

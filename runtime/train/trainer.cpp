@@ -3,12 +3,12 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <set>
 
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
+#include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
 
@@ -17,71 +17,116 @@ double RunStats::throughput() const {
                            : 0.0;
 }
 
-Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config)
-    : backend_(backend), graph_(graph), config_(config) {
+namespace {
+
+// forward, then the loss (reads the logits and labels, writes the output's gradient), then
+// backward.
+Schedule training_schedule(const Graph& graph, const Step& loss) {
+  Schedule s = graph.forward_schedule();
+  s.steps.push_back(loss);
+  const Schedule& backward = graph.backward_schedule();
+  s.steps.insert(s.steps.end(), backward.steps.begin(), backward.steps.end());
+  return s;
+}
+
+}  // namespace
+
+Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock)
+    : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &steady_) {
   if (!graph.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
-  for (Op op : {Op::kConv, Op::kMatmul, Op::kBatchNorm, Op::kRelu, Op::kPool, Op::kDropout,
-                Op::kAdd, Op::kSoftmaxCrossEntropy, Op::kSgd}) {
-    backend.require(op, config.precision);
+  if (config.loss_readback_steps < 1) {
+    throw InvalidArgument("the loss read-back interval must be at least one step");
   }
+  const PrecisionPolicy& policy = graph.policy();
+  // The loss takes the logits in the activations' dtype and keeps its probabilities in f32.
+  backend.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
   const Shape& out = graph.shape(graph.output());
   if (out.rank() != 2) {
     throw InvalidArgument(fmt::format("the model's output {} is not [batch, classes]", out.str()));
   }
   batch_ = out[0];
   classes_ = out[1];
-  labels_ = backend.empty({batch_}, DType::kI64, MemCategory::kData, "labels");
-  probs_ = backend.empty(out, DType::kF32, MemCategory::kActivations, "softmax probabilities");
-  loss_ = backend.empty({1}, DType::kF32, MemCategory::kActivations, "loss");
-  for (const auto& np : graph.named_params()) {
-    Tensor buf = backend.empty(np.param->value.shape(), DType::kF32, MemCategory::kOptimizerState,
-                               "momentum of " + np.name);
-    backend.fill(buf, 0.f);
-    params_.push_back(np.param);
-    momentum_.push_back(std::move(buf));
-  }
+  auto add = [&](const char* name, const Shape& shape, DType dtype, MemCategory category) {
+    return graph.add_tensor({name, TensorKind::kLoss, shape, dtype, graph.output()},
+                            backend.empty(shape, dtype, category, name));
+  };
+  labels_id_ = add("labels", {batch_}, DType::kI64, MemCategory::kData);
+  probs_id_ = add("softmax probabilities", out, DType::kF32, MemCategory::kActivations);
+  loss_id_ = add("loss", {1}, DType::kF32, MemCategory::kActivations);
+  loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
+                                MemCategory::kActivations, "losses not yet read");
+
   Communicator* comm = config.comm;
   if (!comm) {
     own_comm_ = make_communicator(CommKind::kLocal);
     comm = own_comm_.get();
   }
-  std::vector<Tensor*> momentum;
-  for (Tensor& m : momentum_) momentum.push_back(&m);
-  grad_sync_ = std::make_unique<GradSync>(graph, *comm, backend, config.overlap, config.bucket_mb,
-                                          config.sgd, params_, momentum);
-  graph.set_observer(grad_sync_.get());
+  const std::vector<Param*>& params = graph.flat_params();
+  optimizer_ = std::make_unique<Optimizer>(backend, params, config.sgd, policy);
+  std::vector<int64_t> numels;
+  for (const Param* p : params) numels.push_back(p->value.numel());
+  BucketPlan plan = make_bucket_plan(numels, dtype_size(policy.gradients), config.bucket_mb);
+  grad_sync_ =
+      std::make_unique<GradSync>(graph.flat_gradients(), *comm, backend, *optimizer_, plan);
+
+  Step loss;
+  loss.pass = Pass::kLoss;
+  loss.node = graph.output();
+  loss.reads = {graph.output_id(graph.output()), labels_id_};
+  loss.writes = {graph.grad_id(graph.output()), probs_id_, loss_id_};
+  Schedule schedule = training_schedule(graph, loss);
+  insert_sync(schedule, graph, plan, config.overlap, comm->size() > 1);
+  executor_ = std::make_unique<Executor>(graph, std::move(schedule), *grad_sync_,
+                                         [this](const LayerContext& ctx) { this->loss(ctx); });
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
   static const std::string kName = "batch to device";
   TraceScope scope(tracer_, kName, "copy", Lane::kCopy);
   backend_.copy_from_host(images, graph_.input_tensor());
-  backend_.copy_from_host(labels, labels_);
+  backend_.copy_from_host(labels, graph_.tensor(labels_id_));
 }
 
-float Trainer::train_step() {
-  static const std::string kStep = "step", kLoss = "loss", kCopy = "loss to host";
+void Trainer::loss(const LayerContext& ctx) {
+  Tensor& loss = graph_.tensor(loss_id_);
+  backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(labels_id_),
+                                 graph_.tensor(probs_id_), loss);
+  backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
+                                          graph_.output_grad());
+  Tensor slot = loss_history_.slice_flat(unread_++, 1);
+  backend_.copy(loss, slot);
+  (void)ctx;
+  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_ - 1));
+}
+
+void Trainer::step() {
+  static const std::string kStep = "step";
   if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
   // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
   // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
   const uint64_t rank = config_.comm ? static_cast<uint64_t>(config_.comm->rank()) : 0;
   const LayerContext ctx{backend_, true,
                          config_.seed * 1000003 + step_++ + rank * 0x9E3779B97F4A7C15ull, tracer_};
-  TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
-  graph_.forward(ctx);
   {
-    TraceScope scope(tracer_, kLoss, "loss");
-    backend_.softmax_cross_entropy(graph_.output_tensor(), labels_, probs_, loss_);
-    backend_.softmax_cross_entropy_backward(probs_, labels_, graph_.output_grad());
+    TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
+    executor_->run(ctx);
   }
-  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_ - 1));
-  grad_sync_->begin_backward();
-  graph_.backward(ctx);
-  grad_sync_->after_backward();
-  float loss = 0;
+  if (unread_ == config_.loss_readback_steps) read_back_losses();
+}
+
+void Trainer::read_back_losses() {
+  static const std::string kCopy = "loss to host";
+  if (unread_ == 0) return;
   TraceScope scope(tracer_, kCopy, "copy", Lane::kCopy);
-  backend_.copy_to_host(loss_, &loss);
-  return loss;
+  std::vector<float> host(static_cast<size_t>(unread_));
+  backend_.copy_to_host(loss_history_.slice_flat(0, unread_), host.data());
+  losses_.insert(losses_.end(), host.begin(), host.end());
+  unread_ = 0;
+}
+
+std::vector<float> Trainer::take_losses() {
+  read_back_losses();
+  return std::exchange(losses_, {});
 }
 
 int64_t Trainer::count_correct(int64_t count) {
@@ -90,7 +135,7 @@ int64_t Trainer::count_correct(int64_t count) {
   std::vector<float> logits(graph_.output_tensor().numel());
   std::vector<int64_t> labels(batch_);
   backend_.copy_to_host(graph_.output_tensor(), logits.data());
-  backend_.copy_to_host(labels_, labels.data());
+  backend_.copy_to_host(graph_.tensor(labels_id_), labels.data());
   int64_t correct = 0;
   for (int64_t i = 0; i < std::min(count, batch_); ++i) {
     const float* row = logits.data() + i * classes_;
@@ -138,9 +183,9 @@ uint64_t Trainer::weights_checksum() {
   flush();
   uint64_t h = kFnv1aOffset;
   std::vector<unsigned char> bytes;
-  for (Param* p : params_) {
-    bytes.resize(p->value.bytes());
-    backend_.copy_to_host(p->value, bytes.data());
+  for (const auto& np : graph_.named_params()) {
+    bytes.resize(np.param->value.bytes());
+    backend_.copy_to_host(np.param->value, bytes.data());
     h = fnv1a(bytes.data(), bytes.size(), h);
   }
   return h;
@@ -153,26 +198,26 @@ bool Trainer::weights_identical_across_ranks() {
 }
 
 RunStats Trainer::run(int64_t warmup, int64_t steps) {
-  using Clock = std::chrono::steady_clock;
   RunStats s;
   s.warmup_steps = warmup;
   s.timed_steps = steps;
   s.images_per_step = batch_;
-  for (int64_t i = 0; i < warmup; ++i) s.losses.push_back(train_step());
+  for (int64_t i = 0; i < warmup; ++i) step();
   backend_.synchronize();
-  const auto t0 = Clock::now();
-  auto prev = t0;
+  const double t0 = clock_->now_us();
+  double prev = t0;
   for (int64_t i = 0; i < steps; ++i) {
-    s.losses.push_back(train_step());  // reading the loss synchronises the device
-    const auto now = Clock::now();
-    s.step_seconds.push_back(std::chrono::duration<double>(now - prev).count());
+    step();
+    const double now = clock_->now_us();
+    s.step_seconds.push_back((now - prev) * 1e-6);
     prev = now;
   }
   // The trace window ends with the last step: reductions still in flight count up to here.
   if (tracer_) tracer_->end_window();
   flush();  // the last step's deferred updates belong to the timed work
   backend_.synchronize();
-  s.timed_seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  s.timed_seconds = (clock_->now_us() - t0) * 1e-6;
+  s.losses = take_losses();
   return s;
 }
 

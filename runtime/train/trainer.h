@@ -1,27 +1,34 @@
-// One training step (forward, softmax cross-entropy, backward, SGD update) and timed runs of
-// many. Throughput is images in the timed steps over their wall time, with the device
-// synchronised, as DESIGN.md defines it.
+// Training steps on one graph: the step is a schedule (forward, softmax cross-entropy, backward,
+// and the sync policy's all-reduces and updates) that an executor runs. Throughput is images in
+// the timed steps over their wall time, with the device synchronised, as DESIGN.md defines it.
+// Losses stay on the device and are read back in batches, so a GPU is never stalled by the host.
 #pragma once
 #include <functional>
+#include <memory>
 #include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/graph.h"
+#include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
+#include "runtime/trace/clock.h"
 #include "runtime/trace/tracer.h"
+#include "runtime/train/executor.h"
+#include "runtime/train/optimizer.h"
 
 namespace dlb {
 
 struct TrainConfig {
   SgdConfig sgd;
-  Precision precision = Precision::kFp32;
   uint64_t seed = 0;
   // Data parallelism: gradients are averaged across the communicator's ranks by the overlap
-  // strategy (runtime/overlap/grad_sync.h). Null: one rank.
+  // strategy (runtime/overlap/sync_schedule.h). Null: one rank.
   Communicator* comm = nullptr;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = 25;
+  // Losses kept on the device before a read-back (which synchronises).
+  int64_t loss_readback_steps = 64;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
 };
@@ -36,14 +43,16 @@ struct RunStats {
 
 class Trainer {
  public:
-  // `graph` must be set up on `backend`. Throws Unsupported if the backend cannot train in the
-  // requested precision.
-  Trainer(Backend& backend, Graph& graph, const TrainConfig& config);
+  // `graph` must be set up on `backend` (its precision policy is the run's). Times come from
+  // `clock` (the host's steady clock when null), which must outlive the trainer.
+  Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock = nullptr);
 
   // Copies one batch from the host onto the backend.
   void load_batch(const float* images, const int64_t* labels);
-  // A full step on the loaded batch; returns its loss (this synchronises).
-  float train_step();
+  // A full step on the loaded batch. Its loss stays on the device until take_losses().
+  void step();
+  // The losses of the steps since the last call, in order (this synchronises).
+  std::vector<float> take_losses();
   // Inference-mode forward on the loaded batch; how many of the first `count` samples the
   // model classifies correctly.
   int64_t count_correct(int64_t count);
@@ -64,9 +73,11 @@ class Trainer {
   bool weights_identical_across_ranks();
   // Applies every pending update (the forward strategy defers them to the next forward).
   void flush() { grad_sync_->flush(); }
-  const GradSync& grad_sync() const { return *grad_sync_; }
+  const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
+  // The step as the executor runs it.
+  const Schedule& schedule() const { return executor_->schedule(); }
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
-  // every train_step call, warm-up included.
+  // every step() call, warm-up included.
   void set_tracer(Tracer* tracer) {
     tracer_ = tracer;
     grad_sync_->set_tracer(tracer);
@@ -74,16 +85,23 @@ class Trainer {
 
  private:
   void broadcast_state(bool buffers_only);
+  void loss(const LayerContext& ctx);
+  void read_back_losses();
 
   Backend& backend_;
   Graph& graph_;
   TrainConfig config_;
+  SteadyClock steady_;
+  const Clock* clock_;
   int64_t batch_, classes_;
-  Tensor labels_, probs_, loss_;
-  std::vector<Param*> params_;
-  std::vector<Tensor> momentum_;
+  int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
+  Tensor loss_history_;  // one loss per step since the last read-back
+  int64_t unread_ = 0;
+  std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
+  std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<Executor> executor_;
   uint64_t step_ = 0;
   Tracer* tracer_ = nullptr;
 };

@@ -14,7 +14,7 @@
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/comm_metrics.h"
 #include "runtime/trace/phase_metrics.h"
-#include "runtime/trace/profile.h"
+#include "runtime/train/profile.h"
 #include "runtime/train/stats.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/convergence.h"
@@ -296,9 +296,14 @@ int run_command(const RunOptions& o) {
   bo.device = local_rank(rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);
-  graph.setup(*backend, rng);
+  graph.setup(*backend, rng, PrecisionPolicy::for_precision(o.precision));
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
-  TrainConfig tc{o.sgd, o.precision, o.seed, comm.get(), o.overlap, o.bucket_mb, {}};
+  TrainConfig tc;
+  tc.sgd = o.sgd;
+  tc.seed = o.seed;
+  tc.comm = comm.get();
+  tc.overlap = o.overlap;
+  tc.bucket_mb = o.bucket_mb;
   if (o.fault == RunOptions::Fault::kRankStops || o.fault == RunOptions::Fault::kRankDies) {
     const bool last = comm->rank() == comm->size() - 1 && comm->size() > 1;
     const int signal = o.fault == RunOptions::Fault::kRankStops ? SIGSTOP : SIGKILL;
@@ -361,7 +366,7 @@ int run_command(const RunOptions& o) {
     metrics["timed_seconds"] = s.timed_seconds;
     if (comm->size() > 1) {
       metrics["comm"] = comm_metrics(tracer, comm->size());
-      metrics["buckets"] = trainer.grad_sync().buckets().size();
+      metrics["buckets"] = trainer.bucket_plan().buckets.size();
       metrics["weights_identical_across_ranks"] = trainer.weights_identical_across_ranks();
     }
     metrics["step_time_s"] = {{"median", median},

@@ -75,8 +75,7 @@ void check_layer(Layer& layer, const std::vector<Shape>& in_shapes, const CheckO
                  uint64_t seed) {
   CpuBackend b({});
   Rng rng(seed);
-  layer.setup(b, in_shapes, rng);
-  allocate_gradients(b, layer);
+  setup_standalone(layer, b, in_shapes, rng);
   std::vector<Tensor> xs, dxs;
   for (const Shape& s : in_shapes) {
     xs.push_back(b.empty(s, DType::kF32, MemCategory::kActivations, "x"));

@@ -133,7 +133,7 @@ TEST_F(CommTest, BroadcastBuffersGivesEveryRankRankZerosRunningStatistics) {
   // Each rank's own data moves its running statistics its own way.
   const Dataset d = make_synthetic(2, 3, 8, 10, 100 + static_cast<uint64_t>(comm->rank()));
   t.load_batch(d.images.data(), d.labels.data());
-  t.train_step();
+  t.step();
   const auto [all_before, buffers_before] = state_checksums(g);
   if (comm->size() > 1) {
     EXPECT_FALSE(same_on_every_rank(buffers_before));

@@ -97,11 +97,14 @@ TEST_F(CpuOps, MaxPoolIgnoresPaddingAndAvgCountsIt) {
 }
 
 TEST_F(CpuOps, OnlyFp32IsSupported) {
-  EXPECT_TRUE(b.supports(Op::kConv, Precision::kFp32));
+  const auto types = [](Precision p) { return OpTypes::of(PrecisionPolicy::for_precision(p)); };
+  EXPECT_TRUE(b.supports(Op::kConv, types(Precision::kFp32)));
   for (Precision p : {Precision::kTf32, Precision::kFp16, Precision::kBf16}) {
-    EXPECT_FALSE(b.supports(Op::kConv, p));
-    EXPECT_THROW(b.require(Op::kMatmul, p), Unsupported);
+    EXPECT_FALSE(b.supports(Op::kConv, types(p)));
+    EXPECT_THROW(b.require(Op::kMatmul, types(p)), Unsupported);
   }
+  // f32 data with f32 parameters, but 16-bit math: still refused.
+  EXPECT_FALSE(b.supports(Op::kBatchNorm, OpTypes{Precision::kBf16, DType::kF32, DType::kF32}));
   Tensor h = b.empty({4}, DType::kF16, MemCategory::kActivations, "half");
   Tensor y = make({4}, {0, 0, 0, 0});
   EXPECT_THROW(b.relu_forward(h, y), Unsupported);

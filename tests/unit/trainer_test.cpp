@@ -12,10 +12,9 @@
 namespace dlb {
 namespace {
 
-TrainConfig sgd_config(float lr, Precision precision = Precision::kFp32, uint64_t seed = 0) {
+TrainConfig sgd_config(float lr, uint64_t seed = 0) {
   TrainConfig c;
   c.sgd = SgdConfig{lr, 0.9f, 0.f};
-  c.precision = precision;
   c.seed = seed;
   return c;
 }
@@ -25,7 +24,7 @@ TEST(Trainer, Resnet18LossFallsOnSyntheticData) {
   Graph g = build_model("resnet18", ModelConfig{16, 32, 1000, {}});
   Rng rng(3);
   g.setup(*b, rng);
-  Trainer t(*b, g, sgd_config(0.01f, Precision::kFp32, 3));
+  Trainer t(*b, g, sgd_config(0.01f, 3));
   const Dataset d = make_synthetic(16, 3, 32, 1000, 11);
   t.load_batch(d.images.data(), d.labels.data());
   const RunStats s = t.run(0, 30);
@@ -67,8 +66,7 @@ TEST(Trainer, UnsupportedPrecisionIsUnsupported) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
   Rng rng(0);
-  g.setup(*b, rng);
-  EXPECT_THROW(Trainer(*b, g, sgd_config(0.01f, Precision::kBf16)), Unsupported);
+  EXPECT_THROW(g.setup(*b, rng, PrecisionPolicy::for_precision(Precision::kBf16)), Unsupported);
 }
 
 TEST(Trainer, MissingDigitsFileNamesThePath) {

@@ -29,9 +29,10 @@ EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& rng, Shard s
     const auto mine = order.begin() + start + shard.rank * b;
     data.gather({mine, mine + b}, images.data(), labels.data());
     trainer.load_batch(images.data(), labels.data());
-    loss_sum += trainer.train_step();
+    trainer.step();
     ++r.steps;
   }
+  for (float loss : trainer.take_losses()) loss_sum += loss;  // read back once per epoch
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   r.mean_loss = loss_sum / static_cast<double>(r.steps);
   return r;

@@ -9,7 +9,8 @@ from ..records import Record, RecordError
 from . import common
 
 LANES = {0: "compute", 1: "comm", 2: "copy"}
-COLORS = {"forward": "C0", "backward_data": "C1", "backward_weights": "C5", "loss": "C4",
+COLORS = {"forward": "C0", "backward_data": "C1", "backward_weights": "C5", "backward": "C6",
+          "accumulate": "C8", "loss": "C4",
           "optimizer": "C2", "allreduce": "C3", "copy": "C7"}
 
 

@@ -129,7 +129,7 @@ void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, con
 }  // namespace
 
 std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
-  require(Op::kConv, d.precision);
+  require(Op::kConv, d.types);
   if (d.groups < 1 || d.in_channels % d.groups || d.out_channels % d.groups) {
     throw InvalidArgument(fmt::format("conv groups {} must divide {} input and {} output channels",
                                       d.groups, d.in_channels, d.out_channels));

@@ -14,7 +14,10 @@ namespace dlb {
 CpuBackend::CpuBackend(const BackendOptions& options)
     : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)) {}
 
-bool CpuBackend::supports(Op, Precision precision) const { return precision == Precision::kFp32; }
+// Strict f32 everywhere: no reduced-precision math and no 16-bit storage.
+bool CpuBackend::supports(Op, const OpTypes& t) const {
+  return t.math == Precision::kFp32 && t.data == DType::kF32 && t.params == DType::kF32;
+}
 
 std::map<std::string, std::string> CpuBackend::environment() const {
   return {{"device", "cpu"},

@@ -9,7 +9,7 @@ class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& options);
   std::string_view name() const override { return "cpu"; }
-  bool supports(Op op, Precision precision) const override;
+  bool supports(Op op, const OpTypes& types) const override;
   std::map<std::string, std::string> environment() const override;
 
   void copy_from_host(const void* src, Tensor& dst) override;

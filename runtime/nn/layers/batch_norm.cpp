@@ -22,21 +22,21 @@ Shape BatchNorm::output_shape(const std::vector<Shape>& in) const {
   return s;
 }
 
-void BatchNorm::setup(Backend& backend, const std::vector<Shape>&, Rng&) {
+void BatchNorm::setup(LayerSetup& s) {
+  // Scale, shift and statistics stay f32 under 16-bit activations, as cuDNN requires.
+  const DType stats = s.policy.dtype(TensorRole::kStatistics);
+  s.backend.require(Op::kBatchNorm, OpTypes{s.policy.math, s.policy.activations, stats});
   const Shape c{channels_};
-  auto make = [&](MemCategory cat, const char* what) {
-    return backend.empty(c, DType::kF32, cat, what);
-  };
-  weight_.value = make(MemCategory::kWeights, "bn weight");
-  bias_.value = make(MemCategory::kWeights, "bn bias");
-  running_mean_ = make(MemCategory::kWeights, "bn running mean");
-  running_var_ = make(MemCategory::kWeights, "bn running var");
-  save_mean_ = make(MemCategory::kActivations, "bn saved mean");
-  save_invstd_ = make(MemCategory::kActivations, "bn saved invstd");
-  backend.fill(weight_.value, 1.f);
-  backend.fill(bias_.value, 0.f);
-  backend.fill(running_mean_, 0.f);
-  backend.fill(running_var_, 1.f);
+  weight_.value = s.tensors.param("weight", c, stats);
+  bias_.value = s.tensors.param("bias", c, stats);
+  running_mean_ = s.tensors.buffer("running_mean", c, stats);
+  running_var_ = s.tensors.buffer("running_var", c, stats);
+  save_mean_ = s.tensors.saved("saved mean", c, stats);
+  save_invstd_ = s.tensors.saved("saved invstd", c, stats);
+  s.backend.fill(weight_.value, 1.f);
+  s.backend.fill(bias_.value, 0.f);
+  s.backend.fill(running_mean_, 0.f);
+  s.backend.fill(running_var_, 1.f);
 }
 
 void BatchNorm::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
@@ -44,33 +44,22 @@ void BatchNorm::forward(const LayerContext& ctx, const std::vector<const Tensor*
     ctx.backend.batch_norm_train(*x[0], weight_.value, bias_.value, running_mean_, running_var_,
                                  save_mean_, save_invstd_, y, momentum_, eps_);
     ++num_batches_tracked_;
-    grads_ready_ = false;
   } else {
     ctx.backend.batch_norm_infer(*x[0], weight_.value, bias_.value, running_mean_, running_var_, y,
                                  eps_);
   }
 }
 
-void BatchNorm::compute_gradients(const LayerContext& ctx, const Tensor& x, const Tensor& dy,
-                                  Tensor& dx) {
-  ctx.backend.batch_norm_backward(x, dy, weight_.value, save_mean_, save_invstd_, dx, weight_.grad,
-                                  bias_.grad);
-  grads_ready_ = true;
-}
-
+// One backend call writes dx, dgamma and dbeta (fused_backward): the graph always passes dx.
 void BatchNorm::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                               const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
-  if (dx[0]) compute_gradients(ctx, *x[0], dy, *dx[0]);
-}
-
-void BatchNorm::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                                 const Tensor&, const Tensor& dy) {
-  if (grads_ready_) return;
-  if (!spare_dx_.defined()) {
-    spare_dx_ = ctx.backend.empty(x[0]->shape(), DType::kF32, MemCategory::kActivations,
-                                  "batch norm input gradient (unused)");
+  if (!dx[0]) {
+    throw InvalidArgument(
+        "batch_norm writes its data and parameter gradients in one pass: "
+        "it needs a data-gradient buffer");
   }
-  compute_gradients(ctx, *x[0], dy, spare_dx_);
+  ctx.backend.batch_norm_backward(*x[0], dy, weight_.value, save_mean_, save_invstd_, *dx[0],
+                                  weight_.grad, bias_.grad);
 }
 
 void BatchNorm::save_state(Backend& backend, const std::string& prefix, StateDict& out) {

@@ -15,8 +15,9 @@ Conv2d::Conv2d(const Conv2dOptions& o) : o_(o) {
   }
 }
 
-ConvDesc Conv2d::describe(const Shape& in) const {
+ConvDesc Conv2d::describe(const Shape& in, const OpTypes& types) const {
   ConvDesc d;
+  d.types = types;
   d.batch = in[0];
   d.in_channels = in[1];
   d.height = in[2];
@@ -43,14 +44,13 @@ Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], o_.out_channels, d.out_h(), d.out_w()};
 }
 
-void Conv2d::setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) {
+void Conv2d::setup(LayerSetup& s) {
   const Shape ws{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
-  weight_.value = backend.empty(ws, DType::kF32, MemCategory::kWeights, "conv weight");
-  if (o_.bias) {
-    bias_.value = backend.empty({o_.out_channels}, DType::kF32, MemCategory::kWeights, "bias");
-  }
-  init_weight_and_bias(backend, o_.init, rng, weight_.value, bias_.value);
-  plan_ = backend.make_conv_plan(describe(in.at(0)));
+  const DType master = s.policy.master_weights;
+  weight_.value = s.tensors.param("weight", ws, master);
+  if (o_.bias) bias_.value = s.tensors.param("bias", {o_.out_channels}, master);
+  init_weight_and_bias(s.backend, o_.init, s.rng, weight_.value, bias_.value);
+  plan_ = s.backend.make_conv_plan(describe(s.in.at(0), s.op_types()));
 }
 
 void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {

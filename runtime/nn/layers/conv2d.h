@@ -18,12 +18,13 @@ class Conv2d final : public Layer {
   explicit Conv2d(const Conv2dOptions& o);
   std::string_view kind() const override { return "conv2d"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
-  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                         const Tensor& y, const Tensor& dy) override;
+  PassReads backward_weights_reads() const override { return {true, false}; }
   std::vector<Param*> params() override;
   int64_t num_params() const override {
     return o_.out_channels * (o_.in_channels / o_.groups) * o_.kernel * o_.kernel +
@@ -32,7 +33,7 @@ class Conv2d final : public Layer {
   double forward_flops(const std::vector<Shape>& in) const override;
   bool is_matmul_layer() const override { return true; }
 
-  ConvDesc describe(const Shape& in) const;
+  ConvDesc describe(const Shape& in, const OpTypes& types = {}) const;
   const ConvPlan& plan() const { return *plan_; }
 
  private:

@@ -6,6 +6,8 @@
 
 namespace dlb {
 
+void Relu::setup(LayerSetup& s) { s.backend.require(Op::kRelu, s.op_types()); }
+
 void Relu::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.relu_forward(*x[0], y);
 }
@@ -25,10 +27,9 @@ Dropout::Dropout(float p) : p_(p) {
   }
 }
 
-void Dropout::setup(Backend& backend, const std::vector<Shape>& in, Rng&) {
-  if (p_ > 0.f) {
-    mask_ = backend.empty(in.at(0), DType::kF32, MemCategory::kActivations, "dropout mask");
-  }
+void Dropout::setup(LayerSetup& s) {
+  s.backend.require(Op::kDropout, s.op_types());
+  if (p_ > 0.f) mask_ = s.tensors.saved("mask", s.in.at(0), s.policy.activations);
 }
 
 void Dropout::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
@@ -61,6 +62,8 @@ Shape Add::output_shape(const std::vector<Shape>& in) const {
   }
   return in[0];
 }
+
+void Add::setup(LayerSetup& s) { s.backend.require(Op::kAdd, s.op_types()); }
 
 void Add::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.add(*x[0], *x[1], y);

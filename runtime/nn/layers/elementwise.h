@@ -8,6 +8,8 @@ class Relu final : public Layer {
  public:
   std::string_view kind() const override { return "relu"; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
+  void setup(LayerSetup& s) override;
+  PassReads backward_data_reads() const override { return {false, true}; }
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
@@ -19,7 +21,7 @@ class Dropout final : public Layer {
   explicit Dropout(float p);
   std::string_view kind() const override { return "dropout"; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
-  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
@@ -36,6 +38,7 @@ class Add final : public Layer {
  public:
   std::string_view kind() const override { return "add"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
+  void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
@@ -46,6 +49,7 @@ class Flatten final : public Layer {
  public:
   std::string_view kind() const override { return "flatten"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
+  bool is_view() const override { return true; }
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;

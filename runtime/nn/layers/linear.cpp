@@ -21,10 +21,11 @@ Shape Linear::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], out_};
 }
 
-void Linear::setup(Backend& backend, const std::vector<Shape>&, Rng& rng) {
-  weight_.value = backend.empty({out_, in_}, DType::kF32, MemCategory::kWeights, "linear weight");
-  bias_.value = backend.empty({out_}, DType::kF32, MemCategory::kWeights, "linear bias");
-  init_weight_and_bias(backend, init_, rng, weight_.value, bias_.value);
+void Linear::setup(LayerSetup& s) {
+  s.backend.require(Op::kMatmul, s.op_types());
+  weight_.value = s.tensors.param("weight", {out_, in_}, s.policy.master_weights);
+  bias_.value = s.tensors.param("bias", {out_}, s.policy.master_weights);
+  init_weight_and_bias(s.backend, init_, s.rng, weight_.value, bias_.value);
 }
 
 void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {

@@ -10,12 +10,13 @@ class Linear final : public Layer {
   Linear(int64_t in_features, int64_t out_features, Init init = Init::kTorchDefault);
   std::string_view kind() const override { return "linear"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
-  void setup(Backend& backend, const std::vector<Shape>& in, Rng& rng) override;
+  void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                         const Tensor& y, const Tensor& dy) override;
+  PassReads backward_weights_reads() const override { return {true, false}; }
   std::vector<Param*> params() override { return {&weight_, &bias_}; }
   int64_t num_params() const override { return out_ * in_ + out_; }
   double forward_flops(const std::vector<Shape>& in) const override;

@@ -34,9 +34,7 @@ Shape Pool2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], s[1], oh, ow};
 }
 
-void Pool2d::setup(Backend& backend, const std::vector<Shape>&, Rng&) {
-  backend.require(Op::kPool, Precision::kFp32);
-}
+void Pool2d::setup(LayerSetup& s) { s.backend.require(Op::kPool, s.op_types()); }
 
 void Pool2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.pool_forward(desc_, *x[0], y);
@@ -63,9 +61,7 @@ Shape AdaptiveAvgPool2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], s[1], out_h_, out_w_};
 }
 
-void AdaptiveAvgPool2d::setup(Backend& backend, const std::vector<Shape>&, Rng&) {
-  backend.require(Op::kPool, Precision::kFp32);
-}
+void AdaptiveAvgPool2d::setup(LayerSetup& s) { s.backend.require(Op::kPool, s.op_types()); }
 
 void AdaptiveAvgPool2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                                 Tensor& y) {

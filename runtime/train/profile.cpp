@@ -1,4 +1,4 @@
-#include "runtime/trace/profile.h"
+#include "runtime/train/profile.h"
 
 #include <map>
 
@@ -22,10 +22,15 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     layers.push_back({{"name", node.name},
                       {"kind", std::string(node.layer->kind())},
                       {"output_shape", node.shape.dims()},
-                      {"forward_ms", median_ms(node.name, "forward")},
+                      // A view (flatten) runs no pass: its output is its input's bytes.
+                      {"forward_ms", node.layer->is_view() ? nlohmann::json(0.0)
+                                                           : median_ms(node.name, "forward")},
                       {"backward_data_ms", median_ms(node.name, "backward_data")},
                       {"backward_weights_ms", median_ms(node.name, "backward_weights")},
-                      {"grad_bytes", node.layer->num_params() * 4},
+                      // Layers whose data and weight gradients come from one call (batch norm).
+                      {"backward_ms", median_ms(node.name, "backward")},
+                      {"grad_bytes", node.layer->num_params() * static_cast<int64_t>(dtype_size(
+                                                                    graph.policy().gradients))},
                       {"forward_flops", node.layer->forward_flops(in)}});
   }
   return {{"traced_steps", tracer.traced_steps()}, {"statistic", "median"}, {"layers", layers}};

@@ -1,0 +1,141 @@
+#include "runtime/nn/schedule.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace dlb {
+
+const char* pass_name(Pass p) {
+  switch (p) {
+    case Pass::kForward:
+      return "forward";
+    case Pass::kLoss:
+      return "loss";
+    case Pass::kBackwardData:
+      return "backward_data";
+    case Pass::kBackwardWeights:
+      return "backward_weights";
+    case Pass::kBackward:
+      return "backward";
+    case Pass::kAccumulate:
+      return "accumulate";
+    case Pass::kAllReduce:
+      return "allreduce";
+    case Pass::kUpdate:
+      return "optimizer";
+  }
+  return "?";
+}
+
+std::string_view tensor_kind_name(TensorKind k) {
+  switch (k) {
+    case TensorKind::kInput:
+      return "input";
+    case TensorKind::kActivation:
+      return "activation";
+    case TensorKind::kActivationGrad:
+      return "activation_grad";
+    case TensorKind::kParam:
+      return "param";
+    case TensorKind::kParamGrad:
+      return "param_grad";
+    case TensorKind::kBuffer:
+      return "buffer";
+    case TensorKind::kSaved:
+      return "saved";
+    case TensorKind::kScratch:
+      return "scratch";
+    case TensorKind::kLoss:
+      return "loss";
+  }
+  return "?";
+}
+
+namespace {
+
+void add_edge(std::vector<int>& after, int from) {
+  if (from >= 0 && std::find(after.begin(), after.end(), from) == after.end()) {
+    after.push_back(from);
+  }
+}
+
+bool given(TensorKind k) {
+  return k == TensorKind::kInput || k == TensorKind::kParam || k == TensorKind::kBuffer;
+}
+
+}  // namespace
+
+void link_dependencies(Schedule& s, size_t num_tensors) {
+  std::vector<int> last_writer(num_tensors, -1);
+  std::vector<std::vector<int>> readers_since_write(num_tensors);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    Step& step = s.steps[i];
+    step.after.clear();
+    // A from_previous_step read with no writer before it reads the previous iteration's value:
+    // iterations run one after another, so it needs no edge.
+    for (int t : step.reads) add_edge(step.after, last_writer[t]);
+    for (int t : step.writes) {
+      add_edge(step.after, last_writer[t]);
+      for (int r : readers_since_write[t])
+        if (r != static_cast<int>(i)) add_edge(step.after, r);
+    }
+    std::sort(step.after.begin(), step.after.end());
+    for (int t : step.reads) readers_since_write[t].push_back(static_cast<int>(i));
+    for (int t : step.writes) {
+      last_writer[t] = static_cast<int>(i);
+      readers_since_write[t].clear();
+    }
+  }
+}
+
+std::vector<std::string> check_schedule(const Schedule& s, const std::vector<TensorInfo>& tensors) {
+  std::vector<std::string> problems;
+  const int n = static_cast<int>(tensors.size());
+  std::vector<char> written(tensors.size(), 0), written_anywhere(tensors.size(), 0);
+  for (const Step& step : s.steps)
+    for (int t : step.writes)
+      if (t >= 0 && t < n) written_anywhere[t] = 1;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& step = s.steps[i];
+    const std::string where = fmt::format("step {} ({})", i, pass_name(step.pass));
+    for (const auto* list : {&step.reads, &step.writes, &step.saves}) {
+      for (int t : *list) {
+        if (t < 0 || t >= n)
+          problems.push_back(fmt::format("{}: tensor id {} out of range", where, t));
+      }
+    }
+    for (int t : step.reads) {
+      if (t < 0 || t >= n || written[t] || given(tensors[t].kind)) continue;
+      if (step.from_previous_step && written_anywhere[t]) continue;
+      problems.push_back(fmt::format("{} reads {} ({}), which no earlier step wrote", where,
+                                     tensors[t].name, tensor_kind_name(tensors[t].kind)));
+    }
+    for (int a : step.after) {
+      if (a < 0 || a >= static_cast<int>(i)) {
+        problems.push_back(fmt::format("{} depends on step {}, which is not before it", where, a));
+      }
+    }
+    for (int t : step.writes)
+      if (t >= 0 && t < n) written[t] = 1;
+  }
+  return problems;
+}
+
+std::string describe_step(const Step& step, const std::vector<TensorInfo>& tensors,
+                          const std::vector<std::string>& node_names) {
+  auto names = [&](const std::vector<int>& ids) {
+    std::string out;
+    for (int t : ids) out += (out.empty() ? "" : ", ") + tensors.at(t).name;
+    return out;
+  };
+  std::string head = pass_name(step.pass);
+  if (step.node >= 0) head += " " + node_names.at(step.node);
+  if (step.pass == Pass::kAllReduce || step.pass == Pass::kUpdate) {
+    head += step.bucket < 0 ? " all" : fmt::format(" bucket {}", step.bucket);
+  }
+  if (step.from_previous_step) head += " (previous step's gradients)";
+  return fmt::format("{} reads[{}] writes[{}]", head, names(step.reads), names(step.writes));
+}
+
+}  // namespace dlb

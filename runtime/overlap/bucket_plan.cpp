@@ -1,0 +1,33 @@
+#include "runtime/overlap/bucket_plan.h"
+
+#include <algorithm>
+
+namespace dlb {
+
+BucketPlan make_bucket_plan(const std::vector<int64_t>& numels, size_t element_bytes,
+                            double bucket_mb, double first_mb) {
+  BucketPlan plan;
+  Bucket current;
+  double cap_mb = std::min(first_mb, bucket_mb);
+  int64_t offset = 0;
+  for (size_t i = 0; i < numels.size(); ++i) {
+    if (current.num_params == 0) {
+      current.first_param = i;
+      current.begin = offset;
+    }
+    ++current.num_params;
+    current.count += numels[i];
+    offset += numels[i];
+    plan.bucket_of.push_back(plan.buckets.size());
+    if (static_cast<double>(current.count) * static_cast<double>(element_bytes) >=
+        cap_mb * 1024 * 1024) {
+      plan.buckets.push_back(current);
+      current = Bucket{};
+      cap_mb = bucket_mb;
+    }
+  }
+  if (current.num_params > 0) plan.buckets.push_back(current);
+  return plan;
+}
+
+}  // namespace dlb
