@@ -209,7 +209,7 @@ void Graph::build_forward() {
     s.saves.insert(s.saves.end(), saved_ids_[i].begin(), saved_ids_[i].end());
     forward_.steps.push_back(std::move(s));
   }
-  link_dependencies(forward_, infos_.size());
+  link_dependencies(forward_, infos_);
 }
 
 void Graph::build_backward() {
@@ -281,7 +281,7 @@ void Graph::build_backward() {
       backward_.steps.push_back(std::move(weights));
     }
   }
-  link_dependencies(backward_, infos_.size());
+  link_dependencies(backward_, infos_);
 }
 
 void Graph::run(const Step& step, const LayerContext& ctx) {

@@ -60,29 +60,38 @@ void add_edge(std::vector<int>& after, int from) {
   }
 }
 
+// The tensor whose bytes `id` is a view of (itself if none).
+int base_of(int id, const std::vector<TensorInfo>& tensors) {
+  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
+  return id;
+}
+
 bool given(TensorKind k) {
   return k == TensorKind::kInput || k == TensorKind::kParam || k == TensorKind::kBuffer;
 }
 
 }  // namespace
 
-void link_dependencies(Schedule& s, size_t num_tensors) {
-  std::vector<int> last_writer(num_tensors, -1);
-  std::vector<std::vector<int>> readers_since_write(num_tensors);
+void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors) {
+  std::vector<int> last_writer(tensors.size(), -1);
+  std::vector<std::vector<int>> readers_since_write(tensors.size());
   for (size_t i = 0; i < s.steps.size(); ++i) {
     Step& step = s.steps[i];
     step.after.clear();
+    std::vector<int> reads, writes;
+    for (int t : step.reads) reads.push_back(base_of(t, tensors));
+    for (int t : step.writes) writes.push_back(base_of(t, tensors));
     // A from_previous_step read with no writer before it reads the previous iteration's value:
     // iterations run one after another, so it needs no edge.
-    for (int t : step.reads) add_edge(step.after, last_writer[t]);
-    for (int t : step.writes) {
+    for (int t : reads) add_edge(step.after, last_writer[t]);
+    for (int t : writes) {
       add_edge(step.after, last_writer[t]);
       for (int r : readers_since_write[t])
         if (r != static_cast<int>(i)) add_edge(step.after, r);
     }
     std::sort(step.after.begin(), step.after.end());
-    for (int t : step.reads) readers_since_write[t].push_back(static_cast<int>(i));
-    for (int t : step.writes) {
+    for (int t : reads) readers_since_write[t].push_back(static_cast<int>(i));
+    for (int t : writes) {
       last_writer[t] = static_cast<int>(i);
       readers_since_write[t].clear();
     }
@@ -95,7 +104,7 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
   std::vector<char> written(tensors.size(), 0), written_anywhere(tensors.size(), 0);
   for (const Step& step : s.steps)
     for (int t : step.writes)
-      if (t >= 0 && t < n) written_anywhere[t] = 1;
+      if (t >= 0 && t < n) written_anywhere[base_of(t, tensors)] = 1;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& step = s.steps[i];
     const std::string where = fmt::format("step {} ({})", i, pass_name(step.pass));
@@ -106,8 +115,10 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
       }
     }
     for (int t : step.reads) {
-      if (t < 0 || t >= n || written[t] || given(tensors[t].kind)) continue;
-      if (step.from_previous_step && written_anywhere[t]) continue;
+      if (t < 0 || t >= n) continue;
+      const int base = base_of(t, tensors);
+      if (written[base] || given(tensors[base].kind)) continue;
+      if (step.from_previous_step && written_anywhere[base]) continue;
       problems.push_back(fmt::format("{} reads {} ({}), which no earlier step wrote", where,
                                      tensors[t].name, tensor_kind_name(tensors[t].kind)));
     }
@@ -117,7 +128,7 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
       }
     }
     for (int t : step.writes)
-      if (t >= 0 && t < n) written[t] = 1;
+      if (t >= 0 && t < n) written[base_of(t, tensors)] = 1;
   }
   return problems;
 }

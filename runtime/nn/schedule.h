@@ -26,7 +26,7 @@ enum class Pass {
 const char* pass_name(Pass p);
 
 enum class TensorKind {
-  kInput,           // the batch, loaded before the step
+  kInput,           // the batch and its labels, loaded before the step
   kActivation,      // a node's output
   kActivationGrad,  // the gradient of a node's output
   kParam,           // a parameter's value
@@ -67,12 +67,13 @@ struct Schedule {
 // Fills every step's `after` from its reads and writes: it runs after the last earlier writer
 // of what it reads, and after the earlier readers and writer of what it overwrites. Any order
 // that keeps these edges computes the same step. (Iterations run one after another, so a
-// from_previous_step read needs no edge into the previous one.)
-void link_dependencies(Schedule& s, size_t num_tensors);
+// from_previous_step read needs no edge into the previous one.) A view is its base tensor:
+// writing the pool's output writes flatten's.
+void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors);
 
 // What is wrong with a schedule: a read of a tensor that no earlier step wrote (parameters,
 // buffers and the loaded batch are given; from_previous_step reads need a writer anywhere), a
-// dependency that points forward, or a tensor id out of range. Empty if none.
+// dependency that points forward, or a tensor id out of range. Views count as their base.
 std::vector<std::string> check_schedule(const Schedule& s, const std::vector<TensorInfo>& tensors);
 
 // One line per step: "forward conv1 reads[input, conv1.weight] writes[conv1]", for tests and

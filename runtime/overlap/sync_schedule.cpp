@@ -90,7 +90,7 @@ void insert_sync(Schedule& schedule, const Graph& graph, const BucketPlan& plan,
     for (int b = 0; b < nb; ++b) out.push_back(update_step(b, buckets[b], false));
   }
   schedule.steps = std::move(out);
-  link_dependencies(schedule, graph.tensor_infos().size());
+  link_dependencies(schedule, graph.tensor_infos());
 }
 
 }  // namespace dlb

@@ -46,13 +46,16 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
   }
   batch_ = out[0];
   classes_ = out[1];
-  auto add = [&](const char* name, const Shape& shape, DType dtype, MemCategory category) {
-    return graph.add_tensor({name, TensorKind::kLoss, shape, dtype, graph.output()},
+  auto add = [&](const char* name, TensorKind kind, const Shape& shape, DType dtype,
+                 MemCategory category) {
+    return graph.add_tensor({name, kind, shape, dtype, graph.output()},
                             backend.empty(shape, dtype, category, name));
   };
-  labels_id_ = add("labels", {batch_}, DType::kI64, MemCategory::kData);
-  probs_id_ = add("softmax probabilities", out, DType::kF32, MemCategory::kActivations);
-  loss_id_ = add("loss", {1}, DType::kF32, MemCategory::kActivations);
+  // The labels come with the batch (load_batch), as the input does.
+  labels_id_ = add("labels", TensorKind::kInput, {batch_}, DType::kI64, MemCategory::kData);
+  probs_id_ =
+      add("softmax probabilities", TensorKind::kLoss, out, DType::kF32, MemCategory::kActivations);
+  loss_id_ = add("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
   loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
                                 MemCategory::kActivations, "losses not yet read");
 

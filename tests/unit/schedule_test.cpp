@@ -1,0 +1,265 @@
+// The step as data: every reference model's schedule reads only what an earlier pass wrote (or a
+// parameter, a buffer or the batch), the sync policies place all-reduces and updates where
+// DESIGN.md says, and with one rank the three strategies give the same step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "runtime/comm/communicator.h"
+#include "runtime/overlap/bucket_plan.h"
+#include "runtime/overlap/sync_schedule.h"
+#include "runtime/train/trainer.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+struct ModelCase {
+  std::string model;
+  int64_t image_size;
+};
+void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " " << c.image_size; }
+
+class ModelSchedule : public ::testing::TestWithParam<ModelCase> {};
+
+std::vector<std::string> problems_of(const Schedule& s, const Graph& g) {
+  return check_schedule(s, g.tensor_infos());
+}
+
+TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
+  auto b = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
+  Rng rng(0);
+  g.setup(*b, rng);
+  for (OverlapStrategy strategy :
+       {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+    TrainConfig tc;
+    tc.overlap = strategy;
+    Trainer t(*b, g, tc);
+    const Schedule& s = t.schedule();
+    const std::vector<std::string> problems = problems_of(s, g);
+    for (const std::string& p : problems) ADD_FAILURE() << overlap_name(strategy) << ": " << p;
+    // Every parameter gradient is written by exactly one backward pass, and every parameter is
+    // updated exactly once.
+    const auto& infos = g.tensor_infos();
+    for (size_t id = 0; id < infos.size(); ++id) {
+      const int t_id = static_cast<int>(id);
+      auto count = [&](Pass pass, bool writes) {
+        return std::count_if(s.steps.begin(), s.steps.end(), [&](const Step& st) {
+          const auto& list = writes ? st.writes : st.reads;
+          return st.pass == pass && std::find(list.begin(), list.end(), t_id) != list.end();
+        });
+      };
+      if (infos[id].kind == TensorKind::kParamGrad) {
+        EXPECT_EQ(count(Pass::kBackwardWeights, true) + count(Pass::kBackward, true), 1)
+            << infos[id].name;
+      }
+      if (infos[id].kind == TensorKind::kParam) {
+        EXPECT_EQ(count(Pass::kUpdate, true), 1) << infos[id].name;
+      }
+    }
+  }
+}
+
+TEST_P(ModelSchedule, OneRankRunsTheSameStepForEveryStrategy) {
+  auto b = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
+  Rng rng(0);
+  g.setup(*b, rng);
+  std::vector<std::string> first;
+  for (OverlapStrategy strategy :
+       {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+    TrainConfig tc;
+    tc.overlap = strategy;
+    tc.bucket_mb = 1;
+    Trainer t(*b, g, tc);
+    std::vector<std::string> lines;
+    for (const Step& s : t.schedule().steps)
+      lines.push_back(describe_step(s, g.tensor_infos(), g.node_names()));
+    if (first.empty()) {
+      first = lines;
+      // No all-reduce with one rank, and every update after the last backward pass.
+      EXPECT_EQ(std::count_if(t.schedule().steps.begin(), t.schedule().steps.end(),
+                              [](const Step& s) { return s.pass == Pass::kAllReduce; }),
+                0);
+    } else {
+      EXPECT_EQ(lines, first) << overlap_name(strategy);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(ReferenceModels, ModelSchedule,
+                         ::testing::Values(ModelCase{"resnet18", 32}, ModelCase{"resnet50", 32},
+                                           ModelCase{"alexnet", 63}, ModelCase{"vgg16", 32},
+                                           ModelCase{"digits-cnn", 8}),
+                         [](const auto& info) {
+                           std::string n = info.param.model;
+                           std::replace(n.begin(), n.end(), '-', '_');
+                           return n;
+                         });
+
+// Where the policies put the communication, on a graph set up as two ranks would have it.
+class SyncSchedule : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g = std::make_unique<Graph>(build_model("resnet18", ModelConfig{2, 32, 10, {}}));
+    Rng rng(0);
+    g->setup(*b, rng);
+    std::vector<int64_t> numels;
+    for (const Param* p : g->flat_params()) numels.push_back(p->value.numel());
+    plan = make_bucket_plan(numels, 4, 5.0);
+  }
+  // forward, a loss that writes the output's gradient, backward.
+  Schedule base() const {
+    Schedule s = g->forward_schedule();
+    Step loss;
+    loss.pass = Pass::kLoss;
+    loss.node = g->output();
+    loss.reads = {g->output_id(g->output())};
+    loss.writes = {g->grad_id(g->output())};
+    s.steps.push_back(loss);
+    const auto& bw = g->backward_schedule().steps;
+    s.steps.insert(s.steps.end(), bw.begin(), bw.end());
+    return s;
+  }
+  std::unique_ptr<Backend> b = make_backend(BackendKind::kCpu, {});
+  std::unique_ptr<Graph> g;
+  BucketPlan plan;
+};
+
+TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
+  Schedule s = base();
+  const size_t backward_end = s.steps.size();
+  insert_sync(s, *g, plan, OverlapStrategy::kNone, true);
+  ASSERT_EQ(s.steps.size(), backward_end + 1 + plan.buckets.size());
+  EXPECT_EQ(s.steps[backward_end].pass, Pass::kAllReduce);
+  EXPECT_EQ(s.steps[backward_end].bucket, -1);
+  for (size_t i = backward_end + 1; i < s.steps.size(); ++i) {
+    EXPECT_EQ(s.steps[i].pass, Pass::kUpdate);
+    const auto& after = s.steps[i].after;
+    EXPECT_NE(std::find(after.begin(), after.end(), static_cast<int>(backward_end)), after.end())
+        << "an update runs after the reduction";
+  }
+  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+}
+
+TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
+  Schedule s = base();
+  insert_sync(s, *g, plan, OverlapStrategy::kBackward, true);
+  std::vector<int> order;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (s.steps[i].pass != Pass::kAllReduce) continue;
+    order.push_back(s.steps[i].bucket);
+    // The pass before it (or a reduction launched with it) wrote one of its gradients.
+    size_t j = i - 1;
+    while (s.steps[j].pass == Pass::kAllReduce) --j;
+    const auto& w = s.steps[j].writes;
+    EXPECT_TRUE(std::any_of(s.steps[i].reads.begin(), s.steps[i].reads.end(),
+                            [&](int t) { return std::find(w.begin(), w.end(), t) != w.end(); }))
+        << "bucket " << s.steps[i].bucket;
+  }
+  std::vector<int> expected(plan.buckets.size());
+  for (size_t k = 0; k < expected.size(); ++k) expected[k] = static_cast<int>(k);
+  EXPECT_EQ(order, expected);  // bucket order: the same on every rank
+  // Every reduction is launched before the first conv's weight gradient is written: overlap.
+  EXPECT_GT(plan.buckets.size(), 2u);
+  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+}
+
+TEST_F(SyncSchedule, ForwardMovesEachUpdateBeforeTheFirstPassThatReadsItsParameters) {
+  Schedule s = base();
+  insert_sync(s, *g, plan, OverlapStrategy::kForward, true);
+  size_t updates = 0;
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const Step& st = s.steps[i];
+    if (st.pass != Pass::kUpdate) continue;
+    ++updates;
+    EXPECT_TRUE(st.from_previous_step);
+    // The next forward pass reads one of the parameters it writes; no earlier pass does.
+    size_t j = i + 1;
+    while (s.steps[j].pass == Pass::kUpdate) ++j;
+    ASSERT_EQ(s.steps[j].pass, Pass::kForward);
+    const auto reads_mine = [&](const Step& f) {
+      return std::any_of(st.writes.begin(), st.writes.end(), [&](int t) {
+        return std::find(f.reads.begin(), f.reads.end(), t) != f.reads.end();
+      });
+    };
+    EXPECT_TRUE(reads_mine(s.steps[j]));
+    for (size_t k = 0; k < i; ++k)
+      if (s.steps[k].pass == Pass::kForward) EXPECT_FALSE(reads_mine(s.steps[k]));
+  }
+  EXPECT_EQ(updates, plan.buckets.size());
+  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+}
+
+TEST(ScheduleCheck, FindsAReadOfWhatNothingWroteBefore) {
+  std::vector<TensorInfo> t = {{"x", TensorKind::kActivation, Shape{1}},
+                               {"w", TensorKind::kParam, Shape{1}},
+                               {"y", TensorKind::kActivation, Shape{1}}};
+  Schedule s;
+  Step reads_y;
+  reads_y.pass = Pass::kForward;
+  reads_y.reads = {2, 1};
+  reads_y.writes = {0};
+  Step writes_y;
+  writes_y.pass = Pass::kForward;
+  writes_y.writes = {2};
+  s.steps = {reads_y, writes_y};
+  link_dependencies(s, t);
+  ASSERT_EQ(check_schedule(s, t).size(), 1u);
+  EXPECT_NE(check_schedule(s, t)[0].find("reads y"), std::string::npos);
+  std::swap(s.steps[0], s.steps[1]);
+  link_dependencies(s, t);
+  EXPECT_TRUE(check_schedule(s, t).empty());
+  EXPECT_EQ(s.steps[1].after, std::vector<int>{0});
+  // A read of a previous step's value is fine anywhere, as long as something writes it.
+  std::swap(s.steps[0], s.steps[1]);
+  s.steps[0].from_previous_step = true;
+  link_dependencies(s, t);
+  EXPECT_TRUE(check_schedule(s, t).empty());
+}
+
+TEST(BucketPlan, FirstBucketSmallThenBucketMb) {
+  // 0.5 MiB, 0.75 MiB, 3 MiB, 1 MiB, 1 MiB of f32 parameters, buckets of 2 MiB.
+  const int64_t mib = 1024 * 1024 / 4;
+  const BucketPlan p = make_bucket_plan({mib / 2, 3 * mib / 4, 3 * mib, mib, mib}, 4, 2.0);
+  ASSERT_EQ(p.buckets.size(), 3u);
+  EXPECT_EQ(p.buckets[0].first_param, 0u);  // closes at >= 1 MiB: 1.25 MiB
+  EXPECT_EQ(p.buckets[0].num_params, 2u);
+  EXPECT_EQ(p.buckets[1].num_params, 1u);  // 3 MiB alone passes 2 MiB
+  EXPECT_EQ(p.buckets[2].first_param, 3u);
+  EXPECT_EQ(p.buckets[2].begin, mib / 2 + 3 * mib / 4 + 3 * mib);
+  EXPECT_EQ(p.buckets[2].count, 2 * mib);
+  EXPECT_EQ(p.bucket_of, (std::vector<size_t>{0, 0, 1, 2, 2}));
+}
+
+TEST(PrecisionPolicy, HalfPrecisionsKeepMasterWeightsStateAndStatisticsInF32) {
+  const PrecisionPolicy bf16 = PrecisionPolicy::for_precision(Precision::kBf16);
+  EXPECT_EQ(bf16.dtype(TensorRole::kActivations), DType::kBF16);
+  EXPECT_EQ(bf16.dtype(TensorRole::kGradients), DType::kBF16);
+  EXPECT_EQ(bf16.dtype(TensorRole::kMasterWeights), DType::kF32);
+  EXPECT_EQ(bf16.dtype(TensorRole::kOptimizerState), DType::kF32);
+  EXPECT_EQ(bf16.dtype(TensorRole::kStatistics), DType::kF32);
+  const PrecisionPolicy tf32 = PrecisionPolicy::for_precision(Precision::kTf32);
+  EXPECT_EQ(tf32.activations, DType::kF32);
+  EXPECT_EQ(tf32.math, Precision::kTf32);
+}
+
+TEST(GraphViews, FlattenAliasesItsInputAndRunsNoPass) {
+  auto b = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  Rng rng(0);
+  g.setup(*b, rng);
+  int flatten = -1;
+  for (size_t i = 0; i < g.nodes().size(); ++i)
+    if (g.nodes()[i].name == "flatten") flatten = static_cast<int>(i);
+  ASSERT_GE(flatten, 0);
+  const int pool = g.nodes()[flatten].inputs[0];
+  EXPECT_EQ(g.tensor(g.output_id(flatten)).raw(), g.tensor(g.output_id(pool)).raw());
+  EXPECT_EQ(g.tensor(g.grad_id(flatten)).raw(), g.tensor(g.grad_id(pool)).raw());
+  for (const Schedule* s : {&g.forward_schedule(), &g.backward_schedule()})
+    for (const Step& st : s->steps) EXPECT_NE(st.node, flatten);
+}
+
+}  // namespace
+}  // namespace dlb
