@@ -21,6 +21,7 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     for (int i : node.inputs) in.push_back(graph.shape(i));
     layers.push_back({{"name", node.name},
                       {"kind", std::string(node.layer->kind())},
+                      {"view", node.layer->is_view()},
                       {"output_shape", node.shape.dims()},
                       // A view (flatten) runs no pass: its output is its input's bytes.
                       {"forward_ms", node.layer->is_view() ? nlohmann::json(0.0)

@@ -224,6 +224,10 @@ RunOptions options_from_json(const nlohmann::json& c) {
         o.backend = parse_enum<BackendKind>(v, "backend", parse_backend_kind);
       else if (key == "overlap")
         o.overlap = parse_enum<OverlapStrategy>(v, "overlap", parse_overlap);
+      else if (key == "comm_progress")
+        o.comm_progress = parse_enum<CommProgress>(v, "comm_progress", parse_comm_progress);
+      else if (key == "comm_timeout")
+        o.comm_timeout_s = v.get<double>();
       else
         throw InvalidArgument(fmt::format("unknown config key '{}'", key));
     } catch (const nlohmann::json::exception&) {

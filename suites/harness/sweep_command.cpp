@@ -66,10 +66,12 @@ std::string error_message(const std::string& log) {
 
 json failure_record(const std::string& status, const std::string& message, const json& config,
                     const RunOptions& o) {
+  // The suite's config, with the defaults of what it leaves out (o holds the defaults when the
+  // config itself failed to parse).
   json cfg = config;
-  cfg["model"] = o.model;
-  cfg["batch"] = o.batch.value_or(kDefaultBatch);
-  cfg["ranks"] = o.ranks;
+  if (!cfg.contains("model")) cfg["model"] = o.model;
+  if (!cfg.contains("batch")) cfg["batch"] = o.batch.value_or(kDefaultBatch);
+  if (!cfg.contains("ranks")) cfg["ranks"] = o.ranks;
   return {{"schema_version", kResultSchemaVersion},
           {"kind", "train"},
           {"status", status},
@@ -176,7 +178,14 @@ int sweep_command(const SweepOptions& opt) {
              suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
   if (opt.dry_run) {
     for (size_t i = 0; i < points.size(); ++i) {
-      const RunOptions o = options_from_json(points[i]);
+      RunOptions o;
+      try {
+        o = options_from_json(points[i]);
+      } catch (const InvalidArgument& e) {
+        fmt::print("  [{}] {}  {}: not runnable: {}\n", i + 1, describe(suite, points[i]),
+                   point_id(points[i]), e.what());
+        continue;
+      }
       const auto cmd = launch_command_here(
           opt.launcher, o.ranks,
           {self_executable(), "worker",
@@ -211,10 +220,12 @@ int sweep_command(const SweepOptions& opt) {
       fmt::print("{}: already ok in {}, skipped (--resume)\n", label, results);
       continue;
     }
-    RunOptions o = options_from_json(config);
+    RunOptions o;
     json record;
     const auto p0 = std::chrono::steady_clock::now();
     try {
+      // A config that does not parse is this point's failure; the sweep goes on.
+      o = options_from_json(config);
       validate_run_options(o);
       const std::string stem = point_stem(index, config);
       const std::string point_file = out + "/points/" + stem + ".json";

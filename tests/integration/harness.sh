@@ -60,6 +60,21 @@ check "too many ranks statuses" test "$(statuses "$work/ranks/results.jsonl")" =
 check "too many ranks message" grep -q "ranks=$too_many is more than mpirun starts on this host" \
   "$work/ranks/results.jsonl"
 
+# A schema-valid config that the worker cannot take (a budget that is no size; a non-default
+# comm_progress, which once aborted the whole sweep): that point fails with the message, the
+# others run, and the sweep exits 1.
+cat >"$work/parse.json" <<'JSON'
+{"name": "parse", "description": "a budget that is no size between two good points",
+ "defaults": {"model": "digits-cnn", "image_size": 8, "batch": 4, "steps": 2, "warmup": 0,
+              "backend": "cpu", "comm_progress": "poll"},
+ "sweep": {"memory_budget": ["1GiB", "lots", "2GiB"]},
+ "cpu": {}}
+JSON
+"$dlbench" --suite="$work/parse.json" --out="$work/parse" --no-report >"$work/parse.out" 2>&1
+check "unparsable point exits 1" test $? -eq 1
+check "unparsable point statuses" test "$(statuses "$work/parse/results.jsonl")" = "ok failed ok"
+check "unparsable point message" grep -q 'lots' "$work/parse/results.jsonl"
+
 # A hang is killed at the timeout; an injected OOM is recorded as oom.
 "$dlbench" --suite="$work/three.json" --out="$work/hang" --inject-fault=hang@1 --timeout=3 --no-report >/dev/null 2>&1
 check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout ok ok"
@@ -67,7 +82,8 @@ check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout o
 check "oom exits 0" test $? -eq 0
 check "oom statuses" test "$(statuses "$work/oom/results.jsonl")" = "ok ok oom"
 
-# Every ok point has a trace that parses, with forward spans for every layer in its profile.
+# Every ok point has a trace that parses, with forward spans for every layer in its profile
+# (but views: flatten's output is its input's bytes).
 check "traces and profiles" /usr/bin/python3 - "$work/oom" <<'PY'
 import glob, json, sys
 out = sys.argv[1]
@@ -78,7 +94,7 @@ for r in recs:
     trace = json.load(open(r["paths"]["trace"]))
     prof = json.load(open(r["paths"]["profile"]))
     fwd = {e["name"] for e in trace["traceEvents"] if e.get("cat") == "forward"}
-    layers = {l["name"] for l in prof["layers"]}
+    layers = {l["name"] for l in prof["layers"] if not l["view"]}  # a view runs no pass
     assert layers and layers <= fwd, (layers - fwd)
     assert prof["traced_steps"] == 3
 PY

@@ -9,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "suites/harness/json_schema.h"
 #include "suites/harness/launcher.h"
+#include "suites/harness/run_command.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -87,6 +88,33 @@ TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
     EXPECT_EQ(p["backend"], "cpu");
     EXPECT_LE(p["image_size"].get<int>(), 64);
   }
+}
+
+// Every key the schema accepts, every allowed value of an enumerated key, parses into a point's
+// options: a schema-valid suite never fails on a key the worker does not know.
+TEST(Suite, EverySchemaKeyAndEnumValueParses) {
+  std::ifstream in(suites_dir() + "/schema/suite.schema.json");
+  const auto keys = nlohmann::json::parse(in)["$defs"]["key"];
+  for (const auto& [key, def] : keys.items()) {
+    std::vector<nlohmann::json> values;
+    if (def.contains("enum")) {
+      for (const auto& v : def["enum"]) values.push_back(v);
+    } else if (def["type"] == "integer") {
+      values.push_back(1);
+    } else if (def["type"] == "number") {
+      values.push_back(0.5);
+    } else if (key == "memory_budget") {
+      values.push_back("2GiB");
+    }
+    ASSERT_FALSE(values.empty()) << key << ": no sample value for its type";
+    for (const auto& v : values) {
+      EXPECT_NO_THROW(options_from_json({{key, v}})) << key << " = " << v.dump();
+    }
+  }
+  const RunOptions o = options_from_json({{"comm_progress", "poll"}, {"comm_timeout", 7.5}});
+  EXPECT_EQ(o.comm_progress, CommProgress::kPoll);
+  EXPECT_DOUBLE_EQ(o.comm_timeout_s, 7.5);
+  EXPECT_THROW(options_from_json({{"comm_progress", "spin"}}), InvalidArgument);
 }
 
 TEST(Suite, SchemaModelListMatchesTheRegistry) {
