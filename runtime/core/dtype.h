@@ -15,7 +15,7 @@ std::string_view dtype_name(DType t);              // "f32", ...
 std::string_view dtype_safetensors_name(DType t);  // "F32", "F16", "BF16", "I64"
 std::optional<DType> dtype_from_safetensors(std::string_view s);
 
-// Training precision, as DESIGN.md names them.
+// Training precision, as docs/metrics.md names them.
 enum class Precision { kFp32, kTf32, kFp16, kBf16 };
 
 std::string_view precision_name(Precision p);

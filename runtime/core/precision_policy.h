@@ -1,4 +1,4 @@
-// Which dtype each role of tensor takes in a run (DESIGN.md: fp32, tf32, fp16, bf16). Layers,
+// Which dtype each role of tensor takes in a run (fp32, tf32, fp16, bf16; docs/metrics.md). Layers,
 // the graph and the optimizer allocate through this table; no role's dtype is fixed below it.
 #pragma once
 #include <string_view>

@@ -1,4 +1,4 @@
-// The training step as data (DESIGN.md, "Schedule, executor, clock"): a list of passes, each
+// The training step as data (docs/architecture.md, "The step"): a list of passes, each
 // naming the tensors it reads, writes and saves for later passes. The graph emits forward and
 // backward; the trainer adds the loss; a sync policy adds all-reduces and updates; an executor
 // runs the list. A memory planner, recomputation or swapping is a transformation of this list.

@@ -1,4 +1,4 @@
-// Gradient synchronisation at run time (DESIGN.md, GradSync; SEEDS.md section 1): the all-reduce
+// Gradient synchronisation at run time (docs/architecture.md): the all-reduce
 // and update steps that insert_sync (sync_schedule.h) put into the schedule, run here. A bucket's
 // all-reduce starts after the work queued on the backend's stream (its gradients), and its update
 // is queued after CommHandle::order_before. On the CPU both are the host and order_before waits;

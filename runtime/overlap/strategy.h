@@ -1,4 +1,4 @@
-// Gradient synchronisation strategies (DESIGN.md, GradSync). The strategies themselves come with
+// Gradient synchronisation strategies (docs/architecture.md, overlap/). The strategies themselves come with
 // the communicator; with one rank there is nothing to synchronise and all three coincide.
 #pragma once
 #include <optional>

@@ -1,4 +1,4 @@
-// The sync policy as a transformation of the step's schedule (DESIGN.md; SEEDS.md section 1).
+// The sync policy as a transformation of the step's schedule (docs/architecture.md, "The step").
 // It inserts all-reduce and update steps into forward + loss + backward:
 //   none:     after backward, one all-reduce of the whole buffer, then every bucket's update.
 //   backward: a bucket's all-reduce right after the pass that writes its last gradient, while

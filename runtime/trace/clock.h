@@ -1,4 +1,4 @@
-// Where the step's times come from (DESIGN.md, "Schedule, executor, clock"). The executor, the
+// Where the step's times come from (docs/architecture.md, "The step"). The executor, the
 // tracer and the trainer read time only through a Clock: the host's steady clock now; CUDA events
 // on the GPU's streams with the CUDA backend; a virtual clock that a simulator (or a test)
 // advances, replaying the same schedule.

@@ -1,4 +1,4 @@
-// Communication metrics from a trace window, as DESIGN.md defines them:
+// Communication metrics from a trace window, as docs/metrics.md defines them:
 //   comm_total   = sum of all-reduce span durations,
 //   comm_exposed = time in which an all-reduce span runs and no compute span does,
 //   overlap      = 1 - comm_exposed / comm_total,

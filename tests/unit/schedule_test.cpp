@@ -1,6 +1,6 @@
 // The step as data: every reference model's schedule reads only what an earlier pass wrote (or a
 // parameter, a buffer or the batch), the sync policies place all-reduces and updates where
-// DESIGN.md says, and with one rank the three strategies give the same step.
+// docs/architecture.md says, and with one rank the three strategies give the same step.
 #include <gtest/gtest.h>
 
 #include <algorithm>
