@@ -1,7 +1,7 @@
-// Gradient buckets (docs/architecture.md, overlap/): contiguous runs of parameters in the flat gradient
-// buffer's order (the last layer's first), the first about 1 MiB (as PyTorch DDP, so the first
-// all-reduce starts early) and the rest about bucket_mb. A pure function of the gradient sizes,
-// so every rank computes the same plan.
+// Gradient buckets (docs/architecture.md, overlap/): contiguous runs of parameters in the flat
+// gradient buffer's order (the last layer's first), the first about 1 MiB (as PyTorch DDP, so the
+// first all-reduce starts early) and the rest about bucket_mb. A pure function of the gradient
+// sizes, so every rank computes the same plan.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -1,5 +1,5 @@
-// Gradient synchronisation strategies (docs/architecture.md, overlap/). The strategies themselves come with
-// the communicator; with one rank there is nothing to synchronise and all three coincide.
+// Gradient synchronisation strategies (docs/architecture.md, overlap/). The strategies themselves
+// come with the communicator; with one rank there is nothing to synchronise and all three coincide.
 #pragma once
 #include <optional>
 #include <string_view>

@@ -1,7 +1,8 @@
 // Training steps on one graph: the step is a schedule (forward, softmax cross-entropy, backward,
 // and the sync policy's all-reduces and updates) that an executor runs. Throughput is images in
-// the timed steps over their wall time, with the device synchronised, as docs/metrics.md defines it.
-// Losses stay on the device and are read back in batches, so a GPU is never stalled by the host.
+// the timed steps over their wall time, with the device synchronised, as docs/metrics.md defines
+// it. Losses stay on the device and are read back in batches, so a GPU is never stalled by the
+// host.
 #pragma once
 #include <functional>
 #include <memory>
