@@ -72,8 +72,9 @@ std::string_view backend_kind_name(BackendKind k) {
 }
 
 std::optional<BackendKind> parse_backend_kind(std::string_view s) {
-  if (s == "cpu") return BackendKind::kCpu;
-  if (s == "cuda") return BackendKind::kCuda;
+  for (BackendKind k : kBackendKinds) {
+    if (backend_kind_name(k) == s) return k;
+  }
   return std::nullopt;
 }
 

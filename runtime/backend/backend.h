@@ -191,6 +191,7 @@ struct BackendOptions {
 };
 
 enum class BackendKind { kCpu, kCuda };
+inline constexpr BackendKind kBackendKinds[] = {BackendKind::kCpu, BackendKind::kCuda};
 std::string_view backend_kind_name(BackendKind k);
 std::optional<BackendKind> parse_backend_kind(std::string_view s);
 

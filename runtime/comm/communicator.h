@@ -84,6 +84,7 @@ std::string_view comm_kind_name(CommKind kind);
 // and relies on test calls (between layers); `thread` hands buckets to a progress thread that
 // runs the blocking MPI_Allreduce on a duplicated communicator, in submission order.
 enum class CommProgress { kPoll, kThread };
+inline constexpr CommProgress kCommProgressModes[] = {CommProgress::kPoll, CommProgress::kThread};
 std::string_view comm_progress_name(CommProgress p);
 std::optional<CommProgress> parse_comm_progress(std::string_view s);
 

@@ -32,8 +32,9 @@ std::string_view comm_progress_name(CommProgress p) {
 }
 
 std::optional<CommProgress> parse_comm_progress(std::string_view s) {
-  if (s == "poll") return CommProgress::kPoll;
-  if (s == "thread") return CommProgress::kThread;
+  for (CommProgress p : kCommProgressModes) {
+    if (comm_progress_name(p) == s) return p;
+  }
   return std::nullopt;
 }
 

@@ -67,7 +67,7 @@ std::string_view precision_name(Precision p) {
 }
 
 std::optional<Precision> parse_precision(std::string_view s) {
-  for (Precision p : {Precision::kFp32, Precision::kTf32, Precision::kFp16, Precision::kBf16}) {
+  for (Precision p : kPrecisions) {
     if (precision_name(p) == s) return p;
   }
   return std::nullopt;

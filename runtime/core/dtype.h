@@ -17,6 +17,8 @@ std::optional<DType> dtype_from_safetensors(std::string_view s);
 
 // Training precision, as docs/metrics.md names them.
 enum class Precision { kFp32, kTf32, kFp16, kBf16 };
+inline constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kTf32, Precision::kFp16,
+                                            Precision::kBf16};
 
 std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view s);

@@ -123,6 +123,10 @@ size_t parse_bytes(std::string_view text) {
     throw InvalidArgument(
         fmt::format("'{}' is not a positive size (units: B, KiB, MiB, GiB, KB, MB, GB)", s));
   }
+  // 2^64 bytes and more do not fit a size_t (and no machine has them).
+  if (value * scale >= 18446744073709551616.0) {
+    throw InvalidArgument(fmt::format("'{}' is larger than any memory (2^64 bytes or more)", s));
+  }
   return static_cast<size_t>(value * scale);
 }
 

@@ -15,7 +15,7 @@ std::string_view overlap_name(OverlapStrategy s) {
 }
 
 std::optional<OverlapStrategy> parse_overlap(std::string_view s) {
-  for (auto k : {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward})
+  for (auto k : kOverlapStrategies)
     if (overlap_name(k) == s) return k;
   return std::nullopt;
 }

@@ -7,6 +7,8 @@
 namespace dlb {
 
 enum class OverlapStrategy { kNone, kBackward, kForward };
+inline constexpr OverlapStrategy kOverlapStrategies[] = {
+    OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward};
 std::string_view overlap_name(OverlapStrategy s);
 std::optional<OverlapStrategy> parse_overlap(std::string_view s);
 

@@ -7,6 +7,7 @@
 
 #include "runtime/core/error.h"
 #include "suites/harness/commands.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/run_command.h"
 #include "suites/harness/sweep_command.h"
 
@@ -50,78 +51,21 @@ int main(int argc, char** argv) {
   worker_cmd->add_option("--point", point_file, "point file written by the harness")->required();
   app.set_version_flag("--version", DLB_VERSION);
 
-  dlb::RunOptions run;
-  std::string budget;
-  int64_t batch = 0, image_size = 0;
-  float dropout = 0;
-  double target_accuracy = 0;
+  // `dlbench run`: one flag per entry of the option table, read as text and applied after the
+  // parse, through the same checks as a suite's config.
   auto* run_cmd = app.add_subcommand("run", "train one configuration and write a result record");
-  run_cmd->add_option("--model", run.model, "alexnet, vgg16, resnet18, resnet50, digits-cnn")
-      ->capture_default_str();
-  auto* batch_opt = run_cmd->add_option("--batch", batch, "images per step (per rank); default 16");
-  auto* size_opt = run_cmd->add_option("--image-size", image_size, "square image side in pixels");
-  run_cmd->add_option("--num-classes", run.num_classes, "classes (default: the model's)");
-  run_cmd->add_option("--steps", run.steps, "timed steps")->capture_default_str();
-  run_cmd->add_option("--warmup", run.warmup, "untimed steps before them")->capture_default_str();
-  run_cmd->add_option("--epochs", run.epochs,
-                      "epochs over a real data set (--data=digits); with --target-accuracy, the "
-                      "most");
-  auto* target_opt = run_cmd->add_option("--target-accuracy", target_accuracy,
-                                         "stop once test accuracy reaches this (e.g. 0.95)");
-  run_cmd->add_option("--mllog", run.mllog_path, "write MLPerf :::MLLOG lines here");
-  run_cmd->add_option("--backend", run.backend, "cpu or cuda")
-      ->transform(enum_option(kBackends))
-      ->capture_default_str();
-  run_cmd->add_option("--precision", run.precision, "fp32, tf32, fp16 or bf16")
-      ->transform(
-          enum_option(std::map<std::string, dlb::Precision>{{"fp32", dlb::Precision::kFp32},
-                                                            {"tf32", dlb::Precision::kTf32},
-                                                            {"fp16", dlb::Precision::kFp16},
-                                                            {"bf16", dlb::Precision::kBf16}}));
-  run_cmd->add_option("--data", run.data, "synthetic or digits")
-      ->transform(enum_option(std::map<std::string, dlb::DataSource>{
-          {"synthetic", dlb::DataSource::kSynthetic}, {"digits", dlb::DataSource::kDigits}}));
-  run_cmd->add_option("--data-path", run.data_path, "digits.csv.gz (default: scikit-learn's)");
-  run_cmd->add_option("--lr", run.sgd.lr, "SGD learning rate")->capture_default_str();
-  run_cmd->add_option("--momentum", run.sgd.momentum, "SGD momentum")->capture_default_str();
-  run_cmd->add_option("--weight-decay", run.sgd.weight_decay, "added to the gradient")
-      ->capture_default_str();
-  auto* dropout_opt = run_cmd->add_option("--dropout", dropout, "override dropout; 0 turns it off");
-  run_cmd->add_option("--seed", run.seed, "weights and data seed")->capture_default_str();
-  run_cmd->add_option("--memory-budget", budget, "e.g. 4GiB; exceeding it is OutOfMemory");
-  run_cmd->add_option("--init", run.init_path, "start from these weights (safetensors)");
-  run_cmd->add_option("--batch-file", run.batch_file,
-                      "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
-  run_cmd->add_option("--save", run.save_path, "write weights and buffers after the last step");
-  run_cmd->add_option("--json", run.json_path, "write the result record here");
-  run_cmd->add_option("--ranks", run.ranks, "data-parallel ranks (start them with mpirun/srun)");
-  run_cmd->add_option("--overlap", run.overlap, "gradient sync: none, backward or forward")
-      ->transform(enum_option(std::map<std::string, dlb::OverlapStrategy>{
-          {"none", dlb::OverlapStrategy::kNone},
-          {"backward", dlb::OverlapStrategy::kBackward},
-          {"forward", dlb::OverlapStrategy::kForward}}));
-  run_cmd->add_option("--bucket-mb", run.bucket_mb, "all-reduce bucket size in MiB")
-      ->capture_default_str();
-  run_cmd
-      ->add_option("--comm-progress", run.comm_progress,
-                   "MPI progress: poll (test calls between layers) or thread")
-      ->transform(enum_option(std::map<std::string, dlb::CommProgress>{
-          {"poll", dlb::CommProgress::kPoll}, {"thread", dlb::CommProgress::kThread}}));
-  run_cmd->add_option("--comm-timeout", run.comm_timeout_s, "seconds before a collective fails")
-      ->capture_default_str();
-  run_cmd->add_option("--inject-fault", run.fault, "test only")
-      ->transform(enum_option(std::map<std::string, dlb::RunOptions::Fault>{
-          {"crash", dlb::RunOptions::Fault::kCrash},
-          {"hang", dlb::RunOptions::Fault::kHang},
-          {"oom", dlb::RunOptions::Fault::kOom},
-          {"rank-stops", dlb::RunOptions::Fault::kRankStops},
-          {"rank-dies", dlb::RunOptions::Fault::kRankDies}}))
-      ->group("");
-  run_cmd->add_option("--trace", run.trace_path, "write a Chrome trace of the traced steps here");
-  run_cmd->add_option("--profile", run.profile_path, "write the per-layer profile here");
-  run_cmd->add_option("--trace-steps", run.trace_steps, "timed steps to trace (0: off)")
-      ->capture_default_str();
-
+  std::map<std::string, std::string> run_text;
+  for (const dlb::Option& option : dlb::run_option_table()) {
+    std::string help = option.help;
+    if (const std::string range = option.range_text(); !range.empty()) help += "; " + range;
+    auto* flag =
+        run_cmd->add_option(option.flag(), run_text[option.key], help)->type_name(option.metavar());
+    const nlohmann::json d = option.get(dlb::RunOptions{});
+    if (option.scope == dlb::OptionScope::kConfig && !d.is_null()) {
+      flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
+    }
+    if (option.hidden) flag->group("");
+  }
   auto* list_cmd = app.add_subcommand("list", "models, backends and devices");
 
   dlb::BenchConvOptions bench;
@@ -163,11 +107,12 @@ int main(int argc, char** argv) {
 
   try {
     if (*run_cmd) {
-      if (*batch_opt) run.batch = batch;
-      if (*size_opt) run.image_size = image_size;
-      if (*dropout_opt) run.dropout = dropout;
-      if (*target_opt) run.target_accuracy = target_accuracy;
-      if (!budget.empty()) run.memory_budget = dlb::parse_bytes(budget);
+      dlb::RunOptions run;
+      for (const dlb::Option& option : dlb::run_option_table()) {
+        if (run_cmd->count(option.flag()) == 0) continue;
+        dlb::apply_option(run, option, dlb::value_from_text(option, run_text[option.key]),
+                          dlb::OptionOrigin::kCommandLine);
+      }
       return dlb::run_command(run);
     }
     if (*list_cmd) return dlb::list_command();

@@ -19,6 +19,7 @@
 #include "runtime/train/trainer.h"
 #include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
@@ -88,36 +89,22 @@ void inject_fault(RunOptions::Fault fault) {
 
 }  // namespace
 
+// What the option table cannot check alone: options that go together. Each option's own type
+// and range were checked when it was set (suites/harness/option_table.cpp).
 void validate_run_options(const RunOptions& o) {
-  if (o.batch && *o.batch < 1) {
-    throw InvalidArgument(fmt::format("--batch must be at least 1 (got {})", *o.batch));
-  }
-  if (o.warmup < 0) throw InvalidArgument(fmt::format("--warmup must be >= 0 (got {})", o.warmup));
   if (o.data == DataSource::kSynthetic) {
-    if (o.steps < 1) throw InvalidArgument(fmt::format("--steps must be >= 1 (got {})", o.steps));
-    if (o.epochs != 0) throw InvalidArgument("--epochs needs --data=digits");
+    if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
     if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
     if (!o.mllog_path.empty()) {
       throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
     }
-  } else if (o.epochs < 1) {
-    throw InvalidArgument(fmt::format("--data=digits needs --epochs >= 1 (got {})", o.epochs));
-  }
-  if (o.target_accuracy && !(*o.target_accuracy > 0 && *o.target_accuracy <= 1)) {
-    throw InvalidArgument(
-        fmt::format("--target-accuracy must be in (0, 1] (got {})", *o.target_accuracy));
-  }
-  if (!(o.sgd.lr > 0)) throw InvalidArgument("--lr must be positive");
-  if (o.sgd.momentum < 0 || o.sgd.weight_decay < 0) {
-    throw InvalidArgument("--momentum and --weight-decay must be >= 0");
+  } else if (!o.epochs) {
+    throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
-  if (o.ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", o.ranks));
-  if (!(o.bucket_mb > 0)) throw InvalidArgument("bucket_mb must be positive");
-  if (!(o.comm_timeout_s > 0)) throw InvalidArgument("--comm-timeout must be positive");
-  if (o.trace_steps < 0 || o.trace_steps > o.steps) {
+  if (o.trace_steps > o.steps) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
   }
@@ -132,110 +119,21 @@ std::string rank_file(const std::string& path, int rank) {
   return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
 }
 
+// The options with what the run took from the model and the data filled in: the record's config.
+RunOptions resolved_options(const RunOptions& o, const ModelConfig& mc) {
+  RunOptions r = o;
+  r.batch = mc.batch;
+  r.image_size = mc.image_size;
+  r.num_classes = mc.num_classes;
+  return r;
+}
+
 // MLPerf's names for the lowest precision used in matrix products: ours, but "bfloat16".
 std::string mllog_precision(Precision p) {
   return p == Precision::kBf16 ? "bfloat16" : std::string(precision_name(p));
 }
 
-// A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
-double shortest(float f) { return std::stod(fmt::format("{}", f)); }
-
-nlohmann::json config_json(const RunOptions& o, const ModelConfig& mc) {
-  return {{"model", o.model},
-          {"batch", mc.batch},
-          {"image_size", mc.image_size},
-          {"num_classes", mc.num_classes},
-          {"precision", std::string(precision_name(o.precision))},
-          {"backend", std::string(backend_kind_name(o.backend))},
-          {"ranks", o.ranks},
-          {"overlap", std::string(overlap_name(o.overlap))},
-          {"bucket_mb", o.bucket_mb},
-          {"comm_progress", std::string(comm_progress_name(o.comm_progress))},
-          {"steps", o.steps},
-          {"warmup", o.warmup},
-          {"epochs", o.epochs},
-          {"target_accuracy", o.target_accuracy ? nlohmann::json(*o.target_accuracy) : nullptr},
-          {"data", o.data == DataSource::kDigits ? "digits"
-                   : o.batch_file.empty()        ? "synthetic"
-                                                 : "batch-file"},
-          {"lr", shortest(o.sgd.lr)},
-          {"momentum", shortest(o.sgd.momentum)},
-          {"weight_decay", shortest(o.sgd.weight_decay)},
-          {"dropout", o.dropout ? nlohmann::json(shortest(*o.dropout)) : nlohmann::json(nullptr)},
-          {"seed", o.seed}};
-}
-
-std::optional<DataSource> parse_data_source(std::string_view s) {
-  if (s == "synthetic") return DataSource::kSynthetic;
-  if (s == "digits") return DataSource::kDigits;
-  return std::nullopt;
-}
-
-template <typename E, typename F>
-E parse_enum(const nlohmann::json& v, const char* key, F parse) {
-  const auto e = parse(v.get<std::string>());
-  if (!e) throw InvalidArgument(fmt::format("{}: unknown value {}", key, v.dump()));
-  return *e;
-}
-
 }  // namespace
-
-RunOptions options_from_json(const nlohmann::json& c) {
-  RunOptions o;
-  for (const auto& [key, v] : c.items()) {
-    try {
-      if (key == "model")
-        o.model = v.get<std::string>();
-      else if (key == "batch")
-        o.batch = v.get<int64_t>();
-      else if (key == "image_size")
-        o.image_size = v.get<int64_t>();
-      else if (key == "num_classes")
-        o.num_classes = v.get<int64_t>();
-      else if (key == "steps")
-        o.steps = v.get<int64_t>();
-      else if (key == "warmup")
-        o.warmup = v.get<int64_t>();
-      else if (key == "epochs")
-        o.epochs = v.get<int64_t>();
-      else if (key == "target_accuracy")
-        o.target_accuracy = v.get<double>();
-      else if (key == "data")
-        o.data = parse_enum<DataSource>(v, "data", parse_data_source);
-      else if (key == "ranks")
-        o.ranks = v.get<int64_t>();
-      else if (key == "bucket_mb")
-        o.bucket_mb = v.get<double>();
-      else if (key == "lr")
-        o.sgd.lr = v.get<float>();
-      else if (key == "momentum")
-        o.sgd.momentum = v.get<float>();
-      else if (key == "weight_decay")
-        o.sgd.weight_decay = v.get<float>();
-      else if (key == "dropout")
-        o.dropout = v.get<float>();
-      else if (key == "seed")
-        o.seed = v.get<uint64_t>();
-      else if (key == "memory_budget")
-        o.memory_budget = parse_bytes(v.get<std::string>());
-      else if (key == "precision")
-        o.precision = parse_enum<Precision>(v, "precision", parse_precision);
-      else if (key == "backend")
-        o.backend = parse_enum<BackendKind>(v, "backend", parse_backend_kind);
-      else if (key == "overlap")
-        o.overlap = parse_enum<OverlapStrategy>(v, "overlap", parse_overlap);
-      else if (key == "comm_progress")
-        o.comm_progress = parse_enum<CommProgress>(v, "comm_progress", parse_comm_progress);
-      else if (key == "comm_timeout")
-        o.comm_timeout_s = v.get<double>();
-      else
-        throw InvalidArgument(fmt::format("unknown config key '{}'", key));
-    } catch (const nlohmann::json::exception&) {
-      throw InvalidArgument(fmt::format("config key '{}' has the wrong type: {}", key, v.dump()));
-    }
-  }
-  return o;
-}
 
 int run_command(const RunOptions& o) {
   validate_run_options(o);
@@ -266,7 +164,7 @@ int run_command(const RunOptions& o) {
   const bool writer = rank == 0;  // only rank 0 prints and writes files
   const ModelInfo& info = find_model(o.model);
   ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
-                 o.num_classes ? o.num_classes : info.default_classes, o.dropout};
+                 o.num_classes.value_or(info.default_classes), o.dropout};
 
   FixedBatch fixed;
   DigitsSplit digits;
@@ -330,7 +228,7 @@ int run_command(const RunOptions& o) {
                            {"kind", "train"},
                            {"status", "ok"},
                            {"mode", "measured"},
-                           {"config", config_json(o, mc)},
+                           {"config", config_json(resolved_options(o, mc))},
                            {"global_batch", mc.batch * comm->size()},
                            {"environment", collect_environment(*backend)}};
   for (const auto& [k, v] : comm->environment()) record["environment"][k] = v;
@@ -350,7 +248,7 @@ int run_command(const RunOptions& o) {
                               o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
       mllog->end("init_stop");
     }
-    metrics.update(train_to_accuracy(trainer, *comm, digits, {o.epochs, o.target_accuracy, o.seed},
+    metrics.update(train_to_accuracy(trainer, *comm, digits, {*o.epochs, o.target_accuracy, o.seed},
                                      mllog ? &*mllog : nullptr));
     if (comm->size() > 1) {
       metrics["weights_identical_across_ranks"] = trainer.weights_identical_across_ranks();

@@ -12,6 +12,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"

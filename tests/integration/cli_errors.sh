@@ -24,7 +24,7 @@ expect() {
 
 quick=(run --model=digits-cnn --image-size=8 --steps=1 --warmup=0 --batch=2)
 expect 2 "unknown model 'resnet34'" run --model=resnet34
-expect 2 "--batch must be at least 1 (got 0)" run --model=resnet18 --batch=0
+expect 2 "--batch must be >= 1 (got 0)" run --model=resnet18 --batch=0
 expect 2 "--steps must be >= 1 (got -3)" run --model=resnet18 --steps=-3
 expect 2 "--warmup must be >= 0" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
@@ -46,7 +46,7 @@ expect 2 "is not a size" "${quick[@]}" --memory-budget=lots
 expect 4 "does not support conv in fp16" "${quick[@]}" --precision=fp16
 expect 2 "fp64" "${quick[@]}" --precision=fp64
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
-expect 2 "dropout probability 1 is outside" "${quick[@]}" --dropout=1
+expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
 
 # The suite harness's own bad input.

@@ -9,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "suites/harness/json_schema.h"
 #include "suites/harness/launcher.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/run_command.h"
 #include "workloads/models/model.h"
 

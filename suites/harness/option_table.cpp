@@ -1,0 +1,488 @@
+#include "suites/harness/option_table.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
+
+#include "runtime/core/error.h"
+#include "runtime/memory/allocator.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+using json = nlohmann::json;
+
+template <typename E, size_t N, typename NameFn>
+std::vector<std::string> names(const E (&all)[N], NameFn name) {
+  std::vector<std::string> out;
+  for (E e : all) out.emplace_back(name(e));
+  return out;
+}
+
+std::vector<std::string> model_names() {
+  std::vector<std::string> out;
+  for (const ModelInfo& m : model_registry()) out.push_back(m.name);
+  return out;
+}
+
+// A float as the shortest decimal that reads back as it (0.01, not 0.009999999776).
+double shortest(float f) { return std::stod(fmt::format("{}", f)); }
+
+template <typename T>
+json or_null(const std::optional<T>& v) {
+  return v ? json(*v) : json(nullptr);
+}
+
+// A byte count as a size text that parse_bytes reads back exactly ("4GiB", "1000").
+std::string bytes_text(size_t bytes) {
+  for (auto [unit, scale] : {std::pair{"GiB", size_t{1} << 30}, std::pair{"MiB", size_t{1} << 20},
+                             std::pair{"KiB", size_t{1} << 10}}) {
+    if (bytes % scale == 0) return fmt::format("{}{}", bytes / scale, unit);
+  }
+  return std::to_string(bytes);
+}
+
+// The parse of an enumerated value: `parse` maps a name to the enum, as the runtime's name
+// tables do. Only called with values that are in the option's list.
+template <typename F>
+auto parsed(const json& v, F parse) {
+  return *parse(v.get<std::string>());
+}
+
+std::optional<DataSource> parse_data_source(std::string_view s) {
+  for (DataSource d : kDataSources) {
+    if (data_source_name(d) == s) return d;
+  }
+  return std::nullopt;
+}
+
+std::vector<Option> make_table() {
+  using S = OptionScope;
+  using T = OptionType;
+  const auto config = S::kConfig;
+  const auto cli = S::kCommandLine;
+  const OptionRange at_least_0{0.0, std::nullopt};
+  const OptionRange at_least_1{1.0, std::nullopt};
+  const OptionRange positive{0.0, std::nullopt, true};
+  std::vector<Option> t;
+  auto add = [&](Option o) { t.push_back(std::move(o)); };
+
+  // What is trained.
+  add({"model",
+       T::kString,
+       config,
+       "reference model",
+       model_names(),
+       {},
+       [](RunOptions& o, const json& v) { o.model = v.get<std::string>(); },
+       [](const RunOptions& o) { return json(o.model); }});
+  add({"batch",
+       T::kInteger,
+       config,
+       fmt::format("images per step per rank (default {})", kDefaultBatch),
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.batch = v.get<int64_t>(); },
+       [](const RunOptions& o) { return or_null(o.batch); }});
+  add({"image_size",
+       T::kInteger,
+       config,
+       "square image side in pixels (default: the model's)",
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.image_size = v.get<int64_t>(); },
+       [](const RunOptions& o) { return or_null(o.image_size); }});
+  add({"num_classes",
+       T::kInteger,
+       config,
+       "classes (default: the model's)",
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.num_classes = v.get<int64_t>(); },
+       [](const RunOptions& o) { return or_null(o.num_classes); }});
+  add({"precision",
+       T::kString,
+       config,
+       "training precision (docs/metrics.md)",
+       names(kPrecisions, precision_name),
+       {},
+       [](RunOptions& o, const json& v) { o.precision = parsed(v, parse_precision); },
+       [](const RunOptions& o) { return json(precision_name(o.precision)); }});
+  add({"backend",
+       T::kString,
+       config,
+       "where the ops run",
+       names(kBackendKinds, backend_kind_name),
+       {},
+       [](RunOptions& o, const json& v) { o.backend = parsed(v, parse_backend_kind); },
+       [](const RunOptions& o) { return json(backend_kind_name(o.backend)); }});
+
+  // Data parallelism.
+  add({"ranks",
+       T::kInteger,
+       config,
+       "data-parallel ranks (processes; `dlbench run` needs them started by mpirun or srun)",
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.ranks = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.ranks); }});
+  add({"overlap",
+       T::kString,
+       config,
+       "gradient synchronisation strategy",
+       names(kOverlapStrategies, overlap_name),
+       {},
+       [](RunOptions& o, const json& v) { o.overlap = parsed(v, parse_overlap); },
+       [](const RunOptions& o) { return json(overlap_name(o.overlap)); }});
+  add({"bucket_mb",
+       T::kNumber,
+       config,
+       "all-reduce bucket size in MiB",
+       {},
+       positive,
+       [](RunOptions& o, const json& v) { o.bucket_mb = v.get<double>(); },
+       [](const RunOptions& o) { return json(o.bucket_mb); }});
+  add({"comm_progress",
+       T::kString,
+       config,
+       "how MPI all-reduces progress during compute: poll (test calls between layers) or thread",
+       names(kCommProgressModes, comm_progress_name),
+       {},
+       [](RunOptions& o, const json& v) { o.comm_progress = parsed(v, parse_comm_progress); },
+       [](const RunOptions& o) { return json(comm_progress_name(o.comm_progress)); }});
+  add({"comm_timeout",
+       T::kNumber,
+       config,
+       "seconds before a collective is a CommError",
+       {},
+       positive,
+       [](RunOptions& o, const json& v) { o.comm_timeout_s = v.get<double>(); },
+       [](const RunOptions& o) { return json(o.comm_timeout_s); }});
+
+  // How long, and on what data.
+  add({"steps",
+       T::kInteger,
+       config,
+       "timed steps",
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.steps = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.steps); }});
+  add({"warmup",
+       T::kInteger,
+       config,
+       "untimed steps before them",
+       {},
+       at_least_0,
+       [](RunOptions& o, const json& v) { o.warmup = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.warmup); }});
+  add({"data",
+       T::kString,
+       config,
+       "synthetic images, or scikit-learn's digits (a real data set with a held-out test split)",
+       names(kDataSources, data_source_name),
+       {},
+       [](RunOptions& o, const json& v) { o.data = parsed(v, parse_data_source); },
+       // The record says "batch-file" for a run on a fixed batch (--batch-file).
+       [](const RunOptions& o) {
+         return json(o.batch_file.empty() ? data_source_name(o.data)
+                                          : std::string_view("batch-file"));
+       }});
+  add({"epochs",
+       T::kInteger,
+       config,
+       "data=digits: epochs to train; with target_accuracy, the most",
+       {},
+       at_least_1,
+       [](RunOptions& o, const json& v) { o.epochs = v.get<int64_t>(); },
+       [](const RunOptions& o) { return or_null(o.epochs); }});
+  add({"target_accuracy",
+       T::kNumber,
+       config,
+       "data=digits: stop once test accuracy reaches this; the record gets time-to-accuracy",
+       {},
+       OptionRange{0.0, 1.0, true, false},
+       [](RunOptions& o, const json& v) { o.target_accuracy = v.get<double>(); },
+       [](const RunOptions& o) { return or_null(o.target_accuracy); }});
+
+  // The optimizer and the model's randomness.
+  add({"lr",
+       T::kNumber,
+       config,
+       "SGD learning rate",
+       {},
+       positive,
+       [](RunOptions& o, const json& v) { o.sgd.lr = v.get<float>(); },
+       [](const RunOptions& o) { return json(shortest(o.sgd.lr)); }});
+  add({"momentum",
+       T::kNumber,
+       config,
+       "SGD momentum",
+       {},
+       at_least_0,
+       [](RunOptions& o, const json& v) { o.sgd.momentum = v.get<float>(); },
+       [](const RunOptions& o) { return json(shortest(o.sgd.momentum)); }});
+  add({"weight_decay",
+       T::kNumber,
+       config,
+       "added to the gradient, times the weight",
+       {},
+       at_least_0,
+       [](RunOptions& o, const json& v) { o.sgd.weight_decay = v.get<float>(); },
+       [](const RunOptions& o) { return json(shortest(o.sgd.weight_decay)); }});
+  add({"dropout",
+       T::kNumber,
+       config,
+       "dropout probability (default: the model's; 0 turns it off)",
+       {},
+       OptionRange{0.0, 1.0, false, true},
+       [](RunOptions& o, const json& v) { o.dropout = v.get<float>(); },
+       [](const RunOptions& o) { return o.dropout ? json(shortest(*o.dropout)) : json(nullptr); }});
+  add({"seed",
+       T::kUnsigned,
+       config,
+       "seed of the weights and the data",
+       {},
+       at_least_0,
+       [](RunOptions& o, const json& v) { o.seed = v.get<uint64_t>(); },
+       [](const RunOptions& o) { return json(o.seed); }});
+  add({"memory_budget",
+       T::kBytes,
+       config,
+       "e.g. 4GiB: an allocation beyond it is an out-of-memory failure",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.memory_budget = parse_bytes(v.get<std::string>()); },
+       [](const RunOptions& o) {
+         return o.memory_budget ? json(bytes_text(*o.memory_budget)) : json(nullptr);
+       }});
+
+  // Files of one run, and test hooks: flags of `dlbench run` only.
+  auto path = [&](const char* key, std::string RunOptions::*member, const char* help) {
+    add({key,
+         T::kPath,
+         cli,
+         help,
+         {},
+         {},
+         [member](RunOptions& o, const json& v) { o.*member = v.get<std::string>(); },
+         [member](const RunOptions& o) { return json(o.*member); }});
+  };
+  path("data_path", &RunOptions::data_path, "digits.csv.gz (default: scikit-learn's)");
+  path("init", &RunOptions::init_path, "start from these weights (safetensors)");
+  path("batch_file", &RunOptions::batch_file,
+       "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
+  path("save", &RunOptions::save_path, "write weights and buffers after the last step");
+  path("json", &RunOptions::json_path, "write the result record here");
+  path("mllog", &RunOptions::mllog_path, "data=digits: write MLPerf :::MLLOG lines here");
+  path("trace", &RunOptions::trace_path, "write a Chrome trace of the traced steps here");
+  path("profile", &RunOptions::profile_path, "write the per-layer profile here");
+  add({"trace_steps",
+       T::kInteger,
+       cli,
+       "timed steps to trace (0: off)",
+       {},
+       at_least_0,
+       [](RunOptions& o, const json& v) { o.trace_steps = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.trace_steps); }});
+  using F = RunOptions::Fault;
+  static const std::pair<const char*, F> kFaults[] = {
+      {"none", F::kNone}, {"crash", F::kCrash},          {"hang", F::kHang},
+      {"oom", F::kOom},   {"rank-stops", F::kRankStops}, {"rank-dies", F::kRankDies}};
+  std::vector<std::string> fault_names;
+  for (const auto& [name, _] : kFaults) fault_names.emplace_back(name);
+  Option fault{"inject_fault",
+               T::kString,
+               cli,
+               "test only",
+               fault_names,
+               {},
+               [](RunOptions& o, const json& v) {
+                 for (const auto& [name, f] : kFaults) {
+                   if (v.get<std::string>() == name) o.fault = f;
+                 }
+               },
+               [](const RunOptions& o) {
+                 for (const auto& [name, f] : kFaults) {
+                   if (o.fault == f) return json(name);
+                 }
+                 return json(nullptr);
+               }};
+  fault.hidden = true;
+  add(std::move(fault));
+  return t;
+}
+
+std::string number_text(double v) { return fmt::format("{}", v); }
+
+// The option's name as the value's origin spells it.
+std::string named(const Option& option, OptionOrigin origin) {
+  return origin == OptionOrigin::kCommandLine ? option.flag() : option.key;
+}
+
+}  // namespace
+
+bool Option::in_range(double v) const {
+  const OptionRange& r = range;
+  if (r.min && (r.min_exclusive ? !(v > *r.min) : !(v >= *r.min))) return false;
+  if (r.max && (r.max_exclusive ? !(v < *r.max) : !(v <= *r.max))) return false;
+  return true;
+}
+
+std::string_view data_source_name(DataSource d) {
+  return d == DataSource::kDigits ? "digits" : "synthetic";
+}
+
+std::string Option::flag() const {
+  std::string f = "--" + key;
+  for (char& c : f) c = c == '_' ? '-' : c;
+  return f;
+}
+
+std::string Option::metavar() const {
+  if (!values.empty()) return fmt::format("{}", fmt::join(values, "|"));
+  switch (type) {
+    case OptionType::kInteger:
+    case OptionType::kUnsigned:
+      return "INT";
+    case OptionType::kNumber:
+      return "NUMBER";
+    case OptionType::kBytes:
+      return "SIZE";
+    case OptionType::kPath:
+      return "PATH";
+    case OptionType::kString:
+      return "TEXT";
+  }
+  return "TEXT";
+}
+
+std::string Option::range_text() const {
+  const OptionRange& r = range;
+  if (r.min && r.max) {
+    return fmt::format("in {}{}, {}{}", r.min_exclusive ? '(' : '[', number_text(*r.min),
+                       number_text(*r.max), r.max_exclusive ? ')' : ']');
+  }
+  if (r.min && *r.min == 0 && r.min_exclusive) return "positive";
+  if (r.min) return fmt::format("{} {}", r.min_exclusive ? ">" : ">=", number_text(*r.min));
+  if (r.max) return fmt::format("{} {}", r.max_exclusive ? "<" : "<=", number_text(*r.max));
+  return "";
+}
+
+const std::vector<Option>& run_option_table() {
+  static const std::vector<Option> table = make_table();
+  return table;
+}
+
+const Option* find_option(std::string_view key) {
+  for (const Option& o : run_option_table()) {
+    if (o.key == key) return &o;
+  }
+  return nullptr;
+}
+
+void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrigin origin) {
+  const std::string name = named(option, origin);
+  auto wrong_type = [&](const char* expected) {
+    return InvalidArgument(fmt::format("{}: expected {}, got {}", name, expected, v.dump()));
+  };
+  double number = 0;
+  switch (option.type) {
+    case OptionType::kInteger:
+      if (!v.is_number_integer()) throw wrong_type("an integer");
+      if (v.is_number_unsigned() &&
+          v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+        throw InvalidArgument(fmt::format("{}: {} is too large", name, v.dump()));
+      }
+      number = static_cast<double>(v.get<int64_t>());
+      break;
+    case OptionType::kUnsigned:
+      if (!v.is_number_integer()) throw wrong_type("an integer");
+      number = v.is_number_unsigned() ? static_cast<double>(v.get<uint64_t>())
+                                      : static_cast<double>(v.get<int64_t>());
+      break;
+    case OptionType::kNumber:
+      if (!v.is_number()) throw wrong_type("a number");
+      number = v.get<double>();
+      if (!std::isfinite(number)) throw wrong_type("a finite number");
+      break;
+    case OptionType::kString:
+    case OptionType::kBytes:
+    case OptionType::kPath:
+      if (!v.is_string()) throw wrong_type("a string");
+      break;
+  }
+  if (!option.values.empty() && std::find(option.values.begin(), option.values.end(),
+                                          v.get<std::string>()) == option.values.end()) {
+    std::string what = option.key;
+    std::replace(what.begin(), what.end(), '_', ' ');
+    throw InvalidArgument(fmt::format("{}: unknown {} '{}' (expected {})", name, what,
+                                      v.get<std::string>(), fmt::join(option.values, ", ")));
+  }
+  if (v.is_number() && !option.in_range(number)) {
+    throw InvalidArgument(fmt::format("{} must be {} (got {})", name, option.range_text(),
+                                      v.is_number_float() ? number_text(number) : v.dump()));
+  }
+  option.set(o, v);
+}
+
+json value_from_text(const Option& option, const std::string& text) {
+  const auto wrong = [&](const char* expected) {
+    return InvalidArgument(fmt::format("{}: expected {}, got '{}'", option.flag(), expected, text));
+  };
+  const char* end = text.data() + text.size();
+  switch (option.type) {
+    case OptionType::kInteger: {
+      int64_t i = 0;
+      const auto r = std::from_chars(text.data(), end, i);
+      if (r.ec == std::errc::result_out_of_range) throw wrong("an integer of 64 bits");
+      if (r.ec != std::errc() || r.ptr != end) throw wrong("an integer");
+      return i;
+    }
+    case OptionType::kUnsigned: {
+      uint64_t u = 0;
+      const auto r = std::from_chars(text.data(), end, u);
+      if (r.ec != std::errc() || r.ptr != end) throw wrong("an integer of 0 to 2^64 - 1");
+      return u;
+    }
+    case OptionType::kNumber: {
+      char* stop = nullptr;
+      const double d = std::strtod(text.c_str(), &stop);
+      if (text.empty() || stop != end) throw wrong("a number");
+      return d;
+    }
+    case OptionType::kString:
+    case OptionType::kBytes:
+    case OptionType::kPath:
+      return text;
+  }
+  return text;
+}
+
+RunOptions options_from_json(const json& config) {
+  if (!config.is_object()) {
+    throw InvalidArgument(fmt::format("a config must be an object, got {}", config.dump()));
+  }
+  RunOptions o;
+  for (const auto& [key, value] : config.items()) {
+    const Option* option = find_option(key);
+    if (!option || option->scope != OptionScope::kConfig) {
+      throw InvalidArgument(fmt::format("unknown config key '{}'", key));
+    }
+    apply_option(o, *option, value, OptionOrigin::kConfig);
+  }
+  return o;
+}
+
+json config_json(const RunOptions& o) {
+  json c = json::object();
+  for (const Option& option : run_option_table()) {
+    if (option.scope == OptionScope::kConfig) c[option.key] = option.get(o);
+  }
+  return c;
+}
+
+}  // namespace dlb

@@ -1,0 +1,67 @@
+// The options of one training run, each defined once: its key (in suite files and in the
+// record's config), its flag (the key with dashes: --bucket-mb), type, default, allowed values,
+// range and help. The command line, the suite and point parser, the record's config and the
+// test that checks the JSON schemas and README.md against them all read this table.
+#pragma once
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "suites/harness/run_options.h"
+
+namespace dlb {
+
+// kUnsigned: an integer of 0 to 2^64 - 1 (a seed); kInteger: a signed 64-bit integer.
+enum class OptionType { kInteger, kUnsigned, kNumber, kString, kBytes, kPath };
+// kConfig: a suite key, a flag and a key of the record's config. kCommandLine: a flag of
+// `dlbench run` only (files to read or write, test hooks).
+enum class OptionScope { kConfig, kCommandLine };
+
+struct OptionRange {
+  std::optional<double> min, max;
+  bool min_exclusive = false, max_exclusive = false;
+};
+
+struct Option {
+  std::string key;
+  OptionType type;
+  OptionScope scope;
+  std::string help;
+  std::vector<std::string> values;  // the allowed values of a kString option; empty: any
+  OptionRange range;
+  // Sets the option from a value that has passed check_option_value.
+  std::function<void(RunOptions&, const nlohmann::json&)> set;
+  // The option's value in `o` as the record writes it; null when unset.
+  std::function<nlohmann::json(const RunOptions&)> get;
+  bool hidden = false;  // test hooks: not in --help
+
+  std::string flag() const;        // "--bucket-mb"
+  std::string metavar() const;     // "cpu|cuda", "INT", "NUMBER", "SIZE", "PATH", "TEXT"
+  std::string range_text() const;  // ">= 1", "positive", "in (0, 1]"; empty when unbounded
+  bool in_range(double v) const;
+};
+
+const std::vector<Option>& run_option_table();
+// nullptr when no option has this key.
+const Option* find_option(std::string_view key);
+
+// How a value names its option in messages: "--batch" on the command line, "batch" in a suite.
+enum class OptionOrigin { kCommandLine, kConfig };
+
+// Checks `value` against the option's type, allowed values and range, then sets it in `o`.
+// Throws InvalidArgument naming the option as `origin` spells it, the expectation and the value.
+void apply_option(RunOptions& o, const Option& option, const nlohmann::json& value,
+                  OptionOrigin origin);
+// Command-line text as the JSON value a suite file would hold (an integer, a number or a string).
+// Throws InvalidArgument when the text is not of the option's type.
+nlohmann::json value_from_text(const Option& option, const std::string& text);
+
+// A point's config as suite files write it ({"model": "resnet18", "batch": 16, ...}) -> typed
+// options. Throws InvalidArgument naming the key.
+RunOptions options_from_json(const nlohmann::json& config);
+// Every kConfig option's value in `o`, keyed as suite files key them: the record's config.
+nlohmann::json config_json(const RunOptions& o);
+
+}  // namespace dlb

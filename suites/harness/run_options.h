@@ -1,0 +1,54 @@
+// The typed options of one training run. Strings from the command line and from suite files
+// become these once, at the edge, through the option table (suites/harness/option_table.h).
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "runtime/backend/backend.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/dtype.h"
+#include "runtime/overlap/strategy.h"
+
+namespace dlb {
+
+enum class DataSource { kSynthetic, kDigits };
+inline constexpr DataSource kDataSources[] = {DataSource::kSynthetic, DataSource::kDigits};
+std::string_view data_source_name(DataSource d);
+
+constexpr int64_t kDefaultBatch = 16;
+
+struct RunOptions {
+  std::string model = "resnet18";
+  std::optional<int64_t> batch;        // default kDefaultBatch; taken from --batch-file
+  std::optional<int64_t> image_size;   // default: the model's; taken from --batch-file
+  std::optional<int64_t> num_classes;  // default: the model's
+  int64_t steps = 20, warmup = 5;
+  std::optional<int64_t> epochs;          // data=digits; with a target accuracy, the most
+  std::optional<double> target_accuracy;  // --data=digits: stop once test accuracy >= it
+  std::string mllog_path;                 // --data=digits: MLPerf :::MLLOG lines here
+  std::string config_file;                // the suite file, for the MLPerf log
+  BackendKind backend = BackendKind::kCpu;
+  Precision precision = Precision::kFp32;
+  DataSource data = DataSource::kSynthetic;
+  std::string data_path;  // digits.csv.gz; empty: the default location
+  SgdConfig sgd{0.01f, 0.9f, 0.f};
+  std::optional<float> dropout;
+  uint64_t seed = 0;
+  std::optional<size_t> memory_budget;
+  std::string init_path, batch_file, save_path, json_path;
+  int64_t ranks = 1;
+  OverlapStrategy overlap = OverlapStrategy::kNone;
+  double bucket_mb = 25;
+  CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
+  double comm_timeout_s = 300;  // a collective not done by then is a CommError
+  // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
+  int64_t trace_steps = 0;
+  std::string trace_path, profile_path;
+  // Test-only: make the run crash, hang or run out of memory after setup; or make the last rank
+  // stop responding (SIGSTOP) or die (SIGKILL) between forward and backward of the first timed
+  // step, as a failed peer would.
+  enum class Fault { kNone, kCrash, kHang, kOom, kRankStops, kRankDies } fault = Fault::kNone;
+};
+
+}  // namespace dlb

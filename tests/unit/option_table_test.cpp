@@ -1,0 +1,193 @@
+// The option table is the one definition of a run's options: the command line, the suite parser
+// and the record's config are built from it, and the JSON schemas and README.md must agree with
+// it, key for key, in type, allowed values, range and description.
+#include "suites/harness/option_table.h"
+
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <regex>
+#include <set>
+#include <sstream>
+
+#include "runtime/core/error.h"
+#include "suites/harness/suite.h"
+
+namespace dlb {
+namespace {
+using json = nlohmann::json;
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  EXPECT_TRUE(in) << path;
+  return json::parse(in);
+}
+
+std::vector<const Option*> config_options() {
+  std::vector<const Option*> out;
+  for (const Option& o : run_option_table()) {
+    if (o.scope == OptionScope::kConfig) out.push_back(&o);
+  }
+  return out;
+}
+
+std::set<std::string> config_keys() {
+  std::set<std::string> keys;
+  for (const Option* o : config_options()) keys.insert(o->key);
+  return keys;
+}
+
+std::string schema_type(const Option& o) {
+  switch (o.type) {
+    case OptionType::kInteger:
+    case OptionType::kUnsigned:
+      return "integer";
+    case OptionType::kNumber:
+      return "number";
+    default:
+      return "string";
+  }
+}
+
+// The suite schema's definition of a key, as the table defines it.
+json expected_suite_key(const Option& o) {
+  json k = {{"type", schema_type(o)}};
+  if (!o.values.empty()) k["enum"] = o.values;
+  if (o.range.min) k[o.range.min_exclusive ? "exclusiveMinimum" : "minimum"] = *o.range.min;
+  if (o.range.max) k[o.range.max_exclusive ? "exclusiveMaximum" : "maximum"] = *o.range.max;
+  k["description"] = o.help;
+  return k;
+}
+
+std::set<std::string> keys_of(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [k, _] : object.items()) keys.insert(k);
+  return keys;
+}
+
+TEST(OptionTable, KeysAreUniqueAndFlagsAreTheKeysWithDashes) {
+  std::set<std::string> seen;
+  for (const Option& o : run_option_table()) {
+    EXPECT_TRUE(seen.insert(o.key).second) << o.key;
+    EXPECT_EQ(o.flag().substr(0, 2), "--");
+    EXPECT_EQ(o.flag().find('_'), std::string::npos) << o.flag();
+    EXPECT_FALSE(o.help.empty()) << o.key;
+  }
+  EXPECT_EQ(find_option("bucket_mb")->flag(), "--bucket-mb");
+  EXPECT_EQ(find_option("no_such_key"), nullptr);
+}
+
+TEST(OptionTable, SuiteSchemaDefinesEachConfigKeyAsTheTableDoes) {
+  const json schema = read_json(suites_dir() + "/schema/suite.schema.json");
+  const json& defs = schema["$defs"];
+  EXPECT_EQ(keys_of(defs["key"]), config_keys());
+  EXPECT_EQ(keys_of(defs["config"]["properties"]), config_keys());
+  EXPECT_EQ(keys_of(defs["sweep"]["properties"]), config_keys());
+  for (const Option* o : config_options()) {
+    EXPECT_EQ(defs["key"].value(o->key, json()), expected_suite_key(*o))
+        << "suite.schema.json $defs/key/" << o->key << " should be "
+        << expected_suite_key(*o).dump();
+  }
+}
+
+TEST(OptionTable, ResultSchemaTypesEveryKeyOfTheRecordsConfig) {
+  const json schema = read_json(suites_dir() + "/schema/result.schema.json");
+  const json& props = schema["properties"]["config"]["properties"];
+  EXPECT_EQ(keys_of(props), config_keys());
+  const json recorded = config_json(RunOptions{});
+  for (const Option* o : config_options()) {
+    const json& p = props.value(o->key, json::object());
+    // A key whose default is unset is recorded as null, unless the run resolves it (batch).
+    const json type = schema_type(*o);
+    if (recorded[o->key].is_null()) {
+      EXPECT_TRUE(p.value("type", json()) == type ||
+                  p.value("type", json()) == json::array({type, "null"}))
+          << "result.schema.json config/" << o->key << ": " << p.dump();
+    } else {
+      EXPECT_EQ(p.value("type", json()), type) << "result.schema.json config/" << o->key;
+    }
+    const json allowed = p.value("enum", json::array());
+    for (const std::string& v : o->values) {
+      EXPECT_TRUE(std::find(allowed.begin(), allowed.end(), v) != allowed.end())
+          << "result.schema.json config/" << o->key << " lacks " << v;
+    }
+  }
+}
+
+// README.md's sentence "Config keys: `model`, `batch` (per rank), ..." names every config key,
+// and nothing else outside its parentheses.
+TEST(OptionTable, ReadmeListsEveryConfigKey) {
+  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/README.md");
+  std::stringstream text;
+  text << in.rdbuf();
+  const std::string readme = text.str();
+  const size_t at = readme.find("Config keys:");
+  ASSERT_NE(at, std::string::npos);
+  std::smatch end;
+  const std::string rest = readme.substr(at);
+  ASSERT_TRUE(std::regex_search(rest, end, std::regex(R"(\.\s)")));
+  std::string sentence = rest.substr(0, end.position(0));
+  sentence = std::regex_replace(sentence, std::regex(R"(\([^)]*\))"), "");
+  std::set<std::string> listed;
+  const std::regex name("`([a-z_]+)`");
+  for (auto it = std::sregex_iterator(sentence.begin(), sentence.end(), name);
+       it != std::sregex_iterator(); ++it) {
+    listed.insert((*it)[1]);
+  }
+  EXPECT_EQ(listed, config_keys());
+}
+
+// Every default, written to a record and read back as a suite config, gives the same options.
+TEST(OptionTable, RecordedConfigReadsBackAsTheSameConfig) {
+  RunOptions o;
+  o.batch = 8;
+  o.memory_budget = size_t{3} << 30;
+  o.dropout = 0.25f;
+  o.sgd.lr = 0.1f;
+  json recorded = config_json(o);
+  for (auto it = recorded.begin(); it != recorded.end();) {
+    it = it->is_null() ? recorded.erase(it) : std::next(it);
+  }
+  EXPECT_EQ(recorded["memory_budget"], "3GiB");
+  EXPECT_EQ(recorded["lr"], 0.1);
+  EXPECT_EQ(config_json(options_from_json(recorded)), config_json(o));
+}
+
+TEST(OptionTable, ValuesAreCheckedAgainstTypeValuesAndRange) {
+  const auto message = [](const json& config) -> std::string {
+    try {
+      options_from_json(config);
+    } catch (const InvalidArgument& e) {
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(message({{"batch", 0}}), "batch must be >= 1 (got 0)");
+  EXPECT_EQ(message({{"lr", 0}}), "lr must be positive (got 0)");
+  EXPECT_EQ(message({{"lr", -0.5}}), "lr must be positive (got -0.5)");
+  EXPECT_EQ(message({{"dropout", 1}}), "dropout must be in [0, 1) (got 1)");
+  EXPECT_EQ(message({{"target_accuracy", 0}}), "target_accuracy must be in (0, 1] (got 0)");
+  EXPECT_EQ(message({{"batch", "16"}}), "batch: expected an integer, got \"16\"");
+  EXPECT_EQ(message({{"batch", 1.5}}), "batch: expected an integer, got 1.5");
+  EXPECT_EQ(message({{"ranks", 9223372036854775808ull}}),
+            "ranks: 9223372036854775808 is too large");
+  EXPECT_EQ(message({{"precision", "fp64"}}),
+            "precision: unknown precision 'fp64' (expected fp32, tf32, fp16, bf16)");
+  EXPECT_EQ(message({{"trace", "t.json"}}), "unknown config key 'trace'");
+  EXPECT_EQ(message(json::array()), "a config must be an object, got []");
+  EXPECT_EQ(message({{"seed", 18446744073709551615ull}}), "");
+}
+
+TEST(OptionTable, CommandLineTextBecomesTheValueASuiteWouldHold) {
+  EXPECT_EQ(value_from_text(*find_option("batch"), "32"), json(32));
+  EXPECT_EQ(value_from_text(*find_option("lr"), "1e-3"), json(1e-3));
+  EXPECT_EQ(value_from_text(*find_option("backend"), "cuda"), json("cuda"));
+  EXPECT_THROW(value_from_text(*find_option("batch"), "32x"), InvalidArgument);
+  EXPECT_THROW(value_from_text(*find_option("batch"), "99999999999999999999"), InvalidArgument);
+  EXPECT_THROW(value_from_text(*find_option("lr"), ""), InvalidArgument);
+  EXPECT_THROW(value_from_text(*find_option("lr"), "0.1.2"), InvalidArgument);
+  EXPECT_EQ(find_option("backend")->metavar(), "cpu|cuda");
+}
+
+}  // namespace
+}  // namespace dlb
