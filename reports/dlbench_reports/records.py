@@ -161,24 +161,26 @@ def varying_keys(records: list[Record]) -> list[str]:
 
 
 def one_rank_throughput(record: Record, records: list[Record]) -> float | None:
-    """Throughput of the ok 1-rank point whose config differs from `record`'s only in ranks."""
-    want = {k: v for k, v in record.config.items() if k != "ranks"}
+    """Throughput of the 1-rank point that `record`'s scaling efficiency was measured against
+    (metrics.scaling_baseline, a point id)."""
+    base = record.get("metrics.scaling_baseline")
     for r in records:
-        if r.ok and r.config.get("ranks") == 1 and \
-                {k: v for k, v in r.config.items() if k != "ranks"} == want:
+        if base is not None and r.get("point.id") == base:
             return r.get("metrics.throughput_img_s")
     return None
 
 
-def efficiency(record: Record, records: list[Record]) -> float | None:
-    """Scaling efficiency (docs/metrics.md): throughput(N) / (N x throughput(1)) against the 1-rank
-    point whose config differs only in ranks (as summary.json computes it)."""
-    if not record.ok or record.get("metrics.throughput_img_s") is None:
-        return None
-    base = one_rank_throughput(record, records)
-    if not base:
-        return None
-    return record.data["metrics"]["throughput_img_s"] / (record.config["ranks"] * base)
+def efficiency(record: Record) -> float | None:
+    """Scaling efficiency as the harness recorded it (metrics.scaling_efficiency; docs/metrics.md
+    defines it, suites/harness/results.cpp computes it): None when the sweep had no 1-rank point
+    of the same config."""
+    return record.get("metrics.scaling_efficiency") if record.ok else None
+
+
+def schema_enum(name: str) -> list[str]:
+    """A name list the runtime defines and result.schema.json exports ($defs/enums): lane,
+    memory_category, span_category. The reports take them from there, never retype them."""
+    return json.loads(RESULT_SCHEMA.read_text())["$defs"]["enums"][name]["enum"]
 
 
 def label(record: Record, keys: list[str]) -> str:

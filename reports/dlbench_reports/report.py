@@ -74,7 +74,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
         st = r.get("metrics.step_time_s") or {}
         comm = r.get("metrics.comm")
         conv = r.get("metrics.convergence")
-        eff = efficiency(r, rs.records)
+        eff = efficiency(r)
         mfu = peaks_mod.mfu(r, peaks) if r.ok else None
         tta = ""
         if conv:

@@ -101,5 +101,8 @@ bool launched_under_mpi();
 // This rank's index among the ranks on its node, from the launcher's environment (Open MPI,
 // Slurm, torchrun's LOCAL_RANK); `rank` when none is set. Ranks pick their GPU by it.
 int local_rank(int rank);
+// This process's rank in its job, from the launcher's environment (Open MPI, PMIx, PMI, Slurm);
+// 0 when none is set. For what must be decided before (or without) a communicator.
+int launched_rank();
 
 }  // namespace dlb

@@ -50,6 +50,13 @@ int local_rank(int rank) {
   return rank;
 }
 
+int launched_rank() {
+  for (const char* v : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+    if (const char* s = std::getenv(v)) return std::atoi(s);
+  }
+  return 0;
+}
+
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options) {
   if (kind == CommKind::kLocal) return make_local_communicator();
 #if DLB_HAVE_MPI

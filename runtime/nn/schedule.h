@@ -22,6 +22,9 @@ enum class Pass {
   kAllReduce,   // one bucket of parameter gradients (bucket -1: the whole flat buffer)
   kUpdate,      // the optimizer over one bucket's parameters
 };
+inline constexpr Pass kPasses[] = {Pass::kForward,         Pass::kLoss,     Pass::kBackwardData,
+                                   Pass::kBackwardWeights, Pass::kBackward, Pass::kAccumulate,
+                                   Pass::kAllReduce,       Pass::kUpdate};
 // Also the trace category of the pass: "forward", "backward_data", "optimizer", ...
 const char* pass_name(Pass p);
 

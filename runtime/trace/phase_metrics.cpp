@@ -8,7 +8,7 @@ nlohmann::json phase_metrics(const Tracer& tracer) {
   double forward = 0, backward = 0, loss = 0, optimizer = 0, copy = 0, step = 0;
   for (const Span& s : tracer.spans()) {
     const double d = s.duration_us * 1e-6;
-    if (s.category == "step") {
+    if (s.category == kStepCategory) {
       step += d;
     } else if (s.lane == Lane::kCopy) {
       copy += d;

@@ -83,7 +83,7 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                     {"pid", rank},
                     {"tid", 0},
                     {"args", {{"name", "rank " + std::to_string(rank)}}}});
-  for (Lane lane : {Lane::kCompute, Lane::kComm, Lane::kCopy, Lane::kHost}) {
+  for (Lane lane : kLanes) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", rank},

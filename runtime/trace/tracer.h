@@ -14,7 +14,13 @@ namespace dlb {
 
 // Chrome-trace "threads": one lane per stream or host activity.
 enum class Lane { kCompute = 0, kComm = 1, kCopy = 2, kHost = 3 };
+inline constexpr Lane kLanes[] = {Lane::kCompute, Lane::kComm, Lane::kCopy, Lane::kHost};
 const char* lane_name(Lane lane);
+
+// Span categories beside the schedule's passes (pass_name in runtime/nn/schedule.h): a
+// host-to-device copy, and the whole step. suites/schema/result.schema.json exports them all.
+inline constexpr const char* kCopyCategory = "copy";
+inline constexpr const char* kStepCategory = "step";
 
 struct Span {
   std::string name;      // a layer's torchvision path, or "loss", "sgd", ...

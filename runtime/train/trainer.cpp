@@ -85,7 +85,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
   static const std::string kName = "batch to device";
-  TraceScope scope(tracer_, kName, "copy", Lane::kCopy);
+  TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
   backend_.copy_from_host(images, graph_.input_tensor());
   backend_.copy_from_host(labels, graph_.tensor(labels_id_));
 }
@@ -111,7 +111,7 @@ void Trainer::step() {
   const LayerContext ctx{backend_, true,
                          config_.seed * 1000003 + step_++ + rank * 0x9E3779B97F4A7C15ull, tracer_};
   {
-    TraceScope step_scope(tracer_, kStep, "step", Lane::kHost);
+    TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
     executor_->run(ctx);
   }
   if (unread_ == config_.loss_readback_steps) read_back_losses();
@@ -120,7 +120,7 @@ void Trainer::step() {
 void Trainer::read_back_losses() {
   static const std::string kCopy = "loss to host";
   if (unread_ == 0) return;
-  TraceScope scope(tracer_, kCopy, "copy", Lane::kCopy);
+  TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy);
   std::vector<float> host(static_cast<size_t>(unread_));
   backend_.copy_to_host(loss_history_.slice_flat(0, unread_), host.data());
   losses_.insert(losses_.end(), host.begin(), host.end());

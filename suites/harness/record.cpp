@@ -5,9 +5,98 @@
 #include <cstdio>
 #include <fstream>
 
-#include "runtime/core/error.h"
+#include "runtime/train/stats.h"
+#include "suites/harness/option_table.h"
 
 namespace dlb {
+
+std::string status_for(ErrorKind kind) {
+  switch (kind) {
+    case ErrorKind::kOutOfMemory:
+      return "oom";
+    case ErrorKind::kUnsupported:
+      return "unsupported";
+    default:
+      return "failed";
+  }
+}
+
+RunResult failed_run(const RunOptions& options, std::string status, std::string message) {
+  RunResult r;
+  r.options = options;
+  r.status = std::move(status);
+  r.message = std::move(message);
+  r.ranks = static_cast<int>(options.ranks);
+  return r;
+}
+
+nlohmann::json record_json(const RunResult& r) {
+  using json = nlohmann::json;
+  const int64_t batch = r.options.batch.value_or(kDefaultBatch);
+  json config = config_json(r.options);
+  config["batch"] = batch;  // a run that failed early never resolved it: the default's
+  json record = {{"schema_version", kResultSchemaVersion},
+                 {"kind", "train"},
+                 {"status", r.status},
+                 {"mode", "measured"},
+                 {"config", config},
+                 {"global_batch", batch * r.ranks}};
+  if (r.status != "ok") {
+    record["message"] = r.message;
+    return record;
+  }
+  record["environment"] = r.environment;
+  json m = {{"params", r.params},
+            {"forward_flops_per_image", r.forward_flops_per_image},
+            {"flops_per_step", r.flops_per_step}};
+  if (!r.convergence.is_null()) m.update(r.convergence);
+  if (r.stats) {
+    const RunStats& s = *r.stats;
+    const double median = percentile(s.step_seconds, 50);
+    m["throughput_img_s"] = s.throughput();
+    m["timed_seconds"] = s.timed_seconds;
+    m["step_time_s"] = {{"median", median},
+                        {"p10", percentile(s.step_seconds, 10)},
+                        {"p90", percentile(s.step_seconds, 90)},
+                        {"all", s.step_seconds}};
+    m["losses"] = s.losses;
+    m["achieved_flops_per_s"] = r.flops_per_step / median;
+  }
+  if (!r.comm.is_null()) m["comm"] = r.comm;
+  if (r.buckets) m["buckets"] = *r.buckets;
+  if (r.weights_identical_across_ranks) {
+    m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
+  }
+  if (!r.phases.is_null()) m["phases"] = r.phases;
+  record["metrics"] = m;
+  if (r.memory) record["memory"] = memory_json(*r.memory);
+  if (!r.paths.empty()) record["paths"] = r.paths;
+  return record;
+}
+
+void print_result(const RunResult& r, std::FILE* out) {
+  const RunOptions& o = r.options;
+  if (r.status != "ok") {
+    fmt::print(out, "{}: {}\n", r.status, r.message);
+    return;
+  }
+  if (r.stats) {
+    const RunStats& s = *r.stats;
+    const double median = percentile(s.step_seconds, 50);
+    fmt::print(out,
+               "{} batch {} x {} ranks, {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 "
+               "{:.4f}, p90 {:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s per rank\n",
+               o.model, o.batch.value_or(kDefaultBatch), r.ranks, o.image_size.value_or(0),
+               o.image_size.value_or(0), precision_name(o.precision), r.backend_name,
+               s.throughput(), median, percentile(s.step_seconds, 10),
+               percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
+               r.flops_per_step / median / 1e9);
+  }
+  if (r.memory) {
+    fmt::print(out, "peak memory {} ({})\n", format_bytes(r.memory->total_peak),
+               r.memory_budget ? "budget " + format_bytes(*r.memory_budget) : "no budget");
+  }
+}
 
 nlohmann::json memory_json(const MemoryStats& stats) {
   nlohmann::json peak = nlohmann::json::object();

@@ -1,13 +1,59 @@
-// The result record of one run, as JSON. The harness issue versions it with a schema.
+// One run's result, and the record it becomes. The runner (run_command.h) returns a RunResult;
+// record_json, a pure function, turns it into the JSON record (suites/schema/result.schema.json);
+// print_result is the console's view of the same result.
 #pragma once
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
+#include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/train/trainer.h"
+#include "suites/harness/run_options.h"
 
 namespace dlb {
 
 constexpr int kResultSchemaVersion = 1;
+
+struct RunResult {
+  // The options as the run resolved them: batch, image size and classes filled in from the model
+  // or the batch file (left unset when the run failed before it got that far).
+  RunOptions options;
+  // ok, failed, oom or unsupported (status_for); the sweep adds crashed and timeout.
+  std::string status = "ok";
+  std::string message;
+  int rank = 0, ranks = 1;  // this process, and how many ran
+  std::string backend_name;
+  nlohmann::json environment = nlohmann::json::object();
+
+  // The model's arithmetic.
+  int64_t params = 0;
+  double forward_flops_per_image = 0, flops_per_step = 0;
+  // Synthetic data: the timed steps of all ranks (every rank's images over the slowest rank's
+  // time).
+  std::optional<RunStats> stats;
+  // data=digits: the metrics train_to_accuracy returned.
+  nlohmann::json convergence;
+  // Several ranks: communication per traced step, buckets, whether the weights agree.
+  nlohmann::json comm;
+  std::optional<int64_t> buckets;
+  std::optional<bool> weights_identical_across_ranks;
+  nlohmann::json phases;  // traced synthetic runs: seconds per phase per traced step
+  std::optional<MemoryStats> memory;
+  std::optional<size_t> memory_budget;
+  nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog
+};
+
+// The record's status for a run that threw an Error of this kind.
+std::string status_for(ErrorKind kind);
+// A run that failed before it produced a result.
+RunResult failed_run(const RunOptions& options, std::string status, std::string message);
+
+// The record of a result (suites/schema/result.schema.json). Pure: same result, same record.
+nlohmann::json record_json(const RunResult& result);
+// The console's lines for a result: throughput, step time, loss and peak memory.
+void print_result(const RunResult& result, std::FILE* out);
 
 nlohmann::json memory_json(const MemoryStats& stats);
 // Writes to a temporary file and renames it, so a crash never leaves half a record.

@@ -55,4 +55,31 @@ std::set<std::string> ok_point_ids(const std::string& path) {
   return ids;
 }
 
+namespace {
+nlohmann::json config_but_ranks(nlohmann::json config) {
+  config.erase("ranks");
+  return config;
+}
+}  // namespace
+
+void add_scaling_efficiency(nlohmann::json& record, const std::vector<nlohmann::json>& recorded) {
+  if (record.value("status", "") != "ok") return;
+  const auto& metrics = record["metrics"];
+  if (!metrics.contains("throughput_img_s")) return;
+  const nlohmann::json key = config_but_ranks(record["config"]);
+  for (const auto& r : recorded) {
+    if (r.value("status", "") != "ok" || r["config"].value("ranks", 0) != 1) continue;
+    if (config_but_ranks(r["config"]) != key || !r["metrics"].contains("throughput_img_s")) {
+      continue;
+    }
+    const double ranks = record["config"]["ranks"].get<double>();
+    const double base = r["metrics"]["throughput_img_s"].get<double>();
+    if (!(base > 0)) return;
+    record["metrics"]["scaling_efficiency"] =
+        metrics["throughput_img_s"].get<double>() / (ranks * base);
+    record["metrics"]["scaling_baseline"] = r.contains("point") ? r["point"]["id"] : nullptr;
+    return;
+  }
+}
+
 }  // namespace dlb

@@ -119,58 +119,47 @@ std::string rank_file(const std::string& path, int rank) {
   return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
 }
 
-// The options with what the run took from the model and the data filled in: the record's config.
-RunOptions resolved_options(const RunOptions& o, const ModelConfig& mc) {
-  RunOptions r = o;
-  r.batch = mc.batch;
-  r.image_size = mc.image_size;
-  r.num_classes = mc.num_classes;
-  return r;
-}
-
 // MLPerf's names for the lowest precision used in matrix products: ours, but "bfloat16".
 std::string mllog_precision(Precision p) {
   return p == Precision::kBf16 ? "bfloat16" : std::string(precision_name(p));
 }
 
-}  // namespace
-
-int run_command(const RunOptions& o) {
-  validate_run_options(o);
-  std::unique_ptr<Communicator> comm;
-  if (o.ranks > 1) {
-    if (!launched_under_mpi()) {
-      throw InvalidArgument(
-          fmt::format("ranks={} needs {} processes started by mpirun or srun "
-                      "(e.g. mpirun -np {} dlbench run --ranks={} ...); "
-                      "dlbench --suite starts them itself",
-                      o.ranks, o.ranks, o.ranks, o.ranks));
-    }
-    CommOptions co;
-    co.timeout = std::chrono::duration<double>(o.comm_timeout_s);
-    co.progress = o.comm_progress;
-    // Gradients are reduced where the backend keeps them: host buffers over MPI, device buffers
-    // over NCCL (bootstrapped through MPI).
-    comm =
-        make_communicator(o.backend == BackendKind::kCuda ? CommKind::kNccl : CommKind::kMpi, co);
-    if (comm->size() != o.ranks) {
-      throw InvalidArgument(
-          fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));
-    }
-  } else {
-    comm = make_communicator(CommKind::kLocal);
+std::unique_ptr<Communicator> open_communicator(const RunOptions& o) {
+  if (o.ranks == 1) return make_communicator(CommKind::kLocal);
+  if (!launched_under_mpi()) {
+    throw InvalidArgument(
+        fmt::format("ranks={} needs {} processes started by mpirun or srun "
+                    "(e.g. mpirun -np {} dlbench run --ranks={} ...); "
+                    "dlbench --suite starts them itself",
+                    o.ranks, o.ranks, o.ranks, o.ranks));
   }
-  const int rank = comm->rank();
-  const bool writer = rank == 0;  // only rank 0 prints and writes files
-  const ModelInfo& info = find_model(o.model);
-  ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
-                 o.num_classes.value_or(info.default_classes), o.dropout};
+  CommOptions co;
+  co.timeout = std::chrono::duration<double>(o.comm_timeout_s);
+  co.progress = o.comm_progress;
+  // Gradients are reduced where the backend keeps them: host buffers over MPI, device buffers
+  // over NCCL (bootstrapped through MPI).
+  auto comm =
+      make_communicator(o.backend == BackendKind::kCuda ? CommKind::kNccl : CommKind::kMpi, co);
+  if (comm->size() != o.ranks) {
+    throw InvalidArgument(
+        fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));
+  }
+  return comm;
+}
 
-  FixedBatch fixed;
+// What the run trains on: synthetic images, a fixed batch file, or the digits. Resolves the
+// model's batch, image size and classes in `mc` (a batch file decides the first two).
+struct RunData {
+  Dataset batch;  // synthetic or from --batch-file: loaded once, stays on the device
   DigitsSplit digits;
+};
+
+RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator& comm,
+                  ModelConfig& mc) {
+  RunData d;
   if (!o.batch_file.empty()) {
-    fixed = load_batch_file(o.batch_file, info.in_channels, rank, comm->size());
-    const int64_t n = fixed.data.size(), s = fixed.data.height;
+    d.batch = load_batch_file(o.batch_file, info.in_channels, comm.rank(), comm.size()).data;
+    const int64_t n = d.batch.size(), s = d.batch.height;
     if ((o.batch && *o.batch != n) || (o.image_size && *o.image_size != s)) {
       throw InvalidArgument(fmt::format(
           "{} holds {} images of {}x{}; --batch/--image-size disagree", o.batch_file, n, s, s));
@@ -180,22 +169,112 @@ int run_command(const RunOptions& o) {
   } else if (o.data == DataSource::kDigits) {
     if (mc.num_classes != 10) throw InvalidArgument("digits have 10 classes; set --num-classes=10");
   }
+  return d;
+}
+
+// With --inject-fault=rank-stops or rank-dies, the last rank stops or dies between forward and
+// backward of the first timed step.
+void add_rank_fault(const RunOptions& o, const Communicator& comm, TrainConfig& tc) {
+  if (o.fault != RunOptions::Fault::kRankStops && o.fault != RunOptions::Fault::kRankDies) return;
+  const bool last = comm.rank() == comm.size() - 1 && comm.size() > 1;
+  const int signal = o.fault == RunOptions::Fault::kRankStops ? SIGSTOP : SIGKILL;
+  tc.mid_step_hook = [last, signal, first_timed = o.warmup](int64_t step) {
+    if (last && step == first_timed) raise(signal);
+  };
+}
+
+// Timed steps on one fixed batch.
+void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelConfig& mc,
+                        RunData& data, Trainer& trainer, Communicator& comm, RunResult& r) {
+  const Dataset batch =
+      o.batch_file.empty()
+          ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
+          : std::move(data.batch);
+  trainer.load_batch(batch.images.data(), batch.labels.data());
+  RunStats s = trainer.run(o.warmup, o.steps);
+  // Global throughput: every rank's images over the slowest rank's time.
+  s.timed_seconds = comm.max_across_ranks(s.timed_seconds);
+  s.images_per_step *= comm.size();
+  r.stats = std::move(s);
+  if (comm.size() > 1) r.buckets = static_cast<int64_t>(trainer.bucket_plan().buckets.size());
+}
+
+// Epochs over the digits to a target accuracy, with an MLPerf log when asked.
+void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunData& data,
+                         Trainer& trainer, Communicator& comm, std::optional<MlLog>& mllog,
+                         RunResult& r) {
+  if (mllog) {
+    const std::string device = r.environment["device"].get<std::string>();
+    const std::string platform =
+        device == "cpu" ? fmt::format("cpu: {}", r.environment.value("cpu", "unknown")) : device;
+    log_submission(*mllog, {o.model, platform, mllog_precision(o.precision),
+                            o.config_file.empty() ? "command line" : o.config_file, mc.batch,
+                            comm.size(), data.digits.train.size(), data.digits.test.size(), o.seed,
+                            o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
+    mllog->end("init_stop");
+  }
+  r.convergence =
+      train_to_accuracy(trainer, comm, data.digits, {*o.epochs, o.target_accuracy, o.seed},
+                        mllog ? &*mllog : nullptr);
+}
+
+// Every rank writes its own trace (pid = rank); rank 0 writes the profile and the weights, and
+// its record lists every rank's trace.
+void write_run_files(const RunOptions& o, Graph& graph, Tracer& tracer, RunResult& r) {
+  const auto trace_of = [&](int rank) {
+    return rank == 0 ? o.trace_path : rank_file(o.trace_path, rank);
+  };
+  if (o.trace_steps > 0) {
+    tracer.end_window();
+    if (!o.trace_path.empty()) write_json_atomically(trace_of(r.rank), tracer.chrome_trace(r.rank));
+  }
+  if (r.rank != 0) return;
+  if (o.trace_steps > 0) {
+    if (!o.profile_path.empty()) {
+      write_json_atomically(o.profile_path, layer_profile(graph, tracer));
+    }
+    r.paths["trace"] = o.trace_path;
+    r.paths["profile"] = o.profile_path;
+    if (!o.trace_path.empty()) {
+      for (int rank = 0; rank < r.ranks; ++rank) r.paths["traces"].push_back(trace_of(rank));
+    }
+  }
+  if (!o.mllog_path.empty()) r.paths["mllog"] = o.mllog_path;
+  if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
+}
+
+}  // namespace
+
+RunResult run_training(const RunOptions& o) {
+  validate_run_options(o);
+  std::unique_ptr<Communicator> comm = open_communicator(o);
+  RunResult r;
+  r.rank = comm->rank();
+  r.ranks = comm->size();
+  const ModelInfo& info = find_model(o.model);
+  ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
+                 o.num_classes.value_or(info.default_classes), o.dropout};
+  RunData data = load_data(o, info, *comm, mc);
+  r.options = o;
+  r.options.batch = mc.batch;
+  r.options.image_size = mc.image_size;
+  r.options.num_classes = mc.num_classes;
   // The MLPerf log starts at init_start, before the model and the data are built.
   std::optional<MlLog> mllog;
-  if (writer && !o.mllog_path.empty()) {
+  if (r.rank == 0 && !o.mllog_path.empty()) {
     mllog.emplace(o.mllog_path);
     mllog->start("init_start");
   }
   if (o.data == DataSource::kDigits) {
     // The grey channel is repeated for models that take colour images (resnet18: 3).
-    digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path, mc.image_size,
-                         info.in_channels);
+    data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
+                              mc.image_size, info.in_channels);
   }
 
   Graph graph = build_model(o.model, mc);
   BackendOptions bo;
   bo.memory_budget = o.memory_budget;
-  bo.device = local_rank(rank);  // one GPU per rank on each node
+  bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);
   graph.setup(*backend, rng, PrecisionPolicy::for_precision(o.precision));
@@ -206,13 +285,7 @@ int run_command(const RunOptions& o) {
   tc.comm = comm.get();
   tc.overlap = o.overlap;
   tc.bucket_mb = o.bucket_mb;
-  if (o.fault == RunOptions::Fault::kRankStops || o.fault == RunOptions::Fault::kRankDies) {
-    const bool last = comm->rank() == comm->size() - 1 && comm->size() > 1;
-    const int signal = o.fault == RunOptions::Fault::kRankStops ? SIGSTOP : SIGKILL;
-    tc.mid_step_hook = [last, signal, first_timed = o.warmup](int64_t step) {
-      if (last && step == first_timed) raise(signal);
-    };
-  }
+  add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc);
   trainer.broadcast_weights();
   // The window covers the first timed steps (after warm-up), or the first epochs' steps. With
@@ -224,97 +297,31 @@ int run_command(const RunOptions& o) {
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 
-  nlohmann::json record = {{"schema_version", kResultSchemaVersion},
-                           {"kind", "train"},
-                           {"status", "ok"},
-                           {"mode", "measured"},
-                           {"config", config_json(resolved_options(o, mc))},
-                           {"global_batch", mc.batch * comm->size()},
-                           {"environment", collect_environment(*backend)}};
-  for (const auto& [k, v] : comm->environment()) record["environment"][k] = v;
-  nlohmann::json metrics = {{"params", graph.num_params()},
-                            {"forward_flops_per_image", graph.forward_flops() / mc.batch},
-                            {"flops_per_step", graph.training_flops()}};
-
+  r.backend_name = backend->name();
+  r.environment = collect_environment(*backend);
+  for (const auto& [k, v] : comm->environment()) r.environment[k] = v;
+  r.params = graph.num_params();
+  r.forward_flops_per_image = graph.forward_flops() / mc.batch;
+  r.flops_per_step = graph.training_flops();
   if (o.data == DataSource::kDigits) {
-    if (mllog) {
-      const nlohmann::json& env = record["environment"];
-      const std::string device = env["device"].get<std::string>();
-      const std::string platform =
-          device == "cpu" ? fmt::format("cpu: {}", env.value("cpu", "unknown")) : device;
-      log_submission(*mllog, {o.model, platform, mllog_precision(o.precision),
-                              o.config_file.empty() ? "command line" : o.config_file, mc.batch,
-                              comm->size(), digits.train.size(), digits.test.size(), o.seed,
-                              o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
-      mllog->end("init_stop");
-    }
-    metrics.update(train_to_accuracy(trainer, *comm, digits, {*o.epochs, o.target_accuracy, o.seed},
-                                     mllog ? &*mllog : nullptr));
-    if (comm->size() > 1) {
-      metrics["weights_identical_across_ranks"] = trainer.weights_identical_across_ranks();
-    }
+    measure_convergence(o, mc, data, trainer, *comm, mllog, r);
   } else {
-    const Dataset data =
-        o.batch_file.empty()
-            ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
-            : std::move(fixed.data);
-    trainer.load_batch(data.images.data(), data.labels.data());  // once: data stays on the device
-    RunStats s = trainer.run(o.warmup, o.steps);
-    // Global throughput: every rank's images over the slowest rank's time.
-    s.timed_seconds = comm->max_across_ranks(s.timed_seconds);
-    s.images_per_step *= comm->size();
-    const double median = percentile(s.step_seconds, 50);
-    metrics["throughput_img_s"] = s.throughput();
-    metrics["timed_seconds"] = s.timed_seconds;
-    if (comm->size() > 1) {
-      metrics["comm"] = comm_metrics(tracer, comm->size());
-      metrics["buckets"] = trainer.bucket_plan().buckets.size();
-      metrics["weights_identical_across_ranks"] = trainer.weights_identical_across_ranks();
-    }
-    metrics["step_time_s"] = {{"median", median},
-                              {"p10", percentile(s.step_seconds, 10)},
-                              {"p90", percentile(s.step_seconds, 90)},
-                              {"all", s.step_seconds}};
-    metrics["losses"] = s.losses;
-    metrics["achieved_flops_per_s"] = graph.training_flops() / median;
-    if (writer) {
-      fmt::print(
-          "{} batch {} x {} ranks, {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 "
-          "{:.4f}, p90 {:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s per rank\n",
-          o.model, mc.batch, comm->size(), mc.image_size, mc.image_size,
-          precision_name(o.precision), backend->name(), s.throughput(), median,
-          percentile(s.step_seconds, 10), percentile(s.step_seconds, 90), s.losses.front(),
-          s.losses.back(), graph.training_flops() / median / 1e9);
-    }
+    measure_throughput(o, info, mc, data, trainer, *comm, r);
+    if (comm->size() > 1) r.comm = comm_metrics(tracer, comm->size());
+    if (window > 0) r.phases = phase_metrics(tracer);
   }
-  if (window > 0 && o.data == DataSource::kSynthetic) metrics["phases"] = phase_metrics(tracer);
-  const MemoryStats mem = backend->allocator().stats();
-  record["metrics"] = metrics;
-  record["memory"] = memory_json(mem);
-  // Every rank writes its own trace (pid = rank); rank 0's record lists them all.
-  const auto trace_of = [&](int r) { return r == 0 ? o.trace_path : rank_file(o.trace_path, r); };
-  if (o.trace_steps > 0 && !o.trace_path.empty()) {
-    tracer.end_window();
-    write_json_atomically(trace_of(rank), tracer.chrome_trace(rank));
-  }
-  if (!writer) return 0;
-  fmt::print("peak memory {} ({})\n", format_bytes(mem.total_peak),
-             backend->allocator().budget()
-                 ? "budget " + format_bytes(*backend->allocator().budget())
-                 : "no budget");
-  if (o.trace_steps > 0) {
-    tracer.end_window();
-    if (!o.profile_path.empty()) {
-      write_json_atomically(o.profile_path, layer_profile(graph, tracer));
-    }
-    record["paths"] = {{"trace", o.trace_path}, {"profile", o.profile_path}};
-    if (!o.trace_path.empty()) {
-      for (int r = 0; r < comm->size(); ++r) record["paths"]["traces"].push_back(trace_of(r));
-    }
-  }
-  if (!o.mllog_path.empty()) record["paths"]["mllog"] = o.mllog_path;
-  if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
-  if (!o.json_path.empty()) write_json_atomically(o.json_path, record);
+  if (comm->size() > 1) r.weights_identical_across_ranks = trainer.weights_identical_across_ranks();
+  r.memory = backend->allocator().stats();
+  r.memory_budget = backend->allocator().budget();
+  write_run_files(o, graph, tracer, r);
+  return r;
+}
+
+int run_command(const RunOptions& o) {
+  const RunResult r = run_training(o);
+  if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
+  print_result(r, stdout);
+  if (!o.json_path.empty()) write_json_atomically(o.json_path, record_json(r));
   return 0;
 }
 

@@ -1,5 +1,6 @@
 // `dlbench run`: train one configuration and write one result record.
 #pragma once
+#include "suites/harness/record.h"
 #include "suites/harness/run_options.h"
 
 namespace dlb {
@@ -8,7 +9,12 @@ namespace dlb {
 // or Unsupported for ranks > 1), so the harness can record a point without launching it.
 void validate_run_options(const RunOptions& options);
 
-// Runs and returns the process exit code; throws dlb::Error on failure.
+// The runner: trains as the options say, writes the run's traces, profile and weights, and
+// returns what it measured. Throws dlb::Error on failure. Every rank calls it.
+RunResult run_training(const RunOptions& options);
+
+// `dlbench run`: run_training, then rank 0 prints the result and writes its record (--json).
+// A failure writes nothing, so a record already there stays as it was.
 int run_command(const RunOptions& options);
 
 }  // namespace dlb

@@ -54,32 +54,43 @@ std::string describe(const Suite& suite, const json& config) {
   return out.empty() ? "(defaults)" : out;
 }
 
-// The error line a failed worker printed ("dlbench: error (kind): message").
-std::string error_message(const std::string& log) {
-  const std::string marker = "dlbench: error";
-  const size_t at = log.rfind(marker);
-  if (at == std::string::npos) return "";
-  const size_t colon = log.find("): ", at);
-  const size_t end = log.find('\n', at);
-  const size_t from = colon == std::string::npos ? at : colon + 3;
-  return log.substr(from, end == std::string::npos ? std::string::npos : end - from);
+// A record for a point the worker did not record: its config as the suite wrote it.
+json harness_record(const std::string& status, const std::string& message, const json& config) {
+  RunOptions o;
+  bool parsed = true;
+  try {
+    o = options_from_json(config);
+  } catch (const InvalidArgument&) {
+    parsed = false;  // the defaults, and the suite's keys as written
+  }
+  json record = record_json(failed_run(o, status, message));
+  if (!parsed) record["config"].update(config);
+  return record;
 }
 
-json failure_record(const std::string& status, const std::string& message, const json& config,
-                    const RunOptions& o) {
-  // The suite's config, with the defaults of what it leaves out (o holds the defaults when the
-  // config itself failed to parse).
-  json cfg = config;
-  if (!cfg.contains("model")) cfg["model"] = o.model;
-  if (!cfg.contains("batch")) cfg["batch"] = o.batch.value_or(kDefaultBatch);
-  if (!cfg.contains("ranks")) cfg["ranks"] = o.ranks;
-  return {{"schema_version", kResultSchemaVersion},
-          {"kind", "train"},
-          {"status", status},
-          {"message", message},
-          {"mode", "measured"},
-          {"config", cfg},
-          {"global_batch", o.batch.value_or(kDefaultBatch) * o.ranks}};
+// The point's record: the one its worker wrote (failures included), or, when there is none or
+// the job failed after writing it, what the harness saw of the process.
+json point_record(const ProcessResult& pr, const std::string& record_file, const json& config,
+                  double timeout_s) {
+  const std::string ended =
+      pr.timed_out
+          ? fmt::format("no result within --timeout={} s; its process group was killed", timeout_s)
+      : pr.signal
+          ? fmt::format("killed by signal {} ({})", pr.signal, strsignal(pr.signal))
+          : fmt::format("worker exited with code {} without writing its record", pr.exit_code);
+  const bool clean = !pr.timed_out && pr.signal == 0 && pr.exit_code == 0;
+  if (fs::exists(record_file)) {
+    std::ifstream in(record_file);
+    json record = json::parse(in, nullptr, false);
+    if (record.is_discarded() || !record.contains("status")) {
+      return harness_record(
+          "failed", fmt::format("{}: the worker's record is not valid JSON", record_file), config);
+    }
+    if (record["status"] != "ok" || clean) return record;
+    return harness_record("failed", "rank 0 wrote its record, but then: " + ended, config);
+  }
+  const std::string status = pr.timed_out ? "timeout" : pr.signal ? "crashed" : "failed";
+  return harness_record(status, ended, config);
 }
 
 struct Fault {
@@ -100,18 +111,6 @@ Fault parse_fault(const std::string& spec) {
 }
 
 void print_summary(const Suite& suite, const std::vector<json>& records, const std::string& out) {
-  // Efficiency(N) = throughput(N) / (N x throughput(1)) against the 1-rank point whose config
-  // is the same but for ranks.
-  auto base_key = [](json c) {
-    c.erase("ranks");
-    return c.dump();
-  };
-  std::map<std::string, double> one_rank;
-  for (const auto& r : records) {
-    if (r["status"] == "ok" && r["config"]["ranks"] == 1) {
-      one_rank.emplace(base_key(r["suite_config"]), r["metrics"]["throughput_img_s"].get<double>());
-    }
-  }
   json points = json::array();
   std::map<std::string, int> counts;
   size_t width = 5;  // the point column fits the longest description
@@ -119,7 +118,6 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
   fmt::print("\n{:>4}  {:<{}} {:>12} {:>11} {:>10}  {}\n", "#", "point", width, "images/s",
              "efficiency", "peak MiB", "status");
   for (const auto& r : records) {
-    const int64_t ranks = r["config"]["ranks"].get<int64_t>();
     json entry = {{"index", r["point"]["index"]},
                   {"id", r["point"]["id"]},
                   {"config", r["suite_config"]},
@@ -129,9 +127,8 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
       const double t = r["metrics"]["throughput_img_s"].get<double>();
       thr = fmt::format("{:.2f}", t);
       entry["throughput_img_s"] = t;
-      auto it = one_rank.find(base_key(r["suite_config"]));
-      if (it != one_rank.end()) {
-        const double e = t / (static_cast<double>(ranks) * it->second);
+      if (r["metrics"].contains("scaling_efficiency")) {
+        const double e = r["metrics"]["scaling_efficiency"].get<double>();
         eff = fmt::format("{:.1f}%", 100 * e);
         entry["scaling_efficiency"] = e;
       }
@@ -161,6 +158,119 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
                                                 {"points", points}});
 }
 
+// --dry-run: each point's launch command, or why it cannot run.
+void print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vector<json>& points,
+                   const std::string& out) {
+  for (size_t i = 0; i < points.size(); ++i) {
+    RunOptions o;
+    try {
+      o = options_from_json(points[i]);
+    } catch (const InvalidArgument& e) {
+      fmt::print("  [{}] {}  {}: not runnable: {}\n", i + 1, describe(suite, points[i]),
+                 point_id(points[i]), e.what());
+      continue;
+    }
+    const auto cmd = launch_command_here(
+        opt.launcher, o.ranks,
+        {self_executable(), "worker",
+         "--point=" + out + "/points/" + point_stem(i + 1, points[i]) + ".json"});
+    fmt::print("  [{}] {}  {}: {}\n", i + 1, describe(suite, points[i]), point_id(points[i]),
+               fmt::join(cmd.argv, " "));
+  }
+}
+
+// One point, from its config to its record: the worker is launched with a point file naming
+// where it writes its record, trace, profile and log.
+class PointRunner {
+ public:
+  PointRunner(const SweepOptions& opt, const Suite& suite, std::string out, Fault fault,
+              size_t total)
+      : opt_(opt), suite_(suite), out_(std::move(out)), fault_(std::move(fault)), total_(total) {}
+
+  // A config that does not parse or go together, or ranks the launcher cannot start, is this
+  // point's failure; the sweep goes on.
+  json run(int64_t index, const json& config, const std::string& label) {
+    try {
+      return launch(index, config, label);
+    } catch (const Error& e) {
+      return harness_record(status_for(e.kind()), e.what(), config);
+    }
+  }
+
+  double elapsed() const {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+  }
+  bool tty() const { return tty_; }
+
+ private:
+  json launch(int64_t index, const json& config, const std::string& label) {
+    const RunOptions o = options_from_json(config);
+    validate_run_options(o);
+    const std::string stem = point_stem(index, config);
+    const std::string point_file = out_ + "/points/" + stem + ".json";
+    const std::string record_file = out_ + "/points/" + stem + ".record.json";
+    const std::string log_file = out_ + "/logs/" + stem + ".log";
+    const bool digits = o.data == DataSource::kDigits;
+    if (digits) fs::create_directories(out_ + "/mllog");
+    write_json_atomically(point_file,
+                          {{"suite", suite_.name},
+                           {"index", index},
+                           {"id", point_id(config)},
+                           {"config", config},
+                           {"record", record_file},
+                           {"trace_steps", std::min(opt_.trace_steps, o.steps)},
+                           {"trace", out_ + "/traces/" + stem + ".trace.json"},
+                           {"profile", out_ + "/profiles/" + stem + ".profile.json"},
+                           {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
+                           {"suite_file", suite_.path},
+                           {"fault", fault_.index == index ? fault_.kind : ""}});
+    fs::remove(record_file);
+    const auto cmd = launch_command_here(opt_.launcher, o.ranks,
+                                         {self_executable(), "worker", "--point=" + point_file});
+    const ProcessResult pr = run_process(cmd, opt_.timeout_s, log_file, progress(index, label));
+    ++launched_;
+    launched_seconds_ += pr.seconds;
+    json record = point_record(pr, record_file, config, opt_.timeout_s);
+    if (record["status"] != "ok") record["stderr_tail"] = tail_of_file(log_file, 4000);
+    return record;
+  }
+
+  // The running point's line on a terminal: its time, the sweep's, and the ETA.
+  std::function<void(double)> progress(int64_t index, const std::string& label) const {
+    const double eta_each = launched_ ? launched_seconds_ / launched_ : 0;
+    const size_t left_points = total_ - static_cast<size_t>(index) + 1;
+    return [this, eta_each, left_points, label](double elapsed_s) {
+      if (!tty_) return;
+      const double left = eta_each * static_cast<double>(left_points) - elapsed_s;
+      fmt::print("\r\033[K{}  running {}  elapsed {}  ETA {}", label, clock_text(elapsed_s),
+                 clock_text(elapsed()), eta_each > 0 ? clock_text(std::max(left, 0.0)) : "--:--");
+      std::fflush(stdout);
+    };
+  }
+
+  const SweepOptions& opt_;
+  const Suite& suite_;
+  const std::string out_;
+  const Fault fault_;
+  const size_t total_;
+  const bool tty_ = isatty(STDOUT_FILENO);
+  const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
+  double launched_seconds_ = 0;
+  int64_t launched_ = 0;
+};
+
+// Latest record per point of this output directory, in the suite's point order.
+std::vector<json> latest_records(const std::string& results, const std::vector<json>& points) {
+  std::map<std::string, json> latest;
+  for (const auto& r : read_jsonl(results)) latest[r["point"]["id"].get<std::string>()] = r;
+  std::vector<json> ordered;
+  for (const auto& p : points) {
+    auto it = latest.find(point_id(p));
+    if (it != latest.end()) ordered.push_back(it->second);
+  }
+  return ordered;
+}
+
 }  // namespace
 
 int sweep_command(const SweepOptions& opt) {
@@ -168,8 +278,7 @@ int sweep_command(const SweepOptions& opt) {
     throw InvalidArgument(fmt::format("--timeout must be positive (got {})", opt.timeout_s));
   }
   if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
-  const bool gpu = gpu_available();
-  const Suite suite = load_suite(opt.suite, !gpu);
+  const Suite suite = load_suite(opt.suite, !gpu_available());
   const std::vector<json> points = expand(suite);
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
@@ -178,22 +287,7 @@ int sweep_command(const SweepOptions& opt) {
   fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
              suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
   if (opt.dry_run) {
-    for (size_t i = 0; i < points.size(); ++i) {
-      RunOptions o;
-      try {
-        o = options_from_json(points[i]);
-      } catch (const InvalidArgument& e) {
-        fmt::print("  [{}] {}  {}: not runnable: {}\n", i + 1, describe(suite, points[i]),
-                   point_id(points[i]), e.what());
-        continue;
-      }
-      const auto cmd = launch_command_here(
-          opt.launcher, o.ranks,
-          {self_executable(), "worker",
-           "--point=" + out + "/points/" + point_stem(i + 1, points[i]) + ".json"});
-      fmt::print("  [{}] {}  {}: {}\n", i + 1, describe(suite, points[i]), point_id(points[i]),
-                 fmt::join(cmd.argv, " "));
-    }
+    print_dry_run(opt, suite, points, out);
     return 0;
   }
   if (fs::exists(results) && !opt.resume) {
@@ -205,11 +299,9 @@ int sweep_command(const SweepOptions& opt) {
   for (const char* sub : {"points", "traces", "profiles", "logs"})
     fs::create_directories(out + "/" + sub);
   const std::set<std::string> done = opt.resume ? ok_point_ids(results) : std::set<std::string>{};
+  std::vector<json> recorded = latest_records(results, points);  // scaling baselines
 
-  const bool tty = isatty(STDOUT_FILENO);
-  const auto t0 = std::chrono::steady_clock::now();
-  double launched_seconds = 0;
-  int64_t launched = 0;
+  PointRunner runner(opt, suite, out, fault, points.size());
   bool any_bad = false;
   for (size_t i = 0; i < points.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i) + 1;
@@ -221,100 +313,28 @@ int sweep_command(const SweepOptions& opt) {
       fmt::print("{}: already ok in {}, skipped (--resume)\n", label, results);
       continue;
     }
-    RunOptions o;
-    json record;
     const auto p0 = std::chrono::steady_clock::now();
-    try {
-      // A config that does not parse is this point's failure; the sweep goes on.
-      o = options_from_json(config);
-      validate_run_options(o);
-      const std::string stem = point_stem(index, config);
-      const std::string point_file = out + "/points/" + stem + ".json";
-      const std::string record_file = out + "/points/" + stem + ".record.json";
-      const std::string log_file = out + "/logs/" + stem + ".log";
-      json point = {{"suite", suite.name},
-                    {"index", index},
-                    {"id", id},
-                    {"config", config},
-                    {"record", record_file},
-                    {"trace_steps", std::min(opt.trace_steps, o.steps)},
-                    {"trace", out + "/traces/" + stem + ".trace.json"},
-                    {"profile", out + "/profiles/" + stem + ".profile.json"},
-                    {"mllog", o.data == DataSource::kDigits ? out + "/mllog/" + stem + ".mllog"
-                                                            : std::string()},
-                    {"suite_file", suite.path},
-                    {"fault", fault.index == index ? fault.kind : ""}};
-      if (o.data == DataSource::kDigits) fs::create_directories(out + "/mllog");
-      write_json_atomically(point_file, point);
-      fs::remove(record_file);
-      const auto cmd = launch_command_here(opt.launcher, o.ranks,
-                                           {self_executable(), "worker", "--point=" + point_file});
-      const double eta_each = launched ? launched_seconds / launched : 0;
-      const ProcessResult pr = run_process(cmd, opt.timeout_s, log_file, [&](double elapsed) {
-        if (!tty) return;
-        const double total =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        const double left = eta_each * static_cast<double>(points.size() - i) - elapsed;
-        fmt::print("\r\033[K{}  running {}  elapsed {}  ETA {}", label, clock_text(elapsed),
-                   clock_text(total), eta_each > 0 ? clock_text(std::max(left, 0.0)) : "--:--");
-        std::fflush(stdout);
-      });
-      ++launched;
-      launched_seconds += pr.seconds;
-      const std::string log = tail_of_file(log_file, 4000);
-      if (pr.timed_out) {
-        record = failure_record("timeout",
-                                fmt::format("no result within --timeout={} s; its "
-                                            "process group was killed",
-                                            opt.timeout_s),
-                                config, o);
-      } else if (pr.signal) {
-        record = failure_record(
-            "crashed", fmt::format("killed by signal {} ({})", pr.signal, strsignal(pr.signal)),
-            config, o);
-      } else if (pr.exit_code == 0 && fs::exists(record_file)) {
-        std::ifstream in(record_file);
-        record = json::parse(in);
-      } else {
-        const std::string status = pr.exit_code == 3   ? "oom"
-                                   : pr.exit_code == 4 ? "unsupported"
-                                                       : "failed";
-        std::string msg = error_message(log);
-        if (msg.empty()) msg = fmt::format("worker exited with code {}", pr.exit_code);
-        record = failure_record(status, msg, config, o);
-      }
-      if (record["status"] != "ok") record["stderr_tail"] = log;
-    } catch (const Unsupported& e) {
-      record = failure_record("unsupported", e.what(), config, o);
-    } catch (const InvalidArgument& e) {
-      record = failure_record("failed", e.what(), config, o);
-    }
+    json record = runner.run(index, config, label);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
     record["suite"] = suite.name;
     record["suite_config"] = config;
     record["point"] = {{"index", index}, {"id", id}, {"seconds", seconds}};
+    recorded.push_back(record);
+    add_scaling_efficiency(record, recorded);
+    recorded.back() = record;
     append_jsonl(results, record);
     const std::string status = record["status"].get<std::string>();
     any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout";
-    const double total =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", tty ? "\r\033[K" : "", label,
+    fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", runner.tty() ? "\r\033[K" : "", label,
                status == "ok" ? fmt::format("ok, {:.2f} img/s",
                                             record["metrics"]["throughput_img_s"].get<double>())
                               : status + ": " + record.value("message", ""),
-               seconds, clock_text(total));
+               seconds, clock_text(runner.elapsed()));
   }
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.
-  std::map<std::string, json> latest;
-  for (const auto& r : read_jsonl(results)) latest[r["point"]["id"].get<std::string>()] = r;
-  std::vector<json> ordered;
-  for (const auto& p : points) {
-    auto it = latest.find(point_id(p));
-    if (it != latest.end()) ordered.push_back(it->second);
-  }
-  print_summary(suite, ordered, out);
+  print_summary(suite, latest_records(results, points), out);
   if (opt.report) render_report(out);
   return any_bad ? 1 : 0;
 }
@@ -334,7 +354,24 @@ int worker_command(const std::string& point_file) {
   if (fault == "crash") o.fault = RunOptions::Fault::kCrash;
   if (fault == "hang") o.fault = RunOptions::Fault::kHang;
   if (fault == "oom") o.fault = RunOptions::Fault::kOom;
-  return run_command(o);
+  try {
+    return run_command(o);
+  } catch (const Error& e) {
+    // The worker records its own failure, with its status and message; the error still goes to
+    // stderr (the point's log) and sets the exit code.
+    if (launched_rank() == 0) {
+      write_json_atomically(o.json_path,
+                            record_json(failed_run(o, status_for(e.kind()), e.what())));
+    }
+    throw;
+  } catch (const std::exception& e) {
+    if (launched_rank() == 0) {
+      write_json_atomically(
+          o.json_path,
+          record_json(failed_run(o, "failed", fmt::format("internal error: {}", e.what()))));
+    }
+    throw;
+  }
 }
 
 }  // namespace dlb

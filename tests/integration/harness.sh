@@ -81,6 +81,15 @@ check "hang statuses" test "$(statuses "$work/hang/results.jsonl")" = "timeout o
 "$dlbench" --suite="$work/three.json" --out="$work/oom" --inject-fault=oom@3 --no-report >/dev/null 2>&1
 check "oom exits 0" test $? -eq 0
 check "oom statuses" test "$(statuses "$work/oom/results.jsonl")" = "ok ok oom"
+# The worker wrote the oom record itself, with its error's message; the harness added the tail.
+check "worker records its failure" /usr/bin/python3 - "$work/oom" <<'PY'
+import glob, json, sys
+own = [json.load(open(f)) for f in glob.glob(sys.argv[1] + "/points/3-*.record.json")]
+assert len(own) == 1 and own[0]["status"] == "oom", own
+assert own[0]["message"] == "injected out-of-memory fault", own[0]
+last = [json.loads(l) for l in open(sys.argv[1] + "/results.jsonl")][-1]
+assert last["message"] == own[0]["message"] and "stderr_tail" in last, last
+PY
 
 # Every ok point has a trace that parses, with forward spans for every layer in its profile
 # (but views: flatten's output is its input's bytes).

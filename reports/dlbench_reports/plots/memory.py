@@ -3,11 +3,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..records import Record, label, varying_keys
+from ..records import Record, label, schema_enum, varying_keys
 from . import common
 
-CATEGORIES = ["weights", "gradients", "optimizer_state", "activations", "workspace", "comm",
-              "data"]
+CATEGORIES = schema_enum("memory_category")
 
 
 def render(records: list[Record]):

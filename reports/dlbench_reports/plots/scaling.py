@@ -31,7 +31,7 @@ def series(records: list[Record]) -> dict[str, dict]:
         out[strategy] = {
             "ranks": [r.config["ranks"] for r in rs],
             "throughput": [r.need("metrics.throughput_img_s") for r in rs],
-            "efficiency": [efficiency(r, records) for r in rs],
+            "efficiency": [efficiency(r) for r in rs],
             "simulated": [r.data["mode"] == "simulated" for r in rs],
             "base": one_rank_throughput(rs[0], records),
         }

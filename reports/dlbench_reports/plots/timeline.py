@@ -5,13 +5,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..records import Record, RecordError
+from ..records import Record, RecordError, schema_enum
 from . import common
 
-LANES = {0: "compute", 1: "comm", 2: "copy"}
-COLORS = {"forward": "C0", "backward_data": "C1", "backward_weights": "C5", "backward": "C6",
-          "accumulate": "C8", "loss": "C4",
-          "optimizer": "C2", "allreduce": "C3", "copy": "C7"}
+# Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
+# host lane holds the whole-step span, which the chart draws as its extent, not as a bar.
+LANES = {tid: name for tid, name in enumerate(schema_enum("lane")) if name != "host"}
+COLORS = {cat: f"C{i % 10}" for i, cat in enumerate(c for c in schema_enum("span_category")
+                                                    if c != "step")}
 
 
 def read_trace(path: Path) -> dict:

@@ -1,0 +1,76 @@
+// The name lists that the reports read from result.schema.json ($defs/enums) are the runtime's
+// own: lanes in tid order, memory categories, and span categories (the schedule's passes, the
+// copy and the step).
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/memory/allocator.h"
+#include "runtime/nn/schedule.h"
+#include "runtime/trace/tracer.h"
+#include "suites/harness/results.h"
+#include "suites/harness/suite.h"
+
+namespace dlb {
+namespace {
+using json = nlohmann::json;
+
+json exported(const std::string& name) {
+  std::ifstream in(suites_dir() + "/schema/result.schema.json");
+  return json::parse(in)["$defs"]["enums"][name]["enum"];
+}
+
+TEST(ResultSchema, LanesAreTheTracersInTidOrder) {
+  std::vector<std::string> lanes;
+  for (Lane l : kLanes) {
+    EXPECT_EQ(static_cast<size_t>(l), lanes.size());
+    lanes.emplace_back(lane_name(l));
+  }
+  EXPECT_EQ(exported("lane").get<std::vector<std::string>>(), lanes);
+}
+
+TEST(ResultSchema, MemoryCategoriesAreTheAllocators) {
+  std::vector<std::string> names;
+  for (size_t c = 0; c < kNumMemCategories; ++c) {
+    names.emplace_back(mem_category_name(static_cast<MemCategory>(c)));
+  }
+  EXPECT_EQ(exported("memory_category").get<std::vector<std::string>>(), names);
+}
+
+TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
+  std::vector<std::string> names;
+  for (Pass p : kPasses) names.emplace_back(pass_name(p));
+  names.emplace_back(kCopyCategory);
+  names.emplace_back(kStepCategory);
+  EXPECT_EQ(exported("span_category").get<std::vector<std::string>>(), names);
+}
+
+json ok_record(const std::string& id, int ranks, double throughput, const std::string& overlap) {
+  return {{"status", "ok"},
+          {"point", {{"id", id}}},
+          {"config", {{"model", "resnet18"}, {"ranks", ranks}, {"overlap", overlap}}},
+          {"metrics", {{"throughput_img_s", throughput}}}};
+}
+
+TEST(ScalingEfficiency, AgainstTheOneRankPointThatDiffersOnlyInRanks) {
+  std::vector<json> recorded = {ok_record("a", 1, 100, "none"), ok_record("b", 1, 80, "backward")};
+  json two = ok_record("c", 2, 150, "backward");
+  add_scaling_efficiency(two, recorded);
+  EXPECT_DOUBLE_EQ(two["metrics"]["scaling_efficiency"].get<double>(), 150.0 / (2 * 80));
+  EXPECT_EQ(two["metrics"]["scaling_baseline"], "b");
+
+  json forward = ok_record("d", 2, 150, "forward");  // no 1-rank forward point
+  add_scaling_efficiency(forward, recorded);
+  EXPECT_FALSE(forward["metrics"].contains("scaling_efficiency"));
+
+  recorded[0]["status"] = "failed";
+  json none = ok_record("e", 4, 300, "none");
+  add_scaling_efficiency(none, recorded);
+  EXPECT_FALSE(none["metrics"].contains("scaling_efficiency"));
+}
+
+}  // namespace
+}  // namespace dlb
