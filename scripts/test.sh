@@ -1,9 +1,17 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: GoogleTest suites (unit, gradient checks), the command
-# line's error handling, and parity with PyTorch. Extra arguments go to ctest (e.g. -L unit).
+# line's error handling, the harness, MPI, reports and parity with PyTorch; then the unit and
+# gradient-check tests again under AddressSanitizer + UBSan, where any report is a failure.
+# Extra arguments go to the first ctest (e.g. -L unit).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" "$@"
+
+echo "== the unit and gradient-check tests under AddressSanitizer + UBSan (build-asan/)"
+"$root/scripts/build.sh" --sanitize
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+  ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" -L "unit|gradcheck"

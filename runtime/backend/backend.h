@@ -11,8 +11,8 @@
 #include "runtime/core/dtype.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/stream_ref.h"
-#include "runtime/core/tensor.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/memory/tensor.h"
 
 namespace dlb {
 

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "runtime/core/stream_ref.h"
-#include "runtime/core/tensor.h"
+#include "runtime/memory/tensor.h"
 
 namespace dlb {
 

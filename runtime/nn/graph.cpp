@@ -199,7 +199,7 @@ void Graph::build_forward() {
     s.node = static_cast<int>(i);
     for (int j : node.inputs) s.reads.push_back(output_ids_[j]);
     s.reads.insert(s.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
-    s.writes = {output_ids_[i]};
+    s.writes.push_back(output_ids_[i]);
     s.writes.insert(s.writes.end(), saved_ids_[i].begin(), saved_ids_[i].end());
     // What backward will read of this pass (a memory planner keeps these alive).
     const PassReads d = node.layer->backward_data_reads(), w = node.layer->backward_weights_reads();
@@ -232,7 +232,7 @@ void Graph::build_backward() {
     Step data;
     data.pass = fused ? Pass::kBackward : Pass::kBackwardData;
     data.node = i;
-    data.reads = {grad_ids_[i]};
+    data.reads.push_back(grad_ids_[i]);
     pass_reads(i, node.layer->backward_data_reads(), data);
     data.reads.insert(data.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
     data.reads.insert(data.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
@@ -258,8 +258,9 @@ void Graph::build_backward() {
         Step add;
         add.pass = Pass::kAccumulate;
         add.node = j;
-        add.reads = {target, grad_ids_[j]};
-        add.writes = {grad_ids_[j]};
+        add.reads.push_back(target);
+        add.reads.push_back(grad_ids_[j]);
+        add.writes.push_back(grad_ids_[j]);
         adds.push_back(std::move(add));
       }
       data.dx.push_back(target);
@@ -274,7 +275,7 @@ void Graph::build_backward() {
       Step weights;
       weights.pass = Pass::kBackwardWeights;
       weights.node = i;
-      weights.reads = {grad_ids_[i]};
+      weights.reads.push_back(grad_ids_[i]);
       pass_reads(i, node.layer->backward_weights_reads(), weights);
       weights.reads.insert(weights.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
       weights.writes = param_grad_ids_[i];

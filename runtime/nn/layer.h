@@ -12,7 +12,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/rng.h"
-#include "runtime/core/tensor.h"
+#include "runtime/memory/tensor.h"
 #include "runtime/trace/tracer.h"
 
 namespace dlb {

@@ -11,10 +11,10 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
 #include "runtime/trace/tracer.h"
-#include "runtime/train/optimizer.h"
 
 namespace dlb {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <map>
 
-#include "runtime/train/stats.h"
+#include "runtime/core/stats.h"
 
 namespace dlb {
 namespace {

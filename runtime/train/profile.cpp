@@ -2,7 +2,7 @@
 
 #include <map>
 
-#include "runtime/train/stats.h"
+#include "runtime/core/stats.h"
 
 namespace dlb {
 

@@ -11,12 +11,12 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/graph.h"
+#include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
 #include "runtime/trace/clock.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
-#include "runtime/train/optimizer.h"
 
 namespace dlb {
 

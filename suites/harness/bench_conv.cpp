@@ -9,8 +9,8 @@
 #include <set>
 
 #include "runtime/core/error.h"
+#include "runtime/core/stats.h"
 #include "runtime/nn/layers/conv2d.h"
-#include "runtime/train/stats.h"
 #include "suites/harness/commands.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <fstream>
 
-#include "runtime/train/stats.h"
+#include "runtime/core/stats.h"
 #include "suites/harness/option_table.h"
 
 namespace dlb {

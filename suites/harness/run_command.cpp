@@ -11,11 +11,11 @@
 
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
+#include "runtime/core/stats.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/comm_metrics.h"
 #include "runtime/trace/phase_metrics.h"
 #include "runtime/train/profile.h"
-#include "runtime/train/stats.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"

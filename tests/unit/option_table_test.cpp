@@ -5,8 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <fstream>
-#include <regex>
 #include <set>
 #include <sstream>
 
@@ -123,16 +123,19 @@ TEST(OptionTable, ReadmeListsEveryConfigKey) {
   const std::string readme = text.str();
   const size_t at = readme.find("Config keys:");
   ASSERT_NE(at, std::string::npos);
-  std::smatch end;
-  const std::string rest = readme.substr(at);
-  ASSERT_TRUE(std::regex_search(rest, end, std::regex(R"(\.\s)")));
-  std::string sentence = rest.substr(0, end.position(0));
-  sentence = std::regex_replace(sentence, std::regex(R"(\([^)]*\))"), "");
+  // The sentence ends at a full stop followed by a space or a newline.
+  size_t end = at;
+  while (end + 1 < readme.size() && !(readme[end] == '.' && std::isspace(readme[end + 1]))) ++end;
   std::set<std::string> listed;
-  const std::regex name("`([a-z_]+)`");
-  for (auto it = std::sregex_iterator(sentence.begin(), sentence.end(), name);
-       it != std::sregex_iterator(); ++it) {
-    listed.insert((*it)[1]);
+  int depth = 0;  // inside parentheses: values and notes, not keys
+  for (size_t i = at; i < end; ++i) {
+    if (readme[i] == '(') ++depth;
+    if (readme[i] == ')') --depth;
+    if (readme[i] != '`' || depth > 0) continue;
+    const size_t close = readme.find('`', i + 1);
+    ASSERT_NE(close, std::string::npos);
+    listed.insert(readme.substr(i + 1, close - i - 1));
+    i = close;
   }
   EXPECT_EQ(listed, config_keys());
 }

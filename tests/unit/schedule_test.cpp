@@ -185,8 +185,11 @@ TEST_F(SyncSchedule, ForwardMovesEachUpdateBeforeTheFirstPassThatReadsItsParamet
       });
     };
     EXPECT_TRUE(reads_mine(s.steps[j]));
-    for (size_t k = 0; k < i; ++k)
-      if (s.steps[k].pass == Pass::kForward) EXPECT_FALSE(reads_mine(s.steps[k]));
+    for (size_t k = 0; k < i; ++k) {
+      if (s.steps[k].pass == Pass::kForward) {
+        EXPECT_FALSE(reads_mine(s.steps[k]));
+      }
+    }
   }
   EXPECT_EQ(updates, plan.buckets.size());
   for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;

@@ -1,4 +1,4 @@
-#include "runtime/core/tensor.h"
+#include "runtime/memory/tensor.h"
 
 #include <fmt/format.h>
 

@@ -1,4 +1,4 @@
-#include "runtime/train/stats.h"
+#include "runtime/core/stats.h"
 
 #include <algorithm>
 #include <cmath>

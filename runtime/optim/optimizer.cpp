@@ -1,4 +1,4 @@
-#include "runtime/train/optimizer.h"
+#include "runtime/optim/optimizer.h"
 
 namespace dlb {
 
