@@ -7,7 +7,6 @@
 #include <cmath>
 #include <numeric>
 
-#include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/rng.h"
 
 namespace dlb::testing {
@@ -71,9 +70,16 @@ void compare(Backend& b, Tensor& t, const std::vector<float>& analytic,
 
 }  // namespace
 
-void check_layer(Layer& layer, const std::vector<Shape>& in_shapes, const CheckOptions& opt,
-                 uint64_t seed) {
-  CpuBackend b({});
+std::vector<BackendKind> gradcheck_backends() { return {BackendKind::kCpu}; }
+
+std::unique_ptr<Backend> make_check_backend(BackendKind kind) { return make_backend(kind, {}); }
+
+std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info) {
+  return std::string(backend_kind_name(info.param));
+}
+
+void check_layer(Backend& b, Layer& layer, const std::vector<Shape>& in_shapes,
+                 const CheckOptions& opt, uint64_t seed) {
   Rng rng(seed);
   setup_standalone(layer, b, in_shapes, rng);
   std::vector<Tensor> xs, dxs;
@@ -110,8 +116,7 @@ void check_layer(Layer& layer, const std::vector<Shape>& in_shapes, const CheckO
   }
 }
 
-void check_graph(Graph& g, const CheckOptions& opt, uint64_t seed) {
-  CpuBackend b({});
+void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   Rng rng(seed);
   g.setup(b, rng);
   fill_random(b, g.input_tensor(), rng, opt.avoid_kinks);

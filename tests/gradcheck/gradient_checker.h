@@ -1,13 +1,26 @@
 // Finite-difference gradient checks, after Caffe's GradientChecker. The objective is
 // L = sum(y * r) for a fixed random r, so dL/dy = r; every input and parameter element checked
 // (all of them, or a random sample for large tensors) must match the central difference.
+//
+// The checks run on any backend: the caller passes it, and the tests are parameterized over
+// gradcheck_backends(), so a backend that implements the training ops reuses every check.
 #pragma once
+#include <gtest/gtest.h>
+
 #include <functional>
+#include <memory>
+#include <ostream>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/nn/graph.h"
 #include "runtime/nn/layer.h"
+
+namespace dlb {
+// How gtest prints a BackendKind parameter: "cpu", not its bytes.
+inline void PrintTo(BackendKind kind, std::ostream* os) { *os << backend_kind_name(kind); }
+}  // namespace dlb
 
 namespace dlb::testing {
 
@@ -21,10 +34,19 @@ struct CheckOptions {
   bool avoid_kinks = false;
 };
 
-// Checks one layer on inputs of these shapes; reports failures through GoogleTest.
-void check_layer(Layer& layer, const std::vector<Shape>& in_shapes, const CheckOptions& opt = {},
-                 uint64_t seed = 1);
-// Checks a whole graph (input gradient through backward() and every parameter).
-void check_graph(Graph& graph, const CheckOptions& opt = {}, uint64_t seed = 1);
+// The backends whose training ops the checks cover: the CPU today. A backend joins this list
+// when it implements every op of the Backend seam (the CUDA backend: only where a GPU is visible).
+std::vector<BackendKind> gradcheck_backends();
+// A fresh backend of this kind, with no memory budget.
+std::unique_ptr<Backend> make_check_backend(BackendKind kind);
+// gtest's name for a backend parameter ("cpu"), and how a failure prints it.
+std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info);
+
+// Checks one layer on `backend`, on inputs of these shapes; reports failures through
+// GoogleTest.
+void check_layer(Backend& backend, Layer& layer, const std::vector<Shape>& in_shapes,
+                 const CheckOptions& opt = {}, uint64_t seed = 1);
+// Checks a whole graph on `backend` (input gradient through backward() and every parameter).
+void check_graph(Backend& backend, Graph& graph, const CheckOptions& opt = {}, uint64_t seed = 1);
 
 }  // namespace dlb::testing

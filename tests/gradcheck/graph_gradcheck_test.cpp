@@ -16,7 +16,12 @@ std::unique_ptr<Conv2d> conv(int64_t in, int64_t out, int64_t k, int64_t s) {
   return std::make_unique<Conv2d>(Conv2dOptions{in, out, k, s, k / 2, 1, true});
 }
 
-TEST(GraphGradcheck, ResidualBlocksWithForks) {
+class GraphGradcheck : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  std::unique_ptr<Backend> backend = make_check_backend(GetParam());
+};
+
+TEST_P(GraphGradcheck, ResidualBlocksWithForks) {
   Graph g(Shape{2, 3, 6, 6});
   int x = g.add("stem", conv(3, 4, 3, 1), {g.input()});
   // Block 1: identity shortcut (x feeds conv and add).
@@ -30,10 +35,10 @@ TEST(GraphGradcheck, ResidualBlocksWithForks) {
   x = g.add("pool", std::make_unique<AdaptiveAvgPool2d>(1, 1), {x});
   x = g.add("flatten", std::make_unique<Flatten>(), {x});
   g.add("fc", std::make_unique<Linear>(6, 3), {x});
-  check_graph(g);
+  check_graph(*backend, g);
 }
 
-TEST(GraphGradcheck, BatchNormBetweenConvolutions) {
+TEST_P(GraphGradcheck, BatchNormBetweenConvolutions) {
   Graph g(Shape{3, 2, 5, 5});
   int x = g.add("conv1", conv(2, 3, 3, 1), {g.input()});
   x = g.add("bn1", std::make_unique<BatchNorm>(3), {x});
@@ -42,8 +47,11 @@ TEST(GraphGradcheck, BatchNormBetweenConvolutions) {
   g.add("fc", std::make_unique<Linear>(2 * 3 * 3, 4), {x});
   CheckOptions o;
   o.step = 1e-3;
-  check_graph(g, o);
+  check_graph(*backend, g, o);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, GraphGradcheck, ::testing::ValuesIn(gradcheck_backends()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace dlb::testing

@@ -1,5 +1,5 @@
 // Every layer against finite differences: weights, biases and inputs, over strides, padding,
-// groups and odd sizes.
+// groups and odd sizes, on every backend of gradcheck_backends().
 #include <gtest/gtest.h>
 
 #include "runtime/nn/layers/batch_norm.h"
@@ -13,98 +13,118 @@ namespace dlb::testing {
 namespace {
 
 struct ConvCase {
+  const char* name;
   int64_t in, out, kernel, stride, pad, groups, h, w;
   bool bias;
 };
+void PrintTo(const ConvCase& c, std::ostream* os) {
+  *os << c.name << " (" << c.in << "->" << c.out << " k" << c.kernel << " s" << c.stride << " p"
+      << c.pad << " g" << c.groups << " " << c.h << "x" << c.w << (c.bias ? " bias" : "") << ")";
+}
 
-class ConvGradcheck : public ::testing::TestWithParam<ConvCase> {};
+class ConvGradcheck : public ::testing::TestWithParam<std::tuple<BackendKind, ConvCase>> {};
 
 TEST_P(ConvGradcheck, MatchesFiniteDifferences) {
-  const ConvCase c = GetParam();
+  const auto& [kind, c] = GetParam();
+  auto backend = make_check_backend(kind);
   Conv2d conv(Conv2dOptions{c.in, c.out, c.kernel, c.stride, c.pad, c.groups, c.bias});
-  check_layer(conv, {Shape{2, c.in, c.h, c.w}});
+  check_layer(*backend, conv, {Shape{2, c.in, c.h, c.w}});
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConvGradcheck,
-    ::testing::Values(ConvCase{3, 4, 3, 1, 1, 1, 6, 6, true},    // same padding
-                      ConvCase{3, 5, 3, 2, 1, 1, 7, 5, true},    // stride 2, odd, non-square
-                      ConvCase{2, 3, 5, 1, 0, 1, 7, 7, false},   // no padding, no bias
-                      ConvCase{4, 6, 3, 2, 0, 2, 9, 8, true},    // groups
-                      ConvCase{3, 4, 1, 2, 0, 1, 5, 5, false},   // 1x1 stride 2 (downsample)
-                      ConvCase{3, 4, 7, 2, 3, 1, 9, 9, false},   // resnet stem
-                      ConvCase{2, 3, 11, 4, 2, 1, 15, 15, true}  // alexnet stem
-                      ));
+    ::testing::Combine(
+        ::testing::ValuesIn(gradcheck_backends()),
+        ::testing::Values(ConvCase{"same_padding", 3, 4, 3, 1, 1, 1, 6, 6, true},
+                          ConvCase{"stride2_odd_nonsquare", 3, 5, 3, 2, 1, 1, 7, 5, true},
+                          ConvCase{"no_padding_no_bias", 2, 3, 5, 1, 0, 1, 7, 7, false},
+                          ConvCase{"groups", 4, 6, 3, 2, 0, 2, 9, 8, true},
+                          ConvCase{"downsample_1x1_stride2", 3, 4, 1, 2, 0, 1, 5, 5, false},
+                          ConvCase{"resnet_stem", 3, 4, 7, 2, 3, 1, 9, 9, false},
+                          ConvCase{"alexnet_stem", 2, 3, 11, 4, 2, 1, 15, 15, true})),
+    [](const auto& info) {
+      return std::string(backend_kind_name(std::get<0>(info.param))) + "_" +
+             std::get<1>(info.param).name;
+    });
 
-TEST(Gradcheck, Linear) {
+// Every other layer, on each backend.
+class Gradcheck : public ::testing::TestWithParam<BackendKind> {
+ protected:
+  std::unique_ptr<Backend> backend = make_check_backend(GetParam());
+};
+
+TEST_P(Gradcheck, Linear) {
   Linear fc(7, 5);
-  check_layer(fc, {Shape{3, 7}});
+  check_layer(*backend, fc, {Shape{3, 7}});
 }
 
-TEST(Gradcheck, BatchNorm2d) {
+TEST_P(Gradcheck, BatchNorm2d) {
   BatchNorm bn(3);
   CheckOptions o;
   o.step = 1e-3;
-  check_layer(bn, {Shape{4, 3, 3, 5}}, o);
+  check_layer(*backend, bn, {Shape{4, 3, 3, 5}}, o);
 }
 
-TEST(Gradcheck, BatchNorm1d) {
+TEST_P(Gradcheck, BatchNorm1d) {
   BatchNorm bn(4);
   CheckOptions o;
   o.step = 1e-3;
-  check_layer(bn, {Shape{6, 4}}, o);
+  check_layer(*backend, bn, {Shape{6, 4}}, o);
 }
 
-TEST(Gradcheck, Relu) {
+TEST_P(Gradcheck, Relu) {
   Relu relu;
   CheckOptions o;
   o.avoid_kinks = true;
-  check_layer(relu, {Shape{2, 3, 4, 5}}, o);
+  check_layer(*backend, relu, {Shape{2, 3, 4, 5}}, o);
 }
 
-TEST(Gradcheck, MaxPoolOverlappingPadded) {
+TEST_P(Gradcheck, MaxPoolOverlappingPadded) {
   Pool2d pool(PoolMode::kMax, 3, 2, 1);
   CheckOptions o;
   o.avoid_kinks = true;
-  check_layer(pool, {Shape{2, 3, 9, 7}}, o);
+  check_layer(*backend, pool, {Shape{2, 3, 9, 7}}, o);
 }
 
-TEST(Gradcheck, MaxPoolNonOverlapping) {
+TEST_P(Gradcheck, MaxPoolNonOverlapping) {
   Pool2d pool(PoolMode::kMax, 2, 2, 0);
   CheckOptions o;
   o.avoid_kinks = true;
-  check_layer(pool, {Shape{2, 2, 7, 6}}, o);
+  check_layer(*backend, pool, {Shape{2, 2, 7, 6}}, o);
 }
 
-TEST(Gradcheck, AvgPoolPadded) {
+TEST_P(Gradcheck, AvgPoolPadded) {
   Pool2d pool(PoolMode::kAvg, 3, 2, 1);
-  check_layer(pool, {Shape{2, 3, 7, 8}});
+  check_layer(*backend, pool, {Shape{2, 3, 7, 8}});
 }
 
-TEST(Gradcheck, AdaptiveAvgPoolShrinking) {
+TEST_P(Gradcheck, AdaptiveAvgPoolShrinking) {
   AdaptiveAvgPool2d pool(3, 2);
-  check_layer(pool, {Shape{2, 3, 7, 5}});
+  check_layer(*backend, pool, {Shape{2, 3, 7, 5}});
 }
 
-TEST(Gradcheck, AdaptiveAvgPoolGrowing) {  // vgg16 and alexnet on small images
+TEST_P(Gradcheck, AdaptiveAvgPoolGrowing) {  // vgg16 and alexnet on small images
   AdaptiveAvgPool2d pool(7, 7);
-  check_layer(pool, {Shape{1, 2, 3, 2}});
+  check_layer(*backend, pool, {Shape{1, 2, 3, 2}});
 }
 
-TEST(Gradcheck, Dropout) {
+TEST_P(Gradcheck, Dropout) {
   Dropout d(0.4f);
-  check_layer(d, {Shape{3, 10}});
+  check_layer(*backend, d, {Shape{3, 10}});
 }
 
-TEST(Gradcheck, Add) {
+TEST_P(Gradcheck, Add) {
   Add add;
-  check_layer(add, {Shape{2, 3, 4, 4}, Shape{2, 3, 4, 4}});
+  check_layer(*backend, add, {Shape{2, 3, 4, 4}, Shape{2, 3, 4, 4}});
 }
 
-TEST(Gradcheck, Flatten) {
+TEST_P(Gradcheck, Flatten) {
   Flatten f;
-  check_layer(f, {Shape{2, 3, 2, 2}});
+  check_layer(*backend, f, {Shape{2, 3, 2, 2}});
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, Gradcheck, ::testing::ValuesIn(gradcheck_backends()),
+                         backend_param_name);
 
 }  // namespace
 }  // namespace dlb::testing

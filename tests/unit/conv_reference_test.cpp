@@ -14,6 +14,14 @@ namespace {
 struct Case {
   int64_t n, cin, h, w, cout, k, stride, pad, groups;
 };
+// "n2_c3x8x8_to4_k3_s1_p1_g1": readable in test names and failure messages.
+std::string case_name(const Case& c) {
+  return "n" + std::to_string(c.n) + "_c" + std::to_string(c.cin) + "x" + std::to_string(c.h) +
+         "x" + std::to_string(c.w) + "_to" + std::to_string(c.cout) + "_k" + std::to_string(c.k) +
+         "_s" + std::to_string(c.stride) + "_p" + std::to_string(c.pad) + "_g" +
+         std::to_string(c.groups);
+}
+void PrintTo(const Case& c, std::ostream* os) { *os << case_name(c); }
 
 std::vector<float> random_vec(int64_t n, Rng& rng) {
   std::vector<float> v(n);
@@ -99,7 +107,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{2, 64, 16, 16, 128, 1, 2, 0, 1}, Case{2, 256, 4, 4, 512, 3, 2, 1, 1},
                       Case{2, 256, 4, 4, 512, 1, 2, 0, 1}, Case{2, 512, 2, 2, 512, 3, 1, 1, 1},
                       Case{1, 3, 32, 32, 64, 7, 2, 3, 1}, Case{2, 3, 67, 67, 64, 11, 4, 2, 1},
-                      Case{1, 8, 1, 1, 4, 3, 1, 1, 1}));
+                      Case{1, 8, 1, 1, 4, 3, 1, 1, 1}),
+    [](const auto& info) { return case_name(info.param); });
 
 }  // namespace
 }  // namespace dlb

@@ -17,6 +17,9 @@ struct Expected {
   int64_t params;
   double gmacs;  // torchvision's "GFLOPS"
 };
+void PrintTo(const Expected& e, std::ostream* os) {
+  *os << e.model << " (" << e.params << " parameters, " << e.gmacs << " GMACs)";
+}
 
 class TorchvisionFacts : public ::testing::TestWithParam<Expected> {};
 
@@ -31,7 +34,8 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchvisionFacts,
                          ::testing::Values(Expected{"alexnet", 61100840, 0.71},
                                            Expected{"vgg16", 138357544, 15.47},
                                            Expected{"resnet18", 11689512, 1.81},
-                                           Expected{"resnet50", 25557032, 4.09}));
+                                           Expected{"resnet50", 25557032, 4.09}),
+                         [](const auto& info) { return std::string(info.param.model); });
 
 TEST(Models, ParameterCountDoesNotDependOnImageSize) {
   // The adaptive pools make the classifier independent of the input size, as in torchvision.

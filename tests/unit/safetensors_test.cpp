@@ -64,6 +64,10 @@ struct Malformed {
   int64_t declared_len;
   const char* message;
 };
+void PrintTo(const Malformed& m, std::ostream* os) {
+  *os << m.name << ": header " << m.header.substr(0, 60) << ", " << m.data.size()
+      << " data bytes, expecting '" << m.message << "'";
+}
 
 class SafetensorsMalformed : public ::testing::TestWithParam<Malformed> {};
 

@@ -131,6 +131,9 @@ struct Bad {
   std::string text;
   const char* message;
 };
+void PrintTo(const Bad& b, std::ostream* os) {
+  *os << b.name << ": expecting '" << b.message << "'";
+}
 
 class SuiteRejects : public ::testing::TestWithParam<Bad> {};
 
