@@ -1,19 +1,19 @@
 // Inverted dropout: kept values are scaled by 1/(1-p) in training, so inference is the identity.
+// Element i is dropped when counter_uniform(seed, i) < p: the CUDA backend draws the same mask.
 #include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/core/rng.h"
+#include "runtime/core/counter_hash.h"
 
 namespace dlb {
 
 void CpuBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) {
   check_same_shape(x, y, "dropout");
   check_same_shape(x, mask, "dropout mask");
-  Rng rng(seed);
   const float keep_scale = 1.f / (1.f - p);
   float* m = mask.data<float>();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
-    m[i] = rng.uniform() < p ? 0.f : keep_scale;
+    m[i] = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
     yp[i] = xp[i] * m[i];
   }
 }

@@ -1,0 +1,188 @@
+// The math of the CUDA backend's own kernels (the ops cuDNN and cuBLASLt do not do), one functor
+// per kernel. Each is called with one index (an element, a row or an input pixel) and computes
+// exactly that index's output, so:
+//   - kernels.cu launches each as a thin grid-stride loop (for_each_index);
+//   - tests/unit/cuda_kernel_math_test.cpp runs the same functor on the host over every index and
+//     compares with the CPU backend, which is the reference.
+// Host-compilable: includes nothing of CUDA.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/counter_hash.h"
+#include "runtime/core/host_device.h"
+
+namespace dlb::cuda {
+
+struct ReluForward {
+  const float* x;
+  float* y;
+  DLB_HD void operator()(int64_t i) const { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+};
+
+// Reads the output, as the CPU backend does: y > 0 exactly where x > 0.
+struct ReluBackward {
+  const float* y;
+  const float* dy;
+  float* dx;
+  DLB_HD void operator()(int64_t i) const { dx[i] = y[i] > 0.f ? dy[i] : 0.f; }
+};
+
+struct Add {
+  const float* a;
+  const float* b;
+  float* y;
+  DLB_HD void operator()(int64_t i) const { y[i] = a[i] + b[i]; }
+};
+
+struct Accumulate {  // y += x
+  const float* x;
+  float* y;
+  DLB_HD void operator()(int64_t i) const { y[i] += x[i]; }
+};
+
+// Inverted dropout: element i is dropped when counter_uniform(seed, i) < p, else scaled by
+// 1/(1-p); the mask holds 0 or that scale, and backward multiplies by it.
+struct DropoutForward {
+  const float* x;
+  float p;
+  uint64_t seed;
+  float* mask;
+  float* y;
+  DLB_HD void operator()(int64_t i) const {
+    const float keep_scale = 1.f / (1.f - p);
+    mask[i] = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
+    y[i] = x[i] * mask[i];
+  }
+};
+
+struct DropoutBackward {
+  const float* dy;
+  const float* mask;
+  float* dx;
+  DLB_HD void operator()(int64_t i) const { dx[i] = dy[i] * mask[i]; }
+};
+
+// torch.optim.SGD with momentum and weight decay (dampening 0), over one element of the flat
+// parameter buffer. nvcc may contract the multiply-adds into FMAs: on a GPU the result can differ
+// from the CPU's by a rounding per operation.
+struct SgdUpdate {
+  SgdConfig cfg;
+  const float* grad;
+  float* momentum;
+  float* param;
+  DLB_HD void operator()(int64_t i) const {
+    const float d = grad[i] + cfg.weight_decay * param[i];
+    momentum[i] = cfg.momentum * momentum[i] + d;
+    param[i] -= cfg.lr * momentum[i];
+  }
+};
+
+// Softmax cross-entropy over one row of [rows, classes] logits: writes the row's probabilities
+// and its loss term log(sum exp(z - max)) - (z[label] - max), in double as the CPU backend sums.
+// A label outside [0, classes) makes the term NaN (a kernel cannot throw; the backend checks
+// labels when they are loaded).
+struct SoftmaxCrossEntropyRow {
+  const float* logits;
+  const int64_t* labels;
+  int64_t classes;
+  float* probs;
+  double* row_loss;
+  DLB_HD void operator()(int64_t row) const {
+    const float* z = logits + row * classes;
+    float* p = probs + row * classes;
+    float mx = z[0];
+    for (int64_t j = 1; j < classes; ++j) mx = z[j] > mx ? z[j] : mx;
+    double s = 0;
+    for (int64_t j = 0; j < classes; ++j) s += exp(static_cast<double>(z[j] - mx));
+    const double log_s = log(s);
+    for (int64_t j = 0; j < classes; ++j) {
+      p[j] = static_cast<float>(exp(static_cast<double>(z[j] - mx) - log_s));
+    }
+    const int64_t label = labels[row];
+    row_loss[row] = label >= 0 && label < classes ? log_s - static_cast<double>(z[label] - mx)
+                                                  : static_cast<double>(NAN);
+  }
+};
+
+// The batch mean of the row terms, summed in row order: one index (a single thread), so the loss
+// is the same on every run.
+struct MeanOfRows {
+  const double* row_loss;
+  int64_t rows;
+  float* loss;
+  DLB_HD void operator()(int64_t) const {
+    double total = 0;
+    for (int64_t r = 0; r < rows; ++r) total += row_loss[r];
+    loss[0] = static_cast<float>(total / static_cast<double>(rows));
+  }
+};
+
+// d loss / d logits = (probs - onehot(label)) / rows, one element per index.
+struct SoftmaxCrossEntropyBackward {
+  const float* probs;
+  const int64_t* labels;
+  int64_t rows, classes;
+  float* dlogits;
+  DLB_HD void operator()(int64_t i) const {
+    const float inv_n = 1.f / static_cast<float>(rows);
+    const int64_t row = i / classes, j = i % classes;
+    float g = probs[i] * inv_n;
+    if (labels[row] == j) g -= inv_n;
+    dlogits[i] = g;
+  }
+};
+
+// torch's adaptive pooling bins: output i of `out` averages inputs [start, end) of `in`.
+DLB_HD int64_t adaptive_bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
+DLB_HD int64_t adaptive_bin_end(int64_t i, int64_t in, int64_t out) {
+  return ((i + 1) * in + out - 1) / out;
+}
+
+// One output element of adaptive average pooling over [planes, h, w] -> [planes, oh, ow].
+struct AdaptiveAvgPoolForward {
+  const float* x;
+  int64_t h, w, oh, ow;
+  float* y;
+  DLB_HD void operator()(int64_t o) const {
+    const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
+    const int64_t ha = adaptive_bin_start(i, h, oh), hb = adaptive_bin_end(i, h, oh);
+    const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
+    const float* xp = x + plane * h * w;
+    double s = 0;
+    for (int64_t a = ha; a < hb; ++a) {
+      for (int64_t b = wa; b < wb; ++b) s += xp[a * w + b];
+    }
+    y[o] = static_cast<float>(s / static_cast<double>((hb - ha) * (wb - wa)));
+  }
+};
+
+// One input element's gradient: the sum, over the output bins that cover it (in row-major order),
+// of dy / bin area. Gathering instead of scattering needs no atomics, and adds the same terms in
+// the same order as the CPU backend's scatter.
+struct AdaptiveAvgPoolBackward {
+  const float* dy;
+  int64_t h, w, oh, ow;
+  float* dx;
+  DLB_HD void operator()(int64_t in) const {
+    const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
+    const float* gp = dy + plane * oh * ow;
+    float sum = 0.f;
+    // Bins i with start(i) <= a < end(i) lie in [a * oh / h, (a + 1) * oh / h], checked exactly.
+    const int64_t i_first = a * oh / h, i_last = ((a + 1) * oh + h - 1) / h;
+    const int64_t j_first = b * ow / w, j_last = ((b + 1) * ow + w - 1) / w;
+    for (int64_t i = i_first; i <= i_last && i < oh; ++i) {
+      const int64_t ha = adaptive_bin_start(i, h, oh), hb = adaptive_bin_end(i, h, oh);
+      if (a < ha || a >= hb) continue;
+      for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
+        const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
+        if (b < wa || b >= wb) continue;
+        sum += gp[i * ow + j] / static_cast<float>((hb - ha) * (wb - wa));
+      }
+    }
+    dx[in] = sum;
+  }
+};
+
+}  // namespace dlb::cuda

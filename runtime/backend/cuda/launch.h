@@ -1,0 +1,34 @@
+// Launching the kernels of kernels.h: the grid of a grid-stride loop (a pure function, tested on
+// the host), and launch_for_each, which runs a functor over [0, n) on a stream. Host-compilable:
+// the launch itself is defined, and instantiated for every functor of kernels.h, in kernels.cu.
+#pragma once
+#include <algorithm>
+#include <cstdint>
+
+#include "runtime/core/stream_ref.h"
+
+namespace dlb::cuda {
+
+struct Grid {
+  int64_t blocks = 0;  // 0: nothing to launch
+  int threads = 0;
+};
+
+// Threads per block of the element-wise kernels, and the most blocks a grid-stride loop uses:
+// enough to fill any current GPU many times over (H100: 132 SMs x 2048 threads) while each thread
+// still does a few iterations on large tensors.
+constexpr int kThreadsPerBlock = 256;
+constexpr int64_t kMaxBlocks = 32768;
+
+// A grid covering [0, n) with a grid-stride loop: every index is visited exactly once, by thread
+// (i % (blocks * threads)) in iteration i / (blocks * threads).
+inline Grid grid_for(int64_t n, int threads = kThreadsPerBlock, int64_t max_blocks = kMaxBlocks) {
+  if (n <= 0) return {0, threads};
+  return {std::min<int64_t>((n + threads - 1) / threads, max_blocks), threads};
+}
+
+// Runs f(i) for every i in [0, n) on `stream`, asynchronously. F is one of kernels.h's functors.
+template <typename F>
+void launch_for_each(StreamRef stream, int64_t n, const F& f);
+
+}  // namespace dlb::cuda

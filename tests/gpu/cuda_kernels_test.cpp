@@ -1,0 +1,154 @@
+// The CUDA backend's own kernels on a real GPU, against the CPU backend. Exact where the device
+// does the same operations as the host (ReLU, add, accumulate, dropout, the loss gradient,
+// adaptive pooling: IEEE adds, multiplies and divisions); within a rounding per operation where
+// nvcc contracts multiply-adds (SGD) or CUDA's double exp/log differ from glibc's by an ulp
+// (softmax: one float ulp after rounding). Without a visible GPU the program exits 77 (skipped).
+#include <gtest/gtest.h>
+
+#include <cfloat>
+#include <cmath>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/launch.h"
+#include "runtime/core/rng.h"
+#include "tests/gpu/skip_without_gpu.h"
+
+namespace dlb::cuda {
+namespace {
+
+class GpuKernels : public ::testing::Test {
+ protected:
+  // A host tensor with random values, and its copy on the device.
+  Tensor host_random(const Shape& s, float lo = -2.f, float hi = 2.f) {
+    Tensor t = cpu.empty(s, DType::kF32, MemCategory::kActivations, "h");
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = rng.uniform(lo, hi);
+    return t;
+  }
+  Tensor host_zeros(const Shape& s, DType d = DType::kF32) {
+    Tensor t = cpu.empty(s, d, MemCategory::kActivations, "h");
+    std::fill(static_cast<char*>(t.raw()), static_cast<char*>(t.raw()) + t.bytes(), 0);
+    return t;
+  }
+  Tensor on_device(const Tensor& h) {
+    Tensor d = gpu->empty(h.shape(), h.dtype(), MemCategory::kActivations, "d");
+    gpu->copy_from_host(h.raw(), d);
+    return d;
+  }
+  std::vector<float> back(const Tensor& d) {
+    std::vector<float> v(d.numel());
+    gpu->synchronize();
+    gpu->copy_to_host(d, v.data());
+    return v;
+  }
+  static std::vector<float> values(const Tensor& h) {
+    return {h.data<float>(), h.data<float>() + h.numel()};
+  }
+  CpuBackend cpu{{}};
+  std::unique_ptr<DeviceMemory> gpu = make_device_memory(BackendKind::kCuda, {});
+  Rng rng{11};
+};
+
+const Shape kShape{3, 5, 7, 9};
+
+TEST_F(GpuKernels, ElementwiseOpsAreExact) {
+  const Tensor x = host_random(kShape), b = host_random(kShape);
+  Tensor dx = on_device(x), db = on_device(b), dy = on_device(host_zeros(kShape));
+  Tensor y = host_zeros(kShape);
+  cpu.relu_forward(x, y);
+  launch_for_each(gpu->stream(), x.numel(), ReluForward{dx.data<float>(), dy.data<float>()});
+  EXPECT_EQ(back(dy), values(y));
+  cpu.add(x, b, y);
+  launch_for_each(gpu->stream(), x.numel(),
+                  Add{dx.data<float>(), db.data<float>(), dy.data<float>()});
+  EXPECT_EQ(back(dy), values(y));
+  cpu.accumulate(x, y);
+  launch_for_each(gpu->stream(), x.numel(), Accumulate{dx.data<float>(), dy.data<float>()});
+  EXPECT_EQ(back(dy), values(y));
+}
+
+TEST_F(GpuKernels, DropoutDrawsTheCpuMask) {
+  const Shape s{1 << 20};  // more indices than one pass of the grid covers
+  const Tensor x = host_random(s);
+  Tensor mask = host_zeros(s), y = host_zeros(s);
+  cpu.dropout_forward(x, 0.3f, 99, mask, y);
+  Tensor dx = on_device(x), dmask = on_device(host_zeros(s)), dy = on_device(host_zeros(s));
+  launch_for_each(
+      gpu->stream(), x.numel(),
+      DropoutForward{dx.data<float>(), 0.3f, 99, dmask.data<float>(), dy.data<float>()});
+  EXPECT_EQ(back(dmask), values(mask));
+  EXPECT_EQ(back(dy), values(y));
+}
+
+TEST_F(GpuKernels, SgdWithinOneRoundingPerOperation) {
+  const Shape s{100003};
+  const Tensor g = host_random(s), buf0 = host_random(s), p0 = host_random(s);
+  const SgdConfig cfg{0.1f, 0.9f, 1e-4f};
+  Tensor buf = host_zeros(s), p = host_zeros(s);
+  cpu.copy(buf0, buf);
+  cpu.copy(p0, p);
+  cpu.sgd_update(cfg, g, buf, p);
+  Tensor dg = on_device(g), dbuf = on_device(buf0), dp = on_device(p0);
+  launch_for_each(gpu->stream(), s.numel(),
+                  SgdUpdate{cfg, dg.data<float>(), dbuf.data<float>(), dp.data<float>()});
+  const std::vector<float> gb = back(dbuf), gp = back(dp);
+  for (int64_t i = 0; i < s.numel(); ++i) {
+    // Three multiply-adds, each at most one rounding (2^-24 relative) of its largest term apart.
+    const double terms = std::abs(g.data<float>()[i]) +
+                         std::abs(cfg.weight_decay * p0.data<float>()[i]) +
+                         std::abs(cfg.momentum * buf0.data<float>()[i]);
+    ASSERT_NEAR(gb[i], buf.data<float>()[i], 4 * FLT_EPSILON * terms) << i;
+    ASSERT_NEAR(gp[i], p.data<float>()[i],
+                4 * FLT_EPSILON * (std::abs(p0.data<float>()[i]) + cfg.lr * terms))
+        << i;
+  }
+}
+
+TEST_F(GpuKernels, SoftmaxCrossEntropyWithinAFloatUlp) {
+  const int64_t rows = 64, classes = 1000;
+  const Tensor logits = host_random({rows, classes}, -20.f, 20.f);
+  Tensor labels = host_zeros({rows}, DType::kI64);
+  for (int64_t r = 0; r < rows; ++r) labels.data<int64_t>()[r] = rng.below(classes);
+  Tensor probs = host_zeros({rows, classes}), loss = host_zeros({1});
+  cpu.softmax_cross_entropy(logits, labels, probs, loss);
+  Tensor dl = on_device(logits), dlab = on_device(labels);
+  Tensor dprobs = on_device(host_zeros({rows, classes})), dloss = on_device(host_zeros({1}));
+  // The row terms are doubles: 2 floats' bytes each.
+  Tensor drow = gpu->empty({rows * 2}, DType::kF32, MemCategory::kWorkspace, "row terms");
+  auto* row_loss = static_cast<double*>(drow.raw());
+  launch_for_each(gpu->stream(), rows,
+                  SoftmaxCrossEntropyRow{dl.data<float>(), dlab.data<int64_t>(), classes,
+                                         dprobs.data<float>(), row_loss});
+  launch_for_each(gpu->stream(), 1, MeanOfRows{row_loss, rows, dloss.data<float>()});
+  const std::vector<float> gprobs = back(dprobs), gloss = back(dloss);
+  for (int64_t i = 0; i < rows * classes; ++i) {
+    ASSERT_NEAR(gprobs[i], probs.data<float>()[i], FLT_EPSILON * probs.data<float>()[i]) << i;
+  }
+  EXPECT_NEAR(gloss[0], loss.data<float>()[0], FLT_EPSILON * loss.data<float>()[0]);
+}
+
+TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
+  const Shape in{4, 8, 13, 11}, out{4, 8, 6, 4};
+  const Tensor x = host_random(in), g = host_random(out);
+  Tensor y = host_zeros(out), dxr = host_zeros(in);
+  cpu.adaptive_avg_pool_forward(x, y);
+  cpu.adaptive_avg_pool_backward(g, dxr);
+  Tensor dx = on_device(x), dg = on_device(g);
+  Tensor dy = on_device(host_zeros(out)), ddx = on_device(host_zeros(in));
+  launch_for_each(gpu->stream(), y.numel(),
+                  AdaptiveAvgPoolForward{dx.data<float>(), 13, 11, 6, 4, dy.data<float>()});
+  launch_for_each(gpu->stream(), dxr.numel(),
+                  AdaptiveAvgPoolBackward{dg.data<float>(), 13, 11, 6, 4, ddx.data<float>()});
+  EXPECT_EQ(back(dy), values(y));
+  EXPECT_EQ(back(ddx), values(dxr));
+}
+
+}  // namespace
+}  // namespace dlb::cuda
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  if (dlb::skip_without_gpu()) return dlb::kSkippedExitCode;
+  return RUN_ALL_TESTS();
+}

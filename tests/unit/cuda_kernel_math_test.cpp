@@ -1,0 +1,220 @@
+// The CUDA backend's own kernels, checked here without a GPU: each kernel's functor
+// (runtime/backend/cuda/kernels.h) runs on the host over every index, and its output must equal
+// the CPU backend's, bit for bit. The functor and the CPU op do the same float and double
+// operations in the same order, and here both are compiled by the same host compiler, so equality
+// is the arithmetic's own expectation. (On a GPU, nvcc may fuse multiply-adds and its exp/log
+// differ in the last bit: the gpu-labelled tests compare with tolerances for that.) The grid of
+// the grid-stride loop is checked to visit every index exactly once.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/launch.h"
+#include "runtime/core/rng.h"
+
+namespace dlb::cuda {
+namespace {
+
+// What the GPU does with a functor, run on the host: every index of [0, n), once.
+template <typename F>
+void run_on_host(int64_t n, const F& f) {
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+class KernelMath : public ::testing::Test {
+ protected:
+  Tensor random(const Shape& s, float lo = -2.f, float hi = 2.f) {
+    std::vector<float> v(s.numel());
+    for (float& x : v) x = rng.uniform(lo, hi);
+    Tensor t = cpu.empty(s, DType::kF32, MemCategory::kActivations, "t");
+    cpu.copy_from_host(v.data(), t);
+    return t;
+  }
+  Tensor zeros(const Shape& s) {
+    Tensor t = cpu.empty(s, DType::kF32, MemCategory::kActivations, "t");
+    cpu.fill(t, 0.f);
+    return t;
+  }
+  Tensor copy_of(const Tensor& t) {
+    Tensor c = zeros(t.shape());
+    cpu.copy(t, c);
+    return c;
+  }
+  static std::vector<float> values(const Tensor& t) {
+    return {t.data<float>(), t.data<float>() + t.numel()};
+  }
+  CpuBackend cpu{{}};
+  Rng rng{7};
+};
+
+// Shapes with odd sizes, so no index pattern hides behind a power of two.
+const Shape kShape{3, 5, 7, 9};
+
+TEST_F(KernelMath, ReluForwardAndBackward) {
+  const Tensor x = random(kShape), dy = random(kShape);
+  Tensor y_ref = zeros(kShape), y = zeros(kShape), dx_ref = zeros(kShape), dx = zeros(kShape);
+  cpu.relu_forward(x, y_ref);
+  run_on_host(x.numel(), ReluForward{x.data<float>(), y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+  cpu.relu_backward(y_ref, dy, dx_ref);
+  run_on_host(x.numel(), ReluBackward{y_ref.data<float>(), dy.data<float>(), dx.data<float>()});
+  EXPECT_EQ(values(dx), values(dx_ref));
+}
+
+TEST_F(KernelMath, AddAndAccumulate) {
+  const Tensor a = random(kShape), b = random(kShape);
+  Tensor y_ref = zeros(kShape), y = zeros(kShape);
+  cpu.add(a, b, y_ref);
+  run_on_host(a.numel(), Add{a.data<float>(), b.data<float>(), y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+  Tensor acc_ref = copy_of(b), acc = copy_of(b);
+  cpu.accumulate(a, acc_ref);
+  run_on_host(a.numel(), Accumulate{a.data<float>(), acc.data<float>()});
+  EXPECT_EQ(values(acc), values(acc_ref));
+}
+
+TEST_F(KernelMath, DropoutDrawsTheCpuBackendsMask) {
+  const Shape s{4, 25000};
+  const Tensor x = random(s), dy = random(s);
+  const float p = 0.4f;
+  Tensor mask_ref = zeros(s), y_ref = zeros(s), mask = zeros(s), y = zeros(s);
+  cpu.dropout_forward(x, p, 1234, mask_ref, y_ref);
+  run_on_host(x.numel(),
+              DropoutForward{x.data<float>(), p, 1234, mask.data<float>(), y.data<float>()});
+  EXPECT_EQ(values(mask), values(mask_ref));
+  EXPECT_EQ(values(y), values(y_ref));
+  // The fraction dropped is p within 5 standard deviations of a binomial(n, p).
+  int64_t dropped = 0;
+  for (float m : values(mask)) dropped += m == 0.f;
+  const double n = static_cast<double>(x.numel());
+  EXPECT_NEAR(static_cast<double>(dropped) / n, p, 5 * std::sqrt(p * (1 - p) / n));
+  Tensor dx_ref = zeros(s), dx = zeros(s);
+  cpu.dropout_backward(dy, mask_ref, dx_ref);
+  run_on_host(x.numel(), DropoutBackward{dy.data<float>(), mask.data<float>(), dx.data<float>()});
+  EXPECT_EQ(values(dx), values(dx_ref));
+}
+
+TEST_F(KernelMath, DropoutMasksDifferBetweenSeeds) {
+  const Shape s{1000};
+  const Tensor x = random(s);
+  Tensor m1 = zeros(s), m2 = zeros(s), y = zeros(s);
+  run_on_host(1000, DropoutForward{x.data<float>(), 0.5f, 1, m1.data<float>(), y.data<float>()});
+  run_on_host(1000, DropoutForward{x.data<float>(), 0.5f, 2, m2.data<float>(), y.data<float>()});
+  EXPECT_NE(values(m1), values(m2));
+}
+
+TEST_F(KernelMath, SgdUpdateWithMomentumAndWeightDecay) {
+  const Shape s{1001};
+  const Tensor grad = random(s);
+  const Tensor buf0 = random(s), param0 = random(s);
+  const SgdConfig cfg{0.05f, 0.9f, 1e-3f};
+  Tensor buf_ref = copy_of(buf0), param_ref = copy_of(param0);
+  Tensor buf = copy_of(buf0), param = copy_of(param0);
+  for (int step = 0; step < 3; ++step) {
+    cpu.sgd_update(cfg, grad, buf_ref, param_ref);
+    run_on_host(1001, SgdUpdate{cfg, grad.data<float>(), buf.data<float>(), param.data<float>()});
+  }
+  EXPECT_EQ(values(buf), values(buf_ref));
+  EXPECT_EQ(values(param), values(param_ref));
+}
+
+TEST_F(KernelMath, SoftmaxCrossEntropyForwardAndBackward) {
+  const int64_t rows = 13, classes = 1000;  // imagenet's classes, a batch that is not a multiple
+  const Tensor logits = random({rows, classes}, -20.f, 20.f);
+  Tensor labels = cpu.empty({rows}, DType::kI64, MemCategory::kData, "labels");
+  for (int64_t r = 0; r < rows; ++r) labels.data<int64_t>()[r] = rng.below(classes);
+  Tensor probs_ref = zeros({rows, classes}), loss_ref = zeros({1});
+  cpu.softmax_cross_entropy(logits, labels, probs_ref, loss_ref);
+  Tensor probs = zeros({rows, classes}), loss = zeros({1});
+  std::vector<double> row_loss(rows);
+  run_on_host(rows, SoftmaxCrossEntropyRow{logits.data<float>(), labels.data<int64_t>(), classes,
+                                           probs.data<float>(), row_loss.data()});
+  run_on_host(1, MeanOfRows{row_loss.data(), rows, loss.data<float>()});
+  EXPECT_EQ(values(probs), values(probs_ref));
+  EXPECT_EQ(values(loss), values(loss_ref));
+
+  Tensor d_ref = zeros({rows, classes}), d = zeros({rows, classes});
+  cpu.softmax_cross_entropy_backward(probs_ref, labels, d_ref);
+  run_on_host(rows * classes,
+              SoftmaxCrossEntropyBackward{probs.data<float>(), labels.data<int64_t>(), rows,
+                                          classes, d.data<float>()});
+  EXPECT_EQ(values(d), values(d_ref));
+}
+
+TEST_F(KernelMath, SoftmaxCrossEntropyMarksALabelOutOfRangeAsNaN) {
+  const Tensor logits = random({2, 3});
+  const int64_t labels[] = {1, 3};
+  std::vector<float> probs(6);
+  std::vector<double> row_loss(2);
+  run_on_host(
+      2, SoftmaxCrossEntropyRow{logits.data<float>(), labels, 3, probs.data(), row_loss.data()});
+  EXPECT_TRUE(std::isfinite(row_loss[0]));
+  EXPECT_TRUE(std::isnan(row_loss[1]));
+}
+
+// Shrinking (overlapping bins), growing (repeated inputs), and the 1x1 global pool.
+struct PoolCase {
+  const char* name;
+  int64_t h, w, oh, ow;
+};
+void PrintTo(const PoolCase& c, std::ostream* os) {
+  *os << c.name << " " << c.h << "x" << c.w << " -> " << c.oh << "x" << c.ow;
+}
+
+class AdaptivePoolMath : public KernelMath, public ::testing::WithParamInterface<PoolCase> {};
+
+TEST_P(AdaptivePoolMath, ForwardAndBackwardOverEveryIndex) {
+  const PoolCase c = GetParam();
+  const Shape in{2, 3, c.h, c.w}, out{2, 3, c.oh, c.ow};
+  const Tensor x = random(in), dy = random(out);
+  Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
+  cpu.adaptive_avg_pool_forward(x, y_ref);
+  run_on_host(y.numel(),
+              AdaptiveAvgPoolForward{x.data<float>(), c.h, c.w, c.oh, c.ow, y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+  cpu.adaptive_avg_pool_backward(dy, dx_ref);
+  run_on_host(dx.numel(),
+              AdaptiveAvgPoolBackward{dy.data<float>(), c.h, c.w, c.oh, c.ow, dx.data<float>()});
+  EXPECT_EQ(values(dx), values(dx_ref));
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, AdaptivePoolMath,
+    ::testing::Values(PoolCase{"shrink", 7, 5, 3, 2}, PoolCase{"grow", 3, 2, 7, 7},
+                      PoolCase{"global", 6, 6, 1, 1}, PoolCase{"resnet_224", 7, 7, 1, 1},
+                      PoolCase{"vgg_32", 1, 1, 7, 7}, PoolCase{"alexnet_63", 1, 1, 6, 6},
+                      PoolCase{"uneven", 13, 11, 6, 4}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+// The grid-stride loop of kernels.cu, simulated: every index of [0, n) exactly once.
+TEST(LaunchGrid, VisitsEveryIndexExactlyOnce) {
+  for (int64_t n : {1, 255, 256, 257, 1000, 65536 + 3}) {
+    for (int64_t max_blocks : {int64_t{1}, int64_t{3}, kMaxBlocks}) {
+      const Grid g = grid_for(n, kThreadsPerBlock, max_blocks);
+      ASSERT_GE(g.blocks, 1);
+      ASSERT_LE(g.blocks, max_blocks);
+      std::vector<int> hits(n, 0);
+      const int64_t stride = g.blocks * g.threads;
+      for (int64_t b = 0; b < g.blocks; ++b) {
+        for (int64_t t = 0; t < g.threads; ++t) {
+          for (int64_t i = b * g.threads + t; i < n; i += stride) ++hits[i];
+        }
+      }
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(hits[i], 1) << "n " << n << " index " << i;
+    }
+  }
+}
+
+TEST(LaunchGrid, EmptyLaunchesNothingAndHugeStaysWithinTheLimit) {
+  EXPECT_EQ(grid_for(0).blocks, 0);
+  const int64_t huge = int64_t{3} << 32;  // more elements than a 32-bit index reaches
+  const Grid g = grid_for(huge);
+  EXPECT_EQ(g.blocks, kMaxBlocks);
+  EXPECT_LT(g.blocks, int64_t{1} << 31);  // gridDim.x's limit
+}
+
+}  // namespace
+}  // namespace dlb::cuda
