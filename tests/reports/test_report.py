@@ -51,3 +51,20 @@ def test_convergence_report_states_time_to_accuracy(results):
     for l in (d / "results.jsonl").read_text().splitlines():
         c = json.loads(l)["metrics"]["convergence"]
         assert f"{c['time_to_accuracy_s']:.1f} s to {100 * c['target_accuracy']:.1f}%" in md
+
+
+def test_records_written_before_the_option_table_still_report(results):
+    """Records from before metrics.scaling_efficiency existed (and with epochs 0 for "not set")
+    validate and render; their efficiency is simply not shown."""
+    d = results("scaling")
+    lines = []
+    for line in (d / "results.jsonl").read_text().splitlines():
+        x = json.loads(line)
+        x["metrics"].pop("scaling_efficiency", None)
+        x["metrics"].pop("scaling_baseline", None)
+        x["config"]["epochs"] = 0
+        lines.append(json.dumps(x))
+    (d / "results.jsonl").write_text("\n".join(lines) + "\n")
+    md = build(d).markdown.read_text()
+    rows = [l for l in md.splitlines() if l.startswith("| ") and "| ok |" in l]
+    assert rows and all("%" not in r for r in rows)
