@@ -75,9 +75,8 @@ json point_record(const ProcessResult& pr, const std::string& record_file, const
   const std::string ended =
       pr.timed_out
           ? fmt::format("no result within --timeout={} s; its process group was killed", timeout_s)
-      : pr.signal
-          ? fmt::format("killed by signal {} ({})", pr.signal, strsignal(pr.signal))
-          : fmt::format("worker exited with code {} without writing its record", pr.exit_code);
+      : pr.signal ? fmt::format("killed by signal {} ({})", pr.signal, strsignal(pr.signal))
+                  : fmt::format("worker exited with code {}", pr.exit_code);
   const bool clean = !pr.timed_out && pr.signal == 0 && pr.exit_code == 0;
   if (fs::exists(record_file)) {
     std::ifstream in(record_file);
@@ -89,8 +88,9 @@ json point_record(const ProcessResult& pr, const std::string& record_file, const
     if (record["status"] != "ok" || clean) return record;
     return harness_record("failed", "rank 0 wrote its record, but then: " + ended, config);
   }
-  const std::string status = pr.timed_out ? "timeout" : pr.signal ? "crashed" : "failed";
-  return harness_record(status, ended, config);
+  if (pr.timed_out) return harness_record("timeout", ended, config);
+  if (pr.signal) return harness_record("crashed", ended, config);
+  return harness_record("failed", ended + " without writing its record", config);
 }
 
 struct Fault {
