@@ -30,6 +30,29 @@ std::string_view op_name(Op op) {
   return "?";
 }
 
+std::string_view conv_pass_name(ConvPass p) {
+  switch (p) {
+    case ConvPass::kForward:
+      return "forward";
+    case ConvPass::kBackwardData:
+      return "backward_data";
+    case ConvPass::kBackwardFilter:
+      return "backward_filter";
+  }
+  return "?";
+}
+
+std::string_view conv_algo_choice_name(ConvAlgoChoice c) {
+  return c == ConvAlgoChoice::kHeuristic ? "heuristic" : "autotune";
+}
+
+std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s) {
+  for (ConvAlgoChoice c : kConvAlgoChoices) {
+    if (conv_algo_choice_name(c) == s) return c;
+  }
+  return std::nullopt;
+}
+
 double ConvDesc::forward_macs() const {
   return static_cast<double>(batch) * out_channels * out_h() * out_w() * (in_channels / groups) *
          kernel_h * kernel_w;

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "runtime/core/dtype.h"
 #include "runtime/core/precision_policy.h"
@@ -54,14 +55,38 @@ struct ConvDesc {
   double forward_macs() const;
 };
 
-// Made once per layer shape: holds whatever the backend needs (descriptors, the chosen
-// algorithm) and states its workspace need, which the backend reserves up front.
+// The three passes of a convolution, each of which a plan chooses an algorithm for.
+enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
+inline constexpr ConvPass kConvPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,
+                                           ConvPass::kBackwardFilter};
+std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "backward_filter"
+
+// How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
+// the workspace limit), or by timing every candidate that fits once, at plan time.
+enum class ConvAlgoChoice { kHeuristic, kAutotune };
+inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {ConvAlgoChoice::kHeuristic,
+                                                      ConvAlgoChoice::kAutotune};
+std::string_view conv_algo_choice_name(ConvAlgoChoice c);
+std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
+
+// The algorithm a plan chose for one pass, and the workspace it needs: the per-layer profile
+// records these.
+struct PassAlgorithm {
+  ConvPass pass = ConvPass::kForward;
+  std::string algorithm;
+  size_t workspace_bytes = 0;
+};
+
+// Made once per layer shape: holds whatever the backend needs (descriptors or graphs, the chosen
+// algorithms) and states its workspace need, which the backend reserves up front.
 class ConvPlan {
  public:
   explicit ConvPlan(const ConvDesc& d) : desc_(d) {}
   virtual ~ConvPlan() = default;
   const ConvDesc& desc() const { return desc_; }
+  // The most workspace any of its passes needs.
   virtual size_t workspace_bytes() const = 0;
+  virtual std::vector<PassAlgorithm> algorithms() const = 0;
 
  private:
   ConvDesc desc_;
@@ -127,9 +152,10 @@ class Backend : public DeviceMemory {
   virtual void bias_add(const Tensor& b, Tensor& y) = 0;
   virtual void bias_backward(const Tensor& dy, Tensor& db) = 0;
 
-  // Row-major c = alpha * op(a) * op(b) + beta * c on 2-D tensors.
-  virtual void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
-                      float beta, Tensor& c) = 0;
+  // Row-major c = alpha * op(a) * op(b) + beta * c on 2-D tensors, with `math` (tf32 lets a GPU
+  // use TF32 tensor-op math; fp32 is strict).
+  virtual void matmul(Precision math, bool trans_a, bool trans_b, float alpha, const Tensor& a,
+                      const Tensor& b, float beta, Tensor& c) = 0;
 
   // Batch norm over axis 1. Training uses batch statistics, saves mean and 1/sqrt(var + eps),
   // and updates the running statistics with the unbiased variance.
@@ -188,6 +214,10 @@ struct BackendOptions {
   // Which GPU, modulo the number visible: a rank passes its local rank and gets one GPU per rank
   // on each node, as the nccl communicator picks.
   int device = 0;
+  ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
+  // The most workspace one convolution pass may use. A plan takes the best algorithm within it,
+  // and fails with InvalidArgument when no algorithm fits.
+  std::optional<size_t> workspace_limit;
 };
 
 enum class BackendKind { kCpu, kCuda };

@@ -78,7 +78,9 @@ class Communicator {
 };
 
 enum class CommKind { kLocal, kMpi, kNccl };
+inline constexpr CommKind kCommKinds[] = {CommKind::kLocal, CommKind::kMpi, CommKind::kNccl};
 std::string_view comm_kind_name(CommKind kind);
+std::optional<CommKind> parse_comm_kind(std::string_view s);
 
 // How an MPI all-reduce makes progress while the caller computes: `poll` issues MPI_Iallreduce
 // and relies on test calls (between layers); `thread` hands buckets to a progress thread that

@@ -27,6 +27,13 @@ std::string_view comm_kind_name(CommKind kind) {
   return "?";
 }
 
+std::optional<CommKind> parse_comm_kind(std::string_view s) {
+  for (CommKind k : kCommKinds) {
+    if (comm_kind_name(k) == s) return k;
+  }
+  return std::nullopt;
+}
+
 std::string_view comm_progress_name(CommProgress p) {
   return p == CommProgress::kPoll ? "poll" : "thread";
 }
@@ -59,14 +66,25 @@ int launched_rank() {
 
 std::unique_ptr<Communicator> make_communicator(CommKind kind, const CommOptions& options) {
   if (kind == CommKind::kLocal) return make_local_communicator();
-#if DLB_HAVE_MPI
-  if (kind == CommKind::kMpi) return make_mpi_communicator(options);
+  if (kind == CommKind::kNccl) {
 #if DLB_HAVE_NCCL
-  return make_nccl_communicator(make_mpi_communicator(options), options);
+    // A process that no launcher started is one rank: it makes NCCL's unique id itself and needs
+    // no MPI (a GPU machine may have none). Ranks started by mpirun or srun share the id over MPI.
+    if (!launched_under_mpi()) return make_nccl_communicator(make_local_communicator(), options);
+#if DLB_HAVE_MPI
+    return make_nccl_communicator(make_mpi_communicator(options), options);
 #else
-  throw Unsupported(
-      "this build has no NCCL communicator (NCCL and CUDA were not found at configure time)");
+    throw Unsupported(
+        "nccl: this process was started by an MPI launcher, but this build has no MPI to share "
+        "NCCL's unique id with the other ranks (Open MPI was not found at configure time)");
 #endif
+#else
+    throw Unsupported(
+        "this build has no NCCL communicator (NCCL and CUDA were not found at configure time)");
+#endif
+  }
+#if DLB_HAVE_MPI
+  return make_mpi_communicator(options);
 #else
   (void)options;
   throw Unsupported(

@@ -130,6 +130,9 @@ class Layer {
   virtual double forward_flops(const std::vector<Shape>& in) const = 0;
   // True for conv and linear, whose backward costs twice their forward.
   virtual bool is_matmul_layer() const { return false; }
+  // The algorithm each of its passes uses, where the backend chose one (convolutions), for the
+  // per-layer profile. Empty before setup and for layers without a choice.
+  virtual std::vector<PassAlgorithm> algorithms() const { return {}; }
 };
 
 // Sets a layer up on its own (outside a Graph): its tensors from DirectTensors, and each

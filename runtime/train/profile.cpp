@@ -19,6 +19,12 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     if (!node.layer) continue;
     std::vector<Shape> in;
     for (int i : node.inputs) in.push_back(graph.shape(i));
+    nlohmann::json algorithms = nlohmann::json::array();
+    for (const PassAlgorithm& a : node.layer->algorithms()) {
+      algorithms.push_back({{"pass", std::string(conv_pass_name(a.pass))},
+                            {"algorithm", a.algorithm},
+                            {"workspace_bytes", a.workspace_bytes}});
+    }
     layers.push_back({{"name", node.name},
                       {"kind", std::string(node.layer->kind())},
                       {"view", node.layer->is_view()},
@@ -32,7 +38,8 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
                       {"backward_ms", median_ms(node.name, "backward")},
                       {"grad_bytes", node.layer->num_params() * static_cast<int64_t>(dtype_size(
                                                                     graph.policy().gradients))},
-                      {"forward_flops", node.layer->forward_flops(in)}});
+                      {"forward_flops", node.layer->forward_flops(in)},
+                      {"algorithms", algorithms}});
   }
   return {{"traced_steps", tracer.traced_steps()}, {"statistic", "median"}, {"layers", layers}};
 }

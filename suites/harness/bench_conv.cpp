@@ -49,7 +49,8 @@ int bench_conv_command(const BenchConvOptions& o) {
   // Square sgemm as the machine's reference matmul rate.
   const int64_t n = 1024;
   Tensor a = filled(b, {n, n}, 0.5f), bb = filled(b, {n, n}, 0.25f), c = filled(b, {n, n}, 0);
-  const double t_sq = median_seconds(b, o.repeat, [&] { b.matmul(false, false, 1, a, bb, 0, c); });
+  const double t_sq = median_seconds(
+      b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, a, bb, 0, c); });
   const double sq_gflops = 2.0 * n * n * n / t_sq / 1e9;
   fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s\n", o.model, o.batch,
              o.image_size, o.image_size, b.name(), n, sq_gflops);
@@ -79,8 +80,8 @@ int bench_conv_command(const BenchConvOptions& o) {
     const double tw = median_seconds(b, o.repeat, [&] { b.conv_backward_filter(*plan, x, y, dw); });
     Tensor ma = filled(b, {m, k}, 0.01f), mb = filled(b, {k, cols}, 0.1f),
            mc = filled(b, {m, cols}, 0);
-    const double tm =
-        median_seconds(b, o.repeat, [&] { b.matmul(false, false, 1, ma, mb, 0, mc); });
+    const double tm = median_seconds(
+        b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, ma, mb, 0, mc); });
     const double mm_flops = 2.0 * m * cols * k;  // one group's GEMM
     conv_flops += flops;
     conv_seconds += tf;

@@ -120,6 +120,27 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.backend = parsed(v, parse_backend_kind); },
        [](const RunOptions& o) { return json(backend_kind_name(o.backend)); }});
 
+  add({"conv_algo",
+       T::kString,
+       config,
+       "how each convolution pass picks its algorithm: the library's heuristic, or timing every "
+       "candidate once",
+       names(kConvAlgoChoices, conv_algo_choice_name),
+       {},
+       [](RunOptions& o, const json& v) { o.conv_algo = parsed(v, parse_conv_algo_choice); },
+       [](const RunOptions& o) { return json(conv_algo_choice_name(o.conv_algo)); }});
+  add({"workspace_limit",
+       T::kBytes,
+       config,
+       "e.g. 64MiB: the most workspace one convolution pass may use (the plan picks the best "
+       "algorithm within it)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.workspace_limit = parse_bytes(v.get<std::string>()); },
+       [](const RunOptions& o) {
+         return o.workspace_limit ? json(bytes_text(*o.workspace_limit)) : json(nullptr);
+       }});
+
   // Data parallelism.
   add({"ranks",
        T::kInteger,
@@ -145,6 +166,15 @@ std::vector<Option> make_table() {
        positive,
        [](RunOptions& o, const json& v) { o.bucket_mb = v.get<double>(); },
        [](const RunOptions& o) { return json(o.bucket_mb); }});
+  add({"comm",
+       T::kString,
+       config,
+       "the gradient communicator (default: local for one rank, else nccl with --backend=cuda "
+       "and mpi with cpu)",
+       names(kCommKinds, comm_kind_name),
+       {},
+       [](RunOptions& o, const json& v) { o.comm = parsed(v, parse_comm_kind); },
+       [](const RunOptions& o) { return o.comm ? json(comm_kind_name(*o.comm)) : json(nullptr); }});
   add({"comm_progress",
        T::kString,
        config,

@@ -124,9 +124,31 @@ std::string mllog_precision(Precision p) {
   return p == Precision::kBf16 ? "bfloat16" : std::string(precision_name(p));
 }
 
+// The communicator a run asked for, or by default: none for one rank, else where the backend
+// keeps its gradients (host buffers over MPI, device buffers over NCCL).
+CommKind comm_kind(const RunOptions& o) {
+  const CommKind kind = o.comm.value_or(o.ranks == 1                      ? CommKind::kLocal
+                                        : o.backend == BackendKind::kCuda ? CommKind::kNccl
+                                                                          : CommKind::kMpi);
+  if (kind == CommKind::kLocal && o.ranks != 1) {
+    throw InvalidArgument(fmt::format(
+        "--comm=local serves one rank; --ranks={} needs mpi (cpu) or nccl (cuda)", o.ranks));
+  }
+  if (kind == CommKind::kNccl && o.backend != BackendKind::kCuda) {
+    throw InvalidArgument("--comm=nccl reduces device buffers: it needs --backend=cuda");
+  }
+  if (kind == CommKind::kMpi && o.backend == BackendKind::kCuda) {
+    throw InvalidArgument(
+        "--comm=mpi reduces host buffers; the cuda backend's gradients are on the device: use "
+        "--comm=nccl");
+  }
+  return kind;
+}
+
 std::unique_ptr<Communicator> open_communicator(const RunOptions& o) {
-  if (o.ranks == 1) return make_communicator(CommKind::kLocal);
-  if (!launched_under_mpi()) {
+  const CommKind kind = comm_kind(o);
+  if (kind == CommKind::kLocal) return make_communicator(CommKind::kLocal);
+  if (o.ranks > 1 && !launched_under_mpi()) {
     throw InvalidArgument(
         fmt::format("ranks={} needs {} processes started by mpirun or srun "
                     "(e.g. mpirun -np {} dlbench run --ranks={} ...); "
@@ -136,10 +158,7 @@ std::unique_ptr<Communicator> open_communicator(const RunOptions& o) {
   CommOptions co;
   co.timeout = std::chrono::duration<double>(o.comm_timeout_s);
   co.progress = o.comm_progress;
-  // Gradients are reduced where the backend keeps them: host buffers over MPI, device buffers
-  // over NCCL (bootstrapped through MPI).
-  auto comm =
-      make_communicator(o.backend == BackendKind::kCuda ? CommKind::kNccl : CommKind::kMpi, co);
+  auto comm = make_communicator(kind, co);
   if (comm->size() != o.ranks) {
     throw InvalidArgument(
         fmt::format("--ranks={} but the launcher started {} ranks", o.ranks, comm->size()));
@@ -274,6 +293,8 @@ RunResult run_training(const RunOptions& o) {
   Graph graph = build_model(o.model, mc);
   BackendOptions bo;
   bo.memory_budget = o.memory_budget;
+  bo.conv_algo = o.conv_algo;
+  bo.workspace_limit = o.workspace_limit;
   bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);

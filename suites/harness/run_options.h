@@ -36,10 +36,13 @@ struct RunOptions {
   std::optional<float> dropout;
   uint64_t seed = 0;
   std::optional<size_t> memory_budget;
+  ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
+  std::optional<size_t> workspace_limit;
   std::string init_path, batch_file, save_path, json_path;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = 25;
+  std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
   double comm_timeout_s = 300;  // a collective not done by then is a CommError
   // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.

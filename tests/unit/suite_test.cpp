@@ -104,7 +104,7 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
       values.push_back(1);
     } else if (def["type"] == "number") {
       values.push_back(0.5);
-    } else if (key == "memory_budget") {
+    } else if (key == "memory_budget" || key == "workspace_limit") {
       values.push_back("2GiB");
     }
     ASSERT_FALSE(values.empty()) << key << ": no sample value for its type";

@@ -18,7 +18,9 @@ struct Geometry {
   int64_t cin_g, cout_g, k, hw_out, hw_in, chunk;
 };
 
-Geometry geometry(const ConvDesc& d) {
+// The chunk is as many images as fit in 64 MiB of columns, or in the workspace limit when that
+// is smaller; one image that does not fit the limit is an error (there is no other algorithm).
+Geometry geometry(const ConvDesc& d, std::optional<size_t> workspace_limit) {
   Geometry g;
   g.cin_g = d.in_channels / d.groups;
   g.cout_g = d.out_channels / d.groups;
@@ -26,15 +28,37 @@ Geometry geometry(const ConvDesc& d) {
   g.hw_out = d.out_h() * d.out_w();
   g.hw_in = d.height * d.width;
   const size_t per_image = static_cast<size_t>((g.k + g.cout_g) * g.hw_out);
-  g.chunk = std::clamp<int64_t>(static_cast<int64_t>(kMaxWorkspaceFloats / per_image), 1, d.batch);
+  size_t max_floats = kMaxWorkspaceFloats;
+  if (workspace_limit) {
+    if (per_image * sizeof(float) > *workspace_limit) {
+      throw InvalidArgument(fmt::format(
+          "conv {}x{}, {}->{} channels on {}x{}: im2col needs at least {} of workspace (one "
+          "image's columns), above --workspace-limit={}; the CPU backend has no algorithm that "
+          "needs less",
+          d.kernel_h, d.kernel_w, d.in_channels, d.out_channels, d.height, d.width,
+          format_bytes(per_image * sizeof(float)), format_bytes(*workspace_limit)));
+    }
+    max_floats = std::min(max_floats, *workspace_limit / sizeof(float));
+  }
+  g.chunk = std::clamp<int64_t>(static_cast<int64_t>(max_floats / per_image), 1, d.batch);
   return g;
 }
 
 class CpuConvPlan final : public ConvPlan {
  public:
-  explicit CpuConvPlan(const ConvDesc& d) : ConvPlan(d), geo_(geometry(d)) {}
+  CpuConvPlan(const ConvDesc& d, std::optional<size_t> workspace_limit)
+      : ConvPlan(d), geo_(geometry(d, workspace_limit)) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>((geo_.k + geo_.cout_g) * geo_.hw_out * geo_.chunk) * sizeof(float);
+  }
+  // One algorithm for every pass: im2col (or col2im) around one sgemm per group and chunk.
+  std::vector<PassAlgorithm> algorithms() const override {
+    std::vector<PassAlgorithm> out;
+    for (ConvPass p : kConvPasses) {
+      out.push_back(
+          {p, fmt::format("im2col+sgemm ({} images per chunk)", geo_.chunk), workspace_bytes()});
+    }
+    return out;
   }
   const Geometry& geo() const { return geo_; }
 
@@ -138,7 +162,7 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
   }
-  auto plan = std::make_unique<CpuConvPlan>(d);
+  auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_);
   reserve_workspace(plan->workspace_bytes());
   return plan;
 }

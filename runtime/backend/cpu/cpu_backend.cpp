@@ -12,7 +12,8 @@
 namespace dlb {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)) {}
+    : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)),
+      workspace_limit_(options.workspace_limit) {}
 
 // Strict f32 everywhere: no reduced-precision math and no 16-bit storage.
 bool CpuBackend::supports(Op, const OpTypes& t) const {

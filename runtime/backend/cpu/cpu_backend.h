@@ -27,8 +27,8 @@ class CpuBackend final : public Backend {
   void bias_add(const Tensor& b, Tensor& y) override;
   void bias_backward(const Tensor& dy, Tensor& db) override;
 
-  void matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-              Tensor& c) override;
+  void matmul(Precision math, bool trans_a, bool trans_b, float alpha, const Tensor& a,
+              const Tensor& b, float beta, Tensor& c) override;
 
   void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
@@ -64,6 +64,9 @@ class CpuBackend final : public Backend {
                   Tensor& param) override;
 
   float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
+
+ private:
+  std::optional<size_t> workspace_limit_;  // --workspace-limit: bounds im2col's column chunk
 };
 
 // Shared argument checks of the CPU ops.

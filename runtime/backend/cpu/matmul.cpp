@@ -7,8 +7,9 @@
 
 namespace dlb {
 
-void CpuBackend::matmul(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
-                        float beta, Tensor& c) {
+void CpuBackend::matmul(Precision /*math: fp32 only, checked by require()*/, bool trans_a,
+                        bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
+                        Tensor& c) {
   check_f32(a, "matmul a");
   check_f32(b, "matmul b");
   check_f32(c, "matmul c");

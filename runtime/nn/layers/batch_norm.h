@@ -20,6 +20,7 @@ class BatchNorm final : public Layer {
   void load_state(Backend& backend, const std::string& prefix, const StateDict& in,
                   std::vector<std::string>& used) override;
   int64_t num_params() const override { return 2 * channels_; }
+  float eps() const { return eps_; }
   double forward_flops(const std::vector<Shape>& in) const override;
 
  private:

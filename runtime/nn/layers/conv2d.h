@@ -32,6 +32,9 @@ class Conv2d final : public Layer {
   }
   double forward_flops(const std::vector<Shape>& in) const override;
   bool is_matmul_layer() const override { return true; }
+  std::vector<PassAlgorithm> algorithms() const override {
+    return plan_ ? plan_->algorithms() : std::vector<PassAlgorithm>{};
+  }
 
   ConvDesc describe(const Shape& in, const OpTypes& types = {}) const;
   const ConvPlan& plan() const { return *plan_; }

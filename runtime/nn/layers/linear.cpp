@@ -23,24 +23,25 @@ Shape Linear::output_shape(const std::vector<Shape>& in) const {
 
 void Linear::setup(LayerSetup& s) {
   s.backend.require(Op::kMatmul, s.op_types());
+  math_ = s.op_types().math;
   weight_.value = s.tensors.param("weight", {out_, in_}, s.policy.master_weights);
   bias_.value = s.tensors.param("bias", {out_}, s.policy.master_weights);
   init_weight_and_bias(s.backend, init_, s.rng, weight_.value, bias_.value);
 }
 
 void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  ctx.backend.matmul(false, true, 1.f, *x[0], weight_.value, 0.f, y);
+  ctx.backend.matmul(math_, false, true, 1.f, *x[0], weight_.value, 0.f, y);
   ctx.backend.bias_add(bias_.value, y);
 }
 
 void Linear::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
                            const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.matmul(false, false, 1.f, dy, weight_.value, 0.f, *dx[0]);
+  if (dx[0]) ctx.backend.matmul(math_, false, false, 1.f, dy, weight_.value, 0.f, *dx[0]);
 }
 
 void Linear::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
                               const Tensor&, const Tensor& dy) {
-  ctx.backend.matmul(true, false, 1.f, dy, *x[0], 0.f, weight_.grad);
+  ctx.backend.matmul(math_, true, false, 1.f, dy, *x[0], 0.f, weight_.grad);
   ctx.backend.bias_backward(dy, bias_.grad);
 }
 

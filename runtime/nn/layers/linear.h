@@ -27,6 +27,7 @@ class Linear final : public Layer {
   Init init_;
   Param weight_{"weight", {}, {}};
   Param bias_{"bias", {}, {}};
+  Precision math_ = Precision::kFp32;  // the run's, from setup
 };
 
 }  // namespace dlb
