@@ -53,3 +53,20 @@ if [[ -f $req ]]; then
     echo "$want" >"$stamp"
   fi
 fi
+
+# cudnn-frontend's headers, for the CUDA backend's cuDNN graphs, where the CUDA toolkit is. PyPI's
+# wheel ships them under include/; its Python dependencies are large and not needed (--no-deps).
+cudnn_frontend=1.32.0
+if [[ -x /usr/local/cuda/bin/nvcc ]]; then
+  fe_stamp=$root/.venv/.cudnn-frontend-$cudnn_frontend
+  if [[ ! -f $fe_stamp ]]; then
+    echo "install-deps: installing cudnn-frontend $cudnn_frontend headers into .venv"
+    [[ -x $root/.venv/bin/pip ]] || /usr/bin/python3 -m venv "$root/.venv"
+    "$root/.venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+      "nvidia-cudnn-frontend==$cudnn_frontend" || {
+      echo "install-deps: pip could not install nvidia-cudnn-frontend (is PyPI reachable?)" >&2
+      exit 1
+    }
+    touch "$fe_stamp"
+  fi
+fi

@@ -7,6 +7,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
 #if DLB_HAVE_CUDA
+#include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/cuda_memory.h"
 #include "runtime/backend/cuda/device.h"
 #endif
@@ -21,12 +22,7 @@ bool backend_compiled(BackendKind kind) {
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options);
 #if DLB_HAVE_CUDA
-  if (cuda::query_devices().empty()) {
-    throw Unsupported("--backend=cuda: no CUDA device is visible on this machine");
-  }
-  throw Unsupported(
-      "--backend=cuda: this version has the CUDA device, stream and memory plumbing but no CUDA "
-      "training ops (cuDNN/cuBLAS) yet; use --backend=cpu");
+  return cuda::make_cuda_backend(options);
 #else
   throw Unsupported("--backend=cuda: this build has no CUDA backend (no nvcc at configure time)");
 #endif

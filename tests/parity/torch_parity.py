@@ -13,7 +13,12 @@ Two steps at batch 4 and 32x32 are ill-conditioned (layer4's batch norm sees 4 v
 PyTorch's own float32 result is 1e-1 away from float64, as far as dlbench's. The defaults (one
 step, batch 4, 48x48) are well-conditioned; both frameworks agree with float64 to ~1e-5.
 
+On a GPU machine, --backend=cuda runs dlbench's CUDA backend and --torch-device=cuda runs
+PyTorch on the GPU, both in strict fp32 (PyTorch's TF32 switches off): the same tolerances hold,
+since each still agrees with float64 to ~1e-5.
+
 usage: torch_parity.py DLBENCH WORKDIR [--steps N] [--image-size S] [--batch B] [--tol T]
+                       [--backend cpu|cuda] [--torch-device cpu|cuda]
 """
 import argparse
 import json
@@ -33,6 +38,7 @@ def train_torch(a, seed):
     and the smallest |input| any ReLU saw."""
     torch.manual_seed(seed)
     model = getattr(torchvision.models, a.model)(weights=None, num_classes=1000)
+    device = torch.device(a.torch_device)
     margin = [float("inf")]
 
     def watch(_module, inputs):
@@ -47,15 +53,17 @@ def train_torch(a, seed):
     images = torch.randn(a.batch, 3, a.image_size, a.image_size)
     labels = torch.randint(0, 1000, (a.batch,), dtype=torch.int64)
     init = {k: v.clone() for k, v in model.state_dict().items()}
+    model.to(device)
     opt = torch.optim.SGD(model.parameters(), lr=a.lr, momentum=a.momentum,
                           weight_decay=a.weight_decay)
     losses = []
     for _ in range(a.steps):
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(images), labels)
+        loss = torch.nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
         loss.backward()
         opt.step()
         losses.append(loss.item())
+    model.to("cpu")
     return model, images, labels, init, losses, margin[0]
 
 
@@ -75,7 +83,12 @@ def main():
                     help="the update (weights after minus before), relative: tests gradients")
     ap.add_argument("--seed", type=int, default=1234, help="first seed tried")
     ap.add_argument("--margin", type=float, default=1e-5)
+    ap.add_argument("--backend", default="cpu", help="dlbench's backend")
+    ap.add_argument("--torch-device", default="cpu", help="where PyTorch trains")
     a = ap.parse_args()
+    # Strict fp32 on a GPU: no TF32 in PyTorch's convolutions or matrix products.
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
     os.makedirs(a.workdir, exist_ok=True)
 
     for seed in range(a.seed, a.seed + 500):
@@ -96,7 +109,7 @@ def main():
     cmd = [a.dlbench, "run", f"--model={a.model}", f"--init={init_path}",
            f"--batch-file={batch_path}", f"--steps={a.steps}", "--warmup=0", f"--lr={a.lr}",
            f"--momentum={a.momentum}", f"--weight-decay={a.weight_decay}", "--dropout=0",
-           f"--save={out_path}", f"--json={rec_path}"]
+           f"--save={out_path}", f"--json={rec_path}", f"--backend={a.backend}"]
     subprocess.run(cmd, check=True)
 
     with open(rec_path) as f:
@@ -144,7 +157,7 @@ def main():
     if failures:
         print("PARITY FAILED:\n  " + "\n  ".join(failures[:20]))
         return 1
-    print("parity ok")
+    print(f"parity ok (dlbench {a.backend}, PyTorch {torch.__version__} on {a.torch_device})")
     return 0
 
 

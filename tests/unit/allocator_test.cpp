@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
+#include "runtime/memory/caching_resource.h"
 
 namespace dlb {
 namespace {
@@ -58,6 +59,71 @@ TEST(ParseBytes, UnitsAndErrors) {
   for (const char* bad : {"", "GiB", "-1GiB", "0", "4 GiB", "4XB", "nan"}) {
     EXPECT_THROW(parse_bytes(bad), InvalidArgument) << bad;
   }
+}
+
+// A resource that counts its calls and can be told to fail, under the cache.
+class CountingResource final : public MemoryResource {
+ public:
+  void* allocate(size_t bytes) override {
+    ++allocations;
+    if (fail_above && live + bytes > fail_above) return nullptr;
+    live += bytes;
+    return ::operator new(bytes);
+  }
+  void deallocate(void* p, size_t bytes) override {
+    ++deallocations;
+    live -= bytes;
+    ::operator delete(p);
+  }
+  std::string_view name() const override { return "counting"; }
+  size_t allocations = 0, deallocations = 0, live = 0, fail_above = 0;
+};
+
+TEST(CachingResource, BlockSizesRoundUp) {
+  EXPECT_EQ(caching_block_size(0), 512u);
+  EXPECT_EQ(caching_block_size(1), 512u);
+  EXPECT_EQ(caching_block_size(513), 1024u);
+  EXPECT_EQ(caching_block_size((1u << 20) - 1), 1u << 20);
+  EXPECT_EQ(caching_block_size(1u << 20), 2u << 20);
+  EXPECT_EQ(caching_block_size((2u << 20) + 1), 4u << 20);
+}
+
+TEST(CachingResource, ASecondStepOfTheSameSizesReachesTheDeviceNever) {
+  auto counting = std::make_unique<CountingResource>();
+  CountingResource* up = counting.get();
+  auto cache = std::make_unique<CachingMemoryResource>(std::move(counting));
+  CachingMemoryResource* c = cache.get();
+  auto a = std::make_shared<Allocator>(std::move(cache), size_t{1} << 30);
+  auto step = [&] {
+    auto x = a->allocate(3000, MemCategory::kActivations, "x");
+    auto y = a->allocate(5u << 20, MemCategory::kActivations, "y");
+    auto z = a->allocate(3000, MemCategory::kWorkspace, "z");
+  };
+  step();
+  EXPECT_EQ(up->allocations, 3u);
+  step();
+  step();
+  EXPECT_EQ(up->allocations, 3u);
+  EXPECT_EQ(c->stats().reuses, 6u);
+  EXPECT_EQ(up->deallocations, 0u);
+  // The allocator's accounting sees requested bytes, not the cache's blocks.
+  EXPECT_EQ(a->stats().total_current, 0u);
+  EXPECT_EQ(a->stats().total_peak, 3000u + (5u << 20) + 3000u);
+}
+
+TEST(CachingResource, AFailedRequestReleasesTheCacheAndRetriesOnce) {
+  auto counting = std::make_unique<CountingResource>();
+  CountingResource* up = counting.get();
+  CachingMemoryResource cache(std::move(counting));
+  void* p = cache.allocate(4u << 20);
+  cache.deallocate(p, 4u << 20);       // cached: 4 MiB held upstream
+  up->fail_above = 6u << 20;           // the device has 6 MiB
+  void* q = cache.allocate(6u << 20);  // fails while the cache holds 4 MiB, then fits
+  ASSERT_NE(q, nullptr);
+  EXPECT_EQ(cache.stats().flushes, 1u);
+  EXPECT_EQ(cache.stats().cached_bytes, 0u);
+  EXPECT_EQ(cache.allocate(2u << 20), nullptr);  // truly out of memory: nullptr, no loop
+  cache.deallocate(q, 6u << 20);
 }
 
 }  // namespace

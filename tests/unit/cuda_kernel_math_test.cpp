@@ -189,6 +189,126 @@ INSTANTIATE_TEST_SUITE_P(
                       PoolCase{"uneven", 13, 11, 6, 4}),
     [](const auto& info) { return std::string(info.param.name); });
 
+// Max and average pooling as the reference models use them (and the odd cases around them).
+struct WindowCase {
+  const char* name;
+  PoolDesc desc;
+  int64_t h, w;
+};
+void PrintTo(const WindowCase& c, std::ostream* os) { *os << c.name; }
+
+class WindowPoolMath : public KernelMath, public ::testing::WithParamInterface<WindowCase> {};
+
+TEST_P(WindowPoolMath, ForwardAndBackwardOverEveryIndex) {
+  const WindowCase c = GetParam();
+  const PoolDesc& p = c.desc;
+  const int64_t oh = (c.h + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
+  const int64_t ow = (c.w + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
+  const Shape in{2, 3, c.h, c.w}, out{2, 3, oh, ow};
+  // Values from a few levels, so that windows hold ties and the first maximum matters.
+  Tensor x = zeros(in);
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    x.data<float>()[i] = static_cast<float>(static_cast<int>(rng.uniform(0.f, 4.f)));
+  }
+  const Tensor dy = random(out);
+  Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
+  cpu.pool_forward(p, x, y_ref);
+  run_on_host(y.numel(), PoolForward{p, x.data<float>(), c.h, c.w, oh, ow, y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+  cpu.pool_backward(p, x, y_ref, dy, dx_ref);
+  run_on_host(dx.numel(), PoolBackward{p, x.data<float>(), dy.data<float>(), c.h, c.w, oh, ow,
+                                       dx.data<float>()});
+  EXPECT_EQ(values(dx), values(dx_ref));
+}
+
+PoolDesc pool(PoolMode m, int64_t k, int64_t s, int64_t pad, bool include_pad = true) {
+  PoolDesc p;
+  p.mode = m;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  p.count_include_pad = include_pad;
+  return p;
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Windows, WindowPoolMath,
+    ::testing::Values(WindowCase{"resnet_max_3s2p1", pool(PoolMode::kMax, 3, 2, 1), 16, 15},
+                      WindowCase{"alexnet_max_3s2", pool(PoolMode::kMax, 3, 2, 0), 15, 13},
+                      WindowCase{"vgg_max_2s2", pool(PoolMode::kMax, 2, 2, 0), 8, 9},
+                      WindowCase{"max_overlapping_5s1p2", pool(PoolMode::kMax, 5, 1, 2), 7, 6},
+                      WindowCase{"avg_3s2p1", pool(PoolMode::kAvg, 3, 2, 1), 9, 10},
+                      WindowCase{"avg_3s2p1_exclude_pad", pool(PoolMode::kAvg, 3, 2, 1, false), 9,
+                                 10},
+                      WindowCase{"avg_2s2", pool(PoolMode::kAvg, 2, 2, 0), 7, 8}),
+    [](const auto& info) { return std::string(info.param.name); });
+
+TEST_F(KernelMath, BiasAddAndItsGradient) {
+  const Tensor b = random(Shape{5}), dy = random(kShape);
+  Tensor y_ref = random(kShape);
+  Tensor y = copy_of(y_ref);
+  cpu.bias_add(b, y_ref);
+  const int64_t inner = 7 * 9;
+  run_on_host(y.numel(), BiasAdd{b.data<float>(), 5, inner, y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+
+  Tensor db_ref = zeros(Shape{5}), db = zeros(Shape{5});
+  cpu.bias_backward(dy, db_ref);
+  std::vector<double> rows(3 * 5);
+  run_on_host(3 * 5, BiasRowSum{dy.data<float>(), inner, rows.data()});
+  run_on_host(5, BiasChannelSum{rows.data(), 3, 5, db.data<float>()});
+  // Both sum 189 floats of magnitude <= 2 in double, in different groupings: the difference is
+  // at most a few double roundings (~1e-13), so the floats agree unless one straddles a float
+  // rounding boundary, where they differ by one float ulp.
+  for (int64_t c = 0; c < 5; ++c) {
+    EXPECT_NEAR(db.data<float>()[c], db_ref.data<float>()[c],
+                std::nextafter(std::fabs(db_ref.data<float>()[c]), INFINITY) -
+                    std::fabs(db_ref.data<float>()[c]))
+        << "channel " << c;
+  }
+}
+
+TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {
+  // The CPU backend's training pass computes the running statistics from the batch directly;
+  // the kernel recovers the batch variance from the saved 1/sqrt(var + eps), a float: var + eps
+  // comes back within 2 float roundings (1.2e-7 relative; var ~ 5 here, so eps changes nothing).
+  // Blended with momentum 0.1 that is 1.2e-8 of the result, plus each side's final rounding to
+  // float (one ulp apart at most, 1.2e-7): 3e-7 relative bounds the difference.
+  const Shape s{4, 6, 5, 3};
+  const Tensor x = random(s, -3.f, 5.f), gamma = random(Shape{6}), beta = random(Shape{6});
+  Tensor rm_ref = random(Shape{6}, 0.f, 1.f), rv_ref = random(Shape{6}, 0.5f, 2.f);
+  Tensor rm = copy_of(rm_ref), rv = copy_of(rv_ref);
+  Tensor mean = zeros(Shape{6}), invstd = zeros(Shape{6}), y = zeros(s);
+  const float momentum = 0.1f, eps = 1e-5f;
+  cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean, invstd, y, momentum, eps);
+  run_on_host(6, BatchNormRunningUpdate{mean.data<float>(), invstd.data<float>(), eps, momentum,
+                                        4 * 5 * 3, rm.data<float>(), rv.data<float>()});
+  for (int64_t c = 0; c < 6; ++c) {
+    EXPECT_FLOAT_EQ(rm.data<float>()[c], rm_ref.data<float>()[c]) << "channel " << c;
+    EXPECT_NEAR(rv.data<float>()[c], rv_ref.data<float>()[c], 3e-7 * rv_ref.data<float>()[c])
+        << "channel " << c;
+  }
+}
+
+TEST_F(KernelMath, BatchNormInferenceIsTheCpuBackends) {
+  const Shape s{3, 4, 5, 2};
+  const Tensor x = random(s), gamma = random(Shape{4}), beta = random(Shape{4});
+  const Tensor rm = random(Shape{4}), rv = random(Shape{4}, 0.1f, 3.f);
+  Tensor y_ref = zeros(s), y = zeros(s);
+  cpu.batch_norm_infer(x, gamma, beta, rm, rv, y_ref, 1e-5f);
+  run_on_host(y.numel(),
+              BatchNormInfer{x.data<float>(), gamma.data<float>(), beta.data<float>(),
+                             rm.data<float>(), rv.data<float>(), 1e-5f, 4, 10, y.data<float>()});
+  EXPECT_EQ(values(y), values(y_ref));
+}
+
+TEST_F(KernelMath, FillWritesEveryIndex) {
+  Tensor t = random(kShape), ref = zeros(kShape);
+  cpu.fill(ref, 2.5f);
+  run_on_host(t.numel(), Fill{t.data<float>(), 2.5f});
+  EXPECT_EQ(values(t), values(ref));
+}
+
 // The grid-stride loop of kernels.cu, simulated: every index of [0, n) exactly once.
 TEST(LaunchGrid, VisitsEveryIndexExactlyOnce) {
   for (int64_t n : {1, 255, 256, 257, 1000, 65536 + 3}) {

@@ -29,6 +29,7 @@ void launch_for_each(StreamRef stream, int64_t n, const F& f) {
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 
+template void launch_for_each<Fill>(StreamRef, int64_t, const Fill&);
 template void launch_for_each<ReluForward>(StreamRef, int64_t, const ReluForward&);
 template void launch_for_each<ReluBackward>(StreamRef, int64_t, const ReluBackward&);
 template void launch_for_each<Add>(StreamRef, int64_t, const Add&);
@@ -45,5 +46,13 @@ template void launch_for_each<AdaptiveAvgPoolForward>(StreamRef, int64_t,
                                                       const AdaptiveAvgPoolForward&);
 template void launch_for_each<AdaptiveAvgPoolBackward>(StreamRef, int64_t,
                                                        const AdaptiveAvgPoolBackward&);
+template void launch_for_each<PoolForward>(StreamRef, int64_t, const PoolForward&);
+template void launch_for_each<PoolBackward>(StreamRef, int64_t, const PoolBackward&);
+template void launch_for_each<BiasAdd>(StreamRef, int64_t, const BiasAdd&);
+template void launch_for_each<BiasRowSum>(StreamRef, int64_t, const BiasRowSum&);
+template void launch_for_each<BiasChannelSum>(StreamRef, int64_t, const BiasChannelSum&);
+template void launch_for_each<BatchNormRunningUpdate>(StreamRef, int64_t,
+                                                      const BatchNormRunningUpdate&);
+template void launch_for_each<BatchNormInfer>(StreamRef, int64_t, const BatchNormInfer&);
 
 }  // namespace dlb::cuda

@@ -15,6 +15,12 @@
 
 namespace dlb::cuda {
 
+struct Fill {
+  float* p;
+  float value;
+  DLB_HD void operator()(int64_t i) const { p[i] = value; }
+};
+
 struct ReluForward {
   const float* x;
   float* y;
@@ -182,6 +188,178 @@ struct AdaptiveAvgPoolBackward {
       }
     }
     dx[in] = sum;
+  }
+};
+
+// The window of output (i, j) of max or average pooling, clipped to the input: rows [ha, hb),
+// columns [wa, wb). h0 and w0 are its unclipped corner.
+struct PoolWindow {
+  int64_t h0, w0, ha, hb, wa, wb;
+};
+DLB_HD PoolWindow pool_window(const PoolDesc& p, int64_t h, int64_t w, int64_t i, int64_t j) {
+  PoolWindow win;
+  win.h0 = i * p.stride_h - p.pad_h;
+  win.w0 = j * p.stride_w - p.pad_w;
+  win.ha = win.h0 > 0 ? win.h0 : 0;
+  win.hb = win.h0 + p.kernel_h < h ? win.h0 + p.kernel_h : h;
+  win.wa = win.w0 > 0 ? win.w0 : 0;
+  win.wb = win.w0 + p.kernel_w < w ? win.w0 + p.kernel_w : w;
+  return win;
+}
+// What an average-pooling window divides by: with count_include_pad, the window clipped to the
+// padded input; without, to the input.
+DLB_HD int64_t pool_divisor(const PoolDesc& p, int64_t h, int64_t w, const PoolWindow& win) {
+  if (p.count_include_pad) {
+    const int64_t he = win.h0 + p.kernel_h < h + p.pad_h ? win.h0 + p.kernel_h : h + p.pad_h;
+    const int64_t we = win.w0 + p.kernel_w < w + p.pad_w ? win.w0 + p.kernel_w : w + p.pad_w;
+    return (he - win.h0) * (we - win.w0);
+  }
+  return (win.hb - win.ha) * (win.wb - win.wa);
+}
+// The first maximum of a window in row-major order, as an offset into its plane.
+DLB_HD int64_t pool_argmax(const float* xp, int64_t w, const PoolWindow& win) {
+  int64_t arg = win.ha * w + win.wa;
+  for (int64_t a = win.ha; a < win.hb; ++a) {
+    for (int64_t b = win.wa; b < win.wb; ++b) {
+      if (xp[a * w + b] > xp[arg]) arg = a * w + b;
+    }
+  }
+  return arg;
+}
+
+// One output element of max or average pooling over [planes, h, w] -> [planes, oh, ow]
+// (floor mode, as PyTorch's default): the maximum ignores padding; the average sums in double.
+struct PoolForward {
+  PoolDesc p;
+  const float* x;
+  int64_t h, w, oh, ow;
+  float* y;
+  DLB_HD void operator()(int64_t o) const {
+    const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
+    const float* xp = x + plane * h * w;
+    const PoolWindow win = pool_window(p, h, w, i, j);
+    if (p.mode == PoolMode::kMax) {
+      float best = -INFINITY;
+      for (int64_t a = win.ha; a < win.hb; ++a) {
+        for (int64_t b = win.wa; b < win.wb; ++b)
+          best = xp[a * w + b] > best ? xp[a * w + b] : best;
+      }
+      y[o] = best;
+      return;
+    }
+    double s = 0;
+    for (int64_t a = win.ha; a < win.hb; ++a) {
+      for (int64_t b = win.wa; b < win.wb; ++b) s += xp[a * w + b];
+    }
+    y[o] = static_cast<float>(s / static_cast<double>(pool_divisor(p, h, w, win)));
+  }
+};
+
+// One input element's pooling gradient, gathered over the windows that cover it in row-major
+// order: max pooling adds dy of each window whose first maximum it is; average pooling adds
+// dy / divisor of each. Same terms, same order as the CPU backend's scatter; no atomics.
+struct PoolBackward {
+  PoolDesc p;
+  const float* x;
+  const float* dy;
+  int64_t h, w, oh, ow;
+  float* dx;
+  DLB_HD void operator()(int64_t in) const {
+    const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
+    const float* xp = x + plane * h * w;
+    const float* gp = dy + plane * oh * ow;
+    // Windows i with i * stride - pad <= a < i * stride - pad + kernel.
+    const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
+    const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
+    const int64_t j_first = left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0;
+    const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
+    float sum = 0.f;
+    for (int64_t i = i_first; i <= i_last && i < oh; ++i) {
+      for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
+        const PoolWindow win = pool_window(p, h, w, i, j);
+        if (p.mode == PoolMode::kMax) {
+          if (pool_argmax(xp, w, win) == a * w + b) sum += gp[i * ow + j];
+        } else {
+          sum += gp[i * ow + j] / static_cast<float>(pool_divisor(p, h, w, win));
+        }
+      }
+    }
+    dx[in] = sum;
+  }
+};
+
+// y[n, c, ...] += b[c] over [n, c, inner].
+struct BiasAdd {
+  const float* b;
+  int64_t channels, inner;
+  float* y;
+  DLB_HD void operator()(int64_t i) const { y[i] += b[(i / inner) % channels]; }
+};
+
+// The bias gradient in two passes: the sum of each (n, c) row in double, then each channel's
+// sum over n. The CPU backend sums each channel in one double, in the same element order; the
+// two agree to within double rounding, far below a float's.
+struct BiasRowSum {
+  const float* dy;
+  int64_t inner;
+  double* rows;  // [n * c]
+  DLB_HD void operator()(int64_t r) const {
+    const float* row = dy + r * inner;
+    double s = 0;
+    for (int64_t k = 0; k < inner; ++k) s += row[k];
+    rows[r] = s;
+  }
+};
+struct BiasChannelSum {
+  const double* rows;
+  int64_t n, channels;
+  float* db;
+  DLB_HD void operator()(int64_t c) const {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += rows[i * channels + c];
+    db[c] = static_cast<float>(s);
+  }
+};
+
+// PyTorch's running statistics from one batch's saved mean and 1/sqrt(var + eps), per channel:
+// running = (1 - momentum) * running + momentum * batch, with the unbiased variance
+// var * m / (m - 1) over m values per channel. The batch variance is recovered from the saved
+// inverse standard deviation (in double: a few float roundings of relative error).
+struct BatchNormRunningUpdate {
+  const float* save_mean;
+  const float* save_invstd;
+  double eps, momentum;
+  int64_t m;
+  float* running_mean;
+  float* running_var;
+  DLB_HD void operator()(int64_t c) const {
+    const double invstd = save_invstd[c];
+    const double var = 1.0 / (invstd * invstd) - eps;
+    const double unbiased =
+        (var > 0 ? var : 0) * static_cast<double>(m) / static_cast<double>(m - 1);
+    running_mean[c] =
+        static_cast<float>((1 - momentum) * running_mean[c] + momentum * save_mean[c]);
+    running_var[c] = static_cast<float>((1 - momentum) * running_var[c] + momentum * unbiased);
+  }
+};
+
+// Batch norm with the running statistics (evaluation), one element per index, as the CPU
+// backend computes it: scale = gamma / sqrt(var + eps), shift = beta - mean * scale, in float.
+struct BatchNormInfer {
+  const float* x;
+  const float* gamma;
+  const float* beta;
+  const float* running_mean;
+  const float* running_var;
+  float eps;
+  int64_t channels, inner;
+  float* y;
+  DLB_HD void operator()(int64_t i) const {
+    const int64_t c = (i / inner) % channels;
+    const float invstd = 1.f / sqrtf(running_var[c] + eps);
+    const float scale = gamma[c] * invstd;
+    const float shift = beta[c] - running_mean[c] * scale;
+    y[i] = x[i] * scale + shift;
   }
 };
 

@@ -2,6 +2,7 @@
 
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/memory.h"
+#include "runtime/memory/caching_resource.h"
 
 namespace dlb::cuda {
 namespace {
@@ -45,6 +46,9 @@ class PinnedHostMemoryResource final : public MemoryResource {
 
 std::unique_ptr<MemoryResource> make_device_memory_resource(int device) {
   return std::make_unique<DeviceMemoryResource>(device);
+}
+std::unique_ptr<MemoryResource> make_caching_device_memory_resource(int device) {
+  return std::make_unique<CachingMemoryResource>(make_device_memory_resource(device));
 }
 std::unique_ptr<MemoryResource> make_pinned_host_memory_resource() {
   return std::make_unique<PinnedHostMemoryResource>();

@@ -9,5 +9,8 @@ namespace dlb::cuda {
 
 std::unique_ptr<MemoryResource> make_device_memory_resource(int device);
 std::unique_ptr<MemoryResource> make_pinned_host_memory_resource();
+// Device memory behind a cache (runtime/memory/caching_resource.h): no cudaMalloc once the
+// first training step has run.
+std::unique_ptr<MemoryResource> make_caching_device_memory_resource(int device);
 
 }  // namespace dlb::cuda

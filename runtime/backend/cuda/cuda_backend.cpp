@@ -1,0 +1,489 @@
+#include "runtime/backend/cuda/cuda_backend.h"
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cudnn.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+#include <tuple>
+
+#include "runtime/backend/cuda/cuda_check.h"
+#include "runtime/backend/cuda/cudnn_graphs.h"
+#include "runtime/backend/cuda/device.h"
+#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/launch.h"
+#include "runtime/backend/cuda/library_check.h"
+#include "runtime/backend/cuda/matmul_lt.h"
+#include "runtime/backend/cuda/memory.h"
+#include "runtime/core/error.h"
+
+namespace dlb::cuda {
+namespace {
+
+// cuBLASLt's workspace for matrix products: NVIDIA recommends 32 MiB on Hopper. A smaller
+// --workspace-limit lowers it.
+constexpr size_t kMatmulWorkspace = size_t{32} << 20;
+
+void check_f32(const Tensor& t, std::string_view what) {
+  if (t.dtype() != DType::kF32) {
+    throw InvalidArgument(fmt::format("cuda: {} is {}, not f32", what, dtype_name(t.dtype())));
+  }
+}
+void check_numel(const Tensor& t, int64_t n, std::string_view what) {
+  if (t.numel() != n) {
+    throw InvalidArgument(fmt::format("cuda: {} has {} elements, expected {}", what, t.numel(), n));
+  }
+}
+
+class CudaConvPlan final : public ConvPlan {
+ public:
+  CudaConvPlan(const ConvDesc& d, std::unique_ptr<ConvGraphs> graphs)
+      : ConvPlan(d), graphs_(std::move(graphs)) {}
+  size_t workspace_bytes() const override {
+    size_t most = 0;
+    for (ConvPass p : kConvPasses) most = std::max(most, graphs_->chosen(p).workspace_bytes);
+    return most;
+  }
+  std::vector<PassAlgorithm> algorithms() const override {
+    std::vector<PassAlgorithm> out;
+    for (ConvPass p : kConvPasses) out.push_back(graphs_->chosen(p));
+    return out;
+  }
+  const ConvGraphs& graphs() const { return *graphs_; }
+
+ private:
+  std::unique_ptr<ConvGraphs> graphs_;
+};
+
+const CudaConvPlan& cuda_plan(const ConvPlan& p) {
+  const auto* plan = dynamic_cast<const CudaConvPlan*>(&p);
+  if (!plan) throw InvalidArgument("cuda: a convolution plan made by another backend");
+  return *plan;
+}
+
+// Pinned host staging for copies from pageable host memory: two slots used in turn. A copy
+// fills the next slot on the host and queues its transfer on the stream, then returns; it waits
+// only for that slot's previous transfer. So the host prepares the next batch while the GPU
+// still copies or computes the last one.
+class PinnedStaging {
+ public:
+  PinnedStaging() = default;
+  PinnedStaging(const PinnedStaging&) = delete;
+  PinnedStaging& operator=(const PinnedStaging&) = delete;
+  ~PinnedStaging() {
+    for (Slot& s : slots_) {
+      if (s.event) cudaEventDestroy(s.event);
+      if (s.ptr) cudaFreeHost(s.ptr);
+    }
+  }
+  void copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+    Slot& s = slots_[next_];
+    next_ ^= 1;
+    if (s.event) {
+      DLB_CUDA_CHECK(cudaEventSynchronize(s.event));
+    } else {
+      DLB_CUDA_CHECK(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming));
+    }
+    if (s.bytes < bytes) {
+      if (s.ptr) DLB_CUDA_CHECK(cudaFreeHost(s.ptr));
+      s.ptr = nullptr;
+      s.bytes = 0;
+      DLB_CUDA_CHECK(cudaMallocHost(&s.ptr, bytes));  // failure: OutOfMemory
+      s.bytes = bytes;
+    }
+    std::memcpy(s.ptr, src, bytes);
+    DLB_CUDA_CHECK(cudaMemcpyAsync(dst, s.ptr, bytes, cudaMemcpyHostToDevice, stream));
+    DLB_CUDA_CHECK(cudaEventRecord(s.event, stream));
+  }
+
+ private:
+  struct Slot {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+    cudaEvent_t event = nullptr;
+  };
+  Slot slots_[2];
+  int next_ = 0;
+};
+
+class CudaBackend final : public Backend {
+ public:
+  CudaBackend(const DeviceInfo& device, const BackendOptions& options)
+      : Backend(std::make_shared<Allocator>(make_caching_device_memory_resource(device.index),
+                                            options.memory_budget)),
+        device_(device),
+        options_(options) {
+    DLB_CUDA_CHECK(cudaSetDevice(device_.index));
+    stream_ = std::make_unique<Stream>();
+    DLB_CUDNN_CHECK(cudnnCreate(&cudnn_));
+    DLB_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_->get()));
+    DLB_CUBLAS_CHECK(cublasLtCreate(&lt_));
+  }
+  ~CudaBackend() override {
+    cudaStreamSynchronize(stream_->get());  // no throwing in a destructor
+    if (lt_) cublasLtDestroy(lt_);
+    if (cudnn_) cudnnDestroy(cudnn_);
+  }
+
+  std::string_view name() const override { return "cuda"; }
+  std::map<std::string, std::string> environment() const override {
+    const size_t cudnn = cudnnGetVersion();
+    return {{"device", device_.name},
+            {"device_index", std::to_string(device_.index)},
+            {"compute_capability", fmt::format("{}.{}", device_.sm_major, device_.sm_minor)},
+            {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100)},
+            {"cublaslt", std::to_string(cublasLtGetVersion())},
+            {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))}};
+  }
+
+  // f32 data and parameters, with strict fp32 or TF32 math. fp16 and bf16 come with the
+  // mixed-precision work.
+  bool supports(Op, const OpTypes& t) const override {
+    return (t.math == Precision::kFp32 || t.math == Precision::kTf32) && t.data == DType::kF32 &&
+           t.params == DType::kF32;
+  }
+
+  void copy_from_host(const void* src, Tensor& dst) override {
+    if (dst.bytes() == 0) return;
+    staging_.copy(src, dst.raw(), dst.bytes(), stream_->get());
+  }
+  void copy_to_host(const Tensor& src, void* dst) override {
+    if (src.bytes() == 0) return;
+    DLB_CUDA_CHECK(
+        cudaMemcpyAsync(dst, src.raw(), src.bytes(), cudaMemcpyDeviceToHost, stream_->get()));
+    stream_->synchronize();  // `dst` is pageable and read as soon as this returns
+  }
+  void copy(const Tensor& src, Tensor& dst) override {
+    if (src.bytes() != dst.bytes()) {
+      throw InvalidArgument(fmt::format("copy: {} bytes into {} bytes", src.bytes(), dst.bytes()));
+    }
+    if (src.bytes() == 0) return;
+    DLB_CUDA_CHECK(cudaMemcpyAsync(dst.raw(), src.raw(), src.bytes(), cudaMemcpyDeviceToDevice,
+                                   stream_->get()));
+  }
+  void fill(Tensor& t, float value) override {
+    check_f32(t, "fill");
+    run(t.numel(), Fill{t.data<float>(), value});
+  }
+  void synchronize() override { stream_->synchronize(); }
+  StreamRef stream() const override { return {stream_->get()}; }
+
+  std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
+    require(Op::kConv, d.types);
+    if (d.groups < 1 || d.in_channels % d.groups || d.out_channels % d.groups) {
+      throw InvalidArgument(
+          fmt::format("conv groups {} must divide {} input and {} output channels", d.groups,
+                      d.in_channels, d.out_channels));
+    }
+    if (d.out_h() < 1 || d.out_w() < 1) {
+      throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
+                                        d.kernel_w, d.height, d.width));
+    }
+    auto graphs = std::make_unique<ConvGraphs>(d, cudnn_);
+    const EngineChoice choice{options_.conv_algo, options_.workspace_limit,
+                              d.types.math == Precision::kTf32};
+    PassOperands scratch[3]{};
+    std::vector<Tensor> buffers;
+    if (choice.how == ConvAlgoChoice::kAutotune) {
+      // Zero-filled operands to time on, freed once the engines are chosen.
+      for (const Shape& s :
+           {Shape{d.batch, d.in_channels, d.height, d.width},
+            Shape{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+            Shape{d.batch, d.out_channels, d.out_h(), d.out_w()}}) {
+        buffers.push_back(empty(s, DType::kF32, MemCategory::kWorkspace, "autotune operands"));
+        fill(buffers.back(), 0.f);
+      }
+      void* x = buffers[0].raw();
+      void* w = buffers[1].raw();
+      void* y = buffers[2].raw();
+      scratch[0] = {x, w, y};  // forward: y = conv(x, w)
+      scratch[1] = {y, w, x};  // backward-data: dx = dgrad(dy, w)
+      scratch[2] = {x, y, w};  // backward-filter: dw = wgrad(x, dy)
+    }
+    graphs->choose_engines(cudnn_, choice, scratch,
+                           [this](size_t bytes) { return workspace(bytes); });
+    auto plan = std::make_unique<CudaConvPlan>(d, std::move(graphs));
+    reserve_workspace(plan->workspace_bytes());
+    return plan;
+  }
+  void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) override {
+    run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw()}, {&x, &w, &y});
+  }
+  void conv_backward_data(const ConvPlan& plan, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) override {
+    run_conv(plan, ConvPass::kBackwardData, {dy.raw(), w.raw(), dx.raw()}, {&dx, &w, &dy});
+  }
+  void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
+                            Tensor& dw) override {
+    run_conv(plan, ConvPass::kBackwardFilter, {x.raw(), dy.raw(), dw.raw()}, {&x, &dw, &dy});
+  }
+
+  void bias_add(const Tensor& b, Tensor& y) override {
+    check_f32(b, "bias");
+    check_f32(y, "bias output");
+    const int64_t n = y.dim(0), c = y.dim(1);
+    check_numel(b, c, "bias");
+    run(y.numel(), BiasAdd{b.data<float>(), c, y.numel() / (n * c), y.data<float>()});
+  }
+  void bias_backward(const Tensor& dy, Tensor& db) override {
+    check_f32(dy, "bias gradient input");
+    check_f32(db, "bias gradient");
+    const int64_t n = dy.dim(0), c = dy.dim(1);
+    check_numel(db, c, "bias gradient");
+    auto* rows = static_cast<double*>(workspace(static_cast<size_t>(n * c) * sizeof(double)));
+    run(n * c, BiasRowSum{dy.data<float>(), dy.numel() / (n * c), rows});
+    run(c, BiasChannelSum{rows, n, c, db.data<float>()});
+  }
+
+  void matmul(Precision math, bool trans_a, bool trans_b, float alpha, const Tensor& a,
+              const Tensor& b, float beta, Tensor& c) override {
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &c})
+      check_f32(*t, "matmul operand");
+    const MatmulShape s = matmul_shape(trans_a, trans_b, a.shape(), b.shape(), c.shape());
+    const bool tf32 = math == Precision::kTf32;
+    auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, tf32);
+    auto it = matmuls_.find(key);
+    if (it == matmuls_.end()) {
+      const size_t limit =
+          std::min(kMatmulWorkspace, options_.workspace_limit.value_or(kMatmulWorkspace));
+      it = matmuls_.emplace(key, std::make_unique<MatmulPlan>(lt_, s, tf32, limit)).first;
+    }
+    const MatmulPlan& plan = *it->second;
+    plan.run(lt_, alpha, a.data<float>(), b.data<float>(), beta, c.data<float>(),
+             workspace(plan.workspace_bytes()), stream_->get());
+  }
+
+  void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                        Tensor& save_invstd, Tensor& y, float momentum, float eps) override {
+    const BnDims d = bn_dims(x, gamma);
+    if (d.n * d.inner < 2) {
+      throw InvalidArgument(
+          fmt::format("batch norm in training needs more than one value per channel (got input {})",
+                      x.shape().str()));
+    }
+    const BatchNormGraphs& g = bn_graphs(d, eps);
+    float* stats = bn_scratch(d.c);
+    g.forward(
+        cudnn_,
+        {x.raw(), gamma.raw(), beta.raw(), y.raw(), save_mean.raw(), save_invstd.raw(), stats},
+        workspace(bn_workspace_));
+    run(d.c, BatchNormRunningUpdate{save_mean.data<float>(), save_invstd.data<float>(), eps,
+                                    momentum, d.n * d.inner, running_mean.data<float>(),
+                                    running_var.data<float>()});
+  }
+  void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        const Tensor& running_mean, const Tensor& running_var, Tensor& y,
+                        float eps) override {
+    const BnDims d = bn_dims(x, gamma);
+    run(x.numel(), BatchNormInfer{x.data<float>(), gamma.data<float>(), beta.data<float>(),
+                                  running_mean.data<float>(), running_var.data<float>(), eps, d.c,
+                                  d.inner, y.data<float>()});
+  }
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                           Tensor& dgamma, Tensor& dbeta) override {
+    const BnDims d = bn_dims(x, gamma);
+    // The graphs were made by the forward pass; backward does not depend on eps (it reads the
+    // saved 1/sqrt(var + eps)), so any of this shape's serves.
+    auto it = bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, uint32_t{0}));
+    if (it == bn_by_shape_.end() || std::get<0>(it->first) != d.n ||
+        std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner) {
+      throw InvalidArgument("cuda: batch norm backward before its forward pass");
+    }
+    it->second->backward(cudnn_,
+                         {x.raw(), dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
+                          dx.raw(), dgamma.raw(), dbeta.raw()},
+                         workspace(bn_workspace_));
+  }
+
+  void relu_forward(const Tensor& x, Tensor& y) override {
+    same(x, y, "relu");
+    run(x.numel(), ReluForward{x.data<float>(), y.data<float>()});
+  }
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    same(y, dx, "relu backward");
+    same(dy, dx, "relu backward");
+    run(y.numel(), ReluBackward{y.data<float>(), dy.data<float>(), dx.data<float>()});
+  }
+
+  void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
+    const PoolGeo g = pool_geo(x, y);
+    run(y.numel(), PoolForward{p, x.data<float>(), g.h, g.w, g.oh, g.ow, y.data<float>()});
+  }
+  void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     Tensor& dx) override {
+    const PoolGeo g = pool_geo(x, y);
+    same(x, dx, "pool backward");
+    same(y, dy, "pool backward");
+    run(dx.numel(),
+        PoolBackward{p, x.data<float>(), dy.data<float>(), g.h, g.w, g.oh, g.ow, dx.data<float>()});
+  }
+  void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
+    const PoolGeo g = pool_geo(x, y);
+    run(y.numel(), AdaptiveAvgPoolForward{x.data<float>(), g.h, g.w, g.oh, g.ow, y.data<float>()});
+  }
+  void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
+    const PoolGeo g = pool_geo(dx, dy);
+    run(dx.numel(),
+        AdaptiveAvgPoolBackward{dy.data<float>(), g.h, g.w, g.oh, g.ow, dx.data<float>()});
+  }
+
+  void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) override {
+    same(x, y, "dropout");
+    same(x, mask, "dropout mask");
+    if (!(p >= 0.f && p < 1.f)) {
+      throw InvalidArgument(fmt::format("dropout probability must be in [0, 1) (got {})", p));
+    }
+    run(x.numel(), DropoutForward{x.data<float>(), p, seed, mask.data<float>(), y.data<float>()});
+  }
+  void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
+    same(dy, dx, "dropout backward");
+    same(mask, dx, "dropout backward");
+    run(dy.numel(), DropoutBackward{dy.data<float>(), mask.data<float>(), dx.data<float>()});
+  }
+
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+    same(a, y, "add");
+    same(b, y, "add");
+    run(y.numel(), Add{a.data<float>(), b.data<float>(), y.data<float>()});
+  }
+  void accumulate(const Tensor& x, Tensor& y) override {
+    same(x, y, "accumulate");
+    run(y.numel(), Accumulate{x.data<float>(), y.data<float>()});
+  }
+
+  void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& probs,
+                             Tensor& loss) override {
+    check_f32(logits, "logits");
+    same(logits, probs, "softmax probabilities");
+    const int64_t rows = logits.dim(0), classes = logits.dim(1);
+    if (labels.dtype() != DType::kI64) throw InvalidArgument("cuda: labels must be int64");
+    check_numel(labels, rows, "labels");
+    check_numel(loss, 1, "loss");
+    auto* row_loss = static_cast<double*>(workspace(static_cast<size_t>(rows) * sizeof(double)));
+    run(rows, SoftmaxCrossEntropyRow{logits.data<float>(), labels.data<int64_t>(), classes,
+                                     probs.data<float>(), row_loss});
+    run(1, MeanOfRows{row_loss, rows, loss.data<float>()});
+  }
+  void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
+                                      Tensor& dlogits) override {
+    same(probs, dlogits, "softmax backward");
+    const int64_t rows = probs.dim(0), classes = probs.dim(1);
+    run(probs.numel(), SoftmaxCrossEntropyBackward{probs.data<float>(), labels.data<int64_t>(),
+                                                   rows, classes, dlogits.data<float>()});
+  }
+
+  void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
+                  Tensor& param) override {
+    same(grad, param, "sgd");
+    same(momentum_buf, param, "sgd momentum");
+    run(param.numel(),
+        SgdUpdate{cfg, grad.data<float>(), momentum_buf.data<float>(), param.data<float>()});
+  }
+
+ private:
+  struct BnDims {
+    int64_t n, c, inner;
+  };
+  struct PoolGeo {
+    int64_t h, w, oh, ow;
+  };
+
+  template <typename F>
+  void run(int64_t n, const F& f) {
+    launch_for_each(stream(), n, f);
+  }
+  static void same(const Tensor& a, const Tensor& b, std::string_view what) {
+    check_f32(a, what);
+    check_f32(b, what);
+    if (a.numel() != b.numel()) {
+      throw InvalidArgument(
+          fmt::format("cuda {}: {} and {} differ", what, a.shape().str(), b.shape().str()));
+    }
+  }
+  static BnDims bn_dims(const Tensor& x, const Tensor& gamma) {
+    check_f32(x, "batch norm input");
+    const int64_t n = x.dim(0), c = x.dim(1);
+    check_numel(gamma, c, "batch norm weight");
+    return {n, c, x.numel() / (n * c)};
+  }
+  static PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
+    check_f32(x, "pool input");
+    check_f32(y, "pool output");
+    if (x.shape().rank() != 4 || y.shape().rank() != 4 || x.dim(0) != y.dim(0) ||
+        x.dim(1) != y.dim(1)) {
+      throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
+                                        x.shape().str(), y.shape().str()));
+    }
+    return {x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
+  }
+
+  void run_conv(const ConvPlan& p, ConvPass pass, const PassOperands& op,
+                std::initializer_list<const Tensor*> xwy) {
+    const CudaConvPlan& plan = cuda_plan(p);
+    const ConvDesc& d = plan.desc();
+    const Tensor* const* t = xwy.begin();
+    check_numel(*t[0], d.batch * d.in_channels * d.height * d.width, "conv input");
+    check_numel(*t[1], d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w,
+                "conv weight");
+    check_numel(*t[2], d.batch * d.out_channels * d.out_h() * d.out_w(), "conv output");
+    for (const Tensor* x : xwy) check_f32(*x, "conv operand");
+    plan.graphs().execute(cudnn_, pass, op, workspace(plan.graphs().chosen(pass).workspace_bytes));
+  }
+
+  const BatchNormGraphs& bn_graphs(const BnDims& d, float eps) {
+    uint32_t eps_bits = 0;
+    std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
+    const auto key = std::make_tuple(d.n, d.c, d.inner, eps_bits);
+    auto it = bn_by_shape_.find(key);
+    if (it == bn_by_shape_.end()) {
+      auto g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, cudnn_);
+      bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
+      reserve_workspace(bn_workspace_);
+      it = bn_by_shape_.emplace(key, std::move(g)).first;
+    }
+    return *it->second;
+  }
+  // Scratch for the batch-norm graphs' own running statistics (4 * c floats, zeroed).
+  float* bn_scratch(int64_t c) {
+    if (!bn_scratch_.defined() || bn_scratch_.numel() < 4 * c) {
+      bn_scratch_ = empty(Shape{4 * c}, DType::kF32, MemCategory::kWorkspace,
+                          "batch-norm running-statistics scratch");
+      fill(bn_scratch_, 0.f);
+    }
+    return bn_scratch_.data<float>();
+  }
+
+  DeviceInfo device_;
+  BackendOptions options_;
+  std::unique_ptr<Stream> stream_;
+  cudnnHandle_t cudnn_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  PinnedStaging staging_;
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, std::unique_ptr<MatmulPlan>>
+      matmuls_;
+  // By (n, c, h * w, eps's bits).
+  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t>, std::unique_ptr<BatchNormGraphs>>
+      bn_by_shape_;
+  size_t bn_workspace_ = 0;
+  Tensor bn_scratch_;
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& options) {
+  const auto devices = query_devices();
+  if (devices.empty()) {
+    throw InvalidArgument(
+        "--backend=cuda: no CUDA device is visible on this machine (no GPU, or no driver); run "
+        "on a GPU machine or use --backend=cpu");
+  }
+  return std::make_unique<CudaBackend>(devices[options.device % static_cast<int>(devices.size())],
+                                       options);
+}
+
+}  // namespace dlb::cuda

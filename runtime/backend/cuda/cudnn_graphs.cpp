@@ -1,0 +1,321 @@
+// The only translation unit that includes cudnn-frontend. Graph construction follows NVIDIA's
+// frontend samples (samples/cpp/convolution/fprop.cpp, dgrad.cpp, wgrad.cpp and
+// samples/cpp/norm/batchnorm.cpp of NVIDIA/cudnn-frontend) with NCHW strides and f32 data, and
+// the engine filters follow PyTorch's cuDNN v8 path (aten/src/ATen/native/cudnn/Conv_v8.cpp:
+// heuristics mode A plus the fallback list; tensor-core engines excluded for f32 unless TF32 is
+// allowed). docs/cuda.md has the table of calls and their semantics.
+#define CUDNN_FRONTEND_SKIP_JSON_LIB 1
+#include "runtime/backend/cuda/cudnn_graphs.h"
+
+#include <cudnn_frontend.h>
+#include <fmt/format.h>
+
+#include <array>
+#include <unordered_map>
+
+#include "runtime/core/error.h"
+
+namespace dlb::cuda {
+namespace fe = cudnn_frontend;
+namespace {
+
+using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
+using VariantPack = std::unordered_map<TensorPtr, void*>;
+
+// Throws InvalidArgument with the frontend's message (which carries cuDNN's) when `e` is bad.
+void check(fe::error_t e, const std::string& what) {
+  if (e.is_bad()) throw InvalidArgument(fmt::format("cuDNN graph {}: {}", what, e.get_message()));
+}
+
+std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size(), 1);
+  for (size_t i = dims.size() - 1; i > 0; --i) s[i - 1] = s[i] * dims[i];
+  return s;
+}
+
+TensorPtr nchw_tensor(fe::graph::Graph& g, const char* name, std::vector<int64_t> dims) {
+  const auto strides = packed_strides(dims);
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_dim(std::move(dims))
+                      .set_stride(strides)
+                      .set_data_type(fe::DataType_t::FLOAT));
+}
+
+std::unique_ptr<fe::graph::Graph> new_graph(const char* name) {
+  auto g = std::make_unique<fe::graph::Graph>();
+  g->set_name(name)
+      .set_io_data_type(fe::DataType_t::FLOAT)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+void finalize(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what) {
+  check(g.validate(), what + ": validate");
+  check(g.build_operation_graph(handle), what + ": build_operation_graph");
+}
+
+// Engine configurations for a finalized graph: heuristics mode A, then cuDNN's fallback list;
+// f32 without TF32 excludes engines whose numerical notes say tensor cores or down-converted
+// inputs; a workspace limit excludes engines that need more.
+void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
+                const std::string& what) {
+  check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+        what + ": create_execution_plans");
+  if (!c.allow_tf32) {
+    g.deselect_numeric_notes(
+        {fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+  }
+  if (c.workspace_limit)
+    g.deselect_workspace_greater_than(static_cast<int64_t>(*c.workspace_limit));
+  const std::string limit = c.workspace_limit ? fmt::format(" within --workspace-limit={}",
+                                                            format_bytes(*c.workspace_limit))
+                                              : std::string();
+  if (g.check_support().is_bad()) {
+    throw InvalidArgument(fmt::format("{}: cuDNN has no engine{}{}", what,
+                                      c.allow_tf32 ? "" : " without TF32", limit));
+  }
+  check(g.build_plans(build_all ? fe::BuildPlanPolicy_t::ALL
+                                : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
+        what + ": build_plans" + limit);
+}
+
+std::string plan_name(const fe::graph::Graph& g) {
+  std::string name;
+  return g.get_plan_name(name).is_good() ? name : std::string("?");
+}
+
+size_t workspace_of(const fe::graph::Graph& g) {
+  int64_t ws = 0;
+  check(g.get_workspace_size(ws), "get_workspace_size");
+  return static_cast<size_t>(ws);
+}
+
+}  // namespace
+
+struct ConvGraphs::Impl {
+  struct Pass {
+    std::unique_ptr<fe::graph::Graph> graph;
+    TensorPtr a, b, out;
+    std::string engine;
+    size_t workspace = 0;
+  };
+  std::array<Pass, 3> passes;
+  std::string shape;  // for messages
+};
+
+ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::make_unique<Impl>()) {
+  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
+  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
+                                    d.kernel_w};
+  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{}", d.kernel_h, d.kernel_w, d.stride_h,
+                             d.in_channels, d.out_channels, d.batch, d.height, d.width);
+  const std::vector<int64_t> padding{d.pad_h, d.pad_w}, stride{d.stride_h, d.stride_w},
+      dilation{1, 1};
+
+  {  // forward: y = conv(x, w). y's dims are left for the frontend to infer (and checked); its
+     // strides are NCHW-packed (the frontend's default would be NHWC).
+    auto& p = impl_->passes[0];
+    p.graph = new_graph("conv_fprop");
+    p.a = nchw_tensor(*p.graph, "x", x_dims);
+    p.b = nchw_tensor(*p.graph, "w", w_dims);
+    p.out = p.graph->conv_fprop(p.a, p.b,
+                                fe::graph::Conv_fprop_attributes()
+                                    .set_padding(padding)
+                                    .set_stride(stride)
+                                    .set_dilation(dilation)
+                                    .set_compute_data_type(fe::DataType_t::FLOAT));
+    p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
+    finalize(*p.graph, handle, impl_->shape + " forward");
+    if (p.out->get_dim() != y_dims) {
+      throw InvalidArgument(fmt::format("{}: cuDNN infers output dims {}, not {}", impl_->shape,
+                                        fmt::join(p.out->get_dim(), "x"), fmt::join(y_dims, "x")));
+    }
+  }
+  {  // backward-data: dx = conv_dgrad(dy, w)
+    auto& p = impl_->passes[1];
+    p.graph = new_graph("conv_dgrad");
+    p.a = nchw_tensor(*p.graph, "dy", y_dims);
+    p.b = nchw_tensor(*p.graph, "w", w_dims);
+    p.out = p.graph->conv_dgrad(p.a, p.b,
+                                fe::graph::Conv_dgrad_attributes()
+                                    .set_padding(padding)
+                                    .set_stride(stride)
+                                    .set_dilation(dilation)
+                                    .set_compute_data_type(fe::DataType_t::FLOAT));
+    p.out->set_output(true)
+        .set_dim(x_dims)
+        .set_stride(packed_strides(x_dims))
+        .set_data_type(fe::DataType_t::FLOAT);
+    finalize(*p.graph, handle, impl_->shape + " backward-data");
+  }
+  {  // backward-filter: dw = conv_wgrad(dy, x)
+    auto& p = impl_->passes[2];
+    p.graph = new_graph("conv_wgrad");
+    p.a = nchw_tensor(*p.graph, "x", x_dims);
+    p.b = nchw_tensor(*p.graph, "dy", y_dims);
+    p.out = p.graph->conv_wgrad(p.b, p.a,
+                                fe::graph::Conv_wgrad_attributes()
+                                    .set_padding(padding)
+                                    .set_stride(stride)
+                                    .set_dilation(dilation)
+                                    .set_compute_data_type(fe::DataType_t::FLOAT));
+    p.out->set_output(true)
+        .set_dim(w_dims)
+        .set_stride(packed_strides(w_dims))
+        .set_data_type(fe::DataType_t::FLOAT);
+    finalize(*p.graph, handle, impl_->shape + " backward-filter");
+  }
+}
+
+ConvGraphs::~ConvGraphs() = default;
+
+std::vector<int64_t> ConvGraphs::output_dims(ConvPass pass) const {
+  return impl_->passes[static_cast<int>(pass)].out->get_dim();
+}
+
+void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice,
+                                const PassOperands (&scratch)[3],
+                                const std::function<void*(size_t)>& workspace) {
+  for (ConvPass pass : kConvPasses) {
+    auto& p = impl_->passes[static_cast<int>(pass)];
+    const std::string what = fmt::format("{} {}", impl_->shape, conv_pass_name(pass));
+    const bool autotune = choice.how == ConvAlgoChoice::kAutotune;
+    make_plans(*p.graph, choice, autotune, what);
+    if (autotune) {
+      const PassOperands& s = scratch[static_cast<int>(pass)];
+      VariantPack pack{
+          {p.a, const_cast<void*>(s.a)}, {p.b, const_cast<void*>(s.b)}, {p.out, s.out}};
+      void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
+      check(p.graph->autotune(handle, pack, ws), what + ": autotune");
+    }
+    p.engine = plan_name(*p.graph);
+    p.workspace = workspace_of(*p.graph);
+  }
+}
+
+PassAlgorithm ConvGraphs::chosen(ConvPass pass) const {
+  const auto& p = impl_->passes[static_cast<int>(pass)];
+  return {pass, p.engine, p.workspace};
+}
+
+void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands& op,
+                         void* workspace) const {
+  const auto& p = impl_->passes[static_cast<int>(pass)];
+  VariantPack pack{{p.a, const_cast<void*>(op.a)}, {p.b, const_cast<void*>(op.b)}, {p.out, op.out}};
+  check(p.graph->execute(handle, pack, workspace),
+        fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)));
+}
+
+struct BatchNormGraphs::Impl {
+  std::unique_ptr<fe::graph::Graph> fwd, bwd;
+  // forward
+  TensorPtr x, gamma, beta, prev_mean, prev_var, y, mean, invstd, next_mean, next_var;
+  // backward
+  TensorPtr b_x, b_dy, b_gamma, b_mean, b_invstd, dx, dgamma, dbeta;
+  int64_t c = 0;
+  std::string shape, engines;
+};
+
+BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps,
+                                 cudnnHandle_t handle)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& m = *impl_;
+  m.c = c;
+  m.shape = fmt::format("batch norm over {}x{}x{}x{}", n, c, h, w);
+  const std::vector<int64_t> dims{n, c, h, w}, per_channel{1, c, 1, 1};
+  {
+    m.fwd = new_graph("batchnorm_fwd");
+    auto& g = *m.fwd;
+    m.x = nchw_tensor(g, "x", dims);
+    m.gamma = nchw_tensor(g, "gamma", per_channel);
+    m.beta = nchw_tensor(g, "beta", per_channel);
+    m.prev_mean = nchw_tensor(g, "prev_running_mean", per_channel);
+    m.prev_var = nchw_tensor(g, "prev_running_var", per_channel);
+    auto epsilon = g.tensor(eps);
+    auto momentum = g.tensor(0.1f);
+    auto options =
+        fe::graph::Batchnorm_attributes().set_epsilon(epsilon).set_previous_running_stats(
+            m.prev_mean, m.prev_var, momentum);
+    auto [y, mean, invstd, next_mean, next_var] = g.batchnorm(m.x, m.gamma, m.beta, options);
+    m.y = y;
+    m.mean = mean;
+    m.invstd = invstd;
+    m.next_mean = next_mean;
+    m.next_var = next_var;
+    m.y->set_output(true).set_dim(dims).set_stride(packed_strides(dims));
+    for (auto* t : {&m.mean, &m.invstd, &m.next_mean, &m.next_var}) {
+      (*t)->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+    }
+    finalize(g, handle, m.shape + " forward");
+  }
+  {
+    m.bwd = new_graph("batchnorm_bwd");
+    auto& g = *m.bwd;
+    m.b_dy = nchw_tensor(g, "dy", dims);
+    m.b_x = nchw_tensor(g, "x", dims);
+    m.b_gamma = nchw_tensor(g, "gamma", per_channel);
+    m.b_mean = nchw_tensor(g, "mean", per_channel);
+    m.b_invstd = nchw_tensor(g, "inv_variance", per_channel);
+    auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
+        m.b_mean, m.b_invstd);
+    auto [dx, dgamma, dbeta] = g.batchnorm_backward(m.b_dy, m.b_x, m.b_gamma, options);
+    m.dx = dx;
+    m.dgamma = dgamma;
+    m.dbeta = dbeta;
+    m.dx->set_output(true).set_dim(dims).set_stride(packed_strides(dims));
+    m.dgamma->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+    m.dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+    finalize(g, handle, m.shape + " backward");
+  }
+}
+
+BatchNormGraphs::~BatchNormGraphs() = default;
+
+std::vector<int64_t> BatchNormGraphs::forward_output_dims() const { return impl_->y->get_dim(); }
+std::vector<int64_t> BatchNormGraphs::backward_output_dims() const { return impl_->dx->get_dim(); }
+
+size_t BatchNormGraphs::choose_engines(cudnnHandle_t /*handle*/) {
+  const EngineChoice heuristic;  // no tensor-op notes apply to normalization engines in f32
+  make_plans(*impl_->fwd, heuristic, false, impl_->shape + " forward");
+  make_plans(*impl_->bwd, heuristic, false, impl_->shape + " backward");
+  impl_->engines =
+      fmt::format("forward {}, backward {}", plan_name(*impl_->fwd), plan_name(*impl_->bwd));
+  return std::max(workspace_of(*impl_->fwd), workspace_of(*impl_->bwd));
+}
+
+std::string BatchNormGraphs::engine_names() const { return impl_->engines; }
+
+void BatchNormGraphs::forward(cudnnHandle_t handle, const BatchNormForwardOperands& op,
+                              void* workspace) const {
+  const Impl& m = *impl_;
+  VariantPack pack{{m.x, const_cast<void*>(op.x)},
+                   {m.gamma, const_cast<void*>(op.gamma)},
+                   {m.beta, const_cast<void*>(op.beta)},
+                   {m.y, op.y},
+                   {m.mean, op.save_mean},
+                   {m.invstd, op.save_invstd},
+                   {m.prev_mean, op.running_scratch},
+                   {m.prev_var, op.running_scratch + m.c},
+                   {m.next_mean, op.running_scratch + 2 * m.c},
+                   {m.next_var, op.running_scratch + 3 * m.c}};
+  check(m.fwd->execute(handle, pack, workspace), m.shape + " forward: execute");
+}
+
+void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOperands& op,
+                               void* workspace) const {
+  const Impl& m = *impl_;
+  VariantPack pack{{m.b_x, const_cast<void*>(op.x)},
+                   {m.b_dy, const_cast<void*>(op.dy)},
+                   {m.b_gamma, const_cast<void*>(op.gamma)},
+                   {m.b_mean, const_cast<void*>(op.save_mean)},
+                   {m.b_invstd, const_cast<void*>(op.save_invstd)},
+                   {m.dx, op.dx},
+                   {m.dgamma, op.dgamma},
+                   {m.dbeta, op.dbeta}};
+  check(m.bwd->execute(handle, pack, workspace), m.shape + " backward: execute");
+}
+
+}  // namespace dlb::cuda

@@ -1,0 +1,117 @@
+// cuDNN's graph API through cudnn-frontend, for convolution and batch norm. This header does not
+// include the frontend (one translation unit that does takes ~30 s to compile): the graphs live
+// behind pointers to implementation.
+//
+// Every graph is built in two steps:
+//   1. construction validates it and finalizes cuDNN's operation graph. That needs no device, and
+//      a null handle is allowed: cuDNN itself then checks the shapes, strides and types
+//      (tests/unit/cudnn_graph_test.cpp does this for every layer of every reference model);
+//   2. choose_engines() picks an engine configuration per graph, on a device.
+#pragma once
+#include <cudnn.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+
+namespace dlb::cuda {
+
+// How engines are chosen: heuristic or autotune, under a workspace limit, and whether TF32
+// tensor-op math is allowed (precision tf32) or not (fp32: engines with the tensor-core or
+// down-convert numerical notes are excluded).
+struct EngineChoice {
+  ConvAlgoChoice how = ConvAlgoChoice::kHeuristic;
+  std::optional<size_t> workspace_limit;
+  bool allow_tf32 = false;
+};
+
+// Device buffers of one pass's operands, for autotuning (timed at plan time) and execution.
+struct PassOperands {
+  const void* a = nullptr;  // forward: x; backward-data: dy; backward-filter: x
+  const void* b = nullptr;  // forward: w; backward-data: w;  backward-filter: dy
+  void* out = nullptr;      // forward: y; backward-data: dx; backward-filter: dw
+};
+
+// The three graphs of one convolution (NCHW, f32): forward, backward-data, backward-filter.
+class ConvGraphs {
+ public:
+  // Throws InvalidArgument with the frontend's or cuDNN's message when a graph is refused.
+  ConvGraphs(const ConvDesc& d, cudnnHandle_t handle);
+  ~ConvGraphs();
+  ConvGraphs(const ConvGraphs&) = delete;
+  ConvGraphs& operator=(const ConvGraphs&) = delete;
+
+  // The output dimensions of a pass's graph as the frontend inferred them.
+  std::vector<int64_t> output_dims(ConvPass pass) const;
+
+  // Picks an engine for every pass. Autotune times every candidate once on `scratch` operands,
+  // with workspace from `workspace(bytes)`. Throws InvalidArgument, naming the pass, when no
+  // engine fits the workspace limit.
+  void choose_engines(cudnnHandle_t handle, const EngineChoice& choice,
+                      const PassOperands (&scratch)[3],
+                      const std::function<void*(size_t)>& workspace);
+  PassAlgorithm chosen(ConvPass pass) const;
+
+  void execute(cudnnHandle_t handle, ConvPass pass, const PassOperands& operands,
+               void* workspace) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// Batch norm in training over [n, c, h, w] (NCHW, f32 data and statistics): the forward graph
+// (y, the batch mean and 1/sqrt(var + eps)) and the backward graph (dx, dgamma, dbeta from the
+// saved statistics). The running statistics are not the graph's: CudaBackend updates them with
+// PyTorch's unbiased variance (kernels.h's BatchNormRunningUpdate).
+struct BatchNormForwardOperands {
+  const void* x;
+  const void* gamma;
+  const void* beta;
+  void* y;
+  void* save_mean;
+  void* save_invstd;
+  // The graph's own running statistics, [previous mean, previous var, next mean, next var] x c
+  // floats of device scratch: read and written, never used (see above).
+  float* running_scratch;
+};
+struct BatchNormBackwardOperands {
+  const void* x;
+  const void* dy;
+  const void* gamma;
+  const void* save_mean;
+  const void* save_invstd;
+  void* dx;
+  void* dgamma;
+  void* dbeta;
+};
+
+class BatchNormGraphs {
+ public:
+  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, cudnnHandle_t handle);
+  ~BatchNormGraphs();
+  BatchNormGraphs(const BatchNormGraphs&) = delete;
+  BatchNormGraphs& operator=(const BatchNormGraphs&) = delete;
+
+  std::vector<int64_t> forward_output_dims() const;   // y as inferred
+  std::vector<int64_t> backward_output_dims() const;  // dx as inferred
+
+  // Heuristic engines (batch norm has no algorithm choice worth timing); returns the larger of
+  // the two workspaces.
+  size_t choose_engines(cudnnHandle_t handle);
+  std::string engine_names() const;
+
+  void forward(cudnnHandle_t handle, const BatchNormForwardOperands& op, void* workspace) const;
+  void backward(cudnnHandle_t handle, const BatchNormBackwardOperands& op, void* workspace) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlb::cuda
