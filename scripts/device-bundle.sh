@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Builds dlbench here for sm_90 (H100/H200) and packs what a GPU machine needs to run it and its
+# GPU tests: build-device/bundle.tar.gz holds bin/ (dlbench and the test programs) and lib/ (every
+# shared library they load except the C library and CUDA's own: the GPU machine brings those,
+# from its CUDA toolkit or PyTorch's pip packages). A GPU machine has no Debian packages and no
+# MPI, and takes at most 64 MiB with the working tree; the packed bundle must fit.
+#
+# usage: scripts/device-bundle.sh                     build build-device/, then pack
+#        scripts/device-bundle.sh --from BUILD --out DIR   pack an existing build into DIR/bundle
+#                                                     (and DIR/bundle.tar.gz), no build
+# Then, on the GPU machine: scripts/device-check.sh build-device/bundle.tar.gz
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+build=$root/build-device
+out=$root/build-device
+from=""
+while (($#)); do
+  case $1 in
+    --from) from=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    *) echo "device-bundle: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+
+if [[ -z $from ]]; then
+  "$root/scripts/install-deps.sh"
+  [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "device-bundle: needs the CUDA toolkit at /usr/local/cuda" >&2; exit 1; }
+  echo "device-bundle: building for sm_90 in $build"
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLB_ENABLE_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES=90 >"$out.configure.log" 2>&1 \
+    || { echo "device-bundle: configure failed; see $out.configure.log" >&2; exit 1; }
+  cmake --build "$build" -j"$(nproc)" --target dlbench unit_tests gradcheck_tests \
+    cuda_library_tests cuda_memory_tests cuda_kernels_tests cuda_backend_tests \
+    >"$build/bundle-build.log" 2>&1 \
+    || { echo "device-bundle: build failed; see $build/bundle-build.log" >&2; exit 1; }
+  from=$build
+fi
+
+bundle=$out/bundle
+rm -rf "$bundle" "$out/bundle.tar.gz"
+mkdir -p "$bundle/bin" "$bundle/lib"
+cp "$from/dlbench" "$bundle/bin/"
+for t in unit_tests gradcheck_tests cuda_library_tests cuda_memory_tests cuda_kernels_tests \
+         cuda_backend_tests; do
+  [[ -x $from/tests/$t ]] && cp "$from/tests/$t" "$bundle/bin/"
+done
+
+# Every library the programs load, but the C library's and CUDA's (the GPU machine's own).
+is_system_or_cuda() {
+  case $1 in
+    linux-vdso.so* | ld-linux* | libc.so* | libm.so* | libdl.so* | libpthread.so* | librt.so*) return 0 ;;
+    libcuda.so* | libcudart.so* | libcublas* | libcudnn* | libnccl.so* | libnvrtc* | libnvJitLink*) return 0 ;;
+  esac
+  return 1
+}
+for b in "$bundle"/bin/*; do
+  ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
+done | sort -u | while read -r name path; do
+  is_system_or_cuda "$name" || cp -L "$path" "$bundle/lib/$name"
+done
+
+git -C "$root" describe --always --dirty --abbrev=12 >"$bundle/VERSION" 2>/dev/null || echo unknown >"$bundle/VERSION"
+tar -C "$out" -czf "$out/bundle.tar.gz" bundle
+bytes=$(stat -c %s "$out/bundle.tar.gz")
+limit=$((48 << 20))  # leaves room for the working tree within the GPU machine's 64 MiB
+echo "device-bundle: $out/bundle.tar.gz is $((bytes >> 20)) MiB ($(ls "$bundle/bin" | wc -l) programs, $(ls "$bundle/lib" | wc -l) libraries)"
+if ((bytes > limit)); then
+  echo "device-bundle: over the $((limit >> 20)) MiB budget" >&2
+  exit 1
+fi

@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# Runs on a GPU machine, from the repository root, with the bundle that scripts/device-bundle.sh
+# packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
+# libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
+#
+#   tests: every gpu-labelled test program and script, the cuDNN/cuBLASLt checks, and the
+#          resnet18 parity step against PyTorch on the same GPU (strict fp32);
+#   bench: resnet50, resnet18, vgg16 and alexnet at 224x224, batch 64 and 128, fp32 and tf32,
+#          dlbench and PyTorch alternating, point by point.
+# It writes one JSON record, device-check-<UTC time>.json, into $OUT (the device tool's folder)
+# or results/device/, and exits 1 if any test failed.
+#
+# usage: scripts/device-check.sh BUNDLE.tar.gz [tests|bench|all]
+set -uo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+bundle_tar=${1:?usage: device-check.sh BUNDLE.tar.gz [tests|bench|all]}
+what=${2:-all}
+out=${OUT:-$root/results/device}
+mkdir -p "$out"
+work=$(mktemp -d)
+tar -C "$work" -xzf "$bundle_tar"
+bin=$work/bundle/bin
+dlbench=$bin/dlbench
+
+# CUDA's libraries: PyTorch's pip packages (nvidia/*/lib), then the toolkit's.
+cuda_libs=$(python3 - <<'PY' 2>/dev/null
+import glob, os
+try:
+    import nvidia
+    dirs = sorted({os.path.dirname(p) for d in nvidia.__path__
+                   for p in glob.glob(os.path.join(d, "**", "lib*.so*"), recursive=True)})
+    print(":".join(dirs))
+except ImportError:
+    pass
+PY
+)
+export LD_LIBRARY_PATH=$work/bundle/lib:${cuda_libs}:/usr/local/cuda/lib64
+export DLB_SUITES_DIR=$root/suites PYTHONUNBUFFERED=1
+
+json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+results=$work/results.jsonl
+failures=0
+# check NAME COMMAND...: runs it, records pass (0), skip (77) or fail, the seconds and the tail.
+check() {
+  local name=$1; shift
+  local t0=$SECONDS log=$work/$name.log
+  timeout 900 "$@" >"$log" 2>&1
+  local rc=$? status=pass
+  ((rc == 77)) && status=skip
+  ((rc != 0 && rc != 77)) && { status=fail; failures=$((failures + 1)); }
+  echo "device-check: $name: $status (exit $rc, $((SECONDS - t0)) s)"
+  printf '{"test": "%s", "status": "%s", "exit": %d, "seconds": %d, "tail": %s}\n' "$name" \
+    "$status" "$rc" "$((SECONDS - t0))" "$(tail -c 3000 "$log" | json_str)" >>"$results"
+}
+
+check list "$dlbench" list
+if [[ $what == tests || $what == all ]]; then
+  check cuda_library_tests "$bin/cuda_library_tests"
+  check cuda_memory_tests "$bin/cuda_memory_tests"
+  check cuda_kernels_tests "$bin/cuda_kernels_tests"
+  check cuda_backend_tests "$bin/cuda_backend_tests"
+  check cuda_runs bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  check nccl_one_gpu bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
+  check parity_resnet18_gpu python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
+    "$work/parity" --backend=cuda --torch-device=cuda
+fi
+
+bench=$work/bench.jsonl
+if [[ $what == bench || $what == all ]]; then
+  for model in resnet50 resnet18 vgg16 alexnet; do
+    for batch in 64 128; do
+      for precision in fp32 tf32; do
+        point="$model b$batch $precision"
+        "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
+          --precision=$precision --steps=20 --warmup=5 --json="$work/d.json" >"$work/d.log" 2>&1
+        drc=$?
+        python3 "$root/scripts/torch_bench.py" $model $batch 224 $precision --steps=20 \
+          --warmup=5 >"$work/t.json" 2>"$work/t.log"
+        trc=$?
+        python3 - "$work/d.json" "$work/t.json" "$drc" "$trc" "$model" "$batch" "$precision" \
+          "$work/d.log" "$work/t.log" >>"$bench" <<'PY'
+import json, sys
+dpath, tpath, drc, trc, model, batch, precision, dlog, tlog = sys.argv[1:]
+row = {"model": model, "batch": int(batch), "image_size": 224, "precision": precision}
+try:
+    d = json.load(open(dpath)) if drc == "0" else None
+except (OSError, ValueError):
+    d = None
+try:
+    t = json.loads(open(tpath).read().strip().splitlines()[-1]) if trc == "0" else None
+except (OSError, ValueError, IndexError):
+    t = None
+if d:
+    m = d["metrics"]
+    row["dlbench"] = {"img_s": m["throughput_img_s"], "step_median_s": m["step_time_s"]["median"],
+                      "peak_bytes": d.get("memory", {}).get("peak_bytes_total")}
+else:
+    row["dlbench"] = {"error": open(dlog).read()[-800:]}
+row["pytorch"] = t if t else {"error": open(tlog).read()[-800:]}
+if d and t:
+    row["ratio_dlbench_over_pytorch"] = row["dlbench"]["img_s"] / t["img_s"]
+print(json.dumps(row))
+PY
+        echo "device-check: bench $point: $(tail -1 "$bench" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("dlbench",{}).get("img_s","failed"), "vs", r.get("pytorch",{}).get("img_s","failed"), "img/s")')"
+        rm -f "$work/d.json" "$work/t.json"
+      done
+    done
+  done
+fi
+
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+record=$out/device-check-$stamp.json
+python3 - "$results" "$bench" "$work/bundle/VERSION" "$what" >"$record" <<'PY'
+import json, os, subprocess, sys
+results, bench, version, what = sys.argv[1:]
+def lines(p):
+    return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
+def run(cmd):
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+try:
+    import torch
+    torch_info = {"version": torch.__version__, "cuda": torch.version.cuda,
+                  "cudnn": torch.backends.cudnn.version()}
+except ImportError:
+    torch_info = None
+print(json.dumps({
+    "kind": "dlbench device check", "part": what,
+    "dlbench_version": open(version).read().strip(),
+    "gpu": run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
+                "--format=csv,noheader"]),
+    "pytorch": torch_info,
+    "tests": lines(results), "bench": lines(bench)}, indent=1))
+PY
+echo "device-check: wrote $record; $failures failed"
+rm -rf "$work"
+exit $((failures > 0))

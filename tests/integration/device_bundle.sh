@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The device bundle is self-contained: packed from this build, every library its programs load
+# resolves to the bundle's lib/, CUDA's own directory (which stands in for the GPU machine's
+# CUDA libraries) or the C library; and its dlbench runs `list` with only those on the library
+# path and nothing of this environment.
+# usage: device_bundle.sh BUILD_DIR
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+"$root/scripts/device-bundle.sh" --from "$build" --out "$work" || { echo "FAIL: packing"; exit 1; }
+cuda_lib=$(dirname "$(ldd "$build/dlbench" | awk '$1 ~ /^libcudart/ {print $3}')")
+path=$work/bundle/lib:$cuda_lib
+failures=0
+for b in "$work"/bundle/bin/*; do
+  while read -r name arrow where _; do
+    [[ $arrow == "=>" ]] || continue
+    case $where in
+      "$work"/bundle/lib/* | "$cuda_lib"/*) ;;
+      */libc.so.* | */libm.so.* | */libdl.so.* | */libpthread.so.* | */librt.so.*) ;;
+      *) echo "FAIL: $(basename "$b") loads $name from $where, outside the bundle"; failures=$((failures + 1)) ;;
+    esac
+  done < <(LD_LIBRARY_PATH=$path ldd "$b")
+done
+out=$(env -i LD_LIBRARY_PATH="$path" "$work/bundle/bin/dlbench" list 2>&1) \
+  || { echo "FAIL: dlbench list in the bundle: $out"; failures=$((failures + 1)); }
+grep -q "^models" <<<"$out" || { echo "FAIL: no model list: $out"; failures=$((failures + 1)); }
+echo "bundle: $(ls "$work/bundle/bin" | wc -l) programs, $(ls "$work/bundle/lib" | wc -l) libraries; $failures failures"
+exit $((failures > 0))
