@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/stream_ref.h"
@@ -136,6 +137,9 @@ class DeviceMemory {
 class Backend : public DeviceMemory {
  public:
   virtual bool supports(Op op, const OpTypes& types) const = 0;
+  // The clock of this backend's work, for step boundaries: the host's for the CPU (an op has
+  // finished when it returns), CUDA events on the compute stream for a GPU.
+  virtual const Clock& clock() const { return host_clock_; }
   // Throws Unsupported, naming the op, the types and the backend, unless supports(op, types).
   void require(Op op, const OpTypes& types) const;
   // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
@@ -206,6 +210,7 @@ class Backend : public DeviceMemory {
 
  private:
   std::shared_ptr<Buffer> workspace_;
+  SteadyClock host_clock_;
 };
 
 // Options every backend accepts.

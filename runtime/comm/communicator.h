@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/stream_ref.h"
 #include "runtime/memory/tensor.h"
 
@@ -34,6 +35,9 @@ class CommHandle {
   // When the operation was seen to finish (valid once test() or wait() succeeded): the progress
   // thread stamps it as it finishes; polling stamps it at the first successful test.
   std::chrono::steady_clock::time_point completed_at() const { return completed_at_; }
+  // Marks of the operation's start and end on the device's clock (events on the communicator's
+  // stream), for traces; none for host communicators, whose times are the host's.
+  virtual std::optional<std::pair<Mark, Mark>> device_marks() const { return std::nullopt; }
 
  protected:
   void stamp_completion() { completed_at_ = std::chrono::steady_clock::now(); }

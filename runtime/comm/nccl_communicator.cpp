@@ -22,11 +22,30 @@ using nccl::Clock;
 using nccl::GuardedComm;
 using nccl::InFlight;
 
+// A timing event recorded on `stream` now, as a mark of the device's clock (the CUDA backend's
+// EventClock reads it against its own events: one device, any stream).
+Mark timing_mark(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  DLB_CUDA_CHECK(cudaEventCreate(&e));
+  std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  DLB_CUDA_CHECK(cudaEventRecord(e, stream));
+  return Mark{0, std::move(owned)};
+}
+
 class NcclHandle final : public CommHandle {
  public:
-  NcclHandle(std::shared_ptr<GuardedComm> comm, cudaStream_t stream)
-      : comm_(std::move(comm)), op_(std::make_shared<InFlight>(stream)) {
+  // `begin` was recorded on `stream` just before the collective; the end mark is recorded now,
+  // just after it.
+  NcclHandle(std::shared_ptr<GuardedComm> comm, cudaStream_t stream, Mark begin = {})
+      : comm_(std::move(comm)),
+        op_(std::make_shared<InFlight>(stream)),
+        begin_(std::move(begin)),
+        end_(begin_.device ? timing_mark(stream) : Mark{}) {
     comm_->watch(op_);
+  }
+  std::optional<std::pair<Mark, Mark>> device_marks() const override {
+    if (!begin_.device) return std::nullopt;
+    return std::make_pair(begin_, end_);
   }
   bool test() override {
     if (done_) return true;
@@ -52,6 +71,7 @@ class NcclHandle final : public CommHandle {
  private:
   std::shared_ptr<GuardedComm> comm_;
   std::shared_ptr<InFlight> op_;
+  Mark begin_, end_;
   bool done_ = false;
 };
 
@@ -134,8 +154,9 @@ class NcclCommunicator final : public Communicator {
       DLB_CUDA_CHECK(cudaEventRecord(producer_done_, static_cast<cudaStream_t>(producer.native)));
       DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
     }
+    Mark begin = timing_mark(stream_);
     enqueue_allreduce(buffer, op);
-    return std::make_unique<NcclHandle>(comm_, stream_);
+    return std::make_unique<NcclHandle>(comm_, stream_, std::move(begin));
   }
 
  private:

@@ -14,6 +14,8 @@ const char* error_kind_name(ErrorKind kind) {
       return "communication error";
     case ErrorKind::kIo:
       return "i/o error";
+    case ErrorKind::kDevice:
+      return "device error";
   }
   return "error";
 }
@@ -30,6 +32,8 @@ int exit_code_for(ErrorKind kind) {
       return 4;
     case ErrorKind::kCommError:
       return 5;
+    case ErrorKind::kDevice:
+      return 6;
   }
   return 1;
 }

@@ -6,7 +6,9 @@
 
 namespace dlb {
 
-enum class ErrorKind { kInvalidArgument, kOutOfMemory, kUnsupported, kCommError, kIo };
+// kDevice: the accelerator or one of its libraries failed while running work (a kernel fault, an
+// execution failure): neither the input's fault nor a missing feature.
+enum class ErrorKind { kInvalidArgument, kOutOfMemory, kUnsupported, kCommError, kIo, kDevice };
 
 const char* error_kind_name(ErrorKind kind);
 
@@ -33,6 +35,9 @@ struct CommError : Error {
 };
 struct IoError : Error {
   explicit IoError(const std::string& m) : Error(ErrorKind::kIo, m) {}
+};
+struct DeviceError : Error {
+  explicit DeviceError(const std::string& m) : Error(ErrorKind::kDevice, m) {}
 };
 
 // Process exit code for an error kind; 2 is reserved for bad input, as CLI11 uses it.

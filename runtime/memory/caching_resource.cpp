@@ -1,8 +1,13 @@
 #include "runtime/memory/caching_resource.h"
 
+#include <fmt/format.h>
+
 #include <map>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
+
+#include "runtime/core/error.h"
 
 namespace dlb {
 
@@ -16,6 +21,8 @@ size_t caching_block_size(size_t bytes) {
 struct CachingMemoryResource::Impl {
   std::mutex mu;
   std::map<size_t, std::vector<void*>> free_blocks;  // by block size
+  std::unordered_map<void*, size_t> live;            // handed out: block size
+  CacheStats stats;
 };
 
 CachingMemoryResource::CachingMemoryResource(std::unique_ptr<MemoryResource> upstream)
@@ -23,41 +30,60 @@ CachingMemoryResource::CachingMemoryResource(std::unique_ptr<MemoryResource> ups
 
 CachingMemoryResource::~CachingMemoryResource() { release_cached(); }
 
+CacheStats CachingMemoryResource::stats() const {
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  return impl_->stats;
+}
+
 void* CachingMemoryResource::allocate(size_t bytes) {
   const size_t block = caching_block_size(bytes);
-  {
-    std::lock_guard<std::mutex> lock(impl_->mu);
-    auto it = impl_->free_blocks.find(block);
-    if (it != impl_->free_blocks.end() && !it->second.empty()) {
-      void* p = it->second.back();
-      it->second.pop_back();
-      ++stats_.reuses;
-      stats_.cached_bytes -= block;
-      return p;
+  std::lock_guard<std::mutex> lock(impl_->mu);
+  CacheStats& st = impl_->stats;
+  auto it = impl_->free_blocks.find(block);
+  void* p = nullptr;
+  if (it != impl_->free_blocks.end() && !it->second.empty()) {
+    p = it->second.back();
+    it->second.pop_back();
+    ++st.reuses;
+    st.cached_bytes -= block;
+  } else {
+    ++st.upstream_allocations;
+    p = upstream_->allocate(block);
+    if (!p && st.cached_bytes > 0) {
+      release_cached_locked();
+      ++st.flushes;
+      p = upstream_->allocate(block);
     }
   }
-  ++stats_.upstream_allocations;
-  if (void* p = upstream_->allocate(block)) return p;
-  if (stats_.cached_bytes == 0) return nullptr;
-  release_cached();
-  ++stats_.flushes;
-  return upstream_->allocate(block);
+  if (p) impl_->live.emplace(p, block);
+  return p;
 }
 
 void CachingMemoryResource::deallocate(void* p, size_t bytes) {
   const size_t block = caching_block_size(bytes);
   std::lock_guard<std::mutex> lock(impl_->mu);
+  auto it = impl_->live.find(p);
+  if (it == impl_->live.end() || it->second != block) {
+    // A pointer not handed out, or freed twice: caching it would hand it out twice.
+    throw InvalidArgument(fmt::format("{}: freeing {} bytes at {} that it did not hand out",
+                                      upstream_->name(), bytes, p));
+  }
+  impl_->live.erase(it);
   impl_->free_blocks[block].push_back(p);
-  stats_.cached_bytes += block;
+  impl_->stats.cached_bytes += block;
 }
 
 void CachingMemoryResource::release_cached() {
   std::lock_guard<std::mutex> lock(impl_->mu);
+  release_cached_locked();
+}
+
+void CachingMemoryResource::release_cached_locked() {
   for (auto& [block, ptrs] : impl_->free_blocks) {
     for (void* p : ptrs) upstream_->deallocate(p, block);
   }
   impl_->free_blocks.clear();
-  stats_.cached_bytes = 0;
+  impl_->stats.cached_bytes = 0;
 }
 
 }  // namespace dlb

@@ -30,14 +30,14 @@ class CachingMemoryResource final : public MemoryResource {
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   std::string_view name() const override { return upstream_->name(); }
-  const CacheStats& stats() const { return stats_; }
+  CacheStats stats() const;  // a copy, taken under the lock
   void release_cached();
 
  private:
+  void release_cached_locked();
   struct Impl;
   std::unique_ptr<MemoryResource> upstream_;
   std::unique_ptr<Impl> impl_;
-  CacheStats stats_;
 };
 
 }  // namespace dlb

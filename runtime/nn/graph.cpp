@@ -158,14 +158,22 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
   build_backward();
 }
 
-// Every parameter gradient is a view into one flat buffer, in reverse layer order.
+// Every parameter gradient is a view into one flat buffer, in reverse layer order, each starting
+// on a kGradientAlignmentBytes boundary: cuDNN and cuBLASLt write them and are promised aligned
+// pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The gaps are zero.
 void Graph::assign_gradients() {
-  int64_t total = 0;
-  for (const Node& node : nodes_)
-    if (node.layer) total += node.layer->num_params();
+  const auto align = static_cast<int64_t>(kGradientAlignmentBytes / dtype_size(policy_.gradients));
+  auto aligned = [&](int64_t offset) { return (offset + align - 1) / align * align; };
+  int64_t total = 0, declared = 0;
+  for (size_t i = nodes_.size() - 1; i >= 1; --i) {
+    for (const Param* p : nodes_[i].layer->params()) total = aligned(total) + p->value.numel();
+    declared += nodes_[i].layer->num_params();
+  }
   flat_grads_ = backend_->empty({std::max<int64_t>(total, 1)}, policy_.gradients,
                                 MemCategory::kGradients, "flat gradient buffer");
-  int64_t offset = 0;
+  if (policy_.gradients == DType::kF32) backend_->fill(flat_grads_, 0.f);
+  grad_offsets_.clear();
+  int64_t offset = 0, values = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     const std::vector<Param*> params = nodes_[i].layer->params();
     if (params.size() != param_ids_[i].size()) {
@@ -174,8 +182,11 @@ void Graph::assign_gradients() {
     }
     for (size_t k = 0; k < params.size(); ++k) {
       Param* p = params[k];
+      offset = aligned(offset);
+      grad_offsets_.push_back(offset);
       p->grad = flat_grads_.slice_flat(offset, p->value.numel()).reshaped(p->value.shape());
       offset += p->value.numel();
+      values += p->value.numel();
       const int grad = add_tensor({nodes_[i].name + "." + p->name + ".grad", TensorKind::kParamGrad,
                                    p->value.shape(), policy_.gradients, static_cast<int>(i)},
                                   p->grad);
@@ -184,9 +195,9 @@ void Graph::assign_gradients() {
       param_index_.push_back({p, {param_ids_[i][k], grad}});
     }
   }
-  if (offset != total) {
+  if (values != declared) {
     throw InvalidArgument(
-        fmt::format("parameters hold {} values, layers declared {}", offset, total));
+        fmt::format("parameters hold {} values, layers declared {}", values, declared));
   }
 }
 

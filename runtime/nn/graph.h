@@ -15,6 +15,9 @@
 
 namespace dlb {
 
+// Every parameter's gradient starts this aligned in the flat gradient buffer.
+constexpr size_t kGradientAlignmentBytes = 256;
+
 class Graph {
  public:
   struct Node {
@@ -77,6 +80,8 @@ class Graph {
   int param_grad_id(const Param* p) const;
   // Every parameter gradient, in one buffer (flat_params order). Each Param::grad is a view.
   Tensor& flat_gradients() { return flat_grads_; }
+  // Where each parameter's gradient starts in the flat buffer (flat_params() order), in elements.
+  const std::vector<int64_t>& grad_offsets() const { return grad_offsets_; }
   int64_t num_params() const;
   StateDict state_dict();
   // Strict, as torch's load_state_dict: every entry must be used and none may be missing.
@@ -108,6 +113,7 @@ class Graph {
   std::vector<int> fork_scratch_;                        // per input slot (-1: none)
   std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
   Tensor flat_grads_;
+  std::vector<int64_t> grad_offsets_;
   Schedule forward_, backward_;
 };
 

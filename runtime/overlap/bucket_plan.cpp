@@ -4,20 +4,18 @@
 
 namespace dlb {
 
-BucketPlan make_bucket_plan(const std::vector<int64_t>& numels, size_t element_bytes,
-                            double bucket_mb, double first_mb) {
+BucketPlan make_bucket_plan(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels,
+                            size_t element_bytes, double bucket_mb, double first_mb) {
   BucketPlan plan;
   Bucket current;
   double cap_mb = std::min(first_mb, bucket_mb);
-  int64_t offset = 0;
   for (size_t i = 0; i < numels.size(); ++i) {
     if (current.num_params == 0) {
       current.first_param = i;
-      current.begin = offset;
+      current.begin = offsets[i];
     }
     ++current.num_params;
-    current.count += numels[i];
-    offset += numels[i];
+    current.count = offsets[i] + numels[i] - current.begin;
     plan.bucket_of.push_back(plan.buckets.size());
     if (static_cast<double>(current.count) * static_cast<double>(element_bytes) >=
         cap_mb * 1024 * 1024) {
@@ -28,6 +26,17 @@ BucketPlan make_bucket_plan(const std::vector<int64_t>& numels, size_t element_b
   }
   if (current.num_params > 0) plan.buckets.push_back(current);
   return plan;
+}
+
+BucketPlan make_bucket_plan(const std::vector<int64_t>& numels, size_t element_bytes,
+                            double bucket_mb, double first_mb) {
+  std::vector<int64_t> offsets;
+  int64_t offset = 0;
+  for (int64_t n : numels) {
+    offsets.push_back(offset);
+    offset += n;
+  }
+  return make_bucket_plan(offsets, numels, element_bytes, bucket_mb, first_mb);
 }
 
 }  // namespace dlb

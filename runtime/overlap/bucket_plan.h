@@ -21,8 +21,14 @@ struct BucketPlan {
 
 constexpr double kFirstBucketMb = 1.0;
 
-// `numels`: each parameter's element count in flat order. A bucket closes once it holds at least
-// its cap (first_mb for the first, then bucket_mb) of element_bytes-sized elements.
+// `offsets` and `numels`: where each parameter's gradient starts in the flat buffer, and its
+// element count, in flat order (offsets increasing; gaps between parameters, for alignment, are
+// inside the bucket that spans them). A bucket closes once it spans at least its cap (first_mb
+// for the first, then bucket_mb) of element_bytes-sized elements.
+BucketPlan make_bucket_plan(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels,
+                            size_t element_bytes, double bucket_mb,
+                            double first_mb = kFirstBucketMb);
+// Parameters packed back to back.
 BucketPlan make_bucket_plan(const std::vector<int64_t>& numels, size_t element_bytes,
                             double bucket_mb, double first_mb = kFirstBucketMb);
 

@@ -28,8 +28,8 @@ GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
   }
 }
 
-std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, double& launched_us) {
-  launched_us = tracer_ ? tracer_->now_us() : 0;  // also just before the window: see record
+std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, Mark& launched) {
+  launched = tracer_ ? tracer_->host_mark() : Mark{};  // also just before the window: see record
   // It starts after the work queued so far on the backend's stream: the bucket's gradients.
   Tensor slice = flat_.slice_flat(begin, count);
   return comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
@@ -39,22 +39,22 @@ void GradSync::all_reduce(int bucket) {
   if (!distributed()) return;
   if (bucket < 0) {
     // One all-reduce of the whole flat buffer, timed as one bucket spanning everything.
-    double launched_us = 0;
-    auto handle = launch(0, flat_.numel(), launched_us);
+    Mark launched;
+    auto handle = launch(0, flat_.numel(), launched);
     handle->order_before(backend_.stream());
-    finishing(std::move(handle), launched_us, flat_.numel());
+    finishing(std::move(handle), launched, flat_.numel());
     for (State& s : state_) s.pending = true;
     return;
   }
   State& s = state_.at(bucket);
   const Bucket& b = plan_.buckets.at(bucket);
-  s.handle = launch(b.begin, b.count, s.launched_us);
+  s.handle = launch(b.begin, b.count, s.launched);
   s.reduced = false;
   s.pending = true;
 }
 
-void GradSync::finishing(std::unique_ptr<CommHandle> handle, double launched_us, int64_t count) {
-  finishing_.push_back({std::move(handle), launched_us, count});
+void GradSync::finishing(std::unique_ptr<CommHandle> handle, const Mark& launched, int64_t count) {
+  finishing_.push_back({std::move(handle), launched, count});
   record_finished();
 }
 
@@ -66,7 +66,7 @@ void GradSync::complete(size_t b) {
   // the host goes on.
   s.handle->order_before(backend_.stream());
   s.reduced = true;
-  finishing(std::move(s.handle), s.launched_us, plan_.buckets[b].count);
+  finishing(std::move(s.handle), s.launched, plan_.buckets[b].count);
 }
 
 bool GradSync::reduced_now(size_t b) {
@@ -80,15 +80,18 @@ void GradSync::record_finished() {
   const double element_bytes = static_cast<double>(dtype_size(flat_.dtype()));
   auto finished = [&](Finishing& f) {
     if (!f.handle->test()) return false;
-    if (!tracer_) return true;
-    // The span ends when the reduction finished, not when this step got round to noticing. With
-    // `forward`, reductions cross step boundaries: one launched before the window (or finished
-    // after it) counts with its part inside the window, so every traced step has one step's
-    // worth of communication.
-    const double end = tracer_->to_us(f.handle->completed_at());
-    if (tracer_->overlaps(f.launched_us, end)) {
-      tracer_->record_clipped(Span{kName, "allreduce", Lane::kComm, 0, f.launched_us,
-                                   std::max(end - f.launched_us, 0.0), f.count * element_bytes});
+    if (!tracer_ || !tracer_->wants_edge_work()) return true;
+    // The span ends when the reduction finished, not when this step got round to noticing: on
+    // a device, the communicator's own events around the collective; on the host, launch and
+    // the time it was seen to finish. With `forward`, reductions cross step boundaries: one
+    // launched before the window (or finished after it) counts with its part inside the window,
+    // so every traced step has one step's worth of communication.
+    const auto marks = f.handle->device_marks();
+    const Span span{kName, "allreduce", Lane::kComm, 0, 0, 0, f.count * element_bytes};
+    if (marks) {
+      tracer_->record_clipped(span, marks->first, marks->second);
+    } else {
+      tracer_->record_clipped(span, f.launched, tracer_->host_mark(f.handle->completed_at()));
     }
     return true;
   };

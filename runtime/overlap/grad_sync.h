@@ -45,15 +45,15 @@ class GradSync {
  private:
   struct State {
     std::unique_ptr<CommHandle> handle;
-    double launched_us = 0;
+    Mark launched;         // the host's reading at launch, when the handle has no device marks
     bool reduced = true;   // no reduction in flight
     bool pending = false;  // reduced gradients not yet applied
   };
-  std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, double& launched_us);
+  std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, Mark& launched);
   void complete(size_t b);     // order its update after its all-reduce
   bool reduced_now(size_t b);  // completes it if its all-reduce has finished; never waits
   void apply(size_t b);        // the optimizer over the bucket's parameters
-  void finishing(std::unique_ptr<CommHandle> handle, double launched_us, int64_t count);
+  void finishing(std::unique_ptr<CommHandle> handle, const Mark& launched, int64_t count);
   void record_finished();  // record the spans of the reductions known to have finished
 
   Tensor flat_;
@@ -67,7 +67,7 @@ class GradSync {
   // a later poll finds their event complete).
   struct Finishing {
     std::unique_ptr<CommHandle> handle;
-    double launched_us = 0;
+    Mark launched;  // the host's reading at launch, when the handle has no device marks
     int64_t count = 0;
   };
   std::vector<Finishing> finishing_;

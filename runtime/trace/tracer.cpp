@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <set>
 
-#include "runtime/trace/nvtx.h"
+#include "runtime/core/nvtx.h"
 
 namespace dlb {
 
@@ -25,54 +25,71 @@ Tracer::Tracer(int64_t first_step, int64_t count, const Clock* clock)
     : first_(first_step),
       count_(count),
       clock_(clock ? clock : &steady_),
-      origin_us_(clock_->now_us()),
+      origin_(clock_->mark()),
       origin_unix_us_(std::chrono::duration<double, std::micro>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count()) {}
 
-double Tracer::now_us() const { return clock_->now_us() - origin_us_; }
-
-double Tracer::to_us(std::chrono::steady_clock::time_point t) const {
-  return clock_->from_steady(t) - origin_us_;
+double Tracer::to_us(const Mark& m) const {
+  // Device marks are read on the device's clock from the origin's event; host marks (a host
+  // communicator's) on the host's, from the time the origin was taken.
+  if (m.device && origin_.device) return clock_->elapsed_us(origin_, m);
+  return m.us - origin_.us;
 }
 
 void Tracer::begin_step(int64_t step) {
   const bool in = step >= first_ && step < first_ + count_;
-  if (in && !active_ && window_begin_us_ < 0) window_begin_us_ = now_us();
-  if (!in && active_ && window_end_us_ < 0) window_end_us_ = now_us();
+  if (in && !active_ && !window_begin_) window_begin_ = mark();
+  if (!in && active_ && !window_end_) window_end_ = mark();
   active_ = in;
   step_ = step;
 }
 
 void Tracer::end_window() {
-  if (active_ && window_end_us_ < 0) window_end_us_ = now_us();
+  if (active_ && !window_end_) window_end_ = mark();
   active_ = false;
 }
 
-bool Tracer::overlaps(double start_us, double end_us) const {
-  if (window_begin_us_ < 0 || count_ == 0) return false;
-  return end_us > window_begin_us_ && (window_end_us_ < 0 || start_us < window_end_us_);
-}
-
-void Tracer::record_clipped(Span span) {
-  const double end = span.start_us + span.duration_us;
-  const double start = std::max(span.start_us, window_begin_us_);
-  const double stop = window_end_us_ < 0 ? end : std::min(end, window_end_us_);
-  span.clipped = start != span.start_us || stop != end;
-  span.start_us = start;
-  span.duration_us = std::max(stop - start, 0.0);
-  span.step = std::clamp(step_, first_, first_ + count_ - 1);
-  spans_.push_back(std::move(span));
-}
-
-void Tracer::record(Span span) {
+void Tracer::record(Span span, const Mark& start, const Mark& end) {
   span.step = step_;
-  spans_.push_back(std::move(span));
+  pending_.push_back({std::move(span), start, end, false});
+}
+
+void Tracer::record_clipped(Span span, const Mark& start, const Mark& end) {
+  span.step = std::clamp(step_, first_, first_ + count_ - 1);
+  pending_.push_back({std::move(span), start, end, true});
+}
+
+void Tracer::resolve() const {
+  if (pending_.empty()) return;
+  const double begin = window_begin_ ? to_us(*window_begin_) : 0;
+  const double finish = window_end_ ? to_us(*window_end_) : 0;
+  for (Pending& p : pending_) {
+    Span s = std::move(p.span);
+    const double start = to_us(p.start), end = std::max(to_us(p.end), start);
+    if (p.clip) {
+      if (!window_begin_ || end <= begin || (window_end_ && start >= finish)) continue;
+      const double a = std::max(start, begin), b = window_end_ ? std::min(end, finish) : end;
+      s.clipped = a != start || b != end;
+      s.start_us = a;
+      s.duration_us = std::max(b - a, 0.0);
+    } else {
+      s.start_us = start;
+      s.duration_us = end - start;
+    }
+    spans_.push_back(std::move(s));
+  }
+  pending_.clear();
+}
+
+const std::vector<Span>& Tracer::spans() const {
+  resolve();
+  return spans_;
 }
 
 int64_t Tracer::traced_steps() const {
   std::set<int64_t> steps;
-  for (const Span& s : spans_) steps.insert(s.step);
+  for (const Span& s : spans()) steps.insert(s.step);
   return static_cast<int64_t>(steps.size());
 }
 
@@ -90,7 +107,7 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                       {"tid", static_cast<int>(lane)},
                       {"args", {{"name", lane_name(lane)}}}});
   }
-  for (const Span& s : spans_) {
+  for (const Span& s : spans()) {
     events.push_back({{"name", s.name},
                       {"cat", s.category},
                       {"ph", "X"},
@@ -116,14 +133,13 @@ TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* cate
   // Nsight Systems sees every scope, inside the window or not (an NVTX push without a profiler
   // attached costs a call); spans are recorded only inside the window.
   nvtx_push(name.c_str());
-  if (tracer_) start_us_ = tracer_->now_us();
+  if (tracer_) start_ = tracer_->mark();
 }
 
 TraceScope::~TraceScope() {
   nvtx_pop();
   if (!tracer_) return;
-  const double end = tracer_->now_us();
-  tracer_->record(Span{*name_, category_, lane_, 0, start_us_, end - start_us_});
+  tracer_->record(Span{*name_, category_, lane_}, start_, tracer_->mark());
 }
 
 }  // namespace dlb

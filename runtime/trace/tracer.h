@@ -1,14 +1,20 @@
 // Spans of a bounded window of training steps, for Chrome traces and per-layer profiles. One RAII
 // TraceScope both pushes an NVTX range (seen by Nsight Systems) and records a span. Outside the
 // window a scope records nothing (an NVTX push and pop, and a branch on a flag).
+//
+// Spans are taken as marks of the tracer's clock (runtime/core/clock.h) and read when first
+// asked for, after the caller has synchronized: with the CUDA backend's clock a span's ends are
+// events on the compute stream, and an all-reduce's are events on the communicator's stream, so
+// every time in the trace is the device's. With the host's clock a mark is the time it was taken.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "runtime/trace/clock.h"
+#include "runtime/core/clock.h"
 
 namespace dlb {
 
@@ -42,16 +48,27 @@ class Tracer {
   void begin_step(int64_t step);
   void end_window();
   bool active() const { return active_; }
-  double now_us() const;
-  double to_us(std::chrono::steady_clock::time_point t) const;
-  void record(Span span);
-  // Work that crosses the window's edges (an all-reduce launched in the step before the window
-  // and finished inside it, or launched in its last step and finished after it): `overlaps`
-  // says whether [start_us, end_us] meets the window; `record_clipped` records the part inside,
-  // attributed to the nearest traced step.
-  bool overlaps(double start_us, double end_us) const;
-  void record_clipped(Span span);
-  const std::vector<Span>& spans() const { return spans_; }
+  // A mark of the clock (on a GPU: an event on the compute stream).
+  Mark mark() const { return clock_->mark(); }
+  // A mark of the host's reading of the time, now or at a steady_clock instant (when a host
+  // communicator saw a reduction finish).
+  Mark host_mark() const { return Mark{clock_->now_us(), nullptr}; }
+  Mark host_mark(std::chrono::steady_clock::time_point t) const {
+    return Mark{clock_->from_steady(t), nullptr};
+  }
+  // A span between two marks, in the current step.
+  void record(Span span, const Mark& start, const Mark& end);
+  // Work that may cross the window's edges (an all-reduce launched in the step before the window
+  // and finished inside it, or launched in its last step and finished after it): only the part
+  // inside the window is kept, attributed to the nearest traced step; work wholly outside it is
+  // dropped. `wants_edge_work` says whether such work of the current step can still meet the
+  // window, so callers record no more than they must.
+  bool wants_edge_work() const {
+    return count_ > 0 && step_ >= first_ - 1 && step_ <= first_ + count_;
+  }
+  void record_clipped(Span span, const Mark& start, const Mark& end);
+  // The spans, their marks read (this waits for the device to reach the last of them).
+  const std::vector<Span>& spans() const;
   int64_t traced_steps() const;
 
   // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane, and lane names;
@@ -59,15 +76,24 @@ class Tracer {
   nlohmann::json chrome_trace(int rank) const;
 
  private:
+  struct Pending {
+    Span span;
+    Mark start, end;
+    bool clip = false;
+  };
+  double to_us(const Mark& m) const;  // microseconds since the origin
+  void resolve() const;
+
   int64_t first_, count_;
   int64_t step_ = 0;
   bool active_ = false;
-  double window_begin_us_ = -1, window_end_us_ = -1;  // -1: not begun / not ended
+  std::optional<Mark> window_begin_, window_end_;
   SteadyClock steady_;
   const Clock* clock_;
-  double origin_us_;       // the clock's time when the tracer started: ts = 0
+  Mark origin_;            // ts = 0
   double origin_unix_us_;  // the origin on the system clock
-  std::vector<Span> spans_;
+  mutable std::vector<Pending> pending_;
+  mutable std::vector<Span> spans_;
 };
 
 class TraceScope {
@@ -86,7 +112,7 @@ class TraceScope {
   const std::string* name_;
   const char* category_;
   Lane lane_;
-  double start_us_ = 0;
+  Mark start_;
 };
 
 }  // namespace dlb

@@ -32,7 +32,7 @@ Schedule training_schedule(const Graph& graph, const Step& loss) {
 }  // namespace
 
 Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock)
-    : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &steady_) {
+    : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &backend.clock()) {
   if (!graph.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
   if (config.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
@@ -68,7 +68,8 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
   optimizer_ = std::make_unique<Optimizer>(backend, params, config.sgd, policy);
   std::vector<int64_t> numels;
   for (const Param* p : params) numels.push_back(p->value.numel());
-  BucketPlan plan = make_bucket_plan(numels, dtype_size(policy.gradients), config.bucket_mb);
+  BucketPlan plan = make_bucket_plan(graph.grad_offsets(), numels, dtype_size(policy.gradients),
+                                     config.bucket_mb);
   grad_sync_ =
       std::make_unique<GradSync>(graph.flat_gradients(), *comm, backend, *optimizer_, plan);
 
@@ -85,6 +86,15 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
   static const std::string kName = "batch to device";
+  // Labels are checked here, on the host, for every backend: a GPU's loss kernel cannot throw
+  // (an out-of-range label would make the loss NaN there).
+  const int64_t classes = graph_.shape(graph_.output())[1];
+  for (int64_t i = 0; i < batch_; ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw InvalidArgument(
+          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
+    }
+  }
   TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
   backend_.copy_from_host(images, graph_.input_tensor());
   backend_.copy_from_host(labels, graph_.tensor(labels_id_));
@@ -157,8 +167,10 @@ void Trainer::broadcast_state(bool buffers_only) {
   }
   for (auto& [name, t] : state) {
     if (params.count(name)) continue;
-    Tensor host(backend_.allocator().allocate(t.bytes.size(), MemCategory::kComm, name), t.shape,
-                t.dtype);
+    // Host memory whatever the backend: the communicators broadcast host buffers (nccl's go
+    // through its MPI bootstrap). On the CPU that is the backend's own memory, and counts there.
+    Allocator& staging = backend_.stream().on_device() ? *host_ : backend_.allocator();
+    Tensor host(staging.allocate(t.bytes.size(), MemCategory::kComm, name), t.shape, t.dtype);
     std::memcpy(host.raw(), t.bytes.data(), t.bytes.size());
     comm->broadcast(host, 0);
     std::memcpy(t.bytes.data(), host.raw(), t.bytes.size());
@@ -207,19 +219,22 @@ RunStats Trainer::run(int64_t warmup, int64_t steps) {
   s.images_per_step = batch_;
   for (int64_t i = 0; i < warmup; ++i) step();
   backend_.synchronize();
-  const double t0 = clock_->now_us();
-  double prev = t0;
+  // Step boundaries are marks on the backend's clock: on a GPU, events on the compute stream,
+  // so a step's time is the device's, however far ahead of it the host has queued work.
+  std::vector<Mark> marks{clock_->mark()};
   for (int64_t i = 0; i < steps; ++i) {
     step();
-    const double now = clock_->now_us();
-    s.step_seconds.push_back((now - prev) * 1e-6);
-    prev = now;
+    marks.push_back(clock_->mark());
   }
   // The trace window ends with the last step: reductions still in flight count up to here.
   if (tracer_) tracer_->end_window();
   flush();  // the last step's deferred updates belong to the timed work
+  const Mark end = clock_->mark();
   backend_.synchronize();
-  s.timed_seconds = (clock_->now_us() - t0) * 1e-6;
+  for (size_t i = 1; i < marks.size(); ++i) {
+    s.step_seconds.push_back(clock_->elapsed_us(marks[i - 1], marks[i]) * 1e-6);
+  }
+  s.timed_seconds = clock_->elapsed_us(marks.front(), end) * 1e-6;
   s.losses = take_losses();
   return s;
 }

@@ -10,11 +10,11 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/clock.h"
 #include "runtime/nn/graph.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
-#include "runtime/trace/clock.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
 
@@ -92,8 +92,9 @@ class Trainer {
   Backend& backend_;
   Graph& graph_;
   TrainConfig config_;
-  SteadyClock steady_;
   const Clock* clock_;
+  // Host staging for broadcasts.
+  std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
   int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
   Tensor loss_history_;  // one loss per step since the last read-back

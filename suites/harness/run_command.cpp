@@ -314,7 +314,8 @@ RunResult run_training(const RunOptions& o) {
   const int64_t window = o.trace_steps > 0  ? o.trace_steps
                          : comm->size() > 1 ? std::min<int64_t>(3, o.steps)
                                             : 0;
-  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, window);
+  // Spans on the backend's clock: CUDA events with the CUDA backend.
+  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, window, &backend->clock());
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 

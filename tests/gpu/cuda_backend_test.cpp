@@ -2,18 +2,24 @@
 // and tf32, and one resnet18 training step. Without a visible GPU the program exits 77 (skipped).
 //
 // Tolerances, relative to the reference tensor's largest magnitude:
-//   - fp32 (strict, no TF32): cuDNN and cuBLASLt sum the same products in another order (and
-//     with FMAs). For dot products of K terms the difference is a few K * 2^-24 in the worst
-//     case and ~sqrt(K) * 2^-24 in practice; K is at most 4608 here: 1e-5.
-//   - tf32: each input is rounded to 11 significant bits (2^-11 = 4.9e-4 relative), so each
-//     product is within ~2^-10 of its fp32 value; with random signs the errors of a sum largely
-//     cancel, and the result stays within about two such roundings of its scale: 1e-3.
+//   - fp32 (strict, no TF32) matrix products: cuBLASLt sums the same products in another order
+//     (and with FMAs). For dot products of K terms the difference is ~sqrt(K) * 2^-24 of the
+//     scale in practice (a few K * 2^-24 at worst); K = 300 here: 1e-5.
+//   - fp32 convolutions: cuDNN may also pick Winograd or FFT engines (numerical notes WINOGRAD,
+//     FFT), whose transforms add error of order 1e-5 to 1e-4 of the scale in fp32 (Lavin and
+//     Gray, "Fast Algorithms for Convolutional Neural Networks", measure ~1e-4 for F(4x4, 3x3)):
+//     1e-4. The chosen engines are printed, so a failure names the one that caused it.
+//   - tf32: each input keeps 10 explicit mantissa bits; whether the engine rounds or truncates
+//     them, a product is within 2^-10 (9.8e-4) of its fp32 value, and a sum of K such products
+//     with random signs within a few of those of its scale: 5e-3, the bound PyTorch's own TF32
+//     tests use for convolutions and matrix products.
 //   - our own kernels (pooling, bias, batch-norm running statistics, loss, SGD) are compared
 //     exactly or within one rounding per operation, as tests/gpu/cuda_kernels_test.cpp argues.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -25,7 +31,8 @@
 namespace dlb {
 namespace {
 
-double tolerance(Precision p) { return p == Precision::kTf32 ? 1e-3 : 1e-5; }
+double matmul_tolerance(Precision p) { return p == Precision::kTf32 ? 5e-3 : 1e-5; }
+double conv_tolerance(Precision p) { return p == Precision::kTf32 ? 5e-3 : 1e-4; }
 
 class CudaOps : public ::testing::TestWithParam<Precision> {
  protected:
@@ -88,9 +95,16 @@ TEST_P(CudaOps, ConvolutionAllThreePasses) {
     const Shape xs{4, cc.c, cc.h, cc.h}, ws{cc.k, cc.c, cc.r, cc.r},
         ys{4, cc.k, d.out_h(), d.out_w()};
     const Tensor x = host(xs), w = host(ws), dy = host(ys);
-    auto cpu_plan = cpu.make_conv_plan(d);
+    ConvDesc reference = d;  // the CPU backend computes strict fp32 only
+    reference.types.math = Precision::kFp32;
+    auto cpu_plan = cpu.make_conv_plan(reference);
     auto gpu_plan = gpu->make_conv_plan(d);
-    EXPECT_EQ(gpu_plan->algorithms().size(), 3u);
+    ASSERT_EQ(gpu_plan->algorithms().size(), 3u);
+    for (const PassAlgorithm& a : gpu_plan->algorithms()) {
+      std::printf("conv %ldx%ld %ld->%ld on %ld, %s %s: %s, workspace %zu\n", cc.r, cc.r, cc.c,
+                  cc.k, cc.h, precision_name(GetParam()).data(), conv_pass_name(a.pass).data(),
+                  a.algorithm.c_str(), a.workspace_bytes);
+    }
     Tensor y = host_zeros(ys), dx = host_zeros(xs), dw = host_zeros(ws);
     cpu.conv_forward(*cpu_plan, x, w, y);
     cpu.conv_backward_data(*cpu_plan, dy, w, dx);
@@ -102,9 +116,9 @@ TEST_P(CudaOps, ConvolutionAllThreePasses) {
     gpu->conv_backward_filter(*gpu_plan, gx, gdy, gdw);
     SCOPED_TRACE(::testing::Message() << "conv " << cc.r << "x" << cc.r << " " << cc.c << "->"
                                       << cc.k << " on " << cc.h);
-    expect_close(gy, y, tolerance(GetParam()), "forward");
-    expect_close(gdx, dx, tolerance(GetParam()), "backward-data");
-    expect_close(gdw, dw, tolerance(GetParam()), "backward-filter");
+    expect_close(gy, y, conv_tolerance(GetParam()), "forward");
+    expect_close(gdx, dx, conv_tolerance(GetParam()), "backward-data");
+    expect_close(gdw, dw, conv_tolerance(GetParam()), "backward-filter");
   }
 }
 
@@ -119,9 +133,9 @@ TEST_P(CudaOps, MatmulEveryTransposeTheLinearLayerUses) {
   gpu->matmul(GetParam(), false, true, 1.f, gx, gw, 0.f, gy);
   gpu->matmul(GetParam(), false, false, 1.f, gdy, gw, 0.f, gdx);
   gpu->matmul(GetParam(), true, false, 1.f, gdy, gx, 0.f, gdw);
-  expect_close(gy, y, tolerance(GetParam()), "x w^T");
-  expect_close(gdx, dx, tolerance(GetParam()), "dy w");
-  expect_close(gdw, dw, tolerance(GetParam()), "dy^T x");
+  expect_close(gy, y, matmul_tolerance(GetParam()), "x w^T");
+  expect_close(gdx, dx, matmul_tolerance(GetParam()), "dy w");
+  expect_close(gdw, dw, matmul_tolerance(GetParam()), "dy^T x");
 }
 
 TEST_P(CudaOps, BatchNormTrainingBackwardAndInference) {
@@ -202,9 +216,14 @@ INSTANTIATE_TEST_SUITE_P(Precisions, CudaOps, ::testing::Values(Precision::kFp32
                          [](const auto& info) { return std::string(precision_name(info.param)); });
 
 // One resnet18 step (batch 4, 48x48, SGD with momentum and weight decay) from the same weights
-// and batch on both backends: the loss, and every parameter after the update, within the
-// tolerance that the CPU parity test holds dlbench and PyTorch to (1e-4 of the tensor's scale;
-// both agree with float64 to ~1e-5 there).
+// and batch on both backends, compared as tests/parity/torch_parity.py compares dlbench with
+// PyTorch: the loss and every gradient within 1e-4 of the tensor's scale (both agree with float64
+// to ~1e-5 there), and every update (weights after minus before) within 1e-2 of its scale, which
+// tests the gradients far more sharply than the weights themselves. A ReLU input within float
+// rounding of zero could take opposite sides on the two backends and move one batch-norm
+// gradient (tests/parity/torch_parity.py searches for a seed free of such inputs; the device
+// check runs it on the GPU too): a failure confined to one layer should be read with that in
+// mind.
 TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
   CpuBackend cpu({});
   auto gpu = make_backend(BackendKind::kCuda, {});
@@ -220,25 +239,39 @@ TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
   TrainConfig tc;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
   Trainer tcpu(cpu, gc, tc), tgpu(*gpu, gg, tc);
+  auto pc = gc.named_params(), pg = gg.named_params();
+  ASSERT_EQ(pc.size(), pg.size());
+  std::vector<std::vector<float>> before;
+  for (const auto& np : pc) {
+    const Tensor& t = np.param->value;
+    before.emplace_back(t.data<float>(), t.data<float>() + t.numel());
+  }
   tcpu.load_batch(images.data(), labels.data());
   tgpu.load_batch(images.data(), labels.data());
   tcpu.step();
   tgpu.step();
   const float lc = tcpu.take_losses().at(0), lg = tgpu.take_losses().at(0);
   EXPECT_NEAR(lg, lc, 1e-4 * std::fabs(lc));
-  auto pc = gc.named_params(), pg = gg.named_params();
-  ASSERT_EQ(pc.size(), pg.size());
+  auto worst_of = [](const float* got, const float* want, const float* base, int64_t n) {
+    double worst = 0, scale = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      const double w = want[j] - (base ? base[j] : 0.f), g = got[j] - (base ? base[j] : 0.f);
+      scale = std::max(scale, std::fabs(w));
+      worst = std::max(worst, std::fabs(g - w));
+    }
+    return scale > 0 ? worst / scale : worst;
+  };
   for (size_t i = 0; i < pc.size(); ++i) {
     SCOPED_TRACE(pc[i].name);
-    const Tensor& want = pc[i].param->value;
-    std::vector<float> got(want.numel());
-    gpu->copy_to_host(pg[i].param->value, got.data());
-    double worst = 0, scale = 0;
-    for (int64_t j = 0; j < want.numel(); ++j) {
-      scale = std::max(scale, std::fabs(static_cast<double>(want.data<float>()[j])));
-      worst = std::max(worst, std::fabs(static_cast<double>(got[j]) - want.data<float>()[j]));
-    }
-    EXPECT_LE(worst, 1e-4 * scale);
+    const Tensor& want_w = pc[i].param->value;
+    const Tensor& want_g = pc[i].param->grad;
+    std::vector<float> got_w(want_w.numel()), got_g(want_g.numel());
+    gpu->copy_to_host(pg[i].param->value, got_w.data());
+    gpu->copy_to_host(pg[i].param->grad, got_g.data());
+    EXPECT_LE(worst_of(got_g.data(), want_g.data<float>(), nullptr, want_g.numel()), 1e-4)
+        << "gradient";
+    EXPECT_LE(worst_of(got_w.data(), want_w.data<float>(), before[i].data(), want_w.numel()), 1e-2)
+        << "update";
   }
 }
 

@@ -144,6 +144,66 @@ TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
   EXPECT_EQ(back(ddx), values(dxr));
 }
 
+// The batch-norm kernels (what runs when cuDNN has no engine for a shape), on the device: within
+// a few float roundings of the output's scale (double sums grouped by rows; FMAs in the float
+// affine).
+TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
+  const int64_t n = 8, c = 32, inner = 49, m = n * inner;
+  const Shape s{n, c, 7, 7};
+  const Tensor x = host_random(s), gamma = host_random({c}), beta = host_random({c});
+  const Tensor dy = host_random(s);
+  Tensor rm = host_zeros({c}), rv = host_zeros({c}), mean = host_zeros({c}), inv = host_zeros({c});
+  Tensor y = host_zeros(s), dx = host_zeros(s), dg = host_zeros({c}), db = host_zeros({c});
+  cpu.fill(rv, 1.f);
+  Tensor d_x = on_device(x), d_g = on_device(gamma), d_b = on_device(beta), d_dy = on_device(dy);
+  Tensor d_rm = on_device(rm), d_rv = on_device(rv), d_mean = on_device(mean);
+  Tensor d_inv = on_device(inv), d_y = on_device(y), d_dx = on_device(dx);
+  Tensor d_dg = on_device(dg), d_db = on_device(db);
+  cpu.batch_norm_train(x, gamma, beta, rm, rv, mean, inv, y, 0.1f, 1e-5f);
+  cpu.batch_norm_backward(x, dy, gamma, mean, inv, dx, dg, db);
+  Tensor scratch = gpu->empty({2 * (2 * n * c + 4 * c)}, DType::kF32, MemCategory::kWorkspace, "s");
+  auto* rows = static_cast<double*>(scratch.raw());
+  double* channel = rows + 2 * n * c;
+  const StreamRef st = gpu->stream();
+  launch_for_each(st, n * c, BatchNormRowSum{d_x.data<float>(), inner, rows});
+  launch_for_each(st, c, BatchNormMean{rows, n, c, m, channel});
+  launch_for_each(st, n * c, BatchNormRowSquares{d_x.data<float>(), channel, c, inner, rows});
+  launch_for_each(st, c,
+                  BatchNormStatistics{rows, d_g.data<float>(), d_b.data<float>(), n, c, m, 1e-5f,
+                                      0.1f, channel, d_mean.data<float>(), d_inv.data<float>(),
+                                      d_rm.data<float>(), d_rv.data<float>()});
+  launch_for_each(st, x.numel(),
+                  BatchNormNormalize{d_x.data<float>(), channel, c, inner, d_y.data<float>()});
+  launch_for_each(
+      st, n * c,
+      BatchNormBackwardRowSums{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
+                               d_inv.data<float>(), c, inner, rows});
+  launch_for_each(st, c,
+                  BatchNormBackwardChannel{rows, d_g.data<float>(), d_inv.data<float>(), n, c, m,
+                                           channel, d_dg.data<float>(), d_db.data<float>()});
+  launch_for_each(
+      st, x.numel(),
+      BatchNormBackwardData{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
+                            d_inv.data<float>(), channel, c, inner, d_dx.data<float>()});
+  auto close = [&](const Tensor& d, const Tensor& want, const char* what) {
+    const std::vector<float> got = back(d);
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(want.data<float>()[i])));
+      worst = std::max(worst, std::fabs(got[i] - static_cast<double>(want.data<float>()[i])));
+    }
+    EXPECT_LE(worst, 4 * FLT_EPSILON * scale) << what;
+  };
+  close(d_y, y, "y");
+  close(d_mean, mean, "mean");
+  close(d_inv, inv, "1/sqrt(var + eps)");
+  close(d_rm, rm, "running mean");
+  close(d_rv, rv, "running var");
+  close(d_dx, dx, "dx");
+  close(d_dg, dg, "dgamma");
+  close(d_db, db, "dbeta");
+}
+
 }  // namespace
 }  // namespace dlb::cuda
 

@@ -2,8 +2,8 @@
 # The CUDA backend end to end on a GPU, through the command line:
 #   1. resnet18 trains in fp32 and tf32, with heuristic and autotuned engines; the per-layer
 #      profile names each convolution pass's cuDNN engine and its workspace;
-#   2. an out-of-memory under a small --memory-budget is recorded as `oom` by a suite, and
-#      `dlbench run` exits 3;
+#   2. running out of the GPU's memory exits 3; an out-of-memory under a small --memory-budget
+#      is recorded as `oom` by a suite, and `dlbench run` exits 3;
 #   3. data-parallel digits training on one GPU over NCCL (no MPI launcher) reaches 90% accuracy.
 # Where no GPU is visible it exits 77 (skipped).
 # Usage: cuda_runs.sh path/to/dlbench
@@ -37,6 +37,13 @@ print(f"{r['config']['precision']} {r['config']['conv_algo']}: {m['throughput_im
 PY
   done
 done
+
+# More than the GPU holds (vgg16 at batch 4096 needs ~250 GB of activations): cudaMalloc fails,
+# the caching allocator releases its cache and retries, then it is OutOfMemory: exit 3.
+timeout 300 "$dlbench" run --backend=cuda --model=vgg16 --batch=4096 --image-size=224 \
+  --steps=1 --warmup=0 >"$work/device-oom.log" 2>&1
+rc=$?
+[[ $rc -eq 3 ]] || fail "device oom run: exit $rc, want 3: $(tail -2 "$work/device-oom.log")"
 
 # An allocation beyond the budget: `dlbench run` exits 3, and a suite records the point as oom.
 timeout 120 "$dlbench" run --backend=cuda --model=resnet50 --batch=64 --image-size=224 \

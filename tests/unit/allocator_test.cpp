@@ -126,5 +126,14 @@ TEST(CachingResource, AFailedRequestReleasesTheCacheAndRetriesOnce) {
   cache.deallocate(q, 6u << 20);
 }
 
+TEST(CachingResource, AFreeOfABlockNotHandedOutIsRefused) {
+  CachingMemoryResource cache(std::make_unique<CountingResource>());
+  void* p = cache.allocate(1000);
+  cache.deallocate(p, 1000);
+  EXPECT_THROW(cache.deallocate(p, 1000), InvalidArgument);  // twice: would be handed out twice
+  int on_stack = 0;
+  EXPECT_THROW(cache.deallocate(&on_stack, 4), InvalidArgument);
+}
+
 }  // namespace
 }  // namespace dlb

@@ -290,6 +290,62 @@ TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {
   }
 }
 
+TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
+  // Forward and backward in training, the fallback for shapes cuDNN has no engine for. Both sides
+  // sum in double, grouped differently ((n, c) rows first here): the statistics agree to double
+  // rounding, so the float outputs are equal or one float rounding apart (of the output's scale,
+  // through the float scale and shift).
+  const Shape s{4, 6, 5, 3}, c{6};
+  const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
+  const Tensor x = random(s, -3.f, 5.f), gamma = random(c), beta = random(c), dy = random(s);
+  Tensor rm_ref = random(c, 0.f, 1.f), rv_ref = random(c, 0.5f, 2.f);
+  Tensor rm = copy_of(rm_ref), rv = copy_of(rv_ref);
+  Tensor mean_ref = zeros(c), inv_ref = zeros(c), y_ref = zeros(s);
+  Tensor mean = zeros(c), inv = zeros(c), y = zeros(s);
+  cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
+  std::vector<double> rows(2 * n * channels), channel(4 * channels);
+  run_on_host(n * channels, BatchNormRowSum{x.data<float>(), inner, rows.data()});
+  run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
+  run_on_host(n * channels,
+              BatchNormRowSquares{x.data<float>(), channel.data(), channels, inner, rows.data()});
+  run_on_host(channels,
+              BatchNormStatistics{rows.data(), gamma.data<float>(), beta.data<float>(), n, channels,
+                                  m, 1e-5f, 0.1f, channel.data(), mean.data<float>(),
+                                  inv.data<float>(), rm.data<float>(), rv.data<float>()});
+  run_on_host(x.numel(), BatchNormNormalize{x.data<float>(), channel.data(), channels, inner,
+                                            y.data<float>()});
+  auto close = [](const Tensor& got, const Tensor& want, const char* what) {
+    double scale = 0, worst = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      scale = std::max(scale, std::fabs(static_cast<double>(want.data<float>()[i])));
+      worst = std::max(
+          worst, std::fabs(static_cast<double>(got.data<float>()[i]) - want.data<float>()[i]));
+    }
+    EXPECT_LE(worst, 2.4e-7 * scale) << what;  // two float roundings (2^-23) of the scale
+  };
+  close(mean, mean_ref, "saved mean");
+  close(inv, inv_ref, "saved 1/sqrt(var + eps)");
+  close(rm, rm_ref, "running mean");
+  close(rv, rv_ref, "running var");
+  close(y, y_ref, "y");
+
+  Tensor dx_ref = zeros(s), dg_ref = zeros(c), db_ref = zeros(c);
+  Tensor dx = zeros(s), dg = zeros(c), db = zeros(c);
+  cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
+  run_on_host(n * channels,
+              BatchNormBackwardRowSums{x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
+                                       inv_ref.data<float>(), channels, inner, rows.data()});
+  run_on_host(channels, BatchNormBackwardChannel{
+                            rows.data(), gamma.data<float>(), inv_ref.data<float>(), n, channels, m,
+                            channel.data(), dg.data<float>(), db.data<float>()});
+  run_on_host(x.numel(), BatchNormBackwardData{x.data<float>(), dy.data<float>(),
+                                               mean_ref.data<float>(), inv_ref.data<float>(),
+                                               channel.data(), channels, inner, dx.data<float>()});
+  close(dg, dg_ref, "dgamma");
+  close(db, db_ref, "dbeta");
+  close(dx, dx_ref, "dx");
+}
+
 TEST_F(KernelMath, BatchNormInferenceIsTheCpuBackends) {
   const Shape s{3, 4, 5, 2};
   const Tensor x = random(s), gamma = random(Shape{4}), beta = random(Shape{4});

@@ -62,23 +62,37 @@ TEST(Models, Resnet18StateDictNamesAndShapes) {
   EXPECT_EQ(s.count("layer1.0.downsample.0.weight"), 0u);  // no downsample in layer1
 }
 
-TEST(Models, GradientsLiveInOneBufferInReverseLayerOrder) {
+TEST(Models, GradientsLiveInOneBufferInReverseLayerOrderEachAligned) {
   CpuBackend b({});
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(0);
   g.setup(b, rng);
   const Tensor& flat = g.flat_gradients();
-  EXPECT_EQ(flat.numel(), g.num_params());
-  const char* expected = flat.data<char>();
+  const char* const base = flat.data<char>();
+  const char* expected = base;
+  auto aligned = [&](const char* p) {
+    const size_t off = static_cast<size_t>(p - base);
+    return base +
+           (off + kGradientAlignmentBytes - 1) / kGradientAlignmentBytes * kGradientAlignmentBytes;
+  };
   const auto& nodes = g.nodes();
+  size_t i = 0;
   for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {  // last layer first
     if (!node->layer) continue;
-    for (Param* p : node->layer->params()) {  // weight, then bias
+    for (Param* p : node->layer->params()) {  // weight, then bias, each on a 256-byte boundary
+      expected = aligned(expected);
       EXPECT_EQ(p->grad.data<char>(), expected) << node->name << "." << p->name;
+      EXPECT_EQ(g.grad_offsets().at(i++) * 4, expected - base);
       expected += p->grad.bytes();
     }
   }
-  EXPECT_EQ(expected, flat.data<char>() + flat.bytes());
+  EXPECT_EQ(expected, base + flat.bytes());
+  // resnet18 with 10 classes: fc.bias (10 floats) would leave every later gradient 8-byte aligned.
+  EXPECT_GT(flat.numel(), g.num_params());
+  EXPECT_LT(flat.numel(), g.num_params() + 64 * static_cast<int64_t>(i));
+  for (int64_t k = 0; k < flat.numel(); ++k) {  // the gaps are zero (and so are the gradients)
+    ASSERT_EQ(flat.data<float>()[k], 0.f) << k;
+  }
   EXPECT_EQ(nodes.back().name, "fc");  // so fc.weight's gradient opens the buffer
 }
 

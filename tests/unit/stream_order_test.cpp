@@ -4,8 +4,8 @@
 // gradient write; a RecordingCommunicator (two ranks whose all-reduce is the identity) logs each
 // all-reduce with the stream it was ordered after, and each order_before with the stream made to
 // wait. For every overlap strategy and a real model, the log must show:
-//   - every all-reduce is ordered after the backend's stream (never after nothing),
-//     and after every write of the gradients it reduces;
+//   - every all-reduce is ordered after the backend's stream (never after nothing), and starts
+//     after every gradient it reduces has been written in this step;
 //   - no gradient it reduces is written again before its reduction is ordered before the stream;
 //   - every update reads only gradients whose reduction was ordered before the stream first.
 // This is what the nccl communicator turns into events (record on the producer, the comm stream
@@ -187,12 +187,28 @@ class RecordingCommunicator final : public Communicator {
   Log& log_;
 };
 
-void check_order(const Log& log) {
+// `grads`: every parameter's gradient. Each one inside an all-reduce must have been written
+// since the previous all-reduce of it (in this step's backward), before this one starts.
+void check_order(const Log& log, const std::vector<Range>& grads) {
   int allreduces = 0, updates = 0;
   for (size_t i = 0; i < log.events.size(); ++i) {
     const Event& e = log.events[i];
     if (e.kind == Event::kAllreduce) {
       ++allreduces;
+      for (const Range& g : grads) {
+        if (!e.range.covers(g)) continue;
+        bool written = false;
+        for (size_t j = i; j-- > 0;) {
+          const Event& f = log.events[j];
+          if (f.kind == Event::kAllreduce && f.range.overlaps(g)) break;  // the previous one
+          if (f.kind == Event::kWrite && f.range.covers(g)) {
+            written = true;
+            break;
+          }
+        }
+        EXPECT_TRUE(written) << "all-reduce " << e.handle
+                             << " starts before a gradient it reduces is written";
+      }
       EXPECT_EQ(e.stream, &stream_tag)
           << "all-reduce " << e.handle << " not ordered after the stream";
       // Its gradients were written before it, and none is written again until it is ordered
@@ -249,7 +265,9 @@ TEST_P(StreamOrder, ReductionsFollowTheirGradientsAndPrecedeTheirUpdates) {
   log.events.clear();
   for (int s = 0; s < 3; ++s) t.step();
   t.flush();
-  check_order(log);
+  std::vector<Range> grads;
+  for (const auto& np : g.named_params()) grads.push_back(range_of(np.param->grad));
+  check_order(log, grads);
 }
 
 INSTANTIATE_TEST_SUITE_P(Strategies, StreamOrder,
@@ -257,16 +275,44 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StreamOrder,
                                            OverlapStrategy::kForward),
                          [](const auto& info) { return std::string(overlap_name(info.param)); });
 
-// The checker itself fails on a wrong order: an update before its reduction is ordered.
+// The checker itself fails on each wrong order.
+char grad_bytes[64];
+const Range kGrad{grad_bytes, grad_bytes + 64};
+
 TEST(StreamOrderChecker, CatchesAnUpdateBeforeItsReduction) {
   Log log;
-  static char grads[64];
-  const Range r{grads, grads + 64};
-  log.events.push_back({Event::kWrite, r});
-  log.events.push_back({Event::kAllreduce, r, &stream_tag, 0});
-  log.events.push_back({Event::kUpdate, r});
-  log.events.push_back({Event::kOrderBefore, r, &stream_tag, 0});
-  EXPECT_NONFATAL_FAILURE(check_order(log), "runs before all-reduce 0");
+  log.events.push_back({Event::kWrite, kGrad});
+  log.events.push_back({Event::kAllreduce, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kUpdate, kGrad});
+  log.events.push_back({Event::kOrderBefore, kGrad, &stream_tag, 0});
+  EXPECT_NONFATAL_FAILURE(check_order(log, {kGrad}), "runs before all-reduce 0");
+}
+
+TEST(StreamOrderChecker, CatchesAReductionBeforeItsGradientIsWritten) {
+  Log log;
+  log.events.push_back({Event::kAllreduce, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kOrderBefore, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kUpdate, kGrad});
+  EXPECT_NONFATAL_FAILURE(check_order(log, {kGrad}), "starts before a gradient");
+}
+
+TEST(StreamOrderChecker, CatchesAGradientWrittenWhileItsReductionRuns) {
+  Log log;
+  log.events.push_back({Event::kWrite, kGrad});
+  log.events.push_back({Event::kAllreduce, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kWrite, kGrad});
+  log.events.push_back({Event::kOrderBefore, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kUpdate, kGrad});
+  EXPECT_NONFATAL_FAILURE(check_order(log, {kGrad}), "is written before the reduction");
+}
+
+TEST(StreamOrderChecker, CatchesAReductionOrderedAfterNothing) {
+  Log log;
+  log.events.push_back({Event::kWrite, kGrad});
+  log.events.push_back({Event::kAllreduce, kGrad, nullptr, 0});
+  log.events.push_back({Event::kOrderBefore, kGrad, &stream_tag, 0});
+  log.events.push_back({Event::kUpdate, kGrad});
+  EXPECT_NONFATAL_FAILURE(check_order(log, {kGrad}), "not ordered after the stream");
 }
 
 }  // namespace

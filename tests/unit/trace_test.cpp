@@ -81,5 +81,52 @@ TEST(Trace, NoWindowRecordsNothing) {
   EXPECT_TRUE(tracer.spans().empty());
 }
 
+// A device's clock: each mark is an "event" whose time the test sets, unknown to the host.
+class ScriptedDeviceClock final : public Clock {
+ public:
+  explicit ScriptedDeviceClock(std::vector<double> times) : times_(std::move(times)) {}
+  double now_us() const override { return -1e9; }  // the host's reading must not be used
+  double from_steady(std::chrono::steady_clock::time_point) const override { return -1e9; }
+  Mark mark() const override { return Mark{-1e9, std::make_shared<double>(times_.at(next_++))}; }
+  double elapsed_us(const Mark& a, const Mark& b) const override {
+    return *static_cast<double*>(b.device.get()) - *static_cast<double*>(a.device.get());
+  }
+  Mark at(double us) const { return Mark{-1e9, std::make_shared<double>(us)}; }
+
+ private:
+  std::vector<double> times_;
+  mutable size_t next_ = 0;
+};
+
+TEST(Tracer, SpansAreReadFromTheClocksMarksAndEdgeWorkIsClippedToTheWindow) {
+  // Marks in order: the origin (100), the window's begin (200), a scope's start and end (250,
+  // 400), the window's end (500).
+  ScriptedDeviceClock clock({100, 200, 250, 400, 500});
+  Tracer tracer(1, 1, &clock);
+  tracer.begin_step(0);
+  EXPECT_TRUE(tracer.wants_edge_work());  // the step before the window
+  tracer.begin_step(1);
+  const std::string name = "conv1";
+  { TraceScope scope(&tracer, name, "forward"); }
+  // An all-reduce from before the window into it, one inside, one wholly before: device marks.
+  const Span comm{"allreduce", "allreduce", Lane::kComm, 0, 0, 0, 4096};
+  tracer.record_clipped(comm, clock.at(150), clock.at(300));
+  tracer.record_clipped(comm, clock.at(420), clock.at(450));
+  tracer.record_clipped(comm, clock.at(120), clock.at(180));
+  tracer.end_window();
+  const auto& spans = tracer.spans();
+  ASSERT_EQ(spans.size(), 3u);
+  EXPECT_EQ(spans[0].name, "conv1");
+  EXPECT_DOUBLE_EQ(spans[0].start_us, 150);  // 250 - the origin's 100
+  EXPECT_DOUBLE_EQ(spans[0].duration_us, 150);
+  EXPECT_DOUBLE_EQ(spans[1].start_us, 100);  // clipped at the window's begin, 200
+  EXPECT_DOUBLE_EQ(spans[1].duration_us, 100);
+  EXPECT_TRUE(spans[1].clipped);
+  EXPECT_DOUBLE_EQ(spans[2].start_us, 320);
+  EXPECT_DOUBLE_EQ(spans[2].duration_us, 30);
+  EXPECT_FALSE(spans[2].clipped);
+  EXPECT_EQ(spans[1].step, 1);
+}
+
 }  // namespace
 }  // namespace dlb

@@ -79,5 +79,39 @@ TEST(Trainer, MissingDigitsFileNamesThePath) {
   EXPECT_THROW(load_digits(default_digits_path(), 12), InvalidArgument);
 }
 
+// A device's clock: its marks carry the device's time (here, 5 ms more at every mark), which the
+// host's reading of the time does not know.
+class FakeDeviceClock final : public Clock {
+ public:
+  double now_us() const override { return 0; }
+  double from_steady(std::chrono::steady_clock::time_point) const override { return 0; }
+  Mark mark() const override {
+    device_us_ += 5000;
+    return Mark{0, std::make_shared<double>(device_us_)};
+  }
+  double elapsed_us(const Mark& a, const Mark& b) const override {
+    return *static_cast<double*>(b.device.get()) - *static_cast<double*>(a.device.get());
+  }
+
+ private:
+  mutable double device_us_ = 0;
+};
+
+TEST(Trainer, StepTimesComeFromTheClocksMarksNotTheHostsReading) {
+  auto b = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
+  Rng rng(0);
+  g.setup(*b, rng);
+  FakeDeviceClock clock;
+  Trainer t(*b, g, sgd_config(0.01f), &clock);
+  const Dataset d = make_synthetic(4, 1, 8, 10, 2);
+  t.load_batch(d.images.data(), d.labels.data());
+  const RunStats s = t.run(1, 3);
+  ASSERT_EQ(s.step_seconds.size(), 3u);
+  for (double x : s.step_seconds) EXPECT_DOUBLE_EQ(x, 0.005);
+  // Marks before the first and after the last step, and one after the final flush.
+  EXPECT_DOUBLE_EQ(s.timed_seconds, 0.020);
+}
+
 }  // namespace
 }  // namespace dlb

@@ -13,12 +13,14 @@
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/cudnn_graphs.h"
 #include "runtime/backend/cuda/device.h"
+#include "runtime/backend/cuda/event_clock.h"
 #include "runtime/backend/cuda/kernels.h"
 #include "runtime/backend/cuda/launch.h"
 #include "runtime/backend/cuda/library_check.h"
 #include "runtime/backend/cuda/matmul_lt.h"
 #include "runtime/backend/cuda/memory.h"
 #include "runtime/core/error.h"
+#include "runtime/core/nvtx.h"
 
 namespace dlb::cuda {
 namespace {
@@ -26,6 +28,28 @@ namespace {
 // cuBLASLt's workspace for matrix products: NVIDIA recommends 32 MiB on Hopper. A smaller
 // --workspace-limit lowers it.
 constexpr size_t kMatmulWorkspace = size_t{32} << 20;
+// Autotuning without --workspace-limit considers engines up to this much workspace (some FFT
+// engines ask for gigabytes); the tuning workspace is freed once the engines are chosen.
+constexpr size_t kAutotuneWorkspaceCap = size_t{1} << 30;
+
+// The library handles, shared by the backend and every plan made with them: a plan may outlive
+// the backend (a graph's layers are destroyed after it), and its cuDNN execution plans must not
+// outlive their handle.
+struct LibraryHandles {
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  explicit LibraryHandles(cudaStream_t stream) {
+    DLB_CUDNN_CHECK(cudnnCreate(&cudnn));
+    DLB_CUDNN_CHECK(cudnnSetStream(cudnn, stream));
+    DLB_CUBLAS_CHECK(cublasLtCreate(&lt));
+  }
+  ~LibraryHandles() {
+    if (lt) cublasLtDestroy(lt);
+    if (cudnn) cudnnDestroy(cudnn);
+  }
+  LibraryHandles(const LibraryHandles&) = delete;
+  LibraryHandles& operator=(const LibraryHandles&) = delete;
+};
 
 void check_f32(const Tensor& t, std::string_view what) {
   if (t.dtype() != DType::kF32) {
@@ -38,10 +62,129 @@ void check_numel(const Tensor& t, int64_t n, std::string_view what) {
   }
 }
 
+// The NVTX range name of each kernel, so that an Nsight Systems timeline names every launch
+// inside its layer's range.
+template <typename F>
+struct KernelName;
+template <>
+struct KernelName<Fill> {
+  static constexpr const char* value = "fill";
+};
+template <>
+struct KernelName<ReluForward> {
+  static constexpr const char* value = "relu forward";
+};
+template <>
+struct KernelName<ReluBackward> {
+  static constexpr const char* value = "relu backward";
+};
+template <>
+struct KernelName<Add> {
+  static constexpr const char* value = "add";
+};
+template <>
+struct KernelName<Accumulate> {
+  static constexpr const char* value = "accumulate";
+};
+template <>
+struct KernelName<DropoutForward> {
+  static constexpr const char* value = "dropout forward";
+};
+template <>
+struct KernelName<DropoutBackward> {
+  static constexpr const char* value = "dropout backward";
+};
+template <>
+struct KernelName<SgdUpdate> {
+  static constexpr const char* value = "sgd update";
+};
+template <>
+struct KernelName<SoftmaxCrossEntropyRow> {
+  static constexpr const char* value = "softmax cross-entropy";
+};
+template <>
+struct KernelName<MeanOfRows> {
+  static constexpr const char* value = "loss mean";
+};
+template <>
+struct KernelName<SoftmaxCrossEntropyBackward> {
+  static constexpr const char* value = "softmax cross-entropy backward";
+};
+template <>
+struct KernelName<AdaptiveAvgPoolForward> {
+  static constexpr const char* value = "adaptive avg pool forward";
+};
+template <>
+struct KernelName<AdaptiveAvgPoolBackward> {
+  static constexpr const char* value = "adaptive avg pool backward";
+};
+template <>
+struct KernelName<PoolForward> {
+  static constexpr const char* value = "pool forward";
+};
+template <>
+struct KernelName<PoolBackward> {
+  static constexpr const char* value = "pool backward";
+};
+template <>
+struct KernelName<BiasAdd> {
+  static constexpr const char* value = "bias add";
+};
+template <>
+struct KernelName<BiasRowSum> {
+  static constexpr const char* value = "bias gradient rows";
+};
+template <>
+struct KernelName<BiasChannelSum> {
+  static constexpr const char* value = "bias gradient channels";
+};
+template <>
+struct KernelName<BatchNormRunningUpdate> {
+  static constexpr const char* value = "batch norm running statistics";
+};
+template <>
+struct KernelName<BatchNormInfer> {
+  static constexpr const char* value = "batch norm inference";
+};
+
+template <>
+struct KernelName<BatchNormRowSum> {
+  static constexpr const char* value = "batch norm row sums";
+};
+template <>
+struct KernelName<BatchNormMean> {
+  static constexpr const char* value = "batch norm mean";
+};
+template <>
+struct KernelName<BatchNormRowSquares> {
+  static constexpr const char* value = "batch norm row squares";
+};
+template <>
+struct KernelName<BatchNormStatistics> {
+  static constexpr const char* value = "batch norm statistics";
+};
+template <>
+struct KernelName<BatchNormNormalize> {
+  static constexpr const char* value = "batch norm normalize";
+};
+template <>
+struct KernelName<BatchNormBackwardRowSums> {
+  static constexpr const char* value = "batch norm backward row sums";
+};
+template <>
+struct KernelName<BatchNormBackwardChannel> {
+  static constexpr const char* value = "batch norm backward channels";
+};
+template <>
+struct KernelName<BatchNormBackwardData> {
+  static constexpr const char* value = "batch norm backward data";
+};
+
 class CudaConvPlan final : public ConvPlan {
  public:
-  CudaConvPlan(const ConvDesc& d, std::unique_ptr<ConvGraphs> graphs)
-      : ConvPlan(d), graphs_(std::move(graphs)) {}
+  CudaConvPlan(const ConvDesc& d, std::unique_ptr<ConvGraphs> graphs,
+               std::shared_ptr<LibraryHandles> handles)
+      : ConvPlan(d), graphs_(std::move(graphs)), handles_(std::move(handles)) {}
   size_t workspace_bytes() const override {
     size_t most = 0;
     for (ConvPass p : kConvPasses) most = std::max(most, graphs_->chosen(p).workspace_bytes);
@@ -56,6 +199,7 @@ class CudaConvPlan final : public ConvPlan {
 
  private:
   std::unique_ptr<ConvGraphs> graphs_;
+  std::shared_ptr<LibraryHandles> handles_;  // destroyed after graphs_
 };
 
 const CudaConvPlan& cuda_plan(const ConvPlan& p) {
@@ -118,14 +262,16 @@ class CudaBackend final : public Backend {
         options_(options) {
     DLB_CUDA_CHECK(cudaSetDevice(device_.index));
     stream_ = std::make_unique<Stream>();
-    DLB_CUDNN_CHECK(cudnnCreate(&cudnn_));
-    DLB_CUDNN_CHECK(cudnnSetStream(cudnn_, stream_->get()));
-    DLB_CUBLAS_CHECK(cublasLtCreate(&lt_));
+    clock_ = std::make_unique<EventClock>(stream_->get());
+    handles_ = std::make_shared<LibraryHandles>(stream_->get());
+    cudnn_ = handles_->cudnn;
+    lt_ = handles_->lt;
   }
   ~CudaBackend() override {
     cudaStreamSynchronize(stream_->get());  // no throwing in a destructor
-    if (lt_) cublasLtDestroy(lt_);
-    if (cudnn_) cudnnDestroy(cudnn_);
+    // Plans first, while the handles they were made with still exist.
+    matmuls_.clear();
+    bn_by_shape_.clear();
   }
 
   std::string_view name() const override { return "cuda"; }
@@ -170,6 +316,7 @@ class CudaBackend final : public Backend {
   }
   void synchronize() override { stream_->synchronize(); }
   StreamRef stream() const override { return {stream_->get()}; }
+  const Clock& clock() const override { return *clock_; }
 
   std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
     require(Op::kConv, d.types);
@@ -186,8 +333,10 @@ class CudaBackend final : public Backend {
     const EngineChoice choice{options_.conv_algo, options_.workspace_limit,
                               d.types.math == Precision::kTf32};
     PassOperands scratch[3]{};
-    std::vector<Tensor> buffers;
+    std::vector<Tensor> buffers;  // autotuning's operands and workspace, freed on return
+    EngineChoice choice_made = choice;
     if (choice.how == ConvAlgoChoice::kAutotune) {
+      if (!choice_made.workspace_limit) choice_made.workspace_limit = kAutotuneWorkspaceCap;
       // Zero-filled operands to time on, freed once the engines are chosen.
       for (const Shape& s :
            {Shape{d.batch, d.in_channels, d.height, d.width},
@@ -203,9 +352,13 @@ class CudaBackend final : public Backend {
       scratch[1] = {y, w, x};  // backward-data: dx = dgrad(dy, w)
       scratch[2] = {x, y, w};  // backward-filter: dw = wgrad(x, dy)
     }
-    graphs->choose_engines(cudnn_, choice, scratch,
-                           [this](size_t bytes) { return workspace(bytes); });
-    auto plan = std::make_unique<CudaConvPlan>(d, std::move(graphs));
+    graphs->choose_engines(cudnn_, choice_made, scratch, [&](size_t bytes) -> void* {
+      const auto floats = static_cast<int64_t>(std::max<size_t>((bytes + 3) / 4, 1));
+      buffers.push_back(
+          empty(Shape{floats}, DType::kF32, MemCategory::kWorkspace, "autotune workspace"));
+      return buffers.back().raw();
+    });
+    auto plan = std::make_unique<CudaConvPlan>(d, std::move(graphs), handles_);
     reserve_workspace(plan->workspace_bytes());
     return plan;
   }
@@ -252,6 +405,7 @@ class CudaBackend final : public Backend {
       it = matmuls_.emplace(key, std::make_unique<MatmulPlan>(lt_, s, tf32, limit)).first;
     }
     const MatmulPlan& plan = *it->second;
+    NvtxRange range("cublasLt matmul");
     plan.run(lt_, alpha, a.data<float>(), b.data<float>(), beta, c.data<float>(),
              workspace(plan.workspace_bytes()), stream_->get());
   }
@@ -265,9 +419,15 @@ class CudaBackend final : public Backend {
           fmt::format("batch norm in training needs more than one value per channel (got input {})",
                       x.shape().str()));
     }
-    const BatchNormGraphs& g = bn_graphs(d, eps);
+    const BatchNormGraphs* g = bn_graphs(d, eps);
+    if (!g) {  // cuDNN has no engine for this shape: our kernels
+      bn_train_kernels(d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
+                       momentum, eps);
+      return;
+    }
     float* stats = bn_scratch(d.c);
-    g.forward(
+    NvtxRange range("cudnn batch norm forward");
+    g->forward(
         cudnn_,
         {x.raw(), gamma.raw(), beta.raw(), y.raw(), save_mean.raw(), save_invstd.raw(), stats},
         workspace(bn_workspace_));
@@ -294,6 +454,11 @@ class CudaBackend final : public Backend {
         std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner) {
       throw InvalidArgument("cuda: batch norm backward before its forward pass");
     }
+    if (!it->second) {
+      bn_backward_kernels(d, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
+      return;
+    }
+    NvtxRange range("cudnn batch norm backward");
     it->second->backward(cudnn_,
                          {x.raw(), dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
                           dx.raw(), dgamma.raw(), dbeta.raw()},
@@ -395,6 +560,7 @@ class CudaBackend final : public Backend {
 
   template <typename F>
   void run(int64_t n, const F& f) {
+    NvtxRange range(KernelName<F>::value);
     launch_for_each(stream(), n, f);
   }
   static void same(const Tensor& a, const Tensor& b, std::string_view what) {
@@ -432,22 +598,69 @@ class CudaBackend final : public Backend {
                 "conv weight");
     check_numel(*t[2], d.batch * d.out_channels * d.out_h() * d.out_w(), "conv output");
     for (const Tensor* x : xwy) check_f32(*x, "conv operand");
+    static constexpr const char* kRanges[] = {"cudnn conv forward", "cudnn conv backward-data",
+                                              "cudnn conv backward-filter"};
+    NvtxRange range(kRanges[static_cast<int>(pass)]);
     plan.graphs().execute(cudnn_, pass, op, workspace(plan.graphs().chosen(pass).workspace_bytes));
   }
 
-  const BatchNormGraphs& bn_graphs(const BnDims& d, float eps) {
+  // The graphs of a batch-norm shape, made on first use; null when cuDNN has no engine for them
+  // on this device (then our kernels run it, and stderr says so once per shape).
+  const BatchNormGraphs* bn_graphs(const BnDims& d, float eps) {
     uint32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
     const auto key = std::make_tuple(d.n, d.c, d.inner, eps_bits);
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
       auto g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, cudnn_);
-      bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
-      reserve_workspace(bn_workspace_);
+      try {
+        bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
+        reserve_workspace(bn_workspace_);
+      } catch (const Unsupported& e) {
+        fmt::print(stderr, "dlbench: {}; batch norm over {}x{}x{} runs on dlbench's kernels\n",
+                   e.what(), d.n, d.c, d.inner);
+        g.reset();
+      }
       it = bn_by_shape_.emplace(key, std::move(g)).first;
     }
-    return *it->second;
+    return it->second.get();
   }
+
+  void bn_train_kernels(const BnDims& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                        Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                        Tensor& save_invstd, Tensor& y, float momentum, float eps) {
+    NvtxRange range("batch norm forward (kernels)");
+    const int64_t rows = d.n * d.c, m = d.n * d.inner;
+    auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
+    double* row_sums = scratch;
+    double* channel = scratch + 2 * rows;
+    run(rows, BatchNormRowSum{x.data<float>(), d.inner, row_sums});
+    run(d.c, BatchNormMean{row_sums, d.n, d.c, m, channel});
+    run(rows, BatchNormRowSquares{x.data<float>(), channel, d.c, d.inner, row_sums});
+    run(d.c,
+        BatchNormStatistics{row_sums, gamma.data<float>(), beta.data<float>(), d.n, d.c, m, eps,
+                            momentum, channel, save_mean.data<float>(), save_invstd.data<float>(),
+                            running_mean.data<float>(), running_var.data<float>()});
+    run(x.numel(), BatchNormNormalize{x.data<float>(), channel, d.c, d.inner, y.data<float>()});
+  }
+
+  void bn_backward_kernels(const BnDims& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,
+                           const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                           Tensor& dgamma, Tensor& dbeta) {
+    NvtxRange range("batch norm backward (kernels)");
+    const int64_t rows = d.n * d.c, m = d.n * d.inner;
+    auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
+    double* row_sums = scratch;
+    double* channel = scratch + 2 * rows;
+    run(rows, BatchNormBackwardRowSums{x.data<float>(), dy.data<float>(), save_mean.data<float>(),
+                                       save_invstd.data<float>(), d.c, d.inner, row_sums});
+    run(d.c, BatchNormBackwardChannel{row_sums, gamma.data<float>(), save_invstd.data<float>(), d.n,
+                                      d.c, m, channel, dgamma.data<float>(), dbeta.data<float>()});
+    run(x.numel(),
+        BatchNormBackwardData{x.data<float>(), dy.data<float>(), save_mean.data<float>(),
+                              save_invstd.data<float>(), channel, d.c, d.inner, dx.data<float>()});
+  }
+
   // Scratch for the batch-norm graphs' own running statistics (4 * c floats, zeroed).
   float* bn_scratch(int64_t c) {
     if (!bn_scratch_.defined() || bn_scratch_.numel() < 4 * c) {
@@ -461,6 +674,8 @@ class CudaBackend final : public Backend {
   DeviceInfo device_;
   BackendOptions options_;
   std::unique_ptr<Stream> stream_;
+  std::unique_ptr<EventClock> clock_;
+  std::shared_ptr<LibraryHandles> handles_;
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   PinnedStaging staging_;

@@ -22,9 +22,25 @@ namespace {
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 using VariantPack = std::unordered_map<TensorPtr, void*>;
 
-// Throws InvalidArgument with the frontend's message (which carries cuDNN's) when `e` is bad.
-void check(fe::error_t e, const std::string& what) {
-  if (e.is_bad()) throw InvalidArgument(fmt::format("cuDNN graph {}: {}", what, e.get_message()));
+// Throws when `e` is bad, with the frontend's message (which carries cuDNN's status): an
+// allocation failure is OutOfMemory, an unsupported graph Unsupported, an execution or CUDA
+// failure DeviceError, a bad parameter InvalidArgument; anything else `otherwise`.
+enum class Otherwise { kBadRequest, kDeviceFault };
+void check(fe::error_t e, const std::string& what, Otherwise otherwise = Otherwise::kBadRequest) {
+  if (e.is_good()) return;
+  const std::string message = e.get_message();
+  const std::string msg = fmt::format("cuDNN graph {}: {}", what, message);
+  const auto says = [&](const char* s) { return message.find(s) != std::string::npos; };
+  if (says("ALLOCATION_FAILED") || says("ALLOC_FAILED")) throw OutOfMemory(msg);
+  if (e.get_code() == fe::error_code_t::GRAPH_EXECUTION_FAILED ||
+      e.get_code() == fe::error_code_t::CUDA_API_FAILED || says("EXECUTION_FAILED")) {
+    throw DeviceError(msg);
+  }
+  if (e.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED || says("NOT_SUPPORTED")) {
+    throw Unsupported(msg);
+  }
+  if (says("BAD_PARAM") || otherwise == Otherwise::kBadRequest) throw InvalidArgument(msg);
+  throw DeviceError(msg);
 }
 
 std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
@@ -73,8 +89,11 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
                                                             format_bytes(*c.workspace_limit))
                                               : std::string();
   if (g.check_support().is_bad()) {
-    throw InvalidArgument(fmt::format("{}: cuDNN has no engine{}{}", what,
-                                      c.allow_tf32 ? "" : " without TF32", limit));
+    const std::string msg = fmt::format("{}: cuDNN has no engine{}{}", what,
+                                        c.allow_tf32 ? "" : " without TF32", limit);
+    // Under a limit, the limit is the request's fault; without one, cuDNN cannot run the graph.
+    if (c.workspace_limit) throw InvalidArgument(msg);
+    throw Unsupported(msg);
   }
   check(g.build_plans(build_all ? fe::BuildPlanPolicy_t::ALL
                                 : fe::BuildPlanPolicy_t::HEURISTICS_CHOICE),
@@ -189,7 +208,7 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
       VariantPack pack{
           {p.a, const_cast<void*>(s.a)}, {p.b, const_cast<void*>(s.b)}, {p.out, s.out}};
       void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
-      check(p.graph->autotune(handle, pack, ws), what + ": autotune");
+      check(p.graph->autotune(handle, pack, ws), what + ": autotune", Otherwise::kDeviceFault);
     }
     p.engine = plan_name(*p.graph);
     p.workspace = workspace_of(*p.graph);
@@ -206,7 +225,7 @@ void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands
   const auto& p = impl_->passes[static_cast<int>(pass)];
   VariantPack pack{{p.a, const_cast<void*>(op.a)}, {p.b, const_cast<void*>(op.b)}, {p.out, op.out}};
   check(p.graph->execute(handle, pack, workspace),
-        fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)));
+        fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)), Otherwise::kDeviceFault);
 }
 
 struct BatchNormGraphs::Impl {
@@ -301,7 +320,8 @@ void BatchNormGraphs::forward(cudnnHandle_t handle, const BatchNormForwardOperan
                    {m.prev_var, op.running_scratch + m.c},
                    {m.next_mean, op.running_scratch + 2 * m.c},
                    {m.next_var, op.running_scratch + 3 * m.c}};
-  check(m.fwd->execute(handle, pack, workspace), m.shape + " forward: execute");
+  check(m.fwd->execute(handle, pack, workspace), m.shape + " forward: execute",
+        Otherwise::kDeviceFault);
 }
 
 void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOperands& op,
@@ -315,7 +335,8 @@ void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOper
                    {m.dx, op.dx},
                    {m.dgamma, op.dgamma},
                    {m.dbeta, op.dbeta}};
-  check(m.bwd->execute(handle, pack, workspace), m.shape + " backward: execute");
+  check(m.bwd->execute(handle, pack, workspace), m.shape + " backward: execute",
+        Otherwise::kDeviceFault);
 }
 
 }  // namespace dlb::cuda

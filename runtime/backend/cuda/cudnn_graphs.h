@@ -5,7 +5,7 @@
 // Every graph is built in two steps:
 //   1. construction validates it and finalizes cuDNN's operation graph. That needs no device, and
 //      a null handle is allowed: cuDNN itself then checks the shapes, strides and types
-//      (tests/unit/cudnn_graph_test.cpp does this for every layer of every reference model);
+//      (tests/unit/cuda_library_calls_test.cpp does this for every layer of every model);
 //   2. choose_engines() picks an engine configuration per graph, on a device.
 #pragma once
 #include <cudnn.h>

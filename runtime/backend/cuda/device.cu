@@ -12,7 +12,9 @@ void throw_cuda_error(cudaError_t err, const char* stmt, const char* func, const
                   cudaGetErrorString(err), func, file, line, stmt);
   if (err == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
   if (is_no_gpu_error(err)) throw Unsupported(msg);
-  throw Error(ErrorKind::kInvalidArgument, msg);
+  if (err == cudaErrorInvalidValue || err == cudaErrorInvalidDevicePointer)
+    throw InvalidArgument(msg);
+  throw DeviceError(msg);
 }
 
 bool is_no_gpu_error(cudaError_t err) {

@@ -55,4 +55,16 @@ template void launch_for_each<BatchNormRunningUpdate>(StreamRef, int64_t,
                                                       const BatchNormRunningUpdate&);
 template void launch_for_each<BatchNormInfer>(StreamRef, int64_t, const BatchNormInfer&);
 
+template void launch_for_each<BatchNormRowSum>(StreamRef, int64_t, const BatchNormRowSum&);
+template void launch_for_each<BatchNormMean>(StreamRef, int64_t, const BatchNormMean&);
+template void launch_for_each<BatchNormRowSquares>(StreamRef, int64_t, const BatchNormRowSquares&);
+template void launch_for_each<BatchNormStatistics>(StreamRef, int64_t, const BatchNormStatistics&);
+template void launch_for_each<BatchNormNormalize>(StreamRef, int64_t, const BatchNormNormalize&);
+template void launch_for_each<BatchNormBackwardRowSums>(StreamRef, int64_t,
+                                                        const BatchNormBackwardRowSums&);
+template void launch_for_each<BatchNormBackwardChannel>(StreamRef, int64_t,
+                                                        const BatchNormBackwardChannel&);
+template void launch_for_each<BatchNormBackwardData>(StreamRef, int64_t,
+                                                     const BatchNormBackwardData&);
+
 }  // namespace dlb::cuda

@@ -87,8 +87,8 @@ struct SgdUpdate {
 
 // Softmax cross-entropy over one row of [rows, classes] logits: writes the row's probabilities
 // and its loss term log(sum exp(z - max)) - (z[label] - max), in double as the CPU backend sums.
-// A label outside [0, classes) makes the term NaN (a kernel cannot throw; the backend checks
-// labels when they are loaded).
+// A label outside [0, classes) makes the term NaN (a kernel cannot throw; the trainer refuses
+// such labels when a batch is loaded).
 struct SoftmaxCrossEntropyRow {
   const float* logits;
   const int64_t* labels;
@@ -360,6 +360,147 @@ struct BatchNormInfer {
     const float scale = gamma[c] * invstd;
     const float shift = beta[c] - running_mean[c] * scale;
     y[i] = x[i] * scale + shift;
+  }
+};
+
+// Batch norm in training on our own kernels: what the CUDA backend runs when cuDNN has no engine
+// for a batch-norm graph. The same arithmetic as the CPU backend (two passes in double: the mean,
+// then the squared deviations), with each channel's sums grouped by (n, c) rows first, so the
+// results agree with it to within double rounding. Scratch (doubles): `rows` holds 2 per (n, c)
+// row; `channel` holds 4 per channel.
+struct BatchNormRowSum {  // rows[r] = sum of x over row r
+  const float* x;
+  int64_t inner;
+  double* rows;
+  DLB_HD void operator()(int64_t r) const {
+    const float* row = x + r * inner;
+    double s = 0;
+    for (int64_t k = 0; k < inner; ++k) s += row[k];
+    rows[r] = s;
+  }
+};
+struct BatchNormMean {  // channel[4c] = the mean
+  const double* rows;
+  int64_t n, channels, m;
+  double* channel;
+  DLB_HD void operator()(int64_t c) const {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) s += rows[i * channels + c];
+    channel[4 * c] = s / static_cast<double>(m);
+  }
+};
+struct BatchNormRowSquares {  // rows[r] = sum of (x - mean)^2 over row r
+  const float* x;
+  const double* channel;
+  int64_t channels, inner;
+  double* rows;
+  DLB_HD void operator()(int64_t r) const {
+    const float* row = x + r * inner;
+    const double mean = channel[4 * (r % channels)];
+    double s = 0;
+    for (int64_t k = 0; k < inner; ++k) s += (row[k] - mean) * (row[k] - mean);
+    rows[r] = s;
+  }
+};
+// Per channel: the variance, the saved statistics, PyTorch's running statistics, and the affine
+// (channel[4c + 1] = scale, [4c + 2] = shift) that normalizes.
+struct BatchNormStatistics {
+  const double* rows;
+  const float* gamma;
+  const float* beta;
+  int64_t n, channels, m;
+  float eps, momentum;
+  double* channel;
+  float* save_mean;
+  float* save_invstd;
+  float* running_mean;
+  float* running_var;
+  DLB_HD void operator()(int64_t c) const {
+    double sq = 0;
+    for (int64_t i = 0; i < n; ++i) sq += rows[i * channels + c];
+    const double mean = channel[4 * c];
+    const double var = sq / static_cast<double>(m);
+    const double invstd = 1.0 / sqrt(var + eps);
+    save_mean[c] = static_cast<float>(mean);
+    save_invstd[c] = static_cast<float>(invstd);
+    running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
+    running_var[c] =
+        static_cast<float>((1 - momentum) * running_var[c] +
+                           momentum * var * static_cast<double>(m) / static_cast<double>(m - 1));
+    const float scale = static_cast<float>(gamma[c] * invstd);
+    channel[4 * c + 1] = scale;
+    channel[4 * c + 2] = static_cast<float>(beta[c] - mean * scale);
+  }
+};
+struct BatchNormNormalize {  // y = x * scale + shift, in float
+  const float* x;
+  const double* channel;
+  int64_t channels, inner;
+  float* y;
+  DLB_HD void operator()(int64_t i) const {
+    const int64_t c = (i / inner) % channels;
+    y[i] = x[i] * static_cast<float>(channel[4 * c + 1]) + static_cast<float>(channel[4 * c + 2]);
+  }
+};
+
+// Batch norm's backward on our own kernels, the CPU backend's arithmetic: per row, the sums of
+// dy and of dy * xhat (rows[2r], rows[2r + 1]); per channel, dgamma and dbeta and the constants of
+// dx (channel[4c] = gamma * invstd, [4c + 1] = mean dy, [4c + 2] = mean dy * xhat); then dx.
+struct BatchNormBackwardRowSums {
+  const float* x;
+  const float* dy;
+  const float* save_mean;
+  const float* save_invstd;
+  int64_t channels, inner;
+  double* rows;
+  DLB_HD void operator()(int64_t r) const {
+    const int64_t c = r % channels;
+    const double mean = save_mean[c], invstd = save_invstd[c];
+    const float* xr = x + r * inner;
+    const float* gr = dy + r * inner;
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t k = 0; k < inner; ++k) {
+      sum_dy += gr[k];
+      sum_dy_xhat += gr[k] * (xr[k] - mean) * invstd;
+    }
+    rows[2 * r] = sum_dy;
+    rows[2 * r + 1] = sum_dy_xhat;
+  }
+};
+struct BatchNormBackwardChannel {
+  const double* rows;
+  const float* gamma;
+  const float* save_invstd;
+  int64_t n, channels, m;
+  double* channel;
+  float* dgamma;
+  float* dbeta;
+  DLB_HD void operator()(int64_t c) const {
+    double sum_dy = 0, sum_dy_xhat = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      sum_dy += rows[2 * (i * channels + c)];
+      sum_dy_xhat += rows[2 * (i * channels + c) + 1];
+    }
+    dgamma[c] = static_cast<float>(sum_dy_xhat);
+    dbeta[c] = static_cast<float>(sum_dy);
+    channel[4 * c] = gamma[c] * static_cast<double>(save_invstd[c]);
+    channel[4 * c + 1] = sum_dy / static_cast<double>(m);
+    channel[4 * c + 2] = sum_dy_xhat / static_cast<double>(m);
+  }
+};
+struct BatchNormBackwardData {
+  const float* x;
+  const float* dy;
+  const float* save_mean;
+  const float* save_invstd;
+  const double* channel;
+  int64_t channels, inner;
+  float* dx;
+  DLB_HD void operator()(int64_t i) const {
+    const int64_t c = (i / inner) % channels;
+    const double xhat = (x[i] - static_cast<double>(save_mean[c])) * save_invstd[c];
+    dx[i] = static_cast<float>(channel[4 * c] *
+                               (dy[i] - channel[4 * c + 1] - xhat * channel[4 * c + 2]));
   }
 };
 

@@ -5,8 +5,13 @@
 #include <cublasLt.h>
 #include <cudnn.h>
 
+#include <string>
+
 namespace dlb::cuda {
 
+// The error for a cuDNN status: allocation failures are OutOfMemory, bad parameters
+// InvalidArgument, unsupported configurations Unsupported, the rest DeviceError.
+[[noreturn]] void throw_for_cudnn_status(cudnnStatus_t status, const std::string& message);
 [[noreturn]] void throw_cudnn_error(cudnnStatus_t status, const char* stmt, const char* func,
                                     const char* file, int line);
 [[noreturn]] void throw_cublas_error(cublasStatus_t status, const char* stmt, const char* func,

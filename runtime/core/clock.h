@@ -1,19 +1,34 @@
 // Where the step's times come from (docs/architecture.md, "The step"). The executor, the
-// tracer and the trainer read time only through a Clock: the host's steady clock now; CUDA events
-// on the GPU's streams with the CUDA backend; a virtual clock that a simulator (or a test)
-// advances, replaying the same schedule.
+// tracer and the trainer read time only through a Clock: the host's steady clock; CUDA events on
+// the compute stream with the CUDA backend (Backend::clock(), for step boundaries); a virtual
+// clock that a simulator (or a test) advances, replaying the same schedule.
 #pragma once
 #include <chrono>
+#include <memory>
 
 namespace dlb {
+
+// A point in the work queued so far, to be read later: a host clock's time when it was taken;
+// a device clock's event, recorded on its stream, which the device reaches when the work before
+// it has run.
+struct Mark {
+  double us = 0;                 // host clocks: the time; device clocks: the host's time taken
+  std::shared_ptr<void> device;  // device clocks: the event (destroyed with the last copy)
+};
 
 class Clock {
  public:
   virtual ~Clock() = default;
-  // Microseconds since this clock's origin.
+  // Microseconds since this clock's origin, on the host, now.
   virtual double now_us() const = 0;
   // A steady_clock instant (when a communicator saw a reduction finish) on this clock.
   virtual double from_steady(std::chrono::steady_clock::time_point t) const = 0;
+  // Where the queued work has reached. A host clock reads now; a device clock records an event
+  // and returns at once.
+  virtual Mark mark() const { return Mark{now_us(), nullptr}; }
+  // Microseconds from `a` to `b`, taken in that order. A device clock waits for `b` (and only
+  // for it) to be reached.
+  virtual double elapsed_us(const Mark& a, const Mark& b) const { return b.us - a.us; }
 };
 
 class SteadyClock final : public Clock {

@@ -1,5 +1,5 @@
 // The one file that knows whether NVTX is compiled in.
-#include "runtime/trace/nvtx.h"
+#include "runtime/core/nvtx.h"
 
 #if DLB_HAVE_NVTX
 #include <nvtx3/nvToolsExt.h>
