@@ -82,6 +82,12 @@ Tensor DeviceMemory::empty(const Shape& shape, DType dtype, MemCategory category
 
 void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }
 
+void Backend::conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                                const Tensor& b, Tensor& y) {
+  conv_forward(plan, x, w, y);
+  bias_add(b, y);
+}
+
 void* Backend::workspace(size_t bytes) {
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // release first so the budget sees only the larger one

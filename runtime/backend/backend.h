@@ -48,6 +48,9 @@ struct ConvDesc {
   int64_t batch = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
   int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, groups = 1;
+  // The layer adds a bias per output channel: the forward pass is conv_bias_forward, which a
+  // backend may fuse (the CUDA backend's forward graph adds it in the convolution's epilogue).
+  bool bias = false;
   OpTypes types;  // from the run's precision policy
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
@@ -152,6 +155,10 @@ class Backend : public DeviceMemory {
                                   Tensor& dx) = 0;
   virtual void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                                     Tensor& dw) = 0;
+  // y = conv(x, w) + b[c], for a plan made with desc.bias. By default the two ops one after the
+  // other; a backend that fuses them overrides it.
+  virtual void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                                 const Tensor& b, Tensor& y);
   // y[n, c, ...] += b[c], and db[c] = sum of dy over every axis but 1.
   virtual void bias_add(const Tensor& b, Tensor& y) = 0;
   virtual void bias_backward(const Tensor& dy, Tensor& db) = 0;

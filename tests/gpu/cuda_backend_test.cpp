@@ -78,11 +78,14 @@ class CudaOps : public ::testing::TestWithParam<Precision> {
 
 struct ConvCase {
   int64_t c, h, k, r, stride, pad;
+  bool bias = false;  // the forward graph adds it in its epilogue (AlexNet's and VGG's convs)
 };
 
 TEST_P(CudaOps, ConvolutionAllThreePasses) {
-  for (const ConvCase cc : {ConvCase{3, 32, 64, 7, 2, 3}, ConvCase{64, 14, 64, 3, 1, 1},
-                            ConvCase{64, 14, 128, 1, 2, 0}, ConvCase{512, 7, 512, 3, 1, 1}}) {
+  for (const ConvCase cc :
+       {ConvCase{3, 32, 64, 7, 2, 3}, ConvCase{64, 14, 64, 3, 1, 1}, ConvCase{64, 14, 128, 1, 2, 0},
+        ConvCase{512, 7, 512, 3, 1, 1}, ConvCase{3, 63, 64, 11, 4, 2, true},
+        ConvCase{64, 16, 64, 3, 1, 1, true}}) {
     ConvDesc d;
     d.batch = 4;
     d.in_channels = cc.c;
@@ -91,6 +94,7 @@ TEST_P(CudaOps, ConvolutionAllThreePasses) {
     d.kernel_h = d.kernel_w = cc.r;
     d.stride_h = d.stride_w = cc.stride;
     d.pad_h = d.pad_w = cc.pad;
+    d.bias = cc.bias;
     d.types = types();
     const Shape xs{4, cc.c, cc.h, cc.h}, ws{cc.k, cc.c, cc.r, cc.r},
         ys{4, cc.k, d.out_h(), d.out_w()};
@@ -105,13 +109,22 @@ TEST_P(CudaOps, ConvolutionAllThreePasses) {
                   cc.k, cc.h, precision_name(GetParam()).data(), conv_pass_name(a.pass).data(),
                   a.algorithm.c_str(), a.workspace_bytes);
     }
+    const Tensor b = host({cc.k});
     Tensor y = host_zeros(ys), dx = host_zeros(xs), dw = host_zeros(ws);
-    cpu.conv_forward(*cpu_plan, x, w, y);
+    if (cc.bias) {
+      cpu.conv_bias_forward(*cpu_plan, x, w, b, y);
+    } else {
+      cpu.conv_forward(*cpu_plan, x, w, y);
+    }
     cpu.conv_backward_data(*cpu_plan, dy, w, dx);
     cpu.conv_backward_filter(*cpu_plan, x, dy, dw);
     Tensor gx = device(x), gw = device(w), gdy = device(dy);
     Tensor gy = device_zeros(ys), gdx = device_zeros(xs), gdw = device_zeros(ws);
-    gpu->conv_forward(*gpu_plan, gx, gw, gy);
+    if (cc.bias) {
+      gpu->conv_bias_forward(*gpu_plan, gx, gw, device(b), gy);
+    } else {
+      gpu->conv_forward(*gpu_plan, gx, gw, gy);
+    }
     gpu->conv_backward_data(*gpu_plan, gdy, gw, gdx);
     gpu->conv_backward_filter(*gpu_plan, gx, gdy, gdw);
     SCOPED_TRACE(::testing::Message() << "conv " << cc.r << "x" << cc.r << " " << cc.c << "->"

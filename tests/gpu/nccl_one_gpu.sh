@@ -21,12 +21,17 @@ assert [row["bytes"] for row in r["rows"]] == [8 << i for i in range(24)]
 assert all(row["wrong"] == 0 and row["time_s"] > 0 for row in r["rows"]), r["rows"]
 print(f"one rank: {len(r['rows'])} sizes correct; 64 MiB algbw {r['rows'][-1]['algbw_gbs']:.1f} GB/s")
 PY
-out=$(timeout 120 "$dlbench" bench allreduce --comm=nccl --ranks=2 --max-bytes=1KiB 2>&1)
-rc=$?
-if [[ $rc -eq 0 || $rc -eq 124 || "$out" != *"NCCL refuses two ranks on one GPU"* ]]; then
-  echo "FAIL: two ranks: exit $rc (want non-zero, no timeout), output: $out"
-  failures=$((failures + 1))
+# Two ranks need a launcher; a GPU machine without MPI (the device bundle's) skips this part.
+if command -v mpirun >/dev/null; then
+  out=$(timeout 120 "$dlbench" bench allreduce --comm=nccl --ranks=2 --max-bytes=1KiB 2>&1)
+  rc=$?
+  if [[ $rc -eq 0 || $rc -eq 124 || "$out" != *"NCCL refuses two ranks on one GPU"* ]]; then
+    echo "FAIL: two ranks: exit $rc (want non-zero, no timeout), output: $out"
+    failures=$((failures + 1))
+  else
+    echo "two ranks refused with exit $rc: $(grep -m1 'refuses' <<<"$out")"
+  fi
 else
-  echo "two ranks refused with exit $rc: $(grep -m1 'refuses' <<<"$out")"
+  echo "no mpirun: the two-rank refusal is not checked here"
 fi
 [[ $failures -eq 0 ]]

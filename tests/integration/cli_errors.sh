@@ -48,6 +48,19 @@ expect 2 "fp64" "${quick[@]}" --precision=fp64
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
+expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune)" \
+  "${quick[@]}" --conv-algo=fastest
+expect 2 "above --workspace-limit=1.00 KiB; the CPU backend has no algorithm that needs less" \
+  run --model=resnet18 --image-size=32 --batch=2 --steps=1 --workspace-limit=1KiB
+expect 2 "--comm=nccl reduces device buffers: it needs --backend=cuda" "${quick[@]}" --comm=nccl
+expect 2 "--comm=local serves one rank" "${quick[@]}" --comm=local --ranks=2
+# The CUDA backend where there is none: a bad request (2) on a machine without a GPU; a build
+# without CUDA says so as unsupported (4).
+if "$dlbench" list | grep -q "cuda: not compiled"; then
+  expect 4 "this build has no CUDA backend" "${quick[@]}" --backend=cuda
+elif ! "$dlbench" list | grep -q "^  *cuda:[0-9]"; then
+  expect 2 "--backend=cuda: no CUDA device is visible on this machine" "${quick[@]}" --backend=cuda
+fi
 
 # The suite harness's own bad input.
 expect 2 "unknown suite 'scalling' (shipped: batch, ci, convergence, overlap, precision, scaling, smoke" --suite=scalling

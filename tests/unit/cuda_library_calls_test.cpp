@@ -47,7 +47,7 @@ std::vector<int64_t> dims(const Shape& s) { return s.dims(); }
 
 TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
   const Graph g = graph();
-  int convs = 0;
+  int convs = 0, with_bias = 0;
   for (const auto& node : g.nodes()) {
     const auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
@@ -55,6 +55,7 @@ TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
     const Shape in = g.shape(node.inputs.at(0));
     for (Precision math : {Precision::kFp32, Precision::kTf32}) {
       ConvDesc d = conv->describe(in, OpTypes{math, DType::kF32, DType::kF32});
+      with_bias += d.bias;  // the forward graph then ends in the bias epilogue
       SCOPED_TRACE(node.name);
       const ConvGraphs graphs(d, nullptr);  // throws with cuDNN's message if refused
       EXPECT_EQ(graphs.output_dims(ConvPass::kForward), dims(node.shape));
@@ -65,6 +66,9 @@ TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
     }
   }
   EXPECT_GT(convs, 0);
+  // torchvision: AlexNet's and VGG-16's convolutions have biases, the ResNets' none.
+  const bool biased = GetParam().model == "alexnet" || GetParam().model == "vgg16";
+  EXPECT_EQ(with_bias > 0, biased || GetParam().model == "digits-cnn") << with_bias;
 }
 
 TEST_P(LibraryCalls, EveryBatchNormGraphIsAcceptedByCudnn) {

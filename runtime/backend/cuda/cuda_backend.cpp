@@ -348,9 +348,9 @@ class CudaBackend final : public Backend {
       void* x = buffers[0].raw();
       void* w = buffers[1].raw();
       void* y = buffers[2].raw();
-      scratch[0] = {x, w, y};  // forward: y = conv(x, w)
-      scratch[1] = {y, w, x};  // backward-data: dx = dgrad(dy, w)
-      scratch[2] = {x, y, w};  // backward-filter: dw = wgrad(x, dy)
+      scratch[0] = {x, w, y, d.bias ? w : nullptr};  // forward: y = conv(x, w) (+ a bias)
+      scratch[1] = {y, w, x};                        // backward-data: dx = dgrad(dy, w)
+      scratch[2] = {x, y, w};                        // backward-filter: dw = wgrad(x, dy)
     }
     graphs->choose_engines(cudnn_, choice_made, scratch, [&](size_t bytes) -> void* {
       const auto floats = static_cast<int64_t>(std::max<size_t>((bytes + 3) / 4, 1));
@@ -363,7 +363,17 @@ class CudaBackend final : public Backend {
     return plan;
   }
   void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) override {
+    if (plan.desc().bias) {
+      throw InvalidArgument("cuda: a plan made with a bias runs through conv_bias_forward");
+    }
     run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw()}, {&x, &w, &y});
+  }
+  // The bias is added in the forward graph's epilogue: no separate pass over y.
+  void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,
+                         Tensor& y) override {
+    check_f32(b, "conv bias");
+    check_numel(b, plan.desc().out_channels, "conv bias");
+    run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw(), b.raw()}, {&x, &w, &y});
   }
   void conv_backward_data(const ConvPlan& plan, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override {

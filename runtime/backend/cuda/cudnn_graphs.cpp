@@ -85,9 +85,12 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
   }
   if (c.workspace_limit)
     g.deselect_workspace_greater_than(static_cast<int64_t>(*c.workspace_limit));
-  const std::string limit = c.workspace_limit ? fmt::format(" within --workspace-limit={}",
-                                                            format_bytes(*c.workspace_limit))
-                                              : std::string();
+  // The limit is --workspace-limit's, or autotune's cap when none was given.
+  const std::string limit =
+      c.workspace_limit
+          ? fmt::format(" within {} of workspace (--workspace-limit, or autotune's cap)",
+                        format_bytes(*c.workspace_limit))
+          : std::string();
   if (g.check_support().is_bad()) {
     const std::string msg = fmt::format("{}: cuDNN has no engine{}{}", what,
                                         c.allow_tf32 ? "" : " without TF32", limit);
@@ -117,6 +120,7 @@ struct ConvGraphs::Impl {
   struct Pass {
     std::unique_ptr<fe::graph::Graph> graph;
     TensorPtr a, b, out;
+    TensorPtr bias;  // forward with desc.bias: the epilogue's operand
     std::string engine;
     size_t workspace = 0;
   };
@@ -146,6 +150,17 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
                                     .set_stride(stride)
                                     .set_dilation(dilation)
                                     .set_compute_data_type(fe::DataType_t::FLOAT));
+    if (d.bias) {
+      // Fused epilogue: the convolution's result stays virtual and the graph writes
+      // conv + bias, the bias broadcast from [1, K, 1, 1] (cudnn-frontend's
+      // samples/cpp/convolution/fp16_fwd_with_bias... pattern: conv_fprop, then pointwise ADD).
+      p.out->set_data_type(fe::DataType_t::FLOAT);
+      p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1});
+      p.out = p.graph->pointwise(p.out, p.bias,
+                                 fe::graph::Pointwise_attributes()
+                                     .set_mode(fe::PointwiseMode_t::ADD)
+                                     .set_compute_data_type(fe::DataType_t::FLOAT));
+    }
     p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
     finalize(*p.graph, handle, impl_->shape + " forward");
     if (p.out->get_dim() != y_dims) {
@@ -207,6 +222,7 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
       const PassOperands& s = scratch[static_cast<int>(pass)];
       VariantPack pack{
           {p.a, const_cast<void*>(s.a)}, {p.b, const_cast<void*>(s.b)}, {p.out, s.out}};
+      if (p.bias) pack.emplace(p.bias, const_cast<void*>(s.bias));
       void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
       check(p.graph->autotune(handle, pack, ws), what + ": autotune", Otherwise::kDeviceFault);
     }
@@ -223,7 +239,13 @@ PassAlgorithm ConvGraphs::chosen(ConvPass pass) const {
 void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands& op,
                          void* workspace) const {
   const auto& p = impl_->passes[static_cast<int>(pass)];
+  if (static_cast<bool>(p.bias) != (op.bias != nullptr)) {
+    throw InvalidArgument(fmt::format("{} {}: the graph {} a bias and the call {} one",
+                                      impl_->shape, conv_pass_name(pass),
+                                      p.bias ? "adds" : "has no", op.bias ? "gives" : "gives no"));
+  }
   VariantPack pack{{p.a, const_cast<void*>(op.a)}, {p.b, const_cast<void*>(op.b)}, {p.out, op.out}};
+  if (p.bias) pack.emplace(p.bias, const_cast<void*>(op.bias));
   check(p.graph->execute(handle, pack, workspace),
         fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)), Otherwise::kDeviceFault);
 }

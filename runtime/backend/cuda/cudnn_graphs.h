@@ -32,12 +32,14 @@ struct EngineChoice {
 
 // Device buffers of one pass's operands, for autotuning (timed at plan time) and execution.
 struct PassOperands {
-  const void* a = nullptr;  // forward: x; backward-data: dy; backward-filter: x
-  const void* b = nullptr;  // forward: w; backward-data: w;  backward-filter: dy
-  void* out = nullptr;      // forward: y; backward-data: dx; backward-filter: dw
+  const void* a = nullptr;     // forward: x; backward-data: dy; backward-filter: x
+  const void* b = nullptr;     // forward: w; backward-data: w;  backward-filter: dy
+  void* out = nullptr;         // forward: y; backward-data: dx; backward-filter: dw
+  const void* bias = nullptr;  // forward of a plan with desc.bias: the bias
 };
 
-// The three graphs of one convolution (NCHW, f32): forward, backward-data, backward-filter.
+// The three graphs of one convolution (NCHW, f32): forward (with the bias added in its epilogue
+// when desc.bias), backward-data, backward-filter.
 class ConvGraphs {
  public:
   // Throws InvalidArgument with the frontend's or cuDNN's message when a graph is refused.

@@ -27,6 +27,7 @@ ConvDesc Conv2d::describe(const Shape& in, const OpTypes& types) const {
   d.stride_h = d.stride_w = o_.stride;
   d.pad_h = d.pad_w = o_.padding;
   d.groups = o_.groups;
+  d.bias = o_.bias;
   return d;
 }
 
@@ -54,8 +55,11 @@ void Conv2d::setup(LayerSetup& s) {
 }
 
 void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  ctx.backend.conv_forward(*plan_, *x[0], weight_.value, y);
-  if (o_.bias) ctx.backend.bias_add(bias_.value, y);
+  if (o_.bias) {
+    ctx.backend.conv_bias_forward(*plan_, *x[0], weight_.value, bias_.value, y);
+  } else {
+    ctx.backend.conv_forward(*plan_, *x[0], weight_.value, y);
+  }
 }
 
 void Conv2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
