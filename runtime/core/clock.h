@@ -26,8 +26,8 @@ class Clock {
   // Where the queued work has reached. A host clock reads now; a device clock records an event
   // and returns at once.
   virtual Mark mark() const { return Mark{now_us(), nullptr}; }
-  // Microseconds from `a` to `b`, taken in that order. A device clock waits for `b` (and only
-  // for it) to be reached.
+  // Microseconds from `a` to `b`, taken in that order. A device clock waits for both to be
+  // reached (and for nothing else).
   virtual double elapsed_us(const Mark& a, const Mark& b) const { return b.us - a.us; }
 };
 

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -64,9 +66,11 @@ void CachingMemoryResource::deallocate(void* p, size_t bytes) {
   std::lock_guard<std::mutex> lock(impl_->mu);
   auto it = impl_->live.find(p);
   if (it == impl_->live.end() || it->second != block) {
-    // A pointer not handed out, or freed twice: caching it would hand it out twice.
-    throw InvalidArgument(fmt::format("{}: freeing {} bytes at {} that it did not hand out",
-                                      upstream_->name(), bytes, p));
+    // A pointer not handed out, or freed twice: caching it would hand it out twice. This runs
+    // in destructors (Buffer's), so it cannot throw: say so and stop.
+    fmt::print(stderr, "dlbench: {}: freeing {} bytes at {} that it did not hand out\n",
+               upstream_->name(), bytes, p);
+    std::abort();
   }
   impl_->live.erase(it);
   impl_->free_blocks[block].push_back(p);

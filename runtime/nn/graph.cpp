@@ -160,7 +160,8 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
 
 // Every parameter gradient is a view into one flat buffer, in reverse layer order, each starting
 // on a kGradientAlignmentBytes boundary: cuDNN and cuBLASLt write them and are promised aligned
-// pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The gaps are zero.
+// pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The gaps of an f32
+// buffer are zeroed (the only gradient type any backend supports yet).
 void Graph::assign_gradients() {
   const auto align = static_cast<int64_t>(kGradientAlignmentBytes / dtype_size(policy_.gradients));
   auto aligned = [&](int64_t offset) { return (offset + align - 1) / align * align; };

@@ -1,11 +1,19 @@
 #include "runtime/overlap/bucket_plan.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
+
+#include "runtime/core/error.h"
 
 namespace dlb {
 
 BucketPlan make_bucket_plan(const std::vector<int64_t>& offsets, const std::vector<int64_t>& numels,
                             size_t element_bytes, double bucket_mb, double first_mb) {
+  if (offsets.size() != numels.size()) {
+    throw InvalidArgument(
+        fmt::format("bucket plan: {} offsets for {} parameters", offsets.size(), numels.size()));
+  }
   BucketPlan plan;
   Bucket current;
   double cap_mb = std::min(first_mb, bucket_mb);
@@ -16,6 +24,7 @@ BucketPlan make_bucket_plan(const std::vector<int64_t>& offsets, const std::vect
     }
     ++current.num_params;
     current.count = offsets[i] + numels[i] - current.begin;
+    current.values += numels[i];
     plan.bucket_of.push_back(plan.buckets.size());
     if (static_cast<double>(current.count) * static_cast<double>(element_bytes) >=
         cap_mb * 1024 * 1024) {

@@ -11,7 +11,8 @@ namespace dlb {
 
 struct Bucket {
   size_t first_param = 0, num_params = 0;  // in flat order
-  int64_t begin = 0, count = 0;            // elements of the flat buffer
+  int64_t begin = 0, count = 0;            // elements of the flat buffer (gaps included)
+  int64_t values = 0;                      // the parameters' values in it (no gaps)
 };
 
 struct BucketPlan {

@@ -28,8 +28,11 @@ GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
   }
 }
 
-std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, Mark& launched) {
-  launched = tracer_ ? tracer_->host_mark() : Mark{};  // also just before the window: see record
+std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, Launch& launched) {
+  // Also just before the window: see record_finished.
+  launched.traced = tracer_ && tracer_->wants_edge_work();
+  launched.step = tracer_ ? tracer_->step() : 0;
+  launched.host = launched.traced ? tracer_->host_mark() : Mark{};
   // It starts after the work queued so far on the backend's stream: the bucket's gradients.
   Tensor slice = flat_.slice_flat(begin, count);
   return comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
@@ -39,10 +42,12 @@ void GradSync::all_reduce(int bucket) {
   if (!distributed()) return;
   if (bucket < 0) {
     // One all-reduce of the whole flat buffer, timed as one bucket spanning everything.
-    Mark launched;
+    Launch launched;
     auto handle = launch(0, flat_.numel(), launched);
     handle->order_before(backend_.stream());
-    finishing(std::move(handle), launched, flat_.numel());
+    int64_t values = 0;
+    for (const Bucket& b : plan_.buckets) values += b.values;
+    finishing(std::move(handle), launched, values);
     for (State& s : state_) s.pending = true;
     return;
   }
@@ -53,8 +58,9 @@ void GradSync::all_reduce(int bucket) {
   s.pending = true;
 }
 
-void GradSync::finishing(std::unique_ptr<CommHandle> handle, const Mark& launched, int64_t count) {
-  finishing_.push_back({std::move(handle), launched, count});
+void GradSync::finishing(std::unique_ptr<CommHandle> handle, const Launch& launched,
+                         int64_t values) {
+  finishing_.push_back({std::move(handle), launched, values});
   record_finished();
 }
 
@@ -66,7 +72,7 @@ void GradSync::complete(size_t b) {
   // the host goes on.
   s.handle->order_before(backend_.stream());
   s.reduced = true;
-  finishing(std::move(s.handle), s.launched, plan_.buckets[b].count);
+  finishing(std::move(s.handle), s.launched, plan_.buckets[b].values);
 }
 
 bool GradSync::reduced_now(size_t b) {
@@ -80,18 +86,20 @@ void GradSync::record_finished() {
   const double element_bytes = static_cast<double>(dtype_size(flat_.dtype()));
   auto finished = [&](Finishing& f) {
     if (!f.handle->test()) return false;
-    if (!tracer_ || !tracer_->wants_edge_work()) return true;
+    if (!tracer_ || !f.launched.traced) return true;
     // The span ends when the reduction finished, not when this step got round to noticing: on
     // a device, the communicator's own events around the collective; on the host, launch and
     // the time it was seen to finish. With `forward`, reductions cross step boundaries: one
     // launched before the window (or finished after it) counts with its part inside the window,
     // so every traced step has one step's worth of communication.
+    const Span span{kName, "allreduce", Lane::kComm, 0, 0, 0, f.values * element_bytes};
     const auto marks = f.handle->device_marks();
-    const Span span{kName, "allreduce", Lane::kComm, 0, 0, 0, f.count * element_bytes};
-    if (marks) {
-      tracer_->record_clipped(span, marks->first, marks->second);
+    if (tracer_->on_device()) {
+      // A device clock places only device marks; a host communicator's work has none.
+      if (marks) tracer_->record_clipped(span, marks->first, marks->second, f.launched.step);
     } else {
-      tracer_->record_clipped(span, f.launched, tracer_->host_mark(f.handle->completed_at()));
+      tracer_->record_clipped(span, f.launched.host, tracer_->host_mark(f.handle->completed_at()),
+                              f.launched.step);
     }
     return true;
   };

@@ -43,17 +43,25 @@ class GradSync {
   void flush();
 
  private:
+  // What a reduction's span needs, taken at launch: whether the tracer wants it (decided then,
+  // since a GPU's reduction may be noticed finished steps later), the step, and the host's
+  // reading (used when the handle has no device marks).
+  struct Launch {
+    bool traced = false;
+    int64_t step = 0;
+    Mark host;
+  };
   struct State {
     std::unique_ptr<CommHandle> handle;
-    Mark launched;         // the host's reading at launch, when the handle has no device marks
+    Launch launched;
     bool reduced = true;   // no reduction in flight
     bool pending = false;  // reduced gradients not yet applied
   };
-  std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, Mark& launched);
+  std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, Launch& launched);
   void complete(size_t b);     // order its update after its all-reduce
   bool reduced_now(size_t b);  // completes it if its all-reduce has finished; never waits
   void apply(size_t b);        // the optimizer over the bucket's parameters
-  void finishing(std::unique_ptr<CommHandle> handle, const Mark& launched, int64_t count);
+  void finishing(std::unique_ptr<CommHandle> handle, const Launch& launched, int64_t values);
   void record_finished();  // record the spans of the reductions known to have finished
 
   Tensor flat_;
@@ -67,8 +75,8 @@ class GradSync {
   // a later poll finds their event complete).
   struct Finishing {
     std::unique_ptr<CommHandle> handle;
-    Mark launched;  // the host's reading at launch, when the handle has no device marks
-    int64_t count = 0;
+    Launch launched;
+    int64_t values = 0;  // gradient values reduced (the bucket's, without alignment gaps)
   };
   std::vector<Finishing> finishing_;
 };

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <set>
 
+#include "runtime/core/error.h"
 #include "runtime/core/nvtx.h"
 
 namespace dlb {
@@ -31,9 +32,12 @@ Tracer::Tracer(int64_t first_step, int64_t count, const Clock* clock)
                           .count()) {}
 
 double Tracer::to_us(const Mark& m) const {
-  // Device marks are read on the device's clock from the origin's event; host marks (a host
-  // communicator's) on the host's, from the time the origin was taken.
-  if (m.device && origin_.device) return clock_->elapsed_us(origin_, m);
+  // Device marks are read on the device's clock from the origin's event; host marks on the
+  // host's, from the time the origin was taken. The two timelines are not mixed.
+  if (static_cast<bool>(m.device) != static_cast<bool>(origin_.device)) {
+    throw InvalidArgument("tracer: a mark of another clock (device and host marks mixed)");
+  }
+  if (m.device) return clock_->elapsed_us(origin_, m);
   return m.us - origin_.us;
 }
 
@@ -55,8 +59,9 @@ void Tracer::record(Span span, const Mark& start, const Mark& end) {
   pending_.push_back({std::move(span), start, end, false});
 }
 
-void Tracer::record_clipped(Span span, const Mark& start, const Mark& end) {
-  span.step = std::clamp(step_, first_, first_ + count_ - 1);
+void Tracer::record_clipped(Span span, const Mark& start, const Mark& end, int64_t step) {
+  if (count_ <= 0) return;
+  span.step = std::clamp(step, first_, first_ + count_ - 1);
   pending_.push_back({std::move(span), start, end, true});
 }
 
@@ -66,7 +71,12 @@ void Tracer::resolve() const {
   const double finish = window_end_ ? to_us(*window_end_) : 0;
   for (Pending& p : pending_) {
     Span s = std::move(p.span);
-    const double start = to_us(p.start), end = std::max(to_us(p.end), start);
+    // The duration from the two marks directly: a device's elapsed time between events keeps
+    // its resolution however far from the origin they are.
+    const double start = to_us(p.start);
+    const double end =
+        start +
+        std::max(p.end.device ? clock_->elapsed_us(p.start, p.end) : p.end.us - p.start.us, 0.0);
     if (p.clip) {
       if (!window_begin_ || end <= begin || (window_end_ && start >= finish)) continue;
       const double a = std::max(start, begin), b = window_end_ ? std::min(end, finish) : end;

@@ -63,10 +63,14 @@ class Tracer {
   // inside the window is kept, attributed to the nearest traced step; work wholly outside it is
   // dropped. `wants_edge_work` says whether such work of the current step can still meet the
   // window, so callers record no more than they must.
+  int64_t step() const { return step_; }
+  // Whether the clock's marks are a device's (then only device marks can be placed).
+  bool on_device() const { return static_cast<bool>(origin_.device); }
   bool wants_edge_work() const {
     return count_ > 0 && step_ >= first_ - 1 && step_ <= first_ + count_;
   }
-  void record_clipped(Span span, const Mark& start, const Mark& end);
+  // `step`: the step that launched the work (attributed to the nearest traced step).
+  void record_clipped(Span span, const Mark& start, const Mark& end, int64_t step);
   // The spans, their marks read (this waits for the device to reach the last of them).
   const std::vector<Span>& spans() const;
   int64_t traced_steps() const;

@@ -45,7 +45,7 @@ struct RunStats {
 class Trainer {
  public:
   // `graph` must be set up on `backend` (its precision policy is the run's). Times come from
-  // `clock` (the host's steady clock when null), which must outlive the trainer.
+  // `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock = nullptr);
 
   // Copies one batch from the host onto the backend.

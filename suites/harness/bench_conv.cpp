@@ -63,7 +63,8 @@ int bench_conv_command(const BenchConvOptions& o) {
   for (const auto& node : g.nodes()) {
     auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
-    const ConvDesc d = conv->describe(g.shape(node.inputs[0]));
+    ConvDesc d = conv->describe(g.shape(node.inputs[0]));
+    d.bias = false;  // the convolution alone is timed
     const int64_t m = d.out_channels / d.groups,
                   k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
     const int64_t cols = d.batch * d.out_h() * d.out_w();

@@ -18,12 +18,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/rng.h"
+#include "runtime/trace/tracer.h"
 #include "runtime/train/trainer.h"
 #include "tests/gpu/skip_without_gpu.h"
 #include "workloads/models/model.h"
@@ -227,6 +229,35 @@ TEST_P(CudaOps, PoolingBiasLossAndUpdate) {
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CudaOps, ::testing::Values(Precision::kFp32, Precision::kTf32),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
+
+// The backend's clock is the device's: marks around work queued without waiting read the
+// work's time on the GPU, and a Tracer on that clock places spans between them.
+TEST(CudaClock, MarksReadTheDevicesTimeNotTheHosts) {
+  auto gpu = make_backend(BackendKind::kCuda, {});
+  Tensor t = gpu->empty({1 << 26}, DType::kF32, MemCategory::kActivations, "t");  // 256 MiB
+  const Clock& clock = gpu->clock();
+  Tracer tracer(0, 1, &clock);
+  tracer.begin_step(0);
+  const Mark a = clock.mark();
+  const auto host0 = std::chrono::steady_clock::now();
+  const std::string name = "fills";
+  {
+    TraceScope scope(&tracer, name, "forward");
+    for (int i = 0; i < 20; ++i) gpu->fill(t, static_cast<float>(i));  // ~5 GB written
+  }
+  const double host_us =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - host0).count();
+  const Mark b = clock.mark();
+  tracer.end_window();
+  const double device_us = clock.elapsed_us(a, b);
+  // 5 GB at a few TB/s: about 2 ms of device time, while queueing 20 launches takes the host far
+  // less; a host clock would have read the latter.
+  EXPECT_GT(device_us, 500.0);
+  EXPECT_LT(device_us, 1e6);
+  EXPECT_LT(host_us, device_us) << "the host waited for the device";
+  ASSERT_EQ(tracer.spans().size(), 1u);
+  EXPECT_NEAR(tracer.spans()[0].duration_us, device_us, 0.2 * device_us);
+}
 
 // One resnet18 step (batch 4, 48x48, SGD with momentum and weight decay) from the same weights
 // and batch on both backends, compared as tests/parity/torch_parity.py compares dlbench with

@@ -38,9 +38,10 @@ PY
   done
 done
 
-# More than the GPU holds (vgg16 at batch 4096 needs ~250 GB of activations): cudaMalloc fails,
-# the caching allocator releases its cache and retries, then it is OutOfMemory: exit 3.
-timeout 300 "$dlbench" run --backend=cuda --model=vgg16 --batch=4096 --image-size=224 \
+# More than the GPU holds (resnet50 at batch 2048 needs ~190 GB of activations, and its largest
+# tensor, 1.6e9 elements, stays below cuDNN's 2^31): cudaMalloc fails, the caching allocator
+# releases its cache and retries, then it is OutOfMemory: exit 3.
+timeout 300 "$dlbench" run --backend=cuda --model=resnet50 --batch=2048 --image-size=224 \
   --steps=1 --warmup=0 >"$work/device-oom.log" 2>&1
 rc=$?
 [[ $rc -eq 3 ]] || fail "device oom run: exit $rc, want 3: $(tail -2 "$work/device-oom.log")"

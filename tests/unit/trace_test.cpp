@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "runtime/core/error.h"
 #include "runtime/train/profile.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
@@ -110,9 +111,9 @@ TEST(Tracer, SpansAreReadFromTheClocksMarksAndEdgeWorkIsClippedToTheWindow) {
   { TraceScope scope(&tracer, name, "forward"); }
   // An all-reduce from before the window into it, one inside, one wholly before: device marks.
   const Span comm{"allreduce", "allreduce", Lane::kComm, 0, 0, 0, 4096};
-  tracer.record_clipped(comm, clock.at(150), clock.at(300));
-  tracer.record_clipped(comm, clock.at(420), clock.at(450));
-  tracer.record_clipped(comm, clock.at(120), clock.at(180));
+  tracer.record_clipped(comm, clock.at(150), clock.at(300), 0);
+  tracer.record_clipped(comm, clock.at(420), clock.at(450), 1);
+  tracer.record_clipped(comm, clock.at(120), clock.at(180), 0);
   tracer.end_window();
   const auto& spans = tracer.spans();
   ASSERT_EQ(spans.size(), 3u);
@@ -125,7 +126,17 @@ TEST(Tracer, SpansAreReadFromTheClocksMarksAndEdgeWorkIsClippedToTheWindow) {
   EXPECT_DOUBLE_EQ(spans[2].start_us, 320);
   EXPECT_DOUBLE_EQ(spans[2].duration_us, 30);
   EXPECT_FALSE(spans[2].clipped);
-  EXPECT_EQ(spans[1].step, 1);
+  EXPECT_EQ(spans[1].step, 1);  // launched in step 0, before the window: its nearest traced step
+}
+
+TEST(Tracer, HostAndDeviceMarksAreNotMixed) {
+  ScriptedDeviceClock clock({0, 10, 20, 30});
+  Tracer tracer(0, 1, &clock);
+  tracer.begin_step(0);
+  const Span comm{"allreduce", "allreduce", Lane::kComm, 0, 0, 0, 8};
+  tracer.record_clipped(comm, Mark{5, nullptr}, Mark{6, nullptr}, 0);
+  tracer.end_window();
+  EXPECT_THROW(tracer.spans(), InvalidArgument);
 }
 
 }  // namespace

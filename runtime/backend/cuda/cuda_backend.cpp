@@ -336,7 +336,10 @@ class CudaBackend final : public Backend {
     std::vector<Tensor> buffers;  // autotuning's operands and workspace, freed on return
     EngineChoice choice_made = choice;
     if (choice.how == ConvAlgoChoice::kAutotune) {
-      if (!choice_made.workspace_limit) choice_made.workspace_limit = kAutotuneWorkspaceCap;
+      if (!choice_made.workspace_limit) {
+        choice_made.workspace_limit = kAutotuneWorkspaceCap;
+        choice_made.limit_is_users = false;
+      }
       // Zero-filled operands to time on, freed once the engines are chosen.
       for (const Shape& s :
            {Shape{d.batch, d.in_channels, d.height, d.width},
@@ -352,19 +355,22 @@ class CudaBackend final : public Backend {
       scratch[1] = {y, w, x};                        // backward-data: dx = dgrad(dy, w)
       scratch[2] = {x, y, w};                        // backward-filter: dw = wgrad(x, dy)
     }
+    Tensor tuning;  // one workspace for every pass's tuning, grown when a pass needs more
     graphs->choose_engines(cudnn_, choice_made, scratch, [&](size_t bytes) -> void* {
       const auto floats = static_cast<int64_t>(std::max<size_t>((bytes + 3) / 4, 1));
-      buffers.push_back(
-          empty(Shape{floats}, DType::kF32, MemCategory::kWorkspace, "autotune workspace"));
-      return buffers.back().raw();
+      if (!tuning.defined() || tuning.numel() < floats) {
+        tuning = Tensor();  // released first, so the budget sees only the larger one
+        tuning = empty(Shape{floats}, DType::kF32, MemCategory::kWorkspace, "autotune workspace");
+      }
+      return tuning.raw();
     });
     auto plan = std::make_unique<CudaConvPlan>(d, std::move(graphs), handles_);
     reserve_workspace(plan->workspace_bytes());
     return plan;
   }
   void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) override {
-    if (plan.desc().bias) {
-      throw InvalidArgument("cuda: a plan made with a bias runs through conv_bias_forward");
+    if (cuda_plan(plan).graphs().bias_fused()) {
+      throw InvalidArgument("cuda: a plan whose graph adds a bias runs through conv_bias_forward");
     }
     run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw()}, {&x, &w, &y});
   }
@@ -373,7 +379,12 @@ class CudaBackend final : public Backend {
                          Tensor& y) override {
     check_f32(b, "conv bias");
     check_numel(b, plan.desc().out_channels, "conv bias");
-    run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw(), b.raw()}, {&x, &w, &y});
+    if (cuda_plan(plan).graphs().bias_fused()) {
+      run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw(), b.raw()}, {&x, &w, &y});
+    } else {  // cuDNN had no engine for the fused graph
+      run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw()}, {&x, &w, &y});
+      bias_add(b, y);
+    }
   }
   void conv_backward_data(const ConvPlan& plan, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override {
@@ -622,14 +633,17 @@ class CudaBackend final : public Backend {
     const auto key = std::make_tuple(d.n, d.c, d.inner, eps_bits);
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
-      auto g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, cudnn_);
+      std::unique_ptr<BatchNormGraphs> g;
       try {
+        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, cudnn_);
         bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
         reserve_workspace(bn_workspace_);
       } catch (const Unsupported& e) {
         fmt::print(stderr, "dlbench: {}; batch norm over {}x{}x{} runs on dlbench's kernels\n",
                    e.what(), d.n, d.c, d.inner);
         g.reset();
+        // The kernels' scratch, now rather than mid-step.
+        reserve_workspace(static_cast<size_t>(2 * d.n * d.c + 4 * d.c) * sizeof(double));
       }
       it = bn_by_shape_.emplace(key, std::move(g)).first;
     }

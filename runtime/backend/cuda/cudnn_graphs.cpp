@@ -95,7 +95,7 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
     const std::string msg = fmt::format("{}: cuDNN has no engine{}{}", what,
                                         c.allow_tf32 ? "" : " without TF32", limit);
     // Under a limit, the limit is the request's fault; without one, cuDNN cannot run the graph.
-    if (c.workspace_limit) throw InvalidArgument(msg);
+    if (c.workspace_limit && c.limit_is_users) throw InvalidArgument(msg);
     throw Unsupported(msg);
   }
   check(g.build_plans(build_all ? fe::BuildPlanPolicy_t::ALL
@@ -126,48 +126,58 @@ struct ConvGraphs::Impl {
   };
   std::array<Pass, 3> passes;
   std::string shape;  // for messages
+  ConvDesc desc;
 };
+
+// forward: y = conv(x, w) (+ bias in the epilogue when `with_bias`). y's dims are left for the
+// frontend to infer (and checked); every tensor's strides are NCHW-packed (the frontend's default
+// would be NHWC), the virtual conv output's included.
+void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t handle) {
+  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
+  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
+                                    d.kernel_w};
+  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  auto& p = impl_->passes[0];
+  p = Impl::Pass{};
+  p.graph = new_graph(with_bias ? "conv_fprop_bias" : "conv_fprop");
+  p.a = nchw_tensor(*p.graph, "x", x_dims);
+  p.b = nchw_tensor(*p.graph, "w", w_dims);
+  p.out = p.graph->conv_fprop(p.a, p.b,
+                              fe::graph::Conv_fprop_attributes()
+                                  .set_padding({d.pad_h, d.pad_w})
+                                  .set_stride({d.stride_h, d.stride_w})
+                                  .set_dilation({1, 1})
+                                  .set_compute_data_type(fe::DataType_t::FLOAT));
+  if (with_bias) {
+    // Fused epilogue: the convolution's result stays virtual and the graph writes conv + bias,
+    // the bias broadcast from [1, K, 1, 1] (conv_fprop, then a pointwise ADD).
+    p.out->set_dim(y_dims).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
+    p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1});
+    p.out = p.graph->pointwise(p.out, p.bias,
+                               fe::graph::Pointwise_attributes()
+                                   .set_mode(fe::PointwiseMode_t::ADD)
+                                   .set_compute_data_type(fe::DataType_t::FLOAT));
+  }
+  p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
+  finalize(*p.graph, handle, impl_->shape + " forward");
+  if (p.out->get_dim() != y_dims) {
+    throw InvalidArgument(fmt::format("{}: cuDNN infers output dims {}, not {}", impl_->shape,
+                                      fmt::join(p.out->get_dim(), "x"), fmt::join(y_dims, "x")));
+  }
+}
 
 ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::make_unique<Impl>()) {
   const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
   const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
                                     d.kernel_w};
   const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  impl_->desc = d;
   impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{}", d.kernel_h, d.kernel_w, d.stride_h,
                              d.in_channels, d.out_channels, d.batch, d.height, d.width);
   const std::vector<int64_t> padding{d.pad_h, d.pad_w}, stride{d.stride_h, d.stride_w},
       dilation{1, 1};
 
-  {  // forward: y = conv(x, w). y's dims are left for the frontend to infer (and checked); its
-     // strides are NCHW-packed (the frontend's default would be NHWC).
-    auto& p = impl_->passes[0];
-    p.graph = new_graph("conv_fprop");
-    p.a = nchw_tensor(*p.graph, "x", x_dims);
-    p.b = nchw_tensor(*p.graph, "w", w_dims);
-    p.out = p.graph->conv_fprop(p.a, p.b,
-                                fe::graph::Conv_fprop_attributes()
-                                    .set_padding(padding)
-                                    .set_stride(stride)
-                                    .set_dilation(dilation)
-                                    .set_compute_data_type(fe::DataType_t::FLOAT));
-    if (d.bias) {
-      // Fused epilogue: the convolution's result stays virtual and the graph writes
-      // conv + bias, the bias broadcast from [1, K, 1, 1] (cudnn-frontend's
-      // samples/cpp/convolution/fp16_fwd_with_bias... pattern: conv_fprop, then pointwise ADD).
-      p.out->set_data_type(fe::DataType_t::FLOAT);
-      p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1});
-      p.out = p.graph->pointwise(p.out, p.bias,
-                                 fe::graph::Pointwise_attributes()
-                                     .set_mode(fe::PointwiseMode_t::ADD)
-                                     .set_compute_data_type(fe::DataType_t::FLOAT));
-    }
-    p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
-    finalize(*p.graph, handle, impl_->shape + " forward");
-    if (p.out->get_dim() != y_dims) {
-      throw InvalidArgument(fmt::format("{}: cuDNN infers output dims {}, not {}", impl_->shape,
-                                        fmt::join(p.out->get_dim(), "x"), fmt::join(y_dims, "x")));
-    }
-  }
+  build_forward(d, d.bias, handle);
   {  // backward-data: dx = conv_dgrad(dy, w)
     auto& p = impl_->passes[1];
     p.graph = new_graph("conv_dgrad");
@@ -217,7 +227,18 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
     auto& p = impl_->passes[static_cast<int>(pass)];
     const std::string what = fmt::format("{} {}", impl_->shape, conv_pass_name(pass));
     const bool autotune = choice.how == ConvAlgoChoice::kAutotune;
-    make_plans(*p.graph, choice, autotune, what);
+    try {
+      make_plans(*p.graph, choice, autotune, what);
+    } catch (const Error& e) {
+      // cuDNN may have no engine for the conv + bias graph: then the forward graph is the
+      // convolution alone, and the backend adds the bias with its own kernel.
+      if (!(pass == ConvPass::kForward && p.bias) ||
+          (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidArgument)) {
+        throw;
+      }
+      build_forward(impl_->desc, false, handle);
+      make_plans(*p.graph, choice, autotune, what);
+    }
     if (autotune) {
       const PassOperands& s = scratch[static_cast<int>(pass)];
       VariantPack pack{
@@ -230,6 +251,8 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
     p.workspace = workspace_of(*p.graph);
   }
 }
+
+bool ConvGraphs::bias_fused() const { return static_cast<bool>(impl_->passes[0].bias); }
 
 PassAlgorithm ConvGraphs::chosen(ConvPass pass) const {
   const auto& p = impl_->passes[static_cast<int>(pass)];

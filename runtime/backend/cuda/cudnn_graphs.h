@@ -27,6 +27,7 @@ namespace dlb::cuda {
 struct EngineChoice {
   ConvAlgoChoice how = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
+  bool limit_is_users = true;  // false: autotune's own cap, so no engine is not the user's fault
   bool allow_tf32 = false;
 };
 
@@ -58,11 +59,15 @@ class ConvGraphs {
                       const PassOperands (&scratch)[3],
                       const std::function<void*(size_t)>& workspace);
   PassAlgorithm chosen(ConvPass pass) const;
+  // Whether the forward graph adds the bias (desc.bias, and cuDNN had an engine for the fused
+  // graph); when not, execute() takes no bias and the caller adds it.
+  bool bias_fused() const;
 
   void execute(cudnnHandle_t handle, ConvPass pass, const PassOperands& operands,
                void* workspace) const;
 
  private:
+  void build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t handle);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

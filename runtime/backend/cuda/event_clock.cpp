@@ -19,6 +19,7 @@ double EventClock::elapsed_us(const Mark& a, const Mark& b) const {
   }
   auto* ea = static_cast<cudaEvent_t>(a.device.get());
   auto* eb = static_cast<cudaEvent_t>(b.device.get());
+  DLB_CUDA_CHECK(cudaEventSynchronize(ea));  // may be on another stream, not yet reached
   DLB_CUDA_CHECK(cudaEventSynchronize(eb));
   float ms = 0;
   DLB_CUDA_CHECK(cudaEventElapsedTime(&ms, ea, eb));

@@ -17,7 +17,8 @@ class EventClock final : public Clock {
   }
   // Records a timing event on the stream; returns at once.
   Mark mark() const override;
-  // cudaEventElapsedTime between the two events, after waiting for `b` (about 0.5 us resolution).
+  // cudaEventElapsedTime between the two events, after waiting for both (about 0.5 us
+  // resolution).
   double elapsed_us(const Mark& a, const Mark& b) const override;
 
  private:
