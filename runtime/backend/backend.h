@@ -143,6 +143,19 @@ class Backend : public DeviceMemory {
   // The clock of this backend's work, for step boundaries: the host's for the CPU (an op has
   // finished when it returns), CUDA events on the compute stream for a GPU.
   virtual const Clock& clock() const { return host_clock_; }
+  // Input batches, double-buffered. copy_in starts a copy of `src` into `dst` on a queue of its
+  // own (a GPU's copy engine) once the compute work before `free` (a mark of clock(): the last
+  // step that read `dst`) has run, and returns marks of the copy's start and end on that queue
+  // (for traces); `src` may be reused as soon as it returns. wait_for_input makes the compute
+  // work queued after it wait for a copy's end. So the next batch is copied while the current
+  // step computes. Where copies are synchronous (the CPU: async_input_copies() is false),
+  // copy_in copies now and waiting does nothing; a trainer then keeps one input buffer.
+  struct CopyMarks {
+    Mark start, end;
+  };
+  virtual bool async_input_copies() const { return false; }
+  virtual CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free);
+  virtual void wait_for_input(const Mark& copied) { (void)copied; }
   // Throws Unsupported, naming the op, the types and the backend, unless supports(op, types).
   void require(Op op, const OpTypes& types) const;
   // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
@@ -179,6 +192,23 @@ class Backend : public DeviceMemory {
   virtual void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                                    Tensor& dgamma, Tensor& dbeta) = 0;
+
+  // Batch norm then ReLU as one op, for a graph that fuses the pair where the backend says so:
+  // in training y = max(batch_norm(x), 0), and the backward of both from that y (batch norm's
+  // backward of dy where y > 0). By default the ops one after the other: ReLU in place on y; its
+  // backward into dx, then batch norm's backward from dx into dx (the CPU's batch_norm_backward
+  // allows dy and dx to be one buffer). A backend that fuses them overrides all three.
+  virtual bool fuses_batch_norm_relu(const OpTypes& types) const {
+    (void)types;
+    return false;
+  }
+  virtual void batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                     Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                     Tensor& save_invstd, Tensor& y, float momentum, float eps);
+  virtual void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                        const Tensor& gamma, const Tensor& save_mean,
+                                        const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                                        Tensor& dbeta);
 
   virtual void relu_forward(const Tensor& x, Tensor& y) = 0;
   virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;

@@ -84,10 +84,34 @@ int Graph::add_tensor(TensorInfo info, Tensor t) {
   return static_cast<int>(infos_.size()) - 1;
 }
 
+bool Graph::runs_no_pass(int node) const {
+  return nodes_[node].layer->is_view() || fused_into(node) >= 0;
+}
+
+int Graph::fused_into(int node) const {
+  return node < static_cast<int>(fused_into_.size()) ? fused_into_[node] : -1;
+}
+
 // A view node's gradient can be its input's only when nothing else writes the input's gradient.
 bool Graph::aliases_gradient(int node) const {
   const Node& n = nodes_[node];
-  return n.layer->is_view() && n.inputs[0] != input() && nodes_[n.inputs[0]].consumers == 1;
+  return runs_no_pass(node) && n.inputs[0] != input() && nodes_[n.inputs[0]].consumers == 1;
+}
+
+// A ReLU whose only input is a layer that can apply it itself (batch norm, where the backend
+// fuses the pair), and that layer's only consumer: the layer takes the ReLU over, and the ReLU
+// node becomes a view of its output, with its gradient the layer's output gradient.
+void Graph::fuse_relus(const Backend& backend) {
+  fused_into_.assign(nodes_.size(), -1);
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const Node& node = nodes_[i];
+    if (!node.layer->is_relu() || node.inputs.size() != 1) continue;
+    const int j = node.inputs[0];
+    if (j == input() || nodes_[j].consumers != 1) continue;
+    if (!nodes_[j].layer->can_fuse_relu(backend, OpTypes::of(policy_))) continue;
+    nodes_[j].layer->fuse_relu();
+    fused_into_[i] = j;
+  }
 }
 
 void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
@@ -101,6 +125,7 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
   const DType act = policy.activations;
+  fuse_relus(backend);
   input_id_ = allocate({"input", TensorKind::kInput, nodes_[0].shape, act, 0}, MemCategory::kData);
   output_ids_[0] = input_id_;
   for (size_t i = 1; i < n; ++i) {
@@ -110,8 +135,9 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
     const std::vector<Shape> in = input_shapes(node);
     LayerSetup s{backend, in, layer_rng, policy, source};
     node.layer->setup(s);
-    if (node.layer->is_view()) {
-      // The output is the input's bytes under another shape: nothing to allocate or run.
+    if (runs_no_pass(static_cast<int>(i))) {
+      // The output is the input's bytes (under another shape, or after the ReLU that the input's
+      // layer applied itself): nothing to allocate or run.
       const int from = output_ids_[node.inputs[0]];
       output_ids_[i] = add_tensor(
           {node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i), from},
@@ -205,7 +231,7 @@ void Graph::assign_gradients() {
 void Graph::build_forward() {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
-    if (node.layer->is_view()) continue;
+    if (runs_no_pass(static_cast<int>(i))) continue;
     Step s;
     s.pass = Pass::kForward;
     s.node = static_cast<int>(i);

@@ -59,6 +59,11 @@ class Graph {
   // Adds a tensor the graph does not own the meaning of (the loss's labels and probabilities).
   int add_tensor(TensorInfo info, Tensor t);
   int output_id(int node) const { return output_ids_.at(node); }
+  // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
+  // -1 for every other node. Decided at setup, from what the backend fuses.
+  int fused_into(int node) const;
+  // Views and fused ReLUs: their output is another node's bytes, and no pass runs for them.
+  bool runs_no_pass(int node) const;
   int grad_id(int node) const { return grad_ids_.at(node); }
 
   // Forward passes in insertion order; backward passes in reverse, each reading the gradient of
@@ -96,11 +101,13 @@ class Graph {
   std::vector<Shape> input_shapes(const Node& n) const;
   int allocate(TensorInfo info, MemCategory category);
   bool aliases_gradient(int node) const;
+  void fuse_relus(const Backend& backend);
   void build_forward();
   void build_backward();
   void assign_gradients();
 
   std::vector<Node> nodes_;
+  std::vector<int> fused_into_;  // per node (-1: not a fused ReLU)
   Backend* backend_ = nullptr;
   PrecisionPolicy policy_;
   std::vector<TensorInfo> infos_;

@@ -115,6 +115,16 @@ class Layer {
   // a view of the input, and the output gradient a view of the input gradient, and schedules no
   // pass for the layer. forward and backward_data still copy, for the layer used on its own.
   virtual bool is_view() const { return false; }
+  // Fusion with a following ReLU. The graph asks, before setup, whether this layer can apply
+  // max(., 0) to its own output in its passes (batch norm, where the backend fuses the pair);
+  // after fuse_relu() it does: its output is the ReLU's, its backward takes the gradient of that
+  // and reads its output, and the ReLU node runs no pass (the graph makes it a view).
+  virtual bool can_fuse_relu(const Backend& backend, const OpTypes& types) const {
+    (void)backend, (void)types;
+    return false;
+  }
+  virtual void fuse_relu() {}
+  virtual bool is_relu() const { return false; }
 
   virtual std::vector<Param*> params() { return {}; }
   // Trainable element count, known before setup (for listings and plans).

@@ -15,8 +15,11 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     return percentile(it->second, 50) / 1e3;
   };
   nlohmann::json layers = nlohmann::json::array();
-  for (const auto& node : graph.nodes()) {
+  const auto& nodes = graph.nodes();
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const auto& node = nodes[i];
     if (!node.layer) continue;
+    const int fused = graph.fused_into(static_cast<int>(i));
     std::vector<Shape> in;
     for (int i : node.inputs) in.push_back(graph.shape(i));
     nlohmann::json algorithms = nlohmann::json::array();
@@ -25,21 +28,25 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
                             {"algorithm", a.algorithm},
                             {"workspace_bytes", a.workspace_bytes}});
     }
-    layers.push_back({{"name", node.name},
-                      {"kind", std::string(node.layer->kind())},
-                      {"view", node.layer->is_view()},
-                      {"output_shape", node.shape.dims()},
-                      // A view (flatten) runs no pass: its output is its input's bytes.
-                      {"forward_ms", node.layer->is_view() ? nlohmann::json(0.0)
-                                                           : median_ms(node.name, "forward")},
-                      {"backward_data_ms", median_ms(node.name, "backward_data")},
-                      {"backward_weights_ms", median_ms(node.name, "backward_weights")},
-                      // Layers whose data and weight gradients come from one call (batch norm).
-                      {"backward_ms", median_ms(node.name, "backward")},
-                      {"grad_bytes", node.layer->num_params() * static_cast<int64_t>(dtype_size(
-                                                                    graph.policy().gradients))},
-                      {"forward_flops", node.layer->forward_flops(in)},
-                      {"algorithms", algorithms}});
+    layers.push_back(
+        {{"name", node.name},
+         {"kind", std::string(node.layer->kind())},
+         {"view", node.layer->is_view()},
+         // A ReLU that the layer before it applies (batch norm + ReLU, fused).
+         {"fused_into", fused >= 0 ? nlohmann::json(nodes[fused].name) : nullptr},
+         {"output_shape", node.shape.dims()},
+         // A view (flatten) or a fused ReLU runs no pass: its output is its
+         // input's bytes.
+         {"forward_ms", graph.runs_no_pass(static_cast<int>(i)) ? nlohmann::json(0.0)
+                                                                : median_ms(node.name, "forward")},
+         {"backward_data_ms", median_ms(node.name, "backward_data")},
+         {"backward_weights_ms", median_ms(node.name, "backward_weights")},
+         // Layers whose data and weight gradients come from one call (batch norm).
+         {"backward_ms", median_ms(node.name, "backward")},
+         {"grad_bytes",
+          node.layer->num_params() * static_cast<int64_t>(dtype_size(graph.policy().gradients))},
+         {"forward_flops", node.layer->forward_flops(in)},
+         {"algorithms", algorithms}});
   }
   return {{"traced_steps", tracer.traced_steps()}, {"statistic", "median"}, {"layers", layers}};
 }

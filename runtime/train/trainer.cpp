@@ -8,6 +8,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
+#include "runtime/core/nvtx.h"
 #include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
@@ -56,6 +57,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
   probs_id_ =
       add("softmax probabilities", TensorKind::kLoss, out, DType::kF32, MemCategory::kActivations);
   loss_id_ = add("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
+  inputs_[0] = {graph.input_tensor(), graph.tensor(labels_id_), {}};
   loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
                                 MemCategory::kActivations, "losses not yet read");
 
@@ -95,9 +97,42 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
           fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
     }
   }
-  TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
-  backend_.copy_from_host(images, graph_.input_tensor());
-  backend_.copy_from_host(labels, graph_.tensor(labels_id_));
+  const void* src = images;
+  if (!backend_.async_input_copies()) {
+    TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
+    backend_.copy_from_host(src, graph_.input_tensor());
+    backend_.copy_from_host(labels, graph_.tensor(labels_id_));
+    ++batches_loaded_;
+    return;
+  }
+  // Double-buffered: into the slot the graph does not read now (slot 0 first), after the last
+  // compute that read it; the compute queued from here on waits for the copy.
+  const int target = batches_loaded_++ == 0 ? 0 : current_input_ ^ 1;
+  InputSlot& slot = inputs_[target];
+  if (!slot.images.defined()) {
+    const Tensor& in = inputs_[0].images;
+    slot.images =
+        backend_.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer");
+    slot.labels =
+        backend_.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer");
+  }
+  NvtxRange range(kName.c_str());
+  const Backend::CopyMarks image_copy = backend_.copy_in(src, slot.images, slot.read);
+  const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
+  backend_.wait_for_input(image_copy.end);
+  backend_.wait_for_input(label_copy.end);
+  // On the copy lane, at the copy queue's times (a span of the step queued before it).
+  if (tracer_ && tracer_->active() &&
+      tracer_->on_device() == static_cast<bool>(image_copy.start.device)) {
+    tracer_->record(Span{kName, kCopyCategory, Lane::kCopy}, image_copy.start, label_copy.end);
+  }
+  graph_.input_tensor() = slot.images;
+  graph_.tensor(labels_id_) = slot.labels;
+  current_input_ = target;
+}
+
+void Trainer::mark_input_read() {
+  if (backend_.async_input_copies()) inputs_[current_input_].read = backend_.clock().mark();
 }
 
 void Trainer::loss(const LayerContext& ctx) {
@@ -124,6 +159,7 @@ void Trainer::step() {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
     executor_->run(ctx);
   }
+  mark_input_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
 }
 
@@ -145,6 +181,7 @@ std::vector<float> Trainer::take_losses() {
 int64_t Trainer::count_correct(int64_t count) {
   const LayerContext ctx{backend_, false, 0};
   graph_.forward(ctx);
+  mark_input_read();
   std::vector<float> logits(graph_.output_tensor().numel());
   std::vector<int64_t> labels(batch_);
   backend_.copy_to_host(graph_.output_tensor(), logits.data());

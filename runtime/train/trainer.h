@@ -48,7 +48,9 @@ class Trainer {
   // `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock = nullptr);
 
-  // Copies one batch from the host onto the backend.
+  // Copies one batch from the host onto the backend; the next step trains on it. Where the
+  // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
+  // last step did not read, on the copy queue, so it is copied while that step still computes.
   void load_batch(const float* images, const int64_t* labels);
   // A full step on the loaded batch. Its loss stays on the device until take_losses().
   void step();
@@ -97,6 +99,16 @@ class Trainer {
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
   int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
+  // The input and its labels. Slot 0 is the graph's own; slot 1 exists once a second batch is
+  // loaded onto a backend with asynchronous input copies. The graph reads `current_input_`.
+  struct InputSlot {
+    Tensor images, labels;
+    Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)
+  };
+  void mark_input_read();
+  InputSlot inputs_[2];
+  int current_input_ = 0;
+  int64_t batches_loaded_ = 0;
   Tensor loss_history_;  // one loss per step since the last read-back
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken

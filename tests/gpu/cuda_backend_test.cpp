@@ -183,6 +183,38 @@ TEST_P(CudaOps, BatchNormTrainingBackwardAndInference) {
   expect_close(gyi, yi, 1e-6, "inference");
 }
 
+// Batch norm + ReLU as the graph fuses them (one cuDNN graph each way, or the unfused fallback),
+// against the CPU's two ops. The backward reference masks dy by the GPU's own output, so an
+// output within rounding of zero cannot take the other side of the mask on the two backends.
+TEST_P(CudaOps, BatchNormReluFusedBothWays) {
+  const Shape s{8, 64, 7, 7}, c{64};
+  const Tensor x = host(s, -2.f, 3.f), gamma = host(c), beta = host(c), dy = host(s);
+  Tensor rm = host_zeros(c), rv = host_zeros(c), mean = host_zeros(c), inv = host_zeros(c);
+  cpu.fill(rv, 1.f);
+  Tensor y = host_zeros(s);
+  cpu.batch_norm_relu_train(x, gamma, beta, rm, rv, mean, inv, y, 0.1f, 1e-5f);
+  Tensor gx = device(x), gg = device(gamma), gdy = device(dy), grm = device_zeros(c),
+         grv = device_zeros(c), gmean = device_zeros(c), ginv = device_zeros(c),
+         gy = device_zeros(s);
+  gpu->fill(grv, 1.f);  // the running statistics start as the CPU's did: mean 0, var 1
+  ASSERT_TRUE(gpu->fuses_batch_norm_relu(types()));
+  gpu->batch_norm_relu_train(gx, gg, device(beta), grm, grv, gmean, ginv, gy, 0.1f, 1e-5f);
+  expect_close(gy, y, 1e-5, "max(batch norm, 0)");
+  expect_close(gmean, mean, 1e-5, "saved mean");
+  expect_close(ginv, inv, 1e-5, "saved 1/sqrt(var + eps)");
+  expect_close(grm, rm, 1e-5, "running mean");
+  expect_close(grv, rv, 1e-5, "running var");
+  Tensor y_gpu = host_zeros(s);
+  gpu->copy_to_host(gy, y_gpu.raw());
+  Tensor dx = host_zeros(s), dg = host_zeros(c), db = host_zeros(c);
+  cpu.batch_norm_relu_backward(x, y_gpu, dy, gamma, mean, inv, dx, dg, db);
+  Tensor gdx = device_zeros(s), gdg = device_zeros(c), gdb = device_zeros(c);
+  gpu->batch_norm_relu_backward(gx, gy, gdy, gg, gmean, ginv, gdx, gdg, gdb);
+  expect_close(gdx, dx, 1e-5, "dx");
+  expect_close(gdg, dg, 1e-5, "dgamma");
+  expect_close(gdb, db, 1e-5, "dbeta");
+}
+
 TEST_P(CudaOps, PoolingBiasLossAndUpdate) {
   const Shape s{4, 8, 15, 15};
   PoolDesc p;
@@ -316,6 +348,41 @@ TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
         << "gradient";
     EXPECT_LE(worst_of(got_w.data(), want_w.data<float>(), before[i].data(), want_w.numel()), 1e-2)
         << "update";
+  }
+}
+
+// A new batch every step, as an epoch loads them: on the GPU each is copied on the copy stream
+// into the input buffer the step before did not read, while that step computes. Each step must
+// still train on its own batch: the losses follow the CPU backend's (one buffer, synchronous
+// copies) within what five steps of float rounding differences amount to (1e-3 of the loss; a
+// step on a stale or half-copied batch is off by tenths).
+TEST(CudaTraining, DoubleBufferedBatchesTrainAsOnTheCpu) {
+  CpuBackend cpu({});
+  auto gpu = make_backend(BackendKind::kCuda, {});
+  ASSERT_TRUE(gpu->async_input_copies());
+  const ModelConfig mc{4, 32, 10, 0.f};
+  Graph gc = build_model("resnet18", mc), gg = build_model("resnet18", mc);
+  Rng r1(3), r2(3);
+  gc.setup(cpu, r1);
+  gg.setup(*gpu, r2);
+  TrainConfig tc;
+  tc.sgd = SgdConfig{0.01f, 0.9f, 0.f};
+  Trainer tcpu(cpu, gc, tc), tgpu(*gpu, gg, tc);
+  Rng data(11);
+  std::vector<float> images(4 * 3 * 32 * 32);
+  std::vector<int64_t> labels(4);
+  for (int step = 0; step < 5; ++step) {
+    for (float& v : images) v = data.uniform(-1.f, 1.f);
+    for (int64_t& l : labels) l = static_cast<int64_t>(data.below(10));
+    tcpu.load_batch(images.data(), labels.data());
+    tgpu.load_batch(images.data(), labels.data());  // the host buffer is refilled at once
+    tcpu.step();
+    tgpu.step();
+  }
+  const std::vector<float> lc = tcpu.take_losses(), lg = tgpu.take_losses();
+  ASSERT_EQ(lg.size(), lc.size());
+  for (size_t i = 0; i < lc.size(); ++i) {
+    EXPECT_NEAR(lg[i], lc[i], 1e-3 * std::fabs(lc[i])) << "step " << i;
   }
 }
 

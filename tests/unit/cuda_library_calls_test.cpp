@@ -1,9 +1,9 @@
 // Step 3 of docs/cuda.md's ladder, without a GPU: every cuDNN graph and cuBLASLt layout the CUDA
-// backend builds, for every convolution, batch-norm and linear layer of every reference model at
-// 224, 64 and 32 pixels (where the model accepts the size), built exactly as the backend builds
-// them and checked by the real libraries. cuDNN finalizes each operation graph with no handle:
-// it refuses wrong shapes, strides or types there (a mismatch fails, see the last tests). The
-// frontend's inferred output shape must be the layer's.
+// backend builds, for every convolution, batch-norm (with and without its ReLU) and linear layer of
+// every reference model at 224, 64 and 32 pixels (where the model accepts the size), built exactly
+// as the backend builds them and checked by the real libraries. cuDNN finalizes each operation
+// graph with no handle: it refuses wrong shapes, strides or types there (a mismatch fails, see the
+// last tests). The frontend's inferred output shape must be the layer's.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -79,10 +79,13 @@ TEST_P(LibraryCalls, EveryBatchNormGraphIsAcceptedByCudnn) {
     const Shape in = g.shape(node.inputs.at(0));
     SCOPED_TRACE(node.name);
     const int64_t inner = in.numel() / (in[0] * in[1]);
-    const BatchNormGraphs graphs(in[0], in[1], inner, 1, bn->eps(), nullptr);
-    const std::vector<int64_t> expected{in[0], in[1], inner, 1};
-    EXPECT_EQ(graphs.forward_output_dims(), expected);
-    EXPECT_EQ(graphs.backward_output_dims(), expected);
+    // Plain, and with the ReLU that the graph fuses into a batch norm it follows.
+    for (bool relu : {false, true}) {
+      const BatchNormGraphs graphs(in[0], in[1], inner, 1, bn->eps(), relu, nullptr);
+      const std::vector<int64_t> expected{in[0], in[1], inner, 1};
+      EXPECT_EQ(graphs.forward_output_dims(), expected) << "relu " << relu;
+      EXPECT_EQ(graphs.backward_output_dims(), expected) << "relu " << relu;
+    }
   }
 }
 

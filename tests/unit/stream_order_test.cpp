@@ -10,16 +10,22 @@
 //   - every update reads only gradients whose reduction was ordered before the stream first.
 // This is what the nccl communicator turns into events (record on the producer, the comm stream
 // waits; record at the end, the consumer waits). The double checks order, never numerics.
+//
+// The same backend, with asynchronous input copies, checks the trainer's double-buffered input:
+// every read of an input buffer waits for the copy that filled it, no copy overwrites a buffer
+// before the compute that read it has run, and each batch's copy may run during the step before.
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/train/trainer.h"
+#include "tests/unit/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 
@@ -38,10 +44,13 @@ Range range_of(const Tensor& t) {
 }
 
 struct Event {
-  enum Kind { kWrite, kAllreduce, kOrderBefore, kUpdate } kind;
+  enum Kind { kWrite, kAllreduce, kOrderBefore, kUpdate, kRead, kCopyIn, kWaitInput } kind;
   Range range;
   const void* stream = nullptr;
-  int handle = -1;
+  int handle = -1;  // an all-reduce's or an input copy's id
+  // kCopyIn: the compute position it waits for (-1: none). A position is a log index: the
+  // compute work logged before it has run.
+  double at = -1;
 };
 
 struct Log {
@@ -51,93 +60,88 @@ struct Log {
 
 int stream_tag;  // the recording backend's "stream": any non-null address
 
-// The CPU backend's ops, logging the tensors each one writes.
-class RecordingBackend final : public Backend {
+// Marks are positions in the log; their device pointer is a tag, so "no mark" stays null.
+class RecordingClock final : public Clock {
  public:
-  explicit RecordingBackend(Log& log)
-      : Backend(std::make_shared<Allocator>(make_host_memory_resource())), log_(log) {}
-  std::string_view name() const override { return "recording"; }
-  std::map<std::string, std::string> environment() const override { return {}; }
-  bool supports(Op op, const OpTypes& t) const override { return cpu_.supports(op, t); }
-  StreamRef stream() const override { return {&stream_tag}; }
+  explicit RecordingClock(const Log& log) : log_(log) {}
+  double now_us() const override { return 0; }
+  double from_steady(std::chrono::steady_clock::time_point) const override { return 0; }
+  Mark mark() const override {
+    return Mark{static_cast<double>(log_.events.size()),
+                std::shared_ptr<void>(&stream_tag, [](void*) {})};
+  }
 
-  void copy_from_host(const void* src, Tensor& dst) override { cpu_.copy_from_host(src, dst); }
-  void copy_to_host(const Tensor& src, void* dst) override { cpu_.copy_to_host(src, dst); }
-  void copy(const Tensor& src, Tensor& dst) override { w(dst), cpu_.copy(src, dst); }
-  void fill(Tensor& t, float v) override { w(t), cpu_.fill(t, v); }
-  void synchronize() override {}
-  std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
-    return cpu_.make_conv_plan(d);
+ private:
+  const Log& log_;
+};
+
+// The CPU backend's ops, logging the tensors each one writes (and where an input is read).
+class RecordingBackend final : public DelegatingBackend {
+ public:
+  explicit RecordingBackend(Log& log, bool async_inputs = false)
+      : log_(log), clock_(log), async_inputs_(async_inputs) {}
+  std::string_view name() const override { return "recording"; }
+  StreamRef stream() const override { return {&stream_tag}; }
+  const Clock& clock() const override { return clock_; }
+
+  // Input copies run "on a copy queue": logged with the position they wait for, done at once.
+  bool async_input_copies() const override { return async_inputs_; }
+  CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free) override {
+    const int id = log_.next_handle++;
+    log_.events.push_back(
+        {Event::kCopyIn, range_of(dst), nullptr, id, free.device ? free.us : -1.0});
+    DelegatingBackend::copy_from_host(src, dst);
+    const Mark end{static_cast<double>(id), std::shared_ptr<void>(&stream_tag, [](void*) {})};
+    return {end, end};
   }
+  void wait_for_input(const Mark& copied) override {
+    log_.events.push_back({Event::kWaitInput, {}, nullptr, static_cast<int>(copied.us)});
+  }
+
+  void copy_to_host(const Tensor& src, void* dst) override {
+    r(src), DelegatingBackend::copy_to_host(src, dst);
+  }
+  void copy(const Tensor& src, Tensor& dst) override { w(dst), DelegatingBackend::copy(src, dst); }
+  void fill(Tensor& t, float v) override { w(t), DelegatingBackend::fill(t, v); }
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& wt, Tensor& y) override {
-    cpu_.conv_forward(p, x, wt, y);
-  }
-  void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& wt,
-                          Tensor& dx) override {
-    cpu_.conv_backward_data(p, dy, wt, dx);
+    r(x), DelegatingBackend::conv_forward(p, x, wt, y);
   }
   void conv_backward_filter(const ConvPlan& p, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override {
-    w(dw), cpu_.conv_backward_filter(p, x, dy, dw);
+    r(x), w(dw), DelegatingBackend::conv_backward_filter(p, x, dy, dw);
   }
-  void bias_add(const Tensor& b, Tensor& y) override { cpu_.bias_add(b, y); }
-  void bias_backward(const Tensor& dy, Tensor& db) override { w(db), cpu_.bias_backward(dy, db); }
+  void bias_backward(const Tensor& dy, Tensor& db) override {
+    w(db), DelegatingBackend::bias_backward(dy, db);
+  }
   void matmul(Precision m, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b,
               float beta, Tensor& c) override {
-    w(c), cpu_.matmul(m, ta, tb, alpha, a, b, beta, c);
-  }
-  void batch_norm_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm, Tensor& rv,
-                        Tensor& sm, Tensor& si, Tensor& y, float mo, float eps) override {
-    cpu_.batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps);
-  }
-  void batch_norm_infer(const Tensor& x, const Tensor& g, const Tensor& b, const Tensor& rm,
-                        const Tensor& rv, Tensor& y, float eps) override {
-    cpu_.batch_norm_infer(x, g, b, rm, rv, y, eps);
+    w(c), DelegatingBackend::matmul(m, ta, tb, alpha, a, b, beta, c);
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
                            const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
-    w(dg), w(db), cpu_.batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
+    w(dg), w(db), DelegatingBackend::batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
   }
-  void relu_forward(const Tensor& x, Tensor& y) override { cpu_.relu_forward(x, y); }
-  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    cpu_.relu_backward(y, dy, dx);
+  void accumulate(const Tensor& x, Tensor& y) override {
+    w(y), DelegatingBackend::accumulate(x, y);
   }
-  void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
-    cpu_.pool_forward(p, x, y);
-  }
-  void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
-                     Tensor& dx) override {
-    cpu_.pool_backward(p, x, y, dy, dx);
-  }
-  void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
-    cpu_.adaptive_avg_pool_forward(x, y);
-  }
-  void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
-    cpu_.adaptive_avg_pool_backward(dy, dx);
-  }
-  void dropout_forward(const Tensor& x, float p, uint64_t s, Tensor& m, Tensor& y) override {
-    cpu_.dropout_forward(x, p, s, m, y);
-  }
-  void dropout_backward(const Tensor& dy, const Tensor& m, Tensor& dx) override {
-    cpu_.dropout_backward(dy, m, dx);
-  }
-  void add(const Tensor& a, const Tensor& b, Tensor& y) override { cpu_.add(a, b, y); }
-  void accumulate(const Tensor& x, Tensor& y) override { w(y), cpu_.accumulate(x, y); }
   void softmax_cross_entropy(const Tensor& z, const Tensor& l, Tensor& p, Tensor& loss) override {
-    cpu_.softmax_cross_entropy(z, l, p, loss);
+    r(l), DelegatingBackend::softmax_cross_entropy(z, l, p, loss);
   }
   void softmax_cross_entropy_backward(const Tensor& p, const Tensor& l, Tensor& dz) override {
-    cpu_.softmax_cross_entropy_backward(p, l, dz);
+    r(l), DelegatingBackend::softmax_cross_entropy_backward(p, l, dz);
   }
   void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
     log_.events.push_back({Event::kUpdate, range_of(g)});
-    cpu_.sgd_update(c, g, m, p);
+    DelegatingBackend::sgd_update(c, g, m, p);
   }
 
  private:
   void w(const Tensor& t) { log_.events.push_back({Event::kWrite, range_of(t)}); }
-  CpuBackend cpu_{{}};
+  // Reads are logged where an input can be read: the first convolution and the loss.
+  void r(const Tensor& t) { log_.events.push_back({Event::kRead, range_of(t)}); }
   Log& log_;
+  RecordingClock clock_;
+  bool async_inputs_;
 };
 
 class RecordingHandle final : public CommHandle {
@@ -274,6 +278,93 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StreamOrder,
                          ::testing::Values(OverlapStrategy::kNone, OverlapStrategy::kBackward,
                                            OverlapStrategy::kForward),
                          [](const auto& info) { return std::string(overlap_name(info.param)); });
+
+// Every read of an input buffer waits for the latest copy into it; every copy into a buffer waits
+// for a position after every earlier read of it. Returns how many copies may run while compute
+// queued before them still runs (a read lies between the position they wait for and their issue).
+int check_inputs(const Log& log) {
+  int overlapping = 0;
+  for (size_t i = 0; i < log.events.size(); ++i) {
+    const Event& e = log.events[i];
+    if (e.kind == Event::kRead) {
+      int latest = -1;
+      bool waited = false;
+      for (size_t j = 0; j < i; ++j) {
+        const Event& f = log.events[j];
+        if (f.kind == Event::kCopyIn && f.range.overlaps(e.range))
+          latest = f.handle, waited = false;
+        if (f.kind == Event::kWaitInput && latest >= 0 && f.handle == latest) waited = true;
+      }
+      if (latest >= 0) {
+        EXPECT_TRUE(waited) << "a read at " << i << " does not wait for input copy " << latest;
+      }
+    }
+    if (e.kind == Event::kCopyIn) {
+      bool overlaps = false;
+      for (size_t j = 0; j < i; ++j) {
+        const Event& f = log.events[j];
+        if (f.kind != Event::kRead) continue;
+        if (f.range.overlaps(e.range) && static_cast<double>(j) >= e.at) {
+          ADD_FAILURE() << "input copy " << e.handle
+                        << " may overwrite its buffer before the read at " << j << " has run";
+        }
+        if (static_cast<double>(j) >= e.at) overlaps = true;
+      }
+      overlapping += overlaps;
+    }
+  }
+  return overlapping;
+}
+
+std::vector<float> train_on_batches(Backend& backend, const std::vector<Dataset>& batches) {
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  Rng rng(1);
+  g.setup(backend, rng);
+  Trainer t(backend, g, TrainConfig{});
+  for (const Dataset& d : batches) {
+    t.load_batch(d.images.data(), d.labels.data());
+    t.step();
+  }
+  return t.take_losses();
+}
+
+TEST(InputPipeline, EachCopyOverlapsTheStepBeforeAndNeverRacesItsReaders) {
+  std::vector<Dataset> batches;
+  for (int i = 0; i < 5; ++i) batches.push_back(make_synthetic(2, 3, 32, 10, 10 + i));
+  Log log;
+  RecordingBackend backend(log, /*async_inputs=*/true);
+  const std::vector<float> losses = train_on_batches(backend, batches);
+  std::set<const char*> buffers;
+  for (const Event& e : log.events) {
+    if (e.kind == Event::kCopyIn) buffers.insert(e.range.begin);
+  }
+  EXPECT_EQ(buffers.size(), 4u) << "two image buffers and two label buffers, used in turn";
+  // Every load after the first (images and labels) may overlap the step before it.
+  EXPECT_EQ(check_inputs(log), 2 * (static_cast<int>(batches.size()) - 1));
+  // Each step trained on its own batch: the losses are those of one synchronous buffer.
+  CpuBackend cpu({});
+  EXPECT_EQ(losses, train_on_batches(cpu, batches));
+}
+
+// The checkers themselves fail on each wrong order.
+char input_bytes[64];
+const Range kInput{input_bytes, input_bytes + 64};
+
+TEST(InputPipelineChecker, CatchesAReadThatDoesNotWaitForItsCopy) {
+  Log log;
+  log.events.push_back({Event::kCopyIn, kInput, nullptr, 0});
+  log.events.push_back({Event::kRead, kInput});
+  EXPECT_NONFATAL_FAILURE(check_inputs(log), "does not wait for input copy 0");
+}
+
+TEST(InputPipelineChecker, CatchesACopyOverAnUnreadBuffer) {
+  Log log;
+  log.events.push_back({Event::kCopyIn, kInput, nullptr, 0});
+  log.events.push_back({Event::kWaitInput, {}, nullptr, 0});
+  log.events.push_back({Event::kRead, kInput});
+  log.events.push_back({Event::kCopyIn, kInput, nullptr, 1, 2});  // waits for position 2 only
+  EXPECT_NONFATAL_FAILURE(check_inputs(log), "before the read at 2 has run");
+}
 
 // The checker itself fails on each wrong order.
 char grad_bytes[64];

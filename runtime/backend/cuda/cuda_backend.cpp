@@ -19,6 +19,7 @@
 #include "runtime/backend/cuda/library_check.h"
 #include "runtime/backend/cuda/matmul_lt.h"
 #include "runtime/backend/cuda/memory.h"
+#include "runtime/backend/cuda/staging.h"
 #include "runtime/core/error.h"
 #include "runtime/core/nvtx.h"
 
@@ -208,51 +209,6 @@ const CudaConvPlan& cuda_plan(const ConvPlan& p) {
   return *plan;
 }
 
-// Pinned host staging for copies from pageable host memory: two slots used in turn. A copy
-// fills the next slot on the host and queues its transfer on the stream, then returns; it waits
-// only for that slot's previous transfer. So the host prepares the next batch while the GPU
-// still copies or computes the last one.
-class PinnedStaging {
- public:
-  PinnedStaging() = default;
-  PinnedStaging(const PinnedStaging&) = delete;
-  PinnedStaging& operator=(const PinnedStaging&) = delete;
-  ~PinnedStaging() {
-    for (Slot& s : slots_) {
-      if (s.event) cudaEventDestroy(s.event);
-      if (s.ptr) cudaFreeHost(s.ptr);
-    }
-  }
-  void copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
-    Slot& s = slots_[next_];
-    next_ ^= 1;
-    if (s.event) {
-      DLB_CUDA_CHECK(cudaEventSynchronize(s.event));
-    } else {
-      DLB_CUDA_CHECK(cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming));
-    }
-    if (s.bytes < bytes) {
-      if (s.ptr) DLB_CUDA_CHECK(cudaFreeHost(s.ptr));
-      s.ptr = nullptr;
-      s.bytes = 0;
-      DLB_CUDA_CHECK(cudaMallocHost(&s.ptr, bytes));  // failure: OutOfMemory
-      s.bytes = bytes;
-    }
-    std::memcpy(s.ptr, src, bytes);
-    DLB_CUDA_CHECK(cudaMemcpyAsync(dst, s.ptr, bytes, cudaMemcpyHostToDevice, stream));
-    DLB_CUDA_CHECK(cudaEventRecord(s.event, stream));
-  }
-
- private:
-  struct Slot {
-    void* ptr = nullptr;
-    size_t bytes = 0;
-    cudaEvent_t event = nullptr;
-  };
-  Slot slots_[2];
-  int next_ = 0;
-};
-
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceInfo& device, const BackendOptions& options)
@@ -263,6 +219,7 @@ class CudaBackend final : public Backend {
     DLB_CUDA_CHECK(cudaSetDevice(device_.index));
     stream_ = std::make_unique<Stream>();
     clock_ = std::make_unique<EventClock>(stream_->get());
+    inputs_ = std::make_unique<InputCopies>(stream_->get());
     handles_ = std::make_shared<LibraryHandles>(stream_->get());
     cudnn_ = handles_->cudnn;
     lt_ = handles_->lt;
@@ -295,6 +252,18 @@ class CudaBackend final : public Backend {
   void copy_from_host(const void* src, Tensor& dst) override {
     if (dst.bytes() == 0) return;
     staging_.copy(src, dst.raw(), dst.bytes(), stream_->get());
+  }
+  // Input batches go on a copy stream of their own: the trainer double-buffers them.
+  bool async_input_copies() const override { return true; }
+  CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free) override {
+    if (dst.bytes() == 0) return {clock_->mark(), clock_->mark()};
+    auto* after = static_cast<cudaEvent_t>(free.device.get());  // null: a host mark, or none
+    const double now = clock_->now_us();
+    auto [start, end] = inputs_->copy(src, dst.raw(), dst.bytes(), after);
+    return {Mark{now, std::move(start)}, Mark{now, std::move(end)}};
+  }
+  void wait_for_input(const Mark& copied) override {
+    if (copied.device) inputs_->wait(static_cast<cudaEvent_t>(copied.device.get()));
   }
   void copy_to_host(const Tensor& src, void* dst) override {
     if (src.bytes() == 0) return;
@@ -434,27 +403,54 @@ class CudaBackend final : public Backend {
   void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                         Tensor& save_invstd, Tensor& y, float momentum, float eps) override {
-    const BnDims d = bn_dims(x, gamma);
-    if (d.n * d.inner < 2) {
-      throw InvalidArgument(
-          fmt::format("batch norm in training needs more than one value per channel (got input {})",
-                      x.shape().str()));
-    }
-    const BatchNormGraphs* g = bn_graphs(d, eps);
+    const BnDims d = bn_train_dims(x, gamma);
+    const BatchNormGraphs* g = bn_graphs(d, eps, false);
     if (!g) {  // cuDNN has no engine for this shape: our kernels
       bn_train_kernels(d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
                        momentum, eps);
       return;
     }
-    float* stats = bn_scratch(d.c);
-    NvtxRange range("cudnn batch norm forward");
-    g->forward(
-        cudnn_,
-        {x.raw(), gamma.raw(), beta.raw(), y.raw(), save_mean.raw(), save_invstd.raw(), stats},
-        workspace(bn_workspace_));
-    run(d.c, BatchNormRunningUpdate{save_mean.data<float>(), save_invstd.data<float>(), eps,
-                                    momentum, d.n * d.inner, running_mean.data<float>(),
-                                    running_var.data<float>()});
+    bn_train_graph(*g, d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
+                   momentum, eps);
+  }
+  // Batch norm + ReLU in one cuDNN graph each way (cudnn_graphs.h). Where cuDNN has no engine
+  // for the fused graphs, batch norm as above and then our ReLU kernels.
+  bool fuses_batch_norm_relu(const OpTypes& types) const override {
+    return supports(Op::kBatchNorm, types);
+  }
+  void batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                             Tensor& save_invstd, Tensor& y, float momentum, float eps) override {
+    const BnDims d = bn_train_dims(x, gamma);
+    const BatchNormGraphs* g = bn_graphs(d, eps, true);
+    if (!g) {
+      batch_norm_train(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
+                       momentum, eps);
+      relu_forward(y, y);
+      return;
+    }
+    bn_train_graph(*g, d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
+                   momentum, eps);
+  }
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& gamma, const Tensor& save_mean,
+                                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                                Tensor& dbeta) override {
+    const BnDims d = bn_dims(x, gamma);
+    same(x, y, "batch norm + relu backward");
+    same(dy, y, "batch norm + relu backward");
+    if (const BatchNormGraphs* g = made_bn_graphs(d, true)) {
+      NvtxRange range("cudnn batch norm + relu backward");
+      g->backward(cudnn_,
+                  {x.raw(), y.raw(), dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
+                   dx.raw(), dgamma.raw(), dbeta.raw()},
+                  workspace(bn_workspace_));
+      return;
+    }
+    // The mask into scratch (cuDNN's batch-norm graph is not promised dy and dx in one buffer).
+    Tensor masked = relu_grad_scratch_.slice_flat(0, dy.numel()).reshaped(dy.shape());
+    relu_backward(y, dy, masked);
+    batch_norm_backward(x, masked, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
   }
   void batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         const Tensor& running_mean, const Tensor& running_var, Tensor& y,
@@ -468,22 +464,16 @@ class CudaBackend final : public Backend {
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                            Tensor& dgamma, Tensor& dbeta) override {
     const BnDims d = bn_dims(x, gamma);
-    // The graphs were made by the forward pass; backward does not depend on eps (it reads the
-    // saved 1/sqrt(var + eps)), so any of this shape's serves.
-    auto it = bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, uint32_t{0}));
-    if (it == bn_by_shape_.end() || std::get<0>(it->first) != d.n ||
-        std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner) {
-      throw InvalidArgument("cuda: batch norm backward before its forward pass");
-    }
-    if (!it->second) {
+    const BatchNormGraphs* g = made_bn_graphs(d, false);
+    if (!g) {
       bn_backward_kernels(d, x, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
       return;
     }
     NvtxRange range("cudnn batch norm backward");
-    it->second->backward(cudnn_,
-                         {x.raw(), dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
-                          dx.raw(), dgamma.raw(), dbeta.raw()},
-                         workspace(bn_workspace_));
+    g->backward(cudnn_,
+                {x.raw(), nullptr, dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
+                 dx.raw(), dgamma.raw(), dbeta.raw()},
+                workspace(bn_workspace_));
   }
 
   void relu_forward(const Tensor& x, Tensor& y) override {
@@ -625,27 +615,71 @@ class CudaBackend final : public Backend {
     plan.graphs().execute(cudnn_, pass, op, workspace(plan.graphs().chosen(pass).workspace_bytes));
   }
 
-  // The graphs of a batch-norm shape, made on first use; null when cuDNN has no engine for them
-  // on this device (then our kernels run it, and stderr says so once per shape).
-  const BatchNormGraphs* bn_graphs(const BnDims& d, float eps) {
+  static BnDims bn_train_dims(const Tensor& x, const Tensor& gamma) {
+    const BnDims d = bn_dims(x, gamma);
+    if (d.n * d.inner < 2) {
+      throw InvalidArgument(
+          fmt::format("batch norm in training needs more than one value per channel (got input {})",
+                      x.shape().str()));
+    }
+    return d;
+  }
+  void bn_train_graph(const BatchNormGraphs& g, const BnDims& d, const Tensor& x,
+                      const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
+                      Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, Tensor& y,
+                      float momentum, float eps) {
+    float* stats = bn_scratch(d.c);
+    NvtxRange range("cudnn batch norm forward");
+    g.forward(
+        cudnn_,
+        {x.raw(), gamma.raw(), beta.raw(), y.raw(), save_mean.raw(), save_invstd.raw(), stats},
+        workspace(bn_workspace_));
+    run(d.c, BatchNormRunningUpdate{save_mean.data<float>(), save_invstd.data<float>(), eps,
+                                    momentum, d.n * d.inner, running_mean.data<float>(),
+                                    running_var.data<float>()});
+  }
+
+  // The graphs of a batch-norm shape (with the ReLU or without), made on first use; null when
+  // cuDNN has no engine for them on this device (then batch norm runs on our kernels, or, for
+  // the fused pair, unfused; stderr says so once per shape).
+  const BatchNormGraphs* bn_graphs(const BnDims& d, float eps, bool relu) {
     uint32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
-    const auto key = std::make_tuple(d.n, d.c, d.inner, eps_bits);
+    const auto key = std::make_tuple(d.n, d.c, d.inner, relu, eps_bits);
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
       std::unique_ptr<BatchNormGraphs> g;
       try {
-        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, cudnn_);
+        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, relu, cudnn_);
         bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
         reserve_workspace(bn_workspace_);
       } catch (const Unsupported& e) {
-        fmt::print(stderr, "dlbench: {}; batch norm over {}x{}x{} runs on dlbench's kernels\n",
-                   e.what(), d.n, d.c, d.inner);
+        fmt::print(stderr, "dlbench: {}; batch norm{} over {}x{}x{} runs {}\n", e.what(),
+                   relu ? " + relu" : "", d.n, d.c, d.inner,
+                   relu ? "unfused" : "on dlbench's kernels");
         g.reset();
-        // The kernels' scratch, now rather than mid-step.
-        reserve_workspace(static_cast<size_t>(2 * d.n * d.c + 4 * d.c) * sizeof(double));
+        if (relu) {  // the masked gradient's scratch, now rather than mid-step
+          const int64_t numel = d.n * d.c * d.inner;
+          if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel) {
+            relu_grad_scratch_ = empty(Shape{numel}, DType::kF32, MemCategory::kWorkspace,
+                                       "batch norm + relu: masked gradient");
+          }
+        } else {  // the kernels' scratch, now rather than mid-step
+          reserve_workspace(static_cast<size_t>(2 * d.n * d.c + 4 * d.c) * sizeof(double));
+        }
       }
       it = bn_by_shape_.emplace(key, std::move(g)).first;
+    }
+    return it->second.get();
+  }
+  // The graphs the forward pass made for this shape; backward does not depend on eps (it reads
+  // the saved 1/sqrt(var + eps)), so any of this shape's serves. Null: cuDNN had no engine.
+  const BatchNormGraphs* made_bn_graphs(const BnDims& d, bool relu) const {
+    auto it = bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, relu, uint32_t{0}));
+    if (it == bn_by_shape_.end() || std::get<0>(it->first) != d.n ||
+        std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner ||
+        std::get<3>(it->first) != relu) {
+      throw InvalidArgument("cuda: batch norm backward before its forward pass");
     }
     return it->second.get();
   }
@@ -703,13 +737,15 @@ class CudaBackend final : public Backend {
   cudnnHandle_t cudnn_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   PinnedStaging staging_;
+  std::unique_ptr<InputCopies> inputs_;
   std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, std::unique_ptr<MatmulPlan>>
       matmuls_;
-  // By (n, c, h * w, eps's bits).
-  std::map<std::tuple<int64_t, int64_t, int64_t, uint32_t>, std::unique_ptr<BatchNormGraphs>>
+  // By (n, c, h * w, with the ReLU, eps's bits).
+  std::map<std::tuple<int64_t, int64_t, int64_t, bool, uint32_t>, std::unique_ptr<BatchNormGraphs>>
       bn_by_shape_;
   size_t bn_workspace_ = 0;
   Tensor bn_scratch_;
+  Tensor relu_grad_scratch_;  // batch norm + relu without a fused graph: the masked gradient
 };
 
 }  // namespace

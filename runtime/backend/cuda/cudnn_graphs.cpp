@@ -277,21 +277,25 @@ struct BatchNormGraphs::Impl {
   std::unique_ptr<fe::graph::Graph> fwd, bwd;
   // forward
   TensorPtr x, gamma, beta, prev_mean, prev_var, y, mean, invstd, next_mean, next_var;
-  // backward
-  TensorPtr b_x, b_dy, b_gamma, b_mean, b_invstd, dx, dgamma, dbeta;
+  // backward (b_y: the ReLU's output, with relu only)
+  TensorPtr b_x, b_y, b_dy, b_gamma, b_mean, b_invstd, dx, dgamma, dbeta;
   int64_t c = 0;
   std::string shape, engines;
 };
 
-BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps,
+BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, bool relu,
                                  cudnnHandle_t handle)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.c = c;
-  m.shape = fmt::format("batch norm over {}x{}x{}x{}", n, c, h, w);
+  m.shape = fmt::format("batch norm{} over {}x{}x{}x{}", relu ? " + relu" : "", n, c, h, w);
+  const auto relu_mode = [](fe::PointwiseMode_t mode) {
+    return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
+        fe::DataType_t::FLOAT);
+  };
   const std::vector<int64_t> dims{n, c, h, w}, per_channel{1, c, 1, 1};
   {
-    m.fwd = new_graph("batchnorm_fwd");
+    m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd");
     auto& g = *m.fwd;
     m.x = nchw_tensor(g, "x", dims);
     m.gamma = nchw_tensor(g, "gamma", per_channel);
@@ -305,6 +309,10 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, flo
             m.prev_mean, m.prev_var, momentum);
     auto [y, mean, invstd, next_mean, next_var] = g.batchnorm(m.x, m.gamma, m.beta, options);
     m.y = y;
+    if (relu) {  // batch norm's output stays virtual (NCHW, as every tensor of the graph)
+      m.y->set_dim(dims).set_stride(packed_strides(dims)).set_data_type(fe::DataType_t::FLOAT);
+      m.y = g.pointwise(m.y, relu_mode(fe::PointwiseMode_t::RELU_FWD));
+    }
     m.mean = mean;
     m.invstd = invstd;
     m.next_mean = next_mean;
@@ -316,16 +324,22 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, flo
     finalize(g, handle, m.shape + " forward");
   }
   {
-    m.bwd = new_graph("batchnorm_bwd");
+    m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd");
     auto& g = *m.bwd;
     m.b_dy = nchw_tensor(g, "dy", dims);
+    TensorPtr dz = m.b_dy;
+    if (relu) {  // dz = dy where y > 0 (RELU_BWD: IN_0 is the gradient, IN_1 the sign's source)
+      m.b_y = nchw_tensor(g, "y", dims);
+      dz = g.pointwise(m.b_dy, m.b_y, relu_mode(fe::PointwiseMode_t::RELU_BWD));
+      dz->set_dim(dims).set_stride(packed_strides(dims)).set_data_type(fe::DataType_t::FLOAT);
+    }
     m.b_x = nchw_tensor(g, "x", dims);
     m.b_gamma = nchw_tensor(g, "gamma", per_channel);
     m.b_mean = nchw_tensor(g, "mean", per_channel);
     m.b_invstd = nchw_tensor(g, "inv_variance", per_channel);
     auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
         m.b_mean, m.b_invstd);
-    auto [dx, dgamma, dbeta] = g.batchnorm_backward(m.b_dy, m.b_x, m.b_gamma, options);
+    auto [dx, dgamma, dbeta] = g.batchnorm_backward(dz, m.b_x, m.b_gamma, options);
     m.dx = dx;
     m.dgamma = dgamma;
     m.dbeta = dbeta;
@@ -380,6 +394,7 @@ void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOper
                    {m.dx, op.dx},
                    {m.dgamma, op.dgamma},
                    {m.dbeta, op.dbeta}};
+  if (m.b_y) pack.emplace(m.b_y, const_cast<void*>(op.y));
   check(m.bwd->execute(handle, pack, workspace), m.shape + " backward: execute",
         Otherwise::kDeviceFault);
 }

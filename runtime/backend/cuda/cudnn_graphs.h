@@ -89,6 +89,7 @@ struct BatchNormForwardOperands {
 };
 struct BatchNormBackwardOperands {
   const void* x;
+  const void* y;  // graphs with the ReLU: the forward output, whose sign masks dy; else unused
   const void* dy;
   const void* gamma;
   const void* save_mean;
@@ -98,9 +99,13 @@ struct BatchNormBackwardOperands {
   void* dbeta;
 };
 
+// With `relu`, batch norm + ReLU: the forward graph writes max(y, 0) (a pointwise RELU_FWD on the
+// virtual batch-norm output), and the backward graph masks dy by the sign of that output (a
+// pointwise RELU_BWD of dy and y into a virtual tensor) before batch norm's backward.
 class BatchNormGraphs {
  public:
-  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, cudnnHandle_t handle);
+  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, bool relu,
+                  cudnnHandle_t handle);
   ~BatchNormGraphs();
   BatchNormGraphs(const BatchNormGraphs&) = delete;
   BatchNormGraphs& operator=(const BatchNormGraphs&) = delete;

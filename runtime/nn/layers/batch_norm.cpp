@@ -40,26 +40,36 @@ void BatchNorm::setup(LayerSetup& s) {
 }
 
 void BatchNorm::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  if (ctx.training) {
+  if (ctx.training && relu_) {
+    ctx.backend.batch_norm_relu_train(*x[0], weight_.value, bias_.value, running_mean_,
+                                      running_var_, save_mean_, save_invstd_, y, momentum_, eps_);
+    ++num_batches_tracked_;
+  } else if (ctx.training) {
     ctx.backend.batch_norm_train(*x[0], weight_.value, bias_.value, running_mean_, running_var_,
                                  save_mean_, save_invstd_, y, momentum_, eps_);
     ++num_batches_tracked_;
   } else {
     ctx.backend.batch_norm_infer(*x[0], weight_.value, bias_.value, running_mean_, running_var_, y,
                                  eps_);
+    if (relu_) ctx.backend.relu_forward(y, y);  // inference is not timed: no fused op for it
   }
 }
 
 // One backend call writes dx, dgamma and dbeta (fused_backward): the graph always passes dx.
 void BatchNorm::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                              const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+                              const Tensor& y, const Tensor& dy, const std::vector<Tensor*>& dx) {
   if (!dx[0]) {
     throw InvalidArgument(
         "batch_norm writes its data and parameter gradients in one pass: "
         "it needs a data-gradient buffer");
   }
-  ctx.backend.batch_norm_backward(*x[0], dy, weight_.value, save_mean_, save_invstd_, *dx[0],
-                                  weight_.grad, bias_.grad);
+  if (relu_) {
+    ctx.backend.batch_norm_relu_backward(*x[0], y, dy, weight_.value, save_mean_, save_invstd_,
+                                         *dx[0], weight_.grad, bias_.grad);
+  } else {
+    ctx.backend.batch_norm_backward(*x[0], dy, weight_.value, save_mean_, save_invstd_, *dx[0],
+                                    weight_.grad, bias_.grad);
+  }
 }
 
 void BatchNorm::save_state(Backend& backend, const std::string& prefix, StateDict& out) {

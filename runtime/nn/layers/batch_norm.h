@@ -13,7 +13,13 @@ class BatchNorm final : public Layer {
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
-  PassReads backward_data_reads() const override { return {true, false}; }
+  // Fused with the ReLU after it, backward also reads the output (the ReLU's mask).
+  PassReads backward_data_reads() const override { return {true, relu_}; }
+  bool can_fuse_relu(const Backend& backend, const OpTypes& types) const override {
+    return backend.fuses_batch_norm_relu(types);
+  }
+  void fuse_relu() override { relu_ = true; }
+  bool fused_relu() const { return relu_; }
   bool fused_backward() const override { return true; }
   std::vector<Param*> params() override { return {&weight_, &bias_}; }
   void save_state(Backend& backend, const std::string& prefix, StateDict& out) override;
@@ -30,6 +36,7 @@ class BatchNorm final : public Layer {
   Param bias_{"bias", {}, {}};
   Tensor running_mean_, running_var_, save_mean_, save_invstd_;
   int64_t num_batches_tracked_ = 0;
+  bool relu_ = false;
 };
 
 }  // namespace dlb

@@ -10,6 +10,7 @@ class Relu final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
   void setup(LayerSetup& s) override;
   PassReads backward_data_reads() const override { return {false, true}; }
+  bool is_relu() const override { return true; }
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;

@@ -1,0 +1,76 @@
+#include "runtime/backend/cuda/staging.h"
+
+#include <cstring>
+
+#include "runtime/backend/cuda/cuda_check.h"
+
+namespace dlb::cuda {
+
+PinnedSlot::~PinnedSlot() {
+  if (done_) {
+    cudaEventSynchronize(done_);  // no throwing in a destructor
+    cudaEventDestroy(done_);
+  }
+  if (ptr_) cudaFreeHost(ptr_);
+}
+
+void* PinnedSlot::fill(const void* src, size_t bytes) {
+  if (done_) {
+    DLB_CUDA_CHECK(cudaEventSynchronize(done_));
+  } else {
+    DLB_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  }
+  if (bytes_ < bytes) {
+    if (ptr_) DLB_CUDA_CHECK(cudaFreeHost(ptr_));
+    ptr_ = nullptr;
+    bytes_ = 0;
+    DLB_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));  // failure: OutOfMemory
+    bytes_ = bytes;
+  }
+  std::memcpy(ptr_, src, bytes);
+  return ptr_;
+}
+
+void PinnedSlot::transfer(void* dst, size_t bytes, cudaStream_t stream) {
+  DLB_CUDA_CHECK(cudaMemcpyAsync(dst, ptr_, bytes, cudaMemcpyHostToDevice, stream));
+  DLB_CUDA_CHECK(cudaEventRecord(done_, stream));
+}
+
+void PinnedStaging::copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
+  PinnedSlot& s = slots_[next_];
+  next_ ^= 1;
+  s.fill(src, bytes);
+  s.transfer(dst, bytes, stream);
+}
+
+namespace {
+
+// A timing event recorded on `stream` now, destroyed with the last copy of the pointer.
+std::shared_ptr<void> record_event(cudaStream_t stream) {
+  cudaEvent_t e = nullptr;
+  DLB_CUDA_CHECK(cudaEventCreate(&e));
+  std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
+  DLB_CUDA_CHECK(cudaEventRecord(e, stream));
+  return owned;
+}
+
+}  // namespace
+
+std::pair<std::shared_ptr<void>, std::shared_ptr<void>> InputCopies::copy(const void* src,
+                                                                          void* dst, size_t bytes,
+                                                                          cudaEvent_t free) {
+  PinnedSlot& s = slots_[dst];
+  s.fill(src, bytes);
+  // The copy stream waits for the compute that last read `dst`; the compute stream does not
+  // wait for the copy until wait() says so.
+  if (free) DLB_CUDA_CHECK(cudaStreamWaitEvent(copy_stream_.get(), free, 0));
+  std::shared_ptr<void> start = record_event(copy_stream_.get());
+  s.transfer(dst, bytes, copy_stream_.get());
+  return {std::move(start), record_event(copy_stream_.get())};
+}
+
+void InputCopies::wait(cudaEvent_t copied) const {
+  DLB_CUDA_CHECK(cudaStreamWaitEvent(compute_, copied, 0));
+}
+
+}  // namespace dlb::cuda

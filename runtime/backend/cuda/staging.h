@@ -1,0 +1,66 @@
+// Host-to-device copies through pinned staging, for the CUDA backend. A copy from pageable host
+// memory cannot be asynchronous, so every copy first lands in a pinned buffer that this file
+// owns, and the transfer is queued from there.
+//   - PinnedStaging: copies on the compute stream (weights, one-off tensors), through two pinned
+//     slots used in turn, so the host fills one while the device still reads the other.
+//   - InputCopies: the trainer's input batches, on a copy stream of their own, so the next
+//     batch's transfer runs while the current step computes (Backend::copy_in).
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "runtime/backend/cuda/device.h"
+
+namespace dlb::cuda {
+
+// One pinned buffer and the event that marks the end of the last transfer out of it.
+class PinnedSlot {
+ public:
+  PinnedSlot() = default;
+  PinnedSlot(const PinnedSlot&) = delete;
+  PinnedSlot& operator=(const PinnedSlot&) = delete;
+  ~PinnedSlot();
+  // Waits for the slot's previous transfer (a host wait, for this slot only), grows it to
+  // `bytes` and copies `src` in. Returns the pinned pointer.
+  void* fill(const void* src, size_t bytes);
+  // Queues the transfer of the slot's first `bytes` into `dst` on `stream`, and marks its end.
+  void transfer(void* dst, size_t bytes, cudaStream_t stream);
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+  cudaEvent_t done_ = nullptr;  // recorded after the last transfer out of ptr_
+};
+
+class PinnedStaging {
+ public:
+  void copy(const void* src, void* dst, size_t bytes, cudaStream_t stream);
+
+ private:
+  PinnedSlot slots_[2];
+  int next_ = 0;
+};
+
+class InputCopies {
+ public:
+  explicit InputCopies(cudaStream_t compute) : compute_(compute) {}
+  // Copies `src` into device memory `dst` on the copy stream, once the compute stream has
+  // reached `free` (an event; null: at once). Returns timing events recorded on the copy stream
+  // just before and just after the transfer, each owned by its pointer. The host waits only if
+  // `dst`'s own pinned buffer is still in flight from its previous copy.
+  std::pair<std::shared_ptr<void>, std::shared_ptr<void>> copy(const void* src, void* dst,
+                                                               size_t bytes, cudaEvent_t free);
+  // The compute stream waits for `copied` (from copy()), without a host wait.
+  void wait(cudaEvent_t copied) const;
+
+ private:
+  cudaStream_t compute_;
+  Stream copy_stream_;
+  std::map<void*, PinnedSlot> slots_;  // one per destination: double-buffered inputs never share
+};
+
+}  // namespace dlb::cuda

@@ -1,0 +1,96 @@
+// A test backend that runs every op on the CPU backend: a test overrides only what it watches or
+// changes (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the fused batch
+// norm + ReLU, which the Backend's defaults then compose from the CPU's ops).
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+
+namespace dlb {
+
+class DelegatingBackend : public Backend {
+ public:
+  DelegatingBackend() : Backend(std::make_shared<Allocator>(make_host_memory_resource())) {}
+  std::string_view name() const override { return "delegating"; }
+  std::map<std::string, std::string> environment() const override { return {}; }
+  bool supports(Op op, const OpTypes& t) const override { return cpu_.supports(op, t); }
+
+  void copy_from_host(const void* src, Tensor& dst) override { cpu_.copy_from_host(src, dst); }
+  void copy_to_host(const Tensor& src, void* dst) override { cpu_.copy_to_host(src, dst); }
+  void copy(const Tensor& src, Tensor& dst) override { cpu_.copy(src, dst); }
+  void fill(Tensor& t, float v) override { cpu_.fill(t, v); }
+  void synchronize() override {}
+  std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
+    return cpu_.make_conv_plan(d);
+  }
+  void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override {
+    cpu_.conv_forward(p, x, w, y);
+  }
+  void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
+                          Tensor& dx) override {
+    cpu_.conv_backward_data(p, dy, w, dx);
+  }
+  void conv_backward_filter(const ConvPlan& p, const Tensor& x, const Tensor& dy,
+                            Tensor& dw) override {
+    cpu_.conv_backward_filter(p, x, dy, dw);
+  }
+  void bias_add(const Tensor& b, Tensor& y) override { cpu_.bias_add(b, y); }
+  void bias_backward(const Tensor& dy, Tensor& db) override { cpu_.bias_backward(dy, db); }
+  void matmul(Precision m, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b,
+              float beta, Tensor& c) override {
+    cpu_.matmul(m, ta, tb, alpha, a, b, beta, c);
+  }
+  void batch_norm_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm, Tensor& rv,
+                        Tensor& sm, Tensor& si, Tensor& y, float mo, float eps) override {
+    cpu_.batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps);
+  }
+  void batch_norm_infer(const Tensor& x, const Tensor& g, const Tensor& b, const Tensor& rm,
+                        const Tensor& rv, Tensor& y, float eps) override {
+    cpu_.batch_norm_infer(x, g, b, rm, rv, y, eps);
+  }
+  void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
+                           const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
+    cpu_.batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
+  }
+  void relu_forward(const Tensor& x, Tensor& y) override { cpu_.relu_forward(x, y); }
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    cpu_.relu_backward(y, dy, dx);
+  }
+  void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
+    cpu_.pool_forward(p, x, y);
+  }
+  void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     Tensor& dx) override {
+    cpu_.pool_backward(p, x, y, dy, dx);
+  }
+  void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
+    cpu_.adaptive_avg_pool_forward(x, y);
+  }
+  void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
+    cpu_.adaptive_avg_pool_backward(dy, dx);
+  }
+  void dropout_forward(const Tensor& x, float p, uint64_t s, Tensor& m, Tensor& y) override {
+    cpu_.dropout_forward(x, p, s, m, y);
+  }
+  void dropout_backward(const Tensor& dy, const Tensor& m, Tensor& dx) override {
+    cpu_.dropout_backward(dy, m, dx);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override { cpu_.add(a, b, y); }
+  void accumulate(const Tensor& x, Tensor& y) override { cpu_.accumulate(x, y); }
+  void softmax_cross_entropy(const Tensor& z, const Tensor& l, Tensor& p, Tensor& loss) override {
+    cpu_.softmax_cross_entropy(z, l, p, loss);
+  }
+  void softmax_cross_entropy_backward(const Tensor& p, const Tensor& l, Tensor& dz) override {
+    cpu_.softmax_cross_entropy_backward(p, l, dz);
+  }
+  void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
+    cpu_.sgd_update(c, g, m, p);
+  }
+
+ private:
+  CpuBackend cpu_{{}};
+};
+
+}  // namespace dlb
