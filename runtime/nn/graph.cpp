@@ -78,6 +78,21 @@ int Graph::allocate(TensorInfo info, MemCategory category) {
   return add_tensor(std::move(info), std::move(t));
 }
 
+void Graph::rebind_input(const Tensor& images) {
+  const Tensor& now = tensors_.at(input_id_);
+  if (images.shape() != now.shape() || images.dtype() != now.dtype()) {
+    throw InvalidArgument(fmt::format("the input is {} {}, not {} {}", dtype_name(now.dtype()),
+                                      now.shape().str(), dtype_name(images.dtype()),
+                                      images.shape().str()));
+  }
+  tensors_[input_id_] = images;
+  // Views in node order, so a view of a view follows its source.
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    if (!runs_no_pass(static_cast<int>(i))) continue;
+    tensors_[output_ids_[i]] = tensors_[output_ids_[nodes_[i].inputs[0]]].reshaped(nodes_[i].shape);
+  }
+}
+
 int Graph::add_tensor(TensorInfo info, Tensor t) {
   infos_.push_back(std::move(info));
   tensors_.push_back(std::move(t));

@@ -49,6 +49,9 @@ class Graph {
   const PrecisionPolicy& policy() const { return policy_; }
 
   Tensor& input_tensor() { return tensor(input_id_); }
+  // Makes `images` (the input's shape and dtype) the input, and every view of it (a flatten on
+  // the input) a view of it: a trainer's second input buffer.
+  void rebind_input(const Tensor& images);
   const Tensor& output_tensor() const { return tensors_.at(output_ids_.at(output())); }
   // The loss writes the gradient of the output here before backward.
   Tensor& output_grad() { return tensor(grad_ids_.at(output())); }

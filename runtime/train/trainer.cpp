@@ -58,6 +58,16 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
       add("softmax probabilities", TensorKind::kLoss, out, DType::kF32, MemCategory::kActivations);
   loss_id_ = add("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
   inputs_[0] = {graph.input_tensor(), graph.tensor(labels_id_), {}};
+  if (backend.async_input_copies()) {
+    // The second input buffer, now (under the budget and in the setup's peak). Each slot's mark
+    // starts at the work queued so far: a buffer may reuse memory that queued work still uses,
+    // and a copy queue knows nothing of it.
+    const Tensor& in = inputs_[0].images;
+    inputs_[1] = {backend.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer"),
+                  backend.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer"),
+                  {}};
+    inputs_[0].read = inputs_[1].read = backend.clock().mark();
+  }
   loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
                                 MemCategory::kActivations, "losses not yet read");
 
@@ -109,13 +119,6 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
   // compute that read it; the compute queued from here on waits for the copy.
   const int target = batches_loaded_++ == 0 ? 0 : current_input_ ^ 1;
   InputSlot& slot = inputs_[target];
-  if (!slot.images.defined()) {
-    const Tensor& in = inputs_[0].images;
-    slot.images =
-        backend_.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer");
-    slot.labels =
-        backend_.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer");
-  }
   NvtxRange range(kName.c_str());
   const Backend::CopyMarks image_copy = backend_.copy_in(src, slot.images, slot.read);
   const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
@@ -126,7 +129,7 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
       tracer_->on_device() == static_cast<bool>(image_copy.start.device)) {
     tracer_->record(Span{kName, kCopyCategory, Lane::kCopy}, image_copy.start, label_copy.end);
   }
-  graph_.input_tensor() = slot.images;
+  graph_.rebind_input(slot.images);
   graph_.tensor(labels_id_) = slot.labels;
   current_input_ = target;
 }
@@ -181,11 +184,11 @@ std::vector<float> Trainer::take_losses() {
 int64_t Trainer::count_correct(int64_t count) {
   const LayerContext ctx{backend_, false, 0};
   graph_.forward(ctx);
-  mark_input_read();
   std::vector<float> logits(graph_.output_tensor().numel());
   std::vector<int64_t> labels(batch_);
   backend_.copy_to_host(graph_.output_tensor(), logits.data());
   backend_.copy_to_host(graph_.tensor(labels_id_), labels.data());
+  mark_input_read();  // after the last read of the slot
   int64_t correct = 0;
   for (int64_t i = 0; i < std::min(count, batch_); ++i) {
     const float* row = logits.data() + i * classes_;

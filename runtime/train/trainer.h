@@ -99,8 +99,8 @@ class Trainer {
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
   int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
-  // The input and its labels. Slot 0 is the graph's own; slot 1 exists once a second batch is
-  // loaded onto a backend with asynchronous input copies. The graph reads `current_input_`.
+  // The input and its labels. Slot 0 is the graph's own; slot 1 exists on a backend with
+  // asynchronous input copies. The graph reads `current_input_`.
   struct InputSlot {
     Tensor images, labels;
     Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)

@@ -15,12 +15,14 @@
 //     tests use for convolutions and matrix products.
 //   - our own kernels (pooling, bias, batch-norm running statistics, loss, SGD) are compared
 //     exactly or within one rounding per operation, as tests/gpu/cuda_kernels_test.cpp argues.
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <thread>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -349,6 +351,39 @@ TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
     EXPECT_LE(worst_of(got_w.data(), want_w.data<float>(), before[i].data(), want_w.numel()), 1e-2)
         << "update";
   }
+}
+
+// The input copies' order, without relying on timing luck: a copy ordered after a long run of
+// fills on the compute stream has not finished while they run, and compute queued after
+// wait_for_input has not finished while a large copy is in flight (256 MiB crosses PCIe in 5 ms
+// or more; the host looks after 1 ms, while the compute stream alone would have finished in
+// microseconds).
+TEST(CudaInputCopies, ACopyWaitsForItsMarkAndComputeWaitsForTheCopy) {
+  auto gpu = make_backend(BackendKind::kCuda, {});
+  const auto event = [](const Mark& m) { return static_cast<cudaEvent_t>(m.device.get()); };
+  Tensor busy = gpu->empty({1 << 26}, DType::kF32, MemCategory::kActivations, "busy");  // 256 MiB
+  Tensor small = gpu->empty({1 << 10}, DType::kF32, MemCategory::kData, "small");
+  std::vector<float> host_small(1 << 10, 3.f);
+  for (int i = 0; i < 100; ++i) gpu->fill(busy, static_cast<float>(i));  // ~25 GB: milliseconds
+  const Backend::CopyMarks after_fills =
+      gpu->copy_in(host_small.data(), small, gpu->clock().mark());
+  EXPECT_EQ(cudaEventQuery(event(after_fills.end)), cudaErrorNotReady)
+      << "the copy ran before the compute it was ordered after";
+  gpu->synchronize();
+  EXPECT_EQ(cudaEventQuery(event(after_fills.end)), cudaSuccess);
+
+  Tensor large = gpu->empty({1 << 26}, DType::kF32, MemCategory::kData, "large");
+  std::vector<float> host_large(size_t{1} << 26, 1.f);
+  const Backend::CopyMarks copied = gpu->copy_in(host_large.data(), large, gpu->clock().mark());
+  gpu->wait_for_input(copied.end);
+  const Mark compute = gpu->clock().mark();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(cudaEventQuery(event(compute)), cudaErrorNotReady)
+      << "the compute stream did not wait for the copy";
+  gpu->synchronize();
+  std::vector<float> back(4);
+  gpu->copy_to_host(large.slice_flat((1 << 26) - 4, 4), back.data());
+  EXPECT_EQ(back, std::vector<float>(4, 1.f));
 }
 
 // A new batch every step, as an epoch loads them: on the GPU each is copied on the copy stream

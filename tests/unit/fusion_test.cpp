@@ -10,6 +10,9 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/nn/layers/batch_norm.h"
+#include "runtime/nn/layers/conv2d.h"
+#include "runtime/nn/layers/elementwise.h"
+#include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
 #include "tests/unit/delegating_backend.h"
 #include "workloads/data/dataset.h"
@@ -117,6 +120,65 @@ TEST_P(FusedTraining, TrainsBitForBitAsTheTwoLayersWithLessActivationMemory) {
     EXPECT_EQ(plain.activation_peak - fused.activation_peak, 2 * 4 * (stem + blocks18));
   } else {
     EXPECT_LT(fused.activation_peak, plain.activation_peak);
+  }
+}
+
+// A batch norm that something besides the ReLU reads keeps its own output: no fusion. A
+// BatchNorm1d on [N, C] before a ReLU fuses like a 2-D one.
+Graph small_graph(bool bn_read_twice) {
+  Graph g(Shape{4, 3, 6, 6});
+  const int conv = g.add("conv", std::make_unique<Conv2d>(Conv2dOptions{3, 4, 3, 1, 1}), {0});
+  const int bn = g.add("bn", std::make_unique<BatchNorm>(4), {conv});
+  int x = g.add("relu", std::make_unique<Relu>(), {bn});
+  if (bn_read_twice) x = g.add("sum", std::make_unique<Add>(), {x, bn});
+  x = g.add("flatten", std::make_unique<Flatten>(), {x});
+  x = g.add("fc", std::make_unique<Linear>(4 * 6 * 6, 8), {x});
+  x = g.add("bn1d", std::make_unique<BatchNorm>(8), {x});
+  x = g.add("relu1d", std::make_unique<Relu>(), {x});
+  g.add("out", std::make_unique<Linear>(8, 10), {x});
+  return g;
+}
+
+TEST(Fusion, OnlyAReluThatIsTheBatchNormsOnlyReaderFuses) {
+  for (bool twice : {false, true}) {
+    FusingBackend backend;
+    Graph g = small_graph(twice);
+    Rng rng(2);
+    g.setup(backend, rng);
+    const auto names = g.node_names();
+    std::set<std::string> fused;
+    for (size_t i = 0; i < names.size(); ++i) {
+      if (g.fused_into(static_cast<int>(i)) >= 0) fused.insert(names[i]);
+    }
+    const std::set<std::string> want =
+        twice ? std::set<std::string>{"relu1d"} : std::set<std::string>{"relu", "relu1d"};
+    EXPECT_EQ(fused, want);
+  }
+}
+
+// Training, and inference (batch norm on its running statistics, then the ReLU in place), agree
+// bit for bit with the unfused graph, including the BatchNorm1d and the fork.
+TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
+  for (bool twice : {false, true}) {
+    std::vector<float> losses[2], logits[2];
+    for (int fuse = 0; fuse < 2; ++fuse) {
+      FusingBackend fusing;
+      CpuBackend cpu({});
+      Backend& b = fuse ? static_cast<Backend&>(fusing) : cpu;
+      Graph g = small_graph(twice);
+      Rng rng(2);
+      g.setup(b, rng);
+      Trainer t(b, g, TrainConfig{});
+      const Dataset d = make_synthetic(4, 3, 6, 10, 8);
+      t.load_batch(d.images.data(), d.labels.data());
+      for (int s = 0; s < 3; ++s) t.step();
+      losses[fuse] = t.take_losses();
+      t.count_correct(4);  // an inference forward
+      logits[fuse].resize(40);
+      b.copy_to_host(g.output_tensor(), logits[fuse].data());
+    }
+    EXPECT_EQ(losses[1], losses[0]) << "read twice " << twice;
+    EXPECT_EQ(logits[1], logits[0]) << "read twice " << twice;
   }
 }
 

@@ -24,6 +24,8 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/nn/layers/elementwise.h"
+#include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
 #include "tests/unit/delegating_backend.h"
 #include "workloads/data/dataset.h"
@@ -115,7 +117,7 @@ class RecordingBackend final : public DelegatingBackend {
   }
   void matmul(Precision m, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b,
               float beta, Tensor& c) override {
-    w(c), DelegatingBackend::matmul(m, ta, tb, alpha, a, b, beta, c);
+    r(a), r(b), w(c), DelegatingBackend::matmul(m, ta, tb, alpha, a, b, beta, c);
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
                            const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
@@ -137,7 +139,7 @@ class RecordingBackend final : public DelegatingBackend {
 
  private:
   void w(const Tensor& t) { log_.events.push_back({Event::kWrite, range_of(t)}); }
-  // Reads are logged where an input can be read: the first convolution and the loss.
+  // Reads are logged where an input can be read: a convolution, a matrix product and the loss.
   void r(const Tensor& t) { log_.events.push_back({Event::kRead, range_of(t)}); }
   Log& log_;
   RecordingClock clock_;
@@ -344,6 +346,36 @@ TEST(InputPipeline, EachCopyOverlapsTheStepBeforeAndNeverRacesItsReaders) {
   // Each step trained on its own batch: the losses are those of one synchronous buffer.
   CpuBackend cpu({});
   EXPECT_EQ(losses, train_on_batches(cpu, batches));
+}
+
+// Evaluation loads a batch and runs a forward pass, and a batch may be loaded twice before a
+// step; a model whose first node is a view of the input (flatten) reads whichever buffer is
+// current. Each still trains on its own batch, in order.
+TEST(InputPipeline, EvaluationReloadsAndAnInputViewFollowTheCurrentBuffer) {
+  std::vector<Dataset> batches;
+  for (int i = 0; i < 4; ++i) batches.push_back(make_synthetic(2, 3, 4, 10, 20 + i));
+  std::vector<float> losses[2];
+  std::vector<int64_t> correct[2];
+  for (int async = 0; async < 2; ++async) {
+    Log log;
+    RecordingBackend backend(log, async == 1);
+    Graph g(Shape{2, 3, 4, 4});
+    const int flat = g.add("flatten", std::make_unique<Flatten>(), {0});
+    g.add("fc", std::make_unique<Linear>(48, 10), {flat});
+    Rng rng(1);
+    g.setup(backend, rng);
+    Trainer t(backend, g, TrainConfig{});
+    for (const Dataset& d : batches) {
+      t.load_batch(batches[0].images.data(), batches[0].labels.data());  // replaced at once
+      t.load_batch(d.images.data(), d.labels.data());
+      t.step();
+      correct[async].push_back(t.count_correct(2));
+    }
+    losses[async] = t.take_losses();
+    if (async) check_inputs(log);
+  }
+  EXPECT_EQ(losses[1], losses[0]);
+  EXPECT_EQ(correct[1], correct[0]);
 }
 
 // The checkers themselves fail on each wrong order.

@@ -257,7 +257,11 @@ class CudaBackend final : public Backend {
   bool async_input_copies() const override { return true; }
   CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free) override {
     if (dst.bytes() == 0) return {clock_->mark(), clock_->mark()};
-    auto* after = static_cast<cudaEvent_t>(free.device.get());  // null: a host mark, or none
+    // Without a mark of the compute stream (none yet, or a host clock's), the copy waits for
+    // everything queued on it so far: `dst` may be memory that queued work still uses (the
+    // caching allocator hands freed blocks back at once, and knows no streams but this one).
+    const Mark queued = free.device ? free : clock_->mark();
+    auto* after = static_cast<cudaEvent_t>(queued.device.get());
     const double now = clock_->now_us();
     auto [start, end] = inputs_->copy(src, dst.raw(), dst.bytes(), after);
     return {Mark{now, std::move(start)}, Mark{now, std::move(end)}};
@@ -649,24 +653,33 @@ class CudaBackend final : public Backend {
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
       std::unique_ptr<BatchNormGraphs> g;
-      try {
-        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, relu, cudnn_);
-        bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
-        reserve_workspace(bn_workspace_);
-      } catch (const Unsupported& e) {
+      // Made at the first forward (a warm-up step), so whatever falls back reserves its scratch
+      // there, not in the timed steps.
+      const auto fall_back = [&](const std::exception& e) {
         fmt::print(stderr, "dlbench: {}; batch norm{} over {}x{}x{} runs {}\n", e.what(),
                    relu ? " + relu" : "", d.n, d.c, d.inner,
                    relu ? "unfused" : "on dlbench's kernels");
         g.reset();
-        if (relu) {  // the masked gradient's scratch, now rather than mid-step
+        if (relu) {  // the masked gradient
           const int64_t numel = d.n * d.c * d.inner;
           if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel) {
             relu_grad_scratch_ = empty(Shape{numel}, DType::kF32, MemCategory::kWorkspace,
                                        "batch norm + relu: masked gradient");
           }
-        } else {  // the kernels' scratch, now rather than mid-step
+        } else {  // the kernels' sums
           reserve_workspace(static_cast<size_t>(2 * d.n * d.c + 4 * d.c) * sizeof(double));
         }
+      };
+      try {
+        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, relu, cudnn_);
+        bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
+        reserve_workspace(bn_workspace_);
+      } catch (const Unsupported& e) {
+        fall_back(e);
+      } catch (const InvalidArgument& e) {
+        // The fused pattern refused with another status: batch norm alone still has its path.
+        if (!relu) throw;
+        fall_back(e);
       }
       it = bn_by_shape_.emplace(key, std::move(g)).first;
     }

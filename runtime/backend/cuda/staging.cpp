@@ -59,7 +59,7 @@ std::shared_ptr<void> record_event(cudaStream_t stream) {
 std::pair<std::shared_ptr<void>, std::shared_ptr<void>> InputCopies::copy(const void* src,
                                                                           void* dst, size_t bytes,
                                                                           cudaEvent_t free) {
-  PinnedSlot& s = slots_[dst];
+  PinnedSlot& s = slot_for(dst);
   s.fill(src, bytes);
   // The copy stream waits for the compute that last read `dst`; the compute stream does not
   // wait for the copy until wait() says so.
@@ -67,6 +67,18 @@ std::pair<std::shared_ptr<void>, std::shared_ptr<void>> InputCopies::copy(const 
   std::shared_ptr<void> start = record_event(copy_stream_.get());
   s.transfer(dst, bytes, copy_stream_.get());
   return {std::move(start), record_event(copy_stream_.get())};
+}
+
+PinnedSlot& InputCopies::slot_for(void* dst) {
+  auto it = slots_.begin();
+  while (it != slots_.end() && it->first != dst) ++it;
+  if (it != slots_.end()) {
+    slots_.splice(slots_.begin(), slots_, it);  // most recently used first
+  } else {
+    if (slots_.size() == kSlots) slots_.pop_back();  // its destructor waits for its transfer
+    slots_.emplace_front(dst, std::make_unique<PinnedSlot>());
+  }
+  return *slots_.front().second;
 }
 
 void InputCopies::wait(cudaEvent_t copied) const {

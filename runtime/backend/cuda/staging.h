@@ -9,7 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
-#include <map>
+#include <list>
 #include <memory>
 #include <utility>
 
@@ -60,7 +60,12 @@ class InputCopies {
  private:
   cudaStream_t compute_;
   Stream copy_stream_;
-  std::map<void*, PinnedSlot> slots_;  // one per destination: double-buffered inputs never share
+  // One pinned buffer per destination (double-buffered inputs never share one), the most
+  // recently used first; at most kSlots (a trainer's two image and two label buffers), so a
+  // later trainer on the same backend does not keep its predecessors' pinned memory alive.
+  static constexpr size_t kSlots = 4;
+  std::list<std::pair<void*, std::unique_ptr<PinnedSlot>>> slots_;
+  PinnedSlot& slot_for(void* dst);
 };
 
 }  // namespace dlb::cuda
