@@ -26,6 +26,8 @@ std::string_view op_name(Op op) {
       return "softmax_cross_entropy";
     case Op::kSgd:
       return "sgd";
+    case Op::kLossScale:
+      return "loss_scale";
   }
   return "?";
 }
@@ -74,6 +76,14 @@ void Backend::require(Op op, const OpTypes& types) const {
   }
 }
 
+void DeviceMemory::cast(const Tensor& src, Tensor& dst) {
+  if (src.dtype() != dst.dtype()) {
+    throw Unsupported(fmt::format("{}: no conversion from {} to {}", name(),
+                                  dtype_name(src.dtype()), dtype_name(dst.dtype())));
+  }
+  copy(src, dst);
+}
+
 Tensor DeviceMemory::empty(const Shape& shape, DType dtype, MemCategory category,
                            std::string_view what) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
@@ -109,6 +119,25 @@ Backend::CopyMarks Backend::copy_in(const void* src, Tensor& dst, const Mark& fr
   const Mark start = clock().mark();
   copy_from_host(src, dst);
   return {start, clock().mark()};
+}
+
+namespace {
+[[noreturn]] void no_loss_scaling(std::string_view backend, std::string_view op) {
+  throw Unsupported(fmt::format("the {} backend has no loss scaling ({})", backend, op));
+}
+}  // namespace
+
+void Backend::softmax_cross_entropy_backward_scaled(const Tensor&, const Tensor&, const Tensor&,
+                                                    Tensor&) {
+  no_loss_scaling(name(), "scaled loss gradient");
+}
+void Backend::find_non_finite(const Tensor&, Tensor&) { no_loss_scaling(name(), "inf check"); }
+void Backend::sgd_update_unscaled(const SgdConfig&, const Tensor&, const Tensor&, Tensor&,
+                                  Tensor&) {
+  no_loss_scaling(name(), "unscaled update");
+}
+void Backend::update_loss_scale(const LossScaleConfig&, Tensor&) {
+  no_loss_scaling(name(), "scale update");
 }
 
 void* Backend::workspace(size_t bytes) {

@@ -28,6 +28,7 @@ enum class Op {
   kAdd,
   kSoftmaxCrossEntropy,
   kSgd,
+  kLossScale,  // the loss-scaling ops below
 };
 std::string_view op_name(Op op);
 
@@ -103,6 +104,25 @@ struct PoolDesc {
   bool count_include_pad = true;  // average pooling only; PyTorch's default
 };
 
+// Dynamic loss scaling, as torch.cuda.amp.GradScaler: the loss gradient is multiplied by the
+// scale; a step whose gradients hold an inf or NaN is skipped and the scale multiplied by
+// `backoff`; after `growth_interval` clean steps in a row it is multiplied by `growth` (unless
+// that overflows). A fixed scale is growth = backoff = 1.
+struct LossScaleConfig {
+  float initial_scale = 65536.f;  // 2^16
+  float growth = 2.f;
+  float backoff = 0.5f;
+  int64_t growth_interval = 2000;
+};
+// The scaler's state lives on the device, as 4 floats, so that no step waits for the host.
+enum LossScaleSlot : int64_t {
+  kScaleSlot = 0,       // the current scale
+  kFoundInfSlot = 1,    // 1 when this step's gradients hold an inf or NaN, else 0
+  kCleanStepsSlot = 2,  // clean steps since the scale last changed (GradScaler's growth tracker)
+  kSkippedSlot = 3,     // steps skipped so far
+  kLossScaleSlots = 4,
+};
+
 struct SgdConfig {
   float lr = 0.01f;
   float momentum = 0.9f;
@@ -125,6 +145,10 @@ class DeviceMemory {
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& t, float value) = 0;
+  // dst = src converted element-wise between float types (to nearest even where dst is
+  // narrower). By default only between equal types (a copy); backends with 16-bit storage
+  // override it.
+  virtual void cast(const Tensor& src, Tensor& dst);
   virtual void synchronize() = 0;
   // The queue this memory's work runs in: null (the host) for the CPU, the compute stream for
   // a GPU. Communicators order their work against it.
@@ -239,6 +263,20 @@ class Backend : public DeviceMemory {
   // p -= lr * buf. The momentum buffer must start at zero.
   virtual void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
                           Tensor& param) = 0;
+
+  // Loss scaling (Op::kLossScale; `scaler` is the state above). By default Unsupported.
+  // The loss gradient times the scale, computed in f32 before it is rounded to dlogits' type.
+  virtual void softmax_cross_entropy_backward_scaled(const Tensor& probs, const Tensor& labels,
+                                                     const Tensor& scaler, Tensor& dlogits);
+  // Sets the found-inf slot when any element of `grads` is inf or NaN (never clears it).
+  virtual void find_non_finite(const Tensor& grads, Tensor& scaler);
+  // sgd_update with the gradient divided by the scale (times 1/scale, in f32), or nothing at all
+  // when the found-inf slot is set: the step is skipped.
+  virtual void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
+                                   Tensor& momentum_buf, Tensor& param);
+  // GradScaler.update: backs off (and counts a skipped step) or grows the scale, and clears the
+  // found-inf slot for the next step.
+  virtual void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler);
 
  protected:
   explicit Backend(std::shared_ptr<Allocator> allocator) : DeviceMemory(std::move(allocator)) {}

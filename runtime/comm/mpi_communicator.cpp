@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
 
 namespace dlb {
 namespace {
@@ -37,6 +38,36 @@ void check_host_f32(const Tensor& t) {
         fmt::format("mpi all-reduce takes f32 buffers, got {}", dtype_name(t.dtype())));
   }
 }
+
+// MPI has no 16-bit floats: f16 and bf16 buffers travel as MPI_UINT16_T under these sums, which
+// add in f32 and round to nearest even, element by element, as NCCL sums 16-bit types.
+template <uint16_t (*Narrow)(float), float (*Widen)(uint16_t)>
+void sum_16bit(void* in, void* inout, int* len, MPI_Datatype*) {
+  const auto* a = static_cast<const uint16_t*>(in);
+  auto* b = static_cast<uint16_t*>(inout);
+  for (int i = 0; i < *len; ++i) b[i] = Narrow(Widen(a[i]) + Widen(b[i]));
+}
+
+// x *= factor, element by element, in the buffer's type (rounding once for 16-bit types).
+void scale_in_place(Tensor& t, float factor) {
+  if (t.dtype() == DType::kF32) {
+    float* p = t.data<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] *= factor;
+    return;
+  }
+  auto* p = t.data<uint16_t>();
+  const bool half = t.dtype() == DType::kF16;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    p[i] = half ? float_to_f16(f16_to_float(p[i]) * factor)
+                : float_to_bf16(bf16_to_float(p[i]) * factor);
+  }
+}
+
+// How a buffer of one element type is summed.
+struct Reduction {
+  MPI_Datatype type;
+  MPI_Op op;
+};
 
 // Set once a collective timed out: the job is broken, so nothing may wait for it again.
 using FailedFlag = std::shared_ptr<std::atomic<bool>>;
@@ -89,11 +120,7 @@ class MpiHandle final : public CommHandle {
   void finish() {
     done_ = true;
     stamp_completion();
-    if (average_) {
-      float* p = buffer_.data<float>();
-      const float inv = 1.f / static_cast<float>(size_);
-      for (int64_t i = 0; i < buffer_.numel(); ++i) p[i] *= inv;
-    }
+    if (average_) scale_in_place(buffer_, 1.f / static_cast<float>(size_));
   }
   MPI_Request request_;
   Tensor buffer_;
@@ -156,10 +183,11 @@ class ProgressThread {
     cv_.notify_all();
     thread_.join();
   }
-  void submit(Tensor buffer, bool average, std::shared_ptr<ThreadHandle> handle) {
+  void submit(Tensor buffer, Reduction reduction, bool average,
+              std::shared_ptr<ThreadHandle> handle) {
     {
       std::lock_guard<std::mutex> lock(mu_);
-      queue_.push_back({std::move(buffer), average, std::move(handle)});
+      queue_.push_back({std::move(buffer), reduction, average, std::move(handle)});
     }
     cv_.notify_all();
   }
@@ -167,6 +195,7 @@ class ProgressThread {
  private:
   struct Job {
     Tensor buffer;
+    Reduction reduction;
     bool average;
     std::shared_ptr<ThreadHandle> handle;
   };
@@ -180,12 +209,11 @@ class ProgressThread {
         job = std::move(queue_.front());
         queue_.pop_front();
       }
-      const int rc = MPI_Allreduce(MPI_IN_PLACE, job.buffer.raw(),
-                                   static_cast<int>(job.buffer.numel()), MPI_FLOAT, MPI_SUM, comm_);
+      const int rc =
+          MPI_Allreduce(MPI_IN_PLACE, job.buffer.raw(), static_cast<int>(job.buffer.numel()),
+                        job.reduction.type, job.reduction.op, comm_);
       if (rc == MPI_SUCCESS && job.average) {
-        float* p = job.buffer.data<float>();
-        const float inv = 1.f / static_cast<float>(size_);
-        for (int64_t i = 0; i < job.buffer.numel(); ++i) p[i] *= inv;
+        scale_in_place(job.buffer, 1.f / static_cast<float>(size_));
       }
       job.handle->finish(rc == MPI_SUCCESS ? "" : fmt::format("MPI_Allreduce failed ({})", rc));
     }
@@ -245,6 +273,8 @@ class MpiCommunicator final : public Communicator {
     MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     DLB_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
     DLB_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size_));
+    DLB_MPI_CHECK(MPI_Op_create(&sum_16bit<float_to_f16, f16_to_float>, 1, &f16_sum_));
+    DLB_MPI_CHECK(MPI_Op_create(&sum_16bit<float_to_bf16, bf16_to_float>, 1, &bf16_sum_));
     if (o.progress == CommProgress::kThread) {
       if (thread_level_ < MPI_THREAD_MULTIPLE) {
         throw Unsupported("--comm-progress=thread needs an MPI library with MPI_THREAD_MULTIPLE");
@@ -265,6 +295,8 @@ class MpiCommunicator final : public Communicator {
     }
     progress_.reset();
     if (progress_comm_ != MPI_COMM_NULL) MPI_Comm_free(&progress_comm_);
+    if (f16_sum_ != MPI_OP_NULL) MPI_Op_free(&f16_sum_);
+    if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (owns_mpi_ && !finalized) MPI_Finalize();
@@ -311,25 +343,44 @@ class MpiCommunicator final : public Communicator {
  protected:
   std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
                                               StreamRef producer) override {
-    check_host_f32(buffer);
+    const Reduction reduction = reduction_for(buffer);
     if (producer.on_device()) {
       // Open MPI here is not CUDA-aware: it would read device pointers as host memory.
       throw InvalidArgument(
           "the mpi communicator reduces host buffers; a device backend's gradients need nccl");
     }
+    bool average = op == ReduceOp::kAverage;
+    if (average && buffer.dtype() != DType::kF32) {
+      // 16 bits divide before they sum, as PyTorch DDP does: the sum of the ranks' gradients
+      // stays within fp16's range where each one is.
+      scale_in_place(buffer, 1.f / static_cast<float>(size_));
+      average = false;
+    }
     if (progress_) {
       auto h = std::make_shared<ThreadHandle>(options_.timeout, failed_);
-      progress_->submit(buffer, op == ReduceOp::kAverage, h);
+      progress_->submit(buffer, reduction, average, h);
       return std::make_unique<SharedThreadHandle>(h);
     }
     MPI_Request request = MPI_REQUEST_NULL;
     DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
-                                 MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &request));
-    return std::make_unique<MpiHandle>(request, buffer, op == ReduceOp::kAverage, size_,
-                                       options_.timeout, failed_);
+                                 reduction.type, reduction.op, MPI_COMM_WORLD, &request));
+    return std::make_unique<MpiHandle>(request, buffer, average, size_, options_.timeout, failed_);
   }
 
  private:
+  Reduction reduction_for(const Tensor& t) const {
+    switch (t.dtype()) {
+      case DType::kF32:
+        return {MPI_FLOAT, MPI_SUM};
+      case DType::kF16:
+        return {MPI_UINT16_T, f16_sum_};
+      case DType::kBF16:
+        return {MPI_UINT16_T, bf16_sum_};
+      default:
+        throw InvalidArgument(
+            fmt::format("mpi all-reduce takes float buffers, got {}", dtype_name(t.dtype())));
+    }
+  }
   double reduce_double(double value, MPI_Op op) {
     double out = 0;
     DLB_MPI_CHECK(MPI_Allreduce(&value, &out, 1, MPI_DOUBLE, op, MPI_COMM_WORLD));
@@ -339,6 +390,7 @@ class MpiCommunicator final : public Communicator {
   CommOptions options_;
   int rank_ = 0, size_ = 1, thread_level_ = 0;
   MPI_Comm progress_comm_ = MPI_COMM_NULL;
+  MPI_Op f16_sum_ = MPI_OP_NULL, bf16_sum_ = MPI_OP_NULL;
   FailedFlag failed_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ProgressThread> progress_;
   bool owns_mpi_ = false;

@@ -32,6 +32,21 @@ Mark timing_mark(cudaStream_t stream) {
   return Mark{0, std::move(owned)};
 }
 
+// NCCL's element type for a buffer: f32, and the 16-bit types, which it sums natively.
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return ncclFloat;
+    case DType::kF16:
+      return ncclHalf;
+    case DType::kBF16:
+      return ncclBfloat16;
+    default:
+      throw InvalidArgument(
+          fmt::format("NCCL all-reduce takes float buffers, got {}", dtype_name(t)));
+  }
+}
+
 class NcclHandle final : public CommHandle {
  public:
   // `begin` was recorded on `stream` just before the collective; the end mark is recorded now,
@@ -121,7 +136,7 @@ class NcclCommunicator final : public Communicator {
   // ncclAllReduce with a stream synchronisation after every call: what the pipelined async path
   // (launches back to back, one wait) is compared with.
   double time_reference_allreduce(Tensor& buffer, int iterations) override {
-    check_device_f32(buffer);
+    check_device_buffer(buffer);
     boot_->barrier();
     const auto t0 = Clock::now();
     for (int i = 0; i < iterations; ++i) {
@@ -149,7 +164,7 @@ class NcclCommunicator final : public Communicator {
   // and the host does not wait.
   std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
                                               StreamRef producer) override {
-    check_device_f32(buffer);
+    check_device_buffer(buffer);
     if (producer.on_device()) {
       DLB_CUDA_CHECK(cudaEventRecord(producer_done_, static_cast<cudaStream_t>(producer.native)));
       DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
@@ -166,14 +181,14 @@ class NcclCommunicator final : public Communicator {
   void enqueue_allreduce(Tensor& buffer, ReduceOp op) {
     comm_->call([&](ncclComm_t c) {
       DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
-                                   ncclFloat, op == ReduceOp::kAverage ? ncclAvg : ncclSum, c,
-                                   stream_));
+                                   nccl_type(buffer.dtype()),
+                                   op == ReduceOp::kAverage ? ncclAvg : ncclSum, c, stream_));
     });
     comm_->poll([] { return true; }, "NCCL all-reduce launch");
   }
 
-  void check_device_f32(const Tensor& buffer) const {
-    if (buffer.dtype() != DType::kF32) throw InvalidArgument("NCCL all-reduce takes f32 buffers");
+  void check_device_buffer(const Tensor& buffer) const {
+    nccl_type(buffer.dtype());  // throws for a type NCCL does not sum
     cudaPointerAttributes attr{};
     DLB_CUDA_CHECK(cudaPointerGetAttributes(&attr, buffer.raw()));
     if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {

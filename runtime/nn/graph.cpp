@@ -21,6 +21,11 @@ class Graph::NodeTensors final : public TensorSource {
   Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override {
     return g_.tensors_[add(name, TensorKind::kBuffer, shape, dtype, MemCategory::kWeights)];
   }
+  Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) override {
+    if (value.dtype() == dtype) return value;
+    return g_.tensors_[add(name + " (compute copy)", TensorKind::kParam, value.shape(), dtype,
+                           MemCategory::kWeights)];
+  }
   Tensor saved(const std::string& name, const Shape& shape, DType dtype) override {
     const int id = add(name, TensorKind::kSaved, shape, dtype, MemCategory::kActivations);
     g_.saved_ids_[node_].push_back(id);
@@ -176,6 +181,7 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
                               tensors_[from].reshaped(nodes_[i].shape));
   }
   assign_gradients();
+  refresh_compute_copies(backend, flat_params_);
   node_inputs_.assign(n, {});
   for (size_t i = 1; i < n; ++i)
     for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&tensors_[output_ids_[j]]);
@@ -201,8 +207,8 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
 
 // Every parameter gradient is a view into one flat buffer, in reverse layer order, each starting
 // on a kGradientAlignmentBytes boundary: cuDNN and cuBLASLt write them and are promised aligned
-// pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The gaps of an f32
-// buffer are zeroed (the only gradient type any backend supports yet).
+// pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The buffer starts zeroed,
+// so its gaps stay zero: an all-reduce or fp16's inf check over the whole buffer reads zeros.
 void Graph::assign_gradients() {
   const auto align = static_cast<int64_t>(kGradientAlignmentBytes / dtype_size(policy_.gradients));
   auto aligned = [&](int64_t offset) { return (offset + align - 1) / align * align; };
@@ -213,7 +219,7 @@ void Graph::assign_gradients() {
   }
   flat_grads_ = backend_->empty({std::max<int64_t>(total, 1)}, policy_.gradients,
                                 MemCategory::kGradients, "flat gradient buffer");
-  if (policy_.gradients == DType::kF32) backend_->fill(flat_grads_, 0.f);
+  backend_->fill(flat_grads_, 0.f);
   grad_offsets_.clear();
   int64_t offset = 0, values = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
@@ -430,6 +436,7 @@ void Graph::load_state_dict(const StateDict& state) {
     throw InvalidArgument(
         fmt::format("unexpected tensors in the state: {}", fmt::join(unexpected, ", ")));
   }
+  refresh_compute_copies(*backend_, flat_params_);
 }
 
 double Graph::forward_flops() const {

@@ -37,6 +37,17 @@ Tensor DirectTensors::buffer(const std::string& name, const Shape& shape, DType 
   return backend_.empty(shape, dtype, MemCategory::kWeights, name);
 }
 
+Tensor DirectTensors::compute_copy(const std::string& name, const Tensor& value, DType dtype) {
+  if (value.dtype() == dtype) return value;
+  return backend_.empty(value.shape(), dtype, MemCategory::kWeights, name + " (compute copy)");
+}
+
+void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params) {
+  for (Param* p : params) {
+    if (p->has_compute_copy()) backend.cast(p->value, p->compute);
+  }
+}
+
 Tensor DirectTensors::saved(const std::string& name, const Shape& shape, DType dtype) {
   return backend_.empty(shape, dtype, MemCategory::kActivations, name);
 }
@@ -46,6 +57,7 @@ void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& 
   DirectTensors tensors(backend);
   LayerSetup s{backend, in, rng, policy, tensors};
   layer.setup(s);
+  refresh_compute_copies(backend, layer.params());
   for (Param* p : layer.params()) {
     p->grad = backend.empty(p->value.shape(), policy.gradients, MemCategory::kGradients, p->name);
   }

@@ -22,8 +22,13 @@ namespace dlb {
 // lets all gradients share one allocation that collectives reduce in buckets.
 struct Param {
   std::string name;  // "weight", "bias"
-  Tensor value;
+  Tensor value;      // the master weights: what the optimizer updates and state_dict holds
   Tensor grad;
+  // What forward and backward read: `value` itself, or (fp16 and bf16 runs, for conv and linear
+  // weights) its copy in the compute dtype, which the optimizer refreshes after each update.
+  Tensor compute;
+  const Tensor& for_compute() const { return compute.defined() ? compute : value; }
+  bool has_compute_copy() const { return compute.defined() && compute.raw() != value.raw(); }
 };
 
 // A host-side copy of a tensor, as state_dict entries and safetensors files hold them.
@@ -46,6 +51,9 @@ class TensorSource {
   // What forward writes for a later pass of the same step to read (batch-norm batch statistics,
   // a dropout mask), named within the layer.
   virtual Tensor saved(const std::string& name, const Shape& shape, DType dtype) = 0;
+  // The copy of parameter `value` that the passes read, in `dtype` (the policy's compute
+  // weights): `value` itself when the dtypes agree. Its contents are set after setup.
+  virtual Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) = 0;
 };
 
 class DirectTensors final : public TensorSource {
@@ -54,6 +62,7 @@ class DirectTensors final : public TensorSource {
   Tensor param(const std::string& name, const Shape& shape, DType dtype) override;
   Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override;
   Tensor saved(const std::string& name, const Shape& shape, DType dtype) override;
+  Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) override;
 
  private:
   Backend& backend_;
@@ -149,6 +158,9 @@ class Layer {
 // parameter its own gradient buffer.
 void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
                       const PrecisionPolicy& policy = {});
+
+// Sets every compute copy of `params` from its master value (after setup, a load or an update).
+void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params);
 
 // Helpers shared by layer implementations.
 HostTensor to_host(Backend& backend, const Tensor& t);

@@ -108,6 +108,11 @@ void GradSync::record_finished() {
 }
 
 void GradSync::apply(size_t b) {
+  // Loss scaling skips a step on any inf or NaN in any gradient: before the step's first update,
+  // every bucket's reduction is ordered before the stream, not only this one's.
+  if (optimizer_.reads_all_gradients_first() && optimizer_.at_step_start()) {
+    for (size_t i = 0; i < state_.size(); ++i) complete(i);
+  }
   complete(b);
   TraceScope scope(tracer_, kUpdateName, "optimizer");
   const Bucket& bucket = plan_.buckets[b];

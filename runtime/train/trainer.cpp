@@ -7,6 +7,7 @@
 #include <set>
 
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
 #include "runtime/core/hash.h"
 #include "runtime/core/nvtx.h"
 #include "runtime/overlap/sync_schedule.h"
@@ -77,7 +78,11 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
     comm = own_comm_.get();
   }
   const std::vector<Param*>& params = graph.flat_params();
-  optimizer_ = std::make_unique<Optimizer>(backend, params, config.sgd, policy);
+  // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
+  if (policy.activations == DType::kF16) {
+    scaler_ = std::make_unique<LossScaler>(backend, config.loss_scaling, graph.flat_gradients());
+  }
+  optimizer_ = std::make_unique<Optimizer>(backend, params, config.sgd, policy, scaler_.get());
   std::vector<int64_t> numels;
   for (const Param* p : params) numels.push_back(p->value.numel());
   BucketPlan plan = make_bucket_plan(graph.grad_offsets(), numels, dtype_size(policy.gradients),
@@ -107,7 +112,14 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
           fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
     }
   }
+  // Images arrive as floats; a 16-bit input takes them rounded to its type.
+  const Tensor& input = graph_.input_tensor();
   const void* src = images;
+  if (input.dtype() != DType::kF32) {
+    narrowed_images_.resize(input.bytes());
+    floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());
+    src = narrowed_images_.data();
+  }
   if (!backend_.async_input_copies()) {
     TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
     backend_.copy_from_host(src, graph_.input_tensor());
@@ -142,8 +154,13 @@ void Trainer::loss(const LayerContext& ctx) {
   Tensor& loss = graph_.tensor(loss_id_);
   backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(labels_id_),
                                  graph_.tensor(probs_id_), loss);
-  backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
-                                          graph_.output_grad());
+  if (scaler_) {
+    scaler_->scaled_loss_gradient(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
+                                  graph_.output_grad());
+  } else {
+    backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
+                                            graph_.output_grad());
+  }
   Tensor slot = loss_history_.slice_flat(unread_++, 1);
   backend_.copy(loss, slot);
   (void)ctx;
@@ -184,9 +201,12 @@ std::vector<float> Trainer::take_losses() {
 int64_t Trainer::count_correct(int64_t count) {
   const LayerContext ctx{backend_, false, 0};
   graph_.forward(ctx);
-  std::vector<float> logits(graph_.output_tensor().numel());
+  const Tensor& out = graph_.output_tensor();
+  std::vector<unsigned char> stored(out.bytes());
+  std::vector<float> logits(out.numel());
   std::vector<int64_t> labels(batch_);
-  backend_.copy_to_host(graph_.output_tensor(), logits.data());
+  backend_.copy_to_host(out, stored.data());
+  dtype_to_floats(stored.data(), out.numel(), out.dtype(), logits.data());
   backend_.copy_to_host(graph_.tensor(labels_id_), labels.data());
   mark_input_read();  // after the last read of the slot
   int64_t correct = 0;

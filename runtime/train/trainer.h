@@ -30,6 +30,9 @@ struct TrainConfig {
   double bucket_mb = 25;
   // Losses kept on the device before a read-back (which synchronises).
   int64_t loss_readback_steps = 64;
+  // fp16 runs: dynamic loss scaling (GradScaler's defaults), or a fixed scale (growth and
+  // backoff 1). Other precisions have none.
+  LossScaleConfig loss_scaling;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
 };
@@ -79,6 +82,8 @@ class Trainer {
   const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
+  // The loss scaler of an fp16 run (null otherwise).
+  LossScaler* loss_scaler() { return scaler_.get(); }
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every step() call, warm-up included.
   void set_tracer(Tracer* tracer) {
@@ -109,10 +114,12 @@ class Trainer {
   InputSlot inputs_[2];
   int current_input_ = 0;
   int64_t batches_loaded_ = 0;
-  Tensor loss_history_;  // one loss per step since the last read-back
+  std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
+  Tensor loss_history_;                         // one loss per step since the last read-back
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
+  std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<Executor> executor_;

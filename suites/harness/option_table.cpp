@@ -271,6 +271,16 @@ std::vector<Option> make_table() {
        OptionRange{0.0, 1.0, false, true},
        [](RunOptions& o, const json& v) { o.dropout = v.get<float>(); },
        [](const RunOptions& o) { return o.dropout ? json(shortest(*o.dropout)) : json(nullptr); }});
+  add({"loss_scale",
+       T::kNumber,
+       config,
+       "precision fp16: a fixed loss scale (default: dynamic, from 2^16, as PyTorch's GradScaler)",
+       {},
+       positive,
+       [](RunOptions& o, const json& v) { o.loss_scale = v.get<float>(); },
+       [](const RunOptions& o) {
+         return o.loss_scale ? json(shortest(*o.loss_scale)) : json(nullptr);
+       }});
   add({"seed",
        T::kUnsigned,
        config,

@@ -68,6 +68,10 @@ nlohmann::json record_json(const RunResult& r) {
     m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
   }
   if (!r.phases.is_null()) m["phases"] = r.phases;
+  if (r.loss_scale) {
+    m["loss_scale"] = *r.loss_scale;
+    m["skipped_steps"] = r.skipped_steps;
+  }
   record["metrics"] = m;
   if (r.memory) record["memory"] = memory_json(*r.memory);
   if (!r.paths.empty()) record["paths"] = r.paths;
@@ -91,6 +95,10 @@ void print_result(const RunResult& r, std::FILE* out) {
                s.throughput(), median, percentile(s.step_seconds, 10),
                percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
                r.flops_per_step / median / 1e9);
+  }
+  if (r.loss_scale) {
+    fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
+               *r.loss_scale, r.skipped_steps);
   }
   if (r.memory) {
     fmt::print(out, "peak memory {} ({})\n", format_bytes(r.memory->total_peak),

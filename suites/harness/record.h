@@ -40,6 +40,10 @@ struct RunResult {
   std::optional<int64_t> buckets;
   std::optional<bool> weights_identical_across_ranks;
   nlohmann::json phases;  // traced synthetic runs: seconds per phase per traced step
+  // fp16: the loss scale at the end, and the steps skipped for inf or NaN gradients (warm-up
+  // and timed, or every epoch's).
+  std::optional<float> loss_scale;
+  int64_t skipped_steps = 0;
   std::optional<MemoryStats> memory;
   std::optional<size_t> memory_budget;
   nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog

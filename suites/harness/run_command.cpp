@@ -104,6 +104,11 @@ void validate_run_options(const RunOptions& o) {
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
+  if (o.loss_scale && o.precision != Precision::kFp16) {
+    throw InvalidArgument(fmt::format(
+        "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
+        precision_name(o.precision)));
+  }
   if (o.trace_steps > o.steps) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
@@ -306,6 +311,9 @@ RunResult run_training(const RunOptions& o) {
   tc.comm = comm.get();
   tc.overlap = o.overlap;
   tc.bucket_mb = o.bucket_mb;
+  if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
+    tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
+  }
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc);
   trainer.broadcast_weights();
@@ -333,6 +341,10 @@ RunResult run_training(const RunOptions& o) {
     if (window > 0) r.phases = phase_metrics(tracer);
   }
   if (comm->size() > 1) r.weights_identical_across_ranks = trainer.weights_identical_across_ranks();
+  if (LossScaler* scaler = trainer.loss_scaler()) {
+    r.loss_scale = scaler->scale();
+    r.skipped_steps = scaler->skipped_steps();
+  }
   r.memory = backend->allocator().stats();
   r.memory_budget = backend->allocator().budget();
   write_run_files(o, graph, tracer, r);

@@ -34,6 +34,7 @@ struct RunOptions {
   std::string data_path;  // digits.csv.gz; empty: the default location
   SgdConfig sgd{0.01f, 0.9f, 0.f};
   std::optional<float> dropout;
+  std::optional<float> loss_scale;  // fp16 only: fixed; unset: dynamic
   uint64_t seed = 0;
   std::optional<size_t> memory_budget;
   ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;

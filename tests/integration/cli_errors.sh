@@ -43,7 +43,10 @@ expect 2 "not a valid safetensors file" "${quick[@]}" --batch-file="$work/bad.sa
 expect 3 "would exceed the memory budget of 1.00 MiB" \
   run --model=resnet18 --image-size=32 --batch=2 --memory-budget=1MiB
 expect 2 "is not a size" "${quick[@]}" --memory-budget=lots
-expect 4 "does not support conv in fp16" "${quick[@]}" --precision=fp16
+expect 4 "does not support conv in tf32" "${quick[@]}" --precision=tf32
+expect 2 "--loss-scale must be positive (got 0)" "${quick[@]}" --precision=fp16 --loss-scale=0
+expect 2 "--loss-scale must be positive (got -8)" "${quick[@]}" --precision=fp16 --loss-scale=-8
+expect 2 "--loss-scale applies to precision fp16 only" "${quick[@]}" --precision=bf16 --loss-scale=8
 expect 2 "fp64" "${quick[@]}" --precision=fp64
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1

@@ -2,7 +2,8 @@
 # The overlap strategies change when gradients are reduced and applied, never what is computed:
 # after 3 steps the weights and losses of none, backward and forward agree bit for bit, at one
 # rank and at two (small buckets, so the per-bucket paths are taken), for a model with batch norm
-# and a residual fork (resnet18) and one with dropout (alexnet).
+# and a residual fork (resnet18) and one with dropout (alexnet); and in fp16, where loss scaling
+# completes every reduction before a step's first update, and 16-bit gradients are reduced.
 # Usage: strategies_agree.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -10,13 +11,13 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0 passed=0
-for model in "resnet18 32" "alexnet 63"; do
+for model in "resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16"; do
   set -- $model
   for ranks in 1 2; do
     for s in none backward forward; do
-      tag=$1-$ranks-$s
-      args=(run --model="$1" --image-size="$2" --batch=2 --warmup=0 --steps=3 --overlap="$s"
-            --bucket-mb=1 --save="$work/$tag.safetensors" --json="$work/$tag.json")
+      tag=$1-$3-$ranks-$s
+      args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=3
+            --overlap="$s" --bucket-mb=1 --save="$work/$tag.safetensors" --json="$work/$tag.json")
       if [[ $ranks == 1 ]]; then
         "$dlbench" "${args[@]}" >"$work/$tag.log" 2>&1
       else
@@ -26,7 +27,7 @@ for model in "resnet18 32" "alexnet 63"; do
         echo "FAIL: $tag did not run"; cat "$work/$tag.log"; failures=$((failures + 1))
       fi
     done
-    if /usr/bin/python3 - "$work" "$1-$ranks" <<'PY'
+    if /usr/bin/python3 - "$work" "$1-$3-$ranks" <<'PY'
 import hashlib, json, sys
 work, tag = sys.argv[1], sys.argv[2]
 def digest(s):

@@ -10,6 +10,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
 #include "runtime/core/hash.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
@@ -50,6 +51,32 @@ TEST_F(CommTest, SumAndAverageOfRankDependentValues) {
     Tensor a = filled(count, static_cast<float>(r));
     comm->allreduce(a, ReduceOp::kAverage);
     EXPECT_FLOAT_EQ(a.data<float>()[count - 1], (n - 1) / 2.f);
+  }
+}
+
+// 16-bit buffers (fp16 and bf16 gradients): sums of small integers are exact in both types, so
+// the result is exact whatever order MPI adds in; an average divides each rank's value first (as
+// PyTorch DDP does), then sums: (r / n) summed over r, exact for n a power of two.
+TEST_F(CommTest, SixteenBitSumsAndAverages) {
+  const int n = comm->size(), r = comm->rank();
+  for (DType t16 : {DType::kF16, DType::kBF16}) {
+    for (int64_t count : {1, 7, 1000, 1 << 16}) {
+      std::vector<float> values(count);
+      for (int64_t i = 0; i < count; ++i) values[i] = static_cast<float>((r + 1) * (i % 13));
+      Tensor t = backend->empty({count}, t16, MemCategory::kComm, "buffer");
+      floats_to_dtype(values.data(), count, t16, t.raw());
+      comm->allreduce(t, ReduceOp::kSum);
+      dtype_to_floats(t.raw(), count, t16, values.data());
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(values[i], static_cast<float>(n * (n + 1) / 2 * (i % 13)))
+            << dtype_name(t16) << " " << i;
+      }
+      std::fill(values.begin(), values.end(), static_cast<float>(r));
+      floats_to_dtype(values.data(), count, t16, t.raw());
+      comm->allreduce(t, ReduceOp::kAverage);
+      dtype_to_floats(t.raw(), count, t16, values.data());
+      EXPECT_EQ(values[count - 1], (n - 1) / 2.f) << dtype_name(t16);
+    }
   }
 }
 

@@ -17,8 +17,18 @@ On a GPU machine, --backend=cuda runs dlbench's CUDA backend and --torch-device=
 PyTorch on the GPU, both in strict fp32 (PyTorch's TF32 switches off): the same tolerances hold,
 since each still agrees with float64 to ~1e-5.
 
+With --precision=bf16, dlbench's bf16 (16-bit activations and gradients, f32 master weights)
+is compared with PyTorch's autocast-bf16 (torch.autocast, the loss in float32) from the same
+weights and batch. Two bf16 pipelines round at different places, so they are not compared with
+each other at a fixed tolerance: each is compared with PyTorch's own float32 step, and dlbench's
+distance from it (the loss; the update over all parameters, relative, in the 2-norm) must be
+within twice PyTorch's bf16 distance. Two pipelines that round the same tensors to the same
+type make errors of the same size; twice allows for which one a given seed happens to favour.
+A missing rounding, master weights kept in bf16, or a gradient computed from the wrong tensor
+lands far outside.
+
 usage: torch_parity.py DLBENCH WORKDIR [--steps N] [--image-size S] [--batch B] [--tol T]
-                       [--backend cpu|cuda] [--torch-device cpu|cuda]
+                       [--backend cpu|cuda] [--torch-device cpu|cuda] [--precision fp32|bf16]
 """
 import argparse
 import json
@@ -33,9 +43,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_io  # noqa: E402
 
 
-def train_torch(a, seed):
-    """Trains torchvision's model in PyTorch; returns it, the data, the initial state, the losses
-    and the smallest |input| any ReLU saw."""
+def train_torch(a, seed, bf16=False):
+    """Trains torchvision's model in PyTorch (in autocast-bf16 when asked); returns it, the data,
+    the initial state, the losses and the smallest |input| any ReLU saw."""
     torch.manual_seed(seed)
     model = getattr(torchvision.models, a.model)(weights=None, num_classes=1000)
     device = torch.device(a.torch_device)
@@ -59,7 +69,9 @@ def train_torch(a, seed):
     losses = []
     for _ in range(a.steps):
         opt.zero_grad()
-        loss = torch.nn.functional.cross_entropy(model(images.to(device)), labels.to(device))
+        with torch.autocast(device_type=device.type, dtype=torch.bfloat16, enabled=bf16):
+            logits = model(images.to(device))
+        loss = torch.nn.functional.cross_entropy(logits.float(), labels.to(device))
         loss.backward()
         opt.step()
         losses.append(loss.item())
@@ -85,6 +97,7 @@ def main():
     ap.add_argument("--margin", type=float, default=1e-5)
     ap.add_argument("--backend", default="cpu", help="dlbench's backend")
     ap.add_argument("--torch-device", default="cpu", help="where PyTorch trains")
+    ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = ap.parse_args()
     # Strict fp32 on a GPU: no TF32 in PyTorch's convolutions or matrix products.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -109,8 +122,11 @@ def main():
     cmd = [a.dlbench, "run", f"--model={a.model}", f"--init={init_path}",
            f"--batch-file={batch_path}", f"--steps={a.steps}", "--warmup=0", f"--lr={a.lr}",
            f"--momentum={a.momentum}", f"--weight-decay={a.weight_decay}", "--dropout=0",
-           f"--save={out_path}", f"--json={rec_path}", f"--backend={a.backend}"]
+           f"--save={out_path}", f"--json={rec_path}", f"--backend={a.backend}",
+           f"--precision={a.precision}"]
     subprocess.run(cmd, check=True)
+    if a.precision == "bf16":
+        return compare_bf16(a, seed, model, init, torch_losses, rec_path, out_path)
 
     with open(rec_path) as f:
         dlb_losses = json.load(f)["metrics"]["losses"]
@@ -158,6 +174,49 @@ def main():
         print("PARITY FAILED:\n  " + "\n  ".join(failures[:20]))
         return 1
     print(f"parity ok (dlbench {a.backend}, PyTorch {torch.__version__} on {a.torch_device})")
+    return 0
+
+
+def update_distance(state, reference, init):
+    """|| update - reference update ||_2 / || reference update ||_2 over every float tensor."""
+    num = den = 0.0
+    for name, ref in reference.items():
+        if not ref.dtype.is_floating_point:
+            continue
+        du = state[name].double() - init[name].double()
+        dr = ref.double() - init[name].double()
+        num += (du - dr).pow(2).sum().item()
+        den += dr.pow(2).sum().item()
+    return (num / den) ** 0.5
+
+
+def compare_bf16(a, seed, fp32_model, init, fp32_losses, rec_path, out_path):
+    bf16_model, _, _, _, bf16_losses, _ = train_torch(a, seed, bf16=True)
+    with open(rec_path) as f:
+        dlb_losses = json.load(f)["metrics"]["losses"]
+    got = safetensors_io.load(out_path)
+    ref = fp32_model.state_dict()
+    failures = []
+    for i, (d, t, f) in enumerate(zip(dlb_losses, bf16_losses, fp32_losses)):
+        dd, dt = abs(d - f) / abs(f), abs(t - f) / abs(f)
+        print(f"loss step {i + 1}: fp32 {f:.6f}; PyTorch bf16 {t:.6f} ({dt:.2e} from it); "
+              f"dlbench bf16 {d:.6f} ({dd:.2e})")
+        if dd > 2 * dt:
+            failures.append(f"loss step {i + 1}: dlbench {dd:.2e} from fp32, PyTorch {dt:.2e}")
+    ud = update_distance(got, ref, init)
+    ut = update_distance(bf16_model.state_dict(), ref, init)
+    print(f"update, relative to fp32's (2-norm over all parameters): PyTorch bf16 {ut:.2e}, "
+          f"dlbench bf16 {ud:.2e}")
+    if ud > 2 * ut:
+        failures.append(f"update: dlbench {ud:.2e} from fp32, PyTorch {ut:.2e}")
+    # The running statistics and batch counts are f32 and int64 in both, with the same names.
+    if sorted(got) != sorted(ref):
+        failures.append("state names differ")
+    if failures:
+        print("PARITY FAILED:\n  " + "\n  ".join(failures))
+        return 1
+    print(f"bf16 parity ok (dlbench {a.backend}, PyTorch {torch.__version__} autocast on "
+          f"{a.torch_device})")
     return 0
 
 

@@ -2,9 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
+#include "runtime/core/rng.h"
 
 namespace dlb {
 namespace {
@@ -96,18 +99,56 @@ TEST_F(CpuOps, MaxPoolIgnoresPaddingAndAvgCountsIt) {
   EXPECT_FLOAT_EQ(get(y)[0], -10.f / 4);
 }
 
-TEST_F(CpuOps, OnlyFp32IsSupported) {
+// f32 math everywhere (no TF32), over f32, f16 or bf16 storage.
+TEST_F(CpuOps, SupportsEveryStorageButNotTf32) {
   const auto types = [](Precision p) { return OpTypes::of(PrecisionPolicy::for_precision(p)); };
-  EXPECT_TRUE(b.supports(Op::kConv, types(Precision::kFp32)));
-  for (Precision p : {Precision::kTf32, Precision::kFp16, Precision::kBf16}) {
-    EXPECT_FALSE(b.supports(Op::kConv, types(p)));
-    EXPECT_THROW(b.require(Op::kMatmul, types(p)), Unsupported);
+  for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {
+    EXPECT_TRUE(b.supports(Op::kConv, types(p))) << precision_name(p);
+    EXPECT_NO_THROW(b.require(Op::kLossScale, types(p)));
   }
-  // f32 data with f32 parameters, but 16-bit math: still refused.
-  EXPECT_FALSE(b.supports(Op::kBatchNorm, OpTypes{Precision::kBf16, DType::kF32, DType::kF32}));
-  Tensor h = b.empty({4}, DType::kF16, MemCategory::kActivations, "half");
-  Tensor y = make({4}, {0, 0, 0, 0});
-  EXPECT_THROW(b.relu_forward(h, y), Unsupported);
+  EXPECT_FALSE(b.supports(Op::kConv, types(Precision::kTf32)));
+  EXPECT_THROW(b.require(Op::kMatmul, types(Precision::kTf32)), Unsupported);
+  EXPECT_FALSE(b.supports(Op::kBatchNorm, OpTypes{Precision::kBf16, DType::kI64, DType::kF32}));
+}
+
+// A 16-bit op is the f32 op on the widened inputs, rounded once to nearest even on store: bit
+// for bit, whether the output is written only (beta 0), read and written (beta 0.5), or is also
+// the input (ReLU in place).
+TEST_F(CpuOps, SixteenBitOpsComputeInF32AndRoundOnStore) {
+  Rng rng(4);
+  const auto random = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float& x : v) x = rng.uniform(-3.f, 3.f);
+    return v;
+  };
+  const auto stored = [&](const std::vector<float>& v, const Shape& s, DType t) {
+    Tensor out = b.empty(s, t, MemCategory::kActivations, "16-bit");
+    floats_to_dtype(v.data(), out.numel(), t, out.raw());
+    return out;
+  };
+  const auto widened = [&](const Tensor& t) {
+    std::vector<float> v(t.numel());
+    dtype_to_floats(t.raw(), t.numel(), t.dtype(), v.data());
+    return v;
+  };
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const Tensor a = stored(random(15), {3, 5}, t), w = stored(random(20), {5, 4}, t);
+    for (float beta : {0.f, 0.5f}) {
+      Tensor c = stored(random(12), {3, 4}, t);
+      Tensor c32 = make({3, 4}, widened(c));
+      b.matmul(Precision::kBf16, false, false, 1.f, a, w, beta, c);
+      b.matmul(Precision::kFp32, false, false, 1.f, make({3, 5}, widened(a)),
+               make({5, 4}, widened(w)), beta, c32);
+      const Tensor want = stored(get(c32), {3, 4}, t);
+      EXPECT_EQ(std::memcmp(c.raw(), want.raw(), c.bytes()), 0) << "beta " << beta;
+    }
+    Tensor y = stored(random(12), {12}, t);
+    std::vector<float> relu = widened(y);
+    for (float& x : relu) x = x > 0.f ? x : 0.f;
+    b.relu_forward(y, y);
+    EXPECT_EQ(widened(y), relu);
+  }
 }
 
 }  // namespace

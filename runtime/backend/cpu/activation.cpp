@@ -1,9 +1,13 @@
 // ReLU. Backward reads the output, so the input may be released or overwritten.
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 
 namespace dlb {
 
-void CpuBackend::relu_forward(const Tensor& x, Tensor& y) {
+void CpuBackend::relu_forward(const Tensor& x_s, Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  Tensor& y = f32.out(y_s);
   check_f32(x, "relu input");
   check_same_shape(x, y, "relu");
   const float* xp = x.data<float>();
@@ -12,7 +16,11 @@ void CpuBackend::relu_forward(const Tensor& x, Tensor& y) {
   for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] > 0.f ? xp[i] : 0.f;
 }
 
-void CpuBackend::relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) {
+void CpuBackend::relu_backward(const Tensor& y_s, const Tensor& dy_s, Tensor& dx_s) {
+  F32Views f32(*this);
+  const Tensor& y = f32.in(y_s);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& dx = f32.out(dx_s);
   check_same_shape(y, dy, "relu backward");
   check_same_shape(y, dx, "relu backward");
   const float* yp = y.data<float>();

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -24,9 +25,19 @@ Dims bn_dims(const Tensor& x, const Tensor& gamma) {
 }
 }  // namespace
 
-void CpuBackend::batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                  Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                                  Tensor& save_invstd, Tensor& y, float momentum, float eps) {
+void CpuBackend::batch_norm_train(const Tensor& x_s, const Tensor& gamma_s, const Tensor& beta_s,
+                                  Tensor& running_mean_s, Tensor& running_var_s,
+                                  Tensor& save_mean_s, Tensor& save_invstd_s, Tensor& y_s,
+                                  float momentum, float eps) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& gamma = f32.in(gamma_s);
+  const Tensor& beta = f32.in(beta_s);
+  Tensor& running_mean = f32.inout(running_mean_s);
+  Tensor& running_var = f32.inout(running_var_s);
+  Tensor& save_mean = f32.out(save_mean_s);
+  Tensor& save_invstd = f32.out(save_invstd_s);
+  Tensor& y = f32.out(y_s);
   const Dims d = bn_dims(x, gamma);
   const int64_t m = d.n * d.inner;
   if (m < 2) {
@@ -66,9 +77,16 @@ void CpuBackend::batch_norm_train(const Tensor& x, const Tensor& gamma, const Te
   }
 }
 
-void CpuBackend::batch_norm_infer(const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                                  const Tensor& running_mean, const Tensor& running_var, Tensor& y,
-                                  float eps) {
+void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, const Tensor& beta_s,
+                                  const Tensor& running_mean_s, const Tensor& running_var_s,
+                                  Tensor& y_s, float eps) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& gamma = f32.in(gamma_s);
+  const Tensor& beta = f32.in(beta_s);
+  const Tensor& running_mean = f32.in(running_mean_s);
+  const Tensor& running_var = f32.in(running_var_s);
+  Tensor& y = f32.out(y_s);
   const Dims d = bn_dims(x, gamma);
   for (int64_t c = 0; c < d.c; ++c) {
     const float invstd = 1.f / std::sqrt(running_var.data<float>()[c] + eps);
@@ -82,9 +100,18 @@ void CpuBackend::batch_norm_infer(const Tensor& x, const Tensor& gamma, const Te
   }
 }
 
-void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
-                                     const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
-                                     Tensor& dgamma, Tensor& dbeta) {
+void CpuBackend::batch_norm_backward(const Tensor& x_s, const Tensor& dy_s, const Tensor& gamma_s,
+                                     const Tensor& save_mean_s, const Tensor& save_invstd_s,
+                                     Tensor& dx_s, Tensor& dgamma_s, Tensor& dbeta_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& dy = f32.in(dy_s);
+  const Tensor& gamma = f32.in(gamma_s);
+  const Tensor& save_mean = f32.in(save_mean_s);
+  const Tensor& save_invstd = f32.in(save_invstd_s);
+  Tensor& dx = f32.out(dx_s);
+  Tensor& dgamma = f32.out(dgamma_s);
+  Tensor& dbeta = f32.out(dbeta_s);
   const Dims d = bn_dims(x, gamma);
   const int64_t m = d.n * d.inner;
   for (int64_t c = 0; c < d.c; ++c) {

@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -167,7 +168,12 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
   return plan;
 }
 
-void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x, const Tensor& w, Tensor& y) {
+void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
+                              Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& w = f32.in(w_s);
+  Tensor& y = f32.out(y_s);
   const auto& plan = cpu_plan(plan_);
   const ConvDesc& d = plan.desc();
   const Geometry& g = plan.geo();
@@ -194,8 +200,12 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x, const Tens
   }
 }
 
-void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy, const Tensor& w,
-                                    Tensor& dx) {
+void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, const Tensor& w_s,
+                                    Tensor& dx_s) {
+  F32Views f32(*this);
+  const Tensor& dy = f32.in(dy_s);
+  const Tensor& w = f32.in(w_s);
+  Tensor& dx = f32.out(dx_s);
   const auto& plan = cpu_plan(plan_);
   const ConvDesc& d = plan.desc();
   const Geometry& g = plan.geo();
@@ -218,8 +228,12 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy, con
   }
 }
 
-void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x, const Tensor& dy,
-                                      Tensor& dw) {
+void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, const Tensor& dy_s,
+                                      Tensor& dw_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& dw = f32.out(dw_s);
   const auto& plan = cpu_plan(plan_);
   const ConvDesc& d = plan.desc();
   const Geometry& g = plan.geo();
@@ -241,7 +255,10 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x, co
   }
 }
 
-void CpuBackend::bias_add(const Tensor& b, Tensor& y) {
+void CpuBackend::bias_add(const Tensor& b_s, Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& b = f32.in(b_s);
+  Tensor& y = f32.inout(y_s);
   check_f32(b, "bias");
   check_f32(y, "bias output");
   const int64_t n = y.dim(0), c = y.dim(1), inner = y.numel() / (n * c);
@@ -257,7 +274,10 @@ void CpuBackend::bias_add(const Tensor& b, Tensor& y) {
     }
 }
 
-void CpuBackend::bias_backward(const Tensor& dy, Tensor& db) {
+void CpuBackend::bias_backward(const Tensor& dy_s, Tensor& db_s) {
+  F32Views f32(*this);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& db = f32.out(db_s);
   check_f32(dy, "bias gradient input");
   check_f32(db, "bias gradient");
   const int64_t n = dy.dim(0), c = dy.dim(1), inner = dy.numel() / (n * c);

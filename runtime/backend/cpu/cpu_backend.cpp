@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -15,9 +16,12 @@ CpuBackend::CpuBackend(const BackendOptions& options)
     : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)),
       workspace_limit_(options.workspace_limit) {}
 
-// Strict f32 everywhere: no reduced-precision math and no 16-bit storage.
+// Every op computes in f32 (no TF32: products are strict). Tensors may hold f32, f16 or bf16:
+// 16-bit ones are widened to f32 for the op and rounded back on store (f32_views.h), so fp16 and
+// bf16 math means 16-bit storage here.
 bool CpuBackend::supports(Op, const OpTypes& t) const {
-  return t.math == Precision::kFp32 && t.data == DType::kF32 && t.params == DType::kF32;
+  const auto stored = [](DType d) { return d == DType::kF32 || is_16bit(d); };
+  return t.math != Precision::kTf32 && stored(t.data) && stored(t.params);
 }
 
 std::map<std::string, std::string> CpuBackend::environment() const {
@@ -60,7 +64,11 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
   std::memmove(dst.raw(), src.raw(), src.bytes());
 }
 
-void CpuBackend::fill(Tensor& t, float value) {
+void CpuBackend::cast(const Tensor& src, Tensor& dst) { convert(src, dst); }
+
+void CpuBackend::fill(Tensor& t_s, float value) {
+  F32Views f32(*this);
+  Tensor& t = f32.out(t_s);
   check_f32(t, "fill");
   float* p = t.data<float>();
   std::fill(p, p + t.numel(), value);

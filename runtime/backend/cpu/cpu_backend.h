@@ -1,5 +1,6 @@
-// The reference backend: plain loops, im2col and OpenBLAS sgemm, f32 and NCHW only. Every other
-// backend is tested against it. Each op lives in the file of the same name.
+// The reference backend: plain loops, im2col and OpenBLAS sgemm, in f32 and NCHW. Tensors may be
+// stored in f16 or bf16: an op then computes on f32 copies and rounds on store (f32_views.h).
+// Every other backend is tested against it. Each op lives in the file of the same name.
 #pragma once
 #include "runtime/backend/backend.h"
 
@@ -16,6 +17,7 @@ class CpuBackend final : public Backend {
   void copy_to_host(const Tensor& src, void* dst) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& t, float value) override;
+  void cast(const Tensor& src, Tensor& dst) override;
   void synchronize() override {}
 
   std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& desc) override;
@@ -62,6 +64,13 @@ class CpuBackend final : public Backend {
 
   void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
                   Tensor& param) override;
+
+  void softmax_cross_entropy_backward_scaled(const Tensor& probs, const Tensor& labels,
+                                             const Tensor& scaler, Tensor& dlogits) override;
+  void find_non_finite(const Tensor& grads, Tensor& scaler) override;
+  void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
+                           Tensor& momentum_buf, Tensor& param) override;
+  void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler) override;
 
   float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
 

@@ -1,11 +1,17 @@
 // Inverted dropout: kept values are scaled by 1/(1-p) in training, so inference is the identity.
 // Element i is dropped when counter_uniform(seed, i) < p: the CUDA backend draws the same mask.
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/counter_hash.h"
 
 namespace dlb {
 
-void CpuBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) {
+void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tensor& mask_s,
+                                 Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  Tensor& mask = f32.out(mask_s);
+  Tensor& y = f32.out(y_s);
   check_same_shape(x, y, "dropout");
   check_same_shape(x, mask, "dropout mask");
   const float keep_scale = 1.f / (1.f - p);
@@ -18,7 +24,11 @@ void CpuBackend::dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor
   }
 }
 
-void CpuBackend::dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) {
+void CpuBackend::dropout_backward(const Tensor& dy_s, const Tensor& mask_s, Tensor& dx_s) {
+  F32Views f32(*this);
+  const Tensor& dy = f32.in(dy_s);
+  const Tensor& mask = f32.in(mask_s);
+  Tensor& dx = f32.out(dx_s);
   check_same_shape(dy, mask, "dropout backward");
   const float* g = dy.data<float>();
   const float* m = mask.data<float>();

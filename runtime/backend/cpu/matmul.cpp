@@ -3,13 +3,18 @@
 #include <fmt/format.h>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
 
-void CpuBackend::matmul(Precision /*math: fp32 only, checked by require()*/, bool trans_a,
-                        bool trans_b, float alpha, const Tensor& a, const Tensor& b, float beta,
-                        Tensor& c) {
+// In f32 whatever the math (16-bit operands are widened, and c rounded back on store).
+void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float alpha,
+                        const Tensor& a_s, const Tensor& b_s, float beta, Tensor& c_s) {
+  F32Views f32(*this);
+  const Tensor& a = f32.in(a_s);
+  const Tensor& b = f32.in(b_s);
+  Tensor& c = beta == 0.f ? f32.out(c_s) : f32.inout(c_s);
   check_f32(a, "matmul a");
   check_f32(b, "matmul b");
   check_f32(c, "matmul c");

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -34,7 +35,10 @@ int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 }  // namespace
 
-void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
+void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  Tensor& y = f32.out(y_s);
   const PoolGeo g = pool_geo(x, y);
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
@@ -61,8 +65,13 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
   }
 }
 
-void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y,
-                               const Tensor& dy, Tensor& dx) {
+void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tensor& y_s,
+                               const Tensor& dy_s, Tensor& dx_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& y = f32.in(y_s);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& dx = f32.out(dx_s);
   const PoolGeo g = pool_geo(x, y);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
   for (int64_t pl = 0; pl < g.planes; ++pl) {
@@ -92,7 +101,10 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor&
   }
 }
 
-void CpuBackend::adaptive_avg_pool_forward(const Tensor& x, Tensor& y) {
+void CpuBackend::adaptive_avg_pool_forward(const Tensor& x_s, Tensor& y_s) {
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  Tensor& y = f32.out(y_s);
   const PoolGeo g = pool_geo(x, y);
   for (int64_t pl = 0; pl < g.planes; ++pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
@@ -110,7 +122,10 @@ void CpuBackend::adaptive_avg_pool_forward(const Tensor& x, Tensor& y) {
   }
 }
 
-void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) {
+void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy_s, Tensor& dx_s) {
+  F32Views f32(*this);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& dx = f32.out(dx_s);
   const PoolGeo g = pool_geo(dx, dy);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
   for (int64_t pl = 0; pl < g.planes; ++pl) {

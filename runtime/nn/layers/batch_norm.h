@@ -32,8 +32,8 @@ class BatchNorm final : public Layer {
  private:
   int64_t channels_;
   float eps_, momentum_;
-  Param weight_{"weight", {}, {}};
-  Param bias_{"bias", {}, {}};
+  Param weight_{"weight", {}, {}, {}};
+  Param bias_{"bias", {}, {}, {}};
   Tensor running_mean_, running_var_, save_mean_, save_invstd_;
   int64_t num_batches_tracked_ = 0;
   bool relu_ = false;

@@ -51,20 +51,23 @@ void Conv2d::setup(LayerSetup& s) {
   weight_.value = s.tensors.param("weight", ws, master);
   if (o_.bias) bias_.value = s.tensors.param("bias", {o_.out_channels}, master);
   init_weight_and_bias(s.backend, o_.init, s.rng, weight_.value, bias_.value);
+  const DType compute = s.policy.compute_weights;
+  weight_.compute = s.tensors.compute_copy("weight", weight_.value, compute);
+  if (o_.bias) bias_.compute = s.tensors.compute_copy("bias", bias_.value, compute);
   plan_ = s.backend.make_conv_plan(describe(s.in.at(0), s.op_types()));
 }
 
 void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
   if (o_.bias) {
-    ctx.backend.conv_bias_forward(*plan_, *x[0], weight_.value, bias_.value, y);
+    ctx.backend.conv_bias_forward(*plan_, *x[0], weight_.for_compute(), bias_.for_compute(), y);
   } else {
-    ctx.backend.conv_forward(*plan_, *x[0], weight_.value, y);
+    ctx.backend.conv_forward(*plan_, *x[0], weight_.for_compute(), y);
   }
 }
 
 void Conv2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
                            const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, weight_.value, *dx[0]);
+  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, weight_.for_compute(), *dx[0]);
 }
 
 void Conv2d::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,

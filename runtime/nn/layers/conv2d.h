@@ -41,8 +41,8 @@ class Conv2d final : public Layer {
 
  private:
   Conv2dOptions o_;
-  Param weight_{"weight", {}, {}};
-  Param bias_{"bias", {}, {}};
+  Param weight_{"weight", {}, {}, {}};
+  Param bias_{"bias", {}, {}, {}};
   std::unique_ptr<ConvPlan> plan_;
 };
 

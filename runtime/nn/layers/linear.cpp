@@ -27,16 +27,20 @@ void Linear::setup(LayerSetup& s) {
   weight_.value = s.tensors.param("weight", {out_, in_}, s.policy.master_weights);
   bias_.value = s.tensors.param("bias", {out_}, s.policy.master_weights);
   init_weight_and_bias(s.backend, init_, s.rng, weight_.value, bias_.value);
+  weight_.compute = s.tensors.compute_copy("weight", weight_.value, s.policy.compute_weights);
+  bias_.compute = s.tensors.compute_copy("bias", bias_.value, s.policy.compute_weights);
 }
 
 void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  ctx.backend.matmul(math_, false, true, 1.f, *x[0], weight_.value, 0.f, y);
-  ctx.backend.bias_add(bias_.value, y);
+  ctx.backend.matmul(math_, false, true, 1.f, *x[0], weight_.for_compute(), 0.f, y);
+  ctx.backend.bias_add(bias_.for_compute(), y);
 }
 
 void Linear::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
                            const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.matmul(math_, false, false, 1.f, dy, weight_.value, 0.f, *dx[0]);
+  if (dx[0]) {
+    ctx.backend.matmul(math_, false, false, 1.f, dy, weight_.for_compute(), 0.f, *dx[0]);
+  }
 }
 
 void Linear::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,

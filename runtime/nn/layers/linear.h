@@ -25,8 +25,8 @@ class Linear final : public Layer {
  private:
   int64_t in_, out_;
   Init init_;
-  Param weight_{"weight", {}, {}};
-  Param bias_{"bias", {}, {}};
+  Param weight_{"weight", {}, {}, {}};
+  Param bias_{"bias", {}, {}, {}};
   Precision math_ = Precision::kFp32;  // the run's, from setup
 };
 

@@ -1,0 +1,39 @@
+// The CPU backend's 16-bit storage: its ops compute in f32. An op whose tensors hold f16 or bf16
+// takes an f32 copy of each one it reads, computes into f32 copies of those it writes, and rounds
+// those back on store, to nearest even (runtime/core/half.h), when the views go out of scope.
+// f32 tensors pass through untouched: an fp32 run is the same code, and the same bits, as before.
+// The copies come from the backend's allocator as workspace and live for one op.
+#pragma once
+#include <deque>
+
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+// Element-wise conversion between f32, f16 and bf16 tensors of one element count (rounding to
+// nearest even where the destination is narrower; exact where it is wider).
+void convert(const Tensor& src, Tensor& dst);
+bool is_16bit(DType t);
+
+class F32Views {
+ public:
+  explicit F32Views(DeviceMemory& memory) : memory_(memory) {}
+  F32Views(const F32Views&) = delete;
+  F32Views& operator=(const F32Views&) = delete;
+  ~F32Views();  // rounds every written view back into its tensor
+
+  const Tensor& in(const Tensor& t);  // read only
+  Tensor& out(Tensor& t);             // written in full, not read
+  Tensor& inout(Tensor& t);           // read and written
+
+ private:
+  Tensor& view(const Tensor& t, bool read, Tensor* write_back);
+  struct View {
+    Tensor wide;
+    Tensor* narrow;  // null: read only
+  };
+  DeviceMemory& memory_;
+  std::deque<View> views_;  // stable references
+};
+
+}  // namespace dlb

@@ -1,0 +1,38 @@
+// Dynamic loss scaling for fp16 training, with torch.cuda.amp.GradScaler's defaults and semantics
+// (initial scale 2^16, growth 2 every 2,000 clean steps, backoff 0.5; LossScaleConfig). Its state
+// stays on the device (Backend::LossScaleSlot), so a step never waits for the host: the loss
+// gradient is scaled as it is computed, the first update of a step checks every gradient for inf
+// or NaN, each update divides by the scale or does nothing, and after the last one the scale is
+// updated. bf16 has float's range and runs without it, as in PyTorch.
+#pragma once
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+class LossScaler {
+ public:
+  // `gradients`: the flat buffer of every parameter gradient (alignment gaps zeroed).
+  LossScaler(Backend& backend, const LossScaleConfig& config, Tensor gradients);
+  const LossScaleConfig& config() const { return config_; }
+  const Tensor& state() const { return state_; }
+
+  // dlogits = scale * d(loss)/d(logits), rounded once to dlogits' type.
+  void scaled_loss_gradient(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
+  // Before a step's first update: whether any gradient is inf or NaN (on the device).
+  void check_gradients();
+  // After a step's last update.
+  void update();
+
+  // Read back from the device (this synchronises): the current scale and the skipped steps.
+  float scale();
+  int64_t skipped_steps();
+
+ private:
+  float read(LossScaleSlot slot);
+  Backend& backend_;
+  LossScaleConfig config_;
+  Tensor gradients_;
+  Tensor state_;
+};
+
+}  // namespace dlb
