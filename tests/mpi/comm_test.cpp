@@ -75,7 +75,9 @@ TEST_F(CommTest, SixteenBitSumsAndAverages) {
       floats_to_dtype(values.data(), count, t16, t.raw());
       comm->allreduce(t, ReduceOp::kAverage);
       dtype_to_floats(t.raw(), count, t16, values.data());
-      EXPECT_EQ(values[count - 1], (n - 1) / 2.f) << dtype_name(t16);
+      for (int64_t i = 0; i < count; ++i) {
+        ASSERT_EQ(values[i], (n - 1) / 2.f) << dtype_name(t16) << " " << i;
+      }
     }
   }
 }
@@ -174,6 +176,48 @@ TEST_F(CommTest, BroadcastBuffersGivesEveryRankRankZerosRunningStatistics) {
     EXPECT_EQ(all_after, all_before);  // rank 0 keeps its own
   }
 }
+
+// fp16 with an overflow on the last rank only, in one step: the all-reduce carries it to every
+// rank, so every rank skips that step (its weights stay as they were), halves its scale and
+// counts one skipped step, in every overlap strategy (the skip check completes every bucket's
+// reduction before the step's first update, whichever bucket that update is for).
+class Fp16Skip : public ::testing::TestWithParam<OverlapStrategy> {};
+
+TEST_P(Fp16Skip, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
+  auto backend = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
+  Rng rng(3);
+  g.setup(*backend, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  TrainConfig tc;
+  tc.comm = comm;
+  tc.overlap = GetParam();
+  tc.bucket_mb = 0.1;  // several buckets
+  tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 100};
+  Trainer t(*backend, g, tc);
+  t.broadcast_weights();
+  const Dataset d = make_synthetic(4, 1, 8, 10, 40 + static_cast<uint64_t>(comm->rank()));
+  std::vector<float> overflowing = d.images;
+  overflowing[3] = 1e6f;  // beyond fp16's range
+  const bool last = comm->rank() == comm->size() - 1;
+  uint64_t before_skip = 0;
+  for (int step = 0; step < 4; ++step) {
+    t.load_batch(step == 2 && last ? overflowing.data() : d.images.data(), d.labels.data());
+    t.step();
+    t.flush();  // the forward strategy's deferred updates, so the weights read are this step's
+    if (step == 1) before_skip = t.weights_checksum();
+    if (step == 2) {
+      EXPECT_EQ(t.weights_checksum(), before_skip) << "the overflowing step updated";
+    }
+  }
+  EXPECT_EQ(t.loss_scaler()->scale(), 512.f);
+  EXPECT_EQ(t.loss_scaler()->skipped_steps(), 1);
+  EXPECT_TRUE(t.weights_identical_across_ranks());
+}
+
+INSTANTIATE_TEST_SUITE_P(Strategies, Fp16Skip,
+                         ::testing::Values(OverlapStrategy::kNone, OverlapStrategy::kBackward,
+                                           OverlapStrategy::kForward),
+                         [](const auto& info) { return std::string(overlap_name(info.param)); });
 
 }  // namespace
 }  // namespace dlb

@@ -88,6 +88,19 @@ class DelegatingBackend : public Backend {
   void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
     cpu_.sgd_update(c, g, m, p);
   }
+  void cast(const Tensor& src, Tensor& dst) override { cpu_.cast(src, dst); }
+  void softmax_cross_entropy_backward_scaled(const Tensor& p, const Tensor& l, const Tensor& s,
+                                             Tensor& dz) override {
+    cpu_.softmax_cross_entropy_backward_scaled(p, l, s, dz);
+  }
+  void find_non_finite(const Tensor& g, Tensor& s) override { cpu_.find_non_finite(g, s); }
+  void sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s, Tensor& m,
+                           Tensor& p) override {
+    cpu_.sgd_update_unscaled(c, g, s, m, p);
+  }
+  void update_loss_scale(const LossScaleConfig& c, Tensor& s) override {
+    cpu_.update_loss_scale(c, s);
+  }
 
  private:
   CpuBackend cpu_{{}};

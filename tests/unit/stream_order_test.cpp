@@ -17,6 +17,7 @@
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <set>
 #include <string>
@@ -46,7 +47,7 @@ Range range_of(const Tensor& t) {
 }
 
 struct Event {
-  enum Kind { kWrite, kAllreduce, kOrderBefore, kUpdate, kRead, kCopyIn, kWaitInput } kind;
+  enum Kind { kWrite, kAllreduce, kOrderBefore, kUpdate, kRead, kCopyIn, kWaitInput, kCheck } kind;
   Range range;
   const void* stream = nullptr;
   int handle = -1;  // an all-reduce's or an input copy's id
@@ -135,6 +136,15 @@ class RecordingBackend final : public DelegatingBackend {
   void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
     log_.events.push_back({Event::kUpdate, range_of(g)});
     DelegatingBackend::sgd_update(c, g, m, p);
+  }
+  void sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s, Tensor& m,
+                           Tensor& p) override {
+    log_.events.push_back({Event::kUpdate, range_of(g)});
+    DelegatingBackend::sgd_update_unscaled(c, g, s, m, p);
+  }
+  void find_non_finite(const Tensor& g, Tensor& s) override {
+    log_.events.push_back({Event::kCheck, range_of(g)});
+    DelegatingBackend::find_non_finite(g, s);
   }
 
  private:
@@ -280,6 +290,49 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StreamOrder,
                          ::testing::Values(OverlapStrategy::kNone, OverlapStrategy::kBackward,
                                            OverlapStrategy::kForward),
                          [](const auto& info) { return std::string(overlap_name(info.param)); });
+
+// fp16's loss scaling decides a step's skip from every gradient: its check must come after every
+// reduction of the step is ordered before the stream (not only the first-updated bucket's), and
+// before the step's first update; in every strategy, with several buckets.
+TEST_P(StreamOrder, LossScalingChecksEveryReducedGradientBeforeTheFirstUpdate) {
+  Log log;
+  RecordingBackend backend(log);
+  RecordingCommunicator comm(log);
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
+  Rng rng(1);
+  g.setup(backend, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  TrainConfig tc;
+  tc.comm = &comm;
+  tc.overlap = GetParam();
+  tc.bucket_mb = 0.01;  // several buckets of 16-bit gradients
+  Trainer t(backend, g, tc);
+  ASSERT_GE(t.bucket_plan().buckets.size(), 3u);
+  const Dataset d = make_synthetic(4, 1, 8, 10, 4);
+  t.load_batch(d.images.data(), d.labels.data());
+  log.events.clear();
+  for (int s = 0; s < 3; ++s) t.step();
+  t.flush();
+  int checks = 0;
+  std::vector<int> unordered;  // all-reduces launched and not yet ordered before the stream
+  bool checked_since_updates = false;
+  for (const Event& e : log.events) {
+    if (e.kind == Event::kAllreduce) unordered.push_back(e.handle);
+    if (e.kind == Event::kOrderBefore) {
+      unordered.erase(std::remove(unordered.begin(), unordered.end(), e.handle), unordered.end());
+    }
+    if (e.kind == Event::kCheck) {
+      ++checks;
+      EXPECT_TRUE(unordered.empty()) << "the inf check runs before all-reduce " << unordered[0]
+                                     << " is ordered before the stream";
+      checked_since_updates = true;
+    }
+    if (e.kind == Event::kUpdate) {
+      EXPECT_TRUE(checked_since_updates) << "an update before the step's inf check";
+    }
+    if (e.kind == Event::kAllreduce) checked_since_updates = false;
+  }
+  EXPECT_EQ(checks, 3);
+}
 
 // Every read of an input buffer waits for the latest copy into it; every copy into a buffer waits
 // for a position after every earlier read of it. Returns how many copies may run while compute

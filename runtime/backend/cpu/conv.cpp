@@ -200,6 +200,14 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Te
   }
 }
 
+void CpuBackend::conv_bias_forward(const ConvPlan& plan, const Tensor& x_s, const Tensor& w_s,
+                                   const Tensor& b_s, Tensor& y_s) {
+  F32Views f32(*this);
+  Tensor& y = f32.out(y_s);
+  conv_forward(plan, f32.in(x_s), f32.in(w_s), y);
+  bias_add(f32.in(b_s), y);
+}
+
 void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, const Tensor& w_s,
                                     Tensor& dx_s) {
   F32Views f32(*this);

@@ -9,6 +9,7 @@
 
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
 
 namespace dlb {
 
@@ -66,9 +67,13 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
 
 void CpuBackend::cast(const Tensor& src, Tensor& dst) { convert(src, dst); }
 
-void CpuBackend::fill(Tensor& t_s, float value) {
-  F32Views f32(*this);
-  Tensor& t = f32.out(t_s);
+void CpuBackend::fill(Tensor& t, float value) {
+  if (is_16bit(t.dtype())) {  // the stored pattern, without an f32 copy of the tensor
+    uint16_t bits = 0;
+    floats_to_dtype(&value, 1, t.dtype(), &bits);
+    std::fill(t.data<uint16_t>(), t.data<uint16_t>() + t.numel(), bits);
+    return;
+  }
   check_f32(t, "fill");
   float* p = t.data<float>();
   std::fill(p, p + t.numel(), value);

@@ -26,6 +26,9 @@ class CpuBackend final : public Backend {
                           Tensor& dx) override;
   void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override;
+  // Convolution and bias on f32 views, rounded once on store (as PyTorch's CPU kernels do).
+  void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,
+                         Tensor& y) override;
   void bias_add(const Tensor& b, Tensor& y) override;
   void bias_backward(const Tensor& dy, Tensor& db) override;
 

@@ -14,7 +14,8 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tens
   Tensor& y = f32.out(y_s);
   check_same_shape(x, y, "dropout");
   check_same_shape(x, mask, "dropout mask");
-  const float keep_scale = 1.f / (1.f - p);
+  // What the mask stores (1/(1-p) rounded to its type), so forward scales as backward will.
+  const float keep_scale = F32Views::stored_value(1.f / (1.f - p), mask_s.dtype());
   float* m = mask.data<float>();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();

@@ -55,8 +55,20 @@ void convert(const Tensor& src, Tensor& dst) {
 }
 
 F32Views::~F32Views() {
+  if (std::uncaught_exceptions() > exceptions_) return;
   for (View& v : views_) {
     if (v.narrow) convert(v.wide, *v.narrow);
+  }
+}
+
+float F32Views::stored_value(float x, DType t) {
+  switch (t) {
+    case DType::kF16:
+      return f16_to_float(float_to_f16(x));
+    case DType::kBF16:
+      return bf16_to_float(float_to_bf16(x));
+    default:
+      return x;
   }
 }
 

@@ -5,6 +5,7 @@
 // The copies come from the backend's allocator as workspace and live for one op.
 #pragma once
 #include <deque>
+#include <exception>
 
 #include "runtime/backend/backend.h"
 
@@ -17,10 +18,15 @@ bool is_16bit(DType t);
 
 class F32Views {
  public:
-  explicit F32Views(DeviceMemory& memory) : memory_(memory) {}
+  explicit F32Views(DeviceMemory& memory)
+      : memory_(memory), exceptions_(std::uncaught_exceptions()) {}
   F32Views(const F32Views&) = delete;
   F32Views& operator=(const F32Views&) = delete;
-  ~F32Views();  // rounds every written view back into its tensor
+  // Rounds every written view back into its tensor, unless the op threw (then the tensors keep
+  // what they held: a failed op leaves no half-written scratch behind).
+  ~F32Views();
+  // The dtype's value nearest to x (to nearest even), as a float: what storing x keeps.
+  static float stored_value(float x, DType t);
 
   const Tensor& in(const Tensor& t);  // read only
   Tensor& out(Tensor& t);             // written in full, not read
@@ -33,6 +39,7 @@ class F32Views {
     Tensor* narrow;  // null: read only
   };
   DeviceMemory& memory_;
+  int exceptions_;
   std::deque<View> views_;  // stable references
 };
 
