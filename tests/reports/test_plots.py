@@ -73,26 +73,41 @@ def test_batch_plot_draws_throughput_and_peak_memory(results):
     assert "MiB" in fig.axes[1].get_ylabel()
 
 
-def test_precision_plot_bars_and_mfu_labels(results):
+def test_precision_plot_bars_mfu_labels_and_memory(results):
     rs = load(results("precision"))
     cpu = rs.ok[0].data["environment"]["device"]
     peaks = [{"name": "test CPU", "match": f"^{cpu}$", "peak_flops": {"fp32": 2.0e11},
               "source": "a peak made up for this test"}]
     fig = precision.render(rs.records, peaks)
     bars = bars_by_gid(fig, "precision:")
-    assert set(bars) == {"precision:fp32"}  # the CPU backend runs fp32 only; others unsupported
+    # The CPU runs fp32, and fp16 and bf16 as 16-bit storage; tf32 is unsupported (no bar).
+    assert set(bars) == {"precision:fp32", "precision:fp16", "precision:bf16"}
     models = [t.get_text() for t in fig.axes[0].get_xticklabels()]
-    want = {r.config["model"]: r for r in rs.ok}
-    assert [b.get_height() for b in bars["precision:fp32"]] == pytest.approx(
-        [want[m].data["metrics"]["throughput_img_s"] for m in models])
+    want = {(r.config["model"], r.config["precision"]): r for r in rs.ok}
+    for p in ("fp32", "fp16", "bf16"):
+        assert [b.get_height() for b in bars[f"precision:{p}"]] == pytest.approx(
+            [want[(m, p)].data["metrics"]["throughput_img_s"] for m in models])
     labels = {t.get_gid(): t.get_text() for t in fig.axes[0].texts}
     for m in models:
-        mfu = want[m].data["metrics"]["achieved_flops_per_s"] / 2.0e11
+        mfu = want[(m, "fp32")].data["metrics"]["achieved_flops_per_s"] / 2.0e11
         assert labels[f"mfu:{m}:fp32"] == f"MFU {100 * mfu:.1f}%"
+        assert labels[f"mfu:{m}:bf16"] == "MFU n/a"  # no bf16 peak in the table above
+    # Below: each point's memory, stacked by category, as its record has it.
+    memory = bars_by_gid(fig, "memory:")
+    for (m, p), r in want.items():
+        for cat, value in r.data["memory"]["peak_bytes_by_category"].items():
+            if value:
+                bar = memory[f"memory:{p}:{cat}"][models.index(m)]
+                assert bar.get_height() == pytest.approx(value / 2**20)
+    for m in models:  # 16-bit activations: half of fp32's, plus the loss's few f32 bytes
+        act = {p: want[(m, p)].data["memory"]["peak_bytes_by_category"]["activations"]
+               for p in ("fp32", "bf16", "fp16")}
+        assert act["bf16"] == act["fp16"] and act["fp32"] / 2 <= act["bf16"] < act["fp32"] * 0.51
     # With the shipped table a CPU has no peak: the label says so, the footnote says why.
     fig = precision.render(rs.records)
     assert all(t.get_text() == "MFU n/a" for t in fig.axes[0].texts if t.get_gid())
-    assert "unsupported" in fig.texts[0].get_text() and "no dense peak" in fig.texts[0].get_text()
+    note = " ".join(fig.texts[0].get_text().split())  # the footnote wraps at any space
+    assert "unsupported" in note and "no dense peak" in note
 
 
 def test_overlap_plot_stacks_the_step(results):

@@ -13,11 +13,12 @@ def test_report_shows_every_point_and_its_failures(results):
     html = r.html.read_text()
     records = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
     statuses = [x["status"] for x in records]
-    assert statuses.count("unsupported") == 6 and statuses.count("ok") == 2
+    # On the CPU: fp32, fp16 and bf16 run; tf32 (no TF32 on a CPU) is unsupported.
+    assert statuses.count("unsupported") == 2 and statuses.count("ok") == 6
     for x in records:
         if x["status"] != "ok":
             assert x["message"] in md and x["message"] in html
-    assert md.count("| unsupported |") == 6
+    assert md.count("| unsupported |") == 2
     assert "## Failures" in md and "None: every point ended ok" not in md
     for x in records:
         if x["status"] == "ok":

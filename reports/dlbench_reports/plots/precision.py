@@ -1,11 +1,15 @@
-"""Throughput per model, one bar per precision, each labelled with its MFU."""
+"""Throughput per model, one bar per precision, each labelled with its MFU; below it, each
+point's peak memory stacked by category, so a precision's memory (16-bit activations and
+gradients, f32 master weights and their 16-bit copies) sits under its speed."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import peaks as peaks_mod
-from ..records import Record
+from ..records import Record, schema_enum
 from . import common
+
+CATEGORIES = schema_enum("memory_category")
 
 ORDER = ["fp32", "tf32", "fp16", "bf16"]
 
@@ -19,8 +23,34 @@ def table(records: list[Record], peaks: list[dict]) -> dict:
     for r in ok:
         key = (r.config["model"], r.config.get("precision", "fp32"))
         cells[key] = {"throughput": r.need("metrics.throughput_img_s"),
-                      "mfu": peaks_mod.mfu(r, peaks)}
+                      "mfu": peaks_mod.mfu(r, peaks),
+                      "memory": r.need("memory.peak_bytes_by_category")}
     return {"models": models, "precisions": precisions, "cells": cells}
+
+
+def memory_panel(ax, t: dict, x, width: float) -> None:
+    """Peak memory by category, one stacked bar per (model, precision), placed as the bars above."""
+    cats = [c for c in CATEGORIES if any(cell["memory"].get(c, 0) for cell in t["cells"].values())]
+    for i, p in enumerate(t["precisions"]):
+        bottom = np.zeros(len(t["models"]))
+        xs = x + (i - (len(t["precisions"]) - 1) / 2) * width
+        for j, cat in enumerate(cats):
+            h = np.array([t["cells"].get((m, p), {}).get("memory", {}).get(cat, 0) / common.MIB
+                          for m in t["models"]])
+            ax.bar(xs, h, width * 0.9, bottom=bottom, color=f"C{j}", gid=f"memory:{p}:{cat}",
+                   label=cat if i == 0 else None, edgecolor="white", linewidth=0.5)
+            bottom += h
+        for xi, top in zip(xs, bottom):
+            if top > 0:
+                ax.annotate(p, (xi, top), textcoords="offset points", xytext=(0, 2),
+                            ha="center", fontsize=6)
+    ax.set_xticks(x)
+    ax.set_xticklabels(t["models"])
+    ax.set_ylabel("peak memory (MiB)")
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(title="memory category", fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+              frameon=False)
+    ax.set_title("Peak memory by category (each category's own peak)", fontsize=9)
 
 
 def render(records: list[Record], peaks: list[dict] | None = None):
@@ -28,7 +58,10 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     t = table(records, peaks)
     if not t["cells"]:
         return None
-    fig, ax = common.figure(max(6.0, 2.2 * len(t["models"]) + 2), 5.0)
+    fig, (ax, mem_ax) = common.plt.subplots(
+        2, 1, figsize=(max(7.0, 2.2 * len(t["models"]) + 3), 9.0), dpi=110,
+        gridspec_kw={"hspace": 0.45})
+    fig.subplots_adjust(right=0.78)
     width = 0.8 / len(t["precisions"])
     x = np.arange(len(t["models"]))
     for i, p in enumerate(t["precisions"]):
@@ -43,6 +76,7 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
                         gid=f"mfu:{m}:{p}")
+    memory_panel(mem_ax, t, x, width)
     ax.set_xticks(x)
     ax.set_xticklabels(t["models"])
     ax.set_xlabel("model")
