@@ -130,12 +130,13 @@ TEST(MixedPrecision, AFixedScaleNeverChangesAndANonPositiveOneIsRefused) {
   }
 }
 
-class Convergence16 : public ::testing::TestWithParam<Precision> {};
+// The digits CNN reaches 95% test accuracy on held-out digits in 8 epochs, in every precision
+// the CPU runs (fp16 with dynamic loss scaling from 2^16).
+class Convergence : public ::testing::TestWithParam<Precision> {};
 
-// As Trainer.DigitsCnnReaches95PercentOnHeldOutDigits, in 16 bits (fp16 with dynamic loss
-// scaling from 2^16).
-TEST_P(Convergence16, DigitsCnnReaches95PercentOnHeldOutDigits) {
+TEST_P(Convergence, DigitsCnnReaches95PercentOnHeldOutDigits) {
   const DigitsSplit split = load_digits(default_digits_path(), 8);
+  ASSERT_EQ(split.train.size() + split.test.size(), 1797);
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{32, 8, 10, {}});
   Rng rng(0);
@@ -152,8 +153,8 @@ TEST_P(Convergence16, DigitsCnnReaches95PercentOnHeldOutDigits) {
   EXPECT_GE(acc, 0.95);
 }
 
-INSTANTIATE_TEST_SUITE_P(Precisions, Convergence16,
-                         ::testing::Values(Precision::kBf16, Precision::kFp16),
+INSTANTIATE_TEST_SUITE_P(Precisions, Convergence,
+                         ::testing::Values(Precision::kFp32, Precision::kBf16, Precision::kFp16),
                          [](const auto& info) { return std::string(precision_name(info.param)); });
 
 }  // namespace

@@ -36,23 +36,6 @@ TEST(Trainer, Resnet18LossFallsOnSyntheticData) {
   EXPECT_EQ(s.step_seconds.size(), 30u);
 }
 
-TEST(Trainer, DigitsCnnReaches95PercentOnHeldOutDigits) {
-  const DigitsSplit split = load_digits(default_digits_path(), 8);
-  ASSERT_EQ(split.train.size() + split.test.size(), 1797);
-  auto b = make_backend(BackendKind::kCpu, {});
-  Graph g = build_model("digits-cnn", ModelConfig{32, 8, 10, {}});
-  Rng rng(0);
-  g.setup(*b, rng);
-  Trainer t(*b, g, sgd_config(0.05f));
-  Rng shuffle(1);
-  double acc = 0;
-  for (int e = 0; e < 8; ++e) {
-    train_epoch(t, split.train, shuffle);
-    acc = evaluate_accuracy(t, split.test);
-  }
-  EXPECT_GE(acc, 0.95);
-}
-
 TEST(Trainer, TooSmallABudgetIsOutOfMemory) {
   BackendOptions o;
   o.memory_budget = 8 << 20;  // resnet18's weights alone are 44.6 MiB
