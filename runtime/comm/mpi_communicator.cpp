@@ -9,6 +9,7 @@
 #include <exception>
 #include <mutex>
 #include <thread>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
@@ -55,12 +56,10 @@ void scale_in_place(Tensor& t, float factor) {
     for (int64_t i = 0; i < t.numel(); ++i) p[i] *= factor;
     return;
   }
-  auto* p = t.data<uint16_t>();
-  const bool half = t.dtype() == DType::kF16;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    p[i] = half ? float_to_f16(f16_to_float(p[i]) * factor)
-                : float_to_bf16(bf16_to_float(p[i]) * factor);
-  }
+  std::vector<float> wide(static_cast<size_t>(t.numel()));
+  dtype_to_floats(t.raw(), t.numel(), t.dtype(), wide.data());
+  for (float& x : wide) x *= factor;
+  floats_to_dtype(wide.data(), t.numel(), t.dtype(), t.raw());
 }
 
 // How a buffer of one element type is summed.

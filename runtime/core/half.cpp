@@ -23,6 +23,14 @@ void floats_to_dtype(const float* src, int64_t n, DType to, void* dst) {
   }
 }
 
+float stored_value(float x, DType t) {
+  uint16_t bits[2];  // room for an f32 too
+  floats_to_dtype(&x, 1, t, bits);
+  float out = 0;
+  dtype_to_floats(bits, 1, t, &out);
+  return out;
+}
+
 void dtype_to_floats(const void* src, int64_t n, DType from, float* dst) {
   const auto* s = static_cast<const uint16_t*>(src);
   switch (from) {

@@ -74,6 +74,8 @@ DLB_HD float f16_to_float(uint16_t h) {
 // Host arrays of `n` values between float and a float storage type (f32: a copy): what goes to
 // and comes from a 16-bit tensor through copy_from_host and copy_to_host.
 void floats_to_dtype(const float* src, int64_t n, DType to, void* dst);
+// What storing x in a float type keeps (to nearest even), as a float.
+float stored_value(float x, DType t);
 void dtype_to_floats(const void* src, int64_t n, DType from, float* dst);
 
 }  // namespace dlb

@@ -3,6 +3,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/counter_hash.h"
+#include "runtime/core/half.h"
 
 namespace dlb {
 
@@ -15,7 +16,7 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tens
   check_same_shape(x, y, "dropout");
   check_same_shape(x, mask, "dropout mask");
   // What the mask stores (1/(1-p) rounded to its type), so forward scales as backward will.
-  const float keep_scale = F32Views::stored_value(1.f / (1.f - p), mask_s.dtype());
+  const float keep_scale = stored_value(1.f / (1.f - p), mask_s.dtype());
   float* m = mask.data<float>();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();

@@ -2,27 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <vector>
+
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
 namespace dlb {
 
 bool is_16bit(DType t) { return t == DType::kF16 || t == DType::kBF16; }
-
-namespace {
-
-float load(const void* p, DType t, int64_t i) {
-  switch (t) {
-    case DType::kF16:
-      return f16_to_float(static_cast<const uint16_t*>(p)[i]);
-    case DType::kBF16:
-      return bf16_to_float(static_cast<const uint16_t*>(p)[i]);
-    default:
-      return static_cast<const float*>(p)[i];
-  }
-}
-
-}  // namespace
 
 void convert(const Tensor& src, Tensor& dst) {
   for (const Tensor* t : {&src, static_cast<const Tensor*>(&dst)}) {
@@ -34,23 +21,14 @@ void convert(const Tensor& src, Tensor& dst) {
     throw InvalidArgument(fmt::format("convert: {} elements into {}", src.numel(), dst.numel()));
   }
   const int64_t n = src.numel();
-  const DType from = src.dtype();
-  const void* s = src.raw();
-  switch (dst.dtype()) {
-    case DType::kF16: {
-      auto* d = dst.data<uint16_t>();
-      for (int64_t i = 0; i < n; ++i) d[i] = float_to_f16(load(s, from, i));
-      break;
-    }
-    case DType::kBF16: {
-      auto* d = dst.data<uint16_t>();
-      for (int64_t i = 0; i < n; ++i) d[i] = float_to_bf16(load(s, from, i));
-      break;
-    }
-    default: {
-      float* d = dst.data<float>();
-      for (int64_t i = 0; i < n; ++i) d[i] = load(s, from, i);
-    }
+  if (src.dtype() == DType::kF32) {
+    floats_to_dtype(src.data<float>(), n, dst.dtype(), dst.raw());
+  } else if (dst.dtype() == DType::kF32) {
+    dtype_to_floats(src.raw(), n, src.dtype(), dst.data<float>());
+  } else {  // one 16-bit type into the other, through f32 (exact on the way in)
+    std::vector<float> wide(static_cast<size_t>(n));
+    dtype_to_floats(src.raw(), n, src.dtype(), wide.data());
+    floats_to_dtype(wide.data(), n, dst.dtype(), dst.raw());
   }
 }
 
@@ -58,17 +36,6 @@ F32Views::~F32Views() {
   if (std::uncaught_exceptions() > exceptions_) return;
   for (View& v : views_) {
     if (v.narrow) convert(v.wide, *v.narrow);
-  }
-}
-
-float F32Views::stored_value(float x, DType t) {
-  switch (t) {
-    case DType::kF16:
-      return f16_to_float(float_to_f16(x));
-    case DType::kBF16:
-      return bf16_to_float(float_to_bf16(x));
-    default:
-      return x;
   }
 }
 

@@ -25,8 +25,6 @@ class F32Views {
   // Rounds every written view back into its tensor, unless the op threw (then the tensors keep
   // what they held: a failed op leaves no half-written scratch behind).
   ~F32Views();
-  // The dtype's value nearest to x (to nearest even), as a float: what storing x keeps.
-  static float stored_value(float x, DType t);
 
   const Tensor& in(const Tensor& t);  // read only
   Tensor& out(Tensor& t);             // written in full, not read
