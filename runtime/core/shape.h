@@ -16,6 +16,7 @@ class Shape {
   size_t rank() const { return dims_.size(); }
   int64_t operator[](size_t i) const { return dims_[i]; }
   int64_t& operator[](size_t i) { return dims_[i]; }
+  // The product of the dimensions; InvalidArgument when it does not fit 64 bits.
   int64_t numel() const;
   const std::vector<int64_t>& dims() const { return dims_; }
   bool operator==(const Shape& o) const { return dims_ == o.dims_; }

@@ -3,6 +3,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <cstdint>
+
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -55,7 +57,10 @@ class Validator {
     if (t == "object") return v.is_object();
     if (t == "array") return v.is_array();
     if (t == "string") return v.is_string();
-    if (t == "integer") return v.is_number_integer();
+    // JSON has no integer width; dlbench's integers are 64-bit signed.
+    if (t == "integer")
+      return v.is_number_integer() &&
+             !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t{INT64_MAX});
     if (t == "number") return v.is_number();
     if (t == "boolean") return v.is_boolean();
     if (t == "null") return v.is_null();

@@ -5,10 +5,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdlib>
 #include <numeric>
-#include <sstream>
 
+#include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -57,42 +58,70 @@ Dataset subset(const Dataset& all, const std::vector<int64_t>& idx) {
 }
 }  // namespace
 
+Dataset parse_digits_csv(std::string_view text, const std::string& source) {
+  Dataset d{1, 8, 8, 10, {}, {}};
+  int64_t line_no = 0;
+  while (!text.empty()) {
+    ++line_no;
+    const size_t eol = text.find('\n');
+    std::string_view line = text.substr(0, eol);
+    text = eol == std::string_view::npos ? std::string_view() : text.substr(eol + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty()) continue;
+    const auto bad = [&](const std::string& why) {
+      return InvalidArgument(fmt::format("{}:{}: {}", source, line_no, why));
+    };
+    std::vector<std::string_view> fields;
+    for (size_t start = 0;;) {
+      const size_t comma = line.find(',', start);
+      fields.push_back(line.substr(start, comma - start));
+      if (comma == std::string_view::npos) break;
+      start = comma + 1;
+    }
+    if (fields.size() != 65) {
+      throw bad(fmt::format("expected 64 pixels and a label, found {} fields", fields.size()));
+    }
+    for (size_t k = 0; k < 64; ++k) {
+      float v = 0;
+      const auto r = std::from_chars(fields[k].data(), fields[k].data() + fields[k].size(), v);
+      if (r.ec != std::errc() || r.ptr != fields[k].data() + fields[k].size() || !(v >= 0) ||
+          v > 16) {
+        throw bad(fmt::format("pixel {} is '{}', not a number in [0, 16]", k, fields[k]));
+      }
+      d.images.push_back(v / 16.f);
+    }
+    const std::string_view label = fields[64];
+    int64_t l = -1;
+    const auto r = std::from_chars(label.data(), label.data() + label.size(), l);
+    if (r.ec != std::errc() || r.ptr != label.data() + label.size() || l < 0 || l > 9) {
+      throw bad(fmt::format("the label is '{}', not an integer 0-9", label));
+    }
+    d.labels.push_back(l);
+  }
+  return d;
+}
+
 DigitsSplit load_digits(const std::string& path, int64_t image_size, int64_t channels) {
   if (channels < 1) throw InvalidArgument(fmt::format("channels must be >= 1 (got {})", channels));
   if (image_size < 8 || image_size % 8 != 0) {
     throw InvalidArgument(fmt::format(
         "digits images are 8x8; --image-size must be a multiple of 8 (got {})", image_size));
   }
-  const std::string text = read_gzip(path);
+  const Dataset digits = parse_digits_csv(read_gzip(path), path);
+  if (digits.size() < 10) {
+    throw InvalidArgument(fmt::format("{}: only {} samples", path, digits.size()));
+  }
   const int64_t f = image_size / 8;
-  Dataset all{channels, image_size, image_size, 10, {}, {}};
-  std::istringstream lines(text);
-  std::string line;
-  int64_t line_no = 0;
-  while (std::getline(lines, line)) {
-    ++line_no;
-    if (line.empty()) continue;
-    std::vector<float> v;
-    std::istringstream fields(line);
-    std::string field;
-    while (std::getline(fields, field, ',')) {
-      try {
-        v.push_back(std::stof(field));
-      } catch (const std::exception&) {
-        throw InvalidArgument(fmt::format("{}:{}: '{}' is not a number", path, line_no, field));
-      }
-    }
-    if (v.size() != 65 || v[64] < 0 || v[64] > 9) {
-      throw InvalidArgument(
-          fmt::format("{}:{}: expected 64 pixels and a label 0-9", path, line_no));
-    }
+  Dataset all{channels, image_size, image_size, 10, {}, digits.labels};
+  const char* what = "the digits upsampled to --image-size";
+  const int64_t elems = checked_mul(checked_mul(channels, image_size, what), image_size, what);
+  all.images.reserve(static_cast<size_t>(checked_mul(all.size(), elems, what)));
+  for (int64_t i = 0; i < digits.size(); ++i) {
+    const float* v = digits.images.data() + i * 64;
     for (int64_t c = 0; c < channels; ++c)
       for (int64_t y = 0; y < image_size; ++y)
-        for (int64_t x = 0; x < image_size; ++x)
-          all.images.push_back(v[(y / f) * 8 + (x / f)] / 16.f);
-    all.labels.push_back(static_cast<int64_t>(v[64]));
+        for (int64_t x = 0; x < image_size; ++x) all.images.push_back(v[(y / f) * 8 + (x / f)]);
   }
-  if (all.size() < 10) throw InvalidArgument(fmt::format("{}: only {} samples", path, all.size()));
   std::vector<int64_t> order(all.size());
   std::iota(order.begin(), order.end(), 0);
   Rng rng(20240601);  // the fixed split

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/core/rng.h"
@@ -27,6 +28,10 @@ struct DigitsSplit {
 // Default location of scikit-learn's digits.csv.gz (Debian's python3-sklearn); the environment
 // variable DLB_DIGITS_PATH overrides it.
 std::string default_digits_path();
+// The digits of a CSV text (`source` names it in errors): one sample per line, 64 pixels in
+// [0, 16] then a label 0-9, comma-separated, nothing else. Pixels are scaled to [0, 1]; the
+// result is [N, 1, 8, 8]. InvalidArgument names the line and the field for anything else.
+Dataset parse_digits_csv(std::string_view text, const std::string& source);
 // Loads the 1,797 8x8 digits, scales pixels to [0, 1], upsamples by an integer factor to
 // `image_size` (a multiple of 8; nearest neighbour), repeats the grey channel `channels` times
 // (3 for the ImageNet models), and splits them with a fixed shuffle: 80% train, 20% test.
