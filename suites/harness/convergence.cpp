@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "workloads/data/epochs.h"
 
@@ -45,7 +46,9 @@ nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const Dig
   Rng shuffle(o.seed + 1);  // the same on every rank: each takes its slice of one order
   const Shard shard{comm.rank(), comm.size()};
   const bool writer = comm.rank() == 0;
-  nlohmann::json accuracies = nlohmann::json::array(), epoch_seconds = nlohmann::json::array();
+  nlohmann::json accuracies = nlohmann::json::array(), epoch_seconds = nlohmann::json::array(),
+                 epoch_losses = nlohmann::json::array();
+  std::optional<int64_t> diverged_at;
   double accuracy = 0, train_seconds = 0;
   int64_t images = 0, epochs = 0;
   std::optional<double> time_to_accuracy;
@@ -73,6 +76,11 @@ nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const Dig
       fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.max_epochs,
                  r.mean_loss, 100 * accuracy, r.seconds);
     }
+    epoch_losses.push_back(r.mean_loss);  // NaN and inf are written as null
+    if (!std::isfinite(r.mean_loss)) {
+      diverged_at = e;  // no later epoch can recover: stop here
+      break;
+    }
     if (o.target_accuracy && accuracy >= *o.target_accuracy) time_to_accuracy = since(run_start);
   }
   const double run_seconds = since(run_start);
@@ -85,7 +93,9 @@ nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const Dig
   nlohmann::json m = {{"test_accuracy", accuracy},
                       {"test_samples", digits.test.size()},
                       {"train_seconds", train_seconds},
-                      {"throughput_img_s", images / train_seconds}};
+                      {"throughput_img_s", images / train_seconds},
+                      {"epoch_mean_losses", epoch_losses}};
+  if (diverged_at) m["diverged_at_epoch"] = *diverged_at;
   if (o.target_accuracy) {
     m["convergence"] = {
         {"target_accuracy", *o.target_accuracy},

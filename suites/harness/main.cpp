@@ -1,9 +1,11 @@
 // dlbench: the command line. Strings become typed options here, and only here are errors turned
-// into messages and exit codes (2 bad input, 3 out of memory, 4 unsupported, 5 communication).
+// into messages and exit codes (2 bad input, 3 out of memory, 4 unsupported, 5 communication,
+// 6 device; 7 a run that diverged).
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
 #include <map>
+#include <new>
 
 #include "runtime/core/error.h"
 #include "suites/harness/commands.h"
@@ -35,6 +37,9 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", sweep.timeout_s, "seconds per point before its processes are killed")
       ->capture_default_str();
   app.add_flag("--dry-run", sweep.dry_run, "print the points and their launch commands only");
+  app.add_option("--max-points", sweep.max_points,
+                 "refuse a suite that expands to more points than this")
+      ->capture_default_str();
   app.add_option("--launcher", launcher, "auto, local, mpirun or srun")
       ->check(CLI::IsMember({"auto", "local", "mpirun", "srun"}))
       ->capture_default_str();
@@ -132,6 +137,9 @@ int main(int argc, char** argv) {
   } catch (const dlb::Error& e) {
     fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()), e.what());
     return dlb::exit_code_for(e.kind());
+  } catch (const std::bad_alloc&) {
+    fmt::print(stderr, "dlbench: error (out of memory): the host could not allocate memory\n");
+    return dlb::exit_code_for(dlb::ErrorKind::kOutOfMemory);
   } catch (const std::exception& e) {
     fmt::print(stderr, "dlbench: internal error: {}\n", e.what());
     return 1;

@@ -43,7 +43,8 @@ nlohmann::json record_json(const RunResult& r) {
                  {"global_batch", batch * r.ranks}};
   if (r.status != "ok") {
     record["message"] = r.message;
-    return record;
+    // A diverged run keeps its metrics, for the losses; the reports show none of it as a result.
+    if (r.status != "diverged") return record;
   }
   record["environment"] = r.environment;
   json m = {{"params", r.params},

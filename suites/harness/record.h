@@ -20,7 +20,8 @@ struct RunResult {
   // The options as the run resolved them: batch, image size and classes filled in from the model
   // or the batch file (left unset when the run failed before it got that far).
   RunOptions options;
-  // ok, failed, oom or unsupported (status_for); the sweep adds crashed and timeout.
+  // ok, diverged (the loss became inf or NaN; the metrics stay, but are not a result), or
+  // failed, oom or unsupported (status_for); the sweep adds crashed and timeout.
   std::string status = "ok";
   std::string message;
   int rank = 0, ranks = 1;  // this process, and how many ran

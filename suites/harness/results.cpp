@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "runtime/core/error.h"
+#include "runtime/io/json_text.h"
 
 namespace dlb {
 
@@ -36,12 +37,22 @@ std::vector<nlohmann::json> read_jsonl(const std::string& path) {
   while (std::getline(in, line)) {
     ++n;
     if (line.empty()) continue;
+    nlohmann::json r;
     try {
-      out.push_back(nlohmann::json::parse(line));
-    } catch (const nlohmann::json::parse_error&) {
+      r = parse_json(line, fmt::format("{}:{}", path, n));
+    } catch (const InvalidArgument&) {
       fmt::print(stderr, "dlbench: {}:{}: skipping a line that is not JSON (torn write?)\n", path,
                  n);
+      continue;
     }
+    // What the harness reads back of a record: its status and its point's id.
+    if (!r.is_object() || !r.contains("status") || !r["status"].is_string() ||
+        !r.contains("point") || !r["point"].is_object() || !r["point"].contains("id") ||
+        !r["point"]["id"].is_string() || !r.contains("config") || !r["config"].is_object()) {
+      fmt::print(stderr, "dlbench: {}:{}: skipping a line that is not a dlbench record\n", path, n);
+      continue;
+    }
+    out.push_back(std::move(r));
   }
   return out;
 }

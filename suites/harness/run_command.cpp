@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
@@ -21,55 +22,12 @@
 #include "suites/harness/environment.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
+#include "workloads/data/batch_file.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
 namespace {
-
-// A fixed batch from --batch-file: tensor "images" [N, C, H, W] f32, "labels" [N] int64.
-struct FixedBatch {
-  Dataset data;
-};
-
-// Rank `rank` of `ranks` takes the rank-th equal slice of the file's batch.
-FixedBatch load_batch_file(const std::string& path, int64_t model_channels, int rank, int ranks) {
-  StateDict t = load_safetensors(path);
-  auto img = t.find("images");
-  auto lab = t.find("labels");
-  if (img == t.end() || lab == t.end()) {
-    throw InvalidArgument(
-        fmt::format("{}: a batch file needs tensors 'images' and 'labels'", path));
-  }
-  const HostTensor& i = img->second;
-  const HostTensor& l = lab->second;
-  if (i.dtype != DType::kF32 || i.shape.rank() != 4 || i.shape[2] != i.shape[3]) {
-    throw InvalidArgument(fmt::format("{}: 'images' must be f32 [N, C, H, H], found {} {}", path,
-                                      dtype_name(i.dtype), i.shape.str()));
-  }
-  if (l.dtype != DType::kI64 || l.shape.rank() != 1 || l.shape[0] != i.shape[0]) {
-    throw InvalidArgument(fmt::format("{}: 'labels' must be int64 [{}], found {} {}", path,
-                                      i.shape[0], dtype_name(l.dtype), l.shape.str()));
-  }
-  if (i.shape[1] != model_channels) {
-    throw InvalidArgument(fmt::format("{}: images have {} channels; the model takes {}", path,
-                                      i.shape[1], model_channels));
-  }
-  if (i.shape[0] % ranks != 0) {
-    throw InvalidArgument(
-        fmt::format("{}: {} images do not split evenly over {} ranks", path, i.shape[0], ranks));
-  }
-  const int64_t per_rank = i.shape[0] / ranks;
-  const int64_t image_bytes = i.shape.numel() / i.shape[0] * 4;
-  FixedBatch b;
-  b.data = Dataset{i.shape[1], i.shape[2], i.shape[3], 0, {}, {}};
-  b.data.images.resize(per_rank * image_bytes / 4);
-  std::memcpy(b.data.images.data(), i.bytes.data() + rank * per_rank * image_bytes,
-              per_rank * image_bytes);
-  b.data.labels.resize(per_rank);
-  std::memcpy(b.data.labels.data(), l.bytes.data() + rank * per_rank * 8, per_rank * 8);
-  return b;
-}
 
 void inject_fault(RunOptions::Fault fault) {
   switch (fault) {
@@ -182,7 +140,8 @@ RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator
                   ModelConfig& mc) {
   RunData d;
   if (!o.batch_file.empty()) {
-    d.batch = load_batch_file(o.batch_file, info.in_channels, comm.rank(), comm.size()).data;
+    d.batch =
+        load_batch_file(o.batch_file, {info.in_channels, mc.num_classes, comm.rank(), comm.size()});
     const int64_t n = d.batch.size(), s = d.batch.height;
     if ((o.batch && *o.batch != n) || (o.image_size && *o.image_size != s)) {
       throw InvalidArgument(fmt::format(
@@ -240,6 +199,31 @@ void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunDa
   r.convergence =
       train_to_accuracy(trainer, comm, data.digits, {*o.epochs, o.target_accuracy, o.seed},
                         mllog ? &*mllog : nullptr);
+}
+
+// A run whose loss became inf or NaN diverged: its record says so, and its throughput is not a
+// result (the arithmetic of non-finite values may run at any speed).
+void mark_divergence(RunResult& r) {
+  if (r.stats) {
+    const std::vector<float>& losses = r.stats->losses;
+    for (size_t i = 0; i < losses.size(); ++i) {
+      if (std::isfinite(losses[i])) continue;
+      r.status = "diverged";
+      r.message = fmt::format(
+          "the loss became {} at step {} of {} (warm-up included); the throughput of a diverged "
+          "run is not a result",
+          std::isnan(losses[i]) ? "NaN"
+          : losses[i] > 0       ? "inf"
+                                : "-inf",
+          i + 1, losses.size());
+      return;
+    }
+  }
+  if (r.convergence.is_object() && r.convergence.contains("diverged_at_epoch")) {
+    r.status = "diverged";
+    r.message = fmt::format("the mean training loss of epoch {} is not finite",
+                            r.convergence["diverged_at_epoch"].get<int64_t>());
+  }
 }
 
 // Every rank writes its own trace (pid = rank); rank 0 writes the profile and the weights, and
@@ -347,6 +331,7 @@ RunResult run_training(const RunOptions& o) {
   }
   r.memory = backend->allocator().stats();
   r.memory_budget = backend->allocator().budget();
+  mark_divergence(r);
   write_run_files(o, graph, tracer, r);
   return r;
 }
@@ -356,7 +341,7 @@ int run_command(const RunOptions& o) {
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
   print_result(r, stdout);
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record_json(r));
-  return 0;
+  return r.status == "diverged" ? kExitDiverged : 0;
 }
 
 }  // namespace dlb

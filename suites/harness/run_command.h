@@ -13,8 +13,13 @@ void validate_run_options(const RunOptions& options);
 // returns what it measured. Throws dlb::Error on failure. Every rank calls it.
 RunResult run_training(const RunOptions& options);
 
+// The exit code of a run that completed but diverged (its loss became inf or NaN): its record
+// has status "diverged". Errors use 2 to 6 (runtime/core/error.h).
+constexpr int kExitDiverged = 7;
+
 // `dlbench run`: run_training, then rank 0 prints the result and writes its record (--json).
-// A failure writes nothing, so a record already there stays as it was.
+// Returns 0, or kExitDiverged. A failure writes nothing, so a record already there stays as it
+// was.
 int run_command(const RunOptions& options);
 
 }  // namespace dlb

@@ -4,9 +4,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 
+#include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
+#include "runtime/io/json_text.h"
 #include "suites/harness/json_schema.h"
 
 namespace dlb {
@@ -27,15 +30,10 @@ std::vector<std::string> list_suites() {
 }
 
 namespace {
-// Parsed keeping the file's key order, which is the sweep's axis order.
-nlohmann::ordered_json read_json(const std::string& path, const std::string& what) {
-  std::ifstream in(path);
+std::string read_text(const std::string& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
   if (!in) throw InvalidArgument(fmt::format("cannot open {} '{}'", what, path));
-  try {
-    return nlohmann::ordered_json::parse(in);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw InvalidArgument(fmt::format("{}: not valid JSON: {}", path, e.what()));
-  }
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 nlohmann::json unordered(const nlohmann::ordered_json& j) {
@@ -43,7 +41,7 @@ nlohmann::json unordered(const nlohmann::ordered_json& j) {
 }
 }  // namespace
 
-Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
+std::string suite_path(const std::string& name_or_path) {
   std::string path = name_or_path;
   if (path.size() < 5 || path.substr(path.size() - 5) != ".json") {
     path = suites_dir() + "/" + name_or_path + ".json";
@@ -54,12 +52,26 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
                       name_or_path, fmt::join(list_suites(), ", ")));
     }
   }
-  const nlohmann::ordered_json file = read_json(path, "suite file");
+  return path;
+}
+
+Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
+  const std::string path = suite_path(name_or_path);
+  return parse_suite(read_text(path, "suite file"), path, use_cpu_override);
+}
+
+Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_override) {
+  // Parsed keeping the file's key order, which is the sweep's axis order.
+  const auto file = parse_json<nlohmann::ordered_json>(text, path);
   const nlohmann::json j = unordered(file);
-  const auto errors =
-      validate_json(j, unordered(read_json(suites_dir() + "/schema/suite.schema.json", "schema")));
+  const std::string schema_path = suites_dir() + "/schema/suite.schema.json";
+  const auto schema = parse_json(read_text(schema_path, "schema"), schema_path);
+  const auto errors = validate_json(j, schema);
   if (!errors.empty()) {
-    throw InvalidArgument(fmt::format("{}: invalid suite:\n  {}", path, fmt::join(errors, "\n  ")));
+    // One line: the first problem, and how many more there are.
+    throw InvalidArgument(fmt::format(
+        "{}: invalid suite: {}{}", path, errors.front(),
+        errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : std::string()));
   }
   Suite s{j["name"], j["description"], path, false, j["defaults"], {}, {}};
   for (const auto& [key, values] : file["sweep"].items())
@@ -72,11 +84,13 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
     }
     if (cpu.contains("sweep")) {
       for (const auto& [k, v] : cpu["sweep"].items()) {
-        auto it = std::find_if(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == k; });
+        const std::string& key = k;  // a structured binding cannot be captured in C++17
+        auto it =
+            std::find_if(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == key; });
         if (it != s.axes.end())
           it->second = unordered(v);
         else
-          s.axes.emplace_back(k, unordered(v));
+          s.axes.emplace_back(key, unordered(v));
       }
     }
   }
@@ -85,9 +99,10 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
                           : file.value("cases", nlohmann::ordered_json::array());
   for (const auto& c : cases) {
     for (const auto& [k, _] : c.items()) {
-      if (std::any_of(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == k; })) {
+      const std::string& key = k;
+      if (std::any_of(s.axes.begin(), s.axes.end(), [&](auto& a) { return a.first == key; })) {
         throw InvalidArgument(
-            fmt::format("{}: a case sets '{}', which is also a sweep axis", path, k));
+            fmt::format("{}: a case sets '{}', which is also a sweep axis", path, key));
       }
     }
     s.cases.push_back(unordered(c));
@@ -99,7 +114,19 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override) {
   return s;
 }
 
-std::vector<nlohmann::json> expand(const Suite& s) {
+size_t count_points(const Suite& s) {
+  uint64_t n = 1;
+  for (const auto& [key, values] : s.axes) n = checked_mul(n, values.size(), "the sweep's points");
+  return checked_mul(n, std::max<uint64_t>(s.cases.size(), 1), "the sweep's points");
+}
+
+std::vector<nlohmann::json> expand(const Suite& s, size_t max_points) {
+  const size_t n = count_points(s);
+  if (n > max_points) {
+    throw InvalidArgument(fmt::format(
+        "{}: the suite expands to {} points, more than the limit of {} (--max-points raises it)",
+        s.path, n, max_points));
+  }
   std::vector<nlohmann::json> points{s.defaults};
   for (const auto& [key, values] : s.axes) {
     std::vector<nlohmann::json> next;

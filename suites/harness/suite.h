@@ -4,6 +4,7 @@
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -25,9 +26,19 @@ std::vector<std::string> list_suites();
 // suites/schema/suite.schema.json; a bad file raises InvalidArgument naming the file, the key and
 // what was expected. With `use_cpu_override`, the cpu block replaces defaults keys and axes.
 Suite load_suite(const std::string& name_or_path, bool use_cpu_override);
+// load_suite's parse and checks of a suite file's text; `path` names it in errors. JSON nested
+// deeper than 64 levels is refused before the parse.
+Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_override);
+
+// The sweep's size, the product of the axes' lengths and the cases (InvalidArgument past 2^64).
+size_t count_points(const Suite& suite);
+// A sweep larger than this is refused unless --max-points raises the limit: a million points
+// take gigabytes to expand and years to run.
+constexpr size_t kDefaultMaxPoints = 10000;
 // The cartesian product of the axes over the defaults, first axis slowest, each point crossed
-// with the cases (a case's keys override the defaults).
-std::vector<nlohmann::json> expand(const Suite& suite);
+// with the cases (a case's keys override the defaults). InvalidArgument when it has more than
+// `max_points` points.
+std::vector<nlohmann::json> expand(const Suite& suite, size_t max_points = kDefaultMaxPoints);
 // A stable identifier of a point's config (hash of its canonical JSON).
 std::string point_id(const nlohmann::json& config);
 

@@ -7,11 +7,13 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <thread>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
+#include "runtime/io/json_text.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/report_hook.h"
@@ -80,8 +82,15 @@ json point_record(const ProcessResult& pr, const std::string& record_file, const
   const bool clean = !pr.timed_out && pr.signal == 0 && pr.exit_code == 0;
   if (fs::exists(record_file)) {
     std::ifstream in(record_file);
-    json record = json::parse(in, nullptr, false);
-    if (record.is_discarded() || !record.contains("status")) {
+    json record;
+    try {
+      record = parse_json(
+          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+          record_file);
+    } catch (const InvalidArgument&) {
+      record = nullptr;
+    }
+    if (!record.is_object() || !record.contains("status") || !record["status"].is_string()) {
       return harness_record(
           "failed", fmt::format("{}: the worker's record is not valid JSON", record_file), config);
     }
@@ -158,9 +167,10 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
                                                 {"points", points}});
 }
 
-// --dry-run: each point's launch command, or why it cannot run.
-void print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vector<json>& points,
-                   const std::string& out) {
+// --dry-run: each point's launch command, or why it cannot run. Returns how many cannot.
+size_t print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vector<json>& points,
+                     const std::string& out) {
+  size_t not_runnable = 0;
   for (size_t i = 0; i < points.size(); ++i) {
     RunOptions o;
     try {
@@ -168,6 +178,7 @@ void print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vecto
     } catch (const InvalidArgument& e) {
       fmt::print("  [{}] {}  {}: not runnable: {}\n", i + 1, describe(suite, points[i]),
                  point_id(points[i]), e.what());
+      ++not_runnable;
       continue;
     }
     const auto cmd = launch_command_here(
@@ -177,6 +188,7 @@ void print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vecto
     fmt::print("  [{}] {}  {}: {}\n", i + 1, describe(suite, points[i]), point_id(points[i]),
                fmt::join(cmd.argv, " "));
   }
+  return not_runnable;
 }
 
 // One point, from its config to its record: the worker is launched with a point file naming
@@ -279,7 +291,10 @@ int sweep_command(const SweepOptions& opt) {
   }
   if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
   const Suite suite = load_suite(opt.suite, !gpu_available());
-  const std::vector<json> points = expand(suite);
+  if (opt.max_points < 1) {
+    throw InvalidArgument(fmt::format("--max-points must be >= 1 (got {})", opt.max_points));
+  }
+  const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
   const std::string results = out + "/results.jsonl";
@@ -287,7 +302,12 @@ int sweep_command(const SweepOptions& opt) {
   fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
              suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
   if (opt.dry_run) {
-    print_dry_run(opt, suite, points, out);
+    // A check of the suite: a point that could not run fails it (a real sweep records it as
+    // failed and goes on).
+    if (const size_t bad = print_dry_run(opt, suite, points, out)) {
+      throw InvalidArgument(fmt::format("{}: {} of {} points are not runnable (listed above)",
+                                        suite.path, bad, points.size()));
+    }
     return 0;
   }
   if (fs::exists(results) && !opt.resume) {
@@ -325,7 +345,8 @@ int sweep_command(const SweepOptions& opt) {
     recorded.back() = record;
     append_jsonl(results, record);
     const std::string status = record["status"].get<std::string>();
-    any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout";
+    any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout" ||
+              status == "diverged";
     fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", runner.tty() ? "\r\033[K" : "", label,
                status == "ok" ? fmt::format("ok, {:.2f} img/s",
                                             record["metrics"]["throughput_img_s"].get<double>())
@@ -342,7 +363,9 @@ int sweep_command(const SweepOptions& opt) {
 int worker_command(const std::string& point_file) {
   std::ifstream in(point_file);
   if (!in) throw InvalidArgument("cannot open point file " + point_file);
-  const json point = json::parse(in);
+  const json point = parse_json(
+      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
+      point_file);
   RunOptions o = options_from_json(point.at("config"));
   o.json_path = point.at("record");
   o.trace_steps = point.value("trace_steps", 0);

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "suites/harness/launcher.h"
+#include "suites/harness/suite.h"
 
 namespace dlb {
 
@@ -14,6 +15,7 @@ struct SweepOptions {
   double timeout_s = 900;
   LauncherKind launcher = LauncherKind::kAuto;
   int64_t trace_steps = 3;
+  int64_t max_points = static_cast<int64_t>(kDefaultMaxPoints);
   bool report = true;  // render plots and report.{md,html} at the end (needs reports/' Python)
   std::string inject_fault;  // test-only: "crash@I", "hang@I" or "oom@I" for point I (1-based)
 };

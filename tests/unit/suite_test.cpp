@@ -188,8 +188,44 @@ INSTANTIATE_TEST_SUITE_P(
             with(R"("sweep": {"ranks": [1, 2], "overlap": ["none", "backward", "forward"]})",
                  R"("sweep": {"ranks": [1, 2]}, "cases": [{"ranks": 4}])"),
             "a case sets 'ranks', which is also a sweep axis"},
-        Bad{"bad_cpu", with(R"("cpu": {)", R"("cpu": {"gpu": 1, )"), "/cpu/gpu: unknown key"}),
+        Bad{"bad_cpu", with(R"("cpu": {)", R"("cpu": {"gpu": 1, )"), "/cpu/gpu: unknown key"},
+        // JSON has no integer width; dlbench's are 64-bit signed, and 2^63 must not wrap.
+        Bad{"integer_2_to_63", with(R"("batch": 32)", R"("batch": 9223372036854775808)"),
+            "/defaults/batch: expected an integer, got 9223372036854775808"},
+        Bad{"integer_2_to_64", with(R"("batch": 32)", R"("batch": 18446744073709551616)"),
+            "/defaults/batch: expected an integer"},
+        Bad{"nested_5000_deep",
+            with(R"("ranks": [1, 2])",
+                 "\"ranks\": " + std::string(5000, '[') + std::string(5000, ']')),
+            "JSON nested deeper than 64 levels"},
+        Bad{"nul_byte", with(R"("name": "t",)", std::string("\"name\": \"t\",\0", 13)),
+            "a NUL byte"}),
     [](const auto& info) { return std::string(info.param.name); });
+
+TEST(Suite, ExpansionIsCappedAndCountedWithoutOverflow) {
+  Suite s;
+  s.path = "big.json";
+  s.defaults = nlohmann::json::object();
+  std::vector<int> thousand(1000);
+  s.axes = {{"batch", thousand}, {"steps", thousand}};
+  EXPECT_EQ(count_points(s), 1000000u);
+  try {
+    expand(s);  // 43 s and 2 GB before the cap
+    FAIL();
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("1000000 points, more than the limit of 10000 "
+                                         "(--max-points raises it)"),
+              std::string::npos)
+        << e.what();
+  }
+  s.axes[1].second = std::vector<int>(5);
+  EXPECT_EQ(expand(s, 5000).size(), 5000u);
+  s.axes[1].second = thousand;
+  for (const char* k : {"warmup", "seed", "ranks", "image_size", "num_classes"})
+    s.axes.emplace_back(k, thousand);  // 1000^7 > 2^64
+  EXPECT_THROW(count_points(s), InvalidArgument);
+  EXPECT_THROW(expand(s), InvalidArgument);
+}
 
 TEST(Suite, UnknownSuiteNameListsTheShippedOnes) {
   try {
