@@ -11,6 +11,7 @@
 
 #include "runtime/core/clock.h"
 #include "runtime/core/dtype.h"
+#include "runtime/core/host_device.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/stream_ref.h"
 #include "runtime/memory/allocator.h"
@@ -103,6 +104,10 @@ struct PoolDesc {
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0;
   bool count_include_pad = true;  // average pooling only; PyTorch's default
 };
+// Max pooling's rule, on every backend and in both passes: `v` takes the window from `best` when
+// it is larger or NaN (PyTorch's max_pool2d), so a NaN propagates and the last NaN takes the
+// gradient. (v != v: NaN, in host and device code alike.)
+DLB_HD bool takes_max(float v, float best) { return v > best || v != v; }
 
 // Dynamic loss scaling, as torch.cuda.amp.GradScaler: the loss gradient is multiplied by the
 // scale; a step whose gradients hold an inf or NaN is skipped and the scale multiplied by

@@ -99,6 +99,31 @@ TEST_F(CpuOps, MaxPoolIgnoresPaddingAndAvgCountsIt) {
   EXPECT_FLOAT_EQ(get(y)[0], -10.f / 4);
 }
 
+// A NaN propagates as in PyTorch, so that a diverging run shows in its loss: torch.relu(nan) is
+// nan and its gradient passes (threshold_backward masks y <= 0 only); max_pool2d takes a NaN over
+// any value, and its last NaN takes the gradient.
+TEST_F(CpuOps, NanPropagatesThroughReluAndMaxPoolAsInPyTorch) {
+  const float nan = std::nanf("");
+  Tensor x = make({4}, {nan, -1.f, 2.f, -0.f}), y = make({4}, {0, 0, 0, 0});
+  b.relu_forward(x, y);
+  const auto r = get(y);
+  EXPECT_TRUE(std::isnan(r[0]));
+  EXPECT_EQ(r[1], 0.f);
+  EXPECT_EQ(r[2], 2.f);
+  EXPECT_EQ(r[3], 0.f);
+  Tensor dy = make({4}, {1, 2, 3, 4}), dx = make({4}, {0, 0, 0, 0});
+  b.relu_backward(y, dy, dx);
+  EXPECT_EQ(get(dx), (std::vector<float>{1, 0, 3, 0}));
+
+  Tensor px = make({1, 1, 2, 2}, {1, nan, 5, nan}), py = make({1, 1, 1, 1}, {0});
+  const PoolDesc max2{PoolMode::kMax, 2, 2, 2, 2, 0, 0, true};
+  b.pool_forward(max2, px, py);
+  EXPECT_TRUE(std::isnan(get(py)[0]));
+  Tensor pdy = make({1, 1, 1, 1}, {7}), pdx = make({1, 1, 2, 2}, {0, 0, 0, 0});
+  b.pool_backward(max2, px, py, pdy, pdx);
+  EXPECT_EQ(get(pdx), (std::vector<float>{0, 0, 0, 7}));
+}
+
 // f32 math everywhere (no TF32), over f32, f16 or bf16 storage.
 TEST_F(CpuOps, SupportsEveryStorageButNotTf32) {
   const auto types = [](Precision p) { return OpTypes::of(PrecisionPolicy::for_precision(p)); };

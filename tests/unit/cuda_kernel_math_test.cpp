@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -46,6 +47,12 @@ class KernelMath : public ::testing::Test {
   static std::vector<float> values(const Tensor& t) {
     return {t.data<float>(), t.data<float>() + t.numel()};
   }
+  // Bit patterns: equal where values() is not, for NaN.
+  static std::vector<uint32_t> bits(const Tensor& t) {
+    std::vector<uint32_t> b(static_cast<size_t>(t.numel()));
+    std::memcpy(b.data(), t.data<float>(), b.size() * 4);
+    return b;
+  }
   CpuBackend cpu{{}};
   Rng rng{7};
 };
@@ -54,14 +61,17 @@ class KernelMath : public ::testing::Test {
 const Shape kShape{3, 5, 7, 9};
 
 TEST_F(KernelMath, ReluForwardAndBackward) {
-  const Tensor x = random(kShape), dy = random(kShape);
+  Tensor x = random(kShape);
+  const Tensor dy = random(kShape);
+  x.data<float>()[5] = NAN;  // propagates both ways, as on the CPU
+  x.data<float>()[6] = -0.f;
   Tensor y_ref = zeros(kShape), y = zeros(kShape), dx_ref = zeros(kShape), dx = zeros(kShape);
   cpu.relu_forward(x, y_ref);
   run_on_host(x.numel(), ReluForward{x.data<float>(), y.data<float>()});
-  EXPECT_EQ(values(y), values(y_ref));
+  EXPECT_EQ(bits(y), bits(y_ref));
   cpu.relu_backward(y_ref, dy, dx_ref);
   run_on_host(x.numel(), ReluBackward{y_ref.data<float>(), dy.data<float>(), dx.data<float>()});
-  EXPECT_EQ(values(dx), values(dx_ref));
+  EXPECT_EQ(bits(dx), bits(dx_ref));
 }
 
 TEST_F(KernelMath, AddAndAccumulate) {
@@ -205,20 +215,22 @@ TEST_P(WindowPoolMath, ForwardAndBackwardOverEveryIndex) {
   const int64_t oh = (c.h + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
   const int64_t ow = (c.w + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
   const Shape in{2, 3, c.h, c.w}, out{2, 3, oh, ow};
-  // Values from a few levels, so that windows hold ties and the first maximum matters.
+  // Values from a few levels, so that windows hold ties and the first maximum matters, and a
+  // few NaNs, which take their windows.
   Tensor x = zeros(in);
   for (int64_t i = 0; i < x.numel(); ++i) {
-    x.data<float>()[i] = static_cast<float>(static_cast<int>(rng.uniform(0.f, 4.f)));
+    const int level = static_cast<int>(rng.uniform(0.f, 4.2f));
+    x.data<float>()[i] = level == 4 ? NAN : static_cast<float>(level);
   }
   const Tensor dy = random(out);
   Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
   cpu.pool_forward(p, x, y_ref);
   run_on_host(y.numel(), PoolForward{p, x.data<float>(), c.h, c.w, oh, ow, y.data<float>()});
-  EXPECT_EQ(values(y), values(y_ref));
+  EXPECT_EQ(bits(y), bits(y_ref));
   cpu.pool_backward(p, x, y_ref, dy, dx_ref);
   run_on_host(dx.numel(), PoolBackward{p, x.data<float>(), dy.data<float>(), c.h, c.w, oh, ow,
                                        dx.data<float>()});
-  EXPECT_EQ(values(dx), values(dx_ref));
+  EXPECT_EQ(bits(dx), bits(dx_ref));
 }
 
 PoolDesc pool(PoolMode m, int64_t k, int64_t s, int64_t pad, bool include_pad = true) {

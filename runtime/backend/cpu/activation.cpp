@@ -13,7 +13,8 @@ void CpuBackend::relu_forward(const Tensor& x_s, Tensor& y_s) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] > 0.f ? xp[i] : 0.f;
+  // NaN and -0 fail the comparison and pass through, as in torch.relu.
+  for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] < 0.f ? 0.f : xp[i];
 }
 
 void CpuBackend::relu_backward(const Tensor& y_s, const Tensor& dy_s, Tensor& dx_s) {
@@ -27,7 +28,8 @@ void CpuBackend::relu_backward(const Tensor& y_s, const Tensor& dy_s, Tensor& dx
   const float* g = dy.data<float>();
   float* out = dx.data<float>();
   const int64_t n = y.numel();
-  for (int64_t i = 0; i < n; ++i) out[i] = yp[i] > 0.f ? g[i] : 0.f;
+  // PyTorch's threshold_backward: the gradient passes where y is not <= 0 (NaN included).
+  for (int64_t i = 0; i < n; ++i) out[i] = yp[i] <= 0.f ? 0.f : g[i];
 }
 
 }  // namespace dlb

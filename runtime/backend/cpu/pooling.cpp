@@ -47,10 +47,11 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
       for (int64_t j = 0; j < g.ow; ++j) {
         const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
         if (p.mode == PoolMode::kMax) {
+          // A NaN takes the window, as in PyTorch's max_pool2d (std::max would skip it).
           float best = -std::numeric_limits<float>::infinity();
           for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
             for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
-              best = std::max(best, xp[a * g.w + b]);
+              if (takes_max(xp[a * g.w + b], best)) best = xp[a * g.w + b];
           yp[i * g.ow + j] = best;
         } else {
           double s = 0;
@@ -85,11 +86,11 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
         const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
         const float grad = gp[i * g.ow + j];
         if (p.mode == PoolMode::kMax) {
-          // The first maximum in scan order takes the gradient, as in PyTorch.
+          // The first maximum in scan order takes the gradient, or the last NaN, as in PyTorch.
           int64_t arg = ha * g.w + wa;
           for (int64_t a = ha; a < hb; ++a)
             for (int64_t b = wa; b < wb; ++b)
-              if (xp[a * g.w + b] > xp[arg]) arg = a * g.w + b;
+              if (takes_max(xp[a * g.w + b], xp[arg])) arg = a * g.w + b;
           dp[arg] += grad;
         } else {
           const int64_t count = avg_divisor(p, g, h0, w0);

@@ -24,15 +24,17 @@ struct Fill {
 struct ReluForward {
   const float* x;
   float* y;
-  DLB_HD void operator()(int64_t i) const { y[i] = x[i] > 0.f ? x[i] : 0.f; }
+  // NaN and -0 fail the comparison and pass through, as in torch.relu.
+  DLB_HD void operator()(int64_t i) const { y[i] = x[i] < 0.f ? 0.f : x[i]; }
 };
 
-// Reads the output, as the CPU backend does: y > 0 exactly where x > 0.
+// Reads the output, as the CPU backend does: y > 0 exactly where x > 0. As PyTorch's
+// threshold_backward, the gradient passes where y is not <= 0, NaN included.
 struct ReluBackward {
   const float* y;
   const float* dy;
   float* dx;
-  DLB_HD void operator()(int64_t i) const { dx[i] = y[i] > 0.f ? dy[i] : 0.f; }
+  DLB_HD void operator()(int64_t i) const { dx[i] = y[i] <= 0.f ? 0.f : dy[i]; }
 };
 
 struct Add {
@@ -216,12 +218,13 @@ DLB_HD int64_t pool_divisor(const PoolDesc& p, int64_t h, int64_t w, const PoolW
   }
   return (win.hb - win.ha) * (win.wb - win.wa);
 }
-// The first maximum of a window in row-major order, as an offset into its plane.
+// The first maximum of a window in row-major order, or its last NaN (PyTorch's max_pool2d rule,
+// in both passes), as an offset into its plane.
 DLB_HD int64_t pool_argmax(const float* xp, int64_t w, const PoolWindow& win) {
   int64_t arg = win.ha * w + win.wa;
   for (int64_t a = win.ha; a < win.hb; ++a) {
     for (int64_t b = win.wa; b < win.wb; ++b) {
-      if (xp[a * w + b] > xp[arg]) arg = a * w + b;
+      if (takes_max(xp[a * w + b], xp[arg])) arg = a * w + b;
     }
   }
   return arg;
@@ -242,7 +245,7 @@ struct PoolForward {
       float best = -INFINITY;
       for (int64_t a = win.ha; a < win.hb; ++a) {
         for (int64_t b = win.wa; b < win.wb; ++b)
-          best = xp[a * w + b] > best ? xp[a * w + b] : best;
+          best = takes_max(xp[a * w + b], best) ? xp[a * w + b] : best;
       }
       y[o] = best;
       return;
