@@ -6,6 +6,8 @@
 #   scripts/build.sh              everything, into build/
 #   scripts/build.sh --sanitize   the unit and gradient-check tests with AddressSanitizer and
 #                                 UBSan, CPU code only, into build-asan/
+#   scripts/build.sh --fuzz       the libFuzzer targets of tests/fuzz with clang, ASan and UBSan,
+#                                 CPU code only, into build-fuzz/
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build
@@ -17,6 +19,11 @@ if [[ ${1:-} == --sanitize ]]; then
   args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
         -DDLB_SANITIZE=ON -DDLB_ENABLE_CUDA=OFF)
   targets=(--target unit_tests gradcheck_tests)
+elif [[ ${1:-} == --fuzz ]]; then
+  build=$root/build-fuzz
+  args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g"
+        -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++ -DDLB_FUZZ=ON -DDLB_ENABLE_CUDA=OFF)
+  targets=(--target fuzzers)
 elif [[ ${DLB_ENABLE_CUDA:-1} != 0 && -x /usr/local/cuda/bin/nvcc ]]; then
   args+=(-DCMAKE_CUDA_COMPILER=/usr/local/cuda/bin/nvcc)
 else

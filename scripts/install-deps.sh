@@ -11,6 +11,7 @@ packages=(
   libopenblas-dev zlib1g-dev                      # CPU backend: sgemm; gzip for the digits
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks
+  clang libclang-rt-14-dev                        # libFuzzer and its sanitizers (tests/fuzz)
   python3 python3-venv                            # reports and test drivers
   python3-torch python3-torchvision               # PyTorch 1.13 (CPU): the parity peer
   python3-sklearn                                 # ships digits.csv.gz, the real data set

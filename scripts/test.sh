@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs, builds and runs every test: GoogleTest suites (unit, gradient checks), the command
 # line's error handling, the harness, MPI, reports and parity with PyTorch; then the unit and
-# gradient-check tests again under AddressSanitizer + UBSan, where any report is a failure.
+# gradient-check tests again under AddressSanitizer + UBSan, where any report is a failure; and the
+# fuzz targets' seed corpora and regression inputs (scripts/fuzz.sh), under the same sanitizers.
 # Extra arguments go to the first ctest (e.g. -L unit).
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -15,3 +16,6 @@ echo "== the unit and gradient-check tests under AddressSanitizer + UBSan (build
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
   ctest --test-dir "$root/build-asan" --output-on-failure -j"$jobs" -L "unit|gradcheck"
+
+echo "== every reader's fuzz corpus and regression inputs under AddressSanitizer + UBSan (build-fuzz/)"
+"$root/scripts/fuzz.sh"

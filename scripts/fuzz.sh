@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# The fuzz targets of every reader of outside input (tests/fuzz/README.md): builds them into
+# build-fuzz/ (clang, libFuzzer, AddressSanitizer + UBSan), replays each target's seed corpus and
+# regression inputs, and with --seconds N fuzzes each target for N seconds: the four C++ readers
+# with libFuzzer, and the records reader of reports/ and ci/ with Hypothesis.
+#
+#   scripts/fuzz.sh               replay only (scripts/test.sh runs this)
+#   scripts/fuzz.sh --seconds 60  replay, then fuzz each target for 60 s (CI runs this)
+#
+# An input that crashes a target is saved under tests/fuzz/regressions/<target>/ (commit it with
+# the fix), and the run fails. Prints the executions per target.
+set -euo pipefail
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+seconds=0
+if [[ ${1:-} == --seconds ]]; then
+  seconds=${2:?--seconds needs a number}
+elif [[ $# -gt 0 ]]; then
+  echo "usage: scripts/fuzz.sh [--seconds N]" >&2
+  exit 2
+fi
+"$root/scripts/install-deps.sh"
+"$root/scripts/build.sh" --fuzz
+fuzz=$root/tests/fuzz
+bin=$root/build-fuzz/tests/fuzz
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+failed=0
+for target in safetensors batch_file digits_csv suite; do
+  bash "$fuzz/replay.sh" "$bin/${target}_fuzzer" "$fuzz/corpus/$target" "$fuzz/regressions/$target" ||
+    failed=1
+done
+if ! "$root/.venv/bin/python" "$fuzz/records/fuzz_records.py" --replay; then
+  failed=1
+fi
+((seconds > 0)) || exit $failed
+
+for target in safetensors batch_file digits_csv suite; do
+  work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is
+  log=$work/log
+  if ! "$bin/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+         -dict="$fuzz/json.dict" -artifact_prefix="$fuzz/regressions/$target/" \
+         "$work" "$fuzz/corpus/$target" >"$log" 2>&1; then
+    tail -n 40 "$log" >&2
+    echo "fuzz: $target: a defect; its input is in tests/fuzz/regressions/$target/" >&2
+    failed=1
+  fi
+  runs=$(grep -Eo '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
+  echo "fuzz: $target: ${runs:-no summary} ($(ls "$work" | wc -l) new corpus inputs)"
+  rm -rf "$work"
+done
+if ! "$root/.venv/bin/python" "$fuzz/records/fuzz_records.py" --seconds "$seconds"; then
+  failed=1
+fi
+exit $failed

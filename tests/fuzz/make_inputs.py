@@ -1,0 +1,176 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora (corpus/<target>/) and the regression inputs of the defects that
+fuzzing found (regressions/<target>/), one file each, named for what it holds. Each regression
+input is refused with a one-line error and exit 2 (tests/integration/hostile_inputs.sh), except
+those named accepted_*: inputs that were wrongly refused, which must now be accepted. Deterministic:
+running it again rewrites the same bytes. Inputs that later fuzzing runs find are added to
+regressions/ by scripts/fuzz.sh as they are (crash-<sha1>), not by this script.
+
+    python3 tests/fuzz/make_inputs.py
+"""
+import gzip
+import json
+import struct
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+DIGITS = Path("/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz")
+
+
+def safetensors(tensors, metadata=None, header=None, length_delta=0, pad=True):
+    """tensors: name -> (dtype, shape, bytes), laid out in order. `header` replaces the JSON."""
+    h, data, off = {}, b"", 0
+    if metadata is not None:
+        h["__metadata__"] = metadata
+    for name, (dtype, shape, raw) in tensors.items():
+        h[name] = {"dtype": dtype, "shape": shape, "data_offsets": [off, off + len(raw)]}
+        off += len(raw)
+        data += raw
+    text = header if header is not None else json.dumps(h, separators=(",", ":")).encode()
+    if pad and header is None:
+        text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text) + length_delta) + text + data
+
+
+def f32(values):
+    return struct.pack(f"<{len(values)}f", *values)
+
+
+def i64(values):
+    return struct.pack(f"<{len(values)}q", *values)
+
+
+def batch(n, c=3, side=4, images=None, labels=None, extra=None):
+    t = {"images": ("F32", [n, c, side, side],
+                    images if images is not None else f32([(i % 7) / 7 for i in range(n * c * side * side)])),
+         "labels": ("I64", [n], labels if labels is not None else i64([i % 10 for i in range(n)]))}
+    if extra:
+        t.update(extra)
+    return safetensors(t)
+
+
+def write(folder, name, data):
+    path = HERE / folder / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+def main():
+    # safetensors: what PyTorch's safetensors writes, and every dtype dlbench reads.
+    write("corpus/safetensors", "empty", safetensors({}))
+    write("corpus/safetensors", "one_f32", safetensors({"w": ("F32", [2, 2], f32([1, 2, 3, 4]))}))
+    write("corpus/safetensors", "metadata", safetensors(
+        {"b": ("F32", [3], f32([0, 1, 2])), "a": ("I64", [1], i64([7]))}, metadata={"format": "pt"}))
+    write("corpus/safetensors", "half_types", safetensors(
+        {"h": ("F16", [2], b"\x00\x3c\x00\xc0"), "b": ("BF16", [2], b"\x80\x3f\x00\x40"),
+         "s": ("F32", [], f32([5])), "z": ("F32", [0, 3], b"")}))
+    write("corpus/safetensors", "batch", batch(2))
+    bad = "regressions/safetensors"
+    write(bad, "shape_overflows_int64", safetensors({}, header=json.dumps(
+        {"w": {"dtype": "F32", "shape": [2**40, 2**40], "data_offsets": [0, 0]}}).encode()))
+    two = {"a": ("F32", [2], f32([1, 2])), "b": ("F32", [2], f32([3, 4]))}
+    good = safetensors(two)
+    write(bad, "overlapping_offsets", good.replace(b'"data_offsets":[8,16]', b'"data_offsets":[4,12]'))
+    write(bad, "shifted_offsets", good.replace(b'"data_offsets":[0,8]', b'"data_offsets":[1,9]'))
+    write(bad, "header_length_one_short", safetensors(two, length_delta=-1))
+    write(bad, "nul_and_garbage_after_header", safetensors(
+        {}, header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}\x00\x00garbage') + f32([1]))
+    write(bad, "float_offsets", safetensors(
+        {}, header=b'{"a":{"dtype":"F32","shape":[1],"data_offsets":[0.0,4.0]}}') + f32([1]))
+    write(bad, "metadata_not_a_string_map", safetensors(
+        {"a": ("F32", [1], f32([1]))}, metadata={"x": [1, 2]}))
+    write(bad, "header_nested_5000_deep", safetensors(
+        {}, header=b'{"a":' + b"[" * 5000 + b"]" * 5000 + b"}"))
+    write(bad, "negative_dimension", safetensors(
+        {}, header=b'{"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,0]}}'))
+    write(bad, "header_length_past_file", struct.pack("<Q", 2**63) + b"{}")
+
+    # Batch files for a model of 3 channels and 10 classes.
+    write("corpus/batch_file", "two_images", batch(2))
+    write("corpus/batch_file", "four_images_8px", batch(4, side=8))
+    bad = "regressions/batch_file"
+    write(bad, "no_images", batch(0))
+    write(bad, "images_of_no_pixel", batch(2, side=0, images=b""))
+    write(bad, "byte_count_wraps", safetensors({}, header=json.dumps(
+        {"images": {"dtype": "F32", "shape": [2**61, 1, 2, 2], "data_offsets": [0, 0]},
+         "labels": {"dtype": "I64", "shape": [2**61], "data_offsets": [0, 0]}}).encode()))
+    write(bad, "extra_tensor", batch(2, extra={"extra": ("F32", [1], f32([0]))}))
+    write(bad, "nan_image", batch(2, images=f32([float("nan")] * 96)))
+    write(bad, "inf_image", batch(2, images=f32([float("inf")] * 96)))
+    write(bad, "label_out_of_range", batch(2, labels=i64([3, 10])))
+    write(bad, "negative_label", batch(2, labels=i64([-1, 0])))
+
+    # The digits CSV: real lines of scikit-learn's file.
+    lines = gzip.decompress(DIGITS.read_bytes()).decode().splitlines()
+    write("corpus/digits_csv", "first_lines", "\n".join(lines[:4]) + "\n")
+    write("corpus/digits_csv", "crlf", "\r\n".join(lines[4:6]) + "\r\n")
+    row = lines[0].split(",")
+    def with_label(label):
+        return ",".join(row[:64] + [label]) + "\n"
+    def with_pixel(pixel):
+        return ",".join([pixel] + row[1:]) + "\n"
+    bad = "regressions/digits_csv"
+    write(bad, "fractional_label", with_label("3.7"))
+    write(bad, "two_numbers_in_a_field", with_label("1 2"))
+    write(bad, "nan_label", with_label("nan"))
+    write(bad, "nan_pixel", with_pixel("nan"))
+    write(bad, "inf_pixel", with_pixel("inf"))
+    write(bad, "huge_pixel", with_pixel("3e38"))
+    write(bad, "short_line", ",".join(row[:10]) + "\n")
+
+    # Suites: every shipped suite.
+    for suite in sorted((ROOT / "suites").glob("*.json")):
+        write("corpus/suite", suite.stem, suite.read_bytes())
+    base = {"name": "x", "description": "a hostile suite", "defaults": {"model": "resnet18"},
+            "sweep": {"batch": [1]}, "cpu": {}}
+    def suite(**changes):
+        s = json.loads(json.dumps(base))
+        for k, v in changes.items():
+            s[k] = v
+        return json.dumps(s)
+    bad = "regressions/suite"
+    write(bad, "nested_5000_deep", '{"name":"x","sweep":{"batch":' + "[" * 5000 + "]" * 5000 + "}}")
+    write(bad, "integer_2_to_63", suite(sweep={"batch": [2**63]}))
+    write(bad, "integer_2_to_64", suite(sweep={"steps": [2**64]}))
+    write(bad, "memory_budget_past_2_to_64", suite(
+        defaults={"model": "resnet18", "memory_budget": "99999999999999999999GiB"}))
+    write(bad, "million_points", suite(sweep={"batch": list(range(1, 1001)),
+                                              "steps": list(range(1, 1001))}))
+    write(bad, "points_overflow_64_bits", suite(sweep={  # 1000^7 > 2^64
+        k: list(range(1, 1001)) for k in ("batch", "steps", "warmup", "seed", "ranks", "image_size",
+                                          "num_classes")}))
+    write(bad, "accepted_comm_keys", suite(defaults={"model": "resnet18", "comm_timeout": 5,
+                                            "comm_progress": "poll"}))
+    write(bad, "nul_byte", suite().replace('"x"', '"x\\u0000"', 1)[:-1] + "\x00}")
+
+    # Records (reports/ and ci/): one real record, broken one way each.
+    record = json.loads((HERE / "records/corpus/ci.jsonl").read_text().splitlines()[0])
+    def broken(change):
+        r = json.loads(json.dumps(record))
+        change(r)
+        return json.dumps(r) + "\n"  # Python writes NaN and Infinity literals, which JSON lacks
+    def setter(dotted, value):
+        def change(r):
+            *parents, last = dotted.split(".")
+            for k in parents:
+                r = r[k]
+            r[last] = value
+        return change
+    bad = "records/regressions"
+    write(bad, "not_utf8.jsonl", json.dumps(record).encode().replace(b'"ok"', b'"o\xff"', 1) + b"\n")
+    write(bad, "peak_bytes_a_string.jsonl", broken(setter("memory.peak_bytes_total", "8496252")))
+    write(bad, "empty_step_times.jsonl", broken(setter("metrics.step_time_s.all", [])))
+    write(bad, "nested_100000_deep.jsonl", "[" * 100000 + "]" * 100000 + "\n")
+    write(bad, "negative_throughput.jsonl", broken(setter("metrics.throughput_img_s", -5.0)))
+    write(bad, "infinite_throughput.jsonl", broken(setter("metrics.throughput_img_s", float("inf"))))
+    write(bad, "nan_throughput.jsonl", broken(setter("metrics.throughput_img_s", float("nan"))))
+    write(bad, "negative_step_times.jsonl", broken(setter("metrics.step_time_s.all", [-0.1, 0.2])))
+    write(bad, "zero_step_times.jsonl", broken(setter("metrics.step_time_s.all", [0.0, 0.0, 0.0])))
+    write(bad, "peak_bytes_minus_1.jsonl", broken(setter("memory.peak_bytes_total", -1)))
+    write(bad, "peak_bytes_1_5.jsonl", broken(setter("memory.peak_bytes_total", 1.5)))
+    write(bad, "peak_bytes_2_to_70.jsonl", broken(setter("memory.peak_bytes_total", 2**70)))
+
+
+if __name__ == "__main__":
+    main()
