@@ -4,12 +4,11 @@ throughput of that system for the row (its batch named), and time-to-accuracy wh
 convergence run exists; ratios are against the first system."""
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .plots.common import device_name
-from .records import RecordError, load
+from .records import RecordError, load, read_json_file
 
 REFERENCES_FILE = Path(__file__).resolve().parents[1] / "references.json"
 
@@ -59,10 +58,10 @@ def system_from_dir(directory: str) -> System:
 
 def reference_systems(path: str | Path) -> list[System]:
     path = Path(path)
-    try:
-        rows = json.loads(path.read_text())["rows"]
-    except (OSError, json.JSONDecodeError, KeyError) as e:
-        raise RecordError(f"{path}: cannot read reference rows: {e}") from None
+    data = read_json_file(path, "reference rows")
+    rows = data.get("rows") if isinstance(data, dict) else None
+    if not isinstance(rows, list) or not all(isinstance(r, dict) for r in rows):
+        raise RecordError(f"{path}: expected an object whose 'rows' is a list of objects")
     systems: dict[str, System] = {}
     for i, row in enumerate(rows, start=1):
         for k in ("source_name", "system", "model", "image_size", "precision", "ranks", "source"):

@@ -4,6 +4,13 @@ A results directory is what `dlbench --suite=...` writes: results.jsonl (one rec
 summary.json, traces/, profiles/, points/, logs/, mllog/. Every record is validated against
 suites/schema/result.schema.json; anything a report needs beyond the schema is asked for through
 `Record.need`, which names the file, the line and the missing key.
+
+The reader is strict, since records come back from other machines and other tools: a line must be
+UTF-8, JSON nested at most MAX_DEPTH levels (checked by a scan without recursion, before parsing),
+with no NaN or Infinity literals (JSON has none; Python's json module accepts them), and valid
+against the schema, which types every metric (byte counts are integers in [0, 2^63), throughputs
+and step times are positive). Anything else is a RecordError naming the file and the line; the
+command lines print it as one line and exit 2.
 """
 from __future__ import annotations
 
@@ -16,6 +23,7 @@ import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_SCHEMA = ROOT / "suites" / "schema" / "result.schema.json"
+MAX_DEPTH = 64  # as the C++ readers (runtime/io/json_text.h)
 
 
 class RecordError(Exception):
@@ -72,6 +80,59 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+def check_depth(text: str, where: str) -> None:
+    """RecordError when an array or object nests deeper than MAX_DEPTH (brackets in strings do not
+    count). A loop, not recursion: json.loads and jsonschema recurse, and would raise
+    RecursionError on deep input."""
+    depth, in_string, escaped = 0, False, False
+    for c in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif c == "\\":
+                escaped = True
+            elif c == '"':
+                in_string = False
+        elif c == '"':
+            in_string = True
+        elif c in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                raise RecordError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
+        elif c in "]}":
+            depth -= 1
+
+
+def _no_constants(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def parse_json_text(text: str, where: str) -> Any:
+    """One JSON document, strictly: depth-limited, no NaN/Infinity; RecordError otherwise."""
+    check_depth(text, where)
+    try:
+        return json.loads(text, parse_constant=_no_constants)
+    except json.JSONDecodeError as e:
+        raise RecordError(f"{where}: not valid JSON: {e.msg} at column {e.colno}") from None
+    except (ValueError, RecursionError) as e:
+        raise RecordError(f"{where}: not valid JSON: {e}") from None
+
+
+def read_json_file(path: str | Path, what: str) -> Any:
+    """A whole JSON file another tool may have written (summary.json, a profile, a trace, a
+    references file), read as read_records reads a line."""
+    path = Path(path)
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RecordError(f"{path}: cannot read {what}: {e.strerror}") from None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise RecordError(f"{path}: {what} is not UTF-8 (byte {e.start})") from None
+    return parse_json_text(text, str(path))
+
+
 def read_records(path: str | Path) -> list[Record]:
     """All records of a results.jsonl file (or of DIR/results.jsonl), in file order."""
     path = Path(path)
@@ -81,25 +142,32 @@ def read_records(path: str | Path) -> list[Record]:
         raise RecordError(f"{path}: no such file (expected the results.jsonl of a dlbench run)")
     validator = _validator()
     records = []
-    with path.open(encoding="utf-8") as f:
-        for number, text in enumerate(f, start=1):
-            if not text.strip():
-                continue
-            if not text.endswith("\n"):
-                raise RecordError(f"{path}:{number}: partial record (the line has no end; was "
-                                  "the run interrupted while writing it?)")
-            try:
-                data = json.loads(text)
-            except json.JSONDecodeError as e:
-                raise RecordError(f"{path}:{number}: not valid JSON: {e.msg} at column "
-                                  f"{e.colno}") from None
+    try:
+        raw = path.read_bytes()
+    except OSError as e:
+        raise RecordError(f"{path}: cannot read: {e.strerror}") from None
+    lines = raw.split(b"\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        if number == len(lines):  # bytes after the last newline
+            raise RecordError(f"{path}:{number}: partial record (the line has no end; was "
+                              "the run interrupted while writing it?)")
+        try:
+            text = line.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RecordError(f"{path}:{number}: not UTF-8 (byte {e.start} of the line)") from None
+        data = parse_json_text(text, f"{path}:{number}")
+        try:
             errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
-            if errors:
-                e = errors[0]
-                where = "/" + "/".join(str(p) for p in e.absolute_path)
-                raise RecordError(f"{path}:{number}: not a dlbench result record: "
-                                  f"{e.message} (at {where})")
-            records.append(Record(data, path, number))
+        except RecursionError:
+            raise RecordError(f"{path}:{number}: nested too deeply to validate") from None
+        if errors:
+            e = errors[0]
+            where = "/" + "/".join(str(p) for p in e.absolute_path)
+            raise RecordError(f"{path}:{number}: not a dlbench result record: "
+                              f"{e.message} (at {where})")
+        records.append(Record(data, path, number))
     if not records:
         raise RecordError(f"{path}: holds no records")
     return records

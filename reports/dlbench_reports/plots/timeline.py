@@ -2,10 +2,9 @@
 rank. Ranks' traces are put on one time axis through each trace's wall-clock origin."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..records import Record, RecordError, schema_enum
+from ..records import Record, RecordError, read_json_file, schema_enum
 from . import common
 
 # Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
@@ -16,12 +15,9 @@ COLORS = {cat: f"C{i % 10}" for i, cat in enumerate(c for c in schema_enum("span
 
 
 def read_trace(path: Path) -> dict:
-    try:
-        trace = json.loads(Path(path).read_text())
-    except FileNotFoundError:
-        raise RecordError(f"{path}: trace file is missing") from None
-    except json.JSONDecodeError as e:
-        raise RecordError(f"{path}: not valid JSON: {e.msg} at line {e.lineno}") from None
+    if not Path(path).exists():
+        raise RecordError(f"{path}: trace file is missing")
+    trace = read_json_file(path, "a Chrome trace")
     if not isinstance(trace, dict) or "traceEvents" not in trace:
         raise RecordError(f"{path}: not a Chrome trace (no traceEvents)")
     return trace
