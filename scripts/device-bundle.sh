@@ -31,6 +31,7 @@ if [[ -z $from ]]; then
     || { echo "device-bundle: configure failed; see $out.configure.log" >&2; exit 1; }
   cmake --build "$build" -j"$(nproc)" --target dlbench unit_tests gradcheck_tests \
     cuda_library_tests cuda_memory_tests cuda_kernels_tests cuda_backend_tests \
+    cuda_mixed_precision_tests \
     >"$build/bundle-build.log" 2>&1 \
     || { echo "device-bundle: build failed; see $build/bundle-build.log" >&2; exit 1; }
   from=$build
@@ -41,7 +42,7 @@ rm -rf "$bundle" "$out/bundle.tar.gz"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$from/dlbench" "$bundle/bin/"
 for t in unit_tests gradcheck_tests cuda_library_tests cuda_memory_tests cuda_kernels_tests \
-         cuda_backend_tests; do
+         cuda_backend_tests cuda_mixed_precision_tests; do
   [[ -x $from/tests/$t ]] && cp "$from/tests/$t" "$bundle/bin/"
 done
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """PyTorch beside dlbench on the same GPU, for scripts/device-check.sh: torchvision's model on
 synthetic data with dlbench's settings (SGD with momentum 0.9, lr 0.01, NCHW, fp32 strict or
-TF32), timed as dlbench times: warm-up steps, then timed steps marked by CUDA events on the
+TF32; fp16 and bf16 as PyTorch's own mixed precision: autocast, channels_last, and a GradScaler
+for fp16), timed as dlbench times: warm-up steps, then timed steps marked by CUDA events on the
 stream with no host synchronisation between them, the device synchronised at the start and the
 end. Prints one JSON object: images per second and the median step time.
 
@@ -20,7 +21,7 @@ def main():
     ap.add_argument("model")
     ap.add_argument("batch", type=int)
     ap.add_argument("image_size", type=int)
-    ap.add_argument("precision", choices=["fp32", "tf32"])
+    ap.add_argument("precision", choices=["fp32", "tf32", "fp16", "bf16"])
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=5)
     a = ap.parse_args()
@@ -30,14 +31,22 @@ def main():
     dev = torch.device("cuda")
     torch.manual_seed(0)
     model = getattr(torchvision.models, a.model)(weights=None, num_classes=1000).to(dev).train()
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
     x = torch.randn(a.batch, 3, a.image_size, a.image_size, device=dev)
     y = torch.randint(0, 1000, (a.batch,), device=dev)
+    half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(a.precision)
+    if half is not None:  # AMP as its documentation recommends for convolutional networks
+        model = model.to(memory_format=torch.channels_last)
+        x = x.to(memory_format=torch.channels_last)
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.cuda.amp.GradScaler(enabled=a.precision == "fp16")
 
     def step():
         opt.zero_grad(set_to_none=True)
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
+        with torch.autocast("cuda", dtype=half or torch.float32, enabled=half is not None):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
 
     for _ in range(a.warmup):
         step()

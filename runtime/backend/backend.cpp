@@ -136,6 +136,15 @@ void Backend::sgd_update_unscaled(const SgdConfig&, const Tensor&, const Tensor&
                                   Tensor&) {
   no_loss_scaling(name(), "unscaled update");
 }
+void Backend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
+                                   Tensor& momentum_buf, Tensor& param, Tensor& compute) {
+  if (scaler) {
+    sgd_update_unscaled(cfg, grad, *scaler, momentum_buf, param);
+  } else {
+    sgd_update(cfg, grad, momentum_buf, param);
+  }
+  cast(param, compute);
+}
 void Backend::update_loss_scale(const LossScaleConfig&, Tensor&) {
   no_loss_scaling(name(), "scale update");
 }

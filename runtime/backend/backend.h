@@ -279,6 +279,12 @@ class Backend : public DeviceMemory {
   // when the found-inf slot is set: the step is skipped.
   virtual void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
                                    Tensor& momentum_buf, Tensor& param);
+  // An update (sgd_update, or sgd_update_unscaled when `scaler` is given) that also stores the
+  // updated master weights in `compute`, the compute-precision copy that forward and backward
+  // read. By default the update, then cast(param, compute); a backend that writes the copy in
+  // the update's own pass (the CUDA backend's SGD kernel) overrides it.
+  virtual void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
+                                    Tensor& momentum_buf, Tensor& param, Tensor& compute);
   // GradScaler.update: backs off (and counts a skipped step) or grows the scale, and clears the
   // found-inf slot for the next step.
   virtual void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler);

@@ -17,17 +17,22 @@ Optimizer::Optimizer(Backend& backend, std::vector<Param*> params, const SgdConf
 
 void Optimizer::update(size_t i) {
   Param& p = *params_[i];
-  if (!scaler_) {
-    backend_.sgd_update(config_, p.grad, momentum_[i], p.value);
-  } else {
+  const Tensor* scale_state = nullptr;
+  if (scaler_) {
     if (updated_this_step_ == 0) scaler_->check_gradients();
-    backend_.sgd_update_unscaled(config_, p.grad, scaler_->state(), momentum_[i], p.value);
-    if (++updated_this_step_ == params_.size()) {
-      scaler_->update();
-      updated_this_step_ = 0;
-    }
+    scale_state = &scaler_->state();
   }
-  if (p.has_compute_copy()) backend_.cast(p.value, p.compute);  // the next step's weights
+  if (p.has_compute_copy()) {  // the next step's weights, written by the update where it can
+    backend_.sgd_update_with_copy(config_, p.grad, scale_state, momentum_[i], p.value, p.compute);
+  } else if (scale_state) {
+    backend_.sgd_update_unscaled(config_, p.grad, *scale_state, momentum_[i], p.value);
+  } else {
+    backend_.sgd_update(config_, p.grad, momentum_[i], p.value);
+  }
+  if (scaler_ && ++updated_this_step_ == params_.size()) {
+    scaler_->update();
+    updated_this_step_ = 0;
+  }
 }
 
 }  // namespace dlb

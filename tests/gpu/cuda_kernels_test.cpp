@@ -57,14 +57,14 @@ TEST_F(GpuKernels, ElementwiseOpsAreExact) {
   Tensor dx = on_device(x), db = on_device(b), dy = on_device(host_zeros(kShape));
   Tensor y = host_zeros(kShape);
   cpu.relu_forward(x, y);
-  launch_for_each(gpu->stream(), x.numel(), ReluForward{dx.data<float>(), dy.data<float>()});
+  launch_for_each(gpu->stream(), x.numel(), ReluForward<float>{dx.data<float>(), dy.data<float>()});
   EXPECT_EQ(back(dy), values(y));
   cpu.add(x, b, y);
   launch_for_each(gpu->stream(), x.numel(),
-                  Add{dx.data<float>(), db.data<float>(), dy.data<float>()});
+                  Add<float>{dx.data<float>(), db.data<float>(), dy.data<float>()});
   EXPECT_EQ(back(dy), values(y));
   cpu.accumulate(x, y);
-  launch_for_each(gpu->stream(), x.numel(), Accumulate{dx.data<float>(), dy.data<float>()});
+  launch_for_each(gpu->stream(), x.numel(), Accumulate<float>{dx.data<float>(), dy.data<float>()});
   EXPECT_EQ(back(dy), values(y));
 }
 
@@ -76,7 +76,7 @@ TEST_F(GpuKernels, DropoutDrawsTheCpuMask) {
   Tensor dx = on_device(x), dmask = on_device(host_zeros(s)), dy = on_device(host_zeros(s));
   launch_for_each(
       gpu->stream(), x.numel(),
-      DropoutForward{dx.data<float>(), 0.3f, 99, dmask.data<float>(), dy.data<float>()});
+      DropoutForward<float>{dx.data<float>(), 0.3f, 99, dmask.data<float>(), dy.data<float>()});
   EXPECT_EQ(back(dmask), values(mask));
   EXPECT_EQ(back(dy), values(y));
 }
@@ -91,7 +91,8 @@ TEST_F(GpuKernels, SgdWithinOneRoundingPerOperation) {
   cpu.sgd_update(cfg, g, buf, p);
   Tensor dg = on_device(g), dbuf = on_device(buf0), dp = on_device(p0);
   launch_for_each(gpu->stream(), s.numel(),
-                  SgdUpdate{cfg, dg.data<float>(), dbuf.data<float>(), dp.data<float>()});
+                  SgdUpdate<float>{cfg, dg.data<float>(), nullptr, dbuf.data<float>(),
+                                   dp.data<float>(), nullptr});
   const std::vector<float> gb = back(dbuf), gp = back(dp);
   for (int64_t i = 0; i < s.numel(); ++i) {
     // Three multiply-adds, each at most one rounding (2^-24 relative) of its largest term apart.
@@ -118,8 +119,8 @@ TEST_F(GpuKernels, SoftmaxCrossEntropyWithinAFloatUlp) {
   Tensor drow = gpu->empty({rows * 2}, DType::kF32, MemCategory::kWorkspace, "row terms");
   auto* row_loss = static_cast<double*>(drow.raw());
   launch_for_each(gpu->stream(), rows,
-                  SoftmaxCrossEntropyRow{dl.data<float>(), dlab.data<int64_t>(), classes,
-                                         dprobs.data<float>(), row_loss});
+                  SoftmaxCrossEntropyRow<float>{dl.data<float>(), dlab.data<int64_t>(), classes,
+                                                dprobs.data<float>(), row_loss});
   launch_for_each(gpu->stream(), 1, MeanOfRows{row_loss, rows, dloss.data<float>()});
   const std::vector<float> gprobs = back(dprobs), gloss = back(dloss);
   for (int64_t i = 0; i < rows * classes; ++i) {
@@ -137,9 +138,10 @@ TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
   Tensor dx = on_device(x), dg = on_device(g);
   Tensor dy = on_device(host_zeros(out)), ddx = on_device(host_zeros(in));
   launch_for_each(gpu->stream(), y.numel(),
-                  AdaptiveAvgPoolForward{dx.data<float>(), 13, 11, 6, 4, dy.data<float>()});
-  launch_for_each(gpu->stream(), dxr.numel(),
-                  AdaptiveAvgPoolBackward{dg.data<float>(), 13, 11, 6, 4, ddx.data<float>()});
+                  AdaptiveAvgPoolForward<float>{dx.data<float>(), 13, 11, 6, 4, dy.data<float>()});
+  launch_for_each(
+      gpu->stream(), dxr.numel(),
+      AdaptiveAvgPoolBackward<float>{dg.data<float>(), 13, 11, 6, 4, ddx.data<float>()});
   EXPECT_EQ(back(dy), values(y));
   EXPECT_EQ(back(ddx), values(dxr));
 }
@@ -165,26 +167,29 @@ TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   auto* rows = static_cast<double*>(scratch.raw());
   double* channel = rows + 2 * n * c;
   const StreamRef st = gpu->stream();
-  launch_for_each(st, n * c, BatchNormRowSum{d_x.data<float>(), inner, rows});
+  launch_for_each(st, n * c, BatchNormRowSum<float>{d_x.data<float>(), inner, rows});
   launch_for_each(st, c, BatchNormMean{rows, n, c, m, channel});
-  launch_for_each(st, n * c, BatchNormRowSquares{d_x.data<float>(), channel, c, inner, rows});
+  launch_for_each(st, n * c,
+                  BatchNormRowSquares<float>{d_x.data<float>(), channel, c, inner, rows});
   launch_for_each(st, c,
                   BatchNormStatistics{rows, d_g.data<float>(), d_b.data<float>(), n, c, m, 1e-5f,
                                       0.1f, channel, d_mean.data<float>(), d_inv.data<float>(),
                                       d_rm.data<float>(), d_rv.data<float>()});
-  launch_for_each(st, x.numel(),
-                  BatchNormNormalize{d_x.data<float>(), channel, c, inner, d_y.data<float>()});
-  launch_for_each(
-      st, n * c,
-      BatchNormBackwardRowSums{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
-                               d_inv.data<float>(), c, inner, rows});
-  launch_for_each(st, c,
-                  BatchNormBackwardChannel{rows, d_g.data<float>(), d_inv.data<float>(), n, c, m,
-                                           channel, d_dg.data<float>(), d_db.data<float>()});
   launch_for_each(
       st, x.numel(),
-      BatchNormBackwardData{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
-                            d_inv.data<float>(), channel, c, inner, d_dx.data<float>()});
+      BatchNormNormalize<float>{d_x.data<float>(), channel, c, inner, d_y.data<float>()});
+  launch_for_each(
+      st, n * c,
+      BatchNormBackwardRowSums<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
+                                      d_inv.data<float>(), c, inner, rows});
+  launch_for_each(
+      st, c,
+      BatchNormBackwardChannel<float>{rows, d_g.data<float>(), d_inv.data<float>(), n, c, m,
+                                      channel, d_dg.data<float>(), d_db.data<float>()});
+  launch_for_each(
+      st, x.numel(),
+      BatchNormBackwardData<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
+                                   d_inv.data<float>(), channel, c, inner, d_dx.data<float>()});
   auto close = [&](const Tensor& d, const Tensor& want, const char* what) {
     const std::vector<float> got = back(d);
     double scale = 0, worst = 0;

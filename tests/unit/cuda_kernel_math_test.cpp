@@ -67,10 +67,11 @@ TEST_F(KernelMath, ReluForwardAndBackward) {
   x.data<float>()[6] = -0.f;
   Tensor y_ref = zeros(kShape), y = zeros(kShape), dx_ref = zeros(kShape), dx = zeros(kShape);
   cpu.relu_forward(x, y_ref);
-  run_on_host(x.numel(), ReluForward{x.data<float>(), y.data<float>()});
+  run_on_host(x.numel(), ReluForward<float>{x.data<float>(), y.data<float>()});
   EXPECT_EQ(bits(y), bits(y_ref));
   cpu.relu_backward(y_ref, dy, dx_ref);
-  run_on_host(x.numel(), ReluBackward{y_ref.data<float>(), dy.data<float>(), dx.data<float>()});
+  run_on_host(x.numel(),
+              ReluBackward<float>{y_ref.data<float>(), dy.data<float>(), dx.data<float>()});
   EXPECT_EQ(bits(dx), bits(dx_ref));
 }
 
@@ -78,11 +79,11 @@ TEST_F(KernelMath, AddAndAccumulate) {
   const Tensor a = random(kShape), b = random(kShape);
   Tensor y_ref = zeros(kShape), y = zeros(kShape);
   cpu.add(a, b, y_ref);
-  run_on_host(a.numel(), Add{a.data<float>(), b.data<float>(), y.data<float>()});
+  run_on_host(a.numel(), Add<float>{a.data<float>(), b.data<float>(), y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
   Tensor acc_ref = copy_of(b), acc = copy_of(b);
   cpu.accumulate(a, acc_ref);
-  run_on_host(a.numel(), Accumulate{a.data<float>(), acc.data<float>()});
+  run_on_host(a.numel(), Accumulate<float>{a.data<float>(), acc.data<float>()});
   EXPECT_EQ(values(acc), values(acc_ref));
 }
 
@@ -93,7 +94,7 @@ TEST_F(KernelMath, DropoutDrawsTheCpuBackendsMask) {
   Tensor mask_ref = zeros(s), y_ref = zeros(s), mask = zeros(s), y = zeros(s);
   cpu.dropout_forward(x, p, 1234, mask_ref, y_ref);
   run_on_host(x.numel(),
-              DropoutForward{x.data<float>(), p, 1234, mask.data<float>(), y.data<float>()});
+              DropoutForward<float>{x.data<float>(), p, 1234, mask.data<float>(), y.data<float>()});
   EXPECT_EQ(values(mask), values(mask_ref));
   EXPECT_EQ(values(y), values(y_ref));
   // The fraction dropped is p within 5 standard deviations of a binomial(n, p).
@@ -103,7 +104,8 @@ TEST_F(KernelMath, DropoutDrawsTheCpuBackendsMask) {
   EXPECT_NEAR(static_cast<double>(dropped) / n, p, 5 * std::sqrt(p * (1 - p) / n));
   Tensor dx_ref = zeros(s), dx = zeros(s);
   cpu.dropout_backward(dy, mask_ref, dx_ref);
-  run_on_host(x.numel(), DropoutBackward{dy.data<float>(), mask.data<float>(), dx.data<float>()});
+  run_on_host(x.numel(),
+              DropoutBackward<float>{dy.data<float>(), mask.data<float>(), dx.data<float>()});
   EXPECT_EQ(values(dx), values(dx_ref));
 }
 
@@ -111,8 +113,10 @@ TEST_F(KernelMath, DropoutMasksDifferBetweenSeeds) {
   const Shape s{1000};
   const Tensor x = random(s);
   Tensor m1 = zeros(s), m2 = zeros(s), y = zeros(s);
-  run_on_host(1000, DropoutForward{x.data<float>(), 0.5f, 1, m1.data<float>(), y.data<float>()});
-  run_on_host(1000, DropoutForward{x.data<float>(), 0.5f, 2, m2.data<float>(), y.data<float>()});
+  run_on_host(1000,
+              DropoutForward<float>{x.data<float>(), 0.5f, 1, m1.data<float>(), y.data<float>()});
+  run_on_host(1000,
+              DropoutForward<float>{x.data<float>(), 0.5f, 2, m2.data<float>(), y.data<float>()});
   EXPECT_NE(values(m1), values(m2));
 }
 
@@ -125,7 +129,8 @@ TEST_F(KernelMath, SgdUpdateWithMomentumAndWeightDecay) {
   Tensor buf = copy_of(buf0), param = copy_of(param0);
   for (int step = 0; step < 3; ++step) {
     cpu.sgd_update(cfg, grad, buf_ref, param_ref);
-    run_on_host(1001, SgdUpdate{cfg, grad.data<float>(), buf.data<float>(), param.data<float>()});
+    run_on_host(1001, SgdUpdate<float>{cfg, grad.data<float>(), nullptr, buf.data<float>(),
+                                       param.data<float>(), nullptr});
   }
   EXPECT_EQ(values(buf), values(buf_ref));
   EXPECT_EQ(values(param), values(param_ref));
@@ -140,8 +145,8 @@ TEST_F(KernelMath, SoftmaxCrossEntropyForwardAndBackward) {
   cpu.softmax_cross_entropy(logits, labels, probs_ref, loss_ref);
   Tensor probs = zeros({rows, classes}), loss = zeros({1});
   std::vector<double> row_loss(rows);
-  run_on_host(rows, SoftmaxCrossEntropyRow{logits.data<float>(), labels.data<int64_t>(), classes,
-                                           probs.data<float>(), row_loss.data()});
+  run_on_host(rows, SoftmaxCrossEntropyRow<float>{logits.data<float>(), labels.data<int64_t>(),
+                                                  classes, probs.data<float>(), row_loss.data()});
   run_on_host(1, MeanOfRows{row_loss.data(), rows, loss.data<float>()});
   EXPECT_EQ(values(probs), values(probs_ref));
   EXPECT_EQ(values(loss), values(loss_ref));
@@ -149,8 +154,8 @@ TEST_F(KernelMath, SoftmaxCrossEntropyForwardAndBackward) {
   Tensor d_ref = zeros({rows, classes}), d = zeros({rows, classes});
   cpu.softmax_cross_entropy_backward(probs_ref, labels, d_ref);
   run_on_host(rows * classes,
-              SoftmaxCrossEntropyBackward{probs.data<float>(), labels.data<int64_t>(), rows,
-                                          classes, d.data<float>()});
+              SoftmaxCrossEntropyBackward<float>{probs.data<float>(), labels.data<int64_t>(),
+                                                 nullptr, rows, classes, d.data<float>()});
   EXPECT_EQ(values(d), values(d_ref));
 }
 
@@ -159,8 +164,8 @@ TEST_F(KernelMath, SoftmaxCrossEntropyMarksALabelOutOfRangeAsNaN) {
   const int64_t labels[] = {1, 3};
   std::vector<float> probs(6);
   std::vector<double> row_loss(2);
-  run_on_host(
-      2, SoftmaxCrossEntropyRow{logits.data<float>(), labels, 3, probs.data(), row_loss.data()});
+  run_on_host(2, SoftmaxCrossEntropyRow<float>{logits.data<float>(), labels, 3, probs.data(),
+                                               row_loss.data()});
   EXPECT_TRUE(std::isfinite(row_loss[0]));
   EXPECT_TRUE(std::isnan(row_loss[1]));
 }
@@ -182,12 +187,12 @@ TEST_P(AdaptivePoolMath, ForwardAndBackwardOverEveryIndex) {
   const Tensor x = random(in), dy = random(out);
   Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
   cpu.adaptive_avg_pool_forward(x, y_ref);
-  run_on_host(y.numel(),
-              AdaptiveAvgPoolForward{x.data<float>(), c.h, c.w, c.oh, c.ow, y.data<float>()});
+  run_on_host(y.numel(), AdaptiveAvgPoolForward<float>{x.data<float>(), c.h, c.w, c.oh, c.ow,
+                                                       y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
   cpu.adaptive_avg_pool_backward(dy, dx_ref);
-  run_on_host(dx.numel(),
-              AdaptiveAvgPoolBackward{dy.data<float>(), c.h, c.w, c.oh, c.ow, dx.data<float>()});
+  run_on_host(dx.numel(), AdaptiveAvgPoolBackward<float>{dy.data<float>(), c.h, c.w, c.oh, c.ow,
+                                                         dx.data<float>()});
   EXPECT_EQ(values(dx), values(dx_ref));
 }
 
@@ -225,11 +230,11 @@ TEST_P(WindowPoolMath, ForwardAndBackwardOverEveryIndex) {
   const Tensor dy = random(out);
   Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
   cpu.pool_forward(p, x, y_ref);
-  run_on_host(y.numel(), PoolForward{p, x.data<float>(), c.h, c.w, oh, ow, y.data<float>()});
+  run_on_host(y.numel(), PoolForward<float>{p, x.data<float>(), c.h, c.w, oh, ow, y.data<float>()});
   EXPECT_EQ(bits(y), bits(y_ref));
   cpu.pool_backward(p, x, y_ref, dy, dx_ref);
-  run_on_host(dx.numel(), PoolBackward{p, x.data<float>(), dy.data<float>(), c.h, c.w, oh, ow,
-                                       dx.data<float>()});
+  run_on_host(dx.numel(), PoolBackward<float>{p, x.data<float>(), dy.data<float>(), c.h, c.w, oh,
+                                              ow, dx.data<float>()});
   EXPECT_EQ(bits(dx), bits(dx_ref));
 }
 
@@ -261,14 +266,14 @@ TEST_F(KernelMath, BiasAddAndItsGradient) {
   Tensor y = copy_of(y_ref);
   cpu.bias_add(b, y_ref);
   const int64_t inner = 7 * 9;
-  run_on_host(y.numel(), BiasAdd{b.data<float>(), 5, inner, y.data<float>()});
+  run_on_host(y.numel(), BiasAdd<float>{b.data<float>(), 5, inner, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
 
   Tensor db_ref = zeros(Shape{5}), db = zeros(Shape{5});
   cpu.bias_backward(dy, db_ref);
   std::vector<double> rows(3 * 5);
-  run_on_host(3 * 5, BiasRowSum{dy.data<float>(), inner, rows.data()});
-  run_on_host(5, BiasChannelSum{rows.data(), 3, 5, db.data<float>()});
+  run_on_host(3 * 5, BiasRowSum<float>{dy.data<float>(), inner, rows.data()});
+  run_on_host(5, BiasChannelSum<float>{rows.data(), 3, 5, db.data<float>()});
   // Both sum 189 floats of magnitude <= 2 in double, in different groupings: the difference is
   // at most a few double roundings (~1e-13), so the floats agree unless one straddles a float
   // rounding boundary, where they differ by one float ulp.
@@ -316,16 +321,16 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   Tensor mean = zeros(c), inv = zeros(c), y = zeros(s);
   cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
   std::vector<double> rows(2 * n * channels), channel(4 * channels);
-  run_on_host(n * channels, BatchNormRowSum{x.data<float>(), inner, rows.data()});
+  run_on_host(n * channels, BatchNormRowSum<float>{x.data<float>(), inner, rows.data()});
   run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
-  run_on_host(n * channels,
-              BatchNormRowSquares{x.data<float>(), channel.data(), channels, inner, rows.data()});
+  run_on_host(n * channels, BatchNormRowSquares<float>{x.data<float>(), channel.data(), channels,
+                                                       inner, rows.data()});
   run_on_host(channels,
               BatchNormStatistics{rows.data(), gamma.data<float>(), beta.data<float>(), n, channels,
                                   m, 1e-5f, 0.1f, channel.data(), mean.data<float>(),
                                   inv.data<float>(), rm.data<float>(), rv.data<float>()});
-  run_on_host(x.numel(), BatchNormNormalize{x.data<float>(), channel.data(), channels, inner,
-                                            y.data<float>()});
+  run_on_host(x.numel(), BatchNormNormalize<float>{x.data<float>(), channel.data(), channels, inner,
+                                                   y.data<float>()});
   auto close = [](const Tensor& got, const Tensor& want, const char* what) {
     double scale = 0, worst = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
@@ -344,15 +349,16 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   Tensor dx_ref = zeros(s), dg_ref = zeros(c), db_ref = zeros(c);
   Tensor dx = zeros(s), dg = zeros(c), db = zeros(c);
   cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
-  run_on_host(n * channels,
-              BatchNormBackwardRowSums{x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
-                                       inv_ref.data<float>(), channels, inner, rows.data()});
-  run_on_host(channels, BatchNormBackwardChannel{
+  run_on_host(n * channels, BatchNormBackwardRowSums<float>{
+                                x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
+                                inv_ref.data<float>(), channels, inner, rows.data()});
+  run_on_host(channels, BatchNormBackwardChannel<float>{
                             rows.data(), gamma.data<float>(), inv_ref.data<float>(), n, channels, m,
                             channel.data(), dg.data<float>(), db.data<float>()});
-  run_on_host(x.numel(), BatchNormBackwardData{x.data<float>(), dy.data<float>(),
-                                               mean_ref.data<float>(), inv_ref.data<float>(),
-                                               channel.data(), channels, inner, dx.data<float>()});
+  run_on_host(x.numel(),
+              BatchNormBackwardData<float>{x.data<float>(), dy.data<float>(),
+                                           mean_ref.data<float>(), inv_ref.data<float>(),
+                                           channel.data(), channels, inner, dx.data<float>()});
   close(dg, dg_ref, "dgamma");
   close(db, db_ref, "dbeta");
   close(dx, dx_ref, "dx");
@@ -364,16 +370,16 @@ TEST_F(KernelMath, BatchNormInferenceIsTheCpuBackends) {
   const Tensor rm = random(Shape{4}), rv = random(Shape{4}, 0.1f, 3.f);
   Tensor y_ref = zeros(s), y = zeros(s);
   cpu.batch_norm_infer(x, gamma, beta, rm, rv, y_ref, 1e-5f);
-  run_on_host(y.numel(),
-              BatchNormInfer{x.data<float>(), gamma.data<float>(), beta.data<float>(),
-                             rm.data<float>(), rv.data<float>(), 1e-5f, 4, 10, y.data<float>()});
+  run_on_host(y.numel(), BatchNormInfer<float>{x.data<float>(), gamma.data<float>(),
+                                               beta.data<float>(), rm.data<float>(),
+                                               rv.data<float>(), 1e-5f, 4, 10, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
 }
 
 TEST_F(KernelMath, FillWritesEveryIndex) {
   Tensor t = random(kShape), ref = zeros(kShape);
   cpu.fill(ref, 2.5f);
-  run_on_host(t.numel(), Fill{t.data<float>(), 2.5f});
+  run_on_host(t.numel(), Fill<float>{t.data<float>(), 2.5f});
   EXPECT_EQ(values(t), values(ref));
 }
 

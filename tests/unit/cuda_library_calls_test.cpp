@@ -1,6 +1,7 @@
 // Step 3 of docs/cuda.md's ladder, without a GPU: every cuDNN graph and cuBLASLt layout the CUDA
 // backend builds, for every convolution, batch-norm (with and without its ReLU) and linear layer of
-// every reference model at 224, 64 and 32 pixels (where the model accepts the size), built exactly
+// every reference model at 224, 64 and 32 pixels (where the model accepts the size), in every
+// precision (f32 with strict or TF32 math; f16 and bf16 storage computing in f32), built exactly
 // as the backend builds them and checked by the real libraries. cuDNN finalizes each operation
 // graph with no handle: it refuses wrong shapes, strides or types there (a mismatch fails, see the
 // last tests). The frontend's inferred output shape must be the layer's.
@@ -45,6 +46,14 @@ class LibraryCalls : public ::testing::TestWithParam<ModelAtSize> {
 
 std::vector<int64_t> dims(const Shape& s) { return s.dims(); }
 
+// The types a convolution or linear layer sees under each precision's policy.
+std::vector<OpTypes> layer_types() {
+  std::vector<OpTypes> out;
+  for (Precision p : kPrecisions) out.push_back(OpTypes::of(PrecisionPolicy::for_precision(p)));
+  return out;
+}
+const DType kStorage[] = {DType::kF32, DType::kF16, DType::kBF16};
+
 TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
   const Graph g = graph();
   int convs = 0, with_bias = 0;
@@ -53,10 +62,10 @@ TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
     if (!conv) continue;
     ++convs;
     const Shape in = g.shape(node.inputs.at(0));
-    for (Precision math : {Precision::kFp32, Precision::kTf32}) {
-      ConvDesc d = conv->describe(in, OpTypes{math, DType::kF32, DType::kF32});
+    for (const OpTypes& types : layer_types()) {
+      ConvDesc d = conv->describe(in, types);
       with_bias += d.bias;  // the forward graph then ends in the bias epilogue
-      SCOPED_TRACE(node.name);
+      SCOPED_TRACE(node.name + " " + op_types_str(types));
       const ConvGraphs graphs(d, nullptr);  // throws with cuDNN's message if refused
       EXPECT_EQ(graphs.output_dims(ConvPass::kForward), dims(node.shape));
       EXPECT_EQ(graphs.output_dims(ConvPass::kBackwardData), dims(in));
@@ -80,11 +89,13 @@ TEST_P(LibraryCalls, EveryBatchNormGraphIsAcceptedByCudnn) {
     SCOPED_TRACE(node.name);
     const int64_t inner = in.numel() / (in[0] * in[1]);
     // Plain, and with the ReLU that the graph fuses into a batch norm it follows.
-    for (bool relu : {false, true}) {
-      const BatchNormGraphs graphs(in[0], in[1], inner, 1, bn->eps(), relu, nullptr);
-      const std::vector<int64_t> expected{in[0], in[1], inner, 1};
-      EXPECT_EQ(graphs.forward_output_dims(), expected) << "relu " << relu;
-      EXPECT_EQ(graphs.backward_output_dims(), expected) << "relu " << relu;
+    for (DType data : kStorage) {
+      for (bool relu : {false, true}) {
+        const BatchNormGraphs graphs(in[0], in[1], inner, 1, data, bn->eps(), relu, nullptr);
+        const std::vector<int64_t> expected{in[0], in[1], inner, 1};
+        EXPECT_EQ(graphs.forward_output_dims(), expected) << "relu " << relu << dtype_name(data);
+        EXPECT_EQ(graphs.backward_output_dims(), expected) << "relu " << relu << dtype_name(data);
+      }
     }
   }
 }
@@ -106,9 +117,15 @@ TEST_P(LibraryCalls, EveryLinearLayerHasValidCublasLtLayouts) {
     for (const Call& call :
          {Call{false, true, x, w, y}, Call{false, false, y, w, x}, Call{true, false, y, x, w}}) {
       const MatmulShape s = matmul_shape(call.ta, call.tb, call.a, call.b, call.c);
-      for (bool tf32 : {false, true}) {
-        const MatmulLayouts l(s, tf32);
+      for (const OpTypes& types : layer_types()) {
+        SCOPED_TRACE(op_types_str(types));
+        const bool tf32 = types.math == Precision::kTf32;
+        const MatmulLayouts l(s, matmul_types(types.data, types.math));
         EXPECT_EQ(l.compute_type(), tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F);
+        const cudaDataType_t stored = types.data == DType::kF32   ? CUDA_R_32F
+                                      : types.data == DType::kF16 ? CUDA_R_16F
+                                                                  : CUDA_R_16BF;
+        for (auto layout : {l.lt_a(), l.lt_b(), l.lt_c()}) EXPECT_EQ(l.data_type(layout), stored);
         EXPECT_EQ(l.lt_transposes_a(), call.tb);
         EXPECT_EQ(l.lt_transposes_b(), call.ta);
         const LayoutInfo c = l.info(l.lt_c());
@@ -146,6 +163,13 @@ TEST(LibraryCallsRefuse, ACudnnGraphWithMismatchedChannelsIsRefused) {
   d.kernel_h = d.kernel_w = 3;
   d.groups = 2;
   EXPECT_THROW(ConvGraphs(d, nullptr), InvalidArgument);
+}
+
+TEST(LibraryCallsRefuse, TensorOpMathIsTf32OnF32DataOnly) {
+  EXPECT_THROW(matmul_types(DType::kF16, Precision::kTf32), Unsupported);
+  EXPECT_THROW(matmul_types(DType::kBF16, Precision::kTf32), Unsupported);
+  EXPECT_THROW(matmul_types(DType::kI64, Precision::kFp32), Unsupported);
+  EXPECT_EQ(matmul_types(DType::kBF16, Precision::kBf16).compute, CUBLAS_COMPUTE_32F);
 }
 
 TEST(LibraryCallsRefuse, MatmulShapesThatDisagreeAreRefused) {

@@ -20,6 +20,7 @@
 #include "runtime/backend/cuda/matmul_lt.h"
 #include "runtime/backend/cuda/memory.h"
 #include "runtime/backend/cuda/staging.h"
+#include "runtime/backend/cuda/stored.h"
 #include "runtime/core/error.h"
 #include "runtime/core/nvtx.h"
 
@@ -57,129 +58,27 @@ void check_f32(const Tensor& t, std::string_view what) {
     throw InvalidArgument(fmt::format("cuda: {} is {}, not f32", what, dtype_name(t.dtype())));
   }
 }
+void check_dtype(const Tensor& t, DType dtype, std::string_view what) {
+  if (t.dtype() != dtype) {
+    throw InvalidArgument(
+        fmt::format("cuda: {} is {}, not {}", what, dtype_name(t.dtype()), dtype_name(dtype)));
+  }
+}
 void check_numel(const Tensor& t, int64_t n, std::string_view what) {
   if (t.numel() != n) {
     throw InvalidArgument(fmt::format("cuda: {} has {} elements, expected {}", what, t.numel(), n));
   }
 }
 
-// The NVTX range name of each kernel, so that an Nsight Systems timeline names every launch
-// inside its layer's range.
-template <typename F>
-struct KernelName;
-template <>
-struct KernelName<Fill> {
-  static constexpr const char* value = "fill";
-};
-template <>
-struct KernelName<ReluForward> {
-  static constexpr const char* value = "relu forward";
-};
-template <>
-struct KernelName<ReluBackward> {
-  static constexpr const char* value = "relu backward";
-};
-template <>
-struct KernelName<Add> {
-  static constexpr const char* value = "add";
-};
-template <>
-struct KernelName<Accumulate> {
-  static constexpr const char* value = "accumulate";
-};
-template <>
-struct KernelName<DropoutForward> {
-  static constexpr const char* value = "dropout forward";
-};
-template <>
-struct KernelName<DropoutBackward> {
-  static constexpr const char* value = "dropout backward";
-};
-template <>
-struct KernelName<SgdUpdate> {
-  static constexpr const char* value = "sgd update";
-};
-template <>
-struct KernelName<SoftmaxCrossEntropyRow> {
-  static constexpr const char* value = "softmax cross-entropy";
-};
-template <>
-struct KernelName<MeanOfRows> {
-  static constexpr const char* value = "loss mean";
-};
-template <>
-struct KernelName<SoftmaxCrossEntropyBackward> {
-  static constexpr const char* value = "softmax cross-entropy backward";
-};
-template <>
-struct KernelName<AdaptiveAvgPoolForward> {
-  static constexpr const char* value = "adaptive avg pool forward";
-};
-template <>
-struct KernelName<AdaptiveAvgPoolBackward> {
-  static constexpr const char* value = "adaptive avg pool backward";
-};
-template <>
-struct KernelName<PoolForward> {
-  static constexpr const char* value = "pool forward";
-};
-template <>
-struct KernelName<PoolBackward> {
-  static constexpr const char* value = "pool backward";
-};
-template <>
-struct KernelName<BiasAdd> {
-  static constexpr const char* value = "bias add";
-};
-template <>
-struct KernelName<BiasRowSum> {
-  static constexpr const char* value = "bias gradient rows";
-};
-template <>
-struct KernelName<BiasChannelSum> {
-  static constexpr const char* value = "bias gradient channels";
-};
-template <>
-struct KernelName<BatchNormRunningUpdate> {
-  static constexpr const char* value = "batch norm running statistics";
-};
-template <>
-struct KernelName<BatchNormInfer> {
-  static constexpr const char* value = "batch norm inference";
-};
-
-template <>
-struct KernelName<BatchNormRowSum> {
-  static constexpr const char* value = "batch norm row sums";
-};
-template <>
-struct KernelName<BatchNormMean> {
-  static constexpr const char* value = "batch norm mean";
-};
-template <>
-struct KernelName<BatchNormRowSquares> {
-  static constexpr const char* value = "batch norm row squares";
-};
-template <>
-struct KernelName<BatchNormStatistics> {
-  static constexpr const char* value = "batch norm statistics";
-};
-template <>
-struct KernelName<BatchNormNormalize> {
-  static constexpr const char* value = "batch norm normalize";
-};
-template <>
-struct KernelName<BatchNormBackwardRowSums> {
-  static constexpr const char* value = "batch norm backward row sums";
-};
-template <>
-struct KernelName<BatchNormBackwardChannel> {
-  static constexpr const char* value = "batch norm backward channels";
-};
-template <>
-struct KernelName<BatchNormBackwardData> {
-  static constexpr const char* value = "batch norm backward data";
-};
+// The elements of `t` as T, which must be its storage type (stored.h).
+template <typename T>
+T* as(const Tensor& t) {
+  if (t.dtype() != StorageDType<T>::value) {
+    throw InvalidArgument(fmt::format("cuda: a {} tensor read as {}", dtype_name(t.dtype()),
+                                      dtype_name(StorageDType<T>::value)));
+  }
+  return static_cast<T*>(t.raw());
+}
 
 class CudaConvPlan final : public ConvPlan {
  public:
@@ -242,11 +141,15 @@ class CudaBackend final : public Backend {
             {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))}};
   }
 
-  // f32 data and parameters, with strict fp32 or TF32 math. fp16 and bf16 come with the
-  // mixed-precision work.
+  // Data and parameters in f32, fp16 or bf16 storage (stored.h; batch norm's parameters, the
+  // probabilities and the optimizer's state stay f32 in a 16-bit run). Strict fp32 or TF32 math
+  // on f32 data; 16-bit data uses tensor-op math (cuDNN's and cuBLASLt's), accumulating in f32.
   bool supports(Op, const OpTypes& t) const override {
-    return (t.math == Precision::kFp32 || t.math == Precision::kTf32) && t.data == DType::kF32 &&
-           t.params == DType::kF32;
+    const auto stored = [](DType d) {
+      return d == DType::kF32 || d == DType::kF16 || d == DType::kBF16;
+    };
+    return stored(t.data) && stored(t.params) &&
+           (t.math != Precision::kTf32 || t.data == DType::kF32);
   }
 
   void copy_from_host(const void* src, Tensor& dst) override {
@@ -284,8 +187,20 @@ class CudaBackend final : public Backend {
                                    stream_->get()));
   }
   void fill(Tensor& t, float value) override {
-    check_f32(t, "fill");
-    run(t.numel(), Fill{t.data<float>(), value});
+    with_storage(t.dtype(), "fill", [&](auto tag) {
+      using T = decltype(tag);
+      run(t.numel(), Fill<T>{as<T>(t), stored<T>(value)});
+    });
+  }
+  void cast(const Tensor& src, Tensor& dst) override {
+    check_numel(dst, src.numel(), "cast output");
+    with_storage(src.dtype(), "cast input", [&](auto s) {
+      using S = decltype(s);
+      with_storage(dst.dtype(), "cast output", [&](auto d) {
+        using D = decltype(d);
+        run(src.numel(), Cast<S, D>{as<S>(src), as<D>(dst)});
+      });
+    });
   }
   void synchronize() override { stream_->synchronize(); }
   StreamRef stream() const override { return {stream_->get()}; }
@@ -303,8 +218,9 @@ class CudaBackend final : public Backend {
                                         d.kernel_w, d.height, d.width));
     }
     auto graphs = std::make_unique<ConvGraphs>(d, cudnn_);
+    // Tensor-op math for tf32 and for 16-bit data; strict fp32 keeps to FMA engines.
     const EngineChoice choice{options_.conv_algo, options_.workspace_limit,
-                              d.types.math == Precision::kTf32};
+                              d.types.math != Precision::kFp32};
     PassOperands scratch[3]{};
     std::vector<Tensor> buffers;  // autotuning's operands and workspace, freed on return
     EngineChoice choice_made = choice;
@@ -314,11 +230,12 @@ class CudaBackend final : public Backend {
         choice_made.limit_is_users = false;
       }
       // Zero-filled operands to time on, freed once the engines are chosen.
-      for (const Shape& s :
-           {Shape{d.batch, d.in_channels, d.height, d.width},
-            Shape{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
-            Shape{d.batch, d.out_channels, d.out_h(), d.out_w()}}) {
-        buffers.push_back(empty(s, DType::kF32, MemCategory::kWorkspace, "autotune operands"));
+      const std::pair<Shape, DType> operands[] = {
+          {Shape{d.batch, d.in_channels, d.height, d.width}, d.types.data},
+          {Shape{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, d.types.params},
+          {Shape{d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data}};
+      for (const auto& [shape, dtype] : operands) {
+        buffers.push_back(empty(shape, dtype, MemCategory::kWorkspace, "autotune operands"));
         fill(buffers.back(), 0.f);
       }
       void* x = buffers[0].raw();
@@ -350,7 +267,7 @@ class CudaBackend final : public Backend {
   // The bias is added in the forward graph's epilogue: no separate pass over y.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,
                          Tensor& y) override {
-    check_f32(b, "conv bias");
+    check_dtype(b, plan.desc().types.params, "conv bias");
     check_numel(b, plan.desc().out_channels, "conv bias");
     if (cuda_plan(plan).graphs().bias_fused()) {
       run_conv(plan, ConvPass::kForward, {x.raw(), w.raw(), y.raw(), b.raw()}, {&x, &w, &y});
@@ -369,39 +286,42 @@ class CudaBackend final : public Backend {
   }
 
   void bias_add(const Tensor& b, Tensor& y) override {
-    check_f32(b, "bias");
-    check_f32(y, "bias output");
     const int64_t n = y.dim(0), c = y.dim(1);
     check_numel(b, c, "bias");
-    run(y.numel(), BiasAdd{b.data<float>(), c, y.numel() / (n * c), y.data<float>()});
+    with_storage(y.dtype(), "bias output", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), BiasAdd<T>{as<T>(b), c, y.numel() / (n * c), as<T>(y)});
+    });
   }
   void bias_backward(const Tensor& dy, Tensor& db) override {
-    check_f32(dy, "bias gradient input");
-    check_f32(db, "bias gradient");
     const int64_t n = dy.dim(0), c = dy.dim(1);
     check_numel(db, c, "bias gradient");
     auto* rows = static_cast<double*>(workspace(static_cast<size_t>(n * c) * sizeof(double)));
-    run(n * c, BiasRowSum{dy.data<float>(), dy.numel() / (n * c), rows});
-    run(c, BiasChannelSum{rows, n, c, db.data<float>()});
+    with_storage(dy.dtype(), "bias gradient input", [&](auto tag) {
+      using T = decltype(tag);
+      run(n * c, BiasRowSum<T>{as<T>(dy), dy.numel() / (n * c), rows});
+      run(c, BiasChannelSum<T>{rows, n, c, as<T>(db)});
+    });
   }
 
   void matmul(Precision math, bool trans_a, bool trans_b, float alpha, const Tensor& a,
               const Tensor& b, float beta, Tensor& c) override {
-    for (const Tensor* t : std::initializer_list<const Tensor*>{&a, &b, &c})
-      check_f32(*t, "matmul operand");
+    const DType dtype = a.dtype();
+    for (const Tensor* t : std::initializer_list<const Tensor*>{&b, &c})
+      check_dtype(*t, dtype, "matmul operand");
     const MatmulShape s = matmul_shape(trans_a, trans_b, a.shape(), b.shape(), c.shape());
-    const bool tf32 = math == Precision::kTf32;
-    auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, tf32);
+    const MatmulTypes types = matmul_types(dtype, math);
+    auto key = std::make_tuple(s.trans_a, s.trans_b, s.m, s.n, s.k, dtype, types.compute);
     auto it = matmuls_.find(key);
     if (it == matmuls_.end()) {
       const size_t limit =
           std::min(kMatmulWorkspace, options_.workspace_limit.value_or(kMatmulWorkspace));
-      it = matmuls_.emplace(key, std::make_unique<MatmulPlan>(lt_, s, tf32, limit)).first;
+      it = matmuls_.emplace(key, std::make_unique<MatmulPlan>(lt_, s, types, limit)).first;
     }
     const MatmulPlan& plan = *it->second;
     NvtxRange range("cublasLt matmul");
-    plan.run(lt_, alpha, a.data<float>(), b.data<float>(), beta, c.data<float>(),
-             workspace(plan.workspace_bytes()), stream_->get());
+    plan.run(lt_, alpha, a.raw(), b.raw(), beta, c.raw(), workspace(plan.workspace_bytes()),
+             stream_->get());
   }
 
   void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
@@ -445,10 +365,7 @@ class CudaBackend final : public Backend {
     same(dy, y, "batch norm + relu backward");
     if (const BatchNormGraphs* g = made_bn_graphs(d, true)) {
       NvtxRange range("cudnn batch norm + relu backward");
-      g->backward(cudnn_,
-                  {x.raw(), y.raw(), dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
-                   dx.raw(), dgamma.raw(), dbeta.raw()},
-                  workspace(bn_workspace_));
+      bn_backward_graph(*g, d, x, &y, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
       return;
     }
     // The mask into scratch (cuDNN's batch-norm graph is not promised dy and dx in one buffer).
@@ -460,9 +377,13 @@ class CudaBackend final : public Backend {
                         const Tensor& running_mean, const Tensor& running_var, Tensor& y,
                         float eps) override {
     const BnDims d = bn_dims(x, gamma);
-    run(x.numel(), BatchNormInfer{x.data<float>(), gamma.data<float>(), beta.data<float>(),
-                                  running_mean.data<float>(), running_var.data<float>(), eps, d.c,
-                                  d.inner, y.data<float>()});
+    same(x, y, "batch norm inference");
+    with_storage(x.dtype(), "batch norm input", [&](auto tag) {
+      using T = decltype(tag);
+      run(x.numel(), BatchNormInfer<T>{as<T>(x), gamma.data<float>(), beta.data<float>(),
+                                       running_mean.data<float>(), running_var.data<float>(), eps,
+                                       d.c, d.inner, as<T>(y)});
+    });
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
@@ -474,42 +395,55 @@ class CudaBackend final : public Backend {
       return;
     }
     NvtxRange range("cudnn batch norm backward");
-    g->backward(cudnn_,
-                {x.raw(), nullptr, dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
-                 dx.raw(), dgamma.raw(), dbeta.raw()},
-                workspace(bn_workspace_));
+    bn_backward_graph(*g, d, x, nullptr, dy, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
   }
 
   void relu_forward(const Tensor& x, Tensor& y) override {
     same(x, y, "relu");
-    run(x.numel(), ReluForward{x.data<float>(), y.data<float>()});
+    with_storage(x.dtype(), "relu input", [&](auto tag) {
+      using T = decltype(tag);
+      run(x.numel(), ReluForward<T>{as<T>(x), as<T>(y)});
+    });
   }
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
     same(y, dx, "relu backward");
     same(dy, dx, "relu backward");
-    run(y.numel(), ReluBackward{y.data<float>(), dy.data<float>(), dx.data<float>()});
+    with_storage(y.dtype(), "relu output", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), ReluBackward<T>{as<T>(y), as<T>(dy), as<T>(dx)});
+    });
   }
 
   void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
     const PoolGeo g = pool_geo(x, y);
-    run(y.numel(), PoolForward{p, x.data<float>(), g.h, g.w, g.oh, g.ow, y.data<float>()});
+    with_storage(x.dtype(), "pool input", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), PoolForward<T>{p, as<T>(x), g.h, g.w, g.oh, g.ow, as<T>(y)});
+    });
   }
   void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                      Tensor& dx) override {
     const PoolGeo g = pool_geo(x, y);
     same(x, dx, "pool backward");
     same(y, dy, "pool backward");
-    run(dx.numel(),
-        PoolBackward{p, x.data<float>(), dy.data<float>(), g.h, g.w, g.oh, g.ow, dx.data<float>()});
+    with_storage(x.dtype(), "pool input", [&](auto tag) {
+      using T = decltype(tag);
+      run(dx.numel(), PoolBackward<T>{p, as<T>(x), as<T>(dy), g.h, g.w, g.oh, g.ow, as<T>(dx)});
+    });
   }
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
     const PoolGeo g = pool_geo(x, y);
-    run(y.numel(), AdaptiveAvgPoolForward{x.data<float>(), g.h, g.w, g.oh, g.ow, y.data<float>()});
+    with_storage(x.dtype(), "pool input", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), AdaptiveAvgPoolForward<T>{as<T>(x), g.h, g.w, g.oh, g.ow, as<T>(y)});
+    });
   }
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
     const PoolGeo g = pool_geo(dx, dy);
-    run(dx.numel(),
-        AdaptiveAvgPoolBackward{dy.data<float>(), g.h, g.w, g.oh, g.ow, dx.data<float>()});
+    with_storage(dx.dtype(), "pool gradient", [&](auto tag) {
+      using T = decltype(tag);
+      run(dx.numel(), AdaptiveAvgPoolBackward<T>{as<T>(dy), g.h, g.w, g.oh, g.ow, as<T>(dx)});
+    });
   }
 
   void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) override {
@@ -518,56 +452,102 @@ class CudaBackend final : public Backend {
     if (!(p >= 0.f && p < 1.f)) {
       throw InvalidArgument(fmt::format("dropout probability must be in [0, 1) (got {})", p));
     }
-    run(x.numel(), DropoutForward{x.data<float>(), p, seed, mask.data<float>(), y.data<float>()});
+    with_storage(x.dtype(), "dropout input", [&](auto tag) {
+      using T = decltype(tag);
+      run(x.numel(), DropoutForward<T>{as<T>(x), p, seed, as<T>(mask), as<T>(y)});
+    });
   }
   void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
     same(dy, dx, "dropout backward");
     same(mask, dx, "dropout backward");
-    run(dy.numel(), DropoutBackward{dy.data<float>(), mask.data<float>(), dx.data<float>()});
+    with_storage(dy.dtype(), "dropout gradient", [&](auto tag) {
+      using T = decltype(tag);
+      run(dy.numel(), DropoutBackward<T>{as<T>(dy), as<T>(mask), as<T>(dx)});
+    });
   }
 
   void add(const Tensor& a, const Tensor& b, Tensor& y) override {
     same(a, y, "add");
     same(b, y, "add");
-    run(y.numel(), Add{a.data<float>(), b.data<float>(), y.data<float>()});
+    with_storage(y.dtype(), "add", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), Add<T>{as<T>(a), as<T>(b), as<T>(y)});
+    });
   }
   void accumulate(const Tensor& x, Tensor& y) override {
     same(x, y, "accumulate");
-    run(y.numel(), Accumulate{x.data<float>(), y.data<float>()});
+    with_storage(y.dtype(), "accumulate", [&](auto tag) {
+      using T = decltype(tag);
+      run(y.numel(), Accumulate<T>{as<T>(x), as<T>(y)});
+    });
   }
 
+  // The logits in the activations' type; the probabilities and the loss in f32.
   void softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor& probs,
                              Tensor& loss) override {
-    check_f32(logits, "logits");
-    same(logits, probs, "softmax probabilities");
+    check_f32(probs, "softmax probabilities");
+    check_f32(loss, "loss");
+    check_numel(probs, logits.numel(), "softmax probabilities");
     const int64_t rows = logits.dim(0), classes = logits.dim(1);
     if (labels.dtype() != DType::kI64) throw InvalidArgument("cuda: labels must be int64");
     check_numel(labels, rows, "labels");
     check_numel(loss, 1, "loss");
     auto* row_loss = static_cast<double*>(workspace(static_cast<size_t>(rows) * sizeof(double)));
-    run(rows, SoftmaxCrossEntropyRow{logits.data<float>(), labels.data<int64_t>(), classes,
-                                     probs.data<float>(), row_loss});
+    with_storage(logits.dtype(), "logits", [&](auto tag) {
+      using T = decltype(tag);
+      run(rows, SoftmaxCrossEntropyRow<T>{as<T>(logits), labels.data<int64_t>(), classes,
+                                          probs.data<float>(), row_loss});
+    });
     run(1, MeanOfRows{row_loss, rows, loss.data<float>()});
   }
   void softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
                                       Tensor& dlogits) override {
-    same(probs, dlogits, "softmax backward");
-    const int64_t rows = probs.dim(0), classes = probs.dim(1);
-    run(probs.numel(), SoftmaxCrossEntropyBackward{probs.data<float>(), labels.data<int64_t>(),
-                                                   rows, classes, dlogits.data<float>()});
+    loss_gradient(probs, labels, nullptr, dlogits);
+  }
+  void softmax_cross_entropy_backward_scaled(const Tensor& probs, const Tensor& labels,
+                                             const Tensor& scaler, Tensor& dlogits) override {
+    check_scaler(scaler);
+    loss_gradient(probs, labels, scaler.data<float>(), dlogits);
   }
 
   void sgd_update(const SgdConfig& cfg, const Tensor& grad, Tensor& momentum_buf,
                   Tensor& param) override {
-    same(grad, param, "sgd");
-    same(momentum_buf, param, "sgd momentum");
-    run(param.numel(),
-        SgdUpdate{cfg, grad.data<float>(), momentum_buf.data<float>(), param.data<float>()});
+    sgd(cfg, grad, nullptr, momentum_buf, param, nullptr);
+  }
+  void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
+                           Tensor& momentum_buf, Tensor& param) override {
+    check_scaler(scaler);
+    sgd(cfg, grad, &scaler, momentum_buf, param, nullptr);
+  }
+  // The compute copy is written by the update's own kernel when it has the gradients' type (it
+  // does under every precision policy); otherwise the update, then a cast.
+  void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
+                            Tensor& momentum_buf, Tensor& param, Tensor& compute) override {
+    if (compute.dtype() != grad.dtype()) {
+      Backend::sgd_update_with_copy(cfg, grad, scaler, momentum_buf, param, compute);
+      return;
+    }
+    if (scaler) check_scaler(*scaler);
+    sgd(cfg, grad, scaler, momentum_buf, param, &compute);
+  }
+
+  // The inf/NaN check over every gradient, on their stored bits.
+  void find_non_finite(const Tensor& grads, Tensor& scaler) override {
+    check_scaler(scaler);
+    with_storage(grads.dtype(), "gradients", [&](auto tag) {
+      using T = decltype(tag);
+      run(grads.numel(), FindNonFinite<T>{as<T>(grads), scaler.data<float>()});
+    });
+  }
+  void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler) override {
+    check_scaler(scaler);
+    run(1, UpdateLossScale{cfg, scaler.data<float>()});
   }
 
  private:
   struct BnDims {
     int64_t n, c, inner;
+    DType dtype;  // the data's (x, y and their gradients); the parameters and statistics are f32
   };
   struct PoolGeo {
     int64_t h, w, oh, ow;
@@ -575,32 +555,62 @@ class CudaBackend final : public Backend {
 
   template <typename F>
   void run(int64_t n, const F& f) {
-    NvtxRange range(KernelName<F>::value);
+    NvtxRange range(F::kName);
     launch_for_each(stream(), n, f);
   }
+  // One element type and one element count.
   static void same(const Tensor& a, const Tensor& b, std::string_view what) {
-    check_f32(a, what);
-    check_f32(b, what);
+    check_dtype(b, a.dtype(), what);
     if (a.numel() != b.numel()) {
       throw InvalidArgument(
           fmt::format("cuda {}: {} and {} differ", what, a.shape().str(), b.shape().str()));
     }
   }
+  static void check_scaler(const Tensor& scaler) {
+    check_f32(scaler, "loss-scale state");
+    check_numel(scaler, kLossScaleSlots, "loss-scale state");
+  }
   static BnDims bn_dims(const Tensor& x, const Tensor& gamma) {
-    check_f32(x, "batch norm input");
+    check_f32(gamma, "batch norm weight");
     const int64_t n = x.dim(0), c = x.dim(1);
     check_numel(gamma, c, "batch norm weight");
-    return {n, c, x.numel() / (n * c)};
+    return {n, c, x.numel() / (n * c), x.dtype()};
   }
   static PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
-    check_f32(x, "pool input");
-    check_f32(y, "pool output");
+    check_dtype(y, x.dtype(), "pool output");
     if (x.shape().rank() != 4 || y.shape().rank() != 4 || x.dim(0) != y.dim(0) ||
         x.dim(1) != y.dim(1)) {
       throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
                                         x.shape().str(), y.shape().str()));
     }
     return {x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
+  }
+
+  void loss_gradient(const Tensor& probs, const Tensor& labels, const float* scaler,
+                     Tensor& dlogits) {
+    check_f32(probs, "softmax probabilities");
+    check_numel(dlogits, probs.numel(), "logits gradient");
+    const int64_t rows = probs.dim(0), classes = probs.dim(1);
+    with_storage(dlogits.dtype(), "logits gradient", [&](auto tag) {
+      using T = decltype(tag);
+      run(probs.numel(), SoftmaxCrossEntropyBackward<T>{probs.data<float>(), labels.data<int64_t>(),
+                                                        scaler, rows, classes, as<T>(dlogits)});
+    });
+  }
+  // The update over one parameter: f32 master weights and momentum, gradients of any storage.
+  void sgd(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler, Tensor& momentum_buf,
+           Tensor& param, Tensor* compute) {
+    check_f32(param, "sgd master weights");
+    check_f32(momentum_buf, "sgd momentum");
+    check_numel(grad, param.numel(), "sgd gradient");
+    check_numel(momentum_buf, param.numel(), "sgd momentum");
+    if (compute) same(grad, *compute, "sgd compute copy");
+    const float* state = scaler ? scaler->data<float>() : nullptr;
+    with_storage(grad.dtype(), "sgd gradient", [&](auto tag) {
+      using G = decltype(tag);
+      run(param.numel(), SgdUpdate<G>{cfg, as<G>(grad), state, momentum_buf.data<float>(),
+                                      param.data<float>(), compute ? as<G>(*compute) : nullptr});
+    });
   }
 
   void run_conv(const ConvPlan& p, ConvPass pass, const PassOperands& op,
@@ -612,7 +622,9 @@ class CudaBackend final : public Backend {
     check_numel(*t[1], d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w,
                 "conv weight");
     check_numel(*t[2], d.batch * d.out_channels * d.out_h() * d.out_w(), "conv output");
-    for (const Tensor* x : xwy) check_f32(*x, "conv operand");
+    check_dtype(*t[0], d.types.data, "conv activation");
+    check_dtype(*t[1], d.types.params, "conv weight");
+    check_dtype(*t[2], d.types.data, "conv activation");
     static constexpr const char* kRanges[] = {"cudnn conv forward", "cudnn conv backward-data",
                                               "cudnn conv backward-filter"};
     NvtxRange range(kRanges[static_cast<int>(pass)]);
@@ -649,7 +661,7 @@ class CudaBackend final : public Backend {
   const BatchNormGraphs* bn_graphs(const BnDims& d, float eps, bool relu) {
     uint32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
-    const auto key = std::make_tuple(d.n, d.c, d.inner, relu, eps_bits);
+    const auto key = std::make_tuple(d.n, d.c, d.inner, d.dtype, relu, eps_bits);
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
       std::unique_ptr<BatchNormGraphs> g;
@@ -662,8 +674,10 @@ class CudaBackend final : public Backend {
         g.reset();
         if (relu) {  // the masked gradient
           const int64_t numel = d.n * d.c * d.inner;
-          if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel) {
-            relu_grad_scratch_ = empty(Shape{numel}, DType::kF32, MemCategory::kWorkspace,
+          if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel ||
+              relu_grad_scratch_.dtype() != d.dtype) {
+            relu_grad_scratch_ = Tensor();  // released first, so the budget sees one of them
+            relu_grad_scratch_ = empty(Shape{numel}, d.dtype, MemCategory::kWorkspace,
                                        "batch norm + relu: masked gradient");
           }
         } else {  // the kernels' sums
@@ -671,7 +685,7 @@ class CudaBackend final : public Backend {
         }
       };
       try {
-        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, eps, relu, cudnn_);
+        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, d.dtype, eps, relu, cudnn_);
         bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
         reserve_workspace(bn_workspace_);
       } catch (const Unsupported& e) {
@@ -688,10 +702,11 @@ class CudaBackend final : public Backend {
   // The graphs the forward pass made for this shape; backward does not depend on eps (it reads
   // the saved 1/sqrt(var + eps)), so any of this shape's serves. Null: cuDNN had no engine.
   const BatchNormGraphs* made_bn_graphs(const BnDims& d, bool relu) const {
-    auto it = bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, relu, uint32_t{0}));
+    auto it =
+        bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, d.dtype, relu, uint32_t{0}));
     if (it == bn_by_shape_.end() || std::get<0>(it->first) != d.n ||
         std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner ||
-        std::get<3>(it->first) != relu) {
+        std::get<3>(it->first) != d.dtype || std::get<4>(it->first) != relu) {
       throw InvalidArgument("cuda: batch norm backward before its forward pass");
     }
     return it->second.get();
@@ -705,14 +720,17 @@ class CudaBackend final : public Backend {
     auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
     double* row_sums = scratch;
     double* channel = scratch + 2 * rows;
-    run(rows, BatchNormRowSum{x.data<float>(), d.inner, row_sums});
-    run(d.c, BatchNormMean{row_sums, d.n, d.c, m, channel});
-    run(rows, BatchNormRowSquares{x.data<float>(), channel, d.c, d.inner, row_sums});
-    run(d.c,
-        BatchNormStatistics{row_sums, gamma.data<float>(), beta.data<float>(), d.n, d.c, m, eps,
-                            momentum, channel, save_mean.data<float>(), save_invstd.data<float>(),
-                            running_mean.data<float>(), running_var.data<float>()});
-    run(x.numel(), BatchNormNormalize{x.data<float>(), channel, d.c, d.inner, y.data<float>()});
+    with_storage(d.dtype, "batch norm input", [&](auto tag) {
+      using T = decltype(tag);
+      run(rows, BatchNormRowSum<T>{as<T>(x), d.inner, row_sums});
+      run(d.c, BatchNormMean{row_sums, d.n, d.c, m, channel});
+      run(rows, BatchNormRowSquares<T>{as<T>(x), channel, d.c, d.inner, row_sums});
+      run(d.c,
+          BatchNormStatistics{row_sums, gamma.data<float>(), beta.data<float>(), d.n, d.c, m, eps,
+                              momentum, channel, save_mean.data<float>(), save_invstd.data<float>(),
+                              running_mean.data<float>(), running_var.data<float>()});
+      run(x.numel(), BatchNormNormalize<T>{as<T>(x), channel, d.c, d.inner, as<T>(y)});
+    });
   }
 
   void bn_backward_kernels(const BnDims& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -723,19 +741,50 @@ class CudaBackend final : public Backend {
     auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
     double* row_sums = scratch;
     double* channel = scratch + 2 * rows;
-    run(rows, BatchNormBackwardRowSums{x.data<float>(), dy.data<float>(), save_mean.data<float>(),
-                                       save_invstd.data<float>(), d.c, d.inner, row_sums});
-    run(d.c, BatchNormBackwardChannel{row_sums, gamma.data<float>(), save_invstd.data<float>(), d.n,
-                                      d.c, m, channel, dgamma.data<float>(), dbeta.data<float>()});
-    run(x.numel(),
-        BatchNormBackwardData{x.data<float>(), dy.data<float>(), save_mean.data<float>(),
-                              save_invstd.data<float>(), channel, d.c, d.inner, dx.data<float>()});
+    check_dtype(dbeta, dgamma.dtype(), "batch norm bias gradient");
+    with_storage(d.dtype, "batch norm input", [&](auto tag) {
+      using T = decltype(tag);
+      run(rows, BatchNormBackwardRowSums<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
+                                            save_invstd.data<float>(), d.c, d.inner, row_sums});
+      with_storage(dgamma.dtype(), "batch norm weight gradient", [&](auto gtag) {
+        using G = decltype(gtag);
+        run(d.c,
+            BatchNormBackwardChannel<G>{row_sums, gamma.data<float>(), save_invstd.data<float>(),
+                                        d.n, d.c, m, channel, as<G>(dgamma), as<G>(dbeta)});
+      });
+      run(x.numel(),
+          BatchNormBackwardData<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
+                                   save_invstd.data<float>(), channel, d.c, d.inner, as<T>(dx)});
+    });
   }
 
-  // Scratch for the batch-norm graphs' own running statistics (4 * c floats, zeroed).
+  // cuDNN's backward graph: dgamma and dbeta are f32 in the graph (as its scale and bias); a
+  // 16-bit run's parameter gradients take them through f32 scratch and a cast of 2c values.
+  void bn_backward_graph(const BatchNormGraphs& g, const BnDims& d, const Tensor& x,
+                         const Tensor* y, const Tensor& dy, const Tensor& gamma,
+                         const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
+                         Tensor& dgamma, Tensor& dbeta) {
+    same(x, dy, "batch norm backward");
+    same(x, dx, "batch norm backward");
+    check_dtype(dbeta, dgamma.dtype(), "batch norm bias gradient");
+    const bool wide = dgamma.dtype() == DType::kF32;
+    float* scratch = wide ? nullptr : bn_scratch(d.c) + 4 * d.c;
+    g.backward(
+        cudnn_,
+        {x.raw(), y ? y->raw() : nullptr, dy.raw(), gamma.raw(), save_mean.raw(), save_invstd.raw(),
+         dx.raw(), wide ? dgamma.raw() : scratch, wide ? dbeta.raw() : scratch + d.c},
+        workspace(bn_workspace_));
+    if (!wide) {
+      cast(bn_scratch_.slice_flat(4 * d.c, d.c), dgamma);
+      cast(bn_scratch_.slice_flat(5 * d.c, d.c), dbeta);
+    }
+  }
+
+  // Scratch for the batch-norm graphs: their own running statistics (4 * c floats, zeroed), then
+  // a 16-bit run's dgamma and dbeta in f32 (2 * c).
   float* bn_scratch(int64_t c) {
-    if (!bn_scratch_.defined() || bn_scratch_.numel() < 4 * c) {
-      bn_scratch_ = empty(Shape{4 * c}, DType::kF32, MemCategory::kWorkspace,
+    if (!bn_scratch_.defined() || bn_scratch_.numel() < 6 * c) {
+      bn_scratch_ = empty(Shape{6 * c}, DType::kF32, MemCategory::kWorkspace,
                           "batch-norm running-statistics scratch");
       fill(bn_scratch_, 0.f);
     }
@@ -751,10 +800,13 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   PinnedStaging staging_;
   std::unique_ptr<InputCopies> inputs_;
-  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, bool>, std::unique_ptr<MatmulPlan>>
+  // By (transposes, m, n, k, storage, compute type).
+  std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, DType, cublasComputeType_t>,
+           std::unique_ptr<MatmulPlan>>
       matmuls_;
-  // By (n, c, h * w, with the ReLU, eps's bits).
-  std::map<std::tuple<int64_t, int64_t, int64_t, bool, uint32_t>, std::unique_ptr<BatchNormGraphs>>
+  // By (n, c, h * w, the data's dtype, with the ReLU, eps's bits).
+  std::map<std::tuple<int64_t, int64_t, int64_t, DType, bool, uint32_t>,
+           std::unique_ptr<BatchNormGraphs>>
       bn_by_shape_;
   size_t bn_workspace_ = 0;
   Tensor bn_scratch_;

@@ -49,19 +49,35 @@ std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
   return s;
 }
 
-TensorPtr nchw_tensor(fe::graph::Graph& g, const char* name, std::vector<int64_t> dims) {
+// A tensor's storage as cuDNN names it: f32, or fp16 and bf16 (HALF and BFLOAT16), whose
+// graphs still compute and keep virtual tensors in f32.
+fe::DataType_t fe_type(DType t) {
+  switch (t) {
+    case DType::kF32:
+      return fe::DataType_t::FLOAT;
+    case DType::kF16:
+      return fe::DataType_t::HALF;
+    case DType::kBF16:
+      return fe::DataType_t::BFLOAT16;
+    default:
+      throw InvalidArgument(fmt::format("cuDNN graph: {} tensors hold no floats", dtype_name(t)));
+  }
+}
+
+TensorPtr nchw_tensor(fe::graph::Graph& g, const char* name, std::vector<int64_t> dims,
+                      DType dtype) {
   const auto strides = packed_strides(dims);
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_dim(std::move(dims))
                       .set_stride(strides)
-                      .set_data_type(fe::DataType_t::FLOAT));
+                      .set_data_type(fe_type(dtype)));
 }
 
-std::unique_ptr<fe::graph::Graph> new_graph(const char* name) {
+std::unique_ptr<fe::graph::Graph> new_graph(const char* name, DType io) {
   auto g = std::make_unique<fe::graph::Graph>();
   g->set_name(name)
-      .set_io_data_type(fe::DataType_t::FLOAT)
+      .set_io_data_type(fe_type(io))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
       .set_compute_data_type(fe::DataType_t::FLOAT);
   return g;
@@ -79,7 +95,7 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
                 const std::string& what) {
   check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
         what + ": create_execution_plans");
-  if (!c.allow_tf32) {
+  if (!c.tensor_op_math) {
     g.deselect_numeric_notes(
         {fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
   }
@@ -93,7 +109,7 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
           : std::string();
   if (g.check_support().is_bad()) {
     const std::string msg = fmt::format("{}: cuDNN has no engine{}{}", what,
-                                        c.allow_tf32 ? "" : " without TF32", limit);
+                                        c.tensor_op_math ? "" : " without tensor-op math", limit);
     // Under a limit, the limit is the request's fault; without one, cuDNN cannot run the graph.
     if (c.workspace_limit && c.limit_is_users) throw InvalidArgument(msg);
     throw Unsupported(msg);
@@ -139,9 +155,10 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
   const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
   auto& p = impl_->passes[0];
   p = Impl::Pass{};
-  p.graph = new_graph(with_bias ? "conv_fprop_bias" : "conv_fprop");
-  p.a = nchw_tensor(*p.graph, "x", x_dims);
-  p.b = nchw_tensor(*p.graph, "w", w_dims);
+  const DType data = d.types.data, weights = d.types.params;
+  p.graph = new_graph(with_bias ? "conv_fprop_bias" : "conv_fprop", data);
+  p.a = nchw_tensor(*p.graph, "x", x_dims, data);
+  p.b = nchw_tensor(*p.graph, "w", w_dims, weights);
   p.out = p.graph->conv_fprop(p.a, p.b,
                               fe::graph::Conv_fprop_attributes()
                                   .set_padding({d.pad_h, d.pad_w})
@@ -152,13 +169,13 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
     // Fused epilogue: the convolution's result stays virtual and the graph writes conv + bias,
     // the bias broadcast from [1, K, 1, 1] (conv_fprop, then a pointwise ADD).
     p.out->set_dim(y_dims).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
-    p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1});
+    p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1}, weights);
     p.out = p.graph->pointwise(p.out, p.bias,
                                fe::graph::Pointwise_attributes()
                                    .set_mode(fe::PointwiseMode_t::ADD)
                                    .set_compute_data_type(fe::DataType_t::FLOAT));
   }
-  p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
+  p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe_type(data));
   finalize(*p.graph, handle, impl_->shape + " forward");
   if (p.out->get_dim() != y_dims) {
     throw InvalidArgument(fmt::format("{}: cuDNN infers output dims {}, not {}", impl_->shape,
@@ -172,17 +189,19 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
                                     d.kernel_w};
   const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
   impl_->desc = d;
-  impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{}", d.kernel_h, d.kernel_w, d.stride_h,
-                             d.in_channels, d.out_channels, d.batch, d.height, d.width);
+  impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{} ({})", d.kernel_h, d.kernel_w,
+                             d.stride_h, d.in_channels, d.out_channels, d.batch, d.height, d.width,
+                             dtype_name(d.types.data));
+  const DType data = d.types.data, weights = d.types.params;
   const std::vector<int64_t> padding{d.pad_h, d.pad_w}, stride{d.stride_h, d.stride_w},
       dilation{1, 1};
 
   build_forward(d, d.bias, handle);
   {  // backward-data: dx = conv_dgrad(dy, w)
     auto& p = impl_->passes[1];
-    p.graph = new_graph("conv_dgrad");
-    p.a = nchw_tensor(*p.graph, "dy", y_dims);
-    p.b = nchw_tensor(*p.graph, "w", w_dims);
+    p.graph = new_graph("conv_dgrad", data);
+    p.a = nchw_tensor(*p.graph, "dy", y_dims, data);
+    p.b = nchw_tensor(*p.graph, "w", w_dims, weights);
     p.out = p.graph->conv_dgrad(p.a, p.b,
                                 fe::graph::Conv_dgrad_attributes()
                                     .set_padding(padding)
@@ -192,14 +211,14 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
     p.out->set_output(true)
         .set_dim(x_dims)
         .set_stride(packed_strides(x_dims))
-        .set_data_type(fe::DataType_t::FLOAT);
+        .set_data_type(fe_type(data));
     finalize(*p.graph, handle, impl_->shape + " backward-data");
   }
   {  // backward-filter: dw = conv_wgrad(dy, x)
     auto& p = impl_->passes[2];
-    p.graph = new_graph("conv_wgrad");
-    p.a = nchw_tensor(*p.graph, "x", x_dims);
-    p.b = nchw_tensor(*p.graph, "dy", y_dims);
+    p.graph = new_graph("conv_wgrad", data);
+    p.a = nchw_tensor(*p.graph, "x", x_dims, data);
+    p.b = nchw_tensor(*p.graph, "dy", y_dims, data);
     p.out = p.graph->conv_wgrad(p.b, p.a,
                                 fe::graph::Conv_wgrad_attributes()
                                     .set_padding(padding)
@@ -209,7 +228,7 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
     p.out->set_output(true)
         .set_dim(w_dims)
         .set_stride(packed_strides(w_dims))
-        .set_data_type(fe::DataType_t::FLOAT);
+        .set_data_type(fe_type(weights));
     finalize(*p.graph, handle, impl_->shape + " backward-filter");
   }
 }
@@ -280,28 +299,32 @@ struct BatchNormGraphs::Impl {
   // backward (b_y: the ReLU's output, with relu only)
   TensorPtr b_x, b_y, b_dy, b_gamma, b_mean, b_invstd, dx, dgamma, dbeta;
   int64_t c = 0;
+  DType data = DType::kF32;
   std::string shape, engines;
 };
 
-BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, bool relu,
-                                 cudnnHandle_t handle)
+BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data, float eps,
+                                 bool relu, cudnnHandle_t handle)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.c = c;
-  m.shape = fmt::format("batch norm{} over {}x{}x{}x{}", relu ? " + relu" : "", n, c, h, w);
+  m.data = data;
+  m.shape = fmt::format("batch norm{} over {}x{}x{}x{} ({})", relu ? " + relu" : "", n, c, h, w,
+                        dtype_name(data));
+  constexpr DType f32 = DType::kF32;  // scale, bias and statistics under every data type
   const auto relu_mode = [](fe::PointwiseMode_t mode) {
     return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
         fe::DataType_t::FLOAT);
   };
   const std::vector<int64_t> dims{n, c, h, w}, per_channel{1, c, 1, 1};
   {
-    m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd");
+    m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd", data);
     auto& g = *m.fwd;
-    m.x = nchw_tensor(g, "x", dims);
-    m.gamma = nchw_tensor(g, "gamma", per_channel);
-    m.beta = nchw_tensor(g, "beta", per_channel);
-    m.prev_mean = nchw_tensor(g, "prev_running_mean", per_channel);
-    m.prev_var = nchw_tensor(g, "prev_running_var", per_channel);
+    m.x = nchw_tensor(g, "x", dims, data);
+    m.gamma = nchw_tensor(g, "gamma", per_channel, f32);
+    m.beta = nchw_tensor(g, "beta", per_channel, f32);
+    m.prev_mean = nchw_tensor(g, "prev_running_mean", per_channel, f32);
+    m.prev_var = nchw_tensor(g, "prev_running_var", per_channel, f32);
     auto epsilon = g.tensor(eps);
     auto momentum = g.tensor(0.1f);
     auto options =
@@ -317,33 +340,39 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, flo
     m.invstd = invstd;
     m.next_mean = next_mean;
     m.next_var = next_var;
-    m.y->set_output(true).set_dim(dims).set_stride(packed_strides(dims));
+    m.y->set_output(true)
+        .set_dim(dims)
+        .set_stride(packed_strides(dims))
+        .set_data_type(fe_type(data));
     for (auto* t : {&m.mean, &m.invstd, &m.next_mean, &m.next_var}) {
       (*t)->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     }
     finalize(g, handle, m.shape + " forward");
   }
   {
-    m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd");
+    m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd", data);
     auto& g = *m.bwd;
-    m.b_dy = nchw_tensor(g, "dy", dims);
+    m.b_dy = nchw_tensor(g, "dy", dims, data);
     TensorPtr dz = m.b_dy;
     if (relu) {  // dz = dy where y > 0 (RELU_BWD: IN_0 is the gradient, IN_1 the sign's source)
-      m.b_y = nchw_tensor(g, "y", dims);
+      m.b_y = nchw_tensor(g, "y", dims, data);
       dz = g.pointwise(m.b_dy, m.b_y, relu_mode(fe::PointwiseMode_t::RELU_BWD));
       dz->set_dim(dims).set_stride(packed_strides(dims)).set_data_type(fe::DataType_t::FLOAT);
     }
-    m.b_x = nchw_tensor(g, "x", dims);
-    m.b_gamma = nchw_tensor(g, "gamma", per_channel);
-    m.b_mean = nchw_tensor(g, "mean", per_channel);
-    m.b_invstd = nchw_tensor(g, "inv_variance", per_channel);
+    m.b_x = nchw_tensor(g, "x", dims, data);
+    m.b_gamma = nchw_tensor(g, "gamma", per_channel, f32);
+    m.b_mean = nchw_tensor(g, "mean", per_channel, f32);
+    m.b_invstd = nchw_tensor(g, "inv_variance", per_channel, f32);
     auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
         m.b_mean, m.b_invstd);
     auto [dx, dgamma, dbeta] = g.batchnorm_backward(dz, m.b_x, m.b_gamma, options);
     m.dx = dx;
     m.dgamma = dgamma;
     m.dbeta = dbeta;
-    m.dx->set_output(true).set_dim(dims).set_stride(packed_strides(dims));
+    m.dx->set_output(true)
+        .set_dim(dims)
+        .set_stride(packed_strides(dims))
+        .set_data_type(fe_type(data));
     m.dgamma->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     m.dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     finalize(g, handle, m.shape + " backward");
@@ -356,7 +385,10 @@ std::vector<int64_t> BatchNormGraphs::forward_output_dims() const { return impl_
 std::vector<int64_t> BatchNormGraphs::backward_output_dims() const { return impl_->dx->get_dim(); }
 
 size_t BatchNormGraphs::choose_engines(cudnnHandle_t /*handle*/) {
-  const EngineChoice heuristic;  // no tensor-op notes apply to normalization engines in f32
+  // Strict for f32 data (no tensor-op notes apply to its normalization engines); 16-bit data
+  // keeps every engine.
+  EngineChoice heuristic;
+  heuristic.tensor_op_math = impl_->data != DType::kF32;
   make_plans(*impl_->fwd, heuristic, false, impl_->shape + " forward");
   make_plans(*impl_->bwd, heuristic, false, impl_->shape + " backward");
   impl_->engines =

@@ -21,14 +21,14 @@
 
 namespace dlb::cuda {
 
-// How engines are chosen: heuristic or autotune, under a workspace limit, and whether TF32
-// tensor-op math is allowed (precision tf32) or not (fp32: engines with the tensor-core or
-// down-convert numerical notes are excluded).
+// How engines are chosen: heuristic or autotune, under a workspace limit, and whether tensor-op
+// math is allowed (precision tf32, and 16-bit data) or not (strict fp32: engines with the
+// tensor-core or down-convert numerical notes are excluded).
 struct EngineChoice {
   ConvAlgoChoice how = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
   bool limit_is_users = true;  // false: autotune's own cap, so no engine is not the user's fault
-  bool allow_tf32 = false;
+  bool tensor_op_math = false;
 };
 
 // Device buffers of one pass's operands, for autotuning (timed at plan time) and execution.
@@ -39,7 +39,8 @@ struct PassOperands {
   const void* bias = nullptr;  // forward of a plan with desc.bias: the bias
 };
 
-// The three graphs of one convolution (NCHW, f32): forward (with the bias added in its epilogue
+// The three graphs of one convolution (NCHW; data and weights of desc.types, f32, f16 or bf16,
+// computed in f32): forward (with the bias added in its epilogue
 // when desc.bias), backward-data, backward-filter.
 class ConvGraphs {
  public:
@@ -72,7 +73,8 @@ class ConvGraphs {
   std::unique_ptr<Impl> impl_;
 };
 
-// Batch norm in training over [n, c, h, w] (NCHW, f32 data and statistics): the forward graph
+// Batch norm in training over [n, c, h, w] (NCHW; data f32, f16 or bf16; scale, bias, statistics
+// and the parameter gradients f32): the forward graph
 // (y, the batch mean and 1/sqrt(var + eps)) and the backward graph (dx, dgamma, dbeta from the
 // saved statistics). The running statistics are not the graph's: CudaBackend updates them with
 // PyTorch's unbiased variance (kernels.h's BatchNormRunningUpdate).
@@ -104,7 +106,7 @@ struct BatchNormBackwardOperands {
 // pointwise RELU_BWD of dy and y into a virtual tensor) before batch norm's backward.
 class BatchNormGraphs {
  public:
-  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, float eps, bool relu,
+  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data, float eps, bool relu,
                   cudnnHandle_t handle);
   ~BatchNormGraphs();
   BatchNormGraphs(const BatchNormGraphs&) = delete;

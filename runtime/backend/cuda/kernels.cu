@@ -29,42 +29,50 @@ void launch_for_each(StreamRef stream, int64_t n, const F& f) {
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 
-template void launch_for_each<Fill>(StreamRef, int64_t, const Fill&);
-template void launch_for_each<ReluForward>(StreamRef, int64_t, const ReluForward&);
-template void launch_for_each<ReluBackward>(StreamRef, int64_t, const ReluBackward&);
-template void launch_for_each<Add>(StreamRef, int64_t, const Add&);
-template void launch_for_each<Accumulate>(StreamRef, int64_t, const Accumulate&);
-template void launch_for_each<DropoutForward>(StreamRef, int64_t, const DropoutForward&);
-template void launch_for_each<DropoutBackward>(StreamRef, int64_t, const DropoutBackward&);
-template void launch_for_each<SgdUpdate>(StreamRef, int64_t, const SgdUpdate&);
-template void launch_for_each<SoftmaxCrossEntropyRow>(StreamRef, int64_t,
-                                                      const SoftmaxCrossEntropyRow&);
-template void launch_for_each<MeanOfRows>(StreamRef, int64_t, const MeanOfRows&);
-template void launch_for_each<SoftmaxCrossEntropyBackward>(StreamRef, int64_t,
-                                                           const SoftmaxCrossEntropyBackward&);
-template void launch_for_each<AdaptiveAvgPoolForward>(StreamRef, int64_t,
-                                                      const AdaptiveAvgPoolForward&);
-template void launch_for_each<AdaptiveAvgPoolBackward>(StreamRef, int64_t,
-                                                       const AdaptiveAvgPoolBackward&);
-template void launch_for_each<PoolForward>(StreamRef, int64_t, const PoolForward&);
-template void launch_for_each<PoolBackward>(StreamRef, int64_t, const PoolBackward&);
-template void launch_for_each<BiasAdd>(StreamRef, int64_t, const BiasAdd&);
-template void launch_for_each<BiasRowSum>(StreamRef, int64_t, const BiasRowSum&);
-template void launch_for_each<BiasChannelSum>(StreamRef, int64_t, const BiasChannelSum&);
-template void launch_for_each<BatchNormRunningUpdate>(StreamRef, int64_t,
-                                                      const BatchNormRunningUpdate&);
-template void launch_for_each<BatchNormInfer>(StreamRef, int64_t, const BatchNormInfer&);
+#define DLB_INSTANTIATE(...) \
+  template void launch_for_each<__VA_ARGS__>(StreamRef, int64_t, const __VA_ARGS__&);
+// A functor over each storage type: f32, and fp16 and bf16 storage.
+#define DLB_INSTANTIATE_STORED(K) \
+  DLB_INSTANTIATE(K<float>)       \
+  DLB_INSTANTIATE(K<F16>)         \
+  DLB_INSTANTIATE(K<BF16>)
+#define DLB_INSTANTIATE_CAST_FROM(S) \
+  DLB_INSTANTIATE(Cast<S, float>)    \
+  DLB_INSTANTIATE(Cast<S, F16>)      \
+  DLB_INSTANTIATE(Cast<S, BF16>)
 
-template void launch_for_each<BatchNormRowSum>(StreamRef, int64_t, const BatchNormRowSum&);
-template void launch_for_each<BatchNormMean>(StreamRef, int64_t, const BatchNormMean&);
-template void launch_for_each<BatchNormRowSquares>(StreamRef, int64_t, const BatchNormRowSquares&);
-template void launch_for_each<BatchNormStatistics>(StreamRef, int64_t, const BatchNormStatistics&);
-template void launch_for_each<BatchNormNormalize>(StreamRef, int64_t, const BatchNormNormalize&);
-template void launch_for_each<BatchNormBackwardRowSums>(StreamRef, int64_t,
-                                                        const BatchNormBackwardRowSums&);
-template void launch_for_each<BatchNormBackwardChannel>(StreamRef, int64_t,
-                                                        const BatchNormBackwardChannel&);
-template void launch_for_each<BatchNormBackwardData>(StreamRef, int64_t,
-                                                     const BatchNormBackwardData&);
+DLB_INSTANTIATE_STORED(Fill)
+DLB_INSTANTIATE_CAST_FROM(float)
+DLB_INSTANTIATE_CAST_FROM(F16)
+DLB_INSTANTIATE_CAST_FROM(BF16)
+DLB_INSTANTIATE_STORED(ReluForward)
+DLB_INSTANTIATE_STORED(ReluBackward)
+DLB_INSTANTIATE_STORED(Add)
+DLB_INSTANTIATE_STORED(Accumulate)
+DLB_INSTANTIATE_STORED(DropoutForward)
+DLB_INSTANTIATE_STORED(DropoutBackward)
+DLB_INSTANTIATE_STORED(SgdUpdate)
+DLB_INSTANTIATE_STORED(FindNonFinite)
+DLB_INSTANTIATE(UpdateLossScale)
+DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyRow)
+DLB_INSTANTIATE(MeanOfRows)
+DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyBackward)
+DLB_INSTANTIATE_STORED(AdaptiveAvgPoolForward)
+DLB_INSTANTIATE_STORED(AdaptiveAvgPoolBackward)
+DLB_INSTANTIATE_STORED(PoolForward)
+DLB_INSTANTIATE_STORED(PoolBackward)
+DLB_INSTANTIATE_STORED(BiasAdd)
+DLB_INSTANTIATE_STORED(BiasRowSum)
+DLB_INSTANTIATE_STORED(BiasChannelSum)
+DLB_INSTANTIATE(BatchNormRunningUpdate)
+DLB_INSTANTIATE_STORED(BatchNormInfer)
+DLB_INSTANTIATE_STORED(BatchNormRowSum)
+DLB_INSTANTIATE(BatchNormMean)
+DLB_INSTANTIATE_STORED(BatchNormRowSquares)
+DLB_INSTANTIATE(BatchNormStatistics)
+DLB_INSTANTIATE_STORED(BatchNormNormalize)
+DLB_INSTANTIATE_STORED(BatchNormBackwardRowSums)
+DLB_INSTANTIATE_STORED(BatchNormBackwardChannel)
+DLB_INSTANTIATE_STORED(BatchNormBackwardData)
 
 }  // namespace dlb::cuda

@@ -2,114 +2,210 @@
 // per kernel. Each is called with one index (an element, a row or an input pixel) and computes
 // exactly that index's output, so:
 //   - kernels.cu launches each as a thin grid-stride loop (for_each_index);
-//   - tests/unit/cuda_kernel_math_test.cpp runs the same functor on the host over every index and
-//     compares with the CPU backend, which is the reference.
+//   - tests/unit/cuda_kernel_math_test.cpp (f32) and cuda_kernel_math_16bit_test.cpp (fp16 and
+//     bf16) run the same functor on the host over every index and compare with the CPU backend,
+//     which is the reference.
+// A functor templated on T reads and writes its data (activations and their gradients) as T: f32,
+// or the 16-bit storage of a mixed-precision run (stored.h), loaded into float, computed in float
+// (or double, as the CPU backend does) and rounded once on store. Batch-norm scale, shift and
+// statistics, the softmax probabilities, the loss, master weights and momentum stay f32 (the
+// precision policy's roles). Each has a kName, the NVTX range its launches appear under.
 // Host-compilable: includes nothing of CUDA.
 #pragma once
 #include <cmath>
 #include <cstdint>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cuda/stored.h"
 #include "runtime/core/counter_hash.h"
 #include "runtime/core/host_device.h"
 
 namespace dlb::cuda {
 
+template <typename T>
 struct Fill {
-  float* p;
-  float value;
+  static constexpr const char* kName = "fill";
+  T* p;
+  T value;  // already stored as T
   DLB_HD void operator()(int64_t i) const { p[i] = value; }
 };
 
+// dst = src, converted element-wise (to nearest even where dst is narrower; exact where wider).
+// One 16-bit type into the other goes through float, exactly on the way in, as the CPU's does.
+template <typename S, typename D>
+struct Cast {
+  static constexpr const char* kName = "cast";
+  const S* src;
+  D* dst;
+  DLB_HD void operator()(int64_t i) const { dst[i] = stored<D>(load(src[i])); }
+};
+
+template <typename T>
 struct ReluForward {
-  const float* x;
-  float* y;
+  static constexpr const char* kName = "relu forward";
+  const T* x;
+  T* y;
   // NaN and -0 fail the comparison and pass through, as in torch.relu.
-  DLB_HD void operator()(int64_t i) const { y[i] = x[i] < 0.f ? 0.f : x[i]; }
+  DLB_HD void operator()(int64_t i) const {
+    const float v = load(x[i]);
+    y[i] = stored<T>(v < 0.f ? 0.f : v);
+  }
 };
 
 // Reads the output, as the CPU backend does: y > 0 exactly where x > 0. As PyTorch's
 // threshold_backward, the gradient passes where y is not <= 0, NaN included.
+template <typename T>
 struct ReluBackward {
-  const float* y;
-  const float* dy;
-  float* dx;
-  DLB_HD void operator()(int64_t i) const { dx[i] = y[i] <= 0.f ? 0.f : dy[i]; }
+  static constexpr const char* kName = "relu backward";
+  const T* y;
+  const T* dy;
+  T* dx;
+  DLB_HD void operator()(int64_t i) const {
+    dx[i] = stored<T>(load(y[i]) <= 0.f ? 0.f : load(dy[i]));
+  }
 };
 
+template <typename T>
 struct Add {
-  const float* a;
-  const float* b;
-  float* y;
-  DLB_HD void operator()(int64_t i) const { y[i] = a[i] + b[i]; }
+  static constexpr const char* kName = "add";
+  const T* a;
+  const T* b;
+  T* y;
+  DLB_HD void operator()(int64_t i) const { y[i] = stored<T>(load(a[i]) + load(b[i])); }
 };
 
+template <typename T>
 struct Accumulate {  // y += x
-  const float* x;
-  float* y;
-  DLB_HD void operator()(int64_t i) const { y[i] += x[i]; }
+  static constexpr const char* kName = "accumulate";
+  const T* x;
+  T* y;
+  DLB_HD void operator()(int64_t i) const { y[i] = stored<T>(load(y[i]) + load(x[i])); }
 };
 
 // Inverted dropout: element i is dropped when counter_uniform(seed, i) < p, else scaled by
-// 1/(1-p); the mask holds 0 or that scale, and backward multiplies by it.
+// 1/(1-p) as the mask stores it; the mask holds 0 or that scale, and backward multiplies by it.
+template <typename T>
 struct DropoutForward {
-  const float* x;
+  static constexpr const char* kName = "dropout forward";
+  const T* x;
   float p;
   uint64_t seed;
-  float* mask;
-  float* y;
+  T* mask;
+  T* y;
   DLB_HD void operator()(int64_t i) const {
-    const float keep_scale = 1.f / (1.f - p);
-    mask[i] = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
-    y[i] = x[i] * mask[i];
+    const float keep_scale = load(stored<T>(1.f / (1.f - p)));
+    const float m = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
+    mask[i] = stored<T>(m);
+    y[i] = stored<T>(load(x[i]) * m);
   }
 };
 
+template <typename T>
 struct DropoutBackward {
-  const float* dy;
-  const float* mask;
-  float* dx;
-  DLB_HD void operator()(int64_t i) const { dx[i] = dy[i] * mask[i]; }
+  static constexpr const char* kName = "dropout backward";
+  const T* dy;
+  const T* mask;
+  T* dx;
+  DLB_HD void operator()(int64_t i) const { dx[i] = stored<T>(load(dy[i]) * load(mask[i])); }
 };
 
 // torch.optim.SGD with momentum and weight decay (dampening 0), over one element of the flat
-// parameter buffer. nvcc may contract the multiply-adds into FMAs: on a GPU the result can differ
-// from the CPU's by a rounding per operation.
+// parameter buffer: the master weights and momentum are f32, the gradient G (f32, or 16-bit in a
+// mixed-precision run). nvcc may contract the multiply-adds into FMAs: on a GPU the result can
+// differ from the CPU's by a rounding per operation.
+//   - With `scaler` (fp16's loss-scale state): the gradient times 1/scale (the reciprocal in
+//     double, rounded to float once, as GradScaler), or nothing at all when the step's found-inf
+//     slot is set: the step is skipped.
+//   - With `compute`: the updated weight is also stored in the compute precision, the 16-bit
+//     copy that forward and backward read. The copy costs no pass of its own.
+template <typename G>
 struct SgdUpdate {
+  static constexpr const char* kName = "sgd update";
   SgdConfig cfg;
-  const float* grad;
+  const G* grad;
+  const float* scaler;  // null: no loss scaling
   float* momentum;
   float* param;
+  G* compute;  // null: no compute copy
   DLB_HD void operator()(int64_t i) const {
-    const float d = grad[i] + cfg.weight_decay * param[i];
+    float g = load(grad[i]);
+    if (scaler) {
+      if (scaler[kFoundInfSlot] != 0.f) return;
+      g *= static_cast<float>(1.0 / static_cast<double>(scaler[kScaleSlot]));
+    }
+    const float d = g + cfg.weight_decay * param[i];
     momentum[i] = cfg.momentum * momentum[i] + d;
     param[i] -= cfg.lr * momentum[i];
+    if (compute) compute[i] = stored<G>(param[i]);
   }
 };
 
-// Softmax cross-entropy over one row of [rows, classes] logits: writes the row's probabilities
-// and its loss term log(sum exp(z - max)) - (z[label] - max), in double as the CPU backend sums.
-// A label outside [0, classes) makes the term NaN (a kernel cannot throw; the trainer refuses
-// such labels when a batch is loaded).
+// Loss scaling's check (GradScaler's found_inf), on the stored bits: sets the found-inf slot when
+// gradient i is inf or NaN; never clears it. Index 0 also counts a scale whose reciprocal is
+// infinite, as GradScaler does (0 x inf is NaN there). Every writer writes the same 1.
+template <typename G>
+struct FindNonFinite {
+  static constexpr const char* kName = "loss scale: find inf/nan";
+  const G* grads;
+  float* scaler;
+  DLB_HD void operator()(int64_t i) const {
+    bool found = non_finite(grads[i]);
+    if (i == 0) {
+      found =
+          found || non_finite(static_cast<float>(1.0 / static_cast<double>(scaler[kScaleSlot])));
+    }
+    if (found) scaler[kFoundInfSlot] = 1.f;
+  }
+};
+
+// GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, _amp_update_scale_cuda_kernel), one
+// index: back off and count a skipped step, or grow after growth_interval clean steps (unless that
+// overflows); then clear the found-inf slot for the next step.
+struct UpdateLossScale {
+  static constexpr const char* kName = "loss scale: update";
+  LossScaleConfig cfg;
+  float* s;
+  DLB_HD void operator()(int64_t) const {
+    if (s[kFoundInfSlot] != 0.f) {
+      s[kScaleSlot] *= cfg.backoff;
+      s[kCleanStepsSlot] = 0.f;
+      s[kSkippedSlot] += 1.f;
+    } else if (s[kCleanStepsSlot] + 1.f >= static_cast<float>(cfg.growth_interval)) {
+      const float grown = s[kScaleSlot] * cfg.growth;
+      if (!non_finite(grown)) s[kScaleSlot] = grown;
+      s[kCleanStepsSlot] = 0.f;
+    } else {
+      s[kCleanStepsSlot] += 1.f;
+    }
+    s[kFoundInfSlot] = 0.f;
+  }
+};
+
+// Softmax cross-entropy over one row of [rows, classes] logits (T): writes the row's f32
+// probabilities and its loss term log(sum exp(z - max)) - (z[label] - max), in double as the CPU
+// backend sums. A label outside [0, classes) makes the term NaN (a kernel cannot throw; the
+// trainer refuses such labels when a batch is loaded).
+template <typename T>
 struct SoftmaxCrossEntropyRow {
-  const float* logits;
+  static constexpr const char* kName = "softmax cross-entropy";
+  const T* logits;
   const int64_t* labels;
   int64_t classes;
   float* probs;
   double* row_loss;
   DLB_HD void operator()(int64_t row) const {
-    const float* z = logits + row * classes;
+    const T* z = logits + row * classes;
     float* p = probs + row * classes;
-    float mx = z[0];
-    for (int64_t j = 1; j < classes; ++j) mx = z[j] > mx ? z[j] : mx;
+    float mx = load(z[0]);
+    for (int64_t j = 1; j < classes; ++j) mx = load(z[j]) > mx ? load(z[j]) : mx;
     double s = 0;
-    for (int64_t j = 0; j < classes; ++j) s += exp(static_cast<double>(z[j] - mx));
+    for (int64_t j = 0; j < classes; ++j) s += exp(static_cast<double>(load(z[j]) - mx));
     const double log_s = log(s);
     for (int64_t j = 0; j < classes; ++j) {
-      p[j] = static_cast<float>(exp(static_cast<double>(z[j] - mx) - log_s));
+      p[j] = static_cast<float>(exp(static_cast<double>(load(z[j]) - mx) - log_s));
     }
     const int64_t label = labels[row];
-    row_loss[row] = label >= 0 && label < classes ? log_s - static_cast<double>(z[label] - mx)
+    row_loss[row] = label >= 0 && label < classes ? log_s - static_cast<double>(load(z[label]) - mx)
                                                   : static_cast<double>(NAN);
   }
 };
@@ -117,6 +213,7 @@ struct SoftmaxCrossEntropyRow {
 // The batch mean of the row terms, summed in row order: one index (a single thread), so the loss
 // is the same on every run.
 struct MeanOfRows {
+  static constexpr const char* kName = "loss mean";
   const double* row_loss;
   int64_t rows;
   float* loss;
@@ -127,18 +224,24 @@ struct MeanOfRows {
   }
 };
 
-// d loss / d logits = (probs - onehot(label)) / rows, one element per index.
+// d loss / d logits = (probs - onehot(label)) / rows, one element per index, computed in f32 and
+// stored as T. With `scaler` (fp16), times the loss scale before it is rounded: small gradients
+// survive fp16, which is what loss scaling is for.
+template <typename T>
 struct SoftmaxCrossEntropyBackward {
+  static constexpr const char* kName = "softmax cross-entropy backward";
   const float* probs;
   const int64_t* labels;
+  const float* scaler;  // null: unscaled
   int64_t rows, classes;
-  float* dlogits;
+  T* dlogits;
   DLB_HD void operator()(int64_t i) const {
     const float inv_n = 1.f / static_cast<float>(rows);
     const int64_t row = i / classes, j = i % classes;
     float g = probs[i] * inv_n;
     if (labels[row] == j) g -= inv_n;
-    dlogits[i] = g;
+    if (scaler) g *= scaler[kScaleSlot];
+    dlogits[i] = stored<T>(g);
   }
 };
 
@@ -149,33 +252,37 @@ DLB_HD int64_t adaptive_bin_end(int64_t i, int64_t in, int64_t out) {
 }
 
 // One output element of adaptive average pooling over [planes, h, w] -> [planes, oh, ow].
+template <typename T>
 struct AdaptiveAvgPoolForward {
-  const float* x;
+  static constexpr const char* kName = "adaptive avg pool forward";
+  const T* x;
   int64_t h, w, oh, ow;
-  float* y;
+  T* y;
   DLB_HD void operator()(int64_t o) const {
     const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
     const int64_t ha = adaptive_bin_start(i, h, oh), hb = adaptive_bin_end(i, h, oh);
     const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
-    const float* xp = x + plane * h * w;
+    const T* xp = x + plane * h * w;
     double s = 0;
     for (int64_t a = ha; a < hb; ++a) {
-      for (int64_t b = wa; b < wb; ++b) s += xp[a * w + b];
+      for (int64_t b = wa; b < wb; ++b) s += load(xp[a * w + b]);
     }
-    y[o] = static_cast<float>(s / static_cast<double>((hb - ha) * (wb - wa)));
+    y[o] = stored<T>(static_cast<float>(s / static_cast<double>((hb - ha) * (wb - wa))));
   }
 };
 
 // One input element's gradient: the sum, over the output bins that cover it (in row-major order),
 // of dy / bin area. Gathering instead of scattering needs no atomics, and adds the same terms in
 // the same order as the CPU backend's scatter.
+template <typename T>
 struct AdaptiveAvgPoolBackward {
-  const float* dy;
+  static constexpr const char* kName = "adaptive avg pool backward";
+  const T* dy;
   int64_t h, w, oh, ow;
-  float* dx;
+  T* dx;
   DLB_HD void operator()(int64_t in) const {
     const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
-    const float* gp = dy + plane * oh * ow;
+    const T* gp = dy + plane * oh * ow;
     float sum = 0.f;
     // Bins i with start(i) <= a < end(i) lie in [a * oh / h, (a + 1) * oh / h], checked exactly.
     const int64_t i_first = a * oh / h, i_last = ((a + 1) * oh + h - 1) / h;
@@ -186,10 +293,10 @@ struct AdaptiveAvgPoolBackward {
       for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
         const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
         if (b < wa || b >= wb) continue;
-        sum += gp[i * ow + j] / static_cast<float>((hb - ha) * (wb - wa));
+        sum += load(gp[i * ow + j]) / static_cast<float>((hb - ha) * (wb - wa));
       }
     }
-    dx[in] = sum;
+    dx[in] = stored<T>(sum);
   }
 };
 
@@ -220,11 +327,12 @@ DLB_HD int64_t pool_divisor(const PoolDesc& p, int64_t h, int64_t w, const PoolW
 }
 // The first maximum of a window in row-major order, or its last NaN (PyTorch's max_pool2d rule,
 // in both passes), as an offset into its plane.
-DLB_HD int64_t pool_argmax(const float* xp, int64_t w, const PoolWindow& win) {
+template <typename T>
+DLB_HD int64_t pool_argmax(const T* xp, int64_t w, const PoolWindow& win) {
   int64_t arg = win.ha * w + win.wa;
   for (int64_t a = win.ha; a < win.hb; ++a) {
     for (int64_t b = win.wa; b < win.wb; ++b) {
-      if (takes_max(xp[a * w + b], xp[arg])) arg = a * w + b;
+      if (takes_max(load(xp[a * w + b]), load(xp[arg]))) arg = a * w + b;
     }
   }
   return arg;
@@ -232,45 +340,51 @@ DLB_HD int64_t pool_argmax(const float* xp, int64_t w, const PoolWindow& win) {
 
 // One output element of max or average pooling over [planes, h, w] -> [planes, oh, ow]
 // (floor mode, as PyTorch's default): the maximum ignores padding; the average sums in double.
+template <typename T>
 struct PoolForward {
+  static constexpr const char* kName = "pool forward";
   PoolDesc p;
-  const float* x;
+  const T* x;
   int64_t h, w, oh, ow;
-  float* y;
+  T* y;
   DLB_HD void operator()(int64_t o) const {
     const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
-    const float* xp = x + plane * h * w;
+    const T* xp = x + plane * h * w;
     const PoolWindow win = pool_window(p, h, w, i, j);
     if (p.mode == PoolMode::kMax) {
       float best = -INFINITY;
       for (int64_t a = win.ha; a < win.hb; ++a) {
-        for (int64_t b = win.wa; b < win.wb; ++b)
-          best = takes_max(xp[a * w + b], best) ? xp[a * w + b] : best;
+        for (int64_t b = win.wa; b < win.wb; ++b) {
+          const float v = load(xp[a * w + b]);
+          best = takes_max(v, best) ? v : best;
+        }
       }
-      y[o] = best;
+      y[o] = stored<T>(best);
       return;
     }
     double s = 0;
     for (int64_t a = win.ha; a < win.hb; ++a) {
-      for (int64_t b = win.wa; b < win.wb; ++b) s += xp[a * w + b];
+      for (int64_t b = win.wa; b < win.wb; ++b) s += load(xp[a * w + b]);
     }
-    y[o] = static_cast<float>(s / static_cast<double>(pool_divisor(p, h, w, win)));
+    y[o] = stored<T>(static_cast<float>(s / static_cast<double>(pool_divisor(p, h, w, win))));
   }
 };
 
 // One input element's pooling gradient, gathered over the windows that cover it in row-major
 // order: max pooling adds dy of each window whose first maximum it is; average pooling adds
 // dy / divisor of each. Same terms, same order as the CPU backend's scatter; no atomics.
+template <typename T>
 struct PoolBackward {
+  static constexpr const char* kName = "pool backward";
   PoolDesc p;
-  const float* x;
-  const float* dy;
+  const T* x;
+  const T* dy;
   int64_t h, w, oh, ow;
-  float* dx;
+  T* dx;
   DLB_HD void operator()(int64_t in) const {
     const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
-    const float* xp = x + plane * h * w;
-    const float* gp = dy + plane * oh * ow;
+    const T* xp = x + plane * h * w;
+    const T* gp = dy + plane * oh * ow;
     // Windows i with i * stride - pad <= a < i * stride - pad + kernel.
     const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
     const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
@@ -281,46 +395,54 @@ struct PoolBackward {
       for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
         const PoolWindow win = pool_window(p, h, w, i, j);
         if (p.mode == PoolMode::kMax) {
-          if (pool_argmax(xp, w, win) == a * w + b) sum += gp[i * ow + j];
+          if (pool_argmax(xp, w, win) == a * w + b) sum += load(gp[i * ow + j]);
         } else {
-          sum += gp[i * ow + j] / static_cast<float>(pool_divisor(p, h, w, win));
+          sum += load(gp[i * ow + j]) / static_cast<float>(pool_divisor(p, h, w, win));
         }
       }
     }
-    dx[in] = sum;
+    dx[in] = stored<T>(sum);
   }
 };
 
-// y[n, c, ...] += b[c] over [n, c, inner].
+// y[n, c, ...] += b[c] over [n, c, inner]; b is the layer's compute weight, of y's type.
+template <typename T>
 struct BiasAdd {
-  const float* b;
+  static constexpr const char* kName = "bias add";
+  const T* b;
   int64_t channels, inner;
-  float* y;
-  DLB_HD void operator()(int64_t i) const { y[i] += b[(i / inner) % channels]; }
+  T* y;
+  DLB_HD void operator()(int64_t i) const {
+    y[i] = stored<T>(load(y[i]) + load(b[(i / inner) % channels]));
+  }
 };
 
 // The bias gradient in two passes: the sum of each (n, c) row in double, then each channel's
 // sum over n. The CPU backend sums each channel in one double, in the same element order; the
 // two agree to within double rounding, far below a float's.
+template <typename T>
 struct BiasRowSum {
-  const float* dy;
+  static constexpr const char* kName = "bias gradient rows";
+  const T* dy;
   int64_t inner;
   double* rows;  // [n * c]
   DLB_HD void operator()(int64_t r) const {
-    const float* row = dy + r * inner;
+    const T* row = dy + r * inner;
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) s += row[k];
+    for (int64_t k = 0; k < inner; ++k) s += load(row[k]);
     rows[r] = s;
   }
 };
+template <typename T>
 struct BiasChannelSum {
+  static constexpr const char* kName = "bias gradient channels";
   const double* rows;
   int64_t n, channels;
-  float* db;
+  T* db;
   DLB_HD void operator()(int64_t c) const {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) s += rows[i * channels + c];
-    db[c] = static_cast<float>(s);
+    db[c] = stored<T>(static_cast<float>(s));
   }
 };
 
@@ -329,6 +451,7 @@ struct BiasChannelSum {
 // var * m / (m - 1) over m values per channel. The batch variance is recovered from the saved
 // inverse standard deviation (in double: a few float roundings of relative error).
 struct BatchNormRunningUpdate {
+  static constexpr const char* kName = "batch norm running statistics";
   const float* save_mean;
   const float* save_invstd;
   double eps, momentum;
@@ -348,21 +471,23 @@ struct BatchNormRunningUpdate {
 
 // Batch norm with the running statistics (evaluation), one element per index, as the CPU
 // backend computes it: scale = gamma / sqrt(var + eps), shift = beta - mean * scale, in float.
+template <typename T>
 struct BatchNormInfer {
-  const float* x;
+  static constexpr const char* kName = "batch norm inference";
+  const T* x;
   const float* gamma;
   const float* beta;
   const float* running_mean;
   const float* running_var;
   float eps;
   int64_t channels, inner;
-  float* y;
+  T* y;
   DLB_HD void operator()(int64_t i) const {
     const int64_t c = (i / inner) % channels;
     const float invstd = 1.f / sqrtf(running_var[c] + eps);
     const float scale = gamma[c] * invstd;
     const float shift = beta[c] - running_mean[c] * scale;
-    y[i] = x[i] * scale + shift;
+    y[i] = stored<T>(load(x[i]) * scale + shift);
   }
 };
 
@@ -371,18 +496,21 @@ struct BatchNormInfer {
 // then the squared deviations), with each channel's sums grouped by (n, c) rows first, so the
 // results agree with it to within double rounding. Scratch (doubles): `rows` holds 2 per (n, c)
 // row; `channel` holds 4 per channel.
+template <typename T>
 struct BatchNormRowSum {  // rows[r] = sum of x over row r
-  const float* x;
+  static constexpr const char* kName = "batch norm row sums";
+  const T* x;
   int64_t inner;
   double* rows;
   DLB_HD void operator()(int64_t r) const {
-    const float* row = x + r * inner;
+    const T* row = x + r * inner;
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) s += row[k];
+    for (int64_t k = 0; k < inner; ++k) s += load(row[k]);
     rows[r] = s;
   }
 };
 struct BatchNormMean {  // channel[4c] = the mean
+  static constexpr const char* kName = "batch norm mean";
   const double* rows;
   int64_t n, channels, m;
   double* channel;
@@ -392,22 +520,28 @@ struct BatchNormMean {  // channel[4c] = the mean
     channel[4 * c] = s / static_cast<double>(m);
   }
 };
+template <typename T>
 struct BatchNormRowSquares {  // rows[r] = sum of (x - mean)^2 over row r
-  const float* x;
+  static constexpr const char* kName = "batch norm row squares";
+  const T* x;
   const double* channel;
   int64_t channels, inner;
   double* rows;
   DLB_HD void operator()(int64_t r) const {
-    const float* row = x + r * inner;
+    const T* row = x + r * inner;
     const double mean = channel[4 * (r % channels)];
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) s += (row[k] - mean) * (row[k] - mean);
+    for (int64_t k = 0; k < inner; ++k) {
+      const double v = load(row[k]);
+      s += (v - mean) * (v - mean);
+    }
     rows[r] = s;
   }
 };
 // Per channel: the variance, the saved statistics, PyTorch's running statistics, and the affine
 // (channel[4c + 1] = scale, [4c + 2] = shift) that normalizes.
 struct BatchNormStatistics {
+  static constexpr const char* kName = "batch norm statistics";
   const double* rows;
   const float* gamma;
   const float* beta;
@@ -435,23 +569,29 @@ struct BatchNormStatistics {
     channel[4 * c + 2] = static_cast<float>(beta[c] - mean * scale);
   }
 };
+template <typename T>
 struct BatchNormNormalize {  // y = x * scale + shift, in float
-  const float* x;
+  static constexpr const char* kName = "batch norm normalize";
+  const T* x;
   const double* channel;
   int64_t channels, inner;
-  float* y;
+  T* y;
   DLB_HD void operator()(int64_t i) const {
     const int64_t c = (i / inner) % channels;
-    y[i] = x[i] * static_cast<float>(channel[4 * c + 1]) + static_cast<float>(channel[4 * c + 2]);
+    y[i] = stored<T>(load(x[i]) * static_cast<float>(channel[4 * c + 1]) +
+                     static_cast<float>(channel[4 * c + 2]));
   }
 };
 
 // Batch norm's backward on our own kernels, the CPU backend's arithmetic: per row, the sums of
-// dy and of dy * xhat (rows[2r], rows[2r + 1]); per channel, dgamma and dbeta and the constants of
-// dx (channel[4c] = gamma * invstd, [4c + 1] = mean dy, [4c + 2] = mean dy * xhat); then dx.
+// dy and of dy * xhat (rows[2r], rows[2r + 1]); per channel, dgamma and dbeta (of the gradients'
+// type G) and the constants of dx (channel[4c] = gamma * invstd, [4c + 1] = mean dy, [4c + 2] =
+// mean dy * xhat); then dx.
+template <typename T>
 struct BatchNormBackwardRowSums {
-  const float* x;
-  const float* dy;
+  static constexpr const char* kName = "batch norm backward row sums";
+  const T* x;
+  const T* dy;
   const float* save_mean;
   const float* save_invstd;
   int64_t channels, inner;
@@ -459,51 +599,56 @@ struct BatchNormBackwardRowSums {
   DLB_HD void operator()(int64_t r) const {
     const int64_t c = r % channels;
     const double mean = save_mean[c], invstd = save_invstd[c];
-    const float* xr = x + r * inner;
-    const float* gr = dy + r * inner;
+    const T* xr = x + r * inner;
+    const T* gr = dy + r * inner;
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t k = 0; k < inner; ++k) {
-      sum_dy += gr[k];
-      sum_dy_xhat += gr[k] * (xr[k] - mean) * invstd;
+      const float g = load(gr[k]);
+      sum_dy += g;
+      sum_dy_xhat += g * (load(xr[k]) - mean) * invstd;
     }
     rows[2 * r] = sum_dy;
     rows[2 * r + 1] = sum_dy_xhat;
   }
 };
+template <typename G>
 struct BatchNormBackwardChannel {
+  static constexpr const char* kName = "batch norm backward channels";
   const double* rows;
   const float* gamma;
   const float* save_invstd;
   int64_t n, channels, m;
   double* channel;
-  float* dgamma;
-  float* dbeta;
+  G* dgamma;
+  G* dbeta;
   DLB_HD void operator()(int64_t c) const {
     double sum_dy = 0, sum_dy_xhat = 0;
     for (int64_t i = 0; i < n; ++i) {
       sum_dy += rows[2 * (i * channels + c)];
       sum_dy_xhat += rows[2 * (i * channels + c) + 1];
     }
-    dgamma[c] = static_cast<float>(sum_dy_xhat);
-    dbeta[c] = static_cast<float>(sum_dy);
+    dgamma[c] = stored<G>(static_cast<float>(sum_dy_xhat));
+    dbeta[c] = stored<G>(static_cast<float>(sum_dy));
     channel[4 * c] = gamma[c] * static_cast<double>(save_invstd[c]);
     channel[4 * c + 1] = sum_dy / static_cast<double>(m);
     channel[4 * c + 2] = sum_dy_xhat / static_cast<double>(m);
   }
 };
+template <typename T>
 struct BatchNormBackwardData {
-  const float* x;
-  const float* dy;
+  static constexpr const char* kName = "batch norm backward data";
+  const T* x;
+  const T* dy;
   const float* save_mean;
   const float* save_invstd;
   const double* channel;
   int64_t channels, inner;
-  float* dx;
+  T* dx;
   DLB_HD void operator()(int64_t i) const {
     const int64_t c = (i / inner) % channels;
-    const double xhat = (x[i] - static_cast<double>(save_mean[c])) * save_invstd[c];
-    dx[i] = static_cast<float>(channel[4 * c] *
-                               (dy[i] - channel[4 * c + 1] - xhat * channel[4 * c + 2]));
+    const double xhat = (load(x[i]) - static_cast<double>(save_mean[c])) * save_invstd[c];
+    dx[i] = stored<T>(static_cast<float>(
+        channel[4 * c] * (load(dy[i]) - channel[4 * c + 1] - xhat * channel[4 * c + 2])));
   }
 };
 

@@ -25,21 +25,35 @@ MatmulShape matmul_shape(bool trans_a, bool trans_b, const Shape& a, const Shape
   return s;
 }
 
+MatmulTypes matmul_types(DType data, Precision math) {
+  switch (data) {
+    case DType::kF32:
+      return {CUDA_R_32F,
+              math == Precision::kTf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F};
+    case DType::kF16:
+    case DType::kBF16:
+      if (math == Precision::kTf32) {
+        throw Unsupported(fmt::format("matmul: tf32 math on {} data", dtype_name(data)));
+      }
+      return {data == DType::kF16 ? CUDA_R_16F : CUDA_R_16BF, CUBLAS_COMPUTE_32F};
+    default:
+      throw Unsupported(fmt::format("matmul: {} tensors hold no floats", dtype_name(data)));
+  }
+}
+
 namespace {
 // A column-major layout of the matrix stored row-major as [rows_rm, cols_rm]: cuBLASLt sees
 // [cols_rm, rows_rm] with leading dimension cols_rm.
-cublasLtMatrixLayout_t row_major_layout(int64_t rows_rm, int64_t cols_rm) {
+cublasLtMatrixLayout_t row_major_layout(cudaDataType_t type, int64_t rows_rm, int64_t cols_rm) {
   cublasLtMatrixLayout_t l = nullptr;
-  DLB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, CUDA_R_32F, static_cast<uint64_t>(cols_rm),
+  DLB_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, static_cast<uint64_t>(cols_rm),
                                               static_cast<uint64_t>(rows_rm), cols_rm));
   return l;
 }
 }  // namespace
 
-MatmulLayouts::MatmulLayouts(const MatmulShape& s, bool allow_tf32) {
-  const cublasComputeType_t compute =
-      allow_tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
-  DLB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, compute, CUDA_R_32F));
+MatmulLayouts::MatmulLayouts(const MatmulShape& s, const MatmulTypes& types) {
+  DLB_CUBLAS_CHECK(cublasLtMatmulDescCreate(&desc_, types.compute, CUDA_R_32F));
   // cuBLASLt's A is our b, its B our a: same transposes.
   const cublasOperation_t ta = s.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t tb = s.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -48,9 +62,10 @@ MatmulLayouts::MatmulLayouts(const MatmulShape& s, bool allow_tf32) {
   DLB_CUBLAS_CHECK(
       cublasLtMatmulDescSetAttribute(desc_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
   // Our b is stored [k, n], or [n, k] when transposed; our a [m, k], or [k, m]; c [m, n].
-  a_ = s.trans_b ? row_major_layout(s.n, s.k) : row_major_layout(s.k, s.n);
-  b_ = s.trans_a ? row_major_layout(s.k, s.m) : row_major_layout(s.m, s.k);
-  c_ = row_major_layout(s.m, s.n);
+  const cudaDataType_t t = types.data;
+  a_ = s.trans_b ? row_major_layout(t, s.n, s.k) : row_major_layout(t, s.k, s.n);
+  b_ = s.trans_a ? row_major_layout(t, s.k, s.m) : row_major_layout(t, s.m, s.k);
+  c_ = row_major_layout(t, s.m, s.n);
 }
 
 MatmulLayouts::~MatmulLayouts() {
@@ -80,6 +95,14 @@ cublasComputeType_t MatmulLayouts::compute_type() const {
   return t;
 }
 
+cudaDataType_t MatmulLayouts::data_type(cublasLtMatrixLayout_t l) const {
+  uint32_t t = 0;  // CUBLASLT_MATRIX_LAYOUT_TYPE is a uint32_t holding a cudaDataType
+  size_t written = 0;
+  DLB_CUBLAS_CHECK(
+      cublasLtMatrixLayoutGetAttribute(l, CUBLASLT_MATRIX_LAYOUT_TYPE, &t, sizeof(t), &written));
+  return static_cast<cudaDataType_t>(t);
+}
+
 namespace {
 bool transposes(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t which) {
   cublasOperation_t op{};
@@ -96,9 +119,9 @@ bool MatmulLayouts::lt_transposes_b() const {
   return transposes(desc_, CUBLASLT_MATMUL_DESC_TRANSB);
 }
 
-MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, bool allow_tf32,
+MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
                        size_t workspace_limit)
-    : layouts_(s, allow_tf32) {
+    : layouts_(s, types) {
   cublasLtMatmulPreference_t pref = nullptr;
   DLB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t limit = workspace_limit;
@@ -122,8 +145,8 @@ MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, bool allow
   workspace_ = result.workspaceSize;
 }
 
-void MatmulPlan::run(cublasLtHandle_t handle, float alpha, const float* a, const float* b,
-                     float beta, float* c, void* workspace, cudaStream_t stream) const {
+void MatmulPlan::run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta,
+                     void* c, void* workspace, cudaStream_t stream) const {
   // alpha and beta are host floats (the default pointer mode, scale type f32).
   DLB_CUBLAS_CHECK(cublasLtMatmul(handle, layouts_.desc(), &alpha, b, layouts_.lt_a(), a,
                                   layouts_.lt_b(), &beta, c, layouts_.lt_c(), c, layouts_.lt_c(),

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/core/dtype.h"
 #include "runtime/core/shape.h"
 
 namespace dlb::cuda {
@@ -26,17 +27,28 @@ struct MatmulShape {
 MatmulShape matmul_shape(bool trans_a, bool trans_b, const Shape& a, const Shape& b,
                          const Shape& c);
 
+// The storage of the three matrices and the compute type: f32 with strict FMA math
+// (CUBLAS_COMPUTE_32F) or TF32 (CUBLAS_COMPUTE_32F_FAST_TF32, precision tf32); fp16 and bf16
+// (CUDA_R_16F, CUDA_R_16BF) accumulate in f32 on tensor cores (CUBLAS_COMPUTE_32F), as PyTorch's
+// cuBLASLt calls do. The scale type (alpha, beta) is f32 in every case.
+struct MatmulTypes {
+  cudaDataType_t data = CUDA_R_32F;
+  cublasComputeType_t compute = CUBLAS_COMPUTE_32F;
+};
+// Throws Unsupported for a type that holds no floats, or TF32 math on 16-bit data.
+MatmulTypes matmul_types(DType data, Precision math);
+
 // A cuBLASLt layout as cuBLASLt reports it back.
 struct LayoutInfo {
   uint64_t rows = 0, cols = 0;
   int64_t ld = 0;
 };
 
-// The matmul descriptor (f32 scale type; compute 32F, or 32F_FAST_TF32 when TF32 is allowed,
-// with the transposes) and the three layouts (cuBLASLt's A, B and C = D), all f32.
+// The matmul descriptor (f32 scale type, the compute type and the transposes) and the three
+// layouts (cuBLASLt's A, B and C = D), all of one storage type.
 class MatmulLayouts {
  public:
-  MatmulLayouts(const MatmulShape& s, bool allow_tf32);
+  MatmulLayouts(const MatmulShape& s, const MatmulTypes& types);
   ~MatmulLayouts();
   MatmulLayouts(const MatmulLayouts&) = delete;
   MatmulLayouts& operator=(const MatmulLayouts&) = delete;
@@ -47,6 +59,7 @@ class MatmulLayouts {
   cublasLtMatrixLayout_t lt_c() const { return c_; }
   LayoutInfo info(cublasLtMatrixLayout_t layout) const;
   cublasComputeType_t compute_type() const;
+  cudaDataType_t data_type(cublasLtMatrixLayout_t layout) const;  // as cuBLASLt reports it
   bool lt_transposes_a() const;  // cuBLASLt's TRANSA, read back from the descriptor
   bool lt_transposes_b() const;
 
@@ -58,11 +71,11 @@ class MatmulLayouts {
 // Layouts plus the algorithm cuBLASLt's heuristic picks within a workspace limit (needs a handle).
 class MatmulPlan {
  public:
-  MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, bool allow_tf32,
+  MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
              size_t workspace_limit);
   size_t workspace_bytes() const { return workspace_; }
-  void run(cublasLtHandle_t handle, float alpha, const float* a, const float* b, float beta,
-           float* c, void* workspace, cudaStream_t stream) const;
+  void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta, void* c,
+           void* workspace, cudaStream_t stream) const;
 
  private:
   MatmulLayouts layouts_;

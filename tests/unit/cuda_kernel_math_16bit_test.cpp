@@ -1,0 +1,416 @@
+// The CUDA backend's own kernels on fp16 and bf16 storage, checked here without a GPU: each
+// functor of runtime/backend/cuda/kernels.h runs on the host over every index on 16-bit tensors,
+// against the CPU backend's ops on the same tensors (which compute on f32 copies and round on
+// store, runtime/backend/cpu/f32_views.h). Both load the same 16-bit values exactly, do the same
+// float and double operations in the same order and round once to nearest even with the same
+// integer code (runtime/core/half.h), so most results must be equal bit for bit. Where the two
+// group a double sum differently (bias and batch-norm sums), the float results may straddle a
+// rounding boundary: those are allowed one unit in the last place of the 16-bit type.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cuda/kernels.h"
+#include "runtime/core/half.h"
+#include "runtime/core/rng.h"
+
+namespace dlb::cuda {
+namespace {
+
+template <typename F>
+void run_on_host(int64_t n, const F& f) {
+  for (int64_t i = 0; i < n; ++i) f(i);
+}
+
+template <typename T>
+class KernelMath16 : public ::testing::Test {
+ protected:
+  static constexpr DType kType = StorageDType<T>::value;
+  // The spacing of T's values just above 1: 2^-10 for fp16, 2^-7 for bf16.
+  static constexpr double kUlp1 = kType == DType::kF16 ? 1.0 / 1024 : 1.0 / 128;
+
+  Tensor floats(const Shape& s, float lo = -2.f, float hi = 2.f) {
+    std::vector<float> v(s.numel());
+    for (float& x : v) x = rng.uniform(lo, hi);
+    Tensor t = cpu.empty(s, DType::kF32, MemCategory::kActivations, "t");
+    cpu.copy_from_host(v.data(), t);
+    return t;
+  }
+  Tensor random(const Shape& s, float lo = -2.f, float hi = 2.f) {
+    Tensor t = zeros(s);
+    cpu.cast(floats(s, lo, hi), t);
+    return t;
+  }
+  Tensor zeros(const Shape& s, DType dtype = kType) {
+    Tensor t = cpu.empty(s, dtype, MemCategory::kActivations, "t");
+    cpu.fill(t, 0.f);
+    return t;
+  }
+  Tensor copy_of(const Tensor& t) {
+    Tensor c = zeros(t.shape(), t.dtype());
+    cpu.copy(t, c);
+    return c;
+  }
+  static T* p(const Tensor& t) { return static_cast<T*>(t.raw()); }
+  static float* f(const Tensor& t) { return t.data<float>(); }
+  // The stored bytes: equal where the values are, NaNs included.
+  static std::vector<uint8_t> bytes(const Tensor& t) {
+    const auto* b = static_cast<const uint8_t*>(t.raw());
+    return {b, b + t.bytes()};
+  }
+  std::vector<float> wide(const Tensor& t) {
+    std::vector<float> out(static_cast<size_t>(t.numel()));
+    dtype_to_floats(t.raw(), t.numel(), t.dtype(), out.data());
+    return out;
+  }
+  // Equal, or one unit in T's last place apart (of the larger magnitude).
+  void within_one_ulp(const Tensor& got, const Tensor& want, const char* what) {
+    const std::vector<float> g = wide(got), w = wide(want);
+    for (size_t i = 0; i < w.size(); ++i) {
+      const double mag = std::max(std::fabs(g[i]), std::fabs(w[i]));
+      EXPECT_LE(std::fabs(static_cast<double>(g[i]) - w[i]), mag * kUlp1)
+          << what << " at " << i << ": " << g[i] << " vs " << w[i];
+    }
+  }
+  CpuBackend cpu{{}};
+  Rng rng{11};
+};
+
+struct StorageNames {
+  template <typename T>
+  static std::string GetName(int) {
+    return std::string(dtype_name(StorageDType<T>::value));
+  }
+};
+using Storages = ::testing::Types<F16, BF16>;
+TYPED_TEST_SUITE(KernelMath16, Storages, StorageNames);
+
+const Shape kShape{3, 5, 7, 9};
+
+TYPED_TEST(KernelMath16, ReluAddAndAccumulate) {
+  using T = TypeParam;
+  Tensor x = this->random(kShape);
+  const Tensor dy = this->random(kShape), b = this->random(kShape);
+  Tensor nan = this->zeros({1});
+  this->cpu.fill(nan, NAN);
+  std::memcpy(this->p(x) + 5, nan.raw(), sizeof(T));  // propagates, as on the CPU
+  Tensor y_ref = this->zeros(kShape), y = this->zeros(kShape);
+  this->cpu.relu_forward(x, y_ref);
+  run_on_host(x.numel(), ReluForward<T>{this->p(x), this->p(y)});
+  EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
+  Tensor dx_ref = this->zeros(kShape), dx = this->zeros(kShape);
+  this->cpu.relu_backward(y_ref, dy, dx_ref);
+  run_on_host(x.numel(), ReluBackward<T>{this->p(y_ref), this->p(dy), this->p(dx)});
+  EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref));
+
+  Tensor sum_ref = this->zeros(kShape), sum = this->zeros(kShape);
+  this->cpu.add(dy, b, sum_ref);
+  run_on_host(x.numel(), Add<T>{this->p(dy), this->p(b), this->p(sum)});
+  EXPECT_EQ(this->bytes(sum), this->bytes(sum_ref));
+  Tensor acc_ref = this->copy_of(b), acc = this->copy_of(b);
+  this->cpu.accumulate(dy, acc_ref);
+  run_on_host(x.numel(), Accumulate<T>{this->p(dy), this->p(acc)});
+  EXPECT_EQ(this->bytes(acc), this->bytes(acc_ref));
+}
+
+TYPED_TEST(KernelMath16, DropoutMasksAndScalesAsTheCpu) {
+  using T = TypeParam;
+  const Shape s{4, 2500};
+  const Tensor x = this->random(s), dy = this->random(s);
+  const float p = 0.3f;  // 1/(1-p) is not a 16-bit value: the mask stores it rounded
+  Tensor mask_ref = this->zeros(s), y_ref = this->zeros(s), mask = this->zeros(s),
+         y = this->zeros(s);
+  this->cpu.dropout_forward(x, p, 77, mask_ref, y_ref);
+  run_on_host(x.numel(), DropoutForward<T>{this->p(x), p, 77, this->p(mask), this->p(y)});
+  EXPECT_EQ(this->bytes(mask), this->bytes(mask_ref));
+  EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
+  Tensor dx_ref = this->zeros(s), dx = this->zeros(s);
+  this->cpu.dropout_backward(dy, mask_ref, dx_ref);
+  run_on_host(x.numel(), DropoutBackward<T>{this->p(dy), this->p(mask), this->p(dx)});
+  EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref));
+}
+
+PoolDesc pool(PoolMode m, int64_t k, int64_t s, int64_t pad) {
+  PoolDesc p;
+  p.mode = m;
+  p.kernel_h = p.kernel_w = k;
+  p.stride_h = p.stride_w = s;
+  p.pad_h = p.pad_w = pad;
+  return p;
+}
+
+TYPED_TEST(KernelMath16, PoolingForwardAndBackward) {
+  using T = TypeParam;
+  for (const PoolDesc& p : {pool(PoolMode::kMax, 3, 2, 1), pool(PoolMode::kAvg, 3, 2, 1)}) {
+    const int64_t h = 15, w = 14;
+    const int64_t oh = (h + 2 * p.pad_h - p.kernel_h) / p.stride_h + 1;
+    const int64_t ow = (w + 2 * p.pad_w - p.kernel_w) / p.stride_w + 1;
+    const Shape in{2, 3, h, w}, out{2, 3, oh, ow};
+    const Tensor x = this->random(in), dy = this->random(out);
+    Tensor y_ref = this->zeros(out), y = this->zeros(out);
+    Tensor dx_ref = this->zeros(in), dx = this->zeros(in);
+    this->cpu.pool_forward(p, x, y_ref);
+    run_on_host(y.numel(), PoolForward<T>{p, this->p(x), h, w, oh, ow, this->p(y)});
+    EXPECT_EQ(this->bytes(y), this->bytes(y_ref)) << static_cast<int>(p.mode);
+    this->cpu.pool_backward(p, x, y_ref, dy, dx_ref);
+    run_on_host(dx.numel(), PoolBackward<T>{p, this->p(x), this->p(dy), h, w, oh, ow, this->p(dx)});
+    EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref)) << static_cast<int>(p.mode);
+  }
+  const Shape in{2, 3, 13, 11}, out{2, 3, 6, 4};
+  const Tensor x = this->random(in), dy = this->random(out);
+  Tensor y_ref = this->zeros(out), y = this->zeros(out);
+  Tensor dx_ref = this->zeros(in), dx = this->zeros(in);
+  this->cpu.adaptive_avg_pool_forward(x, y_ref);
+  run_on_host(y.numel(), AdaptiveAvgPoolForward<T>{this->p(x), 13, 11, 6, 4, this->p(y)});
+  EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
+  this->cpu.adaptive_avg_pool_backward(dy, dx_ref);
+  run_on_host(dx.numel(), AdaptiveAvgPoolBackward<T>{this->p(dy), 13, 11, 6, 4, this->p(dx)});
+  EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref));
+}
+
+TYPED_TEST(KernelMath16, BiasAddAndItsGradient) {
+  using T = TypeParam;
+  const Tensor b = this->random(Shape{5}), dy = this->random(kShape);
+  Tensor y_ref = this->random(kShape);
+  Tensor y = this->copy_of(y_ref);
+  this->cpu.bias_add(b, y_ref);
+  const int64_t inner = 7 * 9;
+  run_on_host(y.numel(), BiasAdd<T>{this->p(b), 5, inner, this->p(y)});
+  EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
+  Tensor db_ref = this->zeros(Shape{5}), db = this->zeros(Shape{5});
+  this->cpu.bias_backward(dy, db_ref);
+  std::vector<double> rows(3 * 5);
+  run_on_host(3 * 5, BiasRowSum<T>{this->p(dy), inner, rows.data()});
+  run_on_host(5, BiasChannelSum<T>{rows.data(), 3, 5, this->p(db)});
+  this->within_one_ulp(db, db_ref, "db");
+}
+
+TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
+  // 16-bit data; scale, shift and statistics in f32; parameter gradients in 16 bits. The sums are
+  // in double on both sides, grouped differently: the f32 statistics agree to two float
+  // roundings, and the 16-bit outputs are equal or one 16-bit unit apart.
+  using T = TypeParam;
+  const Shape s{4, 6, 5, 3}, c{6};
+  const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
+  const Tensor x = this->random(s, -3.f, 5.f), dy = this->random(s);
+  const Tensor gamma = this->floats(c), beta = this->floats(c);
+  Tensor rm_ref = this->floats(c, 0.f, 1.f), rv_ref = this->floats(c, 0.5f, 2.f);
+  Tensor rm = this->copy_of(rm_ref), rv = this->copy_of(rv_ref);
+  Tensor mean_ref = this->zeros(c, DType::kF32), inv_ref = this->zeros(c, DType::kF32);
+  Tensor mean = this->zeros(c, DType::kF32), inv = this->zeros(c, DType::kF32);
+  Tensor y_ref = this->zeros(s), y = this->zeros(s);
+  this->cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
+  std::vector<double> rows(2 * n * channels), channel(4 * channels);
+  run_on_host(n * channels, BatchNormRowSum<T>{this->p(x), inner, rows.data()});
+  run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
+  run_on_host(n * channels,
+              BatchNormRowSquares<T>{this->p(x), channel.data(), channels, inner, rows.data()});
+  run_on_host(channels, BatchNormStatistics{rows.data(), this->f(gamma), this->f(beta), n, channels,
+                                            m, 1e-5f, 0.1f, channel.data(), this->f(mean),
+                                            this->f(inv), this->f(rm), this->f(rv)});
+  run_on_host(x.numel(),
+              BatchNormNormalize<T>{this->p(x), channel.data(), channels, inner, this->p(y)});
+  for (const auto& [got, want] : {std::pair<const Tensor*, const Tensor*>{&mean, &mean_ref},
+                                  {&inv, &inv_ref},
+                                  {&rm, &rm_ref},
+                                  {&rv, &rv_ref}}) {
+    for (int64_t i = 0; i < channels; ++i) {
+      EXPECT_NEAR(this->f(*got)[i], this->f(*want)[i], 2.4e-7 * std::fabs(this->f(*want)[i]));
+    }
+  }
+  this->within_one_ulp(y, y_ref, "y");
+
+  Tensor dx_ref = this->zeros(s), dg_ref = this->zeros(c), db_ref = this->zeros(c);
+  Tensor dx = this->zeros(s), dg = this->zeros(c), db = this->zeros(c);
+  this->cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
+  run_on_host(n * channels,
+              BatchNormBackwardRowSums<T>{this->p(x), this->p(dy), this->f(mean_ref),
+                                          this->f(inv_ref), channels, inner, rows.data()});
+  run_on_host(channels,
+              BatchNormBackwardChannel<T>{rows.data(), this->f(gamma), this->f(inv_ref), n,
+                                          channels, m, channel.data(), this->p(dg), this->p(db)});
+  run_on_host(x.numel(),
+              BatchNormBackwardData<T>{this->p(x), this->p(dy), this->f(mean_ref), this->f(inv_ref),
+                                       channel.data(), channels, inner, this->p(dx)});
+  this->within_one_ulp(dg, dg_ref, "dgamma");
+  this->within_one_ulp(db, db_ref, "dbeta");
+  this->within_one_ulp(dx, dx_ref, "dx");
+
+  Tensor yi_ref = this->zeros(s), yi = this->zeros(s);
+  this->cpu.batch_norm_infer(x, gamma, beta, rm_ref, rv_ref, yi_ref, 1e-5f);
+  run_on_host(x.numel(),
+              BatchNormInfer<T>{this->p(x), this->f(gamma), this->f(beta), this->f(rm_ref),
+                                this->f(rv_ref), 1e-5f, channels, inner, this->p(yi)});
+  EXPECT_EQ(this->bytes(yi), this->bytes(yi_ref));
+}
+
+TYPED_TEST(KernelMath16, SoftmaxCrossEntropyOfSixteenBitLogits) {
+  using T = TypeParam;
+  const int64_t rows = 7, classes = 1000;
+  const Tensor logits = this->random({rows, classes}, -8.f, 8.f);
+  Tensor labels = this->cpu.empty({rows}, DType::kI64, MemCategory::kData, "labels");
+  for (int64_t r = 0; r < rows; ++r) labels.data<int64_t>()[r] = this->rng.below(classes);
+  Tensor probs_ref = this->zeros({rows, classes}, DType::kF32);
+  Tensor loss_ref = this->zeros({1}, DType::kF32);
+  this->cpu.softmax_cross_entropy(logits, labels, probs_ref, loss_ref);
+  Tensor probs = this->zeros({rows, classes}, DType::kF32), loss = this->zeros({1}, DType::kF32);
+  std::vector<double> row_loss(rows);
+  run_on_host(rows, SoftmaxCrossEntropyRow<T>{this->p(logits), labels.data<int64_t>(), classes,
+                                              this->f(probs), row_loss.data()});
+  run_on_host(1, MeanOfRows{row_loss.data(), rows, this->f(loss)});
+  EXPECT_EQ(this->bytes(probs), this->bytes(probs_ref));
+  EXPECT_EQ(this->bytes(loss), this->bytes(loss_ref));
+
+  Tensor d_ref = this->zeros({rows, classes}), d = this->zeros({rows, classes});
+  this->cpu.softmax_cross_entropy_backward(probs_ref, labels, d_ref);
+  run_on_host(rows * classes, SoftmaxCrossEntropyBackward<T>{this->f(probs), labels.data<int64_t>(),
+                                                             nullptr, rows, classes, this->p(d)});
+  EXPECT_EQ(this->bytes(d), this->bytes(d_ref));
+  // Scaled before rounding: 2^-24 / 7 underflows fp16, times 2^16 does not.
+  Tensor scaler = this->zeros({kLossScaleSlots}, DType::kF32);
+  this->f(scaler)[kScaleSlot] = 65536.f;
+  this->cpu.softmax_cross_entropy_backward_scaled(probs_ref, labels, scaler, d_ref);
+  run_on_host(rows * classes,
+              SoftmaxCrossEntropyBackward<T>{this->f(probs), labels.data<int64_t>(),
+                                             this->f(scaler), rows, classes, this->p(d)});
+  EXPECT_EQ(this->bytes(d), this->bytes(d_ref));
+}
+
+TYPED_TEST(KernelMath16, SgdUpdatesMasterWeightsAndWritesTheCopyInOnePass) {
+  using T = TypeParam;
+  const Shape s{1001};
+  const Tensor grad = this->random(s, -1e-2f, 1e-2f);
+  const SgdConfig cfg{0.05f, 0.9f, 1e-3f};
+  Tensor scaler = this->zeros({kLossScaleSlots}, DType::kF32);
+  this->f(scaler)[kScaleSlot] = 512.f;
+  // Plain, then with loss scaling (the gradient times 1/512), three steps each.
+  for (const Tensor* state :
+       {static_cast<const Tensor*>(nullptr), static_cast<const Tensor*>(&scaler)}) {
+    const Tensor buf0 = this->floats(s), param0 = this->floats(s);
+    Tensor buf_ref = this->copy_of(buf0), param_ref = this->copy_of(param0);
+    Tensor buf = this->copy_of(buf0), param = this->copy_of(param0);
+    Tensor copy_ref = this->zeros(s), copy = this->zeros(s);
+    for (int step = 0; step < 3; ++step) {
+      this->cpu.sgd_update_with_copy(cfg, grad, state, buf_ref, param_ref, copy_ref);
+      run_on_host(s.numel(), SgdUpdate<T>{cfg, this->p(grad), state ? this->f(*state) : nullptr,
+                                          this->f(buf), this->f(param), this->p(copy)});
+    }
+    EXPECT_EQ(this->bytes(buf), this->bytes(buf_ref));
+    EXPECT_EQ(this->bytes(param), this->bytes(param_ref));
+    EXPECT_EQ(this->bytes(copy), this->bytes(copy_ref));  // the cast of the master weights
+  }
+  // A step with the found-inf slot set changes nothing.
+  this->f(scaler)[kFoundInfSlot] = 1.f;
+  const Tensor buf0 = this->floats(s), param0 = this->floats(s), copy0 = this->random(s);
+  Tensor buf = this->copy_of(buf0), param = this->copy_of(param0), copy = this->copy_of(copy0);
+  run_on_host(s.numel(), SgdUpdate<T>{cfg, this->p(grad), this->f(scaler), this->f(buf),
+                                      this->f(param), this->p(copy)});
+  EXPECT_EQ(this->bytes(buf), this->bytes(buf0));
+  EXPECT_EQ(this->bytes(param), this->bytes(param0));
+  EXPECT_EQ(this->bytes(copy), this->bytes(copy0));
+}
+
+TYPED_TEST(KernelMath16, FindsAnInfOrNaNAnywhereAsTheCpuDoes) {
+  using T = TypeParam;
+  const Shape s{999};
+  const float planted[] = {INFINITY, -INFINITY, NAN};
+  for (int64_t at : {int64_t{0}, int64_t{498}, int64_t{998}}) {
+    for (float v : planted) {
+      Tensor grads = this->random(s, -60000.f, 60000.f);  // large, finite: not found
+      Tensor one = this->zeros({1});
+      this->cpu.fill(one, v);
+      std::memcpy(this->p(grads) + at, one.raw(), sizeof(T));
+      Tensor ref = this->zeros({kLossScaleSlots}, DType::kF32);
+      this->f(ref)[kScaleSlot] = 1024.f;
+      Tensor state = this->copy_of(ref);
+      this->cpu.find_non_finite(grads, ref);
+      run_on_host(s.numel(), FindNonFinite<T>{this->p(grads), this->f(state)});
+      EXPECT_EQ(this->f(ref)[kFoundInfSlot], 1.f) << v << " at " << at;
+      EXPECT_EQ(this->bytes(state), this->bytes(ref)) << v << " at " << at;
+    }
+  }
+  // Finite gradients: the slot stays clear, unless 1/scale is infinite (GradScaler's rule).
+  for (float scale : {1024.f, 1e-45f}) {
+    const Tensor grads = this->random(s, -60000.f, 60000.f);
+    Tensor ref = this->zeros({kLossScaleSlots}, DType::kF32);
+    this->f(ref)[kScaleSlot] = scale;
+    Tensor state = this->copy_of(ref);
+    this->cpu.find_non_finite(grads, ref);
+    run_on_host(s.numel(), FindNonFinite<T>{this->p(grads), this->f(state)});
+    EXPECT_EQ(this->f(state)[kFoundInfSlot], scale == 1024.f ? 0.f : 1.f);
+    EXPECT_EQ(this->bytes(state), this->bytes(ref));
+  }
+}
+
+TYPED_TEST(KernelMath16, CastsAndFillsAsTheCpu) {
+  using T = TypeParam;
+  // Ties, the fp16 overflow threshold, subnormals of both types, NaN and the infinities.
+  const std::vector<float> special = {
+      1.f + 1.f / 2048, 1.f + 3.f / 2048, 65504.f,        65519.f, 65520.f, -65520.f,
+      5.96e-8f,         2.9e-8f,          1e-40f,         -0.f,    NAN,     INFINITY,
+      -INFINITY,        3.1e38f,          1.f + 1.f / 256};
+  Tensor src = this->cpu.empty({static_cast<int64_t>(special.size())}, DType::kF32,
+                               MemCategory::kActivations, "special");
+  this->cpu.copy_from_host(special.data(), src);
+  const int64_t n = src.numel();
+  Tensor narrow_ref = this->zeros({n}), narrow = this->zeros({n});
+  this->cpu.cast(src, narrow_ref);
+  run_on_host(n, Cast<float, T>{this->f(src), this->p(narrow)});
+  EXPECT_EQ(this->bytes(narrow), this->bytes(narrow_ref));
+  Tensor back_ref = this->zeros({n}, DType::kF32), back = this->zeros({n}, DType::kF32);
+  this->cpu.cast(narrow_ref, back_ref);
+  run_on_host(n, Cast<T, float>{this->p(narrow_ref), this->f(back)});
+  EXPECT_EQ(this->bytes(back), this->bytes(back_ref));
+  // Into the other 16-bit type, through float.
+  const DType other = this->kType == DType::kF16 ? DType::kBF16 : DType::kF16;
+  Tensor cross_ref = this->zeros({n}, other), cross = this->zeros({n}, other);
+  this->cpu.cast(narrow_ref, cross_ref);
+  with_storage(other, "other", [&](auto tag) {
+    using O = decltype(tag);
+    run_on_host(n, Cast<T, O>{this->p(narrow_ref), static_cast<O*>(cross.raw())});
+  });
+  EXPECT_EQ(this->bytes(cross), this->bytes(cross_ref));
+
+  for (float v : special) {
+    Tensor ref = this->zeros({9}), t = this->zeros({9});
+    this->cpu.fill(ref, v);
+    run_on_host(9, Fill<T>{this->p(t), stored<T>(v)});
+    EXPECT_EQ(this->bytes(t), this->bytes(ref)) << v;
+  }
+}
+
+// GradScaler.update, one index, over a sequence with overflows: the same state as the CPU's
+// after every step (the scale backs off, counts skipped steps, and grows after the interval).
+TEST(LossScaleMath, UpdateFollowsTheCpuThroughASequence) {
+  CpuBackend cpu{{}};
+  const LossScaleConfig cfg{1024.f, 2.f, 0.5f, 3};
+  Tensor ref = cpu.empty({kLossScaleSlots}, DType::kF32, MemCategory::kOptimizerState, "ref");
+  Tensor state = cpu.empty({kLossScaleSlots}, DType::kF32, MemCategory::kOptimizerState, "s");
+  const float initial[kLossScaleSlots] = {cfg.initial_scale, 0.f, 0.f, 0.f};
+  cpu.copy_from_host(initial, ref);
+  cpu.copy_from_host(initial, state);
+  const bool overflow[] = {false, true, false, false, false, true, true, false, false, false};
+  for (bool found : overflow) {
+    ref.data<float>()[kFoundInfSlot] = state.data<float>()[kFoundInfSlot] = found ? 1.f : 0.f;
+    cpu.update_loss_scale(cfg, ref);
+    run_on_host(1, UpdateLossScale{cfg, state.data<float>()});
+    for (int k = 0; k < kLossScaleSlots; ++k) {
+      EXPECT_EQ(state.data<float>()[k], ref.data<float>()[k]) << "slot " << k;
+    }
+  }
+  EXPECT_EQ(state.data<float>()[kSkippedSlot], 3.f);
+  // 1024 -> 512 (a skip) -> 3 clean steps: 1024 -> two skips: 256 -> 3 clean steps: 512.
+  EXPECT_EQ(state.data<float>()[kScaleSlot], 512.f);
+  // Growth that would overflow keeps the scale.
+  state.data<float>()[kScaleSlot] = 3e38f;
+  state.data<float>()[kCleanStepsSlot] = 2.f;
+  state.data<float>()[kFoundInfSlot] = 0.f;
+  run_on_host(1, UpdateLossScale{cfg, state.data<float>()});
+  EXPECT_EQ(state.data<float>()[kScaleSlot], 3e38f);
+}
+
+}  // namespace
+}  // namespace dlb::cuda
