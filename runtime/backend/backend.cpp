@@ -85,9 +85,10 @@ void DeviceMemory::cast(const Tensor& src, Tensor& dst) {
 }
 
 Tensor DeviceMemory::empty(const Shape& shape, DType dtype, MemCategory category,
-                           std::string_view what) {
+                           std::string_view what, Layout layout) {
   const size_t bytes = static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-  return Tensor(allocator().allocate(bytes, category, what), shape, dtype);
+  return Tensor(allocator().allocate(bytes, category, what), shape, dtype,
+                shape.rank() == 4 ? layout : Layout::kNCHW);
 }
 
 void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }

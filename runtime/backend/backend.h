@@ -45,7 +45,8 @@ struct OpTypes {
 };
 std::string op_types_str(const OpTypes& t);  // "fp16 (f16 data, f16 parameters)"
 
-// A 2-D convolution problem, NCHW. Dilation is 1 (no reference model uses another).
+// A 2-D convolution problem, its dimensions in NCHW order (whatever the layout its tensors are
+// stored in). Dilation is 1 (no reference model uses another).
 struct ConvDesc {
   int64_t batch = 0, in_channels = 0, height = 0, width = 0;
   int64_t out_channels = 0, kernel_h = 0, kernel_w = 0;
@@ -54,6 +55,9 @@ struct ConvDesc {
   // backend may fuse (the CUDA backend's forward graph adds it in the convolution's epilogue).
   bool bias = false;
   OpTypes types;  // from the run's precision policy
+  // How x, y and w (with their gradients) are stored: NCHW (w: KCRS), or channels-last NHWC
+  // (w: KRSC), the backend's activation_layout for these types.
+  Layout layout = Layout::kNCHW;
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
@@ -144,7 +148,8 @@ class DeviceMemory {
   virtual std::map<std::string, std::string> environment() const = 0;
 
   Allocator& allocator() { return *allocator_; }
-  Tensor empty(const Shape& shape, DType dtype, MemCategory category, std::string_view what);
+  Tensor empty(const Shape& shape, DType dtype, MemCategory category, std::string_view what,
+               Layout layout = Layout::kNCHW);
 
   virtual void copy_from_host(const void* src, Tensor& dst) = 0;
   virtual void copy_to_host(const Tensor& src, void* dst) = 0;
@@ -169,6 +174,15 @@ class DeviceMemory {
 class Backend : public DeviceMemory {
  public:
   virtual bool supports(Op op, const OpTypes& types) const = 0;
+  // How this backend stores 4-D activations of these types, with their gradients and the
+  // convolution weights' compute copies and gradients: NCHW, or NHWC (channels last). A graph
+  // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS), and a
+  // tensor that a flatten reads is NCHW (flattening reads channel-major order). The CPU's is
+  // NCHW throughout.
+  virtual Layout activation_layout(const OpTypes& types) const {
+    (void)types;
+    return Layout::kNCHW;
+  }
   // The clock of this backend's work, for step boundaries: the host's for the CPU (an op has
   // finished when it returns), CUDA events on the compute stream for a GPU.
   virtual const Clock& clock() const { return host_clock_; }

@@ -28,6 +28,10 @@ Tensor Tensor::reshaped(Shape shape) const {
   return Tensor(buffer_, std::move(shape), dtype_, layout_, offset_);
 }
 
+Tensor Tensor::with_layout(Layout layout) const {
+  return Tensor(buffer_, shape_, dtype_, layout, offset_);
+}
+
 Tensor Tensor::slice_flat(int64_t begin, int64_t count) const {
   if (begin < 0 || count < 0 || begin + count > numel()) {
     throw InvalidArgument(fmt::format("slice [{}, {}) is outside a tensor of {} elements", begin,

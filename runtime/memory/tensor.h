@@ -31,6 +31,9 @@ class Tensor {
 
   // Same bytes, another shape of the same element count.
   Tensor reshaped(Shape shape) const;
+  // Same bytes, read in another layout (the layout of a 4-D tensor says where element
+  // (n, c, h, w) is stored: NCHW, or NHWC, channels last; other ranks are NCHW).
+  Tensor with_layout(Layout layout) const;
   // Elements [begin, begin + count) of the flattened tensor, as a 1-D view.
   Tensor slice_flat(int64_t begin, int64_t count) const;
   const std::shared_ptr<Buffer>& buffer() const { return buffer_; }

@@ -21,25 +21,44 @@ class Graph::NodeTensors final : public TensorSource {
   Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override {
     return g_.tensors_[add(name, TensorKind::kBuffer, shape, dtype, MemCategory::kWeights)];
   }
+  // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
   Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) override {
     if (value.dtype() == dtype) return value;
     return g_.tensors_[add(name + " (compute copy)", TensorKind::kParam, value.shape(), dtype,
-                           MemCategory::kWeights)];
+                           MemCategory::kWeights, g_.activation_layout_)];
   }
+  // Saved like the node's output (a dropout mask is read element by element with it).
   Tensor saved(const std::string& name, const Shape& shape, DType dtype) override {
-    const int id = add(name, TensorKind::kSaved, shape, dtype, MemCategory::kActivations);
+    const int id = add(name, TensorKind::kSaved, shape, dtype, MemCategory::kActivations,
+                       g_.output_layout(node_));
     g_.saved_ids_[node_].push_back(id);
     return g_.tensors_[id];
   }
 
  private:
   int add(const std::string& name, TensorKind kind, const Shape& shape, DType dtype,
-          MemCategory category) {
-    return g_.allocate({g_.nodes_[node_].name + "." + name, kind, shape, dtype, node_}, category);
+          MemCategory category, Layout layout = Layout::kNCHW) {
+    return g_.allocate({g_.nodes_[node_].name + "." + name, kind, shape, dtype, node_}, category,
+                       layout);
   }
   Graph& g_;
   int node_;
 };
+
+namespace {
+// A view node's tensor: the source's bytes under the node's shape. A 4-D view keeps the source's
+// layout; a flatten's output is 2-D, which is row-major, so its source must hold channel-major
+// order: NCHW, or one pixel per channel (output_layout sees to it).
+Tensor view_of(const Tensor& source, const Shape& shape) {
+  if (shape.rank() == 4) return source.reshaped(shape);
+  const Shape& s = source.shape();
+  if (source.layout() == Layout::kNHWC && s.rank() == 4 && s[2] * s[3] != 1) {
+    throw InvalidArgument(
+        fmt::format("a view of channels-last {} as {} would reorder it", s.str(), shape.str()));
+  }
+  return source.reshaped(shape).with_layout(Layout::kNCHW);
+}
+}  // namespace
 
 Graph::Graph(Shape input_shape) {
   nodes_.push_back(Node{"input", nullptr, {}, std::move(input_shape), 0});
@@ -78,23 +97,44 @@ std::vector<Shape> Graph::input_shapes(const Node& n) const {
   return in;
 }
 
-int Graph::allocate(TensorInfo info, MemCategory category) {
-  Tensor t = backend_->empty(info.shape, info.dtype, category, info.name);
+int Graph::allocate(TensorInfo info, MemCategory category, Layout layout) {
+  Tensor t = backend_->empty(info.shape, info.dtype, category, info.name, layout);
   return add_tensor(std::move(info), std::move(t));
+}
+
+// The backend's layout for a 4-D output, except where a flatten reads it with more than one
+// pixel per channel: flattening reads channel-major (NCHW) order, which torchvision's linear
+// weights expect, so that output is NCHW (its layer, a pooling in every reference model, reads a
+// channels-last input and writes NCHW). With one pixel per channel both layouts are the same
+// bytes.
+Layout Graph::output_layout(int node) const {
+  const Shape& s = nodes_[node].shape;
+  if (activation_layout_ == Layout::kNCHW || s.rank() != 4) return Layout::kNCHW;
+  if (s[2] * s[3] == 1) return activation_layout_;
+  for (size_t k = static_cast<size_t>(node) + 1; k < nodes_.size(); ++k) {
+    const Node& consumer = nodes_[k];
+    if (!consumer.layer->is_view() || consumer.shape.rank() == 4) continue;
+    for (int j : consumer.inputs) {
+      if (j == node) return Layout::kNCHW;
+    }
+  }
+  return activation_layout_;
 }
 
 void Graph::rebind_input(const Tensor& images) {
   const Tensor& now = tensors_.at(input_id_);
-  if (images.shape() != now.shape() || images.dtype() != now.dtype()) {
-    throw InvalidArgument(fmt::format("the input is {} {}, not {} {}", dtype_name(now.dtype()),
-                                      now.shape().str(), dtype_name(images.dtype()),
-                                      images.shape().str()));
+  if (images.shape() != now.shape() || images.dtype() != now.dtype() ||
+      images.layout() != now.layout()) {
+    throw InvalidArgument(fmt::format("the input is {} {} {}, not {} {} {}",
+                                      dtype_name(now.dtype()), now.shape().str(),
+                                      layout_name(now.layout()), dtype_name(images.dtype()),
+                                      images.shape().str(), layout_name(images.layout())));
   }
   tensors_[input_id_] = images;
   // Views in node order, so a view of a view follows its source.
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!runs_no_pass(static_cast<int>(i))) continue;
-    tensors_[output_ids_[i]] = tensors_[output_ids_[nodes_[i].inputs[0]]].reshaped(nodes_[i].shape);
+    tensors_[output_ids_[i]] = view_of(tensors_[output_ids_[nodes_[i].inputs[0]]], nodes_[i].shape);
   }
 }
 
@@ -145,8 +185,10 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
   const DType act = policy.activations;
+  activation_layout_ = backend.activation_layout(OpTypes::of(policy));
   fuse_relus(backend);
-  input_id_ = allocate({"input", TensorKind::kInput, nodes_[0].shape, act, 0}, MemCategory::kData);
+  input_id_ = allocate({"input", TensorKind::kInput, nodes_[0].shape, act, 0}, MemCategory::kData,
+                       output_layout(0));
   output_ids_[0] = input_id_;
   for (size_t i = 1; i < n; ++i) {
     Node& node = nodes_[i];
@@ -161,16 +203,16 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
       const int from = output_ids_[node.inputs[0]];
       output_ids_[i] = add_tensor(
           {node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i), from},
-          tensors_[from].reshaped(node.shape));
+          view_of(tensors_[from], node.shape));
     } else {
       output_ids_[i] =
           allocate({node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i)},
-                   MemCategory::kActivations);
+                   MemCategory::kActivations, output_layout(static_cast<int>(i)));
     }
     if (aliases_gradient(static_cast<int>(i))) continue;  // set once the input's exists
     grad_ids_[i] = allocate(
         {"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, static_cast<int>(i)},
-        MemCategory::kActivations);
+        MemCategory::kActivations, output_layout(static_cast<int>(i)));
   }
   // A view's gradient is its input's (inputs come first, so theirs exist by now).
   for (size_t i = 1; i < n; ++i) {
@@ -178,7 +220,7 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
     const int from = grad_ids_[nodes_[i].inputs[0]];
     grad_ids_[i] = add_tensor({"grad of " + nodes_[i].name, TensorKind::kActivationGrad,
                                nodes_[i].shape, act, static_cast<int>(i), from},
-                              tensors_[from].reshaped(nodes_[i].shape));
+                              view_of(tensors_[from], nodes_[i].shape));
   }
   assign_gradients();
   refresh_compute_copies(backend, flat_params_);
@@ -232,7 +274,10 @@ void Graph::assign_gradients() {
       Param* p = params[k];
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
-      p->grad = flat_grads_.slice_flat(offset, p->value.numel()).reshaped(p->value.shape());
+      // A conv weight's gradient is stored as its compute copy is (channels-last: KRSC).
+      p->grad = flat_grads_.slice_flat(offset, p->value.numel())
+                    .reshaped(p->value.shape())
+                    .with_layout(p->value.shape().rank() == 4 ? activation_layout_ : Layout::kNCHW);
       offset += p->value.numel();
       values += p->value.numel();
       const int grad = add_tensor({nodes_[i].name + "." + p->name + ".grad", TensorKind::kParamGrad,
@@ -303,17 +348,20 @@ void Graph::build_backward() {
         if (fused) {  // it writes a data gradient whether or not anything reads it
           target = allocate({fmt::format("unused input gradient of {}", node.name),
                              TensorKind::kScratch, nodes_[j].shape, policy_.activations, i},
-                            MemCategory::kActivations);
+                            MemCategory::kActivations, output_layout(j));
         }
       } else if (!written[j]) {
         target = grad_ids_[j];
         written[j] = 1;
       } else {
         const int scratch = fork_scratch_.at(slot);
-        target = add_tensor(
-            {fmt::format("fork gradient {} as {}", slot, nodes_[j].name), TensorKind::kScratch,
-             nodes_[j].shape, policy_.activations, j, scratch},
-            tensors_[scratch].slice_flat(0, nodes_[j].shape.numel()).reshaped(nodes_[j].shape));
+        target =
+            add_tensor({fmt::format("fork gradient {} as {}", slot, nodes_[j].name),
+                        TensorKind::kScratch, nodes_[j].shape, policy_.activations, j, scratch},
+                       tensors_[scratch]
+                           .slice_flat(0, nodes_[j].shape.numel())
+                           .reshaped(nodes_[j].shape)
+                           .with_layout(tensors_[grad_ids_[j]].layout()));
         Step add;
         add.pass = Pass::kAccumulate;
         add.node = j;

@@ -102,8 +102,10 @@ class Graph {
  private:
   class NodeTensors;
   std::vector<Shape> input_shapes(const Node& n) const;
-  int allocate(TensorInfo info, MemCategory category);
+  int allocate(TensorInfo info, MemCategory category, Layout layout = Layout::kNCHW);
   bool aliases_gradient(int node) const;
+  // How node i's output and its gradient are stored (Backend::activation_layout).
+  Layout output_layout(int node) const;
   void fuse_relus(const Backend& backend);
   void build_forward();
   void build_backward();
@@ -113,6 +115,7 @@ class Graph {
   std::vector<int> fused_into_;  // per node (-1: not a fused ReLU)
   Backend* backend_ = nullptr;
   PrecisionPolicy policy_;
+  Layout activation_layout_ = Layout::kNCHW;  // the backend's for 4-D activations and weights
   std::vector<TensorInfo> infos_;
   std::deque<Tensor> tensors_;  // stable references: node_inputs_ points into it
   int input_id_ = -1;

@@ -64,7 +64,8 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
     // starts at the work queued so far: a buffer may reuse memory that queued work still uses,
     // and a copy queue knows nothing of it.
     const Tensor& in = inputs_[0].images;
-    inputs_[1] = {backend.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer"),
+    inputs_[1] = {backend.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer",
+                                in.layout()),
                   backend.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer"),
                   {}};
     inputs_[0].read = inputs_[1].read = backend.clock().mark();
@@ -112,9 +113,23 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
           fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
     }
   }
-  // Images arrive as floats; a 16-bit input takes them rounded to its type.
+  // Images arrive as NCHW floats; a 16-bit input takes them rounded to its type, and a
+  // channels-last one in NHWC order.
   const Tensor& input = graph_.input_tensor();
   const void* src = images;
+  if (input.layout() == Layout::kNHWC) {
+    const Shape& s = input.shape();
+    channels_last_images_.resize(static_cast<size_t>(input.numel()));
+    const int64_t c = s[1], pixels = s[2] * s[3];
+    for (int64_t n = 0; n < s[0]; ++n) {
+      const float* from = images + n * c * pixels;
+      float* to = channels_last_images_.data() + n * c * pixels;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t p = 0; p < pixels; ++p) to[p * c + ch] = from[ch * pixels + p];
+      }
+    }
+    src = images = channels_last_images_.data();
+  }
   if (input.dtype() != DType::kF32) {
     narrowed_images_.resize(input.bytes());
     floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());

@@ -115,6 +115,7 @@ class Trainer {
   int current_input_ = 0;
   int64_t batches_loaded_ = 0;
   std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
+  std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
   Tensor loss_history_;                         // one loss per step since the last read-back
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken

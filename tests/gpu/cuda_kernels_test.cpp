@@ -90,9 +90,10 @@ TEST_F(GpuKernels, SgdWithinOneRoundingPerOperation) {
   cpu.copy(p0, p);
   cpu.sgd_update(cfg, g, buf, p);
   Tensor dg = on_device(g), dbuf = on_device(buf0), dp = on_device(p0);
-  launch_for_each(gpu->stream(), s.numel(),
-                  SgdUpdate<float>{cfg, dg.data<float>(), nullptr, dbuf.data<float>(),
-                                   dp.data<float>(), nullptr});
+  launch_for_each(
+      gpu->stream(), s.numel(),
+      SgdUpdate<float>{
+          cfg, dg.data<float>(), nullptr, dbuf.data<float>(), dp.data<float>(), nullptr, {}});
   const std::vector<float> gb = back(dbuf), gp = back(dp);
   for (int64_t i = 0; i < s.numel(); ++i) {
     // Three multiply-adds, each at most one rounding (2^-24 relative) of its largest term apart.
@@ -131,17 +132,19 @@ TEST_F(GpuKernels, SoftmaxCrossEntropyWithinAFloatUlp) {
 
 TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
   const Shape in{4, 8, 13, 11}, out{4, 8, 6, 4};
+  const Nchw in_layout{8, 13, 11, false}, out_layout{8, 6, 4, false};
   const Tensor x = host_random(in), g = host_random(out);
   Tensor y = host_zeros(out), dxr = host_zeros(in);
   cpu.adaptive_avg_pool_forward(x, y);
   cpu.adaptive_avg_pool_backward(g, dxr);
   Tensor dx = on_device(x), dg = on_device(g);
   Tensor dy = on_device(host_zeros(out)), ddx = on_device(host_zeros(in));
-  launch_for_each(gpu->stream(), y.numel(),
-                  AdaptiveAvgPoolForward<float>{dx.data<float>(), 13, 11, 6, 4, dy.data<float>()});
+  launch_for_each(
+      gpu->stream(), y.numel(),
+      AdaptiveAvgPoolForward<float>{dx.data<float>(), in_layout, out_layout, dy.data<float>()});
   launch_for_each(
       gpu->stream(), dxr.numel(),
-      AdaptiveAvgPoolBackward<float>{dg.data<float>(), 13, 11, 6, 4, ddx.data<float>()});
+      AdaptiveAvgPoolBackward<float>{dg.data<float>(), in_layout, out_layout, ddx.data<float>()});
   EXPECT_EQ(back(dy), values(y));
   EXPECT_EQ(back(ddx), values(dxr));
 }
@@ -151,6 +154,7 @@ TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
 // affine).
 TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   const int64_t n = 8, c = 32, inner = 49, m = n * inner;
+  const ChannelRows layout{c, inner, false};
   const Shape s{n, c, 7, 7};
   const Tensor x = host_random(s), gamma = host_random({c}), beta = host_random({c});
   const Tensor dy = host_random(s);
@@ -167,21 +171,19 @@ TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   auto* rows = static_cast<double*>(scratch.raw());
   double* channel = rows + 2 * n * c;
   const StreamRef st = gpu->stream();
-  launch_for_each(st, n * c, BatchNormRowSum<float>{d_x.data<float>(), inner, rows});
+  launch_for_each(st, n * c, BatchNormRowSum<float>{d_x.data<float>(), layout, rows});
   launch_for_each(st, c, BatchNormMean{rows, n, c, m, channel});
-  launch_for_each(st, n * c,
-                  BatchNormRowSquares<float>{d_x.data<float>(), channel, c, inner, rows});
+  launch_for_each(st, n * c, BatchNormRowSquares<float>{d_x.data<float>(), channel, layout, rows});
   launch_for_each(st, c,
                   BatchNormStatistics{rows, d_g.data<float>(), d_b.data<float>(), n, c, m, 1e-5f,
                                       0.1f, channel, d_mean.data<float>(), d_inv.data<float>(),
                                       d_rm.data<float>(), d_rv.data<float>()});
-  launch_for_each(
-      st, x.numel(),
-      BatchNormNormalize<float>{d_x.data<float>(), channel, c, inner, d_y.data<float>()});
+  launch_for_each(st, x.numel(),
+                  BatchNormNormalize<float>{d_x.data<float>(), channel, layout, d_y.data<float>()});
   launch_for_each(
       st, n * c,
       BatchNormBackwardRowSums<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
-                                      d_inv.data<float>(), c, inner, rows});
+                                      d_inv.data<float>(), layout, rows});
   launch_for_each(
       st, c,
       BatchNormBackwardChannel<float>{rows, d_g.data<float>(), d_inv.data<float>(), n, c, m,
@@ -189,7 +191,7 @@ TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   launch_for_each(
       st, x.numel(),
       BatchNormBackwardData<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
-                                   d_inv.data<float>(), channel, c, inner, d_dx.data<float>()});
+                                   d_inv.data<float>(), channel, layout, d_dx.data<float>()});
   auto close = [&](const Tensor& d, const Tensor& want, const char* what) {
     const std::vector<float> got = back(d);
     double scale = 0, worst = 0;

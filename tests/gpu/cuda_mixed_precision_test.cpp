@@ -17,6 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -298,6 +299,134 @@ TEST_P(CudaSixteenBit, ElementwisePoolingLossAndUpdate) {
   EXPECT_EQ(state[kScaleSlot], 512.f);
   EXPECT_EQ(state[kSkippedSlot], 1.f);
   EXPECT_EQ(state[kFoundInfSlot], 0.f);
+}
+
+// The CUDA backend stores 16-bit activations channels-last (NHWC) in training. Each op that cares
+// about the layout, run on NHWC tensors, against the CPU backend's NCHW result reordered.
+std::vector<uint8_t> to_nhwc(const Tensor& t) {
+  const Shape& s = t.shape();
+  const size_t e = dtype_size(t.dtype());
+  const auto* from = static_cast<const uint8_t*>(t.raw());
+  std::vector<uint8_t> out(t.bytes());
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t i = 0; i < s[2] * s[3]; ++i) {
+        std::memcpy(out.data() + ((n * s[2] * s[3] + i) * s[1] + c) * e,
+                    from + ((n * s[1] + c) * s[2] * s[3] + i) * e, e);
+      }
+  return out;
+}
+
+TEST_P(CudaSixteenBit, ChannelsLastOpsMatchTheCpuReordered) {
+  // The host reference, NCHW, reordered: what a channels-last device tensor must hold.
+  const auto nhwc_of = [&](const Tensor& host_nchw) {
+    Tensor h = host_zeros(host_nchw.shape(), host_nchw.dtype());
+    std::memcpy(h.raw(), to_nhwc(host_nchw).data(), h.bytes());
+    return h;
+  };
+  const auto device_nhwc = [&](const Tensor& host_nchw) {
+    Tensor d = gpu->empty(host_nchw.shape(), host_nchw.dtype(), MemCategory::kActivations, "d",
+                          Layout::kNHWC);
+    gpu->copy_from_host(to_nhwc(host_nchw).data(), d);
+    return d;
+  };
+  const auto device_zeros_nhwc = [&](const Shape& s) { return device_nhwc(host_zeros(s)); };
+  ConvDesc d;
+  d.batch = 4;
+  d.in_channels = 16;
+  d.height = d.width = 14;
+  d.out_channels = 32;
+  d.kernel_h = d.kernel_w = 3;
+  d.pad_h = d.pad_w = 1;
+  d.bias = true;
+  d.types = types();
+  const Shape xs{4, 16, 14, 14}, ws{32, 16, 3, 3}, ys{4, 32, 14, 14};
+  const Tensor x = host(xs), w = host(ws, -0.2f, 0.2f), b = host({32}), dy = host(ys);
+  auto cplan = cpu.make_conv_plan(d);
+  Tensor y = host_zeros(ys), dx = host_zeros(xs), dw = host_zeros(ws);
+  cpu.conv_bias_forward(*cplan, x, w, b, y);
+  cpu.conv_backward_data(*cplan, dy, w, dx);
+  cpu.conv_backward_filter(*cplan, x, dy, dw);
+  d.layout = Layout::kNHWC;
+  ASSERT_EQ(gpu->activation_layout(types()), Layout::kNHWC);
+  auto gplan = gpu->make_conv_plan(d);
+  Tensor gx = device_nhwc(x), gw = device_nhwc(w), gdy = device_nhwc(dy);
+  Tensor gy = device_zeros_nhwc(ys), gdx = device_zeros_nhwc(xs), gdw = device_zeros_nhwc(ws);
+  gpu->conv_bias_forward(*gplan, gx, gw, device(b), gy);
+  gpu->conv_backward_data(*gplan, gdy, gw, gdx);
+  gpu->conv_backward_filter(*gplan, gx, gdy, gdw);
+  expect_close(gy, nhwc_of(y), "forward with bias, NHWC");
+  expect_close(gdx, nhwc_of(dx), "backward-data, NHWC");
+  expect_close(gdw, nhwc_of(dw), "backward-filter, NHWC (KRSC)");
+
+  // Batch norm + ReLU in NHWC, fused or not.
+  const Shape bs{8, 64, 7, 7}, c{64};
+  const Tensor bx = host(bs, -2.f, 3.f), bdy = host(bs);
+  const Tensor gamma = host(c, DType::kF32), beta = host(c, DType::kF32);
+  Tensor rm = host_zeros(c, DType::kF32), rv = host_zeros(c, DType::kF32);
+  cpu.fill(rv, 1.f);
+  Tensor mean = host_zeros(c, DType::kF32), inv = host_zeros(c, DType::kF32), by = host_zeros(bs);
+  cpu.batch_norm_relu_train(bx, gamma, beta, rm, rv, mean, inv, by, 0.1f, 1e-5f);
+  Tensor grm = device_zeros(c, DType::kF32), grv = device_zeros(c, DType::kF32);
+  gpu->fill(grv, 1.f);
+  Tensor gmean = device_zeros(c, DType::kF32), ginv = device_zeros(c, DType::kF32);
+  Tensor gbx = device_nhwc(bx), gby = device_zeros_nhwc(bs);
+  gpu->batch_norm_relu_train(gbx, device(gamma), device(beta), grm, grv, gmean, ginv, gby, 0.1f,
+                             1e-5f);
+  expect_close(gby, nhwc_of(by), "batch norm + relu, NHWC");
+  expect_close(gmean, mean, "saved mean, NHWC", 1e-5);
+  // Backward, masked by the GPU's own output (read back and reordered to NCHW for the CPU).
+  std::vector<uint8_t> raw(gby.bytes());
+  gpu->copy_to_host(gby, raw.data());
+  Tensor by_gpu = host_zeros(bs);
+  const size_t e = dtype_size(data());
+  for (int64_t n = 0; n < 8; ++n)
+    for (int64_t ch = 0; ch < 64; ++ch)
+      for (int64_t i = 0; i < 49; ++i) {
+        std::memcpy(static_cast<uint8_t*>(by_gpu.raw()) + ((n * 64 + ch) * 49 + i) * e,
+                    raw.data() + ((n * 49 + i) * 64 + ch) * e, e);
+      }
+  Tensor bdx = host_zeros(bs), dg = host_zeros(c), db = host_zeros(c);
+  cpu.batch_norm_relu_backward(bx, by_gpu, bdy, gamma, mean, inv, bdx, dg, db);
+  Tensor gbdx = device_zeros_nhwc(bs), gdg = device_zeros(c), gdb = device_zeros(c);
+  gpu->batch_norm_relu_backward(gbx, gby, device_nhwc(bdy), device(gamma), gmean, ginv, gbdx, gdg,
+                                gdb);
+  expect_close(gbdx, nhwc_of(bdx), "batch norm + relu backward, NHWC");
+  expect_close(gdg, dg, "dgamma, NHWC");
+  expect_close(gdb, db, "dbeta, NHWC");
+
+  // Max pooling from NHWC into NCHW (as before a flatten), both passes.
+  PoolDesc p;
+  p.kernel_h = p.kernel_w = 3;
+  p.stride_h = p.stride_w = 2;
+  p.pad_h = p.pad_w = 1;
+  const Shape ps{4, 8, 15, 15}, po{4, 8, 8, 8};
+  const Tensor px = host(ps), pdy = host(po);
+  Tensor py = host_zeros(po), pdx = host_zeros(ps);
+  cpu.pool_forward(p, px, py);
+  cpu.pool_backward(p, px, py, pdy, pdx);
+  Tensor gpx = device_nhwc(px), gpy = device_zeros(po), gpdx = device_zeros_nhwc(ps);
+  gpu->pool_forward(p, gpx, gpy);
+  gpu->pool_backward(p, gpx, gpy, device(pdy), gpdx);
+  expect_close(gpy, py, "max pool NHWC -> NCHW");
+  expect_close(gpdx, nhwc_of(pdx), "max pool backward NCHW -> NHWC");
+
+  // A conv weight's 16-bit copy and gradient are KRSC; SGD updates its KCRS master.
+  const Tensor master = host(ws, DType::kF32);
+  Tensor gmaster = device(master), gmomentum = device_zeros(ws, DType::kF32);
+  Tensor gcopy = device_zeros_nhwc(ws);
+  gpu->cast(gmaster, gcopy);
+  Tensor copy = host_zeros(ws);
+  cpu.cast(master, copy);
+  expect_close(gcopy, nhwc_of(copy), "cast into KRSC", 0);
+  const Tensor grad = host(ws);
+  Tensor momentum = host_zeros(ws, DType::kF32), updated = host_zeros(ws, DType::kF32);
+  cpu.copy(master, updated);
+  const SgdConfig cfg{0.05f, 0.9f, 1e-3f};
+  cpu.sgd_update_with_copy(cfg, grad, nullptr, momentum, updated, copy);
+  gpu->sgd_update_with_copy(cfg, device_nhwc(grad), nullptr, gmomentum, gmaster, gcopy);
+  expect_close(gmaster, updated, "master after SGD from a KRSC gradient", 1e-6);
+  expect_close(gcopy, nhwc_of(copy), "KRSC copy after SGD");
 }
 
 INSTANTIATE_TEST_SUITE_P(Precisions, CudaSixteenBit,

@@ -153,10 +153,12 @@ TYPED_TEST(KernelMath16, PoolingForwardAndBackward) {
     Tensor y_ref = this->zeros(out), y = this->zeros(out);
     Tensor dx_ref = this->zeros(in), dx = this->zeros(in);
     this->cpu.pool_forward(p, x, y_ref);
-    run_on_host(y.numel(), PoolForward<T>{p, this->p(x), h, w, oh, ow, this->p(y)});
+    run_on_host(y.numel(), PoolForward<T>{p, this->p(x), Nchw{3, h, w, false},
+                                          Nchw{3, oh, ow, false}, this->p(y)});
     EXPECT_EQ(this->bytes(y), this->bytes(y_ref)) << static_cast<int>(p.mode);
     this->cpu.pool_backward(p, x, y_ref, dy, dx_ref);
-    run_on_host(dx.numel(), PoolBackward<T>{p, this->p(x), this->p(dy), h, w, oh, ow, this->p(dx)});
+    run_on_host(dx.numel(), PoolBackward<T>{p, this->p(x), this->p(dy), Nchw{3, h, w, false},
+                                            Nchw{3, oh, ow, false}, this->p(dx)});
     EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref)) << static_cast<int>(p.mode);
   }
   const Shape in{2, 3, 13, 11}, out{2, 3, 6, 4};
@@ -164,10 +166,12 @@ TYPED_TEST(KernelMath16, PoolingForwardAndBackward) {
   Tensor y_ref = this->zeros(out), y = this->zeros(out);
   Tensor dx_ref = this->zeros(in), dx = this->zeros(in);
   this->cpu.adaptive_avg_pool_forward(x, y_ref);
-  run_on_host(y.numel(), AdaptiveAvgPoolForward<T>{this->p(x), 13, 11, 6, 4, this->p(y)});
+  run_on_host(y.numel(), AdaptiveAvgPoolForward<T>{this->p(x), Nchw{3, 13, 11, false},
+                                                   Nchw{3, 6, 4, false}, this->p(y)});
   EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
   this->cpu.adaptive_avg_pool_backward(dy, dx_ref);
-  run_on_host(dx.numel(), AdaptiveAvgPoolBackward<T>{this->p(dy), 13, 11, 6, 4, this->p(dx)});
+  run_on_host(dx.numel(), AdaptiveAvgPoolBackward<T>{this->p(dy), Nchw{3, 13, 11, false},
+                                                     Nchw{3, 6, 4, false}, this->p(dx)});
   EXPECT_EQ(this->bytes(dx), this->bytes(dx_ref));
 }
 
@@ -178,12 +182,12 @@ TYPED_TEST(KernelMath16, BiasAddAndItsGradient) {
   Tensor y = this->copy_of(y_ref);
   this->cpu.bias_add(b, y_ref);
   const int64_t inner = 7 * 9;
-  run_on_host(y.numel(), BiasAdd<T>{this->p(b), 5, inner, this->p(y)});
+  run_on_host(y.numel(), BiasAdd<T>{this->p(b), ChannelRows{5, inner, false}, this->p(y)});
   EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
   Tensor db_ref = this->zeros(Shape{5}), db = this->zeros(Shape{5});
   this->cpu.bias_backward(dy, db_ref);
   std::vector<double> rows(3 * 5);
-  run_on_host(3 * 5, BiasRowSum<T>{this->p(dy), inner, rows.data()});
+  run_on_host(3 * 5, BiasRowSum<T>{this->p(dy), ChannelRows{5, inner, false}, rows.data()});
   run_on_host(5, BiasChannelSum<T>{rows.data(), 3, 5, this->p(db)});
   this->within_one_ulp(db, db_ref, "db");
 }
@@ -195,6 +199,7 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   using T = TypeParam;
   const Shape s{4, 6, 5, 3}, c{6};
   const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
+  const ChannelRows layout{channels, inner, false};
   const Tensor x = this->random(s, -3.f, 5.f), dy = this->random(s);
   const Tensor gamma = this->floats(c), beta = this->floats(c);
   Tensor rm_ref = this->floats(c, 0.f, 1.f), rv_ref = this->floats(c, 0.5f, 2.f);
@@ -204,15 +209,14 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   Tensor y_ref = this->zeros(s), y = this->zeros(s);
   this->cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
   std::vector<double> rows(2 * n * channels), channel(4 * channels);
-  run_on_host(n * channels, BatchNormRowSum<T>{this->p(x), inner, rows.data()});
+  run_on_host(n * channels, BatchNormRowSum<T>{this->p(x), layout, rows.data()});
   run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
   run_on_host(n * channels,
-              BatchNormRowSquares<T>{this->p(x), channel.data(), channels, inner, rows.data()});
+              BatchNormRowSquares<T>{this->p(x), channel.data(), layout, rows.data()});
   run_on_host(channels, BatchNormStatistics{rows.data(), this->f(gamma), this->f(beta), n, channels,
                                             m, 1e-5f, 0.1f, channel.data(), this->f(mean),
                                             this->f(inv), this->f(rm), this->f(rv)});
-  run_on_host(x.numel(),
-              BatchNormNormalize<T>{this->p(x), channel.data(), channels, inner, this->p(y)});
+  run_on_host(x.numel(), BatchNormNormalize<T>{this->p(x), channel.data(), layout, this->p(y)});
   for (const auto& [got, want] : {std::pair<const Tensor*, const Tensor*>{&mean, &mean_ref},
                                   {&inv, &inv_ref},
                                   {&rm, &rm_ref},
@@ -226,15 +230,14 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   Tensor dx_ref = this->zeros(s), dg_ref = this->zeros(c), db_ref = this->zeros(c);
   Tensor dx = this->zeros(s), dg = this->zeros(c), db = this->zeros(c);
   this->cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
-  run_on_host(n * channels,
-              BatchNormBackwardRowSums<T>{this->p(x), this->p(dy), this->f(mean_ref),
-                                          this->f(inv_ref), channels, inner, rows.data()});
+  run_on_host(n * channels, BatchNormBackwardRowSums<T>{this->p(x), this->p(dy), this->f(mean_ref),
+                                                        this->f(inv_ref), layout, rows.data()});
   run_on_host(channels,
               BatchNormBackwardChannel<T>{rows.data(), this->f(gamma), this->f(inv_ref), n,
                                           channels, m, channel.data(), this->p(dg), this->p(db)});
   run_on_host(x.numel(),
               BatchNormBackwardData<T>{this->p(x), this->p(dy), this->f(mean_ref), this->f(inv_ref),
-                                       channel.data(), channels, inner, this->p(dx)});
+                                       channel.data(), layout, this->p(dx)});
   this->within_one_ulp(dg, dg_ref, "dgamma");
   this->within_one_ulp(db, db_ref, "dbeta");
   this->within_one_ulp(dx, dx_ref, "dx");
@@ -243,7 +246,7 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   this->cpu.batch_norm_infer(x, gamma, beta, rm_ref, rv_ref, yi_ref, 1e-5f);
   run_on_host(x.numel(),
               BatchNormInfer<T>{this->p(x), this->f(gamma), this->f(beta), this->f(rm_ref),
-                                this->f(rv_ref), 1e-5f, channels, inner, this->p(yi)});
+                                this->f(rv_ref), 1e-5f, layout, this->p(yi)});
   EXPECT_EQ(this->bytes(yi), this->bytes(yi_ref));
 }
 
@@ -295,8 +298,13 @@ TYPED_TEST(KernelMath16, SgdUpdatesMasterWeightsAndWritesTheCopyInOnePass) {
     Tensor copy_ref = this->zeros(s), copy = this->zeros(s);
     for (int step = 0; step < 3; ++step) {
       this->cpu.sgd_update_with_copy(cfg, grad, state, buf_ref, param_ref, copy_ref);
-      run_on_host(s.numel(), SgdUpdate<T>{cfg, this->p(grad), state ? this->f(*state) : nullptr,
-                                          this->f(buf), this->f(param), this->p(copy)});
+      run_on_host(s.numel(), SgdUpdate<T>{cfg,
+                                          this->p(grad),
+                                          state ? this->f(*state) : nullptr,
+                                          this->f(buf),
+                                          this->f(param),
+                                          this->p(copy),
+                                          {}});
     }
     EXPECT_EQ(this->bytes(buf), this->bytes(buf_ref));
     EXPECT_EQ(this->bytes(param), this->bytes(param_ref));
@@ -306,8 +314,10 @@ TYPED_TEST(KernelMath16, SgdUpdatesMasterWeightsAndWritesTheCopyInOnePass) {
   this->f(scaler)[kFoundInfSlot] = 1.f;
   const Tensor buf0 = this->floats(s), param0 = this->floats(s), copy0 = this->random(s);
   Tensor buf = this->copy_of(buf0), param = this->copy_of(param0), copy = this->copy_of(copy0);
-  run_on_host(s.numel(), SgdUpdate<T>{cfg, this->p(grad), this->f(scaler), this->f(buf),
-                                      this->f(param), this->p(copy)});
+  run_on_host(
+      s.numel(),
+      SgdUpdate<T>{
+          cfg, this->p(grad), this->f(scaler), this->f(buf), this->f(param), this->p(copy), {}});
   EXPECT_EQ(this->bytes(buf), this->bytes(buf0));
   EXPECT_EQ(this->bytes(param), this->bytes(param0));
   EXPECT_EQ(this->bytes(copy), this->bytes(copy0));
@@ -358,11 +368,11 @@ TYPED_TEST(KernelMath16, CastsAndFillsAsTheCpu) {
   const int64_t n = src.numel();
   Tensor narrow_ref = this->zeros({n}), narrow = this->zeros({n});
   this->cpu.cast(src, narrow_ref);
-  run_on_host(n, Cast<float, T>{this->f(src), this->p(narrow)});
+  run_on_host(n, Cast<float, T>{this->f(src), this->p(narrow), {}});
   EXPECT_EQ(this->bytes(narrow), this->bytes(narrow_ref));
   Tensor back_ref = this->zeros({n}, DType::kF32), back = this->zeros({n}, DType::kF32);
   this->cpu.cast(narrow_ref, back_ref);
-  run_on_host(n, Cast<T, float>{this->p(narrow_ref), this->f(back)});
+  run_on_host(n, Cast<T, float>{this->p(narrow_ref), this->f(back), {}});
   EXPECT_EQ(this->bytes(back), this->bytes(back_ref));
   // Into the other 16-bit type, through float.
   const DType other = this->kType == DType::kF16 ? DType::kBF16 : DType::kF16;
@@ -370,7 +380,7 @@ TYPED_TEST(KernelMath16, CastsAndFillsAsTheCpu) {
   this->cpu.cast(narrow_ref, cross_ref);
   with_storage(other, "other", [&](auto tag) {
     using O = decltype(tag);
-    run_on_host(n, Cast<T, O>{this->p(narrow_ref), static_cast<O*>(cross.raw())});
+    run_on_host(n, Cast<T, O>{this->p(narrow_ref), static_cast<O*>(cross.raw()), {}});
   });
   EXPECT_EQ(this->bytes(cross), this->bytes(cross_ref));
 
@@ -379,6 +389,168 @@ TYPED_TEST(KernelMath16, CastsAndFillsAsTheCpu) {
     this->cpu.fill(ref, v);
     run_on_host(9, Fill<T>{this->p(t), stored<T>(v)});
     EXPECT_EQ(this->bytes(t), this->bytes(ref)) << v;
+  }
+}
+
+// Channels-last (NHWC) storage, which the CUDA backend uses for 16-bit activations: every kernel
+// that indexes by pixel or channel, run on NHWC tensors, must give the NCHW results reordered,
+// bit for bit (each output sums the same terms in the same order, only from other addresses).
+
+// [N, C, H, W] stored NCHW, restored NHWC: an independent loop, not the kernels' indexers.
+std::vector<uint8_t> nhwc_bytes(const Tensor& t) {
+  const Shape& s = t.shape();
+  const size_t e = dtype_size(t.dtype());
+  const auto* from = static_cast<const uint8_t*>(t.raw());
+  std::vector<uint8_t> out(t.bytes());
+  for (int64_t n = 0; n < s[0]; ++n)
+    for (int64_t c = 0; c < s[1]; ++c)
+      for (int64_t h = 0; h < s[2]; ++h)
+        for (int64_t w = 0; w < s[3]; ++w) {
+          const int64_t src = ((n * s[1] + c) * s[2] + h) * s[3] + w;
+          const int64_t dst = ((n * s[2] + h) * s[3] + w) * s[1] + c;
+          std::memcpy(out.data() + dst * e, from + src * e, e);
+        }
+  return out;
+}
+
+TEST(ChannelsLast, IndexersAgreeWithTheLayoutByHand) {
+  // [2, 3, 2, 2]: element (1, 2, 0, 1) is at 12 + 8 + 1 = 21 in NCHW and at
+  // ((1 * 2 + 0) * 2 + 1) * 3 + 2 = 17 in NHWC.
+  const Nchw nchw{3, 2, 2, false}, nhwc{3, 2, 2, true};
+  EXPECT_EQ(nchw.at(1, 2, 0, 1), 21);
+  EXPECT_EQ(nhwc.at(1, 2, 0, 1), 17);
+  for (const Nchw& l : {nchw, nhwc}) {
+    for (int64_t i = 0; i < 24; ++i) {
+      int64_t n, c, a, b;
+      l.coords(i, n, c, a, b);
+      EXPECT_EQ(l.at(n, c, a, b), i);
+    }
+  }
+  EXPECT_EQ((ToChannelsLast{3, 4}(21)), 17);
+  EXPECT_EQ((ToChannelsLast{}(21)), 21);
+  const ChannelRows rows{3, 4, true};
+  EXPECT_EQ(rows.channel_of(17), 2);
+  EXPECT_EQ(rows.at(1 * 3 + 2, 0 * 2 + 1), 17);  // row (n 1, c 2), pixel 1
+}
+
+TYPED_TEST(KernelMath16, ChannelsLastKernelsReorderTheNchwResults) {
+  using T = TypeParam;
+  const Shape in{2, 5, 9, 7};
+  const Tensor x = this->random(in), x_cl = this->copy_of(x);
+  std::memcpy(x_cl.raw(), nhwc_bytes(x).data(), x.bytes());
+  const Nchw in_l{5, 9, 7, false}, in_cl{5, 9, 7, true};
+  // Pooling, NHWC -> NHWC and NHWC -> NCHW (a pool before a flatten), both passes.
+  for (const PoolDesc& p : {pool(PoolMode::kMax, 3, 2, 1), pool(PoolMode::kAvg, 3, 2, 1)}) {
+    const Shape out{2, 5, 5, 4};
+    const Nchw out_l{5, 5, 4, false}, out_cl{5, 5, 4, true};
+    const Tensor dy = this->random(out);
+    Tensor dy_cl = this->copy_of(dy);
+    std::memcpy(dy_cl.raw(), nhwc_bytes(dy).data(), dy.bytes());
+    Tensor y = this->zeros(out), y_cl = this->zeros(out), y_mixed = this->zeros(out);
+    run_on_host(y.numel(), PoolForward<T>{p, this->p(x), in_l, out_l, this->p(y)});
+    run_on_host(y.numel(), PoolForward<T>{p, this->p(x_cl), in_cl, out_cl, this->p(y_cl)});
+    run_on_host(y.numel(), PoolForward<T>{p, this->p(x_cl), in_cl, out_l, this->p(y_mixed)});
+    EXPECT_EQ(this->bytes(y_cl), nhwc_bytes(y));
+    EXPECT_EQ(this->bytes(y_mixed), this->bytes(y));
+    Tensor dx = this->zeros(in), dx_cl = this->zeros(in), dx_mixed = this->zeros(in);
+    run_on_host(dx.numel(), PoolBackward<T>{p, this->p(x), this->p(dy), in_l, out_l, this->p(dx)});
+    run_on_host(dx.numel(),
+                PoolBackward<T>{p, this->p(x_cl), this->p(dy_cl), in_cl, out_cl, this->p(dx_cl)});
+    run_on_host(dx.numel(),
+                PoolBackward<T>{p, this->p(x_cl), this->p(dy), in_cl, out_l, this->p(dx_mixed)});
+    EXPECT_EQ(this->bytes(dx_cl), nhwc_bytes(dx));
+    EXPECT_EQ(this->bytes(dx_mixed), nhwc_bytes(dx));
+  }
+  {  // adaptive average pooling to 3x2, NHWC -> NCHW as before alexnet's and vgg16's flatten
+    const Shape out{2, 5, 3, 2};
+    const Nchw out_l{5, 3, 2, false};
+    const Tensor dy = this->random(out);
+    Tensor y = this->zeros(out), y_mixed = this->zeros(out);
+    run_on_host(y.numel(), AdaptiveAvgPoolForward<T>{this->p(x), in_l, out_l, this->p(y)});
+    run_on_host(y.numel(),
+                AdaptiveAvgPoolForward<T>{this->p(x_cl), in_cl, out_l, this->p(y_mixed)});
+    EXPECT_EQ(this->bytes(y_mixed), this->bytes(y));
+    Tensor dx = this->zeros(in), dx_mixed = this->zeros(in);
+    run_on_host(dx.numel(), AdaptiveAvgPoolBackward<T>{this->p(dy), in_l, out_l, this->p(dx)});
+    run_on_host(dx.numel(),
+                AdaptiveAvgPoolBackward<T>{this->p(dy), in_cl, out_l, this->p(dx_mixed)});
+    EXPECT_EQ(this->bytes(dx_mixed), nhwc_bytes(dx));
+  }
+  const ChannelRows rows_l{5, 63, false}, rows_cl{5, 63, true};
+  {  // bias and its gradient
+    const Tensor b = this->random(Shape{5});
+    Tensor y = this->copy_of(x), y_cl = this->copy_of(x_cl);
+    run_on_host(y.numel(), BiasAdd<T>{this->p(b), rows_l, this->p(y)});
+    run_on_host(y.numel(), BiasAdd<T>{this->p(b), rows_cl, this->p(y_cl)});
+    EXPECT_EQ(this->bytes(y_cl), nhwc_bytes(y));
+    std::vector<double> sums(10), sums_cl(10);
+    run_on_host(10, BiasRowSum<T>{this->p(x), rows_l, sums.data()});
+    run_on_host(10, BiasRowSum<T>{this->p(x_cl), rows_cl, sums_cl.data()});
+    EXPECT_EQ(sums_cl, sums);
+  }
+  {  // batch norm's kernels, both passes, and inference
+    const Shape c{5};
+    const Tensor gamma = this->floats(c), beta = this->floats(c), dy = this->random(in);
+    Tensor dy_cl = this->copy_of(dy);
+    std::memcpy(dy_cl.raw(), nhwc_bytes(dy).data(), dy.bytes());
+    const auto train = [&](const Tensor& xs, const Tensor& dys, const ChannelRows& l, Tensor& y,
+                           Tensor& dx, Tensor& dg, Tensor& db) {
+      Tensor rm = this->zeros(c, DType::kF32), rv = this->zeros(c, DType::kF32);
+      Tensor mean = this->zeros(c, DType::kF32), inv = this->zeros(c, DType::kF32);
+      std::vector<double> rows(20), channel(20);
+      run_on_host(10, BatchNormRowSum<T>{this->p(xs), l, rows.data()});
+      run_on_host(5, BatchNormMean{rows.data(), 2, 5, 126, channel.data()});
+      run_on_host(10, BatchNormRowSquares<T>{this->p(xs), channel.data(), l, rows.data()});
+      run_on_host(5, BatchNormStatistics{rows.data(), this->f(gamma), this->f(beta), 2, 5, 126,
+                                         1e-5f, 0.1f, channel.data(), this->f(mean), this->f(inv),
+                                         this->f(rm), this->f(rv)});
+      run_on_host(xs.numel(), BatchNormNormalize<T>{this->p(xs), channel.data(), l, this->p(y)});
+      run_on_host(10, BatchNormBackwardRowSums<T>{this->p(xs), this->p(dys), this->f(mean),
+                                                  this->f(inv), l, rows.data()});
+      run_on_host(5, BatchNormBackwardChannel<T>{rows.data(), this->f(gamma), this->f(inv), 2, 5,
+                                                 126, channel.data(), this->p(dg), this->p(db)});
+      run_on_host(xs.numel(),
+                  BatchNormBackwardData<T>{this->p(xs), this->p(dys), this->f(mean), this->f(inv),
+                                           channel.data(), l, this->p(dx)});
+      Tensor yi = this->zeros(in);
+      run_on_host(xs.numel(),
+                  BatchNormInfer<T>{this->p(xs), this->f(gamma), this->f(beta), this->f(mean),
+                                    this->f(inv), 1e-5f, l, this->p(yi)});
+      return yi;
+    };
+    Tensor y = this->zeros(in), dx = this->zeros(in), dg = this->zeros(c), db = this->zeros(c);
+    Tensor y_cl = this->zeros(in), dx_cl = this->zeros(in), dg_cl = this->zeros(c),
+           db_cl = this->zeros(c);
+    const Tensor yi = train(x, dy, rows_l, y, dx, dg, db);
+    const Tensor yi_cl = train(x_cl, dy_cl, rows_cl, y_cl, dx_cl, dg_cl, db_cl);
+    EXPECT_EQ(this->bytes(y_cl), nhwc_bytes(y));
+    EXPECT_EQ(this->bytes(dx_cl), nhwc_bytes(dx));
+    EXPECT_EQ(this->bytes(dg_cl), this->bytes(dg));
+    EXPECT_EQ(this->bytes(db_cl), this->bytes(db));
+    EXPECT_EQ(this->bytes(yi_cl), nhwc_bytes(yi));
+  }
+  {  // a conv weight [K, C, R, S]: its master NCHW, its 16-bit copy and gradient channels-last
+    const Shape ws{4, 5, 3, 3};
+    const ToChannelsLast to{5, 9};
+    const Tensor master = this->floats(ws);
+    Tensor copy = this->zeros(ws), copy_cl = this->zeros(ws);
+    run_on_host(master.numel(), Cast<float, T>{this->f(master), this->p(copy), {}});
+    run_on_host(master.numel(), Cast<float, T>{this->f(master), this->p(copy_cl), to});
+    EXPECT_EQ(this->bytes(copy_cl), nhwc_bytes(copy));
+    const Tensor grad = this->random(ws);
+    Tensor grad_cl = this->copy_of(grad);
+    std::memcpy(grad_cl.raw(), nhwc_bytes(grad).data(), grad.bytes());
+    const SgdConfig cfg{0.05f, 0.9f, 1e-3f};
+    Tensor p1 = this->copy_of(master), p2 = this->copy_of(master);
+    Tensor m1 = this->zeros(ws, DType::kF32), m2 = this->zeros(ws, DType::kF32);
+    run_on_host(
+        master.numel(),
+        SgdUpdate<T>{cfg, this->p(grad), nullptr, this->f(m1), this->f(p1), this->p(copy), {}});
+    run_on_host(master.numel(), SgdUpdate<T>{cfg, this->p(grad_cl), nullptr, this->f(m2),
+                                             this->f(p2), this->p(copy_cl), to});
+    EXPECT_EQ(this->bytes(p2), this->bytes(p1));  // the masters, in torchvision's layout
+    EXPECT_EQ(this->bytes(m2), this->bytes(m1));
+    EXPECT_EQ(this->bytes(copy_cl), nhwc_bytes(copy));
   }
 }
 

@@ -129,8 +129,10 @@ TEST_F(KernelMath, SgdUpdateWithMomentumAndWeightDecay) {
   Tensor buf = copy_of(buf0), param = copy_of(param0);
   for (int step = 0; step < 3; ++step) {
     cpu.sgd_update(cfg, grad, buf_ref, param_ref);
-    run_on_host(1001, SgdUpdate<float>{cfg, grad.data<float>(), nullptr, buf.data<float>(),
-                                       param.data<float>(), nullptr});
+    run_on_host(
+        1001,
+        SgdUpdate<float>{
+            cfg, grad.data<float>(), nullptr, buf.data<float>(), param.data<float>(), nullptr, {}});
   }
   EXPECT_EQ(values(buf), values(buf_ref));
   EXPECT_EQ(values(param), values(param_ref));
@@ -187,12 +189,14 @@ TEST_P(AdaptivePoolMath, ForwardAndBackwardOverEveryIndex) {
   const Tensor x = random(in), dy = random(out);
   Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
   cpu.adaptive_avg_pool_forward(x, y_ref);
-  run_on_host(y.numel(), AdaptiveAvgPoolForward<float>{x.data<float>(), c.h, c.w, c.oh, c.ow,
-                                                       y.data<float>()});
+  run_on_host(y.numel(),
+              AdaptiveAvgPoolForward<float>{x.data<float>(), Nchw{3, c.h, c.w, false},
+                                            Nchw{3, c.oh, c.ow, false}, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
   cpu.adaptive_avg_pool_backward(dy, dx_ref);
-  run_on_host(dx.numel(), AdaptiveAvgPoolBackward<float>{dy.data<float>(), c.h, c.w, c.oh, c.ow,
-                                                         dx.data<float>()});
+  run_on_host(dx.numel(),
+              AdaptiveAvgPoolBackward<float>{dy.data<float>(), Nchw{3, c.h, c.w, false},
+                                             Nchw{3, c.oh, c.ow, false}, dx.data<float>()});
   EXPECT_EQ(values(dx), values(dx_ref));
 }
 
@@ -230,11 +234,13 @@ TEST_P(WindowPoolMath, ForwardAndBackwardOverEveryIndex) {
   const Tensor dy = random(out);
   Tensor y_ref = zeros(out), y = zeros(out), dx_ref = zeros(in), dx = zeros(in);
   cpu.pool_forward(p, x, y_ref);
-  run_on_host(y.numel(), PoolForward<float>{p, x.data<float>(), c.h, c.w, oh, ow, y.data<float>()});
+  run_on_host(y.numel(), PoolForward<float>{p, x.data<float>(), Nchw{3, c.h, c.w, false},
+                                            Nchw{3, oh, ow, false}, y.data<float>()});
   EXPECT_EQ(bits(y), bits(y_ref));
   cpu.pool_backward(p, x, y_ref, dy, dx_ref);
-  run_on_host(dx.numel(), PoolBackward<float>{p, x.data<float>(), dy.data<float>(), c.h, c.w, oh,
-                                              ow, dx.data<float>()});
+  run_on_host(dx.numel(),
+              PoolBackward<float>{p, x.data<float>(), dy.data<float>(), Nchw{3, c.h, c.w, false},
+                                  Nchw{3, oh, ow, false}, dx.data<float>()});
   EXPECT_EQ(bits(dx), bits(dx_ref));
 }
 
@@ -266,13 +272,15 @@ TEST_F(KernelMath, BiasAddAndItsGradient) {
   Tensor y = copy_of(y_ref);
   cpu.bias_add(b, y_ref);
   const int64_t inner = 7 * 9;
-  run_on_host(y.numel(), BiasAdd<float>{b.data<float>(), 5, inner, y.data<float>()});
+  run_on_host(y.numel(),
+              BiasAdd<float>{b.data<float>(), ChannelRows{5, inner, false}, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
 
   Tensor db_ref = zeros(Shape{5}), db = zeros(Shape{5});
   cpu.bias_backward(dy, db_ref);
   std::vector<double> rows(3 * 5);
-  run_on_host(3 * 5, BiasRowSum<float>{dy.data<float>(), inner, rows.data()});
+  run_on_host(3 * 5,
+              BiasRowSum<float>{dy.data<float>(), ChannelRows{5, inner, false}, rows.data()});
   run_on_host(5, BiasChannelSum<float>{rows.data(), 3, 5, db.data<float>()});
   // Both sum 189 floats of magnitude <= 2 in double, in different groupings: the difference is
   // at most a few double roundings (~1e-13), so the floats agree unless one straddles a float
@@ -314,6 +322,7 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   // through the float scale and shift).
   const Shape s{4, 6, 5, 3}, c{6};
   const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
+  const ChannelRows layout{channels, inner, false};
   const Tensor x = random(s, -3.f, 5.f), gamma = random(c), beta = random(c), dy = random(s);
   Tensor rm_ref = random(c, 0.f, 1.f), rv_ref = random(c, 0.5f, 2.f);
   Tensor rm = copy_of(rm_ref), rv = copy_of(rv_ref);
@@ -321,16 +330,16 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   Tensor mean = zeros(c), inv = zeros(c), y = zeros(s);
   cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
   std::vector<double> rows(2 * n * channels), channel(4 * channels);
-  run_on_host(n * channels, BatchNormRowSum<float>{x.data<float>(), inner, rows.data()});
+  run_on_host(n * channels, BatchNormRowSum<float>{x.data<float>(), layout, rows.data()});
   run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
-  run_on_host(n * channels, BatchNormRowSquares<float>{x.data<float>(), channel.data(), channels,
-                                                       inner, rows.data()});
+  run_on_host(n * channels,
+              BatchNormRowSquares<float>{x.data<float>(), channel.data(), layout, rows.data()});
   run_on_host(channels,
               BatchNormStatistics{rows.data(), gamma.data<float>(), beta.data<float>(), n, channels,
                                   m, 1e-5f, 0.1f, channel.data(), mean.data<float>(),
                                   inv.data<float>(), rm.data<float>(), rv.data<float>()});
-  run_on_host(x.numel(), BatchNormNormalize<float>{x.data<float>(), channel.data(), channels, inner,
-                                                   y.data<float>()});
+  run_on_host(x.numel(),
+              BatchNormNormalize<float>{x.data<float>(), channel.data(), layout, y.data<float>()});
   auto close = [](const Tensor& got, const Tensor& want, const char* what) {
     double scale = 0, worst = 0;
     for (int64_t i = 0; i < want.numel(); ++i) {
@@ -351,14 +360,13 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
   run_on_host(n * channels, BatchNormBackwardRowSums<float>{
                                 x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
-                                inv_ref.data<float>(), channels, inner, rows.data()});
+                                inv_ref.data<float>(), layout, rows.data()});
   run_on_host(channels, BatchNormBackwardChannel<float>{
                             rows.data(), gamma.data<float>(), inv_ref.data<float>(), n, channels, m,
                             channel.data(), dg.data<float>(), db.data<float>()});
-  run_on_host(x.numel(),
-              BatchNormBackwardData<float>{x.data<float>(), dy.data<float>(),
-                                           mean_ref.data<float>(), inv_ref.data<float>(),
-                                           channel.data(), channels, inner, dx.data<float>()});
+  run_on_host(x.numel(), BatchNormBackwardData<float>{x.data<float>(), dy.data<float>(),
+                                                      mean_ref.data<float>(), inv_ref.data<float>(),
+                                                      channel.data(), layout, dx.data<float>()});
   close(dg, dg_ref, "dgamma");
   close(db, db_ref, "dbeta");
   close(dx, dx_ref, "dx");
@@ -370,9 +378,10 @@ TEST_F(KernelMath, BatchNormInferenceIsTheCpuBackends) {
   const Tensor rm = random(Shape{4}), rv = random(Shape{4}, 0.1f, 3.f);
   Tensor y_ref = zeros(s), y = zeros(s);
   cpu.batch_norm_infer(x, gamma, beta, rm, rv, y_ref, 1e-5f);
-  run_on_host(y.numel(), BatchNormInfer<float>{x.data<float>(), gamma.data<float>(),
-                                               beta.data<float>(), rm.data<float>(),
-                                               rv.data<float>(), 1e-5f, 4, 10, y.data<float>()});
+  run_on_host(y.numel(),
+              BatchNormInfer<float>{x.data<float>(), gamma.data<float>(), beta.data<float>(),
+                                    rm.data<float>(), rv.data<float>(), 1e-5f,
+                                    ChannelRows{4, 10, false}, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
 }
 

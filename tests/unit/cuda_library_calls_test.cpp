@@ -5,6 +5,7 @@
 // as the backend builds them and checked by the real libraries. cuDNN finalizes each operation
 // graph with no handle: it refuses wrong shapes, strides or types there (a mismatch fails, see the
 // last tests). The frontend's inferred output shape must be the layer's.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -53,6 +54,12 @@ std::vector<OpTypes> layer_types() {
   return out;
 }
 const DType kStorage[] = {DType::kF32, DType::kF16, DType::kBF16};
+// The layouts a backend may store these types in: 16-bit data is channels-last on the CUDA backend
+// (and was NCHW before); f32 is NCHW.
+std::vector<Layout> layouts_for(DType data) {
+  if (data == DType::kF32) return {Layout::kNCHW};
+  return {Layout::kNHWC, Layout::kNCHW};
+}
 
 TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
   const Graph g = graph();
@@ -63,15 +70,19 @@ TEST_P(LibraryCalls, EveryConvolutionGraphIsAcceptedByCudnn) {
     ++convs;
     const Shape in = g.shape(node.inputs.at(0));
     for (const OpTypes& types : layer_types()) {
-      ConvDesc d = conv->describe(in, types);
-      with_bias += d.bias;  // the forward graph then ends in the bias epilogue
-      SCOPED_TRACE(node.name + " " + op_types_str(types));
-      const ConvGraphs graphs(d, nullptr);  // throws with cuDNN's message if refused
-      EXPECT_EQ(graphs.output_dims(ConvPass::kForward), dims(node.shape));
-      EXPECT_EQ(graphs.output_dims(ConvPass::kBackwardData), dims(in));
-      EXPECT_EQ(
-          graphs.output_dims(ConvPass::kBackwardFilter),
-          (std::vector<int64_t>{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}));
+      for (Layout layout : layouts_for(types.data)) {
+        ConvDesc d = conv->describe(in, types);
+        d.layout = layout;
+        with_bias += d.bias;  // the forward graph then ends in the bias epilogue
+        SCOPED_TRACE(node.name + " " + op_types_str(types) + " " +
+                     std::string(layout_name(layout)));
+        const ConvGraphs graphs(d, nullptr);  // throws with cuDNN's message if refused
+        EXPECT_EQ(graphs.output_dims(ConvPass::kForward), dims(node.shape));
+        EXPECT_EQ(graphs.output_dims(ConvPass::kBackwardData), dims(in));
+        EXPECT_EQ(graphs.output_dims(ConvPass::kBackwardFilter),
+                  (std::vector<int64_t>{d.out_channels, d.in_channels / d.groups, d.kernel_h,
+                                        d.kernel_w}));
+      }
     }
   }
   EXPECT_GT(convs, 0);
@@ -90,11 +101,15 @@ TEST_P(LibraryCalls, EveryBatchNormGraphIsAcceptedByCudnn) {
     const int64_t inner = in.numel() / (in[0] * in[1]);
     // Plain, and with the ReLU that the graph fuses into a batch norm it follows.
     for (DType data : kStorage) {
-      for (bool relu : {false, true}) {
-        const BatchNormGraphs graphs(in[0], in[1], inner, 1, data, bn->eps(), relu, nullptr);
-        const std::vector<int64_t> expected{in[0], in[1], inner, 1};
-        EXPECT_EQ(graphs.forward_output_dims(), expected) << "relu " << relu << dtype_name(data);
-        EXPECT_EQ(graphs.backward_output_dims(), expected) << "relu " << relu << dtype_name(data);
+      for (Layout layout : layouts_for(data)) {
+        for (bool relu : {false, true}) {
+          SCOPED_TRACE(fmt::format("{} {} relu {}", dtype_name(data), layout_name(layout), relu));
+          const BatchNormGraphs graphs(in[0], in[1], inner, 1, data, layout, bn->eps(), relu,
+                                       nullptr);
+          const std::vector<int64_t> expected{in[0], in[1], inner, 1};
+          EXPECT_EQ(graphs.forward_output_dims(), expected);
+          EXPECT_EQ(graphs.backward_output_dims(), expected);
+        }
       }
     }
   }

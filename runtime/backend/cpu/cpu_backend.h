@@ -6,7 +6,7 @@
 
 namespace dlb {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const BackendOptions& options);
   std::string_view name() const override { return "cpu"; }

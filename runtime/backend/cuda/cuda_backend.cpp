@@ -70,6 +70,19 @@ void check_numel(const Tensor& t, int64_t n, std::string_view what) {
   }
 }
 
+// How `from`'s elements (NCHW) map onto `to`'s: the identity for one layout, the channels-last
+// places for an NCHW source and an NHWC destination of rank 4. The reverse is not needed (masters
+// are NCHW) and is refused.
+ToChannelsLast relayout(const Tensor& from, const Tensor& to, std::string_view what) {
+  if (from.layout() == to.layout()) return {};
+  if (from.layout() != Layout::kNCHW || from.shape().rank() != 4 || to.shape() != from.shape()) {
+    throw Unsupported(fmt::format("cuda {}: from a {} {} into a {} {}", what,
+                                  layout_name(from.layout()), from.shape().str(),
+                                  layout_name(to.layout()), to.shape().str()));
+  }
+  return {from.dim(1), from.dim(2) * from.dim(3)};
+}
+
 // The elements of `t` as T, which must be its storage type (stored.h).
 template <typename T>
 T* as(const Tensor& t) {
@@ -133,12 +146,14 @@ class CudaBackend final : public Backend {
   std::string_view name() const override { return "cuda"; }
   std::map<std::string, std::string> environment() const override {
     const size_t cudnn = cudnnGetVersion();
-    return {{"device", device_.name},
-            {"device_index", std::to_string(device_.index)},
-            {"compute_capability", fmt::format("{}.{}", device_.sm_major, device_.sm_minor)},
-            {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100)},
-            {"cublaslt", std::to_string(cublasLtGetVersion())},
-            {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))}};
+    return {
+        {"device", device_.name},
+        {"device_index", std::to_string(device_.index)},
+        {"compute_capability", fmt::format("{}.{}", device_.sm_major, device_.sm_minor)},
+        {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100)},
+        {"cublaslt", std::to_string(cublasLtGetVersion())},
+        {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))},
+        {"activation_layout", "NCHW for fp32 and tf32, NHWC (channels last) for fp16 and bf16"}};
   }
 
   // Data and parameters in f32, fp16 or bf16 storage (stored.h; batch norm's parameters, the
@@ -192,15 +207,23 @@ class CudaBackend final : public Backend {
       run(t.numel(), Fill<T>{as<T>(t), stored<T>(value)});
     });
   }
+  // Into a channels-last destination from an NCHW source (a conv weight's master into its
+  // 16-bit copy), the elements move to their channels-last places.
   void cast(const Tensor& src, Tensor& dst) override {
     check_numel(dst, src.numel(), "cast output");
+    const ToChannelsLast to = relayout(src, dst, "cast");
     with_storage(src.dtype(), "cast input", [&](auto s) {
       using S = decltype(s);
       with_storage(dst.dtype(), "cast output", [&](auto d) {
         using D = decltype(d);
-        run(src.numel(), Cast<S, D>{as<S>(src), as<D>(dst)});
+        run(src.numel(), Cast<S, D>{as<S>(src), as<D>(dst), to});
       });
     });
+  }
+  // The 16-bit activations of a mixed-precision run are channels-last (NHWC): cuDNN's tensor-core
+  // engines work in it natively, and PyTorch's AMP recommends it for convolutional networks.
+  Layout activation_layout(const OpTypes& types) const override {
+    return types.data == DType::kF16 || types.data == DType::kBF16 ? Layout::kNHWC : Layout::kNCHW;
   }
   void synchronize() override { stream_->synchronize(); }
   StreamRef stream() const override { return {stream_->get()}; }
@@ -286,11 +309,10 @@ class CudaBackend final : public Backend {
   }
 
   void bias_add(const Tensor& b, Tensor& y) override {
-    const int64_t n = y.dim(0), c = y.dim(1);
-    check_numel(b, c, "bias");
+    check_numel(b, y.dim(1), "bias");
     with_storage(y.dtype(), "bias output", [&](auto tag) {
       using T = decltype(tag);
-      run(y.numel(), BiasAdd<T>{as<T>(b), c, y.numel() / (n * c), as<T>(y)});
+      run(y.numel(), BiasAdd<T>{as<T>(b), channel_rows(y), as<T>(y)});
     });
   }
   void bias_backward(const Tensor& dy, Tensor& db) override {
@@ -299,7 +321,7 @@ class CudaBackend final : public Backend {
     auto* rows = static_cast<double*>(workspace(static_cast<size_t>(n * c) * sizeof(double)));
     with_storage(dy.dtype(), "bias gradient input", [&](auto tag) {
       using T = decltype(tag);
-      run(n * c, BiasRowSum<T>{as<T>(dy), dy.numel() / (n * c), rows});
+      run(n * c, BiasRowSum<T>{as<T>(dy), channel_rows(dy), rows});
       run(c, BiasChannelSum<T>{rows, n, c, as<T>(db)});
     });
   }
@@ -369,7 +391,8 @@ class CudaBackend final : public Backend {
       return;
     }
     // The mask into scratch (cuDNN's batch-norm graph is not promised dy and dx in one buffer).
-    Tensor masked = relu_grad_scratch_.slice_flat(0, dy.numel()).reshaped(dy.shape());
+    Tensor masked =
+        relu_grad_scratch_.slice_flat(0, dy.numel()).reshaped(dy.shape()).with_layout(dy.layout());
     relu_backward(y, dy, masked);
     batch_norm_backward(x, masked, gamma, save_mean, save_invstd, dx, dgamma, dbeta);
   }
@@ -382,7 +405,7 @@ class CudaBackend final : public Backend {
       using T = decltype(tag);
       run(x.numel(), BatchNormInfer<T>{as<T>(x), gamma.data<float>(), beta.data<float>(),
                                        running_mean.data<float>(), running_var.data<float>(), eps,
-                                       d.c, d.inner, as<T>(y)});
+                                       d.rows(), as<T>(y)});
     });
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
@@ -418,7 +441,7 @@ class CudaBackend final : public Backend {
     const PoolGeo g = pool_geo(x, y);
     with_storage(x.dtype(), "pool input", [&](auto tag) {
       using T = decltype(tag);
-      run(y.numel(), PoolForward<T>{p, as<T>(x), g.h, g.w, g.oh, g.ow, as<T>(y)});
+      run(y.numel(), PoolForward<T>{p, as<T>(x), g.in, g.out, as<T>(y)});
     });
   }
   void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -428,21 +451,21 @@ class CudaBackend final : public Backend {
     same(y, dy, "pool backward");
     with_storage(x.dtype(), "pool input", [&](auto tag) {
       using T = decltype(tag);
-      run(dx.numel(), PoolBackward<T>{p, as<T>(x), as<T>(dy), g.h, g.w, g.oh, g.ow, as<T>(dx)});
+      run(dx.numel(), PoolBackward<T>{p, as<T>(x), as<T>(dy), g.in, g.out, as<T>(dx)});
     });
   }
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
     const PoolGeo g = pool_geo(x, y);
     with_storage(x.dtype(), "pool input", [&](auto tag) {
       using T = decltype(tag);
-      run(y.numel(), AdaptiveAvgPoolForward<T>{as<T>(x), g.h, g.w, g.oh, g.ow, as<T>(y)});
+      run(y.numel(), AdaptiveAvgPoolForward<T>{as<T>(x), g.in, g.out, as<T>(y)});
     });
   }
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
     const PoolGeo g = pool_geo(dx, dy);
     with_storage(dx.dtype(), "pool gradient", [&](auto tag) {
       using T = decltype(tag);
-      run(dx.numel(), AdaptiveAvgPoolBackward<T>{as<T>(dy), g.h, g.w, g.oh, g.ow, as<T>(dx)});
+      run(dx.numel(), AdaptiveAvgPoolBackward<T>{as<T>(dy), g.in, g.out, as<T>(dx)});
     });
   }
 
@@ -548,19 +571,32 @@ class CudaBackend final : public Backend {
   struct BnDims {
     int64_t n, c, inner;
     DType dtype;  // the data's (x, y and their gradients); the parameters and statistics are f32
+    Layout layout;
+    ChannelRows rows() const { return {c, inner, layout == Layout::kNHWC}; }
   };
   struct PoolGeo {
-    int64_t h, w, oh, ow;
+    Nchw in, out;
   };
+  static Nchw nchw(const Tensor& t) {
+    return {t.dim(1), t.dim(2), t.dim(3), t.layout() == Layout::kNHWC};
+  }
+  static ChannelRows channel_rows(const Tensor& t) {
+    const int64_t n = t.dim(0), c = t.dim(1);
+    return {c, t.numel() / (n * c), t.layout() == Layout::kNHWC};
+  }
 
   template <typename F>
   void run(int64_t n, const F& f) {
     NvtxRange range(F::kName);
     launch_for_each(stream(), n, f);
   }
-  // One element type and one element count.
+  // One element type, one layout and one element count.
   static void same(const Tensor& a, const Tensor& b, std::string_view what) {
     check_dtype(b, a.dtype(), what);
+    if (a.layout() != b.layout()) {
+      throw InvalidArgument(fmt::format("cuda {}: one tensor is {}, the other {}", what,
+                                        layout_name(a.layout()), layout_name(b.layout())));
+    }
     if (a.numel() != b.numel()) {
       throw InvalidArgument(
           fmt::format("cuda {}: {} and {} differ", what, a.shape().str(), b.shape().str()));
@@ -574,7 +610,7 @@ class CudaBackend final : public Backend {
     check_f32(gamma, "batch norm weight");
     const int64_t n = x.dim(0), c = x.dim(1);
     check_numel(gamma, c, "batch norm weight");
-    return {n, c, x.numel() / (n * c), x.dtype()};
+    return {n, c, x.numel() / (n * c), x.dtype(), x.layout()};
   }
   static PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
     check_dtype(y, x.dtype(), "pool output");
@@ -583,7 +619,7 @@ class CudaBackend final : public Backend {
       throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
                                         x.shape().str(), y.shape().str()));
     }
-    return {x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
+    return {nchw(x), nchw(y)};
   }
 
   void loss_gradient(const Tensor& probs, const Tensor& labels, const float* scaler,
@@ -605,11 +641,14 @@ class CudaBackend final : public Backend {
     check_numel(grad, param.numel(), "sgd gradient");
     check_numel(momentum_buf, param.numel(), "sgd momentum");
     if (compute) same(grad, *compute, "sgd compute copy");
+    // A conv weight's gradient (and copy) may be channels-last; its master is torchvision's NCHW.
+    const ToChannelsLast to = relayout(param, grad, "sgd gradient");
     const float* state = scaler ? scaler->data<float>() : nullptr;
     with_storage(grad.dtype(), "sgd gradient", [&](auto tag) {
       using G = decltype(tag);
-      run(param.numel(), SgdUpdate<G>{cfg, as<G>(grad), state, momentum_buf.data<float>(),
-                                      param.data<float>(), compute ? as<G>(*compute) : nullptr});
+      run(param.numel(),
+          SgdUpdate<G>{cfg, as<G>(grad), state, momentum_buf.data<float>(), param.data<float>(),
+                       compute ? as<G>(*compute) : nullptr, to});
     });
   }
 
@@ -625,6 +664,12 @@ class CudaBackend final : public Backend {
     check_dtype(*t[0], d.types.data, "conv activation");
     check_dtype(*t[1], d.types.params, "conv weight");
     check_dtype(*t[2], d.types.data, "conv activation");
+    for (const Tensor* x : xwy) {
+      if (x->layout() != d.layout) {
+        throw Unsupported(fmt::format("cuda: a convolution planned {} got a {} operand",
+                                      layout_name(d.layout), layout_name(x->layout())));
+      }
+    }
     static constexpr const char* kRanges[] = {"cudnn conv forward", "cudnn conv backward-data",
                                               "cudnn conv backward-filter"};
     NvtxRange range(kRanges[static_cast<int>(pass)]);
@@ -661,7 +706,7 @@ class CudaBackend final : public Backend {
   const BatchNormGraphs* bn_graphs(const BnDims& d, float eps, bool relu) {
     uint32_t eps_bits = 0;
     std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
-    const auto key = std::make_tuple(d.n, d.c, d.inner, d.dtype, relu, eps_bits);
+    const auto key = std::make_tuple(d.n, d.c, d.inner, d.dtype, d.layout, relu, eps_bits);
     auto it = bn_by_shape_.find(key);
     if (it == bn_by_shape_.end()) {
       std::unique_ptr<BatchNormGraphs> g;
@@ -685,7 +730,8 @@ class CudaBackend final : public Backend {
         }
       };
       try {
-        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, d.dtype, eps, relu, cudnn_);
+        g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, d.dtype, d.layout, eps, relu,
+                                              cudnn_);
         bn_workspace_ = std::max(bn_workspace_, g->choose_engines(cudnn_));
         reserve_workspace(bn_workspace_);
       } catch (const Unsupported& e) {
@@ -702,11 +748,12 @@ class CudaBackend final : public Backend {
   // The graphs the forward pass made for this shape; backward does not depend on eps (it reads
   // the saved 1/sqrt(var + eps)), so any of this shape's serves. Null: cuDNN had no engine.
   const BatchNormGraphs* made_bn_graphs(const BnDims& d, bool relu) const {
-    auto it =
-        bn_by_shape_.lower_bound(std::make_tuple(d.n, d.c, d.inner, d.dtype, relu, uint32_t{0}));
+    auto it = bn_by_shape_.lower_bound(
+        std::make_tuple(d.n, d.c, d.inner, d.dtype, d.layout, relu, uint32_t{0}));
     if (it == bn_by_shape_.end() || std::get<0>(it->first) != d.n ||
         std::get<1>(it->first) != d.c || std::get<2>(it->first) != d.inner ||
-        std::get<3>(it->first) != d.dtype || std::get<4>(it->first) != relu) {
+        std::get<3>(it->first) != d.dtype || std::get<4>(it->first) != d.layout ||
+        std::get<5>(it->first) != relu) {
       throw InvalidArgument("cuda: batch norm backward before its forward pass");
     }
     return it->second.get();
@@ -722,14 +769,14 @@ class CudaBackend final : public Backend {
     double* channel = scratch + 2 * rows;
     with_storage(d.dtype, "batch norm input", [&](auto tag) {
       using T = decltype(tag);
-      run(rows, BatchNormRowSum<T>{as<T>(x), d.inner, row_sums});
+      run(rows, BatchNormRowSum<T>{as<T>(x), d.rows(), row_sums});
       run(d.c, BatchNormMean{row_sums, d.n, d.c, m, channel});
-      run(rows, BatchNormRowSquares<T>{as<T>(x), channel, d.c, d.inner, row_sums});
+      run(rows, BatchNormRowSquares<T>{as<T>(x), channel, d.rows(), row_sums});
       run(d.c,
           BatchNormStatistics{row_sums, gamma.data<float>(), beta.data<float>(), d.n, d.c, m, eps,
                               momentum, channel, save_mean.data<float>(), save_invstd.data<float>(),
                               running_mean.data<float>(), running_var.data<float>()});
-      run(x.numel(), BatchNormNormalize<T>{as<T>(x), channel, d.c, d.inner, as<T>(y)});
+      run(x.numel(), BatchNormNormalize<T>{as<T>(x), channel, d.rows(), as<T>(y)});
     });
   }
 
@@ -745,7 +792,7 @@ class CudaBackend final : public Backend {
     with_storage(d.dtype, "batch norm input", [&](auto tag) {
       using T = decltype(tag);
       run(rows, BatchNormBackwardRowSums<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
-                                            save_invstd.data<float>(), d.c, d.inner, row_sums});
+                                            save_invstd.data<float>(), d.rows(), row_sums});
       with_storage(dgamma.dtype(), "batch norm weight gradient", [&](auto gtag) {
         using G = decltype(gtag);
         run(d.c,
@@ -754,7 +801,7 @@ class CudaBackend final : public Backend {
       });
       run(x.numel(),
           BatchNormBackwardData<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
-                                   save_invstd.data<float>(), channel, d.c, d.inner, as<T>(dx)});
+                                   save_invstd.data<float>(), channel, d.rows(), as<T>(dx)});
     });
   }
 
@@ -804,8 +851,8 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, DType, cublasComputeType_t>,
            std::unique_ptr<MatmulPlan>>
       matmuls_;
-  // By (n, c, h * w, the data's dtype, with the ReLU, eps's bits).
-  std::map<std::tuple<int64_t, int64_t, int64_t, DType, bool, uint32_t>,
+  // By (n, c, h * w, the data's dtype and layout, with the ReLU, eps's bits).
+  std::map<std::tuple<int64_t, int64_t, int64_t, DType, Layout, bool, uint32_t>,
            std::unique_ptr<BatchNormGraphs>>
       bn_by_shape_;
   size_t bn_workspace_ = 0;

@@ -64,9 +64,17 @@ fe::DataType_t fe_type(DType t) {
   }
 }
 
-TensorPtr nchw_tensor(fe::graph::Graph& g, const char* name, std::vector<int64_t> dims,
-                      DType dtype) {
-  const auto strides = packed_strides(dims);
+// The strides of a 4-D [N, C, H, W] tensor stored NCHW (packed) or NHWC (channels last: C
+// varies fastest). cuDNN reads the layout from them; the dims stay in NCHW order either way.
+std::vector<int64_t> strides_of(const std::vector<int64_t>& dims, Layout layout) {
+  if (layout == Layout::kNCHW || dims.size() != 4) return packed_strides(dims);
+  const int64_t c = dims[1], h = dims[2], w = dims[3];
+  return {h * w * c, 1, w * c, c};
+}
+
+TensorPtr tensor_of(fe::graph::Graph& g, const char* name, std::vector<int64_t> dims, DType dtype,
+                    Layout layout) {
+  const auto strides = strides_of(dims, layout);
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_dim(std::move(dims))
@@ -156,9 +164,10 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
   auto& p = impl_->passes[0];
   p = Impl::Pass{};
   const DType data = d.types.data, weights = d.types.params;
+  const Layout layout = d.layout;
   p.graph = new_graph(with_bias ? "conv_fprop_bias" : "conv_fprop", data);
-  p.a = nchw_tensor(*p.graph, "x", x_dims, data);
-  p.b = nchw_tensor(*p.graph, "w", w_dims, weights);
+  p.a = tensor_of(*p.graph, "x", x_dims, data, layout);
+  p.b = tensor_of(*p.graph, "w", w_dims, weights, layout);
   p.out = p.graph->conv_fprop(p.a, p.b,
                               fe::graph::Conv_fprop_attributes()
                                   .set_padding({d.pad_h, d.pad_w})
@@ -168,14 +177,16 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
   if (with_bias) {
     // Fused epilogue: the convolution's result stays virtual and the graph writes conv + bias,
     // the bias broadcast from [1, K, 1, 1] (conv_fprop, then a pointwise ADD).
-    p.out->set_dim(y_dims).set_stride(packed_strides(y_dims)).set_data_type(fe::DataType_t::FLOAT);
-    p.bias = nchw_tensor(*p.graph, "bias", {1, d.out_channels, 1, 1}, weights);
+    p.out->set_dim(y_dims)
+        .set_stride(strides_of(y_dims, layout))
+        .set_data_type(fe::DataType_t::FLOAT);
+    p.bias = tensor_of(*p.graph, "bias", {1, d.out_channels, 1, 1}, weights, layout);
     p.out = p.graph->pointwise(p.out, p.bias,
                                fe::graph::Pointwise_attributes()
                                    .set_mode(fe::PointwiseMode_t::ADD)
                                    .set_compute_data_type(fe::DataType_t::FLOAT));
   }
-  p.out->set_output(true).set_stride(packed_strides(y_dims)).set_data_type(fe_type(data));
+  p.out->set_output(true).set_stride(strides_of(y_dims, layout)).set_data_type(fe_type(data));
   finalize(*p.graph, handle, impl_->shape + " forward");
   if (p.out->get_dim() != y_dims) {
     throw InvalidArgument(fmt::format("{}: cuDNN infers output dims {}, not {}", impl_->shape,
@@ -189,10 +200,11 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
                                     d.kernel_w};
   const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
   impl_->desc = d;
-  impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{} ({})", d.kernel_h, d.kernel_w,
+  impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{} ({} {})", d.kernel_h, d.kernel_w,
                              d.stride_h, d.in_channels, d.out_channels, d.batch, d.height, d.width,
-                             dtype_name(d.types.data));
+                             dtype_name(d.types.data), layout_name(d.layout));
   const DType data = d.types.data, weights = d.types.params;
+  const Layout layout = d.layout;
   const std::vector<int64_t> padding{d.pad_h, d.pad_w}, stride{d.stride_h, d.stride_w},
       dilation{1, 1};
 
@@ -200,8 +212,8 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
   {  // backward-data: dx = conv_dgrad(dy, w)
     auto& p = impl_->passes[1];
     p.graph = new_graph("conv_dgrad", data);
-    p.a = nchw_tensor(*p.graph, "dy", y_dims, data);
-    p.b = nchw_tensor(*p.graph, "w", w_dims, weights);
+    p.a = tensor_of(*p.graph, "dy", y_dims, data, layout);
+    p.b = tensor_of(*p.graph, "w", w_dims, weights, layout);
     p.out = p.graph->conv_dgrad(p.a, p.b,
                                 fe::graph::Conv_dgrad_attributes()
                                     .set_padding(padding)
@@ -210,15 +222,15 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
                                     .set_compute_data_type(fe::DataType_t::FLOAT));
     p.out->set_output(true)
         .set_dim(x_dims)
-        .set_stride(packed_strides(x_dims))
+        .set_stride(strides_of(x_dims, layout))
         .set_data_type(fe_type(data));
     finalize(*p.graph, handle, impl_->shape + " backward-data");
   }
   {  // backward-filter: dw = conv_wgrad(dy, x)
     auto& p = impl_->passes[2];
     p.graph = new_graph("conv_wgrad", data);
-    p.a = nchw_tensor(*p.graph, "x", x_dims, data);
-    p.b = nchw_tensor(*p.graph, "dy", y_dims, data);
+    p.a = tensor_of(*p.graph, "x", x_dims, data, layout);
+    p.b = tensor_of(*p.graph, "dy", y_dims, data, layout);
     p.out = p.graph->conv_wgrad(p.b, p.a,
                                 fe::graph::Conv_wgrad_attributes()
                                     .set_padding(padding)
@@ -227,7 +239,7 @@ ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::mak
                                     .set_compute_data_type(fe::DataType_t::FLOAT));
     p.out->set_output(true)
         .set_dim(w_dims)
-        .set_stride(packed_strides(w_dims))
+        .set_stride(strides_of(w_dims, layout))
         .set_data_type(fe_type(weights));
     finalize(*p.graph, handle, impl_->shape + " backward-filter");
   }
@@ -303,14 +315,14 @@ struct BatchNormGraphs::Impl {
   std::string shape, engines;
 };
 
-BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data, float eps,
-                                 bool relu, cudnnHandle_t handle)
+BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data,
+                                 Layout layout, float eps, bool relu, cudnnHandle_t handle)
     : impl_(std::make_unique<Impl>()) {
   Impl& m = *impl_;
   m.c = c;
   m.data = data;
-  m.shape = fmt::format("batch norm{} over {}x{}x{}x{} ({})", relu ? " + relu" : "", n, c, h, w,
-                        dtype_name(data));
+  m.shape = fmt::format("batch norm{} over {}x{}x{}x{} ({} {})", relu ? " + relu" : "", n, c, h, w,
+                        dtype_name(data), layout_name(layout));
   constexpr DType f32 = DType::kF32;  // scale, bias and statistics under every data type
   const auto relu_mode = [](fe::PointwiseMode_t mode) {
     return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
@@ -320,11 +332,11 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DTy
   {
     m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd", data);
     auto& g = *m.fwd;
-    m.x = nchw_tensor(g, "x", dims, data);
-    m.gamma = nchw_tensor(g, "gamma", per_channel, f32);
-    m.beta = nchw_tensor(g, "beta", per_channel, f32);
-    m.prev_mean = nchw_tensor(g, "prev_running_mean", per_channel, f32);
-    m.prev_var = nchw_tensor(g, "prev_running_var", per_channel, f32);
+    m.x = tensor_of(g, "x", dims, data, layout);
+    m.gamma = tensor_of(g, "gamma", per_channel, f32, layout);
+    m.beta = tensor_of(g, "beta", per_channel, f32, layout);
+    m.prev_mean = tensor_of(g, "prev_running_mean", per_channel, f32, layout);
+    m.prev_var = tensor_of(g, "prev_running_var", per_channel, f32, layout);
     auto epsilon = g.tensor(eps);
     auto momentum = g.tensor(0.1f);
     auto options =
@@ -333,7 +345,7 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DTy
     auto [y, mean, invstd, next_mean, next_var] = g.batchnorm(m.x, m.gamma, m.beta, options);
     m.y = y;
     if (relu) {  // batch norm's output stays virtual (NCHW, as every tensor of the graph)
-      m.y->set_dim(dims).set_stride(packed_strides(dims)).set_data_type(fe::DataType_t::FLOAT);
+      m.y->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
       m.y = g.pointwise(m.y, relu_mode(fe::PointwiseMode_t::RELU_FWD));
     }
     m.mean = mean;
@@ -342,7 +354,7 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DTy
     m.next_var = next_var;
     m.y->set_output(true)
         .set_dim(dims)
-        .set_stride(packed_strides(dims))
+        .set_stride(strides_of(dims, layout))
         .set_data_type(fe_type(data));
     for (auto* t : {&m.mean, &m.invstd, &m.next_mean, &m.next_var}) {
       (*t)->set_output(true).set_data_type(fe::DataType_t::FLOAT);
@@ -352,17 +364,17 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DTy
   {
     m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd", data);
     auto& g = *m.bwd;
-    m.b_dy = nchw_tensor(g, "dy", dims, data);
+    m.b_dy = tensor_of(g, "dy", dims, data, layout);
     TensorPtr dz = m.b_dy;
     if (relu) {  // dz = dy where y > 0 (RELU_BWD: IN_0 is the gradient, IN_1 the sign's source)
-      m.b_y = nchw_tensor(g, "y", dims, data);
+      m.b_y = tensor_of(g, "y", dims, data, layout);
       dz = g.pointwise(m.b_dy, m.b_y, relu_mode(fe::PointwiseMode_t::RELU_BWD));
-      dz->set_dim(dims).set_stride(packed_strides(dims)).set_data_type(fe::DataType_t::FLOAT);
+      dz->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
     }
-    m.b_x = nchw_tensor(g, "x", dims, data);
-    m.b_gamma = nchw_tensor(g, "gamma", per_channel, f32);
-    m.b_mean = nchw_tensor(g, "mean", per_channel, f32);
-    m.b_invstd = nchw_tensor(g, "inv_variance", per_channel, f32);
+    m.b_x = tensor_of(g, "x", dims, data, layout);
+    m.b_gamma = tensor_of(g, "gamma", per_channel, f32, layout);
+    m.b_mean = tensor_of(g, "mean", per_channel, f32, layout);
+    m.b_invstd = tensor_of(g, "inv_variance", per_channel, f32, layout);
     auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
         m.b_mean, m.b_invstd);
     auto [dx, dgamma, dbeta] = g.batchnorm_backward(dz, m.b_x, m.b_gamma, options);
@@ -371,7 +383,7 @@ BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DTy
     m.dbeta = dbeta;
     m.dx->set_output(true)
         .set_dim(dims)
-        .set_stride(packed_strides(dims))
+        .set_stride(strides_of(dims, layout))
         .set_data_type(fe_type(data));
     m.dgamma->set_output(true).set_data_type(fe::DataType_t::FLOAT);
     m.dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);

@@ -39,9 +39,9 @@ struct PassOperands {
   const void* bias = nullptr;  // forward of a plan with desc.bias: the bias
 };
 
-// The three graphs of one convolution (NCHW; data and weights of desc.types, f32, f16 or bf16,
-// computed in f32): forward (with the bias added in its epilogue
-// when desc.bias), backward-data, backward-filter.
+// The three graphs of one convolution (data and weights of desc.types, f32, f16 or bf16, computed
+// in f32; every tensor stored in desc.layout, NCHW or channels-last NHWC): forward (with the bias
+// added in its epilogue when desc.bias), backward-data, backward-filter.
 class ConvGraphs {
  public:
   // Throws InvalidArgument with the frontend's or cuDNN's message when a graph is refused.
@@ -73,8 +73,8 @@ class ConvGraphs {
   std::unique_ptr<Impl> impl_;
 };
 
-// Batch norm in training over [n, c, h, w] (NCHW; data f32, f16 or bf16; scale, bias, statistics
-// and the parameter gradients f32): the forward graph
+// Batch norm in training over [n, c, h, w] (NCHW or NHWC; data f32, f16 or bf16; scale, bias,
+// statistics and the parameter gradients f32): the forward graph
 // (y, the batch mean and 1/sqrt(var + eps)) and the backward graph (dx, dgamma, dbeta from the
 // saved statistics). The running statistics are not the graph's: CudaBackend updates them with
 // PyTorch's unbiased variance (kernels.h's BatchNormRunningUpdate).
@@ -106,8 +106,8 @@ struct BatchNormBackwardOperands {
 // pointwise RELU_BWD of dy and y into a virtual tensor) before batch norm's backward.
 class BatchNormGraphs {
  public:
-  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data, float eps, bool relu,
-                  cudnnHandle_t handle);
+  BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data, Layout layout, float eps,
+                  bool relu, cudnnHandle_t handle);
   ~BatchNormGraphs();
   BatchNormGraphs(const BatchNormGraphs&) = delete;
   BatchNormGraphs& operator=(const BatchNormGraphs&) = delete;

@@ -22,6 +22,57 @@
 
 namespace dlb::cuda {
 
+// Where element (n, c, a, b) of an [N, C, H, W] tensor is stored: NCHW, or NHWC (channels last,
+// the CUDA backend's layout for 16-bit activations). The shape is always the logical NCHW one.
+struct Nchw {
+  int64_t c, h, w;
+  bool channels_last;
+  DLB_HD int64_t at(int64_t n, int64_t ch, int64_t a, int64_t b) const {
+    return channels_last ? ((n * h + a) * w + b) * c + ch : ((n * c + ch) * h + a) * w + b;
+  }
+  // The coordinates of the element stored at offset i.
+  DLB_HD void coords(int64_t i, int64_t& n, int64_t& ch, int64_t& a, int64_t& b) const {
+    if (channels_last) {
+      ch = i % c;
+      const int64_t pixel = i / c;
+      b = pixel % w;
+      a = (pixel / w) % h;
+      n = pixel / (w * h);
+    } else {
+      b = i % w;
+      a = (i / w) % h;
+      ch = (i / (w * h)) % c;
+      n = i / (w * h * c);
+    }
+  }
+};
+
+// The same for the per-channel ops, which see [N, C, inner] (inner: the pixels of a channel):
+// "row" r is (n, c) = (r / C, r % C), and k runs over its inner values.
+struct ChannelRows {
+  int64_t channels, inner;
+  bool channels_last;
+  DLB_HD int64_t channel_of(int64_t i) const {
+    return channels_last ? i % channels : (i / inner) % channels;
+  }
+  DLB_HD int64_t at(int64_t row, int64_t k) const {
+    return channels_last ? ((row / channels) * inner + k) * channels + row % channels
+                         : row * inner + k;
+  }
+};
+
+// Offset i of a [K, C, R, S] (or any [N, C, inner]) tensor stored NCHW, stored NHWC: how a conv
+// weight's f32 master (torchvision's layout) maps onto its channels-last 16-bit copy and
+// gradient. `channels` 0: the identity.
+struct ToChannelsLast {
+  int64_t channels = 0, inner = 1;
+  DLB_HD int64_t operator()(int64_t i) const {
+    if (channels == 0) return i;
+    const int64_t per_n = channels * inner, n = i / per_n, rem = i % per_n;
+    return (n * inner + rem % inner) * channels + rem / inner;
+  }
+};
+
 template <typename T>
 struct Fill {
   static constexpr const char* kName = "fill";
@@ -32,12 +83,14 @@ struct Fill {
 
 // dst = src, converted element-wise (to nearest even where dst is narrower; exact where wider).
 // One 16-bit type into the other goes through float, exactly on the way in, as the CPU's does.
+// `to` moves element i of an NCHW source to its place in a channels-last destination.
 template <typename S, typename D>
 struct Cast {
   static constexpr const char* kName = "cast";
   const S* src;
   D* dst;
-  DLB_HD void operator()(int64_t i) const { dst[i] = stored<D>(load(src[i])); }
+  ToChannelsLast to;
+  DLB_HD void operator()(int64_t i) const { dst[to(i)] = stored<D>(load(src[i])); }
 };
 
 template <typename T>
@@ -118,6 +171,8 @@ struct DropoutBackward {
 //     slot is set: the step is skipped.
 //   - With `compute`: the updated weight is also stored in the compute precision, the 16-bit
 //     copy that forward and backward read. The copy costs no pass of its own.
+//   - With `to` (a conv weight in a channels-last run): the gradient and the copy are stored
+//     channels-last, the master weights and momentum in torchvision's layout.
 template <typename G>
 struct SgdUpdate {
   static constexpr const char* kName = "sgd update";
@@ -127,8 +182,10 @@ struct SgdUpdate {
   float* momentum;
   float* param;
   G* compute;  // null: no compute copy
+  ToChannelsLast to;
   DLB_HD void operator()(int64_t i) const {
-    float g = load(grad[i]);
+    const int64_t j = to(i);
+    float g = load(grad[j]);
     if (scaler) {
       if (scaler[kFoundInfSlot] != 0.f) return;
       g *= static_cast<float>(1.0 / static_cast<double>(scaler[kScaleSlot]));
@@ -136,7 +193,7 @@ struct SgdUpdate {
     const float d = g + cfg.weight_decay * param[i];
     momentum[i] = cfg.momentum * momentum[i] + d;
     param[i] -= cfg.lr * momentum[i];
-    if (compute) compute[i] = stored<G>(param[i]);
+    if (compute) compute[j] = stored<G>(param[i]);
   }
 };
 
@@ -251,21 +308,23 @@ DLB_HD int64_t adaptive_bin_end(int64_t i, int64_t in, int64_t out) {
   return ((i + 1) * in + out - 1) / out;
 }
 
-// One output element of adaptive average pooling over [planes, h, w] -> [planes, oh, ow].
+// One output element of adaptive average pooling over [N, C, h, w] -> [N, C, oh, ow]; x and y
+// each in its own layout (a pool before a flatten writes NCHW from a channels-last input).
 template <typename T>
 struct AdaptiveAvgPoolForward {
   static constexpr const char* kName = "adaptive avg pool forward";
   const T* x;
-  int64_t h, w, oh, ow;
+  Nchw in, out;
   T* y;
   DLB_HD void operator()(int64_t o) const {
-    const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
-    const int64_t ha = adaptive_bin_start(i, h, oh), hb = adaptive_bin_end(i, h, oh);
-    const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
-    const T* xp = x + plane * h * w;
+    int64_t n, c, i, j;
+    out.coords(o, n, c, i, j);
+    const int64_t h = in.h, w = in.w;
+    const int64_t ha = adaptive_bin_start(i, h, out.h), hb = adaptive_bin_end(i, h, out.h);
+    const int64_t wa = adaptive_bin_start(j, w, out.w), wb = adaptive_bin_end(j, w, out.w);
     double s = 0;
     for (int64_t a = ha; a < hb; ++a) {
-      for (int64_t b = wa; b < wb; ++b) s += load(xp[a * w + b]);
+      for (int64_t b = wa; b < wb; ++b) s += load(x[in.at(n, c, a, b)]);
     }
     y[o] = stored<T>(static_cast<float>(s / static_cast<double>((hb - ha) * (wb - wa))));
   }
@@ -273,16 +332,17 @@ struct AdaptiveAvgPoolForward {
 
 // One input element's gradient: the sum, over the output bins that cover it (in row-major order),
 // of dy / bin area. Gathering instead of scattering needs no atomics, and adds the same terms in
-// the same order as the CPU backend's scatter.
+// the same order as the CPU backend's scatter. dy is in the output's layout, dx in the input's.
 template <typename T>
 struct AdaptiveAvgPoolBackward {
   static constexpr const char* kName = "adaptive avg pool backward";
   const T* dy;
-  int64_t h, w, oh, ow;
+  Nchw in, out;
   T* dx;
-  DLB_HD void operator()(int64_t in) const {
-    const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
-    const T* gp = dy + plane * oh * ow;
+  DLB_HD void operator()(int64_t e) const {
+    int64_t n, c, a, b;
+    in.coords(e, n, c, a, b);
+    const int64_t h = in.h, w = in.w, oh = out.h, ow = out.w;
     float sum = 0.f;
     // Bins i with start(i) <= a < end(i) lie in [a * oh / h, (a + 1) * oh / h], checked exactly.
     const int64_t i_first = a * oh / h, i_last = ((a + 1) * oh + h - 1) / h;
@@ -293,10 +353,10 @@ struct AdaptiveAvgPoolBackward {
       for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
         const int64_t wa = adaptive_bin_start(j, w, ow), wb = adaptive_bin_end(j, w, ow);
         if (b < wa || b >= wb) continue;
-        sum += load(gp[i * ow + j]) / static_cast<float>((hb - ha) * (wb - wa));
+        sum += load(dy[out.at(n, c, i, j)]) / static_cast<float>((hb - ha) * (wb - wa));
       }
     }
-    dx[in] = stored<T>(sum);
+    dx[e] = stored<T>(sum);
   }
 };
 
@@ -326,36 +386,41 @@ DLB_HD int64_t pool_divisor(const PoolDesc& p, int64_t h, int64_t w, const PoolW
   return (win.hb - win.ha) * (win.wb - win.wa);
 }
 // The first maximum of a window in row-major order, or its last NaN (PyTorch's max_pool2d rule,
-// in both passes), as an offset into its plane.
+// in both passes), as a*w + b within its channel.
 template <typename T>
-DLB_HD int64_t pool_argmax(const T* xp, int64_t w, const PoolWindow& win) {
-  int64_t arg = win.ha * w + win.wa;
+DLB_HD int64_t pool_argmax(const T* x, const Nchw& in, int64_t n, int64_t c,
+                           const PoolWindow& win) {
+  int64_t arg_a = win.ha, arg_b = win.wa;
   for (int64_t a = win.ha; a < win.hb; ++a) {
     for (int64_t b = win.wa; b < win.wb; ++b) {
-      if (takes_max(load(xp[a * w + b]), load(xp[arg]))) arg = a * w + b;
+      if (takes_max(load(x[in.at(n, c, a, b)]), load(x[in.at(n, c, arg_a, arg_b)]))) {
+        arg_a = a;
+        arg_b = b;
+      }
     }
   }
-  return arg;
+  return arg_a * in.w + arg_b;
 }
 
-// One output element of max or average pooling over [planes, h, w] -> [planes, oh, ow]
-// (floor mode, as PyTorch's default): the maximum ignores padding; the average sums in double.
+// One output element of max or average pooling over [N, C, h, w] -> [N, C, oh, ow] (floor mode,
+// as PyTorch's default): the maximum ignores padding; the average sums in double. x and y each
+// in its own layout.
 template <typename T>
 struct PoolForward {
   static constexpr const char* kName = "pool forward";
   PoolDesc p;
   const T* x;
-  int64_t h, w, oh, ow;
+  Nchw in, out;
   T* y;
   DLB_HD void operator()(int64_t o) const {
-    const int64_t plane = o / (oh * ow), i = (o / ow) % oh, j = o % ow;
-    const T* xp = x + plane * h * w;
-    const PoolWindow win = pool_window(p, h, w, i, j);
+    int64_t n, c, i, j;
+    out.coords(o, n, c, i, j);
+    const PoolWindow win = pool_window(p, in.h, in.w, i, j);
     if (p.mode == PoolMode::kMax) {
       float best = -INFINITY;
       for (int64_t a = win.ha; a < win.hb; ++a) {
         for (int64_t b = win.wa; b < win.wb; ++b) {
-          const float v = load(xp[a * w + b]);
+          const float v = load(x[in.at(n, c, a, b)]);
           best = takes_max(v, best) ? v : best;
         }
       }
@@ -364,44 +429,45 @@ struct PoolForward {
     }
     double s = 0;
     for (int64_t a = win.ha; a < win.hb; ++a) {
-      for (int64_t b = win.wa; b < win.wb; ++b) s += load(xp[a * w + b]);
+      for (int64_t b = win.wa; b < win.wb; ++b) s += load(x[in.at(n, c, a, b)]);
     }
-    y[o] = stored<T>(static_cast<float>(s / static_cast<double>(pool_divisor(p, h, w, win))));
+    y[o] = stored<T>(static_cast<float>(s / static_cast<double>(pool_divisor(p, in.h, in.w, win))));
   }
 };
 
 // One input element's pooling gradient, gathered over the windows that cover it in row-major
 // order: max pooling adds dy of each window whose first maximum it is; average pooling adds
-// dy / divisor of each. Same terms, same order as the CPU backend's scatter; no atomics.
+// dy / divisor of each. Same terms, same order as the CPU backend's scatter; no atomics. x and
+// dx in the input's layout, dy in the output's.
 template <typename T>
 struct PoolBackward {
   static constexpr const char* kName = "pool backward";
   PoolDesc p;
   const T* x;
   const T* dy;
-  int64_t h, w, oh, ow;
+  Nchw in, out;
   T* dx;
-  DLB_HD void operator()(int64_t in) const {
-    const int64_t plane = in / (h * w), a = (in / w) % h, b = in % w;
-    const T* xp = x + plane * h * w;
-    const T* gp = dy + plane * oh * ow;
+  DLB_HD void operator()(int64_t e) const {
+    int64_t n, c, a, b;
+    in.coords(e, n, c, a, b);
     // Windows i with i * stride - pad <= a < i * stride - pad + kernel.
     const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
     const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
     const int64_t j_first = left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0;
     const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
     float sum = 0.f;
-    for (int64_t i = i_first; i <= i_last && i < oh; ++i) {
-      for (int64_t j = j_first; j <= j_last && j < ow; ++j) {
-        const PoolWindow win = pool_window(p, h, w, i, j);
+    for (int64_t i = i_first; i <= i_last && i < out.h; ++i) {
+      for (int64_t j = j_first; j <= j_last && j < out.w; ++j) {
+        const PoolWindow win = pool_window(p, in.h, in.w, i, j);
         if (p.mode == PoolMode::kMax) {
-          if (pool_argmax(xp, w, win) == a * w + b) sum += load(gp[i * ow + j]);
+          if (pool_argmax(x, in, n, c, win) == a * in.w + b) sum += load(dy[out.at(n, c, i, j)]);
         } else {
-          sum += load(gp[i * ow + j]) / static_cast<float>(pool_divisor(p, h, w, win));
+          sum +=
+              load(dy[out.at(n, c, i, j)]) / static_cast<float>(pool_divisor(p, in.h, in.w, win));
         }
       }
     }
-    dx[in] = stored<T>(sum);
+    dx[e] = stored<T>(sum);
   }
 };
 
@@ -410,10 +476,10 @@ template <typename T>
 struct BiasAdd {
   static constexpr const char* kName = "bias add";
   const T* b;
-  int64_t channels, inner;
+  ChannelRows rows;
   T* y;
   DLB_HD void operator()(int64_t i) const {
-    y[i] = stored<T>(load(y[i]) + load(b[(i / inner) % channels]));
+    y[i] = stored<T>(load(y[i]) + load(b[rows.channel_of(i)]));
   }
 };
 
@@ -424,12 +490,11 @@ template <typename T>
 struct BiasRowSum {
   static constexpr const char* kName = "bias gradient rows";
   const T* dy;
-  int64_t inner;
+  ChannelRows layout;
   double* rows;  // [n * c]
   DLB_HD void operator()(int64_t r) const {
-    const T* row = dy + r * inner;
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) s += load(row[k]);
+    for (int64_t k = 0; k < layout.inner; ++k) s += load(dy[layout.at(r, k)]);
     rows[r] = s;
   }
 };
@@ -480,10 +545,10 @@ struct BatchNormInfer {
   const float* running_mean;
   const float* running_var;
   float eps;
-  int64_t channels, inner;
+  ChannelRows rows;
   T* y;
   DLB_HD void operator()(int64_t i) const {
-    const int64_t c = (i / inner) % channels;
+    const int64_t c = rows.channel_of(i);
     const float invstd = 1.f / sqrtf(running_var[c] + eps);
     const float scale = gamma[c] * invstd;
     const float shift = beta[c] - running_mean[c] * scale;
@@ -500,12 +565,11 @@ template <typename T>
 struct BatchNormRowSum {  // rows[r] = sum of x over row r
   static constexpr const char* kName = "batch norm row sums";
   const T* x;
-  int64_t inner;
+  ChannelRows layout;
   double* rows;
   DLB_HD void operator()(int64_t r) const {
-    const T* row = x + r * inner;
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) s += load(row[k]);
+    for (int64_t k = 0; k < layout.inner; ++k) s += load(x[layout.at(r, k)]);
     rows[r] = s;
   }
 };
@@ -525,14 +589,13 @@ struct BatchNormRowSquares {  // rows[r] = sum of (x - mean)^2 over row r
   static constexpr const char* kName = "batch norm row squares";
   const T* x;
   const double* channel;
-  int64_t channels, inner;
+  ChannelRows layout;
   double* rows;
   DLB_HD void operator()(int64_t r) const {
-    const T* row = x + r * inner;
-    const double mean = channel[4 * (r % channels)];
+    const double mean = channel[4 * (r % layout.channels)];
     double s = 0;
-    for (int64_t k = 0; k < inner; ++k) {
-      const double v = load(row[k]);
+    for (int64_t k = 0; k < layout.inner; ++k) {
+      const double v = load(x[layout.at(r, k)]);
       s += (v - mean) * (v - mean);
     }
     rows[r] = s;
@@ -574,10 +637,10 @@ struct BatchNormNormalize {  // y = x * scale + shift, in float
   static constexpr const char* kName = "batch norm normalize";
   const T* x;
   const double* channel;
-  int64_t channels, inner;
+  ChannelRows rows;
   T* y;
   DLB_HD void operator()(int64_t i) const {
-    const int64_t c = (i / inner) % channels;
+    const int64_t c = rows.channel_of(i);
     y[i] = stored<T>(load(x[i]) * static_cast<float>(channel[4 * c + 1]) +
                      static_cast<float>(channel[4 * c + 2]));
   }
@@ -594,18 +657,17 @@ struct BatchNormBackwardRowSums {
   const T* dy;
   const float* save_mean;
   const float* save_invstd;
-  int64_t channels, inner;
+  ChannelRows layout;
   double* rows;
   DLB_HD void operator()(int64_t r) const {
-    const int64_t c = r % channels;
+    const int64_t c = r % layout.channels;
     const double mean = save_mean[c], invstd = save_invstd[c];
-    const T* xr = x + r * inner;
-    const T* gr = dy + r * inner;
     double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t k = 0; k < inner; ++k) {
-      const float g = load(gr[k]);
+    for (int64_t k = 0; k < layout.inner; ++k) {
+      const int64_t at = layout.at(r, k);
+      const float g = load(dy[at]);
       sum_dy += g;
-      sum_dy_xhat += g * (load(xr[k]) - mean) * invstd;
+      sum_dy_xhat += g * (load(x[at]) - mean) * invstd;
     }
     rows[2 * r] = sum_dy;
     rows[2 * r + 1] = sum_dy_xhat;
@@ -642,10 +704,10 @@ struct BatchNormBackwardData {
   const float* save_mean;
   const float* save_invstd;
   const double* channel;
-  int64_t channels, inner;
+  ChannelRows rows;
   T* dx;
   DLB_HD void operator()(int64_t i) const {
-    const int64_t c = (i / inner) % channels;
+    const int64_t c = rows.channel_of(i);
     const double xhat = (load(x[i]) - static_cast<double>(save_mean[c])) * save_invstd[c];
     dx[i] = stored<T>(static_cast<float>(
         channel[4 * c] * (load(dy[i]) - channel[4 * c + 1] - xhat * channel[4 * c + 2])));

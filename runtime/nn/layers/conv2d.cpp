@@ -54,7 +54,9 @@ void Conv2d::setup(LayerSetup& s) {
   const DType compute = s.policy.compute_weights;
   weight_.compute = s.tensors.compute_copy("weight", weight_.value, compute);
   if (o_.bias) bias_.compute = s.tensors.compute_copy("bias", bias_.value, compute);
-  plan_ = s.backend.make_conv_plan(describe(s.in.at(0), s.op_types()));
+  ConvDesc d = describe(s.in.at(0), s.op_types());
+  d.layout = s.backend.activation_layout(d.types);  // as the graph stores its tensors
+  plan_ = s.backend.make_conv_plan(d);
 }
 
 void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
