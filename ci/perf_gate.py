@@ -2,13 +2,18 @@
 """Performance-regression gate over dlbench result records.
 
     ci/perf_gate.py --baseline=FILE_OR_DIR --current=DIR [--threshold=5%] [--alpha=0.01]
-                    [--verdict=FILE]
+                    [--verdict=FILE] [--allow-inconclusive]
 
 Points are matched by their config as the suite wrote it. For each point both sides ran:
 - step times (metrics.step_time_s.all, every timed step) are compared with a two-sided
   Mann-Whitney U test; a regression needs BOTH p < alpha AND a median slowdown beyond the
   threshold (a significant 1% change is not a regression; a 20% change in noise that does not
   reach significance is not either);
+- a point whose sample counts cannot reach p < alpha at all is not a pass: with n1 and n2 steps
+  the smallest two-sided p the exact test can give is 2 / C(n1 + n2, n1) (every step of one side
+  faster than every step of the other), so 3 steps a side can never go below 0.1. Such a point is
+  `inconclusive`, with the number of steps a side that alpha needs, and the gate exits 1 unless
+  --allow-inconclusive makes that a warning;
 - deterministic metrics (parameter count, FLOPs, peak memory in total and per category) must be
   equal, to the byte;
 - a metric present on one side only is reported as missing, and fails the gate.
@@ -16,12 +21,14 @@ A point of the baseline that is absent from the current run, or that ended ok in
 but not now, fails the gate. Points new in the current run are listed, not judged.
 
 Prints a table, writes a JSON verdict (default: DIR/perf_gate.json) and exits 0 (pass),
-1 (regression or missing data) or 2 (unreadable input). Reads records only; measures nothing.
+1 (regression, missing data, or inconclusive without --allow-inconclusive) or 2 (unreadable
+input). Reads records only; measures nothing.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import statistics
 import sys
@@ -59,6 +66,16 @@ def parse_threshold(text: str) -> float:
     return value
 
 
+def parse_alpha(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--alpha: '{text}' is not a number")
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"--alpha must be between 0 and 1 (got {text})")
+    return value
+
+
 def config_key(record: Record) -> str:
     """The point's config as the suite wrote it (stable when a later dlbench adds derived keys
     to the record's full config), else the full config."""
@@ -71,6 +88,23 @@ def point_name(record: Record) -> str:
              c.get("precision", ""), f"{c.get('ranks')}r"]
     parts.append(c.get("overlap", ""))
     return " ".join(str(p) for p in parts if p)
+
+
+def smallest_p(n1: int, n2: int) -> float:
+    """The smallest two-sided p-value an exact Mann-Whitney U test can reach with n1 and n2
+    samples: every sample of one side below every sample of the other, one arrangement of
+    C(n1 + n2, n1), counted at both tails. (scipy's normal approximation, used for larger or
+    tied samples, can print a smaller p than the exact test allows; the exact bound is the one
+    that says whether the counts can decide.)"""
+    return min(1.0, 2.0 / math.comb(n1 + n2, n1))
+
+
+def steps_needed(alpha: float) -> int:
+    """The fewest steps a side for which the exact test can reach p < alpha."""
+    n = 1
+    while smallest_p(n, n) >= alpha:
+        n += 1
+    return n
 
 
 def deterministic_metrics(record: Record) -> dict[str, object]:
@@ -99,7 +133,13 @@ def compare_point(base: Record, cur: Record, threshold: float, alpha: float) -> 
         bm, cm = statistics.median(b_steps), statistics.median(c_steps)
         change = cm / bm - 1
         p = float(mannwhitneyu(b_steps, c_steps, alternative="two-sided").pvalue)
-        if p < alpha and change > threshold:
+        best = smallest_p(len(b_steps), len(c_steps))
+        if best >= alpha:
+            need = steps_needed(alpha)
+            verdict, why = "inconclusive", (
+                f"{len(b_steps)} and {len(c_steps)} timed steps cannot reach p < {alpha} (at best "
+                f"p = {best:.3g}); the test needs {need} a side")
+        elif p < alpha and change > threshold:
             verdict, why = "fail", "slower: significant and beyond the threshold"
         elif p < alpha and change < -threshold:
             verdict, why = "pass", "faster: significant and beyond the threshold"
@@ -140,14 +180,17 @@ def gate(baseline: list[Record], current: list[Record], threshold: float, alpha:
         else:
             entry["current"] = c.where
             entry["checks"] = compare_point(b, c, threshold, alpha)
-            entry["verdict"] = "fail" if any(x["verdict"] == "fail" for x in entry["checks"]) \
-                else "pass"
+            verdicts = {x["verdict"] for x in entry["checks"]}
+            entry["verdict"] = "fail" if "fail" in verdicts else \
+                "inconclusive" if "inconclusive" in verdicts else "pass"
         points.append(entry)
     new = [{"point": point_name(c), "config": c.config, "current": c.where}
            for k, c in cur_by.items() if k not in base_by]
     failed = sum(p["verdict"] == "fail" for p in points)
-    return {"verdict": "fail" if failed else "pass", "threshold": threshold, "alpha": alpha,
-            "failed_points": failed, "points": points, "new_points": new}
+    inconclusive = sum(p["verdict"] == "inconclusive" for p in points)
+    verdict = "fail" if failed else "inconclusive" if inconclusive else "pass"
+    return {"verdict": verdict, "threshold": threshold, "alpha": alpha, "failed_points": failed,
+            "inconclusive_points": inconclusive, "points": points, "new_points": new}
 
 
 def fmt(v) -> str:
@@ -178,8 +221,8 @@ def print_table(result: dict) -> None:
     for n in result["new_points"]:
         print(f"new point (no baseline, not judged): {n['point']}")
     print(f"verdict: {result['verdict'].upper()} ({result['failed_points']} of "
-          f"{len(result['points'])} points failed; threshold {100 * result['threshold']:.1f}%, "
-          f"alpha {result['alpha']})")
+          f"{len(result['points'])} points failed, {result['inconclusive_points']} inconclusive; "
+          f"threshold {100 * result['threshold']:.1f}%, alpha {result['alpha']})")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -188,8 +231,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--current", required=True, help="results.jsonl or a directory holding one")
     ap.add_argument("--threshold", type=parse_threshold, default=0.05,
                     help="median slowdown that counts (default 5%%)")
-    ap.add_argument("--alpha", type=float, default=0.01, help="Mann-Whitney p below this")
+    ap.add_argument("--alpha", type=parse_alpha, default=0.01, help="Mann-Whitney p below this")
     ap.add_argument("--verdict", help="JSON verdict file (default: CURRENT/perf_gate.json)")
+    ap.add_argument("--allow-inconclusive", action="store_true",
+                    help="a point too short to judge is a warning, not a failure")
     args = ap.parse_args(argv)
     try:
         baseline = read_records(args.baseline)
@@ -207,7 +252,11 @@ def main(argv: list[str] | None = None) -> int:
     tmp.write_text(json.dumps(result, indent=2) + "\n")
     os.replace(tmp, out)
     print(f"verdict written to {out}")
-    return 1 if result["verdict"] == "fail" else 0
+    if result["verdict"] == "inconclusive" and args.allow_inconclusive:
+        print(f"perf_gate: warning: {result['inconclusive_points']} point(s) inconclusive "
+              "(--allow-inconclusive)", file=sys.stderr)
+        return 0
+    return 0 if result["verdict"] == "pass" else 1
 
 
 if __name__ == "__main__":

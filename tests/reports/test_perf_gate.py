@@ -151,3 +151,70 @@ def test_a_point_that_no_longer_ends_ok_fails(results, tmp_path):
     check = v["points"][2]["checks"][0]
     assert check["metric"] == "status" and check["current"] == "timeout"
     assert "no result within" in check["why"]
+
+
+def keep_steps(n, factor=1.0):
+    def change(rec):
+        st = rec["metrics"]["step_time_s"]
+        st["all"] = [t * factor for t in st["all"][:n]]
+    return change
+
+
+def test_a_planted_30_percent_slowdown_on_3_steps_is_inconclusive_not_a_pass(results, tmp_path):
+    # 3 steps a side: the exact test's smallest two-sided p is 2 / C(6, 3) = 0.1, so p < 0.01 is
+    # out of reach whatever the steps say. Before, this printed "pass: not significant".
+    base_dir = results("ci")
+    base, cur = tmp_path / "base", tmp_path / "current"
+    base.mkdir()
+    cur.mkdir()
+    (base / "results.jsonl").write_text((base_dir / "results.jsonl").read_text())
+    (cur / "results.jsonl").write_text((base_dir / "results.jsonl").read_text())
+    edit(base / "results.jsonl", 1, keep_steps(3))
+    edit(cur / "results.jsonl", 1, keep_steps(3, factor=1.30))
+    p, v = run_gate(base, cur)
+    assert p.returncode == 1, p.stdout
+    assert v["verdict"] == "inconclusive" and v["inconclusive_points"] == 1
+    point = v["points"][1]
+    assert point["verdict"] == "inconclusive"
+    step = [c for c in point["checks"] if c["metric"].startswith("step_time")][0]
+    assert step["verdict"] == "inconclusive"
+    assert "3 and 3 timed steps cannot reach p < 0.01 (at best p = 0.1)" in step["why"]
+    assert "needs 5 a side" in step["why"]
+    assert "INCONCLUSIVE" in p.stdout
+    # --allow-inconclusive: a warning and exit 0; the verdict file still says inconclusive.
+    p, v = run_gate(base, cur, "--allow-inconclusive")
+    assert p.returncode == 0 and "inconclusive" in p.stderr
+    assert v["verdict"] == "inconclusive"
+
+
+def test_a_regression_elsewhere_still_fails_beside_an_inconclusive_point(results, tmp_path):
+    base_dir = results("ci")
+    base, cur = tmp_path / "base", tmp_path / "current"
+    base.mkdir()
+    cur.mkdir()
+    (base / "results.jsonl").write_text((base_dir / "results.jsonl").read_text())
+    (cur / "results.jsonl").write_text((base_dir / "results.jsonl").read_text())
+    edit(base / "results.jsonl", 1, keep_steps(3))
+    edit(cur / "results.jsonl", 1, keep_steps(3))
+    edit(cur / "results.jsonl", 0, scale_steps(1.20, noise=0.01))
+    p, v = run_gate(base, cur, "--allow-inconclusive")
+    assert p.returncode == 1
+    assert v["verdict"] == "fail" and v["inconclusive_points"] == 1
+
+
+@pytest.mark.parametrize("n1, n2, p", [(3, 3, 0.1), (4, 4, 2 / 70), (5, 5, 2 / 252), (1, 1, 1.0)])
+def test_smallest_attainable_p_is_the_exact_tests(n1, n2, p):
+    sys.path.insert(0, str(GATE.parent))
+    import perf_gate
+    from scipy.stats import mannwhitneyu
+    assert perf_gate.smallest_p(n1, n2) == pytest.approx(p)
+    # scipy's exact test agrees: one side entirely below the other gives exactly that p.
+    lo, hi = list(range(n1)), [100 + i for i in range(n2)]
+    assert mannwhitneyu(lo, hi, alternative="two-sided", method="exact").pvalue == pytest.approx(p)
+    assert perf_gate.steps_needed(0.01) == 5 and perf_gate.steps_needed(0.05) == 4
+
+
+def test_alpha_outside_0_1_is_refused(results, tmp_path):
+    base = results("ci")
+    p, _ = run_gate(base, base, "--alpha=1.5")
+    assert p.returncode == 2 and "--alpha must be between 0 and 1" in p.stderr
