@@ -14,7 +14,8 @@ void CpuBackend::add(const Tensor& a_s, const Tensor& b_s, Tensor& y_s) {
   const float* ap = a.data<float>();
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
-  for (int64_t i = 0; i < a.numel(); ++i) yp[i] = ap[i] + bp[i];
+  const int64_t n = a.numel();  // not numel() per element: it is out of line, and checked
+  for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
 }
 
 void CpuBackend::accumulate(const Tensor& x_s, Tensor& y_s) {
@@ -24,7 +25,8 @@ void CpuBackend::accumulate(const Tensor& x_s, Tensor& y_s) {
   check_same_shape(x, y, "accumulate");
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) yp[i] += xp[i];
+  const int64_t n = x.numel();
+  for (int64_t i = 0; i < n; ++i) yp[i] += xp[i];
 }
 
 }  // namespace dlb

@@ -13,18 +13,22 @@ void sgd(const SgdConfig& cfg, const Tensor& grad, float grad_factor, Tensor& mo
   const float* g = grad.data<float>();
   float* buf = momentum_buf.data<float>();
   float* p = param.data<float>();
+  // The count and the settings in locals: read through `cfg` and numel() they would be reloaded
+  // after every store (a float store may alias them), which keeps the loop from vectorizing.
+  const int64_t n = param.numel();
+  const float lr = cfg.lr, momentum = cfg.momentum, decay = cfg.weight_decay;
   if (grad_factor == 1.f) {  // unscaled: exactly the loop of an fp32 run
-    for (int64_t i = 0; i < param.numel(); ++i) {
-      const float d = g[i] + cfg.weight_decay * p[i];
-      buf[i] = cfg.momentum * buf[i] + d;
-      p[i] -= cfg.lr * buf[i];
+    for (int64_t i = 0; i < n; ++i) {
+      const float d = g[i] + decay * p[i];
+      buf[i] = momentum * buf[i] + d;
+      p[i] -= lr * buf[i];
     }
     return;
   }
-  for (int64_t i = 0; i < param.numel(); ++i) {
-    const float d = g[i] * grad_factor + cfg.weight_decay * p[i];
-    buf[i] = cfg.momentum * buf[i] + d;
-    p[i] -= cfg.lr * buf[i];
+  for (int64_t i = 0; i < n; ++i) {
+    const float d = g[i] * grad_factor + decay * p[i];
+    buf[i] = momentum * buf[i] + d;
+    p[i] -= lr * buf[i];
   }
 }
 
