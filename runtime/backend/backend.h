@@ -132,6 +132,25 @@ enum LossScaleSlot : int64_t {
   kLossScaleSlots = 4,
 };
 
+// GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, _amp_update_scale_cuda_kernel) on
+// the state above, the one rule every backend applies: back off and count a skipped step, or grow
+// after growth_interval clean steps (unless the grown scale is not finite: x - x is 0 exactly for
+// finite x), then clear the found-inf slot for the next step.
+DLB_HD void update_loss_scale_state(const LossScaleConfig& cfg, float* s) {
+  if (s[kFoundInfSlot] != 0.f) {
+    s[kScaleSlot] *= cfg.backoff;
+    s[kCleanStepsSlot] = 0.f;
+    s[kSkippedSlot] += 1.f;
+  } else if (s[kCleanStepsSlot] + 1.f >= static_cast<float>(cfg.growth_interval)) {
+    const float grown = s[kScaleSlot] * cfg.growth;
+    if (grown - grown == 0.f) s[kScaleSlot] = grown;
+    s[kCleanStepsSlot] = 0.f;
+  } else {
+    s[kCleanStepsSlot] += 1.f;
+  }
+  s[kFoundInfSlot] = 0.f;
+}
+
 struct SgdConfig {
   float lr = 0.01f;
   float momentum = 0.9f;

@@ -24,6 +24,7 @@
 #include "runtime/core/half.h"
 #include "runtime/core/rng.h"
 #include "runtime/train/trainer.h"
+#include "tests/channels_last_bytes.h"
 #include "tests/gpu/skip_without_gpu.h"
 #include "workloads/models/model.h"
 
@@ -36,6 +37,19 @@ class CudaSixteenBit : public ::testing::TestWithParam<Precision> {
  protected:
   DType data() const { return GetParam() == Precision::kFp16 ? DType::kF16 : DType::kBF16; }
   OpTypes types() const { return OpTypes{GetParam(), data(), data()}; }
+  // A 3x3 convolution with a bias, 16 -> 32 channels on 4 x 14 x 14, in this precision.
+  ConvDesc small_conv() const {
+    ConvDesc d;
+    d.batch = 4;
+    d.in_channels = 16;
+    d.height = d.width = 14;
+    d.out_channels = 32;
+    d.kernel_h = d.kernel_w = 3;
+    d.pad_h = d.pad_w = 1;
+    d.bias = true;
+    d.types = types();
+    return d;
+  }
   // Random values stored as `dtype` on the host (the CPU backend's tensors).
   Tensor host(const Shape& s, DType dtype, float lo = -1.f, float hi = 1.f) {
     Tensor wide = cpu.empty(s, DType::kF32, MemCategory::kActivations, "host");
@@ -86,15 +100,7 @@ class CudaSixteenBit : public ::testing::TestWithParam<Precision> {
 };
 
 TEST_P(CudaSixteenBit, ConvolutionWithBiasAllThreePasses) {
-  ConvDesc d;
-  d.batch = 4;
-  d.in_channels = 16;
-  d.height = d.width = 14;
-  d.out_channels = 32;
-  d.kernel_h = d.kernel_w = 3;
-  d.pad_h = d.pad_w = 1;
-  d.bias = true;
-  d.types = types();
+  ConvDesc d = small_conv();
   const Shape xs{4, 16, 14, 14}, ws{32, 16, 3, 3}, ys{4, 32, 14, 14};
   const Tensor x = host(xs), w = host(ws, -0.2f, 0.2f), b = host({32}), dy = host(ys);
   auto cplan = cpu.make_conv_plan(d);
@@ -303,19 +309,7 @@ TEST_P(CudaSixteenBit, ElementwisePoolingLossAndUpdate) {
 
 // The CUDA backend stores 16-bit activations channels-last (NHWC) in training. Each op that cares
 // about the layout, run on NHWC tensors, against the CPU backend's NCHW result reordered.
-std::vector<uint8_t> to_nhwc(const Tensor& t) {
-  const Shape& s = t.shape();
-  const size_t e = dtype_size(t.dtype());
-  const auto* from = static_cast<const uint8_t*>(t.raw());
-  std::vector<uint8_t> out(t.bytes());
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t c = 0; c < s[1]; ++c)
-      for (int64_t i = 0; i < s[2] * s[3]; ++i) {
-        std::memcpy(out.data() + ((n * s[2] * s[3] + i) * s[1] + c) * e,
-                    from + ((n * s[1] + c) * s[2] * s[3] + i) * e, e);
-      }
-  return out;
-}
+std::vector<uint8_t> to_nhwc(const Tensor& t) { return reordered_bytes(t); }
 
 TEST_P(CudaSixteenBit, ChannelsLastOpsMatchTheCpuReordered) {
   // The host reference, NCHW, reordered: what a channels-last device tensor must hold.
@@ -331,15 +325,7 @@ TEST_P(CudaSixteenBit, ChannelsLastOpsMatchTheCpuReordered) {
     return d;
   };
   const auto device_zeros_nhwc = [&](const Shape& s) { return device_nhwc(host_zeros(s)); };
-  ConvDesc d;
-  d.batch = 4;
-  d.in_channels = 16;
-  d.height = d.width = 14;
-  d.out_channels = 32;
-  d.kernel_h = d.kernel_w = 3;
-  d.pad_h = d.pad_w = 1;
-  d.bias = true;
-  d.types = types();
+  ConvDesc d = small_conv();
   const Shape xs{4, 16, 14, 14}, ws{32, 16, 3, 3}, ys{4, 32, 14, 14};
   const Tensor x = host(xs), w = host(ws, -0.2f, 0.2f), b = host({32}), dy = host(ys);
   auto cplan = cpu.make_conv_plan(d);
@@ -378,14 +364,9 @@ TEST_P(CudaSixteenBit, ChannelsLastOpsMatchTheCpuReordered) {
   // Backward, masked by the GPU's own output (read back and reordered to NCHW for the CPU).
   std::vector<uint8_t> raw(gby.bytes());
   gpu->copy_to_host(gby, raw.data());
-  Tensor by_gpu = host_zeros(bs);
-  const size_t e = dtype_size(data());
-  for (int64_t n = 0; n < 8; ++n)
-    for (int64_t ch = 0; ch < 64; ++ch)
-      for (int64_t i = 0; i < 49; ++i) {
-        std::memcpy(static_cast<uint8_t*>(by_gpu.raw()) + ((n * 64 + ch) * 49 + i) * e,
-                    raw.data() + ((n * 49 + i) * 64 + ch) * e, e);
-      }
+  Tensor gpu_nhwc = host_zeros(bs), by_gpu = host_zeros(bs);
+  std::memcpy(gpu_nhwc.raw(), raw.data(), raw.size());
+  std::memcpy(by_gpu.raw(), reordered_bytes(gpu_nhwc, false).data(), raw.size());
   Tensor bdx = host_zeros(bs), dg = host_zeros(c), db = host_zeros(c);
   cpu.batch_norm_relu_backward(bx, by_gpu, bdy, gamma, mean, inv, bdx, dg, db);
   Tensor gbdx = device_zeros_nhwc(bs), gdg = device_zeros(c), gdb = device_zeros(c);

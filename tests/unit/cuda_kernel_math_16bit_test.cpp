@@ -16,6 +16,7 @@
 #include "runtime/backend/cuda/kernels.h"
 #include "runtime/core/half.h"
 #include "runtime/core/rng.h"
+#include "tests/channels_last_bytes.h"
 
 namespace dlb::cuda {
 namespace {
@@ -396,22 +397,7 @@ TYPED_TEST(KernelMath16, CastsAndFillsAsTheCpu) {
 // that indexes by pixel or channel, run on NHWC tensors, must give the NCHW results reordered,
 // bit for bit (each output sums the same terms in the same order, only from other addresses).
 
-// [N, C, H, W] stored NCHW, restored NHWC: an independent loop, not the kernels' indexers.
-std::vector<uint8_t> nhwc_bytes(const Tensor& t) {
-  const Shape& s = t.shape();
-  const size_t e = dtype_size(t.dtype());
-  const auto* from = static_cast<const uint8_t*>(t.raw());
-  std::vector<uint8_t> out(t.bytes());
-  for (int64_t n = 0; n < s[0]; ++n)
-    for (int64_t c = 0; c < s[1]; ++c)
-      for (int64_t h = 0; h < s[2]; ++h)
-        for (int64_t w = 0; w < s[3]; ++w) {
-          const int64_t src = ((n * s[1] + c) * s[2] + h) * s[3] + w;
-          const int64_t dst = ((n * s[2] + h) * s[3] + w) * s[1] + c;
-          std::memcpy(out.data() + dst * e, from + src * e, e);
-        }
-  return out;
-}
+std::vector<uint8_t> nhwc_bytes(const Tensor& t) { return reordered_bytes(t); }
 
 TEST(ChannelsLast, IndexersAgreeWithTheLayoutByHand) {
   // [2, 3, 2, 2]: element (1, 2, 0, 1) is at 12 + 8 + 1 = 21 in NCHW and at

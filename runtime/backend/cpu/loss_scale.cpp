@@ -28,19 +28,7 @@ void CpuBackend::find_non_finite(const Tensor& grads, Tensor& scaler) {
 
 void CpuBackend::update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler) {
   check_f32(scaler, "loss-scale state");
-  float* s = scaler.data<float>();
-  if (s[kFoundInfSlot] != 0.f) {
-    s[kScaleSlot] *= cfg.backoff;
-    s[kCleanStepsSlot] = 0.f;
-    s[kSkippedSlot] += 1.f;
-  } else if (s[kCleanStepsSlot] + 1.f >= static_cast<float>(cfg.growth_interval)) {
-    const float grown = s[kScaleSlot] * cfg.growth;
-    if (std::isfinite(grown)) s[kScaleSlot] = grown;
-    s[kCleanStepsSlot] = 0.f;
-  } else {
-    s[kCleanStepsSlot] += 1.f;
-  }
-  s[kFoundInfSlot] = 0.f;
+  update_loss_scale_state(cfg, scaler.data<float>());
 }
 
 }  // namespace dlb

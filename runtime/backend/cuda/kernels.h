@@ -215,27 +215,12 @@ struct FindNonFinite {
   }
 };
 
-// GradScaler.update (aten/src/ATen/native/cuda/AmpKernels.cu, _amp_update_scale_cuda_kernel), one
-// index: back off and count a skipped step, or grow after growth_interval clean steps (unless that
-// overflows); then clear the found-inf slot for the next step.
+// GradScaler.update on the device, one index (a single thread): backend.h's rule.
 struct UpdateLossScale {
   static constexpr const char* kName = "loss scale: update";
   LossScaleConfig cfg;
   float* s;
-  DLB_HD void operator()(int64_t) const {
-    if (s[kFoundInfSlot] != 0.f) {
-      s[kScaleSlot] *= cfg.backoff;
-      s[kCleanStepsSlot] = 0.f;
-      s[kSkippedSlot] += 1.f;
-    } else if (s[kCleanStepsSlot] + 1.f >= static_cast<float>(cfg.growth_interval)) {
-      const float grown = s[kScaleSlot] * cfg.growth;
-      if (!non_finite(grown)) s[kScaleSlot] = grown;
-      s[kCleanStepsSlot] = 0.f;
-    } else {
-      s[kCleanStepsSlot] += 1.f;
-    }
-    s[kFoundInfSlot] = 0.f;
-  }
+  DLB_HD void operator()(int64_t) const { update_loss_scale_state(cfg, s); }
 };
 
 // Softmax cross-entropy over one row of [rows, classes] logits (T): writes the row's f32
