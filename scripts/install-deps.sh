@@ -9,6 +9,7 @@ packages=(
   build-essential cmake ccache git pkg-config     # toolchain
   clang-format                                    # the format the tests check (.clang-format)
   libopenblas-dev zlib1g-dev                      # CPU backend: sgemm; gzip for the digits
+  libdnnl-dev                                     # CPU backend: oneDNN convolutions
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks
   clang libclang-rt-14-dev                        # libFuzzer and its sanitizers (tests/fuzz)

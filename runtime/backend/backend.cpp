@@ -45,7 +45,17 @@ std::string_view conv_pass_name(ConvPass p) {
 }
 
 std::string_view conv_algo_choice_name(ConvAlgoChoice c) {
-  return c == ConvAlgoChoice::kHeuristic ? "heuristic" : "autotune";
+  switch (c) {
+    case ConvAlgoChoice::kHeuristic:
+      return "heuristic";
+    case ConvAlgoChoice::kAutotune:
+      return "autotune";
+    case ConvAlgoChoice::kIm2col:
+      return "im2col";
+    case ConvAlgoChoice::kOnednn:
+      return "onednn";
+  }
+  return "?";
 }
 
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s) {

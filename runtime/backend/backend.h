@@ -72,10 +72,13 @@ inline constexpr ConvPass kConvPasses[] = {ConvPass::kForward, ConvPass::kBackwa
 std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "backward_filter"
 
 // How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
-// the workspace limit), or by timing every candidate that fits once, at plan time.
-enum class ConvAlgoChoice { kHeuristic, kAutotune };
-inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {ConvAlgoChoice::kHeuristic,
-                                                      ConvAlgoChoice::kAutotune};
+// the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
+// backend also takes one algorithm by name for every pass: im2col + sgemm (its reference) or
+// oneDNN; the CUDA backend refuses those.
+enum class ConvAlgoChoice { kHeuristic, kAutotune, kIm2col, kOnednn };
+inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {
+    ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAutotune, ConvAlgoChoice::kIm2col,
+    ConvAlgoChoice::kOnednn};
 std::string_view conv_algo_choice_name(ConvAlgoChoice c);
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
 
@@ -351,6 +354,9 @@ std::optional<BackendKind> parse_backend_kind(std::string_view s);
 
 // The registry: the one place that knows which backends this build has.
 bool backend_compiled(BackendKind kind);
+// The --conv-algo choices that name one algorithm each on this backend, for benchmarks that time
+// every algorithm: cpu {im2col, onednn}; cuda {heuristic} (cuDNN's engines are not named).
+std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 // Memory and a stream only, on a backend kind's device: for communication benchmarks, which
 // need no training ops (the CUDA one exists before the CUDA training ops do).

@@ -19,6 +19,11 @@ bool backend_compiled(BackendKind kind) {
   return DLB_HAVE_CUDA != 0;
 }
 
+std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind) {
+  if (kind == BackendKind::kCpu) return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn};
+  return {ConvAlgoChoice::kHeuristic};
+}
+
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {
   if (kind == BackendKind::kCpu) return std::make_unique<CpuBackend>(options);
 #if DLB_HAVE_CUDA

@@ -1,7 +1,9 @@
 // `dlbench bench conv`: how close convolution gets to the matrix-multiply speed it is built on.
-// For each distinct conv shape of a model: median time of forward, backward-data and
-// backward-filter, and of a plain matmul with the forward's GEMM shape (M = out channels,
-// N = batch x output pixels, K = in channels x kernel area), all in one process.
+// For each distinct conv shape of a model and each algorithm the backend names (cpu: im2col +
+// sgemm, and oneDNN): median time of forward, backward-data and backward-filter, as GFLOP/s and
+// as a fraction of the machine's square-sgemm rate (the peak this backend reaches), beside a
+// plain matmul of the forward's GEMM shape (M = out channels, N = batch x output pixels,
+// K = in channels x kernel area), all in one process.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -43,23 +45,30 @@ Tensor filled(Backend& b, const Shape& s, float v) {
 int bench_conv_command(const BenchConvOptions& o) {
   if (o.repeat < 1) throw InvalidArgument("--repeat must be at least 1");
   Graph g = build_model(o.model, ModelConfig{o.batch, o.image_size, 0, {}});
-  auto backend = make_backend(o.backend, {});
-  Backend& b = *backend;
+  const std::vector<ConvAlgoChoice> algos = named_conv_algorithms(o.backend);
+  std::vector<std::unique_ptr<Backend>> backends;
+  for (ConvAlgoChoice a : algos) {
+    BackendOptions bo;
+    bo.conv_algo = a;
+    backends.push_back(make_backend(o.backend, bo));
+  }
+  Backend& b = *backends.front();
 
-  // Square sgemm as the machine's reference matmul rate.
+  // Square sgemm as the machine's reference matmul rate: the peak each row is a fraction of.
   const int64_t n = 1024;
   Tensor a = filled(b, {n, n}, 0.5f), bb = filled(b, {n, n}, 0.25f), c = filled(b, {n, n}, 0);
   const double t_sq = median_seconds(
       b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, a, bb, 0, c); });
   const double sq_gflops = 2.0 * n * n * n / t_sq / 1e9;
-  fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s\n", o.model, o.batch,
-             o.image_size, o.image_size, b.name(), n, sq_gflops);
-  fmt::print("{:<24} {:>22} {:>9} {:>9} {:>9} {:>9} {:>7}\n", "layer", "GEMM MxNxK", "fwd GF/s",
-             "bwdD GF/s", "bwdF GF/s", "sgemm", "fwd/mm");
+  fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s (the peak below)\n", o.model,
+             o.batch, o.image_size, o.image_size, b.name(), n, sq_gflops);
+  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13}\n", "layer", "algorithm",
+             "GEMM MxNxK", "fwd GF/s peak", "bwdD GF/s peak", "bwdF GF/s peak", "sgemm GF/s");
 
   nlohmann::json rows = nlohmann::json::array();
   std::set<std::string> seen;
-  double conv_flops = 0, conv_seconds = 0;
+  std::vector<double> conv_seconds(algos.size(), 0);
+  double conv_flops = 0;
   for (const auto& node : g.nodes()) {
     auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
@@ -70,37 +79,56 @@ int bench_conv_command(const BenchConvOptions& o) {
     const int64_t cols = d.batch * d.out_h() * d.out_w();
     const std::string key = fmt::format("{}x{}x{}/{}", m, cols, k, d.stride_h);
     if (!seen.insert(key).second) continue;
-    auto plan = b.make_conv_plan(d);
-    Tensor x = filled(b, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
-    Tensor w = filled(b, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
-    Tensor y = filled(b, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
-    Tensor dx = filled(b, x.shape(), 0), dw = filled(b, w.shape(), 0);
     const double flops = 2.0 * d.forward_macs();
-    const double tf = median_seconds(b, o.repeat, [&] { b.conv_forward(*plan, x, w, y); });
-    const double td = median_seconds(b, o.repeat, [&] { b.conv_backward_data(*plan, y, w, dx); });
-    const double tw = median_seconds(b, o.repeat, [&] { b.conv_backward_filter(*plan, x, y, dw); });
+    conv_flops += flops;
     Tensor ma = filled(b, {m, k}, 0.01f), mb = filled(b, {k, cols}, 0.1f),
            mc = filled(b, {m, cols}, 0);
     const double tm = median_seconds(
         b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, ma, mb, 0, mc); });
-    const double mm_flops = 2.0 * m * cols * k;  // one group's GEMM
-    conv_flops += flops;
-    conv_seconds += tf;
-    fmt::print("{:<24} {:>22} {:>9.1f} {:>9.1f} {:>9.1f} {:>9.1f} {:>6.0f}%\n", node.name,
-               fmt::format("{}x{}x{}", m, cols, k), flops / tf / 1e9, flops / td / 1e9,
-               flops / tw / 1e9, mm_flops / tm / 1e9, 100 * (flops / tf) / (mm_flops / tm));
-    rows.push_back({{"layer", node.name},
-                    {"gemm_m", m},
-                    {"gemm_n", cols},
-                    {"gemm_k", k},
-                    {"flops", flops},
-                    {"forward_s", tf},
-                    {"backward_data_s", td},
-                    {"backward_filter_s", tw},
-                    {"same_shape_sgemm_s", tm}});
+    const double mm_gflops = 2.0 * m * cols * k / tm / 1e9;  // one group's GEMM
+    for (size_t ai = 0; ai < algos.size(); ++ai) {
+      Backend& be = *backends[ai];
+      auto plan = be.make_conv_plan(d);
+      Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
+      Tensor w =
+          filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
+      Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
+      Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0);
+      const double t[3] = {
+          median_seconds(be, o.repeat, [&] { be.conv_forward(*plan, x, w, y); }),
+          median_seconds(be, o.repeat, [&] { be.conv_backward_data(*plan, y, w, dx); }),
+          median_seconds(be, o.repeat, [&] { be.conv_backward_filter(*plan, x, y, dw); })};
+      conv_seconds[ai] += t[0] + t[1] + t[2];
+      const auto rate = [&](int i) { return flops / t[i] / 1e9; };
+      const auto cell = [&](int i) {
+        return fmt::format("{:6.1f} {:5.0f}%", rate(i), 100 * rate(i) / sq_gflops);
+      };
+      fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13.1f}\n", node.name,
+                 conv_algo_choice_name(algos[ai]), fmt::format("{}x{}x{}", m, cols, k), cell(0),
+                 cell(1), cell(2), mm_gflops);
+      nlohmann::json passes = nlohmann::json::object();
+      for (const PassAlgorithm& pa : plan->algorithms()) {
+        const int i = static_cast<int>(pa.pass);
+        passes[std::string(conv_pass_name(pa.pass))] = {{"algorithm", pa.algorithm},
+                                                        {"workspace_bytes", pa.workspace_bytes},
+                                                        {"seconds", t[i]},
+                                                        {"gflops", rate(i)},
+                                                        {"fraction_of_peak", rate(i) / sq_gflops}};
+      }
+      rows.push_back({{"layer", node.name},
+                      {"conv_algo", conv_algo_choice_name(algos[ai])},
+                      {"gemm_m", m},
+                      {"gemm_n", cols},
+                      {"gemm_k", k},
+                      {"flops", flops},
+                      {"passes", passes},
+                      {"same_shape_sgemm_s", tm}});
+    }
   }
-  fmt::print("all distinct conv shapes, forward: {:.1f} GFLOP/s\n",
-             conv_flops / conv_seconds / 1e9);
+  for (size_t ai = 0; ai < algos.size(); ++ai) {
+    fmt::print("all distinct conv shapes, {}: {:.1f} GFLOP/s over the three passes\n",
+               conv_algo_choice_name(algos[ai]), 3 * conv_flops / conv_seconds[ai] / 1e9);
+  }
   if (!o.json_path.empty()) {
     write_json_atomically(o.json_path, {{"schema_version", kResultSchemaVersion},
                                         {"kind", "bench_conv"},

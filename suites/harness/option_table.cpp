@@ -123,8 +123,8 @@ std::vector<Option> make_table() {
   add({"conv_algo",
        T::kString,
        config,
-       "how each convolution pass picks its algorithm: the library's heuristic, or timing every "
-       "candidate once",
+       "how each convolution pass picks its algorithm: the library's heuristic, timing every "
+       "candidate once, or (cpu) one algorithm by name",
        names(kConvAlgoChoices, conv_algo_choice_name),
        {},
        [](RunOptions& o, const json& v) { o.conv_algo = parsed(v, parse_conv_algo_choice); },

@@ -72,7 +72,19 @@ void compare(Backend& b, Tensor& t, const std::vector<float>& analytic,
 
 std::vector<BackendKind> gradcheck_backends() { return {BackendKind::kCpu}; }
 
-std::unique_ptr<Backend> make_check_backend(BackendKind kind) { return make_backend(kind, {}); }
+std::unique_ptr<Backend> make_check_backend(BackendKind kind, ConvAlgoChoice conv_algo) {
+  BackendOptions options;
+  options.conv_algo = conv_algo;
+  return make_backend(kind, options);
+}
+
+std::vector<std::pair<BackendKind, ConvAlgoChoice>> gradcheck_conv_algorithms() {
+  std::vector<std::pair<BackendKind, ConvAlgoChoice>> out;
+  for (BackendKind kind : gradcheck_backends()) {
+    for (ConvAlgoChoice algo : named_conv_algorithms(kind)) out.emplace_back(kind, algo);
+  }
+  return out;
+}
 
 std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info) {
   return std::string(backend_kind_name(info.param));

@@ -37,8 +37,11 @@ struct CheckOptions {
 // The backends whose training ops the checks cover: the CPU today. A backend joins this list
 // when it implements every op of the Backend seam (the CUDA backend: only where a GPU is visible).
 std::vector<BackendKind> gradcheck_backends();
-// A fresh backend of this kind, with no memory budget.
-std::unique_ptr<Backend> make_check_backend(BackendKind kind);
+// A fresh backend of this kind, with no memory budget (and the given --conv-algo).
+std::unique_ptr<Backend> make_check_backend(BackendKind kind,
+                                            ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic);
+// Each backend with each convolution algorithm it names: (cpu, im2col), (cpu, onednn), ...
+std::vector<std::pair<BackendKind, ConvAlgoChoice>> gradcheck_conv_algorithms();
 // gtest's name for a backend parameter ("cpu"), and how a failure prints it.
 std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info);
 

@@ -1,5 +1,6 @@
 // Every layer against finite differences: weights, biases and inputs, over strides, padding,
-// groups and odd sizes, on every backend of gradcheck_backends().
+// groups and odd sizes, on every backend of gradcheck_backends() (convolution: with each of its
+// algorithms).
 #include <gtest/gtest.h>
 
 #include "runtime/nn/layers/batch_norm.h"
@@ -22,11 +23,13 @@ void PrintTo(const ConvCase& c, std::ostream* os) {
       << c.pad << " g" << c.groups << " " << c.h << "x" << c.w << (c.bias ? " bias" : "") << ")";
 }
 
-class ConvGradcheck : public ::testing::TestWithParam<std::tuple<BackendKind, ConvCase>> {};
+// Once per convolution algorithm each backend names (cpu: im2col and oneDNN).
+class ConvGradcheck : public ::testing::TestWithParam<
+                          std::tuple<std::pair<BackendKind, ConvAlgoChoice>, ConvCase>> {};
 
 TEST_P(ConvGradcheck, MatchesFiniteDifferences) {
-  const auto& [kind, c] = GetParam();
-  auto backend = make_check_backend(kind);
+  const auto& [backend_algo, c] = GetParam();
+  auto backend = make_check_backend(backend_algo.first, backend_algo.second);
   Conv2d conv(Conv2dOptions{c.in, c.out, c.kernel, c.stride, c.pad, c.groups, c.bias});
   check_layer(*backend, conv, {Shape{2, c.in, c.h, c.w}});
 }
@@ -34,7 +37,7 @@ TEST_P(ConvGradcheck, MatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConvGradcheck,
     ::testing::Combine(
-        ::testing::ValuesIn(gradcheck_backends()),
+        ::testing::ValuesIn(gradcheck_conv_algorithms()),
         ::testing::Values(ConvCase{"same_padding", 3, 4, 3, 1, 1, 1, 6, 6, true},
                           ConvCase{"stride2_odd_nonsquare", 3, 5, 3, 2, 1, 1, 7, 5, true},
                           ConvCase{"no_padding_no_bias", 2, 3, 5, 1, 0, 1, 7, 7, false},
@@ -43,7 +46,10 @@ INSTANTIATE_TEST_SUITE_P(
                           ConvCase{"resnet_stem", 3, 4, 7, 2, 3, 1, 9, 9, false},
                           ConvCase{"alexnet_stem", 2, 3, 11, 4, 2, 1, 15, 15, true})),
     [](const auto& info) {
-      return std::string(backend_kind_name(std::get<0>(info.param))) + "_" +
+      // No structured binding or template arguments: a comma would split the macro's arguments.
+      const auto backend_algo = std::get<0>(info.param);
+      return std::string(backend_kind_name(backend_algo.first)) + "_" +
+             std::string(conv_algo_choice_name(backend_algo.second)) + "_" +
              std::get<1>(info.param).name;
     });
 

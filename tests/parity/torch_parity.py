@@ -31,6 +31,7 @@ stayed in f32, or skipped most roundings, lands far below.
 
 usage: torch_parity.py DLBENCH WORKDIR [--steps N] [--image-size S] [--batch B] [--tol T]
                        [--backend cpu|cuda] [--torch-device cpu|cuda] [--precision fp32|bf16]
+                       [--conv-algo heuristic|autotune|im2col|onednn]
 """
 import argparse
 import json
@@ -98,6 +99,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1234, help="first seed tried")
     ap.add_argument("--margin", type=float, default=1e-5)
     ap.add_argument("--backend", default="cpu", help="dlbench's backend")
+    ap.add_argument("--conv-algo", default="heuristic",
+                    help="dlbench's --conv-algo (cpu: im2col or onednn for every convolution)")
     ap.add_argument("--torch-device", default="cpu", help="where PyTorch trains")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
     a = ap.parse_args()
@@ -125,7 +128,7 @@ def main():
            f"--batch-file={batch_path}", f"--steps={a.steps}", "--warmup=0", f"--lr={a.lr}",
            f"--momentum={a.momentum}", f"--weight-decay={a.weight_decay}", "--dropout=0",
            f"--save={out_path}", f"--json={rec_path}", f"--backend={a.backend}",
-           f"--precision={a.precision}"]
+           f"--precision={a.precision}", f"--conv-algo={a.conv_algo}"]
     subprocess.run(cmd, check=True)
     if a.precision == "bf16":
         return compare_bf16(a, seed, model, init, torch_losses, rec_path, out_path)

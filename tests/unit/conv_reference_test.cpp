@@ -1,6 +1,6 @@
-// The im2col convolution against a direct seven-loop convolution in double precision: forward,
-// backward-data and backward-filter, exactly (up to float rounding), over resnet, vgg and alexnet
-// layer shapes and edge cases.
+// Each CPU convolution algorithm (im2col + sgemm, and oneDNN) against a direct seven-loop
+// convolution in double precision: forward, backward-data and backward-filter, exactly (up to
+// float rounding), over resnet, vgg and alexnet layer shapes and edge cases.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -38,17 +38,19 @@ double max_rel_diff(const std::vector<float>& got, const std::vector<double>& wa
   return diff / scale;
 }
 
-class ConvReference : public ::testing::TestWithParam<Case> {};
+class ConvReference : public ::testing::TestWithParam<std::tuple<Case, ConvAlgoChoice>> {};
 
 TEST_P(ConvReference, MatchesDirectConvolution) {
-  const Case c = GetParam();
+  const auto [c, algo] = GetParam();
   ConvDesc d;
   d.batch = c.n, d.in_channels = c.cin, d.height = c.h, d.width = c.w, d.out_channels = c.cout;
   d.kernel_h = d.kernel_w = c.k, d.stride_h = d.stride_w = c.stride, d.pad_h = d.pad_w = c.pad;
   d.groups = c.groups;
   const int64_t oh = d.out_h(), ow = d.out_w(), cin_g = c.cin / c.groups,
                 cout_g = c.cout / c.groups;
-  CpuBackend b({});
+  BackendOptions options;
+  options.conv_algo = algo;
+  CpuBackend b(options);
   Rng rng(7);
   const Shape xs{c.n, c.cin, c.h, c.w}, ws{c.cout, cin_g, c.k, c.k}, ys{c.n, c.cout, oh, ow};
   auto xv = random_vec(xs.numel(), rng), wv = random_vec(ws.numel(), rng),
@@ -67,6 +69,10 @@ TEST_P(ConvReference, MatchesDirectConvolution) {
   b.fill(dx, 1e3f);
   b.fill(dw, 1e3f);
   auto plan = b.make_conv_plan(d);
+  const std::string name(conv_algo_choice_name(algo));
+  for (const PassAlgorithm& a : plan->algorithms()) {
+    EXPECT_EQ(a.algorithm.substr(0, name.size()), name) << conv_pass_name(a.pass);
+  }
   b.conv_forward(*plan, x, w, y);
   b.conv_backward_data(*plan, dy, w, dx);
   b.conv_backward_filter(*plan, x, dy, dw);
@@ -102,13 +108,18 @@ TEST_P(ConvReference, MatchesDirectConvolution) {
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, ConvReference,
-    ::testing::Values(Case{2, 3, 8, 8, 4, 3, 1, 1, 1}, Case{3, 5, 9, 7, 6, 3, 2, 1, 1},
-                      Case{2, 4, 9, 9, 6, 3, 2, 0, 2}, Case{2, 64, 16, 16, 128, 3, 2, 1, 1},
-                      Case{2, 64, 16, 16, 128, 1, 2, 0, 1}, Case{2, 256, 4, 4, 512, 3, 2, 1, 1},
-                      Case{2, 256, 4, 4, 512, 1, 2, 0, 1}, Case{2, 512, 2, 2, 512, 3, 1, 1, 1},
-                      Case{1, 3, 32, 32, 64, 7, 2, 3, 1}, Case{2, 3, 67, 67, 64, 11, 4, 2, 1},
-                      Case{1, 8, 1, 1, 4, 3, 1, 1, 1}),
-    [](const auto& info) { return case_name(info.param); });
+    ::testing::Combine(
+        ::testing::Values(Case{2, 3, 8, 8, 4, 3, 1, 1, 1}, Case{3, 5, 9, 7, 6, 3, 2, 1, 1},
+                          Case{2, 4, 9, 9, 6, 3, 2, 0, 2}, Case{2, 64, 16, 16, 128, 3, 2, 1, 1},
+                          Case{2, 64, 16, 16, 128, 1, 2, 0, 1}, Case{2, 256, 4, 4, 512, 3, 2, 1, 1},
+                          Case{2, 256, 4, 4, 512, 1, 2, 0, 1}, Case{2, 512, 2, 2, 512, 3, 1, 1, 1},
+                          Case{1, 3, 32, 32, 64, 7, 2, 3, 1}, Case{2, 3, 67, 67, 64, 11, 4, 2, 1},
+                          Case{1, 8, 1, 1, 4, 3, 1, 1, 1}, Case{2, 3, 10, 10, 4, 3, 2, 0, 1}),
+        ::testing::Values(ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn)),
+    [](const auto& info) {
+      return case_name(std::get<0>(info.param)) + "_" +
+             std::string(conv_algo_choice_name(std::get<1>(info.param)));
+    });
 
 }  // namespace
 }  // namespace dlb

@@ -1,11 +1,15 @@
-// Convolution as im2col plus one sgemm per group over a chunk of images. Packing several images
-// side by side keeps the GEMM wide when the late layers' feature maps are only a few pixels.
-#include <cblas.h>
+// The CPU convolution plan: per pass, oneDNN's primitive or im2col + sgemm, chosen as the run's
+// --conv-algo says within its --workspace-limit. Operands may be stored in 16 bits: each pass
+// computes on f32 views (f32_views.h).
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
+#include <array>
+#include <chrono>
+#include <memory>
 
+#include "runtime/backend/cpu/conv_im2col.h"
+#include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
@@ -13,123 +17,65 @@
 namespace dlb {
 namespace {
 
-constexpr size_t kMaxWorkspaceFloats = size_t{16} << 20;  // 64 MiB of columns per chunk
+enum class CpuConvAlgo { kIm2col, kOnednn };
 
-struct Geometry {
-  int64_t cin_g, cout_g, k, hw_out, hw_in, chunk;
-};
-
-// The chunk is as many images as fit in 64 MiB of columns, or in the workspace limit when that
-// is smaller; one image that does not fit the limit is an error (there is no other algorithm).
-Geometry geometry(const ConvDesc& d, std::optional<size_t> workspace_limit) {
-  Geometry g;
-  g.cin_g = d.in_channels / d.groups;
-  g.cout_g = d.out_channels / d.groups;
-  g.k = g.cin_g * d.kernel_h * d.kernel_w;
-  g.hw_out = d.out_h() * d.out_w();
-  g.hw_in = d.height * d.width;
-  const size_t per_image = static_cast<size_t>((g.k + g.cout_g) * g.hw_out);
-  size_t max_floats = kMaxWorkspaceFloats;
-  if (workspace_limit) {
-    if (per_image * sizeof(float) > *workspace_limit) {
-      throw InvalidArgument(fmt::format(
-          "conv {}x{}, {}->{} channels on {}x{}: im2col needs at least {} of workspace (one "
-          "image's columns), above --workspace-limit={}; the CPU backend has no algorithm that "
-          "needs less",
-          d.kernel_h, d.kernel_w, d.in_channels, d.out_channels, d.height, d.width,
-          format_bytes(per_image * sizeof(float)), format_bytes(*workspace_limit)));
-    }
-    max_floats = std::min(max_floats, *workspace_limit / sizeof(float));
-  }
-  g.chunk = std::clamp<int64_t>(static_cast<int64_t>(max_floats / per_image), 1, d.batch);
-  return g;
+std::string describe(const ConvDesc& d) {
+  return fmt::format("conv {}x{}, {}->{} channels on {}x{}, stride {}", d.kernel_h, d.kernel_w,
+                     d.in_channels, d.out_channels, d.height, d.width, d.stride_h);
 }
 
 class CpuConvPlan final : public ConvPlan {
  public:
+  // Both algorithms as they fit the workspace limit (either may be absent); choose() picks.
   CpuConvPlan(const ConvDesc& d, std::optional<size_t> workspace_limit)
-      : ConvPlan(d), geo_(geometry(d, workspace_limit)) {}
-  size_t workspace_bytes() const override {
-    return static_cast<size_t>((geo_.k + geo_.cout_g) * geo_.hw_out * geo_.chunk) * sizeof(float);
+      : ConvPlan(d), im2col_(Im2colConv::fit(d, workspace_limit)) {
+    try {
+      onednn_ = std::make_unique<OnednnConv>(d);
+    } catch (const Unsupported& e) {
+      onednn_missing_ = e.what();
+    }
+    if (onednn_ && workspace_limit) {
+      for (ConvPass p : kConvPasses) {
+        if (onednn_->workspace_bytes(p) > *workspace_limit) onednn_fits_[index(p)] = false;
+      }
+    }
   }
-  // One algorithm for every pass: im2col (or col2im) around one sgemm per group and chunk.
+
+  size_t workspace_bytes() const override {
+    size_t most = 0;
+    for (ConvPass p : kConvPasses) most = std::max(most, workspace_bytes(p));
+    return most;
+  }
   std::vector<PassAlgorithm> algorithms() const override {
     std::vector<PassAlgorithm> out;
     for (ConvPass p : kConvPasses) {
       out.push_back(
-          {p, fmt::format("im2col+sgemm ({} images per chunk)", geo_.chunk), workspace_bytes()});
+          {p, uses_onednn(p) ? onednn_->algorithm(p) : im2col_->algorithm(), workspace_bytes(p)});
     }
     return out;
   }
-  const Geometry& geo() const { return geo_; }
+
+  bool has(ConvPass p, CpuConvAlgo a) const {
+    return a == CpuConvAlgo::kIm2col ? im2col_.has_value() : onednn_ && onednn_fits_[index(p)];
+  }
+  void use(ConvPass p, CpuConvAlgo a) { chosen_[index(p)] = a; }
+  bool uses_onednn(ConvPass p) const { return chosen_[index(p)] == CpuConvAlgo::kOnednn; }
+  size_t workspace_bytes(ConvPass p) const {
+    return uses_onednn(p) ? onednn_->workspace_bytes(p) : im2col_->workspace_bytes();
+  }
+  const OnednnConv* onednn() const { return onednn_.get(); }
+  const Im2colConv& im2col() const { return *im2col_; }
+  const std::string& onednn_missing() const { return onednn_missing_; }
 
  private:
-  Geometry geo_;
+  static int index(ConvPass p) { return static_cast<int>(p); }
+  std::optional<Im2colConv> im2col_;
+  std::unique_ptr<OnednnConv> onednn_;
+  std::string onednn_missing_;  // why oneDNN has no primitive for this problem
+  std::array<bool, 3> onednn_fits_{true, true, true};
+  std::array<CpuConvAlgo, 3> chosen_{CpuConvAlgo::kIm2col, CpuConvAlgo::kIm2col,
+                                     CpuConvAlgo::kIm2col};
 };
-
-// Columns of one image and one group: rows (c, ki, kj), columns the output pixels; written at
-// column offset `col0` of a matrix `ld` wide.
-void im2col(const ConvDesc& d, const float* x, float* cols, int64_t ld, int64_t col0) {
-  const int64_t oh = d.out_h(), ow = d.out_w();
-  const int64_t cin_g = d.in_channels / d.groups;
-  for (int64_t c = 0; c < cin_g; ++c) {
-    for (int64_t ki = 0; ki < d.kernel_h; ++ki) {
-      for (int64_t kj = 0; kj < d.kernel_w; ++kj) {
-        float* row = cols + ((c * d.kernel_h + ki) * d.kernel_w + kj) * ld + col0;
-        const float* xc = x + c * d.height * d.width;
-        for (int64_t i = 0; i < oh; ++i) {
-          const int64_t ih = i * d.stride_h - d.pad_h + ki;
-          float* out = row + i * ow;
-          if (ih < 0 || ih >= d.height) {
-            std::fill(out, out + ow, 0.f);
-            continue;
-          }
-          const float* xrow = xc + ih * d.width;
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t iw = j * d.stride_w - d.pad_w + kj;
-            out[j] = (iw >= 0 && iw < d.width) ? xrow[iw] : 0.f;
-          }
-        }
-      }
-    }
-  }
-}
-
-// The adjoint of im2col: adds columns back into dx (one image, one group).
-void col2im(const ConvDesc& d, const float* cols, int64_t ld, int64_t col0, float* dx) {
-  const int64_t oh = d.out_h(), ow = d.out_w();
-  const int64_t cin_g = d.in_channels / d.groups;
-  for (int64_t c = 0; c < cin_g; ++c) {
-    for (int64_t ki = 0; ki < d.kernel_h; ++ki) {
-      for (int64_t kj = 0; kj < d.kernel_w; ++kj) {
-        const float* row = cols + ((c * d.kernel_h + ki) * d.kernel_w + kj) * ld + col0;
-        float* xc = dx + c * d.height * d.width;
-        for (int64_t i = 0; i < oh; ++i) {
-          const int64_t ih = i * d.stride_h - d.pad_h + ki;
-          if (ih < 0 || ih >= d.height) continue;
-          const float* in = row + i * ow;
-          float* xrow = xc + ih * d.width;
-          for (int64_t j = 0; j < ow; ++j) {
-            const int64_t iw = j * d.stride_w - d.pad_w + kj;
-            if (iw >= 0 && iw < d.width) xrow[iw] += in[j];
-          }
-        }
-      }
-    }
-  }
-}
-
-// dy of images [n0, n0 + nb), one group, as the GEMM operand [cout_g, nb * pixels].
-void gather_output_grad(const ConvDesc& d, const Geometry& g, const Tensor& dy, int64_t n0,
-                        int64_t nb, int64_t grp, float* out) {
-  const int64_t ld = nb * g.hw_out;
-  for (int64_t i = 0; i < nb; ++i) {
-    const float* dyn = dy.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
-    for (int64_t co = 0; co < g.cout_g; ++co) {
-      std::memcpy(out + co * ld + i * g.hw_out, dyn + co * g.hw_out, g.hw_out * sizeof(float));
-    }
-  }
-}
 
 const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
   auto* p = dynamic_cast<const CpuConvPlan*>(&plan);
@@ -151,6 +97,45 @@ void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, con
   }
 }
 
+// Why no algorithm can run pass `p` within the limit: each one's least need.
+std::string nothing_fits(const CpuConvPlan& plan, ConvPass p, std::optional<size_t> limit) {
+  const ConvDesc& d = plan.desc();
+  std::string onednn = plan.onednn() ? fmt::format("onednn needs {}",
+                                                   format_bytes(plan.onednn()->workspace_bytes(p)))
+                                     : fmt::format("onednn has none ({})", plan.onednn_missing());
+  return fmt::format(
+      "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
+      "least {} (one image's columns), {}",
+      describe(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
+      format_bytes(Im2colConv::min_workspace_bytes(d)), onednn);
+}
+
+// Autotuning: one timed run of pass `p` with algorithm `a` on zero-filled operands, after an
+// untimed one. The operands are workspace, freed on return.
+double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
+  const ConvDesc& d = plan.desc();
+  plan.use(p, a);
+  b.reserve_workspace(plan.workspace_bytes(p));
+  Tensor x = b.empty({d.batch, d.in_channels, d.height, d.width}, DType::kF32,
+                     MemCategory::kWorkspace, "autotune operands");
+  Tensor w = b.empty({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+                     DType::kF32, MemCategory::kWorkspace, "autotune operands");
+  Tensor y = b.empty({d.batch, d.out_channels, d.out_h(), d.out_w()}, DType::kF32,
+                     MemCategory::kWorkspace, "autotune operands");
+  b.fill(x, 0.f);
+  b.fill(w, 0.f);
+  b.fill(y, 0.f);
+  const auto once = [&] {
+    if (p == ConvPass::kForward) b.conv_forward(plan, x, w, y);
+    if (p == ConvPass::kBackwardData) b.conv_backward_data(plan, y, w, x);
+    if (p == ConvPass::kBackwardFilter) b.conv_backward_filter(plan, x, y, w);
+  };
+  once();
+  const auto t0 = std::chrono::steady_clock::now();
+  once();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
@@ -164,6 +149,36 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
                                       d.kernel_w, d.height, d.width));
   }
   auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_);
+  for (ConvPass p : kConvPasses) {
+    const bool im2col = plan->has(p, CpuConvAlgo::kIm2col);
+    const bool onednn = plan->has(p, CpuConvAlgo::kOnednn);
+    if (!im2col && !onednn) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
+    CpuConvAlgo pick = im2col ? CpuConvAlgo::kIm2col : CpuConvAlgo::kOnednn;
+    switch (conv_algo_) {
+      case ConvAlgoChoice::kIm2col:
+        if (!im2col) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
+        break;
+      case ConvAlgoChoice::kOnednn:
+        if (!plan->onednn()) {
+          throw Unsupported(fmt::format("--conv-algo=onednn: {}", plan->onednn_missing()));
+        }
+        if (!onednn) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
+        pick = CpuConvAlgo::kOnednn;
+        break;
+      case ConvAlgoChoice::kHeuristic:
+        // oneDNN's optimized primitives beat im2col; its reference loops do not.
+        if (onednn && !(im2col && plan->onednn()->is_reference(p))) pick = CpuConvAlgo::kOnednn;
+        break;
+      case ConvAlgoChoice::kAutotune:
+        if (im2col && onednn) {
+          const double t_onednn = time_pass(*this, *plan, p, CpuConvAlgo::kOnednn);
+          const double t_im2col = time_pass(*this, *plan, p, CpuConvAlgo::kIm2col);
+          pick = t_onednn <= t_im2col ? CpuConvAlgo::kOnednn : CpuConvAlgo::kIm2col;
+        }
+        break;
+    }
+    plan->use(p, pick);
+  }
   reserve_workspace(plan->workspace_bytes());
   return plan;
 }
@@ -175,28 +190,13 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Te
   const Tensor& w = f32.in(w_s);
   Tensor& y = f32.out(y_s);
   const auto& plan = cpu_plan(plan_);
-  const ConvDesc& d = plan.desc();
-  const Geometry& g = plan.geo();
-  check_conv_tensors(d, x, w, y);
-  float* cols = scratch(plan.workspace_bytes() / sizeof(float));
-  for (int64_t n0 = 0; n0 < d.batch; n0 += g.chunk) {
-    const int64_t nb = std::min(g.chunk, d.batch - n0);
-    const int64_t ld = nb * g.hw_out;
-    float* out = cols + g.k * ld;  // [cout_g, nb * hw_out]
-    for (int64_t grp = 0; grp < d.groups; ++grp) {
-      for (int64_t i = 0; i < nb; ++i) {
-        im2col(d, x.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in, cols, ld,
-               i * g.hw_out);
-      }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, g.cout_g, ld, g.k, 1.f,
-                  w.data<float>() + grp * g.cout_g * g.k, g.k, cols, ld, 0.f, out, ld);
-      for (int64_t i = 0; i < nb; ++i) {
-        float* yn = y.data<float>() + ((n0 + i) * d.out_channels + grp * g.cout_g) * g.hw_out;
-        for (int64_t co = 0; co < g.cout_g; ++co) {
-          std::memcpy(yn + co * g.hw_out, out + co * ld + i * g.hw_out, g.hw_out * sizeof(float));
-        }
-      }
-    }
+  check_conv_tensors(plan.desc(), x, w, y);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
+  if (plan.uses_onednn(ConvPass::kForward)) {
+    plan.onednn()->forward(x.data<float>(), w.data<float>(), y.data<float>(), ws);
+  } else {
+    plan.im2col().forward(x.data<float>(), w.data<float>(), y.data<float>(),
+                          static_cast<float*>(ws));
   }
 }
 
@@ -215,24 +215,13 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, c
   const Tensor& w = f32.in(w_s);
   Tensor& dx = f32.out(dx_s);
   const auto& plan = cpu_plan(plan_);
-  const ConvDesc& d = plan.desc();
-  const Geometry& g = plan.geo();
-  check_conv_tensors(d, dx, w, dy);
-  std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
-  float* cols = scratch(plan.workspace_bytes() / sizeof(float));
-  for (int64_t n0 = 0; n0 < d.batch; n0 += g.chunk) {
-    const int64_t nb = std::min(g.chunk, d.batch - n0);
-    const int64_t ld = nb * g.hw_out;
-    float* dyc = cols + g.k * ld;
-    for (int64_t grp = 0; grp < d.groups; ++grp) {
-      gather_output_grad(d, g, dy, n0, nb, grp, dyc);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, g.k, ld, g.cout_g, 1.f,
-                  w.data<float>() + grp * g.cout_g * g.k, g.k, dyc, ld, 0.f, cols, ld);
-      for (int64_t i = 0; i < nb; ++i) {
-        col2im(d, cols, ld, i * g.hw_out,
-               dx.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in);
-      }
-    }
+  check_conv_tensors(plan.desc(), dx, w, dy);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
+  if (plan.uses_onednn(ConvPass::kBackwardData)) {
+    plan.onednn()->backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), ws);
+  } else {
+    plan.im2col().backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(),
+                                static_cast<float*>(ws));
   }
 }
 
@@ -243,23 +232,13 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, 
   const Tensor& dy = f32.in(dy_s);
   Tensor& dw = f32.out(dw_s);
   const auto& plan = cpu_plan(plan_);
-  const ConvDesc& d = plan.desc();
-  const Geometry& g = plan.geo();
-  check_conv_tensors(d, x, dw, dy);
-  float* cols = scratch(plan.workspace_bytes() / sizeof(float));
-  for (int64_t n0 = 0; n0 < d.batch; n0 += g.chunk) {
-    const int64_t nb = std::min(g.chunk, d.batch - n0);
-    const int64_t ld = nb * g.hw_out;
-    float* dyc = cols + g.k * ld;
-    for (int64_t grp = 0; grp < d.groups; ++grp) {
-      for (int64_t i = 0; i < nb; ++i) {
-        im2col(d, x.data<float>() + ((n0 + i) * d.in_channels + grp * g.cin_g) * g.hw_in, cols, ld,
-               i * g.hw_out);
-      }
-      gather_output_grad(d, g, dy, n0, nb, grp, dyc);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, g.cout_g, g.k, ld, 1.f, dyc, ld, cols,
-                  ld, n0 == 0 ? 0.f : 1.f, dw.data<float>() + grp * g.cout_g * g.k, g.k);
-    }
+  check_conv_tensors(plan.desc(), x, dw, dy);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
+  if (plan.uses_onednn(ConvPass::kBackwardFilter)) {
+    plan.onednn()->backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), ws);
+  } else {
+    plan.im2col().backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(),
+                                  static_cast<float*>(ws));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <thread>
 
+#include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
@@ -15,6 +16,7 @@ namespace dlb {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
     : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)),
+      conv_algo_(options.conv_algo),
       workspace_limit_(options.workspace_limit) {}
 
 // Every op computes in f32 (no TF32: products are strict). Tensors may hold f32, f16 or bf16:
@@ -28,7 +30,9 @@ bool CpuBackend::supports(Op, const OpTypes& t) const {
 std::map<std::string, std::string> CpuBackend::environment() const {
   return {{"device", "cpu"},
           {"cpu_threads", std::to_string(std::thread::hardware_concurrency())},
-          {"blas", openblas_get_config()}};
+          {"blas", openblas_get_config()},
+          {"onednn", onednn_version()},
+          {"conv_algo", std::string(conv_algo_choice_name(conv_algo_))}};
 }
 
 void check_f32(const Tensor& t, std::string_view what) {

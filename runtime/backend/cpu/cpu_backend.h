@@ -1,6 +1,7 @@
-// The reference backend: plain loops, im2col and OpenBLAS sgemm, in f32 and NCHW. Tensors may be
-// stored in f16 or bf16: an op then computes on f32 copies and rounds on store (f32_views.h).
-// Every other backend is tested against it. Each op lives in the file of the same name.
+// The reference backend: plain loops, OpenBLAS sgemm, and convolution by oneDNN or by im2col +
+// sgemm (conv.cpp chooses per pass), in f32 and NCHW. Tensors may be stored in f16 or bf16: an
+// op then computes on f32 copies and rounds on store (f32_views.h). Every other backend is tested
+// against it. Each op lives in the file of the same name.
 #pragma once
 #include "runtime/backend/backend.h"
 
@@ -78,7 +79,8 @@ class CpuBackend : public Backend {
   float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
 
  private:
-  std::optional<size_t> workspace_limit_;  // --workspace-limit: bounds im2col's column chunk
+  ConvAlgoChoice conv_algo_;               // --conv-algo
+  std::optional<size_t> workspace_limit_;  // --workspace-limit: per convolution pass
 };
 
 // Shared argument checks of the CPU ops.

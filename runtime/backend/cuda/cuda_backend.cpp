@@ -128,6 +128,13 @@ class CudaBackend final : public Backend {
                                             options.memory_budget)),
         device_(device),
         options_(options) {
+    if (options.conv_algo != ConvAlgoChoice::kHeuristic &&
+        options.conv_algo != ConvAlgoChoice::kAutotune) {
+      throw Unsupported(fmt::format(
+          "--conv-algo={} is a cpu backend algorithm; the cuda backend chooses cuDNN engines by "
+          "heuristic or autotune",
+          conv_algo_choice_name(options.conv_algo)));
+    }
     DLB_CUDA_CHECK(cudaSetDevice(device_.index));
     stream_ = std::make_unique<Stream>();
     clock_ = std::make_unique<EventClock>(stream_->get());
