@@ -8,7 +8,7 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 packages=(
   build-essential cmake ccache git pkg-config     # toolchain
   clang-format                                    # the format the tests check (.clang-format)
-  libopenblas-dev zlib1g-dev                      # CPU backend: sgemm; gzip for the digits
+  libopenblas-openmp-dev zlib1g-dev               # CPU backend: sgemm (OpenMP build); gzip
   libdnnl-dev                                     # CPU backend: oneDNN convolutions
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks

@@ -34,6 +34,7 @@ LaunchHost this_host() {
   if (const char* n = std::getenv("SLURM_NTASKS")) h.slurm_tasks = std::atoll(n);
   h.mpi_hostfile = std::getenv("OMPI_MCA_orte_default_hostfile") ||
                    std::getenv("OMPI_MCA_rmaps_base_hostfile") || std::getenv("PBS_NODEFILE");
+  h.omp_threads_set = std::getenv("OMP_NUM_THREADS") != nullptr;
   return h;
 }
 
@@ -65,6 +66,13 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
       if (host.as_root) {
         c.argv.push_back("--allow-run-as-root");
         c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+      }
+      // Ranks on this host share its cores: each rank's OpenMP pool (the CPU backend's threads)
+      // gets its share, unless the user chose. Otherwise every rank would start a thread per
+      // core, and on an oversubscribed host they spin against each other.
+      if (!host.mpi_hostfile && !host.omp_threads_set) {
+        c.env["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(host.cores / ranks, 1));
+        c.argv.insert(c.argv.end(), {"-x", "OMP_NUM_THREADS"});
       }
       break;
     case LauncherKind::kSrun:

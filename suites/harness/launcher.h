@@ -25,6 +25,7 @@ struct LaunchHost {
   bool in_slurm = false;               // SLURM_JOB_ID set
   std::optional<int64_t> slurm_tasks;  // SLURM_NTASKS: the allocation's task count, when given
   bool mpi_hostfile = false;           // mpirun has hosts beyond this one (a hostfile, PBS)
+  bool omp_threads_set = false;        // OMP_NUM_THREADS is the user's
 };
 LaunchHost this_host();
 

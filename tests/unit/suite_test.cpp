@@ -247,11 +247,19 @@ LaunchHost host(int64_t cores, bool as_root = false, bool in_slurm = false) {
 TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
   const auto c = launch_command(LauncherKind::kAuto, 4, {"dlbench", "worker"}, host(2, true));
   EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "4", "--oversubscribe",
-                                              "--allow-run-as-root", "dlbench", "worker"}));
+                                              "--allow-run-as-root", "-x", "OMP_NUM_THREADS",
+                                              "dlbench", "worker"}));
   EXPECT_EQ(c.env.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
-  const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, host(2));
-  EXPECT_EQ(fits.argv, (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
-  EXPECT_TRUE(fits.env.empty());
+  EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");  // 4 ranks on 2 cores: one thread each
+  const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, host(8));
+  EXPECT_EQ(fits.argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "-x", "OMP_NUM_THREADS", "w"}));
+  EXPECT_EQ(fits.env, (std::map<std::string, std::string>{{"OMP_NUM_THREADS", "4"}}));
+  // The user's OMP_NUM_THREADS is left alone.
+  LaunchHost chosen = host(8);
+  chosen.omp_threads_set = true;
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 8, {"w"}, host(2, false, true)).argv[0], "srun");
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, host(2, true)).argv,
             std::vector<std::string>{"w"});
@@ -272,7 +280,7 @@ TEST(Launcher, RefusesRanksItCannotStart) {
   LaunchHost cluster = host(2);
   cluster.mpi_hostfile = true;
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 64, {"w"}, cluster).argv,
-            (std::vector<std::string>{"mpirun", "-np", "64", "w"}));
+            (std::vector<std::string>{"mpirun", "-np", "64", "w"}));  // nor OMP_NUM_THREADS
   // Slurm: the allocation's task count bounds srun; unknown, srun itself decides.
   LaunchHost slurm = host(2, false, true);
   EXPECT_NO_THROW(launch_command(LauncherKind::kAuto, 64, {"w"}, slurm));

@@ -1,6 +1,7 @@
 // ReLU. Backward reads the output, so the input may be released or overwritten.
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 
 namespace dlb {
 
@@ -14,7 +15,9 @@ void CpuBackend::relu_forward(const Tensor& x_s, Tensor& y_s) {
   float* yp = y.data<float>();
   const int64_t n = x.numel();
   // NaN and -0 fail the comparison and pass through, as in torch.relu.
-  for (int64_t i = 0; i < n; ++i) yp[i] = xp[i] < 0.f ? 0.f : xp[i];
+  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) yp[i] = xp[i] < 0.f ? 0.f : xp[i];
+  });
 }
 
 void CpuBackend::relu_backward(const Tensor& y_s, const Tensor& dy_s, Tensor& dx_s) {
@@ -31,10 +34,12 @@ void CpuBackend::relu_backward(const Tensor& y_s, const Tensor& dy_s, Tensor& dx
   // PyTorch's threshold_backward: the gradient passes where y is not <= 0 (NaN included). The
   // gradient is loaded whatever the sign: a load under the condition is control flow, which
   // keeps GCC from vectorizing the loop (17x slower on a million random signs, measured).
-  for (int64_t i = 0; i < n; ++i) {
-    const float gi = g[i];
-    out[i] = yp[i] <= 0.f ? 0.f : gi;
-  }
+  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float gi = g[i];
+      out[i] = yp[i] <= 0.f ? 0.f : gi;
+    }
+  });
 }
 
 }  // namespace dlb

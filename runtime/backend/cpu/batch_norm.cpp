@@ -6,6 +6,7 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -47,7 +48,7 @@ void CpuBackend::batch_norm_train(const Tensor& x_s, const Tensor& gamma_s, cons
   }
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for (int64_t c = 0; c < d.c; ++c) {
+  parallel_for(d.c, 2, [&](int64_t c) {
     double sum = 0;
     for (int64_t i = 0; i < d.n; ++i) {
       const float* row = xp + (i * d.c + c) * d.inner;
@@ -74,7 +75,7 @@ void CpuBackend::batch_norm_train(const Tensor& x_s, const Tensor& gamma_s, cons
       float* out = yp + (i * d.c + c) * d.inner;
       for (int64_t k = 0; k < d.inner; ++k) out[k] = row[k] * scale + shift;
     }
-  }
+  });
 }
 
 void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, const Tensor& beta_s,
@@ -88,7 +89,7 @@ void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, cons
   const Tensor& running_var = f32.in(running_var_s);
   Tensor& y = f32.out(y_s);
   const Dims d = bn_dims(x, gamma);
-  for (int64_t c = 0; c < d.c; ++c) {
+  parallel_for(d.c, 2, [&](int64_t c) {
     const float invstd = 1.f / std::sqrt(running_var.data<float>()[c] + eps);
     const float scale = gamma.data<float>()[c] * invstd;
     const float shift = beta.data<float>()[c] - running_mean.data<float>()[c] * scale;
@@ -97,7 +98,7 @@ void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, cons
       float* out = y.data<float>() + (i * d.c + c) * d.inner;
       for (int64_t k = 0; k < d.inner; ++k) out[k] = row[k] * scale + shift;
     }
-  }
+  });
 }
 
 void CpuBackend::batch_norm_backward(const Tensor& x_s, const Tensor& dy_s, const Tensor& gamma_s,
@@ -114,7 +115,7 @@ void CpuBackend::batch_norm_backward(const Tensor& x_s, const Tensor& dy_s, cons
   Tensor& dbeta = f32.out(dbeta_s);
   const Dims d = bn_dims(x, gamma);
   const int64_t m = d.n * d.inner;
-  for (int64_t c = 0; c < d.c; ++c) {
+  parallel_for(d.c, 2, [&](int64_t c) {
     const double mean = save_mean.data<float>()[c];
     const double invstd = save_invstd.data<float>()[c];
     double sum_dy = 0, sum_dy_xhat = 0;
@@ -139,7 +140,7 @@ void CpuBackend::batch_norm_backward(const Tensor& x_s, const Tensor& dy_s, cons
         out[k] = static_cast<float>(k1 * (gr[k] - mean_dy - xhat * mean_dy_xhat));
       }
     }
-  }
+  });
 }
 
 }  // namespace dlb

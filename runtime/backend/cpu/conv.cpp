@@ -12,6 +12,7 @@
 #include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -254,11 +255,11 @@ void CpuBackend::bias_add(const Tensor& b_s, Tensor& y_s) {
   }
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t ch = 0; ch < c; ++ch) {
-      float* row = yp + (i * c + ch) * inner;
-      for (int64_t k = 0; k < inner; ++k) row[k] += bp[ch];
-    }
+  parallel_for(n * c, 2, [=](int64_t r) {
+    float* row = yp + r * inner;
+    const float bias = bp[r % c];
+    for (int64_t k = 0; k < inner; ++k) row[k] += bias;
+  });
 }
 
 void CpuBackend::bias_backward(const Tensor& dy_s, Tensor& db_s) {
@@ -269,14 +270,15 @@ void CpuBackend::bias_backward(const Tensor& dy_s, Tensor& db_s) {
   check_f32(db, "bias gradient");
   const int64_t n = dy.dim(0), c = dy.dim(1), inner = dy.numel() / (n * c);
   const float* g = dy.data<float>();
-  for (int64_t ch = 0; ch < c; ++ch) {
+  float* out = db.data<float>();
+  parallel_for(c, 2, [=](int64_t ch) {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) {
       const float* row = g + (i * c + ch) * inner;
       for (int64_t k = 0; k < inner; ++k) s += row[k];
     }
-    db.data<float>()[ch] = static_cast<float>(s);
-  }
+    out[ch] = static_cast<float>(s);
+  });
 }
 
 }  // namespace dlb

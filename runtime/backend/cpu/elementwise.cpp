@@ -1,6 +1,7 @@
 // Element-wise sums: the residual add and gradient accumulation at a fork in the graph.
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 
 namespace dlb {
 
@@ -15,7 +16,9 @@ void CpuBackend::add(const Tensor& a_s, const Tensor& b_s, Tensor& y_s) {
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
   const int64_t n = a.numel();  // not numel() per element: it is out of line, and checked
-  for (int64_t i = 0; i < n; ++i) yp[i] = ap[i] + bp[i];
+  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) yp[i] = ap[i] + bp[i];
+  });
 }
 
 void CpuBackend::accumulate(const Tensor& x_s, Tensor& y_s) {
@@ -26,7 +29,9 @@ void CpuBackend::accumulate(const Tensor& x_s, Tensor& y_s) {
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
   const int64_t n = x.numel();
-  for (int64_t i = 0; i < n; ++i) yp[i] += xp[i];
+  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) yp[i] += xp[i];
+  });
 }
 
 }  // namespace dlb

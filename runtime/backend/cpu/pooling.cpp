@@ -6,6 +6,7 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -40,7 +41,7 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
   const Tensor& x = f32.in(x_s);
   Tensor& y = f32.out(y_s);
   const PoolGeo g = pool_geo(x, y);
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
+  parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     float* yp = y.data<float>() + pl * g.oh * g.ow;
     for (int64_t i = 0; i < g.oh; ++i) {
@@ -51,7 +52,7 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
           float best = -std::numeric_limits<float>::infinity();
           for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
             for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
-              if (takes_max(xp[a * g.w + b], best)) best = xp[a * g.w + b];
+              best = takes_max(xp[a * g.w + b], best) ? xp[a * g.w + b] : best;  // a select
           yp[i * g.ow + j] = best;
         } else {
           double s = 0;
@@ -63,7 +64,7 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
         }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tensor& y_s,
@@ -75,7 +76,7 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
   Tensor& dx = f32.out(dx_s);
   const PoolGeo g = pool_geo(x, y);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
+  parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     const float* gp = dy.data<float>() + pl * g.oh * g.ow;
     float* dp = dx.data<float>() + pl * g.h * g.w;
@@ -99,7 +100,7 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
         }
       }
     }
-  }
+  });
 }
 
 void CpuBackend::adaptive_avg_pool_forward(const Tensor& x_s, Tensor& y_s) {
@@ -107,7 +108,7 @@ void CpuBackend::adaptive_avg_pool_forward(const Tensor& x_s, Tensor& y_s) {
   const Tensor& x = f32.in(x_s);
   Tensor& y = f32.out(y_s);
   const PoolGeo g = pool_geo(x, y);
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
+  parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     float* yp = y.data<float>() + pl * g.oh * g.ow;
     for (int64_t i = 0; i < g.oh; ++i) {
@@ -120,7 +121,7 @@ void CpuBackend::adaptive_avg_pool_forward(const Tensor& x_s, Tensor& y_s) {
         yp[i * g.ow + j] = static_cast<float>(s / ((hb - ha) * (wb - wa)));
       }
     }
-  }
+  });
 }
 
 void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy_s, Tensor& dx_s) {
@@ -129,7 +130,7 @@ void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy_s, Tensor& dx_s) {
   Tensor& dx = f32.out(dx_s);
   const PoolGeo g = pool_geo(dx, dy);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
-  for (int64_t pl = 0; pl < g.planes; ++pl) {
+  parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* gp = dy.data<float>() + pl * g.oh * g.ow;
     float* dp = dx.data<float>() + pl * g.h * g.w;
     for (int64_t i = 0; i < g.oh; ++i) {
@@ -141,7 +142,7 @@ void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy_s, Tensor& dx_s) {
           for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += share;
       }
     }
-  }
+  });
 }
 
 }  // namespace dlb

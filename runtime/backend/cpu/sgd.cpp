@@ -2,6 +2,7 @@
 // scaling, on the gradient times 1/scale, or skipped, as GradScaler.step.
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 
 namespace dlb {
 namespace {
@@ -17,19 +18,21 @@ void sgd(const SgdConfig& cfg, const Tensor& grad, float grad_factor, Tensor& mo
   // after every store (a float store may alias them), which keeps the loop from vectorizing.
   const int64_t n = param.numel();
   const float lr = cfg.lr, momentum = cfg.momentum, decay = cfg.weight_decay;
-  if (grad_factor == 1.f) {  // unscaled: exactly the loop of an fp32 run
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + decay * p[i];
+  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+    if (grad_factor == 1.f) {  // unscaled: exactly the loop of an fp32 run
+      for (int64_t i = begin; i < end; ++i) {
+        const float d = g[i] + decay * p[i];
+        buf[i] = momentum * buf[i] + d;
+        p[i] -= lr * buf[i];
+      }
+      return;
+    }
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = g[i] * grad_factor + decay * p[i];
       buf[i] = momentum * buf[i] + d;
       p[i] -= lr * buf[i];
     }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    const float d = g[i] * grad_factor + decay * p[i];
-    buf[i] = momentum * buf[i] + d;
-    p[i] -= lr * buf[i];
-  }
+  });
 }
 
 }  // namespace
