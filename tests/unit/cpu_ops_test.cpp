@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
@@ -97,6 +98,24 @@ TEST_F(CpuOps, MaxPoolIgnoresPaddingAndAvgCountsIt) {
   EXPECT_FLOAT_EQ(get(y)[0], -10.f / 9);
   b.pool_forward(PoolDesc{PoolMode::kAvg, 3, 3, 2, 2, 1, 1, false}, x, y);
   EXPECT_FLOAT_EQ(get(y)[0], -10.f / 4);
+}
+
+// Ties: the first maximum in scan order takes the gradient (PyTorch's max_pool2d), and -0 and +0
+// tie. Each window sees the maximum late, early, twice, and as the only value above -inf.
+TEST_F(CpuOps, MaxPoolTiesSendTheGradientToTheFirstMaximum) {
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor x = make({1, 4, 2, 2}, {1, 2, 3, 3,             //
+                                 3, 3, 1, 2,             //
+                                 -0.f, 0.f, -inf, -inf,  //
+                                 -inf, -inf, -inf, -inf});
+  Tensor y = make({1, 4, 1, 1}, {0, 0, 0, 0});
+  const PoolDesc max2{PoolMode::kMax, 2, 2, 2, 2, 0, 0, true};
+  b.pool_forward(max2, x, y);
+  EXPECT_EQ(get(y), (std::vector<float>{3, 3, 0, -inf}));
+  EXPECT_TRUE(std::signbit(get(y)[2])) << "-0 came first and +0 does not exceed it";
+  Tensor dy = make({1, 4, 1, 1}, {1, 2, 3, 4}), dx = make({1, 4, 2, 2}, std::vector<float>(16, 9));
+  b.pool_backward(max2, x, y, dy, dx);
+  EXPECT_EQ(get(dx), (std::vector<float>{0, 0, 1, 0, 2, 0, 0, 0, 3, 0, 0, 0, 4, 0, 0, 0}));
 }
 
 // A NaN propagates as in PyTorch, so that a diverging run shows in its loss: torch.relu(nan) is

@@ -32,6 +32,41 @@ int64_t avg_divisor(const PoolDesc& p, const PoolGeo& g, int64_t h0, int64_t w0)
   return (std::min(h0 + p.kernel_h, g.h) - std::max<int64_t>(h0, 0)) *
          (std::min(w0 + p.kernel_w, g.w) - std::max<int64_t>(w0, 0));
 }
+// The window's maximum under takes_max (backend.h): a NaN takes it, the last one in scan order, as
+// in PyTorch's max_pool2d (std::max would skip it). Selects, not branches: on random data a
+// branch per element mispredicts half the time.
+float window_max(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
+  float best = -std::numeric_limits<float>::infinity(), last_nan = 0.f;
+  bool any_nan = false;
+  for (int64_t a = ha; a < hb; ++a) {
+    const float* row = x + a * w;
+    for (int64_t b = wa; b < wb; ++b) {
+      const float v = row[b];
+      const bool nan = v != v;
+      best = v > best ? v : best;
+      last_nan = nan ? v : last_nan;
+      any_nan |= nan;
+    }
+  }
+  return any_nan ? last_nan : best;
+}
+// Where window_max's value is: the first maximum in scan order, or the last NaN, as PyTorch's
+// max_pool2d backward sends the gradient. Selects again.
+int64_t window_argmax(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
+  int64_t arg = ha * w + wa, last_nan = -1;
+  float best = x[arg];
+  for (int64_t a = ha; a < hb; ++a) {
+    for (int64_t b = wa; b < wb; ++b) {
+      const int64_t at = a * w + b;
+      const float v = x[at];
+      const bool greater = v > best;
+      best = greater ? v : best;
+      arg = greater ? at : arg;
+      last_nan = v != v ? at : last_nan;
+    }
+  }
+  return last_nan >= 0 ? last_nan : arg;
+}
 int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
 }  // namespace
@@ -48,12 +83,9 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
       for (int64_t j = 0; j < g.ow; ++j) {
         const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
         if (p.mode == PoolMode::kMax) {
-          // A NaN takes the window, as in PyTorch's max_pool2d (std::max would skip it).
-          float best = -std::numeric_limits<float>::infinity();
-          for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
-            for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
-              best = takes_max(xp[a * g.w + b], best) ? xp[a * g.w + b] : best;  // a select
-          yp[i * g.ow + j] = best;
+          yp[i * g.ow + j] =
+              window_max(xp, g.w, std::max<int64_t>(h0, 0), std::min(h0 + p.kernel_h, g.h),
+                         std::max<int64_t>(w0, 0), std::min(w0 + p.kernel_w, g.w));
         } else {
           double s = 0;
           for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
@@ -75,11 +107,11 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
   const Tensor& dy = f32.in(dy_s);
   Tensor& dx = f32.out(dx_s);
   const PoolGeo g = pool_geo(x, y);
-  std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
   parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
     const float* gp = dy.data<float>() + pl * g.oh * g.ow;
     float* dp = dx.data<float>() + pl * g.h * g.w;
+    std::fill(dp, dp + g.h * g.w, 0.f);
     for (int64_t i = 0; i < g.oh; ++i) {
       for (int64_t j = 0; j < g.ow; ++j) {
         const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
@@ -87,12 +119,7 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
         const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
         const float grad = gp[i * g.ow + j];
         if (p.mode == PoolMode::kMax) {
-          // The first maximum in scan order takes the gradient, or the last NaN, as in PyTorch.
-          int64_t arg = ha * g.w + wa;
-          for (int64_t a = ha; a < hb; ++a)
-            for (int64_t b = wa; b < wb; ++b)
-              if (takes_max(xp[a * g.w + b], xp[arg])) arg = a * g.w + b;
-          dp[arg] += grad;
+          dp[window_argmax(xp, g.w, ha, hb, wa, wb)] += grad;
         } else {
           const int64_t count = avg_divisor(p, g, h0, w0);
           for (int64_t a = ha; a < hb; ++a)
