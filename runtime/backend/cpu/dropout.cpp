@@ -2,6 +2,7 @@
 // Element i is dropped when counter_uniform(seed, i) < p: the CUDA backend draws the same mask.
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/counter_hash.h"
 #include "runtime/core/half.h"
 
@@ -20,10 +21,13 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tens
   float* m = mask.data<float>();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    m[i] = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
-    yp[i] = xp[i] * m[i];
-  }
+  // Element i's draw depends on i alone, so any split of the range draws the same mask.
+  parallel_blocks(x.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      m[i] = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
+      yp[i] = xp[i] * m[i];
+    }
+  });
 }
 
 void CpuBackend::dropout_backward(const Tensor& dy_s, const Tensor& mask_s, Tensor& dx_s) {
@@ -35,7 +39,9 @@ void CpuBackend::dropout_backward(const Tensor& dy_s, const Tensor& mask_s, Tens
   const float* g = dy.data<float>();
   const float* m = mask.data<float>();
   float* out = dx.data<float>();
-  for (int64_t i = 0; i < dy.numel(); ++i) out[i] = g[i] * m[i];
+  parallel_blocks(dy.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) out[i] = g[i] * m[i];
+  });
 }
 
 }  // namespace dlb

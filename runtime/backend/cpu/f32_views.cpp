@@ -4,6 +4,7 @@
 
 #include <vector>
 
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
@@ -21,15 +22,23 @@ void convert(const Tensor& src, Tensor& dst) {
     throw InvalidArgument(fmt::format("convert: {} elements into {}", src.numel(), dst.numel()));
   }
   const int64_t n = src.numel();
-  if (src.dtype() == DType::kF32) {
-    floats_to_dtype(src.data<float>(), n, dst.dtype(), dst.raw());
-  } else if (dst.dtype() == DType::kF32) {
-    dtype_to_floats(src.raw(), n, src.dtype(), dst.data<float>());
-  } else {  // one 16-bit type into the other, through f32 (exact on the way in)
-    std::vector<float> wide(static_cast<size_t>(n));
-    dtype_to_floats(src.raw(), n, src.dtype(), wide.data());
-    floats_to_dtype(wide.data(), n, dst.dtype(), dst.raw());
-  }
+  const auto* from = static_cast<const uint8_t*>(src.raw());
+  auto* to = static_cast<uint8_t*>(dst.raw());
+  const int64_t from_size = dtype_size(src.dtype()), to_size = dtype_size(dst.dtype());
+  // Elementwise, so converted in one block per thread.
+  parallel_blocks(n, kParallelElements, [&](int64_t begin, int64_t end) {
+    const void* in = from + begin * from_size;
+    void* out = to + begin * to_size;
+    if (src.dtype() == DType::kF32) {
+      floats_to_dtype(static_cast<const float*>(in), end - begin, dst.dtype(), out);
+    } else if (dst.dtype() == DType::kF32) {
+      dtype_to_floats(in, end - begin, src.dtype(), static_cast<float*>(out));
+    } else {  // one 16-bit type into the other, through f32 (exact on the way in)
+      std::vector<float> wide(static_cast<size_t>(end - begin));
+      dtype_to_floats(in, end - begin, src.dtype(), wide.data());
+      floats_to_dtype(wide.data(), end - begin, dst.dtype(), out);
+    }
+  });
 }
 
 F32Views::~F32Views() {
