@@ -9,6 +9,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 jobs=$(nproc 2>/dev/null || echo 2)
+# Tests run side by side, and none is timed: idle OpenMP threads sleep rather than spin, so that
+# one test's pool does not take the cores from the next (tests/CMakeLists.txt has the figures).
+export OMP_WAIT_POLICY=passive
 ctest --test-dir "$root/build" --output-on-failure -j"$jobs" "$@"
 
 echo "== the unit and gradient-check tests under AddressSanitizer + UBSan (build-asan/)"
