@@ -34,13 +34,29 @@ def row_key(model, image_size, precision, ranks) -> tuple:
     return (model, int(image_size), precision, int(ranks))
 
 
-def system_from_dir(directory: str) -> System:
+def systems_from_dir(directory: str) -> list[System]:
+    """One system per config.system in the directory (dlbench first, then each peer that ran
+    beside it), so that a sweep with a system axis compares its systems point by point."""
     rs = load(directory)
-    devices = sorted({device_name(r) for r in rs.ok}) or ["?"]
-    note = "" if rs.ok else "; no point ended ok"
-    system = System(f"{Path(directory).name} ({', '.join(devices)})", "measured",
+    names = ["dlbench"] + [s for s in dict.fromkeys(r.system for r in rs.records)
+                           if s != "dlbench"]
+    out = []
+    for name in names:
+        records = [r for r in rs.records if r.system == name]
+        if not records and name == "dlbench" and len(names) > 1:
+            continue
+        out.append(system_from_records(directory, name, records, len(names) > 1))
+    return out
+
+
+def system_from_records(directory: str, name: str, records: list, tagged: bool) -> System:
+    ok = [r for r in records if r.ok]
+    devices = sorted({device_name(r) for r in ok}) or ["?"]
+    note = "" if ok else "; no point ended ok"
+    tag = f" {name}" if tagged else ""
+    system = System(f"{Path(directory).name}{tag} ({', '.join(devices)})", "measured",
                     source=str(Path(directory) / "results.jsonl") + note)
-    for r in rs.ok:
+    for r in ok:
         c = r.config
         key = row_key(c["model"], c.get("image_size", 0), c.get("precision", "fp32"), c["ranks"])
         cell = system.cells.setdefault(key, Cell())
@@ -80,7 +96,7 @@ def reference_systems(path: str | Path) -> list[System]:
 
 
 def compare(directories: list[str], references: str | None = None) -> tuple[list[str], list]:
-    systems = [system_from_dir(d) for d in directories]
+    systems = [s for d in directories for s in systems_from_dir(d)]
     if references:
         systems += reference_systems(REFERENCES_FILE if references == "default" else references)
     rows = sorted({k for s in systems for k in s.cells})

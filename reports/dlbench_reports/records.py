@@ -49,6 +49,12 @@ class Record:
         return self.data["config"]
 
     @property
+    def system(self) -> str:
+        """Who trained the point: "dlbench", or a peer (reports/peers/) such as "pytorch".
+        Records written before the key existed are dlbench's."""
+        return self.data["config"].get("system", "dlbench")
+
+    @property
     def point_config(self) -> dict:
         """The point as the suite file wrote it (the same keys for ok and failed points), or the
         full config for a record made outside a suite."""
@@ -243,6 +249,27 @@ def efficiency(record: Record) -> float | None:
     defines it, suites/harness/results.cpp computes it): None when the sweep had no 1-rank point
     of the same config."""
     return record.get("metrics.scaling_efficiency") if record.ok else None
+
+
+def peer_ratio(record: Record, records: list[Record], peer: str) -> float | None:
+    """dlbench's throughput over `peer`'s at the same point (the suite config but for its
+    system), both ok and from the same run: None for a peer's own record, or without a pair."""
+    if not record.ok or record.system != "dlbench" or "system" not in record.point_config:
+        return None
+    want = dict(record.point_config, system=peer)
+    for r in records:
+        if r.ok and r.point_config == want:
+            return record.need("metrics.throughput_img_s") / r.need("metrics.throughput_img_s")
+    return None
+
+
+def peers(records: list[Record]) -> list[str]:
+    """The peer systems that have records here, in order of appearance."""
+    out: list[str] = []
+    for r in records:
+        if r.system != "dlbench" and r.system not in out:
+            out.append(r.system)
+    return out
 
 
 def schema_enum(name: str) -> list[str]:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from . import peaks as peaks_mod
 from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
-from .records import Record, ResultSet, efficiency, label, load, varying_keys
+from .records import (Record, ResultSet, efficiency, label, load, peer_ratio, peers,
+                      varying_keys)
 
 
 @dataclass
@@ -36,11 +37,15 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
         if fig is not None:
             plots.append(Plot(title, name, common.save(fig, out_dir, name)))
 
+    # Throughput plots draw a peer's curve beside dlbench's; the plots of dlbench's insides
+    # (memory by category, phases, timelines) take dlbench's records only.
+    own = [r for r in records if r.system == "dlbench"]
     for i, group in enumerate(scaling.groups(records).values()):
         add(scaling.render(group), "Scaling", f"scaling-{i + 1}")
     by_rest: dict[str, list[Record]] = {}
     for r in records:
-        key = json.dumps({k: v for k, v in r.point_config.items() if k != "batch"}, sort_keys=True)
+        key = json.dumps({k: v for k, v in r.point_config.items() if k not in ("batch", "system")},
+                         sort_keys=True)
         by_rest.setdefault(key, []).append(r)
     n = 0
     for group in by_rest.values():
@@ -48,13 +53,13 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
         if fig is not None:
             n += 1
             add(fig, "Batch size", f"batch-{n}")
-    if len({r.point_config.get("precision", r.config.get("precision")) for r in records}) > 1 \
-            or rs.suite == "precision":
-        add(precision.render(records, peaks), "Precision", "precision")
-    add(convergence.render(records), "Time to accuracy", "convergence")
-    add(overlap.render(records), "Overlap", "overlap")
-    add(memory.render(records), "Memory", "memory")
-    chosen = timeline.pick(records, rs.resolve)
+    if own and (len({r.point_config.get("precision", r.config.get("precision")) for r in own}) > 1
+                or rs.suite == "precision"):
+        add(precision.render(own, peaks), "Precision", "precision")
+    add(convergence.render(own), "Time to accuracy", "convergence")
+    add(overlap.render(own), "Overlap", "overlap")
+    add(memory.render(own), "Memory", "memory")
+    chosen = timeline.pick(own, rs.resolve)
     if chosen is not None:
         add(timeline.render(chosen, timeline.trace_files(chosen, rs.resolve)),
             f"Timeline of point {chosen.data['point']['index']}", "timeline")
@@ -67,8 +72,10 @@ def _fmt(v, spec=".2f", unit="") -> str:
 
 def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list[str]]]:
     keys = varying_keys(rs.records) or ["model"]
-    header = ["#", *keys, "status", "img/s", "step median ms", "p10-p90 ms", "efficiency",
-              "peak MiB", "comm exposed/total ms", "MFU", "time to accuracy"]
+    others = peers(rs.records)
+    header = ["#", *keys, "status", "img/s", *[f"vs {p}" for p in others], "step median ms",
+              "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/total ms", "MFU",
+              "time to accuracy"]
     rows = []
     for r in rs.records:
         st = r.get("metrics.step_time_s") or {}
@@ -87,6 +94,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
             r.data["status"],
             _fmt(r.get("metrics.throughput_img_s")),
+            *[_fmt(peer_ratio(r, rs.records, p), ".2f", "x") for p in others],
             _fmt(st.get("median") and st["median"] * 1e3, ".1f"),
             f"{st['p10'] * 1e3:.1f}-{st['p90'] * 1e3:.1f}" if st else "",
             _fmt(eff and 100 * eff, ".1f", "%"),
@@ -103,12 +111,21 @@ ENV_KEYS = ["host", "device", "cpu", "cpu_threads", "backend", "driver", "cuda",
             "mpi", "blas", "git_sha", "dlbench_version", "time"]
 
 
+PEER_ENV_KEYS = ["torch", "torchvision", "python", "comm", "cudnn", "nccl"]
+
+
 def environment(rs: ResultSet) -> dict:
-    for r in rs.records:
-        if r.data.get("environment"):
-            env = r.data["environment"]
-            return {k: env[k] for k in ENV_KEYS if k in env}
-    return {}
+    """dlbench's environment, then each peer's versions (`<peer> <key>`)."""
+    env: dict = {}
+    for r in sorted(rs.records, key=lambda r: r.system != "dlbench"):
+        e = r.data.get("environment")
+        if not e:
+            continue
+        if r.system == "dlbench" and not env:
+            env.update({k: e[k] for k in ENV_KEYS if k in e})
+        elif r.system != "dlbench" and not any(k.startswith(r.system + " ") for k in env):
+            env.update({f"{r.system} {k}": e[k] for k in PEER_ENV_KEYS if k in e})
+    return env
 
 
 def failures(rs: ResultSet) -> list[Record]:
@@ -130,6 +147,9 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
            f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## Summary", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
+    for p in peers(rs.records):
+        out += ["", f"vs {p}: dlbench's images/s over {p}'s at the same point, both from this "
+                f"run (reports/peers/{p}_train.py trains the same model with the same settings)."]
     bad = failures(rs)
     out += ["", "## Failures", ""]
     if not bad:

@@ -32,6 +32,10 @@ int main(int argc, char** argv) {
   dlb::SweepOptions sweep;
   std::string launcher = "auto";
   app.add_option("--suite", sweep.suite, "run a suite: a shipped name (dlbench list) or PATH.json");
+  app.add_option("--systems", sweep.systems,
+                 "run every point on each of these in turn: dlbench,pytorch (the PyTorch peer, "
+                 "reports/peers/)")
+      ->delimiter(',');
   app.add_option("--out", sweep.out_dir, "output directory (default out/<suite>)");
   app.add_flag("--resume", sweep.resume, "skip the points already recorded as ok in --out");
   app.add_option("--timeout", sweep.timeout_s, "seconds per point before its processes are killed")

@@ -70,7 +70,16 @@ std::vector<Option> make_table() {
   std::vector<Option> t;
   auto add = [&](Option o) { t.push_back(std::move(o)); };
 
-  // What is trained.
+  // Who trains, and what.
+  add({"system",
+       T::kString,
+       config,
+       "who trains the point: dlbench, or a peer on the same model and settings (a suite's "
+       "system axis; --systems=dlbench,pytorch adds one)",
+       names(kSystems, system_name),
+       {},
+       [](RunOptions& o, const json& v) { o.system = parsed(v, parse_system); },
+       [](const RunOptions& o) { return json(system_name(o.system)); }});
   add({"model",
        T::kString,
        config,
@@ -370,6 +379,23 @@ bool Option::in_range(double v) const {
   if (r.min && (r.min_exclusive ? !(v > *r.min) : !(v >= *r.min))) return false;
   if (r.max && (r.max_exclusive ? !(v < *r.max) : !(v <= *r.max))) return false;
   return true;
+}
+
+std::string_view system_name(System s) {
+  switch (s) {
+    case System::kDlbench:
+      return "dlbench";
+    case System::kPytorch:
+      return "pytorch";
+  }
+  return "?";
+}
+
+std::optional<System> parse_system(std::string_view s) {
+  for (System x : kSystems) {
+    if (system_name(x) == s) return x;
+  }
+  return std::nullopt;
 }
 
 std::string_view data_source_name(DataSource d) {

@@ -337,6 +337,12 @@ RunResult run_training(const RunOptions& o) {
 }
 
 int run_command(const RunOptions& o) {
+  if (o.system != System::kDlbench) {
+    throw InvalidArgument(fmt::format(
+        "--system={}: `dlbench run` trains dlbench; a peer runs beside it in a sweep "
+        "(dlbench --suite=NAME --systems=dlbench,{}), or alone as reports/peers/{}_train.py",
+        system_name(o.system), system_name(o.system), system_name(o.system)));
+  }
   const RunResult r = run_training(o);
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
   print_result(r, stdout);

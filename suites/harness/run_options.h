@@ -16,9 +16,17 @@ enum class DataSource { kSynthetic, kDigits };
 inline constexpr DataSource kDataSources[] = {DataSource::kSynthetic, DataSource::kDigits};
 std::string_view data_source_name(DataSource d);
 
+// Who trains a point: dlbench, or a peer that trains the same model with the same settings for
+// a same-run comparison (suites/harness/peers.h; the peer programs are in reports/peers/).
+enum class System { kDlbench, kPytorch };
+inline constexpr System kSystems[] = {System::kDlbench, System::kPytorch};
+std::string_view system_name(System s);
+std::optional<System> parse_system(std::string_view s);
+
 constexpr int64_t kDefaultBatch = 16;
 
 struct RunOptions {
+  System system = System::kDlbench;
   std::string model = "resnet18";
   std::optional<int64_t> batch;        // default kDefaultBatch; taken from --batch-file
   std::optional<int64_t> image_size;   // default: the model's; taken from --batch-file

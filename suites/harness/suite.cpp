@@ -11,6 +11,7 @@
 #include "runtime/core/hash.h"
 #include "runtime/io/json_text.h"
 #include "suites/harness/json_schema.h"
+#include "suites/harness/option_table.h"
 
 namespace dlb {
 namespace fs = std::filesystem;
@@ -112,6 +113,27 @@ Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_o
   }
   for (const auto& [k, v] : s.axes) s.defaults.erase(k);  // an axis overrides a default
   return s;
+}
+
+void set_systems(Suite& suite, const std::vector<std::string>& systems) {
+  const Option& option = *find_option("system");
+  nlohmann::json values = nlohmann::json::array();
+  for (const std::string& name : systems) {
+    if (std::find(option.values.begin(), option.values.end(), name) == option.values.end()) {
+      throw InvalidArgument(fmt::format("--systems: unknown system '{}' (known: {})", name,
+                                        fmt::join(option.values, ", ")));
+    }
+    if (std::find(values.begin(), values.end(), name) != values.end()) {
+      throw InvalidArgument(fmt::format("--systems names '{}' twice", name));
+    }
+    values.push_back(name);
+  }
+  if (values.empty()) throw InvalidArgument("--systems needs at least one system");
+  auto& axes = suite.axes;
+  axes.erase(std::remove_if(axes.begin(), axes.end(), [](auto& a) { return a.first == "system"; }),
+             axes.end());
+  axes.emplace_back("system", values);
+  suite.defaults.erase("system");
 }
 
 size_t count_points(const Suite& s) {

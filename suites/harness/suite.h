@@ -30,6 +30,11 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override);
 // deeper than 64 levels is refused before the parse.
 Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_override);
 
+// --systems=dlbench,pytorch: `systems` become the suite's innermost axis, "system", replacing
+// one the file has, so that every point runs on each system in turn and a ratio comes from one
+// run. InvalidArgument for an unknown or repeated name, naming the known ones.
+void set_systems(Suite& suite, const std::vector<std::string>& systems);
+
 // The sweep's size, the product of the axes' lengths and the cases (InvalidArgument past 2^64).
 size_t count_points(const Suite& suite);
 // A sweep larger than this is refused unless --max-points raises the limit: a million points

@@ -15,11 +15,13 @@
 #include "runtime/core/error.h"
 #include "runtime/io/json_text.h"
 #include "suites/harness/option_table.h"
+#include "suites/harness/peers.h"
 #include "suites/harness/record.h"
 #include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"
 #include "suites/harness/run_command.h"
 #include "suites/harness/suite.h"
+#include "workloads/models/model.h"
 
 namespace dlb {
 namespace fs = std::filesystem;
@@ -119,19 +121,50 @@ Fault parse_fault(const std::string& spec) {
   return f;
 }
 
+// The system a record's point names ("dlbench" when its suite has no system axis).
+std::string system_of(const json& record) {
+  return record["suite_config"].value("system", std::string(system_name(System::kDlbench)));
+}
+
+// dlbench's throughput over `peer`'s on the same point (the suite config but for its system),
+// when both ended ok; for dlbench's record of that point.
+std::optional<double> ratio_to_peer(const json& record, const std::string& peer,
+                                    const std::vector<json>& records) {
+  if (record["status"] != "ok" || system_of(record) != system_name(System::kDlbench)) return {};
+  json want = record["suite_config"];
+  want["system"] = peer;
+  for (const auto& r : records) {
+    if (r["status"] == "ok" && r["suite_config"] == want) {
+      const double p = r["metrics"]["throughput_img_s"].get<double>();
+      if (p > 0) return record["metrics"]["throughput_img_s"].get<double>() / p;
+    }
+  }
+  return {};
+}
+
 void print_summary(const Suite& suite, const std::vector<json>& records, const std::string& out) {
   json points = json::array();
   std::map<std::string, int> counts;
+  std::vector<std::string> peers;  // peer systems with a record, each a ratio column
+  for (const auto& r : records) {
+    const std::string sys = system_of(r);
+    if (sys != system_name(System::kDlbench) &&
+        std::find(peers.begin(), peers.end(), sys) == peers.end()) {
+      peers.push_back(sys);
+    }
+  }
   size_t width = 5;  // the point column fits the longest description
   for (const auto& r : records) width = std::max(width, describe(suite, r["suite_config"]).size());
-  fmt::print("\n{:>4}  {:<{}} {:>12} {:>11} {:>10}  {}\n", "#", "point", width, "images/s",
-             "efficiency", "peak MiB", "status");
+  std::string ratio_header;
+  for (const auto& p : peers) ratio_header += fmt::format(" {:>12}", "vs " + p);
+  fmt::print("\n{:>4}  {:<{}} {:>12} {:>11} {:>10}{}  {}\n", "#", "point", width, "images/s",
+             "efficiency", "peak MiB", ratio_header, "status");
   for (const auto& r : records) {
     json entry = {{"index", r["point"]["index"]},
                   {"id", r["point"]["id"]},
                   {"config", r["suite_config"]},
                   {"status", r["status"]}};
-    std::string thr = "-", eff = "-", mem = "-";
+    std::string thr = "-", eff = "-", mem = "-", ratios;
     if (r["status"] == "ok") {
       const double t = r["metrics"]["throughput_img_s"].get<double>();
       thr = fmt::format("{:.2f}", t);
@@ -141,30 +174,51 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
         eff = fmt::format("{:.1f}%", 100 * e);
         entry["scaling_efficiency"] = e;
       }
-      const double peak = r["memory"]["peak_bytes_total"].get<double>();
-      mem = fmt::format("{:.1f}", peak / (1024.0 * 1024));
-      entry["peak_bytes_total"] = peak;
+      if (r.contains("memory")) {  // a peer on the CPU has no allocator to ask
+        const double peak = r["memory"]["peak_bytes_total"].get<double>();
+        mem = fmt::format("{:.1f}", peak / (1024.0 * 1024));
+        entry["peak_bytes_total"] = peak;
+      }
     } else {
       entry["message"] = r.value("message", "");
+    }
+    for (const auto& p : peers) {
+      const std::optional<double> ratio = ratio_to_peer(r, p, records);
+      ratios += fmt::format(" {:>12}", ratio ? fmt::format("{:.2f}x", *ratio) : "-");
+      if (ratio) entry["throughput_ratio_to"][p] = *ratio;
     }
     ++counts[r["status"].get<std::string>()];
     const std::string status = r["status"] == "ok"
                                    ? "ok"
                                    : fmt::format("{}: {}", r["status"].get<std::string>(),
                                                  r.value("message", "").substr(0, 70));
-    fmt::print("{:>4}  {:<{}} {:>12} {:>11} {:>10}  {}\n", r["point"]["index"].get<int64_t>(),
-               describe(suite, r["suite_config"]), width, thr, eff, mem, status);
+    fmt::print("{:>4}  {:<{}} {:>12} {:>11} {:>10}{}  {}\n", r["point"]["index"].get<int64_t>(),
+               describe(suite, r["suite_config"]), width, thr, eff, mem, ratios, status);
     points.push_back(entry);
   }
   std::string count_text;
   for (const auto& [k, v] : counts)
     count_text += fmt::format("{}{} {}", count_text.empty() ? "" : ", ", v, k);
   fmt::print("{} points: {}. Records: {}/results.jsonl\n", records.size(), count_text, out);
+  if (!peers.empty()) {
+    fmt::print("vs PEER: dlbench's images/s over the peer's on the same point, same run\n");
+  }
   write_json_atomically(out + "/summary.json", {{"suite", suite.name},
                                                 {"suite_file", suite.path},
                                                 {"cpu_override", suite.cpu_override_applied},
                                                 {"counts", counts},
                                                 {"points", points}});
+}
+
+// Every config key of a point, with the batch, image size and classes a run would resolve: what a
+// peer reads, so that it trains what dlbench would.
+json resolved_config(const RunOptions& o) {
+  RunOptions r = o;
+  const ModelInfo& info = find_model(o.model);
+  r.batch = o.batch.value_or(kDefaultBatch);
+  r.image_size = o.image_size.value_or(info.default_image_size);
+  r.num_classes = o.num_classes.value_or(info.default_classes);
+  return config_json(r);
 }
 
 // --dry-run: each point's launch command, or why it cannot run. Returns how many cannot.
@@ -181,10 +235,18 @@ size_t print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vec
       ++not_runnable;
       continue;
     }
-    const auto cmd = launch_command_here(
-        opt.launcher, o.ranks,
-        {self_executable(), "worker",
-         "--point=" + out + "/points/" + point_stem(i + 1, points[i]) + ".json"});
+    const std::string point_file = out + "/points/" + point_stem(i + 1, points[i]) + ".json";
+    std::vector<std::string> argv{self_executable(), "worker", "--point=" + point_file};
+    if (o.system != System::kDlbench) {
+      try {
+        argv = peer_argv(o.system, point_file);
+      } catch (const Unsupported& e) {  // recorded as unsupported; the sweep goes on
+        fmt::print("  [{}] {}  {}: unsupported here: {}\n", i + 1, describe(suite, points[i]),
+                   point_id(points[i]), e.what());
+        continue;
+      }
+    }
+    const auto cmd = launch_command_here(opt.launcher, o.ranks, argv);
     fmt::print("  [{}] {}  {}: {}\n", i + 1, describe(suite, points[i]), point_id(points[i]),
                fmt::join(cmd.argv, " "));
   }
@@ -218,6 +280,7 @@ class PointRunner {
   json launch(int64_t index, const json& config, const std::string& label) {
     const RunOptions o = options_from_json(config);
     validate_run_options(o);
+    const bool peer = o.system != System::kDlbench;
     const std::string stem = point_stem(index, config);
     const std::string point_file = out_ + "/points/" + stem + ".json";
     const std::string record_file = out_ + "/points/" + stem + ".record.json";
@@ -235,10 +298,14 @@ class PointRunner {
                            {"profile", out_ + "/profiles/" + stem + ".profile.json"},
                            {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
                            {"suite_file", suite_.path},
-                           {"fault", fault_.index == index ? fault_.kind : ""}});
+                           {"fault", fault_.index == index ? fault_.kind : ""},
+                           {"resolved", resolved_config(o)}});
     fs::remove(record_file);
-    const auto cmd = launch_command_here(opt_.launcher, o.ranks,
-                                         {self_executable(), "worker", "--point=" + point_file});
+    LaunchCommand cmd = launch_command_here(
+        opt_.launcher, o.ranks,
+        peer ? peer_argv(o.system, point_file)
+             : std::vector<std::string>{self_executable(), "worker", "--point=" + point_file});
+    if (peer) add_peer_rendezvous(cmd, this_host());
     const ProcessResult pr = run_process(cmd, opt_.timeout_s, log_file, progress(index, label));
     ++launched_;
     launched_seconds_ += pr.seconds;
@@ -290,7 +357,8 @@ int sweep_command(const SweepOptions& opt) {
     throw InvalidArgument(fmt::format("--timeout must be positive (got {})", opt.timeout_s));
   }
   if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
-  const Suite suite = load_suite(opt.suite, !gpu_available());
+  Suite suite = load_suite(opt.suite, !gpu_available());
+  if (!opt.systems.empty()) set_systems(suite, opt.systems);
   if (opt.max_points < 1) {
     throw InvalidArgument(fmt::format("--max-points must be >= 1 (got {})", opt.max_points));
   }

@@ -2,6 +2,7 @@
 // timeout, append one record per point to results.jsonl, and summarise.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "suites/harness/launcher.h"
 #include "suites/harness/suite.h"
@@ -10,6 +11,8 @@ namespace dlb {
 
 struct SweepOptions {
   std::string suite;
+  // Non-empty: run every point on each of these systems in turn (set_systems).
+  std::vector<std::string> systems;
   std::string out_dir;  // default out/<suite name>
   bool resume = false, dry_run = false;
   double timeout_s = 900;

@@ -24,6 +24,8 @@ expect() {
 
 quick=(run --model=digits-cnn --image-size=8 --steps=1 --warmup=0 --batch=2)
 expect 2 "unknown model 'resnet34'" run --model=resnet34
+expect 2 "unknown system 'jax' (expected dlbench, pytorch)" run --system=jax
+expect 2 "a peer runs beside it in a sweep" run --system=pytorch
 expect 2 "--batch must be >= 1 (got 0)" run --model=resnet18 --batch=0
 expect 2 "--steps must be >= 1 (got -3)" run --model=resnet18 --steps=-3
 expect 2 "--warmup must be >= 0" run --model=resnet18 --warmup=-1

@@ -29,9 +29,13 @@ update's distance, a sum over 11 million weights, is stable from seed to seed (m
 10% of PyTorch's), so it must also be at least a quarter of PyTorch's: a run that silently
 stayed in f32, or skipped most roundings, lands far below.
 
+With --peer, the PyTorch peer that sweeps run beside dlbench (reports/peers/pytorch_train.py,
+given the same weights and batch through its point file) trains the same steps, and its losses
+must match dlbench's at --tol: the peer trains the model that dlbench trains.
+
 usage: torch_parity.py DLBENCH WORKDIR [--steps N] [--image-size S] [--batch B] [--tol T]
                        [--backend cpu|cuda] [--torch-device cpu|cuda] [--precision fp32|bf16]
-                       [--conv-algo heuristic|autotune|im2col|onednn]
+                       [--conv-algo heuristic|autotune|im2col|onednn] [--peer]
 """
 import argparse
 import json
@@ -103,6 +107,8 @@ def main():
                     help="dlbench's --conv-algo (cpu: im2col or onednn for every convolution)")
     ap.add_argument("--torch-device", default="cpu", help="where PyTorch trains")
     ap.add_argument("--precision", default="fp32", choices=["fp32", "bf16"])
+    ap.add_argument("--peer", action="store_true",
+                    help="also train with reports/peers/pytorch_train.py; its losses must match")
     a = ap.parse_args()
     # Strict fp32 on a GPU: no TF32 in PyTorch's convolutions or matrix products.
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -137,7 +143,7 @@ def main():
         dlb_losses = json.load(f)["metrics"]["losses"]
     got = safetensors_io.load(out_path)
     want = model.state_dict()
-    failures = []
+    failures = peer_failures(a, init_path, batch_path, dlb_losses) if a.peer else []
     if sorted(got) != sorted(want):
         failures.append(f"names differ: only dlbench {sorted(set(got) - set(want))[:5]}, "
                         f"only torch {sorted(set(want) - set(got))[:5]}")
@@ -180,6 +186,35 @@ def main():
         return 1
     print(f"parity ok (dlbench {a.backend}, PyTorch {torch.__version__} on {a.torch_device})")
     return 0
+
+
+def peer_failures(a, init_path, batch_path, dlb_losses):
+    """Runs the PyTorch peer on dlbench's weights and batch, as the harness would (a point
+    file); returns the steps whose loss differs from dlbench's by more than --tol."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    peer = os.path.join(here, "..", "..", "reports", "peers", "pytorch_train.py")
+    point = os.path.join(a.workdir, "peer_point.json")
+    record = os.path.join(a.workdir, "peer_record.json")
+    config = {"system": "pytorch", "model": a.model, "batch": a.batch,
+              "image_size": a.image_size, "num_classes": 1000, "precision": a.precision,
+              "backend": "cuda" if a.torch_device == "cuda" else "cpu", "steps": a.steps,
+              "warmup": 0, "lr": a.lr, "momentum": a.momentum, "weight_decay": a.weight_decay,
+              "dropout": 0.0, "seed": 0, "ranks": 1, "data": "batch-file",
+              "init": init_path, "batch_file": batch_path}
+    with open(point, "w") as f:
+        json.dump({"resolved": config, "record": record}, f)
+    subprocess.run([sys.executable, peer, f"--point={point}"], check=True)
+    with open(record) as f:
+        rec = json.load(f)
+    if rec["status"] != "ok":
+        return [f"peer: {rec['status']}: {rec.get('message')}"]
+    failures = []
+    for i, (p, d) in enumerate(zip(rec["metrics"]["losses"], dlb_losses)):
+        rel = abs(p - d) / abs(d)
+        print(f"loss step {i + 1}: PyTorch peer {p:.7f} dlbench {d:.7f} rel {rel:.2e}")
+        if rel > a.tol:
+            failures.append(f"peer loss step {i + 1} differs from dlbench's by {rel:.2e}")
+    return failures
 
 
 def update_distance(state, reference, init):

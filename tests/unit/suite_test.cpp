@@ -10,6 +10,7 @@
 #include "suites/harness/json_schema.h"
 #include "suites/harness/launcher.h"
 #include "suites/harness/option_table.h"
+#include "suites/harness/peers.h"
 #include "suites/harness/run_command.h"
 #include "workloads/models/model.h"
 
@@ -42,6 +43,27 @@ TEST(Suite, ExpandsTheCartesianProductFirstAxisSlowest) {
   EXPECT_EQ(points[5]["batch"], 32);
   EXPECT_NE(point_id(points[0]), point_id(points[1]));
   EXPECT_EQ(point_id(points[0]), point_id(expand(s)[0]));
+}
+
+TEST(Suite, SystemsBecomeTheInnermostAxisSoThatEachPointAlternates) {
+  Suite s = load_suite(write_suite("valid", kValid), false);
+  set_systems(s, {"dlbench", "pytorch"});
+  const auto points = expand(s);
+  ASSERT_EQ(points.size(), 12u);
+  for (size_t i = 0; i < points.size(); i += 2) {
+    EXPECT_EQ(points[i]["system"], "dlbench");
+    EXPECT_EQ(points[i + 1]["system"], "pytorch");
+    nlohmann::json same = points[i + 1];
+    same["system"] = "dlbench";
+    EXPECT_EQ(same, points[i]);  // the pair differs in its system only
+  }
+  set_systems(s, {"pytorch"});  // replaces the axis, keeps it last
+  ASSERT_EQ(s.axes.back().first, "system");
+  EXPECT_EQ(s.axes.back().second, nlohmann::json::array({"pytorch"}));
+  EXPECT_EQ(expand(s).size(), 6u);
+  EXPECT_THROW(set_systems(s, {"dlbench", "tensorflow"}), InvalidArgument);
+  EXPECT_THROW(set_systems(s, {"pytorch", "pytorch"}), InvalidArgument);
+  EXPECT_THROW(set_systems(s, {}), InvalidArgument);
 }
 
 TEST(Suite, CpuOverrideReplacesDefaultsAndAxes) {
@@ -264,6 +286,29 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, host(2, true)).argv,
             std::vector<std::string>{"w"});
   EXPECT_THROW(launch_command(LauncherKind::kLocal, 2, {"w"}, host(2)), InvalidArgument);
+}
+
+TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
+  unsetenv("MASTER_ADDR");
+  unsetenv("MASTER_PORT");
+  LaunchCommand c = launch_command(LauncherKind::kMpirun, 2, {"python3", "peer.py"}, host(8));
+  add_peer_rendezvous(c, host(8));
+  EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "2", "-x", "MASTER_ADDR", "-x",
+                                              "MASTER_PORT", "-x", "OMP_NUM_THREADS", "python3",
+                                              "peer.py"}));
+  EXPECT_EQ(c.env.at("MASTER_ADDR"), "127.0.0.1");
+  const int port = std::stoi(c.env.at("MASTER_PORT"));
+  EXPECT_GT(port, 0);
+  EXPECT_LT(port, 65536);
+  // Ranks on several hosts: no address is guessed (the peer takes Slurm's first node, or the
+  // user's MASTER_ADDR), and mpirun is not asked to pass one that is not set.
+  LaunchHost cluster = host(8);
+  cluster.mpi_hostfile = true;
+  LaunchCommand far = launch_command(LauncherKind::kMpirun, 16, {"python3", "peer.py"}, cluster);
+  add_peer_rendezvous(far, cluster);
+  EXPECT_EQ(far.env.count("MASTER_ADDR"), 0u);
+  EXPECT_EQ(far.argv, (std::vector<std::string>{"mpirun", "-np", "16", "-x", "MASTER_PORT",
+                                                "python3", "peer.py"}));
 }
 
 TEST(Launcher, RefusesRanksItCannotStart) {

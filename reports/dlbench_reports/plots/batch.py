@@ -1,4 +1,5 @@
-"""Throughput and peak memory against batch size."""
+"""Throughput and peak memory against batch size; a peer's throughput (config.system) beside
+dlbench's, dashed."""
 from __future__ import annotations
 
 from ..records import Record
@@ -6,12 +7,25 @@ from . import common
 
 
 def series(records: list[Record]) -> dict:
-    ok = sorted((r for r in records if r.ok), key=lambda r: r.config["batch"])
+    """dlbench's ok points by batch: throughput and peak memory."""
+    ok = sorted((r for r in records if r.ok and r.system == "dlbench"),
+                key=lambda r: r.config["batch"])
     return {
         "batch": [r.config["batch"] for r in ok],
         "throughput": [r.need("metrics.throughput_img_s") for r in ok],
         "peak_mib": [r.need("memory.peak_bytes_total") / common.MIB for r in ok],
     }
+
+
+def peer_series(records: list[Record]) -> dict[str, dict]:
+    """Per peer system, its ok points by batch: throughput."""
+    out: dict[str, dict] = {}
+    for r in sorted((r for r in records if r.ok and r.system != "dlbench"),
+                    key=lambda r: r.config["batch"]):
+        s = out.setdefault(r.system, {"batch": [], "throughput": []})
+        s["batch"].append(r.config["batch"])
+        s["throughput"].append(r.need("metrics.throughput_img_s"))
+    return out
 
 
 def render(records: list[Record]):
@@ -23,6 +37,9 @@ def render(records: list[Record]):
     fig, ax = common.figure()
     mem_ax = ax.twinx()
     ax.plot(s["batch"], s["throughput"], "o-", color="C0", label="throughput", gid="throughput")
+    for i, (peer, p) in enumerate(peer_series(records).items()):
+        ax.plot(p["batch"], p["throughput"], "^-.", color=f"C{i + 1}",
+                label=f"throughput, {peer}", gid=f"throughput:{peer}")
     mem_ax.plot(s["batch"], s["peak_mib"], "s--", color="C3", label="peak memory (all categories)",
                 gid="peak_memory")
     ax.set_xscale("log", base=2)

@@ -1,5 +1,6 @@
 """Throughput against ranks, one line per overlap strategy, with the ideal linear line and the
-scaling efficiency (%) on a second axis. Measured points are solid; simulated ones hollow."""
+scaling efficiency (%) on a second axis. Measured points are solid; simulated ones hollow. A
+peer's points (config.system, e.g. PyTorch DDP) are lines of their own, dashed."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -18,15 +19,35 @@ def groups(records: list[Record]) -> dict[tuple, list[Record]]:
     return dict(out)
 
 
+# How a peer's strategies are named in the legend (reports/peers/pytorch_train.py).
+PEER_NAMES = {("pytorch", "none"): "PyTorch, all-reduce after backward",
+              ("pytorch", "backward"): "PyTorch DDP (overlaps backward)"}
+
+
+def series_name(record: Record) -> str:
+    """"none" for dlbench's overlap=none; "PyTorch DDP (overlaps backward)" for a peer's."""
+    strategy = record.config.get("overlap", "none")
+    if record.system == "dlbench":
+        return strategy
+    return PEER_NAMES.get((record.system, strategy), f"{record.system}, overlap={strategy}")
+
+
 def series(records: list[Record]) -> dict[str, dict]:
-    """Per strategy: ranks, throughput, efficiency and measured/simulated, from ok records.
-    Efficiency as records.efficiency defines it (against the same strategy's 1-rank point)."""
+    """Per strategy (and system): ranks, throughput, efficiency and measured/simulated, from ok
+    records. Efficiency as records.efficiency defines it (against the same strategy's and
+    system's 1-rank point). dlbench's strategies come first."""
     by_strategy: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         if r.ok:
-            by_strategy[r.config.get("overlap", "none")].append(r)
+            by_strategy[series_name(r)].append(r)
+
+    def order(kv):
+        r = kv[1][0]
+        return (r.system != "dlbench", r.system,
+                common.strategy_order(r.config.get("overlap", "none")))
+
     out = {}
-    for strategy, rs in sorted(by_strategy.items(), key=lambda kv: common.strategy_order(kv[0])):
+    for strategy, rs in sorted(by_strategy.items(), key=order):
         rs.sort(key=lambda r: r.config["ranks"])
         out[strategy] = {
             "ranks": [r.config["ranks"] for r in rs],
@@ -34,6 +55,7 @@ def series(records: list[Record]) -> dict[str, dict]:
             "efficiency": [efficiency(r) for r in rs],
             "simulated": [r.data["mode"] == "simulated" for r in rs],
             "base": one_rank_throughput(rs[0], records),
+            "peer": rs[0].system != "dlbench",
         }
     return out
 
@@ -50,7 +72,8 @@ def render(records: list[Record]):
     for i, (strategy, s) in enumerate(data.items()):
         color = f"C{i}"
         colors[strategy] = color
-        ax.plot(s["ranks"], s["throughput"], "-", color=color, label=f"overlap={strategy}",
+        ax.plot(s["ranks"], s["throughput"], "-." if s["peer"] else "-", color=color,
+                label=strategy if s["peer"] else f"overlap={strategy}",
                 gid=f"throughput:{strategy}")
         for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
             ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
@@ -64,7 +87,7 @@ def render(records: list[Record]):
                         marker="s", markersize=3, gid=f"efficiency:{strategy}",
                         label=f"efficiency, {strategy}")
     all_ranks = sorted({n for s in data.values() for n in s["ranks"]})
-    bases = [s["base"] for s in data.values() if s["base"]]
+    bases = [s["base"] for s in data.values() if s["base"] and not s["peer"]]
     if bases:
         base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
         ax.plot(all_ranks, [n * base for n in all_ranks], "--", color="#888888",

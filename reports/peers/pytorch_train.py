@@ -1,0 +1,392 @@
+#!/usr/bin/env python3
+"""The PyTorch peer: torchvision's model trained with the settings of one dlbench point, timed as
+dlbench times, written as a record in dlbench's result schema (suites/schema/result.schema.json)
+with config.system = "pytorch". The harness runs it beside dlbench for a suite's `system` axis
+(dlbench --suite=NAME --systems=dlbench,pytorch), through the same launcher, so that the ratio of
+the two throughputs comes from one run on one machine.
+
+What is the same as dlbench:
+- the model (torchvision's, which dlbench's reference models match name for name), the batch per
+  rank, the image size, the classes, the seed, dropout, and SGD with dlbench's lr, momentum and
+  weight decay (every parameter decays, as in dlbench);
+- synthetic data: one batch drawn at the start (normal images, uniform labels) and reused;
+- the timing: `warmup` untimed steps, then `steps` timed ones. On the GPU each step is marked by a
+  CUDA event on the stream, with the device synchronised before the first mark and after the
+  last; on the CPU, where every op is synchronous, by the host clock. Throughput is every rank's
+  images over the slowest rank's timed seconds, and each step's time is the slowest rank's;
+- precision: fp32 strict (no TF32), tf32 (PyTorch's allow_tf32 switches), and fp16 and bf16 as
+  PyTorch's own automatic mixed precision: torch.autocast, channels_last on the GPU, and a
+  GradScaler with its default settings for fp16. On the CPU, PyTorch's autocast runs bf16 only;
+- data parallel: torch.distributed, gloo on the CPU and nccl on the GPU, one process per rank as
+  dlbench's launcher starts them (mpirun, srun or one local process). overlap=backward is
+  DistributedDataParallel with bucket_cap_mb = bucket_mb (all-reduce hidden behind backward);
+  overlap=none all-reduces the gradients in buckets of bucket_mb after backward. PyTorch has no
+  overlap with the next forward, so overlap=forward is unsupported.
+
+A setting that PyTorch cannot follow (a memory budget, a workspace limit, a named CPU convolution
+algorithm, a fixed fp16 loss scale, the digits data set, dlbench's own digits CNN) makes the
+record `unsupported`, with the reason, and the sweep goes on.
+
+usage: pytorch_train.py --point FILE
+The point file is the harness's: {"resolved": {config key: value}, "record": PATH}. A point file
+may also name "init" (weights as safetensors, torchvision's names) and "batch_file" (images and
+labels as safetensors) in its resolved config: the parity test's way of training the very batch
+dlbench trains.
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import platform
+import socket
+import struct
+import subprocess
+import sys
+import time
+import traceback
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TORCHVISION_MODELS = ("alexnet", "vgg16", "resnet18", "resnet50")
+
+
+class Unsupported(Exception):
+    """A setting this peer cannot reproduce: the point's record says why."""
+
+
+# ---- where this rank is ----------------------------------------------------------------------
+
+def rank_and_size() -> tuple[int, int, int]:
+    """(rank, ranks, local rank) from the launcher's environment: Open MPI, Slurm, or alone."""
+    for r, n, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
+                         "OMPI_COMM_WORLD_LOCAL_RANK"),
+                        ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
+                        ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
+        if r in os.environ and n in os.environ:
+            return int(os.environ[r]), int(os.environ[n]), int(os.environ.get(local, "0"))
+    return 0, 1, 0
+
+
+def master_address() -> str:
+    if os.environ.get("MASTER_ADDR"):
+        return os.environ["MASTER_ADDR"]
+    nodes = os.environ.get("SLURM_STEP_NODELIST") or os.environ.get("SLURM_JOB_NODELIST")
+    if nodes:
+        out = subprocess.run(["scontrol", "show", "hostnames", nodes], capture_output=True,
+                             text=True, check=True).stdout.split()
+        if out:
+            return out[0]
+    raise Unsupported("ranks on several hosts need MASTER_ADDR set to rank 0's host")
+
+
+# ---- settings ---------------------------------------------------------------------------------
+
+def check_supported(c: dict, torch) -> None:
+    """Raises Unsupported for what PyTorch cannot do as dlbench's config asks."""
+    if c["model"] not in TORCHVISION_MODELS:
+        raise Unsupported(f"model {c['model']} is dlbench's own; torchvision has no such model")
+    if c.get("data", "synthetic") != "synthetic" and not c.get("batch_file"):
+        raise Unsupported(f"data={c['data']}: the peer trains on synthetic data only")
+    cuda = c["backend"] == "cuda"
+    if cuda and not torch.cuda.is_available():
+        raise Unsupported("backend=cuda, but this PyTorch sees no GPU "
+                          f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
+    p = c["precision"]
+    if not cuda and p in ("tf32", "fp16"):
+        raise Unsupported(f"precision={p} on the CPU: PyTorch's CPU autocast runs bf16 only, "
+                          "and TF32 is a GPU format")
+    if c.get("overlap") == "forward":
+        raise Unsupported("overlap=forward: PyTorch's DistributedDataParallel overlaps "
+                          "all-reduce with backward only")
+    if c.get("loss_scale") is not None:
+        raise Unsupported("a fixed loss scale: PyTorch's GradScaler always adapts its scale")
+    for key in ("memory_budget", "workspace_limit"):
+        if c.get(key) is not None:
+            raise Unsupported(f"{key}={c[key]}: PyTorch has no such limit to set")
+    if c.get("conv_algo", "heuristic") not in ("heuristic", "autotune"):
+        raise Unsupported(f"conv_algo={c['conv_algo']} names one of dlbench's CPU algorithms")
+
+
+def threads_for_this_rank() -> int:
+    """Every core this process may use, or OMP_NUM_THREADS where the launcher shared them out
+    between ranks (as it does for dlbench). PyTorch's own default can be fewer."""
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        return max(int(os.environ["OMP_NUM_THREADS"]), 1)
+    return len(os.sched_getaffinity(0))
+
+
+def read_safetensors(path: str, torch) -> dict:
+    """safetensors (the layout dlbench writes and reads): an 8-byte little-endian header length,
+    a JSON header, then the raw bytes."""
+    dtypes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+              "I64": torch.int64, "I32": torch.int32}
+    with open(path, "rb") as f:
+        data = f.read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    out = {}
+    for name, t in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = t["data_offsets"]
+        raw = bytearray(data[8 + n + b:8 + n + e])
+        out[name] = torch.frombuffer(raw, dtype=dtypes[t["dtype"]]).reshape(t["shape"]).clone()
+    return out
+
+
+# ---- the run ----------------------------------------------------------------------------------
+
+class Run:
+    def __init__(self, c: dict, torch, torchvision):
+        self.c, self.torch = c, torch
+        self.rank, self.ranks, self.local_rank = rank_and_size()
+        self.cuda = c["backend"] == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
+        else:
+            torch.set_num_threads(threads_for_this_rank())
+        self.device = torch.device("cuda" if self.cuda else "cpu")
+        tf32 = c["precision"] == "tf32"
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        torch.backends.cudnn.allow_tf32 = tf32
+        torch.backends.cudnn.benchmark = c.get("conv_algo") == "autotune"
+        if self.ranks > 1:
+            import torch.distributed as dist
+            os.environ["MASTER_ADDR"] = master_address()
+            if "MASTER_PORT" not in os.environ:
+                raise Unsupported("several ranks need MASTER_PORT (the harness sets it)")
+            dist.init_process_group(
+                "nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.ranks,
+                timeout=datetime.timedelta(seconds=float(c.get("comm_timeout", 300))))
+        torch.manual_seed(int(c.get("seed", 0)))
+        model = getattr(torchvision.models, c["model"])(weights=None,
+                                                         num_classes=int(c["num_classes"]))
+        if c.get("init"):
+            model.load_state_dict(read_safetensors(c["init"], torch), strict=True)
+        if c.get("dropout") is not None:
+            for m in model.modules():
+                if isinstance(m, torch.nn.Dropout):
+                    m.p = float(c["dropout"])
+        self.half = {"fp16": torch.float16, "bf16": torch.bfloat16}.get(c["precision"])
+        # AMP as PyTorch documents it for convolutional networks on the GPU: channels_last.
+        self.channels_last = self.half is not None and self.cuda
+        model = model.to(self.device).train()
+        if self.channels_last:
+            model = model.to(memory_format=torch.channels_last)
+        self.params = sum(p.numel() for p in model.parameters())
+        self.opt = torch.optim.SGD(model.parameters(), lr=float(c.get("lr", 0.01)),
+                                   momentum=float(c.get("momentum", 0.9)),
+                                   weight_decay=float(c.get("weight_decay", 0.0)))
+        self.scaler = torch.cuda.amp.GradScaler(enabled=c["precision"] == "fp16")
+        self.bucket_bytes = float(c.get("bucket_mb", 25)) * 2**20
+        if self.ranks > 1 and c.get("overlap", "none") == "backward":
+            from torch.nn.parallel import DistributedDataParallel
+            model = DistributedDataParallel(
+                model, device_ids=[torch.cuda.current_device()] if self.cuda else None,
+                bucket_cap_mb=float(c.get("bucket_mb", 25)))
+            self.ddp = True
+        else:
+            self.ddp = False
+        self.model = model
+        self.x, self.y = self.batch()
+
+    def batch(self):
+        torch, c = self.torch, self.c
+        if c.get("batch_file"):
+            t = read_safetensors(c["batch_file"], torch)
+            x, y = t["images"], t["labels"]
+        else:
+            g = torch.Generator().manual_seed(int(c.get("seed", 0)) * 1000003 + self.rank)
+            n, s = int(c["batch"]), int(c["image_size"])
+            x = torch.randn(n, 3, s, s, generator=g)
+            y = torch.randint(0, int(c["num_classes"]), (n,), generator=g)
+        x, y = x.to(self.device), y.to(self.device)
+        if self.channels_last:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y
+
+    def allreduce_after_backward(self):
+        """overlap=none: the gradients all-reduced in buckets of bucket_mb once backward is done,
+        in the order backward produced them (the last parameters first), averaged."""
+        import torch.distributed as dist
+        torch = self.torch
+        grads = [p.grad for p in reversed(list(self.model.parameters())) if p.grad is not None]
+        bucket, size = [], 0
+        for i, g in enumerate(grads):
+            bucket.append(g)
+            size += g.numel() * g.element_size()
+            if size >= self.bucket_bytes or i == len(grads) - 1:
+                flat = torch.cat([b.reshape(-1) for b in bucket])
+                dist.all_reduce(flat)
+                flat /= self.ranks
+                at = 0
+                for b in bucket:
+                    b.copy_(flat[at:at + b.numel()].view_as(b))
+                    at += b.numel()
+                bucket, size = [], 0
+
+    def step(self):
+        torch = self.torch
+        self.opt.zero_grad(set_to_none=True)
+        amp = (torch.autocast(self.device.type, dtype=self.half) if self.half is not None
+               else contextlib.nullcontext())
+        with amp:
+            logits = self.model(self.x)
+        loss = torch.nn.functional.cross_entropy(logits.float(), self.y)
+        self.scaler.scale(loss).backward()
+        if self.ranks > 1 and not self.ddp:
+            self.allreduce_after_backward()
+        self.scaler.step(self.opt)
+        self.scaler.update()
+        return loss.detach()
+
+    def timed(self):
+        """Warm-up, then the timed steps: (each step's seconds, the timed seconds, every loss)."""
+        torch, c = self.torch, self.c
+        losses = [self.step() for _ in range(int(c.get("warmup", 0)))]
+        steps = int(c["steps"])
+        if self.cuda:
+            marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
+            torch.cuda.synchronize()
+            marks[0].record()
+            for i in range(steps):
+                losses.append(self.step())
+                marks[i + 1].record()
+            torch.cuda.synchronize()
+            times = [marks[i].elapsed_time(marks[i + 1]) / 1e3 for i in range(steps)]
+            total = marks[0].elapsed_time(marks[-1]) / 1e3
+        else:
+            marks = [time.perf_counter()]
+            for _ in range(steps):
+                losses.append(self.step())
+                marks.append(time.perf_counter())
+            times = [marks[i + 1] - marks[i] for i in range(steps)]
+            total = marks[-1] - marks[0]
+        if self.ranks > 1:  # the slowest rank's
+            import torch.distributed as dist
+            t = torch.tensor(times + [total], dtype=torch.float64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            times, total = t[:-1].tolist(), t[-1].item()
+        return times, total, [float(v) for v in losses]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """Linear interpolation between closest ranks, as dlbench's percentile (runtime/core/stats)."""
+    s = sorted(values)
+    if len(s) == 1:
+        return s[0]
+    pos = q / 100 * (len(s) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def environment(c: dict, torch, torchvision, run: Run | None) -> dict:
+    git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=12"],
+                         capture_output=True, text=True).stdout.strip()
+    cpu = "unknown"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next((ln.split(":", 1)[1].strip() for ln in f if ln.startswith("model name")),
+                       cpu)
+    except OSError:
+        pass
+    cuda = c["backend"] == "cuda" and torch.cuda.is_available()
+    env = {
+        "system": "pytorch", "torch": torch.__version__, "torchvision": torchvision.__version__,
+        "python": platform.python_version(), "host": socket.gethostname(),
+        "backend": f"pytorch-{c['backend']}", "git_sha": git or "unknown",
+        "dlbench_version": "none",
+        "time": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "cpu": cpu, "driver": "none", "cuda": torch.version.cuda or "none",
+        "cudnn": str(torch.backends.cudnn.version()) if cuda else "none",
+        "nccl": ".".join(map(str, torch.cuda.nccl.version())) if cuda else "none",
+        "mpi": "none",
+        "comm": ("nccl" if cuda else "gloo") if run and run.ranks > 1 else "none",
+    }
+    if cuda:
+        env["device"] = torch.cuda.get_device_name()
+    else:
+        env["device"] = "cpu"
+        env["cpu_threads"] = torch.get_num_threads()
+    return env
+
+
+def record(c: dict, status: str, **fields) -> dict:
+    config = {k: v for k, v in c.items() if k not in ("init", "batch_file")}  # inputs, not config
+    r = {"schema_version": 1, "kind": "train", "status": status, "mode": "measured",
+         "config": config, "global_batch": int(c["batch"]) * int(c.get("ranks", 1))}
+    r.update(fields)
+    return r
+
+
+def write_record(path: str, rec: dict) -> None:
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(rec, f, indent=2)
+        f.write("\n")
+    os.replace(tmp, path)
+
+
+def train(c: dict, torch, torchvision) -> tuple[dict, int]:
+    check_supported(c, torch)
+    run = Run(c, torch, torchvision)
+    times, total, losses = run.timed()
+    median = percentile(times, 50)
+    m = {"params": run.params,
+         "throughput_img_s": int(c["batch"]) * run.ranks * len(times) / total,
+         "timed_seconds": total,
+         "step_time_s": {"median": median, "p10": percentile(times, 10),
+                         "p90": percentile(times, 90), "all": times},
+         "losses": [v if v == v and abs(v) != float("inf") else None for v in losses]}
+    if c["precision"] == "fp16":
+        m["loss_scale"] = float(run.scaler.get_scale())
+    fields = {"environment": environment(c, torch, torchvision, run), "metrics": m}
+    if run.cuda:  # the caching allocator's high-water mark: tensors, not its reserve
+        fields["memory"] = {"peak_bytes_by_category": {},
+                            "peak_bytes_total": int(torch.cuda.max_memory_allocated())}
+    rank = run.rank
+    if run.ranks > 1:
+        torch.distributed.destroy_process_group()
+    if any(v is None for v in m["losses"]):
+        return record(c, "diverged", message="the loss became inf or NaN", **fields), rank
+    return record(c, "ok", **fields), rank
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--point", required=True, help="the harness's point file")
+    a = ap.parse_args()
+    with open(a.point) as f:
+        point = json.load(f)
+    c = dict(point["resolved"])
+    c["system"] = "pytorch"
+    out = point["record"]
+    rank = rank_and_size()[0]
+    try:
+        import torch
+        import torchvision
+    except ImportError as e:
+        if rank == 0:
+            write_record(out, record(c, "unsupported", message=f"PyTorch is not installed for "
+                                     f"{sys.executable}: {e}"))
+        return 4
+    try:
+        rec, rank = train(c, torch, torchvision)
+    except Unsupported as e:
+        rec, code = record(c, "unsupported", message=str(e)), 4
+    except Exception as e:  # the point's failure, recorded; the sweep goes on
+        traceback.print_exc()
+        oom = "out of memory" in str(e).lower()
+        rec, code = record(c, "oom" if oom else "failed", message=f"{type(e).__name__}: {e}"), 1
+    else:
+        code = 7 if rec["status"] == "diverged" else 0
+    if rank == 0:
+        write_record(out, rec)
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# The PyTorch peer beside dlbench in a sweep (--systems): every point runs on both systems in
+# turn, the peer's records are valid records with config.system = pytorch and its versions, the
+# summary gives dlbench/PyTorch per point, a setting PyTorch cannot follow and a peer that cannot
+# start are `unsupported` points with the reason while the sweep goes on, and an unknown system
+# is refused. Usage: peers.sh path/to/dlbench
+set -u
+dlbench=$1
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0 passed=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+py=/usr/bin/python3
+
+cat >"$work/two.json" <<'JSON'
+{"name": "two", "description": "resnet18 on one and two ranks, each overlap strategy",
+ "defaults": {"model": "resnet18", "batch": 2, "image_size": 32, "steps": 2, "warmup": 1,
+              "backend": "cpu"},
+ "sweep": {"ranks": [1, 2], "overlap": ["backward", "forward"]},
+ "cpu": {}}
+JSON
+
+"$dlbench" --suite="$work/two.json" --out="$work/both" --systems=dlbench,pytorch --no-report \
+  >"$work/both.out" 2>&1
+check "a sweep with a peer exits 0 (unsupported is not a failure)" test $? -eq 0
+check "records: valid, alternating systems, forward unsupported for the peer only" \
+  $py - "$work/both/results.jsonl" "$root" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[2] + "/reports")
+from dlbench_reports.records import read_records
+recs = read_records(sys.argv[1])
+got = [(r.config["ranks"], r.config["overlap"], r.system, r.data["status"]) for r in recs]
+want = []
+for ranks in (1, 2):
+    for overlap in ("backward", "forward"):
+        want.append((ranks, overlap, "dlbench", "ok"))
+        want.append((ranks, overlap, "pytorch", "unsupported" if overlap == "forward" else "ok"))
+assert got == want, got
+for r in recs:
+    if r.system == "pytorch" and r.ok:
+        env = r.data["environment"]
+        assert env["system"] == "pytorch" and env["torch"] and env["torchvision"], env
+        assert r.data["metrics"]["throughput_img_s"] > 0
+        assert len(r.data["metrics"]["losses"]) == 3  # warm-up and timed
+        assert r.config["image_size"] == 32 and r.config["num_classes"] == 1000
+        assert (env["comm"] == "gloo") == (r.config["ranks"] == 2), env
+    if r.data["status"] == "unsupported":
+        assert "overlap=forward" in r.data["message"], r.data["message"]
+PY
+check "summary: a dlbench/pytorch ratio for each point both ran" \
+  $py - "$work/both/summary.json" "$work/both/results.jsonl" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+recs = {json.dumps(r["suite_config"], sort_keys=True): r
+        for r in map(json.loads, open(sys.argv[2]))}
+n = 0
+for p in s["points"]:
+    if p["config"]["system"] == "dlbench" and p["config"]["overlap"] == "backward":
+        peer = recs[json.dumps(dict(p["config"], system="pytorch"), sort_keys=True)]
+        want = p["throughput_img_s"] / peer["metrics"]["throughput_img_s"]
+        assert abs(p["throughput_ratio_to"]["pytorch"] - want) < 1e-9 * want, p
+        n += 1
+    else:
+        assert "throughput_ratio_to" not in p, p
+assert n == 2, n
+PY
+check "the console table has the ratio column" grep -q "vs pytorch" "$work/both.out"
+
+# A peer that cannot start: unsupported points with the reason; dlbench's points still run.
+DLBENCH_PEER_PYTHON=$work/no-python "$dlbench" --suite="$work/two.json" --out="$work/none" \
+  --systems=pytorch,dlbench --no-report >"$work/none.out" 2>&1
+check "a missing peer exits 0" test $? -eq 0
+check "a missing peer is unsupported, naming what it needs" \
+  $py - "$work/none/results.jsonl" "$work/no-python" <<'PY'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+assert [r["suite_config"]["system"] for r in recs] == ["pytorch", "dlbench"] * 4
+for r in recs:
+    if r["suite_config"]["system"] == "pytorch":
+        assert r["status"] == "unsupported", r
+        assert "imports torch, torchvision" in r["message"] and sys.argv[2] in r["message"], r
+    else:
+        assert r["status"] == "ok", r
+PY
+
+# Names that are not systems are refused before anything runs.
+"$dlbench" --suite="$work/two.json" --out="$work/bad" --systems=dlbench,tensorflow >"$work/bad.out" 2>&1
+check "unknown system: exit 2" test $? -eq 2
+check "unknown system: named, with the known ones" \
+  grep -q "unknown system 'tensorflow' (known: dlbench, pytorch)" "$work/bad.out"
+check "unknown system: nothing written" test ! -e "$work/bad/results.jsonl"
+"$dlbench" --suite="$work/two.json" --out="$work/twice" --systems=dlbench,dlbench >"$work/twice.out" 2>&1
+check "a system named twice: exit 2" test $? -eq 2
+sed 's/"sweep": {/"sweep": {"system": ["dlbench", "mxnet"], /' "$work/two.json" >"$work/mx.json"
+"$dlbench" --suite="$work/mx.json" --dry-run >"$work/mx.out" 2>&1
+check "unknown system in a suite file: exit 2" test $? -eq 2
+check "unknown system in a suite file: named" grep -q "mxnet" "$work/mx.out"
+
+echo "peers: $passed passed, $failures failed"
+[[ $failures -eq 0 ]]

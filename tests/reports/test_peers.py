@@ -1,0 +1,70 @@
+"""A peer (config.system, reports/peers/) in the reports: the ratio per point in the summary and
+in `compare`, its curve beside dlbench's in the scaling and batch plots, and none of its records
+in the plots of dlbench's insides. The fixture is a real CPU sweep with --systems=dlbench,pytorch
+(resnet18, ranks 1 and 2, batch 2 and 4)."""
+from __future__ import annotations
+
+import json
+
+from dlbench_reports.compare import compare
+from dlbench_reports.records import load, peer_ratio, peers
+from dlbench_reports.report import build
+
+
+def pairs(d):
+    """{(ranks, batch): {system: throughput}} from the fixture's records."""
+    out: dict = {}
+    for line in (d / "results.jsonl").read_text().splitlines():
+        r = json.loads(line)
+        c = r["config"]
+        out.setdefault((c["ranks"], c["batch"]), {})[c["system"]] = r["metrics"]["throughput_img_s"]
+    return out
+
+
+def test_ratio_is_dlbench_over_the_peer_at_the_same_point(results):
+    d = results("peers")
+    rs = load(d)
+    assert peers(rs.records) == ["pytorch"]
+    want = {k: v["dlbench"] / v["pytorch"] for k, v in pairs(d).items()}
+    seen = 0
+    for r in rs.records:
+        ratio = peer_ratio(r, rs.records, "pytorch")
+        if r.system == "pytorch":
+            assert ratio is None
+        else:
+            assert abs(ratio - want[(r.config["ranks"], r.config["batch"])]) < 1e-12
+            seen += 1
+    assert seen == 4
+
+
+def test_report_has_a_ratio_column_and_the_peer_curves(results):
+    d = results("peers")
+    report = build(d)
+    md = report.markdown.read_text()
+    header = next(l for l in md.splitlines() if l.startswith("| # |"))
+    assert "| vs pytorch |" in header
+    for v in pairs(d).values():
+        assert f"| {v['dlbench'] / v['pytorch']:.2f}x |" in md
+    assert "pytorch torch" in md  # the peer's versions, under Environment
+    names = {p.name for p in report.plots}
+    assert {"scaling-1", "scaling-2", "batch-1", "batch-2"} <= names, names
+    scaling = (d / "plots" / "scaling-1.svg").read_text()
+    assert 'id="throughput:backward"' in scaling
+    assert 'id="throughput:PyTorch DDP (overlaps backward)"' in scaling
+    batch = (d / "plots" / "batch-1.svg").read_text()
+    assert 'id="throughput:pytorch"' in batch and 'id="peak_memory"' in batch
+
+
+def test_compare_splits_a_directory_by_system(results):
+    d = results("peers")
+    header, table, legend = compare([str(d)])
+    assert header[4:7] == ["[1] img/s", "[2] img/s", "[2]/[1]"]
+    assert "peers dlbench" in legend[0] and "peers pytorch" in legend[1]
+    best: dict = {}
+    for (ranks, _), v in pairs(d).items():
+        for system, t in v.items():
+            best[(ranks, system)] = max(best.get((ranks, system), 0), t)
+    for row in table:
+        ranks = int(row[3])
+        want = best[(ranks, "pytorch")] / best[(ranks, "dlbench")]
+        assert row[6] == f"{want:.3g}x", row
