@@ -1,4 +1,4 @@
-"""`python -m dlbench_reports report DIR` | `compare DIR...` | `check-mllog FILE`."""
+"""`python -m dlbench_reports report DIR` | `micro DIR` | `compare DIR...` | `check-mllog FILE`."""
 from __future__ import annotations
 
 import argparse
@@ -12,6 +12,8 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     rep = sub.add_parser("report", help="plots, report.md and report.html for a results dir")
     rep.add_argument("directory")
+    mic = sub.add_parser("micro", help="tables and plots of a micro suite's results dir")
+    mic.add_argument("directory")
     cmp_ = sub.add_parser("compare", help="systems side by side (MLPerf-style)")
     cmp_.add_argument("directories", nargs="+")
     cmp_.add_argument("--references", action="store_true",
@@ -28,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"report: {r.markdown}, {r.html}; {len(r.plots)} plots in "
                   f"{r.directory / 'plots'}")
             return 0
+        if args.command == "micro":
+            from .micro import main as micro_main
+            return micro_main(args.directory)
         if args.command == "compare":
             from .compare import main as compare_main
             refs = args.references_file or ("default" if args.references else None)

@@ -75,7 +75,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
     others = peers(rs.records)
     header = ["#", *keys, "status", "img/s", *[f"vs {p}" for p in others], "step median ms",
               "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/total ms", "MFU",
-              "time to accuracy"]
+              "of measured peak", "time to accuracy"]
     rows = []
     for r in rs.records:
         st = r.get("metrics.step_time_s") or {}
@@ -102,6 +102,8 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
                  ".1f"),
             f"{comm['comm_exposed_s'] * 1e3:.1f} / {comm['comm_total_s'] * 1e3:.1f}" if comm else "",
             ("n/a" if mfu is None else f"{100 * mfu:.1f}%") if r.ok else "",
+            _fmt(r.get("metrics.fraction_of_peak_flops") and
+                 100 * r.get("metrics.fraction_of_peak_flops"), ".1f", "%"),
             tta,
         ])
     return header, rows

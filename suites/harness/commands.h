@@ -20,6 +20,11 @@ struct BenchConvOptions {
 // plain matrix multiply of the forward's GEMM shape, in the same run.
 int bench_conv_command(const BenchConvOptions& options);
 
+// `dlbench bench peak`: measures this machine's peak (machine_peak.h) for each backend with a
+// device here (cpu: fp32; cuda: every precision), prints it and keeps it in peak_file_path(),
+// where training records and the micro-benchmarks find it.
+int bench_peak_command();
+
 struct BenchAllreduceOptions {
   int64_t ranks = 2;
   std::optional<CommKind> comm;  // unset: nccl when a GPU is visible, else mpi

@@ -29,6 +29,10 @@ int list_command() {
       fmt::print("  {:<11} invalid: {}\n", name, e.what());
     }
   }
+  fmt::print(
+      "  {:<11}            GEMM, convolutions, copies and all-reduce, each as a fraction of "
+      "this machine's measured peak (Google Benchmark)\n",
+      "micro");
   fmt::print("backends:\n");
   for (BackendKind k : {BackendKind::kCpu, BackendKind::kCuda}) {
     fmt::print("  {:<5} {}\n", backend_kind_name(k),

@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
 
   dlb::SweepOptions sweep;
   std::string launcher = "auto";
-  app.add_option("--suite", sweep.suite, "run a suite: a shipped name (dlbench list) or PATH.json");
+  app.add_option("--suite", sweep.suite,
+                 "run a suite: a shipped name (dlbench list), PATH.json, or micro (the "
+                 "micro-benchmarks)");
   app.add_option("--systems", sweep.systems,
                  "run every point on each of these in turn: dlbench,pytorch (the PyTorch peer, "
                  "reports/peers/)")
@@ -89,6 +91,9 @@ int main(int argc, char** argv) {
   conv_cmd->add_option("--backend", bench.backend)->transform(enum_option(kBackends));
   conv_cmd->add_option("--json", bench.json_path, "write the results here");
 
+  auto* peak_cmd = bench_cmd->add_subcommand(
+      "peak", "measure this machine's peak FLOP/s and bytes/s, kept for training records");
+
   dlb::BenchAllreduceOptions allreduce;
   auto* allreduce_cmd =
       bench_cmd->add_subcommand("allreduce", "all-reduce size sweep, as nccl-tests");
@@ -127,6 +132,7 @@ int main(int argc, char** argv) {
     if (*list_cmd) return dlb::list_command();
     if (*worker_cmd) return dlb::worker_command(point_file);
     if (*conv_cmd) return dlb::bench_conv_command(bench);
+    if (*peak_cmd) return dlb::bench_peak_command();
     if (*allreduce_cmd) {
       if (allreduce_comm == "mpi") allreduce.comm = dlb::CommKind::kMpi;
       if (allreduce_comm == "nccl") allreduce.comm = dlb::CommKind::kNccl;
@@ -134,6 +140,7 @@ int main(int argc, char** argv) {
     }
     if (!sweep.suite.empty()) {
       sweep.launcher = *dlb::parse_launcher(launcher);
+      if (sweep.suite == "micro") return dlb::micro_command(sweep);
       return dlb::sweep_command(sweep);
     }
     fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());

@@ -62,6 +62,13 @@ nlohmann::json record_json(const RunResult& r) {
                         {"all", s.step_seconds}};
     m["losses"] = s.losses;
     m["achieved_flops_per_s"] = r.flops_per_step / median;
+    if (!r.peak.is_null()) {
+      // Every rank on the device does this rank's work: their sum against the device's peak.
+      m["peak"] = r.peak;
+      m["fraction_of_peak_flops"] = r.flops_per_step / median *
+                                    r.peak["ranks_sharing_it"].get<double>() /
+                                    r.peak["flops_per_s"].get<double>();
+    }
   }
   if (!r.comm.is_null()) m["comm"] = r.comm;
   if (r.buckets) m["buckets"] = *r.buckets;
@@ -96,6 +103,13 @@ void print_result(const RunResult& r, std::FILE* out) {
                s.throughput(), median, percentile(s.step_seconds, 10),
                percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
                r.flops_per_step / median / 1e9);
+  }
+  if (r.stats && !r.peak.is_null()) {
+    const double median = percentile(r.stats->step_seconds, 50);
+    fmt::print(out, "{:.1f}% of this machine's measured peak of {:.1f} GFLOP/s ({})\n",
+               100 * r.flops_per_step / median * r.peak["ranks_sharing_it"].get<double>() /
+                   r.peak["flops_per_s"].get<double>(),
+               r.peak["flops_per_s"].get<double>() / 1e9, r.peak["file"].get<std::string>());
   }
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",

@@ -16,18 +16,20 @@ std::string report_python() {
   return fs::exists(venv) ? venv : "";
 }
 
-void render_report(const std::string& out_dir) {
+namespace {
+
+void run_reports(const std::string& command, const std::string& out_dir) {
   const std::string python = report_python();
   if (python.empty()) {
     fmt::print(
         "report: skipped (no Python environment for reports/; scripts/install-deps.sh makes "
-        "one, then: scripts/dlbench report {})\n",
-        out_dir);
+        "one, then: scripts/dlbench {} {})\n",
+        command, out_dir);
     return;
   }
-  const std::string log = out_dir + "/logs/report.log";
+  const std::string log = out_dir + "/logs/" + command + ".log";
   fs::remove(log);
-  LaunchCommand cmd{{python, "-m", "dlbench_reports", "report", out_dir},
+  LaunchCommand cmd{{python, "-m", "dlbench_reports", command, out_dir},
                     {{"PYTHONPATH", DLB_SOURCE_DIR "/reports"}}};
   const ProcessResult r = run_process(cmd, 600, log, [](double) {});
   const std::string said = tail_of_file(log, 2000);
@@ -41,5 +43,10 @@ void render_report(const std::string& out_dir) {
                log, said);
   }
 }
+
+}  // namespace
+
+void render_report(const std::string& out_dir) { run_reports("report", out_dir); }
+void render_micro_report(const std::string& out_dir) { run_reports("micro", out_dir); }
 
 }  // namespace dlb

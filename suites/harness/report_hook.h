@@ -11,5 +11,7 @@ namespace dlb {
 std::string report_python();
 // Runs `python -m dlbench_reports report OUT_DIR` and prints what it said.
 void render_report(const std::string& out_dir);
+// Runs `python -m dlbench_reports micro OUT_DIR` (the micro suite's table and plots) likewise.
+void render_micro_report(const std::string& out_dir);
 
 }  // namespace dlb

@@ -20,6 +20,7 @@
 #include "runtime/train/trainer.h"
 #include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"
+#include "suites/harness/machine_peak.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "workloads/data/batch_file.h"
@@ -336,6 +337,50 @@ RunResult run_training(const RunOptions& o) {
   return r;
 }
 
+namespace {
+
+// Ranks that share this host's device: on the CPU, every rank started on this host (Open MPI's
+// or Slurm's count); a GPU rank has a device of its own.
+int64_t ranks_sharing_the_device(const RunResult& r) {
+  if (r.environment.value("device", "") != "cpu") return 1;
+  for (const char* var :
+       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+    if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
+  }
+  return 1;
+}
+
+// The machine's measured peak (machine_peak.h), when one was measured here for this device:
+// the record then says what fraction of it the run reached. A peak file that cannot be read
+// costs the record its fraction, never the run.
+void attach_peak(RunResult& r) {
+  if (r.status != "ok" || !r.stats) return;
+  const std::string path = peak_file_path();
+  std::vector<MachinePeak> peaks;
+  try {
+    peaks = read_peaks(path);
+  } catch (const InvalidArgument& e) {
+    fmt::print(stderr, "dlbench: no fraction of peak in the record: {}\n", e.what());
+    return;
+  }
+  const std::string device = r.environment.value("device", "") == "cpu"
+                                 ? r.environment.value("cpu", "")
+                                 : r.environment.value("device", "");
+  const auto peak = find_peak(peaks, host_name(), device, r.backend_name,
+                              std::string(precision_name(r.options.precision)));
+  if (!peak) return;
+  r.peak = {{"flops_per_s", peak->flops_per_s},
+            {"bytes_per_s", peak->bytes_per_s},
+            {"precision", peak->precision},
+            {"threads", peak->threads},
+            {"flops_method", peak->flops_method},
+            {"measured_at", peak->measured_at},
+            {"file", path},
+            {"ranks_sharing_it", ranks_sharing_the_device(r)}};
+}
+
+}  // namespace
+
 int run_command(const RunOptions& o) {
   if (o.system != System::kDlbench) {
     throw InvalidArgument(fmt::format(
@@ -343,8 +388,9 @@ int run_command(const RunOptions& o) {
         "(dlbench --suite=NAME --systems=dlbench,{}), or alone as reports/peers/{}_train.py",
         system_name(o.system), system_name(o.system), system_name(o.system)));
   }
-  const RunResult r = run_training(o);
+  RunResult r = run_training(o);
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
+  attach_peak(r);
   print_result(r, stdout);
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record_json(r));
   return r.status == "diverged" ? kExitDiverged : 0;

@@ -24,6 +24,9 @@ struct SweepOptions {
 };
 
 int sweep_command(const SweepOptions& options);
+// `dlbench --suite=micro`: the micro-benchmarks, their all-reduce rows and their report
+// (micro_command.cpp); `options` gives the output directory, --resume, --timeout, --no-report.
+int micro_command(const SweepOptions& options);
 // `dlbench worker --point=FILE`: one point, as the harness launches it.
 int worker_command(const std::string& point_file);
 

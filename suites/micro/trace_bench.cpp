@@ -35,5 +35,3 @@ void BM_TraceScopeOn(benchmark::State& state) {
 BENCHMARK(BM_TraceScopeOn);
 
 }  // namespace
-
-BENCHMARK_MAIN();

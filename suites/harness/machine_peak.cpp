@@ -1,0 +1,201 @@
+#include "suites/harness/machine_peak.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <iterator>
+#include <thread>
+
+#include "runtime/core/error.h"
+#include "runtime/io/json_text.h"
+#include "suites/harness/environment.h"
+#include "suites/harness/record.h"
+
+namespace dlb {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+namespace {
+
+// The best of `repeat` timings of `fn`, after one untimed call (first touch, thread start).
+double best_seconds(Backend& b, int repeat, const std::function<void()>& fn) {
+  fn();
+  b.synchronize();
+  double best = 0;
+  for (int i = 0; i < repeat; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    fn();
+    b.synchronize();
+    const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (i == 0 || t < best) best = t;
+  }
+  return best;
+}
+
+// The threads an OpenMP pool starts here: OMP_NUM_THREADS, else one per hardware thread.
+int64_t pool_threads() {
+  if (const char* n = std::getenv("OMP_NUM_THREADS"); n && std::atoll(n) > 0) return std::atoll(n);
+  return std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+}
+
+DType data_type(Precision p) {
+  return p == Precision::kFp16 ? DType::kF16 : p == Precision::kBf16 ? DType::kBF16 : DType::kF32;
+}
+
+}  // namespace
+
+json MachinePeak::to_json() const {
+  return {{"host", host},
+          {"device", device},
+          {"backend", backend},
+          {"precision", precision},
+          {"threads", threads},
+          {"flops_per_s", flops_per_s},
+          {"flops_method", flops_method},
+          {"bytes_per_s", bytes_per_s},
+          {"bytes_method", bytes_method},
+          {"measured_at", measured_at}};
+}
+
+MachinePeak MachinePeak::from_json(const json& j) {
+  MachinePeak p;
+  p.host = j.at("host").get<std::string>();
+  p.device = j.at("device").get<std::string>();
+  p.backend = j.at("backend").get<std::string>();
+  p.precision = j.at("precision").get<std::string>();
+  p.threads = j.at("threads").get<int64_t>();
+  p.flops_per_s = j.at("flops_per_s").get<double>();
+  p.flops_method = j.at("flops_method").get<std::string>();
+  p.bytes_per_s = j.at("bytes_per_s").get<double>();
+  p.bytes_method = j.at("bytes_method").get<std::string>();
+  p.measured_at = j.at("measured_at").get<std::string>();
+  if (!(p.flops_per_s > 0) || !(p.bytes_per_s > 0)) throw InvalidArgument("rates must be > 0");
+  return p;
+}
+
+std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
+
+std::string device_name(const Backend& backend) {
+  const auto env = backend.environment();
+  const auto it = env.find("device");
+  if (it == env.end() || it->second == "cpu") {
+    std::ifstream in("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(in, line)) {
+      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
+        return line.substr(line.find(':') + 2);
+      }
+    }
+    return "cpu";
+  }
+  return it->second;
+}
+
+MachinePeak measure_peak(Backend& b, Precision precision) {
+  const bool cpu = b.name() == "cpu";
+  MachinePeak p;
+  p.host = host_name();
+  p.device = device_name(b);
+  p.backend = std::string(b.name());
+  p.precision = std::string(precision_name(precision));
+  p.threads = cpu ? pool_threads() : 0;
+  p.measured_at = utc_now_iso8601();
+  // Matrix products: square, large enough to leave the caches, small enough to take a second.
+  const std::vector<int64_t> sizes =
+      cpu ? std::vector<int64_t>{1024, 2048} : std::vector<int64_t>{4096, 8192};
+  const DType dt = data_type(precision);
+  int64_t best_n = 0;
+  for (int64_t n : sizes) {
+    Tensor a = b.empty({n, n}, dt, MemCategory::kWorkspace, "peak operand");
+    Tensor c = b.empty({n, n}, dt, MemCategory::kWorkspace, "peak operand");
+    Tensor y = b.empty({n, n}, dt, MemCategory::kWorkspace, "peak result");
+    b.fill(a, 0.5f);
+    b.fill(c, 0.25f);
+    b.fill(y, 0);
+    const double t = best_seconds(b, 5, [&] { b.matmul(precision, false, false, 1, a, c, 0, y); });
+    const double rate = 2.0 * static_cast<double>(n) * n * n / t;
+    if (rate > p.flops_per_s) p.flops_per_s = rate, best_n = n;
+  }
+  p.flops_method = fmt::format(
+      "best of 5 square matrix products (Backend::matmul, {} data) at n = {}: the best, at n = "
+      "{}",
+      dtype_name(dt), fmt::join(sizes, ", "), best_n);
+  // Memory: c = a + b over f32 tensors far beyond the last-level cache.
+  const int64_t elements = (cpu ? int64_t{64} : int64_t{1024}) << 18;  // 64 MiB / 1 GiB each
+  Tensor x = b.empty({elements}, DType::kF32, MemCategory::kWorkspace, "peak operand");
+  Tensor z = b.empty({elements}, DType::kF32, MemCategory::kWorkspace, "peak operand");
+  Tensor y = b.empty({elements}, DType::kF32, MemCategory::kWorkspace, "peak result");
+  b.fill(x, 1);
+  b.fill(z, 2);
+  b.fill(y, 0);
+  const double t = best_seconds(b, 10, [&] { b.add(x, z, y); });
+  p.bytes_per_s = 3.0 * 4.0 * static_cast<double>(elements) / t;
+  p.bytes_method = fmt::format(
+      "best of 10 STREAM-style adds c = a + b (Backend::add) over three f32 tensors of {} MiB: "
+      "2 reads + 1 write per element, the traffic STREAM's Triad counts",
+      elements * 4 >> 20);
+  return p;
+}
+
+std::string peak_file_path() {
+  if (const char* f = std::getenv("DLBENCH_PEAK_FILE"); f && *f) return f;
+  if (const char* x = std::getenv("XDG_CACHE_HOME"); x && *x) {
+    return std::string(x) + "/dlbench/peaks.json";
+  }
+  const char* home = std::getenv("HOME");
+  return std::string(home && *home ? home : "/tmp") + "/.cache/dlbench/peaks.json";
+}
+
+std::vector<MachinePeak> read_peaks(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return {};
+  const json j = parse_json(
+      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), path);
+  std::vector<MachinePeak> out;
+  try {
+    for (const auto& e : j.at("peaks")) out.push_back(MachinePeak::from_json(e));
+  } catch (const std::exception& e) {
+    throw InvalidArgument(fmt::format(
+        "{}: not a dlbench peak file ({}); delete it and measure again (dlbench bench peak)", path,
+        e.what()));
+  }
+  return out;
+}
+
+void save_peak(const std::string& path, const MachinePeak& peak) {
+  std::vector<MachinePeak> peaks = read_peaks(path);
+  json list = json::array();
+  for (const auto& p : peaks) {
+    const bool same = p.host == peak.host && p.device == peak.device && p.backend == peak.backend &&
+                      p.precision == peak.precision;
+    if (!same) list.push_back(p.to_json());
+  }
+  list.push_back(peak.to_json());
+  const fs::path dir = fs::path(path).parent_path();
+  if (!dir.empty()) fs::create_directories(dir);
+  write_json_atomically(path, {{"kind", "dlbench_peaks"}, {"peaks", list}});
+}
+
+std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
+                                     const std::string& device, const std::string& backend,
+                                     const std::string& precision) {
+  for (const std::string& want : {precision, std::string("fp32")}) {
+    for (const auto& p : peaks) {
+      if (p.host == host && p.device == device && p.backend == backend && p.precision == want) {
+        return p;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace dlb

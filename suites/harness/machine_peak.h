@@ -1,0 +1,52 @@
+// The machine's measured peak: the rate every micro-benchmark row and every training record is
+// a fraction of. Measured, not taken from a datasheet: a CPU's model name ("AMD EPYC
+// Processor") names no datasheet, and what counts is what this machine's libraries reach.
+//   FLOP/s: the best square matrix product (Backend::matmul) over a few sizes, per precision;
+//   bytes/s: the best STREAM-style add (c = a + b: two reads and one write per element, the
+//   traffic of STREAM's Triad) over tensors far larger than the caches.
+// Measured once per machine (`dlbench --suite=micro` or `dlbench bench peak`) and kept in a file
+// (peak_file_path) that training runs read.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+struct MachinePeak {
+  std::string host, device, backend;  // device: the CPU's model name, or the GPU's name
+  std::string precision;              // the matrix products' precision ("fp32", "bf16", ...)
+  int64_t threads = 0;                // CPU threads the measurement used (0 on a GPU)
+  double flops_per_s = 0, bytes_per_s = 0;
+  std::string flops_method, bytes_method, measured_at;
+
+  nlohmann::json to_json() const;
+  static MachinePeak from_json(const nlohmann::json& j);
+};
+
+// Measures `backend`'s peak at `precision` (its matrix products; bytes/s in f32). About a
+// second on a CPU.
+MachinePeak measure_peak(Backend& backend, Precision precision);
+
+// Where peaks are kept: $DLBENCH_PEAK_FILE, else $XDG_CACHE_HOME/dlbench/peaks.json, else
+// ~/.cache/dlbench/peaks.json.
+std::string peak_file_path();
+// The peaks in the file (none when it does not exist). InvalidArgument naming the file when it
+// is not a list of peaks.
+std::vector<MachinePeak> read_peaks(const std::string& path);
+// Adds or replaces (same host, device, backend and precision) `peak` in the file, atomically.
+void save_peak(const std::string& path, const MachinePeak& peak);
+// The peak of this host and device for `backend` at `precision`, else at fp32 (the CPU computes
+// 16-bit data in f32), from `peaks`.
+std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
+                                     const std::string& device, const std::string& backend,
+                                     const std::string& precision);
+
+// This host's name, and the device name a backend's environment gives ("cpu" -> the CPU model).
+std::string host_name();
+std::string device_name(const Backend& backend);
+
+}  // namespace dlb

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `dlbench --suite=micro` end to end on the CPU: the peak is measured once and kept, every GEMM
+# and convolution row is there with its fraction of that peak, the all-reduce rows are correct,
+# the report is rendered, and a second run into the same directory is refused without touching
+# the first. A training run then records its fraction of the same peak; a peak file that is not
+# one costs the record its fraction, never the run. Usage: micro.sh path/to/dlbench
+set -u
+dlbench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export DLBENCH_PEAK_FILE=$work/peaks.json
+failures=0 passed=0
+check() {  # check DESCRIPTION COMMAND...
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+py=/usr/bin/python3
+
+start=$(date +%s)
+"$dlbench" --suite=micro --out="$work/m" >"$work/m.out" 2>&1
+check "the micro suite exits 0" test $? -eq 0 || cat "$work/m.out"
+echo "micro suite: $(($(date +%s) - start)) s"
+check "rows: every linear layer's GEMM and every distinct conv, each pass, algorithm and precision" \
+  $py - "$work/m" "$DLBENCH_PEAK_FILE" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1] + "/micro.json"))
+peaks = json.load(open(sys.argv[2]))["peaks"]
+assert [(p["backend"], p["precision"]) for p in peaks] == [("cpu", "fp32")], peaks
+peak = peaks[0]["flops_per_s"]
+rows = [b for b in d["benchmarks"]]
+names = [b["name"].removesuffix("/manual_time") for b in rows]
+gemm = [n for n in names if n.startswith("gemm/cpu/")]
+conv = [n for n in names if n.startswith("conv/cpu/")]
+# 8 distinct linear shapes x 3 products x 3 precisions; resnet50 (23) and vgg16 (9) distinct
+# convolutions x 3 passes x 2 algorithms x 3 precisions.
+assert len(gemm) == 8 * 3 * 3, len(gemm)
+assert len(conv) == (23 + 9) * 3 * 2 * 3, len(conv)
+for b in rows:
+    assert b["FLOP/s"] > 0 and abs(b["of_peak"] - b["FLOP/s"] / peak) < 1e-6 * b["of_peak"], b
+assert float(d["context"]["peak cpu fp32 flops_per_s"]) == float(f"{peak:.6g}")
+ar = json.load(open(sys.argv[1] + "/allreduce.json"))
+assert ar["ranks"] == 2 and all(r["wrong"] == 0 for r in ar["rows"]), ar
+PY
+check "the report names the convolutions furthest from the peak" \
+  grep -q "### Furthest from the peak" "$work/m/micro.md"
+check "the conv plot" test -s "$work/m/plots/micro-conv-cpu-fp32.png"
+before=$(sha256sum <"$work/m/micro.json")
+"$dlbench" --suite=micro --out="$work/m" >"$work/again.out" 2>&1
+check "a second run into the same directory: exit 2" test $? -eq 2
+check "... naming it" grep -q "already holds micro-benchmark results" "$work/again.out"
+check "... and the first results untouched" test "$(sha256sum <"$work/m/micro.json")" = "$before"
+
+# A training run on this host now records its fraction of the peak.
+"$dlbench" run --model=digits-cnn --image-size=8 --batch=8 --steps=3 --warmup=1 \
+  --json="$work/run.json" >"$work/run.out" 2>&1
+check "a run with a peak on file exits 0" test $? -eq 0
+check "its record: the fraction of the peak, and which peak" $py - "$work/run.json" <<'PY'
+import json, sys
+m = json.load(open(sys.argv[1]))["metrics"]
+p = m["peak"]
+want = m["achieved_flops_per_s"] * p["ranks_sharing_it"] / p["flops_per_s"]
+assert abs(m["fraction_of_peak_flops"] - want) < 1e-9 * want and p["ranks_sharing_it"] == 1, m
+PY
+echo '{"peaks": [{"host": 1}]}' >"$DLBENCH_PEAK_FILE"
+"$dlbench" run --model=digits-cnn --image-size=8 --batch=8 --steps=3 --warmup=1 \
+  --json="$work/run2.json" >"$work/run2.out" 2>&1
+check "a bad peak file: the run still exits 0" test $? -eq 0
+check "... says why it has no fraction" grep -q "not a dlbench peak file" "$work/run2.out"
+check "... and its record has none" \
+  $py -c 'import json,sys; assert "fraction_of_peak_flops" not in json.load(open(sys.argv[1]))["metrics"]' "$work/run2.json"
+"$dlbench" --suite=micro --out="$work/r" --resume >"$work/resume.out" 2>&1
+check "--resume is refused for the micro suite" test $? -eq 2
+
+echo "micro: $passed passed, $failures failed"
+[[ $failures -eq 0 ]]
