@@ -10,12 +10,7 @@ trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 mpirun=(mpirun -np "$ranks" --oversubscribe)
 common=(--model=digits-cnn --image-size=8 --warmup=0 --dropout=0 --seed=3 --lr=0.05)
-failures=0 passed=0
-check() {
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 
 "${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --batch=4 --steps=10 \
   --json="$work/sync.json" >"$work/sync.log" 2>&1
@@ -101,5 +96,4 @@ assert many["global_batch"] == one["global_batch"] == 8 * many["config"]["ranks"
 ' "$work/digitsN.safetensors" "$work/digits1.safetensors" "$(dirname "$0")/../parity" \
   "$work/digits1.json" "$work/digitsN.json"
 
-echo "$passed passed, $failures failed"
-[[ $failures -eq 0 ]]
+check_summary data_parallel

@@ -6,12 +6,7 @@ set -u
 dlbench=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0 passed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 statuses() { /usr/bin/python3 -c 'import json,sys; print(" ".join(json.loads(l)["status"] for l in open(sys.argv[1])))' "$1"; }
 
 cat >"$work/three.json" <<'JSON'
@@ -166,5 +161,4 @@ for r, status in zip(recs, ["success", "aborted"]):
     assert len(stop) == 1 and stop[0]["metadata"]["status"] == status
 PY
 
-echo "$passed passed, $failures failed"
-[[ $failures -eq 0 ]]
+check_summary harness

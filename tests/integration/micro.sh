@@ -9,12 +9,7 @@ dlbench=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export DLBENCH_PEAK_FILE=$work/peaks.json
-failures=0 passed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 py=/usr/bin/python3
 
 start=$(date +%s)
@@ -72,5 +67,4 @@ check "... and its record has none" \
 "$dlbench" --suite=micro --out="$work/r" --resume >"$work/resume.out" 2>&1
 check "--resume is refused for the micro suite" test $? -eq 2
 
-echo "micro: $passed passed, $failures failed"
-[[ $failures -eq 0 ]]
+check_summary micro

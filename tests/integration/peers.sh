@@ -9,12 +9,7 @@ dlbench=$1
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-failures=0 passed=0
-check() {  # check DESCRIPTION COMMAND...
-  local what=$1
-  shift
-  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
-}
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 py=/usr/bin/python3
 
 cat >"$work/two.json" <<'JSON'
@@ -101,5 +96,4 @@ sed 's/"sweep": {/"sweep": {"system": ["dlbench", "mxnet"], /' "$work/two.json" 
 check "unknown system in a suite file: exit 2" test $? -eq 2
 check "unknown system in a suite file: named" grep -q "mxnet" "$work/mx.out"
 
-echo "peers: $passed passed, $failures failed"
-[[ $failures -eq 0 ]]
+check_summary peers

@@ -1,0 +1,13 @@
+# Sourced by the integration scripts: `check DESCRIPTION COMMAND...` runs the command and counts
+# it as passed (exit 0) or failed (anything else, printed); `check_summary NAME` prints the
+# counts and returns non-zero when anything failed.
+failures=0 passed=0
+check() {
+  local what=$1
+  shift
+  if "$@"; then passed=$((passed + 1)); else echo "FAIL: $what"; failures=$((failures + 1)); fi
+}
+check_summary() {
+  echo "$1: $passed passed, $failures failed"
+  [[ $failures -eq 0 ]]
+}
