@@ -2,7 +2,8 @@
 # dlbench against PyTorch on this machine's CPU, in the same run: torchvision's model trained on
 # synthetic data by both (SGD, momentum 0.9, lr 0.01, fp32), alternating dlbench and PyTorch,
 # ROUNDS rounds, and the medians of their images per second with the ratio. PyTorch gets every
-# core this process may use, as dlbench does (scripts/torch_bench.py). Not a test: a benchmark,
+# core this process may use, as dlbench does (reports/peers/pytorch_train.py, the peer of
+# `--systems=dlbench,pytorch`). Not a test: a benchmark,
 # whose figures are this machine's.
 #
 #   scripts/cpu-vs-pytorch.sh [ROUNDS] [MODEL:BATCH:IMAGE_SIZE ...]
@@ -27,9 +28,9 @@ for config in "${configs[@]}"; do
       --warmup=$warmup --backend=cpu --json="$rec" >/dev/null
     dl+=("$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["throughput_img_s"])' "$rec")")
     rm -f "$rec"
-    pt+=("$(/usr/bin/python3 "$root/scripts/torch_bench.py" "$model" "$batch" "$size" fp32 \
-      --device=cpu --steps=$steps --warmup=$warmup |
-      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["img_s"])')")
+    pt+=("$(/usr/bin/python3 "$root/reports/peers/pytorch_train.py" --model="$model" \
+      --batch="$batch" --image-size="$size" --backend=cpu --steps=$steps --warmup=$warmup |
+      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["throughput_img_s"])')")
   done
   /usr/bin/python3 - "$model" "$batch" "$size" "${dl[*]}" "${pt[*]}" <<'PY'
 import statistics, sys

@@ -79,8 +79,9 @@ if [[ $what == bench || $what == all ]]; then
         "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
           --precision=$precision --steps=20 --warmup=5 --json="$work/d.json" >"$work/d.log" 2>&1
         drc=$?
-        python3 "$root/scripts/torch_bench.py" $model $batch 224 $precision --steps=20 \
-          --warmup=5 >"$work/t.json" 2>"$work/t.log"
+        python3 "$root/reports/peers/pytorch_train.py" --backend=cuda --model=$model \
+          --batch=$batch --image-size=224 --precision=$precision --steps=20 --warmup=5 \
+          >"$work/t.json" 2>"$work/t.log"
         trc=$?
         python3 - "$work/d.json" "$work/t.json" "$drc" "$trc" "$model" "$batch" "$precision" \
           "$work/d.log" "$work/t.log" >>"$bench" <<'PY'
@@ -91,17 +92,25 @@ try:
     d = json.load(open(dpath)) if drc == "0" else None
 except (OSError, ValueError):
     d = None
-try:
-    t = json.loads(open(tpath).read().strip().splitlines()[-1]) if trc == "0" else None
-except (OSError, ValueError, IndexError):
-    t = None
+t, t_error = None, None
+try:  # the PyTorch peer's record (reports/peers/pytorch_train.py), ok or not
+    rec = json.loads(open(tpath).read().strip().splitlines()[-1])
+    if rec["status"] == "ok":
+        m = rec["metrics"]
+        t = {"img_s": m["throughput_img_s"], "step_median_s": m["step_time_s"]["median"],
+             "peak_bytes": rec.get("memory", {}).get("peak_bytes_total"),
+             "torch": rec["environment"]["torch"], "cudnn": rec["environment"]["cudnn"]}
+    else:
+        t_error = f"{rec['status']}: {rec.get('message', '')}"
+except (OSError, ValueError, IndexError, KeyError, TypeError):
+    pass
 if d:
     m = d["metrics"]
     row["dlbench"] = {"img_s": m["throughput_img_s"], "step_median_s": m["step_time_s"]["median"],
                       "peak_bytes": d.get("memory", {}).get("peak_bytes_total")}
 else:
     row["dlbench"] = {"error": open(dlog).read()[-800:]}
-row["pytorch"] = t if t else {"error": open(tlog).read()[-800:]}
+row["pytorch"] = t if t else {"error": t_error or open(tlog).read()[-800:]}
 if d and t:
     row["ratio_dlbench_over_pytorch"] = row["dlbench"]["img_s"] / t["img_s"]
 print(json.dumps(row))

@@ -28,6 +28,8 @@ algorithm, a fixed fp16 loss scale, the digits data set, dlbench's own digits CN
 record `unsupported`, with the reason, and the sweep goes on.
 
 usage: pytorch_train.py --point FILE
+       pytorch_train.py --model M --batch B --image-size S [--precision P] [--backend cpu|cuda]
+                        [--steps N] [--warmup N]     (one point by hand: the record to stdout)
 The point file is the harness's: {"resolved": {config key: value}, "record": PATH}. A point file
 may also name "init" (weights as safetensors, torchvision's names) and "batch_file" (images and
 labels as safetensors) in its resolved config: the parity test's way of training the very batch
@@ -355,23 +357,44 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
     return record(c, "ok", **fields), rank
 
 
+# A point given by hand: dlbench's defaults for what is not given (its option table).
+DEFAULTS = {"num_classes": 1000, "precision": "fp32", "backend": "cpu", "steps": 20, "warmup": 5,
+            "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "dropout": None, "seed": 0,
+            "ranks": 1, "overlap": "none", "bucket_mb": 25.0, "data": "synthetic",
+            "conv_algo": "heuristic", "comm_timeout": 300.0}
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--point", required=True, help="the harness's point file")
+    ap.add_argument("--point", help="the harness's point file")
+    ap.add_argument("--model")
+    ap.add_argument("--batch", type=int)
+    ap.add_argument("--image-size", type=int)
+    for key in ("precision", "backend"):
+        ap.add_argument(f"--{key}", default=DEFAULTS[key])
+    ap.add_argument("--steps", type=int, default=DEFAULTS["steps"])
+    ap.add_argument("--warmup", type=int, default=DEFAULTS["warmup"])
     a = ap.parse_args()
-    with open(a.point) as f:
-        point = json.load(f)
-    c = dict(point["resolved"])
+    if a.point:
+        with open(a.point) as f:
+            point = json.load(f)
+        c, out = dict(point["resolved"]), point["record"]
+    elif a.model and a.batch and a.image_size:
+        c = dict(DEFAULTS, model=a.model, batch=a.batch, image_size=a.image_size,
+                 precision=a.precision, backend=a.backend, steps=a.steps, warmup=a.warmup)
+        c["ranks"] = rank_and_size()[1]
+        out = None
+    else:
+        ap.error("give --point FILE, or --model, --batch and --image-size")
     c["system"] = "pytorch"
-    out = point["record"]
     rank = rank_and_size()[0]
     try:
         import torch
         import torchvision
     except ImportError as e:
+        rec = record(c, "unsupported", message=f"PyTorch is not installed for {sys.executable}: {e}")
         if rank == 0:
-            write_record(out, record(c, "unsupported", message=f"PyTorch is not installed for "
-                                     f"{sys.executable}: {e}"))
+            write_record(out, rec) if out else print(json.dumps(rec))
         return 4
     try:
         rec, rank = train(c, torch, torchvision)
@@ -384,7 +407,10 @@ def main() -> int:
     else:
         code = 7 if rec["status"] == "diverged" else 0
     if rank == 0:
-        write_record(out, rec)
+        if out:
+            write_record(out, rec)
+        else:
+            print(json.dumps(rec))
     return code
 
 
