@@ -1,6 +1,6 @@
 """The micro suite's report (`dlbench --suite=micro`): tables and plots of OUT/micro.json (Google
-Benchmark's JSON from build/suites/dlbench_micro) and OUT/allreduce.json (`dlbench bench
-allreduce`), every row with its fraction of the machine's measured peak.
+Benchmark's JSON from build/suites/dlbench_micro) and OUT/allreduce-<comm>.json (`dlbench bench
+allreduce`, one per communicator), every row with its fraction of the machine's measured peak.
 
 Rows are named kind/backend/...: gemm/<backend>/<precision>/<MxNxK>/<pass>,
 conv/<backend>/<precision>/<algorithm>/<model>.<layer>/<pass>, copy/cuda/<pinned|pageable>/<size>.
@@ -103,7 +103,7 @@ def _pct(v: float) -> str:
     return f"{100 * v:.0f}%"
 
 
-def markdown(rows: list[Row], context: dict, allreduce: dict | None) -> str:
+def markdown(rows: list[Row], context: dict, allreduces: list[dict]) -> str:
     pk = peaks(context)
     out = ["# dlbench micro-benchmarks", "",
            f"Host {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs; "
@@ -150,7 +150,7 @@ def markdown(rows: list[Row], context: dict, allreduce: dict | None) -> str:
         for r in copies:
             out.append(f"| {r.algorithm} | {r.what} | {r.ms:.3f} | {r.rate / 1e9:.2f} | "
                        f"{_pct(r.of_peak)} |")
-    if allreduce:
+    for allreduce in allreduces:
         backend = "cuda" if allreduce.get("buffers") == "cuda" else "cpu"
         bw = pk.get((backend, "fp32"), {}).get("bytes_per_s")
         out += ["", f"## All-reduce ({allreduce.get('comm')}, {allreduce.get('ranks')} ranks)",
@@ -200,11 +200,10 @@ def render(directory: str | Path) -> tuple[Path, list[Path]]:
     if not isinstance(data, dict) or not isinstance(data.get("context"), dict):
         raise RecordError(f"{d / 'micro.json'}: not Google Benchmark's JSON output")
     rows = parse_rows(data, str(d / "micro.json"))
-    allreduce = None
-    if (d / "allreduce.json").exists():
-        allreduce = read_json_file(d / "allreduce.json", "all-reduce results")
+    allreduces = [read_json_file(f, "all-reduce results")
+                  for f in sorted(d.glob("allreduce-*.json"))]
     md = d / "micro.md"
-    md.write_text(markdown(rows, data["context"], allreduce))
+    md.write_text(markdown(rows, data["context"], allreduces))
     files: list[Path] = []
     for backend, precision in sorted({(r.backend, r.precision) for r in rows if r.kind == "conv"}):
         fig = conv_plot(rows, backend, precision)

@@ -1,7 +1,8 @@
 // `dlbench --suite=micro`: the micro-benchmarks. Runs build/suites/dlbench_micro (Google
 // Benchmark: GEMM, convolutions, host-to-device copies; suites/micro/micro.h) into
-// OUT/micro.json, the communicator's all-reduce sweep (`dlbench bench allreduce`) into
-// OUT/allreduce.json, then renders OUT/micro.md and its plots (reports/dlbench_reports/micro.py).
+// OUT/micro.json, each communicator's all-reduce sweep (`dlbench bench allreduce`) into
+// OUT/allreduce-<comm>.json, then renders OUT/micro.md and its plots
+// (reports/dlbench_reports/micro.py).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -35,7 +36,7 @@ int micro_command(const SweepOptions& opt) {
     throw InvalidArgument("--systems applies to training suites; the micro suite times kernels");
   }
   const std::string out = opt.out_dir.empty() ? "out/micro" : opt.out_dir;
-  const std::string json = out + "/micro.json", allreduce = out + "/allreduce.json";
+  const std::string json = out + "/micro.json";
   if (opt.resume) {
     throw InvalidArgument("--resume: the micro suite has no points to resume; it runs whole");
   }
@@ -52,12 +53,13 @@ int micro_command(const SweepOptions& opt) {
       std::string("--benchmark_min_time=") + kMinTime, "--benchmark_out=" + json,
       "--benchmark_out_format=json"};
   if (opt.dry_run) {
-    fmt::print("suite micro: would run\n  {}\n  {} bench allreduce ... --json={}\n",
-               fmt::join(micro_argv, " "), self_executable(), allreduce);
+    fmt::print(
+        "suite micro: would run\n  {}\n  {} bench allreduce --comm=... --json={}/allreduce-"
+        "<comm>.json\n",
+        fmt::join(micro_argv, " "), self_executable(), out);
     return 0;
   }
   fs::create_directories(out + "/logs");
-  fs::remove(allreduce);
   const bool tty = isatty(STDOUT_FILENO);
   const auto tick = [tty](const char* what) {
     return [tty, what](double s) {
@@ -78,26 +80,33 @@ int micro_command(const SweepOptions& opt) {
   }
   fmt::print("micro: {} rows in {:.0f} s -> {}\n", "GEMM, conv and copy", micro.seconds, json);
 
-  // All-reduce: two ranks over MPI on a CPU machine; on a GPU one, a rank per GPU over NCCL.
+  // All-reduce, for each communicator here: over MPI on host buffers (two ranks on a CPU
+  // machine), and over NCCL on device buffers with a rank per GPU.
   int64_t gpus = 0;  // list_devices() has a line "cuda:N <name>" per GPU
   if (gpu_available()) {
     for (const std::string& d : list_devices()) gpus += d.rfind("cuda:", 0) == 0;
   }
-  const int64_t ranks = gpus > 0 ? gpus : 2;
-  const std::string ar_log = out + "/logs/allreduce.log";
-  fs::remove(ar_log);
-  const ProcessResult ar =
-      run_process({{self_executable(), "bench", "allreduce", "--ranks=" + std::to_string(ranks),
-                    "--max-bytes=" + std::string(gpus > 0 ? "1GiB" : "64MiB"), "--iters=10",
-                    "--warmup=2", "--json=" + allreduce},
-                   {}},
-                  opt.timeout_s, ar_log, tick("allreduce"));
-  if (tty) fmt::print("\n");
-  if (ar.exit_code == 0 && !ar.timed_out && ar.signal == 0) {
-    fmt::print("micro: all-reduce over {} ranks in {:.0f} s -> {}\n", ranks, ar.seconds, allreduce);
-  } else {
-    fmt::print("micro: the all-reduce rows are missing: `dlbench bench allreduce` failed ({}):\n{}",
-               ar_log, tail_of_file(ar_log, 1500));
+  std::vector<std::pair<std::string, int64_t>> comms = {{"mpi", std::max<int64_t>(gpus, 2)}};
+  if (gpus > 0) comms.insert(comms.begin(), {"nccl", gpus});
+  for (const auto& [comm, ranks] : comms) {
+    const std::string file = out + "/allreduce-" + comm + ".json";
+    const std::string ar_log = out + "/logs/allreduce-" + comm + ".log";
+    fs::remove(ar_log);
+    const ProcessResult ar =
+        run_process({{self_executable(), "bench", "allreduce", "--comm=" + comm,
+                      "--ranks=" + std::to_string(ranks),
+                      "--max-bytes=" + std::string(comm == "nccl" ? "1GiB" : "64MiB"), "--iters=10",
+                      "--warmup=2", "--json=" + file},
+                     {}},
+                    opt.timeout_s, ar_log, tick("allreduce"));
+    if (tty) fmt::print("\n");
+    if (ar.exit_code == 0 && !ar.timed_out && ar.signal == 0) {
+      fmt::print("micro: all-reduce over {}, {} ranks, in {:.0f} s -> {}\n", comm, ranks,
+                 ar.seconds, file);
+    } else {
+      fmt::print("micro: no {} all-reduce rows: `dlbench bench allreduce` failed ({}):\n{}", comm,
+                 ar_log, tail_of_file(ar_log, 1500));
+    }
   }
   if (opt.report) render_micro_report(out);
   return 0;

@@ -34,7 +34,7 @@ assert len(conv) == (23 + 9) * 3 * 2 * 3, len(conv)
 for b in rows:
     assert b["FLOP/s"] > 0 and abs(b["of_peak"] - b["FLOP/s"] / peak) < 1e-6 * b["of_peak"], b
 assert float(d["context"]["peak cpu fp32 flops_per_s"]) == float(f"{peak:.6g}")
-ar = json.load(open(sys.argv[1] + "/allreduce.json"))
+ar = json.load(open(sys.argv[1] + "/allreduce-mpi.json"))
 assert ar["ranks"] == 2 and all(r["wrong"] == 0 for r in ar["rows"]), ar
 PY
 check "the report names the convolutions furthest from the peak" \

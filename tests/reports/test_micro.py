@@ -51,7 +51,7 @@ def test_report_has_every_section_and_a_plot_per_precision(results):
                     "## Convolutions of resnet50 and vgg16", "### Furthest from the peak",
                     "## All-reduce (mpi, 2 ranks)"):
         assert heading in text, heading
-    ar = json.loads((d / "allreduce.json").read_text())
+    ar = json.loads((d / "allreduce-mpi.json").read_text())
     peak = peaks(json.loads((d / "micro.json").read_text())["context"])[("cpu", "fp32")]
     last = ar["rows"][-1]
     assert f"{100 * last['busbw_gbs'] * 1e9 / peak['bytes_per_s']:.0f}%" in text
