@@ -48,8 +48,8 @@ std::string suite_path(const std::string& name_or_path) {
     path = suites_dir() + "/" + name_or_path + ".json";
     if (!fs::exists(path)) {
       throw InvalidArgument(
-          fmt::format("unknown suite '{}' (shipped: {}; or give a path to a "
-                      ".json file)",
+          fmt::format("unknown suite '{}' (shipped: {}; the micro-benchmarks: micro; or give "
+                      "a path to a .json file)",
                       name_or_path, fmt::join(list_suites(), ", ")));
     }
   }
