@@ -6,8 +6,8 @@ Rows are named kind/backend/...: gemm/<backend>/<precision>/<MxNxK>/<pass>,
 conv/<backend>/<precision>/<algorithm>/<model>.<layer>/<pass>, copy/cuda/<pinned|pageable>/<size>.
 Their counters: FLOP/s or bytes/s, and of_peak (the rate over the peak's; suites/micro/micro.h).
 The peak is in the JSON's context ("peak <backend> <precision> flops_per_s" and "... bytes_per_s").
-All-reduce rows are a fraction of the host's memory bandwidth (CPU, MPI through shared memory)
-or of the GPU's (NCCL).
+Copies are a fraction of the link's measured peak ("peak cuda h2d"); all-reduce rows of the
+host's memory bandwidth (CPU, MPI through shared memory) or of the GPU's (NCCL).
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def parse_rows(data: dict, where: str) -> list[Row]:
         if not isinstance(b, dict) or "name" not in b:
             raise RecordError(f"{where}: a benchmark entry without a name")
         if b.get("error_occurred"):
-            raise RecordError(f"{where}: {b['name']}: {b.get('error_message', 'failed')}")
+            continue  # listed by failed_rows
         parts = b["name"].removesuffix("/manual_time").split("/")
         try:
             if parts[0] == "gemm":
@@ -66,6 +66,12 @@ def parse_rows(data: dict, where: str) -> list[Row]:
         except (ValueError, KeyError) as e:
             raise RecordError(f"{where}: {b['name']}: not a dlbench micro row ({e})") from None
     return rows
+
+
+def failed_rows(data: dict) -> list[tuple[str, str]]:
+    """(name, message) of the rows that failed (an exception in the row: SkipWithError)."""
+    return [(b["name"].removesuffix("/manual_time"), b.get("error_message", "failed"))
+            for b in data.get("benchmarks", []) if isinstance(b, dict) and b.get("error_occurred")]
 
 
 def peaks(context: dict) -> dict[tuple[str, str], dict]:
@@ -103,15 +109,20 @@ def _pct(v: float) -> str:
     return f"{100 * v:.0f}%"
 
 
-def markdown(rows: list[Row], context: dict, allreduces: list[dict]) -> str:
+def markdown(rows: list[Row], context: dict, allreduces: list[dict],
+             failed: list[tuple[str, str]] = ()) -> str:
     pk = peaks(context)
     out = ["# dlbench micro-benchmarks", "",
            f"Host {context.get('host_name', '?')}, {context.get('num_cpus', '?')} CPUs; "
            f"GPU rows: {context.get('gpu rows', '?')}.", "", "## The peak each row is a fraction of",
            "", "| backend | precision | FLOP/s | bytes/s | how |", "|---|---|---|---|---|"]
     for (backend, precision), p in sorted(pk.items()):
-        out.append(f"| {backend} | {precision} | {p.get('flops_per_s', 0) / 1e9:.1f} G | "
+        flops = f"{p['flops_per_s'] / 1e9:.1f} G" if "flops_per_s" in p else "-"
+        out.append(f"| {backend} | {precision} | {flops} | "
                    f"{p.get('bytes_per_s', 0) / 1e9:.1f} G | {p.get('method', '')} |")
+    if failed:
+        out += ["", f"## Rows that failed ({len(failed)})", ""]
+        out += [f"- `{name}`: {message}" for name, message in failed]
     gemm = [r for r in rows if r.kind == "gemm"]
     if gemm:
         out += ["", "## GEMM at the models' linear layers", "",
@@ -145,7 +156,8 @@ def markdown(rows: list[Row], context: dict, allreduces: list[dict]) -> str:
     copies = [r for r in rows if r.kind == "copy"]
     if copies:
         out += ["", "## Host-to-device copies", "",
-                "Fraction of the host's measured memory bandwidth (a copy reads host memory).",
+                "Fraction of the link's measured peak (the best pinned copy of 256 MiB; "
+                "context key `peak cuda h2d`).",
                 "", "| memory | size | ms | GB/s | of peak |", "|---|---|---|---|---|"]
         for r in copies:
             out.append(f"| {r.algorithm} | {r.what} | {r.ms:.3f} | {r.rate / 1e9:.2f} | "
@@ -203,7 +215,10 @@ def render(directory: str | Path) -> tuple[Path, list[Path]]:
     allreduces = [read_json_file(f, "all-reduce results")
                   for f in sorted(d.glob("allreduce-*.json"))]
     md = d / "micro.md"
-    md.write_text(markdown(rows, data["context"], allreduces))
+    failed = failed_rows(data)
+    md.write_text(markdown(rows, data["context"], allreduces, failed))
+    if failed:
+        print(f"micro: {len(failed)} rows failed (listed in {md})")
     files: list[Path] = []
     for backend, precision in sorted({(r.backend, r.precision) for r in rows if r.kind == "conv"}):
         fig = conv_plot(rows, backend, precision)

@@ -16,12 +16,15 @@ What is the same as dlbench:
   images over the slowest rank's timed seconds, and each step's time is the slowest rank's;
 - precision: fp32 strict (no TF32), tf32 (PyTorch's allow_tf32 switches), and fp16 and bf16 as
   PyTorch's own automatic mixed precision: torch.autocast, channels_last on the GPU, and a
-  GradScaler with its default settings for fp16. On the CPU, PyTorch's autocast runs bf16 only;
+  GradScaler with its default settings for fp16, on the GPU. Gradients cross the wire in 16 bits,
+  as dlbench's do (DDP's compression hooks). The CPU runs fp32 only: dlbench's CPU backend stores
+  16-bit tensors but computes in f32, which PyTorch's CPU autocast (bf16 products) does not;
 - data parallel: torch.distributed, gloo on the CPU and nccl on the GPU, one process per rank as
   dlbench's launcher starts them (mpirun, srun or one local process). overlap=backward is
   DistributedDataParallel with bucket_cap_mb = bucket_mb (all-reduce hidden behind backward);
   overlap=none all-reduces the gradients in buckets of bucket_mb after backward. PyTorch has no
-  overlap with the next forward, so overlap=forward is unsupported.
+  overlap with the next forward, so overlap=forward on several ranks is unsupported (on one rank
+  there is nothing to overlap, and it runs as none).
 
 A setting that PyTorch cannot follow (a memory budget, a workspace limit, a named CPU convolution
 algorithm, a fixed fp16 loss scale, the digits data set, dlbench's own digits CNN) makes the
@@ -60,15 +63,24 @@ class Unsupported(Exception):
 
 # ---- where this rank is ----------------------------------------------------------------------
 
-def rank_and_size() -> tuple[int, int, int]:
-    """(rank, ranks, local rank) from the launcher's environment: Open MPI, Slurm, or alone."""
+def rank_and_size(ranks: int) -> tuple[int, int, int]:
+    """(rank, ranks, local rank) of a point of `ranks` ranks. One rank runs alone, whatever the
+    environment says (inside an sbatch job SLURM_NTASKS names the job's size, not this point's);
+    several read their place from the launcher's environment (Open MPI, MPICH, Slurm), whose size
+    must be the point's."""
+    if ranks == 1:
+        return 0, 1, 0
     for r, n, local in (("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                          "OMPI_COMM_WORLD_LOCAL_RANK"),
                         ("PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID"),
                         ("SLURM_PROCID", "SLURM_NTASKS", "SLURM_LOCALID")):
         if r in os.environ and n in os.environ:
-            return int(os.environ[r]), int(os.environ[n]), int(os.environ.get(local, "0"))
-    return 0, 1, 0
+            if int(os.environ[n]) != ranks:
+                raise Unsupported(f"ranks={ranks}, but the launcher started {os.environ[n]} "
+                                  f"processes ({n})")
+            return int(os.environ[r]), ranks, int(os.environ.get(local, "0"))
+    raise Unsupported(f"ranks={ranks} needs the processes started by mpirun or srun "
+                      "(no launcher's rank variables are set)")
 
 
 def master_address() -> str:
@@ -96,10 +108,13 @@ def check_supported(c: dict, torch) -> None:
         raise Unsupported("backend=cuda, but this PyTorch sees no GPU "
                           f"(torch {torch.__version__}, built for CUDA {torch.version.cuda})")
     p = c["precision"]
-    if not cuda and p in ("tf32", "fp16"):
-        raise Unsupported(f"precision={p} on the CPU: PyTorch's CPU autocast runs bf16 only, "
-                          "and TF32 is a GPU format")
-    if c.get("overlap") == "forward":
+    if not cuda and p != "fp32":
+        # dlbench's CPU backend stores 16-bit tensors and computes in f32; PyTorch's CPU
+        # autocast computes bf16 products (oneDNN). Not the same work, so no ratio.
+        raise Unsupported(f"precision={p} on the CPU: dlbench's CPU backend stores 16 bits and "
+                          "computes in f32, PyTorch's CPU autocast computes in bf16; not the "
+                          "same work")
+    if c.get("overlap") == "forward" and int(c.get("ranks", 1)) > 1:
         raise Unsupported("overlap=forward: PyTorch's DistributedDataParallel overlaps "
                           "all-reduce with backward only")
     if c.get("loss_scale") is not None:
@@ -143,7 +158,7 @@ def read_safetensors(path: str, torch) -> dict:
 class Run:
     def __init__(self, c: dict, torch, torchvision):
         self.c, self.torch = c, torch
-        self.rank, self.ranks, self.local_rank = rank_and_size()
+        self.rank, self.ranks, self.local_rank = rank_and_size(int(c.get("ranks", 1)))
         self.cuda = c["backend"] == "cuda"
         if self.cuda:
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
@@ -188,6 +203,13 @@ class Run:
             model = DistributedDataParallel(
                 model, device_ids=[torch.cuda.current_device()] if self.cuda else None,
                 bucket_cap_mb=float(c.get("bucket_mb", 25)))
+            if self.half is not None:
+                # dlbench keeps 16-bit gradients and all-reduces them as they are: DDP's
+                # compression hook sends the same bytes (its buckets still count f32 bytes).
+                from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+                model.register_comm_hook(None, default_hooks.fp16_compress_hook
+                                         if self.half == torch.float16
+                                         else default_hooks.bf16_compress_hook)
             self.ddp = True
         else:
             self.ddp = False
@@ -211,21 +233,24 @@ class Run:
 
     def allreduce_after_backward(self):
         """overlap=none: the gradients all-reduced in buckets of bucket_mb once backward is done,
-        in the order backward produced them (the last parameters first), averaged."""
+        in the order backward produced them (the last parameters first), averaged; in 16 bits
+        under fp16 and bf16, as dlbench's gradients are."""
         import torch.distributed as dist
         torch = self.torch
         grads = [p.grad for p in reversed(list(self.model.parameters())) if p.grad is not None]
+        wire = self.half or torch.float32
+        per = torch.tensor([], dtype=wire).element_size()
         bucket, size = [], 0
         for i, g in enumerate(grads):
             bucket.append(g)
-            size += g.numel() * g.element_size()
+            size += g.numel() * per
             if size >= self.bucket_bytes or i == len(grads) - 1:
-                flat = torch.cat([b.reshape(-1) for b in bucket])
+                flat = torch.cat([b.reshape(-1).to(wire) for b in bucket])
                 dist.all_reduce(flat)
                 flat /= self.ranks
                 at = 0
                 for b in bucket:
-                    b.copy_(flat[at:at + b.numel()].view_as(b))
+                    b.copy_(flat[at:at + b.numel()].view_as(b))  # back to the grad's type
                     at += b.numel()
                 bucket, size = [], 0
 
@@ -367,27 +392,39 @@ DEFAULTS = {"num_classes": 1000, "precision": "fp32", "backend": "cpu", "steps":
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--point", help="the harness's point file")
-    ap.add_argument("--model")
+    ap.add_argument("--model", choices=TORCHVISION_MODELS)
     ap.add_argument("--batch", type=int)
     ap.add_argument("--image-size", type=int)
-    for key in ("precision", "backend"):
-        ap.add_argument(f"--{key}", default=DEFAULTS[key])
+    ap.add_argument("--precision", default=DEFAULTS["precision"],
+                    choices=["fp32", "tf32", "fp16", "bf16"])
+    ap.add_argument("--backend", default=DEFAULTS["backend"], choices=["cpu", "cuda"])
     ap.add_argument("--steps", type=int, default=DEFAULTS["steps"])
     ap.add_argument("--warmup", type=int, default=DEFAULTS["warmup"])
+    ap.add_argument("--ranks", type=int, default=1, help="as started by mpirun -np or srun -n")
     a = ap.parse_args()
+    for name, least in (("batch", 1), ("image_size", 1), ("steps", 1), ("warmup", 0),
+                        ("ranks", 1)):
+        v = getattr(a, name)
+        if v is not None and v < least:
+            ap.error(f"--{name.replace('_', '-')} must be >= {least} (got {v})")
     if a.point:
         with open(a.point) as f:
             point = json.load(f)
         c, out = dict(point["resolved"]), point["record"]
     elif a.model and a.batch and a.image_size:
         c = dict(DEFAULTS, model=a.model, batch=a.batch, image_size=a.image_size,
-                 precision=a.precision, backend=a.backend, steps=a.steps, warmup=a.warmup)
-        c["ranks"] = rank_and_size()[1]
+                 precision=a.precision, backend=a.backend, steps=a.steps, warmup=a.warmup,
+                 ranks=a.ranks)
         out = None
     else:
         ap.error("give --point FILE, or --model, --batch and --image-size")
     c["system"] = "pytorch"
-    rank = rank_and_size()[0]
+    try:
+        rank = rank_and_size(int(c.get("ranks", 1)))[0]
+    except Unsupported as e:  # every process says so; the first writes it
+        rec = record(c, "unsupported", message=str(e))
+        write_record(out, rec) if out else print(json.dumps(rec))
+        return 4
     try:
         import torch
         import torchvision

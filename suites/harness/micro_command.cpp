@@ -50,7 +50,7 @@ int micro_command(const SweepOptions& opt) {
   }
   const std::vector<std::string> micro_argv = {
       bin.string(), "--benchmark_filter=^(gemm|conv|copy)/",
-      std::string("--benchmark_min_time=") + kMinTime, "--benchmark_out=" + json,
+      std::string("--benchmark_min_time=") + kMinTime, "--benchmark_out=" + json + ".tmp",
       "--benchmark_out_format=json"};
   if (opt.dry_run) {
     fmt::print(
@@ -78,6 +78,7 @@ int micro_command(const SweepOptions& opt) {
                     micro.timed_out ? "timed out" : "exit " + std::to_string(micro.exit_code), log,
                     tail_of_file(log, 2000)));
   }
+  fs::rename(json + ".tmp", json);  // complete: a failed run leaves no micro.json to refuse
   fmt::print("micro: {} rows in {:.0f} s -> {}\n", "GEMM, conv and copy", micro.seconds, json);
 
   // All-reduce, for each communicator here: over MPI on host buffers (two ranks on a CPU

@@ -340,12 +340,18 @@ RunResult run_training(const RunOptions& o) {
 namespace {
 
 // Ranks that share this host's device: on the CPU, every rank started on this host (Open MPI's
-// or Slurm's count); a GPU rank has a device of its own.
+// or MPICH's count, or Slurm's tasks on this node); a GPU rank has a device of its own.
 int64_t ranks_sharing_the_device(const RunResult& r) {
   if (r.environment.value("device", "") != "cpu") return 1;
-  for (const char* var :
-       {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS", "SLURM_NTASKS_PER_NODE"}) {
+  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
+  }
+  const char* node = std::getenv("SLURM_NODEID");
+  for (const char* var : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
+    if (const char* list = std::getenv(var)) {
+      const int64_t n = slurm_tasks_on_node(list, node ? std::atoll(node) : 0);
+      if (n > 0) return n;
+    }
   }
   return 1;
 }
@@ -380,6 +386,22 @@ void attach_peak(RunResult& r) {
 }
 
 }  // namespace
+
+int64_t slurm_tasks_on_node(const std::string& list, int64_t node) {
+  size_t at = 0;
+  while (at < list.size()) {
+    const size_t end = std::min(list.find(',', at), list.size());
+    const std::string item = list.substr(at, end - at);
+    const int64_t tasks = std::atoll(item.c_str());
+    const size_t x = item.find("(x");
+    const int64_t repeat = x == std::string::npos ? 1 : std::atoll(item.c_str() + x + 2);
+    if (tasks < 1 || repeat < 1) return 0;
+    if (node < repeat) return tasks;
+    node -= repeat;
+    at = end + 1;
+  }
+  return 0;
+}
 
 int run_command(const RunOptions& o) {
   if (o.system != System::kDlbench) {

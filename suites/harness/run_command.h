@@ -1,5 +1,7 @@
 // `dlbench run`: train one configuration and write one result record.
 #pragma once
+#include <string>
+
 #include "suites/harness/record.h"
 #include "suites/harness/run_options.h"
 
@@ -12,6 +14,11 @@ void validate_run_options(const RunOptions& options);
 // The runner: trains as the options say, writes the run's traces, profile and weights, and
 // returns what it measured. Throws dlb::Error on failure. Every rank calls it.
 RunResult run_training(const RunOptions& options);
+
+// Slurm's tasks on node `node` from its per-node list (SLURM_TASKS_PER_NODE): "4(x2),3" is 4, 4
+// and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its
+// peak (the record's fraction_of_peak_flops).
+int64_t slurm_tasks_on_node(const std::string& list, int64_t node);
 
 // The exit code of a run that completed but diverged (its loss became inf or NaN): its record
 // has status "diverged". Errors use 2 to 6 (runtime/core/error.h).

@@ -129,6 +129,12 @@ void set_systems(Suite& suite, const std::vector<std::string>& systems) {
     values.push_back(name);
   }
   if (values.empty()) throw InvalidArgument("--systems needs at least one system");
+  for (const auto& c : suite.cases) {
+    if (c.contains("system")) {
+      throw InvalidArgument(fmt::format(
+          "--systems: {} has a case that sets system; the axis would contradict it", suite.path));
+    }
+  }
   auto& axes = suite.axes;
   axes.erase(std::remove_if(axes.begin(), axes.end(), [](auto& a) { return a.first == "system"; }),
              axes.end());
@@ -149,8 +155,9 @@ std::vector<nlohmann::json> expand(const Suite& s, size_t max_points) {
         "{}: the suite expands to {} points, more than the limit of {} (--max-points raises it)",
         s.path, n, max_points));
   }
-  std::vector<nlohmann::json> points{s.defaults};
-  for (const auto& [key, values] : s.axes) {
+  // The system axis comes last, after the cases: each point runs on every system in turn.
+  const auto cross = [](const std::vector<nlohmann::json>& points, const std::string& key,
+                        const nlohmann::json& values) {
     std::vector<nlohmann::json> next;
     for (const auto& p : points) {
       for (const auto& v : values) {
@@ -159,18 +166,29 @@ std::vector<nlohmann::json> expand(const Suite& s, size_t max_points) {
         next.push_back(std::move(q));
       }
     }
-    points = std::move(next);
-  }
-  if (s.cases.empty()) return points;
-  std::vector<nlohmann::json> crossed;
-  for (const auto& p : points) {
-    for (const auto& c : s.cases) {
-      nlohmann::json q = p;
-      q.update(c);
-      crossed.push_back(std::move(q));
+    return next;
+  };
+  std::vector<nlohmann::json> points{s.defaults};
+  const nlohmann::json* systems = nullptr;
+  for (const auto& [key, values] : s.axes) {
+    if (key == "system") {
+      systems = &values;
+    } else {
+      points = cross(points, key, values);
     }
   }
-  return crossed;
+  if (!s.cases.empty()) {
+    std::vector<nlohmann::json> crossed;
+    for (const auto& p : points) {
+      for (const auto& c : s.cases) {
+        nlohmann::json q = p;
+        q.update(c);
+        crossed.push_back(std::move(q));
+      }
+    }
+    points = std::move(crossed);
+  }
+  return systems ? cross(points, "system", *systems) : points;
 }
 
 std::string point_id(const nlohmann::json& config) {

@@ -30,9 +30,10 @@ Suite load_suite(const std::string& name_or_path, bool use_cpu_override);
 // deeper than 64 levels is refused before the parse.
 Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_override);
 
-// --systems=dlbench,pytorch: `systems` become the suite's innermost axis, "system", replacing
-// one the file has, so that every point runs on each system in turn and a ratio comes from one
-// run. InvalidArgument for an unknown or repeated name, naming the known ones.
+// --systems=dlbench,pytorch: `systems` become the suite's axis "system" (innermost: expand),
+// replacing one the file has, so that every point runs on each system in turn and a ratio comes
+// from one run. InvalidArgument for an unknown or repeated name, naming the known ones, and for a
+// suite whose cases set system.
 void set_systems(Suite& suite, const std::vector<std::string>& systems);
 
 // The sweep's size, the product of the axes' lengths and the cases (InvalidArgument past 2^64).
@@ -41,8 +42,9 @@ size_t count_points(const Suite& suite);
 // take gigabytes to expand and years to run.
 constexpr size_t kDefaultMaxPoints = 10000;
 // The cartesian product of the axes over the defaults, first axis slowest, each point crossed
-// with the cases (a case's keys override the defaults). InvalidArgument when it has more than
-// `max_points` points.
+// with the cases (a case's keys override the defaults), then with the system axis when there is
+// one: it is always innermost, so each point runs on every system in turn. InvalidArgument when it
+// has more than `max_points` points.
 std::vector<nlohmann::json> expand(const Suite& suite, size_t max_points = kDefaultMaxPoints);
 // A stable identifier of a point's config (hash of its canonical JSON).
 std::string point_id(const nlohmann::json& config);

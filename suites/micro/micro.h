@@ -4,9 +4,13 @@
 //   gemm/<backend>/<precision>/<M>x<N>x<K>/<pass>   the models' linear layers (FLOP/s)
 //   conv/<backend>/<precision>/<algorithm>/<model>.<layer>/<pass>   every distinct convolution
 //                                                   of resnet50 and vgg16 (FLOP/s)
-//   copy/cuda/<pinned|pageable>/<bytes>             host-to-device copies (bytes/s; GPU only)
+//   copy/cuda/<pinned|pageable>/<bytes>             host-to-device copies (bytes/s; GPU only),
+//                                                   a fraction of the link's measured peak
 // Counters: "FLOP/s" or "bytes/s", and "of_peak" (the row's rate over the peak's).
 #pragma once
+#include <benchmark/benchmark.h>
+
+#include <functional>
 #include <string>
 
 #include "suites/harness/machine_peak.h"
@@ -28,6 +32,10 @@ void register_conv_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
 // Host-to-device copies, pinned and pageable: CUDA builds with a visible GPU only. Returns why
 // none were registered, or "" when they were.
 std::string register_copy_benchmarks(const std::vector<MachinePeak>& peaks);
+
+// Runs a row's body; an exception (a plan the library refuses, memory it cannot get) makes the
+// row a Google Benchmark error with the message, and the other rows still run.
+void guarded(benchmark::State& state, const std::function<void()>& body);
 
 // The peak a row of `backend` at `precision` is a fraction of (find_peak on this host).
 const MachinePeak& peak_for(const std::vector<MachinePeak>& peaks, Backend& backend,

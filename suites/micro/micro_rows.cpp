@@ -86,6 +86,14 @@ std::vector<LinearShape> linear_shapes() {
 
 }  // namespace
 
+void guarded(benchmark::State& state, const std::function<void()>& body) {
+  try {
+    body();
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+  }
+}
+
 MicroShape micro_shape(BackendKind kind) {
   return kind == BackendKind::kCpu ? MicroShape{32, 8, 64} : MicroShape{256, 64, 224};
 }
@@ -135,17 +143,19 @@ void register_gemm_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
         benchmark::RegisterBenchmark(
             name.c_str(),
             [=](benchmark::State& state) {
-              Backend& b = backend_for(kind, ConvAlgoChoice::kHeuristic);
-              const DType dt = data_type(p);
-              const Shape a_shape = pass.ta ? Shape{pass.k, pass.m} : Shape{pass.m, pass.k};
-              const Shape b_shape = pass.tb ? Shape{pass.n, pass.k} : Shape{pass.k, pass.n};
-              Tensor a = filled(b, a_shape, dt, Layout::kNCHW, 0.01f);
-              Tensor w = filled(b, b_shape, dt, Layout::kNCHW, 0.02f);
-              Tensor y = filled(b, {pass.m, pass.n}, dt, Layout::kNCHW, 0);
-              time_rows(
-                  state, b, [&] { b.matmul(p, pass.ta, pass.tb, 1, a, w, 0, y); },
-                  2.0 * pass.m * pass.n * pass.k, peak, "FLOP/s");
-              state.SetLabel(s.layers);
+              guarded(state, [&] {
+                Backend& b = backend_for(kind, ConvAlgoChoice::kHeuristic);
+                const DType dt = data_type(p);
+                const Shape a_shape = pass.ta ? Shape{pass.k, pass.m} : Shape{pass.m, pass.k};
+                const Shape b_shape = pass.tb ? Shape{pass.n, pass.k} : Shape{pass.k, pass.n};
+                Tensor a = filled(b, a_shape, dt, Layout::kNCHW, 0.01f);
+                Tensor w = filled(b, b_shape, dt, Layout::kNCHW, 0.02f);
+                Tensor y = filled(b, {pass.m, pass.n}, dt, Layout::kNCHW, 0);
+                time_rows(
+                    state, b, [&] { b.matmul(p, pass.ta, pass.tb, 1, a, w, 0, y); },
+                    2.0 * pass.m * pass.n * pass.k, peak, "FLOP/s");
+                state.SetLabel(s.layers);
+              });
             })
             ->UseManualTime()
             ->Unit(benchmark::kMillisecond);
@@ -180,28 +190,30 @@ void register_conv_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
             benchmark::RegisterBenchmark(
                 name.c_str(),
                 [=](benchmark::State& state) {
-                  Backend& b = backend_for(kind, algo);
-                  ConvDesc desc = d;
-                  desc.types = OpTypes::of(PrecisionPolicy::for_precision(p));
-                  desc.layout = b.activation_layout(desc.types);
-                  auto plan = b.make_conv_plan(desc);
-                  const DType dt = desc.types.data;
-                  const Layout l = desc.layout;
-                  Tensor x = filled(b, {d.batch, d.in_channels, d.height, d.width}, dt, l, 0.1f);
-                  Tensor w =
-                      filled(b, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
-                             desc.types.params, l, 0.01f);
-                  Tensor y =
-                      filled(b, {d.batch, d.out_channels, d.out_h(), d.out_w()}, dt, l, 0.1f);
-                  const std::function<void()> run[] = {
-                      [&] { b.conv_forward(*plan, x, w, y); },
-                      [&] { b.conv_backward_data(*plan, y, w, x); },
-                      [&] { b.conv_backward_filter(*plan, x, y, w); }};
-                  time_rows(state, b, run[static_cast<int>(pass)], 2.0 * d.forward_macs(), peak,
-                            "FLOP/s");
-                  for (const PassAlgorithm& pa : plan->algorithms()) {
-                    if (pa.pass == pass) state.SetLabel(key + "; " + pa.algorithm);
-                  }
+                  guarded(state, [&] {
+                    Backend& b = backend_for(kind, algo);
+                    ConvDesc desc = d;
+                    desc.types = OpTypes::of(PrecisionPolicy::for_precision(p));
+                    desc.layout = b.activation_layout(desc.types);
+                    auto plan = b.make_conv_plan(desc);
+                    const DType dt = desc.types.data;
+                    const Layout l = desc.layout;
+                    Tensor x = filled(b, {d.batch, d.in_channels, d.height, d.width}, dt, l, 0.1f);
+                    Tensor w = filled(
+                        b, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+                        desc.types.params, l, 0.01f);
+                    Tensor y =
+                        filled(b, {d.batch, d.out_channels, d.out_h(), d.out_w()}, dt, l, 0.1f);
+                    const std::function<void()> run[] = {
+                        [&] { b.conv_forward(*plan, x, w, y); },
+                        [&] { b.conv_backward_data(*plan, y, w, x); },
+                        [&] { b.conv_backward_filter(*plan, x, y, w); }};
+                    time_rows(state, b, run[static_cast<int>(pass)], 2.0 * d.forward_macs(), peak,
+                              "FLOP/s");
+                    for (const PassAlgorithm& pa : plan->algorithms()) {
+                      if (pa.pass == pass) state.SetLabel(key + "; " + pa.algorithm);
+                    }
+                  });
                 })
                 ->UseManualTime()
                 ->Unit(benchmark::kMillisecond);

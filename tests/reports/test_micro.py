@@ -59,6 +59,20 @@ def test_report_has_every_section_and_a_plot_per_precision(results):
         "micro-conv-cpu-bf16.png", "micro-conv-cpu-fp16.png", "micro-conv-cpu-fp32.png"]
 
 
+def test_a_row_that_failed_is_listed_and_the_others_still_render(results):
+    d = results("micro")
+    data = json.loads((d / "micro.json").read_text())
+    row = data["benchmarks"][0]
+    row.update(error_occurred=True, error_message="cuDNN refused the plan")
+    for key in ("FLOP/s", "of_peak"):
+        row.pop(key)
+    (d / "micro.json").write_text(json.dumps(data))
+    md, _ = render(d)
+    text = md.read_text()
+    assert "## Rows that failed (1)" in text and "cuDNN refused the plan" in text
+    assert row["name"].removesuffix("/manual_time") in text
+
+
 def test_files_that_are_not_micro_results_are_refused(tmp_path):
     (tmp_path / "micro.json").write_text('{"benchmarks": []}')
     with pytest.raises(RecordError, match="not Google Benchmark's JSON"):

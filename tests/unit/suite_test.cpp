@@ -66,6 +66,24 @@ TEST(Suite, SystemsBecomeTheInnermostAxisSoThatEachPointAlternates) {
   EXPECT_THROW(set_systems(s, {}), InvalidArgument);
 }
 
+TEST(Suite, TheSystemAxisIsInnermostEvenWithCases) {
+  Suite s = parse_suite(R"({"name": "t", "description": "d", "defaults": {"batch": 2},
+    "sweep": {"ranks": [1, 2]}, "cases": [{"model": "alexnet"}, {"model": "vgg16"}], "cpu": {}})",
+                        "t.json", false);
+  set_systems(s, {"dlbench", "pytorch"});
+  const auto points = expand(s);
+  ASSERT_EQ(points.size(), 8u);
+  for (size_t i = 0; i < points.size(); i += 2) {
+    EXPECT_EQ(points[i]["system"], "dlbench");
+    EXPECT_EQ(points[i + 1]["system"], "pytorch");
+    EXPECT_EQ(points[i]["model"], points[i + 1]["model"]);
+    EXPECT_EQ(points[i]["ranks"], points[i + 1]["ranks"]);
+  }
+  EXPECT_EQ(points[2]["model"], "vgg16");  // then the next case, then the next rank count
+  s.cases[0]["system"] = "dlbench";
+  EXPECT_THROW(set_systems(s, {"pytorch"}), InvalidArgument);
+}
+
 TEST(Suite, CpuOverrideReplacesDefaultsAndAxes) {
   const Suite s = load_suite(write_suite("valid", kValid), true);
   const auto points = expand(s);
@@ -309,6 +327,15 @@ TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
   EXPECT_EQ(far.env.count("MASTER_ADDR"), 0u);
   EXPECT_EQ(far.argv, (std::vector<std::string>{"mpirun", "-np", "16", "-x", "MASTER_PORT",
                                                 "python3", "peer.py"}));
+}
+
+TEST(Launcher, SlurmTasksPerNodeExpandsItsRepeats) {
+  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 1), 4);
+  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 2), 3);
+  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 3), 0);  // no such node
+  EXPECT_EQ(slurm_tasks_on_node("x", 0), 0);
+  EXPECT_EQ(slurm_tasks_on_node("", 0), 0);
 }
 
 TEST(Launcher, RefusesRanksItCannotStart) {
