@@ -29,7 +29,7 @@ if [[ -z $from ]]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLB_ENABLE_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES=90 >"$out.configure.log" 2>&1 \
     || { echo "device-bundle: configure failed; see $out.configure.log" >&2; exit 1; }
-  cmake --build "$build" -j"$(nproc)" --target dlbench unit_tests gradcheck_tests \
+  cmake --build "$build" -j"$(nproc)" --target dlbench dlbench_micro unit_tests gradcheck_tests \
     cuda_library_tests cuda_memory_tests cuda_kernels_tests cuda_backend_tests \
     cuda_mixed_precision_tests \
     >"$build/bundle-build.log" 2>&1 \
@@ -41,6 +41,11 @@ bundle=$out/bundle
 rm -rf "$bundle" "$out/bundle.tar.gz"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$from/dlbench" "$bundle/bin/"
+# Where `dlbench --suite=micro` looks for it: beside dlbench, under suites/.
+if [[ -x $from/suites/dlbench_micro ]]; then
+  mkdir -p "$bundle/bin/suites"
+  cp "$from/suites/dlbench_micro" "$bundle/bin/suites/"
+fi
 for t in unit_tests gradcheck_tests cuda_library_tests cuda_memory_tests cuda_kernels_tests \
          cuda_backend_tests cuda_mixed_precision_tests; do
   [[ -x $from/tests/$t ]] && cp "$from/tests/$t" "$bundle/bin/"
@@ -54,7 +59,8 @@ is_system_or_cuda() {
   esac
   return 1
 }
-for b in "$bundle"/bin/*; do
+for b in "$bundle"/bin/* "$bundle"/bin/suites/*; do
+  [[ -f $b ]] || continue
   ldd "$b" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}'
 done | sort -u | while read -r name path; do
   is_system_or_cuda "$name" || cp -L "$path" "$bundle/lib/$name"

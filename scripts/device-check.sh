@@ -3,8 +3,9 @@
 # packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
 # libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
 #
-#   tests: every gpu-labelled test program and script, the cuDNN/cuBLASLt checks, and the
-#          resnet18 parity step against PyTorch on the same GPU (strict fp32);
+#   tests: every gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18
+#          parity step against PyTorch on the same GPU (strict fp32), and the micro suite
+#          (its directory, micro-<UTC time>/, next to the record);
 #   bench: resnet50, resnet18, vgg16 and alexnet at 224x224, batch 64 and 128, fp32 and tf32,
 #          dlbench and PyTorch alternating, point by point.
 # It writes one JSON record, device-check-<UTC time>.json, into $OUT (the device tool's folder)
@@ -65,6 +66,11 @@ if [[ $what == tests || $what == all ]]; then
   check nccl_one_gpu bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
   check parity_resnet18_gpu python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
     "$work/parity" --backend=cuda --torch-device=cuda
+  # The micro suite: the GPU's measured peak, every GEMM, convolution and copy row against it,
+  # and NCCL's all-reduce. Its results directory (micro.json, peaks.json) comes back in $OUT.
+  micro_out=$out/micro-$(date -u +%Y%m%dT%H%M%SZ)
+  check micro env DLBENCH_PEAK_FILE="$micro_out/peaks.json" "$dlbench" --suite=micro \
+    --out="$micro_out" --no-report
 fi
 
 bench=$work/bench.jsonl

@@ -13,7 +13,8 @@ trap 'rm -rf "$work"' EXIT
 cuda_lib=$(dirname "$(ldd "$build/dlbench" | awk '$1 ~ /^libcudart/ {print $3}')")
 path=$work/bundle/lib:$cuda_lib
 failures=0
-for b in "$work"/bundle/bin/*; do
+for b in "$work"/bundle/bin/* "$work"/bundle/bin/suites/*; do
+  [[ -f $b ]] || continue
   while read -r name arrow where _; do
     [[ $arrow == "=>" ]] || continue
     case $where in
@@ -26,5 +27,7 @@ done
 out=$(env -i LD_LIBRARY_PATH="$path" "$work/bundle/bin/dlbench" list 2>&1) \
   || { echo "FAIL: dlbench list in the bundle: $out"; failures=$((failures + 1)); }
 grep -q "^models" <<<"$out" || { echo "FAIL: no model list: $out"; failures=$((failures + 1)); }
+[[ -x $work/bundle/bin/suites/dlbench_micro ]] \
+  || { echo "FAIL: no dlbench_micro where --suite=micro looks for it"; failures=$((failures + 1)); }
 echo "bundle: $(ls "$work/bundle/bin" | wc -l) programs, $(ls "$work/bundle/lib" | wc -l) libraries; $failures failures"
 exit $((failures > 0))
