@@ -71,6 +71,16 @@ if [[ $what == tests || $what == all ]]; then
   micro_out=$out/micro-$(date -u +%Y%m%dT%H%M%SZ)
   check micro env DLBENCH_PEAK_FILE="$micro_out/peaks.json" "$dlbench" --suite=micro \
     --out="$micro_out" --no-report
+  # A failed row is an error row in micro.json, not a failed run: every row must have run, and
+  # the GPU's rows must be there.
+  check micro_rows python3 -c '
+import json, sys
+d = json.load(open(sys.argv[1]))
+bad = [b["name"] + ": " + b.get("error_message", "") for b in d["benchmarks"] if b.get("error_occurred")]
+assert not bad, bad
+assert d["context"].get("gpu rows") == "registered", d["context"].get("gpu rows")
+assert any(b["name"].startswith("conv/cuda/") for b in d["benchmarks"]), "no cuda conv rows"
+print(len(d["benchmarks"]), "rows, none failed")' "$micro_out/micro.json"
 fi
 
 bench=$work/bench.jsonl

@@ -83,6 +83,14 @@ def rank_and_size(ranks: int) -> tuple[int, int, int]:
                       "(no launcher's rank variables are set)")
 
 
+def launcher_rank() -> int:
+    """This process's rank as the launcher numbered it, 0 when no launcher did."""
+    for var in ("OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"):
+        if os.environ.get(var, "").isdigit():
+            return int(os.environ[var])
+    return 0
+
+
 def master_address() -> str:
     if os.environ.get("MASTER_ADDR"):
         return os.environ["MASTER_ADDR"]
@@ -200,12 +208,15 @@ class Run:
         self.bucket_bytes = float(c.get("bucket_mb", 25)) * 2**20
         if self.ranks > 1 and c.get("overlap", "none") == "backward":
             from torch.nn.parallel import DistributedDataParallel
+            # DDP sizes its buckets in the parameters' f32 bytes; under a 16-bit compression
+            # hook the wire carries half, so twice bucket_mb puts bucket_mb on the wire.
+            wire_factor = 2 if self.half is not None else 1
             model = DistributedDataParallel(
                 model, device_ids=[torch.cuda.current_device()] if self.cuda else None,
-                bucket_cap_mb=float(c.get("bucket_mb", 25)))
+                bucket_cap_mb=wire_factor * float(c.get("bucket_mb", 25)))
             if self.half is not None:
                 # dlbench keeps 16-bit gradients and all-reduces them as they are: DDP's
-                # compression hook sends the same bytes (its buckets still count f32 bytes).
+                # compression hook sends the same bytes.
                 from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
                 model.register_comm_hook(None, default_hooks.fp16_compress_hook
                                          if self.half == torch.float16
@@ -246,8 +257,8 @@ class Run:
             size += g.numel() * per
             if size >= self.bucket_bytes or i == len(grads) - 1:
                 flat = torch.cat([b.reshape(-1).to(wire) for b in bucket])
-                dist.all_reduce(flat)
-                flat /= self.ranks
+                flat /= self.ranks  # first, as DDP's hooks do: a 16-bit sum of scaled
+                dist.all_reduce(flat)  # gradients could overflow where their mean does not
                 at = 0
                 for b in bucket:
                     b.copy_(flat[at:at + b.numel()].view_as(b))  # back to the grad's type
@@ -421,9 +432,10 @@ def main() -> int:
     c["system"] = "pytorch"
     try:
         rank = rank_and_size(int(c.get("ranks", 1)))[0]
-    except Unsupported as e:  # every process says so; the first writes it
-        rec = record(c, "unsupported", message=str(e))
-        write_record(out, rec) if out else print(json.dumps(rec))
+    except Unsupported as e:  # every process says so; the launcher's rank 0 (or a lone one) writes
+        if launcher_rank() == 0:
+            rec = record(c, "unsupported", message=str(e))
+            write_record(out, rec) if out else print(json.dumps(rec))
         return 4
     try:
         import torch

@@ -339,19 +339,18 @@ RunResult run_training(const RunOptions& o) {
 
 namespace {
 
-// Ranks that share this host's device: on the CPU, every rank started on this host (Open MPI's
-// or MPICH's count, or Slurm's tasks on this node); a GPU rank has a device of its own.
+// Ranks that share this host's device: on the CPU, every rank of this run started on this host
+// (Open MPI's or MPICH's count, or the tasks srun started on this node); a GPU rank has a device
+// of its own, and one rank runs alone whatever a batch job's variables say.
 int64_t ranks_sharing_the_device(const RunResult& r) {
-  if (r.environment.value("device", "") != "cpu") return 1;
+  if (r.environment.value("device", "") != "cpu" || r.ranks <= 1) return 1;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
   }
-  const char* node = std::getenv("SLURM_NODEID");
-  for (const char* var : {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"}) {
-    if (const char* list = std::getenv(var)) {
-      const int64_t n = slurm_tasks_on_node(list, node ? std::atoll(node) : 0);
-      if (n > 0) return n;
-    }
+  if (const char* list = std::getenv("SLURM_STEP_TASKS_PER_NODE")) {  // set by srun
+    const char* node = std::getenv("SLURM_NODEID");
+    const int64_t n = slurm_tasks_on_node(list, node ? std::atoll(node) : 0);
+    if (n > 0) return n;
   }
   return 1;
 }

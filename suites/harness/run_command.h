@@ -15,8 +15,8 @@ void validate_run_options(const RunOptions& options);
 // returns what it measured. Throws dlb::Error on failure. Every rank calls it.
 RunResult run_training(const RunOptions& options);
 
-// Slurm's tasks on node `node` from its per-node list (SLURM_TASKS_PER_NODE): "4(x2),3" is 4, 4
-// and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its
+// Slurm's tasks on node `node` from its per-node list (SLURM_STEP_TASKS_PER_NODE): "4(x2),3" is 4,
+// 4 and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its
 // peak (the record's fraction_of_peak_flops).
 int64_t slurm_tasks_on_node(const std::string& list, int64_t node);
 

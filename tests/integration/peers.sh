@@ -90,8 +90,11 @@ PY
 
 # The peer by hand: what it cannot reproduce is unsupported, with the reason; one rank ignores a
 # batch job's Slurm variables (they name the job's size, not the point's).
-peer=("$py" "$root/reports/peers/pytorch_train.py" --model=resnet18 --batch=2 --image-size=32
-      --steps=1 --warmup=0)
+alone=(env -u SLURM_PROCID -u SLURM_NTASKS -u OMPI_COMM_WORLD_RANK -u OMPI_COMM_WORLD_SIZE
+       -u PMI_RANK -u PMI_SIZE)  # whatever launcher runs the tests, these start no ranks
+by_hand=("$py" "$root/reports/peers/pytorch_train.py" --model=resnet18 --batch=2 --image-size=32
+         --steps=1 --warmup=0)
+peer=("${alone[@]}" "${by_hand[@]}")
 status_of() { $py -c 'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print(r["status"], r.get("message", ""))'; }
 check "CPU bf16 is not PyTorch's CPU autocast: unsupported" \
   grep -q "^unsupported precision=bf16 on the CPU" <<<"$("${peer[@]}" --precision=bf16 2>/dev/null | status_of)"
@@ -99,7 +102,8 @@ check "two ranks without a launcher: unsupported" \
   grep -q "^unsupported ranks=2 needs the processes started by mpirun or srun" \
   <<<"$("${peer[@]}" --ranks=2 2>/dev/null | status_of)"
 check "one rank inside a Slurm job of 4 tasks trains alone" \
-  grep -q "^ok" <<<"$(SLURM_PROCID=0 SLURM_NTASKS=4 "${peer[@]}" 2>/dev/null | status_of)"
+  grep -q "^ok" <<<"$("${alone[@]}" SLURM_PROCID=0 SLURM_NTASKS=4 "${by_hand[@]}" 2>/dev/null |
+                     status_of)"
 "${peer[@]}" --steps=0 >/dev/null 2>"$work/steps.err"
 check "--steps=0 by hand: exit 2, named" test $? -eq 2
 check "... with the bound" grep -q -- "--steps must be >= 1 (got 0)" "$work/steps.err"
