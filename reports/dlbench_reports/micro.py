@@ -6,7 +6,8 @@ Rows are named kind/backend/...: gemm/<backend>/<precision>/<MxNxK>/<pass>,
 conv/<backend>/<precision>/<algorithm>/<model>.<layer>/<pass>, copy/cuda/<pinned|pageable>/<size>.
 Their counters: FLOP/s or bytes/s, and of_peak (the rate over the peak's; suites/micro/micro.h).
 The peak is in the JSON's context ("peak <backend> <precision> flops_per_s" and "... bytes_per_s").
-Copies are a fraction of the link's measured peak ("peak cuda h2d"); all-reduce rows of the
+Copies are a fraction of the link's measured peak (their counter link_peak_bytes_per_s); all-reduce
+rows of the
 host's memory bandwidth (CPU, MPI through shared memory) or of the GPU's (NCCL).
 """
 from __future__ import annotations
@@ -157,7 +158,7 @@ def markdown(rows: list[Row], context: dict, allreduces: list[dict],
     if copies:
         out += ["", "## Host-to-device copies", "",
                 "Fraction of the link's measured peak (the best pinned copy of 256 MiB; "
-                "context key `peak cuda h2d`).",
+                "each row's counter `link_peak_bytes_per_s`).",
                 "", "| memory | size | ms | GB/s | of peak |", "|---|---|---|---|---|"]
         for r in copies:
             out.append(f"| {r.algorithm} | {r.what} | {r.ms:.3f} | {r.rate / 1e9:.2f} | "

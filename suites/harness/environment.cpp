@@ -20,6 +20,8 @@ std::string run_quietly(const std::string& cmd) {
   while (!out.empty() && (out.back() == '\n' || out.back() == ' ')) out.pop_back();
   return out;
 }
+}  // namespace
+
 std::string cpu_model() {
   std::ifstream in("/proc/cpuinfo");
   std::string line;
@@ -31,7 +33,12 @@ std::string cpu_model() {
   }
   return "unknown";
 }
-}  // namespace
+
+std::string host_name() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return host;
+}
 
 std::string utc_now_iso8601() {
   const std::time_t t = std::chrono::system_clock::to_time_t(std::chrono::system_clock::now());
@@ -43,12 +50,10 @@ std::string utc_now_iso8601() {
 }
 
 nlohmann::json collect_environment(const DeviceMemory& backend) {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
   std::string git =
       run_quietly("git -C '" DLB_SOURCE_DIR "' describe --always --dirty --abbrev=12");
   nlohmann::json env = {
-      {"host", host},
+      {"host", host_name()},
       {"backend", std::string(backend.name())},
       {"git_sha", git.empty() ? "unknown" : git},
       {"dlbench_version", DLB_VERSION},

@@ -1,7 +1,6 @@
 #include "suites/harness/machine_peak.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/precision_policy.h"
 #include "runtime/io/json_text.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"
@@ -41,10 +41,6 @@ double best_seconds(Backend& b, int repeat, const std::function<void()>& fn) {
 int64_t pool_threads() {
   if (const char* n = std::getenv("OMP_NUM_THREADS"); n && std::atoll(n) > 0) return std::atoll(n);
   return std::max<int64_t>(std::thread::hardware_concurrency(), 1);
-}
-
-DType data_type(Precision p) {
-  return p == Precision::kFp16 ? DType::kF16 : p == Precision::kBf16 ? DType::kBF16 : DType::kF32;
 }
 
 }  // namespace
@@ -78,26 +74,10 @@ MachinePeak MachinePeak::from_json(const json& j) {
   return p;
 }
 
-std::string host_name() {
-  char host[256] = {};
-  gethostname(host, sizeof host - 1);
-  return host;
-}
-
 std::string device_name(const Backend& backend) {
   const auto env = backend.environment();
   const auto it = env.find("device");
-  if (it == env.end() || it->second == "cpu") {
-    std::ifstream in("/proc/cpuinfo");
-    std::string line;
-    while (std::getline(in, line)) {
-      if (line.rfind("model name", 0) == 0 && line.find(':') != std::string::npos) {
-        return line.substr(line.find(':') + 2);
-      }
-    }
-    return "cpu";
-  }
-  return it->second;
+  return it == env.end() || it->second == "cpu" ? cpu_model() : it->second;
 }
 
 MachinePeak measure_peak(Backend& b, Precision precision) {
@@ -112,7 +92,7 @@ MachinePeak measure_peak(Backend& b, Precision precision) {
   // Matrix products: square, large enough to leave the caches, small enough to take a second.
   const std::vector<int64_t> sizes =
       cpu ? std::vector<int64_t>{1024, 2048} : std::vector<int64_t>{4096, 8192};
-  const DType dt = data_type(precision);
+  const DType dt = PrecisionPolicy::for_precision(precision).activations;
   int64_t best_n = 0;
   for (int64_t n : sizes) {
     Tensor a = b.empty({n, n}, dt, MemCategory::kWorkspace, "peak operand");
@@ -188,7 +168,10 @@ void save_peak(const std::string& path, const MachinePeak& peak) {
 std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
                                      const std::string& device, const std::string& backend,
                                      const std::string& precision) {
-  for (const std::string& want : {precision, std::string("fp32")}) {
+  // The CPU computes 16-bit data in f32: its one peak is fp32's. A GPU's is per precision.
+  std::vector<std::string> wanted = {precision};
+  if (backend == "cpu") wanted.push_back("fp32");
+  for (const std::string& want : wanted) {
     for (const auto& p : peaks) {
       if (p.host == host && p.device == device && p.backend == backend && p.precision == want) {
         return p;

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "suites/harness/environment.h"
 
 namespace dlb {
 
@@ -39,14 +40,13 @@ std::string peak_file_path();
 std::vector<MachinePeak> read_peaks(const std::string& path);
 // Adds or replaces (same host, device, backend and precision) `peak` in the file, atomically.
 void save_peak(const std::string& path, const MachinePeak& peak);
-// The peak of this host and device for `backend` at `precision`, else at fp32 (the CPU computes
-// 16-bit data in f32), from `peaks`.
+// The peak of this host and device for `backend` at `precision`, from `peaks`; on the CPU, which
+// computes 16-bit data in f32, else its fp32 peak.
 std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
                                      const std::string& device, const std::string& backend,
                                      const std::string& precision);
 
-// This host's name, and the device name a backend's environment gives ("cpu" -> the CPU model).
-std::string host_name();
+// The device name a backend's environment gives ("cpu" -> the CPU's model name).
 std::string device_name(const Backend& backend);
 
 }  // namespace dlb

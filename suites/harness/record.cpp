@@ -30,6 +30,15 @@ RunResult failed_run(const RunOptions& options, std::string status, std::string 
   return r;
 }
 
+namespace {
+// Every rank on the device does this rank's work: their sum against the device's peak.
+double fraction_of_peak(const RunResult& r) {
+  const double median = percentile(r.stats->step_seconds, 50);
+  return r.flops_per_step / median * r.peak["ranks_sharing_it"].get<double>() /
+         r.peak["flops_per_s"].get<double>();
+}
+}  // namespace
+
 nlohmann::json record_json(const RunResult& r) {
   using json = nlohmann::json;
   const int64_t batch = r.options.batch.value_or(kDefaultBatch);
@@ -63,11 +72,8 @@ nlohmann::json record_json(const RunResult& r) {
     m["losses"] = s.losses;
     m["achieved_flops_per_s"] = r.flops_per_step / median;
     if (!r.peak.is_null()) {
-      // Every rank on the device does this rank's work: their sum against the device's peak.
       m["peak"] = r.peak;
-      m["fraction_of_peak_flops"] = r.flops_per_step / median *
-                                    r.peak["ranks_sharing_it"].get<double>() /
-                                    r.peak["flops_per_s"].get<double>();
+      m["fraction_of_peak_flops"] = fraction_of_peak(r);
     }
   }
   if (!r.comm.is_null()) m["comm"] = r.comm;
@@ -105,11 +111,9 @@ void print_result(const RunResult& r, std::FILE* out) {
                r.flops_per_step / median / 1e9);
   }
   if (r.stats && !r.peak.is_null()) {
-    const double median = percentile(r.stats->step_seconds, 50);
     fmt::print(out, "{:.1f}% of this machine's measured peak of {:.1f} GFLOP/s ({})\n",
-               100 * r.flops_per_step / median * r.peak["ranks_sharing_it"].get<double>() /
-                   r.peak["flops_per_s"].get<double>(),
-               r.peak["flops_per_s"].get<double>() / 1e9, r.peak["file"].get<std::string>());
+               100 * fraction_of_peak(r), r.peak["flops_per_s"].get<double>() / 1e9,
+               r.peak["file"].get<std::string>());
   }
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",

@@ -38,7 +38,6 @@ std::string register_copy_benchmarks(const std::vector<MachinePeak>& peaks);
 void guarded(benchmark::State& state, const std::function<void()>& body);
 
 // The peak a row of `backend` at `precision` is a fraction of (find_peak on this host).
-const MachinePeak& peak_for(const std::vector<MachinePeak>& peaks, Backend& backend,
-                            Precision precision);
+MachinePeak peak_for(const std::vector<MachinePeak>& peaks, Backend& backend, Precision precision);
 
 }  // namespace dlb::micro

@@ -49,10 +49,6 @@ void time_rows(benchmark::State& state, Backend& b, const std::function<void()>&
   state.counters["of_peak"] = C(work / peak, C::kIsIterationInvariantRate);
 }
 
-DType data_type(Precision p) {
-  return p == Precision::kFp16 ? DType::kF16 : p == Precision::kBf16 ? DType::kBF16 : DType::kF32;
-}
-
 Tensor filled(Backend& b, const Shape& s, DType dt, Layout layout, float v) {
   Tensor t = b.empty(s, dt, MemCategory::kWorkspace, "micro-benchmark operand").with_layout(layout);
   b.fill(t, v);
@@ -107,18 +103,14 @@ std::vector<Precision> micro_precisions(BackendKind kind) {
   return out;
 }
 
-const MachinePeak& peak_for(const std::vector<MachinePeak>& peaks, Backend& backend,
-                            Precision precision) {
-  static std::vector<MachinePeak> kept;  // stable addresses for the rows' lambdas
+MachinePeak peak_for(const std::vector<MachinePeak>& peaks, Backend& backend, Precision precision) {
   const auto p = find_peak(peaks, host_name(), device_name(backend), std::string(backend.name()),
                            std::string(precision_name(precision)));
   if (!p) {
     throw InvalidArgument(fmt::format("no peak measured for {} at {} on this host", backend.name(),
                                       precision_name(precision)));
   }
-  kept.reserve(64);
-  kept.push_back(*p);
-  return kept.back();
+  return *p;
 }
 
 void register_gemm_benchmarks(BackendKind kind, const std::vector<MachinePeak>& peaks) {
@@ -145,7 +137,7 @@ void register_gemm_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
             [=](benchmark::State& state) {
               guarded(state, [&] {
                 Backend& b = backend_for(kind, ConvAlgoChoice::kHeuristic);
-                const DType dt = data_type(p);
+                const DType dt = PrecisionPolicy::for_precision(p).activations;
                 const Shape a_shape = pass.ta ? Shape{pass.k, pass.m} : Shape{pass.m, pass.k};
                 const Shape b_shape = pass.tb ? Shape{pass.n, pass.k} : Shape{pass.k, pass.n};
                 Tensor a = filled(b, a_shape, dt, Layout::kNCHW, 0.01f);
