@@ -6,8 +6,9 @@
 #   tests: every gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18
 #          parity step against PyTorch on the same GPU (strict fp32), and the micro suite
 #          (its directory, micro-<UTC time>/, next to the record);
-#   bench: resnet50, resnet18, vgg16 and alexnet at 224x224, batch 64 and 128, fp32 and tf32,
-#          dlbench and PyTorch alternating, point by point.
+#   bench: resnet50, resnet18, vgg16 and alexnet at 224x224: batch 64 and 128 in fp32 and tf32,
+#          batch 256 in fp16 and bf16 (PyTorch: AMP with channels_last), those also with
+#          --cuda-graph; dlbench and PyTorch alternating, point by point.
 # It writes one JSON record, device-check-<UTC time>.json, into $OUT (the device tool's folder)
 # or results/device/, and exits 1 if any test failed.
 #
@@ -95,19 +96,29 @@ if [[ $what == bench || $what == all ]]; then
         "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
           --precision=$precision --steps=20 --warmup=5 --json="$work/d.json" >"$work/d.log" 2>&1
         drc=$?
+        # The 16-bit rows again with the step replayed from a CUDA graph (--cuda-graph).
+        grc=skipped
+        if [[ $precision == fp16 || $precision == bf16 ]]; then
+          "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
+            --precision=$precision --steps=20 --warmup=5 --cuda-graph --json="$work/g.json" \
+            >"$work/g.log" 2>&1
+          grc=$?
+        fi
         python3 "$root/reports/peers/pytorch_train.py" --backend=cuda --model=$model \
           --batch=$batch --image-size=224 --precision=$precision --steps=20 --warmup=5 \
           >"$work/t.json" 2>"$work/t.log"
         trc=$?
         python3 - "$work/d.json" "$work/t.json" "$drc" "$trc" "$model" "$batch" "$precision" \
-          "$work/d.log" "$work/t.log" >>"$bench" <<'PY'
+          "$work/d.log" "$work/t.log" "$work/g.json" "$grc" "$work/g.log" >>"$bench" <<'PY'
 import json, sys
-dpath, tpath, drc, trc, model, batch, precision, dlog, tlog = sys.argv[1:]
+dpath, tpath, drc, trc, model, batch, precision, dlog, tlog, gpath, grc, glog = sys.argv[1:]
 row = {"model": model, "batch": int(batch), "image_size": 224, "precision": precision}
-try:
-    d = json.load(open(dpath)) if drc == "0" else None
-except (OSError, ValueError):
-    d = None
+def record(path, rc):
+    try:
+        return json.load(open(path)) if rc == "0" else None
+    except (OSError, ValueError):
+        return None
+d = record(dpath, drc)
 t, t_error = None, None
 try:  # the PyTorch peer's record (reports/peers/pytorch_train.py), ok or not
     rec = json.loads(open(tpath).read().strip().splitlines()[-1])
@@ -129,10 +140,22 @@ else:
 row["pytorch"] = t if t else {"error": t_error or open(tlog).read()[-800:]}
 if d and t:
     row["ratio_dlbench_over_pytorch"] = row["dlbench"]["img_s"] / t["img_s"]
+if grc != "skipped":
+    g = record(gpath, grc)
+    if g:
+        m = g["metrics"]
+        row["dlbench_cuda_graph"] = {"img_s": m["throughput_img_s"],
+                                     "step_median_s": m["step_time_s"]["median"],
+                                     "peak_bytes": g.get("memory", {}).get("peak_bytes_total"),
+                                     "graph": m.get("cuda_graph")}
+        if t:
+            row["ratio_cuda_graph_over_pytorch"] = m["throughput_img_s"] / t["img_s"]
+    else:
+        row["dlbench_cuda_graph"] = {"error": open(glog).read()[-800:]}
 print(json.dumps(row))
 PY
-        echo "device-check: bench $point: $(tail -1 "$bench" | python3 -c 'import json,sys; r=json.load(sys.stdin); print(r.get("dlbench",{}).get("img_s","failed"), "vs", r.get("pytorch",{}).get("img_s","failed"), "img/s")')"
-        rm -f "$work/d.json" "$work/t.json"
+        echo "device-check: bench $point: $(tail -1 "$bench" | python3 -c 'import json,sys; r=json.load(sys.stdin); g=r.get("dlbench_cuda_graph"); print(r.get("dlbench",{}).get("img_s","failed"), "" if g is None else "(graph: %s)" % g.get("img_s","failed"), "vs", r.get("pytorch",{}).get("img_s","failed"), "img/s")')"
+        rm -f "$work/d.json" "$work/t.json" "$work/g.json"
       }
     done
   done

@@ -160,6 +160,15 @@ void Backend::update_loss_scale(const LossScaleConfig&, Tensor&) {
   no_loss_scaling(name(), "scale update");
 }
 
+std::string Backend::capture_unsupported() const {
+  return fmt::format(
+      "the {} backend runs each op as it is called, so there is no queued work to capture as a "
+      "graph (--cuda-graph needs --backend=cuda)",
+      name());
+}
+void Backend::begin_capture() { throw Unsupported(capture_unsupported()); }
+std::unique_ptr<CapturedWork> Backend::end_capture() { throw Unsupported(capture_unsupported()); }
+
 void* Backend::workspace(size_t bytes) {
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // release first so the budget sees only the larger one

@@ -154,6 +154,28 @@ DLB_HD void update_loss_scale_state(const LossScaleConfig& cfg, float* s) {
   s[kFoundInfSlot] = 0.f;
 }
 
+// Where a dropout mask's draws come from: element i is dropped when counter_uniform(base + step,
+// i) < p, where `step` is a one-element int64 tensor on the backend (the trainer's step counter,
+// which each step advances on the device, so a step replayed from a capture draws a new mask) or
+// 0 without one.
+struct DropoutSeed {
+  DropoutSeed(uint64_t base_seed = 0, const Tensor* step_counter = nullptr)  // NOLINT: a seed
+      : base(base_seed), step(step_counter) {}
+  uint64_t base;
+  const Tensor* step;
+};
+
+// Work captured once and replayed: a CUDA graph of a training step. replay() queues the same
+// operations again, on the same memory, with every value they were captured with (kernel
+// arguments, pointers, sizes); what changes between replays must be read from memory.
+class CapturedWork {
+ public:
+  virtual ~CapturedWork() = default;
+  virtual void replay() = 0;
+  // Operations captured (a CUDA graph's nodes), for the record.
+  virtual int64_t operations() const = 0;
+};
+
 struct SgdConfig {
   float lr = 0.01f;
   float momentum = 0.9f;
@@ -286,7 +308,7 @@ class Backend : public DeviceMemory {
   virtual void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) = 0;
 
   // Inverted dropout: mask holds 0 or 1/(1-p), drawn from `seed`.
-  virtual void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask,
+  virtual void dropout_forward(const Tensor& x, float p, const DropoutSeed& seed, Tensor& mask,
                                Tensor& y) = 0;
   virtual void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) = 0;
 
@@ -324,6 +346,22 @@ class Backend : public DeviceMemory {
   // GradScaler.update: backs off (and counts a skipped step) or grows the scale, and clears the
   // found-inf slot for the next step.
   virtual void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler);
+
+  // counter[0] += 1, on a one-element int64 tensor, in the queue of work: the trainer's step
+  // counter (DropoutSeed) and batch norm's num_batches_tracked, which a replayed step must
+  // advance as a step run op by op does.
+  virtual void increment(Tensor& counter) = 0;
+
+  // Capture (--cuda-graph): why this backend cannot capture its work; empty when it can.
+  virtual std::string capture_unsupported() const;
+  // Between begin_capture and end_capture, the ops called are recorded, not run; end_capture
+  // returns them as work to replay. Anything that waits for the device or copies to or from
+  // the host in between makes the capture fail (the CUDA backend: cudaStreamCaptureModeGlobal).
+  // Both throw Unsupported with capture_unsupported() where it is not empty.
+  virtual void begin_capture();
+  virtual std::unique_ptr<CapturedWork> end_capture();
+  // Ends a capture that failed midway and discards what it recorded; never throws.
+  virtual void abandon_capture() noexcept {}
 
  protected:
   explicit Backend(std::shared_ptr<Allocator> allocator) : DeviceMemory(std::move(allocator)) {}

@@ -60,7 +60,13 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
   stats_.total_current += bytes;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  ++allocations_;
   return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
+}
+
+uint64_t Allocator::allocations() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return allocations_;
 }
 
 void Allocator::release(void* p, size_t bytes, MemCategory category) {

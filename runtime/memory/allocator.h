@@ -3,6 +3,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -72,6 +73,8 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // device would be exceeded.
   std::shared_ptr<Buffer> allocate(size_t bytes, MemCategory category, std::string_view what);
   MemoryStats stats() const;
+  // Successful allocate() calls so far: a captured step checks that it made none.
+  uint64_t allocations() const;
   void reset_peaks();
   std::optional<size_t> budget() const { return budget_; }
   void set_budget(std::optional<size_t> budget) { budget_ = budget; }
@@ -84,6 +87,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   std::optional<size_t> budget_;
   mutable std::mutex mu_;
   MemoryStats stats_;
+  uint64_t allocations_ = 0;
 };
 
 // Host memory aligned to 64 bytes.

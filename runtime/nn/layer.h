@@ -87,7 +87,7 @@ struct PassReads {
 struct LayerContext {
   Backend& backend;
   bool training = true;
-  uint64_t seed = 0;         // per step, for dropout
+  DropoutSeed seed;          // per step, for dropout
   Tracer* tracer = nullptr;  // spans of layer passes, when set and inside its window
 };
 

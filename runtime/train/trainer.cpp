@@ -72,11 +72,31 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, cons
   }
   loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
                                 MemCategory::kActivations, "losses not yet read");
+  step_counter_ = backend.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step counter");
+  const int64_t first_step = 0;
+  backend.copy_from_host(&first_step, step_counter_);
 
   Communicator* comm = config.comm;
   if (!comm) {
     own_comm_ = make_communicator(CommKind::kLocal);
     comm = own_comm_.get();
+  }
+  // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
+  // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
+  dropout_base_ =
+      config.seed * 1000003 + static_cast<uint64_t>(comm->rank()) * 0x9E3779B97F4A7C15ull;
+  if (config.capture_step) {
+    if (const std::string why = backend.capture_unsupported(); !why.empty()) throw Unsupported(why);
+    if (comm->size() > 1) {
+      throw Unsupported(fmt::format(
+          "--cuda-graph captures one rank's step; with {} ranks the gradient all-reduces are "
+          "progressed and completed from the host between passes, which a replayed graph "
+          "cannot do",
+          comm->size()));
+    }
+    if (config.mid_step_hook) {
+      throw InvalidArgument("a step captured as a graph cannot call a host hook mid-step");
+    }
   }
   const std::vector<Param*>& params = graph.flat_params();
   // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
@@ -176,24 +196,70 @@ void Trainer::loss(const LayerContext& ctx) {
     backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
                                             graph_.output_grad());
   }
-  Tensor slot = loss_history_.slice_flat(unread_++, 1);
-  backend_.copy(loss, slot);
   (void)ctx;
-  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_ - 1));
+  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_));
+}
+
+void Trainer::set_tracer(Tracer* tracer) {
+  if (tracer && config_.capture_step) {
+    throw Unsupported("a replayed step has no spans of its passes to trace");
+  }
+  tracer_ = tracer;
+  grad_sync_->set_tracer(tracer);
+}
+
+void Trainer::run_step_work(Tracer* tracer) {
+  executor_->run(LayerContext{backend_, true, DropoutSeed{dropout_base_, &step_counter_}, tracer});
+  backend_.increment(step_counter_);
+}
+
+std::unique_ptr<CapturedWork> Trainer::capture_step_work() {
+  // A graph keeps the addresses it was captured with: memory allocated while capturing (and
+  // released later) could be handed to another tensor while replays still write it. The eager
+  // first step has made every buffer the step needs, so capturing allocates nothing.
+  const uint64_t allocations = backend_.allocator().allocations();
+  backend_.begin_capture();
+  try {
+    run_step_work(nullptr);
+  } catch (const Error& e) {
+    backend_.abandon_capture();
+    throw Unsupported(fmt::format("--cuda-graph: the step could not be captured: {}", e.what()));
+  } catch (...) {
+    backend_.abandon_capture();
+    throw;
+  }
+  std::unique_ptr<CapturedWork> work = backend_.end_capture();
+  if (const uint64_t made = backend_.allocator().allocations() - allocations; made > 0) {
+    throw Unsupported(fmt::format(
+        "--cuda-graph: the step allocated memory {} times while it was captured; a graph must "
+        "replay on memory that stays its own",
+        made));
+  }
+  if (graph_stats_.graphs++ == 0) graph_stats_.operations = work->operations();
+  return work;
 }
 
 void Trainer::step() {
   static const std::string kStep = "step";
+  // The first step runs op by op: it makes the plans, workspaces and library state that a
+  // capture must find already made.
+  constexpr uint64_t kEagerSteps = 1;
   if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
-  // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
-  // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
-  const uint64_t rank = config_.comm ? static_cast<uint64_t>(config_.comm->rank()) : 0;
-  const LayerContext ctx{backend_, true,
-                         config_.seed * 1000003 + step_++ + rank * 0x9E3779B97F4A7C15ull, tracer_};
   {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
-    executor_->run(ctx);
+    if (config_.capture_step && step_ >= kEagerSteps) {
+      std::unique_ptr<CapturedWork>& work = captured_[current_input_];
+      if (!work) work = capture_step_work();
+      work->replay();
+      ++graph_stats_.replayed_steps;
+    } else {
+      run_step_work(tracer_);
+    }
   }
+  ++step_;
+  // Outside the captured work: the loss's place in the history changes every step.
+  Tensor slot = loss_history_.slice_flat(unread_++, 1);
+  backend_.copy(graph_.tensor(loss_id_), slot);
   mark_input_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
 }

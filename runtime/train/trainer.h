@@ -33,8 +33,20 @@ struct TrainConfig {
   // fp16 runs: dynamic loss scaling (GradScaler's defaults), or a fixed scale (growth and
   // backoff 1). Other precisions have none.
   LossScaleConfig loss_scaling;
+  // Steps replayed from a captured graph (--cuda-graph; Backend::begin_capture): the first step
+  // runs op by op, making every plan, workspace and library state the step needs; the next is
+  // captured, and every step from then on replays it, one graph per input buffer. What changes
+  // between steps is read from the device: the step counter (dropout's draws), the loss-scale
+  // state. Needs a backend that captures and one rank; no tracer, no mid-step hook.
+  bool capture_step = false;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
+};
+
+// What --cuda-graph did in a run: graphs captured (one per input buffer used), the operations in
+// the first, and the steps replayed from them.
+struct StepGraphStats {
+  int64_t graphs = 0, operations = 0, replayed_steps = 0;
 };
 
 struct RunStats {
@@ -84,14 +96,18 @@ class Trainer {
   const Schedule& schedule() const { return executor_->schedule(); }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
+  const StepGraphStats& step_graphs() const { return graph_stats_; }
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every step() call, warm-up included.
-  void set_tracer(Tracer* tracer) {
-    tracer_ = tracer;
-    grad_sync_->set_tracer(tracer);
-  }
+  // A captured step has no spans of its own passes (a graph replays as one launch): a trainer
+  // with capture_step refuses a tracer.
+  void set_tracer(Tracer* tracer);
 
  private:
+  // One step's work, queued op by op: the schedule, then the step counter's advance.
+  void run_step_work(Tracer* tracer);
+  // The step's work as a graph, for the input buffer the graph reads now.
+  std::unique_ptr<CapturedWork> capture_step_work();
   void broadcast_state(bool buffers_only);
   void loss(const LayerContext& ctx);
   void read_back_losses();
@@ -125,6 +141,12 @@ class Trainer {
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<Executor> executor_;
   uint64_t step_ = 0;
+  // The step's index on the device, advanced by the step's own work; dropout draws from
+  // dropout_base_ plus it.
+  Tensor step_counter_;
+  uint64_t dropout_base_ = 0;
+  std::unique_ptr<CapturedWork> captured_[2];  // capture_step: one graph per input slot
+  StepGraphStats graph_stats_;
   Tracer* tracer_ = nullptr;
 };
 

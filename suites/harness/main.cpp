@@ -72,7 +72,11 @@ int main(int argc, char** argv) {
     auto* flag =
         run_cmd->add_option(option.flag(), run_text[option.key], help)->type_name(option.metavar());
     const nlohmann::json d = option.get(dlb::RunOptions{});
-    if (option.scope == dlb::OptionScope::kConfig && !d.is_null()) {
+    if (option.type == dlb::OptionType::kBoolean) {
+      // A bare flag is true. (CLI11 would give a bare flag its default text: none is set.)
+      flag->expected(0, 1);
+      flag->description(fmt::format("{} (default {})", help, d.dump()));
+    } else if (option.scope == dlb::OptionScope::kConfig && !d.is_null()) {
       flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
     }
     if (option.hidden) flag->group("");

@@ -149,6 +149,15 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) {
          return o.workspace_limit ? json(bytes_text(*o.workspace_limit)) : json(nullptr);
        }});
+  add({"cuda_graph",
+       T::kBoolean,
+       config,
+       "capture the training step as a CUDA graph after one step op by op, and replay it "
+       "(cuda backend, one rank; needs warmup >= 2)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.cuda_graph = v.get<bool>(); },
+       [](const RunOptions& o) { return json(o.cuda_graph); }});
 
   // Data parallelism.
   add({"ranks",
@@ -422,6 +431,8 @@ std::string Option::metavar() const {
       return "PATH";
     case OptionType::kString:
       return "TEXT";
+    case OptionType::kBoolean:
+      return "BOOL";
   }
   return "TEXT";
 }
@@ -480,6 +491,9 @@ void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrig
     case OptionType::kPath:
       if (!v.is_string()) throw wrong_type("a string");
       break;
+    case OptionType::kBoolean:
+      if (!v.is_boolean()) throw wrong_type("true or false");
+      break;
   }
   if (!option.values.empty() && std::find(option.values.begin(), option.values.end(),
                                           v.get<std::string>()) == option.values.end()) {
@@ -524,6 +538,10 @@ json value_from_text(const Option& option, const std::string& text) {
     case OptionType::kBytes:
     case OptionType::kPath:
       return text;
+    case OptionType::kBoolean:
+      if (text.empty() || text == "true") return true;
+      if (text == "false") return false;
+      throw wrong("true or false");
   }
   return text;
 }

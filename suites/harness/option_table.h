@@ -13,8 +13,10 @@
 
 namespace dlb {
 
-// kUnsigned: an integer of 0 to 2^64 - 1 (a seed); kInteger: a signed 64-bit integer.
-enum class OptionType { kInteger, kUnsigned, kNumber, kString, kBytes, kPath };
+// kUnsigned: an integer of 0 to 2^64 - 1 (a seed); kInteger: a signed 64-bit integer. kBoolean:
+// true or false in a suite; on the command line the bare flag is true (--cuda-graph), or
+// --flag=true|false.
+enum class OptionType { kInteger, kUnsigned, kNumber, kString, kBytes, kPath, kBoolean };
 // kConfig: a suite key, a flag and a key of the record's config. kCommandLine: a flag of
 // `dlbench run` only (files to read or write, test hooks).
 enum class OptionScope { kConfig, kCommandLine };
@@ -38,7 +40,7 @@ struct Option {
   bool hidden = false;  // test hooks: not in --help
 
   std::string flag() const;        // "--bucket-mb"
-  std::string metavar() const;     // "cpu|cuda", "INT", "NUMBER", "SIZE", "PATH", "TEXT"
+  std::string metavar() const;     // "cpu|cuda", "INT", "NUMBER", "SIZE", "PATH", "TEXT", "BOOL"
   std::string range_text() const;  // ">= 1", "positive", "in (0, 1]"; empty when unbounded
   bool in_range(double v) const;
 };
@@ -54,7 +56,8 @@ enum class OptionOrigin { kCommandLine, kConfig };
 // Throws InvalidArgument naming the option as `origin` spells it, the expectation and the value.
 void apply_option(RunOptions& o, const Option& option, const nlohmann::json& value,
                   OptionOrigin origin);
-// Command-line text as the JSON value a suite file would hold (an integer, a number or a string).
+// Command-line text as the JSON value a suite file would hold (an integer, a number, a string or
+// a boolean: "true" or "false", and "" for a bare flag, which is true).
 // Throws InvalidArgument when the text is not of the option's type.
 nlohmann::json value_from_text(const Option& option, const std::string& text);
 

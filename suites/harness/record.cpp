@@ -86,6 +86,11 @@ nlohmann::json record_json(const RunResult& r) {
     m["loss_scale"] = *r.loss_scale;
     m["skipped_steps"] = r.skipped_steps;
   }
+  if (r.step_graphs) {
+    m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
+                       {"operations", r.step_graphs->operations},
+                       {"replayed_steps", r.step_graphs->replayed_steps}};
+  }
   record["metrics"] = m;
   if (r.memory) record["memory"] = memory_json(*r.memory);
   if (!r.paths.empty()) record["paths"] = r.paths;
@@ -118,6 +123,10 @@ void print_result(const RunResult& r, std::FILE* out) {
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
                *r.loss_scale, r.skipped_steps);
+  }
+  if (r.step_graphs) {
+    fmt::print(out, "cuda graph: {} steps replayed from {} graph(s) of {} operations\n",
+               r.step_graphs->replayed_steps, r.step_graphs->graphs, r.step_graphs->operations);
   }
   if (r.memory) {
     fmt::print(out, "peak memory {} ({})\n", format_bytes(r.memory->total_peak),

@@ -45,6 +45,8 @@ struct RunResult {
   // and timed, or every epoch's).
   std::optional<float> loss_scale;
   int64_t skipped_steps = 0;
+  // --cuda-graph: what was captured and replayed (Trainer::step_graphs).
+  std::optional<StepGraphStats> step_graphs;
   // The machine's measured peak (machine_peak.h) for this device, when one was measured:
   // flops_per_s, how, and ranks_sharing_it (CPU ranks on one host share its peak).
   nlohmann::json peak;

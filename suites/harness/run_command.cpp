@@ -68,6 +68,20 @@ void validate_run_options(const RunOptions& o) {
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
   }
+  if (o.cuda_graph) {
+    // The trainer refuses a backend that cannot capture, and more than one rank.
+    if (o.trace_steps > 0) {
+      throw Unsupported(
+          "--cuda-graph replays the step as one launch, so there are no spans of its passes to "
+          "trace: trace without --cuda-graph");
+    }
+    if (o.data == DataSource::kSynthetic && o.warmup < 2) {
+      throw InvalidArgument(fmt::format(
+          "--cuda-graph needs --warmup of at least 2 (got {}): the first step runs op by op and "
+          "the second is captured, so that the timed steps only replay",
+          o.warmup));
+    }
+  }
   if (o.trace_steps > o.steps) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
@@ -299,6 +313,7 @@ RunResult run_training(const RunOptions& o) {
   if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
   }
+  tc.capture_step = o.cuda_graph;
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc);
   trainer.broadcast_weights();
@@ -330,6 +345,7 @@ RunResult run_training(const RunOptions& o) {
     r.loss_scale = scaler->scale();
     r.skipped_steps = scaler->skipped_steps();
   }
+  if (o.cuda_graph) r.step_graphs = trainer.step_graphs();
   r.memory = backend->allocator().stats();
   r.memory_budget = backend->allocator().budget();
   mark_divergence(r);

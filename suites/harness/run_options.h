@@ -47,6 +47,8 @@ struct RunOptions {
   std::optional<size_t> memory_budget;
   ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
+  bool cuda_graph =
+      false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
   std::string init_path, batch_file, save_path, json_path;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;

@@ -74,9 +74,9 @@ TEST_F(GpuKernels, DropoutDrawsTheCpuMask) {
   Tensor mask = host_zeros(s), y = host_zeros(s);
   cpu.dropout_forward(x, 0.3f, 99, mask, y);
   Tensor dx = on_device(x), dmask = on_device(host_zeros(s)), dy = on_device(host_zeros(s));
-  launch_for_each(
-      gpu->stream(), x.numel(),
-      DropoutForward<float>{dx.data<float>(), 0.3f, 99, dmask.data<float>(), dy.data<float>()});
+  launch_for_each(gpu->stream(), x.numel(),
+                  DropoutForward<float>{dx.data<float>(), 0.3f, 99, nullptr, dmask.data<float>(),
+                                        dy.data<float>()});
   EXPECT_EQ(back(dmask), values(mask));
   EXPECT_EQ(back(dy), values(y));
 }

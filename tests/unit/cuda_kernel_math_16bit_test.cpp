@@ -125,7 +125,7 @@ TYPED_TEST(KernelMath16, DropoutMasksAndScalesAsTheCpu) {
   Tensor mask_ref = this->zeros(s), y_ref = this->zeros(s), mask = this->zeros(s),
          y = this->zeros(s);
   this->cpu.dropout_forward(x, p, 77, mask_ref, y_ref);
-  run_on_host(x.numel(), DropoutForward<T>{this->p(x), p, 77, this->p(mask), this->p(y)});
+  run_on_host(x.numel(), DropoutForward<T>{this->p(x), p, 77, nullptr, this->p(mask), this->p(y)});
   EXPECT_EQ(this->bytes(mask), this->bytes(mask_ref));
   EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
   Tensor dx_ref = this->zeros(s), dx = this->zeros(s);

@@ -93,8 +93,8 @@ TEST_F(KernelMath, DropoutDrawsTheCpuBackendsMask) {
   const float p = 0.4f;
   Tensor mask_ref = zeros(s), y_ref = zeros(s), mask = zeros(s), y = zeros(s);
   cpu.dropout_forward(x, p, 1234, mask_ref, y_ref);
-  run_on_host(x.numel(),
-              DropoutForward<float>{x.data<float>(), p, 1234, mask.data<float>(), y.data<float>()});
+  run_on_host(x.numel(), DropoutForward<float>{x.data<float>(), p, 1234, nullptr,
+                                               mask.data<float>(), y.data<float>()});
   EXPECT_EQ(values(mask), values(mask_ref));
   EXPECT_EQ(values(y), values(y_ref));
   // The fraction dropped is p within 5 standard deviations of a binomial(n, p).
@@ -113,11 +113,41 @@ TEST_F(KernelMath, DropoutMasksDifferBetweenSeeds) {
   const Shape s{1000};
   const Tensor x = random(s);
   Tensor m1 = zeros(s), m2 = zeros(s), y = zeros(s);
-  run_on_host(1000,
-              DropoutForward<float>{x.data<float>(), 0.5f, 1, m1.data<float>(), y.data<float>()});
-  run_on_host(1000,
-              DropoutForward<float>{x.data<float>(), 0.5f, 2, m2.data<float>(), y.data<float>()});
+  run_on_host(1000, DropoutForward<float>{x.data<float>(), 0.5f, 1, nullptr, m1.data<float>(),
+                                          y.data<float>()});
+  run_on_host(1000, DropoutForward<float>{x.data<float>(), 0.5f, 2, nullptr, m2.data<float>(),
+                                          y.data<float>()});
   EXPECT_NE(values(m1), values(m2));
+}
+
+// A replayed graph cannot change a kernel's arguments: the mask's seed is the base plus the step
+// counter read from memory, as on the CPU, and the counter's advance is a kernel of its own.
+TEST_F(KernelMath, DropoutSeedsFromTheStepCounterInMemory) {
+  const Shape s{3000};
+  const Tensor x = random(s);
+  Tensor step = cpu.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step");
+  step.data<int64_t>()[0] = 6;
+  run_on_host(1, Increment{step.data<int64_t>()});
+  ASSERT_EQ(step.data<int64_t>()[0], 7);
+  Tensor cpu_step = cpu.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step");
+  cpu_step.data<int64_t>()[0] = 6;
+  cpu.increment(cpu_step);
+  ASSERT_EQ(cpu_step.data<int64_t>()[0], 7);
+
+  Tensor m_ref = zeros(s), y_ref = zeros(s), m = zeros(s), y = zeros(s), m_plain = zeros(s);
+  cpu.dropout_forward(x, 0.3f, DropoutSeed{1000, &cpu_step}, m_ref, y_ref);
+  run_on_host(x.numel(), DropoutForward<float>{x.data<float>(), 0.3f, 1000, step.data<int64_t>(),
+                                               m.data<float>(), y.data<float>()});
+  EXPECT_EQ(values(m), values(m_ref));
+  EXPECT_EQ(values(y), values(y_ref));
+  // The same draws as a plain seed of base + step, and other draws after the next advance.
+  run_on_host(x.numel(), DropoutForward<float>{x.data<float>(), 0.3f, 1007, nullptr,
+                                               m_plain.data<float>(), y.data<float>()});
+  EXPECT_EQ(values(m_plain), values(m_ref));
+  run_on_host(1, Increment{step.data<int64_t>()});
+  run_on_host(x.numel(), DropoutForward<float>{x.data<float>(), 0.3f, 1000, step.data<int64_t>(),
+                                               m.data<float>(), y.data<float>()});
+  EXPECT_NE(values(m), values(m_ref));
 }
 
 TEST_F(KernelMath, SgdUpdateWithMomentumAndWeightDecay) {

@@ -1,7 +1,9 @@
 // A test backend that runs every op on the CPU backend: a test overrides only what it watches or
 // changes (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the fused batch
-// norm + ReLU, which the Backend's defaults then compose from the CPU's ops).
+// norm + ReLU, which the Backend's defaults then compose from the CPU's ops; capture_test.cpp
+// defers ops through dispatch()).
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -19,88 +21,116 @@ class DelegatingBackend : public Backend {
 
   void copy_from_host(const void* src, Tensor& dst) override { cpu_.copy_from_host(src, dst); }
   void copy_to_host(const Tensor& src, void* dst) override { cpu_.copy_to_host(src, dst); }
-  void copy(const Tensor& src, Tensor& dst) override { cpu_.copy(src, dst); }
-  void fill(Tensor& t, float v) override { cpu_.fill(t, v); }
+  void copy(const Tensor& src, Tensor& dst) override {
+    dispatch([=]() mutable { cpu_.copy(src, dst); });
+  }
+  void fill(Tensor& t, float v) override {
+    dispatch([=]() mutable { cpu_.fill(t, v); });
+  }
   void synchronize() override {}
   std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
     return cpu_.make_conv_plan(d);
   }
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override {
-    cpu_.conv_forward(p, x, w, y);
+    dispatch([=, &p]() mutable { cpu_.conv_forward(p, x, w, y); });
   }
   void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override {
-    cpu_.conv_backward_data(p, dy, w, dx);
+    dispatch([=, &p]() mutable { cpu_.conv_backward_data(p, dy, w, dx); });
   }
   void conv_backward_filter(const ConvPlan& p, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override {
-    cpu_.conv_backward_filter(p, x, dy, dw);
+    dispatch([=, &p]() mutable { cpu_.conv_backward_filter(p, x, dy, dw); });
   }
-  void bias_add(const Tensor& b, Tensor& y) override { cpu_.bias_add(b, y); }
-  void bias_backward(const Tensor& dy, Tensor& db) override { cpu_.bias_backward(dy, db); }
+  void bias_add(const Tensor& b, Tensor& y) override {
+    dispatch([=]() mutable { cpu_.bias_add(b, y); });
+  }
+  void bias_backward(const Tensor& dy, Tensor& db) override {
+    dispatch([=]() mutable { cpu_.bias_backward(dy, db); });
+  }
   void matmul(Precision m, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b,
               float beta, Tensor& c) override {
-    cpu_.matmul(m, ta, tb, alpha, a, b, beta, c);
+    dispatch([=]() mutable { cpu_.matmul(m, ta, tb, alpha, a, b, beta, c); });
   }
   void batch_norm_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm, Tensor& rv,
                         Tensor& sm, Tensor& si, Tensor& y, float mo, float eps) override {
-    cpu_.batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps);
+    dispatch([=]() mutable { cpu_.batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps); });
   }
   void batch_norm_infer(const Tensor& x, const Tensor& g, const Tensor& b, const Tensor& rm,
                         const Tensor& rv, Tensor& y, float eps) override {
-    cpu_.batch_norm_infer(x, g, b, rm, rv, y, eps);
+    dispatch([=]() mutable { cpu_.batch_norm_infer(x, g, b, rm, rv, y, eps); });
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
                            const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
-    cpu_.batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
+    dispatch([=]() mutable { cpu_.batch_norm_backward(x, dy, g, sm, si, dx, dg, db); });
   }
-  void relu_forward(const Tensor& x, Tensor& y) override { cpu_.relu_forward(x, y); }
+  void relu_forward(const Tensor& x, Tensor& y) override {
+    dispatch([=]() mutable { cpu_.relu_forward(x, y); });
+  }
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    cpu_.relu_backward(y, dy, dx);
+    dispatch([=]() mutable { cpu_.relu_backward(y, dy, dx); });
   }
   void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
-    cpu_.pool_forward(p, x, y);
+    dispatch([=]() mutable { cpu_.pool_forward(p, x, y); });
   }
   void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                      Tensor& dx) override {
-    cpu_.pool_backward(p, x, y, dy, dx);
+    dispatch([=]() mutable { cpu_.pool_backward(p, x, y, dy, dx); });
   }
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
-    cpu_.adaptive_avg_pool_forward(x, y);
+    dispatch([=]() mutable { cpu_.adaptive_avg_pool_forward(x, y); });
   }
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
-    cpu_.adaptive_avg_pool_backward(dy, dx);
+    dispatch([=]() mutable { cpu_.adaptive_avg_pool_backward(dy, dx); });
   }
-  void dropout_forward(const Tensor& x, float p, uint64_t s, Tensor& m, Tensor& y) override {
-    cpu_.dropout_forward(x, p, s, m, y);
+  void dropout_forward(const Tensor& x, float p, const DropoutSeed& s, Tensor& m,
+                       Tensor& y) override {
+    dispatch([=]() mutable { cpu_.dropout_forward(x, p, s, m, y); });
   }
   void dropout_backward(const Tensor& dy, const Tensor& m, Tensor& dx) override {
-    cpu_.dropout_backward(dy, m, dx);
+    dispatch([=]() mutable { cpu_.dropout_backward(dy, m, dx); });
   }
-  void add(const Tensor& a, const Tensor& b, Tensor& y) override { cpu_.add(a, b, y); }
-  void accumulate(const Tensor& x, Tensor& y) override { cpu_.accumulate(x, y); }
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+    dispatch([=]() mutable { cpu_.add(a, b, y); });
+  }
+  void accumulate(const Tensor& x, Tensor& y) override {
+    dispatch([=]() mutable { cpu_.accumulate(x, y); });
+  }
   void softmax_cross_entropy(const Tensor& z, const Tensor& l, Tensor& p, Tensor& loss) override {
-    cpu_.softmax_cross_entropy(z, l, p, loss);
+    dispatch([=]() mutable { cpu_.softmax_cross_entropy(z, l, p, loss); });
   }
   void softmax_cross_entropy_backward(const Tensor& p, const Tensor& l, Tensor& dz) override {
-    cpu_.softmax_cross_entropy_backward(p, l, dz);
+    dispatch([=]() mutable { cpu_.softmax_cross_entropy_backward(p, l, dz); });
   }
   void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
-    cpu_.sgd_update(c, g, m, p);
+    dispatch([=]() mutable { cpu_.sgd_update(c, g, m, p); });
   }
-  void cast(const Tensor& src, Tensor& dst) override { cpu_.cast(src, dst); }
+  void cast(const Tensor& src, Tensor& dst) override {
+    dispatch([=]() mutable { cpu_.cast(src, dst); });
+  }
   void softmax_cross_entropy_backward_scaled(const Tensor& p, const Tensor& l, const Tensor& s,
                                              Tensor& dz) override {
-    cpu_.softmax_cross_entropy_backward_scaled(p, l, s, dz);
+    dispatch([=]() mutable { cpu_.softmax_cross_entropy_backward_scaled(p, l, s, dz); });
   }
-  void find_non_finite(const Tensor& g, Tensor& s) override { cpu_.find_non_finite(g, s); }
+  void find_non_finite(const Tensor& g, Tensor& s) override {
+    dispatch([=]() mutable { cpu_.find_non_finite(g, s); });
+  }
   void sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s, Tensor& m,
                            Tensor& p) override {
-    cpu_.sgd_update_unscaled(c, g, s, m, p);
+    dispatch([=]() mutable { cpu_.sgd_update_unscaled(c, g, s, m, p); });
+  }
+  void increment(Tensor& counter) override {
+    dispatch([=]() mutable { cpu_.increment(counter); });
   }
   void update_loss_scale(const LossScaleConfig& c, Tensor& s) override {
-    cpu_.update_loss_scale(c, s);
+    dispatch([=]() mutable { cpu_.update_loss_scale(c, s); });
   }
+
+ protected:
+  // Every op runs through here: now, unless a double defers it (capture_test.cpp records the
+  // ops of a captured step and replays them). The op holds its tensors by value (the same
+  // memory) and its other arguments as they were at the call, as a CUDA graph's kernels do.
+  virtual void dispatch(std::function<void()> op) { op(); }
 
  private:
   CpuBackend cpu_{{}};

@@ -60,10 +60,11 @@ TEST(MixedPrecision, MemoryByCategoryIsExact) {
   // f32 master weights in every precision, plus the 16-bit copies that the passes read.
   EXPECT_EQ(f32.weights, 151306u * 4);
   EXPECT_EQ(bf16.weights, 151306u * 4 + 151306u * 2);
-  // Momentum stays f32; fp16 adds the loss scaler's 4 floats.
-  EXPECT_EQ(f32.optimizer_state, 151306u * 4);
-  EXPECT_EQ(bf16.optimizer_state, 151306u * 4);
-  EXPECT_EQ(fp16.optimizer_state, 151306u * 4 + 16);
+  // Momentum stays f32, with the trainer's step counter (one int64); fp16 adds the loss
+  // scaler's 4 floats.
+  EXPECT_EQ(f32.optimizer_state, 151306u * 4 + 8);
+  EXPECT_EQ(bf16.optimizer_state, 151306u * 4 + 8);
+  EXPECT_EQ(fp16.optimizer_state, 151306u * 4 + 8 + 16);
   // Gradients, each starting on a 256-byte boundary (64 f32 or 128 16-bit values), in reverse
   // layer order: fc2 1280 + 10, fc1 131072 + 128, conv2 18432 + 64, conv1 288 + 32.
   //   f32:  1280 -> 1290 | 1344 + 131072 = 132416 -> 132544 -> 150976 -> 151040 -> 151328 |

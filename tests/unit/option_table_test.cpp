@@ -44,6 +44,8 @@ std::string schema_type(const Option& o) {
       return "integer";
     case OptionType::kNumber:
       return "number";
+    case OptionType::kBoolean:
+      return "boolean";
     default:
       return "string";
   }

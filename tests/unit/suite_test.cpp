@@ -144,6 +144,9 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
       values.push_back(1);
     } else if (def["type"] == "number") {
       values.push_back(0.5);
+    } else if (def["type"] == "boolean") {
+      values.push_back(true);
+      values.push_back(false);
     } else if (key == "memory_budget" || key == "workspace_limit") {
       values.push_back("2GiB");
     }

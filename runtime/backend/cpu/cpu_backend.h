@@ -55,7 +55,8 @@ class CpuBackend : public Backend {
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override;
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
 
-  void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) override;
+  void dropout_forward(const Tensor& x, float p, const DropoutSeed& seed, Tensor& mask,
+                       Tensor& y) override;
   void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override;
 
   void add(const Tensor& a, const Tensor& b, Tensor& y) override;
@@ -75,6 +76,7 @@ class CpuBackend : public Backend {
   void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
                            Tensor& momentum_buf, Tensor& param) override;
   void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler) override;
+  void increment(Tensor& counter) override;
 
   float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
 

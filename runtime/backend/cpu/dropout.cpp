@@ -1,15 +1,31 @@
 // Inverted dropout: kept values are scaled by 1/(1-p) in training, so inference is the identity.
 // Element i is dropped when counter_uniform(seed, i) < p: the CUDA backend draws the same mask.
+// The seed is the step's (DropoutSeed): a base plus the step counter, which increment moves.
+#include <fmt/format.h>
+
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/counter_hash.h"
+#include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
 namespace dlb {
+namespace {
 
-void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tensor& mask_s,
-                                 Tensor& y_s) {
+// A counter's one int64 (the step counter, num_batches_tracked).
+int64_t& counter(const Tensor& step) {
+  if (step.dtype() != DType::kI64 || step.numel() != 1) {
+    throw InvalidArgument(fmt::format("a step counter is one int64, not {} {}",
+                                      dtype_name(step.dtype()), step.shape().str()));
+  }
+  return *step.data<int64_t>();
+}
+
+}  // namespace
+
+void CpuBackend::dropout_forward(const Tensor& x_s, float p, const DropoutSeed& draw,
+                                 Tensor& mask_s, Tensor& y_s) {
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   Tensor& mask = f32.out(mask_s);
@@ -18,6 +34,7 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tens
   check_same_shape(x, mask, "dropout mask");
   // What the mask stores (1/(1-p) rounded to its type), so forward scales as backward will.
   const float keep_scale = stored_value(1.f / (1.f - p), mask_s.dtype());
+  const uint64_t seed = draw.base + (draw.step ? static_cast<uint64_t>(counter(*draw.step)) : 0);
   float* m = mask.data<float>();
   const float* xp = x.data<float>();
   float* yp = y.data<float>();
@@ -29,6 +46,8 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, uint64_t seed, Tens
     }
   });
 }
+
+void CpuBackend::increment(Tensor& c) { ++counter(c); }
 
 void CpuBackend::dropout_backward(const Tensor& dy_s, const Tensor& mask_s, Tensor& dx_s) {
   F32Views f32(*this);

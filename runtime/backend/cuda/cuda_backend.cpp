@@ -21,6 +21,7 @@
 #include "runtime/backend/cuda/memory.h"
 #include "runtime/backend/cuda/staging.h"
 #include "runtime/backend/cuda/stored.h"
+#include "runtime/backend/cuda/stream_capture.h"
 #include "runtime/core/error.h"
 #include "runtime/core/nvtx.h"
 
@@ -476,7 +477,8 @@ class CudaBackend final : public Backend {
     });
   }
 
-  void dropout_forward(const Tensor& x, float p, uint64_t seed, Tensor& mask, Tensor& y) override {
+  void dropout_forward(const Tensor& x, float p, const DropoutSeed& seed, Tensor& mask,
+                       Tensor& y) override {
     same(x, y, "dropout");
     same(x, mask, "dropout mask");
     if (!(p >= 0.f && p < 1.f)) {
@@ -484,7 +486,8 @@ class CudaBackend final : public Backend {
     }
     with_storage(x.dtype(), "dropout input", [&](auto tag) {
       using T = decltype(tag);
-      run(x.numel(), DropoutForward<T>{as<T>(x), p, seed, as<T>(mask), as<T>(y)});
+      run(x.numel(), DropoutForward<T>{as<T>(x), p, seed.base, step_counter(seed.step), as<T>(mask),
+                                       as<T>(y)});
     });
   }
   void dropout_backward(const Tensor& dy, const Tensor& mask, Tensor& dx) override {
@@ -573,6 +576,16 @@ class CudaBackend final : public Backend {
     check_scaler(scaler);
     run(1, UpdateLossScale{cfg, scaler.data<float>()});
   }
+  void increment(Tensor& counter) override { run(1, Increment{step_counter(&counter)}); }
+
+  // The step as one CUDA graph (stream_capture.h): everything above queues on the one compute
+  // stream, and nothing in a step waits for the device once its plans and workspace exist.
+  std::string capture_unsupported() const override { return {}; }
+  void begin_capture() override { begin_stream_capture(stream_->get()); }
+  std::unique_ptr<CapturedWork> end_capture() override {
+    return end_stream_capture(stream_->get());
+  }
+  void abandon_capture() noexcept override { abandon_stream_capture(stream_->get()); }
 
  private:
   struct BnDims {
@@ -608,6 +621,13 @@ class CudaBackend final : public Backend {
       throw InvalidArgument(
           fmt::format("cuda {}: {} and {} differ", what, a.shape().str(), b.shape().str()));
     }
+  }
+  // A counter's one int64 on the device (null: none).
+  static int64_t* step_counter(const Tensor* counter) {
+    if (!counter) return nullptr;
+    check_dtype(*counter, DType::kI64, "counter");
+    check_numel(*counter, 1, "counter");
+    return counter->data<int64_t>();
   }
   static void check_scaler(const Tensor& scaler) {
     check_f32(scaler, "loss-scale state");

@@ -137,17 +137,21 @@ struct Accumulate {  // y += x
 
 // Inverted dropout: element i is dropped when counter_uniform(seed, i) < p, else scaled by
 // 1/(1-p) as the mask stores it; the mask holds 0 or that scale, and backward multiplies by it.
+// The seed is `seed` plus the step counter at `step` (null: plus 0), read when the kernel runs,
+// so a replayed graph draws each step's own mask (DropoutSeed, backend.h).
 template <typename T>
 struct DropoutForward {
   static constexpr const char* kName = "dropout forward";
   const T* x;
   float p;
   uint64_t seed;
+  const int64_t* step;
   T* mask;
   T* y;
   DLB_HD void operator()(int64_t i) const {
     const float keep_scale = load(stored<T>(1.f / (1.f - p)));
-    const float m = counter_uniform(seed, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
+    const uint64_t s = seed + (step ? static_cast<uint64_t>(*step) : 0);
+    const float m = counter_uniform(s, static_cast<uint64_t>(i)) < p ? 0.f : keep_scale;
     mask[i] = stored<T>(m);
     y[i] = stored<T>(load(x[i]) * m);
   }
@@ -160,6 +164,13 @@ struct DropoutBackward {
   const T* mask;
   T* dx;
   DLB_HD void operator()(int64_t i) const { dx[i] = stored<T>(load(dy[i]) * load(mask[i])); }
+};
+
+// A counter in device memory (the step counter, num_batches_tracked): counter[0] += 1, one index.
+struct Increment {
+  static constexpr const char* kName = "increment";
+  int64_t* counter;
+  DLB_HD void operator()(int64_t) const { *counter += 1; }
 };
 
 // torch.optim.SGD with momentum and weight decay (dampening 0), over one element of the flat

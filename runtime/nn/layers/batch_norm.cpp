@@ -33,6 +33,10 @@ void BatchNorm::setup(LayerSetup& s) {
   running_var_ = s.tensors.buffer("running_var", c, stats);
   save_mean_ = s.tensors.saved("saved mean", c, stats);
   save_invstd_ = s.tensors.saved("saved invstd", c, stats);
+  // On the device, as PyTorch's: a step replayed from a captured graph counts its batch too.
+  num_batches_tracked_ = s.tensors.buffer("num_batches_tracked", Shape{}, DType::kI64);
+  const int64_t none = 0;
+  s.backend.copy_from_host(&none, num_batches_tracked_);
   s.backend.fill(weight_.value, 1.f);
   s.backend.fill(bias_.value, 0.f);
   s.backend.fill(running_mean_, 0.f);
@@ -43,11 +47,11 @@ void BatchNorm::forward(const LayerContext& ctx, const std::vector<const Tensor*
   if (ctx.training && relu_) {
     ctx.backend.batch_norm_relu_train(*x[0], weight_.value, bias_.value, running_mean_,
                                       running_var_, save_mean_, save_invstd_, y, momentum_, eps_);
-    ++num_batches_tracked_;
+    ctx.backend.increment(num_batches_tracked_);
   } else if (ctx.training) {
     ctx.backend.batch_norm_train(*x[0], weight_.value, bias_.value, running_mean_, running_var_,
                                  save_mean_, save_invstd_, y, momentum_, eps_);
-    ++num_batches_tracked_;
+    ctx.backend.increment(num_batches_tracked_);
   } else {
     ctx.backend.batch_norm_infer(*x[0], weight_.value, bias_.value, running_mean_, running_var_, y,
                                  eps_);
@@ -76,9 +80,7 @@ void BatchNorm::save_state(Backend& backend, const std::string& prefix, StateDic
   Layer::save_state(backend, prefix, out);
   out[prefix + "running_mean"] = to_host(backend, running_mean_);
   out[prefix + "running_var"] = to_host(backend, running_var_);
-  HostTensor n{DType::kI64, Shape{}, std::vector<uint8_t>(sizeof(int64_t))};
-  std::memcpy(n.bytes.data(), &num_batches_tracked_, sizeof(int64_t));
-  out[prefix + "num_batches_tracked"] = std::move(n);
+  out[prefix + "num_batches_tracked"] = to_host(backend, num_batches_tracked_);
 }
 
 void BatchNorm::load_state(Backend& backend, const std::string& prefix, const StateDict& in,
@@ -92,7 +94,7 @@ void BatchNorm::load_state(Backend& backend, const std::string& prefix, const St
   if (it->second.dtype != DType::kI64 || it->second.shape.numel() != 1) {
     throw InvalidArgument(fmt::format("{}: expected one int64 value", key));
   }
-  std::memcpy(&num_batches_tracked_, it->second.bytes.data(), sizeof(int64_t));
+  backend.copy_from_host(it->second.bytes.data(), num_batches_tracked_);
   used.push_back(key);
 }
 

@@ -35,7 +35,7 @@ class BatchNorm final : public Layer {
   Param weight_{"weight", {}, {}, {}};
   Param bias_{"bias", {}, {}, {}};
   Tensor running_mean_, running_var_, save_mean_, save_invstd_;
-  int64_t num_batches_tracked_ = 0;
+  Tensor num_batches_tracked_;  // one int64 on the device
   bool relu_ = false;
 };
 
