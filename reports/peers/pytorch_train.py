@@ -132,6 +132,9 @@ def check_supported(c: dict, torch) -> None:
             raise Unsupported(f"{key}={c[key]}: PyTorch has no such limit to set")
     if c.get("conv_algo", "heuristic") not in ("heuristic", "autotune"):
         raise Unsupported(f"conv_algo={c['conv_algo']} names one of dlbench's CPU algorithms")
+    if c.get("cuda_graph"):
+        raise Unsupported("cuda_graph=true: the peer trains eagerly; it does not capture its "
+                          "step with torch.cuda.graph")
 
 
 def threads_for_this_rank() -> int:
@@ -397,7 +400,7 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
 DEFAULTS = {"num_classes": 1000, "precision": "fp32", "backend": "cpu", "steps": 20, "warmup": 5,
             "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "dropout": None, "seed": 0,
             "ranks": 1, "overlap": "none", "bucket_mb": 25.0, "data": "synthetic",
-            "conv_algo": "heuristic", "comm_timeout": 300.0}
+            "conv_algo": "heuristic", "cuda_graph": False, "comm_timeout": 300.0}
 
 
 def main() -> int:

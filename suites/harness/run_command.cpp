@@ -69,7 +69,14 @@ void validate_run_options(const RunOptions& o) {
         precision_name(o.precision)));
   }
   if (o.cuda_graph) {
-    // The trainer refuses a backend that cannot capture, and more than one rank.
+    // Before anything is built. The trainer refuses more than one rank (and any backend that
+    // cannot capture: Backend::capture_unsupported).
+    if (o.backend != BackendKind::kCuda) {
+      throw Unsupported(fmt::format(
+          "--cuda-graph needs --backend=cuda: the {} backend runs each op as it is called, so "
+          "there is no queued work to capture",
+          backend_kind_name(o.backend)));
+    }
     if (o.trace_steps > 0) {
       throw Unsupported(
           "--cuda-graph replays the step as one launch, so there are no spans of its passes to "

@@ -49,6 +49,13 @@ expect 4 "does not support conv in tf32" "${quick[@]}" --precision=tf32
 expect 2 "--loss-scale must be positive (got 0)" "${quick[@]}" --precision=fp16 --loss-scale=0
 expect 2 "--loss-scale must be positive (got -8)" "${quick[@]}" --precision=fp16 --loss-scale=-8
 expect 2 "--loss-scale applies to precision fp16 only" "${quick[@]}" --precision=bf16 --loss-scale=8
+expect 4 "--cuda-graph needs --backend=cuda: the cpu backend runs each op as it is called" \
+  "${quick[@]}" --cuda-graph
+expect 2 "--cuda-graph: expected true or false, got 'maybe'" "${quick[@]}" --cuda-graph=maybe
+# Refused before a backend is made, so these need no GPU.
+graph=(run --backend=cuda --model=resnet18 --steps=3 --cuda-graph)
+expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --warmup=1
+expect 4 "no spans of its passes to trace" "${graph[@]}" --trace-steps=1
 expect 2 "fp64" "${quick[@]}" --precision=fp64
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1

@@ -104,6 +104,17 @@ check "two ranks without a launcher: unsupported" \
 check "one rank inside a Slurm job of 4 tasks trains alone" \
   grep -q "^ok" <<<"$("${alone[@]}" SLURM_PROCID=0 SLURM_NTASKS=4 "${by_hand[@]}" 2>/dev/null |
                      status_of)"
+# A point that asks for a CUDA graph (a point file, as the harness writes it): the peer runs eagerly.
+$py - "$work/graph-point.json" <<'PY'
+import json, sys
+config = {"model": "resnet18", "batch": 2, "image_size": 32, "num_classes": 10, "steps": 1,
+          "warmup": 0, "backend": "cpu", "precision": "fp32", "ranks": 1, "cuda_graph": True}
+json.dump({"resolved": config, "record": sys.argv[1] + ".record"}, open(sys.argv[1], "w"))
+PY
+"${alone[@]}" "$py" "$root/reports/peers/pytorch_train.py" --point="$work/graph-point.json" \
+  >/dev/null 2>&1
+check "cuda_graph=true: the peer's point is unsupported, named" \
+  grep -q '"cuda_graph=true: the peer trains eagerly' "$work/graph-point.json.record"
 "${peer[@]}" --steps=0 >/dev/null 2>"$work/steps.err"
 check "--steps=0 by hand: exit 2, named" test $? -eq 2
 check "... with the bound" grep -q -- "--steps must be >= 1 (got 0)" "$work/steps.err"

@@ -73,6 +73,31 @@ def test_batch_plot_draws_throughput_and_peak_memory(results):
     assert "MiB" in fig.axes[1].get_ylabel()
 
 
+def test_precision_plot_gives_cuda_graph_points_bars_of_their_own(results):
+    """A suite that sweeps cuda_graph: each precision with and without it, never one over the other."""
+    import json
+    d = results("precision")
+    lines = (d / "results.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    assert first["status"] == "ok"
+    graph = json.loads(lines[0])
+    graph["config"]["cuda_graph"] = True
+    graph["metrics"]["throughput_img_s"] = first["metrics"]["throughput_img_s"] * 1.5
+    graph["point"]["id"] = graph["point"]["id"] + "-graph"
+    (d / "results.jsonl").write_text("\n".join(lines + [json.dumps(graph)]) + "\n")
+    rs = load(d)
+    fig = precision.render(rs.records, [])
+    bars = bars_by_gid(fig, "precision:")
+    p = first["config"]["precision"]
+    assert f"precision:{p} graph" in bars and f"precision:{p}" in bars
+    models = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    at = models.index(first["config"]["model"])
+    assert bars[f"precision:{p} graph"][at].get_height() == pytest.approx(
+        graph["metrics"]["throughput_img_s"])
+    assert bars[f"precision:{p}"][at].get_height() == pytest.approx(
+        first["metrics"]["throughput_img_s"])
+
+
 def test_precision_plot_bars_mfu_labels_and_memory(results):
     rs = load(results("precision"))
     cpu = rs.ok[0].data["environment"]["device"]

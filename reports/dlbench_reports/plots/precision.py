@@ -14,14 +14,24 @@ CATEGORIES = schema_enum("memory_category")
 ORDER = ["fp32", "tf32", "fp16", "bf16"]
 
 
+def bar_label(r: Record) -> str:
+    """A bar per precision, and per precision with --cuda-graph where a suite sweeps it."""
+    p = r.config.get("precision", "fp32")
+    return f"{p} graph" if r.config.get("cuda_graph") else p
+
+
+def order(label: str) -> tuple:
+    p, _, graph = label.partition(" ")
+    return (ORDER.index(p) if p in ORDER else 99, graph)
+
+
 def table(records: list[Record], peaks: list[dict]) -> dict:
     ok = [r for r in records if r.ok]
     models = sorted({r.config["model"] for r in ok})
-    precisions = sorted({r.config.get("precision", "fp32") for r in ok},
-                        key=lambda p: ORDER.index(p) if p in ORDER else 99)
+    precisions = sorted({bar_label(r) for r in ok}, key=order)
     cells = {}
     for r in ok:
-        key = (r.config["model"], r.config.get("precision", "fp32"))
+        key = (r.config["model"], bar_label(r))
         cells[key] = {"throughput": r.need("metrics.throughput_img_s"),
                       "mfu": peaks_mod.mfu(r, peaks),
                       "memory": r.need("memory.peak_bytes_by_category")}
