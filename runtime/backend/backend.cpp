@@ -173,6 +173,7 @@ void* Backend::workspace(size_t bytes) {
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // release first so the budget sees only the larger one
     workspace_ = allocator().allocate(bytes, MemCategory::kWorkspace, "the shared workspace");
+    scratch_moved();
   }
   return workspace_->data();
 }

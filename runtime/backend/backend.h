@@ -362,14 +362,20 @@ class Backend : public DeviceMemory {
   virtual std::unique_ptr<CapturedWork> end_capture();
   // Ends a capture that failed midway and discards what it recorded; never throws.
   virtual void abandon_capture() noexcept {}
+  // Moves each time scratch memory that ops reuse (the shared workspace, a backend's own scratch)
+  // is reallocated: captured work that holds the old addresses must be captured again.
+  uint64_t scratch_generation() const { return scratch_generation_; }
 
  protected:
   explicit Backend(std::shared_ptr<Allocator> allocator) : DeviceMemory(std::move(allocator)) {}
   // The shared scratch area, at least `bytes` long (grown through the allocator when needed).
   void* workspace(size_t bytes);
+  // A backend's own scratch was reallocated (scratch_generation).
+  void scratch_moved() { ++scratch_generation_; }
 
  private:
   std::shared_ptr<Buffer> workspace_;
+  uint64_t scratch_generation_ = 0;
   SteadyClock host_clock_;
 };
 

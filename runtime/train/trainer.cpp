@@ -221,7 +221,7 @@ std::unique_ptr<CapturedWork> Trainer::capture_step_work() {
   backend_.begin_capture();
   try {
     run_step_work(nullptr);
-  } catch (const Error& e) {
+  } catch (const DeviceError& e) {  // what the device refused while capturing
     backend_.abandon_capture();
     throw Unsupported(fmt::format("--cuda-graph: the step could not be captured: {}", e.what()));
   } catch (...) {
@@ -248,6 +248,12 @@ void Trainer::step() {
   {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
     if (config_.capture_step && step_ >= kEagerSteps) {
+      // Scratch that moved (an evaluation of another shape grew it) leaves a graph writing
+      // memory it no longer owns: capture again.
+      if (captured_scratch_ != backend_.scratch_generation()) {
+        for (auto& work : captured_) work.reset();
+        captured_scratch_ = backend_.scratch_generation();
+      }
       std::unique_ptr<CapturedWork>& work = captured_[current_input_];
       if (!work) work = capture_step_work();
       work->replay();

@@ -43,8 +43,8 @@ struct TrainConfig {
   std::function<void(int64_t)> mid_step_hook;
 };
 
-// What --cuda-graph did in a run: graphs captured (one per input buffer used), the operations in
-// the first, and the steps replayed from them.
+// What --cuda-graph did in a run: graphs captured (one per input buffer used, and again after the
+// backend's scratch memory moved), the operations in the first, and the steps replayed from them.
 struct StepGraphStats {
   int64_t graphs = 0, operations = 0, replayed_steps = 0;
 };
@@ -146,6 +146,7 @@ class Trainer {
   Tensor step_counter_;
   uint64_t dropout_base_ = 0;
   std::unique_ptr<CapturedWork> captured_[2];  // capture_step: one graph per input slot
+  uint64_t captured_scratch_ = 0;              // the backend's scratch_generation they hold
   StepGraphStats graph_stats_;
   Tracer* tracer_ = nullptr;
 };

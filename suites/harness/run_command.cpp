@@ -69,13 +69,18 @@ void validate_run_options(const RunOptions& o) {
         precision_name(o.precision)));
   }
   if (o.cuda_graph) {
-    // Before anything is built. The trainer refuses more than one rank (and any backend that
-    // cannot capture: Backend::capture_unsupported).
+    // Before anything is built (the trainer checks both again, and asks the backend).
     if (o.backend != BackendKind::kCuda) {
       throw Unsupported(fmt::format(
           "--cuda-graph needs --backend=cuda: the {} backend runs each op as it is called, so "
           "there is no queued work to capture",
           backend_kind_name(o.backend)));
+    }
+    if (o.ranks > 1) {
+      throw Unsupported(fmt::format(
+          "--cuda-graph captures one rank's step; with --ranks={} the all-reduces are driven "
+          "from the host between passes, which a replayed graph cannot do",
+          o.ranks));
     }
     if (o.trace_steps > 0) {
       throw Unsupported(
@@ -181,7 +186,8 @@ RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator
 // backward of the first timed step.
 void add_rank_fault(const RunOptions& o, const Communicator& comm, TrainConfig& tc) {
   if (o.fault != RunOptions::Fault::kRankStops && o.fault != RunOptions::Fault::kRankDies) return;
-  const bool last = comm.rank() == comm.size() - 1 && comm.size() > 1;
+  if (comm.size() == 1) return;  // no peer to lose
+  const bool last = comm.rank() == comm.size() - 1;
   const int signal = o.fault == RunOptions::Fault::kRankStops ? SIGSTOP : SIGKILL;
   tc.mid_step_hook = [last, signal, first_timed = o.warmup](int64_t step) {
     if (last && step == first_timed) raise(signal);

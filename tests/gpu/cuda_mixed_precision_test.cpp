@@ -476,7 +476,8 @@ TEST(CudaTraining, Resnet18Bf16StepMatchesTheCpuBackendsBf16) {
 // engine's sums are nondeterministic (atomics in some backward-filter engines): by as much as
 // two op-by-op runs differ from each other, which this test measures, and by at most a few units
 // of the data type where those two happened to agree. A frozen per-step value (dropout's draws:
-// digits-cnn; num_batches_tracked, the loss scale: resnet18) would move the losses by far more.
+// digits-cnn; the loss scale, which grows every 2 clean steps here: resnet18 fp16) would move
+// the losses by far more; num_batches_tracked (resnet18) and the scale must be equal exactly.
 TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
   struct Case {
     const char* model;
@@ -492,6 +493,7 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
       std::vector<float> losses;
       std::vector<uint8_t> batches_tracked;
       StepGraphStats graphs;
+      float scale = 0;
     };
     const auto train = [&](bool capture) {
       auto gpu = make_backend(BackendKind::kCuda, {});
@@ -507,10 +509,12 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
       TrainConfig tc;
       tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
       tc.capture_step = capture;
+      tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 2};  // fp16 only
       Trainer t(*gpu, g, tc);
       t.load_batch(images.data(), labels.data());
       for (int i = 0; i < 6; ++i) t.step();
       Run run{t.take_losses(), {}, t.step_graphs()};
+      if (LossScaler* s = t.loss_scaler()) run.scale = s->scale();
       for (const auto& [name, v] : g.state_dict()) {
         if (name.find("num_batches_tracked") != std::string::npos) {
           run.batches_tracked.insert(run.batches_tracked.end(), v.bytes.begin(), v.bytes.end());
@@ -523,6 +527,7 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
     EXPECT_EQ(graph.graphs.replayed_steps, 5);
     EXPECT_GT(graph.graphs.operations, 10);
     EXPECT_EQ(graph.batches_tracked, a.batches_tracked);
+    EXPECT_EQ(graph.scale, a.scale);
     ASSERT_EQ(graph.losses.size(), a.losses.size());
     for (size_t i = 0; i < a.losses.size(); ++i) {
       const double spread = std::fabs(static_cast<double>(b.losses[i]) - a.losses[i]);

@@ -57,8 +57,10 @@ class CapturingBackend : public DelegatingBackend {
   }
   void synchronize() override { refuse_while_capturing("synchronize"); }
 
-  // Test hooks: an op that fails, or one that allocates, while a step is captured.
+  // Test hooks: an op that fails, or one that allocates, while a step is captured; scratch
+  // memory that moves.
   std::function<void()> on_captured_op;
+  void move_scratch() { scratch_moved(); }
 
   int captures = 0, abandoned = 0, replays = 0;
 
@@ -230,6 +232,31 @@ TEST(CapturedStep, OneGraphPerInputBuffer) {
   EXPECT_EQ(captured.captures, 2);
   EXPECT_EQ(captured.graphs.graphs, 2);
   EXPECT_EQ(captured.graphs.replayed_steps, 5);
+}
+
+// Scratch memory that moved after a capture (a graph would write memory it no longer owns):
+// the next step captures again, and training goes on as op by op.
+TEST(CapturedStep, MovedScratchIsCapturedAgain) {
+  const ModelConfig mc{4, 8, 10, {}};
+  const Outcome eager = train("digits-cnn", mc, Precision::kFp32, false, 5);
+  CapturingBackend backend;
+  Graph g = build_model("digits-cnn", mc);
+  Rng rng(9);
+  g.setup(backend, rng);
+  Trainer t(backend, g, config(true));
+  const Dataset d = make_synthetic(4, 1, 8, 10, 40);
+  t.load_batch(d.images.data(), d.labels.data());
+  t.step();
+  t.step();
+  t.step();
+  backend.move_scratch();
+  t.step();
+  t.step();
+  EXPECT_EQ(backend.captures, 2);
+  EXPECT_EQ(t.step_graphs().graphs, 2);
+  EXPECT_EQ(t.step_graphs().replayed_steps, 4);
+  EXPECT_EQ(t.take_losses(), eager.losses);
+  EXPECT_TRUE(weights(g) == eager.weights);
 }
 
 TEST(CapturedStep, TheCpuBackendRefusesWithTheReason) {

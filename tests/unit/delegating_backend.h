@@ -85,7 +85,12 @@ class DelegatingBackend : public Backend {
   }
   void dropout_forward(const Tensor& x, float p, const DropoutSeed& s, Tensor& m,
                        Tensor& y) override {
-    dispatch([=]() mutable { cpu_.dropout_forward(x, p, s, m, y); });
+    // The counter's tensor by value, as a graph holds its address, not the caller's object.
+    const Tensor step = s.step ? *s.step : Tensor();
+    const uint64_t base = s.base;
+    dispatch([=]() mutable {
+      cpu_.dropout_forward(x, p, DropoutSeed{base, step.defined() ? &step : nullptr}, m, y);
+    });
   }
   void dropout_backward(const Tensor& dy, const Tensor& m, Tensor& dx) override {
     dispatch([=]() mutable { cpu_.dropout_backward(dy, m, dx); });

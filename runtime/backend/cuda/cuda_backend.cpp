@@ -749,6 +749,7 @@ class CudaBackend final : public Backend {
           if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel ||
               relu_grad_scratch_.dtype() != d.dtype) {
             relu_grad_scratch_ = Tensor();  // released first, so the budget sees one of them
+            scratch_moved();
             relu_grad_scratch_ = empty(Shape{numel}, d.dtype, MemCategory::kWorkspace,
                                        "batch norm + relu: masked gradient");
           }
@@ -858,6 +859,7 @@ class CudaBackend final : public Backend {
   // a 16-bit run's dgamma and dbeta in f32 (2 * c).
   float* bn_scratch(int64_t c) {
     if (!bn_scratch_.defined() || bn_scratch_.numel() < 6 * c) {
+      scratch_moved();
       bn_scratch_ = empty(Shape{6 * c}, DType::kF32, MemCategory::kWorkspace,
                           "batch-norm running-statistics scratch");
       fill(bn_scratch_, 0.f);
