@@ -7,6 +7,7 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
+#include "runtime/nn/layers/elementwise.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -141,6 +142,38 @@ TEST(Models, BadConfigsAreInvalidArguments) {
   EXPECT_THROW(build_model("resnet18", ModelConfig{0, 32, 10, {}}), InvalidArgument);
   EXPECT_THROW(build_model("resnet18", ModelConfig{2, 32, -3, {}}), InvalidArgument);
   EXPECT_THROW(build_model("alexnet", ModelConfig{1, 224, 1000, 1.5f}), InvalidArgument);
+}
+
+// Two dropout layers of one step draw from streams of their own: alexnet's and vgg16's
+// classifier dropouts must not drop the same elements. Two dropouts over one input of ones: each
+// output is its mask.
+TEST(Models, DropoutLayersOfOneStepDrawTheirOwnMasks) {
+  CpuBackend cpu({});
+  Graph g(Shape{2, 3, 4, 4});
+  const int flat = g.add("flatten", std::make_unique<Flatten>(), {0});
+  const int a = g.add("a", std::make_unique<Dropout>(0.5f), {flat});
+  const int b = g.add("b", std::make_unique<Dropout>(0.5f), {flat});
+  g.add("sum", std::make_unique<Add>(), {a, b});
+  Rng rng(1);
+  g.setup(cpu, rng);
+  const std::vector<float> ones(2 * 3 * 4 * 4, 1.f);
+  cpu.copy_from_host(ones.data(), g.input_tensor());
+  g.forward(LayerContext{cpu, true, DropoutSeed{77}});
+  const auto values = [&](int node) {
+    const Tensor& t = g.tensor(g.output_id(node));
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  const std::vector<float> ya = values(a), yb = values(b);
+  int64_t kept_a = 0, kept_b = 0, differ = 0;
+  for (size_t i = 0; i < ya.size(); ++i) {
+    kept_a += ya[i] != 0.f;
+    kept_b += yb[i] != 0.f;
+    differ += (ya[i] != 0.f) != (yb[i] != 0.f);
+  }
+  EXPECT_GT(kept_a, 0);
+  EXPECT_GT(kept_b, 0);
+  // Independent masks at p = 0.5 disagree on half the elements (96 here); one mask, on none.
+  EXPECT_GT(differ, 24);
 }
 
 }  // namespace

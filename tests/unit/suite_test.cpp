@@ -131,6 +131,21 @@ TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
   }
 }
 
+// On a GPU the precision suite runs every model and precision with and without --cuda-graph;
+// its CPU points have no graphs (the CPU refuses them).
+TEST(Suite, PrecisionSweepsCudaGraphsOnTheGpuOnly) {
+  int graphs = 0, eager = 0;
+  for (const auto& p : expand(load_suite("precision", false))) {
+    const RunOptions o = options_from_json(p);
+    (o.cuda_graph ? graphs : eager)++;
+  }
+  EXPECT_EQ(graphs, 16);
+  EXPECT_EQ(eager, 16);
+  for (const auto& p : expand(load_suite("precision", true))) {
+    EXPECT_FALSE(options_from_json(p).cuda_graph);
+  }
+}
+
 // Every key the schema accepts, every allowed value of an enumerated key, parses into a point's
 // options: a schema-valid suite never fails on a key the worker does not know.
 TEST(Suite, EverySchemaKeyAndEnumValueParses) {

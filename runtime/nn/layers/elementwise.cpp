@@ -29,13 +29,15 @@ Dropout::Dropout(float p) : p_(p) {
 
 void Dropout::setup(LayerSetup& s) {
   s.backend.require(Op::kDropout, s.op_types());
+  stream_ = s.rng.next_u64();  // the layer's generator: a graph forks one per node
   if (p_ > 0.f) mask_ = s.tensors.saved("mask", s.in.at(0), s.policy.activations);
 }
 
 void Dropout::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
   active_ = ctx.training && p_ > 0.f;
   if (active_) {
-    ctx.backend.dropout_forward(*x[0], p_, ctx.seed, mask_, y);
+    ctx.backend.dropout_forward(*x[0], p_, DropoutSeed{ctx.seed.base + stream_, ctx.seed.step},
+                                mask_, y);
   } else {
     ctx.backend.copy(*x[0], y);
   }

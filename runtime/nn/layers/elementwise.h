@@ -31,6 +31,9 @@ class Dropout final : public Layer {
 
  private:
   float p_;
+  // This layer's own random stream, added to the step's seed: two dropout layers of one step
+  // (alexnet's, vgg16's) must not draw one mask for the elements at the same place.
+  uint64_t stream_ = 0;
   bool active_ = false;  // whether the last forward applied a mask
   Tensor mask_;
 };
