@@ -34,15 +34,22 @@ def row_key(model, image_size, precision, ranks) -> tuple:
     return (model, int(image_size), precision, int(ranks))
 
 
+def system_name(r) -> str:
+    """Who trained the point, and how: steps replayed from a CUDA graph are a system of their
+    own ("dlbench cuda-graph"), never the best of one cell with the steps run op by op."""
+    return r.system + (" cuda-graph" if r.config.get("cuda_graph") else "")
+
+
 def systems_from_dir(directory: str) -> list[System]:
-    """One system per config.system in the directory (dlbench first, then each peer that ran
-    beside it), so that a sweep with a system axis compares its systems point by point."""
+    """One system per config.system in the directory (dlbench first, then dlbench with
+    --cuda-graph, then each peer that ran beside it), so that a sweep with a system or a
+    cuda_graph axis compares its systems point by point."""
     rs = load(directory)
-    names = ["dlbench"] + [s for s in dict.fromkeys(r.system for r in rs.records)
+    names = ["dlbench"] + [s for s in dict.fromkeys(system_name(r) for r in rs.records)
                            if s != "dlbench"]
     out = []
     for name in names:
-        records = [r for r in rs.records if r.system == name]
+        records = [r for r in rs.records if system_name(r) == name]
         if not records and name == "dlbench" and len(names) > 1:
             continue
         out.append(system_from_records(directory, name, records, len(names) > 1))

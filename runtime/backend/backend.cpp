@@ -172,8 +172,8 @@ std::unique_ptr<CapturedWork> Backend::end_capture() { throw Unsupported(capture
 void* Backend::workspace(size_t bytes) {
   if (!workspace_ || workspace_->bytes() < bytes) {
     workspace_.reset();  // release first so the budget sees only the larger one
+    scratch_moved();     // even if the larger one cannot be had: the old one is gone
     workspace_ = allocator().allocate(bytes, MemCategory::kWorkspace, "the shared workspace");
-    scratch_moved();
   }
   return workspace_->data();
 }

@@ -218,10 +218,10 @@ std::unique_ptr<CapturedWork> Trainer::capture_step_work() {
   // released later) could be handed to another tensor while replays still write it. The eager
   // first step has made every buffer the step needs, so capturing allocates nothing.
   const uint64_t allocations = backend_.allocator().allocations();
-  backend_.begin_capture();
   try {
+    backend_.begin_capture();
     run_step_work(nullptr);
-  } catch (const DeviceError& e) {  // what the device refused while capturing
+  } catch (const Unsupported& e) {  // a call the capture refused (the CUDA backend: 900-908)
     backend_.abandon_capture();
     throw Unsupported(fmt::format("--cuda-graph: the step could not be captured: {}", e.what()));
   } catch (...) {
@@ -248,8 +248,8 @@ void Trainer::step() {
   {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
     if (config_.capture_step && step_ >= kEagerSteps) {
-      // Scratch that moved (an evaluation of another shape grew it) leaves a graph writing
-      // memory it no longer owns: capture again.
+      // Scratch that moved (a workspace grown after the capture) leaves a graph writing memory
+      // it no longer owns: capture again.
       if (captured_scratch_ != backend_.scratch_generation()) {
         for (auto& work : captured_) work.reset();
         captured_scratch_ = backend_.scratch_generation();

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from dlbench_reports.compare import compare
 from dlbench_reports.records import load, peer_ratio, peers
 from dlbench_reports.report import build
@@ -68,3 +70,24 @@ def test_compare_splits_a_directory_by_system(results):
         ranks = int(row[3])
         want = best[(ranks, "pytorch")] / best[(ranks, "dlbench")]
         assert row[6] == f"{want:.3g}x", row
+
+
+def test_compare_makes_cuda_graph_points_a_system_of_their_own(results):
+    """A graph run is never the best of one cell with the steps run op by op."""
+    d = results("peers")
+    lines = (d / "results.jsonl").read_text().splitlines()
+    ok = [json.loads(l) for l in lines if json.loads(l)["status"] == "ok"
+          and json.loads(l)["config"].get("system", "dlbench") == "dlbench"]
+    graph = dict(ok[0])
+    graph["config"] = dict(ok[0]["config"], cuda_graph=True)
+    graph["metrics"] = dict(ok[0]["metrics"], throughput_img_s=10 * max(
+        r["metrics"]["throughput_img_s"] for r in ok))
+    graph["point"] = dict(ok[0]["point"], id=ok[0]["point"]["id"] + "-graph")
+    (d / "results.jsonl").write_text("\n".join(lines + [json.dumps(graph)]) + "\n")
+    header, table, legend = compare([str(d)])
+    assert any("peers dlbench cuda-graph" in line for line in legend), legend
+    assert "peers dlbench (" in legend[0]
+    ranks = ok[0]["config"]["ranks"]
+    row = next(r for r in table if int(r[3]) == ranks)
+    best_eager = max(r["metrics"]["throughput_img_s"] for r in ok if r["config"]["ranks"] == ranks)
+    assert float(row[4].split()[0]) == pytest.approx(best_eager, abs=0.05)  # "156.1 (b4)"

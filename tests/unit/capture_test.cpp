@@ -89,9 +89,11 @@ class CapturingBackend : public DelegatingBackend {
     std::vector<std::function<void()>> ops_;
     CapturingBackend& owner_;
   };
+  // As the CUDA backend reports cudaErrorStreamCaptureUnsupported (runtime/backend/cuda/device.cu).
   void refuse_while_capturing(const char* what) const {
-    if (capturing_)
-      throw DeviceError(fmt::format("{}: operation not permitted when capturing", what));
+    if (capturing_) {
+      throw Unsupported(fmt::format("{}: operation not permitted when stream is capturing", what));
+    }
   }
 
   bool async_inputs_;
@@ -305,7 +307,7 @@ TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
           held.push_back(backend.empty({16}, DType::kF32, MemCategory::kWorkspace, "scratch"));
         }
       } else {
-        throw DeviceError("cudaErrorStreamCaptureUnsupported");
+        throw Unsupported("cudaErrorStreamCaptureUnsupported");
       }
     };
     try {
@@ -321,6 +323,22 @@ TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
     backend.on_captured_op = nullptr;
     EXPECT_NO_THROW(backend.synchronize());  // not capturing any more
   }
+}
+
+// A fault of the device while capturing is not a refusal: it passes through as itself (a sweep
+// records it as failed, not unsupported), and the capture is abandoned.
+TEST(CapturedStep, ADeviceFaultWhileCapturingPassesThrough) {
+  CapturingBackend backend;
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
+  Rng rng(0);
+  g.setup(backend, rng);
+  Trainer t(backend, g, config(true));
+  const Dataset d = make_synthetic(4, 1, 8, 10, 3);
+  t.load_batch(d.images.data(), d.labels.data());
+  t.step();
+  backend.on_captured_op = [] { throw DeviceError("an illegal memory access was encountered"); };
+  EXPECT_THROW(t.step(), DeviceError);
+  EXPECT_EQ(backend.abandoned, 1);
 }
 
 }  // namespace

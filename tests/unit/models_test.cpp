@@ -172,7 +172,7 @@ TEST(Models, DropoutLayersOfOneStepDrawTheirOwnMasks) {
   }
   EXPECT_GT(kept_a, 0);
   EXPECT_GT(kept_b, 0);
-  // Independent masks at p = 0.5 disagree on half the elements (96 here); one mask, on none.
+  // Independent masks at p = 0.5 disagree on half the elements (48 of 96); one mask, on none.
   EXPECT_GT(differ, 24);
 }
 

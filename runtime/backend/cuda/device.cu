@@ -12,6 +12,11 @@ void throw_cuda_error(cudaError_t err, const char* stmt, const char* func, const
                   cudaGetErrorString(err), func, file, line, stmt);
   if (err == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
   if (is_no_gpu_error(err)) throw Unsupported(msg);
+  // A call that a capturing stream does not allow, or a capture it invalidated (900 to 908):
+  // the work cannot be captured, which is not a fault of the device.
+  if (err >= cudaErrorStreamCaptureUnsupported && err <= cudaErrorStreamCaptureWrongThread) {
+    throw Unsupported(msg);
+  }
   if (err == cudaErrorInvalidValue || err == cudaErrorInvalidDevicePointer)
     throw InvalidArgument(msg);
   throw DeviceError(msg);

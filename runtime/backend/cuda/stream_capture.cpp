@@ -29,6 +29,12 @@ class StreamGraph final : public CapturedWork {
     const cudaError_t err = cudaGraphInstantiate(&exec, graph_.get(), 0);
     if (err != cudaSuccess) {
       cudaGetLastError();
+      if (err == cudaErrorMemoryAllocation) {
+        throw OutOfMemory(
+            fmt::format("--cuda-graph: no device memory to instantiate the "
+                        "captured step ({} operations)",
+                        nodes_));
+      }
       throw Unsupported(fmt::format(
           "--cuda-graph: the captured step ({} operations) could not be instantiated: {}", nodes_,
           cudaGetErrorString(err)));
