@@ -109,6 +109,23 @@ TrainConfig config(bool capture) {
   return c;
 }
 
+const ModelConfig kDigits{4, 8, 10, {}};  // digits-cnn, batch 4 at 8x8: it has a dropout
+
+// digits-cnn set up on `backend`, its weights from seed 9 (as train() makes them).
+Graph digits_cnn(Backend& backend) {
+  Graph g = build_model("digits-cnn", kDigits);
+  Rng rng(9);
+  g.setup(backend, rng);
+  return g;
+}
+
+// train()'s first batch into `t`, then the first step, which runs op by op.
+void first_step(Trainer& t) {
+  const Dataset d = make_synthetic(kDigits.batch, 1, kDigits.image_size, kDigits.num_classes, 40);
+  t.load_batch(d.images.data(), d.labels.data());
+  t.step();
+}
+
 std::vector<std::vector<unsigned char>> weights(Graph& g) {
   std::vector<std::vector<unsigned char>> out;
   for (auto& [name, t] : g.state_dict()) out.push_back(t.bytes);
@@ -166,9 +183,8 @@ void expect_same_training(const Outcome& captured, const Outcome& eager) {
 
 // digits-cnn has dropout (0.25): each replay must draw its own step's mask.
 TEST(CapturedStep, DropoutDrawsEachReplaysOwnMask) {
-  const ModelConfig mc{4, 8, 10, {}};
-  const Outcome eager = train("digits-cnn", mc, Precision::kFp32, false, 6);
-  const Outcome captured = train("digits-cnn", mc, Precision::kFp32, true, 6);
+  const Outcome eager = train("digits-cnn", kDigits, Precision::kFp32, false, 6);
+  const Outcome captured = train("digits-cnn", kDigits, Precision::kFp32, true, 6);
   expect_same_training(captured, eager);
   EXPECT_EQ(eager.captures, 0);
   EXPECT_EQ(captured.captures, 1);
@@ -192,11 +208,10 @@ class FrozenSeedBackend final : public CapturingBackend {
 };
 
 TEST(CapturedStep, AFrozenSeedWouldBeSeen) {
-  const ModelConfig mc{4, 8, 10, {}};
-  const Outcome eager = train("digits-cnn", mc, Precision::kFp32, false, 5);
-  const Outcome frozen_eager = train("digits-cnn", mc, Precision::kFp32, false, 5, false, {},
+  const Outcome eager = train("digits-cnn", kDigits, Precision::kFp32, false, 5);
+  const Outcome frozen_eager = train("digits-cnn", kDigits, Precision::kFp32, false, 5, false, {},
                                      std::make_unique<FrozenSeedBackend>());
-  const Outcome frozen_captured = train("digits-cnn", mc, Precision::kFp32, true, 5, false, {},
+  const Outcome frozen_captured = train("digits-cnn", kDigits, Precision::kFp32, true, 5, false, {},
                                         std::make_unique<FrozenSeedBackend>());
   EXPECT_EQ(frozen_eager.losses, eager.losses);
   ASSERT_EQ(frozen_captured.losses.size(), 5u);
@@ -215,21 +230,19 @@ TEST(CapturedStep, Resnet18TrainsAsOpByOp) {
 // fp16's loss scale lives on the device: growth (every 2 clean steps here) and the skipped-step
 // count continue through replays. bf16 has none.
 TEST(CapturedStep, LossScaleStateFollowsTheReplays) {
-  const ModelConfig mc{4, 8, 10, {}};
   const LossScaleConfig fast{1024.f, 2.f, 0.5f, 2};
-  const Outcome eager = train("digits-cnn", mc, Precision::kFp16, false, 7, false, fast);
-  const Outcome captured = train("digits-cnn", mc, Precision::kFp16, true, 7, false, fast);
+  const Outcome eager = train("digits-cnn", kDigits, Precision::kFp16, false, 7, false, fast);
+  const Outcome captured = train("digits-cnn", kDigits, Precision::kFp16, true, 7, false, fast);
   expect_same_training(captured, eager);
   EXPECT_EQ(eager.scale, 1024.f * 8);  // 7 clean steps: grown after steps 2, 4 and 6
-  expect_same_training(train("digits-cnn", mc, Precision::kBf16, true, 4),
-                       train("digits-cnn", mc, Precision::kBf16, false, 4));
+  expect_same_training(train("digits-cnn", kDigits, Precision::kBf16, true, 4),
+                       train("digits-cnn", kDigits, Precision::kBf16, false, 4));
 }
 
 // Double-buffered input: a graph per input buffer, each reading its own buffer's batch.
 TEST(CapturedStep, OneGraphPerInputBuffer) {
-  const ModelConfig mc{4, 8, 10, {}};
-  const Outcome eager = train("digits-cnn", mc, Precision::kFp32, false, 6, true);
-  const Outcome captured = train("digits-cnn", mc, Precision::kFp32, true, 6, true);
+  const Outcome eager = train("digits-cnn", kDigits, Precision::kFp32, false, 6, true);
+  const Outcome captured = train("digits-cnn", kDigits, Precision::kFp32, true, 6, true);
   expect_same_training(captured, eager);
   EXPECT_EQ(captured.captures, 2);
   EXPECT_EQ(captured.graphs.graphs, 2);
@@ -239,16 +252,11 @@ TEST(CapturedStep, OneGraphPerInputBuffer) {
 // Scratch memory that moved after a capture (a graph would write memory it no longer owns):
 // the next step captures again, and training goes on as op by op.
 TEST(CapturedStep, MovedScratchIsCapturedAgain) {
-  const ModelConfig mc{4, 8, 10, {}};
-  const Outcome eager = train("digits-cnn", mc, Precision::kFp32, false, 5);
+  const Outcome eager = train("digits-cnn", kDigits, Precision::kFp32, false, 5);
   CapturingBackend backend;
-  Graph g = build_model("digits-cnn", mc);
-  Rng rng(9);
-  g.setup(backend, rng);
+  Graph g = digits_cnn(backend);
   Trainer t(backend, g, config(true));
-  const Dataset d = make_synthetic(4, 1, 8, 10, 40);
-  t.load_batch(d.images.data(), d.labels.data());
-  t.step();
+  first_step(t);
   t.step();
   t.step();
   backend.move_scratch();
@@ -263,9 +271,7 @@ TEST(CapturedStep, MovedScratchIsCapturedAgain) {
 
 TEST(CapturedStep, TheCpuBackendRefusesWithTheReason) {
   auto b = make_backend(BackendKind::kCpu, {});
-  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
-  Rng rng(0);
-  g.setup(*b, rng);
+  Graph g = digits_cnn(*b);
   try {
     Trainer t(*b, g, config(true));
     FAIL() << "the cpu backend captured";
@@ -277,9 +283,7 @@ TEST(CapturedStep, TheCpuBackendRefusesWithTheReason) {
 
 TEST(CapturedStep, RefusesAHookAndATracer) {
   CapturingBackend backend;
-  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
-  Rng rng(0);
-  g.setup(backend, rng);
+  Graph g = digits_cnn(backend);
   TrainConfig hooked = config(true);
   hooked.mid_step_hook = [](int64_t) {};
   EXPECT_THROW(Trainer(backend, g, hooked), InvalidArgument);
@@ -293,13 +297,9 @@ TEST(CapturedStep, RefusesAHookAndATracer) {
 TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
   for (int allocating = 0; allocating < 2; ++allocating) {
     CapturingBackend backend;
-    Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
-    Rng rng(0);
-    g.setup(backend, rng);
+    Graph g = digits_cnn(backend);
     Trainer t(backend, g, config(true));
-    const Dataset d = make_synthetic(4, 1, 8, 10, 3);
-    t.load_batch(d.images.data(), d.labels.data());
-    t.step();  // op by op
+    first_step(t);
     std::vector<Tensor> held;
     backend.on_captured_op = [&] {
       if (allocating) {
@@ -329,13 +329,9 @@ TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
 // records it as failed, not unsupported), and the capture is abandoned.
 TEST(CapturedStep, ADeviceFaultWhileCapturingPassesThrough) {
   CapturingBackend backend;
-  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
-  Rng rng(0);
-  g.setup(backend, rng);
+  Graph g = digits_cnn(backend);
   Trainer t(backend, g, config(true));
-  const Dataset d = make_synthetic(4, 1, 8, 10, 3);
-  t.load_batch(d.images.data(), d.labels.data());
-  t.step();
+  first_step(t);
   backend.on_captured_op = [] { throw DeviceError("an illegal memory access was encountered"); };
   EXPECT_THROW(t.step(), DeviceError);
   EXPECT_EQ(backend.abandoned, 1);
