@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/check/op_instance.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/rng.h"
 #include "runtime/memory/tensor.h"
@@ -149,6 +150,12 @@ class Layer {
   virtual double forward_flops(const std::vector<Shape>& in) const = 0;
   // True for conv and linear, whose backward costs twice their forward.
   virtual bool is_matmul_layer() const { return false; }
+  // The backend ops its passes call for these input shapes, as the op checker runs them
+  // (dlbench check-ops); none for a view.
+  virtual std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const {
+    (void)in;
+    return {};
+  }
   // The algorithm each of its passes uses, where the backend chose one (convolutions), for the
   // per-layer profile. Empty before setup and for layers without a choice.
   virtual std::vector<PassAlgorithm> algorithms() const { return {}; }

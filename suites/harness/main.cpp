@@ -8,6 +8,7 @@
 #include <new>
 
 #include "runtime/core/error.h"
+#include "suites/harness/check_ops_command.h"
 #include "suites/harness/commands.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/run_command.h"
@@ -22,6 +23,37 @@ CLI::Transformer enum_option(const std::map<std::string, E>& values) {
 
 const std::map<std::string, dlb::BackendKind> kBackends{{"cpu", dlb::BackendKind::kCpu},
                                                         {"cuda", dlb::BackendKind::kCuda}};
+
+// `dlbench check-ops`: its flags (check_ops_command.h says what each does).
+CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
+  auto* c = app.add_subcommand(
+      "check-ops",
+      "every op instance of the reference models against a float64 reference, with bounds from "
+      "the arithmetic (exit 1 when a check fails)");
+  c->add_option("--backend", o.backend, "cpu|cuda (default: cuda when a GPU is visible)")
+      ->transform(enum_option(kBackends));
+  c->add_option("--precisions", o.precisions, "fp32,tf32,fp16,bf16 (default: all it supports)")
+      ->delimiter(',');
+  c->add_option("--conv-algos", o.conv_algos,
+                "cpu: im2col,onednn; cuda: heuristic (default: every one it names)")
+      ->delimiter(',');
+  c->add_option("--models", o.models, "default: every reference model")->delimiter(',');
+  c->add_option("--sizes", o.sizes, "image sizes (default: 32,64,96,224)")->delimiter(',');
+  c->add_option("--batches", o.batches, "batches (default: 1,2,4)")->delimiter(',');
+  c->add_option("--ops", o.ops, "only these ops: conv,linear,batch_norm,relu,...")->delimiter(',');
+  c->add_option("--passes", o.passes, "only these passes: forward,backward_data,...")
+      ->delimiter(',');
+  c->add_option("--instance", o.instances,
+                "an op instance as the output prints it, instead of the models' (repeatable)");
+  c->add_option("--mode", o.mode, "compare|perf|grad")->capture_default_str();
+  c->add_option("--seed", o.seed, "the inputs' seed")->capture_default_str();
+  c->add_option("--repeats", o.repeats, "perf: timed runs per pass")->capture_default_str();
+  c->add_option("--json", o.json_path, "write the record here");
+  c->add_flag("--list", o.list, "print the op instances and stop");
+  c->add_flag("--verbose", o.verbose, "a line per check, not only failures");
+  c->add_option("--perturb", o.perturb, "test only: break OP.PASS on purpose")->group("");
+  return c;
+}
 
 }  // namespace
 
@@ -116,6 +148,9 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
       ->capture_default_str();
 
+  dlb::CheckOpsOptions check;
+  auto* check_cmd = add_check_ops(app, check);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -134,6 +169,7 @@ int main(int argc, char** argv) {
       return dlb::run_command(run);
     }
     if (*list_cmd) return dlb::list_command();
+    if (*check_cmd) return dlb::check_ops_command(check);
     if (*worker_cmd) return dlb::worker_command(point_file);
     if (*conv_cmd) return dlb::bench_conv_command(bench);
     if (*peak_cmd) return dlb::bench_peak_command();

@@ -16,7 +16,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
-#include "tests/unit/delegating_backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

@@ -28,7 +28,7 @@
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
-#include "tests/unit/delegating_backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

@@ -102,4 +102,13 @@ double BatchNorm::forward_flops(const std::vector<Shape>& in) const {
   return 2.0 * static_cast<double>(in.at(0).numel());  // a scale and a shift per element
 }
 
+std::vector<OpInstance> BatchNorm::op_instances(const std::vector<Shape>& in) const {
+  OpInstance op;
+  op.kind = OpKind::kBatchNorm;
+  op.in = in.at(0);
+  op.eps = eps_;
+  op.momentum = momentum_;
+  return {op};
+}
+
 }  // namespace dlb

@@ -28,6 +28,7 @@ class BatchNorm final : public Layer {
   int64_t num_params() const override { return 2 * channels_; }
   float eps() const { return eps_; }
   double forward_flops(const std::vector<Shape>& in) const override;
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
  private:
   int64_t channels_;

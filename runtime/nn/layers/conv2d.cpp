@@ -83,6 +83,15 @@ std::vector<Param*> Conv2d::params() {
   return {&weight_};
 }
 
+std::vector<OpInstance> Conv2d::op_instances(const std::vector<Shape>& in) const {
+  OpInstance op;
+  op.kind = OpKind::kConv;
+  op.in = in.at(0);
+  op.conv = describe(op.in);
+  op.bias = o_.bias;
+  return {op};
+}
+
 double Conv2d::forward_flops(const std::vector<Shape>& in) const {
   return 2.0 * describe(in.at(0)).forward_macs();
 }

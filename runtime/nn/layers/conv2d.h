@@ -32,6 +32,7 @@ class Conv2d final : public Layer {
   }
   double forward_flops(const std::vector<Shape>& in) const override;
   bool is_matmul_layer() const override { return true; }
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
   std::vector<PassAlgorithm> algorithms() const override {
     return plan_ ? plan_->algorithms() : std::vector<PassAlgorithm>{};
   }

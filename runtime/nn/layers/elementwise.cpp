@@ -95,4 +95,30 @@ void Flatten::backward_data(const LayerContext& ctx, const std::vector<const Ten
   if (dx[0]) ctx.backend.copy(dy, *dx[0]);
 }
 
+namespace {
+OpInstance shaped(OpKind kind, const Shape& in) {
+  OpInstance op;
+  op.kind = kind;
+  op.in = in;
+  return op;
+}
+}  // namespace
+
+std::vector<OpInstance> Relu::op_instances(const std::vector<Shape>& in) const {
+  return {shaped(OpKind::kRelu, in.at(0))};
+}
+
+// A dropout of p = 0 runs no op (forward copies, as PyTorch's identity).
+std::vector<OpInstance> Dropout::op_instances(const std::vector<Shape>& in) const {
+  if (p_ == 0.f) return {};
+  OpInstance op = shaped(OpKind::kDropout, in.at(0));
+  op.p = p_;
+  return {op};
+}
+
+// The sum, and the accumulation of a fork's gradient, which a residual's input needs.
+std::vector<OpInstance> Add::op_instances(const std::vector<Shape>& in) const {
+  return {shaped(OpKind::kAdd, in.at(0))};
+}
+
 }  // namespace dlb

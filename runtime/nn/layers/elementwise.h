@@ -11,6 +11,7 @@ class Relu final : public Layer {
   void setup(LayerSetup& s) override;
   PassReads backward_data_reads() const override { return {false, true}; }
   bool is_relu() const override { return true; }
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
@@ -28,6 +29,7 @@ class Dropout final : public Layer {
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
   float p() const { return p_; }
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
  private:
   float p_;
@@ -41,6 +43,7 @@ class Dropout final : public Layer {
 class Add final : public Layer {
  public:
   std::string_view kind() const override { return "add"; }
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
   Shape output_shape(const std::vector<Shape>& in) const override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;

@@ -49,6 +49,15 @@ void Linear::backward_weights(const LayerContext& ctx, const std::vector<const T
   ctx.backend.bias_backward(dy, bias_.grad);
 }
 
+std::vector<OpInstance> Linear::op_instances(const std::vector<Shape>& in) const {
+  OpInstance op;
+  op.kind = OpKind::kLinear;
+  op.in = in.at(0);
+  op.features = out_;
+  op.bias = true;
+  return {op};
+}
+
 double Linear::forward_flops(const std::vector<Shape>& in) const {
   return 2.0 * static_cast<double>(in.at(0)[0]) * in_ * out_;
 }

@@ -21,6 +21,7 @@ class Linear final : public Layer {
   int64_t num_params() const override { return out_ * in_ + out_; }
   double forward_flops(const std::vector<Shape>& in) const override;
   bool is_matmul_layer() const override { return true; }
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
  private:
   int64_t in_, out_;

@@ -78,4 +78,21 @@ double AdaptiveAvgPool2d::forward_flops(const std::vector<Shape>& in) const {
   return static_cast<double>(in.at(0).numel());  // every input is summed once
 }
 
+std::vector<OpInstance> Pool2d::op_instances(const std::vector<Shape>& in) const {
+  OpInstance op;
+  op.kind = desc_.mode == PoolMode::kMax ? OpKind::kMaxPool : OpKind::kAvgPool;
+  op.in = in.at(0);
+  op.pool = desc_;
+  return {op};
+}
+
+std::vector<OpInstance> AdaptiveAvgPool2d::op_instances(const std::vector<Shape>& in) const {
+  OpInstance op;
+  op.kind = OpKind::kAdaptiveAvgPool;
+  op.in = in.at(0);
+  op.out_h = out_h_;
+  op.out_w = out_w_;
+  return {op};
+}
+
 }  // namespace dlb

@@ -16,6 +16,7 @@ class Pool2d final : public Layer {
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   PassReads backward_data_reads() const override { return {true, true}; }
   double forward_flops(const std::vector<Shape>& in) const override;
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
  private:
   PoolDesc desc_;
@@ -31,6 +32,7 @@ class AdaptiveAvgPool2d final : public Layer {
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
+  std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
  private:
   int64_t out_h_, out_w_;

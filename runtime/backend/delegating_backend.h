@@ -1,7 +1,9 @@
-// A test backend that runs every op on the CPU backend: a test overrides only what it watches or
-// changes (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the fused batch
-// norm + ReLU, which the Backend's defaults then compose from the CPU's ops; capture_test.cpp
-// defers ops through dispatch()).
+// A backend that runs every op on another (by default a CPU backend of its own, with memory from
+// an allocator of its own): a subclass overrides only what it watches or changes. The tests'
+// doubles are ones (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the
+// fused batch norm + ReLU, which the Backend's defaults then compose from the inner ops;
+// capture_test.cpp defers ops through dispatch()); so is the op checker's perturbing backend
+// (runtime/check/perturbing_backend.h), which breaks one op on purpose.
 #pragma once
 #include <functional>
 #include <map>
@@ -14,74 +16,82 @@ namespace dlb {
 
 class DelegatingBackend : public Backend {
  public:
-  DelegatingBackend() : Backend(std::make_shared<Allocator>(make_host_memory_resource())) {}
+  DelegatingBackend()
+      : Backend(std::make_shared<Allocator>(make_host_memory_resource())),
+        inner_(std::make_unique<CpuBackend>(BackendOptions{})) {}
+  // Over `inner`, sharing its memory: tensors this backend makes are the inner backend's.
+  explicit DelegatingBackend(std::unique_ptr<Backend> inner)
+      : Backend(inner->allocator().shared_from_this()), inner_(std::move(inner)) {}
   std::string_view name() const override { return "delegating"; }
   std::map<std::string, std::string> environment() const override { return {}; }
-  bool supports(Op op, const OpTypes& t) const override { return cpu_.supports(op, t); }
+  bool supports(Op op, const OpTypes& t) const override { return inner_->supports(op, t); }
+  Layout activation_layout(const OpTypes& t) const override { return inner_->activation_layout(t); }
+  const Clock& clock() const override { return inner_->clock(); }
+  StreamRef stream() const override { return inner_->stream(); }
 
-  void copy_from_host(const void* src, Tensor& dst) override { cpu_.copy_from_host(src, dst); }
-  void copy_to_host(const Tensor& src, void* dst) override { cpu_.copy_to_host(src, dst); }
+  void copy_from_host(const void* src, Tensor& dst) override { inner_->copy_from_host(src, dst); }
+  void copy_to_host(const Tensor& src, void* dst) override { inner_->copy_to_host(src, dst); }
   void copy(const Tensor& src, Tensor& dst) override {
-    dispatch([=]() mutable { cpu_.copy(src, dst); });
+    dispatch([=]() mutable { inner_->copy(src, dst); });
   }
   void fill(Tensor& t, float v) override {
-    dispatch([=]() mutable { cpu_.fill(t, v); });
+    dispatch([=]() mutable { inner_->fill(t, v); });
   }
-  void synchronize() override {}
+  void synchronize() override { inner_->synchronize(); }
   std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
-    return cpu_.make_conv_plan(d);
+    return inner_->make_conv_plan(d);
   }
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override {
-    dispatch([=, &p]() mutable { cpu_.conv_forward(p, x, w, y); });
+    dispatch([=, &p]() mutable { inner_->conv_forward(p, x, w, y); });
   }
   void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override {
-    dispatch([=, &p]() mutable { cpu_.conv_backward_data(p, dy, w, dx); });
+    dispatch([=, &p]() mutable { inner_->conv_backward_data(p, dy, w, dx); });
   }
   void conv_backward_filter(const ConvPlan& p, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override {
-    dispatch([=, &p]() mutable { cpu_.conv_backward_filter(p, x, dy, dw); });
+    dispatch([=, &p]() mutable { inner_->conv_backward_filter(p, x, dy, dw); });
   }
   void bias_add(const Tensor& b, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.bias_add(b, y); });
+    dispatch([=]() mutable { inner_->bias_add(b, y); });
   }
   void bias_backward(const Tensor& dy, Tensor& db) override {
-    dispatch([=]() mutable { cpu_.bias_backward(dy, db); });
+    dispatch([=]() mutable { inner_->bias_backward(dy, db); });
   }
   void matmul(Precision m, bool ta, bool tb, float alpha, const Tensor& a, const Tensor& b,
               float beta, Tensor& c) override {
-    dispatch([=]() mutable { cpu_.matmul(m, ta, tb, alpha, a, b, beta, c); });
+    dispatch([=]() mutable { inner_->matmul(m, ta, tb, alpha, a, b, beta, c); });
   }
   void batch_norm_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm, Tensor& rv,
                         Tensor& sm, Tensor& si, Tensor& y, float mo, float eps) override {
-    dispatch([=]() mutable { cpu_.batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps); });
+    dispatch([=]() mutable { inner_->batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps); });
   }
   void batch_norm_infer(const Tensor& x, const Tensor& g, const Tensor& b, const Tensor& rm,
                         const Tensor& rv, Tensor& y, float eps) override {
-    dispatch([=]() mutable { cpu_.batch_norm_infer(x, g, b, rm, rv, y, eps); });
+    dispatch([=]() mutable { inner_->batch_norm_infer(x, g, b, rm, rv, y, eps); });
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
                            const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
-    dispatch([=]() mutable { cpu_.batch_norm_backward(x, dy, g, sm, si, dx, dg, db); });
+    dispatch([=]() mutable { inner_->batch_norm_backward(x, dy, g, sm, si, dx, dg, db); });
   }
   void relu_forward(const Tensor& x, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.relu_forward(x, y); });
+    dispatch([=]() mutable { inner_->relu_forward(x, y); });
   }
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
-    dispatch([=]() mutable { cpu_.relu_backward(y, dy, dx); });
+    dispatch([=]() mutable { inner_->relu_backward(y, dy, dx); });
   }
   void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.pool_forward(p, x, y); });
+    dispatch([=]() mutable { inner_->pool_forward(p, x, y); });
   }
   void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                      Tensor& dx) override {
-    dispatch([=]() mutable { cpu_.pool_backward(p, x, y, dy, dx); });
+    dispatch([=]() mutable { inner_->pool_backward(p, x, y, dy, dx); });
   }
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.adaptive_avg_pool_forward(x, y); });
+    dispatch([=]() mutable { inner_->adaptive_avg_pool_forward(x, y); });
   }
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override {
-    dispatch([=]() mutable { cpu_.adaptive_avg_pool_backward(dy, dx); });
+    dispatch([=]() mutable { inner_->adaptive_avg_pool_backward(dy, dx); });
   }
   void dropout_forward(const Tensor& x, float p, const DropoutSeed& s, Tensor& m,
                        Tensor& y) override {
@@ -89,46 +99,46 @@ class DelegatingBackend : public Backend {
     const Tensor step = s.step ? *s.step : Tensor();
     const uint64_t base = s.base;
     dispatch([=]() mutable {
-      cpu_.dropout_forward(x, p, DropoutSeed{base, step.defined() ? &step : nullptr}, m, y);
+      inner_->dropout_forward(x, p, DropoutSeed{base, step.defined() ? &step : nullptr}, m, y);
     });
   }
   void dropout_backward(const Tensor& dy, const Tensor& m, Tensor& dx) override {
-    dispatch([=]() mutable { cpu_.dropout_backward(dy, m, dx); });
+    dispatch([=]() mutable { inner_->dropout_backward(dy, m, dx); });
   }
   void add(const Tensor& a, const Tensor& b, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.add(a, b, y); });
+    dispatch([=]() mutable { inner_->add(a, b, y); });
   }
   void accumulate(const Tensor& x, Tensor& y) override {
-    dispatch([=]() mutable { cpu_.accumulate(x, y); });
+    dispatch([=]() mutable { inner_->accumulate(x, y); });
   }
   void softmax_cross_entropy(const Tensor& z, const Tensor& l, Tensor& p, Tensor& loss) override {
-    dispatch([=]() mutable { cpu_.softmax_cross_entropy(z, l, p, loss); });
+    dispatch([=]() mutable { inner_->softmax_cross_entropy(z, l, p, loss); });
   }
   void softmax_cross_entropy_backward(const Tensor& p, const Tensor& l, Tensor& dz) override {
-    dispatch([=]() mutable { cpu_.softmax_cross_entropy_backward(p, l, dz); });
+    dispatch([=]() mutable { inner_->softmax_cross_entropy_backward(p, l, dz); });
   }
   void sgd_update(const SgdConfig& c, const Tensor& g, Tensor& m, Tensor& p) override {
-    dispatch([=]() mutable { cpu_.sgd_update(c, g, m, p); });
+    dispatch([=]() mutable { inner_->sgd_update(c, g, m, p); });
   }
   void cast(const Tensor& src, Tensor& dst) override {
-    dispatch([=]() mutable { cpu_.cast(src, dst); });
+    dispatch([=]() mutable { inner_->cast(src, dst); });
   }
   void softmax_cross_entropy_backward_scaled(const Tensor& p, const Tensor& l, const Tensor& s,
                                              Tensor& dz) override {
-    dispatch([=]() mutable { cpu_.softmax_cross_entropy_backward_scaled(p, l, s, dz); });
+    dispatch([=]() mutable { inner_->softmax_cross_entropy_backward_scaled(p, l, s, dz); });
   }
   void find_non_finite(const Tensor& g, Tensor& s) override {
-    dispatch([=]() mutable { cpu_.find_non_finite(g, s); });
+    dispatch([=]() mutable { inner_->find_non_finite(g, s); });
   }
   void sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s, Tensor& m,
                            Tensor& p) override {
-    dispatch([=]() mutable { cpu_.sgd_update_unscaled(c, g, s, m, p); });
+    dispatch([=]() mutable { inner_->sgd_update_unscaled(c, g, s, m, p); });
   }
   void increment(Tensor& counter) override {
-    dispatch([=]() mutable { cpu_.increment(counter); });
+    dispatch([=]() mutable { inner_->increment(counter); });
   }
   void update_loss_scale(const LossScaleConfig& c, Tensor& s) override {
-    dispatch([=]() mutable { cpu_.update_loss_scale(c, s); });
+    dispatch([=]() mutable { inner_->update_loss_scale(c, s); });
   }
 
  protected:
@@ -138,7 +148,7 @@ class DelegatingBackend : public Backend {
   virtual void dispatch(std::function<void()> op) { op(); }
 
  private:
-  CpuBackend cpu_{{}};
+  std::unique_ptr<Backend> inner_;  // the inner backend
 };
 
 }  // namespace dlb

@@ -1,0 +1,49 @@
+// How far a backend's result may be from the float64 answer, from the arithmetic alone.
+//
+// A sum of K products computed in floating point with unit roundoff u, in any order, differs
+// from the exact sum by at most c·sqrt(K)·u·Σ|aᵢ||bᵢ|, except with probability at most
+// 2K·exp(-c²/2) per element (Higham and Mary, "A new approach to probabilistic rounding error
+// analysis", SIAM J. Sci. Comput. 41(5), 2019, theorem 3.1, for rounding errors that are
+// independent and of mean zero). kC = 10 makes that 2K·2e-22: below 1e-15 per element for the
+// largest K here (a million), so the whole grid (about 1e9 elements) passes with certainty in
+// practice, while a wrong term, a missing term or a stray write stands far outside it.
+// Elementwise work gets kUlps units of roundoff of the magnitudes it combines; storing a result
+// in a narrower type adds that type's roundoff of the result, and, below the type's smallest
+// normal number, half the spacing of its subnormals (the standard model with gradual underflow:
+// fl(x) = x(1 + δ) + η; fp16's subnormals start at 6.1e-5, where gradients often are).
+#pragma once
+#include <cmath>
+
+#include "runtime/core/dtype.h"
+
+namespace dlb {
+
+inline constexpr double kC = 10.0;
+inline constexpr double kUlps = 4.0;
+
+// The unit roundoff of a type: half its machine epsilon (2^-24 for f32, 2^-11 for f16, 2^-8 for
+// bf16); 0 for int64, which is exact.
+double unit_roundoff(DType t);
+
+// Half the spacing of a type's subnormal numbers: the most a rounding to it can move a value
+// below its smallest normal number (2^-25 for f16, 2^-134 for bf16, 2^-150 for f32).
+double underflow_roundoff(DType t);
+
+// The unit roundoff of the arithmetic that accumulates a precision's products. fp32: f32's.
+// tf32: the products' inputs are rounded to 10 mantissa bits, 2^-11. fp16 and bf16: the inputs
+// are already 16-bit, so their products are exact in f32, which accumulates: f32's. (The store
+// into a 16-bit output rounds once more, a term of its own.)
+double math_roundoff(Precision p);
+
+// The bound of one element of a reduction of `k` terms whose magnitudes sum to `magnitude`,
+// accumulated with unit roundoff `u`, and stored with unit roundoff `store` as `value`.
+inline double reduction_bound(double k, double magnitude, double u, double store, double value) {
+  return kC * std::sqrt(k) * u * magnitude + store * std::fabs(value);
+}
+
+// Elementwise: kUlps units of `u` over the magnitudes combined, plus the store's rounding.
+inline double elementwise_bound(double magnitude, double u, double store, double value) {
+  return kUlps * u * magnitude + store * std::fabs(value);
+}
+
+}  // namespace dlb

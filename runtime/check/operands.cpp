@@ -1,0 +1,189 @@
+#include "runtime/check/operands.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+
+#include "runtime/backend/cpu/parallel.h"
+#include "runtime/core/counter_hash.h"
+#include "runtime/core/error.h"
+#include "runtime/core/half.h"
+#include "runtime/core/hash.h"
+#include "runtime/core/rng.h"
+
+namespace dlb {
+namespace {
+
+// Where logical element i (n, c, h, w) of a 4-D shape lives in NHWC order.
+size_t nhwc_index(const Shape& s, size_t i) {
+  const auto w = static_cast<size_t>(s[3]), h = static_cast<size_t>(s[2]),
+             c = static_cast<size_t>(s[1]);
+  const size_t x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
+  return ((n * h + y) * w + x) * c + ch;
+}
+
+bool channels_last(const Tensor& t) { return t.layout() == Layout::kNHWC && t.shape().rank() == 4; }
+
+}  // namespace
+
+void round_to(HostArray& values, DType dtype) {
+  for (double& v : values.v) v = stored_value(static_cast<float>(v), dtype);
+}
+
+Operands::Operands(Backend& backend, uint64_t seed, const std::string& instance,
+                   OperandCache& cache)
+    : backend_(backend), seed_(seed), instance_(instance), cache_(cache) {}
+
+uint64_t Operands::stream(const std::string& name) const {
+  const uint64_t h = fnv1a(instance_.data(), instance_.size());
+  return fnv1a(name.data(), name.size(), h) ^ (seed_ * 0x9E3779B97F4A7C15ull);
+}
+
+HostArray Operands::normal(const std::string& name, const Shape& shape, DType dtype, double mean,
+                           double stddev) const {
+  const double half_width = stddev * std::sqrt(3.0);
+  return uniform(name, shape, dtype, mean - half_width, mean + half_width);
+}
+
+const std::vector<float>& Operands::drawn(const std::string& name, const Shape& shape, double lo,
+                                          double hi) const {
+  const std::string key = fmt::format("{} {} [{}, {})", name, shape.str(), lo, hi);
+  std::vector<float>& drawn = cache_.drawn[key];
+  const int64_t n = shape.numel();
+  if (drawn.empty() && n > 0) {
+    drawn.resize(static_cast<size_t>(n));
+    const uint64_t s = stream(name);
+    float* d = drawn.data();
+    parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
+      for (int64_t i = begin; i < end; ++i) {
+        d[i] = static_cast<float>(lo + (hi - lo) * counter_uniform(s, static_cast<uint64_t>(i)));
+      }
+    });
+  }
+  return drawn;
+}
+
+namespace {
+// Elements [begin, begin + count) of `drawn`, rounded to `dtype`, into `out`.
+void rounded(const std::vector<float>& drawn, DType dtype, int64_t begin, int64_t count,
+             double* out) {
+  const float* d = drawn.data() + begin;
+  parallel_blocks(count, kParallelElements, [=](int64_t b, int64_t e) {
+    switch (dtype) {
+      case DType::kBF16:
+        for (int64_t i = b; i < e; ++i) out[i] = bf16_to_float(float_to_bf16(d[i]));
+        return;
+      case DType::kF16:
+        for (int64_t i = b; i < e; ++i) out[i] = f16_to_float(float_to_f16(d[i]));
+        return;
+      default:
+        for (int64_t i = b; i < e; ++i) out[i] = d[i];
+    }
+  });
+}
+constexpr int64_t kSlice = int64_t{1} << 22;  // elements uploaded at a time
+}  // namespace
+
+HostArray Operands::uniform(const std::string& name, const Shape& shape, DType dtype, double lo,
+                            double hi) const {
+  HostArray a(shape);
+  rounded(drawn(name, shape, lo, hi), dtype, 0, a.numel(), a.v.data());
+  return a;
+}
+
+HostArray Operands::normal_slice(const std::string& name, const Shape& shape, DType dtype,
+                                 double mean, double stddev, int64_t begin, int64_t count) const {
+  const double half_width = stddev * std::sqrt(3.0);
+  HostArray a(Shape{count});
+  rounded(drawn(name, shape, mean - half_width, mean + half_width), dtype, begin, count,
+          a.v.data());
+  return a;
+}
+
+Tensor Operands::upload_normal(const std::string& name, const Shape& shape, DType dtype,
+                               double mean, double stddev) {
+  Tensor t = backend_.empty(shape, dtype, MemCategory::kActivations, "checked operand");
+  const int64_t n = shape.numel();
+  for (int64_t begin = 0; begin < n; begin += kSlice) {
+    const int64_t count = std::min(kSlice, n - begin);
+    Tensor part = t.slice_flat(begin, count);
+    const HostArray values = normal_slice(name, shape, dtype, mean, stddev, begin, count);
+    upload_into(values, part);
+  }
+  return t;
+}
+
+std::vector<int64_t> Operands::labels(const std::string& name, int64_t n, int64_t classes) const {
+  Rng rng(stream(name));
+  std::vector<int64_t> out(static_cast<size_t>(n));
+  for (int64_t& l : out) l = rng.below(classes);
+  return out;
+}
+
+Tensor Operands::upload(const HostArray& values, DType dtype, Layout layout) {
+  Tensor t =
+      backend_.empty(values.shape, dtype, MemCategory::kActivations, "checked operand", layout);
+  upload_into(values, t);
+  return t;
+}
+
+void Operands::upload_into(const HostArray& values, Tensor& t) {
+  std::vector<float> f(values.v.size());
+  const bool nhwc = channels_last(t);
+  for (size_t i = 0; i < f.size(); ++i)
+    f[nhwc ? nhwc_index(values.shape, i) : i] = static_cast<float>(values.v[i]);
+  if (t.dtype() == DType::kF32) {
+    backend_.copy_from_host(f.data(), t);
+    return;
+  }
+  std::vector<uint8_t> bytes(t.bytes());
+  floats_to_dtype(f.data(), static_cast<int64_t>(f.size()), t.dtype(), bytes.data());
+  backend_.copy_from_host(bytes.data(), t);
+}
+
+Tensor Operands::upload_labels(const std::vector<int64_t>& labels) {
+  Tensor t = backend_.empty(Shape{static_cast<int64_t>(labels.size())}, DType::kI64,
+                            MemCategory::kData, "checked labels");
+  backend_.copy_from_host(labels.data(), t);
+  return t;
+}
+
+Tensor Operands::poisoned(const Shape& shape, DType dtype, Layout layout) {
+  Tensor t = backend_.empty(shape, dtype, MemCategory::kActivations, "checked output", layout);
+  backend_.fill(t, std::numeric_limits<float>::quiet_NaN());
+  return t;
+}
+
+HostArray Operands::download_slice(const Tensor& t, int64_t begin, int64_t count) const {
+  HostArray a = download(t.slice_flat(begin, count));
+  a.shape = Shape{count};
+  return a;
+}
+
+HostArray Operands::download(const Tensor& t) const {
+  if (t.dtype() == DType::kI64) {
+    throw InvalidArgument("the checker reads back floating-point tensors only");
+  }
+  std::vector<float> f(static_cast<size_t>(t.numel()));
+  if (t.dtype() == DType::kF32) {
+    backend_.copy_to_host(t, f.data());
+  } else {
+    std::vector<uint8_t> bytes(t.bytes());
+    backend_.copy_to_host(t, bytes.data());
+    dtype_to_floats(bytes.data(), t.numel(), t.dtype(), f.data());
+  }
+  HostArray a(t.shape());
+  const bool nhwc = channels_last(t);
+  double* out = a.v.data();
+  const float* in = f.data();
+  const Shape s = t.shape();
+  parallel_blocks(a.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      out[i] = in[nhwc ? nhwc_index(s, static_cast<size_t>(i)) : static_cast<size_t>(i)];
+    }
+  });
+  return a;
+}
+
+}  // namespace dlb
