@@ -24,6 +24,10 @@ struct CheckConfig {
   uint64_t seed = 1;
   int repeats = 5;                // perf: timed runs of each pass (the median is kept)
   std::vector<CheckPass> passes;  // only these (all when empty)
+  // Test only: moves the middle element of each compared output away from the reference by this
+  // multiple of its bound (on top of its own error; any distance where the bound is zero), to
+  // show that each bound fails on a one-element error just past it.
+  double planted_error = 0;
 };
 
 // The element furthest outside (or nearest to) its bound: ratio = |got - want| / bound.

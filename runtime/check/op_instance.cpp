@@ -1,7 +1,9 @@
 #include "runtime/check/op_instance.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -135,9 +137,14 @@ class Fields {
     }
     return Shape(std::move(dims));
   }
-  void done() {
-    if (!values_.empty())
-      fail(fmt::format("'{}' is not a field of this op", values_.begin()->first));
+  // Refuses a key outside `known` before any is read, so a misspelt field is named as such.
+  void only(const std::vector<std::string>& known) const {
+    for (const auto& [key, value] : values_) {
+      if (std::find(known.begin(), known.end(), key) == known.end()) {
+        fail(fmt::format("'{}' is not a field of this op (its fields: {})", key,
+                         fmt::join(known, ", ")));
+      }
+    }
   }
   [[noreturn]] void fail(const std::string& why) const {
     throw InvalidArgument(fmt::format("op instance '{}': {}", spec_, why));
@@ -147,6 +154,27 @@ class Fields {
   std::string spec_;
   std::map<std::string, std::string> values_;
 };
+
+// The fields each kind's text has, in the order spec() writes them.
+std::vector<std::string> fields_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::kConv:
+      return {"shape", "k", "kernel", "stride", "pad", "groups", "bias"};
+    case OpKind::kLinear:
+      return {"shape", "out"};
+    case OpKind::kMaxPool:
+    case OpKind::kAvgPool:
+      return {"shape", "kernel", "stride", "pad"};
+    case OpKind::kAdaptiveAvgPool:
+      return {"shape", "out"};
+    case OpKind::kDropout:
+      return {"shape", "p"};
+    case OpKind::kSgd:
+      return {"shape", "copy"};
+    default:
+      return {"shape"};
+  }
+}
 
 void parse_conv(Fields& f, OpInstance& op) {
   op.in = f.shape("shape", {4});
@@ -321,8 +349,8 @@ OpInstance parse_op_instance(std::string_view spec) {
   OpInstance op;
   op.kind = *kind;
   Fields f(spec, spec.substr(colon + 1));
+  f.only(fields_of(op.kind));
   parse_fields(f, op);
-  f.done();
   return op;
 }
 

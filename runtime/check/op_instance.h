@@ -63,6 +63,12 @@ enum class CheckPass {
   kFindNonFinite,  // fp16: the overflow check, on clean gradients and on a planted inf and NaN
   kScaleUpdate,    // fp16: GradScaler's back-off and growth
 };
+inline constexpr CheckPass kCheckPasses[] = {
+    CheckPass::kForward,         CheckPass::kForwardInfer, CheckPass::kBackwardData,
+    CheckPass::kBackwardWeights, CheckPass::kBackwardBias, CheckPass::kBackward,
+    CheckPass::kForwardRelu,     CheckPass::kBackwardRelu, CheckPass::kAccumulate,
+    CheckPass::kBackwardScaled,  CheckPass::kUpdate,       CheckPass::kFindNonFinite,
+    CheckPass::kScaleUpdate};
 std::string_view check_pass_name(CheckPass p);  // "backward_data"...
 std::optional<CheckPass> parse_check_pass(std::string_view s);
 

@@ -45,6 +45,8 @@ class PassRun {
   PassResult result() const { return result_; }
 
  private:
+  void compare_unplanted(const std::string& tensor, const Expected& e, const HostArray& got,
+                         DType stored, int64_t offset);
   Operands operands_;
   const OpInstance& op_;
   const CheckConfig& cfg_;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/check/op_instance.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/trace/tracer.h"
@@ -46,6 +47,17 @@ TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
   names.emplace_back(kCopyCategory);
   names.emplace_back(kStepCategory);
   EXPECT_EQ(exported("span_category").get<std::vector<std::string>>(), names);
+}
+
+// check_ops.schema.json's op and pass names are the checker's own.
+TEST(CheckOpsSchema, OpsAndPassesAreTheCheckersNames) {
+  std::ifstream in(suites_dir() + "/schema/check_ops.schema.json");
+  const json row = json::parse(in)["$defs"]["row"]["properties"];
+  std::vector<std::string> ops, passes;
+  for (OpKind k : kOpKinds) ops.emplace_back(op_kind_name(k));
+  for (CheckPass p : kCheckPasses) passes.emplace_back(check_pass_name(p));
+  EXPECT_EQ(row["op"]["enum"].get<std::vector<std::string>>(), ops);
+  EXPECT_EQ(row["pass"]["enum"].get<std::vector<std::string>>(), passes);
 }
 
 json ok_record(const std::string& id, int ranks, double throughput, const std::string& overlap) {
