@@ -135,6 +135,9 @@ def check_supported(c: dict, torch) -> None:
     if c.get("cuda_graph"):
         raise Unsupported("cuda_graph=true: the peer trains eagerly; it does not capture its "
                           "step with torch.cuda.graph")
+    if c.get("memory_guard"):
+        raise Unsupported("memory_guard=true: the red zones are dlbench's allocator's; PyTorch's "
+                          "has none")
 
 
 def threads_for_this_rank() -> int:
@@ -400,7 +403,8 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
 DEFAULTS = {"num_classes": 1000, "precision": "fp32", "backend": "cpu", "steps": 20, "warmup": 5,
             "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "dropout": None, "seed": 0,
             "ranks": 1, "overlap": "none", "bucket_mb": 25.0, "data": "synthetic",
-            "conv_algo": "heuristic", "cuda_graph": False, "comm_timeout": 300.0}
+            "conv_algo": "heuristic", "cuda_graph": False, "memory_guard": False,
+            "comm_timeout": 300.0}
 
 
 def main() -> int:

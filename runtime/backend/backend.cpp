@@ -178,6 +178,13 @@ void* Backend::workspace(size_t bytes) {
   return workspace_->data();
 }
 
+std::shared_ptr<Allocator> make_allocator(std::unique_ptr<MemoryResource> resource,
+                                          const BackendOptions& options) {
+  auto a = std::make_shared<Allocator>(std::move(resource), options.memory_budget);
+  if (options.memory_guard) a->enable_guard();
+  return a;
+}
+
 std::string_view backend_kind_name(BackendKind k) {
   return k == BackendKind::kCpu ? "cpu" : "cuda";
 }

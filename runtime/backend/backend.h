@@ -389,7 +389,14 @@ struct BackendOptions {
   // The most workspace one convolution pass may use. A plan takes the best algorithm within it,
   // and fails with InvalidArgument when no algorithm fits.
   std::optional<size_t> workspace_limit;
+  // --memory-guard: red zones around every allocation (memory/memory_guard.h), checked after
+  // each pass of the step.
+  bool memory_guard = false;
 };
+
+// A backend's allocator over `resource`, with the options' budget and guard.
+std::shared_ptr<Allocator> make_allocator(std::unique_ptr<MemoryResource> resource,
+                                          const BackendOptions& options);
 
 enum class BackendKind { kCpu, kCuda };
 inline constexpr BackendKind kBackendKinds[] = {BackendKind::kCpu, BackendKind::kCuda};

@@ -4,8 +4,10 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/memory/memory_guard.h"
 
 namespace dlb {
 
@@ -31,12 +33,49 @@ std::string_view mem_category_name(MemCategory c) {
   return "?";
 }
 
+void MemoryResource::write(void* dst, const void* src, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+void MemoryResource::read(const void* src, void* dst, size_t bytes) {
+  std::memcpy(dst, src, bytes);
+}
+
 Buffer::~Buffer() {
   if (owner_) owner_->release(ptr_, bytes_, category_);
 }
 
 Allocator::Allocator(std::unique_ptr<MemoryResource> resource, std::optional<size_t> budget)
     : resource_(std::move(resource)), budget_(budget) {}
+
+Allocator::~Allocator() = default;
+
+void Allocator::enable_guard() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (allocations_ > 0) {
+    throw InvalidArgument("the memory guard must be enabled before the first allocation");
+  }
+  guard_ = std::make_unique<MemoryGuard>(*resource_);
+}
+
+void Allocator::guard_interior(const Buffer& buffer, size_t offset, size_t bytes,
+                               std::string_view what) {
+  if (!guard_ || bytes == 0) return;
+  if (offset + bytes > buffer.bytes()) {
+    throw InvalidArgument(fmt::format("guarded range [{}, {}) is outside a buffer of {} bytes",
+                                      offset, offset + bytes, buffer.bytes()));
+  }
+  guard_->add_interior(static_cast<uint8_t*>(buffer.data()) + offset, bytes, what);
+}
+
+void Allocator::check_guards(std::string_view after) const {
+  if (!guard_) return;
+  const std::vector<std::string> damage = guard_->damage();
+  if (damage.empty()) return;
+  std::string lines;
+  for (const std::string& d : damage) lines += "\n  " + d;
+  throw DeviceError(
+      fmt::format("memory guard: after {}, memory outside a buffer was written:{}", after, lines));
+}
 
 std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
                                             std::string_view what) {
@@ -50,7 +89,9 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
           format_bytes(stats_.total_current)));
     }
   }
-  void* p = resource_->allocate(bytes == 0 ? 1 : bytes);
+  const size_t zone = guard_ ? MemoryGuard::kZoneBytes : 0;
+  void* base = resource_->allocate((bytes == 0 ? 1 : bytes) + 2 * zone);
+  void* p = base ? static_cast<uint8_t*>(base) + zone : nullptr;
   if (!p) {
     throw OutOfMemory(fmt::format("{} could not allocate {} for {} ({})", resource_->name(),
                                   format_bytes(bytes), what, mem_category_name(category)));
@@ -61,6 +102,7 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   stats_.total_current += bytes;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
   ++allocations_;
+  if (guard_) guard_->arm(p, bytes == 0 ? 1 : bytes, category, what);
   return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
 }
 
@@ -70,7 +112,13 @@ uint64_t Allocator::allocations() const {
 }
 
 void Allocator::release(void* p, size_t bytes, MemCategory category) {
-  resource_->deallocate(p, bytes == 0 ? 1 : bytes);
+  if (guard_) {
+    guard_->disarm(p);
+    const size_t zone = MemoryGuard::kZoneBytes;
+    resource_->deallocate(static_cast<uint8_t*>(p) - zone, (bytes == 0 ? 1 : bytes) + 2 * zone);
+  } else {
+    resource_->deallocate(p, bytes == 0 ? 1 : bytes);
+  }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[static_cast<size_t>(category)] -= bytes;
   stats_.total_current -= bytes;

@@ -32,7 +32,13 @@ class MemoryResource {
   virtual void* allocate(size_t bytes) = 0;  // nullptr when the device itself is out of memory
   virtual void deallocate(void* p, size_t bytes) = 0;
   virtual std::string_view name() const = 0;
+  // Host access to a few bytes of this memory, for the guard zones (memory_guard.h): a copy, and
+  // after whatever is queued on the device has finished with them. Plain host memory by default.
+  virtual void write(void* dst, const void* src, size_t bytes);
+  virtual void read(const void* src, void* dst, size_t bytes);
 };
+
+class MemoryGuard;
 
 class Allocator;
 
@@ -68,10 +74,22 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
   explicit Allocator(std::unique_ptr<MemoryResource> resource,
                      std::optional<size_t> budget = std::nullopt);
+  ~Allocator();
 
   // Throws OutOfMemory (naming `what`, the category and the budget) when the budget or the
   // device would be exceeded.
   std::shared_ptr<Buffer> allocate(size_t bytes, MemCategory category, std::string_view what);
+
+  // --memory-guard: from now on every allocation is surrounded by red zones of a known pattern,
+  // which check_guards() (and each release) reads back. Call before the first allocation.
+  void enable_guard();
+  bool guarded() const { return guard_ != nullptr; }
+  // Zeros at bytes [offset, offset + bytes) of `buffer` that must stay zeros: the gaps between
+  // parameters' gradients in the flat gradient buffer (collectives sum zeros into zeros).
+  void guard_interior(const Buffer& buffer, size_t offset, size_t bytes, std::string_view what);
+  // Throws DeviceError naming `after` (the pass that just ran), the buffer and the bytes when
+  // any zone of a live allocation was written. Nothing without a guard.
+  void check_guards(std::string_view after) const;
   MemoryStats stats() const;
   // Successful allocate() calls so far: a captured step checks that it made none.
   uint64_t allocations() const;
@@ -84,6 +102,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   void release(void* p, size_t bytes, MemCategory category);
 
   std::unique_ptr<MemoryResource> resource_;
+  std::unique_ptr<MemoryGuard> guard_;
   std::optional<size_t> budget_;
   mutable std::mutex mu_;
   MemoryStats stats_;

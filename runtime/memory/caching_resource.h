@@ -30,6 +30,10 @@ class CachingMemoryResource final : public MemoryResource {
   void* allocate(size_t bytes) override;
   void deallocate(void* p, size_t bytes) override;
   std::string_view name() const override { return upstream_->name(); }
+  void write(void* dst, const void* src, size_t bytes) override {
+    upstream_->write(dst, src, bytes);
+  }
+  void read(const void* src, void* dst, size_t bytes) override { upstream_->read(src, dst, bytes); }
   CacheStats stats() const;  // a copy, taken under the lock
   void release_cached();
 

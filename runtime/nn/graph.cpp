@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
+#include "runtime/memory/memory_guard.h"
 
 namespace dlb {
 
@@ -252,11 +253,17 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
 // pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The buffer starts zeroed,
 // so its gaps stay zero: an all-reduce or fp16's inf check over the whole buffer reads zeros.
 void Graph::assign_gradients() {
-  const auto align = static_cast<int64_t>(kGradientAlignmentBytes / dtype_size(policy_.gradients));
+  const size_t elem = dtype_size(policy_.gradients);
+  const auto align = static_cast<int64_t>(kGradientAlignmentBytes / elem);
   auto aligned = [&](int64_t offset) { return (offset + align - 1) / align * align; };
+  // Under --memory-guard each gradient is followed by a zone of zeros that must stay zeros, so a
+  // pass that writes one element past a parameter's gradient is named.
+  Allocator& memory = backend_->allocator();
+  const int64_t gap = memory.guarded() ? static_cast<int64_t>(MemoryGuard::kZoneBytes / elem) : 0;
   int64_t total = 0, declared = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
-    for (const Param* p : nodes_[i].layer->params()) total = aligned(total) + p->value.numel();
+    for (const Param* p : nodes_[i].layer->params())
+      total = aligned(total) + p->value.numel() + gap;
     declared += nodes_[i].layer->num_params();
   }
   flat_grads_ = backend_->empty({std::max<int64_t>(total, 1)}, policy_.gradients,
@@ -280,6 +287,11 @@ void Graph::assign_gradients() {
                     .with_layout(p->value.shape().rank() == 4 ? activation_layout_ : Layout::kNCHW);
       offset += p->value.numel();
       values += p->value.numel();
+      memory.guard_interior(
+          *flat_grads_.buffer(), static_cast<size_t>(offset) * elem,
+          static_cast<size_t>(gap) * elem,
+          fmt::format("gap after the gradient of {}.{}", nodes_[i].name, p->name));
+      offset += gap;
       const int grad = add_tensor({nodes_[i].name + "." + p->name + ".grad", TensorKind::kParamGrad,
                                    p->value.shape(), policy_.gradients, static_cast<int>(i)},
                                   p->grad);

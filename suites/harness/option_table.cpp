@@ -158,6 +158,16 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.cuda_graph = v.get<bool>(); },
        [](const RunOptions& o) { return json(o.cuda_graph); }});
+  add({"memory_guard",
+       T::kBoolean,
+       config,
+       "surround every allocation with red zones and check them after each pass of the step: a "
+       "write outside a buffer fails the run naming the pass and the buffer (slow; a debugging "
+       "mode)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.memory_guard = v.get<bool>(); },
+       [](const RunOptions& o) { return json(o.memory_guard); }});
 
   // Data parallelism.
   add({"ranks",

@@ -68,6 +68,11 @@ void validate_run_options(const RunOptions& o) {
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
   }
+  if (o.cuda_graph && o.memory_guard) {
+    throw Unsupported(
+        "--memory-guard checks memory between the passes of the step, which a replayed CUDA "
+        "graph runs as one launch: guard without --cuda-graph");
+  }
   if (o.cuda_graph) {
     // Before anything is built (the trainer checks both again, and asks the backend).
     if (o.backend != BackendKind::kCuda) {
@@ -312,6 +317,7 @@ RunResult run_training(const RunOptions& o) {
   bo.memory_budget = o.memory_budget;
   bo.conv_algo = o.conv_algo;
   bo.workspace_limit = o.workspace_limit;
+  bo.memory_guard = o.memory_guard;
   bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);

@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "runtime/backend/delegating_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
-#include "runtime/backend/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

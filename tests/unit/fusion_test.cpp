@@ -9,12 +9,12 @@
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "runtime/nn/layers/batch_norm.h"
 #include "runtime/nn/layers/conv2d.h"
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
-#include "runtime/backend/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

@@ -24,11 +24,11 @@
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
-#include "runtime/backend/delegating_backend.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

@@ -15,7 +15,7 @@
 namespace dlb {
 
 CpuBackend::CpuBackend(const BackendOptions& options)
-    : Backend(std::make_shared<Allocator>(make_host_memory_resource(), options.memory_budget)),
+    : Backend(make_allocator(make_host_memory_resource(), options)),
       conv_algo_(options.conv_algo),
       workspace_limit_(options.workspace_limit) {}
 

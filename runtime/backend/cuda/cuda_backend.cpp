@@ -125,8 +125,7 @@ const CudaConvPlan& cuda_plan(const ConvPlan& p) {
 class CudaBackend final : public Backend {
  public:
   CudaBackend(const DeviceInfo& device, const BackendOptions& options)
-      : Backend(std::make_shared<Allocator>(make_caching_device_memory_resource(device.index),
-                                            options.memory_budget)),
+      : Backend(make_allocator(make_caching_device_memory_resource(device.index), options)),
         device_(device),
         options_(options) {
     if (options.conv_algo != ConvAlgoChoice::kHeuristic &&

@@ -23,6 +23,15 @@ class DeviceMemoryResource final : public MemoryResource {
   }
   void deallocate(void* p, size_t) override { cudaFree(p); }
   std::string_view name() const override { return "CUDA device memory"; }
+  // The guard zones (memory_guard.h): synchronous copies, after all work queued on the device.
+  void write(void* dst, const void* src, size_t bytes) override {
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    DLB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
+  }
+  void read(const void* src, void* dst, size_t bytes) override {
+    DLB_CUDA_CHECK(cudaDeviceSynchronize());
+    DLB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
+  }
 
  private:
   int device_;
