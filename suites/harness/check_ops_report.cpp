@@ -9,6 +9,7 @@
 #include <map>
 #include <set>
 
+#include "runtime/check/bounds.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"
 
@@ -164,7 +165,8 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
           {"config",
            {{"backend", std::string(backend_kind_name(run.kind))},
             {"mode", std::string(check_mode_name(run.mode))},
-            {"seed", run.seed}}},
+            {"seed", run.seed},
+            {"bounds", {{"c", kC}, {"ulps", kUlps}}}}},
           {"summary",
            {{"instances", instances},
             {"checks", run.rows.size()},

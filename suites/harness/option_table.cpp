@@ -344,6 +344,9 @@ std::vector<Option> make_table() {
   path("batch_file", &RunOptions::batch_file,
        "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
   path("save", &RunOptions::save_path, "write weights and buffers after the last step");
+  path("dump", &RunOptions::dump_path,
+       "write every tensor of the last step (activations, gradients, saved state) and the graph "
+       "here, as safetensors (tests/parity/model_parity.py reads it)");
   path("json", &RunOptions::json_path, "write the result record here");
   path("mllog", &RunOptions::mllog_path, "data=digits: write MLPerf :::MLLOG lines here");
   path("trace", &RunOptions::trace_path, "write a Chrome trace of the traced steps here");

@@ -23,6 +23,7 @@
 #include "suites/harness/machine_peak.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
+#include "suites/harness/step_dump.h"
 #include "workloads/data/batch_file.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
@@ -261,7 +262,8 @@ void mark_divergence(RunResult& r) {
 
 // Every rank writes its own trace (pid = rank); rank 0 writes the profile and the weights, and
 // its record lists every rank's trace.
-void write_run_files(const RunOptions& o, Graph& graph, Tracer& tracer, RunResult& r) {
+void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, Tracer& tracer,
+                     RunResult& r) {
   const auto trace_of = [&](int rank) {
     return rank == 0 ? o.trace_path : rank_file(o.trace_path, rank);
   };
@@ -282,6 +284,7 @@ void write_run_files(const RunOptions& o, Graph& graph, Tracer& tracer, RunResul
   }
   if (!o.mllog_path.empty()) r.paths["mllog"] = o.mllog_path;
   if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
+  if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph);
 }
 
 }  // namespace
@@ -368,7 +371,7 @@ RunResult run_training(const RunOptions& o) {
   r.memory = backend->allocator().stats();
   r.memory_budget = backend->allocator().budget();
   mark_divergence(r);
-  write_run_files(o, graph, tracer, r);
+  write_run_files(o, *backend, graph, tracer, r);
   return r;
 }
 

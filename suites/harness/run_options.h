@@ -50,7 +50,7 @@ struct RunOptions {
   bool cuda_graph =
       false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
   bool memory_guard = false;  // red zones around every allocation (memory/memory_guard.h)
-  std::string init_path, batch_file, save_path, json_path;
+  std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = 25;

@@ -46,3 +46,10 @@ def load(path):
         out[name] = torch.frombuffer(buf, dtype=_DTYPES[e["dtype"]]).reshape(e["shape"]).clone() \
             if b > a else torch.zeros(e["shape"], dtype=_DTYPES[e["dtype"]])
     return out
+
+
+def metadata(path):
+    """The header's __metadata__ (string to string), empty when there is none."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        return json.loads(f.read(n)).get("__metadata__", {})
