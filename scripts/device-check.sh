@@ -3,9 +3,13 @@
 # packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
 # libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
 #
-#   tests: every gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18
-#          parity step against PyTorch on the same GPU (strict fp32), and the micro suite
-#          (its directory, micro-<UTC time>/, next to the record);
+#   tests: first the op checker on the CUDA backend (dlbench check-ops: every op instance of every
+#          model at 32 px and batch 2, and issue 25's shapes, in fp32, tf32, fp16 and bf16, each
+#          pass against the float64 reference; its records, check-ops-*.json, next to the
+#          record) and one guarded step (--memory-guard) per 16-bit precision; then every
+#          gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18 parity
+#          step against PyTorch on the same GPU (strict fp32), and the micro suite (its
+#          directory, micro-<UTC time>/, next to the record);
 #   bench: resnet50, resnet18, vgg16 and alexnet at 224x224: batch 64 and 128 in fp32 and tf32,
 #          batch 256 in fp16 and bf16 (PyTorch: AMP with channels_last), those also with
 #          --cuda-graph; dlbench and PyTorch alternating, point by point.
@@ -58,6 +62,16 @@ check() {
 
 check list "$dlbench" list
 if [[ $what == tests || $what == all ]]; then
+  # The op checker first: the first thing a GPU should show is whether each op is right.
+  stamp=$(date -u +%Y%m%dT%H%M%SZ)
+  check check_ops_models32 "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
+    --models=resnet18,resnet50,vgg16,digits-cnn --json="$out/check-ops-models32-$stamp.json"
+  check check_ops_reported "$dlbench" check-ops --backend=cuda --models=alexnet,resnet18 \
+    --sizes=64,96 --batches=4 --json="$out/check-ops-reported-$stamp.json"
+  for precision in fp32 bf16 fp16; do
+    check memory_guard_$precision "$dlbench" run --backend=cuda --model=resnet18 --image-size=64 \
+      --batch=2 --steps=1 --warmup=0 --precision=$precision --memory-guard
+  done
   check cuda_library_tests "$bin/cuda_library_tests"
   check cuda_memory_tests "$bin/cuda_memory_tests"
   check cuda_kernels_tests "$bin/cuda_kernels_tests"

@@ -166,6 +166,26 @@ INSTANTIATE_TEST_SUITE_P(Models, LibraryCalls, ::testing::ValuesIn(cases()), [](
   return name + "_" + std::to_string(info.param.image_size);
 });
 
+// The heuristic's preference: the workspace limit, and split-K reductions in f32 only (never in
+// the 16-bit output type, never by atomics into the output), read back from cuBLASLt.
+TEST(LibraryCalls, MatmulPreferenceKeepsReductionsInTheComputeType) {
+  cublasLtMatmulPreference_t pref = matmul_preference(size_t{32} << 20);
+  uint32_t schemes = 0;
+  uint64_t limit = 0;
+  size_t written = 0;
+  ASSERT_EQ(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                                 &schemes, sizeof(schemes), &written),
+            CUBLAS_STATUS_SUCCESS);
+  ASSERT_EQ(cublasLtMatmulPreferenceGetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                 &limit, sizeof(limit), &written),
+            CUBLAS_STATUS_SUCCESS);
+  cublasLtMatmulPreferenceDestroy(pref);
+  EXPECT_EQ(schemes, CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE);
+  EXPECT_EQ(schemes & CUBLASLT_REDUCTION_SCHEME_OUTPUT_TYPE, 0u);
+  EXPECT_EQ(schemes & CUBLASLT_REDUCTION_SCHEME_INPLACE, 0u);
+  EXPECT_EQ(limit, uint64_t{32} << 20);
+}
+
 TEST(LibraryCallsRefuse, ACudnnGraphWithMismatchedChannelsIsRefused) {
   // Two groups over three input channels: the filter has one channel per group, and cuDNN's
   // finalize refuses the graph (the backend's own check would catch this earlier; here cuDNN is

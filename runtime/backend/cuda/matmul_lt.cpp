@@ -119,21 +119,31 @@ bool MatmulLayouts::lt_transposes_b() const {
   return transposes(desc_, CUBLASLT_MATMUL_DESC_TRANSB);
 }
 
-MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
-                       size_t workspace_limit)
-    : layouts_(s, types) {
+cublasLtMatmulPreference_t matmul_preference(size_t workspace_limit) {
   cublasLtMatmulPreference_t pref = nullptr;
   DLB_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t limit = workspace_limit;
+  const uint32_t schemes = kReductionSchemes;
+  cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
+      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
+  if (set == CUBLAS_STATUS_SUCCESS) {
+    set = cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_REDUCTION_SCHEME_MASK,
+                                               &schemes, sizeof(schemes));
+  }
+  if (set != CUBLAS_STATUS_SUCCESS) cublasLtMatmulPreferenceDestroy(pref);
+  DLB_CUBLAS_CHECK(set);
+  return pref;
+}
+
+MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
+                       size_t workspace_limit)
+    : layouts_(s, types) {
+  cublasLtMatmulPreference_t pref = matmul_preference(workspace_limit);
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
-      pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &limit, sizeof(limit));
-  const cublasStatus_t heur = set == CUBLAS_STATUS_SUCCESS
-                                  ? cublasLtMatmulAlgoGetHeuristic(
-                                        handle, layouts_.desc(), layouts_.lt_a(), layouts_.lt_b(),
-                                        layouts_.lt_c(), layouts_.lt_c(), pref, 1, &result, &found)
-                                  : set;
+  const cublasStatus_t heur =
+      cublasLtMatmulAlgoGetHeuristic(handle, layouts_.desc(), layouts_.lt_a(), layouts_.lt_b(),
+                                     layouts_.lt_c(), layouts_.lt_c(), pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
   DLB_CUBLAS_CHECK(heur);
   if (found == 0) {

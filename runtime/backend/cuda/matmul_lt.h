@@ -68,6 +68,16 @@ class MatmulLayouts {
   cublasLtMatrixLayout_t a_ = nullptr, b_ = nullptr, c_ = nullptr;
 };
 
+// What the heuristic may choose: algorithms within `workspace_limit`, and of split-K reductions
+// only those that sum the partial products in the compute type (f32), never in the output's type
+// (in 16-bit runs that would round every partial sum to 16 bits; in-place reduction adds into the
+// output with atomics, in its type and in no fixed order). PyTorch sets the same mask when
+// reduced-precision reductions are disallowed. The op checker's bounds (docs/check-ops.md) assume
+// f32 accumulation. A preference needs no handle; the caller destroys it.
+cublasLtMatmulPreference_t matmul_preference(size_t workspace_limit);
+inline constexpr uint32_t kReductionSchemes =
+    CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
+
 // Layouts plus the algorithm cuBLASLt's heuristic picks within a workspace limit (needs a handle).
 class MatmulPlan {
  public:
