@@ -6,7 +6,7 @@
 #   tests: first the op checker on the CUDA backend (dlbench check-ops: every op instance of every
 #          model at 32 px and batch 2, and issue 25's shapes, in fp32, tf32, fp16 and bf16, each
 #          pass against the float64 reference; its records, check-ops-*.json, next to the
-#          record) and one guarded step (--memory-guard) per 16-bit precision; then every
+#          record) and one guarded step (--memory-guard) in fp32, bf16 and fp16; then every
 #          gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18 parity
 #          step against PyTorch on the same GPU (strict fp32), and the micro suite (its
 #          directory, micro-<UTC time>/, next to the record);
@@ -66,6 +66,8 @@ if [[ $what == tests || $what == all ]]; then
   stamp=$(date -u +%Y%m%dT%H%M%SZ)
   check check_ops_models32 "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
     --models=resnet18,resnet50,vgg16,digits-cnn --json="$out/check-ops-models32-$stamp.json"
+  check check_ops_alexnet63 "$dlbench" check-ops --backend=cuda --models=alexnet --sizes=63 \
+    --batches=2 --json="$out/check-ops-alexnet63-$stamp.json"
   check check_ops_reported "$dlbench" check-ops --backend=cuda --models=alexnet,resnet18 \
     --sizes=64,96 --batches=4 --json="$out/check-ops-reported-$stamp.json"
   for precision in fp32 bf16 fp16; do

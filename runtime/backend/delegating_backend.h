@@ -1,6 +1,8 @@
 // A backend that runs every op on another (by default a CPU backend of its own, with memory from
-// an allocator of its own): a subclass overrides only what it watches or changes. The tests'
-// doubles are ones (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the
+// an allocator of its own): a subclass overrides only what it watches or changes. The composed
+// ops (conv_bias_forward, the fused batch norm + ReLU, sgd_update_with_copy) are not forwarded:
+// they run as the Backend's defaults over the forwarded ops, so a double sees their parts. The
+// tests' doubles are ones (stream_order_test.cpp logs the order of work; fusion_test.cpp claims the
 // fused batch norm + ReLU, which the Backend's defaults then compose from the inner ops;
 // capture_test.cpp defers ops through dispatch()); so is the op checker's perturbing backend
 // (runtime/check/perturbing_backend.h), which breaks one op on purpose.
@@ -146,9 +148,11 @@ class DelegatingBackend : public Backend {
   // ops of a captured step and replays them). The op holds its tensors by value (the same
   // memory) and its other arguments as they were at the call, as a CUDA graph's kernels do.
   virtual void dispatch(std::function<void()> op) { op(); }
+  Backend& inner() { return *inner_; }
+  const Backend& inner() const { return *inner_; }
 
  private:
-  std::unique_ptr<Backend> inner_;  // the inner backend
+  std::unique_ptr<Backend> inner_;
 };
 
 }  // namespace dlb

@@ -32,8 +32,8 @@ double underflow_roundoff(DType t) {
   return 0.0;
 }
 
-double math_roundoff(Precision p) {
-  return p == Precision::kTf32 ? std::ldexp(1.0, -11) : std::ldexp(1.0, -24);
-}
+double math_roundoff(Precision) { return std::ldexp(1.0, -24); }
+
+double input_roundoff(Precision p) { return p == Precision::kTf32 ? std::ldexp(1.0, -9) : 0.0; }
 
 }  // namespace dlb

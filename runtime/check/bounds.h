@@ -29,16 +29,27 @@ double unit_roundoff(DType t);
 // below its smallest normal number (2^-25 for f16, 2^-134 for bf16, 2^-150 for f32).
 double underflow_roundoff(DType t);
 
-// The unit roundoff of the arithmetic that accumulates a precision's products. fp32: f32's.
-// tf32: the products' inputs are rounded to 10 mantissa bits, 2^-11. fp16 and bf16: the inputs
-// are already 16-bit, so their products are exact in f32, which accumulates: f32's. (The store
-// into a 16-bit output rounds once more, a term of its own.)
+// The unit roundoff of the arithmetic that accumulates a precision's products: f32's in every
+// precision (fp16 and bf16 inputs are 16-bit already, so their products are exact in f32, which
+// accumulates; the store into a 16-bit output rounds once more, a term of its own).
 double math_roundoff(Precision p);
+
+// How far rounding a product's two inputs may move it, relative, before it is summed: 0, but for
+// tf32, whose tensor cores keep 10 of an f32 input's 23 mantissa bits (truncated, at worst:
+// (1 + 2^-10)^2 - 1 < 2^-9). This error is fixed per product, not a random walk: a sum's share of
+// it is at most this times Σ|aᵢ||bᵢ|, whatever K.
+double input_roundoff(Precision p);
 
 // The bound of one element of a reduction of `k` terms whose magnitudes sum to `magnitude`,
 // accumulated with unit roundoff `u`, and stored with unit roundoff `store` as `value`.
 inline double reduction_bound(double k, double magnitude, double u, double store, double value) {
   return kC * std::sqrt(k) * u * magnitude + store * std::fabs(value);
+}
+
+// An element's whole bound: the reference's `bound` (before the store), and the rounding of
+// storing `want` in `stored` (relative, and below the smallest normal number, absolute).
+inline double stored_bound(double bound, double want, DType stored) {
+  return bound + unit_roundoff(stored) * std::fabs(want) + underflow_roundoff(stored);
 }
 
 // Elementwise: kUlps units of `u` over the magnitudes combined, plus the store's rounding.

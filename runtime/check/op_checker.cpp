@@ -34,6 +34,8 @@ std::string_view check_status_name(CheckStatus s) {
       return "fail";
     case CheckStatus::kUnsupported:
       return "unsupported";
+    case CheckStatus::kError:
+      return "error";
   }
   return "?";
 }
@@ -89,6 +91,7 @@ PassRun::PassRun(Backend& backend, const OpInstance& op, const CheckConfig& cfg,
       policy_(PrecisionPolicy::for_precision(cfg.precision)),
       layout_(backend.activation_layout(OpTypes::of(policy_))) {
   arithmetic_.math = math_roundoff(cfg.precision);
+  arithmetic_.inputs = input_roundoff(cfg.precision);
   arithmetic_.ops = unit_roundoff(DType::kF32);
   arithmetic_.data = unit_roundoff(policy_.activations);
   result_.pass = pass;
@@ -119,11 +122,10 @@ void PassRun::compare(const std::string& tensor, const Expected& e, const HostAr
     fail(fmt::format("{} is {}, the reference {}", tensor, got.shape.str(), e.want.shape.str()));
     return;
   }
-  const double store = unit_roundoff(stored), underflow = underflow_roundoff(stored);
   if (cfg_.planted_error > 0 && got.numel() > 0) {
     HostArray planted = got;
     const size_t i = planted.v.size() / 2;
-    const double want = e.want.v[i], bound = e.bound[i] + store * std::fabs(want) + underflow;
+    const double want = e.want.v[i], bound = stored_bound(e.bound[i], want, stored);
     const double away = planted.v[i] >= want ? 1.0 : -1.0;
     planted.v[i] +=
         away * std::max(cfg_.planted_error * bound, 4 * DBL_EPSILON * std::fabs(want) + DBL_MIN);
@@ -134,14 +136,13 @@ void PassRun::compare(const std::string& tensor, const Expected& e, const HostAr
 
 void PassRun::compare_unplanted(const std::string& tensor, const Expected& e, const HostArray& got,
                                 DType stored, int64_t offset) {
-  const double store = unit_roundoff(stored), underflow = underflow_roundoff(stored);
   std::mutex mu;
   WorstElement worst;
   parallel_blocks(got.numel(), kParallelElements, [&](int64_t begin, int64_t end) {
     WorstElement mine;
     for (int64_t i = begin; i < end; ++i) {
       const double want = e.want.v[i];
-      const double bound = e.bound[i] + store * std::fabs(want) + underflow;
+      const double bound = stored_bound(e.bound[i], want, stored);
       const double diff = std::fabs(got.v[i] - want);
       // Outside any bound: NaN where the answer is a number, or a difference where none is
       // allowed.
@@ -246,6 +247,10 @@ std::vector<PassResult> check_instance(Backend& backend, const OpInstance& op,
       out.push_back(run.result());
     } catch (const Unsupported& e) {
       out.push_back(unsupported(pass, e.what()));
+    } catch (const Error& e) {
+      PassResult r = unsupported(pass, fmt::format("{}: {}", error_kind_name(e.kind()), e.what()));
+      r.status = CheckStatus::kError;
+      out.push_back(std::move(r));
     }
   }
   return out;

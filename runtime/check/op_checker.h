@@ -15,7 +15,9 @@ namespace dlb {
 enum class CheckMode { kCompare, kPerf, kGrad };
 std::string_view check_mode_name(CheckMode m);
 
-enum class CheckStatus { kOk, kFail, kUnsupported };
+// kError: the backend threw while running the pass (a library or device error); counted as a
+// failure, and the checks after it still run.
+enum class CheckStatus { kOk, kFail, kUnsupported, kError };
 std::string_view check_status_name(CheckStatus s);
 
 struct CheckConfig {

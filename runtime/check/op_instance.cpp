@@ -190,10 +190,6 @@ void parse_conv(Fields& f, OpInstance& op) {
     f.fail("groups must divide both channel counts");
   }
   if (d.out_h() < 1 || d.out_w() < 1) f.fail("the kernel does not fit the padded input");
-  if (Shape{d.batch, d.out_channels, d.out_h(), d.out_w()}.numel() > kMaxElements ||
-      Shape{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w}.numel() > kMaxElements) {
-    f.fail("the output or the weight has more than 2^31 elements");
-  }
 }
 
 void parse_pool(Fields& f, OpInstance& op) {
@@ -220,7 +216,6 @@ void parse_fields(Fields& f, OpInstance& op) {
       op.in = f.shape("shape", {2});
       op.features = f.integer("out", 1, kMaxElements);
       op.bias = true;
-      if (Shape{op.features, op.in[1]}.numel() > kMaxElements) f.fail("the weight is too large");
       return;
     case OpKind::kBatchNorm:
       op.in = f.shape("shape", {2, 4});
@@ -333,6 +328,25 @@ double OpInstance::forward_flops() const {
   }
 }
 
+void check_instance_sizes(const OpInstance& op) {
+  std::vector<Shape> shapes = {op.in, op.out()};
+  if (op.kind == OpKind::kConv) {
+    const ConvDesc& d = op.conv;
+    shapes.push_back(Shape{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w});
+  }
+  if (op.kind == OpKind::kLinear) shapes.push_back(Shape{op.features, op.in[1]});
+  for (const Shape& s : shapes) {
+    double n = 1;  // in double: a product of four int64s may not fit one
+    for (int64_t d : s.dims()) n *= static_cast<double>(d);
+    if (n > static_cast<double>(kMaxElements)) {
+      throw InvalidArgument(
+          fmt::format("op instance '{}': a tensor of {} has more than 2^31 "
+                      "elements",
+                      op.spec(), s.str()));
+    }
+  }
+}
+
 OpInstance parse_op_instance(std::string_view spec) {
   const size_t colon = spec.find(':');
   const std::string_view name = spec.substr(0, colon);
@@ -351,6 +365,7 @@ OpInstance parse_op_instance(std::string_view spec) {
   Fields f(spec, spec.substr(colon + 1));
   f.only(fields_of(op.kind));
   parse_fields(f, op);
+  check_instance_sizes(op);
   return op;
 }
 

@@ -96,6 +96,10 @@ struct OpInstance {
   double forward_flops() const;
 };
 
+// Throws InvalidArgument, naming the instance, when one of its tensors (input, output, weight)
+// has more than 2^31 elements: what a typo in a text or an image size can ask for.
+void check_instance_sizes(const OpInstance& op);
+
 // The inverse of spec(): strict (every field of the kind, nothing else, integers in range, the
 // geometry valid). Throws InvalidArgument naming what is wrong.
 OpInstance parse_op_instance(std::string_view spec);

@@ -35,10 +35,10 @@ void run_conv(PassRun& run) {
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
   const Shape ws{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   const Shape ys = run.op().out();
-  const HostArray x = o.normal("x", run.op().in, pol.activations, 0, 1);
-  const HostArray w = o.normal("w", ws, pol.compute_weights, 0, 1);
-  const HostArray b = o.normal("b", Shape{d.out_channels}, pol.compute_weights, 0, 1);
-  const HostArray dy = o.normal("dy", ys, pol.activations, 0, 1);
+  const HostArray x = o.draw("x", run.op().in, pol.activations, 0, 1);
+  const HostArray w = o.draw("w", ws, pol.compute_weights, 0, 1);
+  const HostArray b = o.draw("b", Shape{d.out_channels}, pol.compute_weights, 0, 1);
+  const HostArray dy = o.draw("dy", ys, pol.activations, 0, 1);
   Tensor tx = o.upload(x, pol.activations, d.layout),
          tw = o.upload(w, pol.compute_weights, d.layout);
   const Arithmetic& a = run.arithmetic();
@@ -87,14 +87,14 @@ void run_linear(PassRun& run) {
   Operands& o = run.operands();
   const int64_t n = run.op().in[0], f = run.op().in[1], out = run.op().features;
   // Each pass draws only what it reads: vgg16's classifier weight is 103 million values.
-  const auto x = [&] { return o.normal("x", run.op().in, pol.activations, 0, 1); };
-  const auto w = [&] { return o.normal("w", Shape{out, f}, pol.compute_weights, 0, 1); };
-  const HostArray dy = o.normal("dy", Shape{n, out}, pol.activations, 0, 1);
+  const auto x = [&] { return o.draw("x", run.op().in, pol.activations, 0, 1); };
+  const auto w = [&] { return o.draw("w", Shape{out, f}, pol.compute_weights, 0, 1); };
+  const HostArray dy = o.draw("dy", Shape{n, out}, pol.activations, 0, 1);
   const Arithmetic& a = run.arithmetic();
   const Precision math = run.policy().math;
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
-    const HostArray hx = x(), hw = w(), b = o.normal("b", Shape{out}, pol.compute_weights, 0, 1);
+    const HostArray hx = x(), hw = w(), b = o.draw("b", Shape{out}, pol.compute_weights, 0, 1);
     Tensor tx = o.upload(hx, pol.activations), tw = o.upload(hw, pol.compute_weights),
            tb = o.upload(b, pol.compute_weights), ty = o.poisoned(Shape{n, out}, pol.activations);
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
@@ -143,12 +143,12 @@ NormOperands norm_operands(PassRun& run) {
   n.data = run.policy().activations;
   n.stats = run.policy().dtype(TensorRole::kStatistics);
   // An offset mean, so that a variance formula that cancels (E[x²] - μ²) shows.
-  n.x = o.normal("x", run.op().in, n.data, 0.5, 1);
+  n.x = o.draw("x", run.op().in, n.data, 0.5, 1);
   n.gamma = o.uniform("gamma", c, n.stats, 0.5, 1.5);
-  n.beta = o.normal("beta", c, n.stats, 0, 0.5);
-  n.rm = o.normal("running_mean", c, n.stats, 0, 0.5);
+  n.beta = o.draw("beta", c, n.stats, 0, 0.5);
+  n.rm = o.draw("running_mean", c, n.stats, 0, 0.5);
   n.rv = o.uniform("running_var", c, n.stats, 0.5, 2);
-  n.dy = o.normal("dy", run.op().in, n.data, 0, 1);
+  n.dy = o.draw("dy", run.op().in, n.data, 0, 1);
   return n;
 }
 

@@ -13,7 +13,7 @@ namespace dlb {
 void run_relu(PassRun& run) {
   Operands& o = run.operands();
   const DType t = run.policy().activations;
-  const HostArray x = o.normal("x", run.op().in, t, 0, 1);
+  const HostArray x = o.draw("x", run.op().in, t, 0, 1);
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
     Tensor tx = o.upload(x, t, run.layout()), ty = o.poisoned(x.shape, t, run.layout());
@@ -21,7 +21,7 @@ void run_relu(PassRun& run) {
     if (run.comparing()) run.compare("y", ref_relu_forward(x), o.download(ty), t);
     return;
   }
-  const HostArray y = ref_relu_forward(x).want, dy = o.normal("dy", x.shape, t, 0, 1);
+  const HostArray y = ref_relu_forward(x).want, dy = o.draw("dy", x.shape, t, 0, 1);
   Tensor ty = o.upload(y, t, run.layout()), tdy = o.upload(dy, t, run.layout());
   Tensor tdx = o.poisoned(x.shape, t, run.layout());
   run.execute([&] { be.relu_backward(ty, tdy, tdx); });
@@ -33,7 +33,7 @@ void run_pool(PassRun& run) {
   const DType t = run.policy().activations;
   const PoolDesc& p = run.op().pool;
   const Shape ys = run.op().out();
-  const HostArray x = o.normal("x", run.op().in, t, 0, 1);
+  const HostArray x = o.draw("x", run.op().in, t, 0, 1);
   Tensor tx = o.upload(x, t, run.layout());
   Backend& be = run.backend();
   const Arithmetic& a = run.arithmetic();
@@ -45,7 +45,7 @@ void run_pool(PassRun& run) {
   }
   HostArray y = ref_pool_forward(p, x, ys, a).want;
   round_to(y, t);
-  const HostArray dy = o.normal("dy", ys, t, 0, 1);
+  const HostArray dy = o.draw("dy", ys, t, 0, 1);
   Tensor ty = o.upload(y, t, run.layout()), tdy = o.upload(dy, t, run.layout());
   Tensor tdx = o.poisoned(x.shape, t, run.layout());
   run.execute([&] { be.pool_backward(p, tx, ty, tdy, tdx); });
@@ -59,7 +59,7 @@ void run_adaptive_avg_pool(PassRun& run) {
   Backend& be = run.backend();
   const Arithmetic& a = run.arithmetic();
   if (run.pass() == CheckPass::kForward) {
-    const HostArray x = o.normal("x", run.op().in, t, 0, 1);
+    const HostArray x = o.draw("x", run.op().in, t, 0, 1);
     Tensor tx = o.upload(x, t, run.layout()), ty = o.poisoned(ys, t, run.layout());
     run.execute([&] { be.adaptive_avg_pool_forward(tx, ty); });
     if (run.comparing()) {
@@ -68,7 +68,7 @@ void run_adaptive_avg_pool(PassRun& run) {
     }
     return;
   }
-  const HostArray dy = o.normal("dy", ys, t, 0, 1);
+  const HostArray dy = o.draw("dy", ys, t, 0, 1);
   Tensor tdy = o.upload(dy, t, run.layout()), tdx = o.poisoned(run.op().in, t, run.layout());
   run.execute([&] { be.adaptive_avg_pool_backward(tdy, tdx); });
   if (run.comparing()) {
@@ -107,7 +107,7 @@ void run_dropout(PassRun& run) {
   const float p = run.op().p;
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
-    const HostArray x = o.normal("x", s, t, 0, 1);
+    const HostArray x = o.draw("x", s, t, 0, 1);
     Tensor tx = o.upload(x, t, run.layout()), tm = o.poisoned(s, t, run.layout()),
            ty = o.poisoned(s, t, run.layout());
     run.execute([&] { be.dropout_forward(tx, p, DropoutSeed{0x5EED}, tm, ty); });
@@ -121,7 +121,7 @@ void run_dropout(PassRun& run) {
   HostArray mask = o.uniform("mask", s, DType::kF32, 0, 1);
   const double keep = stored_value(1.f / (1.f - p), t);
   for (double& m : mask.v) m = m < p ? 0.0 : keep;
-  const HostArray dy = o.normal("dy", s, t, 0, 1);
+  const HostArray dy = o.draw("dy", s, t, 0, 1);
   Tensor tm = o.upload(mask, t, run.layout()), tdy = o.upload(dy, t, run.layout());
   Tensor tdx = o.poisoned(s, t, run.layout());
   run.execute([&] { be.dropout_backward(tdy, tm, tdx); });
@@ -132,7 +132,7 @@ void run_dropout(PassRun& run) {
 void run_add(PassRun& run) {
   Operands& o = run.operands();
   const DType t = run.policy().activations;
-  const HostArray a = o.normal("a", run.op().in, t, 0, 1), b = o.normal("b", run.op().in, t, 0, 1);
+  const HostArray a = o.draw("a", run.op().in, t, 0, 1), b = o.draw("b", run.op().in, t, 0, 1);
   Tensor ta = o.upload(a, t, run.layout()), tb = o.upload(b, t, run.layout());
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {

@@ -40,8 +40,8 @@ uint64_t Operands::stream(const std::string& name) const {
   return fnv1a(name.data(), name.size(), h) ^ (seed_ * 0x9E3779B97F4A7C15ull);
 }
 
-HostArray Operands::normal(const std::string& name, const Shape& shape, DType dtype, double mean,
-                           double stddev) const {
+HostArray Operands::draw(const std::string& name, const Shape& shape, DType dtype, double mean,
+                         double stddev) const {
   const double half_width = stddev * std::sqrt(3.0);
   return uniform(name, shape, dtype, mean - half_width, mean + half_width);
 }
@@ -92,8 +92,8 @@ HostArray Operands::uniform(const std::string& name, const Shape& shape, DType d
   return a;
 }
 
-HostArray Operands::normal_slice(const std::string& name, const Shape& shape, DType dtype,
-                                 double mean, double stddev, int64_t begin, int64_t count) const {
+HostArray Operands::draw_slice(const std::string& name, const Shape& shape, DType dtype,
+                               double mean, double stddev, int64_t begin, int64_t count) const {
   const double half_width = stddev * std::sqrt(3.0);
   HostArray a(Shape{count});
   rounded(drawn(name, shape, mean - half_width, mean + half_width), dtype, begin, count,
@@ -101,14 +101,14 @@ HostArray Operands::normal_slice(const std::string& name, const Shape& shape, DT
   return a;
 }
 
-Tensor Operands::upload_normal(const std::string& name, const Shape& shape, DType dtype,
-                               double mean, double stddev) {
+Tensor Operands::upload_drawn(const std::string& name, const Shape& shape, DType dtype, double mean,
+                              double stddev) {
   Tensor t = backend_.empty(shape, dtype, MemCategory::kActivations, "checked operand");
   const int64_t n = shape.numel();
   for (int64_t begin = 0; begin < n; begin += kSlice) {
     const int64_t count = std::min(kSlice, n - begin);
     Tensor part = t.slice_flat(begin, count);
-    const HostArray values = normal_slice(name, shape, dtype, mean, stddev, begin, count);
+    const HostArray values = draw_slice(name, shape, dtype, mean, stddev, begin, count);
     upload_into(values, part);
   }
   return t;
@@ -129,6 +129,9 @@ Tensor Operands::upload(const HostArray& values, DType dtype, Layout layout) {
 }
 
 void Operands::upload_into(const HostArray& values, Tensor& t) {
+  if (values.numel() != t.numel()) {
+    throw InvalidArgument(fmt::format("{} values for a tensor of {}", values.numel(), t.numel()));
+  }
   std::vector<float> f(values.v.size());
   const bool nhwc = channels_last(t);
   for (size_t i = 0; i < f.size(); ++i)
@@ -156,6 +159,9 @@ Tensor Operands::poisoned(const Shape& shape, DType dtype, Layout layout) {
 }
 
 HostArray Operands::download_slice(const Tensor& t, int64_t begin, int64_t count) const {
+  if (channels_last(t)) {  // a flat slice of it would be in storage order, not logical
+    throw InvalidArgument("the checker reads slices of NCHW tensors only");
+  }
   HostArray a = download(t.slice_flat(begin, count));
   a.shape = Shape{count};
   return a;

@@ -27,18 +27,18 @@ class Operands {
 
   // Values of `shape` with this mean and standard deviation (uniformly distributed: the bounds
   // hold for any distribution), rounded to `dtype`.
-  HostArray normal(const std::string& name, const Shape& shape, DType dtype, double mean,
-                   double stddev) const;
+  HostArray draw(const std::string& name, const Shape& shape, DType dtype, double mean,
+                 double stddev) const;
   HostArray uniform(const std::string& name, const Shape& shape, DType dtype, double lo,
                     double hi) const;
   std::vector<int64_t> labels(const std::string& name, int64_t n, int64_t classes) const;
-  // Elements [begin, begin + count) of normal(name, shape, ...) in flat order, as a 1-D array:
+  // Elements [begin, begin + count) of draw(name, shape, ...) in flat order, as a 1-D array:
   // the reference of an elementwise op over a tensor too large to hold in float64 at once.
-  HostArray normal_slice(const std::string& name, const Shape& shape, DType dtype, double mean,
-                         double stddev, int64_t begin, int64_t count) const;
-  // normal(name, shape, ...) uploaded a slice at a time (NCHW), without a float64 copy.
-  Tensor upload_normal(const std::string& name, const Shape& shape, DType dtype, double mean,
-                       double stddev);
+  HostArray draw_slice(const std::string& name, const Shape& shape, DType dtype, double mean,
+                       double stddev, int64_t begin, int64_t count) const;
+  // draw(name, shape, ...) uploaded a slice at a time (NCHW), without a float64 copy.
+  Tensor upload_drawn(const std::string& name, const Shape& shape, DType dtype, double mean,
+                      double stddev);
 
   // A tensor holding `values` (which must be representable in `dtype`), stored in `layout`.
   Tensor upload(const HostArray& values, DType dtype, Layout layout = Layout::kNCHW);

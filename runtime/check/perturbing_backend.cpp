@@ -28,18 +28,22 @@ std::string target_name(const Target& t) {
 
 }  // namespace
 
-PerturbingBackend::PerturbingBackend(std::unique_ptr<Backend> inner, std::string_view target)
-    : DelegatingBackend(std::move(inner)) {
+void PerturbingBackend::check_target(std::string_view target) {
   std::string known;
   for (const Target& t : kTargets) {
-    if (target_name(t) == target) {
-      kind_ = t.kind, pass_ = t.pass;
-      name_ = fmt::format("{} with {} perturbed", DelegatingBackend::name(), target);
-      return;
-    }
+    if (target_name(t) == target) return;
     known += (known.empty() ? "" : ", ") + target_name(t);
   }
   throw InvalidArgument(fmt::format("--perturb={}: not a pass it can break ({})", target, known));
+}
+
+PerturbingBackend::PerturbingBackend(std::unique_ptr<Backend> inner, std::string_view target)
+    : DelegatingBackend(std::move(inner)) {
+  check_target(target);
+  for (const Target& t : kTargets) {
+    if (target_name(t) == target) kind_ = t.kind, pass_ = t.pass;
+  }
+  name_ = fmt::format("{} with {} perturbed", DelegatingBackend::inner().name(), target);
 }
 
 void PerturbingBackend::perturb(OpKind kind, CheckPass pass, Tensor& t) {
@@ -58,6 +62,34 @@ void PerturbingBackend::conv_forward(const ConvPlan& p, const Tensor& x, const T
                                      Tensor& y) {
   DelegatingBackend::conv_forward(p, x, w, y);
   perturb(OpKind::kConv, CheckPass::kForward, y);
+}
+void PerturbingBackend::conv_bias_forward(const ConvPlan& p, const Tensor& x, const Tensor& w,
+                                          const Tensor& b, Tensor& y) {
+  inner().conv_bias_forward(p, x, w, b, y);
+  perturb(OpKind::kConv, CheckPass::kForward, y);
+}
+void PerturbingBackend::batch_norm_relu_train(const Tensor& x, const Tensor& g, const Tensor& b,
+                                              Tensor& rm, Tensor& rv, Tensor& sm, Tensor& si,
+                                              Tensor& y, float mo, float eps) {
+  inner().batch_norm_relu_train(x, g, b, rm, rv, sm, si, y, mo, eps);
+  perturb(OpKind::kBatchNorm, CheckPass::kForward, y);
+}
+void PerturbingBackend::batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                                 const Tensor& g, const Tensor& sm,
+                                                 const Tensor& si, Tensor& dx, Tensor& dg,
+                                                 Tensor& db) {
+  inner().batch_norm_relu_backward(x, y, dy, g, sm, si, dx, dg, db);
+  perturb(OpKind::kBatchNorm, CheckPass::kBackward, dg);
+}
+void PerturbingBackend::sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s,
+                                            Tensor& m, Tensor& p) {
+  inner().sgd_update_unscaled(c, g, s, m, p);
+  perturb(OpKind::kSgd, CheckPass::kUpdate, p);
+}
+void PerturbingBackend::sgd_update_with_copy(const SgdConfig& c, const Tensor& g, const Tensor* s,
+                                             Tensor& m, Tensor& p, Tensor& compute) {
+  inner().sgd_update_with_copy(c, g, s, m, p, compute);
+  perturb(OpKind::kSgd, CheckPass::kUpdate, p);
 }
 void PerturbingBackend::conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                                            Tensor& dx) {

@@ -17,8 +17,27 @@ class PerturbingBackend final : public DelegatingBackend {
   // linear.forward, batch_norm.forward, batch_norm.backward, max_pool.backward, sgd.update.
   // Throws InvalidArgument naming these for anything else.
   PerturbingBackend(std::unique_ptr<Backend> inner, std::string_view target);
+  // Throws InvalidArgument, naming the targets, unless `target` is one.
+  static void check_target(std::string_view target);
   std::string_view name() const override { return name_; }
 
+  // The inner backend's own fused and composed ops, so that they run as that backend runs them
+  // (the CUDA backend's conv plan with a bias, its fused batch norm + ReLU, its SGD kernel).
+  bool fuses_batch_norm_relu(const OpTypes& t) const override {
+    return inner().fuses_batch_norm_relu(t);
+  }
+  void conv_bias_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor& b,
+                         Tensor& y) override;
+  void batch_norm_relu_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm,
+                             Tensor& rv, Tensor& sm, Tensor& si, Tensor& y, float mo,
+                             float eps) override;
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy, const Tensor& g,
+                                const Tensor& sm, const Tensor& si, Tensor& dx, Tensor& dg,
+                                Tensor& db) override;
+  void sgd_update_unscaled(const SgdConfig& c, const Tensor& g, const Tensor& s, Tensor& m,
+                           Tensor& p) override;
+  void sgd_update_with_copy(const SgdConfig& c, const Tensor& g, const Tensor* s, Tensor& m,
+                            Tensor& p, Tensor& compute) override;
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override;
   void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override;

@@ -28,11 +28,12 @@ struct Expected {
   explicit Expected(const Shape& s = {}) : want(s), bound(want.v.size(), 0.0) {}
 };
 
-// Unit roundoffs of the arithmetic an op does: its products (the precision's math), its
+// Unit roundoffs of the arithmetic an op does: the accumulation of its products (the precision's
+// math), the rounding of the products' inputs (tf32's, relative, bounds.h input_roundoff), its
 // elementwise work (f32, which every backend computes in), and the data type's, for a result
 // stored and read again within the op (a linear layer's product before its bias is added).
 struct Arithmetic {
-  double math = 0, ops = 0, data = 0;
+  double math = 0, inputs = 0, ops = 0, data = 0;
 };
 
 // Convolution (cross-correlation, PyTorch's conv2d), with `b` null when there is no bias.

@@ -94,9 +94,10 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, in
               static_cast<int>(lda), b, static_cast<int>(ldb), beta, c, static_cast<int>(ldc));
 }
 
-// Turns the magnitude sums held in e.bound into bounds of reductions of k terms.
-void finish_reduction(Expected& e, double k, double u) {
-  for (double& b : e.bound) b = reduction_bound(k, b, u, 0.0, 0.0);
+// Turns the magnitude sums held in e.bound into bounds of products summed k at a time: the
+// accumulation's (probabilistic, growing with sqrt(k)) and the inputs' rounding (fixed per term).
+void finish_products(Expected& e, double k, const Arithmetic& a) {
+  for (double& b : e.bound) b = reduction_bound(k, b, a.math, 0.0, 0.0) + a.inputs * b;
 }
 
 }  // namespace
@@ -119,12 +120,14 @@ Expected ref_conv_forward(const ConvDesc& d, const HostArray& x, const HostArray
            0.0, e.bound.data() + out, G.pixels());
     }
   }
-  finish_reduction(e, static_cast<double>(G.crs()), a.math);
+  finish_products(e, static_cast<double>(G.crs()), a);
   if (b) {
-    // The bias is added to the f32 sum: one more rounding of both.
+    // The bias is added to the f32 sum (one more rounding of both), or, where a backend has no
+    // fused engine (the CUDA backend's fallback), to the sum stored in the data type first.
     for (int64_t i = 0; i < e.want.numel(); ++i) {
       const double bias = b->v[static_cast<size_t>((i / G.pixels()) % G.k)];
-      e.bound[i] += kUlps * a.ops * (std::fabs(e.want.v[i]) + std::fabs(bias));
+      e.bound[i] += a.data * std::fabs(e.want.v[i]) +
+                    kUlps * a.ops * (std::fabs(e.want.v[i]) + std::fabs(bias));
       e.want.v[i] += bias;
     }
   }
@@ -152,7 +155,7 @@ Expected ref_conv_backward_data(const ConvDesc& d, const HostArray& dy, const Ho
   // An input pixel meets at most ceil(r / stride) x ceil(s / stride) windows, each kg terms.
   const int64_t windows =
       ((G.r + d.stride_h - 1) / d.stride_h) * ((G.s + d.stride_w - 1) / d.stride_w);
-  finish_reduction(e, static_cast<double>(G.kg * windows), a.math);
+  finish_products(e, static_cast<double>(G.kg * windows), a);
   return e;
 }
 
@@ -174,7 +177,7 @@ Expected ref_conv_backward_filter(const ConvDesc& d, const HostArray& x, const H
            G.pixels(), 1.0, e.bound.data() + wo, G.crs());
     }
   }
-  finish_reduction(e, static_cast<double>(G.n * G.pixels()), a.math);
+  finish_products(e, static_cast<double>(G.n * G.pixels()), a);
   return e;
 }
 
@@ -190,8 +193,8 @@ Expected ref_bias_backward(const HostArray& dy, const Arithmetic& a) {
       }
     }
   }
-  // A sum in f32 (whatever the products' math): ops' roundoff.
-  finish_reduction(e, static_cast<double>(n * inner), a.ops);
+  // A sum in f32, no products: ops' roundoff.
+  for (double& b : e.bound) b = reduction_bound(static_cast<double>(n * inner), b, a.ops, 0, 0);
   return e;
 }
 
@@ -223,7 +226,7 @@ Expected ref_linear_forward(const HostArray& x, const HostArray& w, const HostAr
     const std::vector<double> xm = magnitudes(x), wm = magnitudes(w);
     gemm(false, true, n, o, f, xm.data(), f, wm.data(), f, 0.0, e.bound.data(), o);
   }
-  finish_reduction(e, static_cast<double>(f), a.math);
+  finish_products(e, static_cast<double>(f), a);
   // bias_add after the product was stored (a rounding in the data type), then the sum's own.
   for (int64_t i = 0; i < e.want.numel(); ++i) {
     const double bias = b.v[static_cast<size_t>(i % o)];
@@ -257,7 +260,7 @@ Expected ref_linear_backward_data(const HostArray& dy, const HostArray& w, const
     const std::vector<double> dym = magnitudes(dy), wm = magnitudes(w);
     gemm(false, false, n, f, o, dym.data(), o, wm.data(), f, 0.0, e.bound.data(), f);
   }
-  finish_reduction(e, static_cast<double>(o), a.math);
+  finish_products(e, static_cast<double>(o), a);
   return e;
 }
 
@@ -279,7 +282,7 @@ Expected ref_linear_backward_weights(const HostArray& dy, const HostArray& x, co
     const std::vector<double> dym = magnitudes(dy), xm = magnitudes(x);
     gemm(true, false, o, f, n, dym.data(), o, xm.data(), f, 0.0, e.bound.data(), f);
   }
-  finish_reduction(e, static_cast<double>(n), a.math);
+  finish_products(e, static_cast<double>(n), a);
   return e;
 }
 

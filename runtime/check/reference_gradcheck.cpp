@@ -31,6 +31,12 @@ struct Differentiable {
   bool piecewise_linear = true;
 };
 
+HostArray ones(const Shape& s) {
+  HostArray a(s);
+  a.v.assign(a.v.size(), 1.0);
+  return a;
+}
+
 HostArray normal(Rng& rng, const Shape& s, double mean = 0, double stddev = 1) {
   HostArray a(s);
   for (double& v : a.v) v = mean + stddev * rng.normal(0.f, 1.f);
@@ -80,11 +86,7 @@ Differentiable batch_norm_problem(const OpInstance& op, Rng& rng) {
   f.piecewise_linear = false;
   f.inputs = {
       {"x", normal(rng, op.in, 0.5)}, {"gamma", normal(rng, c, 1, 0.2)}, {"beta", normal(rng, c)}};
-  const HostArray rm(c), rv = [&] {
-    HostArray a(c);
-    a.v.assign(a.v.size(), 1.0);
-    return a;
-  }();
+  const HostArray rm(c), rv = ones(c);
   f.forward = [=](const auto& in) {
     return ref_batch_norm_train(in.at("x"), in.at("gamma"), in.at("beta"), rm, rv, 0.1, eps, {})
         .y.want;
@@ -238,8 +240,9 @@ std::vector<PassResult> check_reference_gradients(const OpInstance& op, uint64_t
     default:
       f = unary_problem(op, rng);
   }
-  const HostArray dy = op.kind == OpKind::kSoftmaxCrossEntropy ? [] { HostArray a(Shape{1}); a.v[0] = 1; return a; }()
-                                                               : normal(rng, op.out());
+  // The loss is its own objective: its output's weight is one.
+  const HostArray dy =
+      op.kind == OpKind::kSoftmaxCrossEntropy ? ones(Shape{1}) : normal(rng, op.out());
   const std::map<std::string, HostArray> grads = f.backward(f.inputs, dy);
   std::vector<PassResult> out;
   for (const auto& [name, g] : grads) out.push_back(check_input(op, f, name, dy, g, rng));

@@ -90,7 +90,11 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
     }
   }
   const size_t zone = guard_ ? MemoryGuard::kZoneBytes : 0;
-  void* base = resource_->allocate((bytes == 0 ? 1 : bytes) + 2 * zone);
+  const size_t asked = bytes == 0 ? 1 : bytes;
+  if (asked > SIZE_MAX - 2 * zone) {
+    throw OutOfMemory(fmt::format("{} bytes for {} is more than any memory", bytes, what));
+  }
+  void* base = resource_->allocate(asked + 2 * zone);
   void* p = base ? static_cast<uint8_t*>(base) + zone : nullptr;
   if (!p) {
     throw OutOfMemory(fmt::format("{} could not allocate {} for {} ({})", resource_->name(),
@@ -102,7 +106,7 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   stats_.total_current += bytes;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
   ++allocations_;
-  if (guard_) guard_->arm(p, bytes == 0 ? 1 : bytes, category, what);
+  if (guard_) guard_->arm(p, asked, category, what);
   return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
 }
 

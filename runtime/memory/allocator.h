@@ -32,10 +32,12 @@ class MemoryResource {
   virtual void* allocate(size_t bytes) = 0;  // nullptr when the device itself is out of memory
   virtual void deallocate(void* p, size_t bytes) = 0;
   virtual std::string_view name() const = 0;
-  // Host access to a few bytes of this memory, for the guard zones (memory_guard.h): a copy, and
-  // after whatever is queued on the device has finished with them. Plain host memory by default.
+  // Host access to a few bytes of this memory, for the guard zones (memory_guard.h): synchronous
+  // copies, made after synchronize() (which waits for all work queued on the device). Plain host
+  // memory by default, with nothing to wait for.
   virtual void write(void* dst, const void* src, size_t bytes);
   virtual void read(const void* src, void* dst, size_t bytes);
+  virtual void synchronize() {}
 };
 
 class MemoryGuard;

@@ -34,6 +34,7 @@ class CachingMemoryResource final : public MemoryResource {
     upstream_->write(dst, src, bytes);
   }
   void read(const void* src, void* dst, size_t bytes) override { upstream_->read(src, dst, bytes); }
+  void synchronize() override { upstream_->synchronize(); }
   CacheStats stats() const;  // a copy, taken under the lock
   void release_cached();
 

@@ -21,6 +21,7 @@ std::vector<uint8_t> pattern(size_t bytes) {
 void MemoryGuard::arm(void* user, size_t bytes, MemCategory category, std::string_view what) {
   const std::vector<uint8_t> p = pattern(kZoneBytes);
   auto* u = static_cast<uint8_t*>(user);
+  resource_.synchronize();
   resource_.write(u - kZoneBytes, p.data(), kZoneBytes);
   resource_.write(u + bytes, p.data(), kZoneBytes);
   std::lock_guard<std::mutex> lock(mu_);
@@ -54,19 +55,28 @@ std::string MemoryGuard::describe(uintptr_t user, const Block& b) const {
   return "";
 }
 
-void MemoryGuard::disarm(void* user) {
+void MemoryGuard::disarm(void* user) noexcept {
   const auto key = reinterpret_cast<uintptr_t>(user);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = blocks_.find(key);
   if (it == blocks_.end()) return;
-  const std::string d = describe(key, it->second);
-  if (!d.empty()) freed_damage_.push_back(d + " (found when it was freed)");
+  // Called from a Buffer's destructor, so it must not throw: a device that cannot be read (a
+  // sticky CUDA error, the very thing the guard may be about to report) is reported instead.
+  try {
+    resource_.synchronize();
+    const std::string d = describe(key, it->second);
+    if (!d.empty()) freed_damage_.push_back(d + " (found when it was freed)");
+  } catch (const std::exception& e) {
+    freed_damage_.push_back(fmt::format("the zones of '{}' could not be read when it was freed: {}",
+                                        it->second.what, e.what()));
+  }
   interior_.erase(interior_.lower_bound(key), interior_.lower_bound(key + it->second.bytes));
   blocks_.erase(it);
 }
 
 void MemoryGuard::add_interior(void* at, size_t bytes, std::string_view what) {
   const std::vector<uint8_t> zeros(bytes, 0);
+  resource_.synchronize();
   resource_.write(at, zeros.data(), bytes);
   std::lock_guard<std::mutex> lock(mu_);
   interior_[reinterpret_cast<uintptr_t>(at)] = {bytes, std::string(what)};
@@ -75,6 +85,7 @@ void MemoryGuard::add_interior(void* at, size_t bytes, std::string_view what) {
 std::vector<std::string> MemoryGuard::damage() const {
   std::lock_guard<std::mutex> lock(mu_);
   std::vector<std::string> out = freed_damage_;
+  resource_.synchronize();  // once, then every zone is read
   for (const auto& [user, block] : blocks_) {
     const std::string d = describe(user, block);
     if (!d.empty()) out.push_back(d);

@@ -29,7 +29,7 @@ class MemoryGuard {
   void arm(void* user, size_t bytes, MemCategory category, std::string_view what);
   // Reads the zones of the block at `user` and forgets them (and its interior zones); damage is
   // kept, to be reported by the next check.
-  void disarm(void* user);
+  void disarm(void* user) noexcept;
   void add_interior(void* at, size_t bytes, std::string_view what);
   // What was overwritten, one line per damaged zone (zones of freed blocks first); empty when
   // nothing was.

@@ -38,15 +38,19 @@ class Collector {
     if (!ops_.empty() && std::find(ops_.begin(), ops_.end(), op.kind) == ops_.end()) return;
     if (op.kind == OpKind::kBatchNorm && op.in.numel() / op.in[1] < 2) {
       // PyTorch refuses it too ("Expected more than 1 value per channel when training").
-      notes_.push_back(
-          fmt::format("{}: batch norm of one value per channel cannot train; skipped", origin));
+      ++untrainable_[origin.substr(0, origin.find(':'))];
       return;
     }
+    check_instance_sizes(op);
     GridInstance& g = by_spec_[op.spec()];
     if (g.origins.empty()) g.op = op;
     g.origins.push_back(origin);
   }
   std::vector<GridInstance> sorted() && {
+    for (const auto& [where, n] : untrainable_) {
+      notes_.push_back(fmt::format(
+          "{}: {} batch norm(s) of one value per channel, which cannot train; skipped", where, n));
+    }
     std::vector<GridInstance> out;
     for (auto& [spec, g] : by_spec_) out.push_back(std::move(g));
     std::stable_sort(out.begin(), out.end(), [](const GridInstance& a, const GridInstance& b) {
@@ -59,6 +63,7 @@ class Collector {
   const std::vector<OpKind>& ops_;
   std::vector<std::string>& notes_;
   std::map<std::string, GridInstance> by_spec_;
+  std::map<std::string, int> untrainable_;  // per model, size and batch
 };
 
 void collect_model(Collector& c, const std::string& model, int64_t size, int64_t batch) {

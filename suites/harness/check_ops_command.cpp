@@ -4,7 +4,9 @@
 #include <malloc.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <limits>
 #include <map>
 #include <memory>
@@ -107,12 +109,94 @@ std::unique_ptr<Backend> make_checked_backend(BackendKind kind, ConvAlgoChoice a
   return std::make_unique<PerturbingBackend>(std::move(b), perturb);
 }
 
-void check_not_compiled(BackendKind kind) {
+void require_compiled(BackendKind kind) {
   if (!backend_compiled(kind)) {
     throw Unsupported(
         fmt::format("--backend={}: this build has no {} backend (build it where the "
                     "toolkit is: scripts/build.sh)",
                     backend_kind_name(kind), backend_kind_name(kind)));
+  }
+}
+
+// A record that could not be written would be found out only when the grid is done.
+void require_writable(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+  const std::string d = dir.empty() ? "." : dir.string();
+  if (!std::filesystem::is_directory(d) || access(d.c_str(), W_OK) != 0) {
+    throw InvalidArgument(fmt::format("--json={}: {} is not a directory it can write to", path, d));
+  }
+}
+
+// What the run is: the flags checked, before any instance, backend or check is made.
+CheckRun resolve_run(const CheckOpsOptions& o) {
+  CheckRun run;
+  run.mode = parse_mode(o.mode);
+  run.kind = o.backend.value_or(gpu_available() ? BackendKind::kCuda : BackendKind::kCpu);
+  require_compiled(run.kind);
+  if (o.repeats < 1 || o.repeats > 1000000) {
+    throw InvalidArgument(fmt::format("--repeats={}: expected 1 to 1000000", o.repeats));
+  }
+  if (!o.instances.empty() &&
+      (!o.models.empty() || !o.sizes.empty() || !o.batches.empty() || !o.ops.empty())) {
+    throw InvalidArgument(
+        "--instance names its op and shapes itself: give it without --models, --sizes, --batches "
+        "or --ops");
+  }
+  run.passes = parse_each<CheckPass>(o.passes, parse_check_pass, "--passes",
+                                     "forward, backward_data, backward_weights, ...");
+  parse_each<Precision>(o.precisions, parse_precision, "--precisions", "fp32, tf32, fp16, bf16");
+  if (!o.perturb.empty()) PerturbingBackend::check_target(o.perturb);
+  require_writable(o.json_path);
+  run.seed = o.seed;
+  run.perturb = o.perturb;
+  return run;
+}
+
+// grad mode: the float64 reference against itself, once per instance; no backend.
+void check_gradients(CheckRun& run, const std::vector<GridInstance>& instances, bool verbose) {
+  for (size_t i = 0; i < instances.size(); ++i) {
+    progress(i, instances.size(), instances[i].op);
+    for (const PassResult& r : check_reference_gradients(instances[i].op, run.seed)) {
+      if (!run.passes.empty() &&
+          std::find(run.passes.begin(), run.passes.end(), r.pass) == run.passes.end()) {
+        continue;
+      }
+      run.rows.push_back({&instances[i], std::nullopt, std::nullopt, r});
+      if (verbose || r.status != CheckStatus::kOk) print_row(run, run.rows.back());
+    }
+  }
+}
+
+// compare and perf: each instance at each precision, and each algorithm for a convolution.
+void check_on_backend(CheckRun& run, const std::vector<GridInstance>& instances,
+                      const CheckOpsOptions& o) {
+  const std::vector<ConvAlgoChoice> algos = resolve_algorithms(o, run.kind);
+  std::map<ConvAlgoChoice, std::unique_ptr<Backend>> backends;
+  for (ConvAlgoChoice a : algos) backends[a] = make_checked_backend(run.kind, a, o.perturb);
+  const std::vector<Precision> precisions = resolve_precisions(o, *backends.begin()->second);
+  run.environment = check_environment(*backends.begin()->second);
+  CheckConfig cfg;
+  cfg.mode = run.mode;
+  cfg.seed = run.seed;
+  cfg.repeats = static_cast<int>(o.repeats);
+  cfg.passes = run.passes;
+  for (size_t i = 0; i < instances.size(); ++i) {
+    const GridInstance& g = instances[i];
+    progress(i, instances.size(), g.op);
+    OperandCache cache;
+    const bool conv = g.op.kind == OpKind::kConv;  // only a convolution chooses an algorithm
+    for (Precision p : precisions) {
+      cfg.precision = p;
+      for (size_t a = 0; a < (conv ? algos.size() : 1); ++a) {
+        const std::optional<ConvAlgoChoice> algo = conv ? std::optional(algos[a]) : std::nullopt;
+        for (const PassResult& r : check_instance(*backends[algos[a]], g.op, cfg, cache)) {
+          run.rows.push_back({&g, p, algo, r});
+          const bool bad = r.status == CheckStatus::kFail || r.status == CheckStatus::kError;
+          if (o.verbose || bad) print_row(run, run.rows.back());
+        }
+      }
+    }
   }
 }
 
@@ -125,49 +209,24 @@ int check_ops_command(const CheckOpsOptions& o) {
   // (measured: more than half the time of such a pass went to faulting new pages in).
   mallopt(M_MMAP_MAX, 0);
   mallopt(M_TRIM_THRESHOLD, std::numeric_limits<int>::max());
-  CheckRun run;
-  run.mode = parse_mode(o.mode);
-  run.kind = o.backend.value_or(gpu_available() ? BackendKind::kCuda : BackendKind::kCpu);
-  check_not_compiled(run.kind);
-  if (o.repeats < 1) throw InvalidArgument("--repeats must be at least 1");
-  run.passes = parse_each<CheckPass>(o.passes, parse_check_pass, "--passes",
-                                     "forward, backward_data, backward_weights, ...");
-  run.seed = o.seed;
-  run.perturb = o.perturb;
+  CheckRun run = resolve_run(o);
   const std::vector<GridInstance> instances = resolve_instances(o, run.notes);
+  resolve_algorithms(o, run.kind);  // refused before a listing too
   if (o.list) {
     print_instances(instances, run.notes);
     return 0;
   }
-  const std::vector<ConvAlgoChoice> algos = resolve_algorithms(o, run.kind);
-  std::map<ConvAlgoChoice, std::unique_ptr<Backend>> backends;
-  for (ConvAlgoChoice a : algos) backends[a] = make_checked_backend(run.kind, a, o.perturb);
-  const std::vector<Precision> precisions = resolve_precisions(o, *backends.begin()->second);
-  run.environment = check_environment(*backends.begin()->second);
-  for (size_t i = 0; i < instances.size(); ++i) {
-    const GridInstance& g = instances[i];
-    progress(i, instances.size(), g.op);
-    OperandCache cache;
-    for (Precision p : precisions) {
-      // Only a convolution has an algorithm to choose; every other op runs once.
-      const size_t n_algos = g.op.kind == OpKind::kConv ? algos.size() : 1;
-      for (size_t a = 0; a < n_algos; ++a) {
-        CheckConfig cfg;
-        cfg.precision = p;
-        cfg.mode = run.mode;
-        cfg.seed = o.seed;
-        cfg.repeats = static_cast<int>(o.repeats);
-        cfg.passes = run.passes;
-        const std::optional<ConvAlgoChoice> algo =
-            g.op.kind == OpKind::kConv ? std::optional<ConvAlgoChoice>(algos[a]) : std::nullopt;
-        for (const PassResult& r : check_instance(*backends[algos[a]], g.op, cfg, cache)) {
-          run.rows.push_back({&g, p, algo, r});
-          if (o.verbose || r.status == CheckStatus::kFail) print_row(run, run.rows.back());
-        }
-      }
-    }
+  if (run.mode == CheckMode::kGrad) {
+    check_gradients(run, instances, o.verbose);
+  } else {
+    check_on_backend(run, instances, o);
   }
   progress(instances.size(), instances.size(), {});
+  if (run.rows.empty()) {
+    throw InvalidArgument(
+        "the filters select no check (an op without that pass, or a pass only another "
+        "precision has: --list shows the instances)");
+  }
   run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   print_summary(run, instances.size());
   if (!o.json_path.empty()) write_check_record(o.json_path, run, instances.size());

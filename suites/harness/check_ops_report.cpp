@@ -19,7 +19,7 @@ namespace {
 constexpr int kCheckRecordVersion = 1;
 
 std::string config_name(const CheckRow& row) {
-  std::string s(precision_name(row.precision));
+  std::string s(row.precision ? precision_name(*row.precision) : "float64");
   if (row.algorithm) s += "/" + std::string(conv_algo_choice_name(*row.algorithm));
   return s;
 }
@@ -38,13 +38,14 @@ nlohmann::json number_json(double v) {
 }  // namespace
 
 int64_t CheckRun::failures() const {
-  return std::count_if(rows.begin(), rows.end(),
-                       [](const CheckRow& r) { return r.result.status == CheckStatus::kFail; });
+  return std::count_if(rows.begin(), rows.end(), [](const CheckRow& r) {
+    return r.result.status == CheckStatus::kFail || r.result.status == CheckStatus::kError;
+  });
 }
 
 std::string repro_command(const CheckRun& run, const CheckRow& row) {
-  std::string cmd = fmt::format("dlbench check-ops --backend={} --precisions={}",
-                                backend_kind_name(run.kind), precision_name(row.precision));
+  std::string cmd = fmt::format("dlbench check-ops --backend={}", backend_kind_name(run.kind));
+  if (row.precision) cmd += fmt::format(" --precisions={}", precision_name(*row.precision));
   if (row.algorithm) cmd += fmt::format(" --conv-algos={}", conv_algo_choice_name(*row.algorithm));
   cmd += fmt::format(" --instance='{}' --passes={}", row.instance->op.spec(),
                      check_pass_name(row.result.pass));
@@ -92,7 +93,7 @@ void print_row(const CheckRun& run, const CheckRow& row) {
   }
   if (!r.algorithm.empty()) line += fmt::format("  [{}]", r.algorithm);
   fmt::print("{}\n", line);
-  if (r.status != CheckStatus::kFail) return;
+  if (r.status != CheckStatus::kFail && r.status != CheckStatus::kError) return;
   if (r.worst.index >= 0) {
     fmt::print(
         "     worst element: {}[{}] = {:.9g}, float64 {:.9g}, |difference| {:.3g}, bound {:.3g}\n",
@@ -140,7 +141,8 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
         {"instance", row.instance->op.spec()},
         {"op", std::string(op_kind_name(row.instance->op.kind))},
         {"origins", row.instance->origins},
-        {"precision", std::string(precision_name(row.precision))},
+        {"precision", row.precision ? nlohmann::json(std::string(precision_name(*row.precision)))
+                                    : nlohmann::json(nullptr)},
         {"conv_algo", row.algorithm
                           ? nlohmann::json(std::string(conv_algo_choice_name(*row.algorithm)))
                           : nlohmann::json(nullptr)},
@@ -156,7 +158,9 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
     }
     if (run.mode == CheckMode::kPerf)
       j["perf"] = {{"seconds", r.seconds}, {"flops", r.flops}, {"bytes", r.bytes}};
-    if (r.status == CheckStatus::kFail) j["reproduce"] = repro_command(run, row);
+    if (r.status == CheckStatus::kFail || r.status == CheckStatus::kError) {
+      j["reproduce"] = repro_command(run, row);
+    }
     rows.push_back(std::move(j));
   }
   return {{"schema_version", kCheckRecordVersion},

@@ -15,7 +15,7 @@ namespace dlb {
 
 struct CheckRow {
   const GridInstance* instance;
-  Precision precision;
+  std::optional<Precision> precision;       // none in grad mode: the reference against itself
   std::optional<ConvAlgoChoice> algorithm;  // convolutions only
   PassResult result;
 };

@@ -88,6 +88,11 @@ refused 2 "unknown 'fp8'" --backend=cpu --precisions=fp8
 refused 2 "'kernal' is not a field" --instance='conv:shape=1x3x8x8,k=4,kernal=3,stride=1,pad=1,groups=1,bias=0'
 refused 2 "expected compare, perf or grad" --mode=fast
 refused 2 "not a pass it can break" --backend=cpu --perturb=conv.sideways --models=resnet18 --sizes=32 --batches=2
+refused 2 "the filters select no check" --backend=cpu --ops=relu --passes=update --models=resnet18 --sizes=32 --batches=2
+refused 2 "give it without --models" --instance='relu:shape=2x3' --models=resnet18
+refused 2 "is not a directory it can write to" --backend=cpu --instance='relu:shape=2x3' --json=/nonexistent/r.json
+refused 2 "has no algorithm 'winograd'" --backend=cpu --conv-algos=winograd --list
+refused 2 "more than 2^31 elements" --backend=cpu --models=vgg16 --sizes=4096 --batches=64 --list
 # Without a GPU: a build with no CUDA backend says so; one with it, that no device is visible.
 if "$dlbench" list 2>/dev/null | grep -q "^  cuda  compiled in"; then
   "$dlbench" list 2>/dev/null | grep -q "cuda: no device visible" &&

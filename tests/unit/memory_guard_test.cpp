@@ -89,16 +89,20 @@ class OverrunningBackend final : public DelegatingBackend {
   bool in_relu_;
 };
 
-void one_step(Backend& backend) {
-  Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+// Steps of `model` at batch 2 on synthetic data; the losses.
+std::vector<float> train(Backend& backend, const std::string& model, int64_t size, int steps) {
+  const ModelInfo& info = find_model(model);
+  Graph g = build_model(model, ModelConfig{2, size, 10, {}});
   Rng rng(1);
   g.setup(backend, rng);
   Trainer t(backend, g, TrainConfig{});
-  const Dataset d = make_synthetic(2, 1, 8, 10, 3);
+  const Dataset d = make_synthetic(2, info.in_channels, size, 10, 3);
   t.load_batch(d.images.data(), d.labels.data());
-  t.step();
-  t.take_losses();
+  for (int s = 0; s < steps; ++s) t.step();
+  return t.take_losses();
 }
+
+void one_step(Backend& backend) { train(backend, "digits-cnn", 8, 1); }
 
 TEST(MemoryGuard, AnOverrunInAStepIsNamedWithItsPass) {
   OverrunningBackend relu(true, true);
@@ -114,17 +118,7 @@ TEST(MemoryGuard, AnOverrunInAStepIsNamedWithItsPass) {
 
 TEST(MemoryGuard, AGuardedStepTrainsAsAnUnguardedOne) {
   auto plain = cpu(false), guarded = cpu(true);
-  const auto train = [](Backend& b) {
-    Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
-    Rng rng(4);
-    g.setup(b, rng);
-    Trainer t(b, g, TrainConfig{});
-    const Dataset d = make_synthetic(2, 3, 32, 10, 8);
-    t.load_batch(d.images.data(), d.labels.data());
-    for (int s = 0; s < 2; ++s) t.step();
-    return t.take_losses();
-  };
-  EXPECT_EQ(train(*plain), train(*guarded));
+  EXPECT_EQ(train(*plain, "resnet18", 32, 2), train(*guarded, "resnet18", 32, 2));
 }
 
 }  // namespace

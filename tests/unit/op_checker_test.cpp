@@ -11,6 +11,7 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/check/bounds.h"
+#include "runtime/check/operands.h"
 #include "runtime/check/perturbing_backend.h"
 #include "runtime/check/reference.h"
 #include "runtime/core/error.h"
@@ -162,12 +163,45 @@ TEST(OpChecker, AReductionsBoundIsTheProbabilisticOne) {
   EXPECT_DOUBLE_EQ(reduction_bound(100, 3.0, 0x1p-24, 0, 0), kC * 10 * 0x1p-24 * 3.0);
   EXPECT_DOUBLE_EQ(unit_roundoff(DType::kBF16), 0x1p-8);
   EXPECT_DOUBLE_EQ(unit_roundoff(DType::kF16), 0x1p-11);
-  EXPECT_DOUBLE_EQ(math_roundoff(Precision::kTf32), 0x1p-11);
+  EXPECT_DOUBLE_EQ(math_roundoff(Precision::kTf32), 0x1p-24);  // f32 accumulates
+  EXPECT_DOUBLE_EQ(input_roundoff(Precision::kTf32), 0x1p-9);  // inputs truncated to 10 bits
+  EXPECT_DOUBLE_EQ(input_roundoff(Precision::kFp32), 0.0);
   EXPECT_DOUBLE_EQ(math_roundoff(Precision::kBf16), 0x1p-24);
   EXPECT_DOUBLE_EQ(underflow_roundoff(DType::kF16), 0x1p-25);
 }
 
 // A backend that moves one element of one pass's output by 1% is caught on that pass only.
+// A realistic defect, not one planted at the bound: a convolution that skips one of its 64 input
+// channels (9 of 576 terms) stands outside the bound on most elements in every precision, tf32's
+// too (whose bound allows for each input's rounding to 10 bits).
+TEST(OpChecker, AConvolutionMissingAnInputChannelFailsInEveryPrecision) {
+  const OpInstance op =
+      parse_op_instance("conv:shape=2x64x8x8,k=16,kernel=3,stride=1,pad=1,groups=1,bias=0");
+  Rng rng(11);
+  HostArray x(op.in), w(Shape{16, 64, 3, 3});
+  for (HostArray* a : {&x, &w})
+    for (double& v : a->v) v = rng.uniform(-1.7f, 1.7f);
+  HostArray missing = x;
+  for (int64_t n = 0; n < 2; ++n)
+    for (int64_t i = 0; i < 64; ++i)
+      missing.v[static_cast<size_t>(n * 64 * 64 + i)] = 0;  // channel 0
+  for (Precision p : kPrecisions) {
+    const PrecisionPolicy pol = PrecisionPolicy::for_precision(p);
+    const Arithmetic a{math_roundoff(p), input_roundoff(p), unit_roundoff(DType::kF32),
+                       unit_roundoff(pol.activations)};
+    const Expected want = ref_conv_forward(op.conv, x, w, nullptr, a);
+    HostArray got = ref_conv_forward(op.conv, missing, w, nullptr, a).want;
+    round_to(got, pol.activations);
+    int64_t outside = 0;
+    for (size_t i = 0; i < got.v.size(); ++i) {
+      const double b = stored_bound(want.bound[i], want.want.v[i], pol.activations);
+      outside += std::fabs(got.v[i] - want.want.v[i]) > b;
+    }
+    EXPECT_GT(outside, got.numel() / 2)
+        << precision_name(p) << ": " << outside << " of " << got.numel();
+  }
+}
+
 TEST(OpChecker, ABrokenPassIsCaught) {
   const struct {
     const char* target;

@@ -98,7 +98,8 @@ void finalize(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what
 
 // Engine configurations for a finalized graph: heuristics mode A, then cuDNN's fallback list;
 // f32 without TF32 excludes engines whose numerical notes say tensor cores or down-converted
-// inputs; a workspace limit excludes engines that need more.
+// inputs, every precision those that reduce in reduced precision; a workspace limit excludes
+// engines that need more.
 void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
                 const std::string& what) {
   check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
@@ -107,6 +108,9 @@ void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all,
     g.deselect_numeric_notes(
         {fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
   }
+  // Every precision accumulates in f32 (the op checker's bounds, docs/check-ops.md, assume it):
+  // no engine that reduces in 16 bits.
+  g.deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
   if (c.workspace_limit)
     g.deselect_workspace_greater_than(static_cast<int64_t>(*c.workspace_limit));
   // The limit is --workspace-limit's, or autotune's cap when none was given.

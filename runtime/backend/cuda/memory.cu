@@ -23,15 +23,16 @@ class DeviceMemoryResource final : public MemoryResource {
   }
   void deallocate(void* p, size_t) override { cudaFree(p); }
   std::string_view name() const override { return "CUDA device memory"; }
-  // The guard zones (memory_guard.h): synchronous copies, after all work queued on the device.
+  // The guard zones (memory_guard.h): synchronous copies, once synchronize() has waited for all
+  // work queued on the device (every stream: the backend's are non-blocking, and cudaMemcpy on
+  // the legacy stream would not wait for them).
   void write(void* dst, const void* src, size_t bytes) override {
-    DLB_CUDA_CHECK(cudaDeviceSynchronize());
     DLB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyHostToDevice));
   }
   void read(const void* src, void* dst, size_t bytes) override {
-    DLB_CUDA_CHECK(cudaDeviceSynchronize());
     DLB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
+  void synchronize() override { DLB_CUDA_CHECK(cudaDeviceSynchronize()); }
 
  private:
   int device_;
