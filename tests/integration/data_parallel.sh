@@ -65,12 +65,23 @@ print(f"strategies: worst relative difference {worst:.2e}")
 assert worst < 1e-5, worst
 ' "$(dirname "$0")/../parity" "$work"
 
-# Real data: the digits, one epoch. Each rank trains on its slice of every global batch of 8 x N
-# and evaluates its share of the test set, so N ranks at batch 8 are one rank at batch 8N. One
-# epoch, because training amplifies rounding: at global batch 32 the runs agreed within 1e-8 for 62
-# steps, then a discrete flip (a ReLU or max-pool choice) grew it 1.5x per step, to 3% at step 88
-# (while 2 x 16 and 4 x 8 still agreed within 1e-6 of each other).
-digits=(--model=digits-cnn --data=digits --epochs=1 --dropout=0 --lr=0.05 --seed=3
+# Real data: the digits. Each rank trains on its slice of every global batch of 8 x N and
+# evaluates its share of the test set, so N ranks at batch 8 are one rank at batch 8N. On the
+# first 160 digits (128 to train: 4 steps at 4 ranks), because training amplifies rounding: the
+# two runs sum each gradient in another order, and where a ReLU or max-pool input is within
+# rounding of a tie the two take opposite sides; from there the runs part by about 1.5x a step
+# (measured: on an earlier machine the whole 1,437-digit epoch agreed within 1e-8 for 62 steps at
+# global batch 32; on this one, an AMD EPYC with AVX2, it ended 1.5e-2 apart within its 45, and
+# so did the code from before the op checker). A slice given to the wrong rank differs at once,
+# by the size of a gradient.
+/usr/bin/python3 -c '
+import gzip, sys
+lines = gzip.open(sys.argv[1], "rt").read().splitlines()[:160]
+with gzip.open(sys.argv[2], "wt") as f:
+    f.write("\n".join(lines) + "\n")
+' /usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz "$work/digits160.csv.gz"
+digits=(--model=digits-cnn --data=digits --data-path="$work/digits160.csv.gz" --epochs=1
+        --dropout=0 --lr=0.05 --seed=3
         --target-accuracy=0.999)  # a target it does not reach: every epoch is evaluated
 "$dlbench" run "${digits[@]}" --batch=$((8 * ranks)) --save="$work/digits1.safetensors" \
   --json="$work/digits1.json" >"$work/digits1.log" 2>&1
@@ -90,7 +101,7 @@ acc1 = one["metrics"]["convergence"]["eval_accuracy"]
 accn = many["metrics"]["convergence"]["eval_accuracy"]
 print(f"digits: worst relative difference {worst:.2e}; accuracy per epoch {acc1} vs {accn}")
 assert worst < 1e-4, worst
-assert len(acc1) == len(accn) == 1 and all(abs(x - y) <= 1 / 360 + 1e-12 for x, y in zip(acc1, accn))
+assert len(acc1) == len(accn) == 1 and all(abs(x - y) <= 1 / 32 + 1e-12 for x, y in zip(acc1, accn))
 assert many["metrics"]["weights_identical_across_ranks"] is True
 assert many["global_batch"] == one["global_batch"] == 8 * many["config"]["ranks"]
 ' "$work/digitsN.safetensors" "$work/digits1.safetensors" "$(dirname "$0")/../parity" \
