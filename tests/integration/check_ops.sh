@@ -65,6 +65,17 @@ eval "\"$dlbench\" $repro" >"$work/repro.out" 2>&1
 check "... which fails alone: exit 1" test $? -eq 1
 check "... on one check" grep -q "1 instances, 1 checks, 1 failed" "$work/repro.out"
 
+# perf mode times each pass (and judges none: a timed update has run more than once).
+"$dlbench" check-ops --backend=cpu --mode=perf --repeats=2 --models=resnet18 --sizes=32 \
+  --batches=2 --ops=conv,sgd,loss_scale --json="$work/perf.json" >"$work/perf.out" 2>&1
+check "perf mode: exit 0" test $? -eq 0
+check "... a time for every pass, and GFLOP/s work for convolutions" "$py" - "$work/perf.json" <<'PY'
+import json, sys
+rows = json.load(open(sys.argv[1]))["rows"]
+assert rows and all(r["perf"]["seconds"] > 0 for r in rows if r["status"] == "ok"), rows[:2]
+assert all(r["perf"]["flops"] > 0 for r in rows if r["op"] == "conv"), rows[:2]
+PY
+
 # grad mode checks the reference itself.
 "$dlbench" check-ops --backend=cpu --mode=grad --models=resnet18 --sizes=32 --batches=2 \
   >"$work/grad.out" 2>&1
