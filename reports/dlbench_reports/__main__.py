@@ -27,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "report":
             from .report import build
             r = build(args.directory)
+            for note in r.skipped:
+                print(f"report: skipped {note}")
             print(f"report: {r.markdown}, {r.html}; {len(r.plots)} plots in "
                   f"{r.directory / 'plots'}")
             return 0
@@ -40,8 +42,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "check-mllog":
             from .mllog_check import main as check_main
             return check_main(args.file)
-    except RecordError as e:
-        print(f"dlbench: error: {e}", file=sys.stderr)
+    except RecordError as e:  # one line, whatever the input put in the message
+        print(f"dlbench: error: {' '.join(str(e).splitlines())}", file=sys.stderr)
         return 2
     return 2
 

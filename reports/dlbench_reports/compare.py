@@ -31,7 +31,17 @@ class System:
 
 
 def row_key(model, image_size, precision, ranks) -> tuple:
-    return (model, int(image_size), precision, int(ranks))
+    """A row: image_size 0 where the record has none (config.image_size null: the schema allows
+    it), shown as "?px"."""
+    return (model, int(image_size or 0), precision, int(ranks))
+
+
+def time_to_accuracy(conv: dict | None) -> float | None:
+    """metrics.convergence's time to accuracy when the run reached its target and recorded the
+    time (the schema allows null), else None."""
+    if not conv or not conv.get("reached"):
+        return None
+    return conv.get("time_to_accuracy_s")
 
 
 def system_name(r) -> str:
@@ -71,12 +81,33 @@ def system_from_records(directory: str, name: str, records: list, tagged: bool) 
         if cell.throughput is None or t > cell.throughput:
             cell.throughput, cell.batch = t, c["batch"]
         conv = r.get("metrics.convergence")
-        if conv and conv.get("reached"):
-            tta = conv["time_to_accuracy_s"]
+        tta = time_to_accuracy(conv)
+        if tta is not None:
             if cell.tta_s is None or tta < cell.tta_s:
                 cell.tta_s = tta
                 cell.tta_note = f"to {100 * conv['target_accuracy']:.1f}% test accuracy (digits)"
     return system
+
+
+def _is_number(v) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+
+def check_reference_row(row: dict, where: str) -> None:
+    """RecordError naming the key of a reference row whose value the table cannot use."""
+    for k in ("source_name", "system", "model", "precision", "source"):
+        if not isinstance(row[k], str):
+            raise RecordError(f"{where}: '{k}' must be a string")
+    for k in ("image_size", "ranks"):
+        if not isinstance(row[k], int) or isinstance(row[k], bool) or not 0 < row[k] < 2**63:
+            raise RecordError(f"{where}: '{k}' must be a positive integer")
+    for k in ("throughput_img_s", "time_to_accuracy_s"):
+        if k in row and not (_is_number(row[k]) and row[k] > 0):
+            raise RecordError(f"{where}: '{k}' must be a positive number")
+    if "batch" in row and (not isinstance(row["batch"], int) or isinstance(row["batch"], bool)):
+        raise RecordError(f"{where}: 'batch' must be an integer")
+    if "target" in row and not isinstance(row["target"], str):
+        raise RecordError(f"{where}: 'target' must be a string")
 
 
 def reference_systems(path: str | Path) -> list[System]:
@@ -90,6 +121,7 @@ def reference_systems(path: str | Path) -> list[System]:
         for k in ("source_name", "system", "model", "image_size", "precision", "ranks", "source"):
             if k not in row:
                 raise RecordError(f"{path}: reference row {i} has no '{k}'")
+        check_reference_row(row, f"{path}: reference row {i}")
         name = f"{row['source_name']}: {row['system']}"
         s = systems.setdefault(name, System(name, "reference", source=row["source"]))
         cell = s.cells.setdefault(row_key(row["model"], row["image_size"], row["precision"],
@@ -116,7 +148,7 @@ def compare(directories: list[str], references: str | None = None) -> tuple[list
     table = []
     base = systems[0]
     for key in rows:
-        line = [key[0], f"{key[1]}px", key[2], str(key[3])]
+        line = [key[0], f"{key[1] or '?'}px", key[2], str(key[3])]
         for i, s in enumerate(systems):
             cell = s.cells.get(key)
             if cell and cell.throughput is not None:

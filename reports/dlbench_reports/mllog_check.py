@@ -24,6 +24,8 @@ from pathlib import Path
 
 import yaml
 
+from .records import RecordError, unreadable
+
 RULESET = "6.1.0"
 USAGE = "training"
 NOT_APPLIED = {"submission_benchmark": "the value list of MLPerf benchmarks and the "
@@ -61,6 +63,9 @@ def check(path: str | Path) -> tuple[bool, list[str]]:
     path = Path(path)
     if not path.exists():
         return False, [f"{path}: no such file"]
+    why = unreadable(path)
+    if why is not None:  # the checker would read /dev/zero whole, or wait on a FIFO
+        raise RecordError(f"{path}: cannot read the MLPerf log: {why}")
     workdir = Path(tempfile.mkdtemp(prefix="dlbench-mllog-"))
     messages: list[str] = []
 

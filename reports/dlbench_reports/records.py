@@ -15,6 +15,9 @@ command lines print it as one line and exit 2.
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -24,6 +27,9 @@ import jsonschema
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_SCHEMA = ROOT / "suites" / "schema" / "result.schema.json"
 MAX_DEPTH = 64  # as the C++ readers (runtime/io/json_text.h)
+# The most bytes a report reads from one file (records, traces, micro.json): the largest real ones
+# are a few MiB, and a path a record names may be anything (/dev/zero, a FIFO, a disk image).
+MAX_FILE_BYTES = 256 * 2**20
 
 
 class RecordError(Exception):
@@ -86,26 +92,24 @@ def _validator() -> jsonschema.protocols.Validator:
     return cls(schema)
 
 
+# A JSON string, to its closing quote or to the end of a text that never closes it; and a run of
+# characters that are not brackets.
+_STRING = re.compile(r'"[^"\\]*(?:\\(?:.|\Z)[^"\\]*)*(?:"|\Z)', re.DOTALL)
+_NOT_BRACKETS = re.compile(r'[^\[\]{}]+')
+
+
 def check_depth(text: str, where: str) -> None:
     """RecordError when an array or object nests deeper than MAX_DEPTH (brackets in strings do not
-    count). A loop, not recursion: json.loads and jsonschema recurse, and would raise
-    RecursionError on deep input."""
-    depth, in_string, escaped = 0, False, False
-    for c in text:
-        if in_string:
-            if escaped:
-                escaped = False
-            elif c == "\\":
-                escaped = True
-            elif c == '"':
-                in_string = False
-        elif c == '"':
-            in_string = True
-        elif c in "[{":
+    count). A scan, not recursion: json.loads and jsonschema recurse, and would raise
+    RecursionError on deep input. Strings and all but the brackets are dropped first (regular
+    expressions, in C), so that a file of 50 MB takes a fraction of a second."""
+    depth = 0
+    for c in _NOT_BRACKETS.sub("", _STRING.sub("", text)):
+        if c in "[{":
             depth += 1
             if depth > MAX_DEPTH:
                 raise RecordError(f"{where}: JSON nested deeper than {MAX_DEPTH} levels")
-        elif c in "]}":
+        else:
             depth -= 1
 
 
@@ -113,30 +117,87 @@ def _no_constants(name: str):
     raise ValueError(f"{name} is not JSON")
 
 
-def parse_json_text(text: str, where: str) -> Any:
-    """One JSON document, strictly: depth-limited, no NaN/Infinity; RecordError otherwise."""
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value != value or value in (float("inf"), float("-inf")):
+        raise ValueError(f"{text} is too large for a number")  # 1e999 parses as inf
+    return value
+
+
+def parse_json_text(text: str, where: str, allow_non_finite: bool = False) -> Any:
+    """One JSON document, strictly: depth-limited, no NaN/Infinity (nor a number too large for a
+    double, which Python would read as inf) unless allow_non_finite; RecordError otherwise."""
     check_depth(text, where)
     try:
-        return json.loads(text, parse_constant=_no_constants)
+        if allow_non_finite:
+            return json.loads(text)
+        return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float)
     except json.JSONDecodeError as e:
         raise RecordError(f"{where}: not valid JSON: {e.msg} at column {e.colno}") from None
     except (ValueError, RecursionError) as e:
         raise RecordError(f"{where}: not valid JSON: {e}") from None
 
 
-def read_json_file(path: str | Path, what: str) -> Any:
-    """A whole JSON file another tool may have written (summary.json, a profile, a trace, a
-    references file), read as read_records reads a line."""
-    path = Path(path)
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"),
+                       (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def unreadable(path: str | Path, limit: int = MAX_FILE_BYTES) -> str | None:
+    """Why `path` is not a file a report reads ("no such file", "a FIFO", "512 MiB, over the
+    limit of 256 MiB"), or None when it is a regular file within `limit` bytes. Only stats."""
     try:
-        raw = path.read_bytes()
+        st = os.stat(path)
+    except OSError as e:
+        return e.strerror.lower() if e.strerror else "cannot be read"
+    if not stat.S_ISREG(st.st_mode):
+        return f"{_kind_of(st.st_mode)}, not a regular file"
+    if st.st_size > limit:
+        return f"{st.st_size / 2**20:.0f} MiB, over the limit of {limit / 2**20:.0f} MiB"
+    return None
+
+
+def read_regular_file(path: str | Path, what: str, limit: int = MAX_FILE_BYTES) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes; RecordError naming the file
+    otherwise. Stats first, then opens without blocking (a FIFO put in its place between the two
+    does not hang the reader) and checks the file it opened, and reads at most `limit` + 1 bytes
+    (a file that grows past the limit is refused too)."""
+    why = unreadable(path, limit)
+    if why is not None:
+        raise RecordError(f"{path}: cannot read {what}: {why}")
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
     except OSError as e:
         raise RecordError(f"{path}: cannot read {what}: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise RecordError(f"{path}: cannot read {what}: not a regular file")
+        try:
+            raw = f.read(limit + 1)
+        except OSError as e:
+            raise RecordError(f"{path}: cannot read {what}: {e.strerror}") from None
+    if len(raw) > limit:
+        raise RecordError(f"{path}: cannot read {what}: over the limit of "
+                          f"{limit / 2**20:.0f} MiB")
+    return raw
+
+
+def read_json_file(path: str | Path, what: str, allow_non_finite: bool = False) -> Any:
+    """A whole JSON file another tool may have written (summary.json, a profile, a trace, a
+    references file), read as read_records reads a line: a regular file of at most
+    MAX_FILE_BYTES. allow_non_finite reads NaN and Infinity (Google Benchmark writes a counter
+    that is not finite so) as float values, for the caller to check."""
+    path = Path(path)
+    raw = read_regular_file(path, what)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         raise RecordError(f"{path}: {what} is not UTF-8 (byte {e.start})") from None
-    return parse_json_text(text, str(path))
+    return parse_json_text(text, str(path), allow_non_finite)
 
 
 def read_records(path: str | Path) -> list[Record]:
@@ -148,10 +209,7 @@ def read_records(path: str | Path) -> list[Record]:
         raise RecordError(f"{path}: no such file (expected the results.jsonl of a dlbench run)")
     validator = _validator()
     records = []
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise RecordError(f"{path}: cannot read: {e.strerror}") from None
+    raw = read_regular_file(path, "records")
     lines = raw.split(b"\n")
     for number, line in enumerate(lines, start=1):
         if not line.strip():

@@ -25,11 +25,15 @@ class Plot:
 class Report:
     directory: Path
     plots: list[Plot] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)  # inputs not read, each with the reason
     markdown: Path | None = None
     html: Path | None = None
 
 
-def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
+def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
+                 skipped: list[str] | None = None) -> list[Plot]:
+    """Every plot the records call for; an input passed over (a trace that is not a regular file)
+    is added to `skipped`, with the reason."""
     plots: list[Plot] = []
     records = rs.records
 
@@ -53,13 +57,14 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
         if fig is not None:
             n += 1
             add(fig, "Batch size", f"batch-{n}")
-    if own and (len({r.point_config.get("precision", r.config.get("precision")) for r in own}) > 1
-                or rs.suite == "precision"):
+    # suite_config is any object the suite file wrote: compare its values as JSON text.
+    if own and (len({json.dumps(r.point_config.get("precision", r.config.get("precision")))
+                     for r in own}) > 1 or rs.suite == "precision"):
         add(precision.render(own, peaks), "Precision", "precision")
     add(convergence.render(own), "Time to accuracy", "convergence")
     add(overlap.render(own), "Overlap", "overlap")
     add(memory.render(own), "Memory", "memory")
-    chosen = timeline.pick(own, rs.resolve)
+    chosen = timeline.pick(own, rs.resolve, skipped)
     if chosen is not None:
         add(timeline.render(chosen, timeline.trace_files(chosen, rs.resolve)),
             f"Timeline of point {chosen.data['point']['index']}", "timeline")
@@ -68,6 +73,18 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict]) -> list[Plot]:
 
 def _fmt(v, spec=".2f", unit="") -> str:
     return "" if v is None else f"{v:{spec}}{unit}"
+
+
+def tta_text(r: Record, conv: dict) -> str:
+    """"12.3 s to 95.0% (4 epochs)"; "reached 95.0% (4 epochs), time not recorded" where the
+    record's time_to_accuracy_s is null (the schema allows it); or "not reached (...)"."""
+    target = f"{100 * conv['target_accuracy']:.1f}%"
+    if not conv["reached"]:
+        return (f"not reached ({100 * r.get('metrics.test_accuracy', 0):.1f}% after "
+                f"{conv['epochs']} epochs)")
+    if conv["time_to_accuracy_s"] is None:
+        return f"reached {target} ({conv['epochs']} epochs), time not recorded"
+    return f"{conv['time_to_accuracy_s']:.1f} s to {target} ({conv['epochs']} epochs)"
 
 
 def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list[str]]]:
@@ -83,12 +100,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
         conv = r.get("metrics.convergence")
         eff = efficiency(r)
         mfu = peaks_mod.mfu(r, peaks) if r.ok else None
-        tta = ""
-        if conv:
-            tta = (f"{conv['time_to_accuracy_s']:.1f} s to {100 * conv['target_accuracy']:.1f}% "
-                   f"({conv['epochs']} epochs)" if conv["reached"]
-                   else f"not reached ({100 * r.get('metrics.test_accuracy', 0):.1f}% after "
-                        f"{conv['epochs']} epochs)")
+        tta = tta_text(r, conv) if conv else ""
         rows.append([
             str(r.data["point"]["index"]),
             *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
@@ -140,7 +152,7 @@ def _write(path: Path, text: str) -> None:
     os.replace(tmp, path)
 
 
-def markdown(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
+def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
     counts: dict[str, int] = {}
     for r in rs.records:
         counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
@@ -164,6 +176,7 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
             out += ["", "  ```", *["  " + line for line in
                                    r.data["stderr_tail"].strip().splitlines()[-12:]], "  ```"]
     out += ["", "## Plots", ""]
+    out += [f"- Skipped {s}" for s in skipped] + ([""] if skipped else [])
     for p in plots:
         png = [f for f in p.files if f.suffix == ".png"][0]
         out += [f"### {p.title}", "", f"![{p.title}]({png.relative_to(rs.directory)})", ""]
@@ -172,7 +185,7 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
     return "\n".join(out) + "\n"
 
 
-def html_page(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
+def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
     e = html.escape
     status_color = {"ok": "#1a7f37", "oom": "#9a6700", "unsupported": "#57606a"}
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -206,6 +219,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
             parts.append(f"<details><summary>stderr</summary><pre>{e(r.data['stderr_tail'])}"
                          "</pre></details>")
     parts.append("<h2>Plots</h2>")
+    parts += [f"<p>Skipped {e(s)}</p>" for s in skipped]
     for p in plots:
         svg = [f for f in p.files if f.suffix == ".svg"][0]
         parts.append(f"<h3>{e(p.title)}</h3><img src='{e(str(svg.relative_to(rs.directory)))}' "
@@ -219,12 +233,13 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env) -> str:
 def build(directory: str | Path, peaks: list[dict] | None = None) -> Report:
     rs = load(directory)
     peaks = peaks_mod.load_peaks() if peaks is None else peaks
-    plots = render_plots(rs, rs.directory / "plots", peaks)
+    skipped: list[str] = []
+    plots = render_plots(rs, rs.directory / "plots", peaks, skipped)
     header, rows = summary_rows(rs, peaks)
     env = environment(rs)
-    report = Report(rs.directory, plots)
+    report = Report(rs.directory, plots, skipped)
     report.markdown = rs.directory / "report.md"
     report.html = rs.directory / "report.html"
-    _write(report.markdown, markdown(rs, plots, header, rows, env))
-    _write(report.html, html_page(rs, plots, header, rows, env))
+    _write(report.markdown, markdown(rs, plots, header, rows, env, skipped))
+    _write(report.html, html_page(rs, plots, header, rows, env, skipped))
     return report

@@ -37,6 +37,14 @@ The point file is the harness's: {"resolved": {config key: value}, "record": PAT
 may also name "init" (weights as safetensors, torchvision's names) and "batch_file" (images and
 labels as safetensors) in its resolved config: the parity test's way of training the very batch
 dlbench trains.
+
+read_point checks a point file as dlbench checks a suite's point, before anything runs: a regular
+file of at most MAX_POINT_BYTES, strict JSON (no NaN, Infinity or number too large for a double),
+and its resolved config valid against the config definition of suites/schema/suite.schema.json
+(the option table's types, values and ranges, exported by dlbench) with integers of 64 bits, a
+null value meaning "not set". What breaks a rule is one line on stderr naming the file and the
+key, exit 2, and no record. read_point imports no PyTorch (tests/fuzz/peer_point fuzzes it).
+Records are written as strict JSON: a metric that is not finite makes the point failed, naming it.
 """
 from __future__ import annotations
 
@@ -44,9 +52,11 @@ import argparse
 import contextlib
 import datetime
 import json
+import math
 import os
 import platform
 import socket
+import stat
 import struct
 import subprocess
 import sys
@@ -55,10 +65,135 @@ import traceback
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TORCHVISION_MODELS = ("alexnet", "vgg16", "resnet18", "resnet50")
+SUITE_SCHEMA = os.path.join(ROOT, "suites", "schema", "suite.schema.json")
+MAX_POINT_BYTES = 2**20  # the harness's point files are about 2 KB
+POINT_INPUTS = ("init", "batch_file")  # files a point may name (the parity test's), not config
+INT64_MAX = 2**63 - 1  # integers are 64-bit signed, but the seed: 0 to 2^64 - 1
+UINT64_KEYS = {"seed": 2**64 - 1}  # (suites/harness/option_table.cpp: kInteger, kUnsigned)
 
 
 class Unsupported(Exception):
     """A setting this peer cannot reproduce: the point's record says why."""
+
+
+class PointError(Exception):
+    """A point file the peer cannot train from: one line naming the file and the key (exit 2)."""
+
+
+# ---- the point file ---------------------------------------------------------------------------
+
+def read_regular_file(path: str, limit: int) -> bytes:
+    """The bytes of a regular file of at most `limit` bytes. Stats, then opens without blocking
+    (a FIFO does not hang the peer) and checks what it opened; PointError otherwise."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            raise PointError(f"{path}: not a regular file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise PointError(f"{path}: cannot read: {e.strerror}") from None
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise PointError(f"{path}: not a regular file")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise PointError(f"{path}: larger than {limit} bytes: not a point file")
+    return data
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text[:20]} is too large for a number")
+    return value
+
+
+def parse_strict_json(data: bytes, path: str):
+    """JSON as dlbench reads it: UTF-8, no NaN or Infinity, finite numbers."""
+    try:
+        return json.loads(data.decode("utf-8"), parse_constant=_refuse_constant,
+                          parse_float=_finite_float)
+    except UnicodeDecodeError as e:
+        raise PointError(f"{path}: not UTF-8 (byte {e.start})") from None
+    except json.JSONDecodeError as e:
+        raise PointError(f"{path}: not valid JSON: {e.msg} at line {e.lineno} column "
+                         f"{e.colno}") from None
+    except (ValueError, RecursionError) as e:  # a constant, 1e999, 5000 digits, deep nesting
+        raise PointError(f"{path}: not valid JSON: {str(e)[:80]}") from None
+
+
+def config_definition() -> tuple[dict, dict]:
+    """(a schema of one point's config, each key's definition) from suite.schema.json."""
+    with open(SUITE_SCHEMA) as f:
+        suite = json.load(f)
+    return {"$defs": suite["$defs"], "$ref": "#/$defs/config"}, suite["$defs"]["key"]
+
+
+def _shown(value) -> str:
+    return json.dumps(value)[:60]
+
+
+def check_integers(values: dict, keys: dict, where: str) -> None:
+    """What dlbench asks of an integer and the schema does not: a JSON integer (not 2.0) of 64
+    bits."""
+    for key, v in values.items():
+        if keys.get(key, {}).get("type") != "integer":
+            continue
+        if not isinstance(v, int):
+            raise PointError(f"{where}.{key}: expected an integer, got {_shown(v)}")
+        if v > UINT64_KEYS.get(key, INT64_MAX):
+            raise PointError(f"{where}.{key}: {_shown(v)} is too large")
+
+
+def check_config(c: dict, where: str) -> None:
+    """The resolved config against suite.schema.json's config; PointError naming the key.
+    A null value is a key not set (the harness writes every key); "data": "batch-file" goes with
+    a batch_file."""
+    try:
+        import jsonschema
+    except ImportError:
+        raise PointError(f"{where}: cannot be checked: jsonschema is not installed for "
+                         f"{sys.executable}") from None
+    for key in POINT_INPUTS:
+        if c.get(key) is not None and (not isinstance(c[key], str) or not c[key]):
+            raise PointError(f"{where}.{key}: expected the path of a file, got {_shown(c[key])}")
+    values = {k: v for k, v in c.items() if v is not None and k not in POINT_INPUTS}
+    if c.get("batch_file") and values.get("data") == "batch-file":
+        del values["data"]
+    schema, keys = config_definition()
+    errors = sorted(jsonschema.Draft202012Validator(schema).iter_errors(values),
+                    key=lambda e: list(map(str, e.absolute_path)))
+    if errors:
+        e = errors[0]
+        at = "".join(f".{p}" for p in e.absolute_path)
+        raise PointError(f"{where}{at}: {e.message[:160]}")
+    check_integers(values, keys, where)
+    for key in ("model", "batch"):
+        if key not in values:
+            raise PointError(f"{where}.{key}: required")
+    if "image_size" not in values and not c.get("batch_file"):
+        raise PointError(f"{where}.image_size: required (or a batch_file)")
+
+
+def read_point(path: str) -> tuple[dict, str]:
+    """(the config to train, with dlbench's defaults (DEFAULTS) for the keys the file does not
+    set; the path of the record) from a point file, checked whole. PointError names the file and
+    the key."""
+    point = parse_strict_json(read_regular_file(path, MAX_POINT_BYTES), path)
+    if not isinstance(point, dict):
+        raise PointError(f"{path}: a point file must be a JSON object")
+    record = point.get("record")
+    if not isinstance(record, str) or not record:
+        raise PointError(f"{path}: record: expected the path to write the record to")
+    resolved = point.get("resolved")
+    if not isinstance(resolved, dict):
+        raise PointError(f"{path}: resolved: expected an object (the point's config)")
+    check_config(resolved, f"{path}: resolved")
+    given = {k: v for k, v in resolved.items() if v is not None}  # null: not set
+    return dict(DEFAULTS, **given), record
 
 
 # ---- where this rank is ----------------------------------------------------------------------
@@ -153,6 +288,8 @@ def read_safetensors(path: str, torch) -> dict:
     a JSON header, then the raw bytes."""
     dtypes = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
               "I64": torch.int64, "I32": torch.int32}
+    if not stat.S_ISREG(os.stat(path).st_mode):  # /dev/zero would be read whole
+        raise ValueError(f"{path}: not a regular file")
     with open(path, "rb") as f:
         data = f.read()
     (n,) = struct.unpack("<Q", data[:8])
@@ -239,7 +376,8 @@ class Run:
             t = read_safetensors(c["batch_file"], torch)
             x, y = t["images"], t["labels"]
         else:
-            g = torch.Generator().manual_seed(int(c.get("seed", 0)) * 1000003 + self.rank)
+            seed = (int(c.get("seed", 0)) * 1000003 + self.rank) % 2**64  # seeds up to 2^64 - 1
+            g = torch.Generator().manual_seed(seed)
             n, s = int(c["batch"]), int(c["image_size"])
             x = torch.randn(n, 3, s, s, generator=g)
             y = torch.randint(0, int(c["num_classes"]), (n,), generator=g)
@@ -366,11 +504,37 @@ def record(c: dict, status: str, **fields) -> dict:
     return r
 
 
+def non_finite(node, at: str = "") -> list[str]:
+    """The dotted keys of the numbers in `node` that are not finite."""
+    if isinstance(node, float) and not math.isfinite(node):
+        return [at]
+    if isinstance(node, dict):
+        return [p for k, v in node.items() for p in non_finite(v, f"{at}.{k}" if at else k)]
+    if isinstance(node, list):
+        return [p for i, v in enumerate(node) for p in non_finite(v, f"{at}[{i}]")]
+    return []
+
+
+def strict_record(rec: dict) -> dict:
+    """The record as JSON can hold it: one with a number that is not finite (a throughput over no
+    time) becomes failed, naming them, without its metrics."""
+    bad = non_finite(rec)
+    if not bad:
+        return rec
+    out = {k: v for k, v in rec.items() if k not in ("metrics", "memory")}
+    out.update(status="failed", message="not finite: " + ", ".join(bad[:6]))
+    return out
+
+
+def record_text(rec: dict, indent: int | None = None) -> str:
+    """Strict JSON (no NaN or Infinity: allow_nan=False)."""
+    return json.dumps(strict_record(rec), indent=indent, allow_nan=False)
+
+
 def write_record(path: str, rec: dict) -> None:
     tmp = path + ".tmp"
     with open(tmp, "w") as f:
-        json.dump(rec, f, indent=2)
-        f.write("\n")
+        f.write(record_text(rec, indent=2) + "\n")
     os.replace(tmp, path)
 
 
@@ -379,8 +543,9 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
     run = Run(c, torch, torchvision)
     times, total, losses = run.timed()
     median = percentile(times, 50)
-    m = {"params": run.params,
-         "throughput_img_s": int(c["batch"]) * run.ranks * len(times) / total,
+    m = {"params": run.params,  # no time measured: inf, which strict_record refuses
+         "throughput_img_s": (int(c["batch"]) * run.ranks * len(times) / total if total > 0
+                              else math.inf),
          "timed_seconds": total,
          "step_time_s": {"median": median, "p10": percentile(times, 10),
                          "p90": percentile(times, 90), "all": times},
@@ -396,6 +561,8 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
         torch.distributed.destroy_process_group()
     if any(v is None for v in m["losses"]):
         return record(c, "diverged", message="the loss became inf or NaN", **fields), rank
+    if min(times + [total]) <= 0:
+        return record(c, "failed", message="the clock measured no time for a step"), rank
     return record(c, "ok", **fields), rank
 
 
@@ -426,9 +593,13 @@ def main() -> int:
         if v is not None and v < least:
             ap.error(f"--{name.replace('_', '-')} must be >= {least} (got {v})")
     if a.point:
-        with open(a.point) as f:
-            point = json.load(f)
-        c, out = dict(point["resolved"]), point["record"]
+        try:
+            c, out = read_point(a.point)
+            if not os.path.isdir(os.path.dirname(out) or "."):
+                raise PointError(f"{a.point}: record: {out}: its directory does not exist")
+        except PointError as e:
+            print(f"pytorch_train: error: {e}", file=sys.stderr)
+            return 2
     elif a.model and a.batch and a.image_size:
         c = dict(DEFAULTS, model=a.model, batch=a.batch, image_size=a.image_size,
                  precision=a.precision, backend=a.backend, steps=a.steps, warmup=a.warmup,
@@ -442,7 +613,7 @@ def main() -> int:
     except Unsupported as e:  # every process says so; the launcher's rank 0 (or a lone one) writes
         if launcher_rank() == 0:
             rec = record(c, "unsupported", message=str(e))
-            write_record(out, rec) if out else print(json.dumps(rec))
+            write_record(out, rec) if out else print(record_text(rec))
         return 4
     try:
         import torch
@@ -450,7 +621,7 @@ def main() -> int:
     except ImportError as e:
         rec = record(c, "unsupported", message=f"PyTorch is not installed for {sys.executable}: {e}")
         if rank == 0:
-            write_record(out, rec) if out else print(json.dumps(rec))
+            write_record(out, rec) if out else print(record_text(rec))
         return 4
     try:
         rec, rank = train(c, torch, torchvision)
@@ -466,7 +637,7 @@ def main() -> int:
         if out:
             write_record(out, rec)
         else:
-            print(json.dumps(rec))
+            print(record_text(rec))
     return code
 
 

@@ -1,6 +1,7 @@
 """What every plot shares: the device/model/precision title, units and file output."""
 from __future__ import annotations
 
+import math
 import os
 import textwrap
 from pathlib import Path
@@ -22,13 +23,13 @@ def strategy_order(strategy: str) -> tuple:
 
 
 def device_name(record: Record) -> str:
-    env = record.data.get("environment") or {}
+    env = record.data.get("environment") or {}  # its values are untyped in the schema
     device = env.get("device", "?")
     if device == "cpu":
         threads = env.get("cpu_threads")
         cpu = env.get("cpu", "CPU")
         return f"{cpu}" + (f", {threads} threads" if threads else "")
-    return device
+    return str(device)
 
 
 def describe(records: list[Record], keys=("model", "precision")) -> str:
@@ -46,6 +47,13 @@ def describe(records: list[Record], keys=("model", "precision")) -> str:
 def figure(width=8.0, height=5.0):
     fig, ax = plt.subplots(figsize=(width, height), dpi=110)
     return fig, ax
+
+
+def set_top(ax, top: float) -> None:
+    """The y axis from 0 to `top`, where `top` is finite (values near the largest double sum to
+    inf); matplotlib's own limits otherwise."""
+    if math.isfinite(top) and top > 0:
+        ax.set_ylim(0, top)
 
 
 def footnote(fig, text: str) -> None:

@@ -9,11 +9,22 @@ from . import common
 
 
 def curve(record: Record) -> dict:
+    """The epochs that have both a training time and an accuracy (the schema does not make the
+    two lists the same length)."""
     conv = record.need("metrics.convergence")
-    seconds = list(itertools.accumulate(conv["epoch_train_seconds"]))
-    return {"seconds": seconds, "accuracy": [100 * a for a in conv["eval_accuracy"]],
+    n = min(len(conv["epoch_train_seconds"]), len(conv["eval_accuracy"]))
+    seconds = list(itertools.accumulate(conv["epoch_train_seconds"][:n]))
+    return {"seconds": seconds, "accuracy": [100 * a for a in conv["eval_accuracy"][:n]],
             "target": 100 * conv["target_accuracy"], "tta": conv["time_to_accuracy_s"],
             "reached": conv["reached"]}
+
+
+def legend_tail(c: dict) -> str:
+    """": 12.3 s", ": not reached", or ": reached, time not recorded" (time_to_accuracy_s null,
+    which the schema allows)."""
+    if not c["reached"]:
+        return ": not reached"
+    return ": reached, time not recorded" if c["tta"] is None else f": {c['tta']:.1f} s"
 
 
 def render(records: list[Record]):
@@ -26,7 +37,7 @@ def render(records: list[Record]):
     for i, r in enumerate(runs):
         c = curve(r)
         targets.add(c["target"])
-        text = label(r, keys) + (f": {c['tta']:.1f} s" if c["reached"] else ": not reached")
+        text = label(r, keys) + legend_tail(c)
         ax.plot(c["seconds"], c["accuracy"], "o-", color=f"C{i}", label=text,
                 gid=f"accuracy:{r.data['point']['index']}")
     for t in sorted(targets):

@@ -35,6 +35,6 @@ def render(records: list[Record]):
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Peak memory by category: {common.describe(ok)}", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.set_ylim(0, max(max(bottom), max(total)) * 1.1)
+    common.set_top(ax, max(max(bottom), max(total)) * 1.1)
     common.footnote(fig, common.status_note(records))
     return fig

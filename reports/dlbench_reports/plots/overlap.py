@@ -63,6 +63,6 @@ def render(records: list[Record]):
                  f"batch {'/'.join(str(b) for b in sorted({r.config['batch'] for r in ok}))} "
                  "per rank; rank 0's spans", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
-    ax.set_ylim(0, max(bottom + hidden) * 1.25)
+    common.set_top(ax, max(bottom + hidden) * 1.25)
     common.footnote(fig, common.status_note(records))
     return fig

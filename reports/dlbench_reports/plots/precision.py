@@ -91,10 +91,11 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     ax.set_xticklabels(t["models"])
     ax.set_xlabel("model")
     ax.set_ylabel("throughput (images/s)")
-    ax.set_ylim(0, ax.get_ylim()[1] * 1.1)
+    common.set_top(ax, ax.get_ylim()[1] * 1.1)
     ax.legend(title="precision", fontsize=8)
     ax.grid(axis="y", alpha=0.3)
-    sizes = sorted({r.config.get("image_size") for r in records if r.ok})
+    sizes = sorted({r.config.get("image_size") for r in records if r.ok},
+                   key=lambda v: (v is None, v or 0))  # null: the schema allows it
     batches = sorted({r.config.get("batch") for r in records if r.ok})
     ax.set_title(f"Precision: {common.describe(records)}\n"
                  f"batch {'/'.join(map(str, batches))}, {'/'.join(map(str, sizes))}px; "

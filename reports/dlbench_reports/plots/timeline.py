@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..records import Record, RecordError, read_json_file, schema_enum
+from ..records import Record, RecordError, read_json_file, schema_enum, unreadable
 from . import common
 
 # Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
@@ -83,10 +83,33 @@ def trace_files(record: Record, resolve) -> list[Path]:
     return [resolve(p) for p in paths]
 
 
-def pick(records: list[Record], resolve) -> Record | None:
-    """The point to draw: most ranks, overlap=backward first, among ok points with traces."""
-    candidates = [r for r in records if r.ok and trace_files(r, resolve)
-                  and all(p.exists() for p in trace_files(r, resolve))]
+def unreadable_traces(record: Record, resolve) -> list[str]:
+    """Why each trace of `record` that exists cannot be read: "PATH: a FIFO, not a regular
+    file", or over records.MAX_FILE_BYTES. A path a record names may be anything."""
+    out = []
+    for p in trace_files(record, resolve):
+        why = unreadable(p) if p.exists() else None
+        if why is not None:
+            out.append(f"{p}: {why}")
+    return out
+
+
+def pick(records: list[Record], resolve, skipped: list[str] | None = None) -> Record | None:
+    """The point to draw: most ranks, overlap=backward first, among ok points with traces that are
+    regular files within the size limit. Each point passed over for a trace that is not is added
+    to `skipped`, with the reason."""
+    candidates = []
+    for r in records:
+        if not (r.ok and trace_files(r, resolve)
+                and all(p.exists() for p in trace_files(r, resolve))):
+            continue
+        why = unreadable_traces(r, resolve)
+        if why:
+            if skipped is not None:
+                skipped += [f"the timeline of point {r.data['point']['index']}: trace {w}"
+                            for w in why]
+            continue
+        candidates.append(r)
     if not candidates:
         return None
     order = {"backward": 0, "forward": 1, "none": 2}

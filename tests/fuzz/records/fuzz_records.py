@@ -4,9 +4,10 @@
 Mutates real records (corpus/*.jsonl, lines of tests/reports/fixtures): values replaced by other
 JSON types, huge, negative, infinite or NaN numbers, empty lists, deep nesting, deleted keys, and
 whole lines cut short or spliced with bytes that are not UTF-8. Each mutated results.jsonl goes
-through read_records, and what it accepts through the report's summary table and the regression
-gate against the seed. The only exception allowed to escape is RecordError (the clean one-line
-error, exit 2); anything else is a defect, and its input is saved under regressions/.
+through read_records, and what it accepts through the report's summary table, the data of the
+convergence plot, `compare`'s cells and the regression gate against the seed. The only exception
+allowed to escape is RecordError (the clean one-line error, exit 2); anything else is a defect,
+and its input is saved under regressions/.
 
     fuzz_records.py --replay       every file of corpus/ and regressions/, once
     fuzz_records.py --seconds 60   fuzz for 60 s; prints the examples run
@@ -31,6 +32,8 @@ ROOT = HERE.parents[2]
 sys.path.insert(0, str(ROOT / "reports"))
 
 from dlbench_reports.records import RecordError, ResultSet, latest_per_point, read_records  # noqa
+from dlbench_reports.compare import system_from_records  # noqa
+from dlbench_reports.plots import convergence  # noqa
 from dlbench_reports.report import summary_rows  # noqa
 
 _spec = importlib.util.spec_from_file_location("perf_gate", ROOT / "ci" / "perf_gate.py")
@@ -58,6 +61,10 @@ def check(data: bytes) -> None:
             return
         rs = ResultSet(Path(tmp), latest_per_point(records))
         summary_rows(rs, [])
+        system_from_records(tmp, "dlbench", rs.records, False)
+        for r in rs.records:
+            if r.ok and r.get("metrics.convergence"):
+                convergence.legend_tail(convergence.curve(r))
         seed_path = Path(tmp) / "seed.jsonl"
         seed_path.write_bytes(SEEDS[0])
         perf_gate.gate(read_records(seed_path), records, 0.05, 0.01)
