@@ -29,6 +29,9 @@ elif [[ ${DLB_ENABLE_CUDA:-1} != 0 && -x /usr/local/cuda/bin/nvcc ]]; then
 else
   args+=(-DDLB_ENABLE_CUDA=OFF)
 fi
+# ccache: paths under the clone are hashed relative to it, and the compiler's working directory
+# not at all, so that a fresh clone (as CI builds) reuses the objects of any other.
+export CCACHE_BASEDIR=$root CCACHE_NOHASHDIR=true
 mkdir -p "$build"
 jobs=$(nproc 2>/dev/null || echo 2)
 if ! { [[ -f $build/CMakeCache.txt ]] || cmake -S "$root" -B "$build" "${args[@]}"; } \

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # The fuzz targets of every reader of outside input (tests/fuzz/README.md): builds them into
 # build-fuzz/ (clang, libFuzzer, AddressSanitizer + UBSan), replays each target's seed corpus and
-# regression inputs, and with --seconds N fuzzes each target for N seconds: the four C++ readers
-# with libFuzzer, and the records reader of reports/ and ci/ with Hypothesis.
+# regression inputs, and with --seconds N fuzzes each target for N seconds: the C++ readers
+# with libFuzzer; with Hypothesis, the records reader of reports/ and ci/, the micro report's
+# reader and the PyTorch peer's point-file reader (tests/fuzz/{records,micro,peer_point}).
 #
 #   scripts/fuzz.sh               replay only (scripts/test.sh runs this)
-#   scripts/fuzz.sh --seconds 60  replay, then fuzz each target for 60 s (CI runs this)
+#   scripts/fuzz.sh --seconds 30  replay, then fuzz each target for 30 s (CI runs this)
 #
 # An input that crashes a target is saved under tests/fuzz/regressions/<target>/ (commit it with
 # the fix), and the run fails. Prints the executions per target.
@@ -26,16 +27,19 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 failed=0
-for target in safetensors batch_file digits_csv suite; do
+for target in safetensors batch_file digits_csv suite peak_file point_file results; do
   bash "$fuzz/replay.sh" "$bin/${target}_fuzzer" "$fuzz/corpus/$target" "$fuzz/regressions/$target" ||
     failed=1
 done
-if ! "$root/.venv/bin/python" "$fuzz/records/fuzz_records.py" --replay; then
-  failed=1
-fi
+# The Python readers' Hypothesis targets: a crash is saved under tests/fuzz/<target>/regressions/.
+python_targets=("$fuzz/records/fuzz_records.py" "$fuzz/micro/fuzz_micro.py"
+                "$fuzz/peer_point/fuzz_peer_point.py")
+for target in "${python_targets[@]}"; do
+  "$root/.venv/bin/python" "$target" --replay || failed=1
+done
 ((seconds > 0)) || exit $failed
 
-for target in safetensors batch_file digits_csv suite; do
+for target in safetensors batch_file digits_csv suite peak_file point_file results; do
   work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is
   log=$work/log
   if ! "$bin/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
@@ -49,7 +53,7 @@ for target in safetensors batch_file digits_csv suite; do
   echo "fuzz: $target: ${runs:-no summary} ($(ls "$work" | wc -l) new corpus inputs)"
   rm -rf "$work"
 done
-if ! "$root/.venv/bin/python" "$fuzz/records/fuzz_records.py" --seconds "$seconds"; then
-  failed=1
-fi
+for target in "${python_targets[@]}"; do
+  "$root/.venv/bin/python" "$target" --seconds "$seconds" || failed=1
+done
 exit $failed

@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <deque>
 #include <exception>
+#include <limits>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -32,6 +33,16 @@ namespace {
     if (dlb_mpi_rc_ != MPI_SUCCESS)                                      \
       throw_mpi_error(dlb_mpi_rc_, #stmt, __func__, __FILE__, __LINE__); \
   } while (0)
+
+// A buffer's element count as MPI takes it: an int. A larger buffer is refused, never truncated
+// (which would reduce only part of it, silently).
+int mpi_count(const Tensor& t) {
+  if (t.numel() > std::numeric_limits<int>::max()) {
+    throw Unsupported(fmt::format("mpi all-reduce of {} elements: MPI counts are int, at most {}",
+                                  t.numel(), std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(t.numel());
+}
 
 void check_host_f32(const Tensor& t) {
   if (t.dtype() != DType::kF32) {
@@ -322,8 +333,8 @@ class MpiCommunicator final : public Communicator {
     barrier();
     const double t0 = MPI_Wtime();
     for (int i = 0; i < iterations; ++i) {
-      DLB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
-                                  MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      DLB_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buffer.raw(), mpi_count(buffer), MPI_FLOAT, MPI_SUM,
+                                  MPI_COMM_WORLD));
     }
     return max_across_ranks((MPI_Wtime() - t0) / iterations);
   }
@@ -343,6 +354,7 @@ class MpiCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
                                               StreamRef producer) override {
     const Reduction reduction = reduction_for(buffer);
+    mpi_count(buffer);  // refused here, on the caller's thread, not in the progress thread
     if (producer.on_device()) {
       // Open MPI here is not CUDA-aware: it would read device pointers as host memory.
       throw InvalidArgument(
@@ -361,8 +373,8 @@ class MpiCommunicator final : public Communicator {
       return std::make_unique<SharedThreadHandle>(h);
     }
     MPI_Request request = MPI_REQUEST_NULL;
-    DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), static_cast<int>(buffer.numel()),
-                                 reduction.type, reduction.op, MPI_COMM_WORLD, &request));
+    DLB_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buffer.raw(), mpi_count(buffer), reduction.type,
+                                 reduction.op, MPI_COMM_WORLD, &request));
     return std::make_unique<MpiHandle>(request, buffer, average, size_, options_.timeout, failed_);
   }
 

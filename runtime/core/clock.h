@@ -8,6 +8,11 @@
 
 namespace dlb {
 
+// The longest wait a duration option may ask for (a collective's timeout, a point's): 2^32 s,
+// about 136 years. A steady_clock time point counts int64 nanoseconds, about 292 years, so a
+// deadline of now plus this cannot overflow it, however long the machine has been up.
+constexpr double kLongestWaitSeconds = 4294967296.0;
+
 // A point in the work queued so far, to be read later: a host clock's time when it was taken;
 // a device clock's event, recorded on its stream, which the device reaches when the work before
 // it has run.

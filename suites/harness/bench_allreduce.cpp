@@ -2,8 +2,11 @@
 // reports it. busbw = algbw x 2(n-1)/n, the bandwidth each link must carry in a ring, which makes
 // results comparable across rank counts.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <limits>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
@@ -14,15 +17,59 @@
 #include "suites/harness/record.h"
 
 namespace dlb {
+namespace {
+
+// Timed all-reduces per size: far more than any stable figure needs, and an int's worth of
+// iterations is never reached.
+constexpr int64_t kMaxIterations = int64_t{1} << 20;
+
+// The largest mpi buffer must be one MPI count (an int of f32 elements), and every rank's copy
+// must fit this host's memory: refused before the sweep allocates its way up to it.
+void check_host_buffer_fits(size_t max_bytes, int64_t ranks) {
+  const size_t mpi_limit = size_t{4} * static_cast<size_t>(std::numeric_limits<int>::max());
+  if (max_bytes > mpi_limit) {
+    throw InvalidArgument(fmt::format(
+        "--max-bytes={}: an mpi all-reduce takes at most {} bytes (MPI counts f32 elements in an "
+        "int)",
+        max_bytes, mpi_limit));
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  const double host = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0;
+  if (host > 0 && static_cast<double>(max_bytes) * static_cast<double>(ranks) > host) {
+    throw InvalidArgument(fmt::format(
+        "--max-bytes={}: {} ranks' buffers of that size need more than this host's {:.1f} GiB",
+        max_bytes, ranks, host / (1u << 30)));
+  }
+}
+
+// min_bytes, twice that, and so on while within max_bytes.
+std::vector<size_t> doubling_sizes(size_t min_bytes, size_t max_bytes) {
+  std::vector<size_t> sizes;
+  for (size_t bytes = min_bytes;; bytes *= 2) {
+    sizes.push_back(bytes);
+    if (bytes > max_bytes / 2) return sizes;
+  }
+}
+
+}  // namespace
 
 int bench_allreduce_command(const BenchAllreduceOptions& o) {
   const size_t min_bytes = parse_bytes(o.min_bytes), max_bytes = parse_bytes(o.max_bytes);
   if (min_bytes < 4 || min_bytes > max_bytes) {
     throw InvalidArgument("--min-bytes must be >= 4 and <= --max-bytes");
   }
-  if (o.iterations < 1 || o.warmup < 0) throw InvalidArgument("--iters >= 1 and --warmup >= 0");
+  if (o.iterations < 1 || o.iterations > kMaxIterations || o.warmup < 0 ||
+      o.warmup > kMaxIterations) {
+    throw InvalidArgument(
+        fmt::format("--iters must be in [1, {0}] and --warmup in [0, {0}]", kMaxIterations));
+  }
   // nccl on device buffers when a GPU is visible, else mpi on host buffers.
   const CommKind kind = o.comm.value_or(gpu_available() ? CommKind::kNccl : CommKind::kMpi);
+  if (o.ranks < 1 || o.ranks > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(
+        fmt::format("--ranks must be in [1, {}]", std::numeric_limits<int>::max()));
+  }
+  if (kind == CommKind::kMpi) check_host_buffer_fits(max_bytes, o.ranks);
   if (kind == CommKind::kNccl && !gpu_available()) {
     throw Unsupported(
         "--comm=nccl reduces device buffers, and no CUDA device is visible here (or this build "
@@ -31,7 +78,6 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
   // One rank is allowed, as nccl-tests allows one GPU: algbw then times the library's local path
   // and busbw is 0 (nothing crosses a link). It is the only nccl run a one-GPU node has, and it
   // runs in this process (an MPI singleton). Inside an MPI job the job's size rules.
-  if (o.ranks < 1) throw InvalidArgument("--ranks must be at least 1");
   if (!launched_under_mpi() && o.ranks > 1) {
     std::vector<std::string> argv = {self_executable(),
                                      "bench",
@@ -69,7 +115,8 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
   }
   nlohmann::json rows = nlohmann::json::array();
   std::vector<float> host;
-  for (size_t bytes = min_bytes; bytes <= max_bytes; bytes *= 2) {
+  // Sizes double from min_bytes while they stay within max_bytes (sizes() never wraps past 2^64).
+  for (const size_t bytes : doubling_sizes(min_bytes, max_bytes)) {
     const int64_t count = static_cast<int64_t>(bytes / 4);
     Tensor buf = memory->empty({count}, DType::kF32, MemCategory::kComm, "all-reduce buffer");
     // Correctness: every rank contributes rank + 1, so each element must sum to n(n+1)/2.

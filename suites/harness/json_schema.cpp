@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 #include "runtime/core/error.h"
 
@@ -19,10 +21,11 @@ class Validator {
 
   void check(const json& v, const json& s, const std::string& path) {
     const json& schema = resolve(s);
+    check_keywords(schema);
     const std::string where = path.empty() ? "/" : path;
-    if (schema.contains("type") && !has_type(v, schema["type"].get<std::string>())) {
-      errors.push_back(fmt::format("{}: expected {}, got {}", where,
-                                   describe_type(schema["type"].get<std::string>()), brief(v)));
+    if (schema.contains("type") && !has_any_type(v, schema["type"])) {
+      errors.push_back(
+          fmt::format("{}: expected {}, got {}", where, describe_types(schema["type"]), brief(v)));
       return;
     }
     if (schema.contains("const") && v != schema["const"]) {
@@ -51,6 +54,41 @@ class Validator {
     if (ref.rfind("#/", 0) != 0)
       throw InvalidArgument("schema: only local $ref is supported: " + ref);
     return resolve(root_.at(json::json_pointer(ref.substr(1))));
+  }
+
+  // A keyword this validator does not check would pass every value silently: refused instead.
+  static void check_keywords(const json& schema) {
+    static const char* const kKnown[] = {"type",          "properties",
+                                         "required",      "additionalProperties",
+                                         "enum",          "const",
+                                         "minimum",       "exclusiveMinimum",
+                                         "maximum",       "exclusiveMaximum",
+                                         "minItems",      "items",
+                                         "minProperties", "propertyNames",
+                                         "$ref",          "$defs",
+                                         "$schema",       "$id",
+                                         "title",         "description"};
+    for (const auto& [key, _] : schema.items()) {
+      if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
+        throw InvalidArgument(fmt::format("schema: keyword '{}' is not supported", key));
+      }
+    }
+  }
+
+  // "type": "integer", or a list of types: ["integer", "null"].
+  static bool has_any_type(const json& v, const json& types) {
+    if (types.is_string()) return has_type(v, types.get<std::string>());
+    for (const json& t : types) {
+      if (has_type(v, t.get<std::string>())) return true;
+    }
+    return false;
+  }
+
+  static std::string describe_types(const json& types) {
+    if (types.is_string()) return describe_type(types.get<std::string>());
+    std::vector<std::string> names;
+    for (const json& t : types) names.push_back(describe_type(t.get<std::string>()));
+    return fmt::format("{}", fmt::join(names, " or "));
   }
 
   static bool has_type(const json& v, const std::string& t) {
@@ -91,6 +129,10 @@ class Validator {
       errors.push_back(
           fmt::format("{}: expected a value <= {}, got {}", where, s["maximum"].dump(), v.dump()));
     }
+    if (s.contains("exclusiveMaximum") && x >= s["exclusiveMaximum"].get<double>()) {
+      errors.push_back(fmt::format("{}: expected a value < {}, got {}", where,
+                                   s["exclusiveMaximum"].dump(), v.dump()));
+    }
   }
 
   void check_object(const json& v, const json& s, const std::string& path) {
@@ -109,6 +151,7 @@ class Validator {
     const json* props = s.contains("properties") ? &s["properties"] : nullptr;
     for (const auto& [key, value] : v.items()) {
       const std::string child = path + "/" + key;
+      if (s.contains("propertyNames")) check(json(key), s["propertyNames"], child + " (its key)");
       if (props && props->contains(key)) {
         check(value, (*props)[key], child);
       } else if (s.contains("additionalProperties")) {

@@ -1,7 +1,9 @@
-// A validator for the subset of JSON Schema (2020-12) that dlbench's schemas use: type,
-// properties, required, additionalProperties (false), enum, const, minimum, exclusiveMinimum,
-// maximum, minItems, items, minProperties, and local "$ref": "#/$defs/...". Errors name the
-// JSON pointer of the offending value and what was expected.
+// A validator for the subset of JSON Schema (2020-12) that dlbench's schemas use: type (a name
+// or a list), properties, required, additionalProperties (false or a schema), propertyNames,
+// enum, const, minimum, exclusiveMinimum, maximum, exclusiveMaximum, minItems, items,
+// minProperties, and local "$ref": "#/$defs/...". A schema with any other keyword is refused
+// (InvalidArgument), never checked in part. Errors name the JSON pointer of the offending value
+// and what was expected.
 #pragma once
 #include <nlohmann/json.hpp>
 #include <string>

@@ -12,7 +12,9 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/precision_policy.h"
+#include "runtime/io/json_fields.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"
 
@@ -58,19 +60,22 @@ json MachinePeak::to_json() const {
           {"measured_at", measured_at}};
 }
 
-MachinePeak MachinePeak::from_json(const json& j) {
+MachinePeak MachinePeak::from_json(const JsonFields& f) {
   MachinePeak p;
-  p.host = j.at("host").get<std::string>();
-  p.device = j.at("device").get<std::string>();
-  p.backend = j.at("backend").get<std::string>();
-  p.precision = j.at("precision").get<std::string>();
-  p.threads = j.at("threads").get<int64_t>();
-  p.flops_per_s = j.at("flops_per_s").get<double>();
-  p.flops_method = j.at("flops_method").get<std::string>();
-  p.bytes_per_s = j.at("bytes_per_s").get<double>();
-  p.bytes_method = j.at("bytes_method").get<std::string>();
-  p.measured_at = j.at("measured_at").get<std::string>();
-  if (!(p.flops_per_s > 0) || !(p.bytes_per_s > 0)) throw InvalidArgument("rates must be > 0");
+  p.host = f.string("host");
+  p.device = f.string("device");
+  p.backend = f.string("backend");
+  p.precision = f.string("precision");
+  // A CPU measurement used at least one thread; a GPU's uses none of the host's.
+  p.threads = p.backend == "cpu" ? f.integer("threads", 1, kMaxPeakThreads)
+                                 : f.integer("threads", 0, kMaxPeakThreads);
+  // At least one per second: a peak is a divisor, and a subnormal one makes every fraction of
+  // it infinite.
+  p.flops_per_s = f.number("flops_per_s", 1.0);
+  p.flops_method = f.string("flops_method");
+  p.bytes_per_s = f.number("bytes_per_s", 1.0);
+  p.bytes_method = f.string("bytes_method");
+  p.measured_at = f.string("measured_at");
   return p;
 }
 
@@ -135,20 +140,22 @@ std::string peak_file_path() {
   return std::string(home && *home ? home : "/tmp") + "/.cache/dlbench/peaks.json";
 }
 
-std::vector<MachinePeak> read_peaks(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return {};
-  const json j = parse_json(
-      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()), path);
+std::vector<MachinePeak> parse_peaks(std::string_view text, const std::string& path) {
+  const std::string where =
+      fmt::format("peak file {} (delete it and measure again: dlbench bench peak)", path);
+  const json j = parse_json(text, where);
+  const JsonFields file(j, where);
+  const json& list = file.array("peaks");
   std::vector<MachinePeak> out;
-  try {
-    for (const auto& e : j.at("peaks")) out.push_back(MachinePeak::from_json(e));
-  } catch (const std::exception& e) {
-    throw InvalidArgument(fmt::format(
-        "{}: not a dlbench peak file ({}); delete it and measure again (dlbench bench peak)", path,
-        e.what()));
+  for (size_t i = 0; i < list.size(); ++i) {
+    out.push_back(MachinePeak::from_json(JsonFields(list[i], file.element("peaks", i))));
   }
   return out;
+}
+
+std::vector<MachinePeak> read_peaks(const std::string& path) {
+  if (!path_exists(path)) return {};
+  return parse_peaks(read_text_file(path, "peak file"), path);
 }
 
 void save_peak(const std::string& path, const MachinePeak& peak) {
@@ -161,7 +168,12 @@ void save_peak(const std::string& path, const MachinePeak& peak) {
   }
   list.push_back(peak.to_json());
   const fs::path dir = fs::path(path).parent_path();
-  if (!dir.empty()) fs::create_directories(dir);
+  std::error_code ec;
+  if (!dir.empty()) fs::create_directories(dir, ec);
+  if (ec) {
+    throw IoError(fmt::format("cannot create the peak file's directory '{}': {}", dir.string(),
+                              ec.message()));
+  }
   write_json_atomically(path, {{"kind", "dlbench_peaks"}, {"peaks", list}});
 }
 

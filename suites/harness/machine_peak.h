@@ -10,12 +10,17 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/io/json_fields.h"
 #include "suites/harness/environment.h"
 
 namespace dlb {
+
+// More threads than any machine has: a peak file claiming more is not a measurement.
+constexpr int64_t kMaxPeakThreads = int64_t{1} << 20;
 
 struct MachinePeak {
   std::string host, device, backend;  // device: the CPU's model name, or the GPU's name
@@ -25,7 +30,8 @@ struct MachinePeak {
   std::string flops_method, bytes_method, measured_at;
 
   nlohmann::json to_json() const;
-  static MachinePeak from_json(const nlohmann::json& j);
+  // InvalidArgument naming the file and the key for a field of the wrong type or range.
+  static MachinePeak from_json(const JsonFields& fields);
 };
 
 // Measures `backend`'s peak at `precision` (its matrix products; bytes/s in f32). About a
@@ -35,9 +41,11 @@ MachinePeak measure_peak(Backend& backend, Precision precision);
 // Where peaks are kept: $DLBENCH_PEAK_FILE, else $XDG_CACHE_HOME/dlbench/peaks.json, else
 // ~/.cache/dlbench/peaks.json.
 std::string peak_file_path();
-// The peaks in the file (none when it does not exist). InvalidArgument naming the file when it
-// is not a list of peaks.
+// The peaks in the file (none when it does not exist). InvalidArgument naming the file and the
+// key when it is not a list of peaks, or is not a regular file.
 std::vector<MachinePeak> read_peaks(const std::string& path);
+// The peaks in a peak file's text; `path` names it in messages.
+std::vector<MachinePeak> parse_peaks(std::string_view text, const std::string& path);
 // Adds or replaces (same host, device, backend and precision) `peak` in the file, atomically.
 void save_peak(const std::string& path, const MachinePeak& peak);
 // The peak of this host and device for `backend` at `precision`, from `peaks`; on the CPU, which

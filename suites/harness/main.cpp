@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <filesystem>
 #include <map>
 #include <new>
 
@@ -16,9 +18,23 @@
 
 namespace {
 
+// One of the names in `values` (any case), as its enum. Unlike CLI11's Transformer, which passes
+// a value it does not know through to the conversion (--backend=2 would become an enum's 2), a
+// name not in the table is refused.
 template <typename E>
-CLI::Transformer enum_option(const std::map<std::string, E>& values) {
-  return CLI::Transformer(values, CLI::ignore_case);
+CLI::Validator enum_option(const std::map<std::string, E>& values) {
+  std::vector<std::string> names;
+  for (const auto& [name, _] : values) names.push_back(name);
+  return CLI::Validator(
+      [values, names](std::string& text) -> std::string {
+        std::string lower = text;
+        for (char& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        const auto it = values.find(lower);
+        if (it == values.end()) return fmt::format("expected one of {}", fmt::join(names, ", "));
+        text = std::to_string(static_cast<int>(it->second));
+        return "";
+      },
+      fmt::format("{}", fmt::join(names, "|")));
 }
 
 const std::map<std::string, dlb::BackendKind> kBackends{{"cpu", dlb::BackendKind::kCpu},
@@ -53,6 +69,25 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
   c->add_flag("--verbose", o.verbose, "a line per check, not only failures");
   c->add_option("--perturb", o.perturb, "test only: break OP.PASS on purpose")->group("");
   return c;
+}
+
+// An option given an empty value ("--out=", or "--out" followed by ""): refused before the parse,
+// which would otherwise take the next argument as the value ("--out= --dry-run" would run the
+// suite into a folder named --dry-run). No option of dlbench has an empty value that means
+// something. Returns the message, or "" when every argument has a value.
+std::string empty_value(int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    if (arg.size() > 2 && arg.substr(0, 2) == "--" && arg.back() == '=') {
+      return fmt::format("{}: an empty value (give the option a value, or leave it out)",
+                         arg.substr(0, arg.size() - 1));
+    }
+    if (arg.empty()) {
+      return fmt::format("{}: an empty value (give the option a value, or leave it out)",
+                         i > 1 ? argv[i - 1] : "argument 1");
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -151,11 +186,18 @@ int main(int argc, char** argv) {
   dlb::CheckOpsOptions check;
   auto* check_cmd = add_check_ops(app, check);
 
+  if (const std::string empty = empty_value(argc, argv); !empty.empty()) {
+    fmt::print(stderr, "dlbench: error (invalid argument): {}\n", empty);
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int code = app.exit(e);
-    return code == 0 ? 0 : 2;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    // One line, as every other refusal: the flag and what it expected.
+    fmt::print(stderr, "dlbench: error (invalid argument): {} (dlbench --help lists the flags)\n",
+               e.what());
+    return 2;
   }
 
   try {
@@ -188,6 +230,11 @@ int main(int argc, char** argv) {
   } catch (const dlb::Error& e) {
     fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()), e.what());
     return dlb::exit_code_for(e.kind());
+  } catch (const std::filesystem::filesystem_error& e) {
+    // A path that cannot be made or read (under a regular file, in /proc, without permission).
+    fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(dlb::ErrorKind::kIo),
+               e.what());
+    return dlb::exit_code_for(dlb::ErrorKind::kIo);
   } catch (const std::bad_alloc&) {
     fmt::print(stderr, "dlbench: error (out of memory): the host could not allocate memory\n");
     return dlb::exit_code_for(dlb::ErrorKind::kOutOfMemory);

@@ -32,6 +32,7 @@ std::string elapsed_line(const std::string& what, double s) {
 }  // namespace
 
 int micro_command(const SweepOptions& opt) {
+  validate_sweep_options(opt);
   if (!opt.systems.empty()) {
     throw InvalidArgument("--systems applies to training suites; the micro suite times kernels");
   }

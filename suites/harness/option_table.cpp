@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
 #include "workloads/models/model.h"
@@ -67,6 +68,11 @@ std::vector<Option> make_table() {
   const OptionRange at_least_0{0.0, std::nullopt};
   const OptionRange at_least_1{1.0, std::nullopt};
   const OptionRange positive{0.0, std::nullopt, true};
+  // A tensor dimension (batch, image side, classes) or an MPI rank count: 32-bit in cuDNN's,
+  // cuBLAS's and MPI's interfaces, and small enough that products of two never pass 2^62.
+  constexpr double kInt32Max = std::numeric_limits<int32_t>::max();
+  const OptionRange dimension{1.0, kInt32Max};
+  const OptionRange seconds{0.0, kLongestWaitSeconds, true, false};
   std::vector<Option> t;
   auto add = [&](Option o) { t.push_back(std::move(o)); };
 
@@ -93,7 +99,7 @@ std::vector<Option> make_table() {
        config,
        fmt::format("images per step per rank (default {})", kDefaultBatch),
        {},
-       at_least_1,
+       dimension,
        [](RunOptions& o, const json& v) { o.batch = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.batch); }});
   add({"image_size",
@@ -101,7 +107,7 @@ std::vector<Option> make_table() {
        config,
        "square image side in pixels (default: the model's)",
        {},
-       at_least_1,
+       dimension,
        [](RunOptions& o, const json& v) { o.image_size = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.image_size); }});
   add({"num_classes",
@@ -109,7 +115,7 @@ std::vector<Option> make_table() {
        config,
        "classes (default: the model's)",
        {},
-       at_least_1,
+       dimension,
        [](RunOptions& o, const json& v) { o.num_classes = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.num_classes); }});
   add({"precision",
@@ -175,7 +181,7 @@ std::vector<Option> make_table() {
        config,
        "data-parallel ranks (processes; `dlbench run` needs them started by mpirun or srun)",
        {},
-       at_least_1,
+       dimension,
        [](RunOptions& o, const json& v) { o.ranks = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.ranks); }});
   add({"overlap",
@@ -216,7 +222,7 @@ std::vector<Option> make_table() {
        config,
        "seconds before a collective is a CommError",
        {},
-       positive,
+       seconds,
        [](RunOptions& o, const json& v) { o.comm_timeout_s = v.get<double>(); },
        [](const RunOptions& o) { return json(o.comm_timeout_s); }});
 
@@ -268,7 +274,7 @@ std::vector<Option> make_table() {
 
   // The optimizer and the model's randomness.
   add({"lr",
-       T::kNumber,
+       T::kFloat,
        config,
        "SGD learning rate",
        {},
@@ -276,7 +282,7 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.sgd.lr = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.lr)); }});
   add({"momentum",
-       T::kNumber,
+       T::kFloat,
        config,
        "SGD momentum",
        {},
@@ -284,7 +290,7 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.sgd.momentum = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.momentum)); }});
   add({"weight_decay",
-       T::kNumber,
+       T::kFloat,
        config,
        "added to the gradient, times the weight",
        {},
@@ -292,7 +298,7 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.sgd.weight_decay = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.weight_decay)); }});
   add({"dropout",
-       T::kNumber,
+       T::kFloat,
        config,
        "dropout probability (default: the model's; 0 turns it off)",
        {},
@@ -300,7 +306,7 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.dropout = v.get<float>(); },
        [](const RunOptions& o) { return o.dropout ? json(shortest(*o.dropout)) : json(nullptr); }});
   add({"loss_scale",
-       T::kNumber,
+       T::kFloat,
        config,
        "precision fp16: a fixed loss scale (default: dynamic, from 2^16, as PyTorch's GradScaler)",
        {},
@@ -389,6 +395,27 @@ std::vector<Option> make_table() {
 
 std::string number_text(double v) { return fmt::format("{}", v); }
 
+// `v` as the 32-bit float the runtime keeps it in, or InvalidArgument: a value that would become
+// infinite, or lose all or most of its digits as a subnormal or zero.
+double as_float(const std::string& name, double v) {
+  if (!std::isfinite(v))
+    throw InvalidArgument(fmt::format("{}: expected a finite number, got {}", name, v));
+  const float f = static_cast<float>(v);
+  if (!std::isfinite(f)) {
+    throw InvalidArgument(
+        fmt::format("{}: {} is too large for the 32-bit float the run keeps "
+                    "(at most {})",
+                    name, number_text(v), std::numeric_limits<float>::max()));
+  }
+  if (v != 0 && !std::isnormal(f)) {
+    throw InvalidArgument(
+        fmt::format("{}: {} is too small for the 32-bit float the run keeps "
+                    "(0, or at least {})",
+                    name, number_text(v), std::numeric_limits<float>::min()));
+  }
+  return static_cast<double>(f);
+}
+
 // The option's name as the value's origin spells it.
 std::string named(const Option& option, OptionOrigin origin) {
   return origin == OptionOrigin::kCommandLine ? option.flag() : option.key;
@@ -437,6 +464,7 @@ std::string Option::metavar() const {
     case OptionType::kUnsigned:
       return "INT";
     case OptionType::kNumber:
+    case OptionType::kFloat:
       return "NUMBER";
     case OptionType::kBytes:
       return "SIZE";
@@ -499,6 +527,10 @@ void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrig
       number = v.get<double>();
       if (!std::isfinite(number)) throw wrong_type("a finite number");
       break;
+    case OptionType::kFloat:
+      if (!v.is_number()) throw wrong_type("a number");
+      number = as_float(name, v.get<double>());
+      break;
     case OptionType::kString:
     case OptionType::kBytes:
     case OptionType::kPath:
@@ -516,8 +548,13 @@ void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrig
                                       v.get<std::string>(), fmt::join(option.values, ", ")));
   }
   if (v.is_number() && !option.in_range(number)) {
-    throw InvalidArgument(fmt::format("{} must be {} (got {})", name, option.range_text(),
-                                      v.is_number_float() ? number_text(number) : v.dump()));
+    const bool rounded = option.type == OptionType::kFloat && number != v.get<double>();
+    throw InvalidArgument(fmt::format(
+        "{} must be {} (got {}{})", name, option.range_text(),
+        v.is_number_float() ? number_text(v.get<double>()) : v.dump(),
+        rounded
+            ? fmt::format(", which is {} as the 32-bit float the run keeps", number_text(number))
+            : ""));
   }
   option.set(o, v);
 }
@@ -541,7 +578,8 @@ json value_from_text(const Option& option, const std::string& text) {
       if (r.ec != std::errc() || r.ptr != end) throw wrong("an integer of 0 to 2^64 - 1");
       return u;
     }
-    case OptionType::kNumber: {
+    case OptionType::kNumber:
+    case OptionType::kFloat: {
       char* stop = nullptr;
       const double d = std::strtod(text.c_str(), &stop);
       if (text.empty() || stop != end) throw wrong("a number");

@@ -13,10 +13,13 @@
 
 namespace dlb {
 
-// kUnsigned: an integer of 0 to 2^64 - 1 (a seed); kInteger: a signed 64-bit integer. kBoolean:
+// kUnsigned: an integer of 0 to 2^64 - 1 (a seed); kInteger: a signed 64-bit integer, each
+// option's range bounding it to what its users hold it in. kNumber: a finite double; kFloat: a
+// number the runtime keeps as a 32-bit float, refused unless the float it becomes is finite,
+// normal or zero (1e-46 would become 0, 1e39 infinity), and in range as a float. kBoolean:
 // true or false in a suite; on the command line the bare flag is true (--cuda-graph), or
 // --flag=true|false.
-enum class OptionType { kInteger, kUnsigned, kNumber, kString, kBytes, kPath, kBoolean };
+enum class OptionType { kInteger, kUnsigned, kNumber, kFloat, kString, kBytes, kPath, kBoolean };
 // kConfig: a suite key, a flag and a key of the record's config. kCommandLine: a flag of
 // `dlbench run` only (files to read or write, test hooks).
 enum class OptionScope { kConfig, kCommandLine };

@@ -25,9 +25,10 @@ struct PeerProgram {
 PeerProgram program(System system) {
   switch (system) {
     case System::kPytorch:
-      return {DLB_SOURCE_DIR "/reports/peers/pytorch_train.py", "torch, torchvision",
-              "Debian: apt install python3-torch python3-torchvision (scripts/install-deps.sh); "
-              "elsewhere: pip install torch torchvision"};
+      // jsonschema: the peer checks its point against suites/schema/suite.schema.json.
+      return {DLB_SOURCE_DIR "/reports/peers/pytorch_train.py", "torch, torchvision, jsonschema",
+              "Debian: apt install python3-torch python3-torchvision python3-jsonschema "
+              "(scripts/install-deps.sh); elsewhere: pip install torch torchvision jsonschema"};
     case System::kDlbench:
       break;
   }

@@ -67,6 +67,7 @@ void print_result(const RunResult& result, std::FILE* out);
 
 nlohmann::json memory_json(const MemoryStats& stats);
 // Writes to a temporary file and renames it, so a crash never leaves half a record.
+void write_text_atomically(const std::string& path, const std::string& text);
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 
 }  // namespace dlb

@@ -4,10 +4,13 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <fstream>
-
 #include "runtime/core/error.h"
+#include "runtime/io/json_fields.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
+#include "suites/harness/json_schema.h"
+#include "suites/harness/record.h"
+#include "suites/harness/suite.h"
 
 namespace dlb {
 
@@ -29,39 +32,86 @@ void append_jsonl(const std::string& path, const nlohmann::json& record) {
   if (!synced) throw IoError(fmt::format("fsync of '{}' failed", path));
 }
 
-std::vector<nlohmann::json> read_jsonl(const std::string& path) {
+namespace {
+
+const nlohmann::json& result_schema() {
+  static const nlohmann::json schema = [] {
+    const std::string path = suites_dir() + "/schema/result.schema.json";
+    return parse_json(read_text_file(path, "schema"), path);
+  }();
+  return schema;
+}
+
+// What the harness reads back of a record, beyond the schema: the summary's columns.
+void check_harness_keys(const nlohmann::json& record, const std::string& where) {
+  const JsonFields r(record, where);
+  const JsonFields point = r.object("point");
+  point.integer("index", 1);
+  point.string("id");
+  // The suite's own spelling of the point; its system names the peer the summary compares.
+  if (const JsonFields suite_config = r.object("suite_config"); suite_config.has("system")) {
+    suite_config.string("system");
+  }
+  if (r.string("status") == "ok") {
+    r.object("metrics").number("throughput_img_s", 0);
+    if (r.has("memory")) r.object("memory").number("peak_bytes_total", 0);
+  }
+  if (r.has("message")) r.string("message");
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path) {
   std::vector<nlohmann::json> out;
-  std::ifstream in(path);
-  std::string line;
-  int64_t n = 0;
-  while (std::getline(in, line)) {
-    ++n;
-    if (line.empty()) continue;
-    nlohmann::json r;
-    try {
-      r = parse_json(line, fmt::format("{}:{}", path, n));
-    } catch (const InvalidArgument&) {
-      fmt::print(stderr, "dlbench: {}:{}: skipping a line that is not JSON (torn write?)\n", path,
-                 n);
-      continue;
+  int64_t number = 0;
+  size_t start = 0;
+  while (start < text.size()) {
+    ++number;
+    const size_t end = text.find('\n', start);
+    const std::string where = fmt::format("{}:{}", path, number);
+    if (end == std::string_view::npos) {
+      throw InvalidArgument(where + ": a record cut short (no newline ends it: a torn write)");
     }
-    // What the harness reads back of a record: its status and its point's id.
-    if (!r.is_object() || !r.contains("status") || !r["status"].is_string() ||
-        !r.contains("point") || !r["point"].is_object() || !r["point"].contains("id") ||
-        !r["point"]["id"].is_string() || !r.contains("config") || !r["config"].is_object()) {
-      fmt::print(stderr, "dlbench: {}:{}: skipping a line that is not a dlbench record\n", path, n);
-      continue;
+    const std::string_view line = text.substr(start, end - start);
+    start = end + 1;
+    if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
+    nlohmann::json record = parse_json(line, where);
+    const std::vector<std::string> errors = validate_json(record, result_schema());
+    if (!errors.empty()) {
+      throw InvalidArgument(fmt::format("{}: not a dlbench result record: {}", where, errors[0]));
     }
-    out.push_back(std::move(r));
+    check_harness_keys(record, where);
+    out.push_back(std::move(record));
   }
   return out;
 }
 
-std::set<std::string> ok_point_ids(const std::string& path) {
+std::vector<nlohmann::json> read_results(const std::string& path) {
+  if (!path_exists(path)) return {};
+  return parse_results(read_text_file(path, "results file"), path);
+}
+
+std::string set_aside_torn_tail(const std::string& path) {
+  if (!path_exists(path)) return "";
+  const std::string text = read_text_file(path, "results file");
+  if (text.empty() || text.back() == '\n') return "";
+  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
+  std::string torn;
+  for (int n = 1;; ++n) {
+    torn = fmt::format("{}.torn-{}", path, n);
+    if (!path_exists(torn)) break;
+  }
+  write_text_atomically(torn, text.substr(keep));
+  if (truncate(path.c_str(), static_cast<off_t>(keep)) != 0) {
+    throw IoError(fmt::format("cannot cut '{}' back to its last whole line", path));
+  }
+  return torn;
+}
+
+std::set<std::string> ok_point_ids(const std::vector<nlohmann::json>& records) {
   std::set<std::string> ids;
-  for (const auto& r : read_jsonl(path)) {
-    if (r.value("status", "") == "ok" && r.contains("point"))
-      ids.insert(r["point"].value("id", ""));
+  for (const auto& r : records) {
+    if (r["status"] == "ok") ids.insert(r["point"]["id"].get<std::string>());
   }
   return ids;
 }

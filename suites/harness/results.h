@@ -4,15 +4,25 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace dlb {
 
 void append_jsonl(const std::string& path, const nlohmann::json& record);
-// Every well-formed line; a torn last line (a crash mid-write) is skipped with a warning.
-std::vector<nlohmann::json> read_jsonl(const std::string& path);
-// Ids of the points recorded with status "ok".
-std::set<std::string> ok_point_ids(const std::string& path);
+// Every record of a results.jsonl, read as the reports read it: each line must be a record that
+// suites/schema/result.schema.json accepts, with the keys the harness reads back (point index
+// and id, suite_config, and an ok record's throughput). Otherwise InvalidArgument naming the
+// file, the line and what is wrong. A last line without its newline (a torn write) is refused
+// too: `--resume` moves it aside first (set_aside_torn_tail).
+std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path);
+std::vector<nlohmann::json> read_results(const std::string& path);
+// When `path` does not end in a newline, a crash cut its last record short: moves the bytes after
+// the last newline to "<path>.torn-N" (the first N free), cuts the file back to its last whole
+// line, and returns the torn file's path; "" when there is nothing torn.
+std::string set_aside_torn_tail(const std::string& path);
+// Ids of the points recorded with status "ok" among `records`.
+std::set<std::string> ok_point_ids(const std::vector<nlohmann::json>& records);
 
 // Scaling efficiency, defined here only (docs/metrics.md): throughput(N) / (N x throughput(1)),
 // against the ok 1-rank record among `recorded` whose config differs from `record`'s only in

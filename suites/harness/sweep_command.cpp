@@ -12,10 +12,13 @@
 #include <thread>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/peers.h"
+#include "suites/harness/point_file.h"
 #include "suites/harness/record.h"
 #include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"
@@ -338,10 +341,11 @@ class PointRunner {
   int64_t launched_ = 0;
 };
 
-// Latest record per point of this output directory, in the suite's point order.
-std::vector<json> latest_records(const std::string& results, const std::vector<json>& points) {
+// Latest record per point among `records`, in the suite's point order.
+std::vector<json> latest_records(const std::vector<json>& records,
+                                 const std::vector<json>& points) {
   std::map<std::string, json> latest;
-  for (const auto& r : read_jsonl(results)) latest[r["point"]["id"].get<std::string>()] = r;
+  for (const auto& r : records) latest[r["point"]["id"].get<std::string>()] = r;
   std::vector<json> ordered;
   for (const auto& p : points) {
     auto it = latest.find(point_id(p));
@@ -350,18 +354,40 @@ std::vector<json> latest_records(const std::string& results, const std::vector<j
   return ordered;
 }
 
+// The records a resumed sweep starts from: a torn last line (a crash mid-write) moved aside,
+// then every whole line checked as the reports check it, before anything is appended.
+std::vector<json> resumed_records(const std::string& results) {
+  if (const std::string torn = set_aside_torn_tail(results); !torn.empty()) {
+    fmt::print(stderr,
+               "dlbench: {} ended in a record cut short (a crash while writing it); its bytes "
+               "are moved to {}, and its point runs again\n",
+               results, torn);
+  }
+  try {
+    return read_results(results);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format(
+        "--resume: {} (nothing was run; move the file aside, or start a new --out)", e.what()));
+  }
+}
+
 }  // namespace
 
-int sweep_command(const SweepOptions& opt) {
-  if (!(opt.timeout_s > 0)) {
-    throw InvalidArgument(fmt::format("--timeout must be positive (got {})", opt.timeout_s));
+void validate_sweep_options(const SweepOptions& opt) {
+  if (!(opt.timeout_s > 0) || !(opt.timeout_s <= kLongestWaitSeconds)) {
+    throw InvalidArgument(fmt::format("--timeout must be in (0, {}] seconds (got {})",
+                                      kLongestWaitSeconds, opt.timeout_s));
   }
   if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
-  Suite suite = load_suite(opt.suite, !gpu_available());
-  if (!opt.systems.empty()) set_systems(suite, opt.systems);
   if (opt.max_points < 1) {
     throw InvalidArgument(fmt::format("--max-points must be >= 1 (got {})", opt.max_points));
   }
+}
+
+int sweep_command(const SweepOptions& opt) {
+  validate_sweep_options(opt);
+  Suite suite = load_suite(opt.suite, !gpu_available());
+  if (!opt.systems.empty()) set_systems(suite, opt.systems);
   const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
@@ -378,16 +404,23 @@ int sweep_command(const SweepOptions& opt) {
     }
     return 0;
   }
-  if (fs::exists(results) && !opt.resume) {
+  if (path_exists(results) && !opt.resume) {
     throw InvalidArgument(
         fmt::format("{} already holds results; pass --resume to continue that "
                     "sweep, or --out=DIR for a new one",
                     out));
   }
-  for (const char* sub : {"points", "traces", "profiles", "logs"})
-    fs::create_directories(out + "/" + sub);
-  const std::set<std::string> done = opt.resume ? ok_point_ids(results) : std::set<std::string>{};
-  std::vector<json> recorded = latest_records(results, points);  // scaling baselines
+  std::vector<json> previous = opt.resume ? resumed_records(results) : std::vector<json>{};
+  for (const char* sub : {"points", "traces", "profiles", "logs"}) {
+    std::error_code ec;
+    fs::create_directories(out + "/" + sub, ec);
+    if (ec) {
+      throw IoError(
+          fmt::format("cannot create the output directory '{}/{}': {}", out, sub, ec.message()));
+    }
+  }
+  const std::set<std::string> done = ok_point_ids(previous);
+  std::vector<json> recorded = latest_records(previous, points);  // scaling baselines
 
   PointRunner runner(opt, suite, out, fault, points.size());
   bool any_bad = false;
@@ -412,6 +445,7 @@ int sweep_command(const SweepOptions& opt) {
     add_scaling_efficiency(record, recorded);
     recorded.back() = record;
     append_jsonl(results, record);
+    previous.push_back(record);
     const std::string status = record["status"].get<std::string>();
     any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout" ||
               status == "diverged";
@@ -423,28 +457,13 @@ int sweep_command(const SweepOptions& opt) {
   }
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.
-  print_summary(suite, latest_records(results, points), out);
+  print_summary(suite, latest_records(previous, points), out);
   if (opt.report) render_report(out);
   return any_bad ? 1 : 0;
 }
 
 int worker_command(const std::string& point_file) {
-  std::ifstream in(point_file);
-  if (!in) throw InvalidArgument("cannot open point file " + point_file);
-  const json point = parse_json(
-      std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
-      point_file);
-  RunOptions o = options_from_json(point.at("config"));
-  o.json_path = point.at("record");
-  o.trace_steps = point.value("trace_steps", 0);
-  o.trace_path = point.value("trace", "");
-  o.profile_path = point.value("profile", "");
-  o.mllog_path = point.value("mllog", "");
-  o.config_file = point.value("suite_file", "");
-  const std::string fault = point.value("fault", "");
-  if (fault == "crash") o.fault = RunOptions::Fault::kCrash;
-  if (fault == "hang") o.fault = RunOptions::Fault::kHang;
-  if (fault == "oom") o.fault = RunOptions::Fault::kOom;
+  RunOptions o = read_point_file(point_file);
   try {
     return run_command(o);
   } catch (const Error& e) {

@@ -23,6 +23,9 @@ struct SweepOptions {
   std::string inject_fault;  // test-only: "crash@I", "hang@I" or "oom@I" for point I (1-based)
 };
 
+// InvalidArgument for a flag out of range: --timeout in (0, kLongestWaitSeconds], --trace-steps
+// >= 0, --max-points >= 1. Both commands below call it first.
+void validate_sweep_options(const SweepOptions& options);
 int sweep_command(const SweepOptions& options);
 // `dlbench --suite=micro`: the micro-benchmarks, their all-reduce rows and their report
 // (micro_command.cpp); `options` gives the output directory, --resume, --timeout, --no-report.

@@ -172,5 +172,65 @@ def main():
     write(bad, "peak_bytes_2_to_70.jsonl", broken(setter("memory.peak_bytes_total", 2**70)))
 
 
+def harness_inputs():
+    """Peak files, point files and results.jsonl as --resume reads it (round 3)."""
+    peak = {"host": "node1", "device": "AMD EPYC Processor", "backend": "cpu", "precision": "fp32",
+            "threads": 2, "flops_per_s": 1.2e11, "flops_method": "best of 5 square matrix products",
+            "bytes_per_s": 2.1e10, "bytes_method": "best of 10 STREAM-style adds",
+            "measured_at": "2026-11-26T05:00:00Z"}
+    gpu = dict(peak, device="NVIDIA H100 80GB HBM3", backend="cuda", precision="bf16", threads=0,
+               flops_per_s=7.0e14, bytes_per_s=3.0e12)
+    def peaks(*entries):
+        return json.dumps({"kind": "dlbench_peaks", "peaks": list(entries)}, indent=2) + "\n"
+    write("corpus/peak_file", "cpu_and_gpu", peaks(peak, gpu))
+    write("corpus/peak_file", "no_peaks", peaks())
+    bad = "regressions/peak_file"
+    write(bad, "negative_threads", peaks(dict(peak, threads=-4)))
+    write(bad, "zero_threads_on_a_cpu", peaks(dict(peak, threads=0)))
+    write(bad, "threads_1_7", peaks(dict(peak, threads=1.7)))
+    write(bad, "threads_1e30", peaks(dict(peak, threads=1e30)))
+    write(bad, "threads_2_to_64_minus_1", peaks(dict(peak, threads=2**64 - 1)))
+    write(bad, "subnormal_flops", peaks(dict(peak, flops_per_s=5e-324)))
+    write(bad, "rate_a_string", peaks(dict(peak, bytes_per_s="fast")))
+    write(bad, "top_level_array", json.dumps([peak]))
+
+    point = {"suite": "smoke", "index": 1, "id": "ae60907f78988f46",
+             "config": {"model": "digits-cnn", "image_size": 8, "batch": 2, "steps": 1,
+                        "warmup": 0, "backend": "cpu"},
+             "record": "record.json", "trace_steps": 0, "trace": "", "profile": "", "mllog": "",
+             "suite_file": "suites/smoke.json", "fault": ""}
+    def point_with(**changes):
+        p = json.loads(json.dumps(point))
+        p.update(changes)
+        return json.dumps(p, indent=2) + "\n"
+    write("corpus/point_file", "digits", point_with())
+    bad = "regressions/point_file"
+    write(bad, "top_level_array", json.dumps([point]))
+    write(bad, "record_a_number", point_with(record=5))
+    write(bad, "trace_steps_a_string", point_with(trace_steps="3"))
+    write(bad, "config_a_list", point_with(config=[1]))
+    write(bad, "unknown_fault", point_with(fault="explode"))
+    write(bad, "lr_1e_minus_46", point_with(config=dict(point["config"], lr=1e-46)))
+    write(bad, "ranks_2_to_31", point_with(config=dict(point["config"], ranks=2**31)))
+
+    lines = (HERE / "records/corpus/ci.jsonl").read_text().splitlines()
+    write("corpus/results", "ci.jsonl", "\n".join(lines) + "\n")
+    record = json.loads(lines[0])
+    def results_with(change):
+        r = json.loads(json.dumps(record))
+        change(r)
+        return json.dumps(r) + "\n" + lines[1] + "\n"
+    bad = "regressions/results"
+    write(bad, "accepted_torn_last_line.jsonl", lines[0] + "\n" + lines[1][:len(lines[1]) // 2])
+    write(bad, "point_without_index.jsonl", results_with(lambda r: r["point"].pop("index")))
+    write(bad, "point_index_1_5.jsonl", results_with(lambda r: r["point"].update(index=1.5)))
+    write(bad, "without_suite_config.jsonl", results_with(lambda r: r.pop("suite_config")))
+    write(bad, "ok_without_metrics.jsonl", results_with(lambda r: r.pop("metrics")))
+    write(bad, "message_a_number.jsonl", results_with(lambda r: r.update(message=3)))
+    write(bad, "system_a_number.jsonl", results_with(lambda r: r["suite_config"].update(system=1)))
+    write(bad, "torn_line_in_the_middle.jsonl", lines[0][:40] + "\n" + lines[1] + "\n")
+
+
 if __name__ == "__main__":
     main()
+    harness_inputs()

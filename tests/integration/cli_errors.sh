@@ -26,7 +26,7 @@ quick=(run --model=digits-cnn --image-size=8 --steps=1 --warmup=0 --batch=2)
 expect 2 "unknown model 'resnet34'" run --model=resnet34
 expect 2 "unknown system 'jax' (expected dlbench, pytorch)" run --system=jax
 expect 2 "a peer runs beside it in a sweep" run --system=pytorch
-expect 2 "--batch must be >= 1 (got 0)" run --model=resnet18 --batch=0
+expect 2 "--batch must be in [1, 2147483647] (got 0)" run --model=resnet18 --batch=0
 expect 2 "--steps must be >= 1 (got -3)" run --model=resnet18 --steps=-3
 expect 2 "--warmup must be >= 0" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
@@ -82,7 +82,7 @@ expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
 expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"
 printf '{"name": ' >"$work/torn_suite.json"
 expect 2 "$work/torn_suite.json: not valid JSON" --suite="$work/torn_suite.json"
-expect 2 "--timeout must be positive" --suite=smoke --timeout=0 --out="$work/t0"
+expect 2 "--timeout must be in (0, 4294967296] seconds" --suite=smoke --timeout=0 --out="$work/t0"
 expect 2 "--launcher" --suite=smoke --launcher=ssh
 expect 2 "expected crash@I, hang@I or oom@I" --suite=smoke --inject-fault=boom@1 --out="$work/f"
 expect 2 "give a subcommand or --suite=NAME"
@@ -103,7 +103,7 @@ if "$dlbench" bench conv --model=digits-cnn --image-size=8 --batch=2 --repeat=1 
 else
   echo "FAIL: bench conv"; failures=$((failures + 1))
 fi
-expect 2 "--ranks must be at least 1" bench allreduce --ranks=0
+expect 2 "--ranks must be in [1, 2147483647]" bench allreduce --ranks=0
 expect 2 "--comm: foo not in" bench allreduce --comm=foo
 expect 2 "more than mpirun starts on this host" bench allreduce --ranks=$(( $(nproc) * 4 + 1 ))
 # Without a visible GPU, nccl is refused before any rank starts (exit 4, unsupported).

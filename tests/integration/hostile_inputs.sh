@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Every regression input of the fuzz targets (tests/fuzz/regressions), through the command line
-# as a user would give it: weights (--init), a batch (--batch-file), the digits (--data-path) and
-# a suite (--suite --dry-run). Each is refused with exit 2 and one line on stderr, naming the file,
-# with no internal error; inputs named accepted_* are accepted instead. A run whose loss becomes
+# as a user would give it: weights (--init), a batch (--batch-file), the digits (--data-path), a
+# suite (--suite --dry-run), a point file (worker --point), a peak file ($DLBENCH_PEAK_FILE) and a
+# results.jsonl (--resume). Each is refused with exit 2 and one line on stderr, naming the file,
+# with no internal error, and changes no file already written; inputs named accepted_* are
+# accepted instead. Then flags past what holds them, and empty values. A run whose loss becomes
 # non-finite ends with status "diverged" and exit 7, and does not replace a record already there.
 # Usage: hostile_inputs.sh path/to/dlbench
 set -u
@@ -54,18 +56,167 @@ for f in "$inputs"/suite/*; do
     --out="$work/out"
 done
 
+# Point files, as the worker reads them.
+for f in "$inputs"/point_file/*; do
+  check "point_file/$(basename "$f")" "$(want_for "$f")" worker --point="$f"
+done
+# Peak files: `bench peak` refuses one it cannot read before measuring; a training run writes its
+# record without the fraction of peak, and says why.
+for f in "$inputs"/peak_file/*; do
+  DLBENCH_PEAK_FILE=$f check "peak_file/$(basename "$f")" 2 bench peak
+done
+mkdir -p "$work/peak_dir"
+for peak in "$inputs/peak_file/negative_threads" "$work/peak_dir" "$inputs/peak_file/top_level_array/under"; do
+  rm -f "$work/peaked.json"
+  DLBENCH_PEAK_FILE=$peak check "a run beside peak file $(basename "$peak")" 0 "${quick[@]}" \
+    --json="$work/peaked.json"
+  if [[ -f $work/peaked.json ]] && ! grep -q '"peak"' "$work/peaked.json"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: a run beside peak file $peak: no record, or a record with its peak"
+    failures=$((failures + 1))
+  fi
+done
+# results.jsonl as --resume reads it: refused whole and left as it was, or, for a torn last line
+# (accepted_*), the torn bytes moved aside, every whole record kept, and the sweep completed.
+for f in "$inputs"/results/*; do
+  name=results/$(basename "$f")
+  rm -rf "$work/resumed" && mkdir -p "$work/resumed" && cp "$f" "$work/resumed/results.jsonl"
+  check "$name" "$(want_for "$f")" --suite=smoke --out="$work/resumed" --resume --no-report
+  if [[ $(want_for "$f") == 2 ]]; then
+    cmp -s "$f" "$work/resumed/results.jsonl" && passed=$((passed + 1)) ||
+      { echo "FAIL: $name: results.jsonl changed by a refused --resume"; failures=$((failures + 1)); }
+  else
+    whole=$(tr -cd '\n' <"$f" | wc -c)
+    torn=$(ls "$work/resumed"/results.jsonl.torn-* 2>/dev/null | wc -l)
+    lines=$(wc -l <"$work/resumed/results.jsonl")
+    if ((torn == 1)) && ((lines == whole + 2)) && "$here/../../.venv/bin/python" -c \
+        "import sys; sys.path.insert(0, '$here/../../reports'); from dlbench_reports.records import read_records; read_records('$work/resumed')"; then
+      passed=$((passed + 1))
+    else
+      echo "FAIL: $name: want the torn tail set aside and $((whole + 2)) records, got $torn and $lines"
+      failures=$((failures + 1))
+    fi
+  fi
+done
+
+# Flags out of the range of what holds them, empty values, names that are no name.
+check "bench allreduce --iters=2^32" 2 bench allreduce --iters=4294967296
+check "bench allreduce --iters=2^31" 2 bench allreduce --iters=2147483648
+check "bench allreduce --max-bytes=1e19" 2 bench allreduce --max-bytes=1e19
+check "--comm-timeout=1e10" 2 "${quick[@]}" --comm-timeout=1e10
+check "--lr=1e-46" 2 "${quick[@]}" --lr=1e-46
+check "--lr=1e39" 2 "${quick[@]}" --lr=1e39
+check "--momentum=1e39" 2 "${quick[@]}" --momentum=1e39
+check "--weight-decay=1e39" 2 "${quick[@]}" --weight-decay=1e39
+check "--dropout=0.99999999" 2 "${quick[@]}" --dropout=0.99999999
+check "--image-size=2^63-1" 2 run --model=resnet18 --image-size=9223372036854775807
+check "--out= swallowing --dry-run" 2 --suite=smoke --out= --dry-run
+check "--json= swallowing --trace-steps" 2 "${quick[@]}" --json= --trace-steps=1
+check "an empty argument" 2 --suite=smoke --out "" --dry-run
+check "--suite=micro --timeout=0" 2 --suite=micro --timeout=0 --out="$work/micro"
+check "--timeout=1e300" 2 --suite=smoke --timeout=1e300 --out="$work/t"
+check "bench conv --backend=2" 2 bench conv --backend=2
+check "--out under a regular file" 2 --suite=smoke --out="$inputs/point_file/top_level_array/out" --no-report
+printf '{"name": "r", "description": "ranks past int", "defaults": {"model": "digits-cnn"},
+  "sweep": {"ranks": [2147483648, 4294967296]}, "cpu": {}}' >"$work/ranks.json"
+check "ranks 2^31 and 2^32 in a suite" 2 --suite="$work/ranks.json" --out="$work/ranks" --no-report
+
 # Shapes past 64 bits, from the command line.
 check "image size 2^40" 2 run --model=resnet18 --image-size=1099511627776 --batch=1 --steps=1
 check "memory budget past 2^64" 2 run --model=resnet18 --memory-budget=99999999999999999999GiB
 
-# Divergence: lr 1e308 makes the loss NaN by the second step.
+# Divergence: lr 1e38 (near the largest float) makes the loss NaN by the second step.
 echo '{"status": "ok", "kept": true}' >"$work/record.json"
 check "diverged" 7 run --model=resnet18 --image-size=32 --batch=2 --steps=3 --warmup=0 \
-  --lr=1e308 --json="$work/diverged.json"
+  --lr=1e38 --json="$work/diverged.json"
 if grep -q '"status": "diverged"' "$work/diverged.json" 2>/dev/null; then
   passed=$((passed + 1))
 else
   echo "FAIL: the diverged run's record does not say status diverged"
+  failures=$((failures + 1))
+fi
+
+# The reports and the PyTorch peer (reports/)
+root=$(cd "$here/../.." && pwd)
+fixtures=$root/tests/reports/fixtures
+reports=(env PYTHONPATH="$root/reports" "$root/.venv/bin/python" -m dlbench_reports)
+# check_cmd NAME WANT_CODE PREFIX COMMAND...: the exit code within 120 s, and for a refusal one
+# line starting with PREFIX, without a traceback.
+check_cmd() {
+  local name=$1 want=$2 prefix=$3
+  shift 3
+  local err rc
+  err=$(timeout 120 "$@" 2>&1 >"$work/stdout")
+  rc=$?
+  if [[ $rc -ne $want ]]; then
+    echo "FAIL: $name: exit $rc (want $want): $err"
+  elif ((want == 2)) && [[ $(printf '%s' "$err" | grep -c '') -ne 1 || $err != "$prefix"* ]]; then
+    echo "FAIL: $name: want one '$prefix' line, got: $err"
+  else
+    passed=$((passed + 1))
+    return
+  fi
+  failures=$((failures + 1))
+}
+edit_records() {  # edit_records DIR PYTHON-EXPRESSION-ON-r: applied to every record of DIR
+  "$root/.venv/bin/python" - "$1/results.jsonl" "$2" <<'PY'
+import json, sys
+path, change = sys.argv[1], sys.argv[2]
+records = [json.loads(line) for line in open(path)]
+for r in records:
+    exec(change)
+open(path, "w").write("".join(json.dumps(r) + "\n" for r in records))
+PY
+}
+
+# 8: records the schema accepts: a target reached with no time recorded, no image size.
+cp -r "$fixtures/convergence" "$work/conv"
+edit_records "$work/conv" 'r["metrics"]["convergence"]["time_to_accuracy_s"] = None; r["config"]["image_size"] = None'
+check_cmd "report: reached, time to accuracy null" 0 "" "${reports[@]}" report "$work/conv"
+check_cmd "compare: image size null" 0 "" "${reports[@]}" compare "$work/conv"
+# 9: micro.json of the wrong shape: a rate that is a string.
+cp -r "$fixtures/micro" "$work/micro"
+sed -i '0,/"FLOP\/s": \([0-9.e+]*\)/s//"FLOP\/s": "\1"/' "$work/micro/micro.json"
+check_cmd "micro: a rate that is a string" 2 "dlbench: error: $work/micro/micro.json: " \
+  "${reports[@]}" micro "$work/micro"
+# 10: traces that are /dev/zero and a FIFO: skipped and said so, not read.
+cp -r "$fixtures/overlap" "$work/traces"
+mkfifo "$work/fifo"
+edit_records "$work/traces" "r.get('paths', {}).get('traces') and r['paths'].update(traces=['/dev/zero', '$work/fifo'])"
+check_cmd "report: traces /dev/zero and a FIFO" 0 "" "${reports[@]}" report "$work/traces"
+if grep -q "^report: skipped the timeline of point .*/dev/zero" "$work/stdout"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: the report does not say it skipped the traces: $(cat "$work/stdout")"
+  failures=$((failures + 1))
+fi
+# 13: 100,000 distinct convolutions in 1.5 GB of address space: the conv plot stays bounded.
+mkdir "$work/wide"
+"$root/.venv/bin/python" - "$fixtures/micro/micro.json" "$work/wide/micro.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+row = next(b for b in d["benchmarks"] if b["name"].startswith("conv/"))
+parts = row["name"].split("/")
+d["benchmarks"] = [dict(row, name="/".join(parts[:4] + [f"m.layer{i}"] + parts[5:]))
+                   for i in range(100000)]
+json.dump(d, open(sys.argv[2], "w"))
+PY
+check_cmd "micro: 100,000 conv rows" 0 "" bash -c 'ulimit -v 1500000 && exec "$@"' _ \
+  "${reports[@]}" micro "$work/wide"
+# 15: the PyTorch peer's point file: a batch that is a string; no record is written.
+"$root/.venv/bin/python" - "$root/tests/fuzz/peer_point/corpus/harness_point.json" \
+  "$work/point.json" <<'PY'
+import json, sys
+p = json.load(open(sys.argv[1]))
+p["resolved"]["batch"] = "2"
+p["record"] = sys.argv[2] + ".record"
+json.dump(p, open(sys.argv[2], "w"))
+PY
+check_cmd "peer: batch a string" 2 "pytorch_train: error: $work/point.json: resolved.batch: " \
+  /usr/bin/python3 "$root/reports/peers/pytorch_train.py" --point="$work/point.json"
+if [[ -e $work/point.json.record ]]; then
+  echo "FAIL: the peer wrote a record for a point it refused"
   failures=$((failures + 1))
 fi
 

@@ -43,6 +43,7 @@ std::string schema_type(const Option& o) {
     case OptionType::kUnsigned:
       return "integer";
     case OptionType::kNumber:
+    case OptionType::kFloat:
       return "number";
     case OptionType::kBoolean:
       return "boolean";
@@ -167,7 +168,7 @@ TEST(OptionTable, ValuesAreCheckedAgainstTypeValuesAndRange) {
     }
     return "";
   };
-  EXPECT_EQ(message({{"batch", 0}}), "batch must be >= 1 (got 0)");
+  EXPECT_EQ(message({{"batch", 0}}), "batch must be in [1, 2147483647] (got 0)");
   EXPECT_EQ(message({{"lr", 0}}), "lr must be positive (got 0)");
   EXPECT_EQ(message({{"lr", -0.5}}), "lr must be positive (got -0.5)");
   EXPECT_EQ(message({{"dropout", 1}}), "dropout must be in [0, 1) (got 1)");
