@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -316,8 +317,13 @@ class MpiCommunicator final : public Communicator {
   int size() const override { return size_; }
 
   void broadcast(Tensor& buffer, int root) override {
-    DLB_MPI_CHECK(
-        MPI_Bcast(buffer.raw(), static_cast<int>(buffer.bytes()), MPI_BYTE, root, MPI_COMM_WORLD));
+    // In pieces of 1 GiB: MPI counts bytes in an int, and every rank's buffer has the same size.
+    constexpr size_t kPiece = size_t{1} << 30;
+    auto* bytes = static_cast<unsigned char*>(buffer.raw());
+    for (size_t done = 0; done < buffer.bytes(); done += kPiece) {
+      const int n = static_cast<int>(std::min(kPiece, buffer.bytes() - done));
+      DLB_MPI_CHECK(MPI_Bcast(bytes + done, n, MPI_BYTE, root, MPI_COMM_WORLD));
+    }
   }
   std::vector<uint64_t> allgather(uint64_t value) override {
     std::vector<uint64_t> out(size_);

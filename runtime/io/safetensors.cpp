@@ -6,11 +6,13 @@
 #include <cstdio>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <tuple>
 
 #include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
 
 namespace dlb {
 namespace {
@@ -137,10 +139,9 @@ StateDict parse_safetensors(std::string_view file, const std::string& source) {
 }
 
 StateDict load_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(fmt::format("cannot open '{}'", path));
-  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (in.bad()) throw IoError(fmt::format("cannot read '{}'", path));
+  // A regular file only (a FIFO or /dev/zero is refused), of any size: weights are large.
+  const std::string file =
+      read_text_file(path, "safetensors file", std::numeric_limits<uint64_t>::max());
   return parse_safetensors(file, path);
 }
 

@@ -18,6 +18,11 @@ constexpr uint64_t kMaxTextFileBytes = uint64_t{256} << 20;
 std::string read_text_file(const std::string& path, std::string_view what,
                            uint64_t max_bytes = kMaxTextFileBytes);
 
+// InvalidArgument("cannot read <what> '<path>': ...") unless `path` is a regular file: for the
+// readers that stream a file (safetensors, gzip) rather than take it whole. A FIFO or a device
+// is refused before it is opened, so nothing waits on it or reads it without end.
+void require_regular_file(const std::string& path, std::string_view what);
+
 // Whether `path` exists as anything at all (a broken link counts); false when a component of
 // its directory is a regular file, where a plain exists() would throw.
 bool path_exists(const std::string& path);

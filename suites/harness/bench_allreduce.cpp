@@ -23,7 +23,8 @@ namespace {
 // iterations is never reached.
 constexpr int64_t kMaxIterations = int64_t{1} << 20;
 
-// The largest mpi buffer must be one MPI count (an int of f32 elements), and every rank's copy
+// The largest mpi buffer must be one MPI count (an int of f32 elements), and, when the ranks are
+// started here (not inside a job that may span hosts), every rank's buffer and its host copy
 // must fit this host's memory: refused before the sweep allocates its way up to it.
 void check_host_buffer_fits(size_t max_bytes, int64_t ranks) {
   const size_t mpi_limit = size_t{4} * static_cast<size_t>(std::numeric_limits<int>::max());
@@ -33,11 +34,14 @@ void check_host_buffer_fits(size_t max_bytes, int64_t ranks) {
         "int)",
         max_bytes, mpi_limit));
   }
+  if (launched_under_mpi()) return;
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   const double host = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0;
-  if (host > 0 && static_cast<double>(max_bytes) * static_cast<double>(ranks) > host) {
+  const double need = 2.0 * static_cast<double>(max_bytes) * static_cast<double>(ranks);
+  if (host > 0 && need > host) {
     throw InvalidArgument(fmt::format(
-        "--max-bytes={}: {} ranks' buffers of that size need more than this host's {:.1f} GiB",
+        "--max-bytes={}: {} ranks' buffers of that size, and their host copies, need more than "
+        "this host's {:.1f} GiB",
         max_bytes, ranks, host / (1u << 30)));
   }
 }

@@ -78,16 +78,36 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
 std::string empty_value(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    if (arg.size() > 2 && arg.substr(0, 2) == "--" && arg.back() == '=') {
+    // "--out=" (the first '=' ends it); "--out=a=" is a value that ends in '='.
+    if (arg.size() > 2 && arg.substr(0, 2) == "--" && arg.find('=') == arg.size() - 1) {
       return fmt::format("{}: an empty value (give the option a value, or leave it out)",
                          arg.substr(0, arg.size() - 1));
     }
     if (arg.empty()) {
-      return fmt::format("{}: an empty value (give the option a value, or leave it out)",
-                         i > 1 ? argv[i - 1] : "argument 1");
+      return fmt::format("argument {} is empty (give each option a value, or leave it out)", i);
     }
   }
   return "";
+}
+
+// A message as one line: a value the user gave may hold a newline or another control character,
+// which is shown escaped (\n, \x1b), so that every refusal stays one line.
+std::string one_line(std::string_view message) {
+  std::string out;
+  for (const char c : message) {
+    if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += fmt::format("\\x{:02x}", static_cast<unsigned char>(c));
+    } else {
+      out += c;
+    }
+  }
+  return out;
 }
 
 }  // namespace
@@ -187,7 +207,7 @@ int main(int argc, char** argv) {
   auto* check_cmd = add_check_ops(app, check);
 
   if (const std::string empty = empty_value(argc, argv); !empty.empty()) {
-    fmt::print(stderr, "dlbench: error (invalid argument): {}\n", empty);
+    fmt::print(stderr, "dlbench: error (invalid argument): {}\n", one_line(empty));
     return 2;
   }
   try {
@@ -196,7 +216,7 @@ int main(int argc, char** argv) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, as every other refusal: the flag and what it expected.
     fmt::print(stderr, "dlbench: error (invalid argument): {} (dlbench --help lists the flags)\n",
-               e.what());
+               one_line(e.what()));
     return 2;
   }
 
@@ -228,7 +248,8 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());
     return 2;
   } catch (const dlb::Error& e) {
-    fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()), e.what());
+    fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()),
+               one_line(e.what()));
     return dlb::exit_code_for(e.kind());
   } catch (const std::filesystem::filesystem_error& e) {
     // A path that cannot be made or read (under a regular file, in /proc, without permission).
@@ -239,7 +260,7 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "dlbench: error (out of memory): the host could not allocate memory\n");
     return dlb::exit_code_for(dlb::ErrorKind::kOutOfMemory);
   } catch (const std::exception& e) {
-    fmt::print(stderr, "dlbench: internal error: {}\n", e.what());
+    fmt::print(stderr, "dlbench: internal error: {}\n", one_line(e.what()));
     return 1;
   }
   return 0;

@@ -66,13 +66,16 @@ std::vector<Option> make_table() {
   const auto config = S::kConfig;
   const auto cli = S::kCommandLine;
   const OptionRange at_least_0{0.0, std::nullopt};
-  const OptionRange at_least_1{1.0, std::nullopt};
   const OptionRange positive{0.0, std::nullopt, true};
   // A tensor dimension (batch, image side, classes) or an MPI rank count: 32-bit in cuDNN's,
   // cuBLAS's and MPI's interfaces, and small enough that products of two never pass 2^62.
   constexpr double kInt32Max = std::numeric_limits<int32_t>::max();
   const OptionRange dimension{1.0, kInt32Max};
   const OptionRange seconds{0.0, kLongestWaitSeconds, true, false};
+  // Steps and epochs: 2^31 - 1, far past any run, so that sums and products of counts (the
+  // tracer's first + count, steps x batch) stay within 64 bits.
+  const OptionRange step_count{1.0, kInt32Max};
+  const OptionRange step_count_or_0{0.0, kInt32Max};
   std::vector<Option> t;
   auto add = [&](Option o) { t.push_back(std::move(o)); };
 
@@ -232,7 +235,7 @@ std::vector<Option> make_table() {
        config,
        "timed steps",
        {},
-       at_least_1,
+       step_count,
        [](RunOptions& o, const json& v) { o.steps = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.steps); }});
   add({"warmup",
@@ -240,7 +243,7 @@ std::vector<Option> make_table() {
        config,
        "untimed steps before them",
        {},
-       at_least_0,
+       step_count_or_0,
        [](RunOptions& o, const json& v) { o.warmup = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.warmup); }});
   add({"data",
@@ -260,7 +263,7 @@ std::vector<Option> make_table() {
        config,
        "data=digits: epochs to train; with target_accuracy, the most",
        {},
-       at_least_1,
+       step_count,
        [](RunOptions& o, const json& v) { o.epochs = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.epochs); }});
   add({"target_accuracy",
@@ -362,7 +365,7 @@ std::vector<Option> make_table() {
        cli,
        "timed steps to trace (0: off)",
        {},
-       at_least_0,
+       step_count_or_0,
        [](RunOptions& o, const json& v) { o.trace_steps = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.trace_steps); }});
   using F = RunOptions::Fault;
@@ -403,13 +406,13 @@ double as_float(const std::string& name, double v) {
   const float f = static_cast<float>(v);
   if (!std::isfinite(f)) {
     throw InvalidArgument(
-        fmt::format("{}: {} is too large for the 32-bit float the run keeps "
+        fmt::format("{}: {} is too large in magnitude for the 32-bit float the run keeps "
                     "(at most {})",
                     name, number_text(v), std::numeric_limits<float>::max()));
   }
   if (v != 0 && !std::isnormal(f)) {
     throw InvalidArgument(
-        fmt::format("{}: {} is too small for the 32-bit float the run keeps "
+        fmt::format("{}: {} is too small in magnitude for the 32-bit float the run keeps "
                     "(0, or at least {})",
                     name, number_text(v), std::numeric_limits<float>::min()));
   }

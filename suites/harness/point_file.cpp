@@ -30,7 +30,11 @@ RunOptions parse_point(std::string_view text, const std::string& where) {
   o.config_file = f.string_or("suite_file", "");
   // The harness writes "" for no fault; any other name is the option table's.
   if (const std::string fault = f.string_or("fault", ""); !fault.empty()) {
-    apply_option(o, *find_option("inject_fault"), fault, OptionOrigin::kConfig);
+    try {
+      apply_option(o, *find_option("inject_fault"), fault, OptionOrigin::kConfig);
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("{}: key 'fault': {}", where, e.what()));
+    }
   }
   return o;
 }

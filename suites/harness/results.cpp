@@ -2,7 +2,11 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include "runtime/core/error.h"
 #include "runtime/io/json_fields.h"
@@ -49,8 +53,9 @@ void check_harness_keys(const nlohmann::json& record, const std::string& where) 
   point.integer("index", 1);
   point.string("id");
   // The suite's own spelling of the point; its system names the peer the summary compares.
-  if (const JsonFields suite_config = r.object("suite_config"); suite_config.has("system")) {
-    suite_config.string("system");
+  if (const JsonFields suite_config = r.object("suite_config");
+      suite_config.json().contains("system")) {
+    suite_config.string("system");  // null included: the summary reads it as a name
   }
   if (r.string("status") == "ok") {
     r.object("metrics").number("throughput_img_s", 0);
@@ -60,6 +65,14 @@ void check_harness_keys(const nlohmann::json& record, const std::string& where) 
 }
 
 }  // namespace
+
+void check_record(const nlohmann::json& record, const std::string& where) {
+  const std::vector<std::string> errors = validate_json(record, result_schema());
+  if (!errors.empty()) {
+    throw InvalidArgument(fmt::format("{}: not a dlbench result record: {}", where, errors[0]));
+  }
+  check_harness_keys(record, where);
+}
 
 std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path) {
   std::vector<nlohmann::json> out;
@@ -76,11 +89,7 @@ std::vector<nlohmann::json> parse_results(std::string_view text, const std::stri
     start = end + 1;
     if (line.find_first_not_of(" \t\r") == std::string_view::npos) continue;
     nlohmann::json record = parse_json(line, where);
-    const std::vector<std::string> errors = validate_json(record, result_schema());
-    if (!errors.empty()) {
-      throw InvalidArgument(fmt::format("{}: not a dlbench result record: {}", where, errors[0]));
-    }
-    check_harness_keys(record, where);
+    check_record(record, where);
     out.push_back(std::move(record));
   }
   return out;
@@ -91,17 +100,31 @@ std::vector<nlohmann::json> read_results(const std::string& path) {
   return parse_results(read_text_file(path, "results file"), path);
 }
 
-std::string set_aside_torn_tail(const std::string& path) {
-  if (!path_exists(path)) return "";
-  const std::string text = read_text_file(path, "results file");
-  if (text.empty() || text.back() == '\n') return "";
-  const size_t keep = text.rfind('\n') == std::string::npos ? 0 : text.rfind('\n') + 1;
-  std::string torn;
-  for (int n = 1;; ++n) {
-    torn = fmt::format("{}.torn-{}", path, n);
-    if (!path_exists(torn)) break;
+std::string set_aside_torn_tail(const std::string& path, std::string_view text) {
+  const size_t newline = text.rfind('\n');
+  const size_t keep = newline == std::string_view::npos ? 0 : newline + 1;
+  if (keep == text.size()) return "";
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || static_cast<size_t>(st.st_size) != text.size()) {
+    throw IoError(
+        fmt::format("'{}' changed while it was read (is another sweep writing it?)", path));
   }
-  write_text_atomically(torn, text.substr(keep));
+  // The first free "<path>.torn-N", taken with O_EXCL: two resumes never share one.
+  std::string torn;
+  int fd = -1;
+  for (int n = 1; fd < 0; ++n) {
+    torn = fmt::format("{}.torn-{}", path, n);
+    fd = open(torn.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd < 0 && errno != EEXIST) {
+      throw IoError(fmt::format("cannot create '{}': {}", torn, std::strerror(errno)));
+    }
+  }
+  const std::string_view tail = text.substr(keep);
+  const bool written = write(fd, tail.data(), tail.size()) == static_cast<ssize_t>(tail.size());
+  const bool synced = written && fsync(fd) == 0;
+  close(fd);
+  if (!synced) throw IoError(fmt::format("writing '{}' failed", torn));
+  // Only now, with the torn bytes safe, is the file cut back to its last whole line.
   if (truncate(path.c_str(), static_cast<off_t>(keep)) != 0) {
     throw IoError(fmt::format("cannot cut '{}' back to its last whole line", path));
   }

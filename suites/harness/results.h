@@ -16,11 +16,14 @@ void append_jsonl(const std::string& path, const nlohmann::json& record);
 // file, the line and what is wrong. A last line without its newline (a torn write) is refused
 // too: `--resume` moves it aside first (set_aside_torn_tail).
 std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path);
+// One record, as parse_results checks each line; `where` names it in the InvalidArgument.
+void check_record(const nlohmann::json& record, const std::string& where);
 std::vector<nlohmann::json> read_results(const std::string& path);
-// When `path` does not end in a newline, a crash cut its last record short: moves the bytes after
-// the last newline to "<path>.torn-N" (the first N free), cuts the file back to its last whole
-// line, and returns the torn file's path; "" when there is nothing torn.
-std::string set_aside_torn_tail(const std::string& path);
+// When `text` (the whole of `path`, as read) does not end in a newline, a crash cut its last
+// record short: moves the bytes after the last newline to "<path>.torn-N" (the first N free,
+// created exclusively), then cuts the file back to its last whole line, and returns the torn
+// file's path; "" when there is nothing torn. IoError when the file no longer has text's size.
+std::string set_aside_torn_tail(const std::string& path, std::string_view text);
 // Ids of the points recorded with status "ok" among `records`.
 std::set<std::string> ok_point_ids(const std::vector<nlohmann::json>& records);
 

@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
 #include "suites/harness/json_schema.h"
 #include "suites/harness/option_table.h"
 
@@ -32,9 +33,7 @@ std::vector<std::string> list_suites() {
 
 namespace {
 std::string read_text(const std::string& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InvalidArgument(fmt::format("cannot open {} '{}'", what, path));
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return read_text_file(path, what);  // a regular file, never a directory, FIFO or device
 }
 
 nlohmann::json unordered(const nlohmann::ordered_json& j) {

@@ -85,13 +85,10 @@ json point_record(const ProcessResult& pr, const std::string& record_file, const
       : pr.signal ? fmt::format("killed by signal {} ({})", pr.signal, strsignal(pr.signal))
                   : fmt::format("worker exited with code {}", pr.exit_code);
   const bool clean = !pr.timed_out && pr.signal == 0 && pr.exit_code == 0;
-  if (fs::exists(record_file)) {
-    std::ifstream in(record_file);
+  if (path_exists(record_file)) {
     json record;
     try {
-      record = parse_json(
-          std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>()),
-          record_file);
+      record = parse_json(read_text_file(record_file, "record"), record_file);
     } catch (const InvalidArgument&) {
       record = nullptr;
     }
@@ -289,7 +286,11 @@ class PointRunner {
     const std::string record_file = out_ + "/points/" + stem + ".record.json";
     const std::string log_file = out_ + "/logs/" + stem + ".log";
     const bool digits = o.data == DataSource::kDigits;
-    if (digits) fs::create_directories(out_ + "/mllog");
+    if (digits) {
+      std::error_code ec;
+      fs::create_directories(out_ + "/mllog", ec);
+      if (ec) throw IoError(fmt::format("cannot create '{}/mllog': {}", out_, ec.message()));
+    }
     write_json_atomically(point_file,
                           {{"suite", suite_.name},
                            {"index", index},
@@ -303,7 +304,8 @@ class PointRunner {
                            {"suite_file", suite_.path},
                            {"fault", fault_.index == index ? fault_.kind : ""},
                            {"resolved", resolved_config(o)}});
-    fs::remove(record_file);
+    std::error_code ignored;  // a record left from an earlier run; its absence is fine
+    fs::remove(record_file, ignored);
     LaunchCommand cmd = launch_command_here(
         opt_.launcher, o.ranks,
         peer ? peer_argv(o.system, point_file)
@@ -354,21 +356,30 @@ std::vector<json> latest_records(const std::vector<json>& records,
   return ordered;
 }
 
-// The records a resumed sweep starts from: a torn last line (a crash mid-write) moved aside,
-// then every whole line checked as the reports check it, before anything is appended.
+// The records a resumed sweep starts from. Every whole line is checked as the reports check it
+// first; only then is a torn last line (a crash mid-write) moved aside, so a refused resume
+// changes no file.
 std::vector<json> resumed_records(const std::string& results) {
-  if (const std::string torn = set_aside_torn_tail(results); !torn.empty()) {
+  if (!path_exists(results)) return {};
+  const std::string text = read_text_file(results, "results file");
+  const size_t newline = text.rfind('\n');
+  const size_t whole = newline == std::string::npos ? 0 : newline + 1;
+  std::vector<json> records;
+  try {
+    records = parse_results(std::string_view(text).substr(0, whole), results);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(
+        fmt::format("--resume: {} (nothing was run or changed; move the file aside, or start a "
+                    "new --out)",
+                    e.what()));
+  }
+  if (const std::string torn = set_aside_torn_tail(results, text); !torn.empty()) {
     fmt::print(stderr,
                "dlbench: {} ended in a record cut short (a crash while writing it); its bytes "
                "are moved to {}, and its point runs again\n",
                results, torn);
   }
-  try {
-    return read_results(results);
-  } catch (const InvalidArgument& e) {
-    throw InvalidArgument(fmt::format(
-        "--resume: {} (nothing was run; move the file aside, or start a new --out)", e.what()));
-  }
+  return records;
 }
 
 }  // namespace
@@ -438,9 +449,19 @@ int sweep_command(const SweepOptions& opt) {
     json record = runner.run(index, config, label);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-    record["suite"] = suite.name;
-    record["suite_config"] = config;
-    record["point"] = {{"index", index}, {"id", id}, {"seconds", seconds}};
+    const auto place = [&](json& r) {
+      r["suite"] = suite.name;
+      r["suite_config"] = config;
+      r["point"] = {{"index", index}, {"id", id}, {"seconds", seconds}};
+    };
+    place(record);
+    // What a worker or a peer wrote is appended only as a record --resume and the reports read.
+    try {
+      check_record(record, fmt::format("the record of point {}", index));
+    } catch (const InvalidArgument& e) {
+      record = harness_record("failed", e.what(), config);
+      place(record);
+    }
     recorded.push_back(record);
     add_scaling_efficiency(record, recorded);
     recorded.back() = record;

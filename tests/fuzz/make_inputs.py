@@ -229,6 +229,11 @@ def harness_inputs():
     write(bad, "message_a_number.jsonl", results_with(lambda r: r.update(message=3)))
     write(bad, "system_a_number.jsonl", results_with(lambda r: r["suite_config"].update(system=1)))
     write(bad, "torn_line_in_the_middle.jsonl", lines[0][:40] + "\n" + lines[1] + "\n")
+    write(bad, "system_null.jsonl", results_with(lambda r: r["suite_config"].update(system=None)))
+    no_index = json.loads(lines[0])
+    del no_index["point"]["index"]
+    write(bad, "torn_tail_after_a_bad_line.jsonl",
+          json.dumps(no_index) + "\n" + lines[1][:len(lines[1]) // 2])
 
 
 if __name__ == "__main__":

@@ -27,8 +27,8 @@ expect 2 "unknown model 'resnet34'" run --model=resnet34
 expect 2 "unknown system 'jax' (expected dlbench, pytorch)" run --system=jax
 expect 2 "a peer runs beside it in a sweep" run --system=pytorch
 expect 2 "--batch must be in [1, 2147483647] (got 0)" run --model=resnet18 --batch=0
-expect 2 "--steps must be >= 1 (got -3)" run --model=resnet18 --steps=-3
-expect 2 "--warmup must be >= 0" run --model=resnet18 --warmup=-1
+expect 2 "--steps must be in [1, 2147483647] (got -3)" run --model=resnet18 --steps=-3
+expect 2 "--warmup must be in [0, 2147483647]" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
 expect 2 "--mllog needs --data=digits" run --model=digits-cnn --mllog=/tmp/x.mllog
 expect 2 "--target-accuracy needs --data=digits" run --model=digits-cnn --target-accuracy=0.9
@@ -38,7 +38,7 @@ expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16
 expect 2 "digits data not found at '$work/none.csv.gz'" \
   run --model=digits-cnn --data=digits --epochs=1 --data-path="$work/none.csv.gz"
 expect 2 "needs --epochs" run --model=digits-cnn --data=digits
-expect 2 "cannot open '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
+expect 2 "cannot read safetensors file '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
 printf 'garbage!' >"$work/bad.safetensors"
 expect 2 "not a valid safetensors file" "${quick[@]}" --init="$work/bad.safetensors"
 expect 2 "not a valid safetensors file" "${quick[@]}" --batch-file="$work/bad.safetensors"

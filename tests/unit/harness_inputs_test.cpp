@@ -109,11 +109,12 @@ TEST(OptionTable, FloatsMustSurviveTheFloatTheRunKeeps) {
   const auto apply = [&](const char* key, const json& v) {
     apply_option(o, *find_option(key), v, OptionOrigin::kCommandLine);
   };
-  EXPECT_NE(refusal([&] { apply("lr", 1e-46); }).find("too small for the 32-bit float"),
-            std::string::npos);
+  EXPECT_NE(
+      refusal([&] { apply("lr", 1e-46); }).find("too small in magnitude for the 32-bit float"),
+      std::string::npos);
   EXPECT_NE(refusal([&] { apply("lr", 1e-39); }).find("too small"),
             std::string::npos);  // subnormal
-  EXPECT_NE(refusal([&] { apply("lr", 1e39); }).find("too large for the 32-bit float"),
+  EXPECT_NE(refusal([&] { apply("lr", 1e39); }).find("too large in magnitude for the 32-bit float"),
             std::string::npos);
   EXPECT_NE(refusal([&] { apply("momentum", 1e39); }).find("--momentum"), std::string::npos);
   EXPECT_NE(refusal([&] { apply("weight_decay", 1e39); }).find("--weight-decay"),
@@ -141,7 +142,8 @@ TEST(OptionTable, IntegersAndDurationsFitWhatHoldsThem) {
               apply("image_size", std::numeric_limits<int64_t>::max());
             }).find("image_size must be in [1, 2147483647]"),
             std::string::npos);
-  EXPECT_NE(refusal([&] { apply("batch", int64_t{1} << 40); }).find("batch"), std::string::npos);
+  EXPECT_EQ(refusal([&] { apply("batch", int64_t{1} << 40); }),
+            "batch must be in [1, 2147483647] (got 1099511627776)");
   EXPECT_NE(
       refusal([&] { apply("comm_timeout", 1e10); }).find("comm_timeout must be in (0, 4294967296]"),
       std::string::npos);
@@ -268,13 +270,20 @@ TEST(Results, ATornTailIsSetAsideAndEveryWholeLineKept) {
   const std::string text = corpus_results();
   const size_t cut = text.find('\n') + 40;
   const std::string path = dir.file("results.jsonl", text.substr(0, cut));
-  const std::string torn = set_aside_torn_tail(path);
+  const std::string torn = set_aside_torn_tail(path, read_text_file(path, "results"));
   EXPECT_EQ(torn, path + ".torn-1");
   EXPECT_EQ(read_text_file(torn, "torn"), text.substr(text.find('\n') + 1, 39));
   EXPECT_EQ(read_results(path).size(), 1u);
-  EXPECT_EQ(set_aside_torn_tail(path), "");  // nothing torn now: nothing moved
+  EXPECT_EQ(set_aside_torn_tail(path, read_text_file(path, "results")), "");  // nothing torn
   std::ofstream(path, std::ios::app) << "{";
-  EXPECT_EQ(set_aside_torn_tail(path), path + ".torn-2");  // the first torn file is kept
+  const std::string again = read_text_file(path, "results");
+  EXPECT_EQ(set_aside_torn_tail(path, again), path + ".torn-2");  // the first torn file is kept
+  // A file that grew after it was read (another writer) is not cut.
+  std::ofstream(path, std::ios::app) << "{";
+  const std::string before = read_text_file(path, "results");
+  std::ofstream(path, std::ios::app) << "\"x\": 1}\n";
+  EXPECT_THROW(set_aside_torn_tail(path, before), IoError);
+  EXPECT_EQ(read_text_file(path, "results").size(), before.size() + 8);
   EXPECT_TRUE(read_results(dir.path() + "/none.jsonl").empty());
 }
 

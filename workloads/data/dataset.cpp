@@ -11,6 +11,7 @@
 
 #include "runtime/core/checked.h"
 #include "runtime/core/error.h"
+#include "runtime/io/text_file.h"
 
 namespace dlb {
 
@@ -37,6 +38,7 @@ std::string read_gzip(const std::string& path) {
                     "scripts/install-deps.sh, or set DLB_DIGITS_PATH)",
                     path));
   }
+  require_regular_file(path, "digits data");  // a FIFO or a device is never opened
   gzFile f = gzopen(path.c_str(), "rb");
   if (!f) throw IoError(fmt::format("cannot open '{}'", path));
   std::string out;
