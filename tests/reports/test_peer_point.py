@@ -43,10 +43,10 @@ def run_peer(path):
     ({"backend": "CPU"}, r"resolved\.backend: 'CPU' is not one of \['cpu', 'cuda'\]"),
     ({"bucket_mb": -1}, r"resolved\.bucket_mb: -1 is less than or equal to the minimum of 0"),
     ({"steps": 3.0}, r"resolved\.steps: expected an integer, got 3\.0"),
-    ({"warmup": 2**63}, r"resolved\.warmup: 9223372036854775808 is too large"),
+    ({"seed": 2**64}, r"resolved\.seed: 18446744073709551616 is too large"),
     ({"momentum": True}, r"resolved\.momentum: True is not of type 'number'"),
     ({"batchsize": 2}, r"resolved: Additional properties are not allowed"),
-], ids=["batch a string", "batch 0", "backend CPU", "bucket_mb -1", "steps 3.0", "warmup 2^63",
+], ids=["batch a string", "batch 0", "backend CPU", "bucket_mb -1", "steps 3.0", "seed 2^64",
         "momentum true", "unknown key"])
 def test_a_bad_point_is_one_line_naming_the_file_and_key_and_no_record(tmp_path, changes,
                                                                       message):
