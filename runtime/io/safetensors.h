@@ -6,7 +6,7 @@
 #include <string>
 #include <string_view>
 
-#include "runtime/nn/layer.h"
+#include "runtime/core/host_tensor.h"
 
 namespace dlb {
 

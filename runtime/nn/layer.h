@@ -11,6 +11,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/check/op_instance.h"
+#include "runtime/core/host_tensor.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/rng.h"
 #include "runtime/memory/tensor.h"
@@ -31,14 +32,6 @@ struct Param {
   const Tensor& for_compute() const { return compute.defined() ? compute : value; }
   bool has_compute_copy() const { return compute.defined() && compute.raw() != value.raw(); }
 };
-
-// A host-side copy of a tensor, as state_dict entries and safetensors files hold them.
-struct HostTensor {
-  DType dtype = DType::kF32;
-  Shape shape;
-  std::vector<uint8_t> bytes;
-};
-using StateDict = std::map<std::string, HostTensor>;
 
 // Where a layer's own tensors come from. The graph implements it and records every tensor in its
 // table, so a schedule can name them; DirectTensors allocates for a layer used on its own.

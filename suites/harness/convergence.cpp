@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "workloads/data/epochs.h"
+#include "suites/harness/epochs.h"
 
 namespace dlb {
 

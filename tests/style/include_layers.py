@@ -1,26 +1,63 @@
 #!/usr/bin/env python3
-"""The folders of runtime/ include each other without a cycle: each folder's includes of another
-folder are an edge, and the graph must be acyclic (core at the bottom, train near the top).
-Prints the folder graph and any cycle. Usage: include_layers.py ROOT"""
+"""The layering rules of the source tree, checked on every #include between folders.
+
+1. The folders of runtime/ include each other without a cycle (each folder's includes of another
+   folder are an edge).
+2. Named edges never appear, whatever else changes:
+   - runtime/ includes neither workloads/ nor suites/, and workloads/ does not include suites/;
+   - workloads/ (models and data) does not include runtime/train/: a model or a data set does
+     not know how it is trained;
+   - runtime/io/ does not include runtime/nn/: files hold host tensors (runtime/core/
+     host_tensor.h), not layers;
+   - runtime/nn/ includes none of optim/, overlap/, comm/ or train/: layers and the schedule
+     know nothing of who updates, synchronises or runs them.
+Prints the folder graph, then every broken rule. Usage: include_layers.py ROOT"""
 import re
 import sys
 from pathlib import Path
 
-root = Path(sys.argv[1]) / "runtime"
-include = re.compile(r'#include "runtime/([a-z_]+)/')
-edges: dict[str, set[str]] = {}
-for f in root.rglob("*"):
-    if f.suffix not in {".h", ".cpp", ".cu", ".cuh"}:
-        continue
-    folder = f.relative_to(root).parts[0]
-    for target in include.findall(f.read_text(errors="replace")):
-        if target != folder:
-            edges.setdefault(folder, set()).add(target)
-        edges.setdefault(target, set())
+ROOT = Path(sys.argv[1])
+SOURCES = {".h", ".cpp", ".cu", ".cuh"}
+include = re.compile(r'#include "((?:runtime/)?[a-z_]+)/')
+
+# (from, to, why): folders as "runtime/<name>" or a top-level folder.
+FORBIDDEN = [
+    ("runtime/*", "workloads", "the runtime does not know the models"),
+    ("runtime/*", "suites", "the runtime does not know the harness"),
+    ("workloads", "suites", "models and data do not know the harness"),
+    ("workloads", "runtime/train", "a model or a data set does not know how it is trained"),
+    ("runtime/io", "runtime/nn", "files hold host tensors, not layers"),
+    ("runtime/nn", "runtime/optim", "layers do not know who updates them"),
+    ("runtime/nn", "runtime/overlap", "layers do not know the sync policy"),
+    ("runtime/nn", "runtime/comm", "layers do not know the communicator"),
+    ("runtime/nn", "runtime/train", "layers do not know the executor"),
+]
+
+
+def folder_of(path: Path) -> str:
+    parts = path.relative_to(ROOT).parts
+    return f"runtime/{parts[1]}" if parts[0] == "runtime" else parts[0]
+
+
+edges: dict[str, dict[str, str]] = {}  # folder -> {target folder: first file including it}
+for top in ("runtime", "workloads", "suites"):
+    for f in sorted((ROOT / top).rglob("*")):
+        if f.suffix not in SOURCES:
+            continue
+        folder = folder_of(f)
+        for target in include.findall(f.read_text(errors="replace")):
+            if target != folder:
+                edges.setdefault(folder, {}).setdefault(target, str(f.relative_to(ROOT)))
+            edges.setdefault(target, {})
+
+
+def matches(pattern: str, folder: str) -> bool:
+    return folder.startswith(pattern[:-1]) if pattern.endswith("*") else folder == pattern
 
 
 def cycle_from(start: str) -> list[str] | None:
-    stack, path, on_path = [(start, iter(sorted(edges.get(start, ()))))], [start], {start}
+    inner = {k: [t for t in v if t.startswith("runtime/")] for k, v in edges.items()}
+    stack, path, on_path = [(start, iter(sorted(inner.get(start, ()))))], [start], {start}
     while stack:
         node, children = stack[-1]
         child = next(children, None)
@@ -30,7 +67,7 @@ def cycle_from(start: str) -> list[str] | None:
         elif child in on_path:
             return path[path.index(child):] + [child]
         else:
-            stack.append((child, iter(sorted(edges.get(child, ())))))
+            stack.append((child, iter(sorted(inner.get(child, ())))))
             path.append(child)
             on_path.add(child)
     return None
@@ -38,9 +75,18 @@ def cycle_from(start: str) -> list[str] | None:
 
 for folder in sorted(edges):
     print(f"{folder} -> {' '.join(sorted(edges[folder])) or '(nothing)'}")
+broken = []
 for folder in sorted(edges):
-    cycle = cycle_from(folder)
-    if cycle:
-        print("include cycle between folders: " + " -> ".join(cycle))
-        sys.exit(1)
-print("no include cycle between runtime/ folders")
+    for target, first in sorted(edges[folder].items()):
+        for source, forbidden, why in FORBIDDEN:
+            if matches(source, folder) and matches(forbidden, target):
+                broken.append(f"{first} includes {target}/: {why}")
+    if folder.startswith("runtime/"):
+        cycle = cycle_from(folder)
+        if cycle:
+            broken.append("include cycle between folders: " + " -> ".join(cycle))
+for line in dict.fromkeys(broken):
+    print(line)
+if broken:
+    sys.exit(1)
+print("every layering rule holds")

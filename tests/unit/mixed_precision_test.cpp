@@ -11,7 +11,7 @@
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
-#include "workloads/data/epochs.h"
+#include "suites/harness/epochs.h"
 #include "workloads/models/model.h"
 
 namespace dlb {

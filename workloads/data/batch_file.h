@@ -4,7 +4,7 @@
 #pragma once
 #include <string>
 
-#include "runtime/nn/layer.h"
+#include "runtime/core/host_tensor.h"
 #include "workloads/data/dataset.h"
 
 namespace dlb {

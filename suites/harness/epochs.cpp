@@ -1,4 +1,4 @@
-#include "workloads/data/epochs.h"
+#include "suites/harness/epochs.h"
 
 #include <fmt/format.h>
 
