@@ -132,6 +132,15 @@ def config_definition() -> tuple[dict, dict]:
     return {"$defs": suite["$defs"], "$ref": "#/$defs/config"}, suite["$defs"]["key"]
 
 
+def dlbench_defaults() -> dict:
+    """dlbench's default of every key that has one, as suite.schema.json exports it from
+    dlbench's option table (the one definition of them; option_table_test checks the export):
+    what a key that a config leaves unset means. A key without one (num_classes, dropout, ...)
+    means the model's own."""
+    _, keys = config_definition()
+    return {key: d["default"] for key, d in keys.items() if "default" in d}
+
+
 def _shown(value) -> str:
     return json.dumps(value)[:60]
 
@@ -179,9 +188,9 @@ def check_config(c: dict, where: str) -> None:
 
 
 def read_point(path: str) -> tuple[dict, str]:
-    """(the config to train, with dlbench's defaults (DEFAULTS) for the keys the file does not
-    set; the path of the record) from a point file, checked whole. PointError names the file and
-    the key."""
+    """(the config to train: the harness's resolved config, in which every key is set or null;
+    the path of the record) from a point file, checked whole. PointError names the file and the
+    key."""
     point = parse_strict_json(read_regular_file(path, MAX_POINT_BYTES), path)
     if not isinstance(point, dict):
         raise PointError(f"{path}: a point file must be a JSON object")
@@ -193,7 +202,7 @@ def read_point(path: str) -> tuple[dict, str]:
         raise PointError(f"{path}: resolved: expected an object (the point's config)")
     check_config(resolved, f"{path}: resolved")
     given = {k: v for k, v in resolved.items() if v is not None}  # null: not set
-    return dict(DEFAULTS, **given), record
+    return dict(dlbench_defaults(), **given), record
 
 
 # ---- where this rank is ----------------------------------------------------------------------
@@ -244,7 +253,7 @@ def check_supported(c: dict, torch) -> None:
     """Raises Unsupported for what PyTorch cannot do as dlbench's config asks."""
     if c["model"] not in TORCHVISION_MODELS:
         raise Unsupported(f"model {c['model']} is dlbench's own; torchvision has no such model")
-    if c.get("data", "synthetic") != "synthetic" and not c.get("batch_file"):
+    if c["data"] != "synthetic" and not c.get("batch_file"):
         raise Unsupported(f"data={c['data']}: the peer trains on synthetic data only")
     cuda = c["backend"] == "cuda"
     if cuda and not torch.cuda.is_available():
@@ -257,7 +266,7 @@ def check_supported(c: dict, torch) -> None:
         raise Unsupported(f"precision={p} on the CPU: dlbench's CPU backend stores 16 bits and "
                           "computes in f32, PyTorch's CPU autocast computes in bf16; not the "
                           "same work")
-    if c.get("overlap") == "forward" and int(c.get("ranks", 1)) > 1:
+    if c.get("overlap") == "forward" and int(c["ranks"]) > 1:
         raise Unsupported("overlap=forward: PyTorch's DistributedDataParallel overlaps "
                           "all-reduce with backward only")
     if c.get("loss_scale") is not None:
@@ -265,7 +274,7 @@ def check_supported(c: dict, torch) -> None:
     for key in ("memory_budget", "workspace_limit"):
         if c.get(key) is not None:
             raise Unsupported(f"{key}={c[key]}: PyTorch has no such limit to set")
-    if c.get("conv_algo", "heuristic") not in ("heuristic", "autotune"):
+    if c["conv_algo"] not in ("heuristic", "autotune"):
         raise Unsupported(f"conv_algo={c['conv_algo']} names one of dlbench's CPU algorithms")
     if c.get("cuda_graph"):
         raise Unsupported("cuda_graph=true: the peer trains eagerly; it does not capture its "
@@ -309,7 +318,7 @@ def read_safetensors(path: str, torch) -> dict:
 class Run:
     def __init__(self, c: dict, torch, torchvision):
         self.c, self.torch = c, torch
-        self.rank, self.ranks, self.local_rank = rank_and_size(int(c.get("ranks", 1)))
+        self.rank, self.ranks, self.local_rank = rank_and_size(int(c["ranks"]))
         self.cuda = c["backend"] == "cuda"
         if self.cuda:
             torch.cuda.set_device(self.local_rank % torch.cuda.device_count())
@@ -327,10 +336,12 @@ class Run:
                 raise Unsupported("several ranks need MASTER_PORT (the harness sets it)")
             dist.init_process_group(
                 "nccl" if self.cuda else "gloo", rank=self.rank, world_size=self.ranks,
-                timeout=datetime.timedelta(seconds=float(c.get("comm_timeout", 300))))
-        torch.manual_seed(int(c.get("seed", 0)))
-        model = getattr(torchvision.models, c["model"])(weights=None,
-                                                         num_classes=int(c["num_classes"]))
+                timeout=datetime.timedelta(seconds=float(c["comm_timeout"])))
+        torch.manual_seed(int(c["seed"]))
+        # num_classes unset (a point by hand): the model's own, as dlbench's is.
+        classes = {} if c.get("num_classes") is None else {"num_classes": int(c["num_classes"])}
+        model = getattr(torchvision.models, c["model"])(weights=None, **classes)
+        self.classes = [m for m in model.modules() if isinstance(m, torch.nn.Linear)][-1].out_features
         if c.get("init"):
             model.load_state_dict(read_safetensors(c["init"], torch), strict=True)
         if c.get("dropout") is not None:
@@ -344,19 +355,19 @@ class Run:
         if self.channels_last:
             model = model.to(memory_format=torch.channels_last)
         self.params = sum(p.numel() for p in model.parameters())
-        self.opt = torch.optim.SGD(model.parameters(), lr=float(c.get("lr", 0.01)),
-                                   momentum=float(c.get("momentum", 0.9)),
-                                   weight_decay=float(c.get("weight_decay", 0.0)))
+        self.opt = torch.optim.SGD(model.parameters(), lr=float(c["lr"]),
+                                   momentum=float(c["momentum"]),
+                                   weight_decay=float(c["weight_decay"]))
         self.scaler = torch.cuda.amp.GradScaler(enabled=c["precision"] == "fp16")
-        self.bucket_bytes = float(c.get("bucket_mb", 25)) * 2**20
-        if self.ranks > 1 and c.get("overlap", "none") == "backward":
+        self.bucket_bytes = float(c["bucket_mb"]) * 2**20
+        if self.ranks > 1 and c["overlap"] == "backward":
             from torch.nn.parallel import DistributedDataParallel
             # DDP sizes its buckets in the parameters' f32 bytes; under a 16-bit compression
             # hook the wire carries half, so twice bucket_mb puts bucket_mb on the wire.
             wire_factor = 2 if self.half is not None else 1
             model = DistributedDataParallel(
                 model, device_ids=[torch.cuda.current_device()] if self.cuda else None,
-                bucket_cap_mb=wire_factor * float(c.get("bucket_mb", 25)))
+                bucket_cap_mb=wire_factor * float(c["bucket_mb"]))
             if self.half is not None:
                 # dlbench keeps 16-bit gradients and all-reduces them as they are: DDP's
                 # compression hook sends the same bytes.
@@ -376,11 +387,11 @@ class Run:
             t = read_safetensors(c["batch_file"], torch)
             x, y = t["images"], t["labels"]
         else:
-            seed = (int(c.get("seed", 0)) * 1000003 + self.rank) % 2**64  # seeds up to 2^64 - 1
+            seed = (int(c["seed"]) * 1000003 + self.rank) % 2**64  # seeds up to 2^64 - 1
             g = torch.Generator().manual_seed(seed)
             n, s = int(c["batch"]), int(c["image_size"])
             x = torch.randn(n, 3, s, s, generator=g)
-            y = torch.randint(0, int(c["num_classes"]), (n,), generator=g)
+            y = torch.randint(0, self.classes, (n,), generator=g)
         x, y = x.to(self.device), y.to(self.device)
         if self.channels_last:
             x = x.contiguous(memory_format=torch.channels_last)
@@ -427,7 +438,7 @@ class Run:
     def timed(self):
         """Warm-up, then the timed steps: (each step's seconds, the timed seconds, every loss)."""
         torch, c = self.torch, self.c
-        losses = [self.step() for _ in range(int(c.get("warmup", 0)))]
+        losses = [self.step() for _ in range(int(c["warmup"]))]
         steps = int(c["steps"])
         if self.cuda:
             marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
@@ -499,7 +510,7 @@ def environment(c: dict, torch, torchvision, run: Run | None) -> dict:
 def record(c: dict, status: str, **fields) -> dict:
     config = {k: v for k, v in c.items() if k not in ("init", "batch_file")}  # inputs, not config
     r = {"schema_version": 1, "kind": "train", "status": status, "mode": "measured",
-         "config": config, "global_batch": int(c["batch"]) * int(c.get("ranks", 1))}
+         "config": config, "global_batch": int(c["batch"]) * int(c["ranks"])}
     r.update(fields)
     return r
 
@@ -567,25 +578,20 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
 
 
 # A point given by hand: dlbench's defaults for what is not given (its option table).
-DEFAULTS = {"num_classes": 1000, "precision": "fp32", "backend": "cpu", "steps": 20, "warmup": 5,
-            "lr": 0.01, "momentum": 0.9, "weight_decay": 0.0, "dropout": None, "seed": 0,
-            "ranks": 1, "overlap": "none", "bucket_mb": 25.0, "data": "synthetic",
-            "conv_algo": "heuristic", "cuda_graph": False, "memory_guard": False,
-            "comm_timeout": 300.0}
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--point", help="the harness's point file")
     ap.add_argument("--model", choices=TORCHVISION_MODELS)
     ap.add_argument("--batch", type=int)
     ap.add_argument("--image-size", type=int)
-    ap.add_argument("--precision", default=DEFAULTS["precision"],
+    defaults = dlbench_defaults()
+    ap.add_argument("--precision", default=defaults["precision"],
                     choices=["fp32", "tf32", "fp16", "bf16"])
-    ap.add_argument("--backend", default=DEFAULTS["backend"], choices=["cpu", "cuda"])
-    ap.add_argument("--steps", type=int, default=DEFAULTS["steps"])
-    ap.add_argument("--warmup", type=int, default=DEFAULTS["warmup"])
-    ap.add_argument("--ranks", type=int, default=1, help="as started by mpirun -np or srun -n")
+    ap.add_argument("--backend", default=defaults["backend"], choices=["cpu", "cuda"])
+    ap.add_argument("--steps", type=int, default=defaults["steps"])
+    ap.add_argument("--warmup", type=int, default=defaults["warmup"])
+    ap.add_argument("--ranks", type=int, default=defaults["ranks"],
+                    help="as started by mpirun -np or srun -n")
     a = ap.parse_args()
     for name, least in (("batch", 1), ("image_size", 1), ("steps", 1), ("warmup", 0),
                         ("ranks", 1)):
@@ -601,7 +607,7 @@ def main() -> int:
             print(f"pytorch_train: error: {e}", file=sys.stderr)
             return 2
     elif a.model and a.batch and a.image_size:
-        c = dict(DEFAULTS, model=a.model, batch=a.batch, image_size=a.image_size,
+        c = dict(defaults, model=a.model, batch=a.batch, image_size=a.image_size,
                  precision=a.precision, backend=a.backend, steps=a.steps, warmup=a.warmup,
                  ranks=a.ranks)
         out = None
@@ -609,7 +615,7 @@ def main() -> int:
         ap.error("give --point FILE, or --model, --batch and --image-size")
     c["system"] = "pytorch"
     try:
-        rank = rank_and_size(int(c.get("ranks", 1)))[0]
+        rank = rank_and_size(int(c["ranks"]))[0]
     except Unsupported as e:  # every process says so; the launcher's rank 0 (or a lone one) writes
         if launcher_rank() == 0:
             rec = record(c, "unsupported", message=str(e))

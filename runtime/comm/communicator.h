@@ -94,8 +94,11 @@ inline constexpr CommProgress kCommProgressModes[] = {CommProgress::kPoll, CommP
 std::string_view comm_progress_name(CommProgress p);
 std::optional<CommProgress> parse_comm_progress(std::string_view s);
 
+// How long any one collective may take when a run does not say.
+constexpr double kDefaultCommTimeoutSeconds = 300.0;
+
 struct CommOptions {
-  std::chrono::duration<double> timeout{300.0};  // for any one collective
+  std::chrono::duration<double> timeout{kDefaultCommTimeoutSeconds};  // for any one collective
   CommProgress progress = CommProgress::kThread;
 };
 

@@ -6,59 +6,40 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
+#include "runtime/core/nvtx.h"
 #include "runtime/memory/memory_guard.h"
 
 namespace dlb {
 
 // A node's requests, recorded in the graph's table under "<node>.<name>".
-class Graph::NodeTensors final : public TensorSource {
- public:
-  NodeTensors(Graph& g, int node) : g_(g), node_(node) {}
-  Tensor param(const std::string& name, const Shape& shape, DType dtype) override {
-    const int id = add(name, TensorKind::kParam, shape, dtype, MemCategory::kWeights);
-    g_.param_ids_[node_].push_back(id);
-    return g_.tensors_[id];
-  }
-  Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override {
-    return g_.tensors_[add(name, TensorKind::kBuffer, shape, dtype, MemCategory::kWeights)];
-  }
-  // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
-  Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) override {
-    if (value.dtype() == dtype) return value;
-    return g_.tensors_[add(name + " (compute copy)", TensorKind::kParam, value.shape(), dtype,
-                           MemCategory::kWeights, g_.activation_layout_)];
-  }
-  // Saved like the node's output (a dropout mask is read element by element with it).
-  Tensor saved(const std::string& name, const Shape& shape, DType dtype) override {
-    const int id = add(name, TensorKind::kSaved, shape, dtype, MemCategory::kActivations,
-                       g_.output_layout(node_));
-    g_.saved_ids_[node_].push_back(id);
-    return g_.tensors_[id];
-  }
-
- private:
-  int add(const std::string& name, TensorKind kind, const Shape& shape, DType dtype,
-          MemCategory category, Layout layout = Layout::kNCHW) {
-    return g_.allocate({g_.nodes_[node_].name + "." + name, kind, shape, dtype, node_}, category,
-                       layout);
-  }
-  Graph& g_;
-  int node_;
-};
-
 namespace {
-// A view node's tensor: the source's bytes under the node's shape. A 4-D view keeps the source's
-// layout; a flatten's output is 2-D, which is row-major, so its source must hold channel-major
-// order: NCHW, or one pixel per channel (output_layout sees to it).
-Tensor view_of(const Tensor& source, const Shape& shape) {
-  if (shape.rank() == 4) return source.reshaped(shape);
-  const Shape& s = source.shape();
-  if (source.layout() == Layout::kNHWC && s.rank() == 4 && s[2] * s[3] != 1) {
+
+// How a tensor of this shape is stored in this layout: a layout means something for 4-D tensors
+// only, and every other rank is NCHW (as Backend::empty stores it).
+Layout stored(Layout layout, const Shape& shape) {
+  return shape.rank() == 4 ? layout : Layout::kNCHW;
+}
+
+// A view node's layout: a 4-D view keeps its source's; a flatten's output is 2-D, which is
+// row-major, so its source must hold channel-major order: NCHW, or one pixel per channel
+// (output_layout sees to it).
+Layout view_layout(const TensorInfo& source, const Shape& shape) {
+  if (shape.rank() == 4) return source.layout;
+  const Shape& s = source.shape;
+  if (source.layout == Layout::kNHWC && s.rank() == 4 && s[2] * s[3] != 1) {
     throw InvalidArgument(
         fmt::format("a view of channels-last {} as {} would reorder it", s.str(), shape.str()));
   }
-  return source.reshaped(shape).with_layout(Layout::kNCHW);
+  return Layout::kNCHW;
 }
+
+// A view's tensor: `base`'s bytes from the view's offset, in its shape and layout.
+Tensor view_of(const Tensor& base, const TensorInfo& view) {
+  return base.slice_flat(view.offset, view.shape.numel())
+      .reshaped(view.shape)
+      .with_layout(view.layout);
+}
+
 }  // namespace
 
 Graph::Graph(Shape input_shape) {
@@ -66,7 +47,7 @@ Graph::Graph(Shape input_shape) {
 }
 
 int Graph::add(std::string name, std::unique_ptr<Layer> layer, std::vector<int> inputs) {
-  if (is_setup()) throw InvalidArgument("cannot add layers to a graph after setup");
+  if (declared_) throw InvalidArgument("cannot add layers to a graph after setup");
   std::vector<Shape> in;
   for (int i : inputs) {
     if (i < 0 || i >= static_cast<int>(nodes_.size())) {
@@ -98,9 +79,10 @@ std::vector<Shape> Graph::input_shapes(const Node& n) const {
   return in;
 }
 
-int Graph::allocate(TensorInfo info, MemCategory category, Layout layout) {
-  Tensor t = backend_->empty(info.shape, info.dtype, category, info.name, layout);
-  return add_tensor(std::move(info), std::move(t));
+int Graph::declare_tensor(TensorInfo info) {
+  infos_.push_back(std::move(info));
+  tensors_.emplace_back();  // bound by bind()
+  return static_cast<int>(infos_.size()) - 1;
 }
 
 // The backend's layout for a 4-D output, except where a flatten reads it with more than one
@@ -135,11 +117,13 @@ void Graph::rebind_input(const Tensor& images) {
   // Views in node order, so a view of a view follows its source.
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!runs_no_pass(static_cast<int>(i))) continue;
-    tensors_[output_ids_[i]] = view_of(tensors_[output_ids_[nodes_[i].inputs[0]]], nodes_[i].shape);
+    const TensorInfo& view = infos_[output_ids_[i]];
+    tensors_[output_ids_[i]] = view_of(tensors_[view.alias_of], view);
   }
 }
 
 int Graph::add_tensor(TensorInfo info, Tensor t) {
+  if (!is_setup()) throw InvalidArgument("add_tensor binds a tensor: the graph must be set up");
   infos_.push_back(std::move(info));
   tensors_.push_back(std::move(t));
   return static_cast<int>(infos_.size()) - 1;
@@ -162,147 +146,230 @@ bool Graph::aliases_gradient(int node) const {
 // A ReLU whose only input is a layer that can apply it itself (batch norm, where the backend
 // fuses the pair), and that layer's only consumer: the layer takes the ReLU over, and the ReLU
 // node becomes a view of its output, with its gradient the layer's output gradient.
-void Graph::fuse_relus(const Backend& backend) {
+void Graph::fuse_relus(const BackendTraits& traits) {
   fused_into_.assign(nodes_.size(), -1);
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     if (!node.layer->is_relu() || node.inputs.size() != 1) continue;
     const int j = node.inputs[0];
     if (j == input() || nodes_[j].consumers != 1) continue;
-    if (!nodes_[j].layer->can_fuse_relu(backend, OpTypes::of(policy_))) continue;
+    if (!nodes_[j].layer->can_fuse_relu(traits)) continue;
     nodes_[j].layer->fuse_relu();
     fused_into_[i] = j;
   }
 }
 
-void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
-  if (is_setup()) throw InvalidArgument("graph is already set up");
-  backend_ = &backend;
+void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) {
+  if (declared_) throw InvalidArgument("graph is already declared");
+  declared_ = true;
   policy_ = policy;
+  traits_ = traits;
   const size_t n = nodes_.size();
   output_ids_.assign(n, -1);
   grad_ids_.assign(n, -1);
   saved_ids_.assign(n, {});
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
-  const DType act = policy.activations;
-  activation_layout_ = backend.activation_layout(OpTypes::of(policy));
-  fuse_relus(backend);
-  input_id_ = allocate({"input", TensorKind::kInput, nodes_[0].shape, act, 0}, MemCategory::kData,
-                       output_layout(0));
+  requested_.assign(n, {});
+  activation_layout_ = traits.activation_layout;
+  fuse_relus(traits);
+  input_id_ = declare_tensor({"input", TensorKind::kInput, nodes_[0].shape, policy.activations, 0,
+                              -1, MemCategory::kData, stored(output_layout(0), nodes_[0].shape)});
   output_ids_[0] = input_id_;
-  for (size_t i = 1; i < n; ++i) {
-    Node& node = nodes_[i];
-    Rng layer_rng = rng.fork(i);
-    NodeTensors source(*this, static_cast<int>(i));
-    const std::vector<Shape> in = input_shapes(node);
-    LayerSetup s{backend, in, layer_rng, policy, source};
-    node.layer->setup(s);
-    if (runs_no_pass(static_cast<int>(i))) {
-      // The output is the input's bytes (under another shape, or after the ReLU that the input's
-      // layer applied itself): nothing to allocate or run.
-      const int from = output_ids_[node.inputs[0]];
-      output_ids_[i] = add_tensor(
-          {node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i), from},
-          view_of(tensors_[from], node.shape));
-    } else {
-      output_ids_[i] =
-          allocate({node.name, TensorKind::kActivation, node.shape, act, static_cast<int>(i)},
-                   MemCategory::kActivations, output_layout(static_cast<int>(i)));
-    }
-    if (aliases_gradient(static_cast<int>(i))) continue;  // set once the input's exists
-    grad_ids_[i] = allocate(
-        {"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, static_cast<int>(i)},
-        MemCategory::kActivations, output_layout(static_cast<int>(i)));
-  }
+  for (size_t i = 1; i < n; ++i) declare_node(static_cast<int>(i));
   // A view's gradient is its input's (inputs come first, so theirs exist by now).
   for (size_t i = 1; i < n; ++i) {
     if (!aliases_gradient(static_cast<int>(i))) continue;
     const int from = grad_ids_[nodes_[i].inputs[0]];
-    grad_ids_[i] = add_tensor({"grad of " + nodes_[i].name, TensorKind::kActivationGrad,
-                               nodes_[i].shape, act, static_cast<int>(i), from},
-                              view_of(tensors_[from], nodes_[i].shape));
+    grad_ids_[i] =
+        declare_tensor({"grad of " + nodes_[i].name, TensorKind::kActivationGrad, nodes_[i].shape,
+                        policy.activations, static_cast<int>(i), from, infos_[from].category,
+                        view_layout(infos_[from], nodes_[i].shape)});
   }
-  assign_gradients();
-  refresh_compute_copies(backend, flat_params_);
-  node_inputs_.assign(n, {});
-  for (size_t i = 1; i < n; ++i)
-    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&tensors_[output_ids_[j]]);
-  // A fork's second consumer writes its gradient contribution to scratch, then adds it.
-  size_t max_slots = 0;
-  for (const Node& node : nodes_) max_slots = std::max(max_slots, node.inputs.size());
-  for (size_t slot = 0; slot < max_slots; ++slot) {
-    int64_t largest = 0;
-    for (size_t i = 1; i < n; ++i) {
-      const Node& node = nodes_[i];
-      if (slot < node.inputs.size() && nodes_[node.inputs[slot]].consumers > 1) {
-        largest = std::max(largest, nodes_[node.inputs[slot]].shape.numel());
-      }
-    }
-    fork_scratch_.push_back(largest ? allocate({fmt::format("fork gradient {}", slot),
-                                                TensorKind::kScratch, Shape{largest}, act},
-                                               MemCategory::kActivations)
-                                    : -1);
-  }
+  declare_gradients();
+  declare_fork_scratch();
   build_forward();
   build_backward();
 }
 
-// Every parameter gradient is a view into one flat buffer, in reverse layer order, each starting
+// A node's own tensors (what its layer declares), its output and its output's gradient.
+void Graph::declare_node(int i) {
+  const Node& node = nodes_[i];
+  const DType act = policy_.activations;
+  const std::vector<Shape> in = input_shapes(node);
+  LayerDeclaration d(in, policy_);
+  node.layer->declare(d);
+  for (const TensorRequest& r : d.requests()) {
+    TensorInfo info{node.name + "." + r.name, r.kind, r.shape, r.dtype, i};
+    info.category =
+        r.kind == TensorKind::kSaved ? MemCategory::kActivations : MemCategory::kWeights;
+    if (r.compute_copy) {
+      // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
+      info.name += " (compute copy)";
+      info.layout = stored(activation_layout_, r.shape);
+    } else if (r.kind == TensorKind::kSaved) {
+      // Saved like the node's output (a dropout mask is read element by element with it).
+      info.layout = stored(output_layout(i), r.shape);
+    }
+    const int id = declare_tensor(std::move(info));
+    if (r.kind == TensorKind::kParam && !r.compute_copy) param_ids_[i].push_back(id);
+    if (r.kind == TensorKind::kSaved) saved_ids_[i].push_back(id);
+    requested_[i].push_back({r, id});
+  }
+  if (runs_no_pass(i)) {
+    // The output is the input's bytes (under another shape, or after the ReLU that the input's
+    // layer applied itself): nothing to store or run.
+    const int from = output_ids_[node.inputs[0]];
+    output_ids_[i] = declare_tensor({node.name, TensorKind::kActivation, node.shape, act, i, from,
+                                     infos_[from].category, view_layout(infos_[from], node.shape)});
+  } else {
+    output_ids_[i] =
+        declare_tensor({node.name, TensorKind::kActivation, node.shape, act, i, -1,
+                        MemCategory::kActivations, stored(output_layout(i), node.shape)});
+  }
+  if (aliases_gradient(i)) return;  // declared once the input's exists
+  grad_ids_[i] =
+      declare_tensor({"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, i, -1,
+                      MemCategory::kActivations, stored(output_layout(i), node.shape)});
+}
+
+// Every parameter gradient is a slice of one flat buffer, in reverse layer order, each starting
 // on a kGradientAlignmentBytes boundary: cuDNN and cuBLASLt write them and are promised aligned
 // pointers (cudnn-frontend assumes 16 bytes, cuBLASLt's heuristic 256). The buffer starts zeroed,
 // so its gaps stay zero: an all-reduce or fp16's inf check over the whole buffer reads zeros.
-void Graph::assign_gradients() {
+// Under --memory-guard each gradient is followed by a zone of zeros that must stay zeros, so a
+// pass that writes one element past a parameter's gradient is named.
+void Graph::declare_gradients() {
   const size_t elem = dtype_size(policy_.gradients);
   const auto align = static_cast<int64_t>(kGradientAlignmentBytes / elem);
   auto aligned = [&](int64_t offset) { return (offset + align - 1) / align * align; };
-  // Under --memory-guard each gradient is followed by a zone of zeros that must stay zeros, so a
-  // pass that writes one element past a parameter's gradient is named.
-  Allocator& memory = backend_->allocator();
-  const int64_t gap = memory.guarded() ? static_cast<int64_t>(MemoryGuard::kZoneBytes / elem) : 0;
+  const int64_t gap = traits_.guarded ? static_cast<int64_t>(MemoryGuard::kZoneBytes / elem) : 0;
   int64_t total = 0, declared = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
-    for (const Param* p : nodes_[i].layer->params())
-      total = aligned(total) + p->value.numel() + gap;
+    if (nodes_[i].layer->params().size() != param_ids_[i].size()) {
+      throw InvalidArgument(fmt::format("layer '{}' has {} parameters but declared {}",
+                                        nodes_[i].name, nodes_[i].layer->params().size(),
+                                        param_ids_[i].size()));
+    }
+    for (int id : param_ids_[i]) total = aligned(total) + infos_[id].shape.numel() + gap;
     declared += nodes_[i].layer->num_params();
   }
-  flat_grads_ = backend_->empty({std::max<int64_t>(total, 1)}, policy_.gradients,
-                                MemCategory::kGradients, "flat gradient buffer");
-  backend_->fill(flat_grads_, 0.f);
+  flat_id_ = declare_tensor({"flat gradient buffer", TensorKind::kGradientBuffer,
+                             Shape{std::max<int64_t>(total, 1)}, policy_.gradients, -1, -1,
+                             MemCategory::kGradients});
   grad_offsets_.clear();
+  grad_gaps_.clear();
   int64_t offset = 0, values = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     const std::vector<Param*> params = nodes_[i].layer->params();
-    if (params.size() != param_ids_[i].size()) {
-      throw InvalidArgument(fmt::format("layer '{}' has {} parameters but requested {}",
-                                        nodes_[i].name, params.size(), param_ids_[i].size()));
-    }
     for (size_t k = 0; k < params.size(); ++k) {
-      Param* p = params[k];
+      const TensorInfo& value = infos_[param_ids_[i][k]];
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
       // A conv weight's gradient is stored as its compute copy is (channels-last: KRSC).
-      p->grad = flat_grads_.slice_flat(offset, p->value.numel())
-                    .reshaped(p->value.shape())
-                    .with_layout(p->value.shape().rank() == 4 ? activation_layout_ : Layout::kNCHW);
-      offset += p->value.numel();
-      values += p->value.numel();
-      memory.guard_interior(
-          *flat_grads_.buffer(), static_cast<size_t>(offset) * elem,
-          static_cast<size_t>(gap) * elem,
-          fmt::format("gap after the gradient of {}.{}", nodes_[i].name, p->name));
+      const int grad = declare_tensor({nodes_[i].name + "." + params[k]->name + ".grad",
+                                       TensorKind::kParamGrad, value.shape, policy_.gradients,
+                                       static_cast<int>(i), flat_id_, MemCategory::kGradients,
+                                       stored(activation_layout_, value.shape), offset});
+      offset += value.shape.numel();
+      values += value.shape.numel();
+      grad_gaps_.push_back(
+          {offset, gap,
+           fmt::format("gap after the gradient of {}.{}", nodes_[i].name, params[k]->name)});
       offset += gap;
-      const int grad = add_tensor({nodes_[i].name + "." + p->name + ".grad", TensorKind::kParamGrad,
-                                   p->value.shape(), policy_.gradients, static_cast<int>(i)},
-                                  p->grad);
       param_grad_ids_[i].push_back(grad);
-      flat_params_.push_back(p);
-      param_index_.push_back({p, {param_ids_[i][k], grad}});
+      flat_params_.push_back(params[k]);
+      param_index_.push_back({params[k], {param_ids_[i][k], grad}});
     }
   }
   if (values != declared) {
     throw InvalidArgument(
         fmt::format("parameters hold {} values, layers declared {}", values, declared));
+  }
+}
+
+// A fork's second consumer writes its gradient contribution to scratch, then adds it: one scratch
+// tensor per input slot, as large as the largest fork it serves.
+void Graph::declare_fork_scratch() {
+  size_t max_slots = 0;
+  for (const Node& node : nodes_) max_slots = std::max(max_slots, node.inputs.size());
+  for (size_t slot = 0; slot < max_slots; ++slot) {
+    int64_t largest = 0;
+    for (size_t i = 1; i < nodes_.size(); ++i) {
+      const Node& node = nodes_[i];
+      if (slot < node.inputs.size() && nodes_[node.inputs[slot]].consumers > 1) {
+        largest = std::max(largest, nodes_[node.inputs[slot]].shape.numel());
+      }
+    }
+    fork_scratch_.push_back(
+        largest ? declare_tensor({fmt::format("fork gradient {}", slot), TensorKind::kScratch,
+                                  Shape{largest}, policy_.activations})
+                : -1);
+  }
+}
+
+Schedule Graph::step_schedule() const {
+  Schedule s = forward_;
+  s.steps.insert(s.steps.end(), backward_.steps.begin(), backward_.steps.end());
+  return s;
+}
+
+void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
+  if (is_setup()) throw InvalidArgument("graph is already set up");
+  declare(policy, BackendTraits::of(backend, OpTypes::of(policy)));
+  bind(backend, rng, naive_plan(step_schedule(), infos_));
+}
+
+void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
+  if (!declared_) throw InvalidArgument("a graph is declared before it is bound");
+  if (is_setup()) throw InvalidArgument("graph is already set up");
+  if (plan.buffer_of.size() != infos_.size()) {
+    throw InvalidArgument(fmt::format("the memory plan places {} tensors; the graph has {}",
+                                      plan.buffer_of.size(), infos_.size()));
+  }
+  backend_ = &backend;
+  Allocator& memory = backend.allocator();
+  std::vector<std::shared_ptr<Buffer>> buffers;
+  for (const PlannedBuffer& b : plan.buffers)
+    buffers.push_back(memory.allocate(b.bytes, b.category, b.name));
+  for (size_t id = 0; id < infos_.size(); ++id) {
+    const TensorInfo& info = infos_[id];
+    const int b = plan.buffer_of[id];
+    tensors_[id] =
+        b >= 0 ? Tensor(buffers.at(b), info.shape, info.dtype, info.layout, plan.offset_of[id])
+               : view_of(tensors_.at(info.alias_of), info);
+  }
+  flat_grads_ = tensors_[flat_id_];
+  if (traits_.guarded) {
+    const size_t elem = dtype_size(policy_.gradients);
+    for (const GradGap& g : grad_gaps_) {
+      memory.guard_interior(*flat_grads_.buffer(), static_cast<size_t>(g.at) * elem,
+                            static_cast<size_t>(g.elements) * elem, g.what);
+    }
+  }
+  backend.fill(flat_grads_, 0.f);
+  for (size_t k = 0; k < flat_params_.size(); ++k)
+    flat_params_[k]->grad = tensors_[param_index_[k].second.second];
+  // Layer setup makes the plans; the backend sizes its workspace from the algorithms they choose
+  // and grows it when a pass needs more, outside this table: which algorithm fits is the
+  // backend's answer, so a declaration cannot know it. Every other byte of the graph's is here.
+  setup_layers(rng);
+  refresh_compute_copies(backend, flat_params_);
+  node_inputs_.assign(nodes_.size(), {});
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&tensors_[output_ids_[j]]);
+}
+
+// Each layer takes its declared tensors, bound, and initialises from its own generator.
+void Graph::setup_layers(Rng& rng) {
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    Node& node = nodes_[i];
+    Rng layer_rng = rng.fork(i);
+    LayerTensors tensors;
+    for (const auto& [request, id] : requested_[i]) tensors.add(request, tensors_[id]);
+    const std::vector<Shape> in = input_shapes(node);
+    LayerSetup s{*backend_, in, layer_rng, policy_, tensors};
+    node.layer->setup(s);
   }
 }
 
@@ -326,6 +393,37 @@ void Graph::build_forward() {
     forward_.steps.push_back(std::move(s));
   }
   link_dependencies(forward_, infos_);
+}
+
+// Where node i's backward pass writes the gradient of its input `slot`: the input's gradient,
+// the first time one is written; scratch, added to it by an accumulate pass (appended to `adds`),
+// for a fork's later consumers; -1 for the graph's input, except for a fused pass, which writes a
+// data gradient whether or not anything reads it.
+int Graph::backward_target(int i, size_t slot, bool fused, std::vector<char>& written,
+                           std::vector<Step>& adds) {
+  const Node& node = nodes_[i];
+  const int j = node.inputs[slot];
+  if (j == input()) {
+    if (!fused) return -1;
+    return declare_tensor({fmt::format("unused input gradient of {}", node.name),
+                           TensorKind::kScratch, nodes_[j].shape, policy_.activations, i, -1,
+                           MemCategory::kActivations, stored(output_layout(j), nodes_[j].shape)});
+  }
+  if (!written[j]) {
+    written[j] = 1;
+    return grad_ids_[j];
+  }
+  const int target = declare_tensor({fmt::format("fork gradient {} as {}", slot, nodes_[j].name),
+                                     TensorKind::kScratch, nodes_[j].shape, policy_.activations, j,
+                                     fork_scratch_.at(slot), MemCategory::kActivations,
+                                     infos_[grad_ids_[j]].layout});
+  Step add;
+  add.pass = Pass::kAccumulate;
+  add.node = j;
+  add.reads = {target, grad_ids_[j]};
+  add.writes = {grad_ids_[j]};
+  adds.push_back(std::move(add));
+  return target;
 }
 
 void Graph::build_backward() {
@@ -354,34 +452,7 @@ void Graph::build_backward() {
     data.reads.insert(data.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
     std::vector<Step> adds;
     for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
-      const int j = node.inputs[slot];
-      int target = -1;
-      if (j == input()) {
-        if (fused) {  // it writes a data gradient whether or not anything reads it
-          target = allocate({fmt::format("unused input gradient of {}", node.name),
-                             TensorKind::kScratch, nodes_[j].shape, policy_.activations, i},
-                            MemCategory::kActivations, output_layout(j));
-        }
-      } else if (!written[j]) {
-        target = grad_ids_[j];
-        written[j] = 1;
-      } else {
-        const int scratch = fork_scratch_.at(slot);
-        target =
-            add_tensor({fmt::format("fork gradient {} as {}", slot, nodes_[j].name),
-                        TensorKind::kScratch, nodes_[j].shape, policy_.activations, j, scratch},
-                       tensors_[scratch]
-                           .slice_flat(0, nodes_[j].shape.numel())
-                           .reshaped(nodes_[j].shape)
-                           .with_layout(tensors_[grad_ids_[j]].layout()));
-        Step add;
-        add.pass = Pass::kAccumulate;
-        add.node = j;
-        add.reads.push_back(target);
-        add.reads.push_back(grad_ids_[j]);
-        add.writes.push_back(grad_ids_[j]);
-        adds.push_back(std::move(add));
-      }
+      const int target = backward_target(i, slot, fused, written, adds);
       data.dx.push_back(target);
       if (target >= 0) data.writes.push_back(target);
     }
@@ -426,23 +497,27 @@ void Graph::run(const Step& step, const LayerContext& ctx) {
       ctx.backend.accumulate(tensors_[step.reads.at(0)], tensors_[step.writes.at(0)]);
       return;
     case Pass::kLoss:
-    case Pass::kAllReduce:
-    case Pass::kUpdate:
+    case Pass::kSync:
       break;
   }
   throw InvalidArgument(fmt::format("the graph does not run {} passes", pass_name(step.pass)));
 }
 
+void Graph::run_pass(const Step& step, const LayerContext* ctx) {
+  if (!ctx) throw InvalidArgument("the graph's passes compute: they need a layer context");
+  run(step, *ctx);
+}
+
 void Graph::forward(const LayerContext& ctx) {
   for (const Step& s : forward_.steps) {
-    TraceScope scope(ctx.tracer, nodes_[s.node].name, pass_name(s.pass));
+    NvtxRange range(nodes_[s.node].name.c_str());
     run(s, ctx);
   }
 }
 
 void Graph::backward(const LayerContext& ctx) {
   for (const Step& s : backward_.steps) {
-    TraceScope scope(ctx.tracer, nodes_[s.node].name, pass_name(s.pass));
+    NvtxRange range(nodes_[s.node].name.c_str());
     run(s, ctx);
   }
 }

@@ -1,8 +1,10 @@
 // A network as a DAG of named layers. Nodes are added in topological order, so forward runs in
 // insertion order and backward in reverse. Node names are torchvision module paths, which makes
 // parameter names ("layer1.0.conv1.weight") match torchvision's state_dict.
-// At setup the graph allocates every tensor of the step (outputs, gradients, what layers request)
-// into one table and emits the forward and backward passes as a Schedule over that table.
+// Declaring the graph records every tensor of the step (outputs, gradients, what layers declare)
+// in one table and emits the forward and backward passes as a Schedule over it, calling no
+// backend and allocating nothing; binding stores the table as a MemoryPlan says and sets the
+// layers up.
 #pragma once
 #include <deque>
 #include <memory>
@@ -10,15 +12,15 @@
 #include <vector>
 
 #include "runtime/nn/layer.h"
+#include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
-#include "runtime/trace/tracer.h"
 
 namespace dlb {
 
 // Every parameter's gradient starts this aligned in the flat gradient buffer.
 constexpr size_t kGradientAlignmentBytes = 256;
 
-class Graph {
+class Graph final : public PassRunner {
  public:
   struct Node {
     std::string name;
@@ -42,10 +44,20 @@ class Graph {
   const Shape& shape(int node) const { return nodes_.at(node).shape; }
   std::vector<std::string> node_names() const;
 
-  // Allocates parameters, plans, activations, gradients and saved state on `backend`, in the
-  // policy's dtypes, and builds the forward and backward schedules.
+  // Declares every tensor of the step in the policy's dtypes, each with its category and layout
+  // (parameters, buffers, saved state, compute copies, activations and their gradients, the flat
+  // gradient buffer and its slices, scratch), and builds the forward and backward schedules. No
+  // backend is called and nothing is allocated: `traits` say what the backend would do.
+  void declare(const PrecisionPolicy& policy, const BackendTraits& traits);
+  bool is_declared() const { return declared_; }
+  // Stores the declared table on `backend` as `plan` says (a plan over step_schedule() and
+  // tensor_infos()), then sets every layer up: parameters initialised from `rng`, plans made.
+  void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
+  // declare, with the backend's traits, then bind with naive_plan.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
   bool is_setup() const { return backend_ != nullptr; }
+  // Forward, then backward: the passes of the graph alone.
+  Schedule step_schedule() const;
   const PrecisionPolicy& policy() const { return policy_; }
 
   Tensor& input_tensor() { return tensor(input_id_); }
@@ -56,10 +68,12 @@ class Graph {
   // The loss writes the gradient of the output here before backward.
   Tensor& output_grad() { return tensor(grad_ids_.at(output())); }
 
-  // The step's tensors: every one the schedules name, with what it is.
+  // The step's tensors: every one the schedules name, with what it is and how it is stored.
   const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
+  // A bound tensor (undefined before bind).
   Tensor& tensor(int id) { return tensors_.at(id); }
-  // Adds a tensor the graph does not own the meaning of (the loss's labels and probabilities).
+  // Adds a tensor, already bound, that the graph does not own the meaning of (the loss's labels
+  // and probabilities); the graph must be set up.
   int add_tensor(TensorInfo info, Tensor t);
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
@@ -75,7 +89,11 @@ class Graph {
   const Schedule& backward_schedule() const { return backward_; }
   // Runs one layer pass (forward, backward_data, backward_weights, backward, accumulate).
   void run(const Step& step, const LayerContext& ctx);
-  // The forward (or backward) schedule's passes in order, traced: inference and tests.
+  void run_pass(const Step& step, const LayerContext* ctx) override;
+  // The pass's node: its torchvision path.
+  const std::string& label(const Step& step) const override { return nodes_.at(step.node).name; }
+  // The forward (or backward) schedule's passes in order, each an NVTX range: inference and
+  // tests. (A training step runs through the executor, which records its passes' marks.)
   void forward(const LayerContext& ctx);
   void backward(const LayerContext& ctx);
 
@@ -100,27 +118,42 @@ class Graph {
   double matmul_macs() const;     // conv and linear forward multiply-adds (torchvision's "GFLOPS")
 
  private:
-  class NodeTensors;
   std::vector<Shape> input_shapes(const Node& n) const;
-  int allocate(TensorInfo info, MemCategory category, Layout layout = Layout::kNCHW);
+  int declare_tensor(TensorInfo info);  // in the table, unbound
+  void declare_node(int i);
+  void declare_gradients();
+  void declare_fork_scratch();
+  void setup_layers(Rng& rng);
   bool aliases_gradient(int node) const;
   // How node i's output and its gradient are stored (Backend::activation_layout).
   Layout output_layout(int node) const;
-  void fuse_relus(const Backend& backend);
+  void fuse_relus(const BackendTraits& traits);
   void build_forward();
   void build_backward();
-  void assign_gradients();
+  int backward_target(int i, size_t slot, bool fused, std::vector<char>& written,
+                      std::vector<Step>& adds);
 
   std::vector<Node> nodes_;
   std::vector<int> fused_into_;  // per node (-1: not a fused ReLU)
   Backend* backend_ = nullptr;
+  bool declared_ = false;
   PrecisionPolicy policy_;
+  BackendTraits traits_;
   Layout activation_layout_ = Layout::kNCHW;  // the backend's for 4-D activations and weights
   std::vector<TensorInfo> infos_;
   std::deque<Tensor> tensors_;  // stable references: node_inputs_ points into it
   int input_id_ = -1;
   std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)
   std::vector<std::vector<int>> saved_ids_, param_ids_, param_grad_ids_;  // per node
+  // Per node: what its layer declared, and the tensor that holds each.
+  std::vector<std::vector<std::pair<TensorRequest, int>>> requested_;
+  int flat_id_ = -1;  // the flat gradient buffer
+  // Under --memory-guard: the zone after each gradient, in elements of the flat buffer.
+  struct GradGap {
+    int64_t at = 0, elements = 0;
+    std::string what;
+  };
+  std::vector<GradGap> grad_gaps_;
   std::vector<Param*> flat_params_;
   std::vector<std::pair<const Param*, std::pair<int, int>>> param_index_;  // value, grad ids
   std::vector<int> fork_scratch_;                        // per input slot (-1: none)

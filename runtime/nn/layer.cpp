@@ -29,17 +29,47 @@ void load_entry(Backend& backend, const StateDict& in, const std::string& key, T
   used.push_back(key);
 }
 
-Tensor DirectTensors::param(const std::string& name, const Shape& shape, DType dtype) {
-  return backend_.empty(shape, dtype, MemCategory::kWeights, name);
+void LayerDeclaration::param(const std::string& name, const Shape& shape, DType dtype) {
+  requests_.push_back({name, TensorKind::kParam, shape, dtype, false});
 }
 
-Tensor DirectTensors::buffer(const std::string& name, const Shape& shape, DType dtype) {
-  return backend_.empty(shape, dtype, MemCategory::kWeights, name);
+void LayerDeclaration::buffer(const std::string& name, const Shape& shape, DType dtype) {
+  requests_.push_back({name, TensorKind::kBuffer, shape, dtype, false});
 }
 
-Tensor DirectTensors::compute_copy(const std::string& name, const Tensor& value, DType dtype) {
-  if (value.dtype() == dtype) return value;
-  return backend_.empty(value.shape(), dtype, MemCategory::kWeights, name + " (compute copy)");
+void LayerDeclaration::saved(const std::string& name, const Shape& shape, DType dtype) {
+  requests_.push_back({name, TensorKind::kSaved, shape, dtype, false});
+}
+
+void LayerDeclaration::compute_copy(const std::string& name, DType dtype) {
+  for (const TensorRequest& r : requests_) {
+    if (r.kind != TensorKind::kParam || r.compute_copy || r.name != name) continue;
+    if (r.dtype != dtype) requests_.push_back({name, TensorKind::kParam, r.shape, dtype, true});
+    return;
+  }
+  throw InvalidArgument(fmt::format("a compute copy of '{}', which is not a parameter", name));
+}
+
+void LayerTensors::add(const TensorRequest& request, Tensor t) {
+  (request.compute_copy ? copies_ : by_name_)[request.name] = std::move(t);
+}
+
+Tensor LayerTensors::get(const std::string& name) const {
+  auto it = by_name_.find(name);
+  if (it == by_name_.end()) {
+    throw InvalidArgument(fmt::format("the layer did not declare a tensor '{}'", name));
+  }
+  return it->second;
+}
+
+Tensor LayerTensors::compute_copy(const std::string& name) const {
+  auto it = copies_.find(name);
+  return it != copies_.end() ? it->second : get(name);
+}
+
+BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
+  return {backend.activation_layout(types), backend.fuses_batch_norm_relu(types),
+          backend.allocator().guarded()};
 }
 
 void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params) {
@@ -48,13 +78,17 @@ void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params)
   }
 }
 
-Tensor DirectTensors::saved(const std::string& name, const Shape& shape, DType dtype) {
-  return backend_.empty(shape, dtype, MemCategory::kActivations, name);
-}
-
 void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
                       const PrecisionPolicy& policy) {
-  DirectTensors tensors(backend);
+  LayerDeclaration declared(in, policy);
+  layer.declare(declared);
+  LayerTensors tensors;
+  for (const TensorRequest& r : declared.requests()) {
+    const MemCategory category =
+        r.kind == TensorKind::kSaved ? MemCategory::kActivations : MemCategory::kWeights;
+    tensors.add(r, backend.empty(r.shape, r.dtype, category,
+                                 r.compute_copy ? r.name + " (compute copy)" : r.name));
+  }
   LayerSetup s{backend, in, rng, policy, tensors};
   layer.setup(s);
   refresh_compute_copies(backend, layer.params());

@@ -1,8 +1,8 @@
 // The layer contract (Caffe's, adapted): shape inference, setup (parameters and plans, for one
 // fixed input shape), forward, and backward as two separate calls -- the weight gradient and the
 // data gradient -- so a scheduler may order them and reuse memory between them. Layers declare
-// what their passes read and request every buffer they keep from a TensorSource (the graph), so
-// the step's memory is visible to whoever schedules it.
+// what their passes read and every tensor they keep (declare), before anything is allocated, so
+// the step's memory is visible to whoever plans it; setup then takes those tensors bound.
 #pragma once
 #include <map>
 #include <string>
@@ -15,7 +15,7 @@
 #include "runtime/core/precision_policy.h"
 #include "runtime/core/rng.h"
 #include "runtime/memory/tensor.h"
-#include "runtime/trace/tracer.h"
+#include "runtime/nn/schedule.h"
 
 namespace dlb {
 
@@ -33,33 +33,57 @@ struct Param {
   bool has_compute_copy() const { return compute.defined() && compute.raw() != value.raw(); }
 };
 
-// Where a layer's own tensors come from. The graph implements it and records every tensor in its
-// table, so a schedule can name them; DirectTensors allocates for a layer used on its own.
-class TensorSource {
- public:
-  virtual ~TensorSource() = default;
-  // A parameter's value (the master weights), named within the layer: "weight", "bias".
-  virtual Tensor param(const std::string& name, const Shape& shape, DType dtype) = 0;
-  // State kept across steps that is not trained (batch-norm running statistics).
-  virtual Tensor buffer(const std::string& name, const Shape& shape, DType dtype) = 0;
-  // What forward writes for a later pass of the same step to read (batch-norm batch statistics,
-  // a dropout mask), named within the layer.
-  virtual Tensor saved(const std::string& name, const Shape& shape, DType dtype) = 0;
-  // The copy of parameter `value` that the passes read, in `dtype` (the policy's compute
-  // weights): `value` itself when the dtypes agree. Its contents are set after setup.
-  virtual Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) = 0;
+// What a layer stores besides its inputs and outputs, declared before anything is allocated:
+// parameters, buffers (state kept across steps, not trained: batch-norm running statistics),
+// saved state (written in forward for a later pass of the step: batch statistics, a dropout
+// mask) and the compute copies of parameters. Names are within the layer ("weight"); the graph
+// records each in its table as "<node>.<name>".
+struct TensorRequest {
+  std::string name;
+  TensorKind kind = TensorKind::kParam;  // kParam (a value or a compute copy), kBuffer, kSaved
+  Shape shape;
+  DType dtype = DType::kF32;
+  bool compute_copy = false;  // the copy of parameter `name` the passes read
 };
 
-class DirectTensors final : public TensorSource {
+class LayerDeclaration {
  public:
-  explicit DirectTensors(Backend& backend) : backend_(backend) {}
-  Tensor param(const std::string& name, const Shape& shape, DType dtype) override;
-  Tensor buffer(const std::string& name, const Shape& shape, DType dtype) override;
-  Tensor saved(const std::string& name, const Shape& shape, DType dtype) override;
-  Tensor compute_copy(const std::string& name, const Tensor& value, DType dtype) override;
+  LayerDeclaration(const std::vector<Shape>& in, const PrecisionPolicy& policy)
+      : in(in), policy(policy) {}
+  const std::vector<Shape>& in;
+  const PrecisionPolicy& policy;
+
+  void param(const std::string& name, const Shape& shape, DType dtype);
+  void buffer(const std::string& name, const Shape& shape, DType dtype);
+  void saved(const std::string& name, const Shape& shape, DType dtype);
+  // The copy of parameter `name` (declared before) that the passes read, in `dtype`: nothing is
+  // declared when the parameter already is in it. Its contents are set after setup.
+  void compute_copy(const std::string& name, DType dtype);
+  const std::vector<TensorRequest>& requests() const { return requests_; }
 
  private:
-  Backend& backend_;
+  std::vector<TensorRequest> requests_;
+};
+
+// A layer's declared tensors, bound to storage, by name: what setup takes them from.
+class LayerTensors {
+ public:
+  void add(const TensorRequest& request, Tensor t);
+  // Throws InvalidArgument for a name the layer did not declare.
+  Tensor get(const std::string& name) const;
+  // Parameter `name`'s compute copy, or the parameter itself when it needs none.
+  Tensor compute_copy(const std::string& name) const;
+
+ private:
+  std::map<std::string, Tensor> by_name_, copies_;
+};
+
+// What declaring a graph needs to know of the backend that will run it (none of it allocates).
+struct BackendTraits {
+  Layout activation_layout = Layout::kNCHW;  // Backend::activation_layout
+  bool fuses_batch_norm_relu = false;        // Backend::fuses_batch_norm_relu
+  bool guarded = false;                      // --memory-guard: a zone after every gradient
+  static BackendTraits of(Backend& backend, const OpTypes& types);
 };
 
 struct LayerSetup {
@@ -67,7 +91,7 @@ struct LayerSetup {
   const std::vector<Shape>& in;
   Rng& rng;
   const PrecisionPolicy& policy;
-  TensorSource& tensors;
+  const LayerTensors& tensors;
   OpTypes op_types() const { return OpTypes::of(policy); }
 };
 
@@ -81,8 +105,7 @@ struct PassReads {
 struct LayerContext {
   Backend& backend;
   bool training = true;
-  DropoutSeed seed;          // per step, for dropout
-  Tracer* tracer = nullptr;  // spans of layer passes, when set and inside its window
+  DropoutSeed seed;  // per step, for dropout
 };
 
 class Layer {
@@ -92,9 +115,12 @@ class Layer {
 
   // Output shape for these input shapes; throws InvalidArgument if they do not fit the layer.
   virtual Shape output_shape(const std::vector<Shape>& in) const = 0;
-  // Requests parameter values (initialised from rng) and saved state from `s.tensors`, makes
-  // plans for exactly these input shapes, and checks that the backend supports its ops in the
-  // policy's dtypes. Not the gradients (see Param).
+  // Declares what the layer stores for these input shapes and this policy (TensorRequest). No
+  // backend is called: a simulator declares a model it never allocates.
+  virtual void declare(LayerDeclaration& d) const { (void)d; }
+  // Takes its declared tensors from `s.tensors`, initialises its parameters from rng, makes plans
+  // for exactly these input shapes, and checks that the backend supports its ops in the policy's
+  // dtypes. Not the gradients (see Param).
   virtual void setup(LayerSetup& s) { (void)s; }
 
   virtual void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) = 0;
@@ -122,8 +148,8 @@ class Layer {
   // max(., 0) to its own output in its passes (batch norm, where the backend fuses the pair);
   // after fuse_relu() it does: its output is the ReLU's, its backward takes the gradient of that
   // and reads its output, and the ReLU node runs no pass (the graph makes it a view).
-  virtual bool can_fuse_relu(const Backend& backend, const OpTypes& types) const {
-    (void)backend, (void)types;
+  virtual bool can_fuse_relu(const BackendTraits& traits) const {
+    (void)traits;
     return false;
   }
   virtual void fuse_relu() {}
@@ -154,8 +180,8 @@ class Layer {
   virtual std::vector<PassAlgorithm> algorithms() const { return {}; }
 };
 
-// Sets a layer up on its own (outside a Graph): its tensors from DirectTensors, and each
-// parameter its own gradient buffer.
+// Sets a layer up on its own (outside a Graph): each declared tensor, and each parameter's
+// gradient, its own buffer on `backend`.
 void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
                       const PrecisionPolicy& policy = {});
 

@@ -20,12 +20,14 @@ const char* pass_name(Pass p) {
       return "backward";
     case Pass::kAccumulate:
       return "accumulate";
-    case Pass::kAllReduce:
-      return "allreduce";
-    case Pass::kUpdate:
-      return "optimizer";
+    case Pass::kSync:
+      return "sync";
   }
   return "?";
+}
+
+const char* step_name(const Step& step) {
+  return step.pass == Pass::kSync && step.op_name ? step.op_name : pass_name(step.pass);
 }
 
 std::string_view tensor_kind_name(TensorKind k) {
@@ -48,6 +50,10 @@ std::string_view tensor_kind_name(TensorKind k) {
       return "scratch";
     case TensorKind::kLoss:
       return "loss";
+    case TensorKind::kCarried:
+      return "carried";
+    case TensorKind::kGradientBuffer:
+      return "gradient_buffer";
   }
   return "?";
 }
@@ -60,17 +66,21 @@ void add_edge(std::vector<int>& after, int from) {
   }
 }
 
-// The tensor whose bytes `id` is a view of (itself if none).
-int base_of(int id, const std::vector<TensorInfo>& tensors) {
-  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
-  return id;
-}
+int base_of(int id, const std::vector<TensorInfo>& tensors) { return dependency_base(id, tensors); }
 
 bool given(TensorKind k) {
   return k == TensorKind::kInput || k == TensorKind::kParam || k == TensorKind::kBuffer;
 }
 
 }  // namespace
+
+int dependency_base(int id, const std::vector<TensorInfo>& tensors) {
+  while (tensors[id].alias_of >= 0 &&
+         tensors[tensors[id].alias_of].kind != TensorKind::kGradientBuffer) {
+    id = tensors[id].alias_of;
+  }
+  return id;
+}
 
 void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors) {
   std::vector<int> last_writer(tensors.size(), -1);
@@ -81,8 +91,8 @@ void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors) {
     std::vector<int> reads, writes;
     for (int t : step.reads) reads.push_back(base_of(t, tensors));
     for (int t : step.writes) writes.push_back(base_of(t, tensors));
-    // A from_previous_step read with no writer before it reads the previous iteration's value:
-    // iterations run one after another, so it needs no edge.
+    // A carried read with no writer before it reads the previous iteration's value: iterations
+    // run one after another, so it needs no edge.
     for (int t : reads) add_edge(step.after, last_writer[t]);
     for (int t : writes) {
       add_edge(step.after, last_writer[t]);
@@ -107,7 +117,7 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
       if (t >= 0 && t < n) written_anywhere[base_of(t, tensors)] = 1;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& step = s.steps[i];
-    const std::string where = fmt::format("step {} ({})", i, pass_name(step.pass));
+    const std::string where = fmt::format("step {} ({})", i, step_name(step));
     for (const auto* list : {&step.reads, &step.writes, &step.saves}) {
       for (int t : *list) {
         if (t < 0 || t >= n)
@@ -118,7 +128,7 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
       if (t < 0 || t >= n) continue;
       const int base = base_of(t, tensors);
       if (written[base] || given(tensors[base].kind)) continue;
-      if (step.from_previous_step && written_anywhere[base]) continue;
+      if (tensors[t].kind == TensorKind::kCarried && written_anywhere[base]) continue;
       problems.push_back(fmt::format("{} reads {} ({}), which no earlier step wrote", where,
                                      tensors[t].name, tensor_kind_name(tensors[t].kind)));
     }
@@ -140,12 +150,9 @@ std::string describe_step(const Step& step, const std::vector<TensorInfo>& tenso
     for (int t : ids) out += (out.empty() ? "" : ", ") + tensors.at(t).name;
     return out;
   };
-  std::string head = pass_name(step.pass);
+  std::string head = step_name(step);
   if (step.node >= 0) head += " " + node_names.at(step.node);
-  if (step.pass == Pass::kAllReduce || step.pass == Pass::kUpdate) {
-    head += step.bucket < 0 ? " all" : fmt::format(" bucket {}", step.bucket);
-  }
-  if (step.from_previous_step) head += " (previous step's gradients)";
+  if (step.pass == Pass::kSync) head += step.arg < 0 ? " all" : fmt::format(" {}", step.arg);
   return fmt::format("{} reads[{}] writes[{}]", head, names(step.reads), names(step.writes));
 }
 

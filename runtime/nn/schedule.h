@@ -1,14 +1,19 @@
-// The training step as data (docs/architecture.md, "The step"): a list of passes, each
+// The training step as data (docs/architecture.md, "The step"): a list of passes, each on a lane,
 // naming the tensors it reads, writes and saves for later passes. The graph emits forward and
-// backward; the trainer adds the loss; a sync policy adds all-reduces and updates; an executor
-// runs the list. A memory planner, recomputation or swapping is a transformation of this list.
+// backward; the trainer adds the loss; a sync policy adds its own passes (runtime/overlap/
+// sync_schedule.h: all-reduce, wait, update, progress); an executor runs the list, handing each
+// pass to its PassRunner. A memory planner, recomputation or swapping is a transformation of
+// this list.
 #pragma once
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "runtime/core/dtype.h"
+#include "runtime/core/lane.h"
 #include "runtime/core/shape.h"
+#include "runtime/memory/allocator.h"
+#include "runtime/memory/tensor.h"
 
 namespace dlb {
 
@@ -19,13 +24,13 @@ enum class Pass {
   kBackwardWeights,
   kBackward,    // data and parameter gradients in one call (Layer::fused_backward)
   kAccumulate,  // a fork's later consumer adds its gradient contribution from scratch
-  kAllReduce,   // one bucket of parameter gradients (bucket -1: the whole flat buffer)
-  kUpdate,      // the optimizer over one bucket's parameters
+  kSync,        // a pass of the sync policy: what it is (Step::op) is the policy's to say
 };
-inline constexpr Pass kPasses[] = {Pass::kForward,         Pass::kLoss,     Pass::kBackwardData,
-                                   Pass::kBackwardWeights, Pass::kBackward, Pass::kAccumulate,
-                                   Pass::kAllReduce,       Pass::kUpdate};
-// Also the trace category of the pass: "forward", "backward_data", "optimizer", ...
+inline constexpr Pass kLayerAndLossPasses[] = {Pass::kForward,      Pass::kLoss,
+                                               Pass::kBackwardData, Pass::kBackwardWeights,
+                                               Pass::kBackward,     Pass::kAccumulate};
+// Also the trace category of the pass: "forward", "backward_data", ...; "sync" for kSync (a
+// step's own name is step_name's).
 const char* pass_name(Pass p);
 
 enum class TensorKind {
@@ -38,9 +43,18 @@ enum class TensorKind {
   kSaved,           // written in forward for a later pass (batch statistics, masks)
   kScratch,         // a fork's gradient contribution before it is added
   kLoss,            // labels, probabilities and the loss value
+  // Written by an earlier step and read by a later one (a view of the tensor that holds it): the
+  // forward strategy's gradients, reduced in one step and applied in the next.
+  kCarried,
+  // Storage that other tensors are disjoint slices of, with no meaning of its own: the flat
+  // gradient buffer, whose slices are the parameter gradients (kParamGrad). A pass names the
+  // slices, never the buffer.
+  kGradientBuffer,
 };
 std::string_view tensor_kind_name(TensorKind k);
 
+// A tensor of the step, as declared: what it is, and how it is stored. Declaring allocates
+// nothing; a MemoryPlan (memory_plan.h) gives every tensor that is not a view its storage.
 struct TensorInfo {
   std::string name;
   TensorKind kind = TensorKind::kActivation;
@@ -48,15 +62,24 @@ struct TensorInfo {
   DType dtype = DType::kF32;
   int node = -1;      // the graph node it belongs to (-1: none)
   int alias_of = -1;  // a view of another tensor's bytes (flatten's output, scratch views)
+  MemCategory category = MemCategory::kActivations;
+  Layout layout = Layout::kNCHW;  // 4-D tensors only; every other rank is NCHW
+  int64_t offset = 0;             // a view: its first element in the tensor it views
+  size_t bytes() const { return static_cast<size_t>(shape.numel()) * dtype_size(dtype); }
 };
+
+// The tensor whose dependencies a view shares: the tensor it views, and so on, up to (not
+// including) a kGradientBuffer, whose slices are disjoint (itself if it is no view).
+int dependency_base(int id, const std::vector<TensorInfo>& tensors);
 
 struct Step {
   Pass pass = Pass::kForward;
-  int node = -1;    // graph node of a layer pass or of the loss; -1 for all-reduce and update
-  int bucket = -1;  // all-reduce and update
-  // Reads a previous step's gradients: the forward strategy's updates, placed before the next
-  // step's forward of the layers they update.
-  bool from_previous_step = false;
+  Lane lane = Lane::kCompute;
+  int node = -1;  // graph node of a layer pass or of the loss; -1 for the sync policy's
+  // kSync: the policy's own kind of pass, its argument (a bucket), and its name ("allreduce",
+  // "optimizer", ...: a static string). What they mean is the policy's alone.
+  int op = -1, arg = -1;
+  const char* op_name = nullptr;
   std::vector<int> reads, writes;  // tensor ids
   std::vector<int> saves;          // what a later pass of this step reads of what this one had
   std::vector<int> dx;             // backward passes: per input slot, the tensor written (-1)
@@ -67,21 +90,44 @@ struct Schedule {
   std::vector<Step> steps;
 };
 
+// A pass's name: pass_name, or the sync policy's name for its own.
+const char* step_name(const Step& step);
+
 // Fills every step's `after` from its reads and writes: it runs after the last earlier writer
 // of what it reads, and after the earlier readers and writer of what it overwrites. Any order
-// that keeps these edges computes the same step. (Iterations run one after another, so a
-// from_previous_step read needs no edge into the previous one.) A view is its base tensor:
-// writing the pool's output writes flatten's.
+// that keeps these edges computes the same step. (Iterations run one after another, so a read of
+// a carried tensor needs no edge into the previous one.) A view is its base tensor: writing the
+// pool's output writes flatten's.
 void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors);
 
 // What is wrong with a schedule: a read of a tensor that no earlier step wrote (parameters,
-// buffers and the loaded batch are given; from_previous_step reads need a writer anywhere), a
+// buffers and the loaded batch are given; a carried tensor needs a writer anywhere), a
 // dependency that points forward, or a tensor id out of range. Views count as their base.
 std::vector<std::string> check_schedule(const Schedule& s, const std::vector<TensorInfo>& tensors);
 
-// One line per step: "forward conv1 reads[input, conv1.weight] writes[conv1]", for tests and
-// `dlbench schedule`-style listings.
+// One line per step: "forward conv1 reads[input, conv1.weight] writes[conv1]", "allreduce 3
+// reads[...]", for tests and `dlbench schedule`-style listings.
 std::string describe_step(const Step& step, const std::vector<TensorInfo>& tensors,
                           const std::vector<std::string>& node_names);
+
+struct LayerContext;
+
+// Who runs a kind of pass: the graph its layers', the trainer the loss, the sync policy its own.
+// The executor hands each pass to its runner; a simulator's runners advance a virtual clock
+// instead (runtime/train/replay.h).
+class PassRunner {
+ public:
+  virtual ~PassRunner() = default;
+  // `ctx`: what the passes compute with; null in a replay, whose runners compute nothing.
+  virtual void run_pass(const Step& step, const LayerContext* ctx) = 0;
+  // The pass's name in traces, NVTX ranges and messages ("layer1.0.conv1", "loss", "sgd
+  // bucket"); it must live as long as the runner.
+  virtual const std::string& label(const Step& step) const = 0;
+  // Whether a trace shows the pass as a span of its lane (the executor's marks of it).
+  virtual bool traced(const Step& step) const {
+    (void)step;
+    return true;
+  }
+};
 
 }  // namespace dlb

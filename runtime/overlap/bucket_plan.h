@@ -21,6 +21,8 @@ struct BucketPlan {
 };
 
 constexpr double kFirstBucketMb = 1.0;
+// The later buckets' size when a run does not say (PyTorch DDP's bucket_cap_mb).
+constexpr double kDefaultBucketMb = 25.0;
 
 // `offsets` and `numels`: where each parameter's gradient starts in the flat buffer, and its
 // element count, in flat order (offsets increasing; gaps between parameters, for alignment, are

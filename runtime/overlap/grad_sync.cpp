@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
+#include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
 
@@ -38,24 +39,60 @@ std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, Launc
   return comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
 }
 
+void GradSync::run_pass(const Step& step, const LayerContext* ctx) {
+  (void)ctx;
+  switch (sync_pass_of(step)) {
+    case SyncPass::kAllReduce:
+      return all_reduce(step.arg);
+    case SyncPass::kWait:
+      return wait(step.arg);
+    case SyncPass::kUpdate:
+      return update(step.arg, false);
+    case SyncPass::kUpdateCarried:
+      return update(step.arg, true);
+    case SyncPass::kProgress:
+      return poll();
+  }
+}
+
+const std::string& GradSync::label(const Step& step) const {
+  static const std::string kBucket = "bucket", kInFlight = "reductions in flight";
+  switch (sync_pass_of(step)) {
+    case SyncPass::kUpdate:
+    case SyncPass::kUpdateCarried:
+      return kUpdateName;
+    case SyncPass::kProgress:
+      return kInFlight;
+    default:
+      return kBucket;
+  }
+}
+
+bool GradSync::traced(const Step& step) const {
+  const SyncPass p = sync_pass_of(step);
+  return p == SyncPass::kUpdate || p == SyncPass::kUpdateCarried;
+}
+
 void GradSync::all_reduce(int bucket) {
   if (!distributed()) return;
+  State& s = bucket < 0 ? whole_ : state_.at(bucket);
   if (bucket < 0) {
-    // One all-reduce of the whole flat buffer, timed as one bucket spanning everything.
-    Launch launched;
-    auto handle = launch(0, flat_.numel(), launched);
-    handle->order_before(backend_.stream());
-    int64_t values = 0;
-    for (const Bucket& b : plan_.buckets) values += b.values;
-    finishing(std::move(handle), launched, values);
-    for (State& s : state_) s.pending = true;
-    return;
+    s.handle = launch(0, flat_.numel(), s.launched);
+    for (State& each : state_) each.pending = true;
+  } else {
+    const Bucket& b = plan_.buckets.at(bucket);
+    s.handle = launch(b.begin, b.count, s.launched);
   }
-  State& s = state_.at(bucket);
-  const Bucket& b = plan_.buckets.at(bucket);
-  s.handle = launch(b.begin, b.count, s.launched);
   s.reduced = false;
   s.pending = true;
+}
+
+void GradSync::wait(int bucket) {
+  if (bucket >= 0) return complete(state_.at(bucket), plan_.buckets.at(bucket).values);
+  // The whole buffer, timed as one bucket spanning everything.
+  int64_t values = 0;
+  for (const Bucket& b : plan_.buckets) values += b.values;
+  complete(whole_, values);
 }
 
 void GradSync::finishing(std::unique_ptr<CommHandle> handle, const Launch& launched,
@@ -64,21 +101,22 @@ void GradSync::finishing(std::unique_ptr<CommHandle> handle, const Launch& launc
   record_finished();
 }
 
-void GradSync::complete(size_t b) {
-  State& s = state_[b];
+void GradSync::complete(State& s, int64_t values) {
   if (s.reduced) return;
   // Work queued on the backend's stream from now on (the bucket's update) runs after the
   // reduction: on the host this waits; on a GPU the stream waits on the reduction's event and
   // the host goes on.
   s.handle->order_before(backend_.stream());
   s.reduced = true;
-  finishing(std::move(s.handle), s.launched, plan_.buckets[b].values);
+  finishing(std::move(s.handle), s.launched, values);
 }
 
-bool GradSync::reduced_now(size_t b) {
-  State& s = state_[b];
-  if (!s.reduced && s.handle->test()) complete(b);
-  return s.reduced;
+void GradSync::poll() {
+  for (size_t b = 0; b < state_.size(); ++b) {
+    State& s = state_[b];
+    if (!s.reduced && s.handle->test()) complete(s, plan_.buckets[b].values);
+  }
+  record_finished();
 }
 
 void GradSync::record_finished() {
@@ -108,41 +146,25 @@ void GradSync::record_finished() {
 }
 
 void GradSync::apply(size_t b) {
-  // Loss scaling skips a step on any inf or NaN in any gradient: before the step's first update,
-  // every bucket's reduction is ordered before the stream, not only this one's.
-  if (optimizer_.reads_all_gradients_first() && optimizer_.at_step_start()) {
-    for (size_t i = 0; i < state_.size(); ++i) complete(i);
-  }
-  complete(b);
-  TraceScope scope(tracer_, kUpdateName, "optimizer");
   const Bucket& bucket = plan_.buckets[b];
   for (size_t i = bucket.first_param; i < bucket.first_param + bucket.num_params; ++i)
     optimizer_.update(i);
   state_[b].pending = false;
 }
 
-void GradSync::update(int bucket, bool from_previous_step) {
-  const size_t wanted = static_cast<size_t>(bucket);
-  if (!from_previous_step) {
-    apply(wanted);
-    return;
+void GradSync::update(int bucket, bool carried) {
+  State& s = state_.at(bucket);
+  if (carried && !s.pending) return;  // nothing reduced since the last update (step 0, a flush)
+  if (!s.reduced || !whole_.reduced) {
+    throw InvalidArgument(
+        fmt::format("the schedule updates bucket {} before waiting for its all-reduce", bucket));
   }
-  if (!state_.at(wanted).pending) return;  // nothing reduced since the last update (step 0)
-  while (!reduced_now(wanted)) {
-    size_t ready = 0;
-    while (ready < state_.size() && !(state_[ready].pending && reduced_now(ready))) ++ready;
-    if (ready == state_.size()) break;
-    apply(ready);
-  }
-  apply(wanted);
-}
-
-void GradSync::poll() {
-  for (size_t b = 0; b < state_.size(); ++b) reduced_now(b);
-  record_finished();
+  apply(static_cast<size_t>(bucket));
 }
 
 void GradSync::flush() {
+  for (size_t b = 0; b < state_.size(); ++b) wait(static_cast<int>(b));
+  wait(-1);
   for (size_t b = 0; b < state_.size(); ++b)
     if (state_[b].pending) apply(b);
   for (Finishing& f : finishing_) f.handle->wait();

@@ -1,16 +1,17 @@
-// Gradient synchronisation at run time (docs/architecture.md): the all-reduce
-// and update steps that insert_sync (sync_schedule.h) put into the schedule, run here. A bucket's
-// all-reduce starts after the work queued on the backend's stream (its gradients), and its update
-// is queued after CommHandle::order_before. On the CPU both are the host and order_before waits;
-// on a GPU they are event waits between the compute and comm streams, with no host
-// synchronisation inside the step. MPI's non-blocking collectives progress only inside MPI
-// calls, so in-flight all-reduces are polled between passes (poll()).
+// Gradient synchronisation at run time (docs/architecture.md): the runner of the passes that
+// insert_sync (sync_schedule.h) puts into the schedule, each run as it comes. A bucket's
+// all-reduce starts after the work queued on the backend's stream (its gradients); its wait is
+// CommHandle::order_before, so the update queued after it runs after the reduction. On the CPU
+// both are the host and the wait blocks; on a GPU it is an event wait between the comm and
+// compute streams, with no host synchronisation inside the step. MPI's non-blocking collectives
+// progress only inside MPI calls: the schedule's progress passes poll the reductions in flight.
 #pragma once
 #include <memory>
 #include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/nn/schedule.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
@@ -18,7 +19,7 @@
 
 namespace dlb {
 
-class GradSync {
+class GradSync final : public PassRunner {
  public:
   // `flat_gradients` holds every gradient in the order of the optimizer's parameters, which is
   // the plan's order.
@@ -29,17 +30,14 @@ class GradSync {
   bool distributed() const { return comm_.size() > 1; }
   const BucketPlan& plan() const { return plan_; }
 
-  // An all-reduce step: launches bucket b's reduction (b = -1: the whole buffer at once, ordered
-  // before the stream's later work right away, as the `none` strategy does).
-  void all_reduce(int bucket);
-  // An update step. from_previous_step: the forward strategy's update at the next step's forward,
-  // which applies only a pending reduction's result, and while bucket b's reduction is still in
-  // flight applies the updates of buckets already reduced (in bucket order): the wait for the
-  // front layers' bucket, reduced last, then hides them. Otherwise the bucket updates now.
-  void update(int bucket, bool from_previous_step);
-  // Progresses reductions in flight and records the spans of those that finished.
-  void poll();
-  // Completes every pending reduction and update (the end of a run, before reading weights).
+  // Runs one of the policy's passes (sync_schedule.h).
+  void run_pass(const Step& step, const LayerContext* ctx) override;
+  const std::string& label(const Step& step) const override;
+  // Only updates are spans of the compute lane: a reduction's span is its own, from the
+  // communicator's marks (record_finished), and a wait or progress pass is not work.
+  bool traced(const Step& step) const override;
+  // Completes every reduction in flight, then every pending update (the end of a run, before
+  // reading weights).
   void flush();
 
  private:
@@ -58,9 +56,17 @@ class GradSync {
     bool pending = false;  // reduced gradients not yet applied
   };
   std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, Launch& launched);
-  void complete(size_t b);     // order its update after its all-reduce
-  bool reduced_now(size_t b);  // completes it if its all-reduce has finished; never waits
-  void apply(size_t b);        // the optimizer over the bucket's parameters
+  // Launches bucket b's reduction (b = -1: the whole buffer at once).
+  void all_reduce(int bucket);
+  // Orders the work queued from now on after bucket b's reduction (b = -1: the whole buffer's).
+  void wait(int bucket);
+  // The optimizer over the bucket's parameters. carried: the forward strategy's update in the
+  // next step, which does nothing where no reduction has happened since the last update.
+  void update(int bucket, bool carried);
+  // Progresses reductions in flight and records the spans of those that finished.
+  void poll();
+  void complete(State& s, int64_t values);  // order what follows after its all-reduce
+  void apply(size_t b);
   void finishing(std::unique_ptr<CommHandle> handle, const Launch& launched, int64_t values);
   void record_finished();  // record the spans of the reductions known to have finished
 
@@ -70,6 +76,7 @@ class GradSync {
   Optimizer& optimizer_;
   BucketPlan plan_;
   std::vector<State> state_;
+  State whole_;  // the `none` strategy's one reduction of the whole buffer
   Tracer* tracer_ = nullptr;
   // Reductions ordered before their updates whose end time is not yet known (on a GPU: until
   // a later poll finds their event complete).

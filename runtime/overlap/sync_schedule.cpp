@@ -1,23 +1,57 @@
 #include "runtime/overlap/sync_schedule.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 
+#include "runtime/core/error.h"
+
 namespace dlb {
+
+const char* sync_pass_name(SyncPass p) {
+  switch (p) {
+    case SyncPass::kAllReduce:
+      return "allreduce";
+    case SyncPass::kWait:
+      return "wait";
+    case SyncPass::kUpdate:
+    case SyncPass::kUpdateCarried:
+      return "optimizer";
+    case SyncPass::kProgress:
+      return "progress";
+  }
+  return "?";
+}
+
+SyncPass sync_pass_of(const Step& step) {
+  if (step.pass != Pass::kSync || step.op < 0 || step.op > static_cast<int>(SyncPass::kProgress)) {
+    throw InvalidArgument(fmt::format("a {} pass is not the sync policy's", step_name(step)));
+  }
+  return static_cast<SyncPass>(step.op);
+}
 
 namespace {
 
 struct BucketTensors {
   std::vector<int> grads, values;
+  std::vector<int> carried;  // the forward strategy's: views of `grads` read in the next step
 };
 
-std::vector<BucketTensors> bucket_tensors(const Graph& graph, const BucketPlan& plan) {
+std::vector<BucketTensors> bucket_tensors(Graph& graph, const BucketPlan& plan, bool carry) {
   std::vector<BucketTensors> out;
   const std::vector<Param*>& params = graph.flat_params();
   for (const Bucket& b : plan.buckets) {
     BucketTensors t;
     for (size_t i = b.first_param; i < b.first_param + b.num_params; ++i) {
-      t.grads.push_back(graph.param_grad_id(params[i]));
+      const int grad = graph.param_grad_id(params[i]);
+      t.grads.push_back(grad);
       t.values.push_back(graph.param_id(params[i]));
+      if (!carry) continue;
+      TensorInfo info = graph.tensor_infos()[grad];
+      info.name += " (carried)";
+      info.kind = TensorKind::kCarried;
+      info.alias_of = grad;
+      t.carried.push_back(graph.add_tensor(std::move(info), graph.tensor(grad)));
     }
     out.push_back(std::move(t));
   }
@@ -29,33 +63,78 @@ bool touches(const std::vector<int>& list, const std::vector<int>& any) {
                      [&](int t) { return std::find(list.begin(), list.end(), t) != list.end(); });
 }
 
-Step all_reduce_step(int bucket, const std::vector<int>& grads) {
+Step sync_step(SyncPass kind, int bucket, Lane lane) {
   Step s;
-  s.pass = Pass::kAllReduce;
-  s.bucket = bucket;
+  s.pass = Pass::kSync;
+  s.op = static_cast<int>(kind);
+  s.op_name = sync_pass_name(kind);
+  s.arg = bucket;
+  s.lane = lane;
+  return s;
+}
+
+// The reduction's passes read and write what they reduce: later readers come after them.
+Step reduction_step(SyncPass kind, int bucket, const std::vector<int>& grads) {
+  Step s = sync_step(kind, bucket, kind == SyncPass::kAllReduce ? Lane::kComm : Lane::kCompute);
   s.reads = s.writes = grads;
   return s;
 }
 
-Step update_step(int bucket, const BucketTensors& t, bool from_previous_step) {
-  Step s;
-  s.pass = Pass::kUpdate;
-  s.bucket = bucket;
-  s.from_previous_step = from_previous_step;
-  s.reads = t.grads;
+Step update_step(int bucket, const BucketTensors& t, bool carried) {
+  Step s =
+      sync_step(carried ? SyncPass::kUpdateCarried : SyncPass::kUpdate, bucket, Lane::kCompute);
+  s.reads = carried ? t.carried : t.grads;
   s.reads.insert(s.reads.end(), t.values.begin(), t.values.end());
   s.writes = t.values;
   return s;
 }
 
+bool is_backward(Pass p) {
+  return p == Pass::kBackwardData || p == Pass::kBackwardWeights || p == Pass::kBackward ||
+         p == Pass::kAccumulate;
+}
+
+// Each bucket's wait and update; with updates that read every gradient first, every wait first.
+void append_updates(std::vector<Step>& out, const std::vector<BucketTensors>& buckets,
+                    const std::vector<int>& which, bool carried, bool wait, bool all_first) {
+  auto waited = [&](int b) { return carried ? buckets[b].carried : buckets[b].grads; };
+  if (wait && all_first) {
+    for (int b : which) out.push_back(reduction_step(SyncPass::kWait, b, waited(b)));
+  }
+  for (int b : which) {
+    if (wait && !all_first) out.push_back(reduction_step(SyncPass::kWait, b, waited(b)));
+    out.push_back(update_step(b, buckets[b], carried));
+  }
+}
+
+// The forward strategy's updates for `step`: every bucket it reads whose update is not yet
+// placed. The first placement waits for every bucket when updates read every gradient first.
+void place_carried(std::vector<Step>& out, const Step& step,
+                   const std::vector<BucketTensors>& buckets, std::vector<char>& placed,
+                   bool all_first) {
+  std::vector<int> due;
+  for (int b = 0; b < static_cast<int>(buckets.size()); ++b)
+    if (!placed[b] && touches(step.reads, buckets[b].values)) due.push_back(b);
+  if (due.empty()) return;
+  const bool first = std::none_of(placed.begin(), placed.end(), [](char p) { return p; });
+  if (first && all_first) {
+    std::vector<int> every(buckets.size());
+    for (size_t b = 0; b < every.size(); ++b) every[b] = static_cast<int>(b);
+    for (int b : every) out.push_back(reduction_step(SyncPass::kWait, b, buckets[b].carried));
+    append_updates(out, buckets, due, true, false, false);
+  } else {
+    append_updates(out, buckets, due, true, true, false);
+  }
+  for (int b : due) placed[b] = 1;
+}
+
 }  // namespace
 
-void insert_sync(Schedule& schedule, const Graph& graph, const BucketPlan& plan,
-                 OverlapStrategy strategy, bool distributed) {
-  const std::vector<BucketTensors> buckets = bucket_tensors(graph, plan);
+void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan, const SyncOptions& o) {
+  const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
+  const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;
+  const std::vector<BucketTensors> buckets = bucket_tensors(graph, plan, deferred);
   const int nb = static_cast<int>(buckets.size());
-  const bool per_bucket = distributed && strategy != OverlapStrategy::kNone;
-  const bool deferred = distributed && strategy == OverlapStrategy::kForward;
   // The pass that writes each bucket's last gradient.
   std::vector<int> completes(nb, -1);
   for (int b = 0; b < nb; ++b) {
@@ -64,31 +143,31 @@ void insert_sync(Schedule& schedule, const Graph& graph, const BucketPlan& plan,
   }
   std::vector<char> placed(nb, 0);
   std::vector<Step> out;
+  bool launched = false;
   for (size_t i = 0; i < schedule.steps.size(); ++i) {
     const Step& step = schedule.steps[i];
-    if (deferred && step.pass == Pass::kForward) {
-      for (int b = 0; b < nb; ++b) {
-        if (!placed[b] && touches(step.reads, buckets[b].values)) {
-          out.push_back(update_step(b, buckets[b], true));
-          placed[b] = 1;
-        }
-      }
-    }
+    if (deferred && step.pass == Pass::kForward)
+      place_carried(out, step, buckets, placed, o.updates_read_all_gradients);
     out.push_back(step);
-    if (per_bucket) {
-      for (int b = 0; b < nb; ++b)
-        if (completes[b] == static_cast<int>(i))
-          out.push_back(all_reduce_step(b, buckets[b].grads));
+    if (!per_bucket) continue;
+    if (launched && is_backward(step.pass))
+      out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
+    for (int b = 0; b < nb; ++b) {
+      if (completes[b] != static_cast<int>(i)) continue;
+      out.push_back(reduction_step(SyncPass::kAllReduce, b, buckets[b].grads));
+      launched = true;
     }
   }
-  if (distributed && strategy == OverlapStrategy::kNone) {
+  std::vector<int> every(nb);
+  for (int b = 0; b < nb; ++b) every[b] = b;
+  if (o.distributed && o.strategy == OverlapStrategy::kNone) {
     std::vector<int> all;
     for (const BucketTensors& t : buckets) all.insert(all.end(), t.grads.begin(), t.grads.end());
-    out.push_back(all_reduce_step(-1, all));
+    out.push_back(reduction_step(SyncPass::kAllReduce, -1, all));
+    out.push_back(reduction_step(SyncPass::kWait, -1, all));
   }
-  if (!deferred) {
-    for (int b = 0; b < nb; ++b) out.push_back(update_step(b, buckets[b], false));
-  }
+  if (!deferred)
+    append_updates(out, buckets, every, false, per_bucket, o.updates_read_all_gradients);
   schedule.steps = std::move(out);
   link_dependencies(schedule, graph.tensor_infos());
 }

@@ -1,12 +1,24 @@
 // The sync policy as a transformation of the step's schedule (docs/architecture.md, "The step").
-// It inserts all-reduce and update steps into forward + loss + backward:
-//   none:     after backward, one all-reduce of the whole buffer, then every bucket's update.
+// It inserts its own passes (Pass::kSync, with a SyncPass as Step::op and the bucket as Step::arg)
+// into forward + loss + backward, and nothing re-orders them when they run (GradSync runs each
+// as it comes):
+//   all-reduce (comm lane): launches a bucket's reduction, after the work queued so far;
+//   wait (compute lane):    what is queued after it runs after that reduction;
+//   update (compute lane):  the optimizer over the bucket's parameters;
+//   progress (host lane):   progresses the reductions in flight (MPI's only progress in poll
+//                           mode) and records the spans of those that finished.
+// The strategies:
+//   none:     after backward, one all-reduce of the whole buffer and its wait, then every
+//             bucket's update.
 //   backward: a bucket's all-reduce right after the pass that writes its last gradient, while
-//             backward goes on; after backward, every bucket's update.
-//   forward:  all-reduces as backward; each bucket's update moves to the next step, just before
-//             the first forward pass that reads its parameters.
-// With one rank there is nothing to reduce: every strategy gives the same step (updates after
-// backward).
+//             backward goes on, with a progress pass after each later backward pass; after
+//             backward, each bucket's wait and update.
+//   forward:  all-reduces as backward; each bucket's wait and update move to the next step, just
+//             before the first forward pass that reads its parameters. They read the bucket's
+//             gradients as carried tensors (TensorKind::kCarried), and do nothing where no
+//             reduction has happened since the last update (the first step, after a flush).
+// With loss scaling the first update reads every gradient (the inf check): every wait comes
+// before it. With one rank there is nothing to reduce: updates follow backward.
 #pragma once
 #include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
@@ -15,8 +27,26 @@
 
 namespace dlb {
 
-// `plan` is over graph.flat_params(). Relinks the dependencies.
-void insert_sync(Schedule& schedule, const Graph& graph, const BucketPlan& plan,
-                 OverlapStrategy strategy, bool distributed);
+enum class SyncPass { kAllReduce, kWait, kUpdate, kUpdateCarried, kProgress };
+inline constexpr SyncPass kSyncPasses[] = {SyncPass::kAllReduce, SyncPass::kWait, SyncPass::kUpdate,
+                                           SyncPass::kUpdateCarried, SyncPass::kProgress};
+// The pass's category in traces and listings: "allreduce", "wait", "optimizer" (both
+// updates), "progress".
+const char* sync_pass_name(SyncPass p);
+// The sync pass a kSync step is (InvalidArgument for any other step).
+SyncPass sync_pass_of(const Step& step);
+
+struct SyncOptions {
+  OverlapStrategy strategy = OverlapStrategy::kNone;
+  bool distributed = false;
+  // The optimizer's first update of a step reads every gradient (Optimizer::
+  // reads_all_gradients_first): every wait goes before it.
+  bool updates_read_all_gradients = false;
+};
+
+// `plan` is over graph.flat_params(). Adds the carried tensors the forward strategy reads to the
+// graph's table, and relinks the dependencies.
+void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
+                 const SyncOptions& options);
 
 }  // namespace dlb

@@ -8,20 +8,6 @@
 
 namespace dlb {
 
-const char* lane_name(Lane lane) {
-  switch (lane) {
-    case Lane::kCompute:
-      return "compute";
-    case Lane::kComm:
-      return "comm";
-    case Lane::kCopy:
-      return "copy";
-    case Lane::kHost:
-      return "host";
-  }
-  return "?";
-}
-
 Tracer::Tracer(int64_t first_step, int64_t count, const Clock* clock)
     : first_(first_step),
       count_(count),

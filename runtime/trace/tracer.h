@@ -15,13 +15,9 @@
 #include <vector>
 
 #include "runtime/core/clock.h"
+#include "runtime/core/lane.h"
 
 namespace dlb {
-
-// Chrome-trace "threads": one lane per stream or host activity.
-enum class Lane { kCompute = 0, kComm = 1, kCopy = 2, kHost = 3 };
-inline constexpr Lane kLanes[] = {Lane::kCompute, Lane::kComm, Lane::kCopy, Lane::kHost};
-const char* lane_name(Lane lane);
 
 // Span categories beside the schedule's passes (pass_name in runtime/nn/schedule.h): a
 // host-to-device copy, and the whole step. suites/schema/result.schema.json exports them all.
@@ -48,6 +44,7 @@ class Tracer {
   void begin_step(int64_t step);
   void end_window();
   bool active() const { return active_; }
+  const Clock& clock() const { return *clock_; }
   // A mark of the clock (on a GPU: an event on the compute stream).
   Mark mark() const { return clock_->mark(); }
   // A mark of the host's reading of the time, now or at a steady_clock instant (when a host

@@ -2,59 +2,47 @@
 
 #include <fmt/format.h>
 
+#include "runtime/core/error.h"
+#include "runtime/core/nvtx.h"
+
 namespace dlb {
 
-namespace {
-// A pass as a message names it: "backward_data of layer1.0.conv1", "all-reduce of bucket 3".
-std::string describe(const Graph& graph, const Step& step) {
-  switch (step.pass) {
-    case Pass::kLoss:
-      return "the loss";
-    case Pass::kAllReduce:
-    case Pass::kUpdate:
-      return fmt::format("{} of bucket {}", pass_name(step.pass), step.bucket);
-    default:
-      return fmt::format("{} of {}", pass_name(step.pass), graph.nodes()[step.node].name);
-  }
+Executor::Executor(Schedule schedule, PassRunners runners, const Clock& clock)
+    : schedule_(std::move(schedule)), runners_(runners), clock_(clock) {
+  for (const Step& step : schedule_.steps) runner_for(step);  // throws if one is missing
 }
-}  // namespace
 
-Executor::Executor(Graph& graph, Schedule schedule, GradSync& sync, LossFn loss)
-    : graph_(graph), schedule_(std::move(schedule)), sync_(sync), loss_(std::move(loss)) {}
+PassRunner& Executor::runner_for(const Step& step) const {
+  PassRunner* runner = step.pass == Pass::kLoss   ? runners_.loss
+                       : step.pass == Pass::kSync ? runners_.sync
+                                                  : runners_.layers;
+  if (!runner) {
+    throw InvalidArgument(fmt::format(
+        "the schedule has {} passes and the executor no runner for them", step_name(step)));
+  }
+  return *runner;
+}
 
-void Executor::run(const LayerContext& ctx) {
-  static const std::string kLoss = "loss";
+std::string Executor::describe(const Step& step) const {
+  const std::string& label = runner_for(step).label(step);
+  if (step.pass != Pass::kSync) return fmt::format("{} of {}", step_name(step), label);
+  if (step.arg < 0) return fmt::format("{} of every {}", step_name(step), label);
+  return fmt::format("{} of {} {}", step_name(step), label, step.arg);
+}
+
+void Executor::run(const LayerContext* ctx, PassObserver* observer) {
+  const bool marks = observer && observer->wants_marks();
   for (const Step& step : schedule_.steps) {
-    switch (step.pass) {
-      case Pass::kForward:
-      case Pass::kBackwardData:
-      case Pass::kBackwardWeights:
-      case Pass::kBackward:
-      case Pass::kAccumulate: {
-        {
-          TraceScope scope(ctx.tracer, graph_.nodes()[step.node].name, pass_name(step.pass));
-          graph_.run(step, ctx);
-        }
-        // Reductions in flight progress between backward passes (MPI's only progress in poll
-        // mode); completed ones get their spans.
-        if (step.pass != Pass::kForward && sync_.distributed()) sync_.poll();
-        break;
-      }
-      case Pass::kLoss: {
-        TraceScope scope(ctx.tracer, kLoss, pass_name(step.pass));
-        loss_(ctx);
-        break;
-      }
-      case Pass::kAllReduce:
-        sync_.all_reduce(step.bucket);
-        break;
-      case Pass::kUpdate:
-        sync_.update(step.bucket, step.from_previous_step);
-        break;
+    PassRunner& runner = runner_for(step);
+    {
+      NvtxRange range(runner.label(step).c_str());
+      const Mark start = marks ? clock_.mark() : Mark{};
+      runner.run_pass(step, ctx);
+      if (marks) observer->pass_ran(step, runner, start, clock_.mark());
     }
     // --memory-guard: every zone read back after every pass (on a GPU, once the pass has run).
-    if (ctx.backend.allocator().guarded()) {
-      ctx.backend.allocator().check_guards(describe(graph_, step));
+    if (ctx && ctx->backend.allocator().guarded()) {
+      ctx->backend.allocator().check_guards(describe(step));
     }
   }
 }

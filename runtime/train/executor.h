@@ -1,28 +1,54 @@
-// Runs a schedule on the graph's backend, in list order (a valid order of its dependencies).
-// Layer passes go to the graph, the loss to the trainer, all-reduces and updates to the sync
-// policy. Each layer pass and the loss is one trace scope (an NVTX range, and a span on the
-// compute lane inside the trace window); the sync policy records its own spans.
+// Runs a schedule (docs/architecture.md, "The step"): each pass in list order (a valid order of
+// its dependencies), handed to its runner: layer passes to the graph, the loss to the trainer,
+// the sync policy's passes to the policy. Each pass is an NVTX range; while an observer wants
+// them, the executor takes the pass's start and end marks on the run's clock and hands them over
+// with the pass's lane. Tracing is such an observer; so is a replay on a virtual clock
+// (runtime/train/replay.h). The executor knows no backend beyond the context it passes on.
 #pragma once
-#include <functional>
+#include <string>
 
-#include "runtime/nn/graph.h"
+#include "runtime/core/clock.h"
+#include "runtime/nn/layer.h"
 #include "runtime/nn/schedule.h"
-#include "runtime/overlap/grad_sync.h"
 
 namespace dlb {
 
+struct PassRunners {
+  PassRunner* layers = nullptr;  // forward, backward_data, backward_weights, backward, accumulate
+  PassRunner* loss = nullptr;
+  PassRunner* sync = nullptr;  // Pass::kSync
+};
+
+class PassObserver {
+ public:
+  virtual ~PassObserver() = default;
+  // Whether the passes about to run are wanted (a device clock's mark is an event).
+  virtual bool wants_marks() const = 0;
+  // A pass has been issued: `start` and `end` are marks of the clock around it (on a GPU,
+  // events on the compute stream; where the work runs on another lane, that lane's own marks
+  // are its runner's to report).
+  virtual void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
+                        const Mark& end) = 0;
+};
+
 class Executor {
  public:
-  using LossFn = std::function<void(const LayerContext&)>;
-  Executor(Graph& graph, Schedule schedule, GradSync& sync, LossFn loss);
-  void run(const LayerContext& ctx);
+  // Every runner the schedule's passes need must be set; `clock` must outlive the executor.
+  Executor(Schedule schedule, PassRunners runners, const Clock& clock);
+  // One iteration of the schedule. `ctx`: what the passes compute with (null in a replay); under
+  // --memory-guard its backend's zones are checked after every pass.
+  void run(const LayerContext* ctx, PassObserver* observer = nullptr);
   const Schedule& schedule() const { return schedule_; }
+  const Clock& clock() const { return clock_; }
 
  private:
-  Graph& graph_;
+  PassRunner& runner_for(const Step& step) const;
+  // "backward_data of layer1.0.conv1", "allreduce of bucket 3": for messages.
+  std::string describe(const Step& step) const;
+
   Schedule schedule_;
-  GradSync& sync_;
-  LossFn loss_;
+  PassRunners runners_;
+  const Clock& clock_;
 };
 
 }  // namespace dlb

@@ -21,6 +21,22 @@ double RunStats::throughput() const {
 
 namespace {
 
+// The tracer's spans of the executor's passes: each traced pass, named by its runner, in its
+// category (pass_name, or the sync policy's) on its lane.
+class TracedPasses final : public PassObserver {
+ public:
+  explicit TracedPasses(Tracer& tracer) : tracer_(tracer) {}
+  bool wants_marks() const override { return tracer_.active(); }
+  void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
+                const Mark& end) override {
+    if (runner.traced(step))
+      tracer_.record(Span{runner.label(step), step_name(step), step.lane}, start, end);
+  }
+
+ private:
+  Tracer& tracer_;
+};
+
 // forward, then the loss (reads the logits and labels, writes the output's gradient), then
 // backward.
 Schedule training_schedule(const Graph& graph, const Step& loss) {
@@ -35,91 +51,119 @@ Schedule training_schedule(const Graph& graph, const Step& loss) {
 
 Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock)
     : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &backend.clock()) {
-  if (!graph.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
-  if (config.loss_readback_steps < 1) {
+  check_model_and_config();
+  add_loss_tensors();
+  add_input_buffers();
+  Communicator& comm = communicator();
+  // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
+  // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
+  dropout_base_ =
+      config.seed * 1000003 + static_cast<uint64_t>(comm.rank()) * 0x9E3779B97F4A7C15ull;
+  check_capture(comm);
+  const BucketPlan plan = make_optimizer_and_sync(comm);
+  build_step(plan, comm);
+}
+
+void Trainer::check_model_and_config() {
+  if (!graph_.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
+  if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
   }
-  const PrecisionPolicy& policy = graph.policy();
+  const PrecisionPolicy& policy = graph_.policy();
   // The loss takes the logits in the activations' dtype and keeps its probabilities in f32.
-  backend.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
-  const Shape& out = graph.shape(graph.output());
+  backend_.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
+  const Shape& out = graph_.shape(graph_.output());
   if (out.rank() != 2) {
     throw InvalidArgument(fmt::format("the model's output {} is not [batch, classes]", out.str()));
   }
   batch_ = out[0];
   classes_ = out[1];
+}
+
+// The loss's tensors, in the graph's table; the losses not yet read back; the step counter.
+void Trainer::add_loss_tensors() {
   auto add = [&](const char* name, TensorKind kind, const Shape& shape, DType dtype,
                  MemCategory category) {
-    return graph.add_tensor({name, kind, shape, dtype, graph.output()},
-                            backend.empty(shape, dtype, category, name));
+    return graph_.add_tensor({name, kind, shape, dtype, graph_.output(), -1, category},
+                             backend_.empty(shape, dtype, category, name));
   };
   // The labels come with the batch (load_batch), as the input does.
   labels_id_ = add("labels", TensorKind::kInput, {batch_}, DType::kI64, MemCategory::kData);
-  probs_id_ =
-      add("softmax probabilities", TensorKind::kLoss, out, DType::kF32, MemCategory::kActivations);
+  probs_id_ = add("softmax probabilities", TensorKind::kLoss, graph_.shape(graph_.output()),
+                  DType::kF32, MemCategory::kActivations);
   loss_id_ = add("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
-  inputs_[0] = {graph.input_tensor(), graph.tensor(labels_id_), {}};
-  if (backend.async_input_copies()) {
-    // The second input buffer, now (under the budget and in the setup's peak). Each slot's mark
-    // starts at the work queued so far: a buffer may reuse memory that queued work still uses,
-    // and a copy queue knows nothing of it.
-    const Tensor& in = inputs_[0].images;
-    inputs_[1] = {backend.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer",
-                                in.layout()),
-                  backend.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer"),
-                  {}};
-    inputs_[0].read = inputs_[1].read = backend.clock().mark();
-  }
-  loss_history_ = backend.empty({config.loss_readback_steps}, DType::kF32,
-                                MemCategory::kActivations, "losses not yet read");
-  step_counter_ = backend.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step counter");
+  loss_history_ = backend_.empty({config_.loss_readback_steps}, DType::kF32,
+                                 MemCategory::kActivations, "losses not yet read");
+  step_counter_ = backend_.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step counter");
   const int64_t first_step = 0;
-  backend.copy_from_host(&first_step, step_counter_);
+  backend_.copy_from_host(&first_step, step_counter_);
+}
 
-  Communicator* comm = config.comm;
-  if (!comm) {
-    own_comm_ = make_communicator(CommKind::kLocal);
-    comm = own_comm_.get();
+void Trainer::add_input_buffers() {
+  inputs_[0] = {graph_.input_tensor(), graph_.tensor(labels_id_), {}};
+  if (!backend_.async_input_copies()) return;
+  // The second input buffer, now (under the budget and in the setup's peak). Each slot's mark
+  // starts at the work queued so far: a buffer may reuse memory that queued work still uses,
+  // and a copy queue knows nothing of it.
+  const Tensor& in = inputs_[0].images;
+  inputs_[1] = {backend_.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer",
+                               in.layout()),
+                backend_.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer"),
+                {}};
+  inputs_[0].read = inputs_[1].read = backend_.clock().mark();
+}
+
+Communicator& Trainer::communicator() {
+  if (config_.comm) return *config_.comm;
+  own_comm_ = make_communicator(CommKind::kLocal);
+  return *own_comm_;
+}
+
+void Trainer::check_capture(const Communicator& comm) const {
+  if (!config_.capture_step) return;
+  if (const std::string why = backend_.capture_unsupported(); !why.empty()) throw Unsupported(why);
+  if (comm.size() > 1) {
+    throw Unsupported(fmt::format(
+        "--cuda-graph captures one rank's step; with {} ranks the gradient all-reduces are "
+        "progressed and completed from the host between passes, which a replayed graph "
+        "cannot do",
+        comm.size()));
   }
-  // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
-  // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
-  dropout_base_ =
-      config.seed * 1000003 + static_cast<uint64_t>(comm->rank()) * 0x9E3779B97F4A7C15ull;
-  if (config.capture_step) {
-    if (const std::string why = backend.capture_unsupported(); !why.empty()) throw Unsupported(why);
-    if (comm->size() > 1) {
-      throw Unsupported(fmt::format(
-          "--cuda-graph captures one rank's step; with {} ranks the gradient all-reduces are "
-          "progressed and completed from the host between passes, which a replayed graph "
-          "cannot do",
-          comm->size()));
-    }
-    if (config.mid_step_hook) {
-      throw InvalidArgument("a step captured as a graph cannot call a host hook mid-step");
-    }
+  if (config_.mid_step_hook) {
+    throw InvalidArgument("a step captured as a graph cannot call a host hook mid-step");
   }
-  const std::vector<Param*>& params = graph.flat_params();
+}
+
+BucketPlan Trainer::make_optimizer_and_sync(Communicator& comm) {
+  const PrecisionPolicy& policy = graph_.policy();
+  const std::vector<Param*>& params = graph_.flat_params();
   // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
   if (policy.activations == DType::kF16) {
-    scaler_ = std::make_unique<LossScaler>(backend, config.loss_scaling, graph.flat_gradients());
+    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_.flat_gradients());
   }
-  optimizer_ = std::make_unique<Optimizer>(backend, params, config.sgd, policy, scaler_.get());
+  optimizer_ = std::make_unique<Optimizer>(backend_, params, config_.sgd, policy, scaler_.get());
   std::vector<int64_t> numels;
   for (const Param* p : params) numels.push_back(p->value.numel());
-  BucketPlan plan = make_bucket_plan(graph.grad_offsets(), numels, dtype_size(policy.gradients),
-                                     config.bucket_mb);
+  BucketPlan plan = make_bucket_plan(graph_.grad_offsets(), numels, dtype_size(policy.gradients),
+                                     config_.bucket_mb);
   grad_sync_ =
-      std::make_unique<GradSync>(graph.flat_gradients(), *comm, backend, *optimizer_, plan);
+      std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_, plan);
+  return plan;
+}
 
+// forward, the loss, backward, and the sync policy's passes: what the executor runs.
+void Trainer::build_step(const BucketPlan& plan, const Communicator& comm) {
   Step loss;
   loss.pass = Pass::kLoss;
-  loss.node = graph.output();
-  loss.reads = {graph.output_id(graph.output()), labels_id_};
-  loss.writes = {graph.grad_id(graph.output()), probs_id_, loss_id_};
-  Schedule schedule = training_schedule(graph, loss);
-  insert_sync(schedule, graph, plan, config.overlap, comm->size() > 1);
-  executor_ = std::make_unique<Executor>(graph, std::move(schedule), *grad_sync_,
-                                         [this](const LayerContext& ctx) { this->loss(ctx); });
+  loss.node = graph_.output();
+  loss.reads = {graph_.output_id(graph_.output()), labels_id_};
+  loss.writes = {graph_.grad_id(graph_.output()), probs_id_, loss_id_};
+  Schedule schedule = training_schedule(graph_, loss);
+  insert_sync(
+      schedule, graph_, plan,
+      SyncOptions{config_.overlap, comm.size() > 1, optimizer_->reads_all_gradients_first()});
+  executor_ = std::make_unique<Executor>(std::move(schedule),
+                                         PassRunners{&graph_, this, grad_sync_.get()}, *clock_);
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
@@ -185,7 +229,14 @@ void Trainer::mark_input_read() {
   if (backend_.async_input_copies()) inputs_[current_input_].read = backend_.clock().mark();
 }
 
-void Trainer::loss(const LayerContext& ctx) {
+const std::string& Trainer::label(const Step& step) const {
+  static const std::string kLoss = "loss";
+  (void)step;
+  return kLoss;
+}
+
+void Trainer::run_pass(const Step& step, const LayerContext* ctx) {
+  (void)step, (void)ctx;
   Tensor& loss = graph_.tensor(loss_id_);
   backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(labels_id_),
                                  graph_.tensor(probs_id_), loss);
@@ -196,7 +247,6 @@ void Trainer::loss(const LayerContext& ctx) {
     backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
                                             graph_.output_grad());
   }
-  (void)ctx;
   if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_));
 }
 
@@ -204,12 +254,18 @@ void Trainer::set_tracer(Tracer* tracer) {
   if (tracer && config_.capture_step) {
     throw Unsupported("a replayed step has no spans of its passes to trace");
   }
+  if (tracer && &tracer->clock() != clock_) {
+    throw InvalidArgument(
+        "the tracer must read the trainer's clock (Backend::clock() unless given)");
+  }
   tracer_ = tracer;
+  traced_passes_ = tracer ? std::make_unique<TracedPasses>(*tracer) : nullptr;
   grad_sync_->set_tracer(tracer);
 }
 
 void Trainer::run_step_work(Tracer* tracer) {
-  executor_->run(LayerContext{backend_, true, DropoutSeed{dropout_base_, &step_counter_}, tracer});
+  const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter_}};
+  executor_->run(&ctx, tracer ? traced_passes_.get() : nullptr);
   backend_.increment(step_counter_);
 }
 
@@ -359,30 +415,65 @@ bool Trainer::weights_identical_across_ranks() {
   return std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });
 }
 
-RunStats Trainer::run(int64_t warmup, int64_t steps) {
-  RunStats s;
-  s.warmup_steps = warmup;
-  s.timed_steps = steps;
-  s.images_per_step = batch_;
-  for (int64_t i = 0; i < warmup; ++i) step();
-  backend_.synchronize();
-  // Step boundaries are marks on the backend's clock: on a GPU, events on the compute stream,
+LoopResult Trainer::train(const TrainingLoop& loop) {
+  if (loop.warmup < 0 || loop.steps_per_epoch < 0 || loop.max_epochs < 1) {
+    throw InvalidArgument(fmt::format("a loop of {} warm-up steps and {} epochs of {} steps",
+                                      loop.warmup, loop.max_epochs, loop.steps_per_epoch));
+  }
+  LoopResult out;
+  for (int64_t i = 0; i < loop.warmup; ++i) step();
+  out.warmup_losses = take_losses();  // synchronises: the first epoch starts on an idle device
+  for (int64_t e = 1; e <= loop.max_epochs; ++e) {
+    if (loop.before_epoch) loop.before_epoch(e);
+    out.epochs.push_back(run_epoch(loop, e));
+    if (loop.after_epoch && !loop.after_epoch(out.epochs.back())) break;
+  }
+  if (tracer_) tracer_->end_window();
+  return out;
+}
+
+EpochStats Trainer::run_epoch(const TrainingLoop& loop, int64_t epoch) {
+  EpochStats s;
+  s.epoch = epoch;
+  s.steps = loop.steps_per_epoch;
+  // Step boundaries are marks on the trainer's clock: on a GPU, events on the compute stream,
   // so a step's time is the device's, however far ahead of it the host has queued work.
   std::vector<Mark> marks{clock_->mark()};
-  for (int64_t i = 0; i < steps; ++i) {
+  for (int64_t i = 0; i < loop.steps_per_epoch; ++i) {
+    if (loop.load) loop.load(epoch, i);
     step();
     marks.push_back(clock_->mark());
   }
   // The trace window ends with the last step: reductions still in flight count up to here.
-  if (tracer_) tracer_->end_window();
-  flush();  // the last step's deferred updates belong to the timed work
+  if (tracer_ && epoch == loop.max_epochs) tracer_->end_window();
+  flush();  // the last step's deferred updates belong to the epoch's work
   const Mark end = clock_->mark();
   backend_.synchronize();
   for (size_t i = 1; i < marks.size(); ++i) {
     s.step_seconds.push_back(clock_->elapsed_us(marks[i - 1], marks[i]) * 1e-6);
   }
-  s.timed_seconds = clock_->elapsed_us(marks.front(), end) * 1e-6;
+  s.seconds = clock_->elapsed_us(marks.front(), end) * 1e-6;
   s.losses = take_losses();
+  return s;
+}
+
+double EpochStats::mean_loss() const {
+  double sum = 0;
+  for (float l : losses) sum += l;
+  return losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
+}
+
+RunStats Trainer::run(int64_t warmup, int64_t steps) {
+  LoopResult r = train(TrainingLoop{warmup, steps, 1, {}, {}, {}});
+  EpochStats& timed = r.epochs.front();
+  RunStats s;
+  s.warmup_steps = warmup;
+  s.timed_steps = steps;
+  s.images_per_step = batch_;
+  s.step_seconds = std::move(timed.step_seconds);
+  s.timed_seconds = timed.seconds;
+  s.losses = std::move(r.warmup_losses);
+  s.losses.insert(s.losses.end(), timed.losses.begin(), timed.losses.end());
   return s;
 }
 

@@ -27,7 +27,7 @@ struct TrainConfig {
   // strategy (runtime/overlap/sync_schedule.h). Null: one rank.
   Communicator* comm = nullptr;
   OverlapStrategy overlap = OverlapStrategy::kNone;
-  double bucket_mb = 25;
+  double bucket_mb = kDefaultBucketMb;
   // Losses kept on the device before a read-back (which synchronises).
   int64_t loss_readback_steps = 64;
   // fp16 runs: dynamic loss scaling (GradScaler's defaults), or a fixed scale (growth and
@@ -49,6 +49,35 @@ struct StepGraphStats {
   int64_t graphs = 0, operations = 0, replayed_steps = 0;
 };
 
+struct EpochStats {
+  int64_t epoch = 0, steps = 0;
+  // From the mark before its first step to the one after its last update (the device
+  // synchronised), on the trainer's clock: steps, loads and the last step's deferred updates.
+  double seconds = 0;
+  std::vector<double> step_seconds;  // between the marks that bracket each step
+  std::vector<float> losses;         // each step's
+  double mean_loss() const;
+};
+
+// The one training loop (Trainer::train): timed steps on a loaded batch, an epoch over a data
+// set, and epochs to a target accuracy are each this loop with its hooks. Epochs count from 1.
+struct TrainingLoop {
+  int64_t warmup = 0;  // untimed steps before the first epoch, on the batch loaded already
+  int64_t steps_per_epoch = 0;
+  int64_t max_epochs = 1;
+  std::function<void(int64_t epoch)> before_epoch;  // MLPerf's epoch_start, a shuffle
+  // Loads step `step`'s batch (Trainer::load_batch) before it runs; unset: every step trains on
+  // the batch loaded already. Inside the epoch's time.
+  std::function<void(int64_t epoch, int64_t step)> load;
+  // After each epoch, its updates applied: evaluation, logging. Returns whether to go on.
+  std::function<bool(const EpochStats& epoch)> after_epoch;
+};
+
+struct LoopResult {
+  std::vector<float> warmup_losses;
+  std::vector<EpochStats> epochs;  // those that ran: an after_epoch hook may stop early
+};
+
 struct RunStats {
   int64_t warmup_steps = 0, timed_steps = 0, images_per_step = 0;
   double timed_seconds = 0;
@@ -57,7 +86,7 @@ struct RunStats {
   double throughput() const;         // images per second over the timed steps
 };
 
-class Trainer {
+class Trainer final : private PassRunner {
  public:
   // `graph` must be set up on `backend` (its precision policy is the run's). Times come from
   // `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
@@ -74,8 +103,11 @@ class Trainer {
   // Inference-mode forward on the loaded batch; how many of the first `count` samples the
   // model classifies correctly.
   int64_t count_correct(int64_t count);
-  // `warmup` untimed steps, then `steps` timed ones, on the loaded batch.
+  // The training loop: warm-up, then epochs of steps, each timed on the trainer's clock.
+  LoopResult train(const TrainingLoop& loop);
+  // `warmup` untimed steps, then `steps` timed ones, on the loaded batch: one epoch of train().
   RunStats run(int64_t warmup, int64_t steps);
+  const Clock& clock() const { return *clock_; }
 
   int64_t batch() const { return batch_; }
   // Makes every rank's parameters and buffers rank 0's, then checks that they agree (CommError
@@ -101,16 +133,28 @@ class Trainer {
   // every step() call, warm-up included.
   // A captured step has no spans of its own passes (a graph replays as one launch): a trainer
   // with capture_step refuses a tracer.
+  // The tracer must read the trainer's clock: the executor's marks of the passes are its spans.
   void set_tracer(Tracer* tracer);
 
  private:
+  // The constructor's parts, in order.
+  void check_model_and_config();
+  void add_loss_tensors();
+  void add_input_buffers();
+  Communicator& communicator();  // the config's, or a local one of one rank
+  void check_capture(const Communicator& comm) const;
+  BucketPlan make_optimizer_and_sync(Communicator& comm);
+  void build_step(const BucketPlan& plan, const Communicator& comm);
+  // The loss's pass (PassRunner): softmax cross-entropy and the output's gradient.
+  void run_pass(const Step& step, const LayerContext* ctx) override;
+  const std::string& label(const Step& step) const override;
   // One step's work, queued op by op: the schedule, then the step counter's advance.
   void run_step_work(Tracer* tracer);
   // The step's work as a graph, for the input buffer the graph reads now.
   std::unique_ptr<CapturedWork> capture_step_work();
   void broadcast_state(bool buffers_only);
-  void loss(const LayerContext& ctx);
   void read_back_losses();
+  EpochStats run_epoch(const TrainingLoop& loop, int64_t epoch);
 
   Backend& backend_;
   Graph& graph_;
@@ -140,6 +184,7 @@ class Trainer {
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
   // The step's index on the device, advanced by the step's own work; dropout draws from
   // dropout_base_ plus it.

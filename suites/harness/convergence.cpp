@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <cmath>
 
 #include "suites/harness/epochs.h"
@@ -35,87 +34,139 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
   log.event("config_filename", f.config_file);
 }
 
-nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
-                                 const ConvergenceOptions& o, MlLog* log) {
-  using clock = std::chrono::steady_clock;
-  const auto since = [](clock::time_point t) {
-    return std::chrono::duration<double>(clock::now() - t).count();
-  };
-  if (log) log->start("run_start");
-  const auto run_start = clock::now();
-  Rng shuffle(o.seed + 1);  // the same on every rank: each takes its slice of one order
-  const Shard shard{comm.rank(), comm.size()};
-  const bool writer = comm.rank() == 0;
-  nlohmann::json accuracies = nlohmann::json::array(), epoch_seconds = nlohmann::json::array(),
-                 epoch_losses = nlohmann::json::array();
-  std::optional<int64_t> diverged_at;
-  double accuracy = 0, train_seconds = 0;
-  int64_t images = 0, epochs = 0;
-  std::optional<double> time_to_accuracy;
-  for (int64_t e = 1; e <= o.max_epochs && !time_to_accuracy; ++e) {
-    const nlohmann::json at = {{"epoch_num", e}};
-    if (log) log->start("epoch_start", nullptr, at);
-    EpochResult r = train_epoch(trainer, digits.train, shuffle, shard);
-    r.seconds = comm.max_across_ranks(r.seconds);
-    r.mean_loss = comm.sum_across_ranks(r.mean_loss) / comm.size();
-    if (log) log->end("epoch_stop", nullptr, at);
-    if (log) log->start("eval_start", nullptr, at);
-    // One model for the evaluation: rank 0's running statistics; every rank counts its share.
-    trainer.broadcast_buffers();
-    const double correct =
-        comm.sum_across_ranks(static_cast<double>(count_correct(trainer, digits.test, shard)));
-    accuracy = correct / static_cast<double>(digits.test.size());
-    if (log) log->event("eval_accuracy", accuracy, at);
-    if (log) log->end("eval_stop", nullptr, at);
-    epochs = e;
-    train_seconds += r.seconds;
-    images += r.steps * trainer.batch() * comm.size();
-    accuracies.push_back(accuracy);
-    epoch_seconds.push_back(r.seconds);
-    if (writer) {
-      fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o.max_epochs,
-                 r.mean_loss, 100 * accuracy, r.seconds);
-    }
-    epoch_losses.push_back(r.mean_loss);  // NaN and inf are written as null
-    if (!std::isfinite(r.mean_loss)) {
-      diverged_at = e;  // no later epoch can recover: stop here
-      break;
-    }
-    if (o.target_accuracy && accuracy >= *o.target_accuracy) time_to_accuracy = since(run_start);
+namespace {
+
+// One run to a target accuracy, as Trainer::train's hooks: the shuffle and MLPerf's epoch events
+// before each epoch, the evaluation after it, and what the record says of it all. Times come from
+// the trainer's clock, from run_start.
+class ToAccuracy {
+ public:
+  ToAccuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
+             const ConvergenceOptions& o, MlLog* log)
+      : trainer_(trainer),
+        comm_(comm),
+        digits_(digits),
+        o_(o),
+        log_(log),
+        shuffle_(o.seed + 1),  // the same on every rank: each takes its slice of one order
+        shard_{comm.rank(), comm.size()},
+        batches_(digits.train, trainer.batch(), shard_),
+        run_start_(trainer.clock().mark()) {}
+
+  TrainingLoop loop() {
+    TrainingLoop l;
+    l.steps_per_epoch = batches_.steps();
+    l.max_epochs = o_.max_epochs;
+    l.before_epoch = [this](int64_t e) {
+      if (log_) log_->start("epoch_start", nullptr, {{"epoch_num", e}});
+      batches_.shuffle(shuffle_);
+    };
+    l.load = [this](int64_t, int64_t step) { batches_.load(trainer_, step); };
+    l.after_epoch = [this](const EpochStats& e) { return after_epoch(e); };
+    return l;
   }
-  const double run_seconds = since(run_start);
-  const bool reached = !o.target_accuracy || time_to_accuracy.has_value();
-  if (log) log->end("run_stop", nullptr, {{"status", reached ? "success" : "aborted"}});
+
+  nlohmann::json metrics() const;
+
+ private:
+  double since_start() const {
+    return trainer_.clock().elapsed_us(run_start_, trainer_.clock().mark()) * 1e-6;
+  }
+  bool after_epoch(const EpochStats& epoch);
+
+  Trainer& trainer_;
+  Communicator& comm_;
+  const DigitsSplit& digits_;
+  const ConvergenceOptions& o_;
+  MlLog* log_;
+  Rng shuffle_;
+  Shard shard_;
+  EpochBatches batches_;
+  Mark run_start_;
+  nlohmann::json accuracies_ = nlohmann::json::array(), epoch_seconds_ = nlohmann::json::array(),
+                 epoch_losses_ = nlohmann::json::array();
+  std::optional<int64_t> diverged_at_;
+  double accuracy_ = 0, train_seconds_ = 0, run_seconds_ = 0;
+  int64_t images_ = 0, epochs_ = 0;
+  std::optional<double> time_to_accuracy_;
+};
+
+bool ToAccuracy::after_epoch(const EpochStats& epoch) {
+  const int64_t e = epoch.epoch;
+  const nlohmann::json at = {{"epoch_num", e}};
+  const double seconds = comm_.max_across_ranks(epoch.seconds);
+  const double mean_loss = comm_.sum_across_ranks(epoch.mean_loss()) / comm_.size();
+  if (log_) log_->end("epoch_stop", nullptr, at);
+  if (log_) log_->start("eval_start", nullptr, at);
+  // One model for the evaluation: rank 0's running statistics; every rank counts its share.
+  trainer_.broadcast_buffers();
+  const double correct =
+      comm_.sum_across_ranks(static_cast<double>(count_correct(trainer_, digits_.test, shard_)));
+  accuracy_ = correct / static_cast<double>(digits_.test.size());
+  if (log_) log_->event("eval_accuracy", accuracy_, at);
+  if (log_) log_->end("eval_stop", nullptr, at);
+  epochs_ = e;
+  train_seconds_ += seconds;
+  images_ += epoch.steps * trainer_.batch() * comm_.size();
+  accuracies_.push_back(accuracy_);
+  epoch_seconds_.push_back(seconds);
+  if (comm_.rank() == 0) {
+    fmt::print("epoch {}/{}: loss {:.4f}, test accuracy {:.2f}% ({:.2f} s)\n", e, o_.max_epochs,
+               mean_loss, 100 * accuracy_, seconds);
+  }
+  epoch_losses_.push_back(mean_loss);  // NaN and inf are written as null
+  run_seconds_ = since_start();
+  if (!std::isfinite(mean_loss)) {
+    diverged_at_ = e;  // no later epoch can recover: stop here
+    return false;
+  }
+  if (o_.target_accuracy && accuracy_ >= *o_.target_accuracy) time_to_accuracy_ = run_seconds_;
+  return !time_to_accuracy_;
+}
+
+nlohmann::json ToAccuracy::metrics() const {
+  const bool reached = !o_.target_accuracy || time_to_accuracy_.has_value();
+  if (log_) log_->end("run_stop", nullptr, {{"status", reached ? "success" : "aborted"}});
+  const bool writer = comm_.rank() == 0;
   if (writer) {
-    fmt::print("test accuracy {:.2f}% on {} held-out digits after {} epochs\n", 100 * accuracy,
-               digits.test.size(), epochs);
+    fmt::print("test accuracy {:.2f}% on {} held-out digits after {} epochs\n", 100 * accuracy_,
+               digits_.test.size(), epochs_);
   }
-  nlohmann::json m = {{"test_accuracy", accuracy},
-                      {"test_samples", digits.test.size()},
-                      {"train_seconds", train_seconds},
-                      {"throughput_img_s", images / train_seconds},
-                      {"epoch_mean_losses", epoch_losses}};
-  if (diverged_at) m["diverged_at_epoch"] = *diverged_at;
-  if (o.target_accuracy) {
-    m["convergence"] = {
-        {"target_accuracy", *o.target_accuracy},
-        {"reached", reached},
-        {"status", reached ? "success" : "aborted"},
-        {"epochs", epochs},
-        {"max_epochs", o.max_epochs},
-        {"time_to_accuracy_s", time_to_accuracy ? nlohmann::json(*time_to_accuracy) : nullptr},
-        {"run_seconds", run_seconds},
-        {"eval_accuracy", accuracies},
-        {"epoch_train_seconds", epoch_seconds}};
-    if (writer && reached) {
-      fmt::print("reached {:.2f}% in {:.2f} s ({} epochs)\n", 100 * *o.target_accuracy,
-                 *time_to_accuracy, epochs);
-    } else if (writer) {
-      fmt::print("did not reach {:.2f}% in {} epochs ({:.2f} s)\n", 100 * *o.target_accuracy,
-                 epochs, run_seconds);
-    }
+  nlohmann::json m = {{"test_accuracy", accuracy_},
+                      {"test_samples", digits_.test.size()},
+                      {"train_seconds", train_seconds_},
+                      {"throughput_img_s", images_ / train_seconds_},
+                      {"epoch_mean_losses", epoch_losses_}};
+  if (diverged_at_) m["diverged_at_epoch"] = *diverged_at_;
+  if (!o_.target_accuracy) return m;
+  m["convergence"] = {
+      {"target_accuracy", *o_.target_accuracy},
+      {"reached", reached},
+      {"status", reached ? "success" : "aborted"},
+      {"epochs", epochs_},
+      {"max_epochs", o_.max_epochs},
+      {"time_to_accuracy_s", time_to_accuracy_ ? nlohmann::json(*time_to_accuracy_) : nullptr},
+      {"run_seconds", run_seconds_},
+      {"eval_accuracy", accuracies_},
+      {"epoch_train_seconds", epoch_seconds_}};
+  if (writer && reached) {
+    fmt::print("reached {:.2f}% in {:.2f} s ({} epochs)\n", 100 * *o_.target_accuracy,
+               *time_to_accuracy_, epochs_);
+  } else if (writer) {
+    fmt::print("did not reach {:.2f}% in {} epochs ({:.2f} s)\n", 100 * *o_.target_accuracy,
+               epochs_, run_seconds_);
   }
   return m;
+}
+
+}  // namespace
+
+nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
+                                 const ConvergenceOptions& o, MlLog* log) {
+  if (log) log->start("run_start");
+  ToAccuracy run(trainer, comm, digits, o, log);
+  trainer.train(run.loop());
+  return run.metrics();
 }
 
 }  // namespace dlb

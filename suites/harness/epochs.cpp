@@ -2,40 +2,47 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <numeric>
 
 #include "runtime/core/error.h"
 
 namespace dlb {
 
-EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& rng, Shard shard) {
-  const int64_t b = trainer.batch(), global = b * shard.ranks;
+EpochBatches::EpochBatches(const Dataset& data, int64_t batch, Shard shard)
+    : data_(data), batch_(batch), shard_(shard) {
+  const int64_t global = batch * shard.ranks;
   if (data.size() < global) {
     throw InvalidArgument(
         fmt::format("the global batch {} ({} x {} ranks) is larger than the {} "
                     "training samples",
-                    global, b, shard.ranks, data.size()));
+                    global, batch, shard.ranks, data.size()));
   }
-  std::vector<int64_t> order(data.size());
-  std::iota(order.begin(), order.end(), 0);
-  for (int64_t i = data.size() - 1; i > 0; --i) std::swap(order[i], order[rng.below(i + 1)]);
-  std::vector<float> images(b * data.image_elems());
-  std::vector<int64_t> labels(b);
-  EpochResult r;
-  const auto t0 = std::chrono::steady_clock::now();
-  double loss_sum = 0;
-  for (int64_t start = 0; start + global <= data.size(); start += global) {
-    const auto mine = order.begin() + start + shard.rank * b;
-    data.gather({mine, mine + b}, images.data(), labels.data());
-    trainer.load_batch(images.data(), labels.data());
-    trainer.step();
-    ++r.steps;
-  }
-  for (float loss : trainer.take_losses()) loss_sum += loss;  // read back once per epoch
-  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  r.mean_loss = loss_sum / static_cast<double>(r.steps);
-  return r;
+  order_.resize(static_cast<size_t>(data.size()));
+  images_.resize(static_cast<size_t>(batch * data.image_elems()));
+  labels_.resize(static_cast<size_t>(batch));
+}
+
+int64_t EpochBatches::steps() const { return data_.size() / (batch_ * shard_.ranks); }
+
+void EpochBatches::shuffle(Rng& rng) {
+  std::iota(order_.begin(), order_.end(), 0);
+  for (int64_t i = data_.size() - 1; i > 0; --i) std::swap(order_[i], order_[rng.below(i + 1)]);
+}
+
+void EpochBatches::load(Trainer& trainer, int64_t step) {
+  const auto mine = order_.begin() + step * batch_ * shard_.ranks + shard_.rank * batch_;
+  data_.gather({mine, mine + batch_}, images_.data(), labels_.data());
+  trainer.load_batch(images_.data(), labels_.data());
+}
+
+EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& rng, Shard shard) {
+  EpochBatches batches(data, trainer.batch(), shard);
+  batches.shuffle(rng);
+  TrainingLoop loop;
+  loop.steps_per_epoch = batches.steps();
+  loop.load = [&](int64_t, int64_t step) { batches.load(trainer, step); };
+  const EpochStats e = trainer.train(loop).epochs.front();
+  return EpochResult{e.steps, e.mean_loss(), e.seconds};
 }
 
 int64_t count_correct(Trainer& trainer, const Dataset& data, Shard shard) {

@@ -19,6 +19,26 @@ struct EpochResult {
   double seconds = 0;
 };
 
+// One epoch's minibatches for Trainer::train's load hook: the samples in an order shuffled per
+// epoch, this shard's slice of each global batch.
+class EpochBatches {
+ public:
+  // InvalidArgument when one global batch (batch x ranks) is larger than `data`.
+  EpochBatches(const Dataset& data, int64_t batch, Shard shard);
+  int64_t steps() const;  // whole global batches in the data
+  void shuffle(Rng& rng);
+  void load(Trainer& trainer, int64_t step);
+
+ private:
+  const Dataset& data_;
+  int64_t batch_;
+  Shard shard_;
+  std::vector<int64_t> order_;
+  std::vector<float> images_;
+  std::vector<int64_t> labels_;
+};
+
+// One epoch of Trainer::train over `data`, shuffled by `shuffle_rng`.
 EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& shuffle_rng, Shard shard = {});
 // How many samples of this shard of `data` the model classifies correctly, in inference mode.
 // Summed over every rank's shard, it counts each sample of `data` once.

@@ -57,6 +57,7 @@ class Validator {
   }
 
   // A keyword this validator does not check would pass every value silently: refused instead.
+  // Annotations (title, description, default) assert nothing, so there is nothing to check.
   static void check_keywords(const json& schema) {
     static const char* const kKnown[] = {"type",          "properties",
                                          "required",      "additionalProperties",
@@ -67,7 +68,8 @@ class Validator {
                                          "minProperties", "propertyNames",
                                          "$ref",          "$defs",
                                          "$schema",       "$id",
-                                         "title",         "description"};
+                                         "title",         "description",
+                                         "default"};
     for (const auto& [key, _] : schema.items()) {
       if (std::find(std::begin(kKnown), std::end(kKnown), key) == std::end(kKnown)) {
         throw InvalidArgument(fmt::format("schema: keyword '{}' is not supported", key));

@@ -39,6 +39,16 @@ double fraction_of_peak(const RunResult& r) {
 }
 }  // namespace
 
+std::string_view run_mode_name(RunMode mode) {
+  switch (mode) {
+    case RunMode::kMeasured:
+      return "measured";
+    case RunMode::kSimulated:
+      return "simulated";
+  }
+  return "?";
+}
+
 nlohmann::json record_json(const RunResult& r) {
   using json = nlohmann::json;
   const int64_t batch = r.options.batch.value_or(kDefaultBatch);
@@ -47,7 +57,7 @@ nlohmann::json record_json(const RunResult& r) {
   json record = {{"schema_version", kResultSchemaVersion},
                  {"kind", "train"},
                  {"status", r.status},
-                 {"mode", "measured"},
+                 {"mode", run_mode_name(r.mode)},
                  {"config", config},
                  {"global_batch", batch * r.ranks}};
   if (r.status != "ok") {

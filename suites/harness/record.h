@@ -16,6 +16,12 @@ namespace dlb {
 
 constexpr int kResultSchemaVersion = 1;
 
+// How a record's figures were obtained: measured by running the step, or simulated by replaying
+// it on a virtual clock. suites/schema/result.schema.json exports the names.
+enum class RunMode { kMeasured, kSimulated };
+inline constexpr RunMode kRunModes[] = {RunMode::kMeasured, RunMode::kSimulated};
+std::string_view run_mode_name(RunMode mode);
+
 struct RunResult {
   // The options as the run resolved them: batch, image size and classes filled in from the model
   // or the batch file (left unset when the run failed before it got that far).
@@ -24,6 +30,7 @@ struct RunResult {
   // failed, oom or unsupported (status_for); the sweep adds crashed and timeout.
   std::string status = "ok";
   std::string message;
+  RunMode mode = RunMode::kMeasured;
   int rank = 0, ranks = 1;  // this process, and how many ran
   std::string backend_name;
   nlohmann::json environment = nlohmann::json::object();

@@ -8,6 +8,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/dtype.h"
+#include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
 
 namespace dlb {
@@ -53,10 +54,10 @@ struct RunOptions {
   std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
-  double bucket_mb = 25;
+  double bucket_mb = kDefaultBucketMb;
   std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
-  double comm_timeout_s = 300;  // a collective not done by then is a CommError
+  double comm_timeout_s = kDefaultCommTimeoutSeconds;  // a collective not done by then: CommError
   // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;

@@ -47,8 +47,13 @@ void dump_step(const std::string& path, Backend& backend, Graph& graph) {
   const std::vector<TensorInfo>& infos = graph.tensor_infos();
   for (size_t id = 0; id < infos.size(); ++id) {
     const TensorInfo& info = infos[id];
-    // Views repeat another tensor's bytes; scratch is a fork's contribution before it was added.
-    if (info.alias_of >= 0 || info.kind == TensorKind::kScratch) continue;
+    // Views repeat another tensor's bytes (but a parameter's gradient is the flat buffer's slice,
+    // and the buffer is only their storage); scratch is a fork's contribution before it was
+    // added.
+    const bool repeats = info.alias_of >= 0 && info.kind != TensorKind::kParamGrad;
+    if (repeats || info.kind == TensorKind::kScratch || info.kind == TensorKind::kGradientBuffer) {
+      continue;
+    }
     out[info.name] = logical_order(backend, graph.tensor(static_cast<int>(id)));
   }
   save_safetensors(path, out, {{"dlbench.graph", graph_json(graph).dump()}});

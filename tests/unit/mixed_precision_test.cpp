@@ -10,8 +10,8 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
-#include "workloads/data/dataset.h"
 #include "suites/harness/epochs.h"
+#include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 
 namespace dlb {

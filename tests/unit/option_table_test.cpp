@@ -58,6 +58,9 @@ json expected_suite_key(const Option& o) {
   if (!o.values.empty()) k["enum"] = o.values;
   if (o.range.min) k[o.range.min_exclusive ? "exclusiveMinimum" : "minimum"] = *o.range.min;
   if (o.range.max) k[o.range.max_exclusive ? "exclusiveMaximum" : "maximum"] = *o.range.max;
+  // The default, where the run has one of its own (an unset key, null, means "the model's" or
+  // "none"): what a peer takes for a key a point does not set.
+  if (const json d = o.get(RunOptions{}); !d.is_null()) k["default"] = d;
   k["description"] = o.help;
   return k;
 }

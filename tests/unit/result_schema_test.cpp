@@ -11,7 +11,9 @@
 #include "runtime/check/op_instance.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/nn/schedule.h"
+#include "runtime/overlap/sync_schedule.h"
 #include "runtime/trace/tracer.h"
+#include "suites/harness/record.h"
 #include "suites/harness/results.h"
 #include "suites/harness/suite.h"
 
@@ -41,9 +43,20 @@ TEST(ResultSchema, MemoryCategoriesAreTheAllocators) {
   EXPECT_EQ(exported("memory_category").get<std::vector<std::string>>(), names);
 }
 
+TEST(ResultSchema, ModesAreTheRunsModes) {
+  std::vector<std::string> names;
+  for (RunMode m : kRunModes) names.emplace_back(run_mode_name(m));
+  std::ifstream in(suites_dir() + "/schema/result.schema.json");
+  EXPECT_EQ(json::parse(in)["properties"]["mode"]["enum"].get<std::vector<std::string>>(), names);
+}
+
+// The sync policy's spans: its reductions (the communicator's marks) and its updates; a wait or
+// a progress pass is not a span (GradSync::traced).
 TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
   std::vector<std::string> names;
-  for (Pass p : kPasses) names.emplace_back(pass_name(p));
+  for (Pass p : kLayerAndLossPasses) names.emplace_back(pass_name(p));
+  names.emplace_back(sync_pass_name(SyncPass::kAllReduce));
+  names.emplace_back(sync_pass_name(SyncPass::kUpdate));
   names.emplace_back(kCopyCategory);
   names.emplace_back(kStepCategory);
   EXPECT_EQ(exported("span_category").get<std::vector<std::string>>(), names);

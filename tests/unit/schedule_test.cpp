@@ -26,6 +26,11 @@ std::vector<std::string> problems_of(const Schedule& s, const Graph& g) {
   return check_schedule(s, g.tensor_infos());
 }
 
+bool is(const Step& s, SyncPass p) { return s.pass == Pass::kSync && sync_pass_of(s) == p; }
+bool is_update(const Step& s) {
+  return is(s, SyncPass::kUpdate) || is(s, SyncPass::kUpdateCarried);
+}
+
 TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
@@ -44,18 +49,21 @@ TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
     const auto& infos = g.tensor_infos();
     for (size_t id = 0; id < infos.size(); ++id) {
       const int t_id = static_cast<int>(id);
-      auto count = [&](Pass pass, bool writes) {
+      auto writers = [&](auto&& which) {
         return std::count_if(s.steps.begin(), s.steps.end(), [&](const Step& st) {
-          const auto& list = writes ? st.writes : st.reads;
-          return st.pass == pass && std::find(list.begin(), list.end(), t_id) != list.end();
+          return which(st) &&
+                 std::find(st.writes.begin(), st.writes.end(), t_id) != st.writes.end();
         });
       };
       if (infos[id].kind == TensorKind::kParamGrad) {
-        EXPECT_EQ(count(Pass::kBackwardWeights, true) + count(Pass::kBackward, true), 1)
+        EXPECT_EQ(writers([](const Step& st) {
+                    return st.pass == Pass::kBackwardWeights || st.pass == Pass::kBackward;
+                  }),
+                  1)
             << infos[id].name;
       }
       if (infos[id].kind == TensorKind::kParam) {
-        EXPECT_EQ(count(Pass::kUpdate, true), 1) << infos[id].name;
+        EXPECT_EQ(writers(is_update), 1) << infos[id].name;
       }
     }
   }
@@ -80,7 +88,7 @@ TEST_P(ModelSchedule, OneRankRunsTheSameStepForEveryStrategy) {
       first = lines;
       // No all-reduce with one rank, and every update after the last backward pass.
       EXPECT_EQ(std::count_if(t.schedule().steps.begin(), t.schedule().steps.end(),
-                              [](const Step& s) { return s.pass == Pass::kAllReduce; }),
+                              [](const Step& s) { return is(s, SyncPass::kAllReduce); }),
                 0);
     } else {
       EXPECT_EQ(lines, first) << overlap_name(strategy);
@@ -127,57 +135,109 @@ class SyncSchedule : public ::testing::Test {
   BucketPlan plan;
 };
 
+// Whether step `later` depends on step `earlier`, directly or through others.
+bool ordered_after(const Schedule& s, size_t later, size_t earlier) {
+  std::vector<char> seen(s.steps.size(), 0);
+  std::vector<size_t> todo{later};
+  while (!todo.empty()) {
+    const size_t i = todo.back();
+    todo.pop_back();
+    for (int a : s.steps[i].after) {
+      if (static_cast<size_t>(a) == earlier) return true;
+      if (!seen[a]) seen[a] = 1, todo.push_back(static_cast<size_t>(a));
+    }
+  }
+  return false;
+}
+
 TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
   Schedule s = base();
   const size_t backward_end = s.steps.size();
-  insert_sync(s, *g, plan, OverlapStrategy::kNone, true);
-  ASSERT_EQ(s.steps.size(), backward_end + 1 + plan.buckets.size());
-  EXPECT_EQ(s.steps[backward_end].pass, Pass::kAllReduce);
-  EXPECT_EQ(s.steps[backward_end].bucket, -1);
-  for (size_t i = backward_end + 1; i < s.steps.size(); ++i) {
-    EXPECT_EQ(s.steps[i].pass, Pass::kUpdate);
-    const auto& after = s.steps[i].after;
-    EXPECT_NE(std::find(after.begin(), after.end(), static_cast<int>(backward_end)), after.end())
-        << "an update runs after the reduction";
+  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kNone, true, false});
+  ASSERT_EQ(s.steps.size(), backward_end + 2 + plan.buckets.size());
+  EXPECT_TRUE(is(s.steps[backward_end], SyncPass::kAllReduce));
+  EXPECT_EQ(s.steps[backward_end].arg, -1);
+  EXPECT_EQ(s.steps[backward_end].lane, Lane::kComm);
+  EXPECT_TRUE(is(s.steps[backward_end + 1], SyncPass::kWait));
+  EXPECT_EQ(s.steps[backward_end + 1].arg, -1);
+  for (size_t i = backward_end + 2; i < s.steps.size(); ++i) {
+    EXPECT_TRUE(is(s.steps[i], SyncPass::kUpdate));
+    EXPECT_TRUE(ordered_after(s, i, backward_end + 1)) << "an update runs after the wait";
   }
   for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
 }
 
 TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
   Schedule s = base();
-  insert_sync(s, *g, plan, OverlapStrategy::kBackward, true);
+  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kBackward, true, false});
   std::vector<int> order;
+  bool launched = false;
   for (size_t i = 0; i < s.steps.size(); ++i) {
-    if (s.steps[i].pass != Pass::kAllReduce) continue;
-    order.push_back(s.steps[i].bucket);
+    const Step& st = s.steps[i];
+    // Once a reduction is in flight, every backward pass is followed by a progress pass.
+    if (launched && st.pass == Pass::kBackwardData) {
+      EXPECT_TRUE(is(s.steps[i + 1], SyncPass::kProgress)) << i;
+    }
+    if (!is(st, SyncPass::kAllReduce)) continue;
+    launched = true;
+    order.push_back(st.arg);
     // The pass before it (or a reduction launched with it) wrote one of its gradients.
     size_t j = i - 1;
-    while (s.steps[j].pass == Pass::kAllReduce) --j;
+    while (s.steps[j].pass == Pass::kSync) --j;
     const auto& w = s.steps[j].writes;
-    EXPECT_TRUE(std::any_of(s.steps[i].reads.begin(), s.steps[i].reads.end(),
+    EXPECT_TRUE(std::any_of(st.reads.begin(), st.reads.end(),
                             [&](int t) { return std::find(w.begin(), w.end(), t) != w.end(); }))
-        << "bucket " << s.steps[i].bucket;
+        << "bucket " << st.arg;
   }
   std::vector<int> expected(plan.buckets.size());
   for (size_t k = 0; k < expected.size(); ++k) expected[k] = static_cast<int>(k);
   EXPECT_EQ(order, expected);  // bucket order: the same on every rank
-  // Every reduction is launched before the first conv's weight gradient is written: overlap.
   EXPECT_GT(plan.buckets.size(), 2u);
+  // After backward: each bucket's wait, then its update.
+  const size_t tail = s.steps.size() - 2 * plan.buckets.size();
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const Step& wait = s.steps[tail + 2 * b];
+    const Step& update = s.steps[tail + 2 * b + 1];
+    EXPECT_TRUE(is(wait, SyncPass::kWait) && wait.arg == static_cast<int>(b)) << b;
+    EXPECT_TRUE(is(update, SyncPass::kUpdate) && update.arg == static_cast<int>(b)) << b;
+    EXPECT_TRUE(ordered_after(s, tail + 2 * b + 1, tail + 2 * b));
+  }
   for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+}
+
+TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
+  for (OverlapStrategy strategy : {OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+    Schedule s = base();
+    insert_sync(s, *g, plan, SyncOptions{strategy, true, true});
+    size_t waits = 0;
+    for (const Step& st : s.steps) {
+      if (is(st, SyncPass::kWait)) ++waits;
+      if (is_update(st)) {
+        EXPECT_EQ(waits, plan.buckets.size()) << overlap_name(strategy);
+        break;
+      }
+    }
+    for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+  }
 }
 
 TEST_F(SyncSchedule, ForwardMovesEachUpdateBeforeTheFirstPassThatReadsItsParameters) {
   Schedule s = base();
-  insert_sync(s, *g, plan, OverlapStrategy::kForward, true);
+  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kForward, true, false});
+  const auto& infos = g->tensor_infos();
   size_t updates = 0;
   for (size_t i = 0; i < s.steps.size(); ++i) {
     const Step& st = s.steps[i];
-    if (st.pass != Pass::kUpdate) continue;
+    EXPECT_FALSE(is(st, SyncPass::kUpdate)) << "every update reads carried gradients";
+    if (!is(st, SyncPass::kUpdateCarried)) continue;
     ++updates;
-    EXPECT_TRUE(st.from_previous_step);
+    // Its wait comes just before it, and what both read are the carried gradients.
+    ASSERT_TRUE(is(s.steps[i - 1], SyncPass::kWait));
+    EXPECT_EQ(s.steps[i - 1].arg, st.arg);
+    for (int t : s.steps[i - 1].reads) EXPECT_EQ(infos[t].kind, TensorKind::kCarried);
     // The next forward pass reads one of the parameters it writes; no earlier pass does.
     size_t j = i + 1;
-    while (s.steps[j].pass == Pass::kUpdate) ++j;
+    while (s.steps[j].pass == Pass::kSync) ++j;
     ASSERT_EQ(s.steps[j].pass, Pass::kForward);
     const auto reads_mine = [&](const Step& f) {
       return std::any_of(st.writes.begin(), st.writes.end(), [&](int t) {
@@ -192,13 +252,27 @@ TEST_F(SyncSchedule, ForwardMovesEachUpdateBeforeTheFirstPassThatReadsItsParamet
     }
   }
   EXPECT_EQ(updates, plan.buckets.size());
+  // The backward pass that overwrites a bucket's gradients runs after its carried update.
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    if (!is(s.steps[i], SyncPass::kUpdateCarried)) continue;
+    for (size_t k = i + 1; k < s.steps.size(); ++k) {
+      if (s.steps[k].pass != Pass::kBackwardWeights && s.steps[k].pass != Pass::kBackward) continue;
+      bool overwrites = false;
+      for (int r : s.steps[i].reads)
+        for (int w : s.steps[k].writes) overwrites |= infos[r].alias_of == w;
+      if (overwrites) {
+        EXPECT_TRUE(ordered_after(s, k, i)) << k << " after " << i;
+      }
+    }
+  }
   for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
 }
 
 TEST(ScheduleCheck, FindsAReadOfWhatNothingWroteBefore) {
   std::vector<TensorInfo> t = {{"x", TensorKind::kActivation, Shape{1}},
                                {"w", TensorKind::kParam, Shape{1}},
-                               {"y", TensorKind::kActivation, Shape{1}}};
+                               {"y", TensorKind::kActivation, Shape{1}},
+                               {"y (carried)", TensorKind::kCarried, Shape{1}, DType::kF32, -1, 2}};
   Schedule s;
   Step reads_y;
   reads_y.pass = Pass::kForward;
@@ -215,11 +289,15 @@ TEST(ScheduleCheck, FindsAReadOfWhatNothingWroteBefore) {
   link_dependencies(s, t);
   EXPECT_TRUE(check_schedule(s, t).empty());
   EXPECT_EQ(s.steps[1].after, std::vector<int>{0});
-  // A read of a previous step's value is fine anywhere, as long as something writes it.
+  // A read of a previous step's value (a carried view) is fine anywhere, as long as something
+  // writes it.
   std::swap(s.steps[0], s.steps[1]);
-  s.steps[0].from_previous_step = true;
+  s.steps[0].reads = {3, 1};
   link_dependencies(s, t);
   EXPECT_TRUE(check_schedule(s, t).empty());
+  s.steps.pop_back();  // nothing writes y now
+  link_dependencies(s, t);
+  EXPECT_EQ(check_schedule(s, t).size(), 1u);
 }
 
 TEST(BucketPlan, FirstBucketSmallThenBucketMb) {

@@ -19,7 +19,9 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
   Rng rng(0);
   g.setup(*b, rng);
   Trainer t(*b, g, TrainConfig{});
-  Tracer tracer(2, 3);  // steps 2, 3, 4 of 0..5
+  Tracer other(2, 3);  // its own steady clock: the executor's marks would be another clock's
+  EXPECT_THROW(t.set_tracer(&other), InvalidArgument);
+  Tracer tracer(2, 3, &b->clock());  // steps 2, 3, 4 of 0..5
   t.set_tracer(&tracer);
   const Dataset d = make_synthetic(2, 3, 32, 10, 1);
   t.load_batch(d.images.data(), d.labels.data());

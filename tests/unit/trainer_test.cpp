@@ -5,8 +5,8 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
-#include "workloads/data/dataset.h"
 #include "suites/harness/epochs.h"
+#include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 
 namespace dlb {

@@ -22,19 +22,30 @@ Shape BatchNorm::output_shape(const std::vector<Shape>& in) const {
   return s;
 }
 
-void BatchNorm::setup(LayerSetup& s) {
+void BatchNorm::declare(LayerDeclaration& d) const {
   // Scale, shift and statistics stay f32 under 16-bit activations, as cuDNN requires.
+  const DType stats = d.policy.dtype(TensorRole::kStatistics);
+  const Shape c{channels_};
+  d.param("weight", c, stats);
+  d.param("bias", c, stats);
+  d.buffer("running_mean", c, stats);
+  d.buffer("running_var", c, stats);
+  d.saved("saved mean", c, stats);
+  d.saved("saved invstd", c, stats);
+  // On the device, as PyTorch's: a step replayed from a captured graph counts its batch too.
+  d.buffer("num_batches_tracked", Shape{}, DType::kI64);
+}
+
+void BatchNorm::setup(LayerSetup& s) {
   const DType stats = s.policy.dtype(TensorRole::kStatistics);
   s.backend.require(Op::kBatchNorm, OpTypes{s.policy.math, s.policy.activations, stats});
-  const Shape c{channels_};
-  weight_.value = s.tensors.param("weight", c, stats);
-  bias_.value = s.tensors.param("bias", c, stats);
-  running_mean_ = s.tensors.buffer("running_mean", c, stats);
-  running_var_ = s.tensors.buffer("running_var", c, stats);
-  save_mean_ = s.tensors.saved("saved mean", c, stats);
-  save_invstd_ = s.tensors.saved("saved invstd", c, stats);
-  // On the device, as PyTorch's: a step replayed from a captured graph counts its batch too.
-  num_batches_tracked_ = s.tensors.buffer("num_batches_tracked", Shape{}, DType::kI64);
+  weight_.value = s.tensors.get("weight");
+  bias_.value = s.tensors.get("bias");
+  running_mean_ = s.tensors.get("running_mean");
+  running_var_ = s.tensors.get("running_var");
+  save_mean_ = s.tensors.get("saved mean");
+  save_invstd_ = s.tensors.get("saved invstd");
+  num_batches_tracked_ = s.tensors.get("num_batches_tracked");
   const int64_t none = 0;
   s.backend.copy_from_host(&none, num_batches_tracked_);
   s.backend.fill(weight_.value, 1.f);

@@ -9,14 +9,15 @@ class BatchNorm final : public Layer {
   explicit BatchNorm(int64_t channels, float eps = 1e-5f, float momentum = 0.1f);
   std::string_view kind() const override { return "batch_norm"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
+  void declare(LayerDeclaration& d) const override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
                      const Tensor& dy, const std::vector<Tensor*>& dx) override;
   // Fused with the ReLU after it, backward also reads the output (the ReLU's mask).
   PassReads backward_data_reads() const override { return {true, relu_}; }
-  bool can_fuse_relu(const Backend& backend, const OpTypes& types) const override {
-    return backend.fuses_batch_norm_relu(types);
+  bool can_fuse_relu(const BackendTraits& traits) const override {
+    return traits.fuses_batch_norm_relu;
   }
   void fuse_relu() override { relu_ = true; }
   bool fused_relu() const { return relu_; }

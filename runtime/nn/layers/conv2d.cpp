@@ -45,15 +45,20 @@ Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], o_.out_channels, d.out_h(), d.out_w()};
 }
 
+void Conv2d::declare(LayerDeclaration& d) const {
+  const DType master = d.policy.master_weights, compute = d.policy.compute_weights;
+  d.param("weight", {o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel}, master);
+  if (o_.bias) d.param("bias", {o_.out_channels}, master);
+  d.compute_copy("weight", compute);
+  if (o_.bias) d.compute_copy("bias", compute);
+}
+
 void Conv2d::setup(LayerSetup& s) {
-  const Shape ws{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
-  const DType master = s.policy.master_weights;
-  weight_.value = s.tensors.param("weight", ws, master);
-  if (o_.bias) bias_.value = s.tensors.param("bias", {o_.out_channels}, master);
+  weight_.value = s.tensors.get("weight");
+  if (o_.bias) bias_.value = s.tensors.get("bias");
   init_weight_and_bias(s.backend, o_.init, s.rng, weight_.value, bias_.value);
-  const DType compute = s.policy.compute_weights;
-  weight_.compute = s.tensors.compute_copy("weight", weight_.value, compute);
-  if (o_.bias) bias_.compute = s.tensors.compute_copy("bias", bias_.value, compute);
+  weight_.compute = s.tensors.compute_copy("weight");
+  if (o_.bias) bias_.compute = s.tensors.compute_copy("bias");
   ConvDesc d = describe(s.in.at(0), s.op_types());
   d.layout = s.backend.activation_layout(d.types);  // as the graph stores its tensors
   plan_ = s.backend.make_conv_plan(d);

@@ -18,6 +18,7 @@ class Conv2d final : public Layer {
   explicit Conv2d(const Conv2dOptions& o);
   std::string_view kind() const override { return "conv2d"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
+  void declare(LayerDeclaration& d) const override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,

@@ -27,10 +27,14 @@ Dropout::Dropout(float p) : p_(p) {
   }
 }
 
+void Dropout::declare(LayerDeclaration& d) const {
+  if (p_ > 0.f) d.saved("mask", d.in.at(0), d.policy.activations);
+}
+
 void Dropout::setup(LayerSetup& s) {
   s.backend.require(Op::kDropout, s.op_types());
   stream_ = s.rng.next_u64();  // the layer's generator: a graph forks one per node
-  if (p_ > 0.f) mask_ = s.tensors.saved("mask", s.in.at(0), s.policy.activations);
+  if (p_ > 0.f) mask_ = s.tensors.get("mask");
 }
 
 void Dropout::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {

@@ -23,6 +23,7 @@ class Dropout final : public Layer {
   explicit Dropout(float p);
   std::string_view kind() const override { return "dropout"; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
+  void declare(LayerDeclaration& d) const override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,

@@ -21,14 +21,21 @@ Shape Linear::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], out_};
 }
 
+void Linear::declare(LayerDeclaration& d) const {
+  d.param("weight", {out_, in_}, d.policy.master_weights);
+  d.param("bias", {out_}, d.policy.master_weights);
+  d.compute_copy("weight", d.policy.compute_weights);
+  d.compute_copy("bias", d.policy.compute_weights);
+}
+
 void Linear::setup(LayerSetup& s) {
   s.backend.require(Op::kMatmul, s.op_types());
   math_ = s.op_types().math;
-  weight_.value = s.tensors.param("weight", {out_, in_}, s.policy.master_weights);
-  bias_.value = s.tensors.param("bias", {out_}, s.policy.master_weights);
+  weight_.value = s.tensors.get("weight");
+  bias_.value = s.tensors.get("bias");
   init_weight_and_bias(s.backend, init_, s.rng, weight_.value, bias_.value);
-  weight_.compute = s.tensors.compute_copy("weight", weight_.value, s.policy.compute_weights);
-  bias_.compute = s.tensors.compute_copy("bias", bias_.value, s.policy.compute_weights);
+  weight_.compute = s.tensors.compute_copy("weight");
+  bias_.compute = s.tensors.compute_copy("bias");
 }
 
 void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {

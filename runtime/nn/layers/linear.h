@@ -10,6 +10,7 @@ class Linear final : public Layer {
   Linear(int64_t in_features, int64_t out_features, Init init = Init::kTorchDefault);
   std::string_view kind() const override { return "linear"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
+  void declare(LayerDeclaration& d) const override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,

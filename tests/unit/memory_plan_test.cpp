@@ -1,0 +1,115 @@
+// Declare, plan, bind: a graph's tensors and schedule come from declarations alone, with no
+// backend and nothing allocated, and the naive plan of that table is what a real setup allocates,
+// byte for byte, category by category (all but the backend's workspace, which is not in the
+// table yet: Graph::bind).
+#include "runtime/nn/memory_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "runtime/backend/backend.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+TEST(MemoryPlan, Resnet50AtBatch256IsDeclaredAndPlannedWithoutABackend) {
+  Graph g = build_model("resnet50", ModelConfig{256, 224, 1000, {}});
+  g.declare(PrecisionPolicy{}, BackendTraits{});
+  const MemoryPlan plan = naive_plan(g.step_schedule(), g.tensor_infos());
+  const PlanPeaks peaks = plan_peaks(plan);
+  for (MemCategory c : {MemCategory::kWeights, MemCategory::kGradients, MemCategory::kActivations,
+                        MemCategory::kData}) {
+    std::printf("resnet50, batch 256, 224x224, fp32, naive plan: %-12s %s\n",
+                std::string(mem_category_name(c)).c_str(),
+                format_bytes(peaks.by_category[static_cast<size_t>(c)]).c_str());
+  }
+  std::printf("resnet50, batch 256, 224x224, fp32, naive plan: total        %s\n",
+              format_bytes(peaks.total).c_str());
+  // Nothing is bound: no tensor has storage.
+  for (size_t id = 0; id < g.tensor_infos().size(); ++id)
+    EXPECT_FALSE(g.tensor(static_cast<int>(id)).defined()) << g.tensor_infos()[id].name;
+  EXPECT_FALSE(g.is_setup());
+  // What the table must hold, counted another way: every parameter and batch-norm buffer in f32
+  // (running mean and variance per channel, and an int64 batch count), every gradient once (with
+  // at most 252 bytes of alignment before each), and the batch.
+  int64_t bn_channels = 0, bn_layers = 0;
+  for (const Graph::Node& n : g.nodes()) {
+    if (n.layer && n.layer->kind() == "batch_norm") bn_channels += n.shape[1], ++bn_layers;
+  }
+  const auto bytes = [&](MemCategory c) { return peaks.by_category[static_cast<size_t>(c)]; };
+  const size_t params = static_cast<size_t>(g.num_params()) * 4;
+  EXPECT_EQ(g.num_params(), 25557032);
+  EXPECT_EQ(bytes(MemCategory::kWeights),
+            params + static_cast<size_t>(bn_channels * 8 + bn_layers * 8));
+  EXPECT_GE(bytes(MemCategory::kGradients), params);
+  EXPECT_LE(bytes(MemCategory::kGradients), params + g.flat_params().size() * 252);
+  EXPECT_EQ(bytes(MemCategory::kData), size_t{256} * 3 * 224 * 224 * 4);
+  EXPECT_EQ(bytes(MemCategory::kOptimizerState), 0u);  // the graph alone: no optimizer
+  // Naive: every buffer is held over the whole step, so the peak is the sum.
+  size_t sum = 0;
+  for (const PlannedBuffer& b : plan.buffers) sum += b.bytes;
+  EXPECT_EQ(peaks.total, sum);
+}
+
+struct SetupCase {
+  const char* model;
+  int64_t image_size;
+  Precision precision;
+};
+void PrintTo(const SetupCase& c, std::ostream* os) {
+  *os << c.model << " " << c.image_size << " " << precision_name(c.precision);
+}
+
+class NaivePlan : public ::testing::TestWithParam<SetupCase> {};
+
+TEST_P(NaivePlan, IsWhatASetupAllocatesByteForByte) {
+  const SetupCase c = GetParam();
+  auto backend = make_backend(BackendKind::kCpu, {});
+  const PrecisionPolicy policy = PrecisionPolicy::for_precision(c.precision);
+  Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
+  Rng rng(0);
+  g.setup(*backend, rng, policy);
+  // The one allocation outside the table: the backend's workspace, which it sizes from the
+  // algorithms it chose as the layers made their plans (Graph::bind says why).
+  const MemoryStats stats = backend->allocator().stats();
+  const PlanPeaks peaks = plan_peaks(naive_plan(g.step_schedule(), g.tensor_infos()));
+  const auto workspace = static_cast<size_t>(MemCategory::kWorkspace);
+  for (size_t k = 0; k < kNumMemCategories; ++k) {
+    if (k == workspace) continue;
+    EXPECT_EQ(peaks.by_category[k], stats.current[k])
+        << mem_category_name(static_cast<MemCategory>(k));
+  }
+  EXPECT_EQ(peaks.by_category[workspace], 0u);
+  EXPECT_EQ(peaks.total, stats.total_current - stats.current[workspace]);
+  // Declared without the backend, with its traits, the table is the same.
+  Graph declared = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
+  declared.declare(policy, BackendTraits::of(*backend, OpTypes::of(policy)));
+  ASSERT_EQ(declared.tensor_infos().size(), g.tensor_infos().size());
+  for (size_t id = 0; id < g.tensor_infos().size(); ++id) {
+    const TensorInfo& a = declared.tensor_infos()[id];
+    const TensorInfo& b = g.tensor_infos()[id];
+    EXPECT_TRUE(a.name == b.name && a.shape == b.shape && a.dtype == b.dtype &&
+                a.category == b.category && a.layout == b.layout && a.alias_of == b.alias_of &&
+                a.offset == b.offset)
+        << a.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, NaivePlan,
+                         ::testing::Values(SetupCase{"resnet18", 32, Precision::kFp32},
+                                           SetupCase{"resnet18", 32, Precision::kBf16},
+                                           SetupCase{"resnet18", 32, Precision::kFp16},
+                                           SetupCase{"alexnet", 63, Precision::kFp32},
+                                           SetupCase{"digits-cnn", 8, Precision::kFp32}),
+                         [](const auto& info) {
+                           std::string n = std::string(info.param.model) + "_" +
+                                           std::string(precision_name(info.param.precision));
+                           for (char& ch : n)
+                             if (ch == '-') ch = '_';
+                           return n;
+                         });
+
+}  // namespace
+}  // namespace dlb

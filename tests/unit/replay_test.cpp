@@ -1,0 +1,144 @@
+// A schedule replayed on a virtual clock with given pass costs (runtime/train/replay.h): the
+// timeline is exact, so where each strategy puts communication can be read off it. The schedule
+// is the one a two-rank trainer runs, for fc1 -> relu -> fc2, with fc2's parameters in bucket 0
+// (reduced first) and fc1's in bucket 1.
+#include "runtime/train/replay.h"
+
+#include <gtest/gtest.h>
+
+#include "runtime/nn/layers/elementwise.h"
+#include "runtime/nn/layers/linear.h"
+#include "runtime/overlap/sync_schedule.h"
+
+namespace dlb {
+namespace {
+
+class Replay : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    g.add("fc1", std::make_unique<Linear>(8, 8), {g.input()});
+    g.add("relu", std::make_unique<Relu>(), {g.output()});
+    g.add("fc2", std::make_unique<Linear>(8, 4), {g.output()});
+    Rng rng(0);
+    g.setup(*backend, rng);
+    // Flat order is the last layer's first: fc2.weight, fc2.bias, fc1.weight, fc1.bias.
+    const auto& at = g.grad_offsets();
+    const int64_t end = g.flat_gradients().numel();
+    plan.buckets = {{0, 2, at[0], at[2] - at[0], 8 * 4 + 4}, {2, 2, at[2], end - at[2], 8 * 8 + 8}};
+    plan.bucket_of = {0, 0, 1, 1};
+  }
+
+  Schedule schedule(OverlapStrategy strategy) {
+    Schedule s = g.forward_schedule();
+    Step loss;
+    loss.pass = Pass::kLoss;
+    loss.node = g.output();
+    loss.reads = {g.output_id(g.output())};
+    loss.writes = {g.grad_id(g.output())};
+    s.steps.push_back(loss);
+    const auto& bw = g.backward_schedule().steps;
+    s.steps.insert(s.steps.end(), bw.begin(), bw.end());
+    insert_sync(s, g, plan, SyncOptions{strategy, true, false});
+    return s;
+  }
+
+  // forward 10 per layer, loss 5, each backward pass 20, a bucket's reduction 50 (the whole
+  // buffer's 100), an update 4, a progress pass 1.
+  static double cost(const Step& s) {
+    switch (s.pass) {
+      case Pass::kForward:
+        return 10;
+      case Pass::kLoss:
+        return 5;
+      case Pass::kSync:
+        switch (sync_pass_of(s)) {
+          case SyncPass::kAllReduce:
+            return s.arg < 0 ? 100 : 50;
+          case SyncPass::kProgress:
+            return 1;
+          case SyncPass::kWait:
+            return 0;
+          default:
+            return 4;
+        }
+      default:
+        return 20;
+    }
+  }
+
+  // "F fc1 0-10", "AR 0 75-125", "U 1 175-179": a pass as the expectations name it.
+  std::vector<std::string> timeline(OverlapStrategy strategy, int64_t iterations) {
+    const Schedule s = schedule(strategy);
+    std::vector<std::string> out;
+    for (const TimedPass& t : replay(s, cost, iterations)) {
+      const Step& st = s.steps[t.index];
+      std::string what;
+      switch (st.pass) {
+        case Pass::kForward:
+          what = "F " + g.nodes()[st.node].name;
+          break;
+        case Pass::kLoss:
+          what = "loss";
+          break;
+        case Pass::kBackwardData:
+          what = "BD " + g.nodes()[st.node].name;
+          break;
+        case Pass::kBackwardWeights:
+          what = "BW " + g.nodes()[st.node].name;
+          break;
+        case Pass::kSync: {
+          const char* kinds[] = {"AR", "W", "U", "UC", "P"};
+          what = kinds[st.op];
+          if (sync_pass_of(st) != SyncPass::kProgress) what += " " + std::to_string(st.arg);
+          break;
+        }
+        default:
+          what = step_name(st);
+      }
+      out.push_back(what + " " + std::to_string(static_cast<int>(t.start_us)) + "-" +
+                    std::to_string(static_cast<int>(t.end_us)) +
+                    (t.lane == Lane::kComm ? " comm" : ""));
+    }
+    return out;
+  }
+
+  std::unique_ptr<Backend> backend = make_backend(BackendKind::kCpu, {});
+  Graph g{Shape{2, 8}};
+  BucketPlan plan;
+};
+
+using Lines = std::vector<std::string>;
+
+TEST_F(Replay, NoneReducesOnceAfterBackwardWithNothingToHideItBehind) {
+  EXPECT_EQ(timeline(OverlapStrategy::kNone, 1),
+            (Lines{"F fc1 0-10", "F relu 10-20", "F fc2 20-30", "loss 30-35", "BD fc2 35-55",
+                   "BW fc2 55-75", "BD relu 75-95", "BW fc1 95-115", "AR -1 115-215 comm",
+                   "W -1 115-215", "U 0 215-219", "U 1 219-223"}));
+}
+
+TEST_F(Replay, BackwardHidesTheFirstBucketsReductionBehindTheRestOfBackward) {
+  // Bucket 0 is reduced while relu's and fc1's backward passes run; bucket 1 waits for it on
+  // the comm lane, and its update for bucket 1's reduction.
+  EXPECT_EQ(timeline(OverlapStrategy::kBackward, 1),
+            (Lines{"F fc1 0-10", "F relu 10-20", "F fc2 20-30", "loss 30-35", "BD fc2 35-55",
+                   "BW fc2 55-75", "AR 0 75-125 comm", "BD relu 75-95", "P 95-96", "BW fc1 96-116",
+                   "P 116-117", "AR 1 125-175 comm", "W 0 117-125", "U 0 125-129", "W 1 129-175",
+                   "U 1 175-179"}));
+}
+
+TEST_F(Replay, ForwardAppliesEachBucketJustBeforeTheNextStepReadsIt) {
+  // The first iteration has nothing to apply. In the second, fc1's update waits for bucket 1's
+  // reduction; fc2's, reduced long before, runs between relu and fc2.
+  EXPECT_EQ(timeline(OverlapStrategy::kForward, 2),
+            (Lines{"W 1 0-0", "F fc1 0-10", "F relu 10-20", "W 0 20-20", "F fc2 20-30",
+                   "loss 30-35", "BD fc2 35-55", "BW fc2 55-75", "AR 0 75-125 comm",
+                   "BD relu 75-95", "P 95-96", "BW fc1 96-116", "P 116-117", "AR 1 125-175 comm",
+                   // the second iteration
+                   "W 1 117-175", "UC 1 175-179", "F fc1 179-189", "F relu 189-199", "W 0 199-199",
+                   "UC 0 199-203", "F fc2 203-213", "loss 213-218", "BD fc2 218-238",
+                   "BW fc2 238-258", "AR 0 258-308 comm", "BD relu 258-278", "P 278-279",
+                   "BW fc1 279-299", "P 299-300", "AR 1 308-358 comm"}));
+}
+
+}  // namespace
+}  // namespace dlb
