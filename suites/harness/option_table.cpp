@@ -368,12 +368,8 @@ std::vector<Option> make_table() {
        step_count_or_0,
        [](RunOptions& o, const json& v) { o.trace_steps = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.trace_steps); }});
-  using F = RunOptions::Fault;
-  static const std::pair<const char*, F> kFaults[] = {
-      {"none", F::kNone}, {"crash", F::kCrash},          {"hang", F::kHang},
-      {"oom", F::kOom},   {"rank-stops", F::kRankStops}, {"rank-dies", F::kRankDies}};
   std::vector<std::string> fault_names;
-  for (const auto& [name, _] : kFaults) fault_names.emplace_back(name);
+  for (InjectedFault f : kInjectedFaults) fault_names.emplace_back(fault_name(f));
   Option fault{"inject_fault",
                T::kString,
                cli,
@@ -381,16 +377,9 @@ std::vector<Option> make_table() {
                fault_names,
                {},
                [](RunOptions& o, const json& v) {
-                 for (const auto& [name, f] : kFaults) {
-                   if (v.get<std::string>() == name) o.fault = f;
-                 }
+                 o.fault = parse_fault_name(v.get<std::string>()).value_or(InjectedFault::kNone);
                },
-               [](const RunOptions& o) {
-                 for (const auto& [name, f] : kFaults) {
-                   if (o.fault == f) return json(name);
-                 }
-                 return json(nullptr);
-               }};
+               [](const RunOptions& o) { return json(fault_name(o.fault)); }};
   fault.hidden = true;
   add(std::move(fault));
   return t;
@@ -447,6 +436,30 @@ std::optional<System> parse_system(std::string_view s) {
   for (System x : kSystems) {
     if (system_name(x) == s) return x;
   }
+  return std::nullopt;
+}
+
+std::string_view fault_name(InjectedFault f) {
+  switch (f) {
+    case InjectedFault::kNone:
+      return "none";
+    case InjectedFault::kCrash:
+      return "crash";
+    case InjectedFault::kHang:
+      return "hang";
+    case InjectedFault::kOom:
+      return "oom";
+    case InjectedFault::kRankStops:
+      return "rank-stops";
+    case InjectedFault::kRankDies:
+      return "rank-dies";
+  }
+  return "?";
+}
+
+std::optional<InjectedFault> parse_fault_name(std::string_view s) {
+  for (InjectedFault f : kInjectedFaults)
+    if (fault_name(f) == s) return f;
   return std::nullopt;
 }
 

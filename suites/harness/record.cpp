@@ -10,21 +10,52 @@
 
 namespace dlb {
 
-std::string status_for(ErrorKind kind) {
+std::string_view run_status_name(RunStatus status) {
+  switch (status) {
+    case RunStatus::kOk:
+      return "ok";
+    case RunStatus::kDiverged:
+      return "diverged";
+    case RunStatus::kOom:
+      return "oom";
+    case RunStatus::kUnsupported:
+      return "unsupported";
+    case RunStatus::kTimeout:
+      return "timeout";
+    case RunStatus::kCrashed:
+      return "crashed";
+    case RunStatus::kFailed:
+      return "failed";
+  }
+  return "?";
+}
+
+std::optional<RunStatus> parse_run_status(std::string_view name) {
+  for (RunStatus s : kRunStatuses)
+    if (run_status_name(s) == name) return s;
+  return std::nullopt;
+}
+
+bool is_failure(RunStatus status) {
+  return status == RunStatus::kFailed || status == RunStatus::kCrashed ||
+         status == RunStatus::kTimeout || status == RunStatus::kDiverged;
+}
+
+RunStatus status_for(ErrorKind kind) {
   switch (kind) {
     case ErrorKind::kOutOfMemory:
-      return "oom";
+      return RunStatus::kOom;
     case ErrorKind::kUnsupported:
-      return "unsupported";
+      return RunStatus::kUnsupported;
     default:
-      return "failed";
+      return RunStatus::kFailed;
   }
 }
 
-RunResult failed_run(const RunOptions& options, std::string status, std::string message) {
+RunResult failed_run(const RunOptions& options, RunStatus status, std::string message) {
   RunResult r;
   r.options = options;
-  r.status = std::move(status);
+  r.status = status;
   r.message = std::move(message);
   r.ranks = static_cast<int>(options.ranks);
   return r;
@@ -56,14 +87,14 @@ nlohmann::json record_json(const RunResult& r) {
   config["batch"] = batch;  // a run that failed early never resolved it: the default's
   json record = {{"schema_version", kResultSchemaVersion},
                  {"kind", "train"},
-                 {"status", r.status},
+                 {"status", run_status_name(r.status)},
                  {"mode", run_mode_name(r.mode)},
                  {"config", config},
                  {"global_batch", batch * r.ranks}};
-  if (r.status != "ok") {
+  if (r.status != RunStatus::kOk) {
     record["message"] = r.message;
     // A diverged run keeps its metrics, for the losses; the reports show none of it as a result.
-    if (r.status != "diverged") return record;
+    if (r.status != RunStatus::kDiverged) return record;
   }
   record["environment"] = r.environment;
   json m = {{"params", r.params},
@@ -109,8 +140,8 @@ nlohmann::json record_json(const RunResult& r) {
 
 void print_result(const RunResult& r, std::FILE* out) {
   const RunOptions& o = r.options;
-  if (r.status != "ok") {
-    fmt::print(out, "{}: {}\n", r.status, r.message);
+  if (r.status != RunStatus::kOk) {
+    fmt::print(out, "{}: {}\n", run_status_name(r.status), r.message);
     return;
   }
   if (r.stats) {

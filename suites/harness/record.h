@@ -16,6 +16,19 @@ namespace dlb {
 
 constexpr int kResultSchemaVersion = 1;
 
+// What became of a point. ok; diverged (the loss became inf or NaN: the metrics stay, but are not
+// a result); oom, unsupported or failed (a run's error, status_for); timeout and crashed (the
+// harness's, for a worker it had to kill or that died). suites/schema/result.schema.json exports
+// the names.
+enum class RunStatus { kOk, kDiverged, kOom, kUnsupported, kTimeout, kCrashed, kFailed };
+inline constexpr RunStatus kRunStatuses[] = {
+    RunStatus::kOk,      RunStatus::kDiverged, RunStatus::kOom,   RunStatus::kUnsupported,
+    RunStatus::kTimeout, RunStatus::kCrashed,  RunStatus::kFailed};
+std::string_view run_status_name(RunStatus status);
+std::optional<RunStatus> parse_run_status(std::string_view name);
+// A point that went wrong: not ok, and not the system's saying it cannot run it.
+bool is_failure(RunStatus status);
+
 // How a record's figures were obtained: measured by running the step, or simulated by replaying
 // it on a virtual clock. suites/schema/result.schema.json exports the names.
 enum class RunMode { kMeasured, kSimulated };
@@ -26,9 +39,7 @@ struct RunResult {
   // The options as the run resolved them: batch, image size and classes filled in from the model
   // or the batch file (left unset when the run failed before it got that far).
   RunOptions options;
-  // ok, diverged (the loss became inf or NaN; the metrics stay, but are not a result), or
-  // failed, oom or unsupported (status_for); the sweep adds crashed and timeout.
-  std::string status = "ok";
+  RunStatus status = RunStatus::kOk;
   std::string message;
   RunMode mode = RunMode::kMeasured;
   int rank = 0, ranks = 1;  // this process, and how many ran
@@ -63,9 +74,9 @@ struct RunResult {
 };
 
 // The record's status for a run that threw an Error of this kind.
-std::string status_for(ErrorKind kind);
+RunStatus status_for(ErrorKind kind);
 // A run that failed before it produced a result.
-RunResult failed_run(const RunOptions& options, std::string status, std::string message);
+RunResult failed_run(const RunOptions& options, RunStatus status, std::string message);
 
 // The record of a result (suites/schema/result.schema.json). Pure: same result, same record.
 nlohmann::json record_json(const RunResult& result);

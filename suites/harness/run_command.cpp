@@ -242,7 +242,7 @@ void mark_divergence(RunResult& r) {
     const std::vector<float>& losses = r.stats->losses;
     for (size_t i = 0; i < losses.size(); ++i) {
       if (std::isfinite(losses[i])) continue;
-      r.status = "diverged";
+      r.status = RunStatus::kDiverged;
       r.message = fmt::format(
           "the loss became {} at step {} of {} (warm-up included); the throughput of a diverged "
           "run is not a result",
@@ -254,7 +254,7 @@ void mark_divergence(RunResult& r) {
     }
   }
   if (r.convergence.is_object() && r.convergence.contains("diverged_at_epoch")) {
-    r.status = "diverged";
+    r.status = RunStatus::kDiverged;
     r.message = fmt::format("the mean training loss of epoch {} is not finite",
                             r.convergence["diverged_at_epoch"].get<int64_t>());
   }
@@ -397,7 +397,7 @@ int64_t ranks_sharing_the_device(const RunResult& r) {
 // the record then says what fraction of it the run reached. A peak file that cannot be read
 // costs the record its fraction, never the run.
 void attach_peak(RunResult& r) {
-  if (r.status != "ok" || !r.stats) return;
+  if (r.status != RunStatus::kOk || !r.stats) return;
   const std::string path = peak_file_path();
   std::vector<MachinePeak> peaks;
   try {
@@ -452,7 +452,7 @@ int run_command(const RunOptions& o) {
   attach_peak(r);
   print_result(r, stdout);
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record_json(r));
-  return r.status == "diverged" ? kExitDiverged : 0;
+  return r.status == RunStatus::kDiverged ? kExitDiverged : 0;
 }
 
 }  // namespace dlb

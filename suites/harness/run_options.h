@@ -24,6 +24,17 @@ inline constexpr System kSystems[] = {System::kDlbench, System::kPytorch};
 std::string_view system_name(System s);
 std::optional<System> parse_system(std::string_view s);
 
+// Test-only: make the run crash, hang or run out of memory after setup; or make the last rank
+// stop responding (SIGSTOP) or die (SIGKILL) between forward and backward of the first timed
+// step, as a failed peer would. One name table for the option, the point file and the sweep's
+// --inject-fault.
+enum class InjectedFault { kNone, kCrash, kHang, kOom, kRankStops, kRankDies };
+inline constexpr InjectedFault kInjectedFaults[] = {
+    InjectedFault::kNone, InjectedFault::kCrash,     InjectedFault::kHang,
+    InjectedFault::kOom,  InjectedFault::kRankStops, InjectedFault::kRankDies};
+std::string_view fault_name(InjectedFault f);  // "none", "crash", ..., "rank-dies"
+std::optional<InjectedFault> parse_fault_name(std::string_view s);
+
 constexpr int64_t kDefaultBatch = 16;
 
 struct RunOptions {
@@ -61,10 +72,8 @@ struct RunOptions {
   // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;
-  // Test-only: make the run crash, hang or run out of memory after setup; or make the last rank
-  // stop responding (SIGSTOP) or die (SIGKILL) between forward and backward of the first timed
-  // step, as a failed peer would.
-  enum class Fault { kNone, kCrash, kHang, kOom, kRankStops, kRankDies } fault = Fault::kNone;
+  using Fault = InjectedFault;
+  Fault fault = Fault::kNone;
 };
 
 }  // namespace dlb

@@ -62,7 +62,7 @@ std::string describe(const Suite& suite, const json& config) {
 }
 
 // A record for a point the worker did not record: its config as the suite wrote it.
-json harness_record(const std::string& status, const std::string& message, const json& config) {
+json harness_record(RunStatus status, const std::string& message, const json& config) {
   RunOptions o;
   bool parsed = true;
   try {
@@ -93,28 +93,35 @@ json point_record(const ProcessResult& pr, const std::string& record_file, const
       record = nullptr;
     }
     if (!record.is_object() || !record.contains("status") || !record["status"].is_string()) {
-      return harness_record(
-          "failed", fmt::format("{}: the worker's record is not valid JSON", record_file), config);
+      return harness_record(RunStatus::kFailed,
+                            fmt::format("{}: the worker's record is not valid JSON", record_file),
+                            config);
     }
     if (record["status"] != "ok" || clean) return record;
-    return harness_record("failed", "rank 0 wrote its record, but then: " + ended, config);
+    return harness_record(RunStatus::kFailed, "rank 0 wrote its record, but then: " + ended,
+                          config);
   }
-  if (pr.timed_out) return harness_record("timeout", ended, config);
-  if (pr.signal) return harness_record("crashed", ended, config);
-  return harness_record("failed", ended + " without writing its record", config);
+  if (pr.timed_out) return harness_record(RunStatus::kTimeout, ended, config);
+  if (pr.signal) return harness_record(RunStatus::kCrashed, ended, config);
+  return harness_record(RunStatus::kFailed, ended + " without writing its record", config);
 }
 
+// --inject-fault=KIND@I: point I's worker injects the fault (a crash, hang or oom of the whole
+// point; the rank faults are a run's own, --inject-fault of `dlbench run`).
 struct Fault {
-  std::string kind;
+  InjectedFault kind = InjectedFault::kNone;
   int64_t index = 0;
 };
 
 Fault parse_fault(const std::string& spec) {
   if (spec.empty()) return {};
   const size_t at = spec.find('@');
-  Fault f{spec.substr(0, at), 0};
+  const auto kind = parse_fault_name(spec.substr(0, at));
+  Fault f{kind.value_or(InjectedFault::kNone), 0};
   if (at != std::string::npos) f.index = std::atoll(spec.c_str() + at + 1);
-  if ((f.kind != "crash" && f.kind != "hang" && f.kind != "oom") || f.index < 1) {
+  const bool whole_point = f.kind == InjectedFault::kCrash || f.kind == InjectedFault::kHang ||
+                           f.kind == InjectedFault::kOom;
+  if (!whole_point || f.index < 1) {
     throw InvalidArgument(
         fmt::format("--inject-fault={}: expected crash@I, hang@I or oom@I", spec));
   }
@@ -291,19 +298,19 @@ class PointRunner {
       fs::create_directories(out_ + "/mllog", ec);
       if (ec) throw IoError(fmt::format("cannot create '{}/mllog': {}", out_, ec.message()));
     }
-    write_json_atomically(point_file,
-                          {{"suite", suite_.name},
-                           {"index", index},
-                           {"id", point_id(config)},
-                           {"config", config},
-                           {"record", record_file},
-                           {"trace_steps", std::min(opt_.trace_steps, o.steps)},
-                           {"trace", out_ + "/traces/" + stem + ".trace.json"},
-                           {"profile", out_ + "/profiles/" + stem + ".profile.json"},
-                           {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
-                           {"suite_file", suite_.path},
-                           {"fault", fault_.index == index ? fault_.kind : ""},
-                           {"resolved", resolved_config(o)}});
+    write_json_atomically(
+        point_file, {{"suite", suite_.name},
+                     {"index", index},
+                     {"id", point_id(config)},
+                     {"config", config},
+                     {"record", record_file},
+                     {"trace_steps", std::min(opt_.trace_steps, o.steps)},
+                     {"trace", out_ + "/traces/" + stem + ".trace.json"},
+                     {"profile", out_ + "/profiles/" + stem + ".profile.json"},
+                     {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
+                     {"suite_file", suite_.path},
+                     {"fault", fault_.index == index ? std::string(fault_name(fault_.kind)) : ""},
+                     {"resolved", resolved_config(o)}});
     std::error_code ignored;  // a record left from an earlier run; its absence is fine
     fs::remove(record_file, ignored);
     LaunchCommand cmd = launch_command_here(
@@ -459,7 +466,7 @@ int sweep_command(const SweepOptions& opt) {
     try {
       check_record(record, fmt::format("the record of point {}", index));
     } catch (const InvalidArgument& e) {
-      record = harness_record("failed", e.what(), config);
+      record = harness_record(RunStatus::kFailed, e.what(), config);
       place(record);
     }
     recorded.push_back(record);
@@ -468,8 +475,8 @@ int sweep_command(const SweepOptions& opt) {
     append_jsonl(results, record);
     previous.push_back(record);
     const std::string status = record["status"].get<std::string>();
-    any_bad = any_bad || status == "failed" || status == "crashed" || status == "timeout" ||
-              status == "diverged";
+    // check_record has checked the status against the schema: it parses.
+    any_bad = any_bad || is_failure(parse_run_status(status).value_or(RunStatus::kFailed));
     fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", runner.tty() ? "\r\033[K" : "", label,
                status == "ok" ? fmt::format("ok, {:.2f} img/s",
                                             record["metrics"]["throughput_img_s"].get<double>())
@@ -497,9 +504,9 @@ int worker_command(const std::string& point_file) {
     throw;
   } catch (const std::exception& e) {
     if (launched_rank() == 0) {
-      write_json_atomically(
-          o.json_path,
-          record_json(failed_run(o, "failed", fmt::format("internal error: {}", e.what()))));
+      write_json_atomically(o.json_path,
+                            record_json(failed_run(o, RunStatus::kFailed,
+                                                   fmt::format("internal error: {}", e.what()))));
     }
     throw;
   }

@@ -43,6 +43,16 @@ TEST(ResultSchema, MemoryCategoriesAreTheAllocators) {
   EXPECT_EQ(exported("memory_category").get<std::vector<std::string>>(), names);
 }
 
+TEST(ResultSchema, StatusesAreTheRunsStatuses) {
+  std::vector<std::string> names;
+  for (RunStatus st : kRunStatuses) {
+    names.emplace_back(run_status_name(st));
+    EXPECT_EQ(parse_run_status(names.back()), st);
+  }
+  std::ifstream in(suites_dir() + "/schema/result.schema.json");
+  EXPECT_EQ(json::parse(in)["properties"]["status"]["enum"].get<std::vector<std::string>>(), names);
+}
+
 TEST(ResultSchema, ModesAreTheRunsModes) {
   std::vector<std::string> names;
   for (RunMode m : kRunModes) names.emplace_back(run_mode_name(m));
