@@ -11,7 +11,6 @@
 
 namespace dlb {
 
-// A node's requests, recorded in the graph's table under "<node>.<name>".
 namespace {
 
 // How a tensor of this shape is stored in this layout: a layout means something for 4-D tensors
@@ -47,7 +46,7 @@ Graph::Graph(Shape input_shape) {
 }
 
 int Graph::add(std::string name, std::unique_ptr<Layer> layer, std::vector<int> inputs) {
-  if (declared_) throw InvalidArgument("cannot add layers to a graph after setup");
+  if (declared_) throw InvalidArgument("cannot add layers to a graph once it is declared");
   std::vector<Shape> in;
   for (int i : inputs) {
     if (i < 0 || i >= static_cast<int>(nodes_.size())) {
@@ -264,6 +263,10 @@ void Graph::declare_gradients() {
     const std::vector<Param*> params = nodes_[i].layer->params();
     for (size_t k = 0; k < params.size(); ++k) {
       const TensorInfo& value = infos_[param_ids_[i][k]];
+      if (value.name != nodes_[i].name + "." + params[k]->name) {
+        throw InvalidArgument(fmt::format("layer '{}' declares '{}' where its parameter {} is '{}'",
+                                          nodes_[i].name, value.name, k, params[k]->name));
+      }
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
       // A conv weight's gradient is stored as its compute copy is (channels-last: KRSC).
@@ -326,6 +329,14 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
   if (plan.buffer_of.size() != infos_.size()) {
     throw InvalidArgument(fmt::format("the memory plan places {} tensors; the graph has {}",
                                       plan.buffer_of.size(), infos_.size()));
+  }
+  const BackendTraits traits = BackendTraits::of(backend, OpTypes::of(policy_));
+  if (traits.activation_layout != traits_.activation_layout ||
+      traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
+      traits.guarded != traits_.guarded) {
+    throw InvalidArgument(
+        "the graph was declared for a backend that stores or fuses its tensors otherwise, or "
+        "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
   backend_ = &backend;
   Allocator& memory = backend.allocator();

@@ -77,7 +77,7 @@ class Graph final : public PassRunner {
   int add_tensor(TensorInfo info, Tensor t);
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
-  // -1 for every other node. Decided at setup, from what the backend fuses.
+  // -1 for every other node. Decided at declare, from what the backend fuses (BackendTraits).
   int fused_into(int node) const;
   // Views and fused ReLUs: their output is another node's bytes, and no pass runs for them.
   bool runs_no_pass(int node) const;

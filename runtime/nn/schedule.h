@@ -60,8 +60,10 @@ struct TensorInfo {
   TensorKind kind = TensorKind::kActivation;
   Shape shape;
   DType dtype = DType::kF32;
-  int node = -1;      // the graph node it belongs to (-1: none)
-  int alias_of = -1;  // a view of another tensor's bytes (flatten's output, scratch views)
+  int node = -1;  // the graph node it belongs to (-1: none)
+  // A view of another tensor's bytes: flatten's output, a fused ReLU's, their gradients, a fork's
+  // scratch, a parameter's gradient (a slice of the flat buffer), a carried gradient.
+  int alias_of = -1;
   MemCategory category = MemCategory::kActivations;
   Layout layout = Layout::kNCHW;  // 4-D tensors only; every other rank is NCHW
   int64_t offset = 0;             // a view: its first element in the tensor it views

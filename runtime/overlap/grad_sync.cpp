@@ -70,12 +70,16 @@ const std::string& GradSync::label(const Step& step) const {
 
 bool GradSync::traced(const Step& step) const {
   const SyncPass p = sync_pass_of(step);
-  return p == SyncPass::kUpdate || p == SyncPass::kUpdateCarried;
+  return p == SyncPass::kUpdate || (p == SyncPass::kUpdateCarried && !skipped_);
 }
 
 void GradSync::all_reduce(int bucket) {
   if (!distributed()) return;
   State& s = bucket < 0 ? whole_ : state_.at(bucket);
+  if (!s.reduced) {
+    throw InvalidArgument(fmt::format(
+        "the schedule reduces bucket {} again before waiting for its last reduction", bucket));
+  }
   if (bucket < 0) {
     s.handle = launch(0, flat_.numel(), s.launched);
     for (State& each : state_) each.pending = true;
@@ -154,7 +158,8 @@ void GradSync::apply(size_t b) {
 
 void GradSync::update(int bucket, bool carried) {
   State& s = state_.at(bucket);
-  if (carried && !s.pending) return;  // nothing reduced since the last update (step 0, a flush)
+  skipped_ = carried && !s.pending;
+  if (skipped_) return;  // nothing reduced since the last update (step 0, a flush)
   if (!s.reduced || !whole_.reduced) {
     throw InvalidArgument(
         fmt::format("the schedule updates bucket {} before waiting for its all-reduce", bucket));

@@ -33,8 +33,9 @@ class GradSync final : public PassRunner {
   // Runs one of the policy's passes (sync_schedule.h).
   void run_pass(const Step& step, const LayerContext* ctx) override;
   const std::string& label(const Step& step) const override;
-  // Only updates are spans of the compute lane: a reduction's span is its own, from the
-  // communicator's marks (record_finished), and a wait or progress pass is not work.
+  // Only updates that ran are spans of the compute lane: a reduction's span is its own, from
+  // the communicator's marks (record_finished), and a wait or progress pass is not work. (Asked
+  // of the pass that just ran.)
   bool traced(const Step& step) const override;
   // Completes every reduction in flight, then every pending update (the end of a run, before
   // reading weights).
@@ -76,7 +77,8 @@ class GradSync final : public PassRunner {
   Optimizer& optimizer_;
   BucketPlan plan_;
   std::vector<State> state_;
-  State whole_;  // the `none` strategy's one reduction of the whole buffer
+  State whole_;           // the `none` strategy's one reduction of the whole buffer
+  bool skipped_ = false;  // the last update was a carried one with nothing to apply
   Tracer* tracer_ = nullptr;
   // Reductions ordered before their updates whose end time is not yet known (on a GPU: until
   // a later poll finds their event complete).

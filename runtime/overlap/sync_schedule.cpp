@@ -51,6 +51,7 @@ std::vector<BucketTensors> bucket_tensors(Graph& graph, const BucketPlan& plan, 
       info.name += " (carried)";
       info.kind = TensorKind::kCarried;
       info.alias_of = grad;
+      info.offset = 0;  // the whole gradient, from its first element
       t.carried.push_back(graph.add_tensor(std::move(info), graph.tensor(grad)));
     }
     out.push_back(std::move(t));
@@ -107,25 +108,21 @@ void append_updates(std::vector<Step>& out, const std::vector<BucketTensors>& bu
   }
 }
 
-// The forward strategy's updates for `step`: every bucket it reads whose update is not yet
-// placed. The first placement waits for every bucket when updates read every gradient first.
+// The forward strategy's waits and updates, placed before the first forward pass that reads any
+// bucket's parameters (the front layers', whose bucket is reduced last): every bucket's wait and
+// update in reduction order, so the updates of buckets already reduced run while the last
+// reductions are still in flight. With updates that read every gradient first, every wait first.
 void place_carried(std::vector<Step>& out, const Step& step,
-                   const std::vector<BucketTensors>& buckets, std::vector<char>& placed,
-                   bool all_first) {
-  std::vector<int> due;
-  for (int b = 0; b < static_cast<int>(buckets.size()); ++b)
-    if (!placed[b] && touches(step.reads, buckets[b].values)) due.push_back(b);
-  if (due.empty()) return;
-  const bool first = std::none_of(placed.begin(), placed.end(), [](char p) { return p; });
-  if (first && all_first) {
-    std::vector<int> every(buckets.size());
-    for (size_t b = 0; b < every.size(); ++b) every[b] = static_cast<int>(b);
-    for (int b : every) out.push_back(reduction_step(SyncPass::kWait, b, buckets[b].carried));
-    append_updates(out, buckets, due, true, false, false);
-  } else {
-    append_updates(out, buckets, due, true, true, false);
-  }
-  for (int b : due) placed[b] = 1;
+                   const std::vector<BucketTensors>& buckets, bool& placed, bool all_first) {
+  if (placed) return;
+  const bool reads_any = std::any_of(buckets.begin(), buckets.end(), [&](const BucketTensors& b) {
+    return touches(step.reads, b.values);
+  });
+  if (!reads_any) return;
+  std::vector<int> every(buckets.size());
+  for (size_t b = 0; b < every.size(); ++b) every[b] = static_cast<int>(b);
+  append_updates(out, buckets, every, true, true, all_first);
+  placed = true;
 }
 
 }  // namespace
@@ -141,7 +138,7 @@ void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan, const
     for (size_t i = 0; i < schedule.steps.size(); ++i)
       if (touches(schedule.steps[i].writes, buckets[b].grads)) completes[b] = static_cast<int>(i);
   }
-  std::vector<char> placed(nb, 0);
+  bool placed = false;
   std::vector<Step> out;
   bool launched = false;
   for (size_t i = 0; i < schedule.steps.size(); ++i) {

@@ -13,8 +13,10 @@
 //   backward: a bucket's all-reduce right after the pass that writes its last gradient, while
 //             backward goes on, with a progress pass after each later backward pass; after
 //             backward, each bucket's wait and update.
-//   forward:  all-reduces as backward; each bucket's wait and update move to the next step, just
-//             before the first forward pass that reads its parameters. They read the bucket's
+//   forward:  all-reduces as backward; the waits and updates move to the next step, before the
+//             first forward pass that reads any bucket's parameters (the front layers', whose
+//             bucket is reduced last), in reduction order: the updates of buckets already
+//             reduced run while the last reductions are still in flight. They read the buckets'
 //             gradients as carried tensors (TensorKind::kCarried), and do nothing where no
 //             reduction has happened since the last update (the first step, after a flush).
 // With loss scaling the first update reads every gradient (the inf check): every wait comes

@@ -422,7 +422,8 @@ LoopResult Trainer::train(const TrainingLoop& loop) {
   }
   LoopResult out;
   for (int64_t i = 0; i < loop.warmup; ++i) step();
-  out.warmup_losses = take_losses();  // synchronises: the first epoch starts on an idle device
+  out.warmup_losses = take_losses();
+  backend_.synchronize();  // the first epoch starts on an idle device
   for (int64_t e = 1; e <= loop.max_epochs; ++e) {
     if (loop.before_epoch) loop.before_epoch(e);
     out.epochs.push_back(run_epoch(loop, e));

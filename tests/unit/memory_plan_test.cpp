@@ -9,6 +9,7 @@
 #include <cstdio>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/error.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -53,6 +54,34 @@ TEST(MemoryPlan, Resnet50AtBatch256IsDeclaredAndPlannedWithoutABackend) {
   EXPECT_EQ(peaks.total, sum);
 }
 
+// The peak is a sweep over the buffers' step ranges: each category's own, and the total's.
+TEST(MemoryPlan, PeaksFollowTheBuffersLifetimes) {
+  MemoryPlan plan;
+  plan.buffers = {{"weights", MemCategory::kWeights, 100, 0, 9},
+                  {"a", MemCategory::kActivations, 50, 0, 3},
+                  {"b", MemCategory::kActivations, 70, 4, 9},
+                  {"c", MemCategory::kActivations, 10, 2, 5}};
+  const PlanPeaks peaks = plan_peaks(plan);
+  // Activations: 50 (steps 0-1), 60 (2-3), 80 (4-5), 70 (6-9).
+  EXPECT_EQ(peaks.by_category[static_cast<size_t>(MemCategory::kActivations)], 80u);
+  EXPECT_EQ(peaks.by_category[static_cast<size_t>(MemCategory::kWeights)], 100u);
+  EXPECT_EQ(peaks.total, 180u);
+}
+
+// A graph bound on a backend other than the one its declaration described is refused: its
+// layouts would not be the backend's.
+TEST(MemoryPlan, BindingOnABackendWithOtherTraitsIsRefused) {
+  auto backend = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+  BackendTraits channels_last;
+  channels_last.activation_layout = Layout::kNHWC;
+  g.declare(PrecisionPolicy{}, channels_last);
+  Rng rng(0);
+  EXPECT_THROW(g.bind(*backend, rng, naive_plan(g.step_schedule(), g.tensor_infos())),
+               InvalidArgument);
+  EXPECT_EQ(backend->allocator().stats().total_current, 0u);
+}
+
 struct SetupCase {
   const char* model;
   int64_t image_size;
@@ -90,9 +119,9 @@ TEST_P(NaivePlan, IsWhatASetupAllocatesByteForByte) {
   for (size_t id = 0; id < g.tensor_infos().size(); ++id) {
     const TensorInfo& a = declared.tensor_infos()[id];
     const TensorInfo& b = g.tensor_infos()[id];
-    EXPECT_TRUE(a.name == b.name && a.shape == b.shape && a.dtype == b.dtype &&
-                a.category == b.category && a.layout == b.layout && a.alias_of == b.alias_of &&
-                a.offset == b.offset)
+    EXPECT_TRUE(a.name == b.name && a.kind == b.kind && a.node == b.node && a.shape == b.shape &&
+                a.dtype == b.dtype && a.category == b.category && a.layout == b.layout &&
+                a.alias_of == b.alias_of && a.offset == b.offset)
         << a.name;
   }
 }

@@ -126,18 +126,19 @@ TEST_F(Replay, BackwardHidesTheFirstBucketsReductionBehindTheRestOfBackward) {
                    "U 1 175-179"}));
 }
 
-TEST_F(Replay, ForwardAppliesEachBucketJustBeforeTheNextStepReadsIt) {
-  // The first iteration has nothing to apply. In the second, fc1's update waits for bucket 1's
-  // reduction; fc2's, reduced long before, runs between relu and fc2.
+TEST_F(Replay, ForwardAppliesEveryBucketBeforeTheNextForwardFillingTheLastWait) {
+  // The first iteration has nothing to apply. In the second, bucket 0's reduction ended at 125:
+  // its update runs while bucket 1's is still in flight (to 175), and the forward starts after
+  // bucket 1's update.
   EXPECT_EQ(timeline(OverlapStrategy::kForward, 2),
-            (Lines{"W 1 0-0", "F fc1 0-10", "F relu 10-20", "W 0 20-20", "F fc2 20-30",
-                   "loss 30-35", "BD fc2 35-55", "BW fc2 55-75", "AR 0 75-125 comm",
-                   "BD relu 75-95", "P 95-96", "BW fc1 96-116", "P 116-117", "AR 1 125-175 comm",
+            (Lines{"W 0 0-0", "W 1 0-0", "F fc1 0-10", "F relu 10-20", "F fc2 20-30", "loss 30-35",
+                   "BD fc2 35-55", "BW fc2 55-75", "AR 0 75-125 comm", "BD relu 75-95", "P 95-96",
+                   "BW fc1 96-116", "P 116-117", "AR 1 125-175 comm",
                    // the second iteration
-                   "W 1 117-175", "UC 1 175-179", "F fc1 179-189", "F relu 189-199", "W 0 199-199",
-                   "UC 0 199-203", "F fc2 203-213", "loss 213-218", "BD fc2 218-238",
-                   "BW fc2 238-258", "AR 0 258-308 comm", "BD relu 258-278", "P 278-279",
-                   "BW fc1 279-299", "P 299-300", "AR 1 308-358 comm"}));
+                   "W 0 117-125", "UC 0 125-129", "W 1 129-175", "UC 1 175-179", "F fc1 179-189",
+                   "F relu 189-199", "F fc2 199-209", "loss 209-214", "BD fc2 214-234",
+                   "BW fc2 234-254", "AR 0 254-304 comm", "BD relu 254-274", "P 274-275",
+                   "BW fc1 275-295", "P 295-296", "AR 1 304-354 comm"}));
 }
 
 }  // namespace

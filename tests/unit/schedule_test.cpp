@@ -221,35 +221,34 @@ TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
   }
 }
 
-TEST_F(SyncSchedule, ForwardMovesEachUpdateBeforeTheFirstPassThatReadsItsParameters) {
+TEST_F(SyncSchedule, ForwardWaitsAndUpdatesInReductionOrderBeforeTheFirstForwardThatNeedsThem) {
   Schedule s = base();
   insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kForward, true, false});
   const auto& infos = g->tensor_infos();
+  // One group of [wait b][update b] for b = 0, 1, ... (the order the reductions finish in),
+  // reading the carried gradients, right before the first forward pass that reads a parameter.
+  size_t first = 0;
+  while (!is(s.steps[first], SyncPass::kWait)) ++first;
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const Step& wait = s.steps[first + 2 * b];
+    const Step& update = s.steps[first + 2 * b + 1];
+    ASSERT_TRUE(is(wait, SyncPass::kWait) && wait.arg == static_cast<int>(b)) << b;
+    ASSERT_TRUE(is(update, SyncPass::kUpdateCarried) && update.arg == static_cast<int>(b)) << b;
+    for (int t : wait.reads) EXPECT_EQ(infos[t].kind, TensorKind::kCarried);
+    EXPECT_TRUE(ordered_after(s, first + 2 * b + 1, first + 2 * b));
+  }
+  const Step& next = s.steps[first + 2 * plan.buckets.size()];
+  ASSERT_EQ(next.pass, Pass::kForward);
+  const auto reads_a_param = [&](const Step& f) {
+    return std::any_of(f.reads.begin(), f.reads.end(),
+                       [&](int t) { return infos[t].kind == TensorKind::kParam; });
+  };
+  EXPECT_TRUE(reads_a_param(next));
+  for (size_t k = 0; k < first; ++k) EXPECT_FALSE(reads_a_param(s.steps[k])) << k;
   size_t updates = 0;
-  for (size_t i = 0; i < s.steps.size(); ++i) {
-    const Step& st = s.steps[i];
+  for (const Step& st : s.steps) {
     EXPECT_FALSE(is(st, SyncPass::kUpdate)) << "every update reads carried gradients";
-    if (!is(st, SyncPass::kUpdateCarried)) continue;
-    ++updates;
-    // Its wait comes just before it, and what both read are the carried gradients.
-    ASSERT_TRUE(is(s.steps[i - 1], SyncPass::kWait));
-    EXPECT_EQ(s.steps[i - 1].arg, st.arg);
-    for (int t : s.steps[i - 1].reads) EXPECT_EQ(infos[t].kind, TensorKind::kCarried);
-    // The next forward pass reads one of the parameters it writes; no earlier pass does.
-    size_t j = i + 1;
-    while (s.steps[j].pass == Pass::kSync) ++j;
-    ASSERT_EQ(s.steps[j].pass, Pass::kForward);
-    const auto reads_mine = [&](const Step& f) {
-      return std::any_of(st.writes.begin(), st.writes.end(), [&](int t) {
-        return std::find(f.reads.begin(), f.reads.end(), t) != f.reads.end();
-      });
-    };
-    EXPECT_TRUE(reads_mine(s.steps[j]));
-    for (size_t k = 0; k < i; ++k) {
-      if (s.steps[k].pass == Pass::kForward) {
-        EXPECT_FALSE(reads_mine(s.steps[k]));
-      }
-    }
+    updates += is(st, SyncPass::kUpdateCarried);
   }
   EXPECT_EQ(updates, plan.buckets.size());
   // The backward pass that overwrites a bucket's gradients runs after its carried update.
