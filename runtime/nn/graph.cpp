@@ -262,7 +262,8 @@ void Graph::declare_gradients() {
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
     const std::vector<Param*> params = nodes_[i].layer->params();
     for (size_t k = 0; k < params.size(); ++k) {
-      const TensorInfo& value = infos_[param_ids_[i][k]];
+      // A copy: declaring the gradient below may move the table.
+      const TensorInfo value = infos_[param_ids_[i][k]];
       if (value.name != nodes_[i].name + "." + params[k]->name) {
         throw InvalidArgument(fmt::format("layer '{}' declares '{}' where its parameter {} is '{}'",
                                           nodes_[i].name, value.name, k, params[k]->name));
