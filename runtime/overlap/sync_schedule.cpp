@@ -95,14 +95,16 @@ bool is_backward(Pass p) {
          p == Pass::kAccumulate;
 }
 
-// Each bucket's wait and update; with updates that read every gradient first, every wait first.
-void append_updates(std::vector<Step>& out, const std::vector<BucketTensors>& buckets,
-                    const std::vector<int>& which, bool carried, bool wait, bool all_first) {
+// Every bucket's wait and update, in bucket (reduction) order; with updates that read every
+// gradient first, every wait first.
+void append_updates(std::vector<Step>& out, const std::vector<BucketTensors>& buckets, bool carried,
+                    bool wait, bool all_first) {
+  const int nb = static_cast<int>(buckets.size());
   auto waited = [&](int b) { return carried ? buckets[b].carried : buckets[b].grads; };
   if (wait && all_first) {
-    for (int b : which) out.push_back(reduction_step(SyncPass::kWait, b, waited(b)));
+    for (int b = 0; b < nb; ++b) out.push_back(reduction_step(SyncPass::kWait, b, waited(b)));
   }
-  for (int b : which) {
+  for (int b = 0; b < nb; ++b) {
     if (wait && !all_first) out.push_back(reduction_step(SyncPass::kWait, b, waited(b)));
     out.push_back(update_step(b, buckets[b], carried));
   }
@@ -119,9 +121,7 @@ void place_carried(std::vector<Step>& out, const Step& step,
     return touches(step.reads, b.values);
   });
   if (!reads_any) return;
-  std::vector<int> every(buckets.size());
-  for (size_t b = 0; b < every.size(); ++b) every[b] = static_cast<int>(b);
-  append_updates(out, buckets, every, true, true, all_first);
+  append_updates(out, buckets, true, true, all_first);
   placed = true;
 }
 
@@ -155,16 +155,13 @@ void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan, const
       launched = true;
     }
   }
-  std::vector<int> every(nb);
-  for (int b = 0; b < nb; ++b) every[b] = b;
   if (o.distributed && o.strategy == OverlapStrategy::kNone) {
     std::vector<int> all;
     for (const BucketTensors& t : buckets) all.insert(all.end(), t.grads.begin(), t.grads.end());
     out.push_back(reduction_step(SyncPass::kAllReduce, -1, all));
     out.push_back(reduction_step(SyncPass::kWait, -1, all));
   }
-  if (!deferred)
-    append_updates(out, buckets, every, false, per_bucket, o.updates_read_all_gradients);
+  if (!deferred) append_updates(out, buckets, false, per_bucket, o.updates_read_all_gradients);
   schedule.steps = std::move(out);
   link_dependencies(schedule, graph.tensor_infos());
 }
