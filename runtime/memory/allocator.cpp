@@ -106,6 +106,7 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   stats_.total_current += bytes;
   stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
   ++allocations_;
+  ++stats_.allocations[c];
   if (guard_) guard_->arm(p, asked, category, what);
   return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
 }

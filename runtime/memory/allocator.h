@@ -68,7 +68,8 @@ struct MemoryStats {
   std::array<size_t, kNumMemCategories> current{};
   std::array<size_t, kNumMemCategories> peak{};  // peak of each category on its own
   size_t total_current = 0;
-  size_t total_peak = 0;  // peak of the sum, not the sum of peaks
+  size_t total_peak = 0;                                  // peak of the sum, not the sum of peaks
+  std::array<uint64_t, kNumMemCategories> allocations{};  // successful allocate() calls
 };
 
 // Always owned by a shared_ptr (buffers hold one), so create it with std::make_shared.

@@ -79,8 +79,13 @@ std::vector<Shape> Graph::input_shapes(const Node& n) const {
 }
 
 int Graph::declare_tensor(TensorInfo info) {
+  if (!declared_ || is_setup()) {
+    throw InvalidArgument(fmt::format(
+        "tensor '{}': a tensor is declared after the graph's declare and before its bind",
+        info.name));
+  }
   infos_.push_back(std::move(info));
-  tensors_.emplace_back();  // bound by bind()
+  table_->emplace_back();  // bound by bind()
   return static_cast<int>(infos_.size()) - 1;
 }
 
@@ -104,7 +109,8 @@ Layout Graph::output_layout(int node) const {
 }
 
 void Graph::rebind_input(const Tensor& images) {
-  const Tensor& now = tensors_.at(input_id_);
+  BoundTable& t = *table_;
+  const Tensor& now = t.at(input_id_);
   if (images.shape() != now.shape() || images.dtype() != now.dtype() ||
       images.layout() != now.layout()) {
     throw InvalidArgument(fmt::format("the input is {} {} {}, not {} {} {}",
@@ -112,20 +118,13 @@ void Graph::rebind_input(const Tensor& images) {
                                       layout_name(now.layout()), dtype_name(images.dtype()),
                                       images.shape().str(), layout_name(images.layout())));
   }
-  tensors_[input_id_] = images;
+  t[input_id_] = images;
   // Views in node order, so a view of a view follows its source.
   for (size_t i = 1; i < nodes_.size(); ++i) {
     if (!runs_no_pass(static_cast<int>(i))) continue;
     const TensorInfo& view = infos_[output_ids_[i]];
-    tensors_[output_ids_[i]] = view_of(tensors_[view.alias_of], view);
+    t[output_ids_[i]] = view_of(t[view.alias_of], view);
   }
-}
-
-int Graph::add_tensor(TensorInfo info, Tensor t) {
-  if (!is_setup()) throw InvalidArgument("add_tensor binds a tensor: the graph must be set up");
-  infos_.push_back(std::move(info));
-  tensors_.push_back(std::move(t));
-  return static_cast<int>(infos_.size()) - 1;
 }
 
 bool Graph::runs_no_pass(int node) const {
@@ -170,6 +169,7 @@ void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) 
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
   requested_.assign(n, {});
+  node_tensors_.assign(n, LayerTensors(table_.get()));
   activation_layout_ = traits.activation_layout;
   fuse_relus(traits);
   input_id_ = declare_tensor({"input", TensorKind::kInput, nodes_[0].shape, policy.activations, 0,
@@ -214,6 +214,7 @@ void Graph::declare_node(int i) {
     if (r.kind == TensorKind::kParam && !r.compute_copy) param_ids_[i].push_back(id);
     if (r.kind == TensorKind::kSaved) saved_ids_[i].push_back(id);
     requested_[i].push_back({r, id});
+    node_tensors_[i].add(r, id);
   }
   if (runs_no_pass(i)) {
     // The output is the input's bytes (under another shape, or after the ReLU that the input's
@@ -245,11 +246,6 @@ void Graph::declare_gradients() {
   const int64_t gap = traits_.guarded ? static_cast<int64_t>(MemoryGuard::kZoneBytes / elem) : 0;
   int64_t total = 0, declared = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
-    if (nodes_[i].layer->params().size() != param_ids_[i].size()) {
-      throw InvalidArgument(fmt::format("layer '{}' has {} parameters but declared {}",
-                                        nodes_[i].name, nodes_[i].layer->params().size(),
-                                        param_ids_[i].size()));
-    }
     for (int id : param_ids_[i]) total = aligned(total) + infos_[id].shape.numel() + gap;
     declared += nodes_[i].layer->num_params();
   }
@@ -260,36 +256,36 @@ void Graph::declare_gradients() {
   grad_gaps_.clear();
   int64_t offset = 0, values = 0;
   for (size_t i = nodes_.size() - 1; i >= 1; --i) {
-    const std::vector<Param*> params = nodes_[i].layer->params();
-    for (size_t k = 0; k < params.size(); ++k) {
-      // A copy: declaring the gradient below may move the table.
-      const TensorInfo value = infos_[param_ids_[i][k]];
-      if (value.name != nodes_[i].name + "." + params[k]->name) {
-        throw InvalidArgument(fmt::format("layer '{}' declares '{}' where its parameter {} is '{}'",
-                                          nodes_[i].name, value.name, k, params[k]->name));
-      }
+    for (const auto& [request, id] : requested_[i]) {
+      if (request.kind != TensorKind::kParam || request.compute_copy) continue;
+      const std::string name = nodes_[i].name + "." + request.name;
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
       // A conv weight's gradient is stored as its compute copy is (channels-last: KRSC).
-      const int grad = declare_tensor({nodes_[i].name + "." + params[k]->name + ".grad",
-                                       TensorKind::kParamGrad, value.shape, policy_.gradients,
-                                       static_cast<int>(i), flat_id_, MemCategory::kGradients,
-                                       stored(activation_layout_, value.shape), offset});
-      offset += value.shape.numel();
-      values += value.shape.numel();
-      grad_gaps_.push_back(
-          {offset, gap,
-           fmt::format("gap after the gradient of {}.{}", nodes_[i].name, params[k]->name)});
+      const int grad =
+          declare_tensor({name + ".grad", TensorKind::kParamGrad, request.shape, policy_.gradients,
+                          static_cast<int>(i), flat_id_, MemCategory::kGradients,
+                          stored(activation_layout_, request.shape), offset});
+      offset += request.shape.numel();
+      values += request.shape.numel();
+      grad_gaps_.push_back({offset, gap, fmt::format("gap after the gradient of {}", name)});
       offset += gap;
       param_grad_ids_[i].push_back(grad);
-      flat_params_.push_back(params[k]);
-      param_index_.push_back({params[k], {param_ids_[i][k], grad}});
+      node_tensors_[i].add_grad(request.name, grad);
+      flat_params_.push_back({name, id, grad, compute_copy_id(static_cast<int>(i), request.name)});
     }
   }
   if (values != declared) {
     throw InvalidArgument(
         fmt::format("parameters hold {} values, layers declared {}", values, declared));
   }
+}
+
+// The id of node i's compute copy of parameter `name`; -1 when the passes read the value.
+int Graph::compute_copy_id(int i, const std::string& name) const {
+  for (const auto& [request, id] : requested_[i])
+    if (request.compute_copy && request.name == name) return id;
+  return -1;
 }
 
 // A fork's second consumer writes its gradient contribution to scratch, then adds it: one scratch
@@ -318,9 +314,13 @@ Schedule Graph::step_schedule() const {
   return s;
 }
 
+void Graph::declare_for(Backend& backend, const PrecisionPolicy& policy) {
+  declare(policy, BackendTraits::of(backend, OpTypes::of(policy)));
+}
+
 void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
   if (is_setup()) throw InvalidArgument("graph is already set up");
-  declare(policy, BackendTraits::of(backend, OpTypes::of(policy)));
+  declare_for(backend, policy);
   bind(backend, rng, naive_plan(step_schedule(), infos_));
 }
 
@@ -339,37 +339,43 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
         "the graph was declared for a backend that stores or fuses its tensors otherwise, or "
         "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
+  require(backend);  // before a byte is allocated
   backend_ = &backend;
   Allocator& memory = backend.allocator();
   std::vector<std::shared_ptr<Buffer>> buffers;
   for (const PlannedBuffer& b : plan.buffers)
     buffers.push_back(memory.allocate(b.bytes, b.category, b.name));
+  BoundTable& table = *table_;
   for (size_t id = 0; id < infos_.size(); ++id) {
     const TensorInfo& info = infos_[id];
     const int b = plan.buffer_of[id];
-    tensors_[id] =
-        b >= 0 ? Tensor(buffers.at(b), info.shape, info.dtype, info.layout, plan.offset_of[id])
-               : view_of(tensors_.at(info.alias_of), info);
+    table[id] = b >= 0
+                    ? Tensor(buffers.at(b), info.shape, info.dtype, info.layout, plan.offset_of[id])
+                    : view_of(table.at(info.alias_of), info);
   }
-  flat_grads_ = tensors_[flat_id_];
+  Tensor& flat_grads = table[flat_id_];
   if (traits_.guarded) {
     const size_t elem = dtype_size(policy_.gradients);
     for (const GradGap& g : grad_gaps_) {
-      memory.guard_interior(*flat_grads_.buffer(), static_cast<size_t>(g.at) * elem,
+      memory.guard_interior(*flat_grads.buffer(), static_cast<size_t>(g.at) * elem,
                             static_cast<size_t>(g.elements) * elem, g.what);
     }
   }
-  backend.fill(flat_grads_, 0.f);
-  for (size_t k = 0; k < flat_params_.size(); ++k)
-    flat_params_[k]->grad = tensors_[param_index_[k].second.second];
+  backend.fill(flat_grads, 0.f);
   // Layer setup makes the plans; the backend sizes its workspace from the algorithms they choose
   // and grows it when a pass needs more, outside this table: which algorithm fits is the
   // backend's answer, so a declaration cannot know it. Every other byte of the graph's is here.
   setup_layers(rng);
-  refresh_compute_copies(backend, flat_params_);
-  node_inputs_.assign(nodes_.size(), {});
-  for (size_t i = 1; i < nodes_.size(); ++i)
-    for (int j : nodes_[i].inputs) node_inputs_[i].push_back(&tensors_[output_ids_[j]]);
+  refresh_compute_copies();
+}
+
+void Graph::refresh_compute_copies() {
+  for (size_t k = 0; k < flat_params_.size(); ++k) refresh_compute_copy(*backend_, param(k));
+}
+
+void Graph::require(const Backend& backend) const {
+  if (!declared_) throw InvalidArgument("a graph is declared before its ops are checked");
+  for (size_t i = 1; i < nodes_.size(); ++i) nodes_[i].layer->require(backend, policy_);
 }
 
 // Each layer takes its declared tensors, bound, and initialises from its own generator.
@@ -377,10 +383,8 @@ void Graph::setup_layers(Rng& rng) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];
     Rng layer_rng = rng.fork(i);
-    LayerTensors tensors;
-    for (const auto& [request, id] : requested_[i]) tensors.add(request, tensors_[id]);
     const std::vector<Shape> in = input_shapes(node);
-    LayerSetup s{*backend_, in, layer_rng, policy_, tensors};
+    LayerSetup s{*backend_, in, layer_rng, policy_, node_tensors_[i]};
     node.layer->setup(s);
   }
 }
@@ -392,9 +396,11 @@ void Graph::build_forward() {
     Step s;
     s.pass = Pass::kForward;
     s.node = static_cast<int>(i);
-    for (int j : node.inputs) s.reads.push_back(output_ids_[j]);
+    for (int j : node.inputs) s.x.push_back(output_ids_[j]);
+    s.y = output_ids_[i];
+    s.reads = s.x;
     s.reads.insert(s.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
-    s.writes.push_back(output_ids_[i]);
+    s.writes.push_back(s.y);
     s.writes.insert(s.writes.end(), saved_ids_[i].begin(), saved_ids_[i].end());
     // What backward will read of this pass (a memory planner keeps these alive).
     const PassReads d = node.layer->backward_data_reads(), w = node.layer->backward_weights_reads();
@@ -438,6 +444,15 @@ int Graph::backward_target(int i, size_t slot, bool fused, std::vector<char>& wr
   return target;
 }
 
+// A backward pass of node i binds its inputs, its output and its output's gradient, and reads
+// the gradient (what else it reads is PassReads').
+void Graph::set_pass_tensors(int i, Step& s) const {
+  for (int j : nodes_[i].inputs) s.x.push_back(output_ids_[j]);
+  s.y = output_ids_[i];
+  s.dy = grad_ids_[i];
+  s.reads.push_back(s.dy);
+}
+
 void Graph::build_backward() {
   const int n = static_cast<int>(nodes_.size());
   std::vector<char> written(n, 0);
@@ -458,7 +473,7 @@ void Graph::build_backward() {
     Step data;
     data.pass = fused ? Pass::kBackward : Pass::kBackwardData;
     data.node = i;
-    data.reads.push_back(grad_ids_[i]);
+    set_pass_tensors(i, data);
     pass_reads(i, node.layer->backward_data_reads(), data);
     data.reads.insert(data.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
     data.reads.insert(data.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
@@ -477,7 +492,7 @@ void Graph::build_backward() {
       Step weights;
       weights.pass = Pass::kBackwardWeights;
       weights.node = i;
-      weights.reads.push_back(grad_ids_[i]);
+      set_pass_tensors(i, weights);
       pass_reads(i, node.layer->backward_weights_reads(), weights);
       weights.reads.insert(weights.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
       weights.writes = param_grad_ids_[i];
@@ -489,30 +504,36 @@ void Graph::build_backward() {
 
 void Graph::run(const Step& step, const LayerContext& ctx) {
   Node& node = nodes_.at(step.node);
+  BoundTable& t = *table_;
+  auto bound = [&](int id) -> Tensor& { return t.at(static_cast<size_t>(id)); };
+  if (step.pass == Pass::kAccumulate) {
+    ctx.backend.accumulate(bound(step.reads.at(0)), bound(step.writes.at(0)));
+    return;
+  }
+  if (step.pass == Pass::kLoss || step.pass == Pass::kSync) {
+    throw InvalidArgument(fmt::format("the graph does not run {} passes", pass_name(step.pass)));
+  }
+  std::vector<const Tensor*> x;
+  for (int id : step.x) x.push_back(&bound(id));
+  const LayerTensors& own = node_tensors_[step.node];
+  Tensor& y = bound(step.y);
   switch (step.pass) {
     case Pass::kForward:
-      node.layer->forward(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]]);
+      node.layer->forward(ctx, own, x, y);
       return;
     case Pass::kBackwardData:
     case Pass::kBackward: {
       std::vector<Tensor*> dx;
-      for (int t : step.dx) dx.push_back(t < 0 ? nullptr : &tensors_[t]);
-      node.layer->backward_data(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]],
-                                tensors_[grad_ids_[step.node]], dx);
+      for (int id : step.dx) dx.push_back(id < 0 ? nullptr : &bound(id));
+      node.layer->backward_data(ctx, own, x, y, bound(step.dy), dx);
       return;
     }
     case Pass::kBackwardWeights:
-      node.layer->backward_weights(ctx, node_inputs_[step.node], tensors_[output_ids_[step.node]],
-                                   tensors_[grad_ids_[step.node]]);
+      node.layer->backward_weights(ctx, own, x, y, bound(step.dy));
       return;
-    case Pass::kAccumulate:
-      ctx.backend.accumulate(tensors_[step.reads.at(0)], tensors_[step.writes.at(0)]);
-      return;
-    case Pass::kLoss:
-    case Pass::kSync:
-      break;
+    default:
+      throw InvalidArgument(fmt::format("the graph does not run {} passes", pass_name(step.pass)));
   }
-  throw InvalidArgument(fmt::format("the graph does not run {} passes", pass_name(step.pass)));
 }
 
 void Graph::run_pass(const Step& step, const LayerContext* ctx) {
@@ -534,25 +555,31 @@ void Graph::backward(const LayerContext& ctx) {
   }
 }
 
-std::vector<Graph::NamedParam> Graph::named_params() {
+std::vector<Graph::NamedParam> Graph::named_params() const {
   std::vector<NamedParam> out;
-  for (Node& node : nodes_) {
-    if (!node.layer) continue;
-    for (Param* p : node.layer->params()) out.push_back({node.name + "." + p->name, p});
+  if (!declared_) {  // names only: what each layer would declare
+    for (size_t i = 1; i < nodes_.size(); ++i) {
+      const std::vector<Shape> in = input_shapes(nodes_[i]);
+      const PrecisionPolicy policy;
+      LayerDeclaration d(in, policy);
+      nodes_[i].layer->declare(d);
+      for (const TensorRequest& r : d.requests())
+        if (r.kind == TensorKind::kParam && !r.compute_copy)
+          out.push_back({nodes_[i].name + "." + r.name, Param{r.name, {}, {}, {}}});
+    }
+    return out;
+  }
+  for (size_t i = 1; i < node_tensors_.size(); ++i) {
+    for (const std::string& name : node_tensors_[i].param_names())
+      out.push_back({nodes_[i].name + "." + name, node_tensors_[i].param(name)});
   }
   return out;
 }
 
-int Graph::param_id(const Param* p) const {
-  for (const auto& [param, ids] : param_index_)
-    if (param == p) return ids.first;
-  throw InvalidArgument("not a parameter of this graph");
-}
-
-int Graph::param_grad_id(const Param* p) const {
-  for (const auto& [param, ids] : param_index_)
-    if (param == p) return ids.second;
-  throw InvalidArgument("not a parameter of this graph");
+Param Graph::param(size_t k) const {
+  const ParamIds& p = flat_params_.at(k);
+  BoundTable& t = *table_;
+  return {p.name, t.at(p.value), t.at(p.grad), p.compute >= 0 ? t.at(p.compute) : Tensor{}};
 }
 
 int64_t Graph::num_params() const {
@@ -562,19 +589,19 @@ int64_t Graph::num_params() const {
   return total;
 }
 
-StateDict Graph::state_dict() {
+StateDict Graph::state_dict() const {
   if (!is_setup()) throw InvalidArgument("state_dict of a graph that is not set up");
   StateDict out;
-  for (Node& node : nodes_)
-    if (node.layer) node.layer->save_state(*backend_, node.name + ".", out);
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    save_layer_state(*backend_, node_tensors_[i], nodes_[i].name + ".", out);
   return out;
 }
 
 void Graph::load_state_dict(const StateDict& state) {
   if (!is_setup()) throw InvalidArgument("load_state_dict on a graph that is not set up");
   std::vector<std::string> used;
-  for (Node& node : nodes_)
-    if (node.layer) node.layer->load_state(*backend_, node.name + ".", state, used);
+  for (size_t i = 1; i < nodes_.size(); ++i)
+    load_layer_state(*backend_, node_tensors_[i], nodes_[i].name + ".", state, used);
   if (used.size() != state.size()) {
     std::sort(used.begin(), used.end());
     std::vector<std::string> unexpected;
@@ -583,7 +610,7 @@ void Graph::load_state_dict(const StateDict& state) {
     throw InvalidArgument(
         fmt::format("unexpected tensors in the state: {}", fmt::join(unexpected, ", ")));
   }
-  refresh_compute_copies(*backend_, flat_params_);
+  refresh_compute_copies();
 }
 
 double Graph::forward_flops() const {

@@ -31,7 +31,7 @@ class Graph final : public PassRunner {
   };
   struct NamedParam {
     std::string name;
-    Param* param;
+    Param param;  // its tensors as bound now
   };
 
   explicit Graph(Shape input_shape);
@@ -50,10 +50,16 @@ class Graph final : public PassRunner {
   // backend is called and nothing is allocated: `traits` say what the backend would do.
   void declare(const PrecisionPolicy& policy, const BackendTraits& traits);
   bool is_declared() const { return declared_; }
+  // Throws Unsupported, in node order, where `backend` cannot run a layer's ops in the declared
+  // policy's dtypes (Layer::require). bind calls it before allocating.
+  void require(const Backend& backend) const;
   // Stores the declared table on `backend` as `plan` says (a plan over step_schedule() and
   // tensor_infos()), then sets every layer up: parameters initialised from `rng`, plans made.
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
-  // declare, with the backend's traits, then bind with naive_plan.
+  // declare with the traits of `backend` (BackendTraits::of).
+  void declare_for(Backend& backend, const PrecisionPolicy& policy = {});
+  // declare_for, then bind with naive_plan: a graph on its own (inference, tests). A trainer
+  // binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
   bool is_setup() const { return backend_ != nullptr; }
   // Forward, then backward: the passes of the graph alone.
@@ -64,17 +70,20 @@ class Graph final : public PassRunner {
   // Makes `images` (the input's shape and dtype) the input, and every view of it (a flatten on
   // the input) a view of it: a trainer's second input buffer.
   void rebind_input(const Tensor& images);
-  const Tensor& output_tensor() const { return tensors_.at(output_ids_.at(output())); }
+  const Tensor& output_tensor() const { return table_->at(output_ids_.at(output())); }
   // The loss writes the gradient of the output here before backward.
   Tensor& output_grad() { return tensor(grad_ids_.at(output())); }
 
   // The step's tensors: every one the schedules name, with what it is and how it is stored.
   const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
-  // A bound tensor (undefined before bind).
-  Tensor& tensor(int id) { return tensors_.at(id); }
-  // Adds a tensor, already bound, that the graph does not own the meaning of (the loss's labels
-  // and probabilities); the graph must be set up.
-  int add_tensor(TensorInfo info, Tensor t);
+  // A bound tensor (undefined before bind). The table is storage: a const graph still lends
+  // its tensors for writing.
+  Tensor& tensor(int id) const { return table_->at(id); }
+  // Node i's declared tensors and parameter gradients, as its passes get them.
+  const LayerTensors& layer_tensors(int node) const { return node_tensors_.at(node); }
+  // Declares a tensor of the step that the graph does not own the meaning of (the loss's, the
+  // optimizer's, the sync policy's), between declare and bind; bind stores it as the plan says.
+  int declare_tensor(TensorInfo info);
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
   // -1 for every other node. Decided at declare, from what the backend fuses (BackendTraits).
@@ -87,7 +96,8 @@ class Graph final : public PassRunner {
   // its output and writing its inputs' (a fork's later consumers through scratch + accumulate).
   const Schedule& forward_schedule() const { return forward_; }
   const Schedule& backward_schedule() const { return backward_; }
-  // Runs one layer pass (forward, backward_data, backward_weights, backward, accumulate).
+  // Runs one layer pass (forward, backward_data, backward_weights, backward, accumulate), with
+  // the tensors its step names (Step::x, y, dy, dx) and its layer's own, from the bound table.
   void run(const Step& step, const LayerContext& ctx);
   void run_pass(const Step& step, const LayerContext* ctx) override;
   // The pass's node: its torchvision path.
@@ -97,19 +107,20 @@ class Graph final : public PassRunner {
   void forward(const LayerContext& ctx);
   void backward(const LayerContext& ctx);
 
-  std::vector<NamedParam> named_params();
+  // Every parameter, named by its torchvision path, in layer order.
+  std::vector<NamedParam> named_params() const;
   // Parameters in the flat gradient buffer's order: reverse layer order (the order backward
-  // produces them), so an all-reduce bucket is a contiguous slice.
-  const std::vector<Param*>& flat_params() const { return flat_params_; }
-  // The tensor ids of a parameter's value and gradient.
-  int param_id(const Param* p) const;
-  int param_grad_id(const Param* p) const;
-  // Every parameter gradient, in one buffer (flat_params order). Each Param::grad is a view.
-  Tensor& flat_gradients() { return flat_grads_; }
+  // produces them), so an all-reduce bucket is a contiguous slice. Their tensors' ids.
+  const std::vector<ParamIds>& flat_params() const { return flat_params_; }
+  // Flat parameter k's tensors, as bound now.
+  Param param(size_t k) const;
+  // Every parameter gradient, in one buffer (flat_params order). Each gradient is a view.
+  Tensor& flat_gradients() { return tensor(flat_id_); }
+  int flat_gradient_id() const { return flat_id_; }
   // Where each parameter's gradient starts in the flat buffer (flat_params() order), in elements.
   const std::vector<int64_t>& grad_offsets() const { return grad_offsets_; }
   int64_t num_params() const;
-  StateDict state_dict();
+  StateDict state_dict() const;
   // Strict, as torch's load_state_dict: every entry must be used and none may be missing.
   void load_state_dict(const StateDict& state);
 
@@ -119,17 +130,19 @@ class Graph final : public PassRunner {
 
  private:
   std::vector<Shape> input_shapes(const Node& n) const;
-  int declare_tensor(TensorInfo info);  // in the table, unbound
   void declare_node(int i);
   void declare_gradients();
+  int compute_copy_id(int i, const std::string& name) const;
   void declare_fork_scratch();
   void setup_layers(Rng& rng);
+  void refresh_compute_copies();
   bool aliases_gradient(int node) const;
   // How node i's output and its gradient are stored (Backend::activation_layout).
   Layout output_layout(int node) const;
   void fuse_relus(const BackendTraits& traits);
   void build_forward();
   void build_backward();
+  void set_pass_tensors(int i, Step& s) const;
   int backward_target(int i, size_t slot, bool fused, std::vector<char>& written,
                       std::vector<Step>& adds);
 
@@ -141,24 +154,23 @@ class Graph final : public PassRunner {
   BackendTraits traits_;
   Layout activation_layout_ = Layout::kNCHW;  // the backend's for 4-D activations and weights
   std::vector<TensorInfo> infos_;
-  std::deque<Tensor> tensors_;  // stable references: node_inputs_ points into it
+  // The bound tensors, by id; on the heap, so the layers' views of it survive a move.
+  std::unique_ptr<BoundTable> table_ = std::make_unique<BoundTable>();
   int input_id_ = -1;
   std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)
   std::vector<std::vector<int>> saved_ids_, param_ids_, param_grad_ids_;  // per node
   // Per node: what its layer declared, and the tensor that holds each.
   std::vector<std::vector<std::pair<TensorRequest, int>>> requested_;
-  int flat_id_ = -1;  // the flat gradient buffer
+  std::vector<LayerTensors> node_tensors_;  // per node, over table_
+  int flat_id_ = -1;                        // the flat gradient buffer
   // Under --memory-guard: the zone after each gradient, in elements of the flat buffer.
   struct GradGap {
     int64_t at = 0, elements = 0;
     std::string what;
   };
   std::vector<GradGap> grad_gaps_;
-  std::vector<Param*> flat_params_;
-  std::vector<std::pair<const Param*, std::pair<int, int>>> param_index_;  // value, grad ids
-  std::vector<int> fork_scratch_;                        // per input slot (-1: none)
-  std::vector<std::vector<const Tensor*>> node_inputs_;  // per node, its inputs' outputs
-  Tensor flat_grads_;
+  std::vector<ParamIds> flat_params_;
+  std::vector<int> fork_scratch_;  // per input slot (-1: none)
   std::vector<int64_t> grad_offsets_;
   Schedule forward_, backward_;
 };

@@ -13,7 +13,9 @@ HostTensor to_host(Backend& backend, const Tensor& t) {
 }
 
 void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::string& name) {
-  if (h.dtype != t.dtype() || h.shape != t.shape()) {
+  // A scalar (batch norm's num_batches_tracked) may come as one element of rank 1.
+  const bool scalar = t.shape().rank() == 0 && h.shape.numel() == 1;
+  if (h.dtype != t.dtype() || (h.shape != t.shape() && !scalar)) {
     throw InvalidArgument(fmt::format("{}: expected {} {}, found {} {}", name,
                                       dtype_name(t.dtype()), t.shape().str(), dtype_name(h.dtype),
                                       h.shape.str()));
@@ -50,21 +52,81 @@ void LayerDeclaration::compute_copy(const std::string& name, DType dtype) {
   throw InvalidArgument(fmt::format("a compute copy of '{}', which is not a parameter", name));
 }
 
-void LayerTensors::add(const TensorRequest& request, Tensor t) {
-  (request.compute_copy ? copies_ : by_name_)[request.name] = std::move(t);
-}
-
-Tensor LayerTensors::get(const std::string& name) const {
-  auto it = by_name_.find(name);
-  if (it == by_name_.end()) {
-    throw InvalidArgument(fmt::format("the layer did not declare a tensor '{}'", name));
+void LayerTensors::add(const TensorRequest& request, int id) {
+  for (Entry& e : entries_) {
+    if (e.name != request.name) continue;
+    if (!request.compute_copy) {
+      throw InvalidArgument(fmt::format("the layer declares '{}' twice", request.name));
+    }
+    e.copy = id;
+    return;
   }
-  return it->second;
+  if (request.compute_copy) {
+    throw InvalidArgument(
+        fmt::format("a compute copy of '{}', which is not declared before", request.name));
+  }
+  entries_.push_back({request.name, request.kind, id, -1, -1});
 }
 
-Tensor LayerTensors::compute_copy(const std::string& name) const {
-  auto it = copies_.find(name);
-  return it != copies_.end() ? it->second : get(name);
+void LayerTensors::add_grad(const std::string& param, int id) {
+  for (Entry& e : entries_) {
+    if (e.name == param && e.kind == TensorKind::kParam) {
+      e.grad = id;
+      return;
+    }
+  }
+  throw InvalidArgument(fmt::format("a gradient of '{}', which is not a parameter", param));
+}
+
+const LayerTensors::Entry* LayerTensors::find(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return &e;
+  return nullptr;
+}
+
+const LayerTensors::Entry& LayerTensors::at(const std::string& name) const {
+  const Entry* e = find(name);
+  if (!e) throw InvalidArgument(fmt::format("the layer did not declare a tensor '{}'", name));
+  return *e;
+}
+
+Tensor& LayerTensors::bound(int id, const std::string& name) const {
+  if (!table_ || id < 0 || static_cast<size_t>(id) >= table_->size()) {
+    throw InvalidArgument(fmt::format("the layer's tensor '{}' is not bound", name));
+  }
+  return (*table_)[static_cast<size_t>(id)];
+}
+
+Tensor& LayerTensors::get(const std::string& name) const { return bound(at(name).value, name); }
+
+const Tensor& LayerTensors::compute_copy(const std::string& name) const {
+  const Entry& e = at(name);
+  return bound(e.copy >= 0 ? e.copy : e.value, name);
+}
+
+Tensor& LayerTensors::grad(const std::string& name) const {
+  return bound(at(name).grad, name + ".grad");
+}
+
+std::vector<std::string> LayerTensors::param_names() const {
+  std::vector<std::string> out;
+  for (const Entry& e : entries_)
+    if (e.kind == TensorKind::kParam) out.push_back(e.name);
+  return out;
+}
+
+Param LayerTensors::param(const std::string& name) const {
+  const Entry& e = at(name);
+  return {name, get(name), e.grad >= 0 ? grad(name) : Tensor{},
+          e.copy >= 0 ? bound(e.copy, name) : Tensor{}};
+}
+
+std::vector<LayerTensors::Stored> LayerTensors::stored() const {
+  std::vector<Stored> out;
+  for (const Entry& e : entries_)
+    if (e.kind == TensorKind::kParam || e.kind == TensorKind::kBuffer)
+      out.push_back({e.name, e.value});
+  return out;
 }
 
 BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
@@ -72,38 +134,49 @@ BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
           backend.allocator().guarded()};
 }
 
-void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params) {
-  for (Param* p : params) {
-    if (p->has_compute_copy()) backend.cast(p->value, p->compute);
-  }
+void refresh_compute_copy(Backend& backend, const Param& p) {
+  if (!p.has_compute_copy()) return;
+  Tensor copy = p.compute;  // a handle: the cast writes the copy's storage
+  backend.cast(p.value, copy);
 }
 
-void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
-                      const PrecisionPolicy& policy) {
+StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in,
+                                   Rng& rng, const PrecisionPolicy& policy) {
   LayerDeclaration declared(in, policy);
   layer.declare(declared);
-  LayerTensors tensors;
+  layer.require(backend, policy);
+  StandaloneTensors out{std::make_unique<BoundTable>(), {}};
+  out.tensors = LayerTensors(out.table.get());
+  BoundTable& table = *out.table;
   for (const TensorRequest& r : declared.requests()) {
     const MemCategory category =
         r.kind == TensorKind::kSaved ? MemCategory::kActivations : MemCategory::kWeights;
-    tensors.add(r, backend.empty(r.shape, r.dtype, category,
-                                 r.compute_copy ? r.name + " (compute copy)" : r.name));
+    table.push_back(backend.empty(r.shape, r.dtype, category,
+                                  r.compute_copy ? r.name + " (compute copy)" : r.name));
+    out.tensors.add(r, static_cast<int>(table.size()) - 1);
   }
-  LayerSetup s{backend, in, rng, policy, tensors};
+  for (const TensorRequest& r : declared.requests()) {
+    if (r.kind != TensorKind::kParam || r.compute_copy) continue;
+    table.push_back(backend.empty(r.shape, policy.gradients, MemCategory::kGradients, r.name));
+    out.tensors.add_grad(r.name, static_cast<int>(table.size()) - 1);
+  }
+  LayerSetup s{backend, in, rng, policy, out.tensors};
   layer.setup(s);
-  refresh_compute_copies(backend, layer.params());
-  for (Param* p : layer.params()) {
-    p->grad = backend.empty(p->value.shape(), policy.gradients, MemCategory::kGradients, p->name);
-  }
+  for (const std::string& name : out.tensors.param_names())
+    refresh_compute_copy(backend, out.tensors.param(name));
+  return out;
 }
 
-void Layer::save_state(Backend& backend, const std::string& prefix, StateDict& out) {
-  for (Param* p : params()) out[prefix + p->name] = to_host(backend, p->value);
+void save_layer_state(Backend& backend, const LayerTensors& tensors, const std::string& prefix,
+                      StateDict& out) {
+  for (const LayerTensors::Stored& s : tensors.stored())
+    out[prefix + s.name] = to_host(backend, tensors.get(s.name));
 }
 
-void Layer::load_state(Backend& backend, const std::string& prefix, const StateDict& in,
-                       std::vector<std::string>& used) {
-  for (Param* p : params()) load_entry(backend, in, prefix + p->name, p->value, used);
+void load_layer_state(Backend& backend, const LayerTensors& tensors, const std::string& prefix,
+                      const StateDict& in, std::vector<std::string>& used) {
+  for (const LayerTensors::Stored& s : tensors.stored())
+    load_entry(backend, in, prefix + s.name, tensors.get(s.name), used);
 }
 
 }  // namespace dlb

@@ -4,7 +4,8 @@
 // what their passes read and every tensor they keep (declare), before anything is allocated, so
 // the step's memory is visible to whoever plans it; setup then takes those tensors bound.
 #pragma once
-#include <map>
+#include <deque>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -19,19 +20,29 @@
 
 namespace dlb {
 
-// A trainable tensor, its gradient, and its torchvision state_dict name within the layer. Layers
-// allocate the value; the gradient is a view the owner assigns (the Graph's flat buffer), which
-// lets all gradients share one allocation that collectives reduce in buckets.
+// A trainable tensor's storage as the bound table holds it now: its value, its gradient and the
+// copy the passes read. A view, resolved from tensor ids when asked for (Graph::param,
+// LayerTensors::param): nothing keeps one across a re-binding.
 struct Param {
-  std::string name;  // "weight", "bias"
+  std::string name;  // "weight", "bias"; "layer1.0.conv1.weight" from a graph
   Tensor value;      // the master weights: what the optimizer updates and state_dict holds
-  Tensor grad;
+  Tensor grad;       // in a graph, a slice of the flat gradient buffer
   // What forward and backward read: `value` itself, or (fp16 and bf16 runs, for conv and linear
   // weights) its copy in the compute dtype, which the optimizer refreshes after each update.
   Tensor compute;
   const Tensor& for_compute() const { return compute.defined() ? compute : value; }
   bool has_compute_copy() const { return compute.defined() && compute.raw() != value.raw(); }
 };
+
+// A parameter's tensors as ids in a bound table (the graph's), in the flat buffer's order.
+struct ParamIds {
+  std::string name;  // "layer1.0.conv1.weight"
+  int value = -1, grad = -1;
+  int compute = -1;  // the compute copy; -1 when the passes read the value itself
+};
+
+// The storage a bound graph's tensors live in, by tensor id (stable references).
+using BoundTable = std::deque<Tensor>;
 
 // What a layer stores besides its inputs and outputs, declared before anything is allocated:
 // parameters, buffers (state kept across steps, not trained: batch-norm running statistics),
@@ -65,17 +76,50 @@ class LayerDeclaration {
   std::vector<TensorRequest> requests_;
 };
 
-// A layer's declared tensors, bound to storage, by name: what setup takes them from.
+// A layer's declared tensors, and its parameters' gradients, by name: ids into a bound table,
+// looked up at every pass. A layer keeps no tensor between passes, so re-binding the table (a
+// memory plan, swapping) re-binds the layer.
 class LayerTensors {
  public:
-  void add(const TensorRequest& request, Tensor t);
+  LayerTensors() = default;
+  explicit LayerTensors(BoundTable* table) : table_(table) {}
+  void add(const TensorRequest& request, int id);
+  void add_grad(const std::string& param, int id);
   // Throws InvalidArgument for a name the layer did not declare.
-  Tensor get(const std::string& name) const;
+  Tensor& get(const std::string& name) const;
   // Parameter `name`'s compute copy, or the parameter itself when it needs none.
-  Tensor compute_copy(const std::string& name) const;
+  const Tensor& compute_copy(const std::string& name) const;
+  // Parameter `name`'s gradient; throws when none is bound.
+  Tensor& grad(const std::string& name) const;
+  bool has(const std::string& name) const { return find(name) != nullptr; }
+  // The parameters in declaration order (state_dict order), and each as a view.
+  std::vector<std::string> param_names() const;
+  Param param(const std::string& name) const;
+  // The parameters and buffers in declaration order (torchvision's state_dict order), with ids.
+  struct Stored {
+    std::string name;
+    int id = -1;
+  };
+  std::vector<Stored> stored() const;
+  BoundTable* table() const { return table_; }
 
  private:
-  std::map<std::string, Tensor> by_name_, copies_;
+  struct Entry {
+    std::string name;
+    TensorKind kind = TensorKind::kParam;
+    int value = -1, copy = -1, grad = -1;
+  };
+  const Entry* find(const std::string& name) const;
+  const Entry& at(const std::string& name) const;
+  Tensor& bound(int id, const std::string& name) const;
+  BoundTable* table_ = nullptr;
+  std::vector<Entry> entries_;
+};
+
+// A layer set up on its own, outside a graph (setup_standalone): its table, and its tensors in it.
+struct StandaloneTensors {
+  std::unique_ptr<BoundTable> table;
+  LayerTensors tensors;
 };
 
 // What declaring a graph needs to know of the backend that will run it (none of it allocates).
@@ -118,20 +162,30 @@ class Layer {
   // Declares what the layer stores for these input shapes and this policy (TensorRequest). No
   // backend is called: a simulator declares a model it never allocates.
   virtual void declare(LayerDeclaration& d) const { (void)d; }
-  // Takes its declared tensors from `s.tensors`, initialises its parameters from rng, makes plans
-  // for exactly these input shapes, and checks that the backend supports its ops in the policy's
-  // dtypes. Not the gradients (see Param).
+  // Throws Unsupported where `backend` cannot run the layer's ops in the dtypes `policy` gives
+  // them (Backend::require). Called before anything is allocated, so a configuration that a
+  // backend cannot run is refused as unsupported even where it would not fit in memory.
+  virtual void require(const Backend& backend, const PrecisionPolicy& policy) const {
+    (void)backend, (void)policy;
+  }
+  // Initialises its declared tensors (`s.tensors`, bound) from rng and makes plans for exactly
+  // these input shapes. It keeps no tensor: its passes get them again (`own`).
   virtual void setup(LayerSetup& s) { (void)s; }
 
-  virtual void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) = 0;
+  // The passes. `own`: the layer's declared tensors and parameter gradients, bound (a layer
+  // keeps no tensor between passes); x, y, dy and dx come from the ids in the pass's step.
+  virtual void forward(const LayerContext& ctx, const LayerTensors& own,
+                       const std::vector<const Tensor*>& x, Tensor& y) = 0;
   // Writes dx[i] (overwriting) for each non-null entry.
-  virtual void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                             const Tensor& y, const Tensor& dy, const std::vector<Tensor*>& dx) = 0;
+  virtual void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                             const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                             const std::vector<Tensor*>& dx) = 0;
   // Writes the parameter gradients (overwriting). Layers without parameters do nothing. Not
   // called for a fused_backward layer.
-  virtual void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                                const Tensor& y, const Tensor& dy) {
-    (void)ctx, (void)x, (void)y, (void)dy;
+  virtual void backward_weights(const LayerContext& ctx, const LayerTensors& own,
+                                const std::vector<const Tensor*>& x, const Tensor& y,
+                                const Tensor& dy) {
+    (void)ctx, (void)own, (void)x, (void)y, (void)dy;
   }
 
   virtual PassReads backward_data_reads() const { return {}; }
@@ -155,14 +209,9 @@ class Layer {
   virtual void fuse_relu() {}
   virtual bool is_relu() const { return false; }
 
-  virtual std::vector<Param*> params() { return {}; }
-  // Trainable element count, known before setup (for listings and plans).
+  // Trainable element count, known before setup (for listings and plans); the declaration
+  // must agree. (Its parameters and buffers are what it declares, in state_dict order.)
   virtual int64_t num_params() const { return 0; }
-  // Parameters and buffers (running statistics) in state_dict order, named within the layer.
-  virtual void save_state(Backend& backend, const std::string& prefix, StateDict& out);
-  // Takes this layer's entries from `in`, checking dtype and shape; records the names it used.
-  virtual void load_state(Backend& backend, const std::string& prefix, const StateDict& in,
-                          std::vector<std::string>& used);
 
   // Forward FLOPs for these input shapes (a multiply-add is 2). conv and linear count their
   // matrix products; other layers count one operation per element they compute.
@@ -181,12 +230,19 @@ class Layer {
 };
 
 // Sets a layer up on its own (outside a Graph): each declared tensor, and each parameter's
-// gradient, its own buffer on `backend`.
-void setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in, Rng& rng,
-                      const PrecisionPolicy& policy = {});
+// gradient, its own buffer on `backend`. Its passes take the returned tensors.
+StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in,
+                                   Rng& rng, const PrecisionPolicy& policy = {});
 
-// Sets every compute copy of `params` from its master value (after setup, a load or an update).
-void refresh_compute_copies(Backend& backend, const std::vector<Param*>& params);
+// Sets a parameter's compute copy from its master value (after setup, a load or an update).
+void refresh_compute_copy(Backend& backend, const Param& p);
+
+// The layer's parameters and buffers, named `prefix + name`, into `out`.
+void save_layer_state(Backend& backend, const LayerTensors& tensors, const std::string& prefix,
+                      StateDict& out);
+// Takes the layer's entries from `in`, checking dtype and shape; records the names it used.
+void load_layer_state(Backend& backend, const LayerTensors& tensors, const std::string& prefix,
+                      const StateDict& in, std::vector<std::string>& used);
 
 // Helpers shared by layer implementations.
 HostTensor to_host(Backend& backend, const Tensor& t);

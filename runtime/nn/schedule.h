@@ -84,8 +84,13 @@ struct Step {
   const char* op_name = nullptr;
   std::vector<int> reads, writes;  // tensor ids
   std::vector<int> saves;          // what a later pass of this step reads of what this one had
-  std::vector<int> dx;             // backward passes: per input slot, the tensor written (-1)
-  std::vector<int> after;          // steps (indices) that must finish before this one starts
+  // A layer pass's tensors by role, which its runner binds them as: per input slot, what it
+  // reads (x); its output (y); the gradient of its output (dy, backward); per input slot, the
+  // gradient it writes (dx, backward; -1 for none). Each is also in reads or writes.
+  std::vector<int> x;
+  int y = -1, dy = -1;
+  std::vector<int> dx;
+  std::vector<int> after;  // steps (indices) that must finish before this one starts
 };
 
 struct Schedule {

@@ -8,8 +8,7 @@
 
 namespace dlb {
 
-LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, Tensor gradients)
-    : backend_(backend), config_(config), gradients_(std::move(gradients)) {
+void LossScaler::check(const LossScaleConfig& config) {
   if (!(config.initial_scale > 0.f) || !std::isfinite(config.initial_scale)) {
     throw InvalidArgument(
         fmt::format("the loss scale must be positive and finite (got {})", config.initial_scale));
@@ -21,23 +20,34 @@ LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, Tensor g
         "{}, {})",
         config.growth, config.backoff, config.growth_interval));
   }
-  state_ = backend.empty({kLossScaleSlots}, DType::kF32, MemCategory::kOptimizerState,
-                         "loss-scale state");
+}
+
+int LossScaler::declare_state(Graph& graph) {
+  return graph.declare_tensor({"loss-scale state", TensorKind::kBuffer, Shape{kLossScaleSlots},
+                               DType::kF32, -1, -1, MemCategory::kOptimizerState});
+}
+
+LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph,
+                       int state_id)
+    : backend_(backend), config_(config), graph_(graph), state_id_(state_id) {
+  check(config);
   const float initial[kLossScaleSlots] = {config.initial_scale, 0.f, 0.f, 0.f};
-  backend.copy_from_host(initial, state_);
+  backend.copy_from_host(initial, graph.tensor(state_id));
 }
 
 void LossScaler::scaled_loss_gradient(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
-  backend_.softmax_cross_entropy_backward_scaled(probs, labels, state_, dlogits);
+  backend_.softmax_cross_entropy_backward_scaled(probs, labels, state(), dlogits);
 }
 
-void LossScaler::check_gradients() { backend_.find_non_finite(gradients_, state_); }
+void LossScaler::check_gradients() {
+  backend_.find_non_finite(graph_.tensor(graph_.flat_gradient_id()), graph_.tensor(state_id_));
+}
 
-void LossScaler::update() { backend_.update_loss_scale(config_, state_); }
+void LossScaler::update() { backend_.update_loss_scale(config_, graph_.tensor(state_id_)); }
 
 float LossScaler::read(LossScaleSlot slot) {
   float host[kLossScaleSlots];
-  backend_.copy_to_host(state_, host);
+  backend_.copy_to_host(state(), host);
   return host[slot];
 }
 

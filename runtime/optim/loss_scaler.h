@@ -6,15 +6,21 @@
 // updated. bf16 has float's range and runs without it, as in PyTorch.
 #pragma once
 #include "runtime/backend/backend.h"
+#include "runtime/nn/graph.h"
 
 namespace dlb {
 
 class LossScaler {
  public:
-  // `gradients`: the flat buffer of every parameter gradient (alignment gaps zeroed).
-  LossScaler(Backend& backend, const LossScaleConfig& config, Tensor gradients);
+  // Throws InvalidArgument for a configuration that cannot scale.
+  static void check(const LossScaleConfig& config);
+  // Declares the scaler's state in `graph`'s table (between its declare and bind); its id.
+  static int declare_state(Graph& graph);
+  // Over `graph`, bound: its flat gradient buffer (alignment gaps zeroed) and the state declared
+  // as `state_id`, which this sets to the initial scale.
+  LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph, int state_id);
   const LossScaleConfig& config() const { return config_; }
-  const Tensor& state() const { return state_; }
+  const Tensor& state() const { return graph_.tensor(state_id_); }
 
   // dlogits = scale * d(loss)/d(logits), rounded once to dlogits' type.
   void scaled_loss_gradient(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
@@ -31,8 +37,8 @@ class LossScaler {
   float read(LossScaleSlot slot);
   Backend& backend_;
   LossScaleConfig config_;
-  Tensor gradients_;
-  Tensor state_;
+  const Graph& graph_;
+  int state_id_;
 };
 
 }  // namespace dlb

@@ -1,35 +1,59 @@
 #include "runtime/optim/optimizer.h"
 
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+
 namespace dlb {
 
-Optimizer::Optimizer(Backend& backend, std::vector<Param*> params, const SgdConfig& config,
-                     const PrecisionPolicy& policy, LossScaler* scaler)
-    : backend_(backend), params_(std::move(params)), config_(config), scaler_(scaler) {
-  if (scaler) backend.require(Op::kLossScale, OpTypes::of(policy));
-  backend.require(Op::kSgd, OpTypes{Precision::kFp32, policy.gradients, policy.master_weights});
-  for (Param* p : params_) {
-    Tensor buf = backend.empty(p->value.shape(), policy.optimizer_state,
-                               MemCategory::kOptimizerState, "momentum of " + p->name);
-    backend.fill(buf, 0.f);
-    momentum_.push_back(std::move(buf));
+std::vector<int> Optimizer::declare_state(Graph& graph) {
+  std::vector<int> ids;
+  for (const ParamIds& p : graph.flat_params()) {
+    const Shape shape = graph.tensor_infos().at(p.value).shape;
+    ids.push_back(graph.declare_tensor({"momentum of " + p.name, TensorKind::kBuffer, shape,
+                                        graph.policy().optimizer_state, -1, -1,
+                                        MemCategory::kOptimizerState}));
   }
+  return ids;
+}
+
+void Optimizer::require(const Backend& backend, const PrecisionPolicy& policy, bool scaled) {
+  if (scaled) backend.require(Op::kLossScale, OpTypes::of(policy));
+  backend.require(Op::kSgd, OpTypes{Precision::kFp32, policy.gradients, policy.master_weights});
+}
+
+Optimizer::Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
+                     const SgdConfig& config, LossScaler* scaler)
+    : backend_(backend),
+      graph_(graph),
+      momentum_(std::move(momentum)),
+      config_(config),
+      scaler_(scaler) {
+  const PrecisionPolicy& policy = graph.policy();
+  if (momentum_.size() != graph.flat_params().size()) {
+    throw InvalidArgument(fmt::format("{} momentum buffers for {} parameters", momentum_.size(),
+                                      graph.flat_params().size()));
+  }
+  require(backend, policy, scaler != nullptr);
+  for (int id : momentum_) backend.fill(graph.tensor(id), 0.f);
 }
 
 void Optimizer::update(size_t i) {
-  Param& p = *params_[i];
+  Param p = graph_.param(i);  // handles into the bound table, as it is now
+  Tensor& momentum = graph_.tensor(momentum_.at(i));
   const Tensor* scale_state = nullptr;
   if (scaler_) {
     if (updated_this_step_ == 0) scaler_->check_gradients();
     scale_state = &scaler_->state();
   }
   if (p.has_compute_copy()) {  // the next step's weights, written by the update where it can
-    backend_.sgd_update_with_copy(config_, p.grad, scale_state, momentum_[i], p.value, p.compute);
+    backend_.sgd_update_with_copy(config_, p.grad, scale_state, momentum, p.value, p.compute);
   } else if (scale_state) {
-    backend_.sgd_update_unscaled(config_, p.grad, *scale_state, momentum_[i], p.value);
+    backend_.sgd_update_unscaled(config_, p.grad, *scale_state, momentum, p.value);
   } else {
-    backend_.sgd_update(config_, p.grad, momentum_[i], p.value);
+    backend_.sgd_update(config_, p.grad, momentum, p.value);
   }
-  if (scaler_ && ++updated_this_step_ == params_.size()) {
+  if (scaler_ && ++updated_this_step_ == size()) {
     scaler_->update();
     updated_this_step_ = 0;
   }

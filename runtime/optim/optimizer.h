@@ -5,22 +5,29 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
-#include "runtime/nn/layer.h"
+#include "runtime/nn/graph.h"
 #include "runtime/optim/loss_scaler.h"
 
 namespace dlb {
 
 class Optimizer {
  public:
-  // `params` in any order; update(i) refers to that order. With a loss scaler (fp16), the first
-  // update of a step checks every gradient, each update divides by the scale or is skipped, and
-  // the last one updates the scale: every parameter must be updated once per step.
-  Optimizer(Backend& backend, std::vector<Param*> params, const SgdConfig& config,
-            const PrecisionPolicy& policy, LossScaler* scaler = nullptr);
+  // Declares one momentum buffer per flat parameter of `graph` (Graph::flat_params), between
+  // its declare and bind; their ids, in that order.
+  static std::vector<int> declare_state(Graph& graph);
+  // Throws Unsupported where `backend` cannot update (and, `scaled`, unscale) in `policy`'s
+  // dtypes: before anything is allocated.
+  static void require(const Backend& backend, const PrecisionPolicy& policy, bool scaled);
+  // Over `graph`'s flat parameters, bound, with the momentum declare_state declared, which this
+  // zeroes: update(i) updates the i-th, whose tensors it takes from the graph's table at each
+  // update. With a loss scaler (fp16), the first update of a step checks every gradient, each
+  // update divides by the scale or is skipped, and the last one updates the scale: every
+  // parameter must be updated once per step.
+  Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
+            const SgdConfig& config, LossScaler* scaler = nullptr);
   void update(size_t i);
-  size_t size() const { return params_.size(); }
-  const Param& param(size_t i) const { return *params_[i]; }
-  const Tensor& momentum(size_t i) const { return momentum_[i]; }
+  size_t size() const { return graph_.flat_params().size(); }
+  const Tensor& momentum(size_t i) const { return graph_.tensor(momentum_.at(i)); }
   const SgdConfig& config() const { return config_; }
   // With loss scaling, a step's first update reads every gradient (the inf/NaN check): whoever
   // orders updates after reductions must complete them all before it.
@@ -29,8 +36,8 @@ class Optimizer {
 
  private:
   Backend& backend_;
-  std::vector<Param*> params_;
-  std::vector<Tensor> momentum_;
+  const Graph& graph_;
+  std::vector<int> momentum_;  // tensor ids
   SgdConfig config_;
   LossScaler* scaler_;
   size_t updated_this_step_ = 0;

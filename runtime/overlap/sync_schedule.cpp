@@ -39,20 +39,20 @@ struct BucketTensors {
 
 std::vector<BucketTensors> bucket_tensors(Graph& graph, const BucketPlan& plan, bool carry) {
   std::vector<BucketTensors> out;
-  const std::vector<Param*>& params = graph.flat_params();
+  const std::vector<ParamIds>& params = graph.flat_params();
   for (const Bucket& b : plan.buckets) {
     BucketTensors t;
     for (size_t i = b.first_param; i < b.first_param + b.num_params; ++i) {
-      const int grad = graph.param_grad_id(params[i]);
+      const int grad = params[i].grad;
       t.grads.push_back(grad);
-      t.values.push_back(graph.param_id(params[i]));
+      t.values.push_back(params[i].value);
       if (!carry) continue;
       TensorInfo info = graph.tensor_infos()[grad];
       info.name += " (carried)";
       info.kind = TensorKind::kCarried;
       info.alias_of = grad;
       info.offset = 0;  // the whole gradient, from its first element
-      t.carried.push_back(graph.add_tensor(std::move(info), graph.tensor(grad)));
+      t.carried.push_back(graph.declare_tensor(std::move(info)));
     }
     out.push_back(std::move(t));
   }

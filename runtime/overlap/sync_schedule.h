@@ -46,8 +46,8 @@ struct SyncOptions {
   bool updates_read_all_gradients = false;
 };
 
-// `plan` is over graph.flat_params(). Adds the carried tensors the forward strategy reads to the
-// graph's table, and relinks the dependencies.
+// `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads in
+// the graph's table (so the graph is between declare and bind), and relinks the dependencies.
 void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
                  const SyncOptions& options);
 

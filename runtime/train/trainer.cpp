@@ -49,27 +49,38 @@ Schedule training_schedule(const Graph& graph, const Step& loss) {
 
 }  // namespace
 
-Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock)
+Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
+                 const Clock* clock)
     : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &backend.clock()) {
   check_model_and_config();
-  add_loss_tensors();
-  add_input_buffers();
   Communicator& comm = communicator();
   // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
   // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
   dropout_base_ =
       config.seed * 1000003 + static_cast<uint64_t>(comm.rank()) * 0x9E3779B97F4A7C15ull;
   check_capture(comm);
-  const BucketPlan plan = make_optimizer_and_sync(comm);
-  build_step(plan, comm);
+  // Every tensor of the step declared, then one plan and one binding.
+  const StateIds state = declare_state();
+  const BucketPlan plan = make_buckets();
+  Schedule schedule = step_schedule(plan, comm);
+  graph_.bind(backend_, init, naive_plan(schedule, graph_.tensor_infos()));
+  start_state(state);
+  make_sync(plan, comm);
+  executor_ = std::make_unique<Executor>(std::move(schedule),
+                                         PassRunners{&graph_, this, grad_sync_.get()}, *clock_);
 }
 
 void Trainer::check_model_and_config() {
-  if (!graph_.is_setup()) throw InvalidArgument("Trainer needs a graph that is set up");
+  if (!graph_.is_declared() || graph_.is_setup()) {
+    throw InvalidArgument(
+        "a Trainer binds its graph with the step's other tensors: give it a graph that is "
+        "declared (Graph::declare_for) and not yet bound");
+  }
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
   }
   const PrecisionPolicy& policy = graph_.policy();
+  graph_.require(backend_);  // the model's ops first, then the loss's and the optimizer's
   // The loss takes the logits in the activations' dtype and keeps its probabilities in f32.
   backend_.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
   const Shape& out = graph_.shape(graph_.output());
@@ -78,38 +89,59 @@ void Trainer::check_model_and_config() {
   }
   batch_ = out[0];
   classes_ = out[1];
+  // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
+  if (scaled()) LossScaler::check(config_.loss_scaling);
+  Optimizer::require(backend_, policy, scaled());
 }
 
-// The loss's tensors, in the graph's table; the losses not yet read back; the step counter.
-void Trainer::add_loss_tensors() {
-  auto add = [&](const char* name, TensorKind kind, const Shape& shape, DType dtype,
-                 MemCategory category) {
-    return graph_.add_tensor({name, kind, shape, dtype, graph_.output(), -1, category},
-                             backend_.empty(shape, dtype, category, name));
+bool Trainer::scaled() const { return graph_.policy().activations == DType::kF16; }
+
+// The tensors of the step besides the graph's, declared in its table: the loss's, the second
+// input buffer, the optimizer's and the loss scaler's state.
+Trainer::StateIds Trainer::declare_state() {
+  auto declare = [&](const char* name, TensorKind kind, const Shape& shape, DType dtype,
+                     MemCategory category, Layout layout = Layout::kNCHW) {
+    TensorInfo info{name, kind, shape, dtype, -1, -1, category};
+    info.layout = layout;
+    return graph_.declare_tensor(std::move(info));
   };
+  StateIds ids;
   // The labels come with the batch (load_batch), as the input does.
-  labels_id_ = add("labels", TensorKind::kInput, {batch_}, DType::kI64, MemCategory::kData);
-  probs_id_ = add("softmax probabilities", TensorKind::kLoss, graph_.shape(graph_.output()),
-                  DType::kF32, MemCategory::kActivations);
-  loss_id_ = add("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
-  loss_history_ = backend_.empty({config_.loss_readback_steps}, DType::kF32,
-                                 MemCategory::kActivations, "losses not yet read");
-  step_counter_ = backend_.empty({1}, DType::kI64, MemCategory::kOptimizerState, "step counter");
-  const int64_t first_step = 0;
-  backend_.copy_from_host(&first_step, step_counter_);
+  labels_id_ = declare("labels", TensorKind::kInput, {batch_}, DType::kI64, MemCategory::kData);
+  probs_id_ = declare("softmax probabilities", TensorKind::kLoss, graph_.shape(graph_.output()),
+                      DType::kF32, MemCategory::kActivations);
+  loss_id_ = declare("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
+  loss_history_id_ = declare("losses not yet read", TensorKind::kLoss,
+                             {config_.loss_readback_steps}, DType::kF32, MemCategory::kActivations);
+  step_counter_id_ =
+      declare("step counter", TensorKind::kBuffer, {1}, DType::kI64, MemCategory::kOptimizerState);
+  if (backend_.async_input_copies()) {
+    // The second input buffer (under the budget and in the setup's peak).
+    const TensorInfo in = graph_.tensor_infos()[graph_.output_id(graph_.input())];  // a copy
+    ids.images = declare("input, second buffer", TensorKind::kInput, in.shape, in.dtype,
+                         MemCategory::kData, in.layout);
+    ids.labels = declare("labels, second buffer", TensorKind::kInput, {batch_}, DType::kI64,
+                         MemCategory::kData);
+  }
+  ids.momentum = Optimizer::declare_state(graph_);
+  if (scaled()) ids.scaler = LossScaler::declare_state(graph_);
+  return ids;
 }
 
-void Trainer::add_input_buffers() {
+// Once bound: the state's first values, and the input slots.
+void Trainer::start_state(const StateIds& ids) {
+  const int64_t first_step = 0;
+  backend_.copy_from_host(&first_step, graph_.tensor(step_counter_id_));
+  if (scaled()) {
+    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_, ids.scaler);
+  }
+  optimizer_ =
+      std::make_unique<Optimizer>(backend_, graph_, ids.momentum, config_.sgd, scaler_.get());
   inputs_[0] = {graph_.input_tensor(), graph_.tensor(labels_id_), {}};
-  if (!backend_.async_input_copies()) return;
-  // The second input buffer, now (under the budget and in the setup's peak). Each slot's mark
-  // starts at the work queued so far: a buffer may reuse memory that queued work still uses,
-  // and a copy queue knows nothing of it.
-  const Tensor& in = inputs_[0].images;
-  inputs_[1] = {backend_.empty(in.shape(), in.dtype(), MemCategory::kData, "input, second buffer",
-                               in.layout()),
-                backend_.empty({batch_}, DType::kI64, MemCategory::kData, "labels, second buffer"),
-                {}};
+  if (ids.images < 0) return;
+  // Each slot's mark starts at the work queued so far: a buffer may reuse memory that queued
+  // work still uses, and a copy queue knows nothing of it.
+  inputs_[1] = {graph_.tensor(ids.images), graph_.tensor(ids.labels), {}};
   inputs_[0].read = inputs_[1].read = backend_.clock().mark();
 }
 
@@ -134,36 +166,30 @@ void Trainer::check_capture(const Communicator& comm) const {
   }
 }
 
-BucketPlan Trainer::make_optimizer_and_sync(Communicator& comm) {
-  const PrecisionPolicy& policy = graph_.policy();
-  const std::vector<Param*>& params = graph_.flat_params();
-  // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
-  if (policy.activations == DType::kF16) {
-    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_.flat_gradients());
-  }
-  optimizer_ = std::make_unique<Optimizer>(backend_, params, config_.sgd, policy, scaler_.get());
+BucketPlan Trainer::make_buckets() const {
   std::vector<int64_t> numels;
-  for (const Param* p : params) numels.push_back(p->value.numel());
-  BucketPlan plan = make_bucket_plan(graph_.grad_offsets(), numels, dtype_size(policy.gradients),
-                                     config_.bucket_mb);
-  grad_sync_ =
-      std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_, plan);
-  return plan;
+  for (const ParamIds& p : graph_.flat_params())
+    numels.push_back(graph_.tensor_infos()[p.value].shape.numel());
+  return make_bucket_plan(graph_.grad_offsets(), numels, dtype_size(graph_.policy().gradients),
+                          config_.bucket_mb);
 }
 
 // forward, the loss, backward, and the sync policy's passes: what the executor runs.
-void Trainer::build_step(const BucketPlan& plan, const Communicator& comm) {
+Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm) {
   Step loss;
   loss.pass = Pass::kLoss;
   loss.node = graph_.output();
   loss.reads = {graph_.output_id(graph_.output()), labels_id_};
   loss.writes = {graph_.grad_id(graph_.output()), probs_id_, loss_id_};
   Schedule schedule = training_schedule(graph_, loss);
-  insert_sync(
-      schedule, graph_, plan,
-      SyncOptions{config_.overlap, comm.size() > 1, optimizer_->reads_all_gradients_first()});
-  executor_ = std::make_unique<Executor>(std::move(schedule),
-                                         PassRunners{&graph_, this, grad_sync_.get()}, *clock_);
+  // With a loss scaler, the optimizer's first update of a step reads every gradient.
+  insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
+  return schedule;
+}
+
+void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
+  grad_sync_ =
+      std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_, plan);
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {
@@ -264,9 +290,10 @@ void Trainer::set_tracer(Tracer* tracer) {
 }
 
 void Trainer::run_step_work(Tracer* tracer) {
-  const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter_}};
+  Tensor& step_counter = graph_.tensor(step_counter_id_);
+  const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter}};
   executor_->run(&ctx, tracer ? traced_passes_.get() : nullptr);
-  backend_.increment(step_counter_);
+  backend_.increment(step_counter);
 }
 
 std::unique_ptr<CapturedWork> Trainer::capture_step_work() {
@@ -320,7 +347,7 @@ void Trainer::step() {
   }
   ++step_;
   // Outside the captured work: the loss's place in the history changes every step.
-  Tensor slot = loss_history_.slice_flat(unread_++, 1);
+  Tensor slot = graph_.tensor(loss_history_id_).slice_flat(unread_++, 1);
   backend_.copy(graph_.tensor(loss_id_), slot);
   mark_input_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
@@ -331,7 +358,7 @@ void Trainer::read_back_losses() {
   if (unread_ == 0) return;
   TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy);
   std::vector<float> host(static_cast<size_t>(unread_));
-  backend_.copy_to_host(loss_history_.slice_flat(0, unread_), host.data());
+  backend_.copy_to_host(graph_.tensor(loss_history_id_).slice_flat(0, unread_), host.data());
   losses_.insert(losses_.end(), host.begin(), host.end());
   unread_ = 0;
 }
@@ -402,8 +429,8 @@ uint64_t Trainer::weights_checksum() {
   uint64_t h = kFnv1aOffset;
   std::vector<unsigned char> bytes;
   for (const auto& np : graph_.named_params()) {
-    bytes.resize(np.param->value.bytes());
-    backend_.copy_to_host(np.param->value, bytes.data());
+    bytes.resize(np.param.value.bytes());
+    backend_.copy_to_host(np.param.value, bytes.data());
     h = fnv1a(bytes.data(), bytes.size(), h);
   }
   return h;

@@ -88,9 +88,14 @@ struct RunStats {
 
 class Trainer final : private PassRunner {
  public:
-  // `graph` must be set up on `backend` (its precision policy is the run's). Times come from
-  // `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
-  Trainer(Backend& backend, Graph& graph, const TrainConfig& config, const Clock* clock = nullptr);
+  // `graph` must be declared for `backend` (Graph::declare_for; its precision policy is the
+  // run's) and not bound: the trainer declares the step's other tensors (the loss's, the second
+  // input buffer, the optimizer's and loss scaler's state, the sync policy's carried gradients)
+  // in its table, plans them all (naive_plan) and binds them once, initialising the parameters
+  // from `init`. Times come from `clock` (the backend's, Backend::clock(), when null), which
+  // must outlive the trainer.
+  Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
+          const Clock* clock = nullptr);
 
   // Copies one batch from the host onto the backend; the next step trains on it. Where the
   // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
@@ -139,12 +144,19 @@ class Trainer final : private PassRunner {
  private:
   // The constructor's parts, in order.
   void check_model_and_config();
-  void add_loss_tensors();
-  void add_input_buffers();
   Communicator& communicator();  // the config's, or a local one of one rank
   void check_capture(const Communicator& comm) const;
-  BucketPlan make_optimizer_and_sync(Communicator& comm);
-  void build_step(const BucketPlan& plan, const Communicator& comm);
+  struct StateIds {
+    int images = -1, labels = -1;  // the second input buffer
+    std::vector<int> momentum;
+    int scaler = -1;
+  };
+  StateIds declare_state();
+  BucketPlan make_buckets() const;
+  Schedule step_schedule(const BucketPlan& plan, const Communicator& comm);
+  void start_state(const StateIds& ids);
+  void make_sync(const BucketPlan& plan, Communicator& comm);
+  bool scaled() const;  // fp16: a loss scaler
   // The loss's pass (PassRunner): softmax cross-entropy and the output's gradient.
   void run_pass(const Step& step, const LayerContext* ctx) override;
   const std::string& label(const Step& step) const override;
@@ -164,6 +176,10 @@ class Trainer final : private PassRunner {
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
   int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
+  int loss_history_id_ = -1;  // one loss per step since the last read-back
+  // The step's index on the device, advanced by the step's own work; dropout draws from
+  // dropout_base_ plus it.
+  int step_counter_id_ = -1;
   // The input and its labels. Slot 0 is the graph's own; slot 1 exists on a backend with
   // asynchronous input copies. The graph reads `current_input_`.
   struct InputSlot {
@@ -176,7 +192,6 @@ class Trainer final : private PassRunner {
   int64_t batches_loaded_ = 0;
   std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
   std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
-  Tensor loss_history_;                         // one loss per step since the last read-back
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
@@ -186,9 +201,6 @@ class Trainer final : private PassRunner {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
-  // The step's index on the device, advanced by the step's own work; dropout draws from
-  // dropout_base_ plus it.
-  Tensor step_counter_;
   uint64_t dropout_base_ = 0;
   std::unique_ptr<CapturedWork> captured_[2];  // capture_step: one graph per input slot
   uint64_t captured_scratch_ = 0;              // the backend's scratch_generation they hold

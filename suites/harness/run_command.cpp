@@ -324,8 +324,7 @@ RunResult run_training(const RunOptions& o) {
   bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);
-  graph.setup(*backend, rng, PrecisionPolicy::for_precision(o.precision));
-  if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
+  graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
   TrainConfig tc;
   tc.sgd = o.sgd;
   tc.seed = o.seed;
@@ -337,7 +336,8 @@ RunResult run_training(const RunOptions& o) {
   }
   tc.capture_step = o.cuda_graph;
   add_rank_fault(o, *comm, tc);
-  Trainer trainer(*backend, graph, tc);
+  Trainer trainer(*backend, graph, tc, rng);
+  if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   trainer.broadcast_weights();
   // The window covers the first timed steps (after warm-up), or the first epochs' steps. With
   // several ranks it is always on (3 steps by default), for the communication metrics.

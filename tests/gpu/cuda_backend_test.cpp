@@ -308,20 +308,20 @@ TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
   const ModelConfig mc{4, 48, 1000, 0.f};
   Graph gc = build_model("resnet18", mc), gg = build_model("resnet18", mc);
   Rng r1(3), r2(3);
-  gc.setup(cpu, r1);
-  gg.setup(*gpu, r2);
+  gc.declare_for(cpu);
+  gg.declare_for(*gpu);
   Rng data(9);
   std::vector<float> images(4 * 3 * 48 * 48);
   for (float& v : images) v = data.uniform(-1.f, 1.f);
   const std::vector<int64_t> labels{1, 7, 42, 999};
   TrainConfig tc;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
-  Trainer tcpu(cpu, gc, tc), tgpu(*gpu, gg, tc);
+  Trainer tcpu(cpu, gc, tc, r1), tgpu(*gpu, gg, tc, r2);
   auto pc = gc.named_params(), pg = gg.named_params();
   ASSERT_EQ(pc.size(), pg.size());
   std::vector<std::vector<float>> before;
   for (const auto& np : pc) {
-    const Tensor& t = np.param->value;
+    const Tensor& t = np.param.value;
     before.emplace_back(t.data<float>(), t.data<float>() + t.numel());
   }
   tcpu.load_batch(images.data(), labels.data());
@@ -341,11 +341,11 @@ TEST(CudaTraining, Resnet18StepMatchesTheCpuBackend) {
   };
   for (size_t i = 0; i < pc.size(); ++i) {
     SCOPED_TRACE(pc[i].name);
-    const Tensor& want_w = pc[i].param->value;
-    const Tensor& want_g = pc[i].param->grad;
+    const Tensor& want_w = pc[i].param.value;
+    const Tensor& want_g = pc[i].param.grad;
     std::vector<float> got_w(want_w.numel()), got_g(want_g.numel());
-    gpu->copy_to_host(pg[i].param->value, got_w.data());
-    gpu->copy_to_host(pg[i].param->grad, got_g.data());
+    gpu->copy_to_host(pg[i].param.value, got_w.data());
+    gpu->copy_to_host(pg[i].param.grad, got_g.data());
     EXPECT_LE(worst_of(got_g.data(), want_g.data<float>(), nullptr, want_g.numel()), 1e-4)
         << "gradient";
     EXPECT_LE(worst_of(got_w.data(), want_w.data<float>(), before[i].data(), want_w.numel()), 1e-2)
@@ -398,11 +398,11 @@ TEST(CudaTraining, DoubleBufferedBatchesTrainAsOnTheCpu) {
   const ModelConfig mc{4, 32, 10, 0.f};
   Graph gc = build_model("resnet18", mc), gg = build_model("resnet18", mc);
   Rng r1(3), r2(3);
-  gc.setup(cpu, r1);
-  gg.setup(*gpu, r2);
+  gc.declare_for(cpu);
+  gg.declare_for(*gpu);
   TrainConfig tc;
   tc.sgd = SgdConfig{0.01f, 0.9f, 0.f};
-  Trainer tcpu(cpu, gc, tc), tgpu(*gpu, gg, tc);
+  Trainer tcpu(cpu, gc, tc, r1), tgpu(*gpu, gg, tc, r2);
   Rng data(11);
   std::vector<float> images(4 * 3 * 32 * 32);
   std::vector<int64_t> labels(4);

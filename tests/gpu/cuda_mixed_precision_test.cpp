@@ -427,26 +427,26 @@ TEST(CudaTraining, Resnet18Bf16StepMatchesTheCpuBackendsBf16) {
   const auto step = [](Backend& backend, Precision precision, std::vector<float>* update) {
     Graph g = build_model("resnet18", ModelConfig{4, 48, 1000, 0.f});
     Rng r(3);
-    g.setup(backend, r, PrecisionPolicy::for_precision(precision));
+    g.declare_for(backend, PrecisionPolicy::for_precision(precision));
     Rng data(9);
     std::vector<float> images(4 * 3 * 48 * 48);
     for (float& v : images) v = data.uniform(-1.f, 1.f);
     const std::vector<int64_t> labels{1, 7, 42, 999};
     TrainConfig tc;
     tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
-    Trainer t(backend, g, tc);
+    Trainer t(backend, g, tc, r);
     std::vector<std::vector<float>> before;
     for (const auto& np : g.named_params()) {
-      std::vector<float> w(np.param->value.numel());
-      backend.copy_to_host(np.param->value, w.data());
+      std::vector<float> w(np.param.value.numel());
+      backend.copy_to_host(np.param.value, w.data());
       before.push_back(std::move(w));
     }
     t.load_batch(images.data(), labels.data());
     t.step();
     size_t i = 0;
     for (const auto& np : g.named_params()) {
-      std::vector<float> w(np.param->value.numel());
-      backend.copy_to_host(np.param->value, w.data());  // the f32 master weights
+      std::vector<float> w(np.param.value.numel());
+      backend.copy_to_host(np.param.value, w.data());  // the f32 master weights
       for (size_t j = 0; j < w.size(); ++j) update->push_back(w[j] - before[i][j]);
       ++i;
     }
@@ -499,7 +499,7 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
       auto gpu = make_backend(BackendKind::kCuda, {});
       Graph g = build_model(c.model, ModelConfig{c.batch, c.image, 10, {}});
       Rng r(3);
-      g.setup(*gpu, r, PrecisionPolicy::for_precision(c.precision));
+      g.declare_for(*gpu, PrecisionPolicy::for_precision(c.precision));
       const int64_t channels = g.shape(0)[1];
       Rng data(9);
       std::vector<float> images(c.batch * channels * c.image * c.image);
@@ -510,7 +510,7 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
       tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
       tc.capture_step = capture;
       tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 2};  // fp16 only
-      Trainer t(*gpu, g, tc);
+      Trainer t(*gpu, g, tc, r);
       t.load_batch(images.data(), labels.data());
       for (int i = 0; i < 6; ++i) t.step();
       Run run{t.take_losses(), {}, t.step_graphs()};

@@ -93,7 +93,8 @@ std::string backend_param_name(const ::testing::TestParamInfo<BackendKind>& info
 void check_layer(Backend& b, Layer& layer, const std::vector<Shape>& in_shapes,
                  const CheckOptions& opt, uint64_t seed) {
   Rng rng(seed);
-  setup_standalone(layer, b, in_shapes, rng);
+  const StandaloneTensors own = setup_standalone(layer, b, in_shapes, rng);
+  const LayerTensors& t = own.tensors;
   std::vector<Tensor> xs, dxs;
   for (const Shape& s : in_shapes) {
     xs.push_back(b.empty(s, DType::kF32, MemCategory::kActivations, "x"));
@@ -109,7 +110,7 @@ void check_layer(Backend& b, Layer& layer, const std::vector<Shape>& in_shapes,
   for (Tensor& x : xs) in.push_back(&x);
   const LayerContext ctx{b, true, 42};
   auto objective = [&] {
-    layer.forward(ctx, in, y);
+    layer.forward(ctx, t, in, y);
     const std::vector<float> yh = host(b, y);
     double s = 0;
     for (size_t i = 0; i < yh.size(); ++i) s += static_cast<double>(yh[i]) * rh[i];
@@ -118,13 +119,13 @@ void check_layer(Backend& b, Layer& layer, const std::vector<Shape>& in_shapes,
   objective();
   std::vector<Tensor*> dx;
   for (Tensor& d : dxs) dx.push_back(&d);
-  layer.backward_data(ctx, in, y, r, dx);
-  layer.backward_weights(ctx, in, y, r);
+  layer.backward_data(ctx, t, in, y, r, dx);
+  layer.backward_weights(ctx, t, in, y, r);
   for (size_t i = 0; i < xs.size(); ++i) {
     compare(b, xs[i], host(b, dxs[i]), objective, opt, rng, fmt::format("input {}", i));
   }
-  for (Param* p : layer.params()) {
-    compare(b, p->value, host(b, p->grad), objective, opt, rng, p->name);
+  for (const std::string& name : t.param_names()) {
+    compare(b, t.get(name), host(b, t.grad(name)), objective, opt, rng, name);
   }
 }
 
@@ -147,7 +148,7 @@ void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   b.copy(r, g.output_grad());
   g.backward(ctx);
   for (auto& np : g.named_params()) {
-    compare(b, np.param->value, host(b, np.param->grad), objective, opt, rng, np.name);
+    compare(b, np.param.value, host(b, np.param.grad), objective, opt, rng, np.name);
   }
 }
 

@@ -153,10 +153,10 @@ bool same_on_every_rank(uint64_t x) {
 TEST_F(CommTest, BroadcastBuffersGivesEveryRankRankZerosRunningStatistics) {
   Graph g = build_model("resnet18", ModelConfig{2, 8, 10, 0.f});
   Rng rng(static_cast<uint64_t>(comm->rank()) + 1);  // different weights until the broadcast
-  g.setup(*backend, rng);
+  g.declare_for(*backend);
   TrainConfig tc;
   tc.comm = comm;
-  Trainer t(*backend, g, tc);
+  Trainer t(*backend, g, tc, rng);
   t.broadcast_weights();
   ASSERT_TRUE(same_on_every_rank(state_checksums(g).first));
   // Each rank's own data moves its running statistics its own way.
@@ -187,13 +187,13 @@ TEST_P(Fp16Skip, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
   auto backend = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
   Rng rng(3);
-  g.setup(*backend, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  g.declare_for(*backend, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.comm = comm;
   tc.overlap = GetParam();
   tc.bucket_mb = 0.1;  // several buckets
   tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 100};
-  Trainer t(*backend, g, tc);
+  Trainer t(*backend, g, tc, rng);
   t.broadcast_weights();
   const Dataset d = make_synthetic(4, 1, 8, 10, 40 + static_cast<uint64_t>(comm->rank()));
   std::vector<float> overflowing = d.images;

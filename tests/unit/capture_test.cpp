@@ -111,11 +111,11 @@ TrainConfig config(bool capture) {
 
 const ModelConfig kDigits{4, 8, 10, {}};  // digits-cnn, batch 4 at 8x8: it has a dropout
 
-// digits-cnn set up on `backend`, its weights from seed 9 (as train() makes them).
+// digits-cnn declared for `backend`; a trainer binds it with weights from kSeed (as train()).
+constexpr uint64_t kSeed = 9;
 Graph digits_cnn(Backend& backend) {
   Graph g = build_model("digits-cnn", kDigits);
-  Rng rng(9);
-  g.setup(backend, rng);
+  g.declare_for(backend);
   return g;
 }
 
@@ -149,10 +149,10 @@ Outcome train(const std::string& model, const ModelConfig& mc, Precision precisi
   CapturingBackend& backend = *made;
   Graph g = build_model(model, mc);
   Rng rng(9);
-  g.setup(backend, rng, PrecisionPolicy::for_precision(precision));
+  g.declare_for(backend, PrecisionPolicy::for_precision(precision));
   TrainConfig c = config(capture);
   c.loss_scaling = scaling;
-  Trainer t(backend, g, c);
+  Trainer t(backend, g, c, rng);
   const int64_t channels = g.shape(0)[1];
   for (int i = 0; i < steps; ++i) {
     if (i == 0 || new_batches) {
@@ -255,7 +255,8 @@ TEST(CapturedStep, MovedScratchIsCapturedAgain) {
   const Outcome eager = train("digits-cnn", kDigits, Precision::kFp32, false, 5);
   CapturingBackend backend;
   Graph g = digits_cnn(backend);
-  Trainer t(backend, g, config(true));
+  Rng init(kSeed);
+  Trainer t(backend, g, config(true), init);
   first_step(t);
   t.step();
   t.step();
@@ -273,7 +274,8 @@ TEST(CapturedStep, TheCpuBackendRefusesWithTheReason) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = digits_cnn(*b);
   try {
-    Trainer t(*b, g, config(true));
+    Rng init(kSeed);
+    Trainer t(*b, g, config(true), init);
     FAIL() << "the cpu backend captured";
   } catch (const Unsupported& e) {
     EXPECT_NE(std::string(e.what()).find("--cuda-graph needs --backend=cuda"), std::string::npos)
@@ -286,8 +288,10 @@ TEST(CapturedStep, RefusesAHookAndATracer) {
   Graph g = digits_cnn(backend);
   TrainConfig hooked = config(true);
   hooked.mid_step_hook = [](int64_t) {};
-  EXPECT_THROW(Trainer(backend, g, hooked), InvalidArgument);
-  Trainer t(backend, g, config(true));
+  Rng unused(kSeed);
+  EXPECT_THROW(Trainer(backend, g, hooked, unused), InvalidArgument);
+  Rng init(kSeed);
+  Trainer t(backend, g, config(true), init);
   Tracer tracer(0, 1, &backend.clock());
   EXPECT_THROW(t.set_tracer(&tracer), Unsupported);
 }
@@ -298,7 +302,8 @@ TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
   for (int allocating = 0; allocating < 2; ++allocating) {
     CapturingBackend backend;
     Graph g = digits_cnn(backend);
-    Trainer t(backend, g, config(true));
+    Rng init(kSeed);
+    Trainer t(backend, g, config(true), init);
     first_step(t);
     std::vector<Tensor> held;
     backend.on_captured_op = [&] {
@@ -330,7 +335,8 @@ TEST(CapturedStep, AFailedOrAllocatingCaptureIsRefused) {
 TEST(CapturedStep, ADeviceFaultWhileCapturingPassesThrough) {
   CapturingBackend backend;
   Graph g = digits_cnn(backend);
-  Trainer t(backend, g, config(true));
+  Rng init(kSeed);
+  Trainer t(backend, g, config(true), init);
   first_step(t);
   backend.on_captured_op = [] { throw DeviceError("an illegal memory access was encountered"); };
   EXPECT_THROW(t.step(), DeviceError);

@@ -58,7 +58,7 @@ TEST_P(ChannelsLastGraph, ActivationsAndConvWeightCopiesAreChannelsLastButWhatFl
   EXPECT_GT(nhwc, 0);
   for (const auto& np : g.named_params()) {
     SCOPED_TRACE(np.name);
-    const Param& p = *np.param;
+    const Param& p = np.param;
     EXPECT_EQ(p.value.layout(), Layout::kNCHW);  // the masters keep torchvision's layout
     const Layout four_d = p.value.shape().rank() == 4 ? Layout::kNHWC : Layout::kNCHW;
     EXPECT_EQ(p.grad.layout(), four_d);
@@ -76,7 +76,7 @@ TEST_P(ChannelsLastGraph, Fp32StaysNchwThroughout) {
   for (int i = 0; i <= g.output(); ++i) {
     EXPECT_EQ(g.tensor(g.output_id(i)).layout(), Layout::kNCHW) << g.nodes()[i].name;
   }
-  for (const auto& np : g.named_params()) EXPECT_EQ(np.param->grad.layout(), Layout::kNCHW);
+  for (const auto& np : g.named_params()) EXPECT_EQ(np.param.grad.layout(), Layout::kNCHW);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ChannelsLastGraph,

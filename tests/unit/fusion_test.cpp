@@ -37,10 +37,10 @@ struct Trained {
 Trained train(Backend& backend, const std::string& model, int64_t image_size) {
   Graph g = build_model(model, ModelConfig{2, image_size, 10, {}});
   Rng rng(5);
-  g.setup(backend, rng);
+  g.declare_for(backend);
   TrainConfig tc;
   tc.sgd = SgdConfig{0.05f, 0.9f, 1e-4f};
-  Trainer t(backend, g, tc);
+  Trainer t(backend, g, tc, rng);
   const Dataset d = make_synthetic(2, 3, image_size, 10, 6);
   t.load_batch(d.images.data(), d.labels.data());
   for (int s = 0; s < 3; ++s) t.step();
@@ -52,8 +52,8 @@ Trained train(Backend& backend, const std::string& model, int64_t image_size) {
       backend.copy_to_host(x, v.data());
       return v;
     };
-    out.grads.push_back(host(np.param->grad));
-    out.weights.push_back(host(np.param->value));
+    out.grads.push_back(host(np.param.grad));
+    out.weights.push_back(host(np.param.value));
   }
   out.activation_peak =
       backend.allocator().stats().peak[static_cast<size_t>(MemCategory::kActivations)];
@@ -167,8 +167,8 @@ TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
       Backend& b = fuse ? static_cast<Backend&>(fusing) : cpu;
       Graph g = small_graph(twice);
       Rng rng(2);
-      g.setup(b, rng);
-      Trainer t(b, g, TrainConfig{});
+      g.declare_for(b);
+      Trainer t(b, g, TrainConfig{}, rng);
       const Dataset d = make_synthetic(4, 3, 6, 10, 8);
       t.load_batch(d.images.data(), d.labels.data());
       for (int s = 0; s < 3; ++s) t.step();

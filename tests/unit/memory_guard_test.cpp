@@ -94,8 +94,8 @@ std::vector<float> train(Backend& backend, const std::string& model, int64_t siz
   const ModelInfo& info = find_model(model);
   Graph g = build_model(model, ModelConfig{2, size, 10, {}});
   Rng rng(1);
-  g.setup(backend, rng);
-  Trainer t(backend, g, TrainConfig{});
+  g.declare_for(backend);
+  Trainer t(backend, g, TrainConfig{}, rng);
   const Dataset d = make_synthetic(2, info.in_channels, size, 10, 3);
   t.load_batch(d.images.data(), d.labels.data());
   for (int s = 0; s < steps; ++s) t.step();

@@ -10,6 +10,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
+#include "runtime/train/trainer.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -123,6 +124,47 @@ TEST_P(NaivePlan, IsWhatASetupAllocatesByteForByte) {
                 a.dtype == b.dtype && a.category == b.category && a.layout == b.layout &&
                 a.alias_of == b.alias_of && a.offset == b.offset)
         << a.name;
+  }
+}
+
+// A trainer binds once, from one plan: every byte of its step (the graph's tensors, the loss's,
+// the optimizer's momentum, the loss scaler's state, the forward strategy's carried gradients) is
+// a buffer of the naive plan of its schedule and table, allocated once each. The workspace is
+// the one allocation outside it (Graph::bind says why).
+TEST_P(NaivePlan, IsWhatATrainerAllocatesBufferForBuffer) {
+  const SetupCase c = GetParam();
+  for (OverlapStrategy strategy : {OverlapStrategy::kNone, OverlapStrategy::kForward}) {
+    auto backend = make_backend(BackendKind::kCpu, {});
+    Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
+    g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
+    TrainConfig tc;
+    tc.overlap = strategy;
+    Rng rng(0);
+    Trainer t(*backend, g, tc, rng);
+    const MemoryPlan plan = naive_plan(t.schedule(), g.tensor_infos());
+    const MemoryStats stats = backend->allocator().stats();
+    const auto workspace = static_cast<size_t>(MemCategory::kWorkspace);
+    const PlanPeaks peaks = plan_peaks(plan);
+    for (size_t k = 0; k < kNumMemCategories; ++k) {
+      if (k == workspace) continue;
+      EXPECT_EQ(peaks.by_category[k], stats.current[k])
+          << mem_category_name(static_cast<MemCategory>(k)) << " " << overlap_name(strategy);
+    }
+    EXPECT_EQ(peaks.total, stats.total_current - stats.current[workspace]);
+    // One allocation per planned buffer; every other one is the workspace's (grown as the
+    // convolutions' plans ask).
+    EXPECT_EQ(backend->allocator().allocations() - stats.allocations[workspace],
+              plan.buffers.size())
+        << overlap_name(strategy);
+    // The step's state is in the table: the momentum and the scaler's state (fp16). (One rank
+    // carries no gradient into the next step: schedule_test checks two ranks' carried tensors.)
+    size_t momentum = 0, scaler = 0;
+    for (const TensorInfo& info : g.tensor_infos()) {
+      momentum += info.name.rfind("momentum of ", 0) == 0;
+      scaler += info.name == "loss-scale state";
+    }
+    EXPECT_EQ(momentum, g.flat_params().size());
+    EXPECT_EQ(scaler, c.precision == Precision::kFp16 ? 1u : 0u);
   }
 }
 

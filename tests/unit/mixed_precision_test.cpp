@@ -29,8 +29,8 @@ Footprint digits_footprint(Precision p) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{8, 8, 10, {}});
   Rng rng(0);
-  g.setup(*b, rng, PrecisionPolicy::for_precision(p));
-  Trainer t(*b, g, TrainConfig{});
+  g.declare_for(*b, PrecisionPolicy::for_precision(p));
+  Trainer t(*b, g, TrainConfig{}, rng);
   const Dataset d = make_synthetic(8, 1, 8, 10, 3);
   t.load_batch(d.images.data(), d.labels.data());
   t.step();
@@ -83,11 +83,11 @@ TEST(MixedPrecision, Fp16SkipsAnOverflowingStepAndTheScaleFollowsGradScaler) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{8, 8, 10, 0.f});
   Rng rng(0);
-  g.setup(*b, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  g.declare_for(*b, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.sgd = SgdConfig{0.05f, 0.9f, 0.f};
   tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 3};
-  Trainer t(*b, g, tc);
+  Trainer t(*b, g, tc, rng);
   ASSERT_NE(t.loss_scaler(), nullptr);
   const Dataset d = make_synthetic(8, 1, 8, 10, 3);
   std::vector<float> overflowing = d.images;
@@ -112,10 +112,10 @@ TEST(MixedPrecision, AFixedScaleNeverChangesAndANonPositiveOneIsRefused) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{8, 8, 10, 0.f});
   Rng rng(0);
-  g.setup(*b, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  g.declare_for(*b, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.loss_scaling = LossScaleConfig{128.f, 1.f, 1.f, 1};
-  Trainer t(*b, g, tc);
+  Trainer t(*b, g, tc, rng);
   const Dataset d = make_synthetic(8, 1, 8, 10, 3);
   std::vector<float> overflowing = d.images;
   overflowing[5] = 1e6f;
@@ -127,7 +127,17 @@ TEST(MixedPrecision, AFixedScaleNeverChangesAndANonPositiveOneIsRefused) {
   EXPECT_EQ(t.loss_scaler()->skipped_steps(), 1);
   for (float bad : {0.f, -1.f, std::numeric_limits<float>::infinity()}) {
     tc.loss_scaling.initial_scale = bad;
-    EXPECT_THROW({ Trainer bad_scale(*b, g, tc); }, InvalidArgument) << bad;
+    Graph fresh = build_model("digits-cnn", ModelConfig{8, 8, 10, 0.f});
+    fresh.declare_for(*b, PrecisionPolicy::for_precision(Precision::kFp16));
+    Rng init(0);
+    try {
+      Trainer bad_scale(*b, fresh, tc, init);
+      ADD_FAILURE() << "a loss scale of " << bad << " was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("loss scale must be positive"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_FALSE(fresh.is_setup()) << "refused before anything was allocated";
   }
 }
 
@@ -141,10 +151,10 @@ TEST_P(Convergence, DigitsCnnReaches95PercentOnHeldOutDigits) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{32, 8, 10, {}});
   Rng rng(0);
-  g.setup(*b, rng, PrecisionPolicy::for_precision(GetParam()));
+  g.declare_for(*b, PrecisionPolicy::for_precision(GetParam()));
   TrainConfig tc;
   tc.sgd = SgdConfig{0.05f, 0.9f, 0.f};
-  Trainer t(*b, g, tc);
+  Trainer t(*b, g, tc, rng);
   Rng shuffle(1);
   double acc = 0;
   for (int e = 0; e < 8; ++e) {

@@ -50,7 +50,7 @@ TEST(Models, Resnet18StateDictNamesAndShapes) {
   Rng rng(0);
   g.setup(b, rng);
   int64_t total = 0;
-  for (auto& np : g.named_params()) total += np.param->value.numel();
+  for (auto& np : g.named_params()) total += np.param.value.numel();
   EXPECT_EQ(total, 11689512);
   const StateDict s = g.state_dict();
   // torchvision: 62 parameters and 20 batch norms x 3 buffers.
@@ -78,13 +78,14 @@ TEST(Models, GradientsLiveInOneBufferInReverseLayerOrderEachAligned) {
   };
   const auto& nodes = g.nodes();
   size_t i = 0;
-  for (auto node = nodes.rbegin(); node != nodes.rend(); ++node) {  // last layer first
-    if (!node->layer) continue;
-    for (Param* p : node->layer->params()) {  // weight, then bias, each on a 256-byte boundary
+  for (int node = static_cast<int>(nodes.size()) - 1; node >= 1; --node) {  // last layer first
+    const LayerTensors& t = g.layer_tensors(node);
+    for (const std::string& p : t.param_names()) {  // weight, then bias, each 256-byte aligned
       expected = aligned(expected);
-      EXPECT_EQ(p->grad.data<char>(), expected) << node->name << "." << p->name;
+      EXPECT_EQ(t.grad(p).data<char>(), expected) << nodes[node].name << "." << p;
+      EXPECT_EQ(g.flat_params().at(i).name, nodes[node].name + "." + p);
       EXPECT_EQ(g.grad_offsets().at(i++) * 4, expected - base);
-      expected += p->grad.bytes();
+      expected += t.grad(p).bytes();
     }
   }
   EXPECT_EQ(expected, base + flat.bytes());

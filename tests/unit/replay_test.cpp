@@ -19,11 +19,11 @@ class Replay : public ::testing::Test {
     g.add("fc1", std::make_unique<Linear>(8, 8), {g.input()});
     g.add("relu", std::make_unique<Relu>(), {g.output()});
     g.add("fc2", std::make_unique<Linear>(8, 4), {g.output()});
-    Rng rng(0);
-    g.setup(*backend, rng);
+    // Declared only: a replay runs no pass, so nothing is allocated and no backend is asked.
+    g.declare(PrecisionPolicy{}, BackendTraits{});
     // Flat order is the last layer's first: fc2.weight, fc2.bias, fc1.weight, fc1.bias.
     const auto& at = g.grad_offsets();
-    const int64_t end = g.flat_gradients().numel();
+    const int64_t end = g.tensor_infos()[g.flat_gradient_id()].shape.numel();
     plan.buckets = {{0, 2, at[0], at[2] - at[0], 8 * 4 + 4}, {2, 2, at[2], end - at[2], 8 * 8 + 8}};
     plan.bucket_of = {0, 0, 1, 1};
   }
@@ -102,7 +102,6 @@ class Replay : public ::testing::Test {
     return out;
   }
 
-  std::unique_ptr<Backend> backend = make_backend(BackendKind::kCpu, {});
   Graph g{Shape{2, 8}};
   BucketPlan plan;
 };

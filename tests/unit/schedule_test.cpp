@@ -33,14 +33,14 @@ bool is_update(const Step& s) {
 
 TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
   auto b = make_backend(BackendKind::kCpu, {});
-  Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
-  Rng rng(0);
-  g.setup(*b, rng);
   for (OverlapStrategy strategy :
        {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+    Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
+    Rng rng(0);
+    g.declare_for(*b);
     TrainConfig tc;
     tc.overlap = strategy;
-    Trainer t(*b, g, tc);
+    Trainer t(*b, g, tc, rng);
     const Schedule& s = t.schedule();
     const std::vector<std::string> problems = problems_of(s, g);
     for (const std::string& p : problems) ADD_FAILURE() << overlap_name(strategy) << ": " << p;
@@ -71,16 +71,16 @@ TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
 
 TEST_P(ModelSchedule, OneRankRunsTheSameStepForEveryStrategy) {
   auto b = make_backend(BackendKind::kCpu, {});
-  Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
-  Rng rng(0);
-  g.setup(*b, rng);
   std::vector<std::string> first;
   for (OverlapStrategy strategy :
        {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+    Graph g = build_model(GetParam().model, ModelConfig{2, GetParam().image_size, 10, {}});
+    Rng rng(0);
+    g.declare_for(*b);
     TrainConfig tc;
     tc.overlap = strategy;
     tc.bucket_mb = 1;
-    Trainer t(*b, g, tc);
+    Trainer t(*b, g, tc, rng);
     std::vector<std::string> lines;
     for (const Step& s : t.schedule().steps)
       lines.push_back(describe_step(s, g.tensor_infos(), g.node_names()));
@@ -106,15 +106,15 @@ INSTANTIATE_TEST_SUITE_P(ReferenceModels, ModelSchedule,
                            return n;
                          });
 
-// Where the policies put the communication, on a graph set up as two ranks would have it.
+// Where the policies put the communication, on a graph declared as two ranks would have it.
 class SyncSchedule : public ::testing::Test {
  protected:
   void SetUp() override {
     g = std::make_unique<Graph>(build_model("resnet18", ModelConfig{2, 32, 10, {}}));
-    Rng rng(0);
-    g->setup(*b, rng);
+    g->declare_for(*b);  // the schedule needs no storage
     std::vector<int64_t> numels;
-    for (const Param* p : g->flat_params()) numels.push_back(p->value.numel());
+    for (const ParamIds& p : g->flat_params())
+      numels.push_back(g->tensor_infos()[p.value].shape.numel());
     plan = make_bucket_plan(numels, 4, 5.0);
   }
   // forward, a loss that writes the output's gradient, backward.

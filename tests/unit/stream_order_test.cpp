@@ -270,19 +270,19 @@ TEST_P(StreamOrder, ReductionsFollowTheirGradientsAndPrecedeTheirUpdates) {
   RecordingCommunicator comm(log);
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(1);
-  g.setup(backend, rng);
+  g.declare_for(backend);
   TrainConfig tc;
   tc.comm = &comm;
   tc.overlap = GetParam();
   tc.bucket_mb = 2;  // several buckets
-  Trainer t(backend, g, tc);
+  Trainer t(backend, g, tc, rng);
   const Dataset d = make_synthetic(2, 3, 32, 10, 4);
   t.load_batch(d.images.data(), d.labels.data());
   log.events.clear();
   for (int s = 0; s < 3; ++s) t.step();
   t.flush();
   std::vector<Range> grads;
-  for (const auto& np : g.named_params()) grads.push_back(range_of(np.param->grad));
+  for (const auto& np : g.named_params()) grads.push_back(range_of(np.param.grad));
   check_order(log, grads);
 }
 
@@ -300,12 +300,12 @@ TEST_P(StreamOrder, LossScalingChecksEveryReducedGradientBeforeTheFirstUpdate) {
   RecordingCommunicator comm(log);
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
   Rng rng(1);
-  g.setup(backend, rng, PrecisionPolicy::for_precision(Precision::kFp16));
+  g.declare_for(backend, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.comm = &comm;
   tc.overlap = GetParam();
   tc.bucket_mb = 0.01;  // several buckets of 16-bit gradients
-  Trainer t(backend, g, tc);
+  Trainer t(backend, g, tc, rng);
   ASSERT_GE(t.bucket_plan().buckets.size(), 3u);
   const Dataset d = make_synthetic(4, 1, 8, 10, 4);
   t.load_batch(d.images.data(), d.labels.data());
@@ -374,8 +374,8 @@ int check_inputs(const Log& log) {
 std::vector<float> train_on_batches(Backend& backend, const std::vector<Dataset>& batches) {
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(1);
-  g.setup(backend, rng);
-  Trainer t(backend, g, TrainConfig{});
+  g.declare_for(backend);
+  Trainer t(backend, g, TrainConfig{}, rng);
   for (const Dataset& d : batches) {
     t.load_batch(d.images.data(), d.labels.data());
     t.step();
@@ -416,8 +416,8 @@ TEST(InputPipeline, EvaluationReloadsAndAnInputViewFollowTheCurrentBuffer) {
     const int flat = g.add("flatten", std::make_unique<Flatten>(), {0});
     g.add("fc", std::make_unique<Linear>(48, 10), {flat});
     Rng rng(1);
-    g.setup(backend, rng);
-    Trainer t(backend, g, TrainConfig{});
+    g.declare_for(backend);
+    Trainer t(backend, g, TrainConfig{}, rng);
     for (const Dataset& d : batches) {
       t.load_batch(batches[0].images.data(), batches[0].labels.data());  // replaced at once
       t.load_batch(d.images.data(), d.labels.data());

@@ -17,8 +17,8 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(0);
-  g.setup(*b, rng);
-  Trainer t(*b, g, TrainConfig{});
+  g.declare_for(*b);
+  Trainer t(*b, g, TrainConfig{}, rng);
   Tracer other(2, 3);  // its own steady clock: the executor's marks would be another clock's
   EXPECT_THROW(t.set_tracer(&other), InvalidArgument);
   Tracer tracer(2, 3, &b->clock());  // steps 2, 3, 4 of 0..5

@@ -23,8 +23,8 @@ TEST(Trainer, Resnet18LossFallsOnSyntheticData) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("resnet18", ModelConfig{16, 32, 1000, {}});
   Rng rng(3);
-  g.setup(*b, rng);
-  Trainer t(*b, g, sgd_config(0.01f, 3));
+  g.declare_for(*b);
+  Trainer t(*b, g, sgd_config(0.01f, 3), rng);
   const Dataset d = make_synthetic(16, 3, 32, 1000, 11);
   t.load_batch(d.images.data(), d.labels.data());
   const RunStats s = t.run(0, 30);
@@ -51,6 +51,23 @@ TEST(Trainer, UnsupportedPrecisionIsUnsupported) {
   Rng rng(0);
   // The CPU's products are strict f32: it has no TF32.
   EXPECT_THROW(g.setup(*b, rng, PrecisionPolicy::for_precision(Precision::kTf32)), Unsupported);
+}
+
+// Support is checked before a byte is allocated: a precision the backend cannot run, for a
+// model that would not fit the budget either, is refused as unsupported (what a user must
+// change), not as out of memory, and nothing is allocated.
+TEST(Trainer, UnsupportedIsReportedBeforeOutOfMemory) {
+  BackendOptions o;
+  o.memory_budget = 8 << 20;  // resnet18's weights alone are 44.6 MiB
+  auto b = make_backend(BackendKind::kCpu, o);
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 1000, {}});
+  g.declare_for(*b, PrecisionPolicy::for_precision(Precision::kTf32));
+  Rng rng(0);
+  EXPECT_THROW(Trainer(*b, g, TrainConfig{}, rng), Unsupported);
+  Graph alone = build_model("resnet18", ModelConfig{2, 32, 1000, {}});  // the graph's own bind
+  EXPECT_THROW(alone.setup(*b, rng, PrecisionPolicy::for_precision(Precision::kTf32)), Unsupported);
+  EXPECT_EQ(b->allocator().allocations(), 0u);
+  EXPECT_FALSE(g.is_setup());
 }
 
 TEST(Trainer, MissingDigitsFileNamesThePath) {
@@ -85,9 +102,9 @@ TEST(Trainer, StepTimesComeFromTheClocksMarksNotTheHostsReading) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});
   Rng rng(0);
-  g.setup(*b, rng);
+  g.declare_for(*b);
   FakeDeviceClock clock;
-  Trainer t(*b, g, sgd_config(0.01f), &clock);
+  Trainer t(*b, g, sgd_config(0.01f), rng, &clock);
   const Dataset d = make_synthetic(4, 1, 8, 10, 2);
   t.load_batch(d.images.data(), d.labels.data());
   const RunStats s = t.run(1, 3);

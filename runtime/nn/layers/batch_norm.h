@@ -10,10 +10,13 @@ class BatchNorm final : public Layer {
   std::string_view kind() const override { return "batch_norm"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
   void declare(LayerDeclaration& d) const override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
   void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   // Fused with the ReLU after it, backward also reads the output (the ReLU's mask).
   PassReads backward_data_reads() const override { return {true, relu_}; }
   bool can_fuse_relu(const BackendTraits& traits) const override {
@@ -22,10 +25,6 @@ class BatchNorm final : public Layer {
   void fuse_relu() override { relu_ = true; }
   bool fused_relu() const { return relu_; }
   bool fused_backward() const override { return true; }
-  std::vector<Param*> params() override { return {&weight_, &bias_}; }
-  void save_state(Backend& backend, const std::string& prefix, StateDict& out) override;
-  void load_state(Backend& backend, const std::string& prefix, const StateDict& in,
-                  std::vector<std::string>& used) override;
   int64_t num_params() const override { return 2 * channels_; }
   float eps() const { return eps_; }
   double forward_flops(const std::vector<Shape>& in) const override;
@@ -34,10 +33,6 @@ class BatchNorm final : public Layer {
  private:
   int64_t channels_;
   float eps_, momentum_;
-  Param weight_{"weight", {}, {}, {}};
-  Param bias_{"bias", {}, {}, {}};
-  Tensor running_mean_, running_var_, save_mean_, save_invstd_;
-  Tensor num_batches_tracked_;  // one int64 on the device
   bool relu_ = false;
 };
 

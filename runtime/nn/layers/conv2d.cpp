@@ -53,39 +53,40 @@ void Conv2d::declare(LayerDeclaration& d) const {
   if (o_.bias) d.compute_copy("bias", compute);
 }
 
+void Conv2d::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kConv, OpTypes::of(policy));
+}
+
 void Conv2d::setup(LayerSetup& s) {
-  weight_.value = s.tensors.get("weight");
-  if (o_.bias) bias_.value = s.tensors.get("bias");
-  init_weight_and_bias(s.backend, o_.init, s.rng, weight_.value, bias_.value);
-  weight_.compute = s.tensors.compute_copy("weight");
-  if (o_.bias) bias_.compute = s.tensors.compute_copy("bias");
+  Tensor none;
+  init_weight_and_bias(s.backend, o_.init, s.rng, s.tensors.get("weight"),
+                       o_.bias ? s.tensors.get("bias") : none);
   ConvDesc d = describe(s.in.at(0), s.op_types());
   d.layout = s.backend.activation_layout(d.types);  // as the graph stores its tensors
   plan_ = s.backend.make_conv_plan(d);
 }
 
-void Conv2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Conv2d::forward(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, Tensor& y) {
+  const Tensor& w = own.compute_copy("weight");
   if (o_.bias) {
-    ctx.backend.conv_bias_forward(*plan_, *x[0], weight_.for_compute(), bias_.for_compute(), y);
+    ctx.backend.conv_bias_forward(*plan_, *x[0], w, own.compute_copy("bias"), y);
   } else {
-    ctx.backend.conv_forward(*plan_, *x[0], weight_.for_compute(), y);
+    ctx.backend.conv_forward(*plan_, *x[0], w, y);
   }
 }
 
-void Conv2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                           const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, weight_.for_compute(), *dx[0]);
+void Conv2d::backward_data(const LayerContext& ctx, const LayerTensors& own,
+                           const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                           const std::vector<Tensor*>& dx) {
+  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, own.compute_copy("weight"), *dx[0]);
 }
 
-void Conv2d::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                              const Tensor&, const Tensor& dy) {
-  ctx.backend.conv_backward_filter(*plan_, *x[0], dy, weight_.grad);
-  if (o_.bias) ctx.backend.bias_backward(dy, bias_.grad);
-}
-
-std::vector<Param*> Conv2d::params() {
-  if (o_.bias) return {&weight_, &bias_};
-  return {&weight_};
+void Conv2d::backward_weights(const LayerContext& ctx, const LayerTensors& own,
+                              const std::vector<const Tensor*>& x, const Tensor&,
+                              const Tensor& dy) {
+  ctx.backend.conv_backward_filter(*plan_, *x[0], dy, own.grad("weight"));
+  if (o_.bias) ctx.backend.bias_backward(dy, own.grad("bias"));
 }
 
 std::vector<OpInstance> Conv2d::op_instances(const std::vector<Shape>& in) const {

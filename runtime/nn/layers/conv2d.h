@@ -19,14 +19,17 @@ class Conv2d final : public Layer {
   std::string_view kind() const override { return "conv2d"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
   void declare(LayerDeclaration& d) const override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
   void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
-  void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                        const Tensor& y, const Tensor& dy) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
+  void backward_weights(const LayerContext& ctx, const LayerTensors& own,
+                        const std::vector<const Tensor*>& x, const Tensor& y,
+                        const Tensor& dy) override;
   PassReads backward_weights_reads() const override { return {true, false}; }
-  std::vector<Param*> params() override;
   int64_t num_params() const override {
     return o_.out_channels * (o_.in_channels / o_.groups) * o_.kernel * o_.kernel +
            (o_.bias ? o_.out_channels : 0);
@@ -43,8 +46,6 @@ class Conv2d final : public Layer {
 
  private:
   Conv2dOptions o_;
-  Param weight_{"weight", {}, {}, {}};
-  Param bias_{"bias", {}, {}, {}};
   std::unique_ptr<ConvPlan> plan_;
 };
 

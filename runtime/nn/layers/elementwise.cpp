@@ -6,14 +6,18 @@
 
 namespace dlb {
 
-void Relu::setup(LayerSetup& s) { s.backend.require(Op::kRelu, s.op_types()); }
+void Relu::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kRelu, OpTypes::of(policy));
+}
 
-void Relu::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Relu::forward(const LayerContext& ctx, const LayerTensors&,
+                   const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.relu_forward(*x[0], y);
 }
 
-void Relu::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                         const Tensor& y, const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Relu::backward_data(const LayerContext& ctx, const LayerTensors&,
+                         const std::vector<const Tensor*>&, const Tensor& y, const Tensor& dy,
+                         const std::vector<Tensor*>& dx) {
   if (dx[0]) ctx.backend.relu_backward(y, dy, *dx[0]);
 }
 
@@ -31,27 +35,31 @@ void Dropout::declare(LayerDeclaration& d) const {
   if (p_ > 0.f) d.saved("mask", d.in.at(0), d.policy.activations);
 }
 
-void Dropout::setup(LayerSetup& s) {
-  s.backend.require(Op::kDropout, s.op_types());
-  stream_ = s.rng.next_u64();  // the layer's generator: a graph forks one per node
-  if (p_ > 0.f) mask_ = s.tensors.get("mask");
+void Dropout::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kDropout, OpTypes::of(policy));
 }
 
-void Dropout::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Dropout::setup(LayerSetup& s) {
+  stream_ = s.rng.next_u64();  // the layer's generator: a graph forks one per node
+}
+
+void Dropout::forward(const LayerContext& ctx, const LayerTensors& own,
+                      const std::vector<const Tensor*>& x, Tensor& y) {
   active_ = ctx.training && p_ > 0.f;
   if (active_) {
     ctx.backend.dropout_forward(*x[0], p_, DropoutSeed{ctx.seed.base + stream_, ctx.seed.step},
-                                mask_, y);
+                                own.get("mask"), y);
   } else {
     ctx.backend.copy(*x[0], y);
   }
 }
 
-void Dropout::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                            const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Dropout::backward_data(const LayerContext& ctx, const LayerTensors& own,
+                            const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                            const std::vector<Tensor*>& dx) {
   if (!dx[0]) return;
   if (active_) {
-    ctx.backend.dropout_backward(dy, mask_, *dx[0]);
+    ctx.backend.dropout_backward(dy, own.get("mask"), *dx[0]);
   } else {
     ctx.backend.copy(dy, *dx[0]);
   }
@@ -69,14 +77,18 @@ Shape Add::output_shape(const std::vector<Shape>& in) const {
   return in[0];
 }
 
-void Add::setup(LayerSetup& s) { s.backend.require(Op::kAdd, s.op_types()); }
+void Add::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kAdd, OpTypes::of(policy));
+}
 
-void Add::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Add::forward(const LayerContext& ctx, const LayerTensors&, const std::vector<const Tensor*>& x,
+                  Tensor& y) {
   ctx.backend.add(*x[0], *x[1], y);
 }
 
-void Add::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&, const Tensor&,
-                        const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Add::backward_data(const LayerContext& ctx, const LayerTensors&,
+                        const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                        const std::vector<Tensor*>& dx) {
   for (Tensor* d : dx)
     if (d) ctx.backend.copy(dy, *d);
 }
@@ -90,12 +102,14 @@ Shape Flatten::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], s.numel() / s[0]};
 }
 
-void Flatten::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Flatten::forward(const LayerContext& ctx, const LayerTensors&,
+                      const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.copy(*x[0], y);
 }
 
-void Flatten::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                            const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Flatten::backward_data(const LayerContext& ctx, const LayerTensors&,
+                            const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                            const std::vector<Tensor*>& dx) {
   if (dx[0]) ctx.backend.copy(dy, *dx[0]);
 }
 

@@ -8,13 +8,15 @@ class Relu final : public Layer {
  public:
   std::string_view kind() const override { return "relu"; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
-  void setup(LayerSetup& s) override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
   PassReads backward_data_reads() const override { return {false, true}; }
   bool is_relu() const override { return true; }
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
 };
 
@@ -24,10 +26,13 @@ class Dropout final : public Layer {
   std::string_view kind() const override { return "dropout"; }
   Shape output_shape(const std::vector<Shape>& in) const override { return in.at(0); }
   void declare(LayerDeclaration& d) const override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
   void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
   float p() const { return p_; }
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
@@ -38,7 +43,6 @@ class Dropout final : public Layer {
   // (alexnet's, vgg16's) must not draw one mask for the elements at the same place.
   uint64_t stream_ = 0;
   bool active_ = false;  // whether the last forward applied a mask
-  Tensor mask_;
 };
 
 class Add final : public Layer {
@@ -46,10 +50,12 @@ class Add final : public Layer {
   std::string_view kind() const override { return "add"; }
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
   Shape output_shape(const std::vector<Shape>& in) const override;
-  void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
 };
 
@@ -58,9 +64,11 @@ class Flatten final : public Layer {
   std::string_view kind() const override { return "flatten"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
   bool is_view() const override { return true; }
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>&) const override { return 0; }
 };
 

@@ -28,32 +28,34 @@ void Linear::declare(LayerDeclaration& d) const {
   d.compute_copy("bias", d.policy.compute_weights);
 }
 
+void Linear::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kMatmul, OpTypes::of(policy));
+}
+
 void Linear::setup(LayerSetup& s) {
-  s.backend.require(Op::kMatmul, s.op_types());
   math_ = s.op_types().math;
-  weight_.value = s.tensors.get("weight");
-  bias_.value = s.tensors.get("bias");
-  init_weight_and_bias(s.backend, init_, s.rng, weight_.value, bias_.value);
-  weight_.compute = s.tensors.compute_copy("weight");
-  bias_.compute = s.tensors.compute_copy("bias");
+  init_weight_and_bias(s.backend, init_, s.rng, s.tensors.get("weight"), s.tensors.get("bias"));
 }
 
-void Linear::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
-  ctx.backend.matmul(math_, false, true, 1.f, *x[0], weight_.for_compute(), 0.f, y);
-  ctx.backend.bias_add(bias_.for_compute(), y);
+void Linear::forward(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, Tensor& y) {
+  ctx.backend.matmul(math_, false, true, 1.f, *x[0], own.compute_copy("weight"), 0.f, y);
+  ctx.backend.bias_add(own.compute_copy("bias"), y);
 }
 
-void Linear::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                           const Tensor&, const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Linear::backward_data(const LayerContext& ctx, const LayerTensors& own,
+                           const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                           const std::vector<Tensor*>& dx) {
   if (dx[0]) {
-    ctx.backend.matmul(math_, false, false, 1.f, dy, weight_.for_compute(), 0.f, *dx[0]);
+    ctx.backend.matmul(math_, false, false, 1.f, dy, own.compute_copy("weight"), 0.f, *dx[0]);
   }
 }
 
-void Linear::backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                              const Tensor&, const Tensor& dy) {
-  ctx.backend.matmul(math_, true, false, 1.f, dy, *x[0], 0.f, weight_.grad);
-  ctx.backend.bias_backward(dy, bias_.grad);
+void Linear::backward_weights(const LayerContext& ctx, const LayerTensors& own,
+                              const std::vector<const Tensor*>& x, const Tensor&,
+                              const Tensor& dy) {
+  ctx.backend.matmul(math_, true, false, 1.f, dy, *x[0], 0.f, own.grad("weight"));
+  ctx.backend.bias_backward(dy, own.grad("bias"));
 }
 
 std::vector<OpInstance> Linear::op_instances(const std::vector<Shape>& in) const {

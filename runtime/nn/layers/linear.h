@@ -11,14 +11,17 @@ class Linear final : public Layer {
   std::string_view kind() const override { return "linear"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
   void declare(LayerDeclaration& d) const override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
   void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
-  void backward_weights(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                        const Tensor& y, const Tensor& dy) override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
+  void backward_weights(const LayerContext& ctx, const LayerTensors& own,
+                        const std::vector<const Tensor*>& x, const Tensor& y,
+                        const Tensor& dy) override;
   PassReads backward_weights_reads() const override { return {true, false}; }
-  std::vector<Param*> params() override { return {&weight_, &bias_}; }
   int64_t num_params() const override { return out_ * in_ + out_; }
   double forward_flops(const std::vector<Shape>& in) const override;
   bool is_matmul_layer() const override { return true; }
@@ -27,8 +30,6 @@ class Linear final : public Layer {
  private:
   int64_t in_, out_;
   Init init_;
-  Param weight_{"weight", {}, {}, {}};
-  Param bias_{"bias", {}, {}, {}};
   Precision math_ = Precision::kFp32;  // the run's, from setup
 };
 

@@ -34,14 +34,18 @@ Shape Pool2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], s[1], oh, ow};
 }
 
-void Pool2d::setup(LayerSetup& s) { s.backend.require(Op::kPool, s.op_types()); }
+void Pool2d::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kPool, OpTypes::of(policy));
+}
 
-void Pool2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) {
+void Pool2d::forward(const LayerContext& ctx, const LayerTensors&,
+                     const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.pool_forward(desc_, *x[0], y);
 }
 
-void Pool2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                           const Tensor& y, const Tensor& dy, const std::vector<Tensor*>& dx) {
+void Pool2d::backward_data(const LayerContext& ctx, const LayerTensors&,
+                           const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                           const std::vector<Tensor*>& dx) {
   if (dx[0]) ctx.backend.pool_backward(desc_, *x[0], y, dy, *dx[0]);
 }
 
@@ -61,16 +65,18 @@ Shape AdaptiveAvgPool2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], s[1], out_h_, out_w_};
 }
 
-void AdaptiveAvgPool2d::setup(LayerSetup& s) { s.backend.require(Op::kPool, s.op_types()); }
+void AdaptiveAvgPool2d::require(const Backend& backend, const PrecisionPolicy& policy) const {
+  backend.require(Op::kPool, OpTypes::of(policy));
+}
 
-void AdaptiveAvgPool2d::forward(const LayerContext& ctx, const std::vector<const Tensor*>& x,
-                                Tensor& y) {
+void AdaptiveAvgPool2d::forward(const LayerContext& ctx, const LayerTensors&,
+                                const std::vector<const Tensor*>& x, Tensor& y) {
   ctx.backend.adaptive_avg_pool_forward(*x[0], y);
 }
 
-void AdaptiveAvgPool2d::backward_data(const LayerContext& ctx, const std::vector<const Tensor*>&,
-                                      const Tensor&, const Tensor& dy,
-                                      const std::vector<Tensor*>& dx) {
+void AdaptiveAvgPool2d::backward_data(const LayerContext& ctx, const LayerTensors&,
+                                      const std::vector<const Tensor*>&, const Tensor&,
+                                      const Tensor& dy, const std::vector<Tensor*>& dx) {
   if (dx[0]) ctx.backend.adaptive_avg_pool_backward(dy, *dx[0]);
 }
 

@@ -10,10 +10,12 @@ class Pool2d final : public Layer {
   Pool2d(PoolMode mode, int64_t kernel, int64_t stride, int64_t padding = 0);
   std::string_view kind() const override;
   Shape output_shape(const std::vector<Shape>& in) const override;
-  void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   PassReads backward_data_reads() const override { return {true, true}; }
   double forward_flops(const std::vector<Shape>& in) const override;
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
@@ -27,10 +29,12 @@ class AdaptiveAvgPool2d final : public Layer {
   AdaptiveAvgPool2d(int64_t out_h, int64_t out_w);
   std::string_view kind() const override { return "adaptive_avg_pool2d"; }
   Shape output_shape(const std::vector<Shape>& in) const override;
-  void setup(LayerSetup& s) override;
-  void forward(const LayerContext& ctx, const std::vector<const Tensor*>& x, Tensor& y) override;
-  void backward_data(const LayerContext& ctx, const std::vector<const Tensor*>& x, const Tensor& y,
-                     const Tensor& dy, const std::vector<Tensor*>& dx) override;
+  void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  void forward(const LayerContext& ctx, const LayerTensors& own,
+               const std::vector<const Tensor*>& x, Tensor& y) override;
+  void backward_data(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
+                     const std::vector<Tensor*>& dx) override;
   double forward_flops(const std::vector<Shape>& in) const override;
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
 
