@@ -116,32 +116,23 @@ int main(int argc, char** argv) {
   CLI::App app{"dlbench: deep-learning training benchmarks on GPUs and CPUs"};
   app.require_subcommand(0, 1);
 
-  dlb::SweepOptions sweep;
-  std::string launcher = "auto";
-  app.add_option("--suite", sweep.suite,
-                 "run a suite: a shipped name (dlbench list), PATH.json, or micro (the "
-                 "micro-benchmarks)");
-  app.add_option("--systems", sweep.systems,
-                 "run every point on each of these in turn: dlbench,pytorch (the PyTorch peer, "
-                 "reports/peers/)")
-      ->delimiter(',');
-  app.add_option("--out", sweep.out_dir, "output directory (default out/<suite>)");
-  app.add_flag("--resume", sweep.resume, "skip the points already recorded as ok in --out");
-  app.add_option("--timeout", sweep.timeout_s, "seconds per point before its processes are killed")
-      ->capture_default_str();
-  app.add_flag("--dry-run", sweep.dry_run, "print the points and their launch commands only");
-  app.add_option("--max-points", sweep.max_points,
-                 "refuse a suite that expands to more points than this")
-      ->capture_default_str();
-  app.add_option("--launcher", launcher, "auto, local, mpirun or srun")
-      ->check(CLI::IsMember({"auto", "local", "mpirun", "srun"}))
-      ->capture_default_str();
-  app.add_flag("--no-report{false}", sweep.report,
-               "do not render plots and report.{md,html} after the sweep");
-  app.add_option("--trace-steps", sweep.trace_steps, "timed steps traced per point (0: off)")
-      ->capture_default_str();
-  app.add_option("--inject-fault", sweep.inject_fault, "test only: crash@I, hang@I or oom@I")
-      ->group("");
+  // The sweep's flags: one per entry of its table, read as text and applied after the parse,
+  // through the same checks as a run's options.
+  std::map<std::string, std::string> sweep_text;
+  for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
+    const dlb::Option& option = f.option;
+    std::string help = option.help;
+    if (const std::string range = option.range_text(); !range.empty()) help += "; " + range;
+    auto* flag =
+        app.add_option(option.flag(), sweep_text[option.key], help)->type_name(option.metavar());
+    const nlohmann::json d = f.get(dlb::SweepOptions{});
+    if (option.type == dlb::OptionType::kBoolean) {
+      flag->expected(0, 1);  // a bare flag is true
+    } else if (!(d.is_string() && d.get<std::string>().empty())) {
+      flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
+    }
+    if (option.hidden) flag->group("");
+  }
 
   std::string point_file;
   auto* worker_cmd =
@@ -240,8 +231,12 @@ int main(int argc, char** argv) {
       if (allreduce_comm == "nccl") allreduce.comm = dlb::CommKind::kNccl;
       return dlb::bench_allreduce_command(allreduce);
     }
+    dlb::SweepOptions sweep;
+    for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
+      if (app.count(f.option.flag()) == 0) continue;
+      dlb::apply_sweep_flag(sweep, f, sweep_text[f.option.key]);
+    }
     if (!sweep.suite.empty()) {
-      sweep.launcher = *dlb::parse_launcher(launcher);
       if (sweep.suite == "micro") return dlb::micro_command(sweep);
       return dlb::sweep_command(sweep);
     }

@@ -519,6 +519,11 @@ const Option* find_option(std::string_view key) {
 }
 
 void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrigin origin) {
+  check_option_value(option, v, origin);
+  option.set(o, v);
+}
+
+void check_option_value(const Option& option, const json& v, OptionOrigin origin) {
   const std::string name = named(option, origin);
   auto wrong_type = [&](const char* expected) {
     return InvalidArgument(fmt::format("{}: expected {}, got {}", name, expected, v.dump()));
@@ -572,7 +577,6 @@ void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrig
             ? fmt::format(", which is {} as the 32-bit float the run keeps", number_text(number))
             : ""));
   }
-  option.set(o, v);
 }
 
 json value_from_text(const Option& option, const std::string& text) {

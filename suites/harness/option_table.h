@@ -59,6 +59,8 @@ enum class OptionOrigin { kCommandLine, kConfig };
 // Throws InvalidArgument naming the option as `origin` spells it, the expectation and the value.
 void apply_option(RunOptions& o, const Option& option, const nlohmann::json& value,
                   OptionOrigin origin);
+// The checks apply_option makes, without setting anything.
+void check_option_value(const Option& option, const nlohmann::json& value, OptionOrigin origin);
 // Command-line text as the JSON value a suite file would hold (an integer, a number, a string or
 // a boolean: "true" or "false", and "" for a bare flag, which is true).
 // Throws InvalidArgument when the text is not of the option's type.

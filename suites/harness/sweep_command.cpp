@@ -391,17 +391,6 @@ std::vector<json> resumed_records(const std::string& results) {
 
 }  // namespace
 
-void validate_sweep_options(const SweepOptions& opt) {
-  if (!(opt.timeout_s > 0) || !(opt.timeout_s <= kLongestWaitSeconds)) {
-    throw InvalidArgument(fmt::format("--timeout must be in (0, {}] seconds (got {})",
-                                      kLongestWaitSeconds, opt.timeout_s));
-  }
-  if (opt.trace_steps < 0) throw InvalidArgument("--trace-steps must be >= 0");
-  if (opt.max_points < 1) {
-    throw InvalidArgument(fmt::format("--max-points must be >= 1 (got {})", opt.max_points));
-  }
-}
-
 int sweep_command(const SweepOptions& opt) {
   validate_sweep_options(opt);
   Suite suite = load_suite(opt.suite, !gpu_available());

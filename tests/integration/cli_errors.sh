@@ -82,7 +82,7 @@ expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
 expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"
 printf '{"name": ' >"$work/torn_suite.json"
 expect 2 "$work/torn_suite.json: not valid JSON" --suite="$work/torn_suite.json"
-expect 2 "--timeout must be in (0, 4294967296] seconds" --suite=smoke --timeout=0 --out="$work/t0"
+expect 2 "--timeout must be in (0, 4294967296] (got 0)" --suite=smoke --timeout=0 --out="$work/t0"
 expect 2 "--launcher" --suite=smoke --launcher=ssh
 expect 2 "expected crash@I, hang@I or oom@I" --suite=smoke --inject-fault=boom@1 --out="$work/f"
 expect 2 "give a subcommand or --suite=NAME"

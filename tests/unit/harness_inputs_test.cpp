@@ -22,6 +22,7 @@
 #include "suites/harness/option_table.h"
 #include "suites/harness/point_file.h"
 #include "suites/harness/results.h"
+#include "suites/harness/sweep_options.h"
 
 namespace dlb {
 namespace {
@@ -303,6 +304,41 @@ TEST(JsonSchema, TypeListsExclusiveMaximumAndPropertyNames) {
               validate_json(1, {{"pattern", "x"}});
             }).find("'pattern'"),
             std::string::npos);
+}
+
+// The sweep's flags are one table: each default (SweepOptions{}'s) passes its own checks, each
+// flag is checked as a run's option is, and the refusals name the flag.
+TEST(SweepFlags, DefaultsPassAndBadValuesAreRefusedNamingTheFlag) {
+  validate_sweep_options(SweepOptions{});
+  EXPECT_EQ(SweepOptions{}.trace_steps, 3);  // a sweep traces; a run (RunOptions) does not
+  EXPECT_EQ(RunOptions{}.trace_steps, 0);
+  auto flag = [](const std::string& key) -> const SweepFlag& {
+    for (const SweepFlag& f : sweep_flag_table())
+      if (f.option.key == key) return f;
+    throw std::runtime_error("no sweep flag " + key);
+  };
+  auto refusal = [&](const std::string& key, const std::string& text) {
+    SweepOptions o;
+    try {
+      apply_sweep_flag(o, flag(key), text);
+    } catch (const InvalidArgument& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  EXPECT_NE(refusal("max_points", "0").find("--max-points must be >= 1"), std::string::npos);
+  EXPECT_NE(refusal("timeout", "0").find("--timeout must be in (0,"), std::string::npos);
+  EXPECT_NE(refusal("trace_steps", "-1").find("--trace-steps must be >= 0"), std::string::npos);
+  EXPECT_NE(refusal("launcher", "ssh").find("unknown launcher 'ssh'"), std::string::npos);
+  SweepOptions o;
+  apply_sweep_flag(o, flag("no_report"), "");  // a bare flag is true
+  EXPECT_FALSE(o.report);
+  apply_sweep_flag(o, flag("systems"), "dlbench,pytorch");
+  EXPECT_EQ(o.systems, (std::vector<std::string>{"dlbench", "pytorch"}));
+  apply_sweep_flag(o, flag("launcher"), "srun");
+  EXPECT_EQ(o.launcher, LauncherKind::kSrun);
+  o.timeout_s = -1;  // set in code: validate_sweep_options still refuses it
+  EXPECT_THROW(validate_sweep_options(o), InvalidArgument);
 }
 
 }  // namespace
