@@ -369,6 +369,11 @@ class Backend : public DeviceMemory {
  protected:
   explicit Backend(std::shared_ptr<Allocator> allocator) : DeviceMemory(std::move(allocator)) {}
   // The shared scratch area, at least `bytes` long (grown through the allocator when needed).
+  // Neither it nor a backend's own scratch (the CPU's f32 views of 16-bit tensors, the CUDA
+  // backend's batch-norm scratch) is a tensor of the step's table (nn/memory_plan.h): how much
+  // an op needs is the backend's answer, known once its plans have chosen their algorithms or
+  // fallbacks, never from a declaration; and it holds nothing from one pass to the next, so a
+  // plan has nothing of it to place. It is counted apart, as MemCategory::kWorkspace.
   void* workspace(size_t bytes);
   // A backend's own scratch was reallocated (scratch_generation).
   void scratch_moved() { ++scratch_generation_; }

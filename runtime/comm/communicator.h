@@ -53,8 +53,8 @@ class Communicator {
   virtual std::string_view name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
-  // In place over the f32 tensor: a host buffer for mpi, a device buffer for nccl. The
-  // reduction starts after the work already queued on `producer` (the backend's stream that
+  // In place over the tensor (f32, f16 or bf16): a host buffer for mpi, a device buffer for nccl.
+  // The reduction starts after the work already queued on `producer` (the backend's stream that
   // wrote the buffer); the tensor must stay alive and untouched until the handle completes.
   std::unique_ptr<CommHandle> allreduce_async(Tensor& buffer, ReduceOp op,
                                               StreamRef producer = {}) {

@@ -363,8 +363,8 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
   }
   backend.fill(flat_grads, 0.f);
   // Layer setup makes the plans; the backend sizes its workspace from the algorithms they choose
-  // and grows it when a pass needs more, outside this table: which algorithm fits is the
-  // backend's answer, so a declaration cannot know it. Every other byte of the graph's is here.
+  // and grows it when a pass needs more, outside this table (Backend::workspace says why).
+  // Every other byte of the step is here.
   setup_layers(rng);
   refresh_compute_copies();
 }

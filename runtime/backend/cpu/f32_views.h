@@ -2,7 +2,8 @@
 // takes an f32 copy of each one it reads, computes into f32 copies of those it writes, and rounds
 // those back on store, to nearest even (runtime/core/half.h), when the views go out of scope.
 // f32 tensors pass through untouched: an fp32 run is the same code, and the same bits, as before.
-// The copies come from the backend's allocator as workspace and live for one op.
+// The copies come from the backend's allocator as workspace and live for one op (not tensors of
+// the step's table: Backend::workspace says why).
 #pragma once
 #include <deque>
 #include <exception>
