@@ -340,7 +340,23 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
         "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
   require(backend);  // before a byte is allocated
-  backend_ = &backend;
+  try {
+    bind_storage(backend, plan);
+    backend_ = &backend;
+    // Layer setup makes the plans; the backend sizes its workspace from the algorithms they
+    // choose and grows it when a pass needs more, outside this table (Backend::workspace says
+    // why). Every other byte of the step is here.
+    setup_layers(rng);
+    refresh_compute_copies();
+  } catch (...) {
+    backend_ = nullptr;  // not set up: what was allocated is released with the table's tensors
+    for (Tensor& t : *table_) t = Tensor();
+    throw;
+  }
+}
+
+// The plan's buffers, and every tensor of the table in them (a view in its base's).
+void Graph::bind_storage(Backend& backend, const MemoryPlan& plan) {
   Allocator& memory = backend.allocator();
   std::vector<std::shared_ptr<Buffer>> buffers;
   for (const PlannedBuffer& b : plan.buffers)
@@ -362,11 +378,6 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
     }
   }
   backend.fill(flat_grads, 0.f);
-  // Layer setup makes the plans; the backend sizes its workspace from the algorithms they choose
-  // and grows it when a pass needs more, outside this table (Backend::workspace says why).
-  // Every other byte of the step is here.
-  setup_layers(rng);
-  refresh_compute_copies();
 }
 
 void Graph::refresh_compute_copies() {

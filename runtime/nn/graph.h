@@ -134,6 +134,7 @@ class Graph final : public PassRunner {
   void declare_gradients();
   int compute_copy_id(int i, const std::string& name) const;
   void declare_fork_scratch();
+  void bind_storage(Backend& backend, const MemoryPlan& plan);
   void setup_layers(Rng& rng);
   void refresh_compute_copies();
   bool aliases_gradient(int node) const;

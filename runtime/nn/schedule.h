@@ -84,9 +84,11 @@ struct Step {
   const char* op_name = nullptr;
   std::vector<int> reads, writes;  // tensor ids
   std::vector<int> saves;          // what a later pass of this step reads of what this one had
-  // A layer pass's tensors by role, which its runner binds them as: per input slot, what it
-  // reads (x); its output (y); the gradient of its output (dy, backward); per input slot, the
-  // gradient it writes (dx, backward; -1 for none). Each is also in reads or writes.
+  // A layer pass's tensors by role, which its runner binds them as: per input slot, its input
+  // (x); its output (y); the gradient of its output (dy, backward); per input slot, the gradient
+  // it writes (dx, backward; -1 for none). A backward pass is handed x and y whether or not it
+  // reads them: what it reads (Layer::backward_data_reads) is in `reads`, and only that may a
+  // planner count on holding its contents.
   std::vector<int> x;
   int y = -1, dy = -1;
   std::vector<int> dx;

@@ -212,6 +212,12 @@ int main(int argc, char** argv) {
   }
 
   try {
+    // The sweep's flags are checked whatever the command, as a parse would.
+    dlb::SweepOptions sweep;
+    for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
+      if (app.count(f.option.flag()) == 0) continue;
+      dlb::apply_sweep_flag(sweep, f, sweep_text[f.option.key]);
+    }
     if (*run_cmd) {
       dlb::RunOptions run;
       for (const dlb::Option& option : dlb::run_option_table()) {
@@ -230,11 +236,6 @@ int main(int argc, char** argv) {
       if (allreduce_comm == "mpi") allreduce.comm = dlb::CommKind::kMpi;
       if (allreduce_comm == "nccl") allreduce.comm = dlb::CommKind::kNccl;
       return dlb::bench_allreduce_command(allreduce);
-    }
-    dlb::SweepOptions sweep;
-    for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
-      if (app.count(f.option.flag()) == 0) continue;
-      dlb::apply_sweep_flag(sweep, f, sweep_text[f.option.key]);
     }
     if (!sweep.suite.empty()) {
       if (sweep.suite == "micro") return dlb::micro_command(sweep);

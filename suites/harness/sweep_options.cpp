@@ -24,17 +24,20 @@ Option described(std::string key, OptionType type, std::string help,
   return o;
 }
 
-std::vector<std::string> split_list(const std::string& text) {
+// "a,b" -> {a, b}; an empty list or item is refused (set_systems checks the names).
+std::vector<std::string> split_list(const std::string& flag, const std::string& text) {
   std::vector<std::string> out;
   size_t start = 0;
-  while (start <= text.size()) {
+  while (true) {
     const size_t comma = text.find(',', start);
     const size_t end = comma == std::string::npos ? text.size() : comma;
-    if (end > start) out.push_back(text.substr(start, end - start));
-    if (comma == std::string::npos) break;
+    if (end == start) {
+      throw InvalidArgument(fmt::format("{}: an empty item in '{}'", flag, text));
+    }
+    out.push_back(text.substr(start, end - start));
+    if (comma == std::string::npos) return out;
     start = comma + 1;
   }
-  return out;
 }
 
 std::string launcher_text(LauncherKind k) {
@@ -62,7 +65,9 @@ std::vector<SweepFlag> make_table() {
       {described("systems", T::kString,
                  "run every point on each of these in turn, comma-separated: "
                  "dlbench,pytorch (the PyTorch peer, reports/peers/)"),
-       [](SweepOptions& o, const json& v) { o.systems = split_list(v.get<std::string>()); },
+       [](SweepOptions& o, const json& v) {
+         o.systems = split_list("--systems", v.get<std::string>());
+       },
        [](const SweepOptions& o) { return json(fmt::format("{}", fmt::join(o.systems, ","))); }});
   t.push_back({described("out", T::kPath, "output directory (default out/<suite>)"),
                [](SweepOptions& o, const json& v) { o.out_dir = v.get<std::string>(); },

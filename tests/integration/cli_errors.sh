@@ -84,6 +84,7 @@ printf '{"name": ' >"$work/torn_suite.json"
 expect 2 "$work/torn_suite.json: not valid JSON" --suite="$work/torn_suite.json"
 expect 2 "--timeout must be in (0, 4294967296] (got 0)" --suite=smoke --timeout=0 --out="$work/t0"
 expect 2 "--launcher" --suite=smoke --launcher=ssh
+expect 2 "--timeout: expected a number" --timeout=abc list
 expect 2 "expected crash@I, hang@I or oom@I" --suite=smoke --inject-fault=boom@1 --out="$work/f"
 expect 2 "give a subcommand or --suite=NAME"
 

@@ -330,6 +330,8 @@ TEST(SweepFlags, DefaultsPassAndBadValuesAreRefusedNamingTheFlag) {
   EXPECT_NE(refusal("timeout", "0").find("--timeout must be in (0,"), std::string::npos);
   EXPECT_NE(refusal("trace_steps", "-1").find("--trace-steps must be >= 0"), std::string::npos);
   EXPECT_NE(refusal("launcher", "ssh").find("unknown launcher 'ssh'"), std::string::npos);
+  EXPECT_NE(refusal("systems", ",").find("--systems: an empty item"), std::string::npos);
+  EXPECT_NE(refusal("systems", "dlbench,").find("--systems: an empty item"), std::string::npos);
   SweepOptions o;
   apply_sweep_flag(o, flag("no_report"), "");  // a bare flag is true
   EXPECT_FALSE(o.report);

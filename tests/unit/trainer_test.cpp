@@ -43,6 +43,8 @@ TEST(Trainer, TooSmallABudgetIsOutOfMemory) {
   Graph g = build_model("resnet18", ModelConfig{2, 32, 1000, {}});
   Rng rng(0);
   EXPECT_THROW(g.setup(*b, rng), OutOfMemory);
+  EXPECT_FALSE(g.is_setup());  // a failed bind leaves nothing bound
+  EXPECT_EQ(b->allocator().stats().total_current, 0u);
 }
 
 TEST(Trainer, UnsupportedPrecisionIsUnsupported) {
