@@ -5,11 +5,13 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/device_queue.h"
 #include "runtime/core/error.h"
 #if DLB_HAVE_CUDA
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/cuda_memory.h"
 #include "runtime/backend/cuda/device.h"
+#include "runtime/backend/cuda/device_queue.h"
 #endif
 
 namespace dlb {
@@ -30,6 +32,23 @@ std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& op
   return cuda::make_cuda_backend(options);
 #else
   throw Unsupported("--backend=cuda: this build has no CUDA backend (no nvcc at configure time)");
+#endif
+}
+
+int visible_device_count() {
+#if DLB_HAVE_CUDA
+  return static_cast<int>(cuda::query_devices().size());
+#else
+  return 0;
+#endif
+}
+
+std::unique_ptr<DeviceQueue> make_device_queue(int device) {
+#if DLB_HAVE_CUDA
+  return cuda::make_cuda_device_queue(device);
+#else
+  (void)device;
+  throw Unsupported("a device queue: this build has no CUDA (no nvcc at configure time)");
 #endif
 }
 

@@ -1,6 +1,5 @@
 #include "runtime/comm/nccl_communicator.h"
 
-#include <cuda_runtime.h>
 #include <fmt/format.h>
 #include <nccl.h>
 #include <unistd.h>
@@ -9,8 +8,7 @@
 #include <functional>
 #include <thread>
 
-#include "runtime/backend/cuda/cuda_check.h"
-#include "runtime/backend/cuda/device.h"
+#include "runtime/backend/device_queue.h"
 #include "runtime/comm/nccl_guard.h"
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
@@ -21,16 +19,6 @@ namespace {
 using nccl::Clock;
 using nccl::GuardedComm;
 using nccl::InFlight;
-
-// A timing event recorded on `stream` now, as a mark of the device's clock (the CUDA backend's
-// EventClock reads it against its own events: one device, any stream).
-Mark timing_mark(cudaStream_t stream) {
-  cudaEvent_t e = nullptr;
-  DLB_CUDA_CHECK(cudaEventCreate(&e));
-  std::shared_ptr<void> owned(e, [](void* p) { cudaEventDestroy(static_cast<cudaEvent_t>(p)); });
-  DLB_CUDA_CHECK(cudaEventRecord(e, stream));
-  return Mark{0, std::move(owned)};
-}
 
 // NCCL's element type for a buffer: f32, and the 16-bit types, which it sums natively.
 ncclDataType_t nccl_type(DType t) {
@@ -49,13 +37,13 @@ ncclDataType_t nccl_type(DType t) {
 
 class NcclHandle final : public CommHandle {
  public:
-  // `begin` was recorded on `stream` just before the collective; the end mark is recorded now,
+  // `begin` was recorded on `queue` just before the collective; the end mark is recorded now,
   // just after it.
-  NcclHandle(std::shared_ptr<GuardedComm> comm, cudaStream_t stream, Mark begin = {})
+  NcclHandle(std::shared_ptr<GuardedComm> comm, DeviceQueue& queue, Mark begin = {})
       : comm_(std::move(comm)),
-        op_(std::make_shared<InFlight>(stream)),
+        op_(std::make_shared<InFlight>(queue)),
         begin_(std::move(begin)),
-        end_(begin_.device ? timing_mark(stream) : Mark{}) {
+        end_(begin_.device ? queue.timing_mark() : Mark{}) {
     comm_->watch(op_);
   }
   std::optional<std::pair<Mark, Mark>> device_marks() const override {
@@ -65,9 +53,7 @@ class NcclHandle final : public CommHandle {
   bool test() override {
     if (done_) return true;
     if (comm_->aborted()) comm_->throw_aborted();
-    const cudaError_t state = cudaEventQuery(op_->event);
-    if (state == cudaErrorNotReady) return false;
-    DLB_CUDA_CHECK(state);  // a failed kernel is an error, not an all-reduce still running
+    if (!op_->event->done()) return false;  // throws for a failed kernel
     done_ = true;
     stamp_completion();
     return true;
@@ -80,7 +66,7 @@ class NcclHandle final : public CommHandle {
   void order_before(StreamRef consumer) override {
     if (!consumer.on_device()) return wait();
     comm_->check("NCCL all-reduce");
-    DLB_CUDA_CHECK(cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer.native), op_->event, 0));
+    op_->event->order_before(consumer);
   }
 
  private:
@@ -96,13 +82,11 @@ class NcclCommunicator final : public Communicator {
       : boot_(std::move(bootstrap)),
         options_(o),
         host_(std::make_shared<Allocator>(make_host_memory_resource())) {
-    const auto devices = cuda::query_devices();
-    if (devices.empty()) throw Unsupported("NCCL: no CUDA device is visible on this rank");
-    device_ = local_rank(boot_->rank()) % static_cast<int>(devices.size());
-    check_one_rank_per_gpu(devices.size());
-    DLB_CUDA_CHECK(cudaSetDevice(device_));
-    DLB_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    DLB_CUDA_CHECK(cudaEventCreateWithFlags(&producer_done_, cudaEventDisableTiming));
+    const int devices = visible_device_count();
+    if (devices == 0) throw Unsupported("NCCL: no CUDA device is visible on this rank");
+    device_ = local_rank(boot_->rank()) % devices;
+    check_one_rank_per_gpu(static_cast<size_t>(devices));
+    queue_ = make_device_queue(device_);  // the device is current from here on
 
     ncclUniqueId id;
     if (boot_->rank() == 0) DLB_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -115,12 +99,10 @@ class NcclCommunicator final : public Communicator {
     std::memcpy(&id, id_bytes.raw(), sizeof id);
 
     comm_ =
-        std::make_shared<GuardedComm>(device_, boot_->size(), id, boot_->rank(), options_.timeout);
+        std::make_shared<GuardedComm>(queue_, boot_->size(), id, boot_->rank(), options_.timeout);
   }
   ~NcclCommunicator() override {
-    comm_.reset();  // handles still alive keep it until they go
-    if (producer_done_) cudaEventDestroy(producer_done_);
-    if (stream_) cudaStreamDestroy(stream_);
+    comm_.reset();  // handles still alive keep it (and the queue) until they go
   }
 
   std::string_view name() const override { return "nccl"; }
@@ -141,7 +123,7 @@ class NcclCommunicator final : public Communicator {
     const auto t0 = Clock::now();
     for (int i = 0; i < iterations; ++i) {
       enqueue_allreduce(buffer, ReduceOp::kSum);
-      NcclHandle(comm_, stream_).wait();
+      NcclHandle(comm_, *queue_).wait();
     }
     const double t = std::chrono::duration<double>(Clock::now() - t0).count() / iterations;
     return boot_->max_across_ranks(t);
@@ -165,13 +147,10 @@ class NcclCommunicator final : public Communicator {
   std::unique_ptr<CommHandle> start_allreduce(Tensor& buffer, ReduceOp op,
                                               StreamRef producer) override {
     check_device_buffer(buffer);
-    if (producer.on_device()) {
-      DLB_CUDA_CHECK(cudaEventRecord(producer_done_, static_cast<cudaStream_t>(producer.native)));
-      DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_, producer_done_, 0));
-    }
-    Mark begin = timing_mark(stream_);
+    queue_->wait_for(producer);
+    Mark begin = queue_->timing_mark();
     enqueue_allreduce(buffer, op);
-    return std::make_unique<NcclHandle>(comm_, stream_, std::move(begin));
+    return std::make_unique<NcclHandle>(comm_, *queue_, std::move(begin));
   }
 
  private:
@@ -182,24 +161,26 @@ class NcclCommunicator final : public Communicator {
     comm_->call([&](ncclComm_t c) {
       DLB_NCCL_CHECK(ncclAllReduce(buffer.raw(), buffer.raw(), static_cast<size_t>(buffer.numel()),
                                    nccl_type(buffer.dtype()),
-                                   op == ReduceOp::kAverage ? ncclAvg : ncclSum, c, stream_));
+                                   op == ReduceOp::kAverage ? ncclAvg : ncclSum, c, stream()));
     });
     comm_->poll([] { return true; }, "NCCL all-reduce launch");
   }
 
+  // The queue's stream, as NCCL takes it.
+  cudaStream_t stream() const { return static_cast<cudaStream_t>(queue_->stream().native); }
+
   void check_device_buffer(const Tensor& buffer) const {
     nccl_type(buffer.dtype());  // throws for a type NCCL does not sum
-    cudaPointerAttributes attr{};
-    DLB_CUDA_CHECK(cudaPointerGetAttributes(&attr, buffer.raw()));
-    if (attr.type != cudaMemoryTypeDevice && attr.type != cudaMemoryTypeManaged) {
+    const int on = queue_->device_of(buffer.raw());
+    if (on < 0) {
       throw InvalidArgument(
           "NCCL all-reduce takes device buffers; this one is host memory (the cpu backend's "
           "gradients need the mpi communicator)");
     }
-    if (attr.device != device_) {
+    if (on != device_) {
       throw InvalidArgument(fmt::format(
-          "NCCL all-reduce: the buffer is on GPU {} but this rank's communicator uses GPU {}",
-          attr.device, device_));
+          "NCCL all-reduce: the buffer is on GPU {} but this rank's communicator uses GPU {}", on,
+          device_));
     }
   }
 
@@ -225,8 +206,7 @@ class NcclCommunicator final : public Communicator {
   CommOptions options_;
   std::shared_ptr<Allocator> host_;
   int device_ = 0;
-  cudaStream_t stream_ = nullptr;
-  cudaEvent_t producer_done_ = nullptr;  // reused: a stream wait captures its state when issued
+  std::shared_ptr<DeviceQueue> queue_;  // this rank's GPU: its stream and events
   std::shared_ptr<GuardedComm> comm_;
 };
 

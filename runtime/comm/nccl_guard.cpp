@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <optional>
 
-#include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/core/error.h"
 
 namespace dlb::nccl {
@@ -16,16 +15,9 @@ void throw_nccl_error(ncclResult_t r, const char* stmt, const char* func, const 
                               ncclGetErrorString(r), func, file, line, stmt));
 }
 
-InFlight::InFlight(cudaStream_t stream) : launched(Clock::now()) {
-  DLB_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-  DLB_CUDA_CHECK(cudaEventRecord(event, stream));
-}
-
-InFlight::~InFlight() { cudaEventDestroy(event); }
-
-GuardedComm::GuardedComm(int device, int nranks, const ncclUniqueId& id, int rank,
-                         std::chrono::duration<double> timeout)
-    : device_(device), timeout_(timeout) {
+GuardedComm::GuardedComm(std::shared_ptr<const DeviceQueue> queue, int nranks,
+                         const ncclUniqueId& id, int rank, std::chrono::duration<double> timeout)
+    : queue_(std::move(queue)), timeout_(timeout) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // init and collectives return at once; we poll with a deadline
   ncclUniqueId copy = id;
@@ -105,7 +97,10 @@ void GuardedComm::watch(std::shared_ptr<InFlight> op) {
 }
 
 void GuardedComm::watchdog() {
-  cudaSetDevice(device_);
+  try {
+    queue_->make_current();
+  } catch (const std::exception&) {  // the queries below then fail, and count as settled
+  }
   constexpr auto kInterval = std::chrono::milliseconds(50);
   std::unique_lock<std::mutex> lock(watch_mutex_);
   while (!stopping_ && !aborted_.load()) {
@@ -115,7 +110,7 @@ void GuardedComm::watchdog() {
     std::optional<Clock::duration> stuck_for;
     in_flight_.erase(std::remove_if(in_flight_.begin(), in_flight_.end(),
                                     [&](const std::shared_ptr<InFlight>& op) {
-                                      if (cudaEventQuery(op->event) != cudaErrorNotReady) {
+                                      if (op->event->settled()) {
                                         return true;  // done (or failed: the handle raises it)
                                       }
                                       const auto age = Clock::now() - op->launched;

@@ -6,7 +6,6 @@
 // stream synchronisation that no timeout of ours covers. Aborting the communicator ends the
 // stuck kernels, the streams move on, and the next test or wait raises CommError.
 #pragma once
-#include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <atomic>
@@ -18,6 +17,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "runtime/backend/device_queue.h"
 
 namespace dlb::nccl {
 
@@ -34,14 +35,11 @@ using Clock = std::chrono::steady_clock;
       ::dlb::nccl::throw_nccl_error(dlb_nccl_r_, #stmt, __func__, __FILE__, __LINE__); \
   } while (0)
 
-// An operation's completion event, recorded on its stream at construction, and when it began:
+// An operation's completion event, recorded on its queue at construction, and when it began:
 // shared by its handle and the watchdog.
 struct InFlight {
-  explicit InFlight(cudaStream_t stream);
-  ~InFlight();
-  InFlight(const InFlight&) = delete;
-  InFlight& operator=(const InFlight&) = delete;
-  cudaEvent_t event = nullptr;
+  explicit InFlight(DeviceQueue& queue) : event(queue.record()), launched(Clock::now()) {}
+  std::shared_ptr<DeviceEvent> event;
   Clock::time_point launched;
 };
 
@@ -49,8 +47,9 @@ class GuardedComm {
  public:
   // ncclCommInitRankConfig, non-blocking, polled to completion against `timeout`; then the
   // watchdog starts.
-  GuardedComm(int device, int nranks, const ncclUniqueId& id, int rank,
-              std::chrono::duration<double> timeout);
+  // `queue`: the device's, which the watchdog thread makes current.
+  GuardedComm(std::shared_ptr<const DeviceQueue> queue, int nranks, const ncclUniqueId& id,
+              int rank, std::chrono::duration<double> timeout);
   // Stops the watchdog; finalises and destroys the communicator unless it was aborted.
   ~GuardedComm();
   GuardedComm(const GuardedComm&) = delete;
@@ -74,7 +73,7 @@ class GuardedComm {
  private:
   void watchdog();
 
-  int device_;
+  std::shared_ptr<const DeviceQueue> queue_;
   std::chrono::duration<double> timeout_;
   ncclComm_t comm_ = nullptr;
   std::mutex comm_mutex_;  // every NCCL call on comm_, and the abort

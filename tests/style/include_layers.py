@@ -11,6 +11,9 @@
      host_tensor.h), not layers;
    - runtime/nn/ includes none of optim/, overlap/, comm/ or train/: layers and the schedule
      know nothing of who updates, synchronises or runs them.
+3. Only runtime/backend/ (its registry) and tests include runtime/backend/cuda/: the rest of the
+   runtime reaches a GPU through the Backend and DeviceQueue interfaces (comm/'s NCCL
+   communicator included).
 Prints the folder graph, then every broken rule. Usage: include_layers.py ROOT"""
 import re
 import sys
@@ -85,6 +88,18 @@ for folder in sorted(edges):
         cycle = cycle_from(folder)
         if cycle:
             broken.append("include cycle between folders: " + " -> ".join(cycle))
+cuda_include = re.compile(r'#include "runtime/backend/cuda/')
+for source in sorted(ROOT.rglob("*")):
+    if source.suffix not in SOURCES or not source.is_file():
+        continue
+    rel = source.relative_to(ROOT)
+    if rel.parts[0] in ("build", "tests", "third_party") or rel.parts[:2] == ("runtime", "backend"):
+        continue
+    if rel.parts[0] not in ("runtime", "suites", "workloads"):
+        continue
+    if cuda_include.search(source.read_text(errors="replace")):
+        broken.append(f"{rel} includes runtime/backend/cuda/: only the backend registry does "
+                      "(the rest reaches a GPU through Backend and DeviceQueue)")
 for line in dict.fromkeys(broken):
     print(line)
 if broken:

@@ -25,7 +25,9 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/delegating_backend.h"
+#include "runtime/backend/device_queue.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/error.h"
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
 #include "runtime/train/trainer.h"
@@ -381,6 +383,14 @@ std::vector<float> train_on_batches(Backend& backend, const std::vector<Dataset>
     t.step();
   }
   return t.take_losses();
+}
+
+// The device queue a communicator gets its stream and events from: on a device that does not
+// exist (none does here) it is refused with an error the CLI reports, in any build.
+TEST(DeviceQueue, ADeviceThatDoesNotExistIsRefusedNotACrash) {
+  const int devices = visible_device_count();
+  EXPECT_GE(devices, 0);
+  EXPECT_THROW(make_device_queue(devices + 1000), Error);
 }
 
 TEST(InputPipeline, EachCopyOverlapsTheStepBeforeAndNeverRacesItsReaders) {
