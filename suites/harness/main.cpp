@@ -110,6 +110,23 @@ std::string one_line(std::string_view message) {
   return out;
 }
 
+// One flag of an option table (a run's or the sweep's), read as text into `text`: its help with
+// its range, its metavar, and its default `d` where `show_default` (a bare boolean is true).
+void add_table_flag(CLI::App& app, const dlb::Option& option, std::string& text,
+                    const nlohmann::json& d, bool show_default) {
+  std::string help = option.help;
+  if (const std::string range = option.range_text(); !range.empty()) help += "; " + range;
+  auto* flag = app.add_option(option.flag(), text, help)->type_name(option.metavar());
+  if (option.type == dlb::OptionType::kBoolean) {
+    // A bare flag is true. (CLI11 would give a bare flag its default text: none is set.)
+    flag->expected(0, 1);
+    flag->description(fmt::format("{} (default {})", help, d.dump()));
+  } else if (show_default) {
+    flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
+  }
+  if (option.hidden) flag->group("");
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -120,18 +137,9 @@ int main(int argc, char** argv) {
   // through the same checks as a run's options.
   std::map<std::string, std::string> sweep_text;
   for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
-    const dlb::Option& option = f.option;
-    std::string help = option.help;
-    if (const std::string range = option.range_text(); !range.empty()) help += "; " + range;
-    auto* flag =
-        app.add_option(option.flag(), sweep_text[option.key], help)->type_name(option.metavar());
     const nlohmann::json d = f.get(dlb::SweepOptions{});
-    if (option.type == dlb::OptionType::kBoolean) {
-      flag->expected(0, 1);  // a bare flag is true
-    } else if (!(d.is_string() && d.get<std::string>().empty())) {
-      flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
-    }
-    if (option.hidden) flag->group("");
+    add_table_flag(app, f.option, sweep_text[f.option.key], d,
+                   !(d.is_string() && d.get<std::string>().empty()));
   }
 
   std::string point_file;
@@ -145,19 +153,9 @@ int main(int argc, char** argv) {
   auto* run_cmd = app.add_subcommand("run", "train one configuration and write a result record");
   std::map<std::string, std::string> run_text;
   for (const dlb::Option& option : dlb::run_option_table()) {
-    std::string help = option.help;
-    if (const std::string range = option.range_text(); !range.empty()) help += "; " + range;
-    auto* flag =
-        run_cmd->add_option(option.flag(), run_text[option.key], help)->type_name(option.metavar());
     const nlohmann::json d = option.get(dlb::RunOptions{});
-    if (option.type == dlb::OptionType::kBoolean) {
-      // A bare flag is true. (CLI11 would give a bare flag its default text: none is set.)
-      flag->expected(0, 1);
-      flag->description(fmt::format("{} (default {})", help, d.dump()));
-    } else if (option.scope == dlb::OptionScope::kConfig && !d.is_null()) {
-      flag->default_str(d.is_string() ? d.get<std::string>() : d.dump());
-    }
-    if (option.hidden) flag->group("");
+    add_table_flag(*run_cmd, option, run_text[option.key], d,
+                   option.scope == dlb::OptionScope::kConfig && !d.is_null());
   }
   auto* list_cmd = app.add_subcommand("list", "models, backends and devices");
 
