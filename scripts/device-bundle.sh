@@ -8,7 +8,7 @@
 # usage: scripts/device-bundle.sh                     build build-device/, then pack
 #        scripts/device-bundle.sh --from BUILD --out DIR   pack an existing build into DIR/bundle
 #                                                     (and DIR/bundle.tar.gz), no build
-# Then, on the GPU machine: scripts/device-check.sh build-device/bundle.tar.gz
+# Then, on the GPU machine: scripts/device-check.sh build-device/bundle.tar.gz [tests|bench] --budget-s=N
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-device
@@ -41,6 +41,13 @@ bundle=$out/bundle
 rm -rf "$bundle" "$out/bundle.tar.gz"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$from/dlbench" "$bundle/bin/"
+# The digits data set (--data=digits): the GPU machine has scikit-learn only inside PyTorch's
+# virtual environment, not where Debian puts it; device-check.sh points DLB_DIGITS_PATH here.
+digits=/usr/lib/python3/dist-packages/sklearn/datasets/data/digits.csv.gz
+if [[ -f $digits ]]; then
+  mkdir -p "$bundle/data"
+  cp "$digits" "$bundle/data/"
+fi
 # Where `dlbench --suite=micro` looks for it: beside dlbench, under suites/.
 if [[ -x $from/suites/dlbench_micro ]]; then
   mkdir -p "$bundle/bin/suites"

@@ -3,33 +3,69 @@
 # packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
 # libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
 #
-#   tests: first the op checker on the CUDA backend (dlbench check-ops: every op instance of every
-#          model at 32 px and batch 2, and issue 25's shapes, in fp32, tf32, fp16 and bf16, each
-#          pass against the float64 reference; its records, check-ops-*.json, next to the
-#          record) and one guarded step (--memory-guard) in fp32, bf16 and fp16; then every
-#          gpu-labelled test program and script, the cuDNN/cuBLASLt checks, the resnet18 parity
-#          step against PyTorch on the same GPU (strict fp32), and the micro suite (its
-#          directory, micro-<UTC time>/, next to the record);
-#   bench: resnet50, resnet18, vgg16 and alexnet at 224x224: batch 64 and 128 in fp32 and tf32,
-#          batch 256 in fp16 and bf16 (PyTorch: AMP with channels_last), those also with
-#          --cuda-graph; dlbench and PyTorch alternating, point by point.
-# It writes one JSON record, device-check-<UTC time>.json, into $OUT (the device tool's folder)
-# or results/device/, and exits 1 if any test failed.
+# usage: scripts/device-check.sh BUNDLE.tar.gz [tests|bench|all] [--budget-s=N]
 #
-# usage: scripts/device-check.sh BUNDLE.tar.gz [tests|bench|all]
-# The device tool allows 10 minutes a command: run `tests` and `bench` as two calls there.
+# A lent GPU is short and fixed (docs/cuda.md, "On a lent GPU"), so the check is a list of rows
+# in order of value, each with its planned seconds, and it keeps what it has:
+#   - every finished row is appended at once to the record, device-check-<UTC time>.jsonl, in $OUT
+#     (the device tool's folder) or results/device/: a kill keeps every finished row. Its first
+#     line is the header (version, GPU, PyTorch, budget), its last the summary, which a killed
+#     check lacks;
+#   - --budget-s=N: a row starts only if its planned seconds fit in what is left, and is stopped
+#     at the budget's end (status `timeout`); the rows that did not start are `not_run` (budget);
+#   - the rows' files (the op checker's records, the micro suite's results) are packed into
+#     device-check-<time>-files.tar.gz after each row that wrote one: the device tool brings back
+#     at most 8 files.
+# Where no GPU is visible every row that needs one is `skip`, and the check still writes its
+# record (tests/integration/device_check.sh runs it so, here).
+#
+#   tests: the CUDA test programs (each op against the CPU backend, one resnet18 step against the
+#          CPU, the library calls); the op checker (dlbench check-ops --backend=cuda: every op
+#          instance of every model at 32 px and batch 2, and issue 25's shapes, in fp32, tf32,
+#          fp16 and bf16, each pass against the float64 reference); one guarded step
+#          (--memory-guard) per precision; compute-sanitizer's memcheck over a 2-step run (a
+#          refusal of the device is recorded as `refused`, not failed); the end-to-end runs, NCCL
+#          on one GPU, the resnet18 parity step against PyTorch on the same GPU; the micro suite;
+#   bench: resnet50 in bf16 at batch 256 beside PyTorch's eager AMP first (the target,
+#          docs/cuda.md), then the other precisions and models: dlbench, PyTorch and dlbench with
+#          --cuda-graph alternating, point by point, each its own row.
+# Exit: 1 if any row failed, else 0.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-bundle_tar=${1:?usage: device-check.sh BUNDLE.tar.gz [tests|bench|all]}
-what=${2:-all}
+usage="usage: device-check.sh BUNDLE.tar.gz [tests|bench|all] [--budget-s=N]"
+bundle_tar=""
+what=all
+budget=0  # 0: no budget
+for arg in "$@"; do
+  case $arg in
+    --budget-s=*) budget=${arg#--budget-s=} ;;
+    tests | bench | all) what=$arg ;;
+    -*) echo "device-check: unknown option $arg; $usage" >&2; exit 2 ;;
+    *) [[ -z $bundle_tar ]] || { echo "device-check: $usage" >&2; exit 2; }; bundle_tar=$arg ;;
+  esac
+done
+[[ -n $bundle_tar ]] || { echo "device-check: $usage" >&2; exit 2; }
+[[ -f $bundle_tar ]] || { echo "device-check: no bundle at $bundle_tar" >&2; exit 2; }
+[[ $budget =~ ^[0-9]+$ ]] || { echo "device-check: --budget-s takes whole seconds" >&2; exit 2; }
+start=$SECONDS
+deadline=$((budget > 0 ? start + budget : 0))
+
 out=${OUT:-$root/results/device}
 mkdir -p "$out"
 work=$(mktemp -d)
-tar -C "$work" -xzf "$bundle_tar"
+trap 'rm -rf "$work"' EXIT
+tar -C "$work" -xzf "$bundle_tar" || { echo "device-check: cannot unpack $bundle_tar" >&2; exit 2; }
 bin=$work/bundle/bin
-dlbench=$bin/dlbench
+stamp=$(date -u +%Y%m%dT%H%M%SZ)
+record=$out/device-check-$stamp.jsonl
+files=$work/files  # what rows write beside the record, packed after each
+mkdir -p "$files"
+files_tar=$out/device-check-$stamp-files.tar.gz
 
-# CUDA's libraries: PyTorch's pip packages (nvidia/*/lib), then the toolkit's.
+# CUDA's libraries: PyTorch's pip packages (nvidia/*/lib), then the toolkit's. Only dlbench's
+# programs get the bundle's libraries (their libstdc++ would come before the system's for
+# PyTorch), and the path the machine had is kept behind them: the driver's libcuda.so.1 may be
+# found only through it.
 cuda_libs=$(python3 - <<'PY' 2>/dev/null
 import glob, os
 try:
@@ -41,168 +77,237 @@ except ImportError:
     pass
 PY
 )
-export LD_LIBRARY_PATH=$work/bundle/lib:${cuda_libs}:/usr/local/cuda/lib64
+bundle_path=$work/bundle/lib${cuda_libs:+:$cuda_libs}:/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+# dlbench as every row and script calls it: the real binary (so --suite=micro finds
+# suites/dlbench_micro beside it) under the bundle's library path.
+dlbench=$work/dlbench
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%q exec %q "$@"\n' "$bundle_path" "$bin/dlbench" >"$dlbench"
+chmod +x "$dlbench"
+# The digits data set (--data=digits) from the bundle: the GPU machine's scikit-learn lives in
+# PyTorch's virtual environment, not where Debian puts it.
+[[ -f $work/bundle/data/digits.csv.gz ]] && export DLB_DIGITS_PATH=$work/bundle/data/digits.csv.gz
 export DLB_SUITES_DIR=$root/suites PYTHONUNBUFFERED=1
 
 json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
-results=$work/results.jsonl
-failures=0
-# check NAME COMMAND...: runs it, records pass (0), skip (77) or fail, the seconds and the tail.
-check() {
-  local name=$1; shift
-  local t0=$SECONDS log=$work/$name.log
-  timeout 500 "$@" >"$log" 2>&1
-  local rc=$? status=pass
-  ((rc == 77)) && status=skip
-  ((rc != 0 && rc != 77)) && { status=fail; failures=$((failures + 1)); }
-  echo "device-check: $name: $status (exit $rc, $((SECONDS - t0)) s)"
-  printf '{"test": "%s", "status": "%s", "exit": %d, "seconds": %d, "tail": %s}\n' "$name" \
-    "$status" "$rc" "$((SECONDS - t0))" "$(tail -c 3000 "$log" | json_str)" >>"$results"
+append() { printf '%s\n' "$1" >>"$record"; }  # one line, appended whole: a kill keeps it
+pack_files() {
+  [[ -n $(ls -A "$files") ]] || return 0
+  tar -C "$files" -czf "$files_tar.tmp" . && mv -f "$files_tar.tmp" "$files_tar"
 }
 
-check list "$dlbench" list
-if [[ $what == tests || $what == all ]]; then
-  # The op checker first: the first thing a GPU should show is whether each op is right.
-  stamp=$(date -u +%Y%m%dT%H%M%SZ)
-  check check_ops_models32 "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
-    --models=resnet18,resnet50,vgg16,digits-cnn --json="$out/check-ops-models32-$stamp.json"
-  check check_ops_alexnet63 "$dlbench" check-ops --backend=cuda --models=alexnet --sizes=63 \
-    --batches=2 --json="$out/check-ops-alexnet63-$stamp.json"
-  check check_ops_reported "$dlbench" check-ops --backend=cuda --models=alexnet,resnet18 \
-    --sizes=64,96 --batches=4 --json="$out/check-ops-reported-$stamp.json"
-  for precision in fp32 bf16 fp16; do
-    check memory_guard_$precision "$dlbench" run --backend=cuda --model=resnet18 --image-size=64 \
-      --batch=2 --steps=1 --warmup=0 --precision=$precision --memory-guard
+gpus=$("$dlbench" list 2>/dev/null | grep -c "^  *cuda:[0-9]")
+torch_info=$(python3 -c '
+import json
+try:
+    import torch
+    print(json.dumps({"version": torch.__version__, "cuda": torch.version.cuda,
+                      "cudnn": torch.backends.cudnn.version()}))
+except Exception:
+    print("null")' 2>/dev/null || echo null)
+gpu_name=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+  | head -1)
+append "$(python3 -c '
+import json, sys
+part, version, gpu, torch_info, budget, gpus, stamp = sys.argv[1:]
+print(json.dumps({"kind": "dlbench device check", "part": part, "dlbench_version": version,
+                  "started": stamp, "gpu": gpu or None, "cuda_devices_dlbench_sees": int(gpus),
+                  "pytorch": json.loads(torch_info), "budget_s": int(budget) or None}))' \
+  "$what" "$(cat "$work/bundle/VERSION" 2>/dev/null || echo unknown)" "$gpu_name" "$torch_info" \
+  "$budget" "$gpus" "$stamp")"
+echo "device-check: $gpus GPU(s) visible to dlbench; record $record"
+
+declare -A count=([pass]=0 [fail]=0 [skip]=0 [refused]=0 [timeout]=0 [not_run]=0)
+# row NAME PLANNED_S [--gpu] [--refusal=REGEX] -- COMMAND...: runs it and appends its row: pass
+# (exit 0), skip (77, or no GPU for a --gpu row), refused (a --refusal line in its output: a tool
+# that does not support this device), timeout (stopped at the budget's end), fail; or not_run when
+# its planned seconds do not fit in what is left of the budget.
+row() {
+  local name=$1 planned=$2 needs_gpu=0 refusal=""
+  shift 2
+  while [[ $1 != -- ]]; do
+    case $1 in
+      --gpu) needs_gpu=1 ;;
+      --refusal=*) refusal=${1#--refusal=} ;;
+    esac
+    shift
   done
-  check cuda_library_tests "$bin/cuda_library_tests"
-  check cuda_memory_tests "$bin/cuda_memory_tests"
-  check cuda_kernels_tests "$bin/cuda_kernels_tests"
-  check cuda_backend_tests "$bin/cuda_backend_tests"
-  check cuda_mixed_precision_tests "$bin/cuda_mixed_precision_tests"
-  check cuda_runs bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
-  check nccl_one_gpu bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
-  check parity_resnet18_gpu python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
+  shift
+  local status rc=0 t0=$SECONDS log=$work/row.log limit=600
+  : >"$log"
+  if ((needs_gpu && gpus < 1)); then
+    status=skip rc=77
+    echo "no CUDA device is visible to dlbench: skipped" >"$log"
+  elif ((deadline && SECONDS + planned > deadline)); then
+    status=not_run
+    echo "not_run (budget): planned ${planned} s, $((deadline - SECONDS)) s of the budget left" >"$log"
+  else
+    ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
+    timeout "$limit" "$@" >"$log" 2>&1
+    rc=$?
+    if ((rc == 0)); then status=pass
+    elif ((rc == 77)); then status=skip
+    elif [[ -n $refusal ]] && grep -Eq "$refusal" "$log"; then status=refused
+    elif ((rc == 124 && deadline && SECONDS >= deadline)); then status=timeout
+    else status=fail
+    fi
+  fi
+  count[$status]=$((count[$status] + 1))
+  append "{\"test\": \"$name\", \"status\": \"$status\", \"exit\": $rc, \"planned_s\": $planned, \"seconds\": $((SECONDS - t0)), \"tail\": $(tail -c 3000 "$log" | json_str)}"
+  echo "device-check: $name: $status (exit $rc, $((SECONDS - t0)) s of $planned planned)"
+  pack_files
+}
+
+# What dlbench sees (its devices, and why not if it does not start): the first row of every part.
+row list 5 -- "$dlbench" list
+if [[ $what == tests || $what == all ]]; then
+  on=(env LD_LIBRARY_PATH="$bundle_path")
+  # Fast and broad first: each op against the CPU backend, one resnet18 step against the CPU.
+  row cuda_library_tests 10 -- "${on[@]}" "$bin/cuda_library_tests"
+  row cuda_kernels_tests 15 --gpu -- "${on[@]}" "$bin/cuda_kernels_tests"
+  row cuda_memory_tests 15 --gpu -- "${on[@]}" "$bin/cuda_memory_tests"
+  row cuda_backend_tests 45 --gpu -- "${on[@]}" "$bin/cuda_backend_tests"
+  row cuda_mixed_precision_tests 30 --gpu -- "${on[@]}" "$bin/cuda_mixed_precision_tests"
+  # The op checker: whether each op is right on the GPU, every model's instances.
+  row check_ops_models32 90 --gpu -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
+    --models=resnet18,resnet50,vgg16,digits-cnn --json="$files/check-ops-models32.json"
+  row check_ops_alexnet63 20 --gpu -- "$dlbench" check-ops --backend=cuda --models=alexnet \
+    --sizes=63 --batches=2 --json="$files/check-ops-alexnet63.json"
+  row check_ops_reported 40 --gpu -- "$dlbench" check-ops --backend=cuda \
+    --models=alexnet,resnet18 --sizes=64,96 --batches=4 --json="$files/check-ops-reported.json"
+  for precision in fp32 bf16 fp16; do
+    row memory_guard_$precision 15 --gpu -- "$dlbench" run --backend=cuda --model=resnet18 \
+      --image-size=64 --batch=2 --steps=1 --warmup=0 --precision=$precision --memory-guard
+  done
+  # memcheck over a 2-step run: every kernel's and library call's accesses. It works on one of
+  # the GPU machine's two runtimes; where it refuses the device, that is recorded, not failed.
+  sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  if [[ -x $sanitizer ]]; then
+    row memcheck_digits 60 --gpu --refusal='Device not supported|error 999|Unable to (find|load|initiali[sz]e)' \
+      -- "${on[@]}" "$sanitizer" --tool memcheck --error-exitcode 99 \
+      "$bin/dlbench" run --backend=cuda --model=digits-cnn --data=digits --batch=32 --steps=2 \
+      --warmup=0
+  else
+    row memcheck_digits 60 --gpu -- sh -c 'echo "compute-sanitizer is not installed"; exit 77'
+  fi
+  row cuda_runs 120 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  row nccl_one_gpu 30 --gpu -- bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
+  row parity_resnet18_gpu 60 --gpu -- python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
     "$work/parity" --backend=cuda --torch-device=cuda
   # The micro suite: the GPU's measured peak, every GEMM, convolution and copy row against it,
-  # and NCCL's all-reduce. Its results directory (micro.json, peaks.json) comes back in $OUT.
-  micro_out=$out/micro-$(date -u +%Y%m%dT%H%M%SZ)
-  check micro env DLBENCH_PEAK_FILE="$micro_out/peaks.json" "$dlbench" --suite=micro \
-    --out="$micro_out" --no-report
-  # A failed row is an error row in micro.json, not a failed run: every row must have run, and
-  # the GPU's rows must be there.
-  check micro_rows python3 -c '
+  # and NCCL's all-reduce. A failed benchmark is an error row in micro.json, not a failed run:
+  # every row must have run, and the GPU's rows must be there.
+  cat >"$work/micro_rows.py" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 bad = [b["name"] + ": " + b.get("error_message", "") for b in d["benchmarks"] if b.get("error_occurred")]
 assert not bad, bad
 assert d["context"].get("gpu rows") == "registered", d["context"].get("gpu rows")
 assert any(b["name"].startswith("conv/cuda/") for b in d["benchmarks"]), "no cuda conv rows"
-print(len(d["benchmarks"]), "rows, none failed")' "$micro_out/micro.json"
+print(len(d["benchmarks"]), "rows, none failed")
+PY
+  row micro 120 --gpu -- bash -c 'DLBENCH_PEAK_FILE="$2/peaks.json" "$1" --suite=micro --out="$2" \
+    --no-report && python3 "$3" "$2/micro.json"' micro "$dlbench" "$files/micro" "$work/micro_rows.py"
 fi
 
-bench=$work/bench.jsonl
-if [[ $what == bench || $what == all ]]; then
-  for model in resnet50 resnet18 vgg16 alexnet; do
-    # fp32 and tf32 at batch 64 and 128; fp16 and bf16 (PyTorch: AMP with channels_last) at 256,
-    # the batch of the GPU target for resnet50 bf16 (1.2x PyTorch eager AMP, docs/cuda.md).
-    for config in 64:fp32 64:tf32 128:fp32 128:tf32 256:fp16 256:bf16; do
-      batch=${config%%:*} precision=${config##*:}
-      {
-        point="$model b$batch $precision"
-        "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
-          --precision=$precision --steps=20 --warmup=5 --json="$work/d.json" >"$work/d.log" 2>&1
-        drc=$?
-        # The 16-bit rows again with the step replayed from a CUDA graph (--cuda-graph).
-        grc=skipped
-        if [[ $precision == fp16 || $precision == bf16 ]]; then
-          "$dlbench" run --backend=cuda --model=$model --batch=$batch --image-size=224 \
-            --precision=$precision --steps=20 --warmup=5 --cuda-graph --json="$work/g.json" \
-            >"$work/g.log" 2>&1
-          grc=$?
-        fi
-        python3 "$root/reports/peers/pytorch_train.py" --backend=cuda --model=$model \
-          --batch=$batch --image-size=224 --precision=$precision --steps=20 --warmup=5 \
-          >"$work/t.json" 2>"$work/t.log"
-        trc=$?
-        python3 - "$work/d.json" "$work/t.json" "$drc" "$trc" "$model" "$batch" "$precision" \
-          "$work/d.log" "$work/t.log" "$work/g.json" "$grc" "$work/g.log" >>"$bench" <<'PY'
+# bench_row NAME PLANNED_S RUNNER MODEL BATCH PRECISION: one run of dlbench (RUNNER dlbench or
+# dlbench-cuda-graph) or of PyTorch's peer at 224x224, 20 timed steps after 5, as a row whose
+# `bench` field holds the throughput, the median step and the peak memory, or the error.
+bench_row() {
+  local name=$1 planned=$2 runner=$3 model=$4 batch=$5 precision=$6
+  local common=(--model="$model" --batch="$batch" --image-size=224 --precision="$precision"
+                --steps=20 --warmup=5)
+  local t0=$SECONDS rec=$work/bench.json log=$work/bench.log status rc=0 limit=300
+  rm -f "$rec"
+  : >"$log"
+  if ((gpus < 1)); then
+    status=skip rc=77
+  elif ((deadline && SECONDS + planned > deadline)); then
+    status=not_run
+    echo "not_run (budget): planned ${planned} s, $((deadline - SECONDS)) s of the budget left" >"$log"
+  else
+    ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
+    case $runner in
+      dlbench) timeout "$limit" "$dlbench" run --backend=cuda "${common[@]}" --json="$rec" >"$log" 2>&1 ;;
+      dlbench-cuda-graph) timeout "$limit" "$dlbench" run --backend=cuda "${common[@]}" --cuda-graph \
+                            --json="$rec" >"$log" 2>&1 ;;
+      pytorch) timeout "$limit" python3 "$root/reports/peers/pytorch_train.py" --backend=cuda \
+                 "${common[@]}" >"$rec" 2>"$log" ;;
+    esac
+    rc=$?
+    if ((rc == 0)); then status=pass
+    elif ((rc == 124 && deadline && SECONDS >= deadline)); then status=timeout
+    else status=fail
+    fi
+  fi
+  count[$status]=$((count[$status] + 1))
+  local line
+  line=$(python3 - "$rec" "$log" "$name" "$status" "$rc" "$planned" "$((SECONDS - t0))" "$runner" \
+    "$model" "$batch" "$precision" <<'PY'
 import json, sys
-dpath, tpath, drc, trc, model, batch, precision, dlog, tlog, gpath, grc, glog = sys.argv[1:]
-row = {"model": model, "batch": int(batch), "image_size": 224, "precision": precision}
-def record(path, rc):
+rec, log, name, status, rc, planned, seconds, runner, model, batch, precision = sys.argv[1:]
+bench = {"runner": runner, "model": model, "batch": int(batch), "image_size": 224,
+         "precision": precision}
+try:  # dlbench's record, or the peer's (its last line); the same result schema
+    text = open(rec).read().strip()
     try:
-        return json.load(open(path)) if rc == "0" else None
-    except (OSError, ValueError):
-        return None
-d = record(dpath, drc)
-t, t_error = None, None
-try:  # the PyTorch peer's record (reports/peers/pytorch_train.py), ok or not
-    rec = json.loads(open(tpath).read().strip().splitlines()[-1])
-    if rec["status"] == "ok":
-        m = rec["metrics"]
-        t = {"img_s": m["throughput_img_s"], "step_median_s": m["step_time_s"]["median"],
-             "peak_bytes": rec.get("memory", {}).get("peak_bytes_total"),
-             "torch": rec["environment"]["torch"], "cudnn": rec["environment"]["cudnn"]}
+        r = json.loads(text)
+    except ValueError:
+        r = json.loads(text.splitlines()[-1])
+    bench["status"] = r.get("status")
+    if r.get("status") == "ok":
+        m = r["metrics"]
+        bench.update(img_s=m["throughput_img_s"], step_median_s=m["step_time_s"]["median"],
+                     peak_bytes=r.get("memory", {}).get("peak_bytes_total"))
+        if m.get("cuda_graph") is not None:
+            bench["cuda_graph"] = m["cuda_graph"]
+        env = r.get("environment", {})
+        for k in ("torch", "cudnn"):
+            if k in env:
+                bench[k] = env[k]
     else:
-        t_error = f"{rec['status']}: {rec.get('message', '')}"
-except (OSError, ValueError, IndexError, KeyError, TypeError):
+        bench["message"] = r.get("message")
+except (OSError, ValueError, IndexError, KeyError, TypeError, AttributeError):
     pass
-if d:
-    m = d["metrics"]
-    row["dlbench"] = {"img_s": m["throughput_img_s"], "step_median_s": m["step_time_s"]["median"],
-                      "peak_bytes": d.get("memory", {}).get("peak_bytes_total")}
-else:
-    row["dlbench"] = {"error": open(dlog).read()[-800:]}
-row["pytorch"] = t if t else {"error": t_error or open(tlog).read()[-800:]}
-if d and t:
-    row["ratio_dlbench_over_pytorch"] = row["dlbench"]["img_s"] / t["img_s"]
-if grc != "skipped":
-    g = record(gpath, grc)
-    if g:
-        m = g["metrics"]
-        row["dlbench_cuda_graph"] = {"img_s": m["throughput_img_s"],
-                                     "step_median_s": m["step_time_s"]["median"],
-                                     "peak_bytes": g.get("memory", {}).get("peak_bytes_total"),
-                                     "graph": m.get("cuda_graph")}
-        if t:
-            row["ratio_cuda_graph_over_pytorch"] = m["throughput_img_s"] / t["img_s"]
-    else:
-        row["dlbench_cuda_graph"] = {"error": open(glog).read()[-800:]}
-print(json.dumps(row))
+print(json.dumps({"test": name, "status": status, "exit": int(rc), "planned_s": int(planned),
+                  "seconds": int(seconds), "bench": bench,
+                  "tail": open(log, errors="replace").read()[-1500:] if status != "pass" else ""}))
 PY
-        echo "device-check: bench $point: $(tail -1 "$bench" | python3 -c 'import json,sys; r=json.load(sys.stdin); g=r.get("dlbench_cuda_graph"); print(r.get("dlbench",{}).get("img_s","failed"), "" if g is None else "(graph: %s)" % g.get("img_s","failed"), "vs", r.get("pytorch",{}).get("img_s","failed"), "img/s")')"
-        rm -f "$work/d.json" "$work/t.json" "$work/g.json"
-      }
-    done
+)
+  append "$line"
+  echo "device-check: $name: $status ($((SECONDS - t0)) s) $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bench"].get("img_s", ""))' "$line") img/s"
+}
+
+if [[ $what == bench || $what == all ]]; then
+  # The target first (resnet50 bf16 at batch 256 against PyTorch's eager AMP), then the other
+  # 16-bit rows, then fp32 and tf32; dlbench and PyTorch alternate, point by point. The planned
+  # seconds include start-up: cuDNN's plans for dlbench, the import and cuDNN's for PyTorch.
+  points=(
+    "resnet50 256 bf16 60" "resnet50 256 fp16 60" "resnet50 128 tf32 50" "resnet50 128 fp32 60"
+    "resnet18 256 bf16 40" "vgg16 256 bf16 60" "alexnet 256 bf16 30"
+    "resnet18 128 tf32 40" "vgg16 64 fp32 60" "alexnet 128 fp32 30"
+    "resnet50 64 fp32 45" "resnet50 64 tf32 40" "resnet18 64 fp32 30" "resnet18 128 fp32 35"
+    "resnet18 64 tf32 30" "resnet18 256 fp16 40" "vgg16 64 tf32 50" "vgg16 128 fp32 80"
+    "vgg16 128 tf32 70" "vgg16 256 fp16 60" "alexnet 64 fp32 25" "alexnet 64 tf32 25"
+    "alexnet 128 tf32 25" "alexnet 256 fp16 30")
+  for p in "${points[@]}"; do
+    read -r model batch precision planned <<<"$p"
+    point="$model-b$batch-$precision"
+    bench_row "bench $point dlbench" "$planned" dlbench "$model" "$batch" "$precision"
+    bench_row "bench $point pytorch" "$planned" pytorch "$model" "$batch" "$precision"
+    if [[ $precision == fp16 || $precision == bf16 ]]; then
+      bench_row "bench $point dlbench-cuda-graph" "$planned" dlbench-cuda-graph "$model" "$batch" \
+        "$precision"
+    fi
   done
 fi
 
-stamp=$(date -u +%Y%m%dT%H%M%SZ)
-record=$out/device-check-$stamp.json
-python3 - "$results" "$bench" "$work/bundle/VERSION" "$what" >"$record" <<'PY'
-import json, os, subprocess, sys
-results, bench, version, what = sys.argv[1:]
-def lines(p):
-    return [json.loads(l) for l in open(p)] if os.path.exists(p) else []
-def run(cmd):
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=60).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-try:
-    import torch
-    torch_info = {"version": torch.__version__, "cuda": torch.version.cuda,
-                  "cudnn": torch.backends.cudnn.version()}
-except ImportError:
-    torch_info = None
-print(json.dumps({
-    "kind": "dlbench device check", "part": what,
-    "dlbench_version": open(version).read().strip(),
-    "gpu": run(["nvidia-smi", "--query-gpu=name,driver_version,memory.total",
-                "--format=csv,noheader"]),
-    "pytorch": torch_info,
-    "tests": lines(results), "bench": lines(bench)}, indent=1))
-PY
-echo "device-check: wrote $record; $failures failed"
-rm -rf "$work"
-exit $((failures > 0))
+append "$(python3 -c '
+import json, sys
+keys = ["pass", "fail", "skip", "refused", "timeout", "not_run"]
+vals = dict(zip(keys, map(int, sys.argv[1:7])))
+print(json.dumps({"summary": vals, "seconds": int(sys.argv[7])}))' \
+  "${count[pass]}" "${count[fail]}" "${count[skip]}" "${count[refused]}" "${count[timeout]}" \
+  "${count[not_run]}" "$((SECONDS - start))")"
+pack_files
+echo "device-check: wrote $record; ${count[pass]} passed, ${count[fail]} failed, ${count[skip]} skipped, ${count[refused]} refused, ${count[timeout]} stopped at the budget, ${count[not_run]} not run"
+exit $((count[fail] > 0))

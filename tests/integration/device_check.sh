@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# scripts/device-check.sh keeps what it has, as a lent GPU's short, fixed time needs (issue 27):
+#   1. with this build's bundle and no GPU, every row that needs one is `skip`, the rest pass, and
+#      the record ends with its summary; exit 0;
+#   2. with a fake GPU (a bundle whose programs say there is one and take a second each) and
+#      --budget-s=14, rows run while their planned seconds fit and the rest are `not_run`;
+#   3. killed in the middle, the record keeps every row that had finished, each a whole line.
+# usage: device_check.sh BUILD_DIR
+set -u
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+build=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# check_record FILE PYTHON: runs PYTHON with `rows` (the record's lines as JSON, header first).
+check_record() {
+  python3 - "$1" <<PY || fail "$2"
+import json, sys
+lines = open(sys.argv[1]).read().splitlines()
+rows = [json.loads(l) for l in lines]  # every line whole
+assert rows[0]["kind"] == "dlbench device check", rows[0]
+$3
+PY
+}
+
+# 1. This build's bundle, no GPU.
+"$root/scripts/device-bundle.sh" --from "$build" --out "$work/real" >/dev/null || fail "packing"
+OUT=$work/out1 bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" all >"$work/1.log" 2>&1
+rc=$?
+((rc == 0)) || fail "no GPU: exit $rc: $(tail -5 "$work/1.log")"
+record=$(ls "$work"/out1/device-check-*.jsonl 2>/dev/null | head -1)
+if [[ -z $record ]]; then
+  fail "no GPU: no record"
+else
+  check_record "$record" "no GPU: rows" '
+tests = [r for r in rows[1:-1]]
+assert rows[-1]["summary"]["fail"] == 0, rows[-1]
+assert rows[0]["cuda_devices_dlbench_sees"] == 0, rows[0]
+ran = {r["test"]: r["status"] for r in tests}
+# dlbench lists what it sees, and the library calls need no device: cuDNN and cuBLASLt check
+# them here.
+assert ran.pop("list") == "pass", ran
+assert ran.pop("cuda_library_tests") == "pass", ran
+assert ran and all(s == "skip" for s in ran.values()), ran
+assert any(t.startswith("bench resnet50-b256-bf16") for t in ran), sorted(ran)
+print(len(tests), "rows: cuda_library_tests passed, the rest skipped")'
+fi
+
+# A fake bundle: dlbench lists one cuda device, and every program takes a second and passes.
+fake=$work/fake/bundle
+mkdir -p "$fake/bin" "$fake/lib"
+cat >"$fake/bin/dlbench" <<'SH'
+#!/bin/sh
+if [ "$1" = list ]; then printf 'models\n  resnet18\ndevices\n  cuda:0 Fake GPU\n'; exit 0; fi
+sleep 1
+SH
+for t in cuda_library_tests cuda_kernels_tests cuda_memory_tests cuda_backend_tests \
+         cuda_mixed_precision_tests; do
+  printf '#!/bin/sh\nsleep 1\n' >"$fake/bin/$t"
+done
+chmod +x "$fake"/bin/*
+echo fake >"$fake/VERSION"
+tar -C "$work/fake" -czf "$work/fake.tar.gz" bundle
+
+# 2. A budget: a row starts only while its planned seconds fit.
+OUT=$work/out2 bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests --budget-s=14 \
+  >"$work/2.log" 2>&1 || fail "budget: exit $?: $(tail -5 "$work/2.log")"
+check_record "$(ls "$work"/out2/device-check-*.jsonl | head -1)" "budget: rows" '
+tests = rows[1:-1]
+status = [r["status"] for r in tests]
+assert rows[0]["budget_s"] == 14, rows[0]
+# list (5 s planned, fast) and cuda_library_tests (10 s planned, a second) fit 14 s; nothing
+# after them (15 s planned and more) fits what is left.
+assert status[:2] == ["pass", "pass"], status
+assert status[2:] and all(s == "not_run" for s in status[2:]), status
+assert "not_run (budget)" in tests[2]["tail"], tests[2]
+assert rows[-1]["summary"]["not_run"] == len(status) - 2, rows[-1]
+print(status.count("pass"), "ran,", status.count("not_run"), "not run")'
+
+# 3. A kill in the middle keeps the finished rows.
+OUT=$work/out3 setsid bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests \
+  >"$work/3.log" 2>&1 &
+pid=$!
+for _ in $(seq 100); do
+  record=$(ls "$work"/out3/device-check-*.jsonl 2>/dev/null | head -1)
+  [[ -n $record ]] && (($(wc -l <"$record") >= 4)) && break
+  sleep 0.2
+done
+{ kill -KILL -- -"$pid"; wait "$pid"; } 2>/dev/null
+check_record "$record" "kill: rows kept" '
+assert len(rows) >= 4, rows
+assert all("summary" not in r for r in rows), rows[-1]
+assert [r["status"] for r in rows[1:4]] == ["pass"] * 3, rows[1:4]  # list and two programs
+print(len(rows) - 1, "rows kept after the kill")'
+
+echo "device check: $failures failures"
+exit $((failures > 0))
