@@ -88,7 +88,14 @@ struct PassAlgorithm {
   ConvPass pass = ConvPass::kForward;
   std::string algorithm;
   size_t workspace_bytes = 0;
+  // The plan was made for an earlier layer of the same shape and is shared (a backend that caches
+  // plans by conv_plan_key), so nothing was built or tuned for this one.
+  bool shared = false;
 };
+
+// Everything a convolution's plan depends on, as one key: every field of `d` (shapes, strides,
+// padding, groups, bias, types, layout). Two layers with equal keys can share one plan.
+std::string conv_plan_key(const ConvDesc& d);
 
 // Made once per layer shape: holds whatever the backend needs (descriptors or graphs, the chosen
 // algorithms) and states its workspace need, which the backend reserves up front.

@@ -31,8 +31,11 @@ class DeviceQueue {
   virtual int device() const = 0;
   // Its own non-blocking stream: what a library call (NCCL's) is queued on.
   virtual StreamRef stream() const = 0;
-  // Makes the queue's device the calling thread's current one (a thread of the caller's own).
-  virtual void make_current() const = 0;
+  // Makes the queue's device the calling thread's current one, for a thread of the caller's own
+  // that only watches (queries events): its calls are allowed while another thread captures a
+  // graph (CUDA's thread-local capture mode, as PyTorch's NCCL watchdog sets it), where the
+  // default would fail them and invalidate that capture.
+  virtual void make_current_for_watching() const = 0;
   // Work queued on this queue from now on starts after the work queued on `producer` so far.
   virtual void wait_for(StreamRef producer) = 0;
   virtual std::shared_ptr<DeviceEvent> record() = 0;

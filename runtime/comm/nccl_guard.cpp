@@ -98,8 +98,8 @@ void GuardedComm::watch(std::shared_ptr<InFlight> op) {
 
 void GuardedComm::watchdog() {
   try {
-    queue_->make_current();
-  } catch (const std::exception&) {  // the queries below then fail, and count as settled
+    queue_->make_current_for_watching();  // queries during a capture
+  } catch (const std::exception&) {       // the queries below then fail, and count as settled
   }
   constexpr auto kInterval = std::chrono::milliseconds(50);
   std::unique_lock<std::mutex> lock(watch_mutex_);

@@ -26,7 +26,9 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     for (const PassAlgorithm& a : node.layer->algorithms()) {
       algorithms.push_back({{"pass", std::string(conv_pass_name(a.pass))},
                             {"algorithm", a.algorithm},
-                            {"workspace_bytes", a.workspace_bytes}});
+                            {"workspace_bytes", a.workspace_bytes},
+                            // made for an earlier layer of the same shape, and shared
+                            {"plan_shared", a.shared}});
     }
     layers.push_back(
         {{"name", node.name},

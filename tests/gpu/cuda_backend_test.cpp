@@ -22,10 +22,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/device_queue.h"
 #include "runtime/core/rng.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/trainer.h"
@@ -429,3 +431,44 @@ int main(int argc, char** argv) {
   if (dlb::skip_without_gpu()) return dlb::kSkippedExitCode;
   return RUN_ALL_TESTS();
 }
+
+namespace dlb {
+namespace {
+
+// The NCCL watchdog's thread queries events while the main thread may be capturing the step into
+// a CUDA graph in global mode (--cuda-graph). Its queue makes those queries allowed
+// (make_current_for_watching): the query answers, and the capture survives (pytorch/pytorch
+// 104487 is the failure without it: the query fails and invalidates the capture).
+TEST(CudaDeviceQueue, AWatchingThreadMayQueryDuringAGlobalCapture) {
+  auto queue = make_device_queue(0);
+  std::shared_ptr<DeviceEvent> event = queue->record();
+  cudaStream_t captured = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&captured, cudaStreamNonBlocking), cudaSuccess);
+  float* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 1024), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(captured, cudaStreamCaptureModeGlobal), cudaSuccess);
+  ASSERT_EQ(cudaMemsetAsync(buf, 0, 1024, captured), cudaSuccess);
+  bool settled = false;
+  std::string error;
+  std::thread watcher([&] {
+    try {
+      queue->make_current_for_watching();
+      settled = event->settled();
+      (void)event->done();
+    } catch (const std::exception& e) {
+      error = e.what();
+    }
+  });
+  watcher.join();
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(captured, &graph), cudaSuccess)
+      << "the watching thread's query invalidated the capture";
+  EXPECT_EQ(error, "");
+  EXPECT_TRUE(settled);
+  if (graph) cudaGraphDestroy(graph);
+  cudaFree(buf);
+  cudaStreamDestroy(captured);
+}
+
+}  // namespace
+}  // namespace dlb

@@ -32,6 +32,9 @@ assert m["throughput_img_s"] > 0 and all(math.isfinite(x) for x in m["losses"]),
 convs = [l for l in p["layers"] if l["kind"] == "conv2d"]
 assert convs and all(len(l["algorithms"]) == 3 for l in convs), convs[:1]
 a = convs[0]["algorithms"][0]
+# Layers of one shape share a plan (resnet18's layer1 convolutions); the first of a shape does not.
+assert not a["plan_shared"], convs[0]
+assert any(l["algorithms"][0]["plan_shared"] for l in convs), "no plan was shared"
 print(f"{r['config']['precision']} {r['config']['conv_algo']}: {m['throughput_img_s']:.0f} img/s, "
       f"conv1 forward engine {a['algorithm']} workspace {a['workspace_bytes']}")
 PY

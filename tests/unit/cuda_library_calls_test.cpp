@@ -9,6 +9,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <functional>
+#include <set>
 
 #include "runtime/backend/cuda/cudnn_graphs.h"
 #include "runtime/backend/cuda/matmul_lt.h"
@@ -212,6 +214,120 @@ TEST(LibraryCallsRefuse, MatmulShapesThatDisagreeAreRefused) {
   EXPECT_THROW(matmul_shape(false, false, Shape{4, 3}, Shape{3, 5}, Shape{4, 6}), InvalidArgument);
   EXPECT_EQ(matmul_shape(true, false, Shape{3, 4}, Shape{3, 5}, Shape{4, 5}),
             (MatmulShape{true, false, 4, 5, 3}));
+}
+
+// The CUDA backend shares one plan (three cuDNN graphs and their engines) among convolutions of
+// the same conv_plan_key (issue 27, item 3). ResNet-50 at 224 has 53 convolutions and 23 shapes:
+// the stem; in layer1 four (the 1x1 64->64, the 3x3, the 1x1 64->256 that the downsample repeats,
+// the 1x1 256->64 of the later blocks); in each of layers 2 to 4 six (the first block's 1x1 in,
+// strided 3x3, 1x1 out and strided downsample; the later blocks' 1x1 in and 3x3). So 69 graphs
+// are built instead of 159.
+TEST(ConvPlanKey, Resnet50Has23ShapesOf53Convolutions) {
+  const Graph g = build_model("resnet50", ModelConfig{2, 224, 1000, {}});
+  std::set<std::string> keys;
+  int convs = 0;
+  for (const auto& node : g.nodes()) {
+    const auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
+    if (!conv) continue;
+    ++convs;
+    keys.insert(conv_plan_key(conv->describe(g.shape(node.inputs.at(0)), OpTypes{})));
+  }
+  EXPECT_EQ(convs, 53);
+  EXPECT_EQ(keys.size(), 23u);
+}
+
+TEST(ConvPlanKey, EveryFieldOfTheDescriptionIsInTheKey) {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = 8, d.height = 9, d.width = 10, d.out_channels = 16;
+  d.kernel_h = d.kernel_w = 3;
+  const std::string base = conv_plan_key(d);
+  const std::vector<std::function<void(ConvDesc&)>> changes = {
+      [](ConvDesc& c) { c.batch = 3; },
+      [](ConvDesc& c) { c.in_channels = 4; },
+      [](ConvDesc& c) { c.height = 10; },
+      [](ConvDesc& c) { c.width = 9; },
+      [](ConvDesc& c) { c.out_channels = 8; },
+      [](ConvDesc& c) { c.kernel_h = 1; },
+      [](ConvDesc& c) { c.kernel_w = 1; },
+      [](ConvDesc& c) { c.stride_h = 2; },
+      [](ConvDesc& c) { c.stride_w = 2; },
+      [](ConvDesc& c) { c.pad_h = 1; },
+      [](ConvDesc& c) { c.pad_w = 1; },
+      [](ConvDesc& c) { c.groups = 2; },
+      [](ConvDesc& c) { c.bias = true; },
+      [](ConvDesc& c) { c.types.data = DType::kBF16; },
+      [](ConvDesc& c) { c.types.params = DType::kBF16; },
+      [](ConvDesc& c) { c.types.math = Precision::kTf32; },
+      [](ConvDesc& c) { c.layout = Layout::kNHWC; }};
+  std::set<std::string> keys{base};
+  for (const auto& change : changes) {
+    ConvDesc c = d;
+    change(c);
+    keys.insert(conv_plan_key(c));
+  }
+  EXPECT_EQ(keys.size(), changes.size() + 1);
+}
+
+// cudnn-frontend's "no engine" statuses are the graph's lack of support, so that batch norm's and
+// fused conv + bias's fallbacks run (issue 27, defect 1): frontend 1.x returns
+// HEURISTIC_QUERY_FAILED when heuristics give no configuration and
+// GRAPH_EXECUTION_PLAN_CREATION_FAILED when no plan builds, with a message that is the graph's
+// tag and its engine knobs, which does not say NOT_SUPPORTED.
+TEST(FrontendErrors, NoEngineIsUnsupportedWhateverTheMessage) {
+  const std::string knobs = "conv_fprop: engine 12 knobs {SPLIT_K: 1, TILE: 3}";
+  for (const char* code :
+       {"HEURISTIC_QUERY_FAILED", "GRAPH_EXECUTION_PLAN_CREATION_FAILED", "GRAPH_NOT_SUPPORTED",
+        "UNSUPPORTED_GRAPH_FORMAT", "NVRTC_COMPILATION_FAILED"}) {
+    for (FrontendOtherwise otherwise :
+         {FrontendOtherwise::kBadRequest, FrontendOtherwise::kDeviceFault}) {
+      EXPECT_THROW(throw_frontend_error(code, knobs, "conv", otherwise), Unsupported) << code;
+    }
+  }
+}
+
+TEST(FrontendErrors, OtherStatusesKeepTheirKinds) {
+  const auto kind = [](const char* code, const std::string& message, FrontendOtherwise o) {
+    try {
+      throw_frontend_error(code, message, "graph", o);
+    } catch (const Error& e) {
+      return e.kind();
+    }
+    return ErrorKind::kIo;  // unreachable: it always throws
+  };
+  constexpr auto bad = FrontendOtherwise::kBadRequest;
+  constexpr auto fault = FrontendOtherwise::kDeviceFault;
+  EXPECT_EQ(kind("CUDNN_BACKEND_API_FAILED", "CUDNN_STATUS_ALLOC_FAILED", bad),
+            ErrorKind::kOutOfMemory);
+  EXPECT_EQ(kind("GRAPH_EXECUTION_FAILED", "", bad), ErrorKind::kDevice);
+  EXPECT_EQ(kind("CUDA_API_FAILED", "", bad), ErrorKind::kDevice);
+  EXPECT_EQ(kind("CUDNN_BACKEND_API_FAILED", "CUDNN_STATUS_NOT_SUPPORTED_SHAPE", bad),
+            ErrorKind::kUnsupported);
+  EXPECT_EQ(kind("ATTRIBUTE_NOT_SET", "x has no dims", bad), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kind("INVALID_VALUE", "CUDNN_STATUS_BAD_PARAM", fault), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(kind("INVALID_VALUE", "", fault), ErrorKind::kDevice);
+}
+
+// cublasLtMatmulAlgoGetHeuristic may answer NOT_SUPPORTED where it has no algorithm (issue 27,
+// defect 3): that is the same answer as finding none, reported as the documented "no algorithm"
+// (InvalidArgument, exit 2, under the user's --workspace-limit; else Unsupported), not as a
+// cuBLAS failure.
+TEST(MatmulHeuristic, NotSupportedIsNoAlgorithm) {
+  const MatmulShape s = matmul_shape(false, false, Shape{4, 8}, Shape{8, 16}, Shape{4, 16});
+  EXPECT_NO_THROW(check_matmul_heuristic(CUBLAS_STATUS_SUCCESS, 1, s, 1 << 20, true));
+  for (cublasStatus_t status : {CUBLAS_STATUS_SUCCESS, CUBLAS_STATUS_NOT_SUPPORTED}) {
+    try {
+      check_matmul_heuristic(status, 0, s, 1 << 20, true);
+      ADD_FAILURE() << "no algorithm was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("no algorithm within 1.00 MiB"), std::string::npos)
+          << e.what();
+    }
+    EXPECT_THROW(check_matmul_heuristic(status, 0, s, 1 << 20, false), Unsupported);
+  }
+  EXPECT_THROW(check_matmul_heuristic(CUBLAS_STATUS_INTERNAL_ERROR, 0, s, 1 << 20, true),
+               DeviceError);
+  EXPECT_THROW(check_matmul_heuristic(CUBLAS_STATUS_ALLOC_FAILED, 0, s, 1 << 20, true),
+               OutOfMemory);
 }
 
 }  // namespace

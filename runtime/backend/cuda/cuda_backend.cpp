@@ -96,9 +96,10 @@ T* as(const Tensor& t) {
 
 class CudaConvPlan final : public ConvPlan {
  public:
-  CudaConvPlan(const ConvDesc& d, std::unique_ptr<ConvGraphs> graphs,
+  // `shared`: the graphs were made for an earlier plan of the same conv_plan_key.
+  CudaConvPlan(const ConvDesc& d, std::shared_ptr<const ConvGraphs> graphs, bool shared,
                std::shared_ptr<LibraryHandles> handles)
-      : ConvPlan(d), graphs_(std::move(graphs)), handles_(std::move(handles)) {}
+      : ConvPlan(d), graphs_(std::move(graphs)), shared_(shared), handles_(std::move(handles)) {}
   size_t workspace_bytes() const override {
     size_t most = 0;
     for (ConvPass p : kConvPasses) most = std::max(most, graphs_->chosen(p).workspace_bytes);
@@ -106,13 +107,17 @@ class CudaConvPlan final : public ConvPlan {
   }
   std::vector<PassAlgorithm> algorithms() const override {
     std::vector<PassAlgorithm> out;
-    for (ConvPass p : kConvPasses) out.push_back(graphs_->chosen(p));
+    for (ConvPass p : kConvPasses) {
+      out.push_back(graphs_->chosen(p));
+      out.back().shared = shared_;
+    }
     return out;
   }
   const ConvGraphs& graphs() const { return *graphs_; }
 
  private:
-  std::unique_ptr<ConvGraphs> graphs_;
+  std::shared_ptr<const ConvGraphs> graphs_;
+  bool shared_ = false;
   std::shared_ptr<LibraryHandles> handles_;  // destroyed after graphs_
 };
 
@@ -148,6 +153,7 @@ class CudaBackend final : public Backend {
     // Plans first, while the handles they were made with still exist.
     matmuls_.clear();
     bn_by_shape_.clear();
+    conv_graphs_.clear();
   }
 
   std::string_view name() const override { return "cuda"; }
@@ -158,6 +164,10 @@ class CudaBackend final : public Backend {
         {"device_index", std::to_string(device_.index)},
         {"compute_capability", fmt::format("{}.{}", device_.sm_major, device_.sm_minor)},
         {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100)},
+        // The machine's cuDNN may be older than the headers dlbench was built with (PyTorch's
+        // pip package on a GPU machine): a graph the older one lacks is refused as unsupported
+        // by the frontend, naming the version.
+        {"cudnn_built_with", fmt::format("{}.{}.{}", CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL)},
         {"cublaslt", std::to_string(cublasLtGetVersion())},
         {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))},
         {"activation_layout", "NCHW for fp32 and tf32, NHWC (channels last) for fp16 and bf16"}};
@@ -247,7 +257,13 @@ class CudaBackend final : public Backend {
       throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                         d.kernel_w, d.height, d.width));
     }
-    auto graphs = std::make_unique<ConvGraphs>(d, cudnn_);
+    // Layers of the same shape share graphs and engines (as PyTorch's BenchmarkCache keys its
+    // plans by the convolution's parameters): resnet50's 53 convolutions need far fewer.
+    const std::string key = conv_plan_key(d);
+    if (auto it = conv_graphs_.find(key); it != conv_graphs_.end()) {
+      return std::make_unique<CudaConvPlan>(d, it->second, true, handles_);
+    }
+    auto graphs = std::make_shared<ConvGraphs>(d, cudnn_);
     // Tensor-op math for tf32 and for 16-bit data; strict fp32 keeps to FMA engines.
     const EngineChoice choice{options_.conv_algo, options_.workspace_limit,
                               d.types.math != Precision::kFp32};
@@ -284,8 +300,9 @@ class CudaBackend final : public Backend {
       }
       return tuning.raw();
     });
-    auto plan = std::make_unique<CudaConvPlan>(d, std::move(graphs), handles_);
+    auto plan = std::make_unique<CudaConvPlan>(d, graphs, false, handles_);
     reserve_workspace(plan->workspace_bytes());
+    conv_graphs_.emplace(key, std::move(graphs));
     return plan;
   }
   void conv_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, Tensor& y) override {
@@ -345,7 +362,10 @@ class CudaBackend final : public Backend {
     if (it == matmuls_.end()) {
       const size_t limit =
           std::min(kMatmulWorkspace, options_.workspace_limit.value_or(kMatmulWorkspace));
-      it = matmuls_.emplace(key, std::make_unique<MatmulPlan>(lt_, s, types, limit)).first;
+      it = matmuls_
+               .emplace(key, std::make_unique<MatmulPlan>(lt_, s, types, limit,
+                                                          options_.workspace_limit.has_value()))
+               .first;
     }
     const MatmulPlan& plan = *it->second;
     NvtxRange range("cublasLt matmul");
@@ -883,6 +903,9 @@ class CudaBackend final : public Backend {
   std::map<std::tuple<int64_t, int64_t, int64_t, DType, Layout, bool, uint32_t>,
            std::unique_ptr<BatchNormGraphs>>
       bn_by_shape_;
+  // By conv_plan_key: the graphs and engines a convolution's plans share (after handles_, so
+  // destroyed before it).
+  std::map<std::string, std::shared_ptr<const ConvGraphs>> conv_graphs_;
   size_t bn_workspace_ = 0;
   Tensor bn_scratch_;
   Tensor relu_grad_scratch_;  // batch norm + relu without a fused graph: the masked gradient

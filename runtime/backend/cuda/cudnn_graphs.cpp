@@ -17,30 +17,63 @@
 
 namespace dlb::cuda {
 namespace fe = cudnn_frontend;
+// By the code first: "no engine" (no heuristic result, no plan that builds, a runtime-compiled
+// engine that fails to compile) is the graph's lack of support, as the frontend's own Python
+// binding reports it (python/pycudnn.cpp, throw_if: "graph not supported"), so that the callers'
+// fallbacks run; then by cuDNN's status in the message.
+void throw_frontend_error(std::string_view code, const std::string& message,
+                          const std::string& what, FrontendOtherwise otherwise) {
+  const std::string msg = fmt::format("cuDNN graph {}: {} ({})", what, message, code);
+  const auto says = [&](const char* s) { return message.find(s) != std::string::npos; };
+  const auto is = [&](const char* c) { return code == c; };
+  if (says("ALLOCATION_FAILED") || says("ALLOC_FAILED")) throw OutOfMemory(msg);
+  if (is("GRAPH_NOT_SUPPORTED") || is("HEURISTIC_QUERY_FAILED") ||
+      is("GRAPH_EXECUTION_PLAN_CREATION_FAILED") || is("UNSUPPORTED_GRAPH_FORMAT") ||
+      is("NVRTC_COMPILATION_FAILED") || says("NOT_SUPPORTED")) {
+    throw Unsupported(msg);
+  }
+  if (is("GRAPH_EXECUTION_FAILED") || is("CUDA_API_FAILED") || says("EXECUTION_FAILED")) {
+    throw DeviceError(msg);
+  }
+  if (says("BAD_PARAM") || otherwise == FrontendOtherwise::kBadRequest) throw InvalidArgument(msg);
+  throw DeviceError(msg);
+}
+
 namespace {
 
 using TensorPtr = std::shared_ptr<fe::graph::Tensor_attributes>;
 using VariantPack = std::unordered_map<TensorPtr, void*>;
 
-// Throws when `e` is bad, with the frontend's message (which carries cuDNN's status): an
-// allocation failure is OutOfMemory, an unsupported graph Unsupported, an execution or CUDA
-// failure DeviceError, a bad parameter InvalidArgument; anything else `otherwise`.
-enum class Otherwise { kBadRequest, kDeviceFault };
-void check(fe::error_t e, const std::string& what, Otherwise otherwise = Otherwise::kBadRequest) {
+const char* code_name(fe::error_code_t code) {
+  switch (code) {
+#define DLB_FE_CODE(c)      \
+  case fe::error_code_t::c: \
+    return #c;
+    DLB_FE_CODE(OK)
+    DLB_FE_CODE(ATTRIBUTE_NOT_SET)
+    DLB_FE_CODE(SHAPE_DEDUCTION_FAILED)
+    DLB_FE_CODE(INVALID_TENSOR_NAME)
+    DLB_FE_CODE(INVALID_VARIANT_PACK)
+    DLB_FE_CODE(GRAPH_NOT_SUPPORTED)
+    DLB_FE_CODE(GRAPH_EXECUTION_PLAN_CREATION_FAILED)
+    DLB_FE_CODE(GRAPH_EXECUTION_FAILED)
+    DLB_FE_CODE(HEURISTIC_QUERY_FAILED)
+    DLB_FE_CODE(UNSUPPORTED_GRAPH_FORMAT)
+    DLB_FE_CODE(CUDA_API_FAILED)
+    DLB_FE_CODE(CUDNN_BACKEND_API_FAILED)
+    DLB_FE_CODE(INVALID_CUDA_DEVICE)
+    DLB_FE_CODE(HANDLE_ERROR)
+    DLB_FE_CODE(INVALID_VALUE)
+    DLB_FE_CODE(NVRTC_COMPILATION_FAILED)
+#undef DLB_FE_CODE
+  }
+  return "UNKNOWN";
+}
+
+void check(fe::error_t e, const std::string& what,
+           FrontendOtherwise otherwise = FrontendOtherwise::kBadRequest) {
   if (e.is_good()) return;
-  const std::string message = e.get_message();
-  const std::string msg = fmt::format("cuDNN graph {}: {}", what, message);
-  const auto says = [&](const char* s) { return message.find(s) != std::string::npos; };
-  if (says("ALLOCATION_FAILED") || says("ALLOC_FAILED")) throw OutOfMemory(msg);
-  if (e.get_code() == fe::error_code_t::GRAPH_EXECUTION_FAILED ||
-      e.get_code() == fe::error_code_t::CUDA_API_FAILED || says("EXECUTION_FAILED")) {
-    throw DeviceError(msg);
-  }
-  if (e.get_code() == fe::error_code_t::GRAPH_NOT_SUPPORTED || says("NOT_SUPPORTED")) {
-    throw Unsupported(msg);
-  }
-  if (says("BAD_PARAM") || otherwise == Otherwise::kBadRequest) throw InvalidArgument(msg);
-  throw DeviceError(msg);
+  throw_frontend_error(code_name(e.get_code()), e.get_message(), what, otherwise);
 }
 
 std::vector<int64_t> packed_strides(const std::vector<int64_t>& dims) {
@@ -262,25 +295,27 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
     auto& p = impl_->passes[static_cast<int>(pass)];
     const std::string what = fmt::format("{} {}", impl_->shape, conv_pass_name(pass));
     const bool autotune = choice.how == ConvAlgoChoice::kAutotune;
-    try {
+    // Plans, and under autotune the timing of every candidate, which may find none that runs.
+    const auto plan = [&] {
       make_plans(*p.graph, choice, autotune, what);
-    } catch (const Error& e) {
-      // cuDNN may have no engine for the conv + bias graph: then the forward graph is the
-      // convolution alone, and the backend adds the bias with its own kernel.
-      if (!(pass == ConvPass::kForward && p.bias) ||
-          (e.kind() != ErrorKind::kUnsupported && e.kind() != ErrorKind::kInvalidArgument)) {
-        throw;
-      }
-      build_forward(impl_->desc, false, handle);
-      make_plans(*p.graph, choice, autotune, what);
-    }
-    if (autotune) {
+      if (!autotune) return;
       const PassOperands& s = scratch[static_cast<int>(pass)];
       VariantPack pack{
           {p.a, const_cast<void*>(s.a)}, {p.b, const_cast<void*>(s.b)}, {p.out, s.out}};
       if (p.bias) pack.emplace(p.bias, const_cast<void*>(s.bias));
       void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
-      check(p.graph->autotune(handle, pack, ws), what + ": autotune", Otherwise::kDeviceFault);
+      check(p.graph->autotune(handle, pack, ws), what + ": autotune",
+            FrontendOtherwise::kDeviceFault);
+    };
+    try {
+      plan();
+    } catch (const Error& e) {
+      // cuDNN may have no engine for the conv + bias graph, or none of its engines may run under
+      // autotune: then the forward graph is the convolution alone, and the backend adds the bias
+      // with its own kernel. An allocation failure is not the graph's: it stays an error.
+      if (!(pass == ConvPass::kForward && p.bias) || e.kind() == ErrorKind::kOutOfMemory) throw;
+      build_forward(impl_->desc, false, handle);
+      plan();
     }
     p.engine = plan_name(*p.graph);
     p.workspace = workspace_of(*p.graph);
@@ -305,7 +340,8 @@ void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands
   VariantPack pack{{p.a, const_cast<void*>(op.a)}, {p.b, const_cast<void*>(op.b)}, {p.out, op.out}};
   if (p.bias) pack.emplace(p.bias, const_cast<void*>(op.bias));
   check(p.graph->execute(handle, pack, workspace),
-        fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)), Otherwise::kDeviceFault);
+        fmt::format("{} {}: execute", impl_->shape, conv_pass_name(pass)),
+        FrontendOtherwise::kDeviceFault);
 }
 
 struct BatchNormGraphs::Impl {
@@ -428,7 +464,7 @@ void BatchNormGraphs::forward(cudnnHandle_t handle, const BatchNormForwardOperan
                    {m.next_mean, op.running_scratch + 2 * m.c},
                    {m.next_var, op.running_scratch + 3 * m.c}};
   check(m.fwd->execute(handle, pack, workspace), m.shape + " forward: execute",
-        Otherwise::kDeviceFault);
+        FrontendOtherwise::kDeviceFault);
 }
 
 void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOperands& op,
@@ -444,7 +480,7 @@ void BatchNormGraphs::backward(cudnnHandle_t handle, const BatchNormBackwardOper
                    {m.dbeta, op.dbeta}};
   if (m.b_y) pack.emplace(m.b_y, const_cast<void*>(op.y));
   check(m.bwd->execute(handle, pack, workspace), m.shape + " backward: execute",
-        Otherwise::kDeviceFault);
+        FrontendOtherwise::kDeviceFault);
 }
 
 }  // namespace dlb::cuda

@@ -15,6 +15,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -30,6 +31,15 @@ struct EngineChoice {
   bool limit_is_users = true;  // false: autotune's own cap, so no engine is not the user's fault
   bool tensor_op_math = false;
 };
+
+// Throws the error a cudnn-frontend failure is, from its code as the frontend names it
+// ("HEURISTIC_QUERY_FAILED") and its message: an allocation failure OutOfMemory; no engine (no
+// heuristic result, no plan that builds, an engine that does not compile) or an unsupported graph
+// Unsupported, so that fallbacks run; an execution or CUDA failure DeviceError; a bad parameter
+// InvalidArgument; anything else InvalidArgument (kBadRequest) or DeviceError (kDeviceFault).
+enum class FrontendOtherwise { kBadRequest, kDeviceFault };
+[[noreturn]] void throw_frontend_error(std::string_view code, const std::string& message,
+                                       const std::string& what, FrontendOtherwise otherwise);
 
 // Device buffers of one pass's operands, for autotuning (timed at plan time) and execution.
 struct PassOperands {

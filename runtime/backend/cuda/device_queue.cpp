@@ -48,7 +48,11 @@ class CudaDeviceQueue final : public DeviceQueue {
 
   int device() const override { return device_; }
   StreamRef stream() const override { return StreamRef{stream_}; }
-  void make_current() const override { DLB_CUDA_CHECK(cudaSetDevice(device_)); }
+  void make_current_for_watching() const override {
+    DLB_CUDA_CHECK(cudaSetDevice(device_));
+    cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal;
+    DLB_CUDA_CHECK(cudaThreadExchangeStreamCaptureMode(&mode));
+  }
   // One event, reused: a stream wait captures the event's state when it is issued.
   void wait_for(StreamRef producer) override {
     if (!producer.on_device()) return;

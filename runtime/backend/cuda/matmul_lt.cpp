@@ -135,8 +135,21 @@ cublasLtMatmulPreference_t matmul_preference(size_t workspace_limit) {
   return pref;
 }
 
+void check_matmul_heuristic(cublasStatus_t status, int found, const MatmulShape& s,
+                            size_t workspace_limit, bool limit_is_users) {
+  if (status == CUBLAS_STATUS_SUCCESS && found > 0) return;
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED) {
+    DLB_CUBLAS_CHECK(status);
+  }
+  const std::string msg =
+      fmt::format("matmul [{}x{}]x[{}x{}]: cuBLASLt has no algorithm within {} of workspace", s.m,
+                  s.k, s.k, s.n, format_bytes(workspace_limit));
+  if (limit_is_users) throw InvalidArgument(msg);
+  throw Unsupported(msg);
+}
+
 MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
-                       size_t workspace_limit)
+                       size_t workspace_limit, bool limit_is_users)
     : layouts_(s, types) {
   cublasLtMatmulPreference_t pref = matmul_preference(workspace_limit);
   cublasLtMatmulHeuristicResult_t result{};
@@ -145,12 +158,7 @@ MatmulPlan::MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const Matm
       cublasLtMatmulAlgoGetHeuristic(handle, layouts_.desc(), layouts_.lt_a(), layouts_.lt_b(),
                                      layouts_.lt_c(), layouts_.lt_c(), pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  DLB_CUBLAS_CHECK(heur);
-  if (found == 0) {
-    throw InvalidArgument(
-        fmt::format("matmul [{}x{}]x[{}x{}]: cuBLASLt has no algorithm within {} of workspace", s.m,
-                    s.k, s.k, s.n, format_bytes(workspace_limit)));
-  }
+  check_matmul_heuristic(heur, found, s, workspace_limit, limit_is_users);
   algo_ = result.algo;
   workspace_ = result.workspaceSize;
 }

@@ -78,11 +78,19 @@ cublasLtMatmulPreference_t matmul_preference(size_t workspace_limit);
 inline constexpr uint32_t kReductionSchemes =
     CUBLASLT_REDUCTION_SCHEME_NONE | CUBLASLT_REDUCTION_SCHEME_COMPUTE_TYPE;
 
+// What cublasLtMatmulAlgoGetHeuristic's answer means: `found` algorithms with `status`. No
+// algorithm, whether the heuristic says NOT_SUPPORTED or finds none, is one answer: within a
+// limit the user set (`limit_is_users`) InvalidArgument (the request's fault, exit 2), else
+// Unsupported; any other failed status is cuBLAS's error. Returns when there is an algorithm.
+void check_matmul_heuristic(cublasStatus_t status, int found, const MatmulShape& s,
+                            size_t workspace_limit, bool limit_is_users);
+
 // Layouts plus the algorithm cuBLASLt's heuristic picks within a workspace limit (needs a handle).
 class MatmulPlan {
  public:
+  // `limit_is_users`: the workspace limit is --workspace-limit's (see check_matmul_heuristic).
   MatmulPlan(cublasLtHandle_t handle, const MatmulShape& s, const MatmulTypes& types,
-             size_t workspace_limit);
+             size_t workspace_limit, bool limit_is_users);
   size_t workspace_bytes() const { return workspace_; }
   void run(cublasLtHandle_t handle, float alpha, const void* a, const void* b, float beta, void* c,
            void* workspace, cudaStream_t stream) const;
