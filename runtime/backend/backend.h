@@ -210,6 +210,7 @@ class DeviceMemory {
   // narrower). By default only between equal types (a copy); backends with 16-bit storage
   // override it.
   virtual void cast(const Tensor& src, Tensor& dst);
+  // Waits for all the work this backend has queued: compute, and input copies (copy_in).
   virtual void synchronize() = 0;
   // The queue this memory's work runs in: null (the host) for the CPU, the compute stream for
   // a GPU. Communicators order their work against it.

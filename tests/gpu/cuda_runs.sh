@@ -11,10 +11,20 @@ set -u
 dlbench=$1
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-gpus=$("$dlbench" list | grep -c "^  *cuda:[0-9]")
-if [[ $gpus -lt 1 ]]; then echo "no CUDA device is visible: skipped"; exit 77; fi
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# The suite of part 2, checked here with or without a GPU (it was invalid, unseen, until a GPU
+# first ran this script).
+cat >"$work/oom.json" <<'JSON'
+{"name": "oom", "description": "A point beyond its memory budget is recorded as oom.",
+ "defaults": {"backend": "cuda", "model": "resnet50", "batch": 64, "image_size": 224,
+              "steps": 2, "warmup": 1, "memory_budget": "256MiB"},
+ "sweep": {"ranks": [1]}, "cpu": {"defaults": {"backend": "cpu"}}}
+JSON
+"$dlbench" --suite="$work/oom.json" --out="$work/oom-dry" --dry-run >"$work/dry.log" 2>&1 \
+  || { echo "FAIL: the oom suite is refused: $(tail -3 "$work/dry.log")"; exit 1; }
+gpus=$("$dlbench" list | grep -c "^  *cuda:[0-9]")
+if [[ $gpus -lt 1 ]]; then echo "no CUDA device is visible: skipped"; exit 77; fi
 
 for precision in fp32 tf32; do
   for algo in heuristic autotune; do
@@ -54,11 +64,8 @@ timeout 120 "$dlbench" run --backend=cuda --model=resnet50 --batch=64 --image-si
   --steps=2 --memory-budget=256MiB >"$work/oom.log" 2>&1
 rc=$?
 [[ $rc -eq 3 ]] || fail "oom run: exit $rc, want 3: $(tail -2 "$work/oom.log")"
-cat >"$work/oom.json" <<'JSON'
-{"name": "oom", "defaults": {"backend": "cuda", "model": "resnet50", "batch": 64,
- "image_size": 224, "steps": 2, "warmup": 1, "memory_budget": "256MiB"}, "sweep": {"ranks": [1]}}
-JSON
-timeout 300 "$dlbench" --suite="$work/oom.json" --out="$work/oom" --no-report >/dev/null 2>&1
+timeout 300 "$dlbench" --suite="$work/oom.json" --out="$work/oom" --no-report >"$work/oom-suite.log" 2>&1 \
+  || fail "oom suite: exit $?: $(tail -3 "$work/oom-suite.log")"
 python3 - "$work/oom/results.jsonl" <<'PY' || fail "oom record"
 import json, sys
 recs = [json.loads(l) for l in open(sys.argv[1])]

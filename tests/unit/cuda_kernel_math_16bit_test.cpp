@@ -187,8 +187,10 @@ TYPED_TEST(KernelMath16, BiasAddAndItsGradient) {
   EXPECT_EQ(this->bytes(y), this->bytes(y_ref));
   Tensor db_ref = this->zeros(Shape{5}), db = this->zeros(Shape{5});
   this->cpu.bias_backward(dy, db_ref);
-  std::vector<double> rows(3 * 5);
-  run_on_host(3 * 5, BiasRowSum<T>{this->p(dy), ChannelRows{5, inner, false}, rows.data()});
+  std::vector<double> partials(3 * 5 * 4), rows(3 * 5);
+  run_on_host(3 * 5 * 4,
+              BiasPartialSums<T>{this->p(dy), ChannelRows{5, inner, false}, 4, partials.data()});
+  run_on_host(3 * 5, BiasLaneSum{partials.data(), 5, 4, rows.data()});
   run_on_host(5, BiasChannelSum<T>{rows.data(), 3, 5, this->p(db)});
   this->within_one_ulp(db, db_ref, "db");
 }
@@ -469,9 +471,10 @@ TYPED_TEST(KernelMath16, ChannelsLastKernelsReorderTheNchwResults) {
     run_on_host(y.numel(), BiasAdd<T>{this->p(b), rows_l, this->p(y)});
     run_on_host(y.numel(), BiasAdd<T>{this->p(b), rows_cl, this->p(y_cl)});
     EXPECT_EQ(this->bytes(y_cl), nhwc_bytes(y));
-    std::vector<double> sums(10), sums_cl(10);
-    run_on_host(10, BiasRowSum<T>{this->p(x), rows_l, sums.data()});
-    run_on_host(10, BiasRowSum<T>{this->p(x_cl), rows_cl, sums_cl.data()});
+    // The same partial sums, in the same places, from either layout.
+    std::vector<double> sums(10 * 3), sums_cl(10 * 3);
+    run_on_host(10 * 3, BiasPartialSums<T>{this->p(x), rows_l, 3, sums.data()});
+    run_on_host(10 * 3, BiasPartialSums<T>{this->p(x_cl), rows_cl, 3, sums_cl.data()});
     EXPECT_EQ(sums_cl, sums);
   }
   {  // batch norm's kernels, both passes, and inference

@@ -306,21 +306,32 @@ TEST_F(KernelMath, BiasAddAndItsGradient) {
               BiasAdd<float>{b.data<float>(), ChannelRows{5, inner, false}, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
 
-  Tensor db_ref = zeros(Shape{5}), db = zeros(Shape{5});
+  Tensor db_ref = zeros(Shape{5});
   cpu.bias_backward(dy, db_ref);
-  std::vector<double> rows(3 * 5);
-  run_on_host(3 * 5,
-              BiasRowSum<float>{dy.data<float>(), ChannelRows{5, inner, false}, rows.data()});
-  run_on_host(5, BiasChannelSum<float>{rows.data(), 3, 5, db.data<float>()});
-  // Both sum 189 floats of magnitude <= 2 in double, in different groupings: the difference is
-  // at most a few double roundings (~1e-13), so the floats agree unless one straddles a float
-  // rounding boundary, where they differ by one float ulp.
-  for (int64_t c = 0; c < 5; ++c) {
-    EXPECT_NEAR(db.data<float>()[c], db_ref.data<float>()[c],
-                std::nextafter(std::fabs(db_ref.data<float>()[c]), INFINITY) -
-                    std::fabs(db_ref.data<float>()[c]))
-        << "channel " << c;
+  // Any number of partial sums per row (one, some, more than a row's values): every value is
+  // summed once. Both sides sum 189 floats of magnitude <= 2 in double, in different groupings:
+  // the difference is at most a few double roundings (~1e-13), so the floats agree unless one
+  // straddles a float rounding boundary, where they differ by one float ulp.
+  for (int64_t lanes : {int64_t{1}, int64_t{4}, int64_t{7}, inner + 3}) {
+    Tensor db = zeros(Shape{5});
+    std::vector<double> partials(3 * 5 * lanes), rows(3 * 5);
+    run_on_host(3 * 5 * lanes,
+                BiasPartialSums<float>{dy.data<float>(), ChannelRows{5, inner, false}, lanes,
+                                       partials.data()});
+    run_on_host(3 * 5, BiasLaneSum{partials.data(), 5, lanes, rows.data()});
+    run_on_host(5, BiasChannelSum<float>{rows.data(), 3, 5, db.data<float>()});
+    for (int64_t c = 0; c < 5; ++c) {
+      EXPECT_NEAR(db.data<float>()[c], db_ref.data<float>()[c],
+                  std::nextafter(std::fabs(db_ref.data<float>()[c]), INFINITY) -
+                      std::fabs(db_ref.data<float>()[c]))
+          << "channel " << c << ", " << lanes << " lanes";
+    }
   }
+  // A VGG-sized row gets many lanes, and the partials stay within 2^22 (32 MiB of doubles).
+  EXPECT_EQ(bias_lanes(64, 64, 224 * 224), 256);
+  EXPECT_EQ(bias_lanes(2, 5, 63), 1);
+  EXPECT_LE(256 * 512 * bias_lanes(256, 512, 224 * 224), int64_t{1} << 22);
+  EXPECT_GE(bias_lanes(256, 512, 224 * 224), 1);
 }
 
 TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {

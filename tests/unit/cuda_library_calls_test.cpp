@@ -216,6 +216,25 @@ TEST(LibraryCallsRefuse, MatmulShapesThatDisagreeAreRefused) {
             (MatmulShape{true, false, 4, 5, 3}));
 }
 
+// Tensor-op math (tensor cores: TF32 for f32 data, and 16-bit data's own) for every precision but
+// strict fp32. The first GPU run found every precision on FMA engines: a positional initializer
+// had set the wrong field (issue 27; results/device/, bf16 resnet50 at 57 img/s on an H100).
+TEST(ConvEngineChoice, TensorOpMathForEveryPrecisionButStrictFp32) {
+  BackendOptions o;
+  o.conv_algo = ConvAlgoChoice::kAutotune;
+  for (Precision p : kPrecisions) {
+    const EngineChoice c = conv_engine_choice(o, OpTypes::of(PrecisionPolicy::for_precision(p)));
+    EXPECT_EQ(c.tensor_op_math, p != Precision::kFp32) << precision_name(p);
+    EXPECT_EQ(c.how, ConvAlgoChoice::kAutotune);
+    EXPECT_FALSE(c.workspace_limit.has_value());
+  }
+  o.workspace_limit = size_t{1} << 20;
+  const EngineChoice limited = conv_engine_choice(o, OpTypes{});
+  EXPECT_EQ(limited.workspace_limit, std::optional<size_t>(size_t{1} << 20));
+  EXPECT_TRUE(limited.limit_is_users);
+  EXPECT_FALSE(limited.tensor_op_math);
+}
+
 // The CUDA backend shares one plan (three cuDNN graphs and their engines) among convolutions of
 // the same conv_plan_key (issue 27, item 3). ResNet-50 at 224 has 53 convolutions and 23 shapes:
 // the stem; in layer1 four (the 1x1 64->64, the 3x3, the 1x1 64->256 that the downsample repeats,

@@ -99,7 +99,7 @@ class CudaConvPlan final : public ConvPlan {
   // `shared`: the graphs were made for an earlier plan of the same conv_plan_key.
   CudaConvPlan(const ConvDesc& d, std::shared_ptr<const ConvGraphs> graphs, bool shared,
                std::shared_ptr<LibraryHandles> handles)
-      : ConvPlan(d), graphs_(std::move(graphs)), shared_(shared), handles_(std::move(handles)) {}
+      : ConvPlan(d), handles_(std::move(handles)), graphs_(std::move(graphs)), shared_(shared) {}
   size_t workspace_bytes() const override {
     size_t most = 0;
     for (ConvPass p : kConvPasses) most = std::max(most, graphs_->chosen(p).workspace_bytes);
@@ -116,9 +116,9 @@ class CudaConvPlan final : public ConvPlan {
   const ConvGraphs& graphs() const { return *graphs_; }
 
  private:
+  std::shared_ptr<LibraryHandles> handles_;  // declared first: destroyed after graphs_
   std::shared_ptr<const ConvGraphs> graphs_;
   bool shared_ = false;
-  std::shared_ptr<LibraryHandles> handles_;  // destroyed after graphs_
 };
 
 const CudaConvPlan& cuda_plan(const ConvPlan& p) {
@@ -242,7 +242,12 @@ class CudaBackend final : public Backend {
   Layout activation_layout(const OpTypes& types) const override {
     return types.data == DType::kF16 || types.data == DType::kBF16 ? Layout::kNHWC : Layout::kNCHW;
   }
-  void synchronize() override { stream_->synchronize(); }
+  // Everything queued: the compute stream's work and the input copies' (first seen on an H100,
+  // results/device/: a copy still in flight after synchronize()).
+  void synchronize() override {
+    stream_->synchronize();
+    inputs_->synchronize();
+  }
   StreamRef stream() const override { return {stream_->get()}; }
   const Clock& clock() const override { return *clock_; }
 
@@ -265,8 +270,7 @@ class CudaBackend final : public Backend {
     }
     auto graphs = std::make_shared<ConvGraphs>(d, cudnn_);
     // Tensor-op math for tf32 and for 16-bit data; strict fp32 keeps to FMA engines.
-    const EngineChoice choice{options_.conv_algo, options_.workspace_limit,
-                              d.types.math != Precision::kFp32};
+    const EngineChoice choice = conv_engine_choice(options_, d.types);
     PassOperands scratch[3]{};
     std::vector<Tensor> buffers;  // autotuning's operands and workspace, freed on return
     EngineChoice choice_made = choice;
@@ -342,10 +346,15 @@ class CudaBackend final : public Backend {
   void bias_backward(const Tensor& dy, Tensor& db) override {
     const int64_t n = dy.dim(0), c = dy.dim(1);
     check_numel(db, c, "bias gradient");
-    auto* rows = static_cast<double*>(workspace(static_cast<size_t>(n * c) * sizeof(double)));
+    const ChannelRows layout = channel_rows(dy);
+    const int64_t lanes = bias_lanes(n, c, layout.inner);
+    auto* partials =
+        static_cast<double*>(workspace(static_cast<size_t>(n * c * (lanes + 1)) * sizeof(double)));
+    double* rows = partials + n * c * lanes;
     with_storage(dy.dtype(), "bias gradient input", [&](auto tag) {
       using T = decltype(tag);
-      run(n * c, BiasRowSum<T>{as<T>(dy), channel_rows(dy), rows});
+      run(n * c * lanes, BiasPartialSums<T>{as<T>(dy), layout, lanes, partials});
+      run(n * c, BiasLaneSum{partials, c, lanes, rows});
       run(c, BiasChannelSum<T>{rows, n, c, as<T>(db)});
     });
   }
@@ -363,8 +372,11 @@ class CudaBackend final : public Backend {
       const size_t limit =
           std::min(kMatmulWorkspace, options_.workspace_limit.value_or(kMatmulWorkspace));
       it = matmuls_
-               .emplace(key, std::make_unique<MatmulPlan>(lt_, s, types, limit,
-                                                          options_.workspace_limit.has_value()))
+               .emplace(key, std::make_unique<MatmulPlan>(
+                                 lt_, s, types, limit,
+                                 // the user's limit, unless above our own cap
+                                 options_.workspace_limit &&
+                                     *options_.workspace_limit <= kMatmulWorkspace))
                .first;
     }
     const MatmulPlan& plan = *it->second;
@@ -759,8 +771,10 @@ class CudaBackend final : public Backend {
       // Made at the first forward (a warm-up step), so whatever falls back reserves its scratch
       // there, not in the timed steps.
       const auto fall_back = [&](const std::exception& e) {
-        fmt::print(stderr, "dlbench: {}; batch norm{} over {}x{}x{} runs {}\n", e.what(),
-                   relu ? " + relu" : "", d.n, d.c, d.inner,
+        // The message's first line: cuDNN's call trace that follows it is for a bug report.
+        const std::string why(e.what());
+        fmt::print(stderr, "dlbench: {}; batch norm{} over {}x{}x{} runs {}\n",
+                   why.substr(0, why.find('\n')), relu ? " + relu" : "", d.n, d.c, d.inner,
                    relu ? "unfused" : "on dlbench's kernels");
         g.reset();
         if (relu) {  // the masked gradient

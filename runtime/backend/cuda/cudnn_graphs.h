@@ -32,6 +32,13 @@ struct EngineChoice {
   bool tensor_op_math = false;
 };
 
+// A convolution's engine choice under the backend's options: their heuristic or autotune and
+// workspace limit (the user's), and tensor-op math for tf32 and 16-bit data; strict fp32 keeps
+// to FMA engines. (Until 2026-11-26 a positional initializer set limit_is_users where it meant
+// tensor_op_math, so every precision ran without tensor cores: bf16 resnet50 on an H100 at
+// 57 img/s, results/device/.)
+EngineChoice conv_engine_choice(const BackendOptions& options, const OpTypes& types);
+
 // Throws the error a cudnn-frontend failure is, from its code as the frontend names it
 // ("HEURISTIC_QUERY_FAILED") and its message: an allocation failure OutOfMemory; no engine (no
 // heuristic result, no plan that builds, an engine that does not compile) or an unsupported graph

@@ -56,6 +56,8 @@ class InputCopies {
                                                                size_t bytes, cudaEvent_t free);
   // The compute stream waits for `copied` (from copy()), without a host wait.
   void wait(cudaEvent_t copied) const;
+  // The host waits for every copy queued.
+  void synchronize() const { copy_stream_.synchronize(); }
 
  private:
   cudaStream_t compute_;
