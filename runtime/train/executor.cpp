@@ -35,7 +35,10 @@ void Executor::run(const LayerContext* ctx, PassObserver* observer) {
   for (const Step& step : schedule_.steps) {
     PassRunner& runner = runner_for(step);
     {
-      NvtxRange range(runner.label(step).c_str());
+      // Nsight's name for the pass: its trace span's (a layer, "loss", "sgd bucket"); a sync
+      // pass with no span says what it does to which bucket ("allreduce of bucket 2").
+      const bool spanless_sync = step.pass == Pass::kSync && !runner.traced(step);
+      NvtxRange range(spanless_sync ? describe(step).c_str() : runner.label(step).c_str());
       const Mark start = marks ? clock_.mark() : Mark{};
       runner.run_pass(step, ctx);
       if (marks) observer->pass_ran(step, runner, start, clock_.mark());
