@@ -104,6 +104,11 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
   }
+  // The profile is read from the traced steps: without any it would silently not be written.
+  if (!o.profile_path.empty() && o.trace_steps == 0) {
+    throw InvalidArgument(
+        "--profile is read from traced steps: give --trace-steps=N (N >= 1) with it");
+  }
 }
 
 namespace {

@@ -306,7 +306,9 @@ class PointRunner {
                      {"record", record_file},
                      {"trace_steps", std::min(opt_.trace_steps, o.steps)},
                      {"trace", out_ + "/traces/" + stem + ".trace.json"},
-                     {"profile", out_ + "/profiles/" + stem + ".profile.json"},
+                     {"profile", std::min(opt_.trace_steps, o.steps) > 0
+                                     ? out_ + "/profiles/" + stem + ".profile.json"
+                                     : std::string()},
                      {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
                      {"suite_file", suite_.path},
                      {"fault", fault_.index == index ? std::string(fault_name(fault_.kind)) : ""},

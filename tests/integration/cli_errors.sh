@@ -58,6 +58,8 @@ expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --war
 expect 4 "no spans of its passes to trace" "${graph[@]}" --trace-steps=1
 expect 4 "--cuda-graph captures one rank's step; with --ranks=2" "${graph[@]}" --ranks=2
 expect 2 "fp64" "${quick[@]}" --precision=fp64
+expect 2 "--profile is read from traced steps: give --trace-steps=N" "${quick[@]}" \
+  --profile="$work/p.json"
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
