@@ -26,9 +26,10 @@ if [[ -z $from ]]; then
   "$root/scripts/install-deps.sh"
   [[ -x /usr/local/cuda/bin/nvcc ]] || { echo "device-bundle: needs the CUDA toolkit at /usr/local/cuda" >&2; exit 1; }
   echo "device-bundle: building for sm_90 in $build"
+  mkdir -p "$build"
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release -DDLB_ENABLE_CUDA=ON \
-    -DCMAKE_CUDA_ARCHITECTURES=90 >"$out.configure.log" 2>&1 \
-    || { echo "device-bundle: configure failed; see $out.configure.log" >&2; exit 1; }
+    -DCMAKE_CUDA_ARCHITECTURES=90 >"$build/configure.log" 2>&1 \
+    || { echo "device-bundle: configure failed; see $build/configure.log" >&2; exit 1; }
   cmake --build "$build" -j"$(nproc)" --target dlbench dlbench_micro unit_tests gradcheck_tests \
     cuda_library_tests cuda_memory_tests cuda_kernels_tests cuda_backend_tests \
     cuda_mixed_precision_tests \

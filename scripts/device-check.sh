@@ -22,7 +22,8 @@
 #   tests: the CUDA test programs (each op against the CPU backend, one resnet18 step against the
 #          CPU, the library calls); the op checker (dlbench check-ops --backend=cuda: every op
 #          instance of every model at 32 px and batch 2, and issue 25's shapes, in fp32, tf32,
-#          fp16 and bf16, each pass against the float64 reference); one guarded step
+#          fp16 and bf16, each pass against the float64 reference); resnet50's per-layer
+#          profile at 224 px in bf16 and tf32; one guarded step
 #          (--memory-guard) per precision; compute-sanitizer's memcheck over a 2-step run (a
 #          refusal of the device is recorded as `refused`, not failed); the end-to-end runs, NCCL
 #          on one GPU, the resnet18 parity step against PyTorch on the same GPU; the micro suite;
@@ -133,6 +134,8 @@ row() {
   done
   shift
   local status rc=0 t0=$SECONDS log=$work/row.log limit=600
+  local left=null  # the budget's seconds left when the row came up
+  ((deadline)) && left=$((deadline - SECONDS))
   : >"$log"
   if ((needs_gpu && gpus < 1)); then
     status=skip rc=77
@@ -142,7 +145,7 @@ row() {
     echo "not_run (budget): planned ${planned} s, $((deadline - SECONDS)) s of the budget left" >"$log"
   else
     ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
-    timeout "$limit" "$@" >"$log" 2>&1
+    timeout -k 10 "$limit" "$@" >"$log" 2>&1
     rc=$?
     if ((rc == 0)); then status=pass
     elif ((rc == 77)); then status=skip
@@ -152,7 +155,12 @@ row() {
     fi
   fi
   count[$status]=$((count[$status] + 1))
-  append "{\"test\": \"$name\", \"status\": \"$status\", \"exit\": $rc, \"planned_s\": $planned, \"seconds\": $((SECONDS - t0)), \"tail\": $(tail -c 3000 "$log" | json_str)}"
+  # A failed row's whole log travels with the files: its record keeps only the tail.
+  if [[ $status == fail || $status == timeout ]]; then
+    mkdir -p "$files/logs"
+    cp "$log" "$files/logs/$name.log"
+  fi
+  append "{\"test\": \"$name\", \"status\": \"$status\", \"exit\": $rc, \"planned_s\": $planned, \"budget_left_s\": $left, \"seconds\": $((SECONDS - t0)), \"tail\": $(tail -c 3000 "$log" | json_str)}"
   echo "device-check: $name: $status (exit $rc, $((SECONDS - t0)) s of $planned planned)"
   pack_files
 }
@@ -165,17 +173,25 @@ if [[ $what == tests || $what == all ]]; then
   row cuda_library_tests 10 -- "${on[@]}" "$bin/cuda_library_tests"
   row cuda_kernels_tests 15 --gpu -- "${on[@]}" "$bin/cuda_kernels_tests"
   row cuda_memory_tests 15 --gpu -- "${on[@]}" "$bin/cuda_memory_tests"
-  row cuda_backend_tests 45 --gpu -- "${on[@]}" "$bin/cuda_backend_tests"
+  row cuda_backend_tests 20 --gpu -- "${on[@]}" "$bin/cuda_backend_tests"
   row cuda_mixed_precision_tests 30 --gpu -- "${on[@]}" "$bin/cuda_mixed_precision_tests"
   # The op checker: whether each op is right on the GPU, every model's instances.
-  row check_ops_models32 90 --gpu -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
+  row check_ops_models32 70 --gpu -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
     --models=resnet18,resnet50,vgg16,digits-cnn --json="$files/check-ops-models32.json"
   row check_ops_alexnet63 20 --gpu -- "$dlbench" check-ops --backend=cuda --models=alexnet \
     --sizes=63 --batches=2 --json="$files/check-ops-alexnet63.json"
   row check_ops_reported 40 --gpu -- "$dlbench" check-ops --backend=cuda \
     --models=alexnet,resnet18 --sizes=64,96 --batches=4 --json="$files/check-ops-reported.json"
+  # Where a step's time goes: resnet50's per-layer profile (each pass's time and cuDNN engine)
+  # at 224 px in bf16 and tf32, beside the bench's throughput figures.
+  for precision in bf16 tf32; do
+    row profile_resnet50_$precision 30 --gpu -- "$dlbench" run --backend=cuda --model=resnet50 \
+      --batch=64 --image-size=224 --precision=$precision --steps=4 --warmup=1 --trace-steps=3 \
+      --profile="$files/profile-resnet50-b64-$precision.json" \
+      --json="$files/profile-resnet50-b64-$precision.record.json"
+  done
   for precision in fp32 bf16 fp16; do
-    row memory_guard_$precision 15 --gpu -- "$dlbench" run --backend=cuda --model=resnet18 \
+    row memory_guard_$precision 10 --gpu -- "$dlbench" run --backend=cuda --model=resnet18 \
       --image-size=64 --batch=2 --steps=1 --warmup=0 --precision=$precision --memory-guard
   done
   # memcheck over a 2-step run: every kernel's and library call's accesses. It works on one of
@@ -184,14 +200,13 @@ if [[ $what == tests || $what == all ]]; then
   if [[ -x $sanitizer ]]; then
     row memcheck_digits 60 --gpu --refusal='Device not supported|error 999|Unable to (find|load|initiali[sz]e)' \
       -- "${on[@]}" "$sanitizer" --tool memcheck --error-exitcode 99 \
-      "$bin/dlbench" run --backend=cuda --model=digits-cnn --data=digits --batch=32 --steps=2 \
-      --warmup=0
+      "$bin/dlbench" run --backend=cuda --model=digits-cnn --batch=32 --steps=2 --warmup=0
   else
     row memcheck_digits 60 --gpu -- sh -c 'echo "compute-sanitizer is not installed"; exit 77'
   fi
-  row cuda_runs 120 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
-  row nccl_one_gpu 30 --gpu -- bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
-  row parity_resnet18_gpu 60 --gpu -- python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
+  row cuda_runs 60 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  row nccl_one_gpu 10 --gpu -- bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
+  row parity_resnet18_gpu 25 --gpu -- python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
     "$work/parity" --backend=cuda --torch-device=cuda
   # The micro suite: the GPU's measured peak, every GEMM, convolution and copy row against it,
   # and NCCL's all-reduce. A failed benchmark is an error row in micro.json, not a failed run:
@@ -217,6 +232,8 @@ bench_row() {
   local common=(--model="$model" --batch="$batch" --image-size=224 --precision="$precision"
                 --steps=20 --warmup=5)
   local t0=$SECONDS rec=$work/bench.json log=$work/bench.log status rc=0 limit=300
+  local left=null
+  ((deadline)) && left=$((deadline - SECONDS))
   rm -f "$rec"
   : >"$log"
   if ((gpus < 1)); then
@@ -227,10 +244,10 @@ bench_row() {
   else
     ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
     case $runner in
-      dlbench) timeout "$limit" "$dlbench" run --backend=cuda "${common[@]}" --json="$rec" >"$log" 2>&1 ;;
-      dlbench-cuda-graph) timeout "$limit" "$dlbench" run --backend=cuda "${common[@]}" --cuda-graph \
+      dlbench) timeout -k 10 "$limit" "$dlbench" run --backend=cuda "${common[@]}" --json="$rec" >"$log" 2>&1 ;;
+      dlbench-cuda-graph) timeout -k 10 "$limit" "$dlbench" run --backend=cuda "${common[@]}" --cuda-graph \
                             --json="$rec" >"$log" 2>&1 ;;
-      pytorch) timeout "$limit" python3 "$root/reports/peers/pytorch_train.py" --backend=cuda \
+      pytorch) timeout -k 10 "$limit" python3 "$root/reports/peers/pytorch_train.py" --backend=cuda \
                  "${common[@]}" >"$rec" 2>"$log" ;;
     esac
     rc=$?
@@ -242,9 +259,9 @@ bench_row() {
   count[$status]=$((count[$status] + 1))
   local line
   line=$(python3 - "$rec" "$log" "$name" "$status" "$rc" "$planned" "$((SECONDS - t0))" "$runner" \
-    "$model" "$batch" "$precision" <<'PY'
+    "$model" "$batch" "$precision" "$left" <<'PY'
 import json, sys
-rec, log, name, status, rc, planned, seconds, runner, model, batch, precision = sys.argv[1:]
+rec, log, name, status, rc, planned, seconds, runner, model, batch, precision, left = sys.argv[1:]
 bench = {"runner": runner, "model": model, "batch": int(batch), "image_size": 224,
          "precision": precision}
 try:  # dlbench's record, or the peer's (its last line); the same result schema
@@ -269,6 +286,7 @@ try:  # dlbench's record, or the peer's (its last line); the same result schema
 except (OSError, ValueError, IndexError, KeyError, TypeError, AttributeError):
     pass
 print(json.dumps({"test": name, "status": status, "exit": int(rc), "planned_s": int(planned),
+                  "budget_left_s": json.loads(left),
                   "seconds": int(seconds), "bench": bench,
                   "tail": open(log, errors="replace").read()[-1500:] if status != "pass" else ""}))
 PY

@@ -3,7 +3,8 @@
 #   1. with this build's bundle and no GPU, every row that needs one is `skip`, the rest pass, and
 #      the record ends with its summary; exit 0;
 #   2. with a fake GPU (a bundle whose programs say there is one and take a second each) and
-#      --budget-s=14, rows run while their planned seconds fit and the rest are `not_run`;
+#      --budget-s=30, a row runs exactly when its planned seconds fit in what is left of the
+#      budget as it comes up (the record says how much was), and is `not_run` otherwise;
 #   3. killed in the middle, the record keeps every row that had finished, each a whole line.
 # usage: device_check.sh BUILD_DIR
 set -u
@@ -26,7 +27,9 @@ PY
 
 # 1. This build's bundle, no GPU.
 "$root/scripts/device-bundle.sh" --from "$build" --out "$work/real" >/dev/null || fail "packing"
-OUT=$work/out1 bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" all >"$work/1.log" 2>&1
+# No GPU, even on a machine with one (CUDA sees none with an empty CUDA_VISIBLE_DEVICES).
+OUT=$work/out1 CUDA_VISIBLE_DEVICES= bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" \
+  all >"$work/1.log" 2>&1
 rc=$?
 ((rc == 0)) || fail "no GPU: exit $rc: $(tail -5 "$work/1.log")"
 record=$(ls "$work"/out1/device-check-*.jsonl 2>/dev/null | head -1)
@@ -64,18 +67,23 @@ echo fake >"$fake/VERSION"
 tar -C "$work/fake" -czf "$work/fake.tar.gz" bundle
 
 # 2. A budget: a row starts only while its planned seconds fit.
-OUT=$work/out2 bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests --budget-s=14 \
-  >"$work/2.log" 2>&1 || fail "budget: exit $?: $(tail -5 "$work/2.log")"
+# (The repository's GPU scripts that run under it fail against the fake dlbench: that is fine
+# here, where only which rows ran is in question.)
+OUT=$work/out2 bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests --budget-s=30 \
+  >"$work/2.log" 2>&1
 check_record "$(ls "$work"/out2/device-check-*.jsonl | head -1)" "budget: rows" '
 tests = rows[1:-1]
 status = [r["status"] for r in tests]
-assert rows[0]["budget_s"] == 14, rows[0]
-# list (5 s planned, fast) and cuda_library_tests (10 s planned, a second) fit 14 s; nothing
-# after them (15 s planned and more) fits what is left.
-assert status[:2] == ["pass", "pass"], status
-assert status[2:] and all(s == "not_run" for s in status[2:]), status
-assert "not_run (budget)" in tests[2]["tail"], tests[2]
-assert rows[-1]["summary"]["not_run"] == len(status) - 2, rows[-1]
+assert rows[0]["budget_s"] == 30, rows[0]
+# A row ran exactly when its planned seconds fit in what was left as it came up (the fake
+# programs take a second each, so some fit and later ones do not).
+for r in tests:
+    fits = r["planned_s"] <= r["budget_left_s"]
+    assert (r["status"] != "not_run") == fits, r
+    if not fits:
+        assert "not_run (budget)" in r["tail"], r
+assert status.count("pass") >= 2 and "not_run" in status, status
+assert rows[-1]["summary"]["not_run"] == status.count("not_run"), rows[-1]
 print(status.count("pass"), "ran,", status.count("not_run"), "not run")'
 
 # 3. A kill in the middle keeps the finished rows.
