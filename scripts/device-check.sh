@@ -118,6 +118,33 @@ print(json.dumps({"kind": "dlbench device check", "part": part, "dlbench_version
 echo "device-check: $gpus GPU(s) visible to dlbench; record $record"
 
 declare -A count=([pass]=0 [fail]=0 [skip]=0 [refused]=0 [timeout]=0 [not_run]=0)
+# gate PLANNED NEEDS_GPU LOG CAP: whether a row that comes up now runs. Sets the caller's `left`
+# (the budget's seconds left, or null), `status` (skip with rc 77 where it needs a GPU and none is
+# visible, not_run where its planned seconds do not fit, else empty: run it) and `limit` (CAP
+# seconds, or what is left of the budget if less); says why in LOG.
+gate() {
+  local planned=$1 needs_gpu=$2 log=$3
+  limit=$4 left=null status="" rc=0
+  ((deadline)) && left=$((deadline - SECONDS))
+  : >"$log"
+  if ((needs_gpu && gpus < 1)); then
+    status=skip rc=77
+    echo "no CUDA device is visible to dlbench: skipped" >"$log"
+  elif ((deadline && SECONDS + planned > deadline)); then
+    status=not_run
+    echo "not_run (budget): planned ${planned} s, $left s of the budget left" >"$log"
+  elif ((deadline && left < limit)); then
+    limit=$left
+  fi
+}
+# verdict RC: a row that ran: pass (0), skip (77), timeout (stopped at the budget's end), fail.
+verdict() {
+  if (($1 == 0)); then echo pass
+  elif (($1 == 77)); then echo skip
+  elif (($1 == 124 && deadline && SECONDS >= deadline)); then echo timeout
+  else echo fail
+  fi
+}
 # row NAME PLANNED_S [--gpu] [--refusal=REGEX] -- COMMAND...: runs it and appends its row: pass
 # (exit 0), skip (77, or no GPU for a --gpu row), refused (a --refusal line in its output: a tool
 # that does not support this device), timeout (stopped at the budget's end), fail; or not_run when
@@ -133,26 +160,14 @@ row() {
     shift
   done
   shift
-  local status rc=0 t0=$SECONDS log=$work/row.log limit=600
-  local left=null  # the budget's seconds left when the row came up
-  ((deadline)) && left=$((deadline - SECONDS))
-  : >"$log"
-  if ((needs_gpu && gpus < 1)); then
-    status=skip rc=77
-    echo "no CUDA device is visible to dlbench: skipped" >"$log"
-  elif ((deadline && SECONDS + planned > deadline)); then
-    status=not_run
-    echo "not_run (budget): planned ${planned} s, $((deadline - SECONDS)) s of the budget left" >"$log"
-  else
-    ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
+  local status rc limit left t0=$SECONDS log=$work/row.log
+  gate "$planned" "$needs_gpu" "$log" 600
+  if [[ -z $status ]]; then
     timeout -k 10 "$limit" "$@" >"$log" 2>&1
     rc=$?
-    if ((rc == 0)); then status=pass
-    elif ((rc == 77)); then status=skip
-    elif [[ -n $refusal ]] && grep -Eq "$refusal" "$log"; then status=refused
-    elif ((rc == 124 && deadline && SECONDS >= deadline)); then status=timeout
-    else status=fail
-    fi
+    status=$(verdict $rc)
+    # A tool that does not support this device (its refusal in the output) is not a failure.
+    [[ $status == fail && -n $refusal ]] && grep -Eq "$refusal" "$log" && status=refused
   fi
   count[$status]=$((count[$status] + 1))
   # A failed row's whole log travels with the files: its record keeps only the tail.
@@ -231,18 +246,10 @@ bench_row() {
   local name=$1 planned=$2 runner=$3 model=$4 batch=$5 precision=$6
   local common=(--model="$model" --batch="$batch" --image-size=224 --precision="$precision"
                 --steps=20 --warmup=5)
-  local t0=$SECONDS rec=$work/bench.json log=$work/bench.log status rc=0 limit=300
-  local left=null
-  ((deadline)) && left=$((deadline - SECONDS))
+  local status rc limit left t0=$SECONDS rec=$work/bench.json log=$work/bench.log
   rm -f "$rec"
-  : >"$log"
-  if ((gpus < 1)); then
-    status=skip rc=77
-  elif ((deadline && SECONDS + planned > deadline)); then
-    status=not_run
-    echo "not_run (budget): planned ${planned} s, $((deadline - SECONDS)) s of the budget left" >"$log"
-  else
-    ((deadline && deadline - SECONDS < limit)) && limit=$((deadline - SECONDS))
+  gate "$planned" 1 "$log" 300
+  if [[ -z $status ]]; then
     case $runner in
       dlbench) timeout -k 10 "$limit" "$dlbench" run --backend=cuda "${common[@]}" --json="$rec" >"$log" 2>&1 ;;
       dlbench-cuda-graph) timeout -k 10 "$limit" "$dlbench" run --backend=cuda "${common[@]}" --cuda-graph \
@@ -251,10 +258,7 @@ bench_row() {
                  "${common[@]}" >"$rec" 2>"$log" ;;
     esac
     rc=$?
-    if ((rc == 0)); then status=pass
-    elif ((rc == 124 && deadline && SECONDS >= deadline)); then status=timeout
-    else status=fail
-    fi
+    status=$(verdict $rc)
   fi
   count[$status]=$((count[$status] + 1))
   local line

@@ -9,7 +9,9 @@ namespace dlb {
 
 Executor::Executor(Schedule schedule, PassRunners runners, const Clock& clock)
     : schedule_(std::move(schedule)), runners_(runners), clock_(clock) {
-  for (const Step& step : schedule_.steps) runner_for(step);  // throws if one is missing
+  // describe() finds each step's runner: a missing one throws here, not mid-step.
+  described_.reserve(schedule_.steps.size());
+  for (const Step& step : schedule_.steps) described_.push_back(describe(step));
 }
 
 PassRunner& Executor::runner_for(const Step& step) const {
@@ -32,20 +34,21 @@ std::string Executor::describe(const Step& step) const {
 
 void Executor::run(const LayerContext* ctx, PassObserver* observer) {
   const bool marks = observer && observer->wants_marks();
-  for (const Step& step : schedule_.steps) {
+  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
+    const Step& step = schedule_.steps[i];
     PassRunner& runner = runner_for(step);
     {
       // Nsight's name for the pass: its trace span's (a layer, "loss", "sgd bucket"); a sync
       // pass with no span says what it does to which bucket ("allreduce of bucket 2").
       const bool spanless_sync = step.pass == Pass::kSync && !runner.traced(step);
-      NvtxRange range(spanless_sync ? describe(step).c_str() : runner.label(step).c_str());
+      NvtxRange range(spanless_sync ? described_[i].c_str() : runner.label(step).c_str());
       const Mark start = marks ? clock_.mark() : Mark{};
       runner.run_pass(step, ctx);
       if (marks) observer->pass_ran(step, runner, start, clock_.mark());
     }
     // --memory-guard: every zone read back after every pass (on a GPU, once the pass has run).
     if (ctx && ctx->backend.allocator().guarded()) {
-      ctx->backend.allocator().check_guards(describe(step));
+      ctx->backend.allocator().check_guards(described_[i]);
     }
   }
 }

@@ -6,6 +6,7 @@
 // (runtime/train/replay.h). The executor knows no backend beyond the context it passes on.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "runtime/core/clock.h"
 #include "runtime/nn/layer.h"
@@ -49,6 +50,7 @@ class Executor {
   Schedule schedule_;
   PassRunners runners_;
   const Clock& clock_;
+  std::vector<std::string> described_;  // describe() of each step, made once
 };
 
 }  // namespace dlb

@@ -376,80 +376,93 @@ struct BatchNormGraphs::Impl {
   std::string shape, engines;
 };
 
+namespace {
+constexpr DType kStatsType = DType::kF32;  // scale, bias and statistics under every data type
+fe::graph::Pointwise_attributes relu_mode(fe::PointwiseMode_t mode) {
+  return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
+      fe::DataType_t::FLOAT);
+}
+}  // namespace
+
 BatchNormGraphs::BatchNormGraphs(int64_t n, int64_t c, int64_t h, int64_t w, DType data,
                                  Layout layout, float eps, bool relu, cudnnHandle_t handle)
     : impl_(std::make_unique<Impl>()) {
+  impl_->c = c;
+  impl_->data = data;
+  impl_->shape = fmt::format("batch norm{} over {}x{}x{}x{} ({} {})", relu ? " + relu" : "", n, c,
+                             h, w, dtype_name(data), layout_name(layout));
+  const std::vector<int64_t> dims{n, c, h, w};
+  build_forward(dims, data, layout, eps, relu, handle);
+  build_backward(dims, data, layout, relu, handle);
+}
+
+void BatchNormGraphs::build_forward(const std::vector<int64_t>& dims, DType data, Layout layout,
+                                    float eps, bool relu, cudnnHandle_t handle) {
   Impl& m = *impl_;
-  m.c = c;
-  m.data = data;
-  m.shape = fmt::format("batch norm{} over {}x{}x{}x{} ({} {})", relu ? " + relu" : "", n, c, h, w,
-                        dtype_name(data), layout_name(layout));
-  constexpr DType f32 = DType::kF32;  // scale, bias and statistics under every data type
-  const auto relu_mode = [](fe::PointwiseMode_t mode) {
-    return fe::graph::Pointwise_attributes().set_mode(mode).set_compute_data_type(
-        fe::DataType_t::FLOAT);
-  };
-  const std::vector<int64_t> dims{n, c, h, w}, per_channel{1, c, 1, 1};
-  {
-    m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd", data);
-    auto& g = *m.fwd;
-    m.x = tensor_of(g, "x", dims, data, layout);
-    m.gamma = tensor_of(g, "gamma", per_channel, f32, layout);
-    m.beta = tensor_of(g, "beta", per_channel, f32, layout);
-    m.prev_mean = tensor_of(g, "prev_running_mean", per_channel, f32, layout);
-    m.prev_var = tensor_of(g, "prev_running_var", per_channel, f32, layout);
-    auto epsilon = g.tensor(eps);
-    auto momentum = g.tensor(0.1f);
-    auto options =
-        fe::graph::Batchnorm_attributes().set_epsilon(epsilon).set_previous_running_stats(
-            m.prev_mean, m.prev_var, momentum);
-    auto [y, mean, invstd, next_mean, next_var] = g.batchnorm(m.x, m.gamma, m.beta, options);
-    m.y = y;
-    if (relu) {  // batch norm's output stays virtual (NCHW, as every tensor of the graph)
-      m.y->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
-      m.y = g.pointwise(m.y, relu_mode(fe::PointwiseMode_t::RELU_FWD));
-    }
-    m.mean = mean;
-    m.invstd = invstd;
-    m.next_mean = next_mean;
-    m.next_var = next_var;
-    m.y->set_output(true)
-        .set_dim(dims)
-        .set_stride(strides_of(dims, layout))
-        .set_data_type(fe_type(data));
-    for (auto* t : {&m.mean, &m.invstd, &m.next_mean, &m.next_var}) {
-      (*t)->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-    }
-    finalize(g, handle, m.shape + " forward");
+  constexpr DType f32 = kStatsType;
+  const std::vector<int64_t> per_channel{1, dims[1], 1, 1};
+  m.fwd = new_graph(relu ? "batchnorm_relu_fwd" : "batchnorm_fwd", data);
+  auto& g = *m.fwd;
+  m.x = tensor_of(g, "x", dims, data, layout);
+  m.gamma = tensor_of(g, "gamma", per_channel, f32, layout);
+  m.beta = tensor_of(g, "beta", per_channel, f32, layout);
+  m.prev_mean = tensor_of(g, "prev_running_mean", per_channel, f32, layout);
+  m.prev_var = tensor_of(g, "prev_running_var", per_channel, f32, layout);
+  auto epsilon = g.tensor(eps);
+  auto momentum = g.tensor(0.1f);
+  auto options = fe::graph::Batchnorm_attributes().set_epsilon(epsilon).set_previous_running_stats(
+      m.prev_mean, m.prev_var, momentum);
+  auto [y, mean, invstd, next_mean, next_var] = g.batchnorm(m.x, m.gamma, m.beta, options);
+  m.y = y;
+  if (relu) {  // batch norm's output stays virtual (NCHW, as every tensor of the graph)
+    m.y->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
+    m.y = g.pointwise(m.y, relu_mode(fe::PointwiseMode_t::RELU_FWD));
   }
-  {
-    m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd", data);
-    auto& g = *m.bwd;
-    m.b_dy = tensor_of(g, "dy", dims, data, layout);
-    TensorPtr dz = m.b_dy;
-    if (relu) {  // dz = dy where y > 0 (RELU_BWD: IN_0 is the gradient, IN_1 the sign's source)
-      m.b_y = tensor_of(g, "y", dims, data, layout);
-      dz = g.pointwise(m.b_dy, m.b_y, relu_mode(fe::PointwiseMode_t::RELU_BWD));
-      dz->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
-    }
-    m.b_x = tensor_of(g, "x", dims, data, layout);
-    m.b_gamma = tensor_of(g, "gamma", per_channel, f32, layout);
-    m.b_mean = tensor_of(g, "mean", per_channel, f32, layout);
-    m.b_invstd = tensor_of(g, "inv_variance", per_channel, f32, layout);
-    auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
-        m.b_mean, m.b_invstd);
-    auto [dx, dgamma, dbeta] = g.batchnorm_backward(dz, m.b_x, m.b_gamma, options);
-    m.dx = dx;
-    m.dgamma = dgamma;
-    m.dbeta = dbeta;
-    m.dx->set_output(true)
-        .set_dim(dims)
-        .set_stride(strides_of(dims, layout))
-        .set_data_type(fe_type(data));
-    m.dgamma->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-    m.dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
-    finalize(g, handle, m.shape + " backward");
+  m.mean = mean;
+  m.invstd = invstd;
+  m.next_mean = next_mean;
+  m.next_var = next_var;
+  m.y->set_output(true)
+      .set_dim(dims)
+      .set_stride(strides_of(dims, layout))
+      .set_data_type(fe_type(data));
+  for (auto* t : {&m.mean, &m.invstd, &m.next_mean, &m.next_var}) {
+    (*t)->set_output(true).set_data_type(fe::DataType_t::FLOAT);
   }
+  finalize(g, handle, m.shape + " forward");
+}
+
+void BatchNormGraphs::build_backward(const std::vector<int64_t>& dims, DType data, Layout layout,
+                                     bool relu, cudnnHandle_t handle) {
+  Impl& m = *impl_;
+  constexpr DType f32 = kStatsType;
+  const std::vector<int64_t> per_channel{1, dims[1], 1, 1};
+  m.bwd = new_graph(relu ? "batchnorm_relu_bwd" : "batchnorm_bwd", data);
+  auto& g = *m.bwd;
+  m.b_dy = tensor_of(g, "dy", dims, data, layout);
+  TensorPtr dz = m.b_dy;
+  if (relu) {  // dz = dy where y > 0 (RELU_BWD: IN_0 is the gradient, IN_1 the sign's source)
+    m.b_y = tensor_of(g, "y", dims, data, layout);
+    dz = g.pointwise(m.b_dy, m.b_y, relu_mode(fe::PointwiseMode_t::RELU_BWD));
+    dz->set_dim(dims).set_stride(strides_of(dims, layout)).set_data_type(fe::DataType_t::FLOAT);
+  }
+  m.b_x = tensor_of(g, "x", dims, data, layout);
+  m.b_gamma = tensor_of(g, "gamma", per_channel, f32, layout);
+  m.b_mean = tensor_of(g, "mean", per_channel, f32, layout);
+  m.b_invstd = tensor_of(g, "inv_variance", per_channel, f32, layout);
+  auto options = fe::graph::Batchnorm_backward_attributes().set_saved_mean_and_inv_variance(
+      m.b_mean, m.b_invstd);
+  auto [dx, dgamma, dbeta] = g.batchnorm_backward(dz, m.b_x, m.b_gamma, options);
+  m.dx = dx;
+  m.dgamma = dgamma;
+  m.dbeta = dbeta;
+  m.dx->set_output(true)
+      .set_dim(dims)
+      .set_stride(strides_of(dims, layout))
+      .set_data_type(fe_type(data));
+  m.dgamma->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  m.dbeta->set_output(true).set_data_type(fe::DataType_t::FLOAT);
+  finalize(g, handle, m.shape + " backward");
 }
 
 BatchNormGraphs::~BatchNormGraphs() = default;

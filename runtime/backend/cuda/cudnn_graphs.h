@@ -141,6 +141,12 @@ class BatchNormGraphs {
   void backward(cudnnHandle_t handle, const BatchNormBackwardOperands& op, void* workspace) const;
 
  private:
+  // The training forward graph (with the ReLU fused when `relu`) and its backward; `dims` is
+  // [n, c, h, w], every tensor stored in `layout`.
+  void build_forward(const std::vector<int64_t>& dims, DType data, Layout layout, float eps,
+                     bool relu, cudnnHandle_t handle);
+  void build_backward(const std::vector<int64_t>& dims, DType data, Layout layout, bool relu,
+                      cudnnHandle_t handle);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
