@@ -150,8 +150,8 @@ TEST_F(GpuKernels, AdaptiveAvgPoolIsExact) {
 }
 
 // The batch-norm kernels (what runs when cuDNN has no engine for a shape), on the device: within
-// a few float roundings of the output's scale (double sums grouped by rows; FMAs in the float
-// affine).
+// a few float roundings of the output's scale (Welford and double sums over a block's tree; FMAs
+// in the float affine).
 TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   const int64_t n = 8, c = 32, inner = 49, m = n * inner;
   const ChannelRows layout{c, inner, false};
@@ -167,26 +167,30 @@ TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   Tensor d_dg = on_device(dg), d_db = on_device(db);
   cpu.batch_norm_train(x, gamma, beta, rm, rv, mean, inv, y, 0.1f, 1e-5f);
   cpu.batch_norm_backward(x, dy, gamma, mean, inv, dx, dg, db);
-  Tensor scratch = gpu->empty({2 * (2 * n * c + 4 * c)}, DType::kF32, MemCategory::kWorkspace, "s");
-  auto* rows = static_cast<double*>(scratch.raw());
-  double* channel = rows + 2 * n * c;
+  // Three parts per channel (as a large N * H * W is split), each a block of 256 threads.
+  const int64_t parts = 3;
+  Tensor scratch = gpu->empty({2 * (3 * c * parts + 4 * c)}, DType::kF32, MemCategory::kWorkspace,
+                              "s");  // 3 doubles per accumulator, 4 per channel
+  auto* moments = static_cast<Welford*>(scratch.raw());
+  auto* sums = static_cast<SumPair*>(scratch.raw());
+  auto* channel = reinterpret_cast<double*>(moments + c * parts);
   const StreamRef st = gpu->stream();
-  launch_for_each(st, n * c, BatchNormRowSum<float>{d_x.data<float>(), layout, rows});
-  launch_for_each(st, c, BatchNormMean{rows, n, c, m, channel});
-  launch_for_each(st, n * c, BatchNormRowSquares<float>{d_x.data<float>(), channel, layout, rows});
+  launch_channel_reduce(st, c, m, parts, BatchNormMoments<float>{d_x.data<float>(), layout},
+                        moments);
   launch_for_each(st, c,
-                  BatchNormStatistics{rows, d_g.data<float>(), d_b.data<float>(), n, c, m, 1e-5f,
+                  BatchNormStatistics{moments, parts, d_g.data<float>(), d_b.data<float>(), 1e-5f,
                                       0.1f, channel, d_mean.data<float>(), d_inv.data<float>(),
                                       d_rm.data<float>(), d_rv.data<float>()});
   launch_for_each(st, x.numel(),
                   BatchNormNormalize<float>{d_x.data<float>(), channel, layout, d_y.data<float>()});
-  launch_for_each(
-      st, n * c,
-      BatchNormBackwardRowSums<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
-                                      d_inv.data<float>(), layout, rows});
+  launch_channel_reduce(
+      st, c, m, parts,
+      BatchNormBackwardSums<float>{d_x.data<float>(), d_dy.data<float>(), d_mean.data<float>(),
+                                   d_inv.data<float>(), layout},
+      sums);
   launch_for_each(
       st, c,
-      BatchNormBackwardChannel<float>{rows, d_g.data<float>(), d_inv.data<float>(), n, c, m,
+      BatchNormBackwardChannel<float>{sums, parts, m, d_g.data<float>(), d_inv.data<float>(),
                                       channel, d_dg.data<float>(), d_db.data<float>()});
   launch_for_each(
       st, x.numel(),

@@ -211,13 +211,14 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   Tensor mean = this->zeros(c, DType::kF32), inv = this->zeros(c, DType::kF32);
   Tensor y_ref = this->zeros(s), y = this->zeros(s);
   this->cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
-  std::vector<double> rows(2 * n * channels), channel(4 * channels);
-  run_on_host(n * channels, BatchNormRowSum<T>{this->p(x), layout, rows.data()});
-  run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
-  run_on_host(n * channels,
-              BatchNormRowSquares<T>{this->p(x), channel.data(), layout, rows.data()});
-  run_on_host(channels, BatchNormStatistics{rows.data(), this->f(gamma), this->f(beta), n, channels,
-                                            m, 1e-5f, 0.1f, channel.data(), this->f(mean),
+  const int64_t parts = 2;
+  std::vector<Welford> moments(channels * parts);
+  std::vector<SumPair> sums(channels * parts);
+  std::vector<double> channel(4 * channels);
+  reduce_channels_on_host(BatchNormMoments<T>{this->p(x), layout}, channels, m, parts,
+                          moments.data());
+  run_on_host(channels, BatchNormStatistics{moments.data(), parts, this->f(gamma), this->f(beta),
+                                            1e-5f, 0.1f, channel.data(), this->f(mean),
                                             this->f(inv), this->f(rm), this->f(rv)});
   run_on_host(x.numel(), BatchNormNormalize<T>{this->p(x), channel.data(), layout, this->p(y)});
   for (const auto& [got, want] : {std::pair<const Tensor*, const Tensor*>{&mean, &mean_ref},
@@ -233,11 +234,12 @@ TYPED_TEST(KernelMath16, BatchNormKernelsAreTheCpuBackends) {
   Tensor dx_ref = this->zeros(s), dg_ref = this->zeros(c), db_ref = this->zeros(c);
   Tensor dx = this->zeros(s), dg = this->zeros(c), db = this->zeros(c);
   this->cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
-  run_on_host(n * channels, BatchNormBackwardRowSums<T>{this->p(x), this->p(dy), this->f(mean_ref),
-                                                        this->f(inv_ref), layout, rows.data()});
+  reduce_channels_on_host(BatchNormBackwardSums<T>{this->p(x), this->p(dy), this->f(mean_ref),
+                                                   this->f(inv_ref), layout},
+                          channels, m, parts, sums.data());
   run_on_host(channels,
-              BatchNormBackwardChannel<T>{rows.data(), this->f(gamma), this->f(inv_ref), n,
-                                          channels, m, channel.data(), this->p(dg), this->p(db)});
+              BatchNormBackwardChannel<T>{sums.data(), parts, m, this->f(gamma), this->f(inv_ref),
+                                          channel.data(), this->p(dg), this->p(db)});
   run_on_host(x.numel(),
               BatchNormBackwardData<T>{this->p(x), this->p(dy), this->f(mean_ref), this->f(inv_ref),
                                        channel.data(), layout, this->p(dx)});
@@ -486,18 +488,19 @@ TYPED_TEST(KernelMath16, ChannelsLastKernelsReorderTheNchwResults) {
                            Tensor& dx, Tensor& dg, Tensor& db) {
       Tensor rm = this->zeros(c, DType::kF32), rv = this->zeros(c, DType::kF32);
       Tensor mean = this->zeros(c, DType::kF32), inv = this->zeros(c, DType::kF32);
-      std::vector<double> rows(20), channel(20);
-      run_on_host(10, BatchNormRowSum<T>{this->p(xs), l, rows.data()});
-      run_on_host(5, BatchNormMean{rows.data(), 2, 5, 126, channel.data()});
-      run_on_host(10, BatchNormRowSquares<T>{this->p(xs), channel.data(), l, rows.data()});
-      run_on_host(5, BatchNormStatistics{rows.data(), this->f(gamma), this->f(beta), 2, 5, 126,
-                                         1e-5f, 0.1f, channel.data(), this->f(mean), this->f(inv),
+      std::vector<Welford> moments(5);
+      std::vector<SumPair> sums(5);
+      std::vector<double> channel(20);
+      reduce_channels_on_host(BatchNormMoments<T>{this->p(xs), l}, 5, 126, 1, moments.data());
+      run_on_host(5, BatchNormStatistics{moments.data(), 1, this->f(gamma), this->f(beta), 1e-5f,
+                                         0.1f, channel.data(), this->f(mean), this->f(inv),
                                          this->f(rm), this->f(rv)});
       run_on_host(xs.numel(), BatchNormNormalize<T>{this->p(xs), channel.data(), l, this->p(y)});
-      run_on_host(10, BatchNormBackwardRowSums<T>{this->p(xs), this->p(dys), this->f(mean),
-                                                  this->f(inv), l, rows.data()});
-      run_on_host(5, BatchNormBackwardChannel<T>{rows.data(), this->f(gamma), this->f(inv), 2, 5,
-                                                 126, channel.data(), this->p(dg), this->p(db)});
+      reduce_channels_on_host(
+          BatchNormBackwardSums<T>{this->p(xs), this->p(dys), this->f(mean), this->f(inv), l}, 5,
+          126, 1, sums.data());
+      run_on_host(5, BatchNormBackwardChannel<T>{sums.data(), 1, 126, this->f(gamma), this->f(inv),
+                                                 channel.data(), this->p(dg), this->p(db)});
       run_on_host(xs.numel(),
                   BatchNormBackwardData<T>{this->p(xs), this->p(dys), this->f(mean), this->f(inv),
                                            channel.data(), l, this->p(dx)});

@@ -358,9 +358,9 @@ TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {
 
 TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   // Forward and backward in training, the fallback for shapes cuDNN has no engine for. Both sides
-  // sum in double, grouped differently ((n, c) rows first here): the statistics agree to double
-  // rounding, so the float outputs are equal or one float rounding apart (of the output's scale,
-  // through the float scale and shift).
+  // work in double, differently (Welford's update over a block's threads and parts here; two
+  // sums there): the statistics agree to double rounding, so the float outputs are equal or one
+  // float rounding apart (of the output's scale, through the float scale and shift).
   const Shape s{4, 6, 5, 3}, c{6};
   const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
   const ChannelRows layout{channels, inner, false};
@@ -370,14 +370,16 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   Tensor mean_ref = zeros(c), inv_ref = zeros(c), y_ref = zeros(s);
   Tensor mean = zeros(c), inv = zeros(c), y = zeros(s);
   cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
-  std::vector<double> rows(2 * n * channels), channel(4 * channels);
-  run_on_host(n * channels, BatchNormRowSum<float>{x.data<float>(), layout, rows.data()});
-  run_on_host(channels, BatchNormMean{rows.data(), n, channels, m, channel.data()});
-  run_on_host(n * channels,
-              BatchNormRowSquares<float>{x.data<float>(), channel.data(), layout, rows.data()});
+  // Three parts per channel (a large N * H * W's split), merged in order by BatchNormStatistics.
+  const int64_t parts = 3;
+  std::vector<Welford> moments(channels * parts);
+  std::vector<SumPair> sums(channels * parts);
+  std::vector<double> channel(4 * channels);
+  reduce_channels_on_host(BatchNormMoments<float>{x.data<float>(), layout}, channels, m, parts,
+                          moments.data());
   run_on_host(channels,
-              BatchNormStatistics{rows.data(), gamma.data<float>(), beta.data<float>(), n, channels,
-                                  m, 1e-5f, 0.1f, channel.data(), mean.data<float>(),
+              BatchNormStatistics{moments.data(), parts, gamma.data<float>(), beta.data<float>(),
+                                  1e-5f, 0.1f, channel.data(), mean.data<float>(),
                                   inv.data<float>(), rm.data<float>(), rv.data<float>()});
   run_on_host(x.numel(),
               BatchNormNormalize<float>{x.data<float>(), channel.data(), layout, y.data<float>()});
@@ -399,12 +401,13 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   Tensor dx_ref = zeros(s), dg_ref = zeros(c), db_ref = zeros(c);
   Tensor dx = zeros(s), dg = zeros(c), db = zeros(c);
   cpu.batch_norm_backward(x, dy, gamma, mean_ref, inv_ref, dx_ref, dg_ref, db_ref);
-  run_on_host(n * channels, BatchNormBackwardRowSums<float>{
-                                x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
-                                inv_ref.data<float>(), layout, rows.data()});
-  run_on_host(channels, BatchNormBackwardChannel<float>{
-                            rows.data(), gamma.data<float>(), inv_ref.data<float>(), n, channels, m,
-                            channel.data(), dg.data<float>(), db.data<float>()});
+  reduce_channels_on_host(
+      BatchNormBackwardSums<float>{x.data<float>(), dy.data<float>(), mean_ref.data<float>(),
+                                   inv_ref.data<float>(), layout},
+      channels, m, parts, sums.data());
+  run_on_host(channels, BatchNormBackwardChannel<float>{sums.data(), parts, m, gamma.data<float>(),
+                                                        inv_ref.data<float>(), channel.data(),
+                                                        dg.data<float>(), db.data<float>()});
   run_on_host(x.numel(), BatchNormBackwardData<float>{x.data<float>(), dy.data<float>(),
                                                       mean_ref.data<float>(), inv_ref.data<float>(),
                                                       channel.data(), layout, dx.data<float>()});
@@ -424,6 +427,77 @@ TEST_F(KernelMath, BatchNormInferenceIsTheCpuBackends) {
                                     rm.data<float>(), rv.data<float>(), 1e-5f,
                                     ChannelRows{4, 10, false}, y.data<float>()});
   EXPECT_EQ(values(y), values(y_ref));
+}
+
+// The block's tree (channel_reduce.h): with integer-valued sums every grouping is exact, so each
+// (channel, part) must hold exactly its own span's values, each once, however the 256 threads and
+// the parts divide them; the parts cover the channel.
+TEST(ChannelReduce, EveryValueOnceInItsPart) {
+  struct CountAndIndexSum {
+    using Acc = SumPair;
+    DLB_HD void add(SumPair& a, int64_t c, int64_t j) const {
+      a.first += 1;
+      a.second += static_cast<double>(c * 100000 + j);
+    }
+  };
+  for (const int64_t per_channel : {int64_t{1}, int64_t{255}, int64_t{257}, int64_t{5000}}) {
+    for (const int64_t parts : {int64_t{1}, int64_t{2}, int64_t{7}}) {
+      std::vector<SumPair> out(3 * parts);
+      reduce_channels_on_host(CountAndIndexSum{}, 3, per_channel, parts, out.data());
+      for (int64_t c = 0; c < 3; ++c) {
+        int64_t next = 0;
+        for (int64_t p = 0; p < parts; ++p) {
+          const ReduceSpan span = part_span(per_channel, parts, p);
+          EXPECT_EQ(span.begin, next);
+          next = span.end;
+          const double count = static_cast<double>(span.end - span.begin);
+          const double sum = count * static_cast<double>(c * 100000) +
+                             (span.begin + span.end - 1) * count / 2;  // begin + ... + end - 1
+          EXPECT_EQ(out[c * parts + p].first, count) << per_channel << " " << parts;
+          EXPECT_EQ(out[c * parts + p].second, sum) << per_channel << " " << parts;
+        }
+        EXPECT_EQ(next, per_channel);
+      }
+    }
+  }
+}
+
+// Welford's moments of a channel against the two-pass sums the CPU backend takes, in double, over
+// 40,000 values with a large mean (the case a one-pass sum of squares loses). The bounds are Chan,
+// Golub and LeVeque's for the updating algorithm: the mean within n * u of itself, the variance
+// within n * kappa * u, kappa = sqrt(1 + mean^2 / var) its condition number (about 173 here), u
+// the double unit roundoff.
+TEST(ChannelReduce, WelfordMomentsAreTheTwoPassOnes) {
+  Rng rng{11};
+  std::vector<float> x(40000);
+  for (float& v : x) v = 100.f + rng.uniform(-1.f, 1.f);
+  double sum = 0;
+  for (float v : x) sum += v;
+  const double mean = sum / static_cast<double>(x.size());
+  double sq = 0;
+  for (float v : x) sq += (v - mean) * (v - mean);
+  const double var = sq / static_cast<double>(x.size());
+  const ChannelRows layout{1, 40000, false};
+  for (const int64_t parts : {int64_t{1}, reduce_parts(1, 40000)}) {
+    std::vector<Welford> out(parts);
+    reduce_channels_on_host(BatchNormMoments<float>{x.data(), layout}, 1, 40000, parts, out.data());
+    Welford w{};
+    for (const Welford& p : out) w = Welford::merge(w, p);
+    const double n = 40000, u = 0x1p-53, kappa = std::sqrt(1 + mean * mean / var);
+    EXPECT_EQ(w.count, n);
+    EXPECT_NEAR(w.mean, mean, n * u * mean);
+    EXPECT_NEAR(w.m2 / w.count, var, n * kappa * u * var);
+  }
+}
+
+TEST(ChannelReduce, PartsFillTheGpuOnlyWhereChannelsDoNot) {
+  EXPECT_EQ(reduce_parts(64, 256 * 112 * 112), 16);  // resnet50's first batch norm at batch 256
+  EXPECT_EQ(reduce_parts(2048, 256 * 7 * 7), 1);     // its last: channels enough
+  EXPECT_EQ(reduce_parts(6, 60), 1);                 // a part keeps 16,384 values or more
+  EXPECT_EQ(reduce_parts(1, 16384 * 3), 3);
+  EXPECT_EQ(reduce_parts(1, int64_t{1} << 40), 1024);
+  EXPECT_LE(reduce_parts(1, int64_t{1} << 40), 65535);
+  EXPECT_EQ(reduce_parts(0, 10), 1);
 }
 
 TEST_F(KernelMath, FillWritesEveryIndex) {

@@ -641,6 +641,12 @@ class CudaBackend final : public Backend {
     NvtxRange range(F::kName);
     launch_for_each(stream(), n, f);
   }
+  template <typename R>
+  void reduce(int64_t channels, int64_t per_channel, int64_t parts, const R& r,
+              typename R::Acc* out) {
+    NvtxRange range(R::kName);
+    launch_channel_reduce(stream(), channels, per_channel, parts, r, out);
+  }
   // One element type, one layout and one element count.
   static void same(const Tensor& a, const Tensor& b, std::string_view what) {
     check_dtype(b, a.dtype(), what);
@@ -787,7 +793,7 @@ class CudaBackend final : public Backend {
                                        "batch norm + relu: masked gradient");
           }
         } else {  // the kernels' sums
-          reserve_workspace(static_cast<size_t>(2 * d.n * d.c + 4 * d.c) * sizeof(double));
+          reserve_workspace(bn_kernel_scratch_bytes(d));
         }
       };
       try {
@@ -820,21 +826,25 @@ class CudaBackend final : public Backend {
     return it->second.get();
   }
 
+  // Our kernels' scratch for a batch-norm shape: one accumulator per (channel, part) (a Welford
+  // forward, a SumPair backward), then 4 doubles per channel.
+  static size_t bn_kernel_scratch_bytes(const BnDims& d) {
+    const int64_t parts = reduce_parts(d.c, d.n * d.inner);
+    return static_cast<size_t>(d.c * parts) * sizeof(Welford) +
+           static_cast<size_t>(4 * d.c) * sizeof(double);
+  }
   void bn_train_kernels(const BnDims& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,
                         Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                         Tensor& save_invstd, Tensor& y, float momentum, float eps) {
     NvtxRange range("batch norm forward (kernels)");
-    const int64_t rows = d.n * d.c, m = d.n * d.inner;
-    auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
-    double* row_sums = scratch;
-    double* channel = scratch + 2 * rows;
+    const int64_t m = d.n * d.inner, parts = reduce_parts(d.c, m);
+    auto* moments = static_cast<Welford*>(workspace(bn_kernel_scratch_bytes(d)));
+    auto* channel = reinterpret_cast<double*>(moments + d.c * parts);
     with_storage(d.dtype, "batch norm input", [&](auto tag) {
       using T = decltype(tag);
-      run(rows, BatchNormRowSum<T>{as<T>(x), d.rows(), row_sums});
-      run(d.c, BatchNormMean{row_sums, d.n, d.c, m, channel});
-      run(rows, BatchNormRowSquares<T>{as<T>(x), channel, d.rows(), row_sums});
+      reduce(d.c, m, parts, BatchNormMoments<T>{as<T>(x), d.rows()}, moments);
       run(d.c,
-          BatchNormStatistics{row_sums, gamma.data<float>(), beta.data<float>(), d.n, d.c, m, eps,
+          BatchNormStatistics{moments, parts, gamma.data<float>(), beta.data<float>(), eps,
                               momentum, channel, save_mean.data<float>(), save_invstd.data<float>(),
                               running_mean.data<float>(), running_var.data<float>()});
       run(x.numel(), BatchNormNormalize<T>{as<T>(x), channel, d.rows(), as<T>(y)});
@@ -845,20 +855,21 @@ class CudaBackend final : public Backend {
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                            Tensor& dgamma, Tensor& dbeta) {
     NvtxRange range("batch norm backward (kernels)");
-    const int64_t rows = d.n * d.c, m = d.n * d.inner;
-    auto* scratch = static_cast<double*>(workspace(static_cast<size_t>(2 * rows + 4 * d.c) * 8));
-    double* row_sums = scratch;
-    double* channel = scratch + 2 * rows;
+    const int64_t m = d.n * d.inner, parts = reduce_parts(d.c, m);
+    auto* sums = static_cast<SumPair*>(workspace(bn_kernel_scratch_bytes(d)));
+    auto* channel = reinterpret_cast<double*>(sums + d.c * parts);
     check_dtype(dbeta, dgamma.dtype(), "batch norm bias gradient");
     with_storage(d.dtype, "batch norm input", [&](auto tag) {
       using T = decltype(tag);
-      run(rows, BatchNormBackwardRowSums<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
-                                            save_invstd.data<float>(), d.rows(), row_sums});
+      reduce(d.c, m, parts,
+             BatchNormBackwardSums<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),
+                                      save_invstd.data<float>(), d.rows()},
+             sums);
       with_storage(dgamma.dtype(), "batch norm weight gradient", [&](auto gtag) {
         using G = decltype(gtag);
-        run(d.c,
-            BatchNormBackwardChannel<G>{row_sums, gamma.data<float>(), save_invstd.data<float>(),
-                                        d.n, d.c, m, channel, as<G>(dgamma), as<G>(dbeta)});
+        run(d.c, BatchNormBackwardChannel<G>{sums, parts, m, gamma.data<float>(),
+                                             save_invstd.data<float>(), channel, as<G>(dgamma),
+                                             as<G>(dbeta)});
       });
       run(x.numel(),
           BatchNormBackwardData<T>{as<T>(x), as<T>(dy), save_mean.data<float>(),

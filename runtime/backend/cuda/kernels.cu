@@ -1,6 +1,9 @@
 // The CUDA backend's own kernels: each is a grid-stride loop over one functor of kernels.h, whose
-// body tests/unit/cuda_kernel_math_test.cpp checks on the host over every index.
+// body tests/unit/cuda_kernel_math_test.cpp checks on the host over every index, or a block per
+// channel over one of its reductions (channel_reduce.h, whose tree is checked on the host too).
 #include <cuda_runtime.h>
+
+#include <cstring>
 
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/kernels.h"
@@ -18,7 +21,58 @@ __global__ void for_each_index(int64_t n, F f) {
   }
 }
 
+// v of lane + d (a lane past the warp's end gets its own), shuffled as doubles: the accumulators
+// of channel_reduce.h are aggregates of doubles.
+template <typename A>
+__device__ A shuffle_down(const A& v, int d) {
+  static_assert(sizeof(A) % sizeof(double) == 0, "an accumulator is doubles");
+  constexpr int kDoubles = sizeof(A) / sizeof(double);
+  double words[kDoubles];
+  memcpy(words, &v, sizeof(A));
+  for (int i = 0; i < kDoubles; ++i) words[i] = __shfl_down_sync(0xffffffffu, words[i], d);
+  A out;
+  memcpy(&out, words, sizeof(A));
+  return out;
+}
+// Lane 0 ends with the warp's tree (channel_reduce.h's merge_block, one warp of it).
+template <typename A>
+__device__ A warp_merge(A v) {
+  for (int d = kWarpSize / 2; d > 0; d /= 2) v = A::merge(v, shuffle_down(v, d));
+  return v;
+}
+
+template <typename R>
+__global__ void __launch_bounds__(kReduceThreads)
+    channel_reduce(R r, int64_t per_channel, int64_t parts, typename R::Acc* out) {
+  using Acc = typename R::Acc;
+  __shared__ Acc warps[kReduceWarps];
+  const int64_t c = blockIdx.x, part = blockIdx.y;
+  const ReduceSpan span = part_span(per_channel, parts, part);
+  Acc acc{};
+  for (int64_t j = span.begin + threadIdx.x; j < span.end; j += kReduceThreads) r.add(acc, c, j);
+  acc = warp_merge(acc);
+  const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
+  const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
+  if (lane == 0) warps[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    acc = lane < kReduceWarps ? warps[lane] : Acc{};
+    acc = warp_merge(acc);
+    if (lane == 0) out[c * parts + part] = acc;
+  }
+}
+
 }  // namespace
+
+template <typename R>
+void launch_channel_reduce(StreamRef stream, int64_t channels, int64_t per_channel, int64_t parts,
+                           const R& r, typename R::Acc* out) {
+  if (channels <= 0) return;
+  const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(parts));
+  channel_reduce<<<grid, kReduceThreads, 0, static_cast<cudaStream_t>(stream.native)>>>(
+      r, per_channel, parts, out);
+  DLB_CUDA_CHECK(cudaGetLastError());
+}
 
 template <typename F>
 void launch_for_each(StreamRef stream, int64_t n, const F& f) {
@@ -68,13 +122,19 @@ DLB_INSTANTIATE(BiasLaneSum)
 DLB_INSTANTIATE_STORED(BiasChannelSum)
 DLB_INSTANTIATE(BatchNormRunningUpdate)
 DLB_INSTANTIATE_STORED(BatchNormInfer)
-DLB_INSTANTIATE_STORED(BatchNormRowSum)
-DLB_INSTANTIATE(BatchNormMean)
-DLB_INSTANTIATE_STORED(BatchNormRowSquares)
 DLB_INSTANTIATE(BatchNormStatistics)
 DLB_INSTANTIATE_STORED(BatchNormNormalize)
-DLB_INSTANTIATE_STORED(BatchNormBackwardRowSums)
 DLB_INSTANTIATE_STORED(BatchNormBackwardChannel)
 DLB_INSTANTIATE_STORED(BatchNormBackwardData)
+
+#define DLB_INSTANTIATE_REDUCE(...)                                                      \
+  template void launch_channel_reduce<__VA_ARGS__>(StreamRef, int64_t, int64_t, int64_t, \
+                                                   const __VA_ARGS__&, __VA_ARGS__::Acc*);
+#define DLB_INSTANTIATE_REDUCE_STORED(R) \
+  DLB_INSTANTIATE_REDUCE(R<float>)       \
+  DLB_INSTANTIATE_REDUCE(R<F16>)         \
+  DLB_INSTANTIATE_REDUCE(R<BF16>)
+DLB_INSTANTIATE_REDUCE_STORED(BatchNormMoments)
+DLB_INSTANTIATE_REDUCE_STORED(BatchNormBackwardSums)
 
 }  // namespace dlb::cuda

@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/cuda/channel_reduce.h"
 #include "runtime/backend/cuda/stored.h"
 #include "runtime/core/counter_hash.h"
 #include "runtime/core/host_device.h"
@@ -58,6 +59,10 @@ struct ChannelRows {
   DLB_HD int64_t at(int64_t row, int64_t k) const {
     return channels_last ? ((row / channels) * inner + k) * channels + row % channels
                          : row * inner + k;
+  }
+  // Value j of channel c's n * inner (image j / inner, pixel j % inner).
+  DLB_HD int64_t value_at(int64_t c, int64_t j) const {
+    return at((j / inner) * channels + c, j % inner);
   }
 };
 
@@ -590,58 +595,27 @@ struct BatchNormInfer {
 };
 
 // Batch norm in training on our own kernels: what the CUDA backend runs when cuDNN has no engine
-// for a batch-norm graph. The same arithmetic as the CPU backend (two passes in double: the mean,
-// then the squared deviations), with each channel's sums grouped by (n, c) rows first, so the
-// results agree with it to within double rounding. Scratch (doubles): `rows` holds 2 per (n, c)
-// row; `channel` holds 4 per channel.
+// for a batch-norm graph. Each channel's mean and variance by Welford's update in double, one
+// block per (channel, part) (channel_reduce.h), where the CPU backend sums twice in double (the
+// mean, then the squared deviations): the two agree to within double rounding. Then, per channel,
+// the statistics (BatchNormStatistics), and y element-wise.
 template <typename T>
-struct BatchNormRowSum {  // rows[r] = sum of x over row r
-  static constexpr const char* kName = "batch norm row sums";
+struct BatchNormMoments {
+  static constexpr const char* kName = "batch norm moments";
+  using Acc = Welford;
   const T* x;
   ChannelRows layout;
-  double* rows;
-  DLB_HD void operator()(int64_t r) const {
-    double s = 0;
-    for (int64_t k = 0; k < layout.inner; ++k) s += load(x[layout.at(r, k)]);
-    rows[r] = s;
-  }
+  DLB_HD void add(Welford& a, int64_t c, int64_t j) const { a.add(load(x[layout.value_at(c, j)])); }
 };
-struct BatchNormMean {  // channel[4c] = the mean
-  static constexpr const char* kName = "batch norm mean";
-  const double* rows;
-  int64_t n, channels, m;
-  double* channel;
-  DLB_HD void operator()(int64_t c) const {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) s += rows[i * channels + c];
-    channel[4 * c] = s / static_cast<double>(m);
-  }
-};
-template <typename T>
-struct BatchNormRowSquares {  // rows[r] = sum of (x - mean)^2 over row r
-  static constexpr const char* kName = "batch norm row squares";
-  const T* x;
-  const double* channel;
-  ChannelRows layout;
-  double* rows;
-  DLB_HD void operator()(int64_t r) const {
-    const double mean = channel[4 * (r % layout.channels)];
-    double s = 0;
-    for (int64_t k = 0; k < layout.inner; ++k) {
-      const double v = load(x[layout.at(r, k)]);
-      s += (v - mean) * (v - mean);
-    }
-    rows[r] = s;
-  }
-};
-// Per channel: the variance, the saved statistics, PyTorch's running statistics, and the affine
-// (channel[4c + 1] = scale, [4c + 2] = shift) that normalizes.
+// Per channel: its parts' moments merged in part order; the variance, the saved statistics,
+// PyTorch's running statistics (the unbiased variance over m values), and the affine that
+// normalizes (channel[4c + 1] = scale, [4c + 2] = shift; 4 doubles per channel).
 struct BatchNormStatistics {
   static constexpr const char* kName = "batch norm statistics";
-  const double* rows;
+  const Welford* parts;
+  int64_t parts_per_channel;
   const float* gamma;
   const float* beta;
-  int64_t n, channels, m;
   float eps, momentum;
   double* channel;
   float* save_mean;
@@ -649,17 +623,18 @@ struct BatchNormStatistics {
   float* running_mean;
   float* running_var;
   DLB_HD void operator()(int64_t c) const {
-    double sq = 0;
-    for (int64_t i = 0; i < n; ++i) sq += rows[i * channels + c];
-    const double mean = channel[4 * c];
-    const double var = sq / static_cast<double>(m);
+    Welford w{};
+    for (int64_t p = 0; p < parts_per_channel; ++p) {
+      w = Welford::merge(w, parts[c * parts_per_channel + p]);
+    }
+    const double mean = w.mean, m = w.count;
+    const double var = w.m2 / m;
     const double invstd = 1.0 / sqrt(var + eps);
     save_mean[c] = static_cast<float>(mean);
     save_invstd[c] = static_cast<float>(invstd);
     running_mean[c] = static_cast<float>((1 - momentum) * running_mean[c] + momentum * mean);
     running_var[c] =
-        static_cast<float>((1 - momentum) * running_var[c] +
-                           momentum * var * static_cast<double>(m) / static_cast<double>(m - 1));
+        static_cast<float>((1 - momentum) * running_var[c] + momentum * var * m / (m - 1));
     const float scale = static_cast<float>(gamma[c] * invstd);
     channel[4 * c + 1] = scale;
     channel[4 * c + 2] = static_cast<float>(beta[c] - mean * scale);
@@ -679,54 +654,47 @@ struct BatchNormNormalize {  // y = x * scale + shift, in float
   }
 };
 
-// Batch norm's backward on our own kernels, the CPU backend's arithmetic: per row, the sums of
-// dy and of dy * xhat (rows[2r], rows[2r + 1]); per channel, dgamma and dbeta (of the gradients'
-// type G) and the constants of dx (channel[4c] = gamma * invstd, [4c + 1] = mean dy, [4c + 2] =
-// mean dy * xhat); then dx.
+// Batch norm's backward on our own kernels, the CPU backend's arithmetic: per channel, the sums
+// of dy and of dy * xhat in double, one block per (channel, part) (channel_reduce.h); then per
+// channel, dgamma and dbeta (of the gradients' type G) and the constants of dx (channel[4c] =
+// gamma * invstd, [4c + 1] = mean dy, [4c + 2] = mean dy * xhat); then dx.
 template <typename T>
-struct BatchNormBackwardRowSums {
-  static constexpr const char* kName = "batch norm backward row sums";
+struct BatchNormBackwardSums {
+  static constexpr const char* kName = "batch norm backward sums";
+  using Acc = SumPair;
   const T* x;
   const T* dy;
   const float* save_mean;
   const float* save_invstd;
   ChannelRows layout;
-  double* rows;
-  DLB_HD void operator()(int64_t r) const {
-    const int64_t c = r % layout.channels;
-    const double mean = save_mean[c], invstd = save_invstd[c];
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t k = 0; k < layout.inner; ++k) {
-      const int64_t at = layout.at(r, k);
-      const float g = load(dy[at]);
-      sum_dy += g;
-      sum_dy_xhat += g * (load(x[at]) - mean) * invstd;
-    }
-    rows[2 * r] = sum_dy;
-    rows[2 * r + 1] = sum_dy_xhat;
+  DLB_HD void add(SumPair& a, int64_t c, int64_t j) const {
+    const int64_t at = layout.value_at(c, j);
+    const float g = load(dy[at]);
+    a.first += g;
+    a.second +=
+        g * (load(x[at]) - static_cast<double>(save_mean[c])) * static_cast<double>(save_invstd[c]);
   }
 };
 template <typename G>
 struct BatchNormBackwardChannel {
   static constexpr const char* kName = "batch norm backward channels";
-  const double* rows;
+  const SumPair* parts;
+  int64_t parts_per_channel, m;
   const float* gamma;
   const float* save_invstd;
-  int64_t n, channels, m;
   double* channel;
   G* dgamma;
   G* dbeta;
   DLB_HD void operator()(int64_t c) const {
-    double sum_dy = 0, sum_dy_xhat = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      sum_dy += rows[2 * (i * channels + c)];
-      sum_dy_xhat += rows[2 * (i * channels + c) + 1];
+    SumPair s{};
+    for (int64_t p = 0; p < parts_per_channel; ++p) {
+      s = SumPair::merge(s, parts[c * parts_per_channel + p]);
     }
-    dgamma[c] = stored<G>(static_cast<float>(sum_dy_xhat));
-    dbeta[c] = stored<G>(static_cast<float>(sum_dy));
+    dgamma[c] = stored<G>(static_cast<float>(s.second));
+    dbeta[c] = stored<G>(static_cast<float>(s.first));
     channel[4 * c] = gamma[c] * static_cast<double>(save_invstd[c]);
-    channel[4 * c + 1] = sum_dy / static_cast<double>(m);
-    channel[4 * c + 2] = sum_dy_xhat / static_cast<double>(m);
+    channel[4 * c + 1] = s.first / static_cast<double>(m);
+    channel[4 * c + 2] = s.second / static_cast<double>(m);
   }
 };
 template <typename T>
