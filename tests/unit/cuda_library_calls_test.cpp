@@ -13,6 +13,7 @@
 #include <set>
 
 #include "runtime/backend/cuda/cudnn_graphs.h"
+#include "runtime/backend/cuda/cudnn_version.h"
 #include "runtime/backend/cuda/matmul_lt.h"
 #include "runtime/core/error.h"
 #include "runtime/nn/layers/batch_norm.h"
@@ -302,6 +303,43 @@ TEST(FrontendErrors, NoEngineIsUnsupportedWhateverTheMessage) {
       EXPECT_THROW(throw_frontend_error(code, knobs, "conv", otherwise), Unsupported) << code;
     }
   }
+}
+
+// A graph this cuDNN cannot run names the cuDNN, with the code, on the message's first line (the
+// one a fallback prints).
+TEST(FrontendErrors, TheMessageNamesTheCudnnLoaded) {
+  const std::string loaded = cudnn_version_from(cudnnGetVersion()).str();
+  try {
+    throw_frontend_error("GRAPH_NOT_SUPPORTED", "no engine\ncall trace", "batch norm",
+                         FrontendOtherwise::kBadRequest);
+  } catch (const Unsupported& e) {
+    const std::string first_line =
+        std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+    EXPECT_EQ(first_line, "cuDNN " + loaded + " graph batch norm (GRAPH_NOT_SUPPORTED): no engine");
+  }
+}
+
+// cuDNN's rule: the same major, and a minor release at least the one built against.
+TEST(CudnnVersion, CompatibleOnlyWithTheSameMajorAndNoOlderMinor) {
+  EXPECT_EQ(cudnn_version_from(91900).str(), "9.19.0");
+  EXPECT_EQ(cudnn_version_from(90102).str(), "9.1.2");
+  EXPECT_EQ(cudnn_version_from(8907).str(), "8.9.7");  // cuDNN 8's numbering
+  const CudnnVersion built{9, 19, 0};
+  EXPECT_EQ(cudnn_incompatibility({9, 19, 0}, built), "");
+  EXPECT_EQ(cudnn_incompatibility({9, 19, 3}, built), "");
+  EXPECT_EQ(cudnn_incompatibility({9, 21, 0}, built), "");
+  EXPECT_EQ(cudnn_incompatibility({9, 20, 0}, {9, 19, 5}), "");  // patches do not matter
+  const std::string older = cudnn_incompatibility({9, 10, 2}, built);
+  EXPECT_NE(older.find("the cuDNN loaded is 9.10.2"), std::string::npos) << older;
+  EXPECT_NE(older.find("built against cuDNN 9.19.0"), std::string::npos) << older;
+  EXPECT_NE(older.find("cuDNN 9.19 or a later 9.x first on LD_LIBRARY_PATH"), std::string::npos);
+  EXPECT_NE(cudnn_incompatibility({8, 9, 7}, built).find("across major versions"),
+            std::string::npos);
+  EXPECT_NE(cudnn_incompatibility({10, 0, 0}, built), "");
+  // What CI builds and loads.
+  EXPECT_EQ(cudnn_incompatibility(cudnn_version_from(cudnnGetVersion()),
+                                  cudnn_version_from(CUDNN_VERSION)),
+            "");
 }
 
 TEST(FrontendErrors, OtherStatusesKeepTheirKinds) {

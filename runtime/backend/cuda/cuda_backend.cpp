@@ -12,6 +12,7 @@
 
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/cudnn_graphs.h"
+#include "runtime/backend/cuda/cudnn_version.h"
 #include "runtime/backend/cuda/device.h"
 #include "runtime/backend/cuda/event_clock.h"
 #include "runtime/backend/cuda/kernels.h"
@@ -24,6 +25,8 @@
 #include "runtime/backend/cuda/stream_capture.h"
 #include "runtime/core/error.h"
 #include "runtime/core/nvtx.h"
+
+static_assert(CUDNN_MAJOR >= 9, "the CUDA backend uses cuDNN 9's graph API and status codes");
 
 namespace dlb::cuda {
 namespace {
@@ -140,6 +143,11 @@ class CudaBackend final : public Backend {
           "heuristic or autotune",
           conv_algo_choice_name(options.conv_algo)));
     }
+    if (const std::string why = cudnn_incompatibility(cudnn_version_from(cudnnGetVersion()),
+                                                      cudnn_version_from(CUDNN_VERSION));
+        !why.empty()) {
+      throw Unsupported("--backend=cuda: " + why);
+    }
     DLB_CUDA_CHECK(cudaSetDevice(device_.index));
     stream_ = std::make_unique<Stream>();
     clock_ = std::make_unique<EventClock>(stream_->get());
@@ -158,16 +166,14 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
   std::map<std::string, std::string> environment() const override {
-    const size_t cudnn = cudnnGetVersion();
     return {
         {"device", device_.name},
         {"device_index", std::to_string(device_.index)},
         {"compute_capability", fmt::format("{}.{}", device_.sm_major, device_.sm_minor)},
-        {"cudnn", fmt::format("{}.{}.{}", cudnn / 10000, (cudnn % 10000) / 100, cudnn % 100)},
-        // The machine's cuDNN may be older than the headers dlbench was built with (PyTorch's
-        // pip package on a GPU machine): a graph the older one lacks is refused as unsupported
-        // by the frontend, naming the version.
-        {"cudnn_built_with", fmt::format("{}.{}.{}", CUDNN_MAJOR, CUDNN_MINOR, CUDNN_PATCHLEVEL)},
+        // The machine's cuDNN (PyTorch's pip package's, on a GPU machine, may come first) and the
+        // headers dlbench was built with: an older minor release was refused at start-up.
+        {"cudnn", cudnn_version_from(cudnnGetVersion()).str()},
+        {"cudnn_built_with", cudnn_version_from(CUDNN_VERSION).str()},
         {"cublaslt", std::to_string(cublasLtGetVersion())},
         {"conv_algo", std::string(conv_algo_choice_name(options_.conv_algo))},
         {"activation_layout", "NCHW for fp32 and tf32, NHWC (channels last) for fp16 and bf16"}};

@@ -13,6 +13,7 @@
 #include <array>
 #include <unordered_map>
 
+#include "runtime/backend/cuda/cudnn_version.h"
 #include "runtime/core/error.h"
 
 namespace dlb::cuda {
@@ -23,8 +24,11 @@ namespace fe = cudnn_frontend;
 // fallbacks run; then by cuDNN's status in the message.
 void throw_frontend_error(std::string_view code, const std::string& message,
                           const std::string& what, FrontendOtherwise otherwise) {
-  // The code first: the message may run to many lines of cuDNN's call trace.
-  const std::string msg = fmt::format("cuDNN graph {} ({}): {}", what, code, message);
+  // The code first: the message may run to many lines of cuDNN's call trace. The version loaded
+  // leads: what one cuDNN lacks, a later release may have.
+  const std::string msg =
+      fmt::format("cuDNN {} graph {} ({}): {}", cudnn_version_from(cudnnGetVersion()).str(), what,
+                  code, message);
   const auto says = [&](const char* s) { return message.find(s) != std::string::npos; };
   const auto is = [&](const char* c) { return code == c; };
   if (says("ALLOCATION_FAILED") || says("ALLOC_FAILED")) throw OutOfMemory(msg);
