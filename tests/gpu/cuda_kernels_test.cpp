@@ -10,8 +10,13 @@
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/batch_norm_kernels.h"
+#include "runtime/backend/cuda/bias_kernels.h"
+#include "runtime/backend/cuda/elementwise_kernels.h"
 #include "runtime/backend/cuda/launch.h"
+#include "runtime/backend/cuda/loss_kernels.h"
+#include "runtime/backend/cuda/optimizer_kernels.h"
+#include "runtime/backend/cuda/pooling_kernels.h"
 #include "runtime/core/rng.h"
 #include "tests/gpu/skip_without_gpu.h"
 

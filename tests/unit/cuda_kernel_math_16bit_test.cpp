@@ -1,5 +1,5 @@
 // The CUDA backend's own kernels on fp16 and bf16 storage, checked here without a GPU: each
-// functor of runtime/backend/cuda/kernels.h runs on the host over every index on 16-bit tensors,
+// functor of runtime/backend/cuda/*_kernels.h runs on the host over every index on 16-bit tensors,
 // against the CPU backend's ops on the same tensors (which compute on f32 copies and round on
 // store, runtime/backend/cpu/f32_views.h). Both load the same 16-bit values exactly, do the same
 // float and double operations in the same order and round once to nearest even with the same
@@ -13,7 +13,12 @@
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/batch_norm_kernels.h"
+#include "runtime/backend/cuda/bias_kernels.h"
+#include "runtime/backend/cuda/elementwise_kernels.h"
+#include "runtime/backend/cuda/loss_kernels.h"
+#include "runtime/backend/cuda/optimizer_kernels.h"
+#include "runtime/backend/cuda/pooling_kernels.h"
 #include "runtime/core/half.h"
 #include "runtime/core/rng.h"
 #include "tests/channels_last_bytes.h"

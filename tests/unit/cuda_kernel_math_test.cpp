@@ -1,5 +1,5 @@
 // The CUDA backend's own kernels, checked here without a GPU: each kernel's functor
-// (runtime/backend/cuda/kernels.h) runs on the host over every index, and its output must equal
+// (runtime/backend/cuda/*_kernels.h) runs on the host over every index, and its output must equal
 // the CPU backend's, bit for bit. The functor and the CPU op do the same float and double
 // operations in the same order, and here both are compiled by the same host compiler, so equality
 // is the arithmetic's own expectation. (On a GPU, nvcc may fuse multiply-adds and its exp/log
@@ -12,8 +12,13 @@
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/backend/cuda/kernels.h"
+#include "runtime/backend/cuda/batch_norm_kernels.h"
+#include "runtime/backend/cuda/bias_kernels.h"
+#include "runtime/backend/cuda/elementwise_kernels.h"
 #include "runtime/backend/cuda/launch.h"
+#include "runtime/backend/cuda/loss_kernels.h"
+#include "runtime/backend/cuda/optimizer_kernels.h"
+#include "runtime/backend/cuda/pooling_kernels.h"
 #include "runtime/core/rng.h"
 
 namespace dlb::cuda {
@@ -507,7 +512,7 @@ TEST_F(KernelMath, FillWritesEveryIndex) {
   EXPECT_EQ(values(t), values(ref));
 }
 
-// The grid-stride loop of kernels.cu, simulated: every index of [0, n) exactly once.
+// The grid-stride loop of launch.cuh, simulated: every index of [0, n) exactly once.
 TEST(LaunchGrid, VisitsEveryIndexExactlyOnce) {
   for (int64_t n : {1, 255, 256, 257, 1000, 65536 + 3}) {
     for (int64_t max_blocks : {int64_t{1}, int64_t{3}, kMaxBlocks}) {

@@ -1,6 +1,6 @@
 // The CUDA backend: every op of the Backend seam on one GPU, in f32 with strict fp32 or TF32
 // math. Convolution and batch norm run cuDNN graphs (cudnn_graphs.h), matrix products cuBLASLt
-// (matmul_lt.h), and everything else our own kernels (kernels.h). All work is queued on one
+// (matmul_lt.h), and everything else our own kernels (*_kernels.h). All work is queued on one
 // compute stream. In the training step nothing here waits for the device, except a copy to
 // pageable host memory and an input copy whose staging buffer is still in flight; making a plan
 // (autotuning) and growing the workspace do synchronize, and happen before the timed steps.

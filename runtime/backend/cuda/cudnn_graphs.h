@@ -94,7 +94,7 @@ class ConvGraphs {
 // statistics and the parameter gradients f32): the forward graph
 // (y, the batch mean and 1/sqrt(var + eps)) and the backward graph (dx, dgamma, dbeta from the
 // saved statistics). The running statistics are not the graph's: CudaBackend updates them with
-// PyTorch's unbiased variance (kernels.h's BatchNormRunningUpdate).
+// PyTorch's unbiased variance (batch_norm_kernels.h's BatchNormRunningUpdate).
 struct BatchNormForwardOperands {
   const void* x;
   const void* gamma;

@@ -1,7 +1,8 @@
-// Launching the kernels of kernels.h: the grid of a grid-stride loop (a pure function, tested on
+// Launching the kernels of *_kernels.h: the grid of a grid-stride loop (a pure function, tested on
 // the host); launch_for_each, which runs a functor over [0, n) on a stream; and
 // launch_channel_reduce, a block per channel (channel_reduce.h). Host-compilable:
-// the launch itself is defined, and instantiated for every functor of kernels.h, in kernels.cu.
+// the launch itself is defined in launch.cuh, and instantiated for every functor in its family's
+// .cu file.
 #pragma once
 #include <algorithm>
 #include <cstdint>
@@ -28,13 +29,13 @@ inline Grid grid_for(int64_t n, int threads = kThreadsPerBlock, int64_t max_bloc
   return {std::min<int64_t>((n + threads - 1) / threads, max_blocks), threads};
 }
 
-// Runs f(i) for every i in [0, n) on `stream`, asynchronously. F is one of kernels.h's functors.
+// Runs f(i) for every i in [0, n) on `stream`, asynchronously. F is a functor of a *_kernels.h.
 template <typename F>
 void launch_for_each(StreamRef stream, int64_t n, const F& f);
 
 // Runs the per-channel reduction R (channel_reduce.h) over `channels` channels of `per_channel`
 // values each, one block per (channel, part), asynchronously: part p of channel c goes to
-// out[c * parts + p]. R is one of kernels.h's reductions (an Acc and an add).
+// out[c * parts + p]. R is a reduction of batch_norm_kernels.h (an Acc and an add).
 template <typename R>
 void launch_channel_reduce(StreamRef stream, int64_t channels, int64_t per_channel, int64_t parts,
                            const R& r, typename R::Acc* out);

@@ -1,13 +1,16 @@
-// The CUDA backend's own kernels: each is a grid-stride loop over one functor of kernels.h, whose
-// body tests/unit/cuda_kernel_math_test.cpp checks on the host over every index, or a block per
-// channel over one of its reductions (channel_reduce.h, whose tree is checked on the host too).
+// What every family's .cu file uses to launch its functors: the grid-stride loop over one functor
+// (launch_for_each) and the block-per-channel reduction (launch_channel_reduce, channel_reduce.h),
+// both defined here and instantiated, by the macros below, in the .cu file of the functor's
+// family. Included only by .cu files.
+#pragma once
 #include <cuda_runtime.h>
 
 #include <cstring>
 
+#include "runtime/backend/cuda/channel_reduce.h"
 #include "runtime/backend/cuda/cuda_check.h"
-#include "runtime/backend/cuda/kernels.h"
 #include "runtime/backend/cuda/launch.h"
+#include "runtime/backend/cuda/stored.h"
 
 namespace dlb::cuda {
 namespace {
@@ -94,39 +97,6 @@ void launch_for_each(StreamRef stream, int64_t n, const F& f) {
   DLB_INSTANTIATE(Cast<S, float>)    \
   DLB_INSTANTIATE(Cast<S, F16>)      \
   DLB_INSTANTIATE(Cast<S, BF16>)
-
-DLB_INSTANTIATE_STORED(Fill)
-DLB_INSTANTIATE_CAST_FROM(float)
-DLB_INSTANTIATE_CAST_FROM(F16)
-DLB_INSTANTIATE_CAST_FROM(BF16)
-DLB_INSTANTIATE_STORED(ReluForward)
-DLB_INSTANTIATE_STORED(ReluBackward)
-DLB_INSTANTIATE_STORED(Add)
-DLB_INSTANTIATE_STORED(Accumulate)
-DLB_INSTANTIATE_STORED(DropoutForward)
-DLB_INSTANTIATE_STORED(DropoutBackward)
-DLB_INSTANTIATE(Increment)
-DLB_INSTANTIATE_STORED(SgdUpdate)
-DLB_INSTANTIATE_STORED(FindNonFinite)
-DLB_INSTANTIATE(UpdateLossScale)
-DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyRow)
-DLB_INSTANTIATE(MeanOfRows)
-DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyBackward)
-DLB_INSTANTIATE_STORED(AdaptiveAvgPoolForward)
-DLB_INSTANTIATE_STORED(AdaptiveAvgPoolBackward)
-DLB_INSTANTIATE_STORED(PoolForward)
-DLB_INSTANTIATE_STORED(PoolBackward)
-DLB_INSTANTIATE_STORED(BiasAdd)
-DLB_INSTANTIATE_STORED(BiasPartialSums)
-DLB_INSTANTIATE(BiasLaneSum)
-DLB_INSTANTIATE_STORED(BiasChannelSum)
-DLB_INSTANTIATE(BatchNormRunningUpdate)
-DLB_INSTANTIATE_STORED(BatchNormInfer)
-DLB_INSTANTIATE(BatchNormStatistics)
-DLB_INSTANTIATE_STORED(BatchNormNormalize)
-DLB_INSTANTIATE_STORED(BatchNormBackwardChannel)
-DLB_INSTANTIATE_STORED(BatchNormBackwardData)
-
 #define DLB_INSTANTIATE_REDUCE(...)                                                      \
   template void launch_channel_reduce<__VA_ARGS__>(StreamRef, int64_t, int64_t, int64_t, \
                                                    const __VA_ARGS__&, __VA_ARGS__::Acc*);
@@ -134,7 +104,5 @@ DLB_INSTANTIATE_STORED(BatchNormBackwardData)
   DLB_INSTANTIATE_REDUCE(R<float>)       \
   DLB_INSTANTIATE_REDUCE(R<F16>)         \
   DLB_INSTANTIATE_REDUCE(R<BF16>)
-DLB_INSTANTIATE_REDUCE_STORED(BatchNormMoments)
-DLB_INSTANTIATE_REDUCE_STORED(BatchNormBackwardSums)
 
 }  // namespace dlb::cuda

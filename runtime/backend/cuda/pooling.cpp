@@ -1,0 +1,55 @@
+// Max, average and adaptive average pooling on our kernels (pooling_kernels.h): cudnn-frontend's
+// resample node has no backward.
+#include <fmt/format.h>
+
+#include "runtime/backend/cuda/cuda_backend_impl.h"
+#include "runtime/backend/cuda/pooling_kernels.h"
+
+namespace dlb::cuda {
+
+void CudaBackend::pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) {
+  const PoolGeo g = pool_geo(x, y);
+  with_storage(x.dtype(), "pool input", [&](auto tag) {
+    using T = decltype(tag);
+    run(y.numel(), PoolForward<T>{p, as<T>(x), g.in, g.out, as<T>(y)});
+  });
+}
+
+void CudaBackend::pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y,
+                                const Tensor& dy, Tensor& dx) {
+  const PoolGeo g = pool_geo(x, y);
+  same(x, dx, "pool backward");
+  same(y, dy, "pool backward");
+  with_storage(x.dtype(), "pool input", [&](auto tag) {
+    using T = decltype(tag);
+    run(dx.numel(), PoolBackward<T>{p, as<T>(x), as<T>(dy), g.in, g.out, as<T>(dx)});
+  });
+}
+
+void CudaBackend::adaptive_avg_pool_forward(const Tensor& x, Tensor& y) {
+  const PoolGeo g = pool_geo(x, y);
+  with_storage(x.dtype(), "pool input", [&](auto tag) {
+    using T = decltype(tag);
+    run(y.numel(), AdaptiveAvgPoolForward<T>{as<T>(x), g.in, g.out, as<T>(y)});
+  });
+}
+
+void CudaBackend::adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) {
+  const PoolGeo g = pool_geo(dx, dy);
+  with_storage(dx.dtype(), "pool gradient", [&](auto tag) {
+    using T = decltype(tag);
+    run(dx.numel(), AdaptiveAvgPoolBackward<T>{as<T>(dy), g.in, g.out, as<T>(dx)});
+  });
+}
+
+CudaBackend::PoolGeo CudaBackend::pool_geo(const Tensor& x, const Tensor& y) {
+  check_dtype(y, x.dtype(), "pool output");
+  if (x.shape().rank() != 4 || y.shape().rank() != 4 || x.dim(0) != y.dim(0) ||
+      x.dim(1) != y.dim(1)) {
+    throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
+                                      x.shape().str(), y.shape().str()));
+  }
+  return {nchw(x), nchw(y)};
+}
+
+}  // namespace dlb::cuda
