@@ -19,6 +19,9 @@ class Plot:
     title: str
     name: str
     files: list[Path]
+    # The figures the plot draws, as a table under it (header, rows), and how to read both.
+    table: tuple[list[str], list[list[str]]] | None = None
+    note: str = ""
 
 
 @dataclass
@@ -37,9 +40,9 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     plots: list[Plot] = []
     records = rs.records
 
-    def add(fig, title, name):
+    def add(fig, title, name, table=None, note=""):
         if fig is not None:
-            plots.append(Plot(title, name, common.save(fig, out_dir, name)))
+            plots.append(Plot(title, name, common.save(fig, out_dir, name), table, note))
 
     # Throughput plots draw a peer's curve beside dlbench's; the plots of dlbench's insides
     # (memory by category, phases, timelines) take dlbench's records only.
@@ -62,7 +65,7 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
                      for r in own}) > 1 or rs.suite == "precision"):
         add(precision.render(own, peaks), "Precision", "precision")
     add(convergence.render(own), "Time to accuracy", "convergence")
-    add(overlap.render(own), "Overlap", "overlap")
+    add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
     add(memory.render(own), "Memory", "memory")
     chosen = timeline.pick(own, rs.resolve, skipped)
     if chosen is not None:
@@ -91,12 +94,12 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
     keys = varying_keys(rs.records) or ["model"]
     others = peers(rs.records)
     header = ["#", *keys, "status", "img/s", *[f"vs {p}" for p in others], "step median ms",
-              "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/total ms", "MFU",
+              "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/all ms", "MFU",
               "of measured peak", "time to accuracy"]
     rows = []
     for r in rs.records:
         st = r.get("metrics.step_time_s") or {}
-        comm = r.get("metrics.comm")
+        comm = overlap.comm_parts(r)
         conv = r.get("metrics.convergence")
         eff = efficiency(r)
         mfu = peaks_mod.mfu(r, peaks) if r.ok else None
@@ -112,7 +115,8 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             _fmt(eff and 100 * eff, ".1f", "%"),
             _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
                  ".1f"),
-            f"{comm['comm_exposed_s'] * 1e3:.1f} / {comm['comm_total_s'] * 1e3:.1f}" if comm else "",
+            (f"{comm['exposed'] * 1e3:.1f} / " +
+             ("n/a" if comm["comm"] is None else f"{comm['comm'] * 1e3:.1f}")) if comm else "",
             ("n/a" if mfu is None else f"{100 * mfu:.1f}%") if r.ok else "",
             _fmt(r.get("metrics.fraction_of_peak_flops") and
                  100 * r.get("metrics.fraction_of_peak_flops"), ".1f", "%"),
@@ -180,6 +184,12 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     for p in plots:
         png = [f for f in p.files if f.suffix == ".png"][0]
         out += [f"### {p.title}", "", f"![{p.title}]({png.relative_to(rs.directory)})", ""]
+        if p.table:
+            head, body = p.table
+            out += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+            out += ["| " + " | ".join(row) + " |" for row in body] + [""]
+        if p.note:
+            out += [p.note, ""]
     out += ["## Environment", "", "| key | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in env.items()]
     return "\n".join(out) + "\n"
@@ -224,6 +234,13 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
         svg = [f for f in p.files if f.suffix == ".svg"][0]
         parts.append(f"<h3>{e(p.title)}</h3><img src='{e(str(svg.relative_to(rs.directory)))}' "
                      f"alt='{e(p.title)}'>")
+        if p.table:
+            head, body = p.table
+            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in body]
+            parts.append("</table>")
+        if p.note:
+            parts.append(f"<p>{e(p.note)}</p>")
     parts.append("<h2>Environment</h2><table>")
     parts += [f"<tr><th>{e(k)}</th><td class='l'>{e(str(v))}</td></tr>" for k, v in env.items()]
     parts.append("</table></body></html>")

@@ -23,57 +23,66 @@ std::vector<Interval> merged(std::vector<Interval> v) {
   return out;
 }
 
-// Length of `a` not covered by `b` (both merged, sorted).
-double uncovered(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  double total = 0;
-  size_t j = 0;
-  for (const auto& [start, end] : a) {
-    double cursor = start;
-    while (j < b.size() && b[j].second <= cursor) ++j;
-    for (size_t k = j; k < b.size() && b[k].first < end; ++k) {
-      if (b[k].first > cursor) total += b[k].first - cursor;
-      cursor = std::max(cursor, b[k].second);
-      if (cursor >= end) break;
-    }
-    if (cursor < end) total += end - cursor;
+// The intersection of two merged, sorted interval lists.
+std::vector<Interval> intersected(const std::vector<Interval>& a, const std::vector<Interval>& b) {
+  std::vector<Interval> out;
+  size_t i = 0, j = 0;
+  while (i < a.size() && j < b.size()) {
+    const double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
+    if (lo < hi) out.push_back({lo, hi});
+    (a[i].second < b[j].second ? i : j) += 1;
   }
+  return out;
+}
+
+double length(const std::vector<Interval>& v) {
+  double total = 0;
+  for (const auto& [start, end] : v) total += end - start;
   return total;
 }
 
 }  // namespace
 
-nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
-  std::vector<Interval> comm, compute;
-  double total_us = 0;
-  std::map<double, std::vector<double>> busbw_by_bytes;
-  const double factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
-  for (const Span& s : tracer.spans()) {
+CommTimes comm_times(const std::vector<Span>& spans) {
+  std::vector<Interval> steps, comm, compute;
+  for (const Span& s : spans) {
     const Interval iv{s.start_us, s.start_us + s.duration_us};
-    if (s.lane == Lane::kComm && s.category == "allreduce") {
+    if (s.category == kStepCategory) {
+      steps.push_back(iv);
+    } else if (s.lane == Lane::kComm && s.category == "allreduce") {
       comm.push_back(iv);
-      total_us += s.duration_us;
-      if (s.duration_us > 0 && !s.clipped) {  // a clipped span's time is not the operation's
-        busbw_by_bytes[s.bytes].push_back(s.bytes / (s.duration_us * 1e-6) * factor / 1e9);
-      }
     } else if (s.lane == Lane::kCompute) {
       compute.push_back(iv);
     }
   }
-  const double steps = std::max<int64_t>(tracer.traced_steps(), 1);
-  const std::vector<Interval> comm_union = merged(comm);
-  const double exposed_us = uncovered(comm_union, merged(compute));
-  double busy_us = 0;
-  for (const auto& [start, end] : comm_union) busy_us += end - start;
+  const std::vector<Interval> windows = merged(steps);
+  const std::vector<Interval> comm_in = intersected(merged(comm), windows);
+  const double hidden_us = length(intersected(comm_in, merged(compute)));
+  const double comm_us = length(comm_in);
+  return {comm_us * 1e-6, (comm_us - hidden_us) * 1e-6, hidden_us * 1e-6};
+}
+
+nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
+  std::map<double, std::vector<double>> busbw_by_bytes;
+  const double factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
+  for (const Span& s : tracer.spans()) {
+    if (s.lane == Lane::kComm && s.category == "allreduce" && s.duration_us > 0 && !s.clipped) {
+      // A clipped span's time is not the operation's.
+      busbw_by_bytes[s.bytes].push_back(s.bytes / (s.duration_us * 1e-6) * factor / 1e9);
+    }
+  }
+  const double steps = static_cast<double>(std::max<int64_t>(tracer.traced_steps(), 1));
+  const CommTimes t = comm_times(tracer.spans());
   nlohmann::json buckets = nlohmann::json::array();
   for (const auto& [bytes, bw] : busbw_by_bytes) {
     buckets.push_back(
         {{"bytes", bytes}, {"count", bw.size()}, {"median_busbw_gbs", percentile(bw, 50)}});
   }
   return {{"traced_steps", tracer.traced_steps()},
-          {"comm_total_s", total_us * 1e-6 / steps},
-          {"comm_exposed_s", exposed_us * 1e-6 / steps},
-          {"comm_busy_s", busy_us * 1e-6 / steps},
-          {"overlap", total_us > 0 ? 1.0 - exposed_us / total_us : 0.0},
+          {"comm_s", t.comm_s / steps},
+          {"comm_exposed_s", t.exposed_s / steps},
+          {"comm_hidden_s", t.hidden_s / steps},
+          {"overlap", t.comm_s > 0 ? t.hidden_s / t.comm_s : 0.0},
           {"allreduce_busbw_by_size", buckets}};
 }
 

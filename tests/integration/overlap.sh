@@ -26,8 +26,13 @@ work = sys.argv[1]
 m = {o: json.load(open(f"{work}/{o}.json"))["metrics"] for o in ("none", "backward", "forward")}
 for o, x in m.items():
     c = x["comm"]
-    print(f"{o:8s} step {x['step_time_s']['median']:.3f} s  comm_total {c['comm_total_s']:.3f} s  "
+    print(f"{o:8s} step {x['step_time_s']['median']:.3f} s  comm {c['comm_s']:.3f} s  "
           f"comm_exposed {c['comm_exposed_s']:.3f} s  overlap {c['overlap']:.2f}")
+    # docs/metrics.md: times within the traced steps, comm = exposed + hidden.
+    assert abs(c["comm_s"] - c["comm_exposed_s"] - c["comm_hidden_s"]) < 1e-9, c
+    assert 0 <= c["overlap"] <= 1 and c["comm_hidden_s"] >= 0, c
+    if "phases" in x:
+        assert c["comm_s"] <= x["phases"]["step_s"] + 1e-9, (c, x["phases"])
 none = m["none"]["comm"]["comm_exposed_s"]
 assert none > 0, "none must expose its all-reduce"
 assert m["backward"]["comm"]["comm_exposed_s"] < 0.6 * none, "backward hides too little"

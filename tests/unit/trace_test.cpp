@@ -5,6 +5,7 @@
 #include <set>
 
 #include "runtime/core/error.h"
+#include "runtime/trace/comm_metrics.h"
 #include "runtime/train/profile.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
@@ -141,6 +142,55 @@ TEST(Tracer, HostAndDeviceMarksAreNotMixed) {
   tracer.record_clipped(comm, Mark{5, nullptr}, Mark{6, nullptr}, 0);
   tracer.end_window();
   EXPECT_THROW(tracer.spans(), InvalidArgument);
+}
+
+// docs/metrics.md's communication metrics on a hand-made trace of two steps (microseconds):
+//   step 1 [0, 100): compute [0, 30) [30, 70) [80, 90); buckets A [40, 75) and B [50, 85) in
+//     flight together: comm [40, 85) = 45, under compute [40, 70) + [80, 85) = 35, exposed
+//     [70, 80) = 10;
+//   step 2 [100, 200): compute [100, 140) [140, 180) [190, 195); bucket C [150, 198) with D
+//     [160, 170) nested in it, and E [195, 210) running past the last step: comm [150, 200) = 50
+//     (E's 10 outside every step do not count), hidden [150, 180) + [190, 195) = 35, exposed
+//     [180, 190) + [195, 200) = 15.
+// Totals: comm 95, hidden 70, exposed 25; the spans' sum (143) is no time at all.
+TEST(CommMetrics, UnionsOfSpansInsideTheSteps) {
+  const auto span = [](const char* category, Lane lane, double start, double end) {
+    Span s{"s", category, lane};
+    s.start_us = start;
+    s.duration_us = end - start;
+    return s;
+  };
+  const std::vector<Span> spans{
+      span(kStepCategory, Lane::kHost, 0, 100),
+      span(kStepCategory, Lane::kHost, 100, 200),
+      span("forward", Lane::kCompute, 0, 30),
+      span("backward_data", Lane::kCompute, 30, 70),
+      span("optimizer", Lane::kCompute, 80, 90),
+      span("forward", Lane::kCompute, 100, 140),
+      span("backward_data", Lane::kCompute, 140, 180),
+      span("optimizer", Lane::kCompute, 190, 195),
+      span("allreduce", Lane::kComm, 40, 75),
+      span("allreduce", Lane::kComm, 50, 85),
+      span("allreduce", Lane::kComm, 150, 198),
+      span("allreduce", Lane::kComm, 160, 170),
+      span("allreduce", Lane::kComm, 195, 210),
+      span("copy", Lane::kCopy, 90, 100),  // neither compute nor communication
+  };
+  const CommTimes t = comm_times(spans);
+  EXPECT_EQ(t.comm_s, 95 * 1e-6);
+  EXPECT_EQ(t.hidden_s, 70 * 1e-6);
+  EXPECT_EQ(t.exposed_s, 25 * 1e-6);
+  // No communication: nothing exposed or hidden.
+  const CommTimes none = comm_times({spans.begin(), spans.begin() + 8});
+  EXPECT_EQ(none.comm_s, 0.0);
+  EXPECT_EQ(none.exposed_s, 0.0);
+  // Communication with no compute at all is all exposed.
+  const CommTimes bare =
+      comm_times({span(kStepCategory, Lane::kHost, 0, 10), span("allreduce", Lane::kComm, 2, 6),
+                  span("allreduce", Lane::kComm, 4, 8)});
+  EXPECT_EQ(bare.comm_s, 6 * 1e-6);
+  EXPECT_EQ(bare.exposed_s, 6 * 1e-6);
+  EXPECT_EQ(bare.hidden_s, 0.0);
 }
 
 }  // namespace

@@ -1,6 +1,9 @@
-"""Where a step's time goes, per overlap strategy: stacked forward, backward, optimizer and
-exposed communication (what the step waits for), with the hidden communication (overlapped by
-compute, so off the critical path) drawn hatched on top."""
+"""Where a step's time goes, per overlap strategy: stacked forward, backward, optimizer, exposed
+communication (what the step waits for) and the rest, adding up to the step. Communication hidden
+under compute is part of the compute segments' time, so it is drawn over them, hatched, never on
+top: no bar is taller than its step. The table beside it uses the same traced steps, and adds
+what each strategy saves against `none` at the same point (docs/metrics.md defines every
+figure)."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,34 +15,104 @@ SEGMENTS = [("forward", "forward (+ loss)"), ("backward", "backward"),
             ("optimizer", "optimizer"), ("exposed", "exposed comm"),
             ("other", "other (host, copies, idle)")]
 
+NOTE = ("Bars and the breakdown columns are the mean of the traced steps (the same steps for "
+        "both); comm is the time some all-reduce runs, exposed the part with no compute "
+        "running, hidden the part under compute. 'saved vs none' compares median step times "
+        "over the timed steps with the `none` point of the same configuration.")
+
+
+def comm_parts(record: Record) -> dict | None:
+    """metrics.comm as docs/metrics.md defines it, in seconds per traced step: comm (some
+    all-reduce runs), exposed (and no compute does), hidden (under compute). Records written
+    before those definitions have comm_busy_s for comm; the oldest have only the sum of spans,
+    which is no time, so their comm and hidden are None (unknown)."""
+    c = record.get("metrics.comm")
+    if not c:
+        return None
+    comm = c.get("comm_s", c.get("comm_busy_s"))
+    exposed = c["comm_exposed_s"]
+    hidden = c.get("comm_hidden_s", None if comm is None else max(0.0, comm - exposed))
+    return {"comm": comm, "exposed": exposed, "hidden": hidden}
+
 
 def breakdown(record: Record) -> dict:
-    """Per traced step, in seconds, from metrics.phases and metrics.comm."""
+    """Per traced step, in seconds, from metrics.phases and metrics.comm: the segments add up to
+    the step ("other" is what the rest leaves), and hidden lies within the compute segments."""
     p = record.need("metrics.phases")
-    comm = record.get("metrics.comm") or {"comm_total_s": 0.0, "comm_exposed_s": 0.0}
-    exposed, total = comm["comm_exposed_s"], comm["comm_total_s"]
+    comm = comm_parts(record) or {"comm": 0.0, "exposed": 0.0, "hidden": 0.0}
     parts = {
         "forward": p["forward_s"] + p["loss_s"],
         "backward": p["backward_s"],
         "optimizer": p["optimizer_s"],
-        "exposed": exposed,
+        "exposed": comm["exposed"],
     }
     parts["other"] = max(0.0, p["step_s"] - sum(parts.values()))
-    # Buckets in flight together: count the time some all-reduce runs once (comm_busy), not once
-    # per bucket (comm_total, which includes each bucket's wait behind the others).
-    busy = comm.get("comm_busy_s", total)
-    parts["hidden"] = max(0.0, busy - exposed)
+    parts["hidden"] = None if comm["hidden"] is None else min(
+        comm["hidden"], parts["forward"] + parts["backward"] + parts["optimizer"])
+    parts["comm"] = comm["comm"]
     parts["step"] = p["step_s"]
     return parts
 
 
-def render(records: list[Record]):
-    ok = [r for r in records if r.ok and r.get("metrics.phases") and r.get("metrics.comm")]
-    if not ok:
-        return None
+def _ordered(records: list[Record]) -> tuple[list[Record], list[str]]:
+    ok = [r for r in records if r.ok and r.get("metrics.phases") and comm_parts(r)]
     keys = [k for k in varying_keys(ok) if k != "overlap"]
     ok.sort(key=lambda r: (str([r.config.get(k) for k in keys]),
                            common.strategy_order(r.config.get("overlap", "none"))))
+    return ok, keys
+
+
+def _baseline(record: Record, records: list[Record]) -> Record | None:
+    """The ok `none` point whose configuration differs from `record`'s only in the strategy."""
+    want = {k: v for k, v in record.point_config.items() if k != "overlap"}
+    for r in records:
+        if (r.ok and r.config.get("overlap") == "none" and r.system == record.system and
+                {k: v for k, v in r.point_config.items() if k != "overlap"} == want):
+            return r
+    return None
+
+
+def saved_vs_none(record: Record, records: list[Record]) -> tuple[float, float] | None:
+    """(seconds, fraction) of the median timed step that `record` saves against its `none`
+    point; None where there is no such point or `record` is it."""
+    base = _baseline(record, records)
+    if base is None or base is record:
+        return None
+    b, m = base.get("metrics.step_time_s.median"), record.get("metrics.step_time_s.median")
+    if not b or m is None:
+        return None
+    return b - m, (b - m) / b
+
+
+def table(records: list[Record]) -> tuple[list[str], list[list[str]]] | None:
+    ok, keys = _ordered(records)
+    if not ok:
+        return None
+    header = ["point", "overlap", *keys, "step ms", "exposed comm ms", "hidden comm ms",
+              "comm ms", "hidden %", "median step ms (timed)", "saved vs none"]
+    rows = []
+    for r in ok:
+        d = breakdown(r)
+        saved = saved_vs_none(r, records)
+        median = r.get("metrics.step_time_s.median")
+        rows.append([
+            str(r.data["point"]["index"]), str(r.config.get("overlap", "none")),
+            *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
+            f"{d['step'] * 1e3:.1f}", f"{d['exposed'] * 1e3:.1f}",
+            "n/a" if d["hidden"] is None else f"{d['hidden'] * 1e3:.1f}",
+            "n/a" if d["comm"] is None else f"{d['comm'] * 1e3:.1f}",
+            f"{100 * d['hidden'] / d['comm']:.0f}%" if d["comm"] else "",
+            "" if median is None else f"{median * 1e3:.1f}",
+            ("" if r.config.get("overlap") == "none" else "no none point") if saved is None
+            else f"{saved[0] * 1e3:+.1f} ms ({100 * saved[1]:+.1f}%)",
+        ])
+    return header, rows
+
+
+def render(records: list[Record]):
+    ok, keys = _ordered(records)
+    if not ok:
+        return None
     names = [label(r, ["overlap"] + keys).replace(" ", "\n") for r in ok]
     data = [breakdown(r) for r in ok]
     fig, ax = common.figure(max(7.0, 1.3 * len(ok) + 3), 5.5)
@@ -51,18 +124,21 @@ def render(records: list[Record]):
         h = np.array([d[key] * 1e3 for d in data])
         ax.bar(x, h, 0.6, bottom=bottom, label=text, color=colors[key], gid=f"segment:{key}")
         bottom += h
-    hidden = np.array([d["hidden"] * 1e3 for d in data])
-    ax.bar(x, hidden, 0.6, bottom=bottom, label="hidden comm (all-reduce running under compute)",
-           color="none", edgecolor="C3", hatch="//", gid="segment:hidden")
+    # Unknown in the oldest records (comm_parts): not drawn.
+    hidden = np.array([(d["hidden"] or 0.0) * 1e3 for d in data])
+    ax.bar(x, hidden, 0.3, bottom=0, label="hidden comm (all-reduce under the compute it "
+           "overlaps; part of the bar, not added)", color="none", edgecolor="black",
+           hatch="//", gid="segment:hidden")
     ax.set_xticks(x)
     ax.set_xticklabels(names, fontsize=8)
-    ax.set_ylabel("time per step (ms, mean of the traced steps)")
+    steps = sorted({r.get("metrics.phases.traced_steps") for r in ok} - {None})
+    ax.set_ylabel(f"time per step (ms, mean of {'/'.join(map(str, steps))} traced steps)")
     ax.grid(axis="y", alpha=0.3)
     ranks = sorted({r.config["ranks"] for r in ok})
     ax.set_title(f"Overlap: {common.describe(ok)}\nranks {'/'.join(map(str, ranks))}, "
                  f"batch {'/'.join(str(b) for b in sorted({r.config['batch'] for r in ok}))} "
                  "per rank; rank 0's spans", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
-    common.set_top(ax, max(bottom + hidden) * 1.25)
+    common.set_top(ax, max(bottom) * 1.35)
     common.footnote(fig, common.status_note(records))
     return fig
