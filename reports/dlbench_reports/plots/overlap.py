@@ -18,7 +18,8 @@ SEGMENTS = [("forward", "forward (+ loss)"), ("backward", "backward"),
 NOTE = ("Bars and the breakdown columns are the mean of the traced steps (the same steps for "
         "both); comm is the time some all-reduce runs, exposed the part with no compute "
         "running, hidden the part under compute. 'saved vs none' compares median step times "
-        "over the timed steps with the `none` point of the same configuration.")
+        "over the timed steps with the `none` point of the same configuration; negative: the "
+        "strategy was slower.")
 
 
 def comm_parts(record: Record) -> dict | None:
