@@ -132,18 +132,46 @@ ENV_KEYS = ["host", "device", "cpu", "cpu_threads", "backend", "driver", "cuda",
 PEER_ENV_KEYS = ["torch", "torchvision", "python", "comm", "cudnn", "nccl"]
 
 
+def _points_text(indices: list[int]) -> str:
+    """'points 1-3, 7': runs of consecutive indices."""
+    runs: list[list[int]] = []
+    for i in sorted(indices):
+        if runs and i == runs[-1][1] + 1:
+            runs[-1][1] = i
+        else:
+            runs.append([i, i])
+    text = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+    return ("point " if len(indices) == 1 else "points ") + text
+
+
+def _values_text(key: str, seen: dict) -> str:
+    """One value as it is; values that differ across points each with the points that had it
+    (the times as their span)."""
+    if len(seen) == 1:
+        return str(next(iter(seen)))
+    if key == "time":
+        return f"{min(seen)} to {max(seen)}"
+    return "; ".join(f"{v} ({_points_text(ix)})" for v, ix in seen.items())
+
+
 def environment(rs: ResultSet) -> dict:
-    """dlbench's environment, then each peer's versions (`<peer> <key>`)."""
-    env: dict = {}
-    for r in sorted(rs.records, key=lambda r: r.system != "dlbench"):
+    """dlbench's environment over all its records, then each peer's versions (`<peer> <key>`).
+    A value that differs across points is listed with each point's: a scaling sweep's 1-rank
+    points run without MPI, its others with it."""
+    by_key: dict[str, dict] = {}
+    for r in rs.records:
         e = r.data.get("environment")
         if not e:
             continue
-        if r.system == "dlbench" and not env:
-            env.update({k: e[k] for k in ENV_KEYS if k in e})
-        elif r.system != "dlbench" and not any(k.startswith(r.system + " ") for k in env):
-            env.update({f"{r.system} {k}": e[k] for k in PEER_ENV_KEYS if k in e})
-    return env
+        keys = ENV_KEYS if r.system == "dlbench" else PEER_ENV_KEYS
+        prefix = "" if r.system == "dlbench" else r.system + " "
+        for k in keys:
+            if k in e:
+                seen = by_key.setdefault(prefix + k, {})
+                seen.setdefault(e[k], []).append(r.data["point"]["index"])
+    own = [k for k in ENV_KEYS if k in by_key]
+    return {k: _values_text(k.rsplit(" ", 1)[-1], by_key[k])
+            for k in own + sorted(k for k in by_key if k not in own)}
 
 
 def failures(rs: ResultSet) -> list[Record]:

@@ -404,6 +404,7 @@ int sweep_command(const SweepOptions& opt) {
 
   fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
              suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
+  std::fflush(stdout);
   if (opt.dry_run) {
     // A check of the suite: a point that could not run fails it (a real sweep records it as
     // failed and goes on).
@@ -473,6 +474,9 @@ int sweep_command(const SweepOptions& opt) {
                                             record["metrics"]["throughput_img_s"].get<double>())
                               : status + ": " + record.value("message", ""),
                seconds, clock_text(runner.elapsed()));
+    // Point by point, also when stdout is a file or a pipe (block-buffered there: a long suite
+    // under nohup or in CI showed nothing until it ended).
+    std::fflush(stdout);
   }
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.

@@ -50,6 +50,19 @@ def test_scaling_plot_draws_the_records(results, tmp_path):
     assert [f.suffix for f in files] == [".png", ".svg"] and all(f.stat().st_size > 0 for f in files)
 
 
+def test_scaling_plot_says_which_ranks_share_cores_and_claims_no_simulation(results):
+    # The fixture ran 1, 2 and 4 ranks on a CPU with 2 hardware threads: 4 ranks share them.
+    rs = load(results("scaling"))
+    fig = scaling.render(rs.records)
+    marks = [g for g in lines_by_gid(fig) if g.startswith("oversubscribed:")]
+    assert marks == ["oversubscribed:4"]
+    assert len([l for l in fig.axes[0].get_lines() if l.get_gid() == "oversubscribed:4"]) == 3
+    notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
+    assert "Ranks 4 share this CPU's 2 hardware threads" in notes
+    assert "hollow" not in fig.axes[0].get_title()  # no simulated point
+    assert "2 hardware threads" in fig.axes[0].get_title()
+
+
 def test_scaling_plot_marks_simulated_points_hollow(results):
     rs = load(results("scaling"))
     rs.records[-1].data["mode"] = "simulated"  # what a later simulator issue will write
@@ -58,6 +71,7 @@ def test_scaling_plot_marks_simulated_points_hollow(results):
     hollow = [l for l in markers if l.get_markerfacecolor() == "none"]
     assert len(hollow) == 1 and len(markers) == len(rs.ok)
     assert any(t.get_text() == "simulated" for t in fig.axes[0].texts)
+    assert "hollow = simulated" in fig.axes[0].get_title()
 
 
 def test_batch_plot_draws_throughput_and_peak_memory(results):

@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import json
 
-from dlbench_reports.report import build
+from dlbench_reports.records import load
+from dlbench_reports.report import build, environment
 
 
 def test_report_shows_every_point_and_its_failures(results):
@@ -30,6 +31,14 @@ def test_report_shows_every_point_and_its_failures(results):
         for f in p.files:
             assert f.exists() and f.stat().st_size > 1000
             assert str(f.relative_to(d)) in (md if f.suffix == ".png" else html)
+
+
+def test_environment_lists_every_value_that_differs(results):
+    # The scaling fixture's 1-rank points ran without MPI, the others with Open MPI.
+    env = environment(load(results("scaling")))
+    assert env["mpi"] == "none (points 1-3); Open MPI v4.1.4 (points 4-9)"
+    assert env["git_sha"] == "d509d691d747"
+    assert env["time"] == "2026-11-22T07:52:11Z to 2026-11-22T07:52:43Z"
 
 
 def test_scaling_report_has_efficiency_and_plots(results):

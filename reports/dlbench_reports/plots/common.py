@@ -28,7 +28,7 @@ def device_name(record: Record) -> str:
     if device == "cpu":
         threads = env.get("cpu_threads")
         cpu = env.get("cpu", "CPU")
-        return f"{cpu}" + (f", {threads} threads" if threads else "")
+        return f"{cpu}" + (f" ({threads} hardware threads)" if threads else "")
     return str(device)
 
 

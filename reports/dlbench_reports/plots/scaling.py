@@ -54,10 +54,34 @@ def series(records: list[Record]) -> dict[str, dict]:
             "throughput": [r.need("metrics.throughput_img_s") for r in rs],
             "efficiency": [efficiency(r) for r in rs],
             "simulated": [r.data["mode"] == "simulated" for r in rs],
+            "oversubscribed": [oversubscribed(r) for r in rs],
             "base": one_rank_throughput(rs[0], records),
             "peer": rs[0].system != "dlbench",
         }
     return out
+
+
+def oversubscribed(record: Record) -> bool:
+    """Ranks sharing a CPU's hardware threads: more ranks than the machine has threads (each rank
+    runs at least one). Such a point measures contention, not scaling."""
+    env = record.data.get("environment") or {}
+    try:
+        threads = int(env.get("cpu_threads", 0))
+    except (TypeError, ValueError):
+        return False
+    return env.get("device") == "cpu" and threads > 0 and record.config["ranks"] > threads
+
+
+def shared_cores_note(records: list[Record]) -> str:
+    """What a plot of ranks on one CPU must say: which points share cores, and what the ideal
+    line and the efficiency then assume."""
+    shared = sorted({r.config["ranks"] for r in records if r.ok and oversubscribed(r)})
+    if not shared:
+        return ""
+    threads = (records[0].data.get("environment") or {}).get("cpu_threads")
+    return (f"Ranks {'/'.join(map(str, shared))} share this CPU's {threads} hardware threads "
+            "(oversubscribed; marked x): they measure contention for the same cores, not "
+            "scaling. The ideal line and the efficiency assume a device (or core set) per rank.")
 
 
 def render(records: list[Record]):
@@ -78,6 +102,9 @@ def render(records: list[Record]):
         for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
             ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
                     markersize=7)
+        for n, t, shared in zip(s["ranks"], s["throughput"], s["oversubscribed"]):
+            if shared:
+                ax.plot([n], [t], "x", color="black", markersize=9, gid=f"oversubscribed:{n}")
             if sim:
                 ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
@@ -91,8 +118,8 @@ def render(records: list[Record]):
     if bases:
         base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
         ax.plot(all_ranks, [n * base for n in all_ranks], "--", color="#888888",
-                label="ideal (linear from 1 rank, overlap=none)" if "none" in data
-                else "ideal (linear from 1 rank)", gid="ideal")
+                label="ideal (linear from 1 rank, overlap=none; a device per rank)" if "none" in data
+                else "ideal (linear from 1 rank; a device per rank)", gid="ideal")
     ax.set_xlabel("ranks (processes: one GPU each, or sharing the cores of one CPU)")
     ax.set_ylabel("throughput (images/s, all ranks)")
     eff_ax.set_ylabel("scaling efficiency (%)")
@@ -101,13 +128,15 @@ def render(records: list[Record]):
     ax.set_ylim(bottom=0)
     ax.grid(alpha=0.3)
     batch = sorted({r.config["batch"] for r in records})
+    simulated = any(sim for s in data.values() for sim in s["simulated"])
     ax.set_title(f"Weak scaling: {common.describe(records)}\n"
                  f"batch {'/'.join(map(str, batch))} per rank, "
-                 f"{records[0].config.get('image_size')}px; solid = measured, hollow = simulated",
-                 fontsize=10)
+                 f"{records[0].config.get('image_size')}px" +
+                 ("; solid = measured, hollow = simulated" if simulated else ""), fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = eff_ax.get_legend_handles_labels()
     ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper center",
               bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
-    common.footnote(fig, common.status_note(records))
+    common.footnote(fig, " ".join(t for t in (shared_cores_note(records),
+                                              common.status_note(records)) if t))
     return fig
