@@ -1,7 +1,9 @@
 """MLPerf-style comparison: systems side by side. Rows are (model, image size, precision, ranks);
 columns are systems (results directories, then published reference rows). A cell holds the best
 throughput of that system for the row (its batch named), and time-to-accuracy where a
-convergence run exists; ratios are against the first system."""
+convergence run exists. Ratios are the first system's throughput over each other's, as the
+report divides (dlbench over its peer); a ratio whose two points' configurations differ beyond
+the row (batch, overlap, ...) names the differences, since it then compares more than systems."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -20,6 +22,7 @@ class Cell:
     tta_s: float | None = None
     tta_note: str = ""
     source: str = ""
+    config: dict = field(default_factory=dict)  # the best point's, beyond the row and system
 
 
 @dataclass
@@ -80,6 +83,7 @@ def system_from_records(directory: str, name: str, records: list, tagged: bool) 
         t = r.need("metrics.throughput_img_s")
         if cell.throughput is None or t > cell.throughput:
             cell.throughput, cell.batch = t, c["batch"]
+            cell.config = dict(c)
         conv = r.get("metrics.convergence")
         tta = time_to_accuracy(conv)
         if tta is not None:
@@ -87,6 +91,16 @@ def system_from_records(directory: str, name: str, records: list, tagged: bool) 
                 cell.tta_s = tta
                 cell.tta_note = f"to {100 * conv['target_accuracy']:.1f}% test accuracy (digits)"
     return system
+
+
+# What a row or a column already says, and what does not change the work timed.
+NOT_COMPARED = {"model", "image_size", "precision", "ranks", "system", "cuda_graph", "seed"}
+
+
+def differences(a: dict, b: dict) -> list[str]:
+    """'batch 256/128' for each key both configurations have and disagree on."""
+    return [f"{k} {a[k]}/{b[k]}" for k in sorted(set(a) & set(b))
+            if k not in NOT_COMPARED and a[k] != b[k]]
 
 
 def _is_number(v) -> bool:
@@ -134,8 +148,26 @@ def reference_systems(path: str | Path) -> list[System]:
     return list(systems.values())
 
 
+def check_common_rows(systems: list[System]) -> None:
+    """RecordError when the directories' measured systems share no row with a throughput: there
+    is nothing to compare (published rows alone may match nothing: they are context; one
+    directory's peer rows may too, and are shown as they are)."""
+    measured = [s for s in systems if s.kind == "measured"]
+    if len(measured) < 2:
+        return
+    rows = [{k for k, c in s.cells.items() if c.throughput is not None} for s in measured]
+    if not any(sum(k in r for r in rows) >= 2 for k in set().union(*rows)):
+        have = "; ".join(f"{s.name}: " + (", ".join(
+            f"{k[0]} {k[1]}px {k[2]} x{k[3]}" for k in sorted(r)) or "no ok point")
+            for s, r in zip(measured, rows))
+        raise RecordError("compare: the results share no (model, image size, precision, ranks) "
+                          f"row, so nothing can be compared ({have})")
+
+
 def compare(directories: list[str], references: str | None = None) -> tuple[list[str], list]:
     systems = [s for d in directories for s in systems_from_dir(d)]
+    if len(directories) > 1:
+        check_common_rows(systems)
     if references:
         systems += reference_systems(REFERENCES_FILE if references == "default" else references)
     rows = sorted({k for s in systems for k in s.cells})
@@ -143,7 +175,7 @@ def compare(directories: list[str], references: str | None = None) -> tuple[list
     for i, s in enumerate(systems):
         header.append(f"[{i + 1}] img/s")
         if i > 0:
-            header.append(f"[{i + 1}]/[1]")
+            header.append(f"[1]/[{i + 1}]")
     header.append("time to accuracy")
     table = []
     base = systems[0]
@@ -157,8 +189,12 @@ def compare(directories: list[str], references: str | None = None) -> tuple[list
                 line.append("-")
             if i > 0:
                 b = base.cells.get(key)
-                line.append(f"{cell.throughput / b.throughput:.3g}x"
-                            if cell and cell.throughput and b and b.throughput else "-")
+                if cell and cell.throughput and b and b.throughput:
+                    differ = differences(b.config, cell.config)
+                    line.append(f"{b.throughput / cell.throughput:.3g}x" +
+                                (f" (differ: {', '.join(differ)})" if differ else ""))
+                else:
+                    line.append("-")
         ttas = [f"[{i + 1}] {s.cells[key].tta_s:.1f} s {s.cells[key].tta_note}"
                 for i, s in enumerate(systems) if key in s.cells and s.cells[key].tta_s]
         line.append("; ".join(ttas) or "-")
@@ -171,6 +207,10 @@ def to_markdown(header, table, legend) -> str:
     out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in table]
     out += ["", "Systems:", *[f"- {s}" for s in legend],
+            "", "[1]/[n]: system 1's images/s over system n's (above 1: system 1 is faster), as "
+            "the report's 'vs' columns divide. A ratio followed by 'differ:' compares points "
+            "whose configurations differ beyond the row (each system's best batch, say), so it "
+            "measures more than the systems.",
             "", "Rows that differ in model, image size, precision or ranks are not comparable; a "
             "published row matches a measured one only when all four agree."]
     return "\n".join(out) + "\n"

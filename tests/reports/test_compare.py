@@ -28,9 +28,38 @@ def test_rows_are_model_size_precision_ranks_with_best_throughput(results, tmp_p
         best = max(r["metrics"]["throughput_img_s"] for r in recs if r["config"]["ranks"] == ranks)
         assert row[:4] == ["resnet18", "32px", "fp32", str(ranks)]
         assert row[4].startswith(f"{best:,.1f} (b8)")
-        assert row[6] == "2x"
+        assert row[6] == "0.5x"  # [1]/[2], as the report divides: the first over the other
+    assert header[6] == "[1]/[2]"
     assert [r[3] for r in table] == ["1", "2", "4"]
     assert "measured" in legend[0] and str(a) in legend[0]
+
+
+def test_a_ratio_of_points_that_differ_beyond_the_row_says_how(results, tmp_path):
+    a = results("scaling")
+    b = tmp_path / "other"
+    b.mkdir()
+    lines = [json.loads(l) for l in (a / "results.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["config"]["batch"] = 16
+    (b / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    header, table, _ = compare([str(a), str(b)])
+    for row in table:
+        assert row[6] == "1x (differ: batch 8/16)"
+
+
+def test_results_with_no_row_in_common_are_refused(results, tmp_path, capsys):
+    a = results("scaling")
+    b = tmp_path / "other"
+    b.mkdir()
+    lines = [json.loads(l) for l in (a / "results.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["config"]["model"] = "vgg16"
+    (b / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    from dlbench_reports.__main__ import main as cli
+    assert cli(["compare", str(a), str(b)]) == 2
+    err = capsys.readouterr().err
+    assert "share no (model, image size, precision, ranks) row" in err
+    assert "resnet18 32px fp32 x1" in err and "vgg16 32px fp32 x1" in err
 
 
 def test_references_and_time_to_accuracy(results, capsys):
