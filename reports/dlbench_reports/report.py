@@ -10,8 +10,8 @@ from pathlib import Path
 
 from . import peaks as peaks_mod
 from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
-from .records import (Record, ResultSet, efficiency, label, load, peer_ratio, peers,
-                      varying_keys)
+from .records import (Record, RecordError, ResultSet, efficiency, label, load, peer_ratio, peers,
+                      read_json_file, varying_keys)
 
 
 @dataclass
@@ -174,6 +174,57 @@ def environment(rs: ResultSet) -> dict:
             for k in own + sorted(k for k in by_key if k not in own)}
 
 
+# How to read each suite's report: what its table and plots answer, and what the figures mean.
+HOW_TO_READ_COMMON = (
+    "Each row is one point (a configuration run in its own processes). img/s is the images of "
+    "the timed steps over their wall time, all ranks together; the step columns are per-step "
+    "times over the same timed steps (median, and the 10th to 90th percentile). Efficiency is "
+    "throughput over ranks times the 1-rank point's. comm exposed/all is the time per traced "
+    "step in which an all-reduce runs with no compute, and in which one runs at all. MFU is "
+    "achieved FLOP/s over the device's dense peak where a peak is known. docs/metrics.md "
+    "defines every figure.")
+HOW_TO_READ = {
+    "scaling": "Weak scaling: the batch per rank is fixed, so ideal throughput grows linearly "
+               "with ranks and efficiency stays at 100%. Ranks that share one CPU's cores "
+               "measure contention for those cores, not scaling; the plot marks them.",
+    "batch": "Throughput and peak memory against the batch per rank: throughput flattens where "
+             "the device is busy, and memory grows with the activations.",
+    "precision": "Each precision against fp32 for the same model: on a GPU, tensor cores make "
+                 "16-bit faster; on a CPU, 16-bit storage is converted for every op, so it is "
+                 "slower, not faster.",
+    "overlap": "What hiding all-reduce behind backward (or the next forward) buys: compare each "
+               "strategy's step time with none at the same bucket size. The overlap table says "
+               "how much communication was exposed and how much ran under compute.",
+    "convergence": "Time to the target test accuracy, evaluation included, MLPerf style: a "
+                   "faster step that needs more epochs can lose.",
+}
+
+
+def how_to_read(suite: str) -> str:
+    return " ".join(t for t in (HOW_TO_READ.get(suite, ""), HOW_TO_READ_COMMON) if t)
+
+
+def description(rs: ResultSet) -> str:
+    """The suite's description from the sweep's summary.json, where it has one."""
+    path = rs.directory / "summary.json"
+    if not path.is_file():
+        return ""
+    try:
+        data = read_json_file(path, "summary")
+    except RecordError:
+        return ""
+    d = data.get("description") if isinstance(data, dict) else None
+    return d if isinstance(d, str) else ""
+
+
+def commands(rs: ResultSet) -> list[tuple[str, str]]:
+    """(point, command) for each record that carries the command that runs it again."""
+    keys = varying_keys(rs.records)
+    return [(f"{r.data['point']['index']} ({label(r, keys)})", r.data["command"])
+            for r in rs.records
+            if isinstance(r.data.get("command"), str) and r.data.get("point")]
+
+
 def failures(rs: ResultSet) -> list[Record]:
     return [r for r in rs.records if not r.ok]
 
@@ -188,9 +239,12 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     counts: dict[str, int] = {}
     for r in rs.records:
         counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
-    out = [f"# dlbench report: suite `{rs.suite}`", "",
-           f"{len(rs.records)} points: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
-           f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## Summary", "",
+    out = [f"# dlbench report: suite `{rs.suite}`", ""]
+    if description(rs):
+        out += [description(rs), ""]
+    out += [f"{len(rs.records)} points: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
+            f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## How to read this", "",
+            how_to_read(rs.suite), "", "## Summary", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     out += ["| " + " | ".join(row) + " |" for row in rows]
     for p in peers(rs.records):
@@ -218,6 +272,9 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
             out += ["| " + " | ".join(row) + " |" for row in body] + [""]
         if p.note:
             out += [p.note, ""]
+    if commands(rs):
+        out += ["## Running a point again", ""]
+        out += [f"- point {p}: `{c}`" for p, c in commands(rs)] + [""]
     out += ["## Environment", "", "| key | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in env.items()]
     return "\n".join(out) + "\n"
@@ -234,7 +291,9 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
+             f"<p>{e(description(rs))}</p>" if description(rs) else "",
              f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code></p>",
+             f"<h2>How to read this</h2><p>{e(how_to_read(rs.suite))}</p>",
              "<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
     status_col = header.index("status")
     for row in rows:
@@ -269,6 +328,10 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
             parts.append("</table>")
         if p.note:
             parts.append(f"<p>{e(p.note)}</p>")
+    if commands(rs):
+        parts.append("<h2>Running a point again</h2><ul>")
+        parts += [f"<li>point {e(p)}: <code>{e(c)}</code></li>" for p, c in commands(rs)]
+        parts.append("</ul>")
     parts.append("<h2>Environment</h2><table>")
     parts += [f"<tr><th>{e(k)}</th><td class='l'>{e(str(v))}</td></tr>" for k, v in env.items()]
     parts.append("</table></body></html>")

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "runtime/core/clock.h"
@@ -638,6 +640,36 @@ json config_json(const RunOptions& o) {
     if (option.scope == OptionScope::kConfig) c[option.key] = option.get(o);
   }
   return c;
+}
+
+namespace {
+// `text` as one shell word: as it is when every character is safe, else single-quoted.
+std::string shell_word(const std::string& text) {
+  const bool safe = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.,:/=+-@%", c);
+  });
+  if (safe) return text;
+  std::string quoted = "'";
+  for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return quoted + "'";
+}
+}  // namespace
+
+std::string reproduce_command(const RunOptions& o) {
+  const RunOptions defaults;
+  std::string cmd = "dlbench run";
+  for (const Option& option : run_option_table()) {
+    if (option.scope != OptionScope::kConfig) continue;
+    const json v = option.get(o);
+    if (v.is_null() || v == option.get(defaults)) continue;
+    if (v.is_boolean()) {
+      cmd += v.get<bool>() ? " " + option.flag() : " " + option.flag() + "=false";
+    } else {
+      cmd +=
+          " " + shell_word(option.flag() + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
+    }
+  }
+  return cmd;
 }
 
 }  // namespace dlb

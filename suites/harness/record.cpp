@@ -90,6 +90,7 @@ nlohmann::json record_json(const RunResult& r) {
                  {"status", run_status_name(r.status)},
                  {"mode", run_mode_name(r.mode)},
                  {"config", config},
+                 {"command", reproduce_command(r.options)},
                  {"global_batch", batch * r.ranks}};
   if (r.status != RunStatus::kOk) {
     record["message"] = r.message;

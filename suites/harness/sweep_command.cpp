@@ -71,7 +71,10 @@ json harness_record(RunStatus status, const std::string& message, const json& co
     parsed = false;  // the defaults, and the suite's keys as written
   }
   json record = record_json(failed_run(o, status, message));
-  if (!parsed) record["config"].update(config);
+  if (!parsed) {
+    record["config"].update(config);
+    record.erase("command");  // the defaults' command is not this point's
+  }
   return record;
 }
 
@@ -212,6 +215,7 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
   }
   write_json_atomically(out + "/summary.json", {{"suite", suite.name},
                                                 {"suite_file", suite.path},
+                                                {"description", suite.description},
                                                 {"cpu_override", suite.cpu_override_applied},
                                                 {"counts", counts},
                                                 {"points", points}});

@@ -78,3 +78,20 @@ def test_records_written_before_the_option_table_still_report(results):
     md = build(d).markdown.read_text()
     rows = [l for l in md.splitlines() if l.startswith("| ") and "| ok |" in l]
     assert rows and all("%" not in r for r in rows)
+
+
+def test_report_says_what_the_suite_is_how_to_read_it_and_how_to_rerun_a_point(results):
+    d = results("overlap")
+    (d / "summary.json").write_text(json.dumps({"suite": "overlap", "description": "Hiding "
+                                                "all-reduce, measured."}))
+    lines = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    lines[0]["command"] = "dlbench run --model=alexnet --ranks=2 --bucket-mb=1"
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    r = build(d)
+    md, html = r.markdown.read_text(), r.html.read_text()
+    for text in (md, html):
+        assert "Hiding all-reduce, measured." in text
+        assert "How to read this" in text and "compare each strategy" in text
+        assert "Running a point again" in text
+        assert "dlbench run --model=alexnet --ranks=2 --bucket-mb=1" in text
+    assert md.index("How to read this") < md.index("## Summary")

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <set>
@@ -160,6 +161,38 @@ TEST(OptionTable, RecordedConfigReadsBackAsTheSameConfig) {
   EXPECT_EQ(recorded["memory_budget"], "3GiB");
   EXPECT_EQ(recorded["lr"], 0.1);
   EXPECT_EQ(config_json(options_from_json(recorded)), config_json(o));
+}
+
+// A record's command runs the point again: its flags, read back as the command line reads them,
+// give the same config.
+TEST(OptionTable, ReproduceCommandReadsBackAsTheSameConfig) {
+  EXPECT_EQ(reproduce_command(RunOptions{}), "dlbench run");
+  RunOptions o = options_from_json({{"model", "resnet50"},
+                                    {"batch", 64},
+                                    {"ranks", 4},
+                                    {"overlap", "backward"},
+                                    {"precision", "bf16"},
+                                    {"memory_budget", "3GiB"},
+                                    {"lr", 0.05},
+                                    {"cuda_graph", true},
+                                    {"dropout", 0.25}});
+  const std::string cmd = reproduce_command(o);
+  EXPECT_EQ(cmd.rfind("dlbench run --model=resnet50 ", 0), 0u) << cmd;
+  EXPECT_NE(cmd.find(" --cuda-graph"), std::string::npos) << cmd;
+  EXPECT_NE(cmd.find(" --memory-budget=3GiB"), std::string::npos) << cmd;
+  RunOptions back;
+  std::string word;
+  for (std::istringstream in(cmd.substr(std::string("dlbench run ").size())); in >> word;) {
+    const size_t eq = word.find('=');
+    std::string key = word.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    std::replace(key.begin(), key.end(), '-', '_');
+    const Option* option = find_option(key);
+    ASSERT_NE(option, nullptr) << word;
+    apply_option(back, *option,
+                 value_from_text(*option, eq == std::string::npos ? "" : word.substr(eq + 1)),
+                 OptionOrigin::kCommandLine);
+  }
+  EXPECT_EQ(config_json(back), config_json(o));
 }
 
 TEST(OptionTable, ValuesAreCheckedAgainstTypeValuesAndRange) {
