@@ -220,6 +220,39 @@ TEST_F(GpuKernels, BatchNormKernelsMatchTheCpuBackend) {
   close(d_db, db, "dbeta");
 }
 
+// The reduction where its hard parts run: channels split into parts (reduce_parts: 6 of 16,725
+// values each), every thread folding about 65 values, all eight warps merged, in both layouts.
+// Against the same threads and tree run on the host: the counts exactly (every value once), the
+// moments within the updating algorithm's bound (n kappa u per side, Chan, Golub and LeVeque),
+// since nvcc fuses multiply-adds the host does not.
+TEST_F(GpuKernels, ChannelReductionMatchesItsHostTreeInBothLayouts) {
+  const int64_t n = 32, c = 32, inner = 56 * 56, m = n * inner;
+  const int64_t parts = reduce_parts(c, m);
+  ASSERT_GT(parts, 1);
+  const Tensor x = host_random({n, c, 56, 56}, 1.f, 3.f);
+  const Tensor d_x = on_device(x);
+  Tensor scratch = gpu->empty({6 * c * parts}, DType::kF32, MemCategory::kWorkspace, "moments");
+  for (const bool channels_last : {false, true}) {
+    const ChannelRows layout{c, inner, channels_last};
+    std::vector<Welford> want(c * parts), got(c * parts);
+    reduce_channels_on_host(BatchNormMoments<float>{x.data<float>(), layout}, c, m, parts,
+                            want.data());
+    launch_channel_reduce(gpu->stream(), c, m, parts,
+                          BatchNormMoments<float>{d_x.data<float>(), layout},
+                          static_cast<Welford*>(scratch.raw()));
+    gpu->synchronize();
+    gpu->copy_to_host(scratch, got.data());
+    for (int64_t i = 0; i < c * parts; ++i) {
+      const Welford& w = want[i];
+      ASSERT_EQ(got[i].count, w.count) << channels_last << " " << i;
+      const double var = w.m2 / w.count, u = 0x1p-53;
+      const double kappa = std::sqrt(1 + w.mean * w.mean / var);
+      EXPECT_NEAR(got[i].mean, w.mean, 2 * w.count * u * std::fabs(w.mean)) << i;
+      EXPECT_NEAR(got[i].m2, w.m2, 2 * w.count * kappa * u * w.m2) << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dlb::cuda
 

@@ -336,7 +336,8 @@ TEST(CudnnVersion, CompatibleOnlyWithTheSameMajorAndNoOlderMinor) {
   EXPECT_NE(cudnn_incompatibility({8, 9, 7}, built).find("across major versions"),
             std::string::npos);
   EXPECT_NE(cudnn_incompatibility({10, 0, 0}, built), "");
-  // What CI builds and loads.
+  // What CI builds and loads (/usr/local/cuda's cuDNN both). On a machine whose library path puts
+  // an older cuDNN first (PyTorch's wheel), this fails, as dlbench's CUDA backend would refuse.
   EXPECT_EQ(cudnn_incompatibility(cudnn_version_from(cudnnGetVersion()),
                                   cudnn_version_from(CUDNN_VERSION)),
             "");

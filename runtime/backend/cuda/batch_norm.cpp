@@ -2,6 +2,9 @@
 // shape, our kernels (batch_norm_kernels.h) where it has none.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "runtime/backend/cuda/batch_norm_kernels.h"
 #include "runtime/backend/cuda/cuda_backend_impl.h"
 
@@ -184,6 +187,7 @@ void CudaBackend::bn_train_kernels(const BnDims& d, const Tensor& x, const Tenso
                                    const Tensor& beta, Tensor& running_mean, Tensor& running_var,
                                    Tensor& save_mean, Tensor& save_invstd, Tensor& y,
                                    float momentum, float eps) {
+  same(x, y, "batch norm");
   NvtxRange range("batch norm forward (kernels)");
   const int64_t m = d.n * d.inner, parts = reduce_parts(d.c, m);
   auto* moments = static_cast<Welford*>(workspace(bn_kernel_scratch_bytes(d)));
@@ -203,6 +207,8 @@ void CudaBackend::bn_backward_kernels(const BnDims& d, const Tensor& x, const Te
                                       const Tensor& gamma, const Tensor& save_mean,
                                       const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
                                       Tensor& dbeta) {
+  same(x, dy, "batch norm backward");
+  same(x, dx, "batch norm backward");
   NvtxRange range("batch norm backward (kernels)");
   const int64_t m = d.n * d.inner, parts = reduce_parts(d.c, m);
   auto* sums = static_cast<SumPair*>(workspace(bn_kernel_scratch_bytes(d)));

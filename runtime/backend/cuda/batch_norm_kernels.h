@@ -68,7 +68,7 @@ struct BatchNormMoments {
   using Acc = Welford;
   const T* x;
   ChannelRows layout;
-  DLB_HD void add(Welford& a, int64_t c, int64_t j) const { a.add(load(x[layout.value_at(c, j)])); }
+  DLB_HD void add(Welford& a, int64_t, int64_t at) const { a.add(load(x[at])); }
 };
 // Per channel: its parts' moments merged in part order; the variance, the saved statistics,
 // PyTorch's running statistics (the unbiased variance over m values), and the affine that
@@ -130,8 +130,7 @@ struct BatchNormBackwardSums {
   const float* save_mean;
   const float* save_invstd;
   ChannelRows layout;
-  DLB_HD void add(SumPair& a, int64_t c, int64_t j) const {
-    const int64_t at = layout.value_at(c, j);
+  DLB_HD void add(SumPair& a, int64_t c, int64_t at) const {
     const float g = load(dy[at]);
     a.first += g;
     a.second +=

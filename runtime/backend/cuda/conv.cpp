@@ -2,6 +2,8 @@
 // (conv_plan_key), and the bias, added and differentiated by bias_kernels.h's kernels.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runtime/backend/cuda/bias_kernels.h"
 #include "runtime/backend/cuda/cuda_backend_impl.h"
 

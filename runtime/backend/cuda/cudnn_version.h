@@ -35,8 +35,8 @@ inline std::string cudnn_incompatibility(const CudnnVersion& loaded, const Cudnn
           : "cuDNN runs only programs built against the same or an earlier minor release";
   return fmt::format(
       "the cuDNN loaded is {}, and dlbench was built against cuDNN {}: {}. Put cuDNN {}.{} or a "
-      "later {}.x first on LD_LIBRARY_PATH, or rebuild dlbench against the cuDNN you have "
-      "(cmake -DCUDNN_ROOT=...)",
+      "later {}.x first on LD_LIBRARY_PATH, or rebuild dlbench against the cuDNN you have, in a "
+      "fresh build directory (cmake -DCUDNN_ROOT=...: an existing one keeps the cuDNN it found)",
       loaded.str(), built.str(), why, built.major, built.minor, built.major);
 }
 

@@ -60,7 +60,8 @@ struct ChannelRows {
     return channels_last ? ((row / channels) * inner + k) * channels + row % channels
                          : row * inner + k;
   }
-  // Value j of channel c's n * inner (image j / inner, pixel j % inner).
+  // Value j of channel c's n * inner (image j / inner, pixel j % inner): the definition that
+  // channel_reduce.h's ChannelWalk follows without dividing.
   DLB_HD int64_t value_at(int64_t c, int64_t j) const {
     return at((j / inner) * channels + c, j % inner);
   }

@@ -4,6 +4,7 @@
 // family. Included only by .cu files.
 #pragma once
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <cstring>
 
@@ -11,9 +12,12 @@
 #include "runtime/backend/cuda/cuda_check.h"
 #include "runtime/backend/cuda/launch.h"
 #include "runtime/backend/cuda/stored.h"
+#include "runtime/core/error.h"
 
 namespace dlb::cuda {
-namespace {
+// Named, not anonymous: this header is in six .cu files, and the launch templates below, defined
+// in each, must mean the same kernels in each (each functor is instantiated in one .cu only).
+namespace detail {
 
 template <typename F>
 __global__ void for_each_index(int64_t n, F f) {
@@ -52,7 +56,11 @@ __global__ void __launch_bounds__(kReduceThreads)
   const int64_t c = blockIdx.x, part = blockIdx.y;
   const ReduceSpan span = part_span(per_channel, parts, part);
   Acc acc{};
-  for (int64_t j = span.begin + threadIdx.x; j < span.end; j += kReduceThreads) r.add(acc, c, j);
+  ChannelWalk walk(r.layout, c, span.begin + threadIdx.x);
+  for (int64_t j = span.begin + threadIdx.x; j < span.end; j += kReduceThreads) {
+    r.add(acc, c, walk.offset());
+    walk.advance(kReduceThreads);
+  }
   acc = warp_merge(acc);
   const int lane = static_cast<int>(threadIdx.x) % kWarpSize;
   const int warp = static_cast<int>(threadIdx.x) / kWarpSize;
@@ -65,14 +73,18 @@ __global__ void __launch_bounds__(kReduceThreads)
   }
 }
 
-}  // namespace
+}  // namespace detail
 
 template <typename R>
 void launch_channel_reduce(StreamRef stream, int64_t channels, int64_t per_channel, int64_t parts,
                            const R& r, typename R::Acc* out) {
   if (channels <= 0) return;
+  if (parts < 1 || parts > 65535 || channels > 0x7fffffff) {
+    throw InvalidArgument(fmt::format(
+        "cuda: a reduction over {} channels in {} parts does not fit a grid", channels, parts));
+  }
   const dim3 grid(static_cast<unsigned>(channels), static_cast<unsigned>(parts));
-  channel_reduce<<<grid, kReduceThreads, 0, static_cast<cudaStream_t>(stream.native)>>>(
+  detail::channel_reduce<<<grid, kReduceThreads, 0, static_cast<cudaStream_t>(stream.native)>>>(
       r, per_channel, parts, out);
   DLB_CUDA_CHECK(cudaGetLastError());
 }
@@ -81,8 +93,8 @@ template <typename F>
 void launch_for_each(StreamRef stream, int64_t n, const F& f) {
   const Grid g = grid_for(n);
   if (g.blocks == 0) return;
-  for_each_index<<<static_cast<unsigned>(g.blocks), g.threads, 0,
-                   static_cast<cudaStream_t>(stream.native)>>>(n, f);
+  detail::for_each_index<<<static_cast<unsigned>(g.blocks), g.threads, 0,
+                           static_cast<cudaStream_t>(stream.native)>>>(n, f);
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 

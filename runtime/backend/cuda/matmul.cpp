@@ -1,6 +1,8 @@
 // Matrix products by cuBLASLt (matmul_lt.h), one plan per shape and type.
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "runtime/backend/cuda/cuda_backend_impl.h"
 
 namespace dlb::cuda {
