@@ -95,7 +95,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
     others = peers(rs.records)
     header = ["#", *keys, "status", "img/s", *[f"vs {p}" for p in others], "step median ms",
               "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/all ms", "MFU",
-              "of measured peak", "time to accuracy"]
+              "of measured peak", "time to accuracy", "noise"]
     rows = []
     for r in rs.records:
         st = r.get("metrics.step_time_s") or {}
@@ -121,6 +121,8 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             _fmt(r.get("metrics.fraction_of_peak_flops") and
                  100 * r.get("metrics.fraction_of_peak_flops"), ".1f", "%"),
             tta,
+            ("noisy: " + "; ".join(common.noisy(r)) if common.noisy(r) else
+             "stable" if r.get("noise.verdict") == "stable" else ""),
         ])
     return header, rows
 
@@ -181,8 +183,10 @@ HOW_TO_READ_COMMON = (
     "times over the same timed steps (median, and the 10th to 90th percentile). Efficiency is "
     "throughput over ranks times the 1-rank point's. comm exposed/all is the time per traced "
     "step in which an all-reduce runs with no compute, and in which one runs at all. MFU is "
-    "achieved FLOP/s over the device's dense peak where a peak is known. docs/metrics.md "
-    "defines every figure.")
+    "achieved FLOP/s over the device's dense peak where a peak is known. noise is the point's "
+    "verdict on the machine around it (other processes' CPU time, steal, oversubscription, the "
+    "steps' spread): a noisy point's figures may not repeat. docs/metrics.md defines every "
+    "figure.")
 HOW_TO_READ = {
     "scaling": "Weak scaling: the batch per rank is fixed, so ideal throughput grows linearly "
                "with ranks and efficiency stays at 100%. Ranks that share one CPU's cores "
@@ -242,7 +246,10 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     out = [f"# dlbench report: suite `{rs.suite}`", ""]
     if description(rs):
         out += [description(rs), ""]
+    loud = sum(1 for r in rs.records if r.ok and common.noisy(r))
     out += [f"{len(rs.records)} points: " + ", ".join(f"{v} {k}" for k, v in counts.items()) +
+            (f"; {loud} of the ok points measured on a noisy machine (see the noise column)"
+             if loud else "") +
             f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## How to read this", "",
             how_to_read(rs.suite), "", "## Summary", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -292,7 +299,10 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
              f"<p>{e(description(rs))}</p>" if description(rs) else "",
-             f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code></p>",
+             f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code>" +
+             (f"; {loud} of the ok points measured on a noisy machine (see the noise column)"
+              if (loud := sum(1 for r in rs.records if r.ok and common.noisy(r))) else "") +
+             "</p>",
              f"<h2>How to read this</h2><p>{e(how_to_read(rs.suite))}</p>",
              "<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
     status_col = header.index("status")

@@ -39,13 +39,12 @@ double best_seconds(Backend& b, int repeat, const std::function<void()>& fn) {
   return best;
 }
 
-// The threads an OpenMP pool starts here: OMP_NUM_THREADS, else one per hardware thread.
+}  // namespace
+
 int64_t pool_threads() {
   if (const char* n = std::getenv("OMP_NUM_THREADS"); n && std::atoll(n) > 0) return std::atoll(n);
   return std::max<int64_t>(std::thread::hardware_concurrency(), 1);
 }
-
-}  // namespace
 
 json MachinePeak::to_json() const {
   return {{"host", host},

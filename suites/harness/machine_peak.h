@@ -41,6 +41,9 @@ MachinePeak measure_peak(Backend& backend, Precision precision);
 // Where peaks are kept: $DLBENCH_PEAK_FILE, else $XDG_CACHE_HOME/dlbench/peaks.json, else
 // ~/.cache/dlbench/peaks.json.
 std::string peak_file_path();
+// The threads an OpenMP pool (the CPU backend's) starts here: OMP_NUM_THREADS, else one per
+// hardware thread.
+int64_t pool_threads();
 // The peaks in the file (none when it does not exist). InvalidArgument naming the file and the
 // key when it is not a list of peaks, or is not a regular file.
 std::vector<MachinePeak> read_peaks(const std::string& path);

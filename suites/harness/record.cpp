@@ -98,6 +98,7 @@ nlohmann::json record_json(const RunResult& r) {
     if (r.status != RunStatus::kDiverged) return record;
   }
   record["environment"] = r.environment;
+  if (!r.noise.is_null()) record["noise"] = r.noise;
   json m = {{"params", r.params},
             {"forward_flops_per_image", r.forward_flops_per_image},
             {"flops_per_step", r.flops_per_step}};

@@ -10,6 +10,7 @@
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/noise.h"
 #include "suites/harness/run_options.h"
 
 namespace dlb {
@@ -71,6 +72,9 @@ struct RunResult {
   std::optional<MemoryStats> memory;
   std::optional<size_t> memory_budget;
   nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog
+  // The host around the timed steps (synthetic data), and the verdict from it (noise.h).
+  std::optional<HostSample> host_before, host_after;
+  nlohmann::json noise;
 };
 
 // The record's status for a run that threw an Error of this kind.

@@ -1,6 +1,7 @@
 #include "suites/harness/run_command.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -213,7 +214,9 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
           ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
           : std::move(data.batch);
   trainer.load_batch(batch.images.data(), batch.labels.data());
+  r.host_before = sample_host();
   RunStats s = trainer.run(o.warmup, o.steps);
+  r.host_after = sample_host();
   // Global throughput: every rank's images over the slowest rank's time.
   s.timed_seconds = comm.max_across_ranks(s.timed_seconds);
   s.images_per_step *= comm.size();
@@ -427,6 +430,23 @@ void attach_peak(RunResult& r) {
             {"ranks_sharing_it", ranks_sharing_the_device(r)}};
 }
 
+// The record's noise (noise.h): the host around the timed steps, how this run sat on it, and the
+// step times' spread.
+void attach_noise(RunResult& r) {
+  if (!r.stats || !r.host_before || !r.host_after) return;
+  NoiseInputs in;
+  in.before = *r.host_before;
+  in.after = *r.host_after;
+  in.ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
+  in.hardware_threads = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  in.cpu_device = r.environment.value("device", "") == "cpu";
+  in.ranks_on_host = in.cpu_device ? ranks_sharing_the_device(r) : 1;
+  in.threads_per_rank = in.cpu_device ? pool_threads() : 1;
+  in.governor = cpu_governor();
+  in.step_seconds = r.stats->step_seconds;
+  r.noise = noise_json(in);
+}
+
 }  // namespace
 
 int64_t slurm_tasks_on_node(const std::string& list, int64_t node) {
@@ -455,6 +475,7 @@ int run_command(const RunOptions& o) {
   RunResult r = run_training(o);
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
   attach_peak(r);
+  attach_noise(r);
   print_result(r, stdout);
   if (!o.json_path.empty()) write_json_atomically(o.json_path, record_json(r));
   return r.status == RunStatus::kDiverged ? kExitDiverged : 0;

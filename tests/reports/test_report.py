@@ -95,3 +95,22 @@ def test_report_says_what_the_suite_is_how_to_read_it_and_how_to_rerun_a_point(r
         assert "Running a point again" in text
         assert "dlbench run --model=alexnet --ranks=2 --bucket-mb=1" in text
     assert md.index("How to read this") < md.index("## Summary")
+
+
+def test_noisy_points_are_marked_in_the_table_the_plots_and_the_count(results):
+    d = results("overlap")
+    lines = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    lines[0]["noise"] = {"verdict": "noisy", "reasons": ["other processes used 0.81 cores "
+                                                         "during the run"]}
+    lines[1]["noise"] = {"verdict": "stable", "reasons": []}
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    r = build(d)
+    md = r.markdown.read_text()
+    assert "1 of the ok points measured on a noisy machine" in md
+    assert "| noisy: other processes used 0.81 cores during the run |" in md
+    assert "| stable |" in md
+    from dlbench_reports.plots import common, overlap
+    fig = overlap.render(load(d).records)
+    notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
+    assert "noisy (measured while the machine was busy" in notes
+    assert "other processes used 0.81 cores" in notes

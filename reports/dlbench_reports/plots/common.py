@@ -81,11 +81,27 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     return written
 
 
+def noisy(record: Record) -> list[str] | None:
+    """The reasons a point was measured on a noisy machine (the record's noise verdict), or None
+    for a stable point or a record without a verdict."""
+    n = record.get("noise")
+    if not isinstance(n, dict) or n.get("verdict") != "noisy":
+        return None
+    return [str(x) for x in n.get("reasons", [])] or ["noisy"]
+
+
 def status_note(records: list[Record]) -> str:
-    """'not plotted: ranks=4 overlap=none (timeout)' for the points that did not end ok."""
+    """'not plotted: ranks=4 overlap=none (timeout)' for the points that did not end ok, and
+    'noisy: ...' with the reasons for the ok points measured on a noisy machine."""
     from ..records import label, varying_keys
-    bad = [r for r in records if not r.ok]
-    if not bad:
-        return ""
     keys = varying_keys(records)
-    return "not plotted: " + "; ".join(f"{label(r, keys)} ({r.data['status']})" for r in bad)
+    bad = [r for r in records if not r.ok]
+    loud = [r for r in records if r.ok and noisy(r)]
+    notes = []
+    if bad:
+        notes.append("not plotted: " +
+                     "; ".join(f"{label(r, keys)} ({r.data['status']})" for r in bad))
+    if loud:
+        notes.append("noisy (measured while the machine was busy; read with care): " +
+                     "; ".join(f"{label(r, keys)} ({', '.join(noisy(r))})" for r in loud))
+    return ". ".join(notes)

@@ -1,0 +1,43 @@
+// Whether a point's timed steps ran on a quiet machine, pyperf-style: what the host was doing
+// around the run (load averages, CPU time used by other processes and stolen by a hypervisor,
+// the frequency governor), how the run sat on it (hardware threads, threads per rank, ranks on
+// the host, oversubscription), and the step times' own spread (coefficient of variation, Tukey's
+// outliers). The record's `noise` object carries every figure and a verdict, `stable` or `noisy`,
+// with its reasons; docs/metrics.md gives the thresholds. noise_json is pure: tests give it
+// hand-made samples.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+// One reading of the host (Linux's /proc; `ok` false where it could not be read).
+struct HostSample {
+  bool ok = false;
+  double load1 = 0, load5 = 0;   // /proc/loadavg
+  uint64_t busy = 0, total = 0;  // /proc/stat's cpu line, in clock ticks: all but idle and
+  uint64_t steal = 0;            // iowait; everything; stolen by the hypervisor
+  double self_cpu_s = 0;         // this process's user + system CPU time (all threads)
+  double wall_s = 0;             // a steady clock
+};
+HostSample sample_host();
+// /sys's scaling governor of cpu0, or "" where there is none (a VM, a container).
+std::string cpu_governor();
+
+struct NoiseInputs {
+  HostSample before, after;
+  double ticks_per_s = 100;      // sysconf(_SC_CLK_TCK)
+  int64_t hardware_threads = 1;  // of this host
+  int64_t ranks_on_host = 1;     // ranks of this run sharing the host's CPU
+  int64_t threads_per_rank = 1;  // each rank's compute threads (its OpenMP pool)
+  bool cpu_device = true;        // the ranks compute on the CPU (else on their GPUs)
+  std::string governor;
+  std::vector<double> step_seconds;  // the timed steps
+};
+
+// The record's `noise`: the figures, `verdict` and `reasons` (empty when stable).
+nlohmann::json noise_json(const NoiseInputs& in);
+
+}  // namespace dlb
