@@ -292,14 +292,20 @@ def varying_keys(records: list[Record]) -> list[str]:
     return [k for k in keys if len({json.dumps(r.point_config.get(k)) for r in records}) > 1]
 
 
-def one_rank_throughput(record: Record, records: list[Record]) -> float | None:
-    """Throughput of the 1-rank point that `record`'s scaling efficiency was measured against
+def baseline_record(record: Record, records: list[Record]) -> Record | None:
+    """The 1-rank point that `record`'s scaling efficiency was measured against
     (metrics.scaling_baseline, a point id)."""
     base = record.get("metrics.scaling_baseline")
     for r in records:
         if base is not None and r.get("point.id") == base:
-            return r.get("metrics.throughput_img_s")
+            return r
     return None
+
+
+def one_rank_throughput(record: Record, records: list[Record]) -> float | None:
+    """Throughput of the 1-rank point that `record`'s scaling efficiency was measured against."""
+    base = baseline_record(record, records)
+    return None if base is None else base.get("metrics.throughput_img_s")
 
 
 def efficiency(record: Record) -> float | None:
@@ -309,16 +315,24 @@ def efficiency(record: Record) -> float | None:
     return record.get("metrics.scaling_efficiency") if record.ok else None
 
 
-def peer_ratio(record: Record, records: list[Record], peer: str) -> float | None:
-    """dlbench's throughput over `peer`'s at the same point (the suite config but for its
-    system), both ok and from the same run: None for a peer's own record, or without a pair."""
+def peer_record(record: Record, records: list[Record], peer: str) -> Record | None:
+    """`peer`'s ok record at `record`'s point (the suite config but for its system), from the
+    same run: None for a peer's own record, or without a pair."""
     if not record.ok or record.system != "dlbench" or "system" not in record.point_config:
         return None
     want = dict(record.point_config, system=peer)
     for r in records:
         if r.ok and r.point_config == want:
-            return record.need("metrics.throughput_img_s") / r.need("metrics.throughput_img_s")
+            return r
     return None
+
+
+def peer_ratio(record: Record, records: list[Record], peer: str) -> float | None:
+    """dlbench's throughput over `peer`'s at the same point: None without a pair."""
+    other = peer_record(record, records, peer)
+    if other is None:
+        return None
+    return record.need("metrics.throughput_img_s") / other.need("metrics.throughput_img_s")
 
 
 def peers(records: list[Record]) -> list[str]:

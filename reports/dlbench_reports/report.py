@@ -10,8 +10,9 @@ from pathlib import Path
 
 from . import peaks as peaks_mod
 from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
-from .records import (Record, RecordError, ResultSet, efficiency, label, load, peer_ratio, peers,
-                      read_json_file, varying_keys)
+from . import intervals
+from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
+                      peer_ratio, peer_record, peers, read_json_file, varying_keys)
 
 
 @dataclass
@@ -90,10 +91,19 @@ def tta_text(r: Record, conv: dict) -> str:
     return f"{conv['time_to_accuracy_s']:.1f} s to {target} ({conv['epochs']} epochs)"
 
 
+def _efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float] | None:
+    """The 95% interval of the scaling efficiency, in %: throughput(N) / (N x throughput(1))."""
+    base = baseline_record(r, records)
+    if base is None or base is r or efficiency(r) is None:
+        return None
+    return intervals.ratio_interval(r, base, 100.0 / r.config["ranks"])
+
+
 def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list[str]]]:
     keys = varying_keys(rs.records) or ["model"]
     others = peers(rs.records)
-    header = ["#", *keys, "status", "img/s", *[f"vs {p}" for p in others], "step median ms",
+    header = ["#", *keys, "status", "img/s [95%]", *[f"vs {p} [95%]" for p in others],
+              "step median ms",
               "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/all ms", "MFU",
               "of measured peak", "time to accuracy", "noise"]
     rows = []
@@ -108,11 +118,15 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             str(r.data["point"]["index"]),
             *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
             r.data["status"],
-            _fmt(r.get("metrics.throughput_img_s")),
-            *[_fmt(peer_ratio(r, rs.records, p), ".2f", "x") for p in others],
+            intervals.ratio_text(r.get("metrics.throughput_img_s"),
+                                 intervals.throughput_interval(r), ".2f", "", one=float("nan")),
+            *[intervals.ratio_text(peer_ratio(r, rs.records, p), intervals.ratio_interval(
+                r, peer_record(r, rs.records, p)) if peer_record(r, rs.records, p) else None)
+              for p in others],
             _fmt(st.get("median") and st["median"] * 1e3, ".1f"),
             f"{st['p10'] * 1e3:.1f}-{st['p90'] * 1e3:.1f}" if st else "",
-            _fmt(eff and 100 * eff, ".1f", "%"),
+            intervals.ratio_text(eff and 100 * eff, _efficiency_interval(r, rs.records), ".1f",
+                                 "%", one=100.0),
             _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
                  ".1f"),
             (f"{comm['exposed'] * 1e3:.1f} / " +
@@ -257,6 +271,9 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     for p in peers(rs.records):
         out += ["", f"vs {p}: dlbench's images/s over {p}'s at the same point, both from this "
                 f"run (reports/peers/{p}_train.py trains the same model with the same settings)."]
+    out += ["", "[95%]: a 95% confidence interval from a bootstrap over the timed steps (none "
+            f"below {intervals.MIN_STEPS} steps); a ratio whose interval holds 1 (an efficiency "
+            "whose interval holds 100%) is marked not distinguishable."]
     bad = failures(rs)
     out += ["", "## Failures", ""]
     if not bad:

@@ -44,7 +44,7 @@ def test_report_has_a_ratio_column_and_the_peer_curves(results):
     report = build(d)
     md = report.markdown.read_text()
     header = next(l for l in md.splitlines() if l.startswith("| # |"))
-    assert "| vs pytorch |" in header
+    assert "| vs pytorch [95%] |" in header
     for v in pairs(d).values():
         assert f"| {v['dlbench'] / v['pytorch']:.2f}x |" in md
     assert "pytorch torch" in md  # the peer's versions, under Environment

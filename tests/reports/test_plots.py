@@ -63,6 +63,22 @@ def test_scaling_plot_says_which_ranks_share_cores_and_claims_no_simulation(resu
     assert "2 hardware threads" in fig.axes[0].get_title()
 
 
+def test_scaling_plot_draws_each_points_interval(results):
+    from dlbench_reports import intervals
+    rs = load(results("scaling"))  # 10 timed steps a point: enough for an interval
+    fig = scaling.render(rs.records)
+    drawn = {c.get_gid(): c for c in fig.axes[0].collections if c.get_gid()}
+    for strategy in ("none", "backward", "forward"):
+        ok = sorted((r for r in rs.ok if r.config["overlap"] == strategy),
+                    key=lambda r: r.config["ranks"])
+        segments = drawn[f"interval:{strategy}"].get_segments()
+        assert len(segments) == len(ok)
+        for seg, r in zip(segments, ok):
+            lo, hi = intervals.throughput_interval(r)
+            assert seg[0][0] == r.config["ranks"]
+            assert (seg[0][1], seg[1][1]) == pytest.approx((lo, hi))
+
+
 def test_scaling_plot_marks_simulated_points_hollow(results):
     rs = load(results("scaling"))
     rs.records[-1].data["mode"] = "simulated"  # what a later simulator issue will write

@@ -1,10 +1,12 @@
 """Throughput against ranks, one line per overlap strategy, with the ideal linear line and the
-scaling efficiency (%) on a second axis. Measured points are solid; simulated ones hollow. A
+scaling efficiency (%) on a second axis, and each point's 95% interval as a bar. Measured points are
+solid; simulated ones hollow. A
 peer's points (config.system, e.g. PyTorch DDP) are lines of their own, dashed."""
 from __future__ import annotations
 
 from collections import defaultdict
 
+from .. import intervals
 from ..records import Record, efficiency, one_rank_throughput
 from . import common
 
@@ -55,6 +57,7 @@ def series(records: list[Record]) -> dict[str, dict]:
             "efficiency": [efficiency(r) for r in rs],
             "simulated": [r.data["mode"] == "simulated" for r in rs],
             "oversubscribed": [oversubscribed(r) for r in rs],
+            "interval": [intervals.throughput_interval(r) for r in rs],
             "base": one_rank_throughput(rs[0], records),
             "peer": rs[0].system != "dlbench",
         }
@@ -102,6 +105,10 @@ def render(records: list[Record]):
         for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
             ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
                     markersize=7)
+        bars = [(n, iv) for n, iv in zip(s["ranks"], s["interval"]) if iv]
+        if bars:  # the 95% interval of each point's throughput (intervals.py)
+            ax.vlines([n for n, _ in bars], [iv[0] for _, iv in bars], [iv[1] for _, iv in bars],
+                      color=color, linewidth=2, alpha=0.6, gid=f"interval:{strategy}")
         for n, t, shared in zip(s["ranks"], s["throughput"], s["oversubscribed"]):
             if shared:
                 ax.plot([n], [t], "x", color="black", markersize=9, gid=f"oversubscribed:{n}")

@@ -1,0 +1,68 @@
+"""95% confidence intervals for throughput and for the ratios reports print (docs/metrics.md).
+
+Throughput stays images over the timed wall time. Its interval comes from a bootstrap over the
+timed steps: each replicate resamples the steps with replacement and scales the recorded
+throughput by the steps' mean over the resample's (a ratio estimator, so the point estimate is
+the recorded one). A ratio of two throughputs takes the ratio of independent replicates of each
+(the two points ran apart), so its interval carries both sides' noise; a ratio whose interval
+holds 1 is shown as not distinguishable. Fewer than MIN_STEPS timed steps give no interval: a
+bootstrap of three steps says nothing about a fourth. Replicates are seeded, so a report is the
+same every time it is rendered."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+
+from .records import Record
+
+REPLICATES = 2000
+MIN_STEPS = 5
+LEVEL = 95.0
+
+
+def replicates(record: Record) -> np.ndarray | None:
+    """REPLICATES bootstrap replicates of the record's throughput, or None (too few steps)."""
+    t = record.get("metrics.throughput_img_s")
+    steps = record.get("metrics.step_time_s.all")
+    if t is None or not isinstance(steps, list) or len(steps) < MIN_STEPS:
+        return None
+    s = np.asarray(steps, dtype=float)
+    seed = zlib.crc32(str(record.get("point.id", "")).encode() + record.system.encode())
+    rng = np.random.default_rng(seed)
+    means = s[rng.integers(0, len(s), size=(REPLICATES, len(s)))].mean(axis=1)
+    return t * s.mean() / means
+
+
+def interval(samples: np.ndarray | None) -> tuple[float, float] | None:
+    if samples is None:
+        return None
+    lo, hi = np.percentile(samples, [(100 - LEVEL) / 2, 100 - (100 - LEVEL) / 2])
+    return float(lo), float(hi)
+
+
+def throughput_interval(record: Record) -> tuple[float, float] | None:
+    return interval(replicates(record))
+
+
+def ratio_interval(a: Record, b: Record, scale: float = 1.0) -> tuple[float, float] | None:
+    """The interval of scale x throughput(a) / throughput(b)."""
+    ra, rb = replicates(a), replicates(b)
+    if ra is None or rb is None:
+        return None
+    return interval(scale * ra / rb)
+
+
+def ratio_text(value: float | None, iv: tuple[float, float] | None, spec: str = ".2f",
+               unit: str = "x", one: float = 1.0) -> str:
+    """'1.32x [1.20, 1.45]'; 'not distinguishable' after it when the interval holds `one`; the
+    bare ratio where there is no interval."""
+    if value is None:
+        return ""
+    text = f"{value:{spec}}{unit}"
+    if iv is None:
+        return text
+    text += f" [{iv[0]:{spec}}, {iv[1]:{spec}}]"
+    if iv[0] <= one <= iv[1]:
+        text += " not distinguishable"
+    return text
