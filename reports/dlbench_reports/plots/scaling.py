@@ -1,6 +1,7 @@
 """Throughput against ranks, one line per overlap strategy, with the ideal linear line and the
 scaling efficiency (%) on a second axis, and each point's 95% interval as a bar. Measured points
-are solid; simulated ones hollow. A peer's points (config.system, e.g. PyTorch DDP) are lines of their own, dashed."""
+are solid; simulated ones hollow. A peer's points (config.system, e.g. PyTorch DDP) are lines of
+their own, dashed."""
 from __future__ import annotations
 
 from collections import defaultdict
