@@ -146,7 +146,8 @@ def test_precision_plot_bars_mfu_labels_and_memory(results):
     for m in models:
         mfu = want[(m, "fp32")].data["metrics"]["achieved_flops_per_s"] / 2.0e11
         assert labels[f"mfu:{m}:fp32"] == f"MFU {100 * mfu:.1f}%"
-        assert labels[f"mfu:{m}:bf16"] == "MFU n/a"  # no bf16 peak in the table above
+        # no bf16 peak in the table above; the ratio to fp32 on a line of its own
+        assert labels[f"mfu:{m}:bf16"].split("\n")[0] == "MFU n/a"
     # Below: each point's memory, stacked by category, as its record has it.
     memory = bars_by_gid(fig, "memory:")
     for (m, p), r in want.items():
@@ -160,7 +161,7 @@ def test_precision_plot_bars_mfu_labels_and_memory(results):
         assert act["bf16"] == act["fp16"] and act["fp32"] / 2 <= act["bf16"] < act["fp32"] * 0.51
     # With the shipped table a CPU has no peak: the label says so, the footnote says why.
     fig = precision.render(rs.records)
-    assert all(t.get_text() == "MFU n/a" for t in fig.axes[0].texts if t.get_gid())
+    assert all(t.get_text().split("\n")[0] == "MFU n/a" for t in fig.axes[0].texts if t.get_gid())
     note = " ".join(fig.texts[0].get_text().split())  # the footnote wraps at any space
     assert "unsupported" in note and "no dense peak" in note
 
@@ -266,3 +267,24 @@ def test_convergence_plot_draws_accuracy_against_time(results):
         assert any(f"{c['time_to_accuracy_s']:.1f} s" in t.get_text()
                    for t in fig.axes[0].get_legend().get_texts())
     assert list(lines["target:95.0"].get_ydata()) == [95.0, 95.0]
+
+
+def test_precision_plot_gives_each_bar_its_ratio_to_fp32_and_the_cpu_caveat(results):
+    rs = load(results("precision"))
+    fig = precision.render(rs.records, [])
+    labels = {t.get_gid(): t.get_text() for t in fig.axes[0].texts if t.get_gid()}
+    by = {(r.config["model"], r.config["precision"]): r for r in rs.ok
+          if not r.config.get("cuda_graph")}
+    checked = 0
+    for (model, p), r in by.items():
+        base = by.get((model, "fp32"))
+        text = labels[f"mfu:{model}:{p}"]
+        if p == "fp32" or base is None:
+            assert "x fp32" not in text
+            continue
+        ratio = r.data["metrics"]["throughput_img_s"] / base.data["metrics"]["throughput_img_s"]
+        assert f"{ratio:.2f}x fp32" in text
+        checked += 1
+    assert checked > 0
+    notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
+    assert "On a CPU, fp16 and bf16 tensors are stored in 16 bits" in notes

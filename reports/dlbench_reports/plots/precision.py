@@ -1,10 +1,12 @@
-"""Throughput per model, one bar per precision, each labelled with its MFU; below it, each
+"""Throughput per model, one bar per precision, each labelled with its MFU and its ratio to the
+same model's fp32 bar (with its 95% interval, intervals.py); below it, each
 point's peak memory stacked by category, so a precision's memory (16-bit activations and
 gradients, f32 master weights and their 16-bit copies) sits under its speed."""
 from __future__ import annotations
 
 import numpy as np
 
+from .. import intervals
 from .. import peaks as peaks_mod
 from ..records import Record, schema_enum
 from . import common
@@ -32,10 +34,25 @@ def table(records: list[Record], peaks: list[dict]) -> dict:
     cells = {}
     for r in ok:
         key = (r.config["model"], bar_label(r))
-        cells[key] = {"throughput": r.need("metrics.throughput_img_s"),
+        cells[key] = {"record": r, "throughput": r.need("metrics.throughput_img_s"),
                       "mfu": peaks_mod.mfu(r, peaks),
                       "memory": r.need("memory.peak_bytes_by_category")}
     return {"models": models, "precisions": precisions, "cells": cells}
+
+
+def ratio_to_fp32(t: dict, model: str, label: str) -> str:
+    """'\n0.42x fp32 [0.40, 0.44]' for a bar beside its model's fp32 bar (of the same graph
+    mode), 'not distinguishable' where the interval holds 1; '' for fp32 itself or without it."""
+    base_label = "fp32 graph" if label.endswith(" graph") else "fp32"
+    base, cell = t["cells"].get((model, base_label)), t["cells"].get((model, label))
+    if base is None or label == base_label:
+        return ""
+    ratio = cell["throughput"] / base["throughput"]
+    iv = intervals.ratio_interval(cell["record"], base["record"])
+    text = f"{ratio:.2f}x fp32"
+    if iv:
+        text += f" [{iv[0]:.2f}, {iv[1]:.2f}]" + (" n.d." if iv[0] <= 1 <= iv[1] else "")
+    return "\n" + text
 
 
 def memory_panel(ax, t: dict, x, width: float) -> None:
@@ -83,6 +100,7 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             if not cell:
                 continue
             text = "MFU n/a" if cell["mfu"] is None else f"MFU {100 * cell['mfu']:.1f}%"
+            text += ratio_to_fp32(t, m, p)
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
                         gid=f"mfu:{m}:{p}")
@@ -103,6 +121,11 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     missing = sorted({common.device_name(r) for r in records
                       if r.ok and peaks_mod.peak_for(r, peaks) is None})
     note = common.status_note(records)
+    if any((r.data.get("environment") or {}).get("device") == "cpu" for r in records if r.ok):
+        note = (note + ". " if note else "") + (
+            "On a CPU, fp16 and bf16 tensors are stored in 16 bits and computed on f32 copies, "
+            "converted for every op: their ratio to fp32 measures those conversions, not what "
+            "tensor cores give on a GPU (n.d.: not distinguishable)")
     if missing:
         note = (note + "; " if note else "") + ("MFU n/a: no dense peak on record for "
                                                 + ", ".join(missing) + " (device_peaks.json)")
