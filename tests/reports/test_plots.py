@@ -1,6 +1,7 @@
 """Each plot renders from committed records, and what it draws equals what the records say."""
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -258,15 +259,45 @@ def test_convergence_plot_draws_accuracy_against_time(results):
     rs = load(results("convergence"))
     fig = convergence.render(rs.records)
     lines = lines_by_gid(fig)
+    legends = [t.get_text() for ax in fig.axes if ax.get_legend()
+               for t in ax.get_legend().get_texts()]
     for r in rs.ok:
         c = r.data["metrics"]["convergence"]
         line = lines[f"accuracy:{r.data['point']['index']}"]
         assert list(line.get_ydata()) == pytest.approx([100 * a for a in c["eval_accuracy"]])
+        # The fixture predates epoch_end_seconds: training time, summed, and a note says so.
         assert list(line.get_xdata()) == pytest.approx(
             [sum(c["epoch_train_seconds"][:i + 1]) for i in range(len(c["epoch_train_seconds"]))])
-        assert any(f"{c['time_to_accuracy_s']:.1f} s" in t.get_text()
-                   for t in fig.axes[0].get_legend().get_texts())
-    assert list(lines["target:95.0"].get_ydata()) == [95.0, 95.0]
+        assert any(f"{c['time_to_accuracy_s']:.1f} s ({c['epochs']} epochs)" in t
+                   for t in legends)
+    assert list(lines["target:1:95.0"].get_ydata()) == [95.0, 95.0]
+    notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
+    assert "leave out evaluation" in notes
+
+
+def test_convergence_plot_uses_time_to_accuracys_clock_and_a_panel_per_rank_count(results):
+    import copy
+    rs = load(results("convergence"))
+    two = copy.deepcopy(rs.ok[0])
+    two.data["config"]["ranks"] = 2
+    two.data["point"]["index"] = 99
+    for r in rs.ok + [two]:
+        c = r.data["metrics"]["convergence"]
+        ends = list(itertools.accumulate(s + 0.5 for s in c["epoch_train_seconds"]))
+        c["epoch_end_seconds"] = ends
+        c["time_to_accuracy_s"] = ends[-1]
+    fig = convergence.render(rs.records + [two])
+    panels = [ax for ax in fig.axes if ax.get_title()]
+    assert [ax.get_title() for ax in panels] == ["1 rank", "2 ranks"]
+    lines = lines_by_gid(fig)
+    for r in rs.ok + [two]:
+        c = r.data["metrics"]["convergence"]
+        xs = list(lines[f"accuracy:{r.data['point']['index']}"].get_xdata())
+        assert xs == pytest.approx(c["epoch_end_seconds"])
+        assert xs[-1] == pytest.approx(c["time_to_accuracy_s"])  # the line ends at its TTA
+    assert "accuracy:99" in {l.get_gid() for l in panels[1].get_lines()}
+    notes = " ".join(t.get_text() for t in fig.texts)
+    assert "leave out evaluation" not in notes
 
 
 def test_precision_plot_gives_each_bar_its_ratio_to_fp32_and_the_cpu_caveat(results):

@@ -36,11 +36,13 @@ def render(records: list[Record]):
         return None
     fig, ax = common.figure()
     mem_ax = ax.twinx()
-    ax.plot(s["batch"], s["throughput"], "o-", color="C0", label="throughput", gid="throughput")
+    ax.plot(s["batch"], s["throughput"], "o-", color="C0", label="throughput, dlbench",
+            gid="throughput")
     for i, (peer, p) in enumerate(peer_series(records).items()):
         ax.plot(p["batch"], p["throughput"], "^-.", color=f"C{i + 1}",
                 label=f"throughput, {peer}", gid=f"throughput:{peer}")
-    mem_ax.plot(s["batch"], s["peak_mib"], "s--", color="C3", label="peak memory (all categories)",
+    mem_ax.plot(s["batch"], s["peak_mib"], "s--", color="C3",
+                label="peak memory, dlbench (all categories)",
                 gid="peak_memory")
     ax.set_xscale("log", base=2)
     ax.set_xticks(s["batch"])

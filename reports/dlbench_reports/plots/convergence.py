@@ -1,5 +1,7 @@
-"""Time to accuracy: test accuracy after each epoch against training time, one line per point,
-with the target and the time at which each run reached it."""
+"""Time to accuracy: test accuracy after each epoch against time from run_start, evaluations
+included (the clock time to accuracy is on, so each line ends at its run's time to accuracy),
+one line per point, one panel per rank count (points at different ranks are different
+experiments), with the target and each run's time and epochs in the legend."""
 from __future__ import annotations
 
 import itertools
@@ -9,49 +11,68 @@ from . import common
 
 
 def curve(record: Record) -> dict:
-    """The epochs that have both a training time and an accuracy (the schema does not make the
-    two lists the same length)."""
+    """The epochs that have both a time and an accuracy (the schema does not make the lists the
+    same length). Time is epoch_end_seconds (from run_start, evaluations included); records
+    written before it have only the training time, summed, and say so (`evaluations`)."""
     conv = record.need("metrics.convergence")
-    n = min(len(conv["epoch_train_seconds"]), len(conv["eval_accuracy"]))
-    seconds = list(itertools.accumulate(conv["epoch_train_seconds"][:n]))
+    ends = conv.get("epoch_end_seconds")
+    if ends:
+        n = min(len(ends), len(conv["eval_accuracy"]))
+        seconds, evaluations = list(ends[:n]), True
+    else:
+        n = min(len(conv["epoch_train_seconds"]), len(conv["eval_accuracy"]))
+        seconds = list(itertools.accumulate(conv["epoch_train_seconds"][:n]))
+        evaluations = False
     return {"seconds": seconds, "accuracy": [100 * a for a in conv["eval_accuracy"][:n]],
             "target": 100 * conv["target_accuracy"], "tta": conv["time_to_accuracy_s"],
-            "reached": conv["reached"]}
+            "reached": conv["reached"], "epochs": conv["epochs"], "evaluations": evaluations}
 
 
 def legend_tail(c: dict) -> str:
-    """": 12.3 s", ": not reached", or ": reached, time not recorded" (time_to_accuracy_s null,
-    which the schema allows)."""
+    """": 12.3 s (4 epochs)", ": not reached (30 epochs)", or ": reached, time not recorded
+    (4 epochs)" (time_to_accuracy_s null, which the schema allows)."""
+    epochs = f" ({c['epochs']} epoch{'s' if c['epochs'] != 1 else ''})"
     if not c["reached"]:
-        return ": not reached"
-    return ": reached, time not recorded" if c["tta"] is None else f": {c['tta']:.1f} s"
+        return ": not reached" + epochs
+    return (": reached, time not recorded" if c["tta"] is None else f": {c['tta']:.1f} s") + epochs
 
 
 def render(records: list[Record]):
     runs = [r for r in records if r.ok and r.get("metrics.convergence")]
     if not runs:
         return None
-    keys = varying_keys(runs) or ["model"]
-    fig, ax = common.figure()
-    targets = set()
-    for i, r in enumerate(runs):
-        c = curve(r)
-        targets.add(c["target"])
-        text = label(r, keys) + legend_tail(c)
-        ax.plot(c["seconds"], c["accuracy"], "o-", color=f"C{i}", label=text,
-                gid=f"accuracy:{r.data['point']['index']}")
-    for t in sorted(targets):
-        ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{t}")
-        ax.annotate(f"target {t:.1f}%", (0, t), textcoords="offset points", xytext=(2, 3),
-                    fontsize=7, color="#555555")
-    ax.set_xlabel("training time (s, evaluations excluded)")
-    ax.set_ylabel("test accuracy after the epoch (%)")
-    ax.set_ylim(0, 100)
-    ax.set_xlim(left=0)
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=8, loc="lower right",
-              title="time to accuracy (from run_start, evaluations included)", title_fontsize=7)
-    ax.set_title(f"Time to accuracy: {common.describe(runs)}\nscikit-learn digits, 360 held-out "
+    keys = [k for k in varying_keys(runs) if k != "ranks"] or ["model"]
+    ranks = sorted({r.config["ranks"] for r in runs})
+    fig, axes = common.plt.subplots(1, len(ranks), figsize=(max(7.0, 5.0 * len(ranks)), 5.0),
+                                    dpi=110, sharey=True, squeeze=False)
+    all_with_evaluations = True
+    for ax, n in zip(axes[0], ranks):
+        targets = set()
+        for i, r in enumerate(x for x in runs if x.config["ranks"] == n):
+            c = curve(r)
+            all_with_evaluations = all_with_evaluations and c["evaluations"]
+            targets.add(c["target"])
+            ax.plot(c["seconds"], c["accuracy"], "o-", color=f"C{i}",
+                    label=label(r, keys) + legend_tail(c),
+                    gid=f"accuracy:{r.data['point']['index']}")
+        for t in sorted(targets):
+            ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{n}:{t}")
+            ax.annotate(f"target {t:.1f}%", (0, t), textcoords="offset points", xytext=(2, 3),
+                        fontsize=7, color="#555555")
+        ax.set_xlabel("time from run_start (s, evaluations included)")
+        ax.set_ylim(0, 100)
+        ax.set_xlim(left=0)
+        ax.grid(alpha=0.3)
+        ax.set_title(f"{n} rank{'s' if n != 1 else ''}", fontsize=9)
+        ax.legend(fontsize=7, loc="lower right", title="time to accuracy (epochs run)",
+                  title_fontsize=7)
+    axes[0][0].set_ylabel("test accuracy after the epoch (%)")
+    fig.suptitle(f"Time to accuracy: {common.describe(runs)}\nscikit-learn digits, 360 held-out "
                  "images", fontsize=10)
-    common.footnote(fig, common.status_note(records))
+    note = common.status_note(records)
+    if not all_with_evaluations:
+        note = (note + ". " if note else "") + (
+            "Records written before epoch_end_seconds have only training time: their lines leave "
+            "out evaluation, so they end before their time to accuracy")
+    common.footnote(fig, note)
     return fig
