@@ -282,6 +282,9 @@ def check_supported(c: dict, torch) -> None:
     if c.get("memory_guard"):
         raise Unsupported("memory_guard=true: the red zones are dlbench's allocator's; PyTorch's "
                           "has none")
+    if (c.get("min_time") or 0) > 0 or int(c.get("repetitions") or 1) > 1:
+        raise Unsupported("min_time or repetitions: the peer times a fixed number of steps once; "
+                          "compare at steps and warmup alone")
 
 
 def threads_for_this_rank() -> int:

@@ -248,6 +248,24 @@ std::vector<Option> make_table() {
        step_count_or_0,
        [](RunOptions& o, const json& v) { o.warmup = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.warmup); }});
+  add({"min_time",
+       T::kNumber,
+       config,
+       "seconds each repetition's timed steps run at least: more steps are timed until both "
+       "steps and min_time are done (google/benchmark's min_time)",
+       {},
+       OptionRange{0.0, kLongestWaitSeconds},
+       [](RunOptions& o, const json& v) { o.min_time_s = v.get<double>(); },
+       [](const RunOptions& o) { return json(o.min_time_s); }});
+  add({"repetitions",
+       T::kInteger,
+       config,
+       "timed phases, one after another: the record keeps each one's throughput and their "
+       "median, mean, standard deviation and CV",
+       {},
+       OptionRange{1.0, 1000.0},
+       [](RunOptions& o, const json& v) { o.repetitions = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.repetitions); }});
   add({"data",
        T::kString,
        config,

@@ -108,6 +108,9 @@ nlohmann::json record_json(const RunResult& r) {
     const double median = percentile(s.step_seconds, 50);
     m["throughput_img_s"] = s.throughput();
     m["timed_seconds"] = s.timed_seconds;
+    m["timed_steps"] = s.timed_steps;
+    m["warmup_discarded_steps"] = r.discarded_steps;
+    if (!r.repetitions.is_null()) m["repetitions"] = r.repetitions;
     m["step_time_s"] = {{"median", median},
                         {"p10", percentile(s.step_seconds, 10)},
                         {"p90", percentile(s.step_seconds, 90)},

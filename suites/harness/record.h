@@ -72,6 +72,10 @@ struct RunResult {
   std::optional<MemoryStats> memory;
   std::optional<size_t> memory_budget;
   nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog
+  // The first timed steps judged still warming up and discarded, and with --repetitions > 1
+  // each repetition's throughput and their aggregates (timed_phase.h).
+  int64_t discarded_steps = 0;
+  nlohmann::json repetitions;
   // The host around the timed steps (synthetic data), and the verdict from it (noise.h).
   std::optional<HostSample> host_before, host_after;
   nlohmann::json noise;

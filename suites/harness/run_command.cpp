@@ -25,6 +25,7 @@
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/step_dump.h"
+#include "suites/harness/timed_phase.h"
 #include "workloads/data/batch_file.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
@@ -206,7 +207,30 @@ void add_rank_fault(const RunOptions& o, const Communicator& comm, TrainConfig& 
   };
 }
 
-// Timed steps on one fixed batch.
+// `more` timed steps after `s` (or `s` itself, `first`): their times and losses appended.
+void append_timed(RunStats& s, RunStats more, bool first = false) {
+  if (first) {
+    s = std::move(more);
+    return;
+  }
+  s.timed_steps += more.timed_steps;
+  s.timed_seconds += more.timed_seconds;
+  s.step_seconds.insert(s.step_seconds.end(), more.step_seconds.begin(), more.step_seconds.end());
+  s.losses.insert(s.losses.end(), more.losses.begin(), more.losses.end());
+}
+
+// The first `k` timed steps become warm-up: out of the timed steps, their time and their count.
+void discard_leading(RunStats& s, int64_t k) {
+  if (k <= 0) return;
+  const auto end = s.step_seconds.begin() + k;
+  for (auto it = s.step_seconds.begin(); it != end; ++it) s.timed_seconds -= *it;
+  s.step_seconds.erase(s.step_seconds.begin(), end);
+  s.timed_steps -= k;
+  s.warmup_steps += k;
+}
+
+// Timed steps on one fixed batch: `repetitions` timed phases, each of at least `steps` steps and
+// `min_time` seconds; the first one's unsettled steps discarded (timed_phase.h).
 void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelConfig& mc,
                         RunData& data, Trainer& trainer, Communicator& comm, RunResult& r) {
   const Dataset batch =
@@ -215,12 +239,30 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
           : std::move(data.batch);
   trainer.load_batch(batch.images.data(), batch.labels.data());
   r.host_before = sample_host();
-  RunStats s = trainer.run(o.warmup, o.steps);
+  RunStats all;
+  std::vector<double> repetitions;
+  for (int64_t rep = 0; rep < o.repetitions; ++rep) {
+    RunStats s = trainer.run(rep == 0 ? o.warmup : 0, o.steps);
+    // --min-time: more steps at the pace measured; every rank runs as many (the slowest's ask).
+    const int64_t more = static_cast<int64_t>(comm.max_across_ranks(static_cast<double>(
+        extra_steps(o.steps, comm.max_across_ranks(s.timed_seconds), o.min_time_s))));
+    if (more > 0) append_timed(s, trainer.run(0, more));
+    if (rep == 0 && o.warmup > 0) {  // the warm-up judged from the data (timed_phase.h)
+      r.discarded_steps = static_cast<int64_t>(
+          comm.max_across_ranks(static_cast<double>(unsettled_steps(s.step_seconds))));
+      discard_leading(s, r.discarded_steps);
+    }
+    const double seconds = comm.max_across_ranks(s.timed_seconds);
+    repetitions.push_back(static_cast<double>(s.images_per_step * comm.size() * s.timed_steps) /
+                          seconds);
+    append_timed(all, std::move(s), rep == 0);
+  }
   r.host_after = sample_host();
+  if (o.repetitions > 1) r.repetitions = repetition_json(repetitions);
   // Global throughput: every rank's images over the slowest rank's time.
-  s.timed_seconds = comm.max_across_ranks(s.timed_seconds);
-  s.images_per_step *= comm.size();
-  r.stats = std::move(s);
+  all.timed_seconds = comm.max_across_ranks(all.timed_seconds);
+  all.images_per_step *= comm.size();
+  r.stats = std::move(all);
   if (comm.size() > 1) r.buckets = static_cast<int64_t>(trainer.bucket_plan().buckets.size());
 }
 

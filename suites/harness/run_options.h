@@ -44,7 +44,9 @@ struct RunOptions {
   std::optional<int64_t> image_size;   // default: the model's; taken from --batch-file
   std::optional<int64_t> num_classes;  // default: the model's
   int64_t steps = 20, warmup = 5;
-  std::optional<int64_t> epochs;          // data=digits; with a target accuracy, the most
+  double min_time_s = 0;          // each repetition's timed steps run at least this long
+  int64_t repetitions = 1;        // timed phases, each of at least `steps` steps and `min_time_s`
+  std::optional<int64_t> epochs;  // data=digits; with a target accuracy, the most
   std::optional<double> target_accuracy;  // --data=digits: stop once test accuracy >= it
   std::string mllog_path;                 // --data=digits: MLPerf :::MLLOG lines here
   std::string config_file;                // the suite file, for the MLPerf log

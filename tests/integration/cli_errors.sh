@@ -28,6 +28,8 @@ expect 2 "unknown system 'jax' (expected dlbench, pytorch)" run --system=jax
 expect 2 "a peer runs beside it in a sweep" run --system=pytorch
 expect 2 "--batch must be in [1, 2147483647] (got 0)" run --model=resnet18 --batch=0
 expect 2 "--steps must be in [1, 2147483647] (got -3)" run --model=resnet18 --steps=-3
+expect 2 "--min-time must be in [0, 4294967296] (got -1)" run --model=resnet18 --min-time=-1
+expect 2 "--repetitions must be in [1, 1000] (got 0)" run --model=resnet18 --repetitions=0
 expect 2 "--warmup must be in [0, 2147483647]" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
 expect 2 "--mllog needs --data=digits" run --model=digits-cnn --mllog=/tmp/x.mllog

@@ -115,6 +115,17 @@ PY
   >/dev/null 2>&1
 check "cuda_graph=true: the peer's point is unsupported, named" \
   grep -q '"cuda_graph=true: the peer trains eagerly' "$work/graph-point.json.record"
+# A point timed for a minimum time, or repeated: the peer times a fixed number of steps once.
+$py - "$work/rep-point.json" <<'PY'
+import json, sys
+config = {"model": "resnet18", "batch": 2, "image_size": 32, "num_classes": 10, "steps": 1,
+          "warmup": 0, "backend": "cpu", "precision": "fp32", "ranks": 1, "repetitions": 3}
+json.dump({"resolved": config, "record": sys.argv[1] + ".record"}, open(sys.argv[1], "w"))
+PY
+"${alone[@]}" "$py" "$root/reports/peers/pytorch_train.py" --point="$work/rep-point.json" \
+  >/dev/null 2>&1
+check "repetitions=3: the peer's point is unsupported, named" \
+  grep -q '"min_time or repetitions: the peer times a fixed number' "$work/rep-point.json.record"
 "${peer[@]}" --steps=0 >/dev/null 2>"$work/steps.err"
 check "--steps=0 by hand: exit 2, named" test $? -eq 2
 check "... with the bound" grep -q -- "--steps must be >= 1 (got 0)" "$work/steps.err"

@@ -34,6 +34,16 @@ def test_a_point_against_itself_is_not_distinguishable_and_against_twice_as_slow
     assert text.startswith("2.00x [") and "not distinguishable" not in text
 
 
+def test_repetitions_give_the_interval_when_there_are_three_or_more(results):
+    r = copy.deepcopy(load(results("ci")).ok[0])
+    t = r.data["metrics"]["throughput_img_s"]
+    r.data["metrics"]["repetitions"] = {"count": 3, "throughput_img_s": [0.5 * t, t, 1.5 * t],
+                                        "median": t, "mean": t, "stddev": 0.5 * t, "cv": 0.5}
+    lo, hi = intervals.throughput_interval(r)
+    # The repetitions' spread (50%), far wider than the steps' (a few %): the interval is theirs.
+    assert lo < 0.75 * t and hi > 1.25 * t
+
+
 def test_too_few_steps_give_no_interval(results):
     r = copy.deepcopy(load(results("ci")).ok[0])
     r.data["metrics"]["step_time_s"]["all"] = r.data["metrics"]["step_time_s"]["all"][:4]

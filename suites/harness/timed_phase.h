@@ -1,0 +1,27 @@
+// How long the timed phase runs and which of its steps count (docs/metrics.md, "Timed phase"):
+//   - at least `steps` steps and at least `min_time` seconds, as google/benchmark's min_time:
+//     extra_steps says how many more steps the time asks for, from the steps' own pace;
+//   - after the fixed warm-up, the first timed steps are judged from the data: those still above
+//     the later steps' upper Tukey fence (Q3 + 1.5 IQR of the second half) are discarded until
+//     the first that is within it (unsettled_steps), and the record says how many;
+//   - `repetitions` timed phases, each with its throughput; repetition_json their aggregates.
+// Pure: tests give them hand-made times.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <vector>
+
+namespace dlb {
+
+// More steps to time after `steps` took `seconds`, so that all of them take at least `min_time`
+// at the same pace: 0 when the time is already enough (or nothing was timed).
+int64_t extra_steps(int64_t steps, double seconds, double min_time);
+
+// The leading steps to discard: above the upper Tukey fence of the second half's times, up to the
+// first one within it; at most half the steps. Fewer than 4 steps: none.
+int64_t unsettled_steps(const std::vector<double>& step_seconds);
+
+// {count, throughput_img_s: [...], median, mean, stddev (sample), cv}.
+nlohmann::json repetition_json(const std::vector<double>& throughputs);
+
+}  // namespace dlb
