@@ -148,26 +148,25 @@ def reference_systems(path: str | Path) -> list[System]:
     return list(systems.values())
 
 
-def check_common_rows(systems: list[System]) -> None:
-    """RecordError when the directories' measured systems share no row with a throughput: there
-    is nothing to compare (published rows alone may match nothing: they are context; one
-    directory's peer rows may too, and are shown as they are)."""
-    measured = [s for s in systems if s.kind == "measured"]
-    if len(measured) < 2:
-        return
-    rows = [{k for k, c in s.cells.items() if c.throughput is not None} for s in measured]
+def check_common_rows(directories: list[str], by_dir: list[list[System]]) -> None:
+    """RecordError when no row with a throughput is in two of the directories: there is nothing
+    to compare (published rows alone may match nothing: they are context; one directory's peer
+    rows may too, and are shown as they are)."""
+    rows = [{k for s in systems for k, c in s.cells.items() if c.throughput is not None}
+            for systems in by_dir]
     if not any(sum(k in r for r in rows) >= 2 for k in set().union(*rows)):
-        have = "; ".join(f"{s.name}: " + (", ".join(
+        have = "; ".join(f"{d}: " + (", ".join(
             f"{k[0]} {k[1]}px {k[2]} x{k[3]}" for k in sorted(r)) or "no ok point")
-            for s, r in zip(measured, rows))
+            for d, r in zip(directories, rows))
         raise RecordError("compare: the results share no (model, image size, precision, ranks) "
                           f"row, so nothing can be compared ({have})")
 
 
 def compare(directories: list[str], references: str | None = None) -> tuple[list[str], list]:
-    systems = [s for d in directories for s in systems_from_dir(d)]
+    by_dir = [systems_from_dir(d) for d in directories]
     if len(directories) > 1:
-        check_common_rows(systems)
+        check_common_rows(directories, by_dir)
+    systems = [s for systems in by_dir for s in systems]
     if references:
         systems += reference_systems(REFERENCES_FILE if references == "default" else references)
     rows = sorted({k for s in systems for k in s.cells})

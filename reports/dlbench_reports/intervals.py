@@ -5,8 +5,9 @@ timed steps: each replicate resamples the steps with replacement and scales the 
 throughput by the steps' mean over the resample's (a ratio estimator, so the point estimate is
 the recorded one). A ratio of two throughputs takes the ratio of independent replicates of each
 (the two points ran apart), so its interval carries both sides' noise; a ratio whose interval
-holds 1 is shown as not distinguishable. Fewer than MIN_STEPS timed steps give no interval: a
-bootstrap of three steps says nothing about a fourth. Replicates are seeded, so a report is the
+holds 1 is shown as not distinguishable. Fewer than MIN_STEPS timed steps (MIN_REPETITIONS
+repetitions) give no interval: a percentile bootstrap of a handful of values covers far less than
+95% (of three, it is their range). Replicates are seeded, so a report is the
 same every time it is rendered."""
 from __future__ import annotations
 
@@ -17,14 +18,18 @@ import numpy as np
 from .records import Record
 
 REPLICATES = 2000
-MIN_STEPS = 5
-MIN_REPETITIONS = 3
+MIN_STEPS = 10
+MIN_REPETITIONS = 5
+# Above this many steps, the bootstrap resamples block means (consecutive steps averaged into
+# at most BLOCKS blocks): the memory stays bounded however long --min-time ran, and neighbouring
+# steps' correlation stays inside a block.
+BLOCKS = 1000
 LEVEL = 95.0
 
 
 def replicates(record: Record) -> np.ndarray | None:
     """REPLICATES bootstrap replicates of the record's throughput, or None (too few steps).
-    With 3 or more repetitions, over the repetitions' throughputs (the spread between timed
+    With 5 or more repetitions, over the repetitions' throughputs (the spread between timed
     phases, which steps of one phase do not show); otherwise over the timed steps."""
     t = record.get("metrics.throughput_img_s")
     seed = zlib.crc32(str(record.get("point.id", "")).encode() + record.system.encode())
@@ -37,6 +42,10 @@ def replicates(record: Record) -> np.ndarray | None:
     if t is None or not isinstance(steps, list) or len(steps) < MIN_STEPS:
         return None
     s = np.asarray(steps, dtype=float)
+    if len(s) > BLOCKS:  # equal blocks of consecutive steps; the remainder joins the last
+        size = len(s) // BLOCKS
+        s = np.append(s[:size * (BLOCKS - 1)].reshape(BLOCKS - 1, size).mean(axis=1),
+                      s[size * (BLOCKS - 1):].mean())
     means = s[rng.integers(0, len(s), size=(REPLICATES, len(s)))].mean(axis=1)
     return t * s.mean() / means
 

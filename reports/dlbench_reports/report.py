@@ -184,7 +184,8 @@ def environment(rs: ResultSet) -> dict:
         for k in keys:
             if k in e:
                 seen = by_key.setdefault(prefix + k, {})
-                seen.setdefault(e[k], []).append(r.data["point"]["index"])
+                # The schema leaves environment values untyped: compared and shown as text.
+                seen.setdefault(str(e[k]), []).append(r.data["point"]["index"])
     own = [k for k in ENV_KEYS if k in by_key]
     return {k: _values_text(k.rsplit(" ", 1)[-1], by_key[k])
             for k in own + sorted(k for k in by_key if k not in own)}
@@ -208,8 +209,9 @@ HOW_TO_READ = {
     "batch": "Throughput and peak memory against the batch per rank: throughput flattens where "
              "the device is busy, and memory grows with the activations.",
     "precision": "Each precision against fp32 for the same model: on a GPU, tensor cores make "
-                 "16-bit faster; on a CPU, 16-bit storage is converted for every op, so it is "
-                 "slower, not faster.",
+                 "16-bit faster; on a CPU, 16-bit storage is converted for every op, which "
+                 "should make it slower: a 16-bit CPU point faster than fp32 is worth checking "
+                 "for noise before it is believed.",
     "overlap": "What hiding all-reduce behind backward (or the next forward) buys: compare each "
                "strategy's step time with none at the same bucket size. The overlap table says "
                "how much communication was exposed and how much ran under compute.",
@@ -271,9 +273,10 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     for p in peers(rs.records):
         out += ["", f"vs {p}: dlbench's images/s over {p}'s at the same point, both from this "
                 f"run (reports/peers/{p}_train.py trains the same model with the same settings)."]
-    out += ["", "[95%]: a 95% confidence interval from a bootstrap over the timed steps (none "
-            f"below {intervals.MIN_STEPS} steps); a ratio whose interval holds 1 (an efficiency "
-            "whose interval holds 100%) is marked not distinguishable."]
+    out += ["", "[95%]: a 95% confidence interval from a bootstrap over the repetitions (at "
+            f"least {intervals.MIN_REPETITIONS}) or else the timed steps (none below "
+            f"{intervals.MIN_STEPS}); a ratio whose interval holds 1 (an efficiency whose "
+            "interval holds 100%) is marked not distinguishable."]
     bad = failures(rs)
     out += ["", "## Failures", ""]
     if not bad:

@@ -479,6 +479,26 @@ def percentile(values: list[float], q: float) -> float:
     return s[lo] + (s[hi] - s[lo]) * (pos - lo)
 
 
+def step_fences(times: list[float]) -> tuple[float, float]:
+    """Tukey's fences, each at least 5% from the median: dlbench's (suites/harness/timed_phase.h)."""
+    q1, q3, med = percentile(times, 25), percentile(times, 75), percentile(times, 50)
+    return min(q1 - 1.5 * (q3 - q1), 0.95 * med), max(q3 + 1.5 * (q3 - q1), 1.05 * med)
+
+
+def unsettled_steps(times: list[float]) -> int:
+    """The leading timed steps dlbench would judge still warming up and leave out (above the
+    second half's upper fence, up to the first within it, at most half): the same rule, so that
+    the two systems time the same kind of steps."""
+    n = len(times)
+    if n < 4:
+        return 0
+    fence = step_fences(times[n // 2:])[1]
+    k = 0
+    while k < n // 2 and times[k] > fence:
+        k += 1
+    return k
+
+
 def environment(c: dict, torch, torchvision, run: Run | None) -> dict:
     git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty", "--abbrev=12"],
                          capture_output=True, text=True).stdout.strip()
@@ -556,11 +576,16 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
     check_supported(c, torch)
     run = Run(c, torch, torchvision)
     times, total, losses = run.timed()
+    discarded = unsettled_steps(times) if int(c["warmup"]) > 0 else 0
+    total -= sum(times[:discarded])
+    times = times[discarded:]
     median = percentile(times, 50)
     m = {"params": run.params,  # no time measured: inf, which strict_record refuses
          "throughput_img_s": (int(c["batch"]) * run.ranks * len(times) / total if total > 0
                               else math.inf),
          "timed_seconds": total,
+         "timed_steps": len(times),
+         "warmup_discarded_steps": discarded,
          "step_time_s": {"median": median, "p10": percentile(times, 10),
                          "p90": percentile(times, 90), "all": times},
          "losses": [v if v == v and abs(v) != float("inf") else None for v in losses]}

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "runtime/core/stats.h"
+#include "suites/harness/timed_phase.h"
 
 namespace dlb {
 
@@ -32,7 +33,7 @@ HostSample sample_host() {
   for (uint64_t& v : f) stat >> v;
   if (!stat) return s;
   s.total = f[0] + f[1] + f[2] + f[3] + f[4] + f[5] + f[6] + f[7];
-  s.busy = s.total - f[3] - f[4];
+  s.busy = s.total - f[3] - f[4] - f[7];  // stolen time is no process's
   s.steal = f[7];
   s.ok = true;
   return s;
@@ -91,11 +92,10 @@ nlohmann::json noise_json(const NoiseInputs& in) {
     double ss = 0;
     for (double v : t) ss += (v - mean) * (v - mean);
     const double cv = mean > 0 ? std::sqrt(ss / static_cast<double>(t.size() - 1)) / mean : 0.0;
-    const double q1 = percentile(t, 25), q3 = percentile(t, 75), iqr = q3 - q1;
+    const StepFences f = step_fences(t);
     std::vector<int64_t> outliers;
     for (size_t i = 0; i < t.size(); ++i) {
-      if (t[i] < q1 - 1.5 * iqr || t[i] > q3 + 1.5 * iqr)
-        outliers.push_back(static_cast<int64_t>(i));
+      if (t[i] < f.low || t[i] > f.high) outliers.push_back(static_cast<int64_t>(i));
     }
     j["step_cv"] = cv;
     j["outlier_steps"] = outliers;  // indices into metrics.step_time_s.all

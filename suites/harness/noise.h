@@ -17,8 +17,8 @@ namespace dlb {
 struct HostSample {
   bool ok = false;
   double load1 = 0, load5 = 0;   // /proc/loadavg
-  uint64_t busy = 0, total = 0;  // /proc/stat's cpu line, in clock ticks: all but idle and
-  uint64_t steal = 0;            // iowait; everything; stolen by the hypervisor
+  uint64_t busy = 0, total = 0;  // /proc/stat's cpu line, in clock ticks: all but idle,
+  uint64_t steal = 0;            // iowait and steal; everything; stolen by the hypervisor
   double self_cpu_s = 0;         // this process's user + system CPU time (all threads)
   double wall_s = 0;             // a steady clock
 };

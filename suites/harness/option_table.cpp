@@ -675,7 +675,9 @@ std::string shell_word(const std::string& text) {
 
 std::string reproduce_command(const RunOptions& o) {
   const RunOptions defaults;
-  std::string cmd = "dlbench run";
+  // Several ranks need a launcher: mpirun here (srun inside Slurm starts the same ranks).
+  std::string cmd =
+      o.ranks > 1 ? fmt::format("mpirun -np {} dlbench run", o.ranks) : std::string("dlbench run");
   for (const Option& option : run_option_table()) {
     if (option.scope != OptionScope::kConfig) continue;
     const json v = option.get(o);

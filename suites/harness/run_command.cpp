@@ -430,8 +430,14 @@ namespace {
 // Ranks that share this host's device: on the CPU, every rank of this run started on this host
 // (Open MPI's or MPICH's count, or the tasks srun started on this node); a GPU rank has a device
 // of its own, and one rank runs alone whatever a batch job's variables say.
+int64_t ranks_on_this_host(const RunResult& r);
 int64_t ranks_sharing_the_device(const RunResult& r) {
-  if (r.environment.value("device", "") != "cpu" || r.ranks <= 1) return 1;
+  return r.environment.value("device", "") == "cpu" ? ranks_on_this_host(r) : 1;
+}
+// This run's ranks started on this host (Open MPI's or MPICH's count, or the tasks srun started
+// on this node), whatever their device; one rank runs alone whatever a batch job's variables say.
+int64_t ranks_on_this_host(const RunResult& r) {
+  if (r.ranks <= 1) return 1;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
   }
@@ -482,7 +488,7 @@ void attach_noise(RunResult& r) {
   in.ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
   in.hardware_threads = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   in.cpu_device = r.environment.value("device", "") == "cpu";
-  in.ranks_on_host = in.cpu_device ? ranks_sharing_the_device(r) : 1;
+  in.ranks_on_host = ranks_on_this_host(r);  // GPU ranks use the host's CPU too (polls, NCCL)
   in.threads_per_rank = in.cpu_device ? pool_threads() : 1;
   in.governor = cpu_governor();
   in.step_seconds = r.stats->step_seconds;

@@ -15,12 +15,17 @@ int64_t extra_steps(int64_t steps, double seconds, double min_time) {
   return static_cast<int64_t>(std::min(total, most)) - steps;
 }
 
+StepFences step_fences(const std::vector<double>& t) {
+  const double q1 = percentile(t, 25), q3 = percentile(t, 75), median = percentile(t, 50);
+  return {std::min(q1 - 1.5 * (q3 - q1), 0.95 * median),
+          std::max(q3 + 1.5 * (q3 - q1), 1.05 * median)};
+}
+
 int64_t unsettled_steps(const std::vector<double>& t) {
   const size_t n = t.size();
   if (n < 4) return 0;
   const std::vector<double> later(t.begin() + static_cast<std::ptrdiff_t>(n / 2), t.end());
-  const double q1 = percentile(later, 25), q3 = percentile(later, 75);
-  const double fence = q3 + 1.5 * (q3 - q1);
+  const double fence = step_fences(later).high;
   size_t k = 0;
   while (k < n / 2 && t[k] > fence) ++k;
   return static_cast<int64_t>(k);

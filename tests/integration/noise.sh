@@ -10,7 +10,7 @@ trap '[[ -n $hog ]] && kill "$hog" 2>/dev/null; rm -rf "$work"' EXIT
 timeout 300 sh -c 'while :; do :; done' &
 hog=$!
 sleep 1
-"$dlbench" run --model=digits-cnn --batch=16 --image-size=8 --warmup=2 --steps=60 \
+"$dlbench" run --model=digits-cnn --batch=16 --image-size=8 --warmup=2 --steps=60 --min-time=1 \
   --json="$work/hog.json" >"$work/hog.log" 2>&1 || { cat "$work/hog.log"; exit 1; }
 kill "$hog"
 hog=

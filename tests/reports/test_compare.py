@@ -75,3 +75,18 @@ def test_references_and_time_to_accuracy(results, capsys):
     assert "MLPerf: MLPerf Training v3.0 closed" in out and "808.0 s to 75.90% top-1" in out
     assert "https://github.com/NVIDIA/DeepLearningExamples" in out
     assert "| resnet50 | 224px | fp16 | 8 | - |" in out
+
+
+def test_rows_in_common_are_counted_by_directory_not_by_system(results, tmp_path, capsys):
+    # The peers directory has dlbench and PyTorch on the same rows; the other directory shares
+    # none of them. Two systems of one directory agreeing is not two directories to compare.
+    a = results("peers")
+    b = tmp_path / "other"
+    b.mkdir()
+    lines = [json.loads(l) for l in (results("scaling") / "results.jsonl").read_text().splitlines()]
+    for r in lines:
+        r["config"]["model"] = "vgg16"
+    (b / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    from dlbench_reports.__main__ import main as cli
+    assert cli(["compare", str(a), str(b)]) == 2
+    assert "share no (model, image size, precision, ranks) row" in capsys.readouterr().err

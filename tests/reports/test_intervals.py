@@ -34,11 +34,12 @@ def test_a_point_against_itself_is_not_distinguishable_and_against_twice_as_slow
     assert text.startswith("2.00x [") and "not distinguishable" not in text
 
 
-def test_repetitions_give_the_interval_when_there_are_three_or_more(results):
+def test_repetitions_give_the_interval_when_there_are_five_or_more(results):
     r = copy.deepcopy(load(results("ci")).ok[0])
     t = r.data["metrics"]["throughput_img_s"]
-    r.data["metrics"]["repetitions"] = {"count": 3, "throughput_img_s": [0.5 * t, t, 1.5 * t],
-                                        "median": t, "mean": t, "stddev": 0.5 * t, "cv": 0.5}
+    r.data["metrics"]["repetitions"] = {
+        "count": 5, "throughput_img_s": [0.5 * t, 0.75 * t, t, 1.25 * t, 1.5 * t],
+        "median": t, "mean": t, "stddev": 0.4 * t, "cv": 0.4}
     lo, hi = intervals.throughput_interval(r)
     # The repetitions' spread (50%), far wider than the steps' (a few %): the interval is theirs.
     assert lo < 0.75 * t and hi > 1.25 * t
@@ -46,6 +47,15 @@ def test_repetitions_give_the_interval_when_there_are_three_or_more(results):
 
 def test_too_few_steps_give_no_interval(results):
     r = copy.deepcopy(load(results("ci")).ok[0])
-    r.data["metrics"]["step_time_s"]["all"] = r.data["metrics"]["step_time_s"]["all"][:4]
+    r.data["metrics"]["step_time_s"]["all"] = r.data["metrics"]["step_time_s"]["all"][:9]
     assert intervals.throughput_interval(r) is None
     assert intervals.ratio_text(1.5, None) == "1.50x"
+
+
+def test_a_long_run_bootstraps_block_means(results):
+    r = copy.deepcopy(load(results("ci")).ok[0])
+    steps = r.data["metrics"]["step_time_s"]["all"]
+    r.data["metrics"]["step_time_s"]["all"] = (steps * 100)[:10001]  # 10,001 steps
+    lo, hi = intervals.throughput_interval(r)
+    t = r.data["metrics"]["throughput_img_s"]
+    assert lo < t < hi and hi - lo < 0.05 * t  # 10,001 steps: narrow

@@ -87,7 +87,14 @@ def test_scaling_plot_marks_simulated_points_hollow(results):
     markers = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
     hollow = [l for l in markers if l.get_markerfacecolor() == "none"]
     assert len(hollow) == 1 and len(markers) == len(rs.ok)
-    assert any(t.get_text() == "simulated" for t in fig.axes[0].texts)
+    # Exactly the simulated point is labelled so, wherever it sits in its series.
+    assert [t.get_text() for t in fig.axes[0].texts].count("simulated") == 1
+    rs.records[-1].data["mode"] = "measured"
+    first = min((r for r in rs.ok if r.config["overlap"] == rs.records[-1].config["overlap"]),
+                key=lambda r: r.config["ranks"])
+    first.data["mode"] = "simulated"
+    fig = scaling.render(rs.records)
+    assert [t.get_text() for t in fig.axes[0].texts].count("simulated") == 1
     assert "hollow = simulated" in fig.axes[0].get_title()
 
 

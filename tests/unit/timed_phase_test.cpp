@@ -23,6 +23,15 @@ TEST(TimedPhase, LeadingStepsAboveTheLaterStepsFenceAreDiscarded) {
   EXPECT_EQ(unsettled_steps({0.9, 0.1, 0.1}), 0);                           // too few to judge
 }
 
+// Steps a GPU times alike: the IQR is 0, and a step 0.1% slower is no outlier; 6% slower is.
+TEST(TimedPhase, FencesStayAtLeastFivePercentFromTheMedian) {
+  const StepFences f = step_fences({0.1, 0.1, 0.1, 0.1, 0.1001, 0.1});
+  EXPECT_DOUBLE_EQ(f.high, 1.05 * 0.1);
+  EXPECT_DOUBLE_EQ(f.low, 0.95 * 0.1);
+  EXPECT_EQ(unsettled_steps({0.1001, 0.1, 0.1, 0.1, 0.1, 0.1}), 0);
+  EXPECT_EQ(unsettled_steps({0.106, 0.1, 0.1, 0.1, 0.1, 0.1}), 1);
+}
+
 TEST(TimedPhase, RepetitionsAggregate) {
   const auto j = repetition_json({90, 100, 110});
   EXPECT_EQ(j["count"], 3);

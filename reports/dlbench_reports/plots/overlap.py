@@ -1,7 +1,8 @@
 """Where a step's time goes, per overlap strategy: stacked forward, backward, optimizer, exposed
 communication (what the step waits for) and the rest, adding up to the step. Communication hidden
-under compute is part of the compute segments' time, so it is drawn over them, hatched, never on
-top: no bar is taller than its step. The table beside it uses the same traced steps, and adds
+under compute is part of the compute segments' time, so it is drawn inside them, hatched from the
+bar's foot (its length, not where in the step it ran), never on top: no bar is taller than its
+step. The table beside it uses the same traced steps, and adds
 what each strategy saves against `none` at the same point (docs/metrics.md defines every
 figure)."""
 from __future__ import annotations
@@ -127,9 +128,9 @@ def render(records: list[Record]):
         bottom += h
     # Unknown in the oldest records (comm_parts): not drawn.
     hidden = np.array([(d["hidden"] or 0.0) * 1e3 for d in data])
-    ax.bar(x, hidden, 0.3, bottom=0, label="hidden comm (all-reduce under the compute it "
-           "overlaps; part of the bar, not added)", color="none", edgecolor="black",
-           hatch="//", gid="segment:hidden")
+    ax.bar(x, hidden, 0.3, bottom=0, label="hidden comm: as long as the all-reduce time under "
+           "compute (drawn from the foot, inside the compute; not added)", color="none",
+           edgecolor="black", hatch="//", gid="segment:hidden")
     ax.set_xticks(x)
     ax.set_xticklabels(names, fontsize=8)
     steps = sorted({r.get("metrics.phases.traced_steps") for r in ok} - {None})

@@ -65,8 +65,12 @@ def series(records: list[Record]) -> dict[str, dict]:
 
 
 def oversubscribed(record: Record) -> bool:
-    """Ranks sharing a CPU's hardware threads: more ranks than the machine has threads (each rank
-    runs at least one). Such a point measures contention, not scaling."""
+    """Ranks sharing a CPU's hardware threads: the record's noise verdict says so where it has one
+    (ranks x threads per rank); older records, more ranks than the machine has threads (each
+    rank runs at least one). Such a point measures contention, not scaling."""
+    noise = record.get("noise")
+    if isinstance(noise, dict) and isinstance(noise.get("oversubscribed"), bool):
+        return noise["oversubscribed"]  # ranks x threads per rank, as the run knew them
     env = record.data.get("environment") or {}
     try:
         threads = int(env.get("cpu_threads", 0))
@@ -105,6 +109,9 @@ def render(records: list[Record]):
         for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
             ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
                     markersize=7)
+            if sim:
+                ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
+                            fontsize=7, color=color)
         bars = [(n, iv) for n, iv in zip(s["ranks"], s["interval"]) if iv]
         if bars:  # the 95% interval of each point's throughput (intervals.py)
             ax.vlines([n for n, _ in bars], [iv[0] for _, iv in bars], [iv[1] for _, iv in bars],
@@ -112,9 +119,6 @@ def render(records: list[Record]):
         for n, t, shared in zip(s["ranks"], s["throughput"], s["oversubscribed"]):
             if shared:
                 ax.plot([n], [t], "x", color="black", markersize=9, gid=f"oversubscribed:{n}")
-            if sim:
-                ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
-                            fontsize=7, color=color)
         if s["base"]:
             eff_ax.plot(s["ranks"], [100 * e if e else float("nan") for e in s["efficiency"]], ":",
                         color=color,
