@@ -45,11 +45,14 @@ std::string cpu_governor() {
   return in >> g ? g : "";
 }
 
-nlohmann::json noise_json(const NoiseInputs& in) {
-  // Thresholds (docs/metrics.md): what pyperf and google/benchmark warn about, scaled to a run.
-  constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = 0.10, kOutliers = 0.10;
-  nlohmann::json j;
-  std::vector<std::string> reasons;
+namespace {
+
+// Thresholds (docs/metrics.md): what pyperf and google/benchmark warn about, scaled to a run.
+constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = 0.10, kOutliers = 0.10;
+using Reasons = std::vector<std::string>;
+
+// How the run sat on the host: its threads against the hardware's.
+void placement(const NoiseInputs& in, nlohmann::json& j, Reasons& reasons) {
   j["hardware_threads"] = in.hardware_threads;
   j["ranks_on_host"] = in.ranks_on_host;
   j["threads_per_rank"] = in.threads_per_rank;
@@ -61,50 +64,60 @@ nlohmann::json noise_json(const NoiseInputs& in) {
                                   in.ranks_on_host, in.threads_per_rank, in.hardware_threads));
   }
   if (!in.governor.empty()) j["governor"] = in.governor;
-  if (in.before.ok && in.after.ok && in.after.total > in.before.total) {
-    const double wall = in.after.wall_s - in.before.wall_s;
-    const double busy_s = static_cast<double>(in.after.busy - in.before.busy) / in.ticks_per_s;
-    // This run's ranks are alike: each used about what this one did.
-    const double ours_s =
-        (in.after.self_cpu_s - in.before.self_cpu_s) * static_cast<double>(in.ranks_on_host);
-    const double other_cores = wall > 0 ? std::max(0.0, busy_s - ours_s) / wall : 0.0;
-    const double steal = static_cast<double>(in.after.steal - in.before.steal) /
-                         static_cast<double>(in.after.total - in.before.total);
-    j["load_before"] = {in.before.load1, in.before.load5};
-    j["load_after"] = {in.after.load1, in.after.load5};
-    j["other_processes_cores"] = other_cores;
-    j["steal_fraction"] = steal;
-    if (other_cores > kOtherCores) {
-      reasons.push_back(
-          fmt::format("other processes used {:.2f} cores during the run", other_cores));
-    }
-    if (steal > kStealFraction) {
-      reasons.push_back(fmt::format("the hypervisor stole {:.1f}% of the CPU time", 100 * steal));
-    }
-  } else {
+}
+
+// What else the host did around the run: load, other processes' CPU time, steal.
+void host_activity(const NoiseInputs& in, nlohmann::json& j, Reasons& reasons) {
+  if (!in.before.ok || !in.after.ok || in.after.total <= in.before.total) {
     j["host"] = "not readable (/proc)";
+    return;
   }
-  const std::vector<double>& t = in.step_seconds;
-  if (t.size() >= 2) {
-    double mean = 0;
-    for (double v : t) mean += v;
-    mean /= static_cast<double>(t.size());
-    double ss = 0;
-    for (double v : t) ss += (v - mean) * (v - mean);
-    const double cv = mean > 0 ? std::sqrt(ss / static_cast<double>(t.size() - 1)) / mean : 0.0;
-    const StepFences f = step_fences(t);
-    std::vector<int64_t> outliers;
-    for (size_t i = 0; i < t.size(); ++i) {
-      if (t[i] < f.low || t[i] > f.high) outliers.push_back(static_cast<int64_t>(i));
-    }
-    j["step_cv"] = cv;
-    j["outlier_steps"] = outliers;  // indices into metrics.step_time_s.all
-    if (cv > kStepCv) reasons.push_back(fmt::format("step times vary: CV {:.1f}%", 100 * cv));
-    if (static_cast<double>(outliers.size()) > kOutliers * static_cast<double>(t.size())) {
-      reasons.push_back(
-          fmt::format("{} of {} steps are outliers (Tukey's fences)", outliers.size(), t.size()));
-    }
+  const double wall = in.after.wall_s - in.before.wall_s;
+  const double busy_s = static_cast<double>(in.after.busy - in.before.busy) / in.ticks_per_s;
+  // This run's ranks are alike: each used about what this one did.
+  const double ours_s =
+      (in.after.self_cpu_s - in.before.self_cpu_s) * static_cast<double>(in.ranks_on_host);
+  const double other_cores = wall > 0 ? std::max(0.0, busy_s - ours_s) / wall : 0.0;
+  const double steal = static_cast<double>(in.after.steal - in.before.steal) /
+                       static_cast<double>(in.after.total - in.before.total);
+  j["load_before"] = {in.before.load1, in.before.load5};
+  j["load_after"] = {in.after.load1, in.after.load5};
+  j["other_processes_cores"] = other_cores;
+  j["steal_fraction"] = steal;
+  if (other_cores > kOtherCores) {
+    reasons.push_back(fmt::format("other processes used {:.2f} cores during the run", other_cores));
   }
+  if (steal > kStealFraction) {
+    reasons.push_back(fmt::format("the hypervisor stole {:.1f}% of the CPU time", 100 * steal));
+  }
+}
+
+// The timed steps' own spread: CV and outliers.
+void step_spread(const std::vector<double>& t, nlohmann::json& j, Reasons& reasons) {
+  if (t.size() < 2) return;
+  const Spread s = spread(t);
+  const StepFences f = step_fences(t);
+  std::vector<int64_t> outliers;
+  for (size_t i = 0; i < t.size(); ++i) {
+    if (t[i] < f.low || t[i] > f.high) outliers.push_back(static_cast<int64_t>(i));
+  }
+  j["step_cv"] = s.cv;
+  j["outlier_steps"] = outliers;  // indices into metrics.step_time_s.all
+  if (s.cv > kStepCv) reasons.push_back(fmt::format("step times vary: CV {:.1f}%", 100 * s.cv));
+  if (static_cast<double>(outliers.size()) > kOutliers * static_cast<double>(t.size())) {
+    reasons.push_back(
+        fmt::format("{} of {} steps are outliers (Tukey's fences)", outliers.size(), t.size()));
+  }
+}
+
+}  // namespace
+
+nlohmann::json noise_json(const NoiseInputs& in) {
+  nlohmann::json j;
+  Reasons reasons;
+  placement(in, j, reasons);
+  host_activity(in, j, reasons);
+  step_spread(in.step_seconds, j, reasons);
   j["verdict"] = reasons.empty() ? "stable" : "noisy";
   j["reasons"] = reasons;
   return j;

@@ -68,6 +68,26 @@ double fraction_of_peak(const RunResult& r) {
   return r.flops_per_step / median * r.peak["ranks_sharing_it"].get<double>() /
          r.peak["flops_per_s"].get<double>();
 }
+// The timed steps' metrics: throughput, step times, the timed phase's shape, the peak's share.
+void add_timed_metrics(const RunResult& r, nlohmann::json& m) {
+  const RunStats& s = *r.stats;
+  const double median = percentile(s.step_seconds, 50);
+  m["throughput_img_s"] = s.throughput();
+  m["timed_seconds"] = s.timed_seconds;
+  m["timed_steps"] = s.timed_steps;
+  m["warmup_discarded_steps"] = r.discarded_steps;
+  if (!r.repetitions.is_null()) m["repetitions"] = r.repetitions;
+  m["step_time_s"] = {{"median", median},
+                      {"p10", percentile(s.step_seconds, 10)},
+                      {"p90", percentile(s.step_seconds, 90)},
+                      {"all", s.step_seconds}};
+  m["losses"] = s.losses;
+  m["achieved_flops_per_s"] = r.flops_per_step / median;
+  if (!r.peak.is_null()) {
+    m["peak"] = r.peak;
+    m["fraction_of_peak_flops"] = fraction_of_peak(r);
+  }
+}
 }  // namespace
 
 std::string_view run_mode_name(RunMode mode) {
@@ -103,25 +123,7 @@ nlohmann::json record_json(const RunResult& r) {
             {"forward_flops_per_image", r.forward_flops_per_image},
             {"flops_per_step", r.flops_per_step}};
   if (!r.convergence.is_null()) m.update(r.convergence);
-  if (r.stats) {
-    const RunStats& s = *r.stats;
-    const double median = percentile(s.step_seconds, 50);
-    m["throughput_img_s"] = s.throughput();
-    m["timed_seconds"] = s.timed_seconds;
-    m["timed_steps"] = s.timed_steps;
-    m["warmup_discarded_steps"] = r.discarded_steps;
-    if (!r.repetitions.is_null()) m["repetitions"] = r.repetitions;
-    m["step_time_s"] = {{"median", median},
-                        {"p10", percentile(s.step_seconds, 10)},
-                        {"p90", percentile(s.step_seconds, 90)},
-                        {"all", s.step_seconds}};
-    m["losses"] = s.losses;
-    m["achieved_flops_per_s"] = r.flops_per_step / median;
-    if (!r.peak.is_null()) {
-      m["peak"] = r.peak;
-      m["fraction_of_peak_flops"] = fraction_of_peak(r);
-    }
-  }
+  if (r.stats) add_timed_metrics(r, m);
   if (!r.comm.is_null()) m["comm"] = r.comm;
   if (r.buckets) m["buckets"] = *r.buckets;
   if (r.weights_identical_across_ranks) {

@@ -31,7 +31,7 @@ int64_t unsettled_steps(const std::vector<double>& t) {
   return static_cast<int64_t>(k);
 }
 
-nlohmann::json repetition_json(const std::vector<double>& x) {
+Spread spread(const std::vector<double>& x) {
   const double n = static_cast<double>(x.size());
   double mean = 0;
   for (double v : x) mean += v;
@@ -39,8 +39,13 @@ nlohmann::json repetition_json(const std::vector<double>& x) {
   double ss = 0;
   for (double v : x) ss += (v - mean) * (v - mean);
   const double sd = x.size() > 1 ? std::sqrt(ss / (n - 1)) : 0.0;
+  return {mean, sd, mean > 0 ? sd / mean : 0.0};
+}
+
+nlohmann::json repetition_json(const std::vector<double>& x) {
+  const Spread s = spread(x);
   return {{"count", x.size()}, {"throughput_img_s", x}, {"median", percentile(x, 50)},
-          {"mean", mean},      {"stddev", sd},          {"cv", mean > 0 ? sd / mean : 0.0}};
+          {"mean", s.mean},    {"stddev", s.sd},        {"cv", s.cv}};
 }
 
 }  // namespace dlb

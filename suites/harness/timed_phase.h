@@ -29,6 +29,13 @@ StepFences step_fences(const std::vector<double>& step_seconds);
 // first one within it; at most half the steps. Fewer than 4 steps: none.
 int64_t unsettled_steps(const std::vector<double>& step_seconds);
 
+// The mean, sample standard deviation and coefficient of variation of some values (0 where
+// they have fewer than two, or a mean that is not positive).
+struct Spread {
+  double mean, sd, cv;
+};
+Spread spread(const std::vector<double>& values);
+
 // {count, throughput_img_s: [...], median, mean, stddev (sample), cv}.
 nlohmann::json repetition_json(const std::vector<double>& throughputs);
 
