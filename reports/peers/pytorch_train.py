@@ -10,10 +10,14 @@ What is the same as dlbench:
   rank, the image size, the classes, the seed, dropout, and SGD with dlbench's lr, momentum and
   weight decay (every parameter decays, as in dlbench);
 - synthetic data: one batch drawn at the start (normal images, uniform labels) and reused;
-- the timing: `warmup` untimed steps, then `steps` timed ones. On the GPU each step is marked by a
-  CUDA event on the stream, with the device synchronised before the first mark and after the
-  last; on the CPU, where every op is synchronous, by the host clock. Throughput is every rank's
-  images over the slowest rank's timed seconds, and each step's time is the slowest rank's;
+- the timing (docs/metrics.md, "Timed phase"): `warmup` untimed steps, then `steps` timed ones,
+  and more at the measured pace until the phase lasts `min_time` seconds (every rank as many as
+  the slowest asks); the first phase's leading steps above the later steps' fence left out as
+  warm-up, and the phase repeated `repetitions` times, each with its throughput. On the GPU each
+  step is marked by a CUDA event on the stream, with the device synchronised before the first
+  mark and after the last; on the CPU, where every op is synchronous, by the host clock.
+  Throughput is every rank's images over the slowest rank's timed seconds, and each step's time
+  is the slowest rank's;
 - precision: fp32 strict (no TF32), tf32 (PyTorch's allow_tf32 switches), and fp16 and bf16 as
   PyTorch's own automatic mixed precision: torch.autocast, channels_last on the GPU, and a
   GradScaler with its default settings for fp16, on the GPU. Gradients cross the wire in 16 bits,
@@ -282,9 +286,6 @@ def check_supported(c: dict, torch) -> None:
     if c.get("memory_guard"):
         raise Unsupported("memory_guard=true: the red zones are dlbench's allocator's; PyTorch's "
                           "has none")
-    if (c.get("min_time") or 0) > 0 or int(c.get("repetitions") or 1) > 1:
-        raise Unsupported("min_time or repetitions: the peer times a fixed number of steps once; "
-                          "compare at steps and warmup alone")
 
 
 def threads_for_this_rank() -> int:
@@ -438,11 +439,11 @@ class Run:
         self.scaler.update()
         return loss.detach()
 
-    def timed(self):
-        """Warm-up, then the timed steps: (each step's seconds, the timed seconds, every loss)."""
-        torch, c = self.torch, self.c
-        losses = [self.step() for _ in range(int(c["warmup"]))]
-        steps = int(c["steps"])
+    def phase(self, warmup: int, steps: int):
+        """`warmup` untimed steps, then `steps` timed ones: (each step's seconds, the timed
+        seconds, every loss), the times the slowest rank's."""
+        torch = self.torch
+        losses = [self.step() for _ in range(warmup)]
         if self.cuda:
             marks = [torch.cuda.Event(enable_timing=True) for _ in range(steps + 1)]
             torch.cuda.synchronize()
@@ -460,12 +461,58 @@ class Run:
                 marks.append(time.perf_counter())
             times = [marks[i + 1] - marks[i] for i in range(steps)]
             total = marks[-1] - marks[0]
-        if self.ranks > 1:  # the slowest rank's
-            import torch.distributed as dist
-            t = torch.tensor(times + [total], dtype=torch.float64, device=self.device)
-            dist.all_reduce(t, op=dist.ReduceOp.MAX)
-            times, total = t[:-1].tolist(), t[-1].item()
+        times, total = self.slowest(times + [total])
         return times, total, [float(v) for v in losses]
+
+    def slowest(self, values: list[float]) -> tuple[list[float], float]:
+        """Each value's maximum across ranks: (all but the last, the last)."""
+        if self.ranks > 1:
+            import torch.distributed as dist
+            t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX)
+            values = t.tolist()
+        return values[:-1], values[-1]
+
+    def timed(self):
+        """The timed phases as dlbench's measure_throughput runs them: (the kept steps' seconds,
+        their total, every loss, the steps left out as warm-up, each phase's throughput)."""
+        c = self.c
+        steps, min_time = int(c["steps"]), float(c.get("min_time") or 0)
+        images = int(c["batch"]) * self.ranks
+        all_times, all_total, losses, discarded, throughputs = [], 0.0, [], 0, []
+        for rep in range(int(c.get("repetitions") or 1)):
+            times, total, more_losses = self.phase(int(c["warmup"]) if rep == 0 else 0, steps)
+            losses += more_losses
+            more = extra_steps(steps, total, min_time)  # total is already the slowest rank's
+            if more > 0:
+                t, s, more_losses = self.phase(0, more)
+                times, total, losses = times + t, total + s, losses + more_losses
+            if rep == 0 and int(c["warmup"]) > 0:
+                # Each step's time is already the slowest rank's: every rank finds the same k.
+                discarded = unsettled_steps(times)
+                total -= sum(times[:discarded])
+                times = times[discarded:]
+            throughputs.append(images * len(times) / total if total > 0 else math.inf)
+            all_times += times
+            all_total += total
+        return all_times, all_total, losses, discarded, throughputs
+
+
+def extra_steps(steps: int, seconds: float, min_time: float) -> int:
+    """More steps after `steps` took `seconds`, so that all take `min_time` at the same pace:
+    dlbench's (suites/harness/timed_phase.h)."""
+    if steps <= 0 or not seconds > 0 or seconds >= min_time:
+        return 0
+    return min(math.ceil(steps * min_time / seconds), 2**31 - 1) - steps
+
+
+def repetition_json(throughputs: list[float]) -> dict:
+    """dlbench's repetition_json: count, each throughput, median, mean, sample stddev, CV."""
+    n = len(throughputs)
+    mean = sum(throughputs) / n
+    sd = math.sqrt(sum((v - mean) ** 2 for v in throughputs) / (n - 1)) if n > 1 else 0.0
+    return {"count": n, "throughput_img_s": throughputs, "median": percentile(throughputs, 50),
+            "mean": mean, "stddev": sd, "cv": sd / mean if mean > 0 else 0.0}
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -575,10 +622,7 @@ def write_record(path: str, rec: dict) -> None:
 def train(c: dict, torch, torchvision) -> tuple[dict, int]:
     check_supported(c, torch)
     run = Run(c, torch, torchvision)
-    times, total, losses = run.timed()
-    discarded = unsettled_steps(times) if int(c["warmup"]) > 0 else 0
-    total -= sum(times[:discarded])
-    times = times[discarded:]
+    times, total, losses, discarded, throughputs = run.timed()
     median = percentile(times, 50)
     m = {"params": run.params,  # no time measured: inf, which strict_record refuses
          "throughput_img_s": (int(c["batch"]) * run.ranks * len(times) / total if total > 0
@@ -589,6 +633,8 @@ def train(c: dict, torch, torchvision) -> tuple[dict, int]:
          "step_time_s": {"median": median, "p10": percentile(times, 10),
                          "p90": percentile(times, 90), "all": times},
          "losses": [v if v == v and abs(v) != float("inf") else None for v in losses]}
+    if len(throughputs) > 1:
+        m["repetitions"] = repetition_json(throughputs)
     if c["precision"] == "fp16":
         m["loss_scale"] = float(run.scaler.get_scale())
     fields = {"environment": environment(c, torch, torchvision, run), "metrics": m}

@@ -115,17 +115,32 @@ PY
   >/dev/null 2>&1
 check "cuda_graph=true: the peer's point is unsupported, named" \
   grep -q '"cuda_graph=true: the peer trains eagerly' "$work/graph-point.json.record"
-# A point timed for a minimum time, or repeated: the peer times a fixed number of steps once.
+# A point timed for a minimum time and repeated: the peer runs dlbench's timed phase (steps, then
+# more at the measured pace until 1 s, three times), each phase's throughput in the record.
 $py - "$work/rep-point.json" <<'PY'
 import json, sys
-config = {"model": "resnet18", "batch": 2, "image_size": 32, "num_classes": 10, "steps": 1,
-          "warmup": 0, "backend": "cpu", "precision": "fp32", "ranks": 1, "repetitions": 3}
+config = {"model": "resnet18", "batch": 2, "image_size": 32, "num_classes": 10, "steps": 2,
+          "warmup": 0, "backend": "cpu", "precision": "fp32", "ranks": 1, "repetitions": 3,
+          "min_time": 1.0}
 json.dump({"resolved": config, "record": sys.argv[1] + ".record"}, open(sys.argv[1], "w"))
 PY
 "${alone[@]}" "$py" "$root/reports/peers/pytorch_train.py" --point="$work/rep-point.json" \
   >/dev/null 2>&1
-check "repetitions=3: the peer's point is unsupported, named" \
-  grep -q '"min_time or repetitions: the peer times a fixed number' "$work/rep-point.json.record"
+check "min_time=1, repetitions=3: the peer's point is ok with its repetitions" $py - \
+  "$work/rep-point.json.record" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["status"] == "ok", r
+m = r["metrics"]
+reps = m["repetitions"]
+assert reps["count"] == 3 and len(reps["throughput_img_s"]) == 3, reps
+# A 32-pixel resnet18 step on 2 images takes far less than half a second: min_time asked for
+# more than the 2 steps of each phase.
+assert m["timed_steps"] > 6, m["timed_steps"]
+assert len(m["step_time_s"]["all"]) == m["timed_steps"]
+# Each phase's throughput is its images over its time; together they are the record's.
+assert min(reps["throughput_img_s"]) <= m["throughput_img_s"] <= max(reps["throughput_img_s"])
+PY
 "${peer[@]}" --steps=0 >/dev/null 2>"$work/steps.err"
 check "--steps=0 by hand: exit 2, named" test $? -eq 2
 check "... with the bound" grep -q -- "--steps must be >= 1 (got 0)" "$work/steps.err"

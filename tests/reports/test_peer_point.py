@@ -113,3 +113,20 @@ def test_a_record_directory_that_does_not_exist_is_refused_before_training(tmp_p
     (tmp_path / "point.json").write_text(json.dumps(p))
     r = run_peer(tmp_path / "point.json")
     assert r.returncode == 2 and "its directory does not exist" in r.stderr
+
+
+def test_the_timed_phase_rules_are_dlbenchs():
+    """The cases of tests/unit/timed_phase_test.cpp: the peer times the same kind of steps."""
+    assert [peer.extra_steps(20, 1.0, t) for t in (0.0, 1.0, 3.0, 2.01)] == [0, 0, 40, 21]
+    assert peer.extra_steps(20, 0.0, 3.0) == 0
+    assert peer.extra_steps(1, 1e-9, 1e9) == 2**31 - 2
+    assert peer.unsettled_steps([0.30, 0.20, 0.104, 0.25, 0.10, 0.11, 0.10, 0.11]) == 2
+    assert peer.unsettled_steps([0.10, 0.11, 0.10, 0.11, 0.10, 0.11]) == 0
+    assert peer.unsettled_steps([0.9] * 4 + [0.1] * 4) == 4
+    assert peer.unsettled_steps([0.9, 0.1, 0.1]) == 0
+    assert peer.unsettled_steps([0.1001] + [0.1] * 5) == 0
+    assert peer.unsettled_steps([0.106] + [0.1] * 5) == 1
+    j = peer.repetition_json([90.0, 100.0, 110.0])
+    assert (j["count"], j["median"], j["mean"]) == (3, 100.0, 100.0)
+    assert j["stddev"] == pytest.approx(10.0, rel=1e-15)
+    assert j["cv"] == pytest.approx(0.1, rel=1e-15)
