@@ -29,10 +29,12 @@ GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
   }
 }
 
-std::unique_ptr<CommHandle> GradSync::launch(int64_t begin, int64_t count, Launch& launched) {
+std::unique_ptr<CommHandle> GradSync::launch(int bucket, int64_t begin, int64_t count,
+                                             Launch& launched) {
   // Also just before the window: see record_finished.
   launched.traced = tracer_ && tracer_->wants_edge_work();
   launched.step = tracer_ ? tracer_->step() : 0;
+  launched.bucket = bucket;
   launched.host = launched.traced ? tracer_->host_mark() : Mark{};
   // It starts after the work queued so far on the backend's stream: the bucket's gradients.
   Tensor slice = flat_.slice_flat(begin, count);
@@ -81,11 +83,11 @@ void GradSync::all_reduce(int bucket) {
         "the schedule reduces bucket {} again before waiting for its last reduction", bucket));
   }
   if (bucket < 0) {
-    s.handle = launch(0, flat_.numel(), s.launched);
+    s.handle = launch(kEveryBucket, 0, flat_.numel(), s.launched);
     for (State& each : state_) each.pending = true;
   } else {
     const Bucket& b = plan_.buckets.at(bucket);
-    s.handle = launch(b.begin, b.count, s.launched);
+    s.handle = launch(bucket, b.begin, b.count, s.launched);
   }
   s.reduced = false;
   s.pending = true;
@@ -134,7 +136,8 @@ void GradSync::record_finished() {
     // the time it was seen to finish. With `forward`, reductions cross step boundaries: one
     // launched before the window (or finished after it) counts with its part inside the window,
     // so every traced step has one step's worth of communication.
-    const Span span{kName, "allreduce", Lane::kComm, 0, 0, 0, f.values * element_bytes};
+    Span span{kName, "allreduce", Lane::kComm, 0, 0, 0, f.values * element_bytes};
+    span.bucket = f.launched.bucket;
     const auto marks = f.handle->device_marks();
     if (tracer_->on_device()) {
       // A device clock places only device marks; a host communicator's work has none.

@@ -48,6 +48,7 @@ class GradSync final : public PassRunner {
   struct Launch {
     bool traced = false;
     int64_t step = 0;
+    int bucket = kEveryBucket;  // the bucket reduced (tracer.h)
     Mark host;
   };
   struct State {
@@ -56,7 +57,7 @@ class GradSync final : public PassRunner {
     bool reduced = true;   // no reduction in flight
     bool pending = false;  // reduced gradients not yet applied
   };
-  std::unique_ptr<CommHandle> launch(int64_t begin, int64_t count, Launch& launched);
+  std::unique_ptr<CommHandle> launch(int bucket, int64_t begin, int64_t count, Launch& launched);
   // Launches bucket b's reduction (b = -1: the whole buffer at once).
   void all_reduce(int bucket);
   // Orders the work queued from now on after bucket b's reduction (b = -1: the whole buffer's).

@@ -89,6 +89,17 @@ int64_t Tracer::traced_steps() const {
   return static_cast<int64_t>(steps.size());
 }
 
+nlohmann::json span_args(const Span& s) {
+  nlohmann::json args = {{"step", s.step}};
+  if (s.category != kCopyCategory && s.category != kStepCategory) args["pass"] = s.category;
+  if (s.layer) args["layer"] = s.name;
+  if (s.bucket >= 0) args["bucket"] = s.bucket;
+  if (s.bucket == kEveryBucket) args["bucket"] = "all";
+  if (s.bytes > 0) args["bytes"] = s.bytes;
+  if (s.clipped) args["clipped"] = true;
+  return args;
+}
+
 nlohmann::json Tracer::chrome_trace(int rank) const {
   nlohmann::json events = nlohmann::json::array();
   events.push_back({{"name", "process_name"},
@@ -111,8 +122,7 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                       {"dur", s.duration_us},
                       {"pid", rank},
                       {"tid", static_cast<int>(s.lane)},
-                      {"args", s.clipped ? nlohmann::json{{"step", s.step}, {"clipped", true}}
-                                         : nlohmann::json{{"step", s.step}}}});
+                      {"args", span_args(s)}});
   }
   // Span times are relative to this process's origin; the origin's wall-clock time lets a reader
   // put several ranks' traces on one time axis.
@@ -121,11 +131,13 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
           {"otherData", {{"rank", rank}, {"origin_unix_us", origin_unix_us_}}}};
 }
 
-TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* category, Lane lane)
+TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* category, Lane lane,
+                       double bytes)
     : tracer_(tracer && tracer->active() ? tracer : nullptr),
       name_(&name),
       category_(category),
-      lane_(lane) {
+      lane_(lane),
+      bytes_(bytes) {
   // Nsight Systems sees every scope, inside the window or not (an NVTX push without a profiler
   // attached costs a call); spans are recorded only inside the window.
   nvtx_push(name.c_str());
@@ -135,7 +147,9 @@ TraceScope::TraceScope(Tracer* tracer, const std::string& name, const char* cate
 TraceScope::~TraceScope() {
   nvtx_pop();
   if (!tracer_) return;
-  tracer_->record(Span{*name_, category_, lane_}, start_, tracer_->mark());
+  Span span{*name_, category_, lane_};
+  span.bytes = bytes_;
+  tracer_->record(std::move(span), start_, tracer_->mark());
 }
 
 }  // namespace dlb

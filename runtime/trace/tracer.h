@@ -24,15 +24,27 @@ namespace dlb {
 inline constexpr const char* kCopyCategory = "copy";
 inline constexpr const char* kStepCategory = "step";
 
+// A span's bucket: none, or every bucket at once (the `none` strategy's one reduction of the
+// whole gradient buffer); otherwise the bucket's index in the BucketPlan.
+inline constexpr int kNoBucket = -2;
+inline constexpr int kEveryBucket = -1;
+
 struct Span {
   std::string name;      // a layer's torchvision path, or "loss", "sgd", ...
   std::string category;  // forward, backward_data, backward_weights, loss, optimizer, copy, step
   Lane lane = Lane::kCompute;
   int64_t step = 0;
   double start_us = 0, duration_us = 0;
-  double bytes = 0;      // all-reduce spans: the bytes reduced
-  bool clipped = false;  // cut at the window's edge: its duration is not the whole operation
+  double bytes = 0;        // all-reduce spans: the bytes reduced; copies: the bytes copied
+  bool clipped = false;    // cut at the window's edge: its duration is not the whole operation
+  int bucket = kNoBucket;  // an all-reduce's or a sync pass's bucket
+  bool layer = false;      // `name` is a layer's (a layer pass, not the loss or the policy's)
 };
+
+// A Chrome trace event's args for a span: its step; `layer` and `pass` for a layer pass (`pass`
+// for every span of a pass); `bucket` (a number, or "all") and `bytes` where it has them;
+// `clipped` where it was cut at the window's edge.
+nlohmann::json span_args(const Span& s);
 
 class Tracer {
  public:
@@ -100,10 +112,11 @@ class Tracer {
 class TraceScope {
  public:
   // `name` must outlive the scope (a node's name, a static string): a temporary is refused.
+  // `bytes`: what the span moves (a copy's size), recorded in its args.
   TraceScope(Tracer* tracer, const std::string& name, const char* category,
-             Lane lane = Lane::kCompute);
-  TraceScope(Tracer* tracer, std::string&& name, const char* category,
-             Lane lane = Lane::kCompute) = delete;
+             Lane lane = Lane::kCompute, double bytes = 0);
+  TraceScope(Tracer* tracer, std::string&& name, const char* category, Lane lane = Lane::kCompute,
+             double bytes = 0) = delete;
   ~TraceScope();
   TraceScope(const TraceScope&) = delete;
   TraceScope& operator=(const TraceScope&) = delete;
@@ -113,6 +126,7 @@ class TraceScope {
   const std::string* name_;
   const char* category_;
   Lane lane_;
+  double bytes_;
   Mark start_;
 };
 

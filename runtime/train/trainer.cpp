@@ -29,8 +29,11 @@ class TracedPasses final : public PassObserver {
   bool wants_marks() const override { return tracer_.active(); }
   void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
                 const Mark& end) override {
-    if (runner.traced(step))
-      tracer_.record(Span{runner.label(step), step_name(step), step.lane}, start, end);
+    if (!runner.traced(step)) return;
+    Span span{runner.label(step), step_name(step), step.lane};
+    if (step.pass == Pass::kSync) span.bucket = step.arg < 0 ? kEveryBucket : step.arg;
+    span.layer = step.node >= 0 && step.pass != Pass::kLoss;
+    tracer_.record(std::move(span), start, end);
   }
 
  private:
@@ -226,7 +229,8 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
     src = narrowed_images_.data();
   }
   if (!backend_.async_input_copies()) {
-    TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy);
+    TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy,
+                     static_cast<double>(input.bytes() + graph_.tensor(labels_id_).bytes()));
     backend_.copy_from_host(src, graph_.input_tensor());
     backend_.copy_from_host(labels, graph_.tensor(labels_id_));
     ++batches_loaded_;
@@ -244,7 +248,9 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
   // On the copy lane, at the copy queue's times (a span of the step queued before it).
   if (tracer_ && tracer_->active() &&
       tracer_->on_device() == static_cast<bool>(image_copy.start.device)) {
-    tracer_->record(Span{kName, kCopyCategory, Lane::kCopy}, image_copy.start, label_copy.end);
+    Span span{kName, kCopyCategory, Lane::kCopy};
+    span.bytes = static_cast<double>(slot.images.bytes() + slot.labels.bytes());
+    tracer_->record(std::move(span), image_copy.start, label_copy.end);
   }
   graph_.rebind_input(slot.images);
   graph_.tensor(labels_id_) = slot.labels;
@@ -356,9 +362,10 @@ void Trainer::step() {
 void Trainer::read_back_losses() {
   static const std::string kCopy = "loss to host";
   if (unread_ == 0) return;
-  TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy);
+  const Tensor unread = graph_.tensor(loss_history_id_).slice_flat(0, unread_);
+  TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy, static_cast<double>(unread.bytes()));
   std::vector<float> host(static_cast<size_t>(unread_));
-  backend_.copy_to_host(graph_.tensor(loss_history_id_).slice_flat(0, unread_), host.data());
+  backend_.copy_to_host(unread, host.data());
   losses_.insert(losses_.end(), host.begin(), host.end());
   unread_ = 0;
 }

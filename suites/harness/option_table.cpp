@@ -383,7 +383,7 @@ std::vector<Option> make_table() {
   add({"trace_steps",
        T::kInteger,
        cli,
-       "timed steps to trace (0: off)",
+       "timed steps to trace, the last of the first phase's --steps (0: off)",
        {},
        step_count_or_0,
        [](RunOptions& o, const json& v) { o.trace_steps = v.get<int64_t>(); },

@@ -389,13 +389,16 @@ RunResult run_training(const RunOptions& o) {
   Trainer trainer(*backend, graph, tc, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   trainer.broadcast_weights();
-  // The window covers the first timed steps (after warm-up), or the first epochs' steps. With
-  // several ranks it is always on (3 steps by default), for the communication metrics.
+  // The window covers the last `window` of the first timed phase's `steps` steps: never the
+  // leading ones the timed phase may leave out as still warming up (timed_phase.h: at most
+  // half, and first); or the first epochs' steps. With several ranks it is always on (3 steps
+  // by default), for the communication metrics.
   const int64_t window = o.trace_steps > 0  ? o.trace_steps
                          : comm->size() > 1 ? std::min<int64_t>(3, o.steps)
                                             : 0;
   // Spans on the backend's clock: CUDA events with the CUDA backend.
-  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup, window, &backend->clock());
+  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup + o.steps - window, window,
+                &backend->clock());
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 

@@ -71,7 +71,8 @@ struct RunOptions {
   std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
   double comm_timeout_s = kDefaultCommTimeoutSeconds;  // a collective not done by then: CommError
-  // Tracing: a Chrome trace and a per-layer profile of the first `trace_steps` timed steps.
+  // Tracing: a Chrome trace and a per-layer profile of `trace_steps` timed steps, the last of the
+  // first timed phase's `steps` (after any it leaves out as warm-up).
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;
   using Fault = InjectedFault;

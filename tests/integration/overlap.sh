@@ -43,6 +43,24 @@ back = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"].startswith("backwa
 during = sum(1 for a, b in comm if any(s < b and a < t for s, t in back))
 print(f"{during} of {len(comm)} all-reduce spans run during backward spans")
 assert during > 0
+# Span args (docs/metrics.md, "Traces"): a layer pass names its layer and pass; each all-reduce
+# its bucket ("all" for none's one reduction) and bytes, which add up, per step, to the
+# gradient's bytes (fp32) in each of the strategy's buckets once.
+for o in ("none", "backward"):
+    rec = json.load(open(f"{work}/{o}.json"))["metrics"]
+    ev = [e for e in json.load(open(f"{work}/{o}.trace.json"))["traceEvents"] if e["ph"] == "X"]
+    for e in ev:
+        if e["cat"] in ("forward", "backward_data", "backward_weights"):
+            assert e["args"]["layer"] == e["name"] and e["args"]["pass"] == e["cat"], e
+    reduced = {}
+    for e in ev:
+        if e["cat"] == "allreduce":
+            reduced.setdefault(e["args"]["step"], []).append(e["args"])
+    assert len(reduced) == 4, (o, sorted(reduced))
+    for step, args in reduced.items():
+        assert sum(a["bytes"] for a in args) == 4 * rec["params"], (o, step, args)
+        buckets = sorted(a["bucket"] for a in args)
+        assert buckets == (["all"] if o == "none" else list(range(rec["buckets"]))), (o, buckets)
 print("1 passed, 0 failed")
 PY
 }

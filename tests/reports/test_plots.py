@@ -247,19 +247,46 @@ def test_timeline_draws_one_step_of_every_rank(results):
     assert chosen is not None and chosen.config["ranks"] == 2
     paths = timeline.trace_files(chosen, rs.resolve)
     fig = timeline.render(chosen, paths)
-    events, start, end = timeline.one_step([timeline.read_trace(p) for p in paths])
-    drawn = {}
+    traces = [timeline.read_trace(p) for p in paths]
+    step_no, why = timeline.chosen_step(traces)
+    events, start, end = timeline.one_step(traces)
+    drawn, bars = {}, {}
     for coll in fig.axes[0].collections:
         gid = coll.get_gid()
         if gid and gid.startswith("lane:"):
-            _, rank, tid, cat = gid.split(":")
-            drawn[(int(rank), int(tid), cat)] = len(coll.get_paths())
+            _, rank, tid, sub, cat = gid.split(":")
+            key = (int(rank), int(tid), cat)
+            drawn[key] = drawn.get(key, 0) + len(coll.get_paths())
+            bars.setdefault((int(rank), int(tid), int(sub)), []).extend(
+                (p.vertices[:, 0].min(), p.vertices[:, 0].max()) for p in coll.get_paths())
     want = {}
     for e in events:
         want[(e["pid"], e["tid"], e["cat"])] = want.get((e["pid"], e["tid"], e["cat"]), 0) + 1
     assert drawn == want
     assert {k[0] for k in drawn} == {0, 1} and any(k[2] == "allreduce" for k in drawn)
     assert math.isclose(fig.axes[0].get_xlim()[1], (end - start) / 1e3)
+    # No two bars of one sub-lane overlap.
+    for spans in bars.values():
+        spans.sort()
+        assert all(a[1] <= b[0] + 1e-9 for a, b in zip(spans, spans[1:]))
+    # The step drawn is the median-length traced step of rank 0, and the title says which.
+    lengths = sorted((e["dur"], e["args"]["step"]) for e in traces[0]["traceEvents"]
+                     if e.get("ph") == "X" and e.get("cat") == "step")
+    assert step_no == lengths[(len(lengths) - 1) // 2][1]
+    assert all(e["args"]["step"] == step_no for e in events)
+    assert fig.axes[0].get_title().startswith(f"Step {step_no}, {why}")
+    assert "median-length" in why or len(lengths) == 1
+
+
+def test_concurrent_buckets_go_on_sub_lanes():
+    ev = [{"ts": 0, "dur": 10}, {"ts": 2, "dur": 3}, {"ts": 5, "dur": 10}, {"ts": 10, "dur": 2},
+          {"ts": 12, "dur": 1}, {"ts": 14, "dur": 1}]
+    # 0-10 on 0; 2-5 beside it on 1; 5-15 reuses 1 (ended at 5); 10-12 and 12-13 back on 0;
+    # 14-15 on 0 (ended at 13).
+    assert timeline.sub_lanes(ev) == [0, 1, 1, 0, 0, 0]
+    nested = [{"ts": 0, "dur": 10}, {"ts": 1, "dur": 2}, {"ts": 2, "dur": 5}]
+    assert timeline.sub_lanes(nested) == [0, 1, 2]
+    assert timeline.sub_lanes([]) == []
 
 
 def test_convergence_plot_draws_accuracy_against_time(results):

@@ -2,6 +2,7 @@
 // per-layer profile; nothing recorded outside the window.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <set>
 
 #include "runtime/core/error.h"
@@ -67,6 +68,23 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
     }
   }
   EXPECT_EQ(complete, static_cast<int>(tracer.spans().size()));
+  std::map<int64_t, std::set<int>> updated;  // per step, the buckets the optimizer ran on
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    const auto& args = e["args"];
+    if (e["cat"] == "forward" || e["cat"] == "backward_weights") {
+      EXPECT_EQ(args["layer"], e["name"]);
+      EXPECT_EQ(args["pass"], e["cat"]);
+    }
+    if (e["name"] == "sgd bucket") {
+      updated[args["step"].get<int64_t>()].insert(args["bucket"].get<int>());
+      EXPECT_EQ(args["pass"], "optimizer");
+      EXPECT_FALSE(args.contains("layer"));
+    }
+  }
+  std::set<int> every;
+  for (size_t b = 0; b < t.bucket_plan().buckets.size(); ++b) every.insert(static_cast<int>(b));
+  EXPECT_EQ(updated, (std::map<int64_t, std::set<int>>{{2, every}, {3, every}, {4, every}}));
 
   const auto profile = layer_profile(g, tracer);
   EXPECT_EQ(profile["traced_steps"], 3);
@@ -76,6 +94,26 @@ TEST(Trace, SpansCoverEveryLayerPassInTheWindowOnly) {
       EXPECT_EQ(layer["grad_bytes"], (512 * 10 + 10) * 4);
     }
   }
+}
+
+TEST(Trace, SpanArgsSayLayerPassBucketAndBytesWhereTheyHaveThem) {
+  Span conv{"layer1.0.conv1", "forward", Lane::kCompute, 7};
+  conv.layer = true;
+  EXPECT_EQ(span_args(conv),
+            (nlohmann::json{{"step", 7}, {"pass", "forward"}, {"layer", "layer1.0.conv1"}}));
+  Span reduce{"allreduce", "allreduce", Lane::kComm, 7, 0, 0, 4096};
+  reduce.bucket = 3;
+  reduce.clipped = true;
+  EXPECT_EQ(span_args(reduce), (nlohmann::json{{"step", 7},
+                                               {"pass", "allreduce"},
+                                               {"bucket", 3},
+                                               {"bytes", 4096.0},
+                                               {"clipped", true}}));
+  reduce.bucket = kEveryBucket;
+  EXPECT_EQ(span_args(reduce)["bucket"], "all");
+  Span copy{"batch to device", kCopyCategory, Lane::kCopy, 7, 0, 0, 1024};
+  EXPECT_EQ(span_args(copy), (nlohmann::json{{"step", 7}, {"bytes", 1024.0}}));
+  EXPECT_EQ(span_args(Span{"step", kStepCategory, Lane::kHost, 7}), (nlohmann::json{{"step", 7}}));
 }
 
 TEST(Trace, NoWindowRecordsNothing) {

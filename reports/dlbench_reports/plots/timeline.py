@@ -1,5 +1,7 @@
 """A Gantt chart of one traced step from the Chrome traces: compute, comm and copy lanes per
-rank. Ranks' traces are put on one time axis through each trace's wall-clock origin."""
+rank, each split into sub-lanes where its spans overlap (all-reduce buckets in flight together).
+The step drawn is the median-length one of rank 0's traced steps, and the title says so. Ranks'
+traces are put on one time axis through each trace's wall-clock origin."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -23,9 +25,29 @@ def read_trace(path: Path) -> dict:
     return trace
 
 
-def one_step(traces: list[dict]) -> tuple[list[dict], float, float]:
-    """The events of the first traced step of rank 0, from every rank, on rank 0's time axis
-    (microseconds). Returns (events with 'rank' and 't0' shifted, start, end)."""
+def chosen_step(traces: list[dict]) -> tuple[int, str]:
+    """The traced step to draw, and why: of rank 0's traced steps, the one of median length (the
+    shorter of the two middle ones for an even count), so that the chart shows a typical step,
+    not the first."""
+    steps = sorted((e for e in traces[0]["traceEvents"]
+                    if e.get("ph") == "X" and e.get("cat") == "step"),
+                   key=lambda e: (e["dur"], e["ts"]))
+    if not steps:
+        raise RecordError("trace has no step span on rank 0")
+    chosen = steps[(len(steps) - 1) // 2]
+    numbers = sorted(e.get("args", {}).get("step") for e in steps)
+    if len(steps) == 1:
+        return chosen["args"].get("step"), "the only traced step"
+    return (chosen["args"].get("step"),
+            f"the median-length one of the {len(steps)} traced steps "
+            f"({numbers[0]}-{numbers[-1]}; rank 0's step times)")
+
+
+def one_step(traces: list[dict], step_no: int | None = None) -> tuple[list[dict], float, float]:
+    """The events of one traced step (chosen_step's unless given) from every rank, on rank 0's
+    time axis (microseconds). Returns (events with 'ts' shifted, start, end)."""
+    if step_no is None:
+        step_no = chosen_step(traces)[0]
     origins = [t.get("otherData", {}).get("origin_unix_us", 0.0) for t in traces]
     events = []
     for trace, origin in zip(traces, origins):
@@ -33,12 +55,11 @@ def one_step(traces: list[dict]) -> tuple[list[dict], float, float]:
         for e in trace["traceEvents"]:
             if e.get("ph") == "X":
                 events.append(dict(e, ts=e["ts"] + shift))
-    steps = sorted((e for e in events if e.get("cat") == "step" and e["pid"] == 0),
-                   key=lambda e: e["ts"])
+    steps = [e for e in events if e.get("cat") == "step" and e["pid"] == 0
+             and e.get("args", {}).get("step") == step_no]
     if not steps:
-        raise RecordError("trace has no step span on rank 0")
+        raise RecordError(f"trace has no span of step {step_no} on rank 0")
     start, end = steps[0]["ts"], steps[0]["ts"] + steps[0]["dur"]
-    step_no = steps[0].get("args", {}).get("step")
     chosen = [e for e in events if e.get("args", {}).get("step") == step_no
               and e.get("tid") in LANES]
     if chosen:
@@ -47,32 +68,65 @@ def one_step(traces: list[dict]) -> tuple[list[dict], float, float]:
     return chosen, start, end
 
 
+def sub_lanes(events: list[dict]) -> list[int]:
+    """Each event's sub-lane within its lane: spans that overlap in time (buckets in flight
+    together) go on different sub-lanes, each on the lowest whose last span has ended; spans one
+    after another share one."""
+    ends: list[float] = []
+    out = [0] * len(events)
+    for i in sorted(range(len(events)), key=lambda i: (events[i]["ts"], -events[i]["dur"])):
+        e = events[i]
+        free = next((k for k, end in enumerate(ends) if end <= e["ts"]), None)
+        if free is None:
+            ends.append(0.0)
+            free = len(ends) - 1
+        ends[free] = e["ts"] + e["dur"]
+        out[i] = free
+    return out
+
+
 def render(record: Record, trace_paths: list[Path]):
     traces = [read_trace(p) for p in trace_paths]
-    events, start, end = one_step(traces)
+    step_no, why = chosen_step(traces)
+    events, start, end = one_step(traces, step_no)
     ranks = sorted({e["pid"] for e in events})
-    rows = [(rank, tid) for rank in ranks for tid in LANES]
-    fig, ax = common.figure(11.0, 0.45 * len(rows) + 2.2)
+    rows = []  # (rank, tid, sub-lane, its events)
+    for rank in ranks:
+        for tid in LANES:
+            lane = [e for e in events if e["pid"] == rank and e["tid"] == tid]
+            subs = sub_lanes(lane)
+            for sub in range(max(subs, default=0) + 1):
+                rows.append((rank, tid, sub, [e for e, k in zip(lane, subs) if k == sub]))
+    fig, ax = common.figure(11.0, 0.45 * len(rows) + 2.4)
     seen = set()
-    for y, (rank, tid) in enumerate(rows):
+    for y, (rank, tid, sub, lane) in enumerate(rows):
         for cat, color in COLORS.items():
-            bars = [((e["ts"] - start) / 1e3, e["dur"] / 1e3) for e in events
-                    if e["pid"] == rank and e["tid"] == tid and e.get("cat") == cat]
-            if not bars:
+            spans = [e for e in lane if e.get("cat") == cat]
+            if not spans:
                 continue
-            ax.broken_barh(bars, (y - 0.4, 0.8), facecolors=color,
-                           label=None if cat in seen else cat, gid=f"lane:{rank}:{tid}:{cat}")
+            ax.broken_barh([((e["ts"] - start) / 1e3, e["dur"] / 1e3) for e in spans],
+                           (y - 0.4, 0.8), facecolors=color,
+                           label=None if cat in seen else cat,
+                           gid=f"lane:{rank}:{tid}:{sub}:{cat}")
             seen.add(cat)
+        for e in lane:  # each all-reduce says its bucket, where the bar has room
+            bucket = e.get("args", {}).get("bucket")
+            if e.get("cat") == "allreduce" and bucket is not None \
+                    and e["dur"] > 0.04 * (end - start):
+                ax.text((e["ts"] - start + e["dur"] / 2) / 1e3, y, f"b{bucket}", fontsize=6,
+                        ha="center", va="center", color="white", gid=f"bucket:{rank}:{bucket}")
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"rank {r} {LANES[t]}" for r, t in rows], fontsize=8)
+    ax.set_yticklabels([f"rank {r} {LANES[t]}" + (f" ({k + 1})" if k else "")
+                        for r, t, k, _ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, (end - start) / 1e3)
     ax.set_xlabel("time since the step began (ms)")
     ax.grid(axis="x", alpha=0.3)
     c = record.config
-    ax.set_title(f"One traced step: {common.describe([record])}\n"
+    ax.set_title(f"Step {step_no}, {why}: {common.describe([record])}\n"
                  f"{c.get('ranks')} ranks, overlap={c.get('overlap')}, batch {c.get('batch')} "
-                 f"per rank, {c.get('image_size')}px", fontsize=10)
+                 f"per rank, {c.get('image_size')}px; buckets in flight together on sub-lanes "
+                 f"(2), (3), ...", fontsize=9)
     ax.legend(fontsize=7, loc="upper right", ncol=4)
     return fig
 
