@@ -1,5 +1,8 @@
 """Model FLOPs utilisation: achieved FLOP/s over the device's dense peak for the precision, from
-reports/device_peaks.json (each row with its source). A device with no row has no MFU."""
+reports/device_peaks.json (each row with its source); for a device with no row (a CPU's model
+name names no datasheet), over the machine's measured peak the record carries
+(metrics.fraction_of_peak_flops: dlbench bench peak, or the sweep's first CPU point). With
+neither, no MFU."""
 from __future__ import annotations
 
 import json
@@ -24,10 +27,27 @@ def peak_for(record: Record, peaks: list[dict]) -> tuple[float, dict] | None:
     return None
 
 
-def mfu(record: Record, peaks: list[dict]) -> float | None:
+def mfu_and_basis(record: Record, peaks: list[dict]) -> tuple[float, str] | None:
+    """(MFU, "datasheet" or "measured"), or None where the record has no peak to divide by."""
     found = peak_for(record, peaks)
     achieved = record.get("metrics.achieved_flops_per_s")
-    if not found or achieved is None:
-        return None
-    # Achieved FLOP/s in a record is per rank (one device).
-    return achieved / found[0]
+    if found and achieved is not None:
+        # Achieved FLOP/s in a record is per rank (one device).
+        return achieved / found[0], "datasheet"
+    measured = record.get("metrics.fraction_of_peak_flops")
+    if measured is not None:
+        return float(measured), "measured"
+    return None
+
+
+def mfu(record: Record, peaks: list[dict]) -> float | None:
+    found = mfu_and_basis(record, peaks)
+    return found[0] if found else None
+
+
+def mfu_text(record: Record, peaks: list[dict]) -> str:
+    """'41.2%' over a datasheet peak, '12.3% (m)' over the measured one, 'n/a' with neither."""
+    found = mfu_and_basis(record, peaks)
+    if found is None:
+        return "n/a"
+    return f"{100 * found[0]:.1f}%" + (" (m)" if found[1] == "measured" else "")

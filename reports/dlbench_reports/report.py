@@ -105,14 +105,13 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
     header = ["#", *keys, "status", "img/s [95%]", *[f"vs {p} [95%]" for p in others],
               "step median ms",
               "p10-p90 ms", "efficiency", "peak MiB", "comm exposed/all ms", "MFU",
-              "of measured peak", "time to accuracy", "noise"]
+              "time to accuracy", "noise"]
     rows = []
     for r in rs.records:
         st = r.get("metrics.step_time_s") or {}
         comm = overlap.comm_parts(r)
         conv = r.get("metrics.convergence")
         eff = efficiency(r)
-        mfu = peaks_mod.mfu(r, peaks) if r.ok else None
         tta = tta_text(r, conv) if conv else ""
         rows.append([
             str(r.data["point"]["index"]),
@@ -131,9 +130,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
                  ".1f"),
             (f"{comm['exposed'] * 1e3:.1f} / " +
              ("n/a" if comm["comm"] is None else f"{comm['comm'] * 1e3:.1f}")) if comm else "",
-            ("n/a" if mfu is None else f"{100 * mfu:.1f}%") if r.ok else "",
-            _fmt(r.get("metrics.fraction_of_peak_flops") and
-                 100 * r.get("metrics.fraction_of_peak_flops"), ".1f", "%"),
+            peaks_mod.mfu_text(r, peaks) if r.ok else "",
             tta,
             ("noisy: " + "; ".join(common.noisy(r)) if common.noisy(r) else
              "stable" if r.get("noise.verdict") == "stable" else ""),
@@ -198,7 +195,10 @@ HOW_TO_READ_COMMON = (
     "times over the same timed steps (median, and the 10th to 90th percentile). Efficiency is "
     "throughput over ranks times the 1-rank point's. comm exposed/all is the time per traced "
     "step in which an all-reduce runs with no compute, and in which one runs at all. MFU is "
-    "achieved FLOP/s over the device's dense peak where a peak is known. noise is the point's "
+    "achieved FLOP/s over the device's dense datasheet peak (reports/device_peaks.json), or, "
+    "marked (m), over this machine's measured peak (the best matrix product dlbench bench peak "
+    "found, measured once by the first CPU sweep): a fraction of what this machine's libraries "
+    "reach, not of a datasheet. noise is the point's "
     "verdict on the machine around it (other processes' CPU time, steal, oversubscription, the "
     "steps' spread): a noisy point's figures may not repeat. docs/metrics.md defines every "
     "figure.")

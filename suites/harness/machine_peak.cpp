@@ -192,4 +192,15 @@ std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, cons
   return std::nullopt;
 }
 
+std::optional<MachinePeak> ensure_cpu_peak(const std::string& path) {
+  const auto backend = make_backend(BackendKind::kCpu, {});
+  if (find_peak(read_peaks(path), host_name(), device_name(*backend), std::string(backend->name()),
+                "fp32")) {
+    return std::nullopt;
+  }
+  MachinePeak peak = measure_peak(*backend, Precision::kFp32);
+  save_peak(path, peak);
+  return peak;
+}
+
 }  // namespace dlb

@@ -57,6 +57,11 @@ std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, cons
                                      const std::string& device, const std::string& backend,
                                      const std::string& precision);
 
+// This host's CPU peak in the peak file at `path`, measured now and kept there when the file has
+// none (about a second): the suites' CPU records then give their fraction of it. Returns the
+// peak it measured, or nothing when one was already kept.
+std::optional<MachinePeak> ensure_cpu_peak(const std::string& path);
+
 // The device name a backend's environment gives ("cpu" -> the CPU's model name).
 std::string device_name(const Backend& backend);
 

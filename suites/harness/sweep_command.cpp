@@ -16,6 +16,7 @@
 #include "runtime/core/error.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
+#include "suites/harness/machine_peak.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/peers.h"
 #include "suites/harness/point_file.h"
@@ -397,6 +398,30 @@ std::vector<json> resumed_records(const std::string& results) {
 
 }  // namespace
 
+// Before the first CPU point of dlbench's, this host's CPU peak when none is kept yet
+// (machine_peak.h): every CPU record then says its fraction of it, and the reports its MFU. A
+// peak that cannot be measured or kept costs the records their fraction, never the sweep.
+void measure_cpu_peak_once(const std::vector<json>& points) {
+  const bool cpu = std::any_of(points.begin(), points.end(), [](const json& c) {
+    return c.value("backend", "") == "cpu" &&
+           c.value("system", std::string(system_name(System::kDlbench))) ==
+               system_name(System::kDlbench);
+  });
+  if (!cpu) return;
+  const std::string path = peak_file_path();
+  try {
+    if (const auto peak = ensure_cpu_peak(path)) {
+      fmt::print(
+          "measured this CPU's peak once ({} threads): {:.1f} GFLOP/s, {:.1f} GB/s, kept in "
+          "{} (dlbench bench peak measures it again)\n",
+          peak->threads, peak->flops_per_s / 1e9, peak->bytes_per_s / 1e9, path);
+      std::fflush(stdout);
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "dlbench: no CPU peak, so no fraction of it in the records: {}\n", e.what());
+  }
+}
+
 int sweep_command(const SweepOptions& opt) {
   validate_sweep_options(opt);
   Suite suite = load_suite(opt.suite, !gpu_available());
@@ -436,6 +461,7 @@ int sweep_command(const SweepOptions& opt) {
   const std::set<std::string> done = ok_point_ids(previous);
   std::vector<json> recorded = latest_records(previous, points);  // scaling baselines
 
+  measure_cpu_peak_once(points);
   PointRunner runner(opt, suite, out, fault, points.size());
   bool any_bad = false;
   for (size_t i = 0; i < points.size(); ++i) {

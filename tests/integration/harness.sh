@@ -121,10 +121,21 @@ for path in glob.glob(suites + "/*.json"):
     jsonschema.validate(json.load(open(path)), suite)
 PY
 
-# The shipped smoke suite, as CI runs it.
+# The shipped smoke suite, as CI runs it. With no CPU peak kept yet, the sweep measures one
+# first, and every record gives its fraction of it (the reports' MFU); a later sweep reuses it.
+export DLBENCH_PEAK_FILE=$work/peaks.json
 "$dlbench" --suite=smoke --out="$work/smoke" >"$work/smoke.out" 2>&1
 check "smoke suite" test "$(statuses "$work/smoke/results.jsonl")" = "ok ok"
 check "smoke table" grep -q "2 points: 2 ok" "$work/smoke.out"
+check "the CPU's peak measured once, before the points" grep -q "^measured this CPU's peak once" \
+  "$work/smoke.out"
+check "... and kept" test -s "$work/peaks.json"
+check "... each record's fraction of it" /usr/bin/python3 -c '
+import json, sys
+for line in open(sys.argv[1]):
+    m = json.loads(line)["metrics"]
+    assert 0 < m["fraction_of_peak_flops"] and m["peak"]["file"] == sys.argv[2], m
+' "$work/smoke/results.jsonl" "$work/peaks.json"
 
 # A finished sweep renders its report when reports/' Python is there; a renderer that fails is
 # a note, and the sweep's exit status and records stay what the points made them.
@@ -135,6 +146,8 @@ DLBENCH_PYTHON=/bin/false "$dlbench" --suite=smoke --out="$work/smoke2" >"$work/
 check "failed renderer keeps exit 0" test $? -eq 0
 check "failed renderer is said" grep -q "report: rendering failed (exit code 1); the results are unaffected" "$work/smoke2.out"
 check "failed renderer keeps records" test "$(statuses "$work/smoke2/results.jsonl")" = "ok ok"
+check "a kept peak is not measured again" bash -c '! grep -q "peak once" "$1"' _ "$work/smoke2.out"
+unset DLBENCH_PEAK_FILE
 
 # A convergence point: trained to its target, time-to-accuracy recorded, an MLPerf log written.
 cat >"$work/conv.json" <<'JSON'

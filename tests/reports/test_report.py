@@ -114,3 +114,35 @@ def test_noisy_points_are_marked_in_the_table_the_plots_and_the_count(results):
     notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
     assert "noisy (measured while the machine was busy" in notes
     assert "other processes used 0.81 cores" in notes
+
+
+def test_mfu_falls_back_to_the_measured_peak_and_says_so(results):
+    """A CPU has no datasheet row: its MFU is the record's fraction of the measured peak,
+    marked (m), in the table and on the precision plot; a datasheet row, where there is one,
+    comes first."""
+    from dlbench_reports import peaks
+    from dlbench_reports.plots import precision
+    d = results("precision")
+    lines = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    ok = [r for r in lines if r["status"] == "ok"]
+    for i, r in enumerate(ok):
+        r["metrics"]["fraction_of_peak_flops"] = 0.01 * (i + 1)
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    md = build(d).markdown.read_text()
+    for i in range(len(ok)):
+        assert f"| {i + 1:.1f}% (m) |" in md
+    rs = load(d)
+    labels = {t.get_gid(): t.get_text() for t in precision.render(rs.records, []).axes[0].texts
+              if t.get_gid()}
+    for r in rs.ok:
+        want = f"MFU {100 * r.get('metrics.fraction_of_peak_flops'):.1f}% (m)"
+        assert labels[f"mfu:{r.config['model']}:{r.config['precision']}"].split("\n")[0] == want
+    cpu = rs.ok[0].data["environment"]["device"]
+    sheet = [{"name": "test CPU", "match": f"^{cpu}$", "peak_flops": {"fp32": 2.0e11},
+              "source": "a peak made up for this test"}]
+    r = next(r for r in rs.ok if r.config["precision"] == "fp32")
+    assert peaks.mfu_and_basis(r, sheet) == (r.get("metrics.achieved_flops_per_s") / 2.0e11,
+                                             "datasheet")
+    assert peaks.mfu_text(r, []).endswith("% (m)")
+    del r.data["metrics"]["fraction_of_peak_flops"]
+    assert peaks.mfu_text(r, []) == "n/a"

@@ -99,7 +99,7 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             cell = t["cells"].get((m, p))
             if not cell:
                 continue
-            text = "MFU n/a" if cell["mfu"] is None else f"MFU {100 * cell['mfu']:.1f}%"
+            text = "MFU " + peaks_mod.mfu_text(cell["record"], peaks)
             text += ratio_to_fp32(t, m, p)
             ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
                         textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
@@ -117,9 +117,10 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     batches = sorted({r.config.get("batch") for r in records if r.ok})
     ax.set_title(f"Precision: {common.describe(records)}\n"
                  f"batch {'/'.join(map(str, batches))}, {'/'.join(map(str, sizes))}px; "
-                 "MFU = achieved FLOP/s / dense peak", fontsize=10)
+                 "MFU = achieved FLOP/s / dense peak ((m): this machine's measured peak)",
+                 fontsize=10)
     missing = sorted({common.device_name(r) for r in records
-                      if r.ok and peaks_mod.peak_for(r, peaks) is None})
+                      if r.ok and peaks_mod.mfu_and_basis(r, peaks) is None})
     note = common.status_note(records)
     if any((r.data.get("environment") or {}).get("device") == "cpu" for r in records if r.ok):
         note = (note + ". " if note else "") + (
@@ -127,7 +128,8 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             "converted for every op: their ratio to fp32 measures those conversions, not what "
             "tensor cores give on a GPU (n.d.: not distinguishable)")
     if missing:
-        note = (note + "; " if note else "") + ("MFU n/a: no dense peak on record for "
-                                                + ", ".join(missing) + " (device_peaks.json)")
+        note = (note + "; " if note else "") + (
+            "MFU n/a: no dense peak on record for " + ", ".join(missing) +
+            " (device_peaks.json), and no measured one (dlbench bench peak)")
     common.footnote(fig, note)
     return fig
