@@ -111,6 +111,48 @@ def test_batch_plot_draws_throughput_and_peak_memory(results):
     assert "MiB" in fig.axes[1].get_ylabel()
 
 
+def with_repetitions(d, spread=0.1):
+    """The directory's ok records given 5 repetitions around their throughput (+-spread), so
+    that each has an interval however few steps it timed."""
+    import json
+    lines = [json.loads(l) for l in (d / "results.jsonl").read_text().splitlines()]
+    for r in lines:
+        if r["status"] == "ok":
+            t = r["metrics"]["throughput_img_s"]
+            x = [t * (1 + spread * k) for k in (-1, -0.5, 0, 0.5, 1)]
+            sd = (sum((v - t) ** 2 for v in x) / 4) ** 0.5
+            r["metrics"]["repetitions"] = {"count": 5, "throughput_img_s": x, "median": t,
+                                           "mean": t, "stddev": sd, "cv": sd / t}
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    return load(d)
+
+
+def test_batch_and_precision_plots_draw_each_points_interval(results):
+    from dlbench_reports import intervals
+    rs = with_repetitions(results("batch"))
+    fig = batch.render(rs.records)
+    drawn = {c.get_gid(): c for c in fig.axes[0].collections if c.get_gid()}
+    ok = sorted((r for r in rs.ok if r.system == "dlbench"), key=lambda r: r.config["batch"])
+    segments = drawn["interval:dlbench"].get_segments()
+    assert len(segments) == len(ok)
+    for seg, r in zip(segments, ok):
+        assert seg[0][0] == r.config["batch"]
+        assert (seg[0][1], seg[1][1]) == pytest.approx(intervals.throughput_interval(r))
+    rs = with_repetitions(results("precision"))
+    fig = precision.render(rs.records, [])
+    drawn = {c.get_gid(): c for c in fig.axes[0].collections if c.get_gid()}
+    bars = bars_by_gid(fig, "precision:")
+    models = [t.get_text() for t in fig.axes[0].get_xticklabels()]
+    want = {(r.config["model"], r.config["precision"]): r for r in rs.ok}
+    for p in ("fp32", "fp16", "bf16"):
+        segments = drawn[f"interval:{p}"].get_segments()
+        assert len(segments) == len(models)
+        for seg, bar, m in zip(segments, bars[f"precision:{p}"], models):
+            assert seg[0][0] == pytest.approx(bar.get_x() + bar.get_width() / 2)
+            assert (seg[0][1], seg[1][1]) == pytest.approx(
+                intervals.throughput_interval(want[(m, p)]))
+
+
 def test_precision_plot_gives_cuda_graph_points_bars_of_their_own(results):
     """A suite that sweeps cuda_graph: each precision with and without it, never one over the other."""
     import json

@@ -1,7 +1,8 @@
 """Throughput and peak memory against batch size; a peer's throughput (config.system) beside
-dlbench's, dashed."""
+dlbench's, dashed; each throughput's 95% interval (intervals.py) as a bar."""
 from __future__ import annotations
 
+from .. import intervals
 from ..records import Record
 from . import common
 
@@ -13,6 +14,7 @@ def series(records: list[Record]) -> dict:
     return {
         "batch": [r.config["batch"] for r in ok],
         "throughput": [r.need("metrics.throughput_img_s") for r in ok],
+        "interval": [intervals.throughput_interval(r) for r in ok],
         "peak_mib": [r.need("memory.peak_bytes_total") / common.MIB for r in ok],
     }
 
@@ -22,10 +24,19 @@ def peer_series(records: list[Record]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for r in sorted((r for r in records if r.ok and r.system != "dlbench"),
                     key=lambda r: r.config["batch"]):
-        s = out.setdefault(r.system, {"batch": [], "throughput": []})
+        s = out.setdefault(r.system, {"batch": [], "throughput": [], "interval": []})
         s["batch"].append(r.config["batch"])
         s["throughput"].append(r.need("metrics.throughput_img_s"))
+        s["interval"].append(intervals.throughput_interval(r))
     return out
+
+
+def interval_bars(ax, s: dict, color: str, system: str) -> None:
+    """Each point's 95% throughput interval as a vertical bar at its batch (none without one)."""
+    bars = [(b, iv) for b, iv in zip(s["batch"], s["interval"]) if iv]
+    if bars:
+        ax.vlines([b for b, _ in bars], [iv[0] for _, iv in bars], [iv[1] for _, iv in bars],
+                  color=color, linewidth=2, alpha=0.6, gid=f"interval:{system}")
 
 
 def render(records: list[Record]):
@@ -38,9 +49,11 @@ def render(records: list[Record]):
     mem_ax = ax.twinx()
     ax.plot(s["batch"], s["throughput"], "o-", color="C0", label="throughput, dlbench",
             gid="throughput")
+    interval_bars(ax, s, "C0", "dlbench")
     for i, (peer, p) in enumerate(peer_series(records).items()):
         ax.plot(p["batch"], p["throughput"], "^-.", color=f"C{i + 1}",
                 label=f"throughput, {peer}", gid=f"throughput:{peer}")
+        interval_bars(ax, p, f"C{i + 1}", peer)
     mem_ax.plot(s["batch"], s["peak_mib"], "s--", color="C3",
                 label="peak memory, dlbench (all categories)",
                 gid="peak_memory")
@@ -55,7 +68,8 @@ def render(records: list[Record]):
     ax.grid(alpha=0.3)
     ranks = sorted({r.config["ranks"] for r in records})
     ax.set_title(f"Batch size: {common.describe(records)}\n"
-                 f"{records[0].config.get('image_size')}px, ranks {'/'.join(map(str, ranks))}",
+                 f"{records[0].config.get('image_size')}px, ranks {'/'.join(map(str, ranks))}; "
+                 "bars: 95% intervals",
                  fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = mem_ax.get_legend_handles_labels()

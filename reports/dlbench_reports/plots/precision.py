@@ -95,6 +95,13 @@ def render(records: list[Record], peaks: list[dict] | None = None):
         heights = [t["cells"].get((m, p), {}).get("throughput", 0.0) for m in t["models"]]
         bars = ax.bar(x + (i - (len(t["precisions"]) - 1) / 2) * width, heights, width,
                       label=p, color=f"C{i}", gid=f"precision:{p}")
+        # Each bar's 95% throughput interval (intervals.py), where it has one.
+        ivs = [(bar.get_x() + bar.get_width() / 2, intervals.throughput_interval(c["record"]))
+               for bar, m in zip(bars, t["models"]) if (c := t["cells"].get((m, p)))]
+        ivs = [(cx, iv) for cx, iv in ivs if iv]
+        if ivs:
+            ax.vlines([cx for cx, _ in ivs], [iv[0] for _, iv in ivs], [iv[1] for _, iv in ivs],
+                      color="black", linewidth=1.2, gid=f"interval:{p}")
         for bar, m in zip(bars, t["models"]):
             cell = t["cells"].get((m, p))
             if not cell:
@@ -117,8 +124,8 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     batches = sorted({r.config.get("batch") for r in records if r.ok})
     ax.set_title(f"Precision: {common.describe(records)}\n"
                  f"batch {'/'.join(map(str, batches))}, {'/'.join(map(str, sizes))}px; "
-                 "MFU = achieved FLOP/s / dense peak ((m): this machine's measured peak)",
-                 fontsize=10)
+                 "MFU = achieved FLOP/s / dense peak ((m): this machine's measured peak); "
+                 "black bars: 95% intervals", fontsize=10)
     missing = sorted({common.device_name(r) for r in records
                       if r.ok and peaks_mod.mfu_and_basis(r, peaks) is None})
     note = common.status_note(records)
