@@ -73,6 +73,7 @@ def render(records: list[Record]):
                  fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = mem_ax.get_legend_handles_labels()
-    ax.legend(lines + lines2, labels + labels2, fontsize=8, loc="upper left")
+    # Lower right: throughput and memory both tend to climb with batch, leaving it empty.
+    ax.legend(lines + lines2, labels + labels2, fontsize=8, loc="lower right")
     common.footnote(fig, common.status_note(records))
     return fig

@@ -80,6 +80,24 @@ def memory_panel(ax, t: dict, x, width: float) -> None:
     ax.set_title("Peak memory by category (each category's own peak)", fontsize=9)
 
 
+def fit_labels(fig, ax) -> None:
+    """The y axis tall enough that every upright bar label ends inside it. A label is a fixed
+    number of points tall, so raising the top shrinks the data it spans: measured on the drawn
+    figure and raised until each ends below the top (a few rounds)."""
+    common.set_top(ax, ax.get_ylim()[1] * 1.1)
+    for _ in range(4):
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        box = ax.get_window_extent(renderer)
+        over = max((t.get_window_extent(renderer).y1 for t in ax.texts), default=0.0)
+        if over <= box.y1 - 2:
+            return
+        # The top's pixel is box.y1; the highest label ends at `over`: scale the data range so
+        # that `over` lands inside, by the label's share of the axis.
+        top = ax.get_ylim()[1]
+        common.set_top(ax, top * (over - box.y0 + 4) / (box.y1 - box.y0))
+
+
 def render(records: list[Record], peaks: list[dict] | None = None):
     peaks = peaks_mod.load_peaks() if peaks is None else peaks
     t = table(records, peaks)
@@ -108,16 +126,19 @@ def render(records: list[Record], peaks: list[dict] | None = None):
                 continue
             text = "MFU " + peaks_mod.mfu_text(cell["record"], peaks)
             text += ratio_to_fp32(t, m, p)
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                        textcoords="offset points", xytext=(0, 3), ha="center", fontsize=7,
-                        gid=f"mfu:{m}:{p}")
+            # Upright above the bar and its interval: a label wider than its bar would run into
+            # its neighbours' (seen with three precisions of a model side by side).
+            iv = intervals.throughput_interval(cell["record"])
+            top = max(bar.get_height(), iv[1] if iv else 0.0)
+            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, top),
+                        textcoords="offset points", xytext=(0, 3), ha="center", va="bottom",
+                        rotation=90, fontsize=7, gid=f"mfu:{m}:{p}")
     memory_panel(mem_ax, t, x, width)
     ax.set_xticks(x)
     ax.set_xticklabels(t["models"])
     ax.set_xlabel("model")
     ax.set_ylabel("throughput (images/s)")
-    common.set_top(ax, ax.get_ylim()[1] * 1.1)
-    ax.legend(title="precision", fontsize=8)
+    ax.legend(title="precision", fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     ax.grid(axis="y", alpha=0.3)
     sizes = sorted({r.config.get("image_size") for r in records if r.ok},
                    key=lambda v: (v is None, v or 0))  # null: the schema allows it
@@ -139,4 +160,5 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             "MFU n/a: no dense peak on record for " + ", ".join(missing) +
             " (device_peaks.json), and no measured one (dlbench bench peak)")
     common.footnote(fig, note)
+    fit_labels(fig, ax)  # last: the footnote moves the axes
     return fig

@@ -90,14 +90,15 @@ def render(record: Record, trace_paths: list[Path]):
     step_no, why = chosen_step(traces)
     events, start, end = one_step(traces, step_no)
     ranks = sorted({e["pid"] for e in events})
-    rows = []  # (rank, tid, sub-lane, its events)
+    rows = []  # (rank, tid, sub-lane, its events); lanes no rank used in this step are left out
+    used = [tid for tid in LANES if any(e["tid"] == tid for e in events)]
     for rank in ranks:
-        for tid in LANES:
+        for tid in used:
             lane = [e for e in events if e["pid"] == rank and e["tid"] == tid]
             subs = sub_lanes(lane)
             for sub in range(max(subs, default=0) + 1):
                 rows.append((rank, tid, sub, [e for e, k in zip(lane, subs) if k == sub]))
-    fig, ax = common.figure(11.0, 0.45 * len(rows) + 2.4)
+    fig, ax = common.figure(11.0, 0.45 * len(rows) + 2.8)
     seen = set()
     for y, (rank, tid, sub, lane) in enumerate(rows):
         for cat, color in COLORS.items():
@@ -123,11 +124,15 @@ def render(record: Record, trace_paths: list[Path]):
     ax.set_xlabel("time since the step began (ms)")
     ax.grid(axis="x", alpha=0.3)
     c = record.config
+    n = c.get("ranks")
+    stacked = any(k for _, _, k, _ in rows)
     ax.set_title(f"Step {step_no}, {why}: {common.describe([record])}\n"
-                 f"{c.get('ranks')} ranks, overlap={c.get('overlap')}, batch {c.get('batch')} "
-                 f"per rank, {c.get('image_size')}px; buckets in flight together on sub-lanes "
-                 f"(2), (3), ...", fontsize=9)
-    ax.legend(fontsize=7, loc="upper right", ncol=4)
+                 f"{n} rank{'' if n == 1 else 's'}, overlap={c.get('overlap')}, batch "
+                 f"{c.get('batch')} per rank, {c.get('image_size')}px"
+                 + ("; spans at once (buckets in flight together) on sub-lanes (2), (3), ..."
+                    if stacked else ""), fontsize=9)
+    # Below the chart: a legend inside it would hide the bars it names.
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=7, frameon=False)
     return fig
 
 
