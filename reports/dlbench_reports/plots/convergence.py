@@ -41,14 +41,16 @@ def render(records: list[Record]):
     runs = [r for r in records if r.ok and r.get("metrics.convergence")]
     if not runs:
         return None
-    keys = [k for k in varying_keys(runs) if k != "ranks"] or ["model"]
     ranks = sorted({r.config["ranks"] for r in runs})
     fig, axes = common.plt.subplots(1, len(ranks), figsize=(max(7.0, 5.0 * len(ranks)), 5.0),
                                     dpi=110, sharey=True, squeeze=False)
     all_with_evaluations = True
     for ax, n in zip(axes[0], ranks):
         targets = set()
-        for i, r in enumerate(x for x in runs if x.config["ranks"] == n):
+        panel = [x for x in runs if x.config["ranks"] == n]
+        # Each line named by what differs between this panel's runs (the title says the ranks).
+        keys = [k for k in varying_keys(panel) if k != "ranks"] or ["model"]
+        for i, r in enumerate(panel):
             c = curve(r)
             all_with_evaluations = all_with_evaluations and c["evaluations"]
             targets.add(c["target"])
@@ -64,8 +66,9 @@ def render(records: list[Record]):
         ax.set_xlim(left=0)
         ax.grid(alpha=0.3)
         ax.set_title(f"{n} rank{'s' if n != 1 else ''}", fontsize=9)
-        ax.legend(fontsize=7, loc="lower right", title="time to accuracy (epochs run)",
-                  title_fontsize=7)
+        # Under the panel: inside, it hid the first epochs' points and ran into the next panel.
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13),
+                  title="time to accuracy (epochs run)", title_fontsize=7, frameon=False)
     axes[0][0].set_ylabel("test accuracy after the epoch (%)")
     fig.suptitle(f"Time to accuracy: {common.describe(runs)}\nscikit-learn digits, 360 held-out "
                  "images", fontsize=10)

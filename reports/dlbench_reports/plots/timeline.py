@@ -132,7 +132,10 @@ def render(record: Record, trace_paths: list[Path]):
                  + ("; spans at once (buckets in flight together) on sub-lanes (2), (3), ..."
                     if stacked else ""), fontsize=9)
     # Below the chart: a legend inside it would hide the bars it names.
-    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=7, frameon=False)
+    # 0.55 inch under the axes, below the tick labels and the axis label, however many rows.
+    below = 0.55 / (fig.get_figheight() * ax.get_position().height)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -below), ncol=8,
+              frameon=False)
     return fig
 
 
