@@ -198,7 +198,8 @@ HOW_TO_READ_COMMON = (
     "achieved FLOP/s over the device's dense datasheet peak (reports/device_peaks.json), or, "
     "marked (m), over this machine's measured peak (the best matrix product dlbench bench peak "
     "found, measured once by the first CPU sweep): a fraction of what this machine's libraries "
-    "reach, not of a datasheet. noise is the point's "
+    "reach, not of a datasheet, for the whole CPU (every rank on it counted) and, for 16-bit "
+    "points, of the fp32 peak (the CPU computes them in f32). noise is the point's "
     "verdict on the machine around it (other processes' CPU time, steal, oversubscription, the "
     "steps' spread): a noisy point's figures may not repeat. docs/metrics.md defines every "
     "figure.")

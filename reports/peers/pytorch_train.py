@@ -440,8 +440,8 @@ class Run:
         return loss.detach()
 
     def phase(self, warmup: int, steps: int):
-        """`warmup` untimed steps, then `steps` timed ones: (each step's seconds, the timed
-        seconds, every loss), the times the slowest rank's."""
+        """`warmup` untimed steps, then `steps` timed ones: (this rank's seconds for each step,
+        its timed seconds, every loss)."""
         torch = self.torch
         losses = [self.step() for _ in range(warmup)]
         if self.cuda:
@@ -461,41 +461,46 @@ class Run:
                 marks.append(time.perf_counter())
             times = [marks[i + 1] - marks[i] for i in range(steps)]
             total = marks[-1] - marks[0]
-        times, total = self.slowest(times + [total])
         return times, total, [float(v) for v in losses]
 
-    def slowest(self, values: list[float]) -> tuple[list[float], float]:
-        """Each value's maximum across ranks: (all but the last, the last)."""
+    def slowest(self, values: list[float]) -> list[float]:
+        """Each value's maximum across ranks (comm.max_across_ranks in dlbench)."""
         if self.ranks > 1:
             import torch.distributed as dist
             t = self.torch.tensor(values, dtype=self.torch.float64, device=self.device)
             dist.all_reduce(t, op=dist.ReduceOp.MAX)
             values = t.tolist()
-        return values[:-1], values[-1]
+        return list(values)
 
     def timed(self):
-        """The timed phases as dlbench's measure_throughput runs them: (the kept steps' seconds,
-        their total, every loss, the steps left out as warm-up, each phase's throughput)."""
+        """The timed phases exactly as dlbench's measure_throughput runs them, each rank on its
+        own times with dlbench's reductions across ranks: (each kept step's slowest-rank seconds,
+        the slowest rank's timed seconds, every loss, the steps left out as warm-up, each
+        phase's throughput)."""
         c = self.c
         steps, min_time = int(c["steps"]), float(c.get("min_time") or 0)
         images = int(c["batch"]) * self.ranks
-        all_times, all_total, losses, discarded, throughputs = [], 0.0, [], 0, []
+        mine, my_total, losses, discarded, throughputs = [], 0.0, [], 0, []
         for rep in range(int(c.get("repetitions") or 1)):
             times, total, more_losses = self.phase(int(c["warmup"]) if rep == 0 else 0, steps)
             losses += more_losses
-            more = extra_steps(steps, total, min_time)  # total is already the slowest rank's
+            # Every rank times as many more steps as the slowest rank's pace asks.
+            more = int(self.slowest([float(extra_steps(
+                steps, self.slowest([total])[0], min_time))])[0])
             if more > 0:
                 t, s, more_losses = self.phase(0, more)
                 times, total, losses = times + t, total + s, losses + more_losses
-            if rep == 0 and int(c["warmup"]) > 0:
-                # Each step's time is already the slowest rank's: every rank finds the same k.
-                discarded = unsettled_steps(times)
+            if rep == 0 and int(c["warmup"]) > 0:  # the most any rank judged unsettled
+                discarded = int(self.slowest([float(unsettled_steps(times))])[0])
                 total -= sum(times[:discarded])
                 times = times[discarded:]
-            throughputs.append(images * len(times) / total if total > 0 else math.inf)
-            all_times += times
-            all_total += total
-        return all_times, all_total, losses, discarded, throughputs
+            seconds = self.slowest([total])[0]
+            throughputs.append(images * len(times) / seconds if seconds > 0 else math.inf)
+            mine += times
+            my_total += total
+        # The record's step times and total are the slowest rank's, as dlbench's.
+        return (self.slowest(mine), self.slowest([my_total])[0], losses, discarded,
+                throughputs)
 
 
 def extra_steps(steps: int, seconds: float, min_time: float) -> int:
@@ -503,7 +508,8 @@ def extra_steps(steps: int, seconds: float, min_time: float) -> int:
     dlbench's (suites/harness/timed_phase.h)."""
     if steps <= 0 or not seconds > 0 or seconds >= min_time:
         return 0
-    return min(math.ceil(steps * min_time / seconds), 2**31 - 1) - steps
+    total = steps * min_time / seconds
+    return (2**31 - 1 if total >= 2**31 - 1 else math.ceil(total)) - steps
 
 
 def repetition_json(throughputs: list[float]) -> dict:

@@ -41,9 +41,10 @@ struct Span {
   bool layer = false;      // `name` is a layer's (a layer pass, not the loss or the policy's)
 };
 
-// A Chrome trace event's args for a span: its step; `layer` and `pass` for a layer pass (`pass`
-// for every span of a pass); `bucket` (a number, or "all") and `bytes` where it has them;
-// `clipped` where it was cut at the window's edge.
+// A Chrome trace event's args for a span: its step; `pass`, its category, for every span but a
+// copy's and the step's (an all-reduce's is "allreduce"); `layer` for a layer pass; `bucket` (a
+// number, or "all") and `bytes` where it has them; `clipped` where it was cut at the window's
+// edge.
 nlohmann::json span_args(const Span& s);
 
 class Tracer {

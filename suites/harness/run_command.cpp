@@ -229,10 +229,18 @@ void discard_leading(RunStats& s, int64_t k) {
   s.warmup_steps += k;
 }
 
+// Steps traced: --trace-steps, or on several ranks 3 (for the communication metrics).
+int64_t trace_window(const RunOptions& o, int ranks) {
+  return o.trace_steps > 0 ? o.trace_steps : ranks > 1 ? std::min<int64_t>(3, o.steps) : 0;
+}
+
 // Timed steps on one fixed batch: `repetitions` timed phases, each of at least `steps` steps and
-// `min_time` seconds; the first one's unsettled steps discarded (timed_phase.h).
+// `min_time` seconds; the first one's unsettled steps discarded (timed_phase.h), but never a
+// traced one (the trace shows the last `window` of the first `steps`): what a trace and its
+// metrics show is always timed.
 void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelConfig& mc,
-                        RunData& data, Trainer& trainer, Communicator& comm, RunResult& r) {
+                        RunData& data, Trainer& trainer, Communicator& comm, int64_t window,
+                        RunResult& r) {
   const Dataset batch =
       o.batch_file.empty()
           ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
@@ -248,8 +256,8 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
         extra_steps(o.steps, comm.max_across_ranks(s.timed_seconds), o.min_time_s))));
     if (more > 0) append_timed(s, trainer.run(0, more));
     if (rep == 0 && o.warmup > 0) {  // the warm-up judged from the data (timed_phase.h)
-      r.discarded_steps = static_cast<int64_t>(
-          comm.max_across_ranks(static_cast<double>(unsettled_steps(s.step_seconds))));
+      r.discarded_steps = static_cast<int64_t>(comm.max_across_ranks(
+          static_cast<double>(unsettled_steps(s.step_seconds, o.steps - window))));
       discard_leading(s, r.discarded_steps);
     }
     const double seconds = comm.max_across_ranks(s.timed_seconds);
@@ -389,13 +397,10 @@ RunResult run_training(const RunOptions& o) {
   Trainer trainer(*backend, graph, tc, rng);
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   trainer.broadcast_weights();
-  // The window covers the last `window` of the first timed phase's `steps` steps: never the
-  // leading ones the timed phase may leave out as still warming up (timed_phase.h: at most
-  // half, and first); or the first epochs' steps. With several ranks it is always on (3 steps
-  // by default), for the communication metrics.
-  const int64_t window = o.trace_steps > 0  ? o.trace_steps
-                         : comm->size() > 1 ? std::min<int64_t>(3, o.steps)
-                                            : 0;
+  // The window covers the last `window` of the first timed phase's `steps` steps, which the
+  // timed phase never leaves out as warm-up (measure_throughput); or the first epochs' steps.
+  // With several ranks it is always on, for the communication metrics.
+  const int64_t window = trace_window(o, comm->size());
   // Spans on the backend's clock: CUDA events with the CUDA backend.
   Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup + o.steps - window, window,
                 &backend->clock());
@@ -411,7 +416,7 @@ RunResult run_training(const RunOptions& o) {
   if (o.data == DataSource::kDigits) {
     measure_convergence(o, mc, data, trainer, *comm, mllog, r);
   } else {
-    measure_throughput(o, info, mc, data, trainer, *comm, r);
+    measure_throughput(o, info, mc, data, trainer, *comm, window, r);
     if (comm->size() > 1) r.comm = comm_metrics(tracer, comm->size());
     if (window > 0) r.phases = phase_metrics(tracer);
   }

@@ -72,7 +72,7 @@ struct RunOptions {
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
   double comm_timeout_s = kDefaultCommTimeoutSeconds;  // a collective not done by then: CommError
   // Tracing: a Chrome trace and a per-layer profile of `trace_steps` timed steps, the last of the
-  // first timed phase's `steps` (after any it leaves out as warm-up).
+  // first timed phase's `steps` (never left out as warm-up: measure_throughput).
   int64_t trace_steps = 0;
   std::string trace_path, profile_path;
   using Fault = InjectedFault;

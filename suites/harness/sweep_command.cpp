@@ -222,6 +222,39 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
                                                 {"points", points}});
 }
 
+// Before the first of the points to run, this host's CPU peak when none is kept and one of them
+// is dlbench's on the CPU of this host (machine_peak.h): every CPU record then says its fraction
+// of it, and the reports its MFU. Points that srun places (possibly on other hosts) are not
+// measured for. A peak that cannot be measured or kept costs the records their fraction, never
+// the sweep.
+void measure_cpu_peak_once(const SweepOptions& opt, const std::vector<json>& to_run) {
+  if (opt.launcher == LauncherKind::kSrun || this_host().in_slurm) return;
+  const bool cpu = std::any_of(to_run.begin(), to_run.end(), [](const json& c) {
+    if (c.value("system", std::string(system_name(System::kDlbench))) !=
+        system_name(System::kDlbench)) {
+      return false;
+    }
+    try {
+      return options_from_json(c).backend == BackendKind::kCpu;  // the option table's default
+    } catch (const Error&) {
+      return false;  // a point that does not parse fails on its own
+    }
+  });
+  if (!cpu) return;
+  const std::string path = peak_file_path();
+  try {
+    if (const auto peak = ensure_cpu_peak(path)) {
+      fmt::print(
+          "measured this CPU's peak once ({} threads): {:.1f} GFLOP/s, {:.1f} GB/s, kept in "
+          "{} (dlbench bench peak measures it again)\n",
+          peak->threads, peak->flops_per_s / 1e9, peak->bytes_per_s / 1e9, path);
+      std::fflush(stdout);
+    }
+  } catch (const Error& e) {
+    fmt::print(stderr, "dlbench: no CPU peak, so no fraction of it in the records: {}\n", e.what());
+  }
+}
+
 // Every config key of a point, with the batch, image size and classes a run would resolve: what a
 // peer reads, so that it trains what dlbench would.
 json resolved_config(const RunOptions& o) {
@@ -398,30 +431,6 @@ std::vector<json> resumed_records(const std::string& results) {
 
 }  // namespace
 
-// Before the first CPU point of dlbench's, this host's CPU peak when none is kept yet
-// (machine_peak.h): every CPU record then says its fraction of it, and the reports its MFU. A
-// peak that cannot be measured or kept costs the records their fraction, never the sweep.
-void measure_cpu_peak_once(const std::vector<json>& points) {
-  const bool cpu = std::any_of(points.begin(), points.end(), [](const json& c) {
-    return c.value("backend", "") == "cpu" &&
-           c.value("system", std::string(system_name(System::kDlbench))) ==
-               system_name(System::kDlbench);
-  });
-  if (!cpu) return;
-  const std::string path = peak_file_path();
-  try {
-    if (const auto peak = ensure_cpu_peak(path)) {
-      fmt::print(
-          "measured this CPU's peak once ({} threads): {:.1f} GFLOP/s, {:.1f} GB/s, kept in "
-          "{} (dlbench bench peak measures it again)\n",
-          peak->threads, peak->flops_per_s / 1e9, peak->bytes_per_s / 1e9, path);
-      std::fflush(stdout);
-    }
-  } catch (const Error& e) {
-    fmt::print(stderr, "dlbench: no CPU peak, so no fraction of it in the records: {}\n", e.what());
-  }
-}
-
 int sweep_command(const SweepOptions& opt) {
   validate_sweep_options(opt);
   Suite suite = load_suite(opt.suite, !gpu_available());
@@ -461,7 +470,10 @@ int sweep_command(const SweepOptions& opt) {
   const std::set<std::string> done = ok_point_ids(previous);
   std::vector<json> recorded = latest_records(previous, points);  // scaling baselines
 
-  measure_cpu_peak_once(points);
+  std::vector<json> to_run;
+  for (const json& c : points)
+    if (!done.count(point_id(c))) to_run.push_back(c);
+  measure_cpu_peak_once(opt, to_run);
   PointRunner runner(opt, suite, out, fault, points.size());
   bool any_bad = false;
   for (size_t i = 0; i < points.size(); ++i) {

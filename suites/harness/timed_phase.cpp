@@ -21,13 +21,14 @@ StepFences step_fences(const std::vector<double>& t) {
           std::max(q3 + 1.5 * (q3 - q1), 1.05 * median)};
 }
 
-int64_t unsettled_steps(const std::vector<double>& t) {
+int64_t unsettled_steps(const std::vector<double>& t, int64_t limit) {
   const size_t n = t.size();
   if (n < 4) return 0;
   const std::vector<double> later(t.begin() + static_cast<std::ptrdiff_t>(n / 2), t.end());
   const double fence = step_fences(later).high;
+  const size_t most = std::min(n / 2, static_cast<size_t>(std::max<int64_t>(limit, 0)));
   size_t k = 0;
-  while (k < n / 2 && t[k] > fence) ++k;
+  while (k < most && t[k] > fence) ++k;
   return static_cast<int64_t>(k);
 }
 

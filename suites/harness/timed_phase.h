@@ -9,6 +9,7 @@
 // Pure: tests give them hand-made times.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <vector>
 
@@ -26,8 +27,10 @@ struct StepFences {
 StepFences step_fences(const std::vector<double>& step_seconds);
 
 // The leading steps to discard: above the upper fence of the second half's times, up to the
-// first one within it; at most half the steps. Fewer than 4 steps: none.
-int64_t unsettled_steps(const std::vector<double>& step_seconds);
+// first one within it; at most half the steps, and at most `limit` (the steps before the first
+// traced one: a traced step is never left out). Fewer than 4 steps: none.
+int64_t unsettled_steps(const std::vector<double>& step_seconds,
+                        int64_t limit = std::numeric_limits<int64_t>::max());
 
 // The mean, sample standard deviation and coefficient of variation of some values (0 where
 // they have fewer than two, or a mean that is not positive).

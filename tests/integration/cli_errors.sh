@@ -4,6 +4,9 @@
 set -u
 dlbench=$1
 work=$(mktemp -d)
+# A sweep with a CPU point measures the CPU's peak once and keeps it: in this test's own file,
+# never the user's cache (measured while tests load the cores, it would be kept too low).
+export DLBENCH_PEAK_FILE=$work/peaks.json
 trap 'rm -rf "$work"' EXIT
 failures=0 passed=0
 

@@ -8,6 +8,9 @@ set -u
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 build=$1
 work=$(mktemp -d)
+# A sweep with a CPU point measures the CPU's peak once and keeps it: in this test's own file,
+# never the user's cache (measured while tests load the cores, it would be kept too low).
+export DLBENCH_PEAK_FILE=$work/peaks.json
 trap 'rm -rf "$work"' EXIT
 "$root/scripts/device-bundle.sh" --from "$build" --out "$work" || { echo "FAIL: packing"; exit 1; }
 cuda_lib=$(dirname "$(ldd "$build/dlbench" | awk '$1 ~ /^libcudart/ {print $3}')")

@@ -5,6 +5,9 @@
 set -u
 dlbench=$1
 work=$(mktemp -d)
+# A sweep with a CPU point measures the CPU's peak once and keeps it: in this test's own file,
+# never the user's cache (measured while tests load the cores, it would be kept too low).
+export DLBENCH_PEAK_FILE=$work/peaks.json
 trap 'rm -rf "$work"' EXIT
 source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 statuses() { /usr/bin/python3 -c 'import json,sys; print(" ".join(json.loads(l)["status"] for l in open(sys.argv[1])))' "$1"; }
@@ -123,19 +126,19 @@ PY
 
 # The shipped smoke suite, as CI runs it. With no CPU peak kept yet, the sweep measures one
 # first, and every record gives its fraction of it (the reports' MFU); a later sweep reuses it.
-export DLBENCH_PEAK_FILE=$work/peaks.json
+export DLBENCH_PEAK_FILE=$work/smoke-peaks.json
 "$dlbench" --suite=smoke --out="$work/smoke" >"$work/smoke.out" 2>&1
 check "smoke suite" test "$(statuses "$work/smoke/results.jsonl")" = "ok ok"
 check "smoke table" grep -q "2 points: 2 ok" "$work/smoke.out"
 check "the CPU's peak measured once, before the points" grep -q "^measured this CPU's peak once" \
   "$work/smoke.out"
-check "... and kept" test -s "$work/peaks.json"
+check "... and kept" test -s "$work/smoke-peaks.json"
 check "... each record's fraction of it" /usr/bin/python3 -c '
 import json, sys
 for line in open(sys.argv[1]):
     m = json.loads(line)["metrics"]
     assert 0 < m["fraction_of_peak_flops"] and m["peak"]["file"] == sys.argv[2], m
-' "$work/smoke/results.jsonl" "$work/peaks.json"
+' "$work/smoke/results.jsonl" "$work/smoke-peaks.json"
 
 # A finished sweep renders its report when reports/' Python is there; a renderer that fails is
 # a note, and the sweep's exit status and records stay what the points made them.
@@ -147,7 +150,7 @@ check "failed renderer keeps exit 0" test $? -eq 0
 check "failed renderer is said" grep -q "report: rendering failed (exit code 1); the results are unaffected" "$work/smoke2.out"
 check "failed renderer keeps records" test "$(statuses "$work/smoke2/results.jsonl")" = "ok ok"
 check "a kept peak is not measured again" bash -c '! grep -q "peak once" "$1"' _ "$work/smoke2.out"
-unset DLBENCH_PEAK_FILE
+export DLBENCH_PEAK_FILE=$work/peaks.json
 
 # A convergence point: trained to its target, time-to-accuracy recorded, an MLPerf log written.
 cat >"$work/conv.json" <<'JSON'
@@ -173,5 +176,18 @@ for r, status in zip(recs, ["success", "aborted"]):
     stop = [e for e in events if e["key"] == "run_stop"]
     assert len(stop) == 1 and stop[0]["metadata"]["status"] == status
 PY
+
+# The trace holds the last --trace-steps of the timed --steps (steps count from 0, warm-up
+# included: warm-up 2, timed 2-7, traced 6 and 7), which are never left out as warm-up.
+"$dlbench" run --model=digits-cnn --image-size=8 --batch=8 --steps=6 --warmup=2 --trace-steps=2 \
+  --trace="$work/window.trace.json" --json="$work/window.json" >"$work/window.out" 2>&1
+check "a traced run" test $? -eq 0
+check "the trace window is the last traced steps of the timed ones" /usr/bin/python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+assert sorted({e["args"]["step"] for e in ev if e.get("ph") == "X"}) == [6, 7], ev[:3]
+m = json.load(open(sys.argv[2]))["metrics"]
+assert m["warmup_discarded_steps"] <= 6 - 2 and m["timed_steps"] + m["warmup_discarded_steps"] == 6
+' "$work/window.trace.json" "$work/window.json"
 
 check_summary harness

@@ -320,6 +320,30 @@ def test_timeline_draws_one_step_of_every_rank(results):
     assert "median-length" in why or len(lengths) == 1
 
 
+def test_timeline_puts_concurrent_buckets_on_sub_lanes_with_their_names(results, tmp_path):
+    """A hand-made trace in the span args dlbench writes: two buckets in flight together on
+    rank 0's comm lane, and `none`'s one reduction of every bucket."""
+    import json
+    rs = load(results("overlap"))
+    record = timeline.pick(rs.records, rs.resolve)
+    def x(name, cat, tid, ts, dur, **args):
+        return {"name": name, "cat": cat, "ph": "X", "pid": 0, "tid": tid, "ts": ts, "dur": dur,
+                "args": dict(step=7, **args)}
+    events = [x("step", "step", 3, 0, 1000), x("conv1", "forward", 0, 0, 400, pass_="forward"),
+              x("allreduce", "allreduce", 1, 100, 500, bucket=0, bytes=4096),
+              x("allreduce", "allreduce", 1, 200, 500, bucket=1, bytes=4096),
+              x("allreduce", "allreduce", 1, 750, 200, bucket="all", bytes=8192)]
+    path = tmp_path / "t.trace.json"
+    path.write_text(json.dumps({"traceEvents": events, "otherData": {"origin_unix_us": 0}}))
+    fig = timeline.render(record, [path])
+    ax = fig.axes[0]
+    rows = [t.get_text() for t in ax.get_yticklabels()]
+    assert rows == ["rank 0 compute", "rank 0 comm", "rank 0 comm (2)"]
+    labels = sorted(t.get_text() for t in ax.texts if (t.get_gid() or "").startswith("bucket:"))
+    assert labels == ["all", "b0", "b1"]
+    assert ax.get_title().startswith("Step 7, the only traced step")
+
+
 def test_concurrent_buckets_go_on_sub_lanes():
     ev = [{"ts": 0, "dur": 10}, {"ts": 2, "dur": 3}, {"ts": 5, "dur": 10}, {"ts": 10, "dur": 2},
           {"ts": 12, "dur": 1}, {"ts": 14, "dur": 1}]

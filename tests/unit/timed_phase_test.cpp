@@ -21,6 +21,9 @@ TEST(TimedPhase, LeadingStepsAboveTheLaterStepsFenceAreDiscarded) {
   EXPECT_EQ(unsettled_steps({0.10, 0.11, 0.10, 0.11, 0.10, 0.11}), 0);  // settled from the start
   EXPECT_EQ(unsettled_steps({0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1}), 4);  // at most half
   EXPECT_EQ(unsettled_steps({0.9, 0.1, 0.1}), 0);                           // too few to judge
+  // Never into the traced steps: with 8 steps and 6 traced, at most the first 2.
+  EXPECT_EQ(unsettled_steps({0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1}, 8 - 6), 2);
+  EXPECT_EQ(unsettled_steps({0.9, 0.9, 0.9, 0.9, 0.1, 0.1, 0.1, 0.1}, 0), 0);
 }
 
 // Steps a GPU times alike: the IQR is 0, and a step 0.1% slower is no outlier; 6% slower is.

@@ -114,7 +114,8 @@ def render(record: Record, trace_paths: list[Path]):
             bucket = e.get("args", {}).get("bucket")
             if e.get("cat") == "allreduce" and bucket is not None \
                     and e["dur"] > 0.04 * (end - start):
-                ax.text((e["ts"] - start + e["dur"] / 2) / 1e3, y, f"b{bucket}", fontsize=6,
+                text = f"b{bucket}" if isinstance(bucket, int) else "all"
+                ax.text((e["ts"] - start + e["dur"] / 2) / 1e3, y, text, fontsize=6,
                         ha="center", va="center", color="white", gid=f"bucket:{rank}:{bucket}")
     ax.set_yticks(range(len(rows)))
     ax.set_yticklabels([f"rank {r} {LANES[t]}" + (f" ({k + 1})" if k else "")
