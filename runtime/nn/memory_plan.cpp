@@ -4,6 +4,22 @@
 
 namespace dlb {
 
+const char* memory_plan_name(MemoryPlanKind k) {
+  return k == MemoryPlanKind::kReuse ? "reuse" : "naive";
+}
+
+std::optional<MemoryPlanKind> parse_memory_plan(std::string_view s) {
+  for (MemoryPlanKind k : kMemoryPlanKinds)
+    if (s == memory_plan_name(k)) return k;
+  return std::nullopt;
+}
+
+size_t MemoryPlan::bytes() const {
+  size_t total = 0;
+  for (const PlannedBuffer& b : buffers) total += b.bytes;
+  return total;
+}
+
 MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors) {
   MemoryPlan plan;
   const size_t last = schedule.steps.empty() ? 0 : schedule.steps.size() - 1;
@@ -16,6 +32,116 @@ MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
     plan.buffer_of.push_back(static_cast<int>(plan.buffers.size()));
     plan.offset_of.push_back(0);
     plan.buffers.push_back({t.name, t.category, t.bytes(), 0, last});
+  }
+  return plan;
+}
+
+namespace {
+
+// The tensor that stores `id`'s bytes: the end of its chain of views.
+int storage_of(int id, const std::vector<TensorInfo>& tensors) {
+  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
+  return id;
+}
+
+// Kinds whose contents matter only within one step.
+bool step_local(TensorKind k) {
+  return k == TensorKind::kActivation || k == TensorKind::kActivationGrad ||
+         k == TensorKind::kSaved || k == TensorKind::kScratch;
+}
+
+size_t aligned(size_t bytes) {
+  return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
+}
+
+}  // namespace
+
+std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
+                                const std::vector<int>& kept) {
+  const size_t n = tensors.size();
+  std::vector<Lifetime> life(n);
+  std::vector<bool> seen(n, false), read_first(n, false);
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step& step = schedule.steps[i];
+    // Within a pass, its reads come before its writes: a pass that reads what it writes (an
+    // accumulation) reads the earlier contents.
+    for (const std::vector<int>* ids : {&step.reads, &step.writes}) {
+      for (int t : *ids) {
+        const int s = storage_of(t, tensors);
+        if (!seen[s]) {
+          seen[s] = true;
+          life[s].first = i;
+          read_first[s] = ids == &step.reads;
+        }
+        life[s].last = i;
+      }
+    }
+  }
+  const size_t last = schedule.steps.empty() ? 0 : schedule.steps.size() - 1;
+  std::vector<bool> keep(n, false);
+  for (int t : kept) keep[storage_of(t, tensors)] = true;
+  for (size_t t = 0; t < n; ++t) {
+    life[t].whole = tensors[t].alias_of >= 0 || !step_local(tensors[t].kind) || !seen[t] ||
+                    read_first[t] || keep[t];
+    if (life[t].whole) life[t] = {0, last, true};
+  }
+  return life;
+}
+
+MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
+                      const std::vector<int>& kept) {
+  const std::vector<Lifetime> life = lifetimes(schedule, tensors, kept);
+  MemoryPlan plan;
+  plan.buffer_of.assign(tensors.size(), -1);
+  plan.offset_of.assign(tensors.size(), 0);
+  const size_t last = schedule.steps.empty() ? 0 : schedule.steps.size() - 1;
+  // Per category, its step-local tensors, largest first (ties: declaration order).
+  std::array<std::vector<int>, kNumMemCategories> local;
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    if (tensors[t].alias_of >= 0) continue;
+    if (life[t].whole) {
+      plan.buffer_of[t] = static_cast<int>(plan.buffers.size());
+      plan.buffers.push_back({tensors[t].name, tensors[t].category, tensors[t].bytes(), 0, last});
+    } else {
+      local[static_cast<size_t>(tensors[t].category)].push_back(static_cast<int>(t));
+    }
+  }
+  for (size_t c = 0; c < kNumMemCategories; ++c) {
+    std::vector<int>& ids = local[c];
+    if (ids.empty()) continue;
+    std::stable_sort(ids.begin(), ids.end(),
+                     [&](int a, int b) { return tensors[a].bytes() > tensors[b].bytes(); });
+    struct Placed {
+      size_t begin, end, first, last;
+    };
+    std::vector<Placed> placed;
+    size_t arena = 0, first = last, final = 0;
+    const int buffer = static_cast<int>(plan.buffers.size());
+    for (int t : ids) {
+      const size_t bytes = aligned(tensors[t].bytes());
+      const Lifetime& l = life[t];
+      // The placed tensors live at the same time as this one, by offset: the lowest gap that
+      // holds it.
+      std::vector<const Placed*> clash;
+      for (const Placed& p : placed)
+        if (p.first <= l.last && l.first <= p.last) clash.push_back(&p);
+      std::sort(clash.begin(), clash.end(),
+                [](const Placed* a, const Placed* b) { return a->begin < b->begin; });
+      size_t at = 0;
+      for (const Placed* p : clash) {
+        if (at + bytes <= p->begin) break;
+        at = std::max(at, p->end);
+      }
+      placed.push_back({at, at + bytes, l.first, l.last});
+      plan.buffer_of[t] = buffer;
+      plan.offset_of[t] = at;
+      arena = std::max(arena, at + bytes);
+      first = std::min(first, l.first);
+      final = std::max(final, l.last);
+    }
+    plan.buffers.push_back(
+        {tensors[ids.front()].name + " and " + std::to_string(ids.size() - 1) + " more (shared)",
+         static_cast<MemCategory>(c), arena, first, final});
   }
   return plan;
 }

@@ -4,13 +4,23 @@
 // Binding (Graph::bind) allocates the plan's buffers and makes each tensor a view into one.
 #pragma once
 #include <array>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/memory/allocator.h"
 #include "runtime/nn/schedule.h"
 
 namespace dlb {
+
+// Which plan stores the step (--memory-plan): every tensor on its own, or step-local tensors
+// sharing bytes where their lifetimes do not meet.
+enum class MemoryPlanKind { kNaive, kReuse };
+inline constexpr MemoryPlanKind kMemoryPlanKinds[] = {MemoryPlanKind::kNaive,
+                                                      MemoryPlanKind::kReuse};
+const char* memory_plan_name(MemoryPlanKind k);
+std::optional<MemoryPlanKind> parse_memory_plan(std::string_view s);
 
 struct PlannedBuffer {
   std::string name;  // what the allocator records it as: its first tensor's name
@@ -23,6 +33,7 @@ struct PlannedBuffer {
 
 struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;
+  size_t bytes() const;  // what binding allocates: every buffer's bytes
   // Per tensor of the table: its buffer and its byte offset in it; -1 for a view, which is
   // stored where the tensor it views is.
   std::vector<int> buffer_of;
@@ -32,6 +43,29 @@ struct MemoryPlan {
 // Every tensor that is not a view in a buffer of its own, held over the whole step: what a setup
 // allocates without a planner.
 MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors);
+
+// The steps over which a stored tensor (not a view) must hold its bytes: from its first access to
+// its last, a view's accesses counting as its storage's. Held over the whole schedule (`whole`):
+// what lives across steps (parameters, gradients, optimizer state, buffers, the batch, losses,
+// carried gradients), what is read before it is written (it counts on an earlier step's
+// contents), what no step touches, and `kept` (read after the schedule, such as the logits).
+struct Lifetime {
+  size_t first = 0, last = 0;
+  bool whole = true;
+};
+std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
+                                const std::vector<int>& kept = {});
+
+// Offsets in a shared buffer are multiples of this: cuDNN and cuBLASLt want 16-byte aligned
+// operands, vectorised kernels 16; 256 is what cudaMalloc gives every allocation.
+inline constexpr size_t kPlanAlignment = 256;
+
+// naive_plan, but the tensors that live within one step share bytes where their lifetimes do not
+// meet: one arena per memory category, placed greedily by size (largest first, each at the
+// lowest aligned offset clear of every placed tensor whose lifetime meets its own), as the arena
+// planners of TFLite and ggml do. Tensors held over the whole schedule keep buffers of their own.
+MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
+                      const std::vector<int>& kept = {});
 
 // The most bytes the plan's buffers hold at once, per category (each category's own peak), and
 // of all of them together: a sweep over the buffers' step ranges.

@@ -66,7 +66,14 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   const StateIds state = declare_state();
   const BucketPlan plan = make_buckets();
   Schedule schedule = step_schedule(plan, comm);
-  graph_.bind(backend_, init, naive_plan(schedule, graph_.tensor_infos()));
+  const MemoryPlan naive = naive_plan(schedule, graph_.tensor_infos());
+  naive_plan_bytes_ = naive.bytes();
+  // The logits are read after a step by count_correct: kept whole.
+  memory_plan_ =
+      config.memory_plan == MemoryPlanKind::kReuse
+          ? reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())})
+          : naive;
+  graph_.bind(backend_, init, memory_plan_);
   start_state(state);
   make_sync(plan, comm);
   executor_ = std::make_unique<Executor>(std::move(schedule),

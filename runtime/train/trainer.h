@@ -39,6 +39,8 @@ struct TrainConfig {
   // between steps is read from the device: the step counter (dropout's draws), the loss-scale
   // state. Needs a backend that captures and one rank; no tracer, no mid-step hook.
   bool capture_step = false;
+  // How the step's tensors are stored (runtime/nn/memory_plan.h).
+  MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
 };
@@ -131,6 +133,9 @@ class Trainer final : private PassRunner {
   const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
+  // Where the step's tensors are stored, and the bytes naive_plan would have allocated.
+  const MemoryPlan& memory_plan() const { return memory_plan_; }
+  size_t naive_plan_bytes() const { return naive_plan_bytes_; }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
   const StepGraphStats& step_graphs() const { return graph_stats_; }
@@ -142,6 +147,8 @@ class Trainer final : private PassRunner {
   void set_tracer(Tracer* tracer);
 
  private:
+  MemoryPlan memory_plan_;
+  size_t naive_plan_bytes_ = 0;
   // The constructor's parts, in order.
   void check_model_and_config();
   Communicator& communicator();  // the config's, or a local one of one rank

@@ -197,6 +197,16 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.overlap = parsed(v, parse_overlap); },
        [](const RunOptions& o) { return json(overlap_name(o.overlap)); }});
+  add({"memory_plan",
+       T::kString,
+       config,
+       "how the step's tensors are stored: naive (each in its own buffer) or reuse (tensors that "
+       "live within one step share bytes where their lifetimes do not meet; "
+       "runtime/nn/memory_plan.h)",
+       names(kMemoryPlanKinds, memory_plan_name),
+       {},
+       [](RunOptions& o, const json& v) { o.memory_plan = parsed(v, parse_memory_plan); },
+       [](const RunOptions& o) { return json(memory_plan_name(o.memory_plan)); }});
   add({"bucket_mb",
        T::kNumber,
        config,

@@ -140,7 +140,14 @@ nlohmann::json record_json(const RunResult& r) {
                        {"replayed_steps", r.step_graphs->replayed_steps}};
   }
   record["metrics"] = m;
-  if (r.memory) record["memory"] = memory_json(*r.memory);
+  if (r.memory) {
+    record["memory"] = memory_json(*r.memory);
+    if (r.plan_bytes) {
+      record["memory"]["plan"] = {{"name", memory_plan_name(r.options.memory_plan)},
+                                  {"planned_bytes", r.plan_bytes->planned},
+                                  {"naive_bytes", r.plan_bytes->naive}};
+    }
+  }
   if (!r.paths.empty()) record["paths"] = r.paths;
   return record;
 }

@@ -70,6 +70,11 @@ struct RunResult {
   // flops_per_s, how, and ranks_sharing_it (CPU ranks on one host share its peak).
   nlohmann::json peak;
   std::optional<MemoryStats> memory;
+  // The step's memory plan: what it allocates for the step's tensors, and what naive_plan would.
+  struct PlanBytes {
+    size_t planned = 0, naive = 0;
+  };
+  std::optional<PlanBytes> plan_bytes;
   std::optional<size_t> memory_budget;
   nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog
   // The first timed steps judged still warming up and discarded, and with --repetitions > 1

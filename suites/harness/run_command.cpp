@@ -71,6 +71,13 @@ void validate_run_options(const RunOptions& o) {
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
   }
+  if (o.memory_guard && o.memory_plan != MemoryPlanKind::kNaive) {
+    throw Unsupported(fmt::format(
+        "--memory-guard puts red zones around each buffer, and --memory-plan={} packs tensors "
+        "into shared buffers, where an overrun lands in a neighbour, not a red zone: guard with "
+        "--memory-plan=naive",
+        memory_plan_name(o.memory_plan)));
+  }
   if (o.cuda_graph && o.memory_guard) {
     throw Unsupported(
         "--memory-guard checks memory between the passes of the step, which a replayed CUDA "
@@ -388,6 +395,7 @@ RunResult run_training(const RunOptions& o) {
   tc.seed = o.seed;
   tc.comm = comm.get();
   tc.overlap = o.overlap;
+  tc.memory_plan = o.memory_plan;
   tc.bucket_mb = o.bucket_mb;
   if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
@@ -395,6 +403,7 @@ RunResult run_training(const RunOptions& o) {
   tc.capture_step = o.cuda_graph;
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc, rng);
+  r.plan_bytes = RunResult::PlanBytes{trainer.memory_plan().bytes(), trainer.naive_plan_bytes()};
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   trainer.broadcast_weights();
   // The window covers the last `window` of the first timed phase's `steps` steps, which the

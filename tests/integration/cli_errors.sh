@@ -57,6 +57,10 @@ expect 2 "--loss-scale applies to precision fp16 only" "${quick[@]}" --precision
 expect 4 "--cuda-graph needs --backend=cuda: the cpu backend runs each op as it is called" \
   "${quick[@]}" --cuda-graph
 expect 2 "--cuda-graph: expected true or false, got 'maybe'" "${quick[@]}" --cuda-graph=maybe
+expect 2 "--memory-plan: unknown memory plan 'bogus' (expected naive, reuse)" "${quick[@]}" \
+  --memory-plan=bogus
+expect 4 "--memory-plan=reuse packs tensors into shared buffers" "${quick[@]}" --memory-plan=reuse \
+  --memory-guard
 # Refused before a backend is made, so these need no GPU.
 graph=(run --backend=cuda --model=resnet18 --steps=3 --cuda-graph)
 expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --warmup=1
