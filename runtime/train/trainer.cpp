@@ -68,7 +68,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   Schedule schedule = step_schedule(plan, comm);
   const MemoryPlan naive = naive_plan(schedule, graph_.tensor_infos());
   naive_plan_bytes_ = naive.bytes();
-  // The logits are read after a step by count_correct: kept whole.
+  // The logits are kept whole: a caller may read the step's output after it (a step dump).
   memory_plan_ =
       config.memory_plan == MemoryPlanKind::kReuse
           ? reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())})
@@ -85,6 +85,12 @@ void Trainer::check_model_and_config() {
     throw InvalidArgument(
         "a Trainer binds its graph with the step's other tensors: give it a graph that is "
         "declared (Graph::declare_for) and not yet bound");
+  }
+  if (config_.memory_plan != MemoryPlanKind::kNaive && backend_.allocator().guarded()) {
+    throw Unsupported(
+        fmt::format("memory plan {} packs tensors into shared buffers, where an overrun lands in a "
+                    "neighbour, not in the guard's red zones: guard with the naive plan",
+                    memory_plan_name(config_.memory_plan)));
   }
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");

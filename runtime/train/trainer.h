@@ -93,9 +93,9 @@ class Trainer final : private PassRunner {
   // `graph` must be declared for `backend` (Graph::declare_for; its precision policy is the
   // run's) and not bound: the trainer declares the step's other tensors (the loss's, the second
   // input buffer, the optimizer's and loss scaler's state, the sync policy's carried gradients)
-  // in its table, plans them all (naive_plan) and binds them once, initialising the parameters
-  // from `init`. Times come from `clock` (the backend's, Backend::clock(), when null), which
-  // must outlive the trainer.
+  // in its table, plans them all (config.memory_plan) and binds them once, initialising the
+  // parameters from `init`. Times come from `clock` (the backend's, Backend::clock(), when null),
+  // which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
           const Clock* clock = nullptr);
 

@@ -78,6 +78,12 @@ void validate_run_options(const RunOptions& o) {
         "--memory-plan=naive",
         memory_plan_name(o.memory_plan)));
   }
+  if (!o.dump_path.empty() && o.memory_plan != MemoryPlanKind::kNaive) {
+    throw Unsupported(fmt::format(
+        "--dump writes every activation and gradient after the last step, and --memory-plan={} "
+        "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
+        memory_plan_name(o.memory_plan)));
+  }
   if (o.cuda_graph && o.memory_guard) {
     throw Unsupported(
         "--memory-guard checks memory between the passes of the step, which a replayed CUDA "

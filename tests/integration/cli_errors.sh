@@ -61,6 +61,8 @@ expect 2 "--memory-plan: unknown memory plan 'bogus' (expected naive, reuse)" "$
   --memory-plan=bogus
 expect 4 "--memory-plan=reuse packs tensors into shared buffers" "${quick[@]}" --memory-plan=reuse \
   --memory-guard
+expect 4 "--dump writes every activation and gradient after the last step" "${quick[@]}" \
+  --memory-plan=reuse --dump="$work/dump.safetensors"
 # Refused before a backend is made, so these need no GPU.
 graph=(run --backend=cuda --model=resnet18 --steps=3 --cuda-graph)
 expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --warmup=1
