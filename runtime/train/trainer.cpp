@@ -40,6 +40,25 @@ class TracedPasses final : public PassObserver {
   Tracer& tracer_;
 };
 
+// TrainConfig::after_pass_hook after each pass, then the tracer's observer (if any).
+class HookedPasses final : public PassObserver {
+ public:
+  HookedPasses(const Schedule& schedule, const std::function<void(size_t)>& hook,
+               PassObserver* next)
+      : schedule_(schedule), hook_(hook), next_(next) {}
+  bool wants_marks() const override { return true; }
+  void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
+                const Mark& end) override {
+    if (next_ && next_->wants_marks()) next_->pass_ran(step, runner, start, end);
+    hook_(static_cast<size_t>(&step - schedule_.steps.data()));
+  }
+
+ private:
+  const Schedule& schedule_;
+  const std::function<void(size_t)>& hook_;
+  PassObserver* next_;
+};
+
 // forward, then the loss (reads the logits and labels, writes the output's gradient), then
 // backward.
 Schedule training_schedule(const Graph& graph, const Step& loss) {
@@ -311,7 +330,13 @@ void Trainer::set_tracer(Tracer* tracer) {
 void Trainer::run_step_work(Tracer* tracer) {
   Tensor& step_counter = graph_.tensor(step_counter_id_);
   const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter}};
-  executor_->run(&ctx, tracer ? traced_passes_.get() : nullptr);
+  PassObserver* observer = tracer ? traced_passes_.get() : nullptr;
+  if (config_.after_pass_hook) {
+    HookedPasses hooked(executor_->schedule(), config_.after_pass_hook, observer);
+    executor_->run(&ctx, &hooked);
+  } else {
+    executor_->run(&ctx, observer);
+  }
   backend_.increment(step_counter);
 }
 

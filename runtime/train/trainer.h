@@ -41,6 +41,9 @@ struct TrainConfig {
   bool capture_step = false;
   // How the step's tensors are stored (runtime/nn/memory_plan.h).
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
+  // Test-only: called after each pass the executor issues, with the pass's index in the
+  // schedule (the memory plan's poison test: tests/unit/memory_plan_test.cpp).
+  std::function<void(size_t)> after_pass_hook;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
 };

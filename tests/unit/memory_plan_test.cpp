@@ -8,6 +8,7 @@
 
 #include <cstdio>
 #include <cstring>
+#include <memory>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
@@ -218,6 +219,16 @@ Trained train_with(const ReuseCase& c, OverlapStrategy strategy, MemoryPlanKind 
   tc.overlap = strategy;
   tc.memory_plan = kind;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
+  // Poison (reuse): after the last pass that may read a shared tensor, its bytes become 0xFF (NaN
+  // in every float format), so a pass that reads it later without saying so (a read missing
+  // from its Step::reads) computes NaN instead of a value that happened to survive.
+  auto dies = std::make_shared<std::vector<std::vector<int>>>();
+  tc.after_pass_hook = [&g, dies](size_t pass) {
+    if (pass >= dies->size()) return;
+    for (int id : (*dies)[pass]) {
+      std::memset(g.tensor(id).raw(), 0xFF, g.tensor_infos()[static_cast<size_t>(id)].bytes());
+    }
+  };
   Rng rng(0);
   Trainer t(*backend, g, tc, rng);
   // The property: tensors sharing a buffer either live at disjoint steps or sit at disjoint
@@ -233,6 +244,14 @@ Trained train_with(const ReuseCase& c, OverlapStrategy strategy, MemoryPlanKind 
       const size_t a0 = plan.offset_of[a], b0 = plan.offset_of[b];
       const bool overlap = a0 < b0 + infos[b].bytes() && b0 < a0 + infos[a].bytes();
       EXPECT_FALSE(meet && overlap) << infos[a].name << " and " << infos[b].name;
+    }
+  }
+  if (kind == MemoryPlanKind::kReuse) {
+    dies->resize(t.schedule().steps.size());
+    for (size_t id = 0; id < infos.size(); ++id) {
+      if (plan.buffer_of[id] >= 0 && !life[id].whole) {
+        (*dies)[life[id].last].push_back(static_cast<int>(id));
+      }
     }
   }
   const Dataset d = make_synthetic(2, g.nodes()[0].shape[1], c.image_size, 10, 5);
