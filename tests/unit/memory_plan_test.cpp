@@ -191,18 +191,10 @@ INSTANTIATE_TEST_SUITE_P(Models, NaivePlan,
 namespace dlb {
 namespace {
 
-// reuse_plan: no two tensors whose lifetimes meet share a byte, for every reference model,
-// strategy and precision; and training on it computes exactly what training on the naive plan
-// does (the same bits of losses and weights after 5 steps).
-struct ReuseCase {
-  const char* model;
-  int64_t image_size;
-  Precision precision;
-};
-void PrintTo(const ReuseCase& c, std::ostream* os) {
-  *os << c.model << " " << c.image_size << " " << precision_name(c.precision);
-}
-class ReusePlan : public ::testing::TestWithParam<ReuseCase> {};
+// reuse_plan: no two tensors whose lifetimes meet share a byte, for every reference model on one
+// rank, each case (SetupCase, above) in one precision; and training on it computes exactly what
+// training on the naive plan does (the same bits of losses and weights after 5 steps).
+class ReusePlan : public ::testing::TestWithParam<SetupCase> {};
 
 // Trains 5 steps on one batch with `plan`: (the losses, the weights' checksum, the trainer's
 // plan and schedule checked for overlaps).
@@ -211,7 +203,7 @@ struct Trained {
   uint64_t weights = 0;
   size_t planned = 0, naive = 0;
 };
-Trained train_with(const ReuseCase& c, OverlapStrategy strategy, MemoryPlanKind kind) {
+Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind kind) {
   auto backend = make_backend(BackendKind::kCpu, {});
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
@@ -266,7 +258,7 @@ Trained train_with(const ReuseCase& c, OverlapStrategy strategy, MemoryPlanKind 
 }
 
 TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
-  const ReuseCase c = GetParam();
+  const SetupCase c = GetParam();
   // One rank: every strategy has the same schedule (no reduction to place), so one suffices;
   // tests/integration/strategies_agree.sh runs each strategy on two ranks.
   for (OverlapStrategy strategy : {OverlapStrategy::kBackward}) {
@@ -289,12 +281,12 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReusePlan,
-                         ::testing::Values(ReuseCase{"resnet18", 32, Precision::kFp32},
-                                           ReuseCase{"resnet18", 32, Precision::kBf16},
-                                           ReuseCase{"resnet50", 32, Precision::kFp32},
-                                           ReuseCase{"vgg16", 32, Precision::kFp32},
-                                           ReuseCase{"alexnet", 63, Precision::kBf16},
-                                           ReuseCase{"digits-cnn", 8, Precision::kFp16}),
+                         ::testing::Values(SetupCase{"resnet18", 32, Precision::kFp32},
+                                           SetupCase{"resnet18", 32, Precision::kBf16},
+                                           SetupCase{"resnet50", 32, Precision::kFp32},
+                                           SetupCase{"vgg16", 32, Precision::kFp32},
+                                           SetupCase{"alexnet", 63, Precision::kBf16},
+                                           SetupCase{"digits-cnn", 8, Precision::kFp16}),
                          [](const auto& info) {
                            return std::string(info.param.model == std::string("digits-cnn")
                                                   ? "digits_cnn"
