@@ -12,6 +12,7 @@
 #include "runtime/core/error.h"
 #include "suites/harness/check_ops_command.h"
 #include "suites/harness/commands.h"
+#include "suites/harness/maxbatch.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/run_command.h"
 #include "suites/harness/sweep_command.h"
@@ -127,6 +128,26 @@ void add_table_flag(CLI::App& app, const dlb::Option& option, std::string& text,
   if (option.hidden) flag->group("");
 }
 
+// The run's flags on `cmd`: one per entry of the option table, read as text into `text`.
+void add_run_flags(CLI::App& cmd, std::map<std::string, std::string>& text) {
+  for (const dlb::Option& option : dlb::run_option_table()) {
+    const nlohmann::json d = option.get(dlb::RunOptions{});
+    add_table_flag(cmd, option, text[option.key], d,
+                   option.scope == dlb::OptionScope::kConfig && !d.is_null());
+  }
+}
+
+// The run's options given on `cmd`, through the same checks as a suite's config.
+dlb::RunOptions run_options(const CLI::App& cmd, const std::map<std::string, std::string>& text) {
+  dlb::RunOptions run;
+  for (const dlb::Option& option : dlb::run_option_table()) {
+    if (cmd.count(option.flag()) == 0) continue;
+    dlb::apply_option(run, option, dlb::value_from_text(option, text.at(option.key)),
+                      dlb::OptionOrigin::kCommandLine);
+  }
+  return run;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -152,11 +173,13 @@ int main(int argc, char** argv) {
   // parse, through the same checks as a suite's config.
   auto* run_cmd = app.add_subcommand("run", "train one configuration and write a result record");
   std::map<std::string, std::string> run_text;
-  for (const dlb::Option& option : dlb::run_option_table()) {
-    const nlohmann::json d = option.get(dlb::RunOptions{});
-    add_table_flag(*run_cmd, option, run_text[option.key], d,
-                   option.scope == dlb::OptionScope::kConfig && !d.is_null());
-  }
+  add_run_flags(*run_cmd, run_text);
+  // `dlbench maxbatch`: the run's flags, less those of the batch and the timed steps (refused).
+  auto* maxbatch_cmd = app.add_subcommand(
+      "maxbatch",
+      "the largest batch whose training step fits --memory-budget (exit 1 when batch 1 does not)");
+  std::map<std::string, std::string> maxbatch_text;
+  add_run_flags(*maxbatch_cmd, maxbatch_text);
   auto* list_cmd = app.add_subcommand("list", "models, backends and devices");
 
   dlb::BenchConvOptions bench;
@@ -216,15 +239,8 @@ int main(int argc, char** argv) {
       if (app.count(f.option.flag()) == 0) continue;
       dlb::apply_sweep_flag(sweep, f, sweep_text[f.option.key]);
     }
-    if (*run_cmd) {
-      dlb::RunOptions run;
-      for (const dlb::Option& option : dlb::run_option_table()) {
-        if (run_cmd->count(option.flag()) == 0) continue;
-        dlb::apply_option(run, option, dlb::value_from_text(option, run_text[option.key]),
-                          dlb::OptionOrigin::kCommandLine);
-      }
-      return dlb::run_command(run);
-    }
+    if (*run_cmd) return dlb::run_command(run_options(*run_cmd, run_text));
+    if (*maxbatch_cmd) return dlb::maxbatch_command(run_options(*maxbatch_cmd, maxbatch_text));
     if (*list_cmd) return dlb::list_command();
     if (*check_cmd) return dlb::check_ops_command(check);
     if (*worker_cmd) return dlb::worker_command(point_file);

@@ -10,6 +10,7 @@
 
 #include "runtime/check/op_instance.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/trace/tracer.h"
@@ -81,6 +82,15 @@ TEST(CheckOpsSchema, OpsAndPassesAreTheCheckersNames) {
   for (CheckPass p : kCheckPasses) passes.emplace_back(check_pass_name(p));
   EXPECT_EQ(row["op"]["enum"].get<std::vector<std::string>>(), ops);
   EXPECT_EQ(row["pass"]["enum"].get<std::vector<std::string>>(), passes);
+}
+
+// maxbatch.schema.json's memory plans are the planner's own.
+TEST(MaxBatchSchema, MemoryPlansAreThePlannersNames) {
+  std::ifstream in(suites_dir() + "/schema/maxbatch.schema.json");
+  const json config = json::parse(in)["properties"]["config"]["properties"];
+  std::vector<std::string> plans;
+  for (MemoryPlanKind k : kMemoryPlanKinds) plans.emplace_back(memory_plan_name(k));
+  EXPECT_EQ(config["memory_plan"]["enum"].get<std::vector<std::string>>(), plans);
 }
 
 json ok_record(const std::string& id, int ranks, double throughput, const std::string& overlap) {

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# `dlbench maxbatch` on real steps: the batch it finds trains within the budget and the next one
+# runs out of memory (`dlbench run`, exit 3), whatever the memory plan; the record is valid; a
+# budget too small for the smallest batch exits 1 and says so; bad input gets one line and 2.
+# Usage: maxbatch.sh path/to/dlbench
+set -u
+dlbench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+model=(--model=resnet18 --image-size=32 --memory-budget=170MiB)
+
+for plan in naive reuse; do
+  "$dlbench" maxbatch "${model[@]}" --memory-plan=$plan --json="$work/$plan.json" \
+    >"$work/$plan.out" 2>&1
+  check "$plan: exit 0" test $? -eq 0
+  tail -n 1 "$work/$plan.out"
+  batch=$("$root/.venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["batch"])' \
+    "$work/$plan.json" 2>/dev/null || echo 0)
+  check "$plan: a batch was found" test "$batch" -ge 2
+  "$dlbench" run "${model[@]}" --memory-plan=$plan --batch="$batch" --warmup=1 --steps=1 \
+    >"$work/$plan.fits" 2>&1
+  check "$plan: batch $batch trains within the budget" test $? -eq 0
+  "$dlbench" run "${model[@]}" --memory-plan=$plan --batch=$((batch + 1)) --warmup=1 --steps=1 \
+    >"$work/$plan.over" 2>&1
+  check "$plan: batch $((batch + 1)) runs out of memory (exit 3)" test $? -eq 3
+done
+
+check "the records are valid, with a peak within the budget, and reuse fits more" \
+  "$root/.venv/bin/python" - "$root/suites/schema/maxbatch.schema.json" "$work" <<'PY'
+import json, sys
+import jsonschema
+schema = json.load(open(sys.argv[1]))
+found = {}
+for plan in ("naive", "reuse"):
+    r = json.load(open(f"{sys.argv[2]}/{plan}.json"))
+    jsonschema.validate(r, schema)
+    assert r["config"]["memory_plan"] == plan, r["config"]
+    assert 0 < r["memory"]["peak_bytes_total"] <= r["config"]["memory_budget"], r["memory"]
+    assert not r["reached_limit"]
+    probes = {p["batch"]: p["fits"] for p in r["probes"]}
+    assert probes[r["batch"]] and not probes[r["batch"] + 1], probes
+    found[plan] = r["batch"]
+assert found["reuse"] > found["naive"], found
+PY
+
+"$dlbench" maxbatch --model=resnet18 --image-size=32 --memory-budget=8MiB --json="$work/none.json" \
+  >"$work/none.out" 2>&1
+check "no batch fits: exit 1" test $? -eq 1
+check "... and says so" grep -q "no batch fits: the step of batch 2 needs more than 8.00 MiB" \
+  "$work/none.out"
+check "... in its record" "$root/.venv/bin/python" -c \
+  'import json,sys; r=json.load(open(sys.argv[1])); assert r["batch"] == 0 and not r["probes"][0]["fits"]' \
+  "$work/none.json"
+
+refused() {  # WHAT ARGS...: exit 2 and one line naming WHAT
+  local what=$1
+  shift
+  "$dlbench" maxbatch "$@" >"$work/refused.out" 2>&1
+  local rc=$?
+  check "refused ($*): exit 2" test $rc -eq 2
+  check "... naming $what" grep -q -- "$what" "$work/refused.out"
+}
+refused "--memory-budget" --model=resnet18
+refused "--batch" --model=resnet18 --memory-budget=1GiB --batch=4
+refused "--ranks" --model=resnet18 --memory-budget=1GiB --ranks=2
+refused "--steps" --model=resnet18 --memory-budget=1GiB --steps=5
+refused "unknown model" --model=resnet19 --memory-budget=1GiB
+refused "memory-plan" --model=resnet18 --memory-budget=1GiB --memory-plan=squeeze
+check_summary maxbatch
