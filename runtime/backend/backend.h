@@ -277,7 +277,8 @@ class Backend : public DeviceMemory {
                       const Tensor& b, float beta, Tensor& c) = 0;
 
   // Batch norm over axis 1. Training uses batch statistics, saves mean and 1/sqrt(var + eps),
-  // and updates the running statistics with the unbiased variance.
+  // and updates the running statistics with the unbiased variance: running = (1 - momentum) *
+  // running + momentum * batch, so that momentum 0 leaves them bit for bit (a recomputed pass).
   virtual void batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                 Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                                 Tensor& save_invstd, Tensor& y, float momentum, float eps) = 0;

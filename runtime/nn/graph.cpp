@@ -532,6 +532,12 @@ void Graph::run(const Step& step, const LayerContext& ctx) {
     case Pass::kForward:
       node.layer->forward(ctx, own, x, y);
       return;
+    case Pass::kRecompute: {
+      LayerContext again = ctx;
+      again.recompute = true;
+      node.layer->forward(again, own, x, y);
+      return;
+    }
     case Pass::kBackwardData:
     case Pass::kBackward: {
       std::vector<Tensor*> dx;

@@ -150,6 +150,9 @@ struct LayerContext {
   Backend& backend;
   bool training = true;
   DropoutSeed seed;  // per step, for dropout
+  // A recomputation (Pass::kRecompute): the forward pass again, in the same step, for the same
+  // outputs and saved tensors, changing no state (batch norm's running statistics and count).
+  bool recompute = false;
 };
 
 class Layer {

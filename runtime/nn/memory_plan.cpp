@@ -54,7 +54,23 @@ size_t aligned(size_t bytes) {
   return (bytes + kPlanAlignment - 1) / kPlanAlignment * kPlanAlignment;
 }
 
+// Whether `step` writes all of storage `s` without reading any of it: its earlier contents are
+// dead from the last access before.
+bool overwrites(const Step& step, int s, int written, const std::vector<TensorInfo>& tensors) {
+  if (tensors[written].bytes() != tensors[s].bytes()) return false;  // a part of it
+  return std::none_of(step.reads.begin(), step.reads.end(),
+                      [&](int r) { return storage_of(r, tensors) == s; });
+}
+
 }  // namespace
+
+bool Lifetime::meets(const Lifetime& other) const {
+  if (first > other.last || other.first > last) return false;
+  for (const auto& [a0, a1] : spans)
+    for (const auto& [b0, b1] : other.spans)
+      if (a0 <= b1 && b0 <= a1) return true;
+  return false;
+}
 
 std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                                 const std::vector<int>& kept) {
@@ -68,12 +84,18 @@ std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<Tens
     for (const std::vector<int>* ids : {&step.reads, &step.writes}) {
       for (int t : *ids) {
         const int s = storage_of(t, tensors);
+        Lifetime& l = life[s];
         if (!seen[s]) {
           seen[s] = true;
-          life[s].first = i;
+          l.first = i;
           read_first[s] = ids == &step.reads;
+          l.spans.push_back({i, i});
+        } else if (ids == &step.writes && l.spans.back().second < i &&
+                   overwrites(step, s, t, tensors)) {
+          l.spans.push_back({i, i});  // what it held is dead since its last access
         }
-        life[s].last = i;
+        l.last = i;
+        l.spans.back().second = i;
       }
     }
   }
@@ -83,7 +105,7 @@ std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<Tens
   for (size_t t = 0; t < n; ++t) {
     life[t].whole = tensors[t].alias_of >= 0 || !step_local(tensors[t].kind) || !seen[t] ||
                     read_first[t] || keep[t];
-    if (life[t].whole) life[t] = {0, last, true};
+    if (life[t].whole) life[t] = {0, last, true, {{0, last}}};
   }
   return life;
 }
@@ -112,7 +134,8 @@ MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
     std::stable_sort(ids.begin(), ids.end(),
                      [&](int a, int b) { return tensors[a].bytes() > tensors[b].bytes(); });
     struct Placed {
-      size_t begin, end, first, last;
+      size_t begin, end;
+      const Lifetime* life;
     };
     std::vector<Placed> placed;
     size_t arena = 0, first = last, final = 0;
@@ -124,7 +147,7 @@ MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
       // holds it.
       std::vector<const Placed*> clash;
       for (const Placed& p : placed)
-        if (p.first <= l.last && l.first <= p.last) clash.push_back(&p);
+        if (p.life->meets(l)) clash.push_back(&p);
       std::sort(clash.begin(), clash.end(),
                 [](const Placed* a, const Placed* b) { return a->begin < b->begin; });
       size_t at = 0;
@@ -132,7 +155,7 @@ MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
         if (at + bytes <= p->begin) break;
         at = std::max(at, p->end);
       }
-      placed.push_back({at, at + bytes, l.first, l.last});
+      placed.push_back({at, at + bytes, &l});
       plan.buffer_of[t] = buffer;
       plan.offset_of[t] = at;
       arena = std::max(arena, at + bytes);

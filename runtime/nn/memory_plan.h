@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "runtime/memory/allocator.h"
@@ -45,13 +46,19 @@ struct MemoryPlan {
 MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors);
 
 // The steps over which a stored tensor (not a view) must hold its bytes: from its first access to
-// its last, a view's accesses counting as its storage's. Held over the whole schedule (`whole`):
-// what lives across steps (parameters, gradients, optimizer state, buffers, the batch, losses,
-// carried gradients), what is read before it is written (it counts on an earlier step's
-// contents), what no step touches, and `kept` (read after the schedule, such as the logits).
+// its last, a view's accesses counting as its storage's, less the gaps before a pass that
+// overwrites all of it without reading it (a recomputed activation holds nothing between its
+// last forward use and its recomputation). Held over the whole schedule (`whole`): what lives
+// across steps (parameters, gradients, optimizer state, buffers, the batch, losses, carried
+// gradients), what is read before it is written (it counts on an earlier step's contents), what
+// no step touches, and `kept` (read after the schedule, such as the logits).
 struct Lifetime {
   size_t first = 0, last = 0;
   bool whole = true;
+  // The step ranges [from, to] it holds contents over, in order, within [first, last].
+  std::vector<std::pair<size_t, size_t>> spans;
+  // Whether the two hold contents at one step.
+  bool meets(const Lifetime& other) const;
 };
 std::vector<Lifetime> lifetimes(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                                 const std::vector<int>& kept = {});

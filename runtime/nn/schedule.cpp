@@ -22,6 +22,8 @@ const char* pass_name(Pass p) {
       return "accumulate";
     case Pass::kSync:
       return "sync";
+    case Pass::kRecompute:
+      return "recompute";
   }
   return "?";
 }

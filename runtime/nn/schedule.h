@@ -25,10 +25,13 @@ enum class Pass {
   kBackward,    // data and parameter gradients in one call (Layer::fused_backward)
   kAccumulate,  // a fork's later consumer adds its gradient contribution from scratch
   kSync,        // a pass of the sync policy: what it is (Step::op) is the policy's to say
+  // A forward pass run again before backward, for outputs that recomputation dropped after their
+  // forward use (runtime/nn/recompute.h): the same outputs, and no state changed.
+  kRecompute,
 };
-inline constexpr Pass kLayerAndLossPasses[] = {Pass::kForward,      Pass::kLoss,
-                                               Pass::kBackwardData, Pass::kBackwardWeights,
-                                               Pass::kBackward,     Pass::kAccumulate};
+inline constexpr Pass kLayerAndLossPasses[] = {
+    Pass::kForward,  Pass::kLoss,       Pass::kBackwardData, Pass::kBackwardWeights,
+    Pass::kBackward, Pass::kAccumulate, Pass::kRecompute};
 // Also the trace category of the pass: "forward", "backward_data", ...; "sync" for kSync (a
 // step's own name is step_name's).
 const char* pass_name(Pass p);

@@ -90,9 +90,10 @@ Step update_step(int bucket, const BucketTensors& t, bool carried) {
   return s;
 }
 
+// The passes of the backward phase (a recomputation runs among them).
 bool is_backward(Pass p) {
   return p == Pass::kBackwardData || p == Pass::kBackwardWeights || p == Pass::kBackward ||
-         p == Pass::kAccumulate;
+         p == Pass::kAccumulate || p == Pass::kRecompute;
 }
 
 // Every bucket's wait and update, in bucket (reduction) order; with updates that read every

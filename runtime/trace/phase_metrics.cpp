@@ -5,7 +5,7 @@
 namespace dlb {
 
 nlohmann::json phase_metrics(const Tracer& tracer) {
-  double forward = 0, backward = 0, loss = 0, optimizer = 0, copy = 0, step = 0;
+  double forward = 0, backward = 0, loss = 0, optimizer = 0, copy = 0, step = 0, recompute = 0;
   for (const Span& s : tracer.spans()) {
     const double d = s.duration_us * 1e-6;
     if (s.category == kStepCategory) {
@@ -19,6 +19,8 @@ nlohmann::json phase_metrics(const Tracer& tracer) {
     } else if (s.category == "backward_data" || s.category == "backward_weights" ||
                s.category == "backward" || s.category == "accumulate") {
       backward += d;
+    } else if (s.category == "recompute") {
+      recompute += d;
     } else if (s.category == "loss") {
       loss += d;
     } else if (s.category == "optimizer") {
@@ -32,6 +34,7 @@ nlohmann::json phase_metrics(const Tracer& tracer) {
           {"backward_s", backward / n},
           {"loss_s", loss / n},
           {"optimizer_s", optimizer / n},
+          {"recompute_s", recompute / n},
           {"copy_s", copy / n}};
 }
 

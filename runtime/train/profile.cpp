@@ -45,6 +45,8 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
          {"backward_weights_ms", median_ms(node.name, "backward_weights")},
          // Layers whose data and weight gradients come from one call (batch norm).
          {"backward_ms", median_ms(node.name, "backward")},
+         // --recompute: its forward pass run again before backward.
+         {"recompute_ms", median_ms(node.name, "recompute")},
          {"grad_bytes",
           node.layer->num_params() * static_cast<int64_t>(dtype_size(graph.policy().gradients))},
          {"forward_flops", node.layer->forward_flops(in)},

@@ -111,6 +111,13 @@ void Trainer::check_model_and_config() {
                     "neighbour, not in the guard's red zones: guard with the naive plan",
                     memory_plan_name(config_.memory_plan)));
   }
+  if (config_.recompute.kind != RecomputePolicy::Kind::kNone &&
+      config_.memory_plan == MemoryPlanKind::kNaive) {
+    throw InvalidArgument(fmt::format(
+        "recompute {} frees activations for the memory plan to reuse, and the naive plan keeps "
+        "every tensor in its own buffer: use the reuse plan",
+        recompute_name(config_.recompute)));
+  }
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
   }
@@ -216,7 +223,8 @@ Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm
   loss.node = graph_.output();
   loss.reads = {graph_.output_id(graph_.output()), labels_id_};
   loss.writes = {graph_.grad_id(graph_.output()), probs_id_, loss_id_};
-  Schedule schedule = training_schedule(graph_, loss);
+  Schedule schedule = recompute_schedule(training_schedule(graph_, loss), graph_.tensor_infos(),
+                                         config_.recompute, {graph_.output_id(graph_.output())});
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
   insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
   return schedule;

@@ -12,6 +12,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/clock.h"
 #include "runtime/nn/graph.h"
+#include "runtime/nn/recompute.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
@@ -41,6 +42,9 @@ struct TrainConfig {
   bool capture_step = false;
   // How the step's tensors are stored (runtime/nn/memory_plan.h).
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
+  // Which activations are dropped after forward and computed again before backward
+  // (runtime/nn/recompute.h); needs a plan that reuses what they free.
+  RecomputePolicy recompute;
   // Test-only: called after each pass the executor issues, with the pass's index in the
   // schedule (the memory plan's poison test: tests/unit/memory_plan_test.cpp).
   std::function<void(size_t)> after_pass_hook;

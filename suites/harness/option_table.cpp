@@ -207,6 +207,25 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.memory_plan = parsed(v, parse_memory_plan); },
        [](const RunOptions& o) { return json(memory_plan_name(o.memory_plan)); }});
+  add({"recompute",
+       T::kString,
+       config,
+       "none, sqrt or every:K: drop the activations between checkpoints (every K forward passes, "
+       "or about sqrt of them) after their forward use and compute them again before backward "
+       "(needs memory_plan reuse; runtime/nn/recompute.h)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<RecomputePolicy> p = parse_recompute(text);
+         if (!p) {
+           throw InvalidArgument(fmt::format(
+               "recompute: unknown policy '{}' (expected none, sqrt or every:K with K >= 1)",
+               text));
+         }
+         o.recompute = *p;
+       },
+       [](const RunOptions& o) { return json(recompute_name(o.recompute)); }});
   add({"bucket_mb",
        T::kNumber,
        config,

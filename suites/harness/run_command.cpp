@@ -78,6 +78,12 @@ void validate_run_options(const RunOptions& o) {
         "--memory-plan=naive",
         memory_plan_name(o.memory_plan)));
   }
+  if (o.recompute.kind != RecomputePolicy::Kind::kNone && o.memory_plan == MemoryPlanKind::kNaive) {
+    throw InvalidArgument(fmt::format(
+        "--recompute={} frees activations for the memory plan to reuse, and --memory-plan=naive "
+        "keeps every tensor in its own buffer: use --memory-plan=reuse",
+        recompute_name(o.recompute)));
+  }
   if (!o.dump_path.empty() && o.memory_plan != MemoryPlanKind::kNaive) {
     throw Unsupported(fmt::format(
         "--dump writes every activation and gradient after the last step, and --memory-plan={} "
@@ -402,6 +408,7 @@ RunResult run_training(const RunOptions& o) {
   tc.comm = comm.get();
   tc.overlap = o.overlap;
   tc.memory_plan = o.memory_plan;
+  tc.recompute = o.recompute;
   tc.bucket_mb = o.bucket_mb;
   if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};

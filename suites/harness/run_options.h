@@ -9,6 +9,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/dtype.h"
 #include "runtime/nn/memory_plan.h"
+#include "runtime/nn/recompute.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
 
@@ -65,6 +66,7 @@ struct RunOptions {
   bool cuda_graph =
       false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;  // runtime/nn/memory_plan.h
+  RecomputePolicy recompute;                            // runtime/nn/recompute.h
   bool memory_guard = false;  // red zones around every allocation (memory/memory_guard.h)
   std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;

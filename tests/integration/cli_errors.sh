@@ -63,6 +63,11 @@ expect 4 "--memory-plan=reuse packs tensors into shared buffers" "${quick[@]}" -
   --memory-guard
 expect 4 "--dump writes every activation and gradient after the last step" "${quick[@]}" \
   --memory-plan=reuse --dump="$work/dump.safetensors"
+expect 2 "recompute: unknown policy 'every:0' (expected none, sqrt or every:K with K >= 1)" \
+  "${quick[@]}" --memory-plan=reuse --recompute=every:0
+expect 2 "recompute: unknown policy 'half'" "${quick[@]}" --memory-plan=reuse --recompute=half
+expect 2 "--recompute=sqrt frees activations for the memory plan to reuse" "${quick[@]}" \
+  --recompute=sqrt
 # Refused before a backend is made, so these need no GPU.
 graph=(run --backend=cuda --model=resnet18 --steps=3 --cuda-graph)
 expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --warmup=1

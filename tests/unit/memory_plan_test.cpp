@@ -12,6 +12,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
+#include "runtime/core/hash.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
@@ -193,27 +194,41 @@ namespace {
 
 // reuse_plan: no two tensors whose lifetimes meet share a byte, for every reference model on one
 // rank, each case (SetupCase, above) in one precision; and training on it computes exactly what
-// training on the naive plan does (the same bits of losses and weights after 5 steps).
+// training on the naive plan does (the same bits of losses, weights and buffers after 5 steps),
+// with and without recomputation (runtime/nn/recompute.h).
 class ReusePlan : public ::testing::TestWithParam<SetupCase> {};
 
-// Trains 5 steps on one batch with `plan`: (the losses, the weights' checksum, the trainer's
-// plan and schedule checked for overlaps).
+// Trains 5 steps on one batch with `plan`: (the losses, the checksum of the state (parameters,
+// running statistics and counts), the trainer's plan and schedule checked for overlaps).
 struct Trained {
   std::vector<float> losses;
-  uint64_t weights = 0;
-  size_t planned = 0, naive = 0;
+  uint64_t state = 0;
+  size_t planned = 0, naive = 0, recomputed = 0;
+  size_t activation_peak = 0;
 };
-Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind kind) {
+uint64_t state_checksum(const Graph& g) {
+  uint64_t h = kFnv1aOffset;
+  for (const auto& [name, t] : g.state_dict()) {
+    h = fnv1a(name.data(), name.size(), h);
+    h = fnv1a(t.bytes.data(), t.bytes.size(), h);
+  }
+  return h;
+}
+Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind kind,
+                   RecomputePolicy recompute = {}) {
   auto backend = make_backend(BackendKind::kCpu, {});
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
   TrainConfig tc;
   tc.overlap = strategy;
   tc.memory_plan = kind;
+  tc.recompute = recompute;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
-  // Poison (reuse): after the last pass that may read a shared tensor, its bytes become 0xFF (NaN
-  // in every float format), so a pass that reads it later without saying so (a read missing
-  // from its Step::reads) computes NaN instead of a value that happened to survive.
+  // Poison (reuse): after the last pass that may read a shared tensor's contents (the end of each
+  // span of its lifetime: a recomputed tensor has two), its bytes become 0xFF (NaN in every
+  // float format), so a pass that reads it later without saying so (a read missing from its
+  // Step::reads, or a recomputation missing) computes NaN instead of a value that happened to
+  // survive.
   auto dies = std::make_shared<std::vector<std::vector<int>>>();
   tc.after_pass_hook = [&g, dies](size_t pass) {
     if (pass >= dies->size()) return;
@@ -232,7 +247,7 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
     if (plan.buffer_of[a] < 0) continue;
     for (size_t b = a + 1; b < infos.size(); ++b) {
       if (plan.buffer_of[b] != plan.buffer_of[a]) continue;
-      const bool meet = life[a].first <= life[b].last && life[b].first <= life[a].last;
+      const bool meet = life[a].meets(life[b]);
       const size_t a0 = plan.offset_of[a], b0 = plan.offset_of[b];
       const bool overlap = a0 < b0 + infos[b].bytes() && b0 < a0 + infos[a].bytes();
       EXPECT_FALSE(meet && overlap) << infos[a].name << " and " << infos[b].name;
@@ -241,9 +256,8 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   if (kind == MemoryPlanKind::kReuse) {
     dies->resize(t.schedule().steps.size());
     for (size_t id = 0; id < infos.size(); ++id) {
-      if (plan.buffer_of[id] >= 0 && !life[id].whole) {
-        (*dies)[life[id].last].push_back(static_cast<int>(id));
-      }
+      if (plan.buffer_of[id] < 0 || life[id].whole) continue;
+      for (const auto& span : life[id].spans) (*dies)[span.second].push_back(static_cast<int>(id));
     }
   }
   const Dataset d = make_synthetic(2, g.nodes()[0].shape[1], c.image_size, 10, 5);
@@ -251,9 +265,13 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   Trained out;
   out.losses = t.run(0, 5).losses;
   t.flush();
-  out.weights = t.weights_checksum();
+  out.state = state_checksum(g);
   out.planned = plan.bytes();
   out.naive = t.naive_plan_bytes();
+  out.activation_peak =
+      plan_peaks(plan).by_category[static_cast<size_t>(MemCategory::kActivations)];
+  for (const Step& s : t.schedule().steps) out.recomputed += s.pass == Pass::kRecompute;
+  EXPECT_TRUE(check_schedule(t.schedule(), infos).empty());
   return out;
 }
 
@@ -261,22 +279,28 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
   const SetupCase c = GetParam();
   // One rank: every strategy has the same schedule (no reduction to place), so one suffices;
   // tests/integration/strategies_agree.sh runs each strategy on two ranks.
-  for (OverlapStrategy strategy : {OverlapStrategy::kBackward}) {
-    const Trained naive = train_with(c, strategy, MemoryPlanKind::kNaive);
-    const Trained reuse = train_with(c, strategy, MemoryPlanKind::kReuse);
-    ASSERT_EQ(naive.losses.size(), 5u);
+  const OverlapStrategy strategy = OverlapStrategy::kBackward;
+  const Trained naive = train_with(c, strategy, MemoryPlanKind::kNaive);
+  ASSERT_EQ(naive.losses.size(), 5u);
+  const RecomputePolicy none, sqrt{RecomputePolicy::Kind::kSqrt, 0},
+      every2{RecomputePolicy::Kind::kEvery, 2};
+  for (const RecomputePolicy& recompute : {none, sqrt, every2}) {
+    const std::string what = "reuse, recompute " + recompute_name(recompute);
+    const Trained reuse = train_with(c, strategy, MemoryPlanKind::kReuse, recompute);
     for (size_t i = 0; i < 5; ++i) {
-      // Bit for bit: the same arithmetic in the same order, only at other addresses.
+      // Bit for bit: the same arithmetic in the same order, only at other addresses (and a
+      // recomputed pass computes what the first one did).
       EXPECT_EQ(std::memcmp(&naive.losses[i], &reuse.losses[i], sizeof(float)), 0)
-          << overlap_name(strategy) << " step " << i << ": " << naive.losses[i] << " vs "
-          << reuse.losses[i];
+          << what << " step " << i << ": " << naive.losses[i] << " vs " << reuse.losses[i];
     }
-    EXPECT_EQ(naive.weights, reuse.weights) << overlap_name(strategy);
-    EXPECT_LT(reuse.planned, naive.planned) << overlap_name(strategy);
-    std::printf("%s %s %s: naive %s, reuse %s\n", c.model,
+    EXPECT_EQ(naive.state, reuse.state) << what;
+    EXPECT_LT(reuse.planned, naive.planned) << what;
+    EXPECT_EQ(reuse.recomputed > 0, recompute.kind != RecomputePolicy::Kind::kNone) << what;
+    std::printf("%s %s: naive %s, %s %s (activations %s, %zu passes recomputed)\n", c.model,
                 std::string(precision_name(c.precision)).c_str(),
-                std::string(overlap_name(strategy)).c_str(), format_bytes(naive.planned).c_str(),
-                format_bytes(reuse.planned).c_str());
+                format_bytes(naive.planned).c_str(), what.c_str(),
+                format_bytes(reuse.planned).c_str(), format_bytes(reuse.activation_peak).c_str(),
+                reuse.recomputed);
   }
 }
 

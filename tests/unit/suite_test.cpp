@@ -164,6 +164,8 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
       values.push_back(false);
     } else if (key == "memory_budget" || key == "workspace_limit") {
       values.push_back("2GiB");
+    } else if (key == "recompute") {
+      for (const char* v : {"none", "sqrt", "every:3"}) values.push_back(v);
     }
     ASSERT_FALSE(values.empty()) << key << ": no sample value for its type";
     for (const auto& v : values) {

@@ -44,7 +44,8 @@ def breakdown(record: Record) -> dict:
     comm = comm_parts(record) or {"comm": 0.0, "exposed": 0.0, "hidden": 0.0}
     parts = {
         "forward": p["forward_s"] + p["loss_s"],
-        "backward": p["backward_s"],
+        # a recomputed forward pass (config.recompute) runs among the backward passes
+        "backward": p["backward_s"] + p.get("recompute_s", 0.0),
         "optimizer": p["optimizer_s"],
         "exposed": comm["exposed"],
     }

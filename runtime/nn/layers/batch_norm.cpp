@@ -55,14 +55,18 @@ void BatchNorm::forward(const LayerContext& ctx, const LayerTensors& own,
   Tensor &mean = own.get("running_mean"), &var = own.get("running_var");
   if (ctx.training) {
     Tensor &save_mean = own.get("saved mean"), &save_invstd = own.get("saved invstd");
+    // Recomputed, the statistics are updated with momentum 0: running = 1 * running + 0 * batch,
+    // the same bits (Backend::batch_norm_train), and the count is not advanced: the step's
+    // first forward pass updated both.
+    const float momentum = ctx.recompute ? 0.f : momentum_;
     if (relu_) {
       ctx.backend.batch_norm_relu_train(*x[0], weight, bias, mean, var, save_mean, save_invstd, y,
-                                        momentum_, eps_);
+                                        momentum, eps_);
     } else {
       ctx.backend.batch_norm_train(*x[0], weight, bias, mean, var, save_mean, save_invstd, y,
-                                   momentum_, eps_);
+                                   momentum, eps_);
     }
-    ctx.backend.increment(own.get("num_batches_tracked"));
+    if (!ctx.recompute) ctx.backend.increment(own.get("num_batches_tracked"));
   } else {
     ctx.backend.batch_norm_infer(*x[0], weight, bias, mean, var, y, eps_);
     if (relu_) ctx.backend.relu_forward(y, y);  // inference is not timed: no fused op for it
