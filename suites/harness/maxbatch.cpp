@@ -129,6 +129,7 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
                            {"backend", backend_kind_name(o.backend)},
                            {"precision", precision_name(o.precision)},
                            {"memory_plan", memory_plan_name(o.memory_plan)},
+                           {"recompute", recompute_name(o.recompute)},
                            {"overlap", overlap_name(o.overlap)},
                            {"memory_budget", *o.memory_budget}};
   if (o.image_size) config["image_size"] = *o.image_size;
@@ -149,9 +150,9 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
 int maxbatch_command(const RunOptions& o) {
   validate_maxbatch_options(o);
   const std::string budget = format_bytes(*o.memory_budget);
-  fmt::print("maxbatch {} ({}, {}, memory plan {}) within {}\n", o.model,
+  fmt::print("maxbatch {} ({}, {}, memory plan {}, recompute {}) within {}\n", o.model,
              backend_kind_name(o.backend), precision_name(o.precision),
-             memory_plan_name(o.memory_plan), budget);
+             memory_plan_name(o.memory_plan), recompute_name(o.recompute), budget);
   nlohmann::json environment;
   const int64_t first = smallest_batch(o);
   const MaxBatchSearch s = search_max_batch(

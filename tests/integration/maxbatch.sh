@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dlbench maxbatch` on real steps: the batch it finds trains within the budget and the next one
-# runs out of memory (`dlbench run`, exit 3), whatever the memory plan; the record is valid; a
-# budget too small for the smallest batch exits 1 and says so; bad input gets one line and 2.
+# runs out of memory (`dlbench run`, exit 3), for the naive plan, reuse, and reuse with
+# recomputation; the record is valid; a budget too small for the smallest batch exits 1 and says
+# so; bad input gets one line and 2.
 # Usage: maxbatch.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -11,38 +12,40 @@ source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 model=(--model=resnet18 --image-size=32 --memory-budget=170MiB)
 
-for plan in naive reuse; do
-  "$dlbench" maxbatch "${model[@]}" --memory-plan=$plan --json="$work/$plan.json" \
-    >"$work/$plan.out" 2>&1
+for plan in naive reuse sqrt; do
+  args=(--memory-plan=$plan)
+  [[ $plan == sqrt ]] && args=(--memory-plan=reuse --recompute=sqrt)
+  "$dlbench" maxbatch "${model[@]}" "${args[@]}" --json="$work/$plan.json" >"$work/$plan.out" 2>&1
   check "$plan: exit 0" test $? -eq 0
   tail -n 1 "$work/$plan.out"
   batch=$("$root/.venv/bin/python" -c 'import json,sys; print(json.load(open(sys.argv[1]))["batch"])' \
     "$work/$plan.json" 2>/dev/null || echo 0)
   check "$plan: a batch was found" test "$batch" -ge 2
-  "$dlbench" run "${model[@]}" --memory-plan=$plan --batch="$batch" --warmup=1 --steps=1 \
+  "$dlbench" run "${model[@]}" "${args[@]}" --batch="$batch" --warmup=1 --steps=1 \
     >"$work/$plan.fits" 2>&1
   check "$plan: batch $batch trains within the budget" test $? -eq 0
-  "$dlbench" run "${model[@]}" --memory-plan=$plan --batch=$((batch + 1)) --warmup=1 --steps=1 \
+  "$dlbench" run "${model[@]}" "${args[@]}" --batch=$((batch + 1)) --warmup=1 --steps=1 \
     >"$work/$plan.over" 2>&1
   check "$plan: batch $((batch + 1)) runs out of memory (exit 3)" test $? -eq 3
 done
 
-check "the records are valid, with a peak within the budget, and reuse fits more" \
+check "the records are valid, with a peak within the budget; reuse fits more, recompute more again" \
   "$root/.venv/bin/python" - "$root/suites/schema/maxbatch.schema.json" "$work" <<'PY'
 import json, sys
 import jsonschema
 schema = json.load(open(sys.argv[1]))
 found = {}
-for plan in ("naive", "reuse"):
+for plan in ("naive", "reuse", "sqrt"):
     r = json.load(open(f"{sys.argv[2]}/{plan}.json"))
     jsonschema.validate(r, schema)
-    assert r["config"]["memory_plan"] == plan, r["config"]
+    assert r["config"]["memory_plan"] == ("reuse" if plan == "sqrt" else plan), r["config"]
+    assert r["config"]["recompute"] == ("sqrt" if plan == "sqrt" else "none"), r["config"]
     assert 0 < r["memory"]["peak_bytes_total"] <= r["config"]["memory_budget"], r["memory"]
     assert not r["reached_limit"]
     probes = {p["batch"]: p["fits"] for p in r["probes"]}
     assert probes[r["batch"]] and not probes[r["batch"] + 1], probes
     found[plan] = r["batch"]
-assert found["reuse"] > found["naive"], found
+assert found["sqrt"] > found["reuse"] > found["naive"], found
 PY
 
 "$dlbench" maxbatch --model=resnet18 --image-size=32 --memory-budget=8MiB --json="$work/none.json" \

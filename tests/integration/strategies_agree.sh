@@ -4,8 +4,10 @@
 # rank and at two (small buckets, so the per-bucket paths are taken), for a model with batch norm
 # and a residual fork (resnet18) and one with dropout (alexnet); and in fp16, where loss scaling
 # completes every reduction before a step's first update, and 16-bit gradients are reduced.
-# On two ranks each strategy also runs on the reuse memory plan (step-local tensors sharing
-# bytes), which moves tensors, never what is computed: the same bits again.
+# On two ranks the strategies also run on the reuse memory plan (step-local tensors sharing
+# bytes): none alone, backward and forward with recomputation (--recompute=sqrt, whose
+# recomputed passes run among the all-reduces and, with forward, after the carried updates).
+# Both move tensors or compute them twice, never change what is computed: the same bits again.
 # Usage: strategies_agree.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -18,13 +20,14 @@ for model in "resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16"; do
   for ranks in 1 2; do
     variants=(none backward forward)
     # One rank's reuse plan is checked, with poison, by memory_plan_test (ReusePlan).
-    [[ $ranks == 2 ]] && variants+=(none-reuse backward-reuse forward-reuse)
+    [[ $ranks == 2 ]] && variants+=(none-reuse backward-recompute forward-recompute)
     for s in "${variants[@]}"; do
       tag=$1-$3-$ranks-$s
       args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=3
-            --overlap="${s%-reuse}" --bucket-mb=1 --save="$work/$tag.safetensors"
+            --overlap="${s%-*}" --bucket-mb=1 --save="$work/$tag.safetensors"
             --json="$work/$tag.json")
       [[ $s == *-reuse ]] && args+=(--memory-plan=reuse)
+      [[ $s == *-recompute ]] && args+=(--memory-plan=reuse --recompute=sqrt)
       if [[ $ranks == 1 ]]; then
         "$dlbench" "${args[@]}" >"$work/$tag.log" 2>&1
       else
@@ -43,7 +46,7 @@ def losses(s):
     return json.load(open(f"{work}/{tag}-{s}.json"))["metrics"]["losses"]
 base = ("none", digest("none"), losses("none"))
 ok = True
-others = ["backward", "forward"] + (["none-reuse", "backward-reuse", "forward-reuse"]
+others = ["backward", "forward"] + (["none-reuse", "backward-recompute", "forward-recompute"]
                                     if tag.endswith("-2") else [])
 for s in others:
     if digest(s) != base[1] or losses(s) != base[2]:
