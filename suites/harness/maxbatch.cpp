@@ -50,6 +50,7 @@ void validate_maxbatch_options(const RunOptions& o) {
   // What a probe sets itself, or has no use for: refused rather than silently ignored.
   const std::pair<bool, const char*> unused[] = {
       {o.batch.has_value(), "--batch (the search chooses it)"},
+      {o.max_batch_budget.has_value(), "--max-batch-budget (its budget is --memory-budget)"},
       {!o.batch_file.empty(), "--batch-file (it fixes the batch)"},
       {o.ranks != d.ranks, "--ranks (a probe is one rank's step)"},
       {o.data != d.data, "--data (a probe trains on a synthetic batch)"},
@@ -66,6 +67,12 @@ void validate_maxbatch_options(const RunOptions& o) {
     if (given) throw InvalidArgument(fmt::format("maxbatch takes no {}", what));
   }
   validate_run_options(o);
+}
+
+const BatchProbe* MaxBatchSearch::found() const {
+  for (const BatchProbe& p : probes)
+    if (p.fits && p.batch == batch) return &p;
+  return nullptr;
 }
 
 int64_t smallest_batch(const RunOptions& o) {
@@ -90,21 +97,31 @@ nlohmann::json probe_json(const BatchProbe& p) {
   return j;
 }
 
-// A probe: one warm-up step and one step at `batch`, under the budget.
+// A probe: one warm-up step and one step at `batch`, under `budget`, writing no file.
 // `environment`: the run's, when the step fit.
-BatchProbe probe(const RunOptions& o, int64_t batch, nlohmann::json& environment) {
+BatchProbe probe(const RunOptions& o, size_t budget, int64_t batch, nlohmann::json* environment) {
   RunOptions p = o;
   p.batch = batch;
+  p.memory_budget = budget;
+  p.max_batch_budget.reset();
   p.steps = 1;
   p.warmup = 1;
+  p.repetitions = 1;
+  p.min_time_s = 0;
+  p.trace_steps = 0;
   p.json_path.clear();
+  p.trace_path.clear();
+  p.profile_path.clear();
+  p.save_path.clear();
+  p.dump_path.clear();
+  p.mllog_path.clear();
   BatchProbe out;
   out.batch = batch;
   try {
     RunResult r = run_training(p);
     out.fits = true;
     out.memory = r.memory;
-    environment = std::move(r.environment);
+    if (environment) *environment = std::move(r.environment);
   } catch (const OutOfMemory& e) {
     out.message = e.what();
   }
@@ -123,6 +140,18 @@ std::string peaks_text(const MemoryStats& m) {
 
 }  // namespace
 
+MaxBatchSearch find_max_batch(const RunOptions& o, size_t budget,
+                              const std::function<void(const BatchProbe&)>& on_probe,
+                              nlohmann::json* environment) {
+  return search_max_batch(
+      [&](int64_t batch) {
+        BatchProbe p = probe(o, budget, batch, environment);
+        if (on_probe) on_probe(p);
+        return p;
+      },
+      smallest_batch(o));
+}
+
 nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
                              const nlohmann::json& environment) {
   nlohmann::json config = {{"model", o.model},
@@ -140,10 +169,8 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
                            {"batch", s.batch},
                            {"reached_limit", s.reached_limit},
                            {"probes", nlohmann::json::array()}};
-  for (const BatchProbe& p : s.probes) {
-    record["probes"].push_back(probe_json(p));
-    if (p.fits && p.batch == s.batch && p.memory) record["memory"] = memory_json(*p.memory);
-  }
+  for (const BatchProbe& p : s.probes) record["probes"].push_back(probe_json(p));
+  if (const BatchProbe* found = s.found()) record["memory"] = memory_json(*found->memory);
   return record;
 }
 
@@ -154,34 +181,30 @@ int maxbatch_command(const RunOptions& o) {
              backend_kind_name(o.backend), precision_name(o.precision),
              memory_plan_name(o.memory_plan), recompute_name(o.recompute), budget);
   nlohmann::json environment;
-  const int64_t first = smallest_batch(o);
-  const MaxBatchSearch s = search_max_batch(
-      [&](int64_t batch) {
-        BatchProbe p = probe(o, batch, environment);
+  const MaxBatchSearch s = find_max_batch(
+      o, *o.memory_budget,
+      [](const BatchProbe& p) {
         if (p.fits) {
-          fmt::print("  batch {}: fits, peak {}\n", batch, format_bytes(p.memory->total_peak));
+          fmt::print("  batch {}: fits, peak {}\n", p.batch, format_bytes(p.memory->total_peak));
         } else {
-          fmt::print("  batch {}: out of memory ({})\n", batch, p.message);
+          fmt::print("  batch {}: out of memory ({})\n", p.batch, p.message);
         }
         std::fflush(stdout);
-        return p;
       },
-      first);
+      &environment);
   if (environment.is_null()) {  // no probe got as far: the backend's own
     environment = collect_environment(*make_backend(o.backend, BackendOptions{}));
   }
   if (!o.json_path.empty()) write_json_atomically(o.json_path, maxbatch_json(o, s, environment));
   if (s.batch == 0) {
-    fmt::print("no batch fits: the step of batch {} needs more than {} ({})\n", first, budget,
-               s.probes.front().message);
+    fmt::print("no batch fits: the step of batch {} needs more than {} ({})\n",
+               s.probes.front().batch, budget, s.probes.front().message);
     return 1;
   }
-  for (const BatchProbe& p : s.probes) {
-    if (p.batch != s.batch) continue;
-    fmt::print("largest batch: {}{} (peak {}: {})\n", s.batch,
-               s.reached_limit ? " (the search's limit; the budget may hold more)" : "",
-               format_bytes(p.memory->total_peak), peaks_text(*p.memory));
-  }
+  const BatchProbe& found = *s.found();
+  fmt::print("largest batch: {}{} (peak {}: {})\n", s.batch,
+             s.reached_limit ? " (the search's limit; the budget may hold more)" : "",
+             format_bytes(found.memory->total_peak), peaks_text(*found.memory));
   return 0;
 }
 

@@ -29,6 +29,7 @@ struct MaxBatchSearch {
   int64_t batch = 0;
   std::vector<BatchProbe> probes;
   bool reached_limit = false;
+  const BatchProbe* found() const;  // the probe of `batch`; null when it is 0
 };
 
 // The largest batch the search tries: beyond it, a budget is not what limits the batch.
@@ -44,6 +45,13 @@ MaxBatchSearch search_max_batch(const std::function<BatchProbe(int64_t)>& probe,
 // The smallest batch the model trains at: 1, or 2 where a batch norm would see a single value
 // per channel at batch 1 (resnet18's last one at 32x32: 1x1 images), whose variance is undefined.
 int64_t smallest_batch(const RunOptions& options);
+
+// The search for the run `options` describe, within `budget` (its own batch and memory budget
+// aside): each probe one warm-up step and one step, with no files written. `on_probe` sees each
+// probe as it is made; `environment` receives the run's (when a probe fit).
+MaxBatchSearch find_max_batch(const RunOptions& options, size_t budget,
+                              const std::function<void(const BatchProbe&)>& on_probe = {},
+                              nlohmann::json* environment = nullptr);
 
 // What the options cannot be for a search: no --memory-budget; one of the batch (--batch,
 // --batch-file); more than one rank; an option of a timed run or of its files (--steps,

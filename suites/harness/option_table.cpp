@@ -385,6 +385,17 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) {
          return o.memory_budget ? json(bytes_text(*o.memory_budget)) : json(nullptr);
        }});
+  add({"max_batch_budget",
+       T::kBytes,
+       config,
+       "e.g. 2GiB: after the timed steps, also find the largest batch whose step fits this budget "
+       "(as dlbench maxbatch; one rank), recorded as metrics.max_batch",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.max_batch_budget = parse_bytes(v.get<std::string>()); },
+       [](const RunOptions& o) {
+         return o.max_batch_budget ? json(bytes_text(*o.max_batch_budget)) : json(nullptr);
+       }});
 
   // Files of one run, and test hooks: flags of `dlbench run` only.
   auto path = [&](const char* key, std::string RunOptions::*member, const char* help) {

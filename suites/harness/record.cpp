@@ -130,6 +130,13 @@ nlohmann::json record_json(const RunResult& r) {
     m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
   }
   if (!r.phases.is_null()) m["phases"] = r.phases;
+  if (r.max_batch) {
+    m["max_batch"] = {{"budget_bytes", r.max_batch->budget},
+                      {"batch", r.max_batch->batch},
+                      {"probes", r.max_batch->probes},
+                      {"reached_limit", r.max_batch->reached_limit},
+                      {"peak_bytes_total", r.max_batch->peak_bytes_total}};
+  }
   if (r.loss_scale) {
     m["loss_scale"] = *r.loss_scale;
     m["skipped_steps"] = r.skipped_steps;
@@ -186,6 +193,10 @@ void print_result(const RunResult& r, std::FILE* out) {
   if (r.memory) {
     fmt::print(out, "peak memory {} ({})\n", format_bytes(r.memory->total_peak),
                r.memory_budget ? "budget " + format_bytes(*r.memory_budget) : "no budget");
+  }
+  if (r.max_batch) {
+    fmt::print(out, "largest batch within {}: {}{}\n", format_bytes(r.max_batch->budget),
+               r.max_batch->batch, r.max_batch->reached_limit ? " (the search's limit)" : "");
   }
 }
 

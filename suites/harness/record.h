@@ -76,6 +76,15 @@ struct RunResult {
   };
   std::optional<PlanBytes> plan_bytes;
   std::optional<size_t> memory_budget;
+  // --max-batch-budget: the largest batch whose step fit it (0: none), the probes it took, and
+  // that batch's peak.
+  struct MaxBatch {
+    size_t budget = 0;
+    int64_t batch = 0, probes = 0;
+    bool reached_limit = false;
+    size_t peak_bytes_total = 0;
+  };
+  std::optional<MaxBatch> max_batch;
   nlohmann::json paths = nlohmann::json::object();  // trace(s), profile, mllog
   // The first timed steps judged still warming up and discarded, and with --repetitions > 1
   // each repetition's throughput and their aggregates (timed_phase.h).

@@ -22,6 +22,7 @@
 #include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/machine_peak.h"
+#include "suites/harness/maxbatch.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/step_dump.h"
@@ -89,6 +90,15 @@ void validate_run_options(const RunOptions& o) {
         "--dump writes every activation and gradient after the last step, and --memory-plan={} "
         "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
         memory_plan_name(o.memory_plan)));
+  }
+  if (o.max_batch_budget && o.ranks > 1) {
+    throw Unsupported(fmt::format(
+        "--max-batch-budget searches one rank's step, and --ranks={}: search with --ranks=1",
+        o.ranks));
+  }
+  if (o.max_batch_budget && o.data != DataSource::kSynthetic) {
+    throw InvalidArgument(
+        "--max-batch-budget probes steps on synthetic batches: it needs --data=synthetic");
   }
   if (o.cuda_graph && o.memory_guard) {
     throw Unsupported(
@@ -552,6 +562,13 @@ int run_command(const RunOptions& o) {
   }
   RunResult r = run_training(o);
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record
+  // After the run, whose memory is released by now: the probes may take all of the device's.
+  if (o.max_batch_budget && r.status == RunStatus::kOk) {
+    const MaxBatchSearch s = find_max_batch(o, *o.max_batch_budget);
+    r.max_batch =
+        RunResult::MaxBatch{*o.max_batch_budget, s.batch, static_cast<int64_t>(s.probes.size()),
+                            s.reached_limit, s.found() ? s.found()->memory->total_peak : 0};
+  }
   attach_peak(r);
   attach_noise(r);
   print_result(r, stdout);

@@ -61,6 +61,7 @@ struct RunOptions {
   std::optional<float> loss_scale;  // fp16 only: fixed; unset: dynamic
   uint64_t seed = 0;
   std::optional<size_t> memory_budget;
+  std::optional<size_t> max_batch_budget;  // also search the largest batch within it
   ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
   bool cuda_graph =

@@ -48,6 +48,24 @@ for plan in ("naive", "reuse", "sqrt"):
 assert found["sqrt"] > found["reuse"] > found["naive"], found
 PY
 
+# A run's --max-batch-budget: the same search after its timed steps, in its record.
+"$dlbench" run --model=resnet18 --image-size=32 --batch=4 --warmup=1 --steps=1 \
+  --memory-plan=reuse --max-batch-budget=170MiB --json="$work/run.json" >"$work/run.out" 2>&1
+check "a run with --max-batch-budget: exit 0" test $? -eq 0
+check "... records the batch maxbatch found, as the result schema says" \
+  "$root/.venv/bin/python" - "$root/suites/schema/result.schema.json" "$work" <<'PY'
+import json, sys
+import jsonschema
+run = json.load(open(f"{sys.argv[2]}/run.json"))
+metrics = json.load(open(sys.argv[1]))["properties"]["metrics"]["properties"]
+jsonschema.validate(run["metrics"]["max_batch"], metrics["max_batch"])
+found = json.load(open(f"{sys.argv[2]}/reuse.json"))
+assert run["metrics"]["max_batch"]["batch"] == found["batch"], (run["metrics"], found["batch"])
+assert run["metrics"]["max_batch"]["budget_bytes"] == found["config"]["memory_budget"]
+PY
+mpi_refused=$("$dlbench" run --model=resnet18 --ranks=2 --max-batch-budget=1GiB 2>&1)
+check "--max-batch-budget with two ranks: refused" grep -q "searches one rank's step" <<<"$mpi_refused"
+
 "$dlbench" maxbatch --model=resnet18 --image-size=32 --memory-budget=8MiB --json="$work/none.json" \
   >"$work/none.out" 2>&1
 check "no batch fits: exit 1" test $? -eq 1
@@ -68,6 +86,7 @@ refused() {  # WHAT ARGS...: exit 2 and one line naming WHAT
 refused "--memory-budget" --model=resnet18
 refused "--batch" --model=resnet18 --memory-budget=1GiB --batch=4
 refused "--ranks" --model=resnet18 --memory-budget=1GiB --ranks=2
+refused "--max-batch-budget" --model=resnet18 --memory-budget=1GiB --max-batch-budget=1GiB
 refused "--steps" --model=resnet18 --memory-budget=1GiB --steps=5
 refused "unknown model" --model=resnet19 --memory-budget=1GiB
 refused "memory-plan" --model=resnet18 --memory-budget=1GiB --memory-plan=squeeze

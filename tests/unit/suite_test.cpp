@@ -162,7 +162,7 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
     } else if (def["type"] == "boolean") {
       values.push_back(true);
       values.push_back(false);
-    } else if (key == "memory_budget" || key == "workspace_limit") {
+    } else if (key == "memory_budget" || key == "workspace_limit" || key == "max_batch_budget") {
       values.push_back("2GiB");
     } else if (key == "recompute") {
       for (const char* v : {"none", "sqrt", "every:3"}) values.push_back(v);
