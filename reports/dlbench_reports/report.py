@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import batch, common, convergence, memory, overlap, precision, scaling, timeline
+from .plots import (batch, common, convergence, memory, overlap, precision, scaling, timeline,
+                    tradeoff)
 from . import intervals
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
@@ -68,6 +69,8 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     add(convergence.render(own), "Time to accuracy", "convergence")
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
     add(memory.render(own), "Memory", "memory")
+    add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",
+        tradeoff.table(own), tradeoff.NOTE)
     chosen = timeline.pick(own, rs.resolve, skipped)
     if chosen is not None:
         add(timeline.render(chosen, timeline.trace_files(chosen, rs.resolve)),
@@ -199,7 +202,8 @@ HOW_TO_READ_COMMON = (
     "marked (m), over this machine's measured peak (the best matrix product dlbench bench peak "
     "found, measured once by the first CPU sweep): a fraction of what this machine's libraries "
     "reach, not of a datasheet, for the whole CPU (every rank on it counted) and, for 16-bit "
-    "points, of the fp32 peak (the CPU computes them in f32). noise is the point's "
+    "points, of the fp32 peak (the CPU computes them in f32); '(m, peak too low)' marks a run "
+    "faster than that peak, whose BLAS was slower than the run's own kernels. noise is the point's "
     "verdict on the machine around it (other processes' CPU time, steal, oversubscription, the "
     "steps' spread): a noisy point's figures may not repeat. docs/metrics.md defines every "
     "figure.")
@@ -216,6 +220,11 @@ HOW_TO_READ = {
     "overlap": "What hiding all-reduce behind backward (or the next forward) buys: compare each "
                "strategy's step time with none at the same bucket size. The overlap table says "
                "how much communication was exposed and how much ran under compute.",
+    "memory": "Each memory technique against the naive plan of the same model: how much of the "
+              "step's peak it saves (the stacked bars show which categories), what it costs in "
+              "throughput, and how much larger a batch then fits the budget (max batch, found by "
+              "real steps under it). Parameters, gradients and optimizer state are the same in "
+              "every technique: they bound what any plan can save.",
     "convergence": "Time to the target test accuracy, evaluation included, MLPerf style: a "
                    "faster step that needs more epochs can lose.",
 }

@@ -178,9 +178,13 @@ void print_result(const RunResult& r, std::FILE* out) {
                r.flops_per_step / median / 1e9);
   }
   if (r.stats && !r.peak.is_null()) {
-    fmt::print(out, "{:.1f}% of this machine's measured peak of {:.1f} GFLOP/s ({})\n",
-               100 * fraction_of_peak(r), r.peak["flops_per_s"].get<double>() / 1e9,
-               r.peak["file"].get<std::string>());
+    const double fraction = fraction_of_peak(r);
+    fmt::print(out, "{:.1f}% of this machine's measured peak of {:.1f} GFLOP/s ({}){}\n",
+               100 * fraction, r.peak["flops_per_s"].get<double>() / 1e9,
+               r.peak["file"].get<std::string>(),
+               fraction > 1 ? ": above it, so the peak is too low (its matrix product was slower "
+                              "than this run's kernels)"
+                            : "");
   }
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",

@@ -419,3 +419,45 @@ def test_precision_plot_gives_each_bar_its_ratio_to_fp32_and_the_cpu_caveat(resu
     assert checked > 0
     notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
     assert "On a CPU, fp16 and bf16 tensors are stored in 16 bits" in notes
+
+
+def test_memory_tradeoff_plot_and_table_compare_each_technique_with_its_naive_point(results):
+    # The fixture: the memory suite on the CPU (vgg16 and resnet50 at 64x64, batch 16): naive,
+    # reuse, and reuse with recompute=sqrt, each with the largest batch within 2 GiB.
+    from dlbench_reports.plots import tradeoff
+    rs = load(results("memory"))
+    rows = tradeoff.rows(rs.records)
+    by = {(d["model"], d["technique"]): d for d in rows}
+    assert set(by) == {(m, t) for m in ("vgg16", "resnet50")
+                       for t in ("naive", "reuse", "reuse, recompute sqrt")}
+    for (model, tech), d in by.items():
+        r = d["record"]
+        base = by[(model, "naive")]["record"]
+        assert d["saved"] == pytest.approx(1 - r.data["memory"]["peak_bytes_total"]
+                                           / base.data["memory"]["peak_bytes_total"])
+        assert d["cost"] == pytest.approx(1 - r.data["metrics"]["throughput_img_s"]
+                                          / base.data["metrics"]["throughput_img_s"])
+        assert d["max_batch"] == r.data["metrics"]["max_batch"]["batch"]
+    # What the plot draws: one marker per technique that is not the baseline, at (saved, cost).
+    fig = tradeoff.render(rs.records)
+    points = {c.get_gid(): c.get_offsets()[0] for ax in fig.axes for c in ax.collections
+              if c.get_gid()}
+    assert set(points) == {f"point:{m}:{t}" for (m, t) in by if t != "naive"}
+    for (m, t), d in by.items():
+        if t != "naive":
+            assert list(points[f"point:{m}:{t}"]) == pytest.approx(
+                [100 * d["saved"], 100 * d["cost"]])
+    header, table = tradeoff.table(rs.records)
+    assert len(table) == 6 and header[2] == "technique"
+    # Reuse saves memory and fits a larger batch; recomputation more again, for resnet50.
+    assert by[("resnet50", "reuse")]["saved"] > 0.3
+    assert (by[("resnet50", "reuse, recompute sqrt")]["max_batch"]
+            > by[("resnet50", "reuse")]["max_batch"] > by[("resnet50", "naive")]["max_batch"])
+
+
+def test_memory_tradeoff_needs_a_naive_point_with_the_same_settings(results):
+    from dlbench_reports.plots import tradeoff
+    rs = load(results("memory"))
+    no_naive = [r for r in rs.records if tradeoff.technique(r) != "naive"]
+    assert tradeoff.rows(no_naive) == [] and tradeoff.render(no_naive) is None
+    assert tradeoff.table(no_naive) is None

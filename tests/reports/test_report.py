@@ -144,5 +144,8 @@ def test_mfu_falls_back_to_the_measured_peak_and_says_so(results):
     assert peaks.mfu_and_basis(r, sheet) == (r.get("metrics.achieved_flops_per_s") / 2.0e11,
                                              "datasheet")
     assert peaks.mfu_text(r, []).endswith("% (m)")
+    # Faster than the measured peak: the peak is what is wrong, and the text says so.
+    r.data["metrics"]["fraction_of_peak_flops"] = 1.974
+    assert peaks.mfu_text(r, []) == "197.4% (m, peak too low)"
     del r.data["metrics"]["fraction_of_peak_flops"]
     assert peaks.mfu_text(r, []) == "n/a"
