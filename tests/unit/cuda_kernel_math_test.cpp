@@ -361,6 +361,26 @@ TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {
   }
 }
 
+// A recomputed batch norm (--recompute) trains with momentum 0: running = 1 * running + 0 *
+// batch is the running statistic exactly, in double and back to float, on the CPU backend and
+// in the CUDA kernel alike, so that recomputing leaves them bit for bit.
+TEST_F(KernelMath, BatchNormRunningStatisticsStayBitForBitWithMomentumZero) {
+  const Shape s{4, 6, 5, 3};
+  const Tensor x = random(s, -3.f, 5.f), gamma = random(Shape{6}), beta = random(Shape{6});
+  const Tensor rm0 = random(Shape{6}, 0.f, 1.f), rv0 = random(Shape{6}, 0.5f, 2.f);
+  Tensor rm_cpu = copy_of(rm0), rv_cpu = copy_of(rv0), rm = copy_of(rm0), rv = copy_of(rv0);
+  Tensor mean = zeros(Shape{6}), invstd = zeros(Shape{6}), y = zeros(s);
+  cpu.batch_norm_train(x, gamma, beta, rm_cpu, rv_cpu, mean, invstd, y, 0.f, 1e-5f);
+  run_on_host(6, BatchNormRunningUpdate{mean.data<float>(), invstd.data<float>(), 1e-5, 0.0,
+                                        4 * 5 * 3, rm.data<float>(), rv.data<float>()});
+  for (const Tensor* t : {&rm_cpu, &rm}) {
+    EXPECT_EQ(std::memcmp(t->data<float>(), rm0.data<float>(), 6 * sizeof(float)), 0);
+  }
+  for (const Tensor* t : {&rv_cpu, &rv}) {
+    EXPECT_EQ(std::memcmp(t->data<float>(), rv0.data<float>(), 6 * sizeof(float)), 0);
+  }
+}
+
 TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   // Forward and backward in training, the fallback for shapes cuDNN has no engine for. Both sides
   // work in double, differently (Welford's update over a block's threads and parts here; two
