@@ -5,7 +5,15 @@
 namespace dlb {
 
 const char* memory_plan_name(MemoryPlanKind k) {
-  return k == MemoryPlanKind::kReuse ? "reuse" : "naive";
+  switch (k) {
+    case MemoryPlanKind::kNaive:
+      return "naive";
+    case MemoryPlanKind::kReuse:
+      return "reuse";
+    case MemoryPlanKind::kReorder:
+      return "reorder";
+  }
+  return "?";
 }
 
 std::optional<MemoryPlanKind> parse_memory_plan(std::string_view s) {

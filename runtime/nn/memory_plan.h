@@ -15,11 +15,12 @@
 
 namespace dlb {
 
-// Which plan stores the step (--memory-plan): every tensor on its own, or step-local tensors
-// sharing bytes where their lifetimes do not meet.
-enum class MemoryPlanKind { kNaive, kReuse };
-inline constexpr MemoryPlanKind kMemoryPlanKinds[] = {MemoryPlanKind::kNaive,
-                                                      MemoryPlanKind::kReuse};
+// Which plan stores the step (--memory-plan): every tensor on its own; step-local tensors sharing
+// bytes where their lifetimes do not meet; or that, over a backward reordered to free bytes
+// sooner (runtime/nn/reorder.h).
+enum class MemoryPlanKind { kNaive, kReuse, kReorder };
+inline constexpr MemoryPlanKind kMemoryPlanKinds[] = {
+    MemoryPlanKind::kNaive, MemoryPlanKind::kReuse, MemoryPlanKind::kReorder};
 const char* memory_plan_name(MemoryPlanKind k);
 std::optional<MemoryPlanKind> parse_memory_plan(std::string_view s);
 

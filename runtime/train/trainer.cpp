@@ -10,6 +10,7 @@
 #include "runtime/core/half.h"
 #include "runtime/core/hash.h"
 #include "runtime/core/nvtx.h"
+#include "runtime/nn/reorder.h"
 #include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
@@ -89,9 +90,9 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   naive_plan_bytes_ = naive.bytes();
   // The logits are kept whole: a caller may read the step's output after it (a step dump).
   memory_plan_ =
-      config.memory_plan == MemoryPlanKind::kReuse
-          ? reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())})
-          : naive;
+      config.memory_plan == MemoryPlanKind::kNaive
+          ? naive
+          : reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())});
   graph_.bind(backend_, init, memory_plan_);
   start_state(state);
   make_sync(plan, comm);
@@ -223,8 +224,12 @@ Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm
   loss.node = graph_.output();
   loss.reads = {graph_.output_id(graph_.output()), labels_id_};
   loss.writes = {graph_.grad_id(graph_.output()), probs_id_, loss_id_};
-  Schedule schedule = recompute_schedule(training_schedule(graph_, loss), graph_.tensor_infos(),
-                                         config_.recompute, {graph_.output_id(graph_.output())});
+  const std::vector<int> kept = {graph_.output_id(graph_.output())};
+  Schedule schedule = training_schedule(graph_, loss);
+  if (config_.memory_plan == MemoryPlanKind::kReorder) {
+    schedule = reorder_backward(schedule, graph_.tensor_infos(), kept);
+  }
+  schedule = recompute_schedule(schedule, graph_.tensor_infos(), config_.recompute, kept);
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
   insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
   return schedule;

@@ -200,9 +200,10 @@ std::vector<Option> make_table() {
   add({"memory_plan",
        T::kString,
        config,
-       "how the step's tensors are stored: naive (each in its own buffer) or reuse (tensors that "
+       "how the step's tensors are stored: naive (each in its own buffer), reuse (tensors that "
        "live within one step share bytes where their lifetimes do not meet; "
-       "runtime/nn/memory_plan.h)",
+       "runtime/nn/memory_plan.h) or reorder (reuse over a backward that runs a layer's weights "
+       "pass before its data pass where that frees its input sooner; runtime/nn/reorder.h)",
        names(kMemoryPlanKinds, memory_plan_name),
        {},
        [](RunOptions& o, const json& v) { o.memory_plan = parsed(v, parse_memory_plan); },

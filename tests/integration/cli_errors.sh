@@ -57,7 +57,7 @@ expect 2 "--loss-scale applies to precision fp16 only" "${quick[@]}" --precision
 expect 4 "--cuda-graph needs --backend=cuda: the cpu backend runs each op as it is called" \
   "${quick[@]}" --cuda-graph
 expect 2 "--cuda-graph: expected true or false, got 'maybe'" "${quick[@]}" --cuda-graph=maybe
-expect 2 "--memory-plan: unknown memory plan 'bogus' (expected naive, reuse)" "${quick[@]}" \
+expect 2 "--memory-plan: unknown memory plan 'bogus' (expected naive, reuse, reorder)" "${quick[@]}" \
   --memory-plan=bogus
 expect 4 "--memory-plan=reuse packs tensors into shared buffers" "${quick[@]}" --memory-plan=reuse \
   --memory-guard
@@ -94,7 +94,7 @@ elif ! "$dlbench" list | grep -q "^  *cuda:[0-9]"; then
 fi
 
 # The suite harness's own bad input.
-expect 2 "unknown suite 'scalling' (shipped: batch, ci, convergence, overlap, precision, scaling, smoke" --suite=scalling
+expect 2 "unknown suite 'scalling' (shipped: batch, ci, convergence, memory, overlap, precision, scaling, smoke" --suite=scalling
 printf '{"name": "x", "description": "", "defaults": {"batch": 0}, "sweep": {"batch": [1]}, "cpu": {}}' >"$work/bad_suite.json"
 expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
 expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"

@@ -1,4 +1,5 @@
-// Recomputation as a transformation of the schedule (runtime/nn/recompute.h), on a chain whose
+// Recomputation and reordering as transformations of the schedule (runtime/nn/recompute.h,
+// reorder.h), on a chain whose
 // schedule, lifetimes and planned bytes can be worked out by hand; every reference model trains
 // the same bits with it in tests/unit/memory_plan_test.cpp (ReusePlan).
 #include "runtime/nn/recompute.h"
@@ -14,6 +15,7 @@
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
 #include "runtime/nn/memory_plan.h"
+#include "runtime/nn/reorder.h"
 
 namespace dlb {
 namespace {
@@ -147,6 +149,43 @@ TEST(Recompute, SqrtRecomputesWholeSegmentsInForwardOrder) {
   EXPECT_EQ(c.spans(s, "fc1"), (Chain::Spans{{0, 1}, {13, 17}}));
   EXPECT_EQ(c.spans(s, "fc2"), (Chain::Spans{{1, 2}, {14, 15}}));
   EXPECT_EQ(c.activation_peak(s), 3072u);
+}
+
+// reorder (runtime/nn/reorder.h): each layer's weights pass is the last reader of its input,
+// which its data pass does not read, so it goes first: fc6's weights pass (6) then data pass
+// (7), ..., fc2's (14, 15), fc1's weights pass (16). An input is free after the weights pass
+// that reads it, before the data pass writes the next gradient: fc5 [4, 6], grad of fc5 [7, 9],
+// fc4 [3, 8], grad of fc4 [9, 11], ..., fc1 [0, 14], grad of fc1 [15, 16]. Placed in
+// declaration order at the lowest free slot: fc1 0; grad of fc1 [15, 16] meets nothing: 0; fc2
+// 512; grad of fc2 [13, 15] meets fc1 and grad of fc1: 512; fc3 1024; grad of fc3 [11, 13]
+// meets fc1, fc2 and grad of fc2: 1024; fc4 1536; grad of fc4 [9, 11] meets fc1, fc2, fc3 and
+// grad of fc3: 1536; fc5 2048; grad of fc5 [7, 9] meets fc1..fc4 and grad of fc4: 2048. An
+// arena of 2560, and 1024 whole: 3584, where reuse alone needs 4096.
+TEST(Reorder, WeightsPassesGoFirstWhereTheyFreeTheInput) {
+  const Chain c;
+  const Schedule s = reorder_backward(c.g.step_schedule(), c.g.tensor_infos(), c.kept());
+  // The same findings as the graph's step alone, the output gradient's two readers now the
+  // other way round.
+  EXPECT_EQ(check_schedule(s, c.g.tensor_infos()),
+            (std::vector<std::string>{
+                "step 6 (backward_weights) reads grad of fc6 (activation_grad), which no earlier "
+                "step wrote",
+                "step 7 (backward_data) reads grad of fc6 (activation_grad), which no earlier step "
+                "wrote"}));
+  std::vector<std::string> order;
+  for (size_t i = 6; i < s.steps.size(); ++i) {
+    order.push_back(std::string(pass_name(s.steps[i].pass)) + " " +
+                    c.g.nodes()[s.steps[i].node].name);
+  }
+  EXPECT_EQ(order, (std::vector<std::string>{
+                       "backward_weights fc6", "backward_data fc6", "backward_weights fc5",
+                       "backward_data fc5", "backward_weights fc4", "backward_data fc4",
+                       "backward_weights fc3", "backward_data fc3", "backward_weights fc2",
+                       "backward_data fc2", "backward_weights fc1"}));
+  EXPECT_EQ(c.spans(s, "fc5"), (Chain::Spans{{4, 6}}));
+  EXPECT_EQ(c.spans(s, "grad of fc5"), (Chain::Spans{{7, 9}}));
+  EXPECT_EQ(c.spans(s, "fc1"), (Chain::Spans{{0, 14}}));
+  EXPECT_EQ(c.activation_peak(s), 3584u);
 }
 
 // A residual connection across a segment boundary: the block's input is read by a forward pass
