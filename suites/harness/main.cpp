@@ -177,7 +177,7 @@ int main(int argc, char** argv) {
   // `dlbench maxbatch`: the run's flags, less those of the batch and the timed steps (refused).
   auto* maxbatch_cmd = app.add_subcommand(
       "maxbatch",
-      "the largest batch whose training step fits --memory-budget (exit 1 when batch 1 does not)");
+      "the largest batch whose training step fits --memory-budget (exit 1 when none does)");
   std::map<std::string, std::string> maxbatch_text;
   add_run_flags(*maxbatch_cmd, maxbatch_text);
   auto* list_cmd = app.add_subcommand("list", "models, backends and devices");

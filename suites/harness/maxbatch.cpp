@@ -54,6 +54,8 @@ void validate_maxbatch_options(const RunOptions& o) {
       {!o.batch_file.empty(), "--batch-file (it fixes the batch)"},
       {o.ranks != d.ranks, "--ranks (a probe is one rank's step)"},
       {o.data != d.data, "--data (a probe trains on a synthetic batch)"},
+      {o.system != d.system, "--system (it searches dlbench's own step)"},
+      {o.fault != d.fault, "--inject-fault"},
       {o.steps != d.steps || o.warmup != d.warmup,
        "--steps/--warmup (a probe runs one warm-up step and one step)"},
       {o.repetitions != d.repetitions || o.min_time_s != d.min_time_s,
@@ -97,7 +99,8 @@ nlohmann::json probe_json(const BatchProbe& p) {
   return j;
 }
 
-// A probe: one warm-up step and one step at `batch`, under `budget`, writing no file.
+// A probe: one warm-up step (two with --cuda-graph: the second is captured) and one step at
+// `batch`, under `budget`, writing no file.
 // `environment`: the run's, when the step fit.
 BatchProbe probe(const RunOptions& o, size_t budget, int64_t batch, nlohmann::json* environment) {
   RunOptions p = o;
@@ -105,7 +108,7 @@ BatchProbe probe(const RunOptions& o, size_t budget, int64_t batch, nlohmann::js
   p.memory_budget = budget;
   p.max_batch_budget.reset();
   p.steps = 1;
-  p.warmup = 1;
+  p.warmup = o.cuda_graph ? 2 : 1;  // a graph is captured by the second step, then replayed
   p.repetitions = 1;
   p.min_time_s = 0;
   p.trace_steps = 0;

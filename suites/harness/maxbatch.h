@@ -65,7 +65,7 @@ nlohmann::json maxbatch_json(const RunOptions& options, const MaxBatchSearch& se
                              const nlohmann::json& environment);
 
 // Searches, prints each probe and the result, and writes the record (--json). Returns 0 when
-// batch 1 fits, 1 when it does not (the message says by how much).
+// the smallest batch fits, 1 when it does not (the message names the allocation that failed).
 int maxbatch_command(const RunOptions& options);
 
 }  // namespace dlb

@@ -96,6 +96,11 @@ void validate_run_options(const RunOptions& o) {
         "--max-batch-budget searches one rank's step, and --ranks={}: search with --ranks=1",
         o.ranks));
   }
+  if (o.max_batch_budget && !o.batch_file.empty()) {
+    throw InvalidArgument(
+        "--max-batch-budget probes synthetic batches of its own sizes, and --batch-file fixes the "
+        "batch: search without --batch-file");
+  }
   if (o.max_batch_budget && o.data != DataSource::kSynthetic) {
     throw InvalidArgument(
         "--max-batch-budget probes steps on synthetic batches: it needs --data=synthetic");

@@ -87,6 +87,18 @@ refused "--memory-budget" --model=resnet18
 refused "--batch" --model=resnet18 --memory-budget=1GiB --batch=4
 refused "--ranks" --model=resnet18 --memory-budget=1GiB --ranks=2
 refused "--max-batch-budget" --model=resnet18 --memory-budget=1GiB --max-batch-budget=1GiB
+refused "--system" --model=resnet18 --memory-budget=1GiB --system=pytorch
+# With --cuda-graph a probe warms up two steps (the second is captured), so the search gets as
+# far as the backend (here: no GPU), never to a refusal of its own warm-up.
+"$dlbench" maxbatch --model=resnet18 --backend=cuda --cuda-graph --memory-budget=1GiB \
+  >"$work/graph.out" 2>&1
+check "maxbatch --cuda-graph: its probes' warm-up is not refused" \
+  bash -c "! grep -q -- '--warmup' '$work/graph.out'"
+# A run's search refuses a batch file (its probes need batches of their own sizes), up front.
+"$dlbench" run --model=resnet18 --max-batch-budget=1GiB --batch-file="$work/none.safetensors" \
+  >"$work/refused.out" 2>&1
+check "--max-batch-budget with --batch-file: exit 2" test $? -eq 2
+check "... saying why" grep -q "search without --batch-file" "$work/refused.out"
 refused "--steps" --model=resnet18 --memory-budget=1GiB --steps=5
 refused "unknown model" --model=resnet19 --memory-budget=1GiB
 refused "memory-plan" --model=resnet18 --memory-budget=1GiB --memory-plan=squeeze

@@ -244,7 +244,8 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   // The property: tensors sharing a buffer either live at disjoint steps or sit at disjoint
   // bytes.
   const MemoryPlan& plan = t.memory_plan();
-  const std::vector<Lifetime> life = lifetimes(t.schedule(), g.tensor_infos());
+  const std::vector<Lifetime> life =
+      lifetimes(t.schedule(), g.tensor_infos(), {g.output_id(g.output())});
   const auto& infos = g.tensor_infos();
   for (size_t a = 0; a < infos.size(); ++a) {
     if (plan.buffer_of[a] < 0) continue;
@@ -256,7 +257,7 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
       EXPECT_FALSE(meet && overlap) << infos[a].name << " and " << infos[b].name;
     }
   }
-  if (kind == MemoryPlanKind::kReuse) {
+  if (kind != MemoryPlanKind::kNaive) {
     dies->resize(t.schedule().steps.size());
     for (size_t id = 0; id < infos.size(); ++id) {
       if (plan.buffer_of[id] < 0 || life[id].whole) continue;
