@@ -80,8 +80,10 @@ def system_from_records(directory: str, name: str, records: list, tagged: bool) 
         c = r.config
         key = row_key(c["model"], c.get("image_size", 0), c.get("precision", "fp32"), c["ranks"])
         cell = system.cells.setdefault(key, Cell())
-        t = r.need("metrics.throughput_img_s")
-        if cell.throughput is None or t > cell.throughput:
+        # A point trained to an accuracy may have no throughput of timed steps: its time to
+        # accuracy still counts.
+        t = r.get("metrics.throughput_img_s")
+        if t is not None and (cell.throughput is None or t > cell.throughput):
             cell.throughput, cell.batch = t, c["batch"]
             cell.config = dict(c)
         conv = r.get("metrics.convergence")
