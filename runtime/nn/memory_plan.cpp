@@ -46,12 +46,6 @@ MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
 
 namespace {
 
-// The tensor that stores `id`'s bytes: the end of its chain of views.
-int storage_of(int id, const std::vector<TensorInfo>& tensors) {
-  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
-  return id;
-}
-
 // Kinds whose contents matter only within one step.
 bool step_local(TensorKind k) {
   return k == TensorKind::kActivation || k == TensorKind::kActivationGrad ||
@@ -66,8 +60,7 @@ size_t aligned(size_t bytes) {
 // dead from the last access before.
 bool overwrites(const Step& step, int s, int written, const std::vector<TensorInfo>& tensors) {
   if (tensors[written].bytes() != tensors[s].bytes()) return false;  // a part of it
-  return std::none_of(step.reads.begin(), step.reads.end(),
-                      [&](int r) { return storage_of(r, tensors) == s; });
+  return !reads_storage(step, s, tensors);
 }
 
 }  // namespace

@@ -46,9 +46,74 @@ std::vector<int64_t> forward_segments(const RecomputePolicy& p, size_t passes) {
 
 namespace {
 
-int storage_of(int id, const std::vector<TensorInfo>& tensors) {
-  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
-  return id;
+// The forward passes of a schedule: their indices in it, and the segment of each.
+struct ForwardPasses {
+  std::vector<size_t> at;
+  std::vector<int64_t> segment;
+  int64_t segments = 0;
+};
+
+// What stays until backward: `kept`, and what a forward pass of another segment reads than the
+// one that wrote it (a residual connection across a boundary). Per stored tensor.
+std::vector<char> pinned_storage(const std::vector<Step>& steps, const ForwardPasses& f,
+                                 const std::vector<TensorInfo>& tensors,
+                                 const std::vector<int>& kept) {
+  std::vector<int64_t> written_in(tensors.size(), -1);
+  for (size_t j = 0; j < f.at.size(); ++j)
+    for (int t : steps[f.at[j]].writes) written_in[storage_of(t, tensors)] = f.segment[j];
+  std::vector<char> pinned(tensors.size(), 0);
+  for (int t : kept) pinned[storage_of(t, tensors)] = 1;
+  for (size_t j = 0; j < f.at.size(); ++j) {
+    for (int t : steps[f.at[j]].reads) {
+      const int s = storage_of(t, tensors);
+      if (written_in[s] >= 0 && written_in[s] != f.segment[j]) pinned[s] = 1;
+    }
+  }
+  return pinned;
+}
+
+// Per segment but the last, the forward passes it recomputes (indices in the schedule); per
+// stored tensor, the segment that recomputes it (-1: none).
+struct Recomputed {
+  std::vector<std::vector<size_t>> passes;
+  std::vector<int64_t> in_segment;
+};
+Recomputed recomputed_passes(const std::vector<Step>& steps, const ForwardPasses& f,
+                             const std::vector<char>& pinned,
+                             const std::vector<TensorInfo>& tensors) {
+  Recomputed r{std::vector<std::vector<size_t>>(static_cast<size_t>(f.segments - 1)),
+               std::vector<int64_t>(tensors.size(), -1)};
+  for (size_t j = 0; j < f.at.size(); ++j) {
+    const int64_t seg = f.segment[j];
+    const bool checkpoint = j + 1 == f.segment.size() || f.segment[j + 1] != seg;
+    if (seg == f.segments - 1 || checkpoint) continue;
+    const Step& step = steps[f.at[j]];
+    if (std::any_of(step.writes.begin(), step.writes.end(),
+                    [&](int t) { return pinned[storage_of(t, tensors)] != 0; })) {
+      continue;
+    }
+    r.passes[static_cast<size_t>(seg)].push_back(f.at[j]);
+    for (int t : step.writes) r.in_segment[storage_of(t, tensors)] = seg;
+  }
+  return r;
+}
+
+constexpr size_t kNever = std::numeric_limits<size_t>::max();
+
+// Per segment, the pass its recomputation goes just before: the first after the forward passes
+// that reads what it dropped (kNever: none does).
+std::vector<size_t> insertion_points(const std::vector<Step>& steps, const ForwardPasses& f,
+                                     const Recomputed& r, const std::vector<TensorInfo>& tensors) {
+  std::vector<size_t> before(r.passes.size(), kNever);
+  for (size_t i = f.at.back() + 1; i < steps.size(); ++i) {
+    for (int t : steps[i].reads) {
+      const int64_t seg = r.in_segment[storage_of(t, tensors)];
+      if (seg >= 0 && before[static_cast<size_t>(seg)] == kNever) {
+        before[static_cast<size_t>(seg)] = i;
+      }
+    }
+  }
+  return before;
 }
 
 }  // namespace
@@ -56,66 +121,23 @@ int storage_of(int id, const std::vector<TensorInfo>& tensors) {
 Schedule recompute_schedule(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                             const RecomputePolicy& policy, const std::vector<int>& kept) {
   const std::vector<Step>& steps = schedule.steps;
-  std::vector<size_t> forward;  // the forward passes' indices in `steps`
+  ForwardPasses f;
   for (size_t i = 0; i < steps.size(); ++i)
-    if (steps[i].pass == Pass::kForward) forward.push_back(i);
-  const std::vector<int64_t> seg_of = forward_segments(policy, forward.size());
-  const int64_t segments = seg_of.empty() ? 0 : seg_of.back() + 1;
-  if (segments <= 1) return schedule;
-  const auto segment = [&](size_t j) { return seg_of[j]; };
-
-  // Which segment writes each stored tensor; what must stay until backward (pinned).
-  std::vector<int64_t> written_in(tensors.size(), -1);
-  for (size_t j = 0; j < forward.size(); ++j)
-    for (int t : steps[forward[j]].writes) written_in[storage_of(t, tensors)] = segment(j);
-  std::vector<char> pinned(tensors.size(), 0);
-  for (int t : kept) pinned[storage_of(t, tensors)] = 1;
-  for (size_t j = 0; j < forward.size(); ++j) {
-    for (int t : steps[forward[j]].reads) {
-      const int s = storage_of(t, tensors);
-      if (written_in[s] >= 0 && written_in[s] != segment(j)) pinned[s] = 1;
-    }
-  }
-
-  // Per segment but the last, the forward passes it recomputes; per stored tensor, the segment
-  // that recomputes it (-1: none).
-  std::vector<std::vector<size_t>> again(static_cast<size_t>(segments - 1));
-  std::vector<int64_t> recomputed_in(tensors.size(), -1);
-  for (size_t j = 0; j < forward.size(); ++j) {
-    const int64_t seg = segment(j);
-    const bool checkpoint = j + 1 == seg_of.size() || seg_of[j + 1] != seg;
-    if (seg == segments - 1 || checkpoint) continue;
-    const Step& step = steps[forward[j]];
-    if (std::any_of(step.writes.begin(), step.writes.end(),
-                    [&](int t) { return pinned[storage_of(t, tensors)] != 0; })) {
-      continue;
-    }
-    again[static_cast<size_t>(seg)].push_back(forward[j]);
-    for (int t : step.writes) recomputed_in[storage_of(t, tensors)] = seg;
-  }
-
-  // Each segment is recomputed just before the first pass after the forward passes that reads
-  // what it dropped.
-  constexpr size_t kNever = std::numeric_limits<size_t>::max();
-  std::vector<size_t> before(again.size(), kNever);
-  for (size_t i = forward.back() + 1; i < steps.size(); ++i) {
-    for (int t : steps[i].reads) {
-      const int64_t seg = recomputed_in[storage_of(t, tensors)];
-      if (seg >= 0 && before[static_cast<size_t>(seg)] == kNever) {
-        before[static_cast<size_t>(seg)] = i;
-      }
-    }
-  }
-
+    if (steps[i].pass == Pass::kForward) f.at.push_back(i);
+  f.segment = forward_segments(policy, f.at.size());
+  f.segments = f.segment.empty() ? 0 : f.segment.back() + 1;
+  if (f.segments <= 1) return schedule;
+  const Recomputed r =
+      recomputed_passes(steps, f, pinned_storage(steps, f, tensors, kept), tensors);
+  const std::vector<size_t> before = insertion_points(steps, f, r, tensors);
   Schedule out;
   for (size_t i = 0; i < steps.size(); ++i) {
-    for (size_t seg = 0; seg < again.size(); ++seg) {
+    for (size_t seg = 0; seg < r.passes.size(); ++seg) {
       if (before[seg] != i) continue;
-      for (size_t f : again[seg]) {
-        Step r = steps[f];
-        r.pass = Pass::kRecompute;
-        r.after.clear();
-        out.steps.push_back(std::move(r));
+      for (size_t p : r.passes[seg]) {
+        Step again = steps[p];
+        again.pass = Pass::kRecompute;
+        out.steps.push_back(std::move(again));
       }
     }
     out.steps.push_back(steps[i]);

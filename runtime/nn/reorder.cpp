@@ -4,20 +4,6 @@
 #include <utility>
 
 namespace dlb {
-namespace {
-
-int storage_of(int id, const std::vector<TensorInfo>& tensors) {
-  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
-  return id;
-}
-
-bool reads_storage(const Step& step, int s, const std::vector<TensorInfo>& tensors) {
-  return std::any_of(step.reads.begin(), step.reads.end(),
-                     [&](int t) { return storage_of(t, tensors) == s; });
-}
-
-}  // namespace
-
 Schedule reorder_backward(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                           const std::vector<int>& kept) {
   const std::vector<Step>& steps = schedule.steps;

@@ -84,6 +84,16 @@ int dependency_base(int id, const std::vector<TensorInfo>& tensors) {
   return id;
 }
 
+int storage_of(int id, const std::vector<TensorInfo>& tensors) {
+  while (tensors[id].alias_of >= 0) id = tensors[id].alias_of;
+  return id;
+}
+
+bool reads_storage(const Step& step, int s, const std::vector<TensorInfo>& tensors) {
+  return std::any_of(step.reads.begin(), step.reads.end(),
+                     [&](int r) { return storage_of(r, tensors) == s; });
+}
+
 void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors) {
   std::vector<int> last_writer(tensors.size(), -1);
   std::vector<std::vector<int>> readers_since_write(tensors.size());

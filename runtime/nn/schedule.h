@@ -77,6 +77,14 @@ struct TensorInfo {
 // including) a kGradientBuffer, whose slices are disjoint (itself if it is no view).
 int dependency_base(int id, const std::vector<TensorInfo>& tensors);
 
+// The tensor that stores `id`'s bytes: the end of its chain of views (itself if it is no view).
+// What a memory plan allocates, and what its transformations reason about.
+int storage_of(int id, const std::vector<TensorInfo>& tensors);
+
+struct Step;
+// Whether `step` reads any view of storage `s` (a storage_of id).
+bool reads_storage(const Step& step, int s, const std::vector<TensorInfo>& tensors);
+
 struct Step {
   Pass pass = Pass::kForward;
   Lane lane = Lane::kCompute;
