@@ -140,6 +140,12 @@ Backend::CopyMarks Backend::copy_in(const void* src, Tensor& dst, const Mark& fr
   return {start, clock().mark()};
 }
 
+Backend::CopyMarks Backend::swap_copy(const Tensor& src, Tensor& dst) {
+  const Mark start = clock().mark();  // synchronous: everything queued before has run
+  copy(src, dst);
+  return {start, clock().mark()};
+}
+
 namespace {
 [[noreturn]] void no_loss_scaling(std::string_view backend, std::string_view op) {
   throw Unsupported(fmt::format("the {} backend has no loss scaling ({})", backend, op));
@@ -187,8 +193,9 @@ void* Backend::workspace(size_t bytes) {
 }
 
 std::shared_ptr<Allocator> make_allocator(std::unique_ptr<MemoryResource> resource,
-                                          const BackendOptions& options) {
-  auto a = std::make_shared<Allocator>(std::move(resource), options.memory_budget);
+                                          const BackendOptions& options,
+                                          std::unique_ptr<MemoryResource> host) {
+  auto a = std::make_shared<Allocator>(std::move(resource), options.memory_budget, std::move(host));
   if (options.memory_guard) a->enable_guard();
   return a;
 }

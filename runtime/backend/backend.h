@@ -251,6 +251,14 @@ class Backend : public DeviceMemory {
   virtual bool async_input_copies() const { return false; }
   virtual CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free);
   virtual void wait_for_input(const Mark& copied) { (void)copied; }
+  // Activation swapping (--swap; runtime/nn/swap.h): copies all of `src` into `dst` (equal
+  // bytes; one of the two is host-swap memory, MemCategory::kHostSwap) on a copy queue, once the
+  // compute work queued so far has run, and returns marks of the copy's start and end on that
+  // queue. Compute work queued after wait_for_copy(end) runs after the copy; nothing else orders
+  // it. Where copies are synchronous (the CPU), the copy is done when swap_copy returns and
+  // waiting does nothing.
+  virtual CopyMarks swap_copy(const Tensor& src, Tensor& dst);
+  virtual void wait_for_copy(const Mark& copied) { (void)copied; }
   // Throws Unsupported, naming the op, the types and the backend, unless supports(op, types).
   void require(Op op, const OpTypes& types) const;
   // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
@@ -408,9 +416,11 @@ struct BackendOptions {
   bool memory_guard = false;
 };
 
-// A backend's allocator over `resource`, with the options' budget and guard.
+// A backend's allocator over `resource`, with the options' budget and guard; `host`: where
+// host-swap memory comes from (null: `resource`, the CPU's host memory).
 std::shared_ptr<Allocator> make_allocator(std::unique_ptr<MemoryResource> resource,
-                                          const BackendOptions& options);
+                                          const BackendOptions& options,
+                                          std::unique_ptr<MemoryResource> host = nullptr);
 
 enum class BackendKind { kCpu, kCuda };
 inline constexpr BackendKind kBackendKinds[] = {BackendKind::kCpu, BackendKind::kCuda};

@@ -27,6 +27,8 @@ std::string_view mem_category_name(MemCategory c) {
       return "data";
     case MemCategory::kComm:
       return "comm";
+    case MemCategory::kHostSwap:
+      return "host_swap";
     case MemCategory::kCount:
       break;
   }
@@ -44,8 +46,13 @@ Buffer::~Buffer() {
   if (owner_) owner_->release(ptr_, bytes_, category_);
 }
 
-Allocator::Allocator(std::unique_ptr<MemoryResource> resource, std::optional<size_t> budget)
-    : resource_(std::move(resource)), budget_(budget) {}
+Allocator::Allocator(std::unique_ptr<MemoryResource> resource, std::optional<size_t> budget,
+                     std::unique_ptr<MemoryResource> host)
+    : resource_(std::move(resource)), host_(std::move(host)), budget_(budget) {}
+
+MemoryResource& Allocator::resource_for(MemCategory category) const {
+  return is_host_memory(category) && host_ ? *host_ : *resource_;
+}
 
 Allocator::~Allocator() = default;
 
@@ -80,9 +87,10 @@ void Allocator::check_guards(std::string_view after) const {
 std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
                                             std::string_view what) {
   const auto c = static_cast<size_t>(category);
+  const bool device = !is_host_memory(category);
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (budget_ && stats_.total_current + bytes > *budget_) {
+    if (device && budget_ && stats_.total_current + bytes > *budget_) {
       throw OutOfMemory(fmt::format(
           "allocating {} for {} ({}) would exceed the memory budget of {} ({} already in use)",
           format_bytes(bytes), what, mem_category_name(category), format_bytes(*budget_),
@@ -94,17 +102,20 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   if (asked > SIZE_MAX - 2 * zone) {
     throw OutOfMemory(fmt::format("{} bytes for {} is more than any memory", bytes, what));
   }
-  void* base = resource_->allocate(asked + 2 * zone);
+  MemoryResource& resource = resource_for(category);
+  void* base = resource.allocate(asked + 2 * zone);
   void* p = base ? static_cast<uint8_t*>(base) + zone : nullptr;
   if (!p) {
-    throw OutOfMemory(fmt::format("{} could not allocate {} for {} ({})", resource_->name(),
+    throw OutOfMemory(fmt::format("{} could not allocate {} for {} ({})", resource.name(),
                                   format_bytes(bytes), what, mem_category_name(category)));
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[c] += bytes;
   stats_.peak[c] = std::max(stats_.peak[c], stats_.current[c]);
-  stats_.total_current += bytes;
-  stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  if (device) {
+    stats_.total_current += bytes;
+    stats_.total_peak = std::max(stats_.total_peak, stats_.total_current);
+  }
   ++allocations_;
   ++stats_.allocations[c];
   if (guard_) guard_->arm(p, asked, category, what);
@@ -117,16 +128,17 @@ uint64_t Allocator::allocations() const {
 }
 
 void Allocator::release(void* p, size_t bytes, MemCategory category) {
+  MemoryResource& resource = resource_for(category);
   if (guard_) {
     guard_->disarm(p);
     const size_t zone = MemoryGuard::kZoneBytes;
-    resource_->deallocate(static_cast<uint8_t*>(p) - zone, (bytes == 0 ? 1 : bytes) + 2 * zone);
+    resource.deallocate(static_cast<uint8_t*>(p) - zone, (bytes == 0 ? 1 : bytes) + 2 * zone);
   } else {
-    resource_->deallocate(p, bytes == 0 ? 1 : bytes);
+    resource.deallocate(p, bytes == 0 ? 1 : bytes);
   }
   std::lock_guard<std::mutex> lock(mu_);
   stats_.current[static_cast<size_t>(category)] -= bytes;
-  stats_.total_current -= bytes;
+  if (!is_host_memory(category)) stats_.total_current -= bytes;
 }
 
 MemoryStats Allocator::stats() const {

@@ -20,10 +20,15 @@ enum class MemCategory {
   kWorkspace,    // im2col columns, cuDNN workspaces, scratch
   kData,         // input images and labels
   kComm,         // communication staging
+  // Host memory that swapped-out activations wait in (--swap; runtime/nn/swap.h): pinned on a
+  // GPU. Not the device's: no budget counts it, nor does the total.
+  kHostSwap,
   kCount
 };
 constexpr size_t kNumMemCategories = static_cast<size_t>(MemCategory::kCount);
 std::string_view mem_category_name(MemCategory c);
+// Whether a category's bytes are the host's rather than the device's (kHostSwap).
+constexpr bool is_host_memory(MemCategory c) { return c == MemCategory::kHostSwap; }
 
 // Where the bytes physically come from: host heap, cudaMalloc, pinned host...
 class MemoryResource {
@@ -67,6 +72,7 @@ class Buffer {
 struct MemoryStats {
   std::array<size_t, kNumMemCategories> current{};
   std::array<size_t, kNumMemCategories> peak{};  // peak of each category on its own
+  // The device's categories only (not is_host_memory's).
   size_t total_current = 0;
   size_t total_peak = 0;                                  // peak of the sum, not the sum of peaks
   std::array<uint64_t, kNumMemCategories> allocations{};  // successful allocate() calls
@@ -75,12 +81,14 @@ struct MemoryStats {
 // Always owned by a shared_ptr (buffers hold one), so create it with std::make_shared.
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
+  // `host`: where is_host_memory categories come from (pinned memory on a GPU); null: `resource`.
   explicit Allocator(std::unique_ptr<MemoryResource> resource,
-                     std::optional<size_t> budget = std::nullopt);
+                     std::optional<size_t> budget = std::nullopt,
+                     std::unique_ptr<MemoryResource> host = nullptr);
   ~Allocator();
 
   // Throws OutOfMemory (naming `what`, the category and the budget) when the budget or the
-  // device would be exceeded.
+  // device would be exceeded. The budget is the device's: host categories are not in it.
   std::shared_ptr<Buffer> allocate(size_t bytes, MemCategory category, std::string_view what);
 
   // --memory-guard: from now on every allocation is surrounded by red zones of a known pattern,
@@ -104,7 +112,10 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   friend class Buffer;
   void release(void* p, size_t bytes, MemCategory category);
 
+  MemoryResource& resource_for(MemCategory category) const;
+
   std::unique_ptr<MemoryResource> resource_;
+  std::unique_ptr<MemoryResource> host_;  // null: resource_
   std::unique_ptr<MemoryGuard> guard_;
   std::optional<size_t> budget_;
   mutable std::mutex mu_;

@@ -355,6 +355,19 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
   }
 }
 
+void Graph::unbind() {
+  backend_ = nullptr;
+  for (Tensor& t : *table_) t = Tensor();
+}
+
+void Graph::forget_tensors_from(size_t first) {
+  if (is_setup()) throw InvalidArgument("a bound graph's tensors are not forgotten: unbind first");
+  if (first < infos_.size()) {
+    infos_.resize(first);
+    table_->resize(first);
+  }
+}
+
 // The plan's buffers, and every tensor of the table in them (a view in its base's).
 void Graph::bind_storage(Backend& backend, const MemoryPlan& plan) {
   Allocator& memory = backend.allocator();

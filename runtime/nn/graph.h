@@ -58,6 +58,12 @@ class Graph final : public PassRunner {
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
   // declare with the traits of `backend` (BackendTraits::of).
   void declare_for(Backend& backend, const PrecisionPolicy& policy = {});
+  // Releases what bind stored, back to declared (a trainer that plans the step again). The
+  // backend keeps what it holds of its own (its workspace).
+  void unbind();
+  // Forgets the tensors declared from id `first` on (declared and not bound): a step planned
+  // again declares its own again.
+  void forget_tensors_from(size_t first);
   // declare_for, then bind with naive_plan: a graph on its own (inference, tests). A trainer
   // binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});

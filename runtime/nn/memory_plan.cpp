@@ -28,6 +28,13 @@ size_t MemoryPlan::bytes() const {
   return total;
 }
 
+size_t MemoryPlan::device_bytes() const {
+  size_t total = 0;
+  for (const PlannedBuffer& b : buffers)
+    if (!is_host_memory(b.category)) total += b.bytes;
+  return total;
+}
+
 MemoryPlan naive_plan(const Schedule& schedule, const std::vector<TensorInfo>& tensors) {
   MemoryPlan plan;
   const size_t last = schedule.steps.empty() ? 0 : schedule.steps.size() - 1;
@@ -49,7 +56,7 @@ namespace {
 // Kinds whose contents matter only within one step.
 bool step_local(TensorKind k) {
   return k == TensorKind::kActivation || k == TensorKind::kActivationGrad ||
-         k == TensorKind::kSaved || k == TensorKind::kScratch;
+         k == TensorKind::kSaved || k == TensorKind::kScratch || k == TensorKind::kSwapped;
 }
 
 size_t aligned(size_t bytes) {
@@ -182,7 +189,7 @@ PlanPeaks plan_peaks(const MemoryPlan& plan) {
     size_t total = 0;
     for (size_t c = 0; c < kNumMemCategories; ++c) {
       peaks.by_category[c] = std::max(peaks.by_category[c], held[c]);
-      total += held[c];
+      if (!is_host_memory(static_cast<MemCategory>(c))) total += held[c];
     }
     peaks.total = std::max(peaks.total, total);
   }

@@ -35,7 +35,8 @@ struct PlannedBuffer {
 
 struct MemoryPlan {
   std::vector<PlannedBuffer> buffers;
-  size_t bytes() const;  // what binding allocates: every buffer's bytes
+  size_t bytes() const;         // what binding allocates: every buffer's bytes
+  size_t device_bytes() const;  // of them, the device's (not host-swap memory)
   // Per tensor of the table: its buffer and its byte offset in it; -1 for a view, which is
   // stored where the tensor it views is.
   std::vector<int> buffer_of;
@@ -76,7 +77,8 @@ MemoryPlan reuse_plan(const Schedule& schedule, const std::vector<TensorInfo>& t
                       const std::vector<int>& kept = {});
 
 // The most bytes the plan's buffers hold at once, per category (each category's own peak), and
-// of all of them together: a sweep over the buffers' step ranges.
+// of the device's categories together (host-swap memory is not the device's, as the allocator's
+// total leaves it out): a sweep over the buffers' step ranges.
 struct PlanPeaks {
   std::array<size_t, kNumMemCategories> by_category{};
   size_t total = 0;

@@ -24,6 +24,12 @@ const char* pass_name(Pass p) {
       return "sync";
     case Pass::kRecompute:
       return "recompute";
+    case Pass::kSwapOut:
+      return "swap_out";
+    case Pass::kSwapIn:
+      return "swap_in";
+    case Pass::kSwapWait:
+      return "swap_wait";
   }
   return "?";
 }
@@ -56,6 +62,8 @@ std::string_view tensor_kind_name(TensorKind k) {
       return "carried";
     case TensorKind::kGradientBuffer:
       return "gradient_buffer";
+    case TensorKind::kSwapped:
+      return "swapped";
   }
   return "?";
 }

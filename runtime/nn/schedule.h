@@ -7,8 +7,10 @@
 #pragma once
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/dtype.h"
 #include "runtime/core/lane.h"
 #include "runtime/core/shape.h"
@@ -28,10 +30,20 @@ enum class Pass {
   // A forward pass run again before backward, for outputs that recomputation dropped after their
   // forward use (runtime/nn/recompute.h): the same outputs, and no state changed.
   kRecompute,
+  // Swapping (runtime/nn/swap.h). A swap pass's tensors: `y`, the activation on the device, and
+  // `x[0]`, its copy in host memory. A copy runs on the copy lane, after the compute work before
+  // it; compute runs after a copy only from a wait on.
+  kSwapOut,   // copy lane: y into its host copy, after y's last use before backward
+  kSwapIn,    // copy lane: the host copy back into y, ahead of the backward pass that reads it
+  kSwapWait,  // compute lane: what comes after it runs after y's latest copy
 };
 inline constexpr Pass kLayerAndLossPasses[] = {
     Pass::kForward,  Pass::kLoss,       Pass::kBackwardData, Pass::kBackwardWeights,
     Pass::kBackward, Pass::kAccumulate, Pass::kRecompute};
+inline constexpr Pass kSwapPasses[] = {Pass::kSwapOut, Pass::kSwapIn, Pass::kSwapWait};
+constexpr bool is_swap_pass(Pass p) {
+  return p == Pass::kSwapOut || p == Pass::kSwapIn || p == Pass::kSwapWait;
+}
 // Also the trace category of the pass: "forward", "backward_data", ...; "sync" for kSync (a
 // step's own name is step_name's).
 const char* pass_name(Pass p);
@@ -53,6 +65,8 @@ enum class TensorKind {
   // gradient buffer, whose slices are the parameter gradients (kParamGrad). A pass names the
   // slices, never the buffer.
   kGradientBuffer,
+  // An activation's copy in host memory while it is swapped out (MemCategory::kHostSwap).
+  kSwapped,
 };
 std::string_view tensor_kind_name(TensorKind k);
 
@@ -147,6 +161,13 @@ class PassRunner {
   virtual bool traced(const Step& step) const {
     (void)step;
     return true;
+  }
+  // Where the pass's work runs on a queue of its own (a swap's copy), that queue's marks of the
+  // pass just run, which a trace shows instead of the executor's; null: the executor's marks
+  // around the pass are its time.
+  virtual const std::pair<Mark, Mark>* lane_marks(const Step& step) const {
+    (void)step;
+    return nullptr;
   }
 };
 

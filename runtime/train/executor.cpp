@@ -17,6 +17,7 @@ Executor::Executor(Schedule schedule, PassRunners runners, const Clock& clock)
 PassRunner& Executor::runner_for(const Step& step) const {
   PassRunner* runner = step.pass == Pass::kLoss   ? runners_.loss
                        : step.pass == Pass::kSync ? runners_.sync
+                       : is_swap_pass(step.pass)  ? runners_.swap
                                                   : runners_.layers;
   if (!runner) {
     throw InvalidArgument(fmt::format(

@@ -18,6 +18,7 @@ struct PassRunners {
   PassRunner* layers = nullptr;  // forward, backward_data, backward_weights, backward, accumulate
   PassRunner* loss = nullptr;
   PassRunner* sync = nullptr;  // Pass::kSync
+  PassRunner* swap = nullptr;  // swap_out, swap_in, swap_wait (runtime/nn/swap.h)
 };
 
 class PassObserver {

@@ -47,6 +47,10 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
          {"backward_ms", median_ms(node.name, "backward")},
          // --recompute: its forward pass run again before backward.
          {"recompute_ms", median_ms(node.name, "recompute")},
+         // --swap: the copies of its output (or what it saves) to host memory and back, on the
+         // copy lane.
+         {"swap_out_ms", median_ms(node.name, "swap_out")},
+         {"swap_in_ms", median_ms(node.name, "swap_in")},
          {"grad_bytes",
           node.layer->num_params() * static_cast<int64_t>(dtype_size(graph.policy().gradients))},
          {"forward_flops", node.layer->forward_flops(in)},

@@ -116,7 +116,7 @@ std::vector<TimedPass> replay(const Schedule& schedule, const PassCost& cost, in
   ComputeRunner compute(state);
   SyncRunner sync(state);
   Timeline timeline(state, sync);
-  Executor executor(schedule, PassRunners{&compute, &compute, &sync}, state.clock);
+  Executor executor(schedule, PassRunners{&compute, &compute, &sync, &compute}, state.clock);
   state.schedule = &executor.schedule();
   for (; state.iteration < iterations; ++state.iteration) executor.run(nullptr, &timeline);
   return state.timeline;

@@ -3,7 +3,8 @@
 // by the time a cost model gives it, and the sync policy's reductions run on a comm lane of
 // their own. The model, as the CPU backend with a progress thread runs a step (and as a GPU's
 // compute and comm streams do):
-//   - passes on the compute, copy and host lanes run one after another, in schedule order;
+//   - passes on the compute, copy and host lanes run one after another, in schedule order (a
+//     swap's copy too: this model does not overlap copies with compute);
 //   - an all-reduce starts when it is launched or when the reduction before it ends, whichever
 //     is later, and takes its cost on the comm lane while the other lanes go on;
 //   - a wait ends when its reduction has ended (at once if it already has) and costs nothing more;

@@ -34,6 +34,11 @@ class TracedPasses final : public PassObserver {
     Span span{runner.label(step), step_name(step), step.lane};
     if (step.pass == Pass::kSync) span.bucket = step.arg < 0 ? kEveryBucket : step.arg;
     span.layer = step.node >= 0 && step.pass != Pass::kLoss;
+    // A copy's time is its own queue's, not the issuing pass's.
+    if (const std::pair<Mark, Mark>* own = runner.lane_marks(step)) {
+      tracer_.record(std::move(span), own->first, own->second);
+      return;
+    }
     tracer_.record(std::move(span), start, end);
   }
 
@@ -85,19 +90,27 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   // Every tensor of the step declared, then one plan and one binding.
   const StateIds state = declare_state();
   const BucketPlan plan = make_buckets();
-  Schedule schedule = step_schedule(plan, comm);
-  const MemoryPlan naive = naive_plan(schedule, graph_.tensor_infos());
-  naive_plan_bytes_ = naive.bytes();
-  // The logits are kept whole: a caller may read the step's output after it (a step dump).
-  memory_plan_ =
-      config.memory_plan == MemoryPlanKind::kNaive
-          ? naive
-          : reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())});
-  graph_.bind(backend_, init, memory_plan_);
+  const size_t declared = graph_.tensor_infos().size();
+  const Rng initial = init;
+  // --swap=auto fits the plan's tensors to the budget, but the backend's workspace is not in the
+  // plan and is known only once the layers are set up. So a first binding may go over the budget
+  // (checked here, not by the allocator); if it does, the step is planned again, with the
+  // workspace now held and counted, and bound within the budget.
+  const bool fit = config_.swap.kind == SwapPolicy::Kind::kAuto;
+  Schedule schedule = plan_and_bind(plan, comm, init, fit);
+  if (fit && backend_.allocator().stats().total_current > *backend_.allocator().budget()) {
+    graph_.unbind();
+    graph_.forget_tensors_from(declared);
+    init = initial;
+    backend_.allocator().reset_peaks();
+    schedule = plan_and_bind(plan, comm, init, false);
+  }
   start_state(state);
   make_sync(plan, comm);
-  executor_ = std::make_unique<Executor>(std::move(schedule),
-                                         PassRunners{&graph_, this, grad_sync_.get()}, *clock_);
+  swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_);
+  executor_ = std::make_unique<Executor>(
+      std::move(schedule), PassRunners{&graph_, this, grad_sync_.get(), swap_passes_.get()},
+      *clock_);
 }
 
 void Trainer::check_model_and_config() {
@@ -118,6 +131,24 @@ void Trainer::check_model_and_config() {
         "recompute {} frees activations for the memory plan to reuse, and the naive plan keeps "
         "every tensor in its own buffer: use the reuse plan",
         recompute_name(config_.recompute)));
+  }
+  if (config_.swap.kind != SwapPolicy::Kind::kNone &&
+      config_.memory_plan == MemoryPlanKind::kNaive) {
+    throw InvalidArgument(fmt::format(
+        "swap {} frees activations' device bytes for the memory plan to reuse, and the naive plan "
+        "keeps every tensor in its own buffer: use the reuse plan",
+        swap_name(config_.swap)));
+  }
+  if (config_.swap.kind != SwapPolicy::Kind::kNone && config_.capture_step) {
+    throw Unsupported(
+        "--swap with --cuda-graph: swap copies run on a copy stream of their own, ordered by "
+        "events from the compute stream, and dlbench does not capture that stream into the step's "
+        "graph: run without --cuda-graph");
+  }
+  if (config_.swap.kind == SwapPolicy::Kind::kAuto && !backend_.allocator().budget()) {
+    throw InvalidArgument(
+        "swap auto swaps the largest activations until the step fits the memory budget, and "
+        "there is none: give --memory-budget, or name the activations to swap");
   }
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
@@ -230,9 +261,64 @@ Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm
     schedule = reorder_backward(schedule, graph_.tensor_infos(), kept);
   }
   schedule = recompute_schedule(schedule, graph_.tensor_infos(), config_.recompute, kept);
+  schedule = swapped_schedule(schedule, kept);
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
   insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
   return schedule;
+}
+
+Schedule Trainer::plan_and_bind(const BucketPlan& plan, const Communicator& comm, Rng& init,
+                                bool over_budget) {
+  Schedule schedule = step_schedule(plan, comm);
+  const MemoryPlan naive = naive_plan(schedule, graph_.tensor_infos());
+  // Against the step as it would be without swapping: its host copies are not device bytes.
+  naive_plan_bytes_ = naive.device_bytes();
+  // The logits are kept whole: a caller may read the step's output after it (a step dump).
+  memory_plan_ =
+      config_.memory_plan == MemoryPlanKind::kNaive
+          ? naive
+          : reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())});
+  Allocator& memory = backend_.allocator();
+  const std::optional<size_t> budget = memory.budget();
+  if (over_budget) memory.set_budget(std::nullopt);
+  try {
+    graph_.bind(backend_, init, memory_plan_);
+  } catch (...) {
+    memory.set_budget(budget);
+    throw;
+  }
+  memory.set_budget(budget);
+  if (const std::vector<std::string> races =
+          check_swaps(schedule, graph_.tensor_infos(), memory_plan_);
+      !races.empty()) {
+    throw std::logic_error("the swapped step's copies race its passes: " + races.front());
+  }
+  return schedule;
+}
+
+Schedule Trainer::swapped_schedule(const Schedule& schedule, const std::vector<int>& kept) {
+  const std::vector<TensorInfo>& tensors = graph_.tensor_infos();
+  switch (config_.swap.kind) {
+    case SwapPolicy::Kind::kNone:
+      return schedule;
+    case SwapPolicy::Kind::kAll:
+      swapped_ = swap_candidates(schedule, tensors, kept);
+      break;
+    case SwapPolicy::Kind::kList:
+      swapped_ = named_swaps(config_.swap, schedule, tensors, kept);
+      break;
+    case SwapPolicy::Kind::kAuto: {
+      // The budget less what the device holds already (another trainer's buffers, a
+      // communicator's staging).
+      const size_t budget = *backend_.allocator().budget();
+      const size_t held = backend_.allocator().stats().total_current;
+      swapped_ = auto_swaps(schedule, tensors, budget - std::min(budget, held), kept);
+      break;
+    }
+  }
+  SwappedSchedule s = swap_schedule(schedule, tensors, swapped_);
+  for (TensorInfo& host : s.host_copies) graph_.declare_tensor(std::move(host));
+  return std::move(s.schedule);
 }
 
 void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {

@@ -13,11 +13,13 @@
 #include "runtime/core/clock.h"
 #include "runtime/nn/graph.h"
 #include "runtime/nn/recompute.h"
+#include "runtime/nn/swap.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
+#include "runtime/train/swap_passes.h"
 
 namespace dlb {
 
@@ -45,6 +47,10 @@ struct TrainConfig {
   // Which activations are dropped after forward and computed again before backward
   // (runtime/nn/recompute.h); needs a plan that reuses what they free.
   RecomputePolicy recompute;
+  // Which activations wait in host memory between forward and backward (runtime/nn/swap.h):
+  // none, every one that can be (all), the ones named, or (auto) the largest until the plan's
+  // device peak fits the backend's memory budget; needs a plan that reuses what they free.
+  SwapPolicy swap;
   // Test-only: called after each pass the executor issues, with the pass's index in the
   // schedule (the memory plan's poison test: tests/unit/memory_plan_test.cpp).
   std::function<void(size_t)> after_pass_hook;
@@ -140,9 +146,12 @@ class Trainer final : private PassRunner {
   const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
-  // Where the step's tensors are stored, and the bytes naive_plan would have allocated.
+  // Where the step's tensors are stored, and the device bytes naive_plan would have allocated
+  // (for the step as it would be without swapping).
   const MemoryPlan& memory_plan() const { return memory_plan_; }
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
+  // The activations swapped (config.swap): their tensor ids.
+  const std::vector<int>& swapped() const { return swapped_; }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
   const StepGraphStats& step_graphs() const { return graph_stats_; }
@@ -156,6 +165,7 @@ class Trainer final : private PassRunner {
  private:
   MemoryPlan memory_plan_;
   size_t naive_plan_bytes_ = 0;
+  std::vector<int> swapped_;
   // The constructor's parts, in order.
   void check_model_and_config();
   Communicator& communicator();  // the config's, or a local one of one rank
@@ -168,6 +178,12 @@ class Trainer final : private PassRunner {
   StateIds declare_state();
   BucketPlan make_buckets() const;
   Schedule step_schedule(const BucketPlan& plan, const Communicator& comm);
+  // The step's schedule, planned and bound (the budget lifted for the binding where
+  // `over_budget`): the memory plan is memory_plan_.
+  Schedule plan_and_bind(const BucketPlan& plan, const Communicator& comm, Rng& init,
+                         bool over_budget);
+  // The schedule with config.swap's activations swapped, their host copies declared.
+  Schedule swapped_schedule(const Schedule& schedule, const std::vector<int>& kept);
   void start_state(const StateIds& ids);
   void make_sync(const BucketPlan& plan, Communicator& comm);
   bool scaled() const;  // fp16: a loss scaler
@@ -212,6 +228,7 @@ class Trainer final : private PassRunner {
   std::unique_ptr<LossScaler> scaler_;
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
+  std::unique_ptr<SwapPasses> swap_passes_;
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;

@@ -227,6 +227,28 @@ std::vector<Option> make_table() {
          o.recompute = *p;
        },
        [](const RunOptions& o) { return json(recompute_name(o.recompute)); }});
+  add({"swap",
+       T::kString,
+       config,
+       "none, all, auto, or a comma-separated list of activations (tensor names, such as "
+       "layer1.0.conv1): copy them to host memory after their last use in forward and back "
+       "before the backward pass that reads them, each copy overlapping one pass of compute; all "
+       "swaps every activation that can be, auto the largest until the plan's device peak fits "
+       "memory_budget (needs memory_plan reuse; runtime/nn/swap.h)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<SwapPolicy> p = parse_swap(text);
+         if (!p) {
+           throw InvalidArgument(fmt::format(
+               "swap: '{}' is not none, all, auto or a list of tensor names (comma-separated, "
+               "none empty or repeated)",
+               text));
+         }
+         o.swap = *p;
+       },
+       [](const RunOptions& o) { return json(swap_name(o.swap)); }});
   add({"bucket_mb",
        T::kNumber,
        config,

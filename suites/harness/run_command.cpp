@@ -85,6 +85,23 @@ void validate_run_options(const RunOptions& o) {
         "keeps every tensor in its own buffer: use --memory-plan=reuse",
         recompute_name(o.recompute)));
   }
+  if (o.swap.kind != SwapPolicy::Kind::kNone && o.memory_plan == MemoryPlanKind::kNaive) {
+    throw InvalidArgument(fmt::format(
+        "--swap={} frees activations' device bytes for the memory plan to reuse, and "
+        "--memory-plan=naive keeps every tensor in its own buffer: use --memory-plan=reuse",
+        swap_name(o.swap)));
+  }
+  if (o.swap.kind == SwapPolicy::Kind::kAuto && !o.memory_budget) {
+    throw InvalidArgument(
+        "--swap=auto swaps the largest activations until the step fits --memory-budget, and "
+        "there is none: give --memory-budget, or name the activations to swap (--swap=A,B)");
+  }
+  if (o.swap.kind != SwapPolicy::Kind::kNone && o.cuda_graph) {
+    throw Unsupported(
+        "--swap with --cuda-graph: swap copies run on a copy stream of their own, ordered by "
+        "events from the compute stream, and dlbench does not capture that stream into the "
+        "step's graph: run without --cuda-graph");
+  }
   if (!o.dump_path.empty() && o.memory_plan != MemoryPlanKind::kNaive) {
     throw Unsupported(fmt::format(
         "--dump writes every activation and gradient after the last step, and --memory-plan={} "
@@ -424,6 +441,7 @@ RunResult run_training(const RunOptions& o) {
   tc.overlap = o.overlap;
   tc.memory_plan = o.memory_plan;
   tc.recompute = o.recompute;
+  tc.swap = o.swap;
   tc.bucket_mb = o.bucket_mb;
   if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
@@ -431,7 +449,8 @@ RunResult run_training(const RunOptions& o) {
   tc.capture_step = o.cuda_graph;
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc, rng);
-  r.plan_bytes = RunResult::PlanBytes{trainer.memory_plan().bytes(), trainer.naive_plan_bytes()};
+  r.plan_bytes =
+      RunResult::PlanBytes{trainer.memory_plan().device_bytes(), trainer.naive_plan_bytes()};
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
   trainer.broadcast_weights();
   // The window covers the last `window` of the first timed phase's `steps` steps, which the

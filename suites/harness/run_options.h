@@ -10,6 +10,7 @@
 #include "runtime/core/dtype.h"
 #include "runtime/nn/memory_plan.h"
 #include "runtime/nn/recompute.h"
+#include "runtime/nn/swap.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
 
@@ -68,6 +69,7 @@ struct RunOptions {
       false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;  // runtime/nn/memory_plan.h
   RecomputePolicy recompute;                            // runtime/nn/recompute.h
+  SwapPolicy swap;                                      // runtime/nn/swap.h
   bool memory_guard = false;  // red zones around every allocation (memory/memory_guard.h)
   std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;

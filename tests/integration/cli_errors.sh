@@ -68,6 +68,18 @@ expect 2 "recompute: unknown policy 'every:0' (expected none, sqrt or every:K wi
 expect 2 "recompute: unknown policy 'half'" "${quick[@]}" --memory-plan=reuse --recompute=half
 expect 2 "--recompute=sqrt frees activations for the memory plan to reuse" "${quick[@]}" \
   --recompute=sqrt
+expect 2 "swap: 'a,,b' is not none, all, auto or a list of tensor names" "${quick[@]}" \
+  --memory-plan=reuse --swap=a,,b
+expect 2 "--swap=all frees activations' device bytes for the memory plan to reuse" "${quick[@]}" \
+  --swap=all
+expect 2 "--swap=auto swaps the largest activations until the step fits --memory-budget" \
+  "${quick[@]}" --memory-plan=reuse --swap=auto
+expect 2 "--swap: the step has no tensor named 'conv9' (of the 5 that can be swapped, the largest: features.3" "${quick[@]}" --memory-plan=reuse \
+  --swap=conv9
+expect 2 "--swap: 'features.0.weight' cannot be swapped: it is a param tensor" "${quick[@]}" \
+  --memory-plan=reuse --swap=features.0.weight
+expect 4 "--swap with --cuda-graph" run --backend=cuda --model=resnet18 --steps=3 --cuda-graph \
+  --memory-plan=reuse --swap=all
 # Refused before a backend is made, so these need no GPU.
 graph=(run --backend=cuda --model=resnet18 --steps=3 --cuda-graph)
 expect 2 "--cuda-graph needs --warmup of at least 2 (got 1)" "${graph[@]}" --warmup=1

@@ -9,12 +9,15 @@
 
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <memory>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/core/hash.h"
 #include "runtime/nn/reorder.h"
+#include "runtime/nn/swap.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
@@ -206,7 +209,7 @@ class ReusePlan : public ::testing::TestWithParam<SetupCase> {};
 struct Trained {
   std::vector<float> losses;
   uint64_t state = 0;
-  size_t planned = 0, naive = 0, recomputed = 0;
+  size_t planned = 0, naive = 0, recomputed = 0, swapped = 0;
   size_t activation_peak = 0;
 };
 uint64_t state_checksum(const Graph& g) {
@@ -217,15 +220,62 @@ uint64_t state_checksum(const Graph& g) {
   }
   return h;
 }
+// The CPU backend, but a swap's copy happens as late as a copy queue may run it: when the
+// compute lane waits for it (Backend::wait_for_copy), not when it is issued. A copy out whose
+// device bytes a pass overwrites before the wait copies the wrong bytes; a pass that reads a
+// copy's destination before the wait reads what was there before. (The CPU itself copies as
+// early as possible, when the copy is issued: the two ends of what a GPU's copy engine may do.)
+class LateCopies final : public DelegatingBackend {
+ public:
+  LateCopies() : DelegatingBackend(make_backend(BackendKind::kCpu, {})) {}
+  CopyMarks swap_copy(const Tensor& src, Tensor& dst) override {
+    const int id = next_++;
+    pending_.emplace(id, std::make_pair(src, dst));
+    const Mark m{static_cast<double>(id), {}};
+    return {m, m};
+  }
+  void wait_for_copy(const Mark& copied) override {
+    auto it = pending_.find(static_cast<int>(copied.us));
+    if (it == pending_.end()) return;  // waited for already
+    DelegatingBackend::copy(it->second.first, it->second.second);
+    pending_.erase(it);
+  }
+  size_t pending() const { return pending_.size(); }
+
+ private:
+  int next_ = 0;
+  std::map<int, std::pair<Tensor, Tensor>> pending_;
+};
+
+// The activations a trainer of `c` can swap, with `recompute` (over a reordered backward for
+// kReorder), by name: from the graph's own step (the trainer's adds the loss and the sync
+// policy's passes, which leave every one of them a candidate).
+SwapPolicy swap_every_candidate(const SetupCase& c, MemoryPlanKind kind,
+                                const RecomputePolicy& recompute) {
+  Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
+  g.declare(PrecisionPolicy::for_precision(c.precision), BackendTraits{});
+  const std::vector<int> kept = {g.output_id(g.output())};
+  const Schedule step = kind == MemoryPlanKind::kReorder
+                            ? reorder_backward(g.step_schedule(), g.tensor_infos(), kept)
+                            : g.step_schedule();
+  const Schedule s = recompute_schedule(step, g.tensor_infos(), recompute, kept);
+  SwapPolicy p{SwapPolicy::Kind::kList, {}};
+  for (int t : swap_candidates(s, g.tensor_infos(), kept))
+    p.names.push_back(g.tensor_infos()[t].name);
+  return p;
+}
+
 Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind kind,
-                   RecomputePolicy recompute = {}) {
-  auto backend = make_backend(BackendKind::kCpu, {});
+                   RecomputePolicy recompute = {}, SwapPolicy swap = {}, bool late = false) {
+  std::unique_ptr<Backend> backend =
+      late ? std::make_unique<LateCopies>() : make_backend(BackendKind::kCpu, {});
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
   TrainConfig tc;
   tc.overlap = strategy;
   tc.memory_plan = kind;
   tc.recompute = recompute;
+  tc.swap = swap;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
   // Poison (reuse): after the last pass that may read a shared tensor's contents (the end of each
   // span of its lifetime: a recomputed tensor has two), its bytes become 0xFF (NaN in every
@@ -270,12 +320,16 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   out.losses = t.run(0, 5).losses;
   t.flush();
   out.state = state_checksum(g);
-  out.planned = plan.bytes();
+  out.planned = plan.device_bytes();
   out.naive = t.naive_plan_bytes();
   out.activation_peak =
       plan_peaks(plan).by_category[static_cast<size_t>(MemCategory::kActivations)];
   for (const Step& s : t.schedule().steps) out.recomputed += s.pass == Pass::kRecompute;
+  out.swapped = t.swapped().size();
   EXPECT_TRUE(check_schedule(t.schedule(), infos).empty());
+  if (late) {
+    EXPECT_EQ(static_cast<LateCopies&>(*backend).pending(), 0u) << "a copy never waited for";
+  }
   return out;
 }
 
@@ -284,18 +338,41 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
   // One rank: every strategy has the same schedule (no reduction to place), so one suffices;
   // tests/integration/strategies_agree.sh runs each strategy on two ranks.
   const OverlapStrategy strategy = OverlapStrategy::kBackward;
-  const Trained naive = train_with(c, strategy, MemoryPlanKind::kNaive);
-  ASSERT_EQ(naive.losses.size(), 5u);
+  const Trained naive_cpu = train_with(c, strategy, MemoryPlanKind::kNaive);
+  ASSERT_EQ(naive_cpu.losses.size(), 5u);
+  // LateCopies runs the composed ops (a convolution with its bias) as their parts, which rounds
+  // a 16-bit run otherwise: its runs are compared with its own naive run.
+  const Trained naive_late = train_with(c, strategy, MemoryPlanKind::kNaive, {}, {}, true);
   const RecomputePolicy none, sqrt{RecomputePolicy::Kind::kSqrt, 0},
       every2{RecomputePolicy::Kind::kEvery, 2};
-  const std::pair<MemoryPlanKind, RecomputePolicy> variants[] = {{MemoryPlanKind::kReuse, none},
-                                                                 {MemoryPlanKind::kReuse, sqrt},
-                                                                 {MemoryPlanKind::kReuse, every2},
-                                                                 {MemoryPlanKind::kReorder, sqrt}};
-  for (const auto& [kind, recompute] : variants) {
+  // Swapping every candidate, its copies made when issued (the CPU's) and when waited for
+  // (LateCopies); and with recomputation, the checkpoints that stay.
+  const SwapPolicy all = swap_every_candidate(c, MemoryPlanKind::kReuse, none), no_swap;
+  const SwapPolicy checkpoints = swap_every_candidate(c, MemoryPlanKind::kReorder, sqrt);
+  struct Variant {
+    MemoryPlanKind kind;
+    RecomputePolicy recompute;
+    SwapPolicy swap;
+    bool late;
+  };
+  const Variant variants[] = {{MemoryPlanKind::kReuse, none, no_swap, false},
+                              {MemoryPlanKind::kReuse, sqrt, no_swap, false},
+                              {MemoryPlanKind::kReuse, every2, no_swap, false},
+                              {MemoryPlanKind::kReorder, sqrt, no_swap, false},
+                              {MemoryPlanKind::kReuse, none, all, false},
+                              {MemoryPlanKind::kReuse, none, all, true},
+                              {MemoryPlanKind::kReorder, sqrt, checkpoints, true}};
+  ASSERT_FALSE(all.names.empty());
+  for (const auto& [kind, recompute, swap, late] : variants) {
     const std::string what =
-        std::string(memory_plan_name(kind)) + ", recompute " + recompute_name(recompute);
-    const Trained reuse = train_with(c, strategy, kind, recompute);
+        std::string(memory_plan_name(kind)) + ", recompute " + recompute_name(recompute) +
+        ", swap " +
+        (swap.names.empty()                               ? swap_name(swap)
+         : recompute.kind == RecomputePolicy::Kind::kNone ? "every candidate"
+                                                          : "every checkpoint") +
+        (late ? " (copies when waited for)" : "");
+    const Trained reuse = train_with(c, strategy, kind, recompute, swap, late);
+    const Trained& naive = late ? naive_late : naive_cpu;
     for (size_t i = 0; i < 5; ++i) {
       // Bit for bit: the same arithmetic in the same order, only at other addresses (and a
       // recomputed pass computes what the first one did).
@@ -305,6 +382,7 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
     EXPECT_EQ(naive.state, reuse.state) << what;
     EXPECT_LT(reuse.planned, naive.planned) << what;
     EXPECT_EQ(reuse.recomputed > 0, recompute.kind != RecomputePolicy::Kind::kNone) << what;
+    EXPECT_EQ(reuse.swapped, swap.names.size()) << what;
     std::printf("%s %s: naive %s, %s %s (activations %s, %zu passes recomputed)\n", c.model,
                 std::string(precision_name(c.precision)).c_str(),
                 format_bytes(naive.planned).c_str(), what.c_str(),
@@ -387,9 +465,9 @@ namespace {
 // The property, with no backend: for every reference model, precision, overlap strategy (on
 // several ranks, with small buckets, so each strategy places its own reductions, waits,
 // updates and carried gradients) and recomputation policy (every:2 over a reordered backward),
-// the reuse plan of the step's schedule
-// puts no two tensors whose lifetimes meet on a common byte, and recomputing adds nothing that
-// check_schedule finds.
+// the reuse plan of the step's schedule, with every candidate swapped (runtime/nn/swap.h) under
+// none and sqrt, puts no two tensors whose lifetimes meet on a common byte, no swap's copy races
+// a pass (check_swaps), and recomputing and swapping add nothing that check_schedule finds.
 TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrRecomputation) {
   const std::pair<const char*, int64_t> models[] = {
       {"resnet18", 32}, {"resnet50", 32}, {"vgg16", 32}, {"alexnet", 63}, {"digits-cnn", 8}};
@@ -414,10 +492,19 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
               reorder ? reorder_backward(g.step_schedule(), g.tensor_infos(), kept)
                       : g.step_schedule(),
               g.tensor_infos(), *parse_recompute(policy), kept);
+          // none and sqrt swap every candidate too (sqrt: the checkpoints that stay).
+          const bool swap = !reorder;
+          if (swap) {
+            SwappedSchedule swapped =
+                swap_schedule(s, g.tensor_infos(), swap_candidates(s, g.tensor_infos(), kept));
+            EXPECT_FALSE(swapped.host_copies.empty()) << model;
+            for (TensorInfo& host : swapped.host_copies) g.declare_tensor(std::move(host));
+            s = std::move(swapped.schedule);
+          }
           insert_sync(s, g, buckets, SyncOptions{strategy, true, precision == Precision::kFp16});
           const std::string what =
-              fmt::format("{} {} {} recompute {}", model, precision_name(precision),
-                          overlap_name(strategy), policy);
+              fmt::format("{} {} {} recompute {}{}", model, precision_name(precision),
+                          overlap_name(strategy), policy, swap ? ", every candidate swapped" : "");
           // Without the loss pass, the output's gradient is read before any pass writes it
           // (and the forward strategy's carried gradients, which an earlier step writes): those
           // findings, in whatever order the passes now run, and no other.
@@ -440,6 +527,9 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
                   << what << ": " << infos[a].name << " and " << infos[b].name;
             }
           }
+          // No copy races a pass, among the sync policy's passes too.
+          for (const std::string& race : check_swaps(s, infos, plan))
+            ADD_FAILURE() << what << ": " << race;
           ++checked;
         }
       }

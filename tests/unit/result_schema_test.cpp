@@ -66,6 +66,9 @@ TEST(ResultSchema, ModesAreTheRunsModes) {
 TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
   std::vector<std::string> names;
   for (Pass p : kLayerAndLossPasses) names.emplace_back(pass_name(p));
+  // A swap's copies (its waits are no spans: SwapPasses::traced).
+  names.emplace_back(pass_name(Pass::kSwapOut));
+  names.emplace_back(pass_name(Pass::kSwapIn));
   names.emplace_back(sync_pass_name(SyncPass::kAllReduce));
   names.emplace_back(sync_pass_name(SyncPass::kUpdate));
   names.emplace_back(kCopyCategory);

@@ -56,7 +56,9 @@ ToChannelsLast relayout(const Tensor& from, const Tensor& to, std::string_view w
 }
 
 CudaBackend::CudaBackend(const DeviceInfo& device, const BackendOptions& options)
-    : Backend(make_allocator(make_caching_device_memory_resource(device.index), options)),
+    // Swapped-out activations wait in pinned host memory, which copy engines reach directly.
+    : Backend(make_allocator(make_caching_device_memory_resource(device.index), options,
+                             make_pinned_host_memory_resource())),
       device_(device),
       options_(options) {
   if (options.conv_algo != ConvAlgoChoice::kHeuristic &&
@@ -75,6 +77,7 @@ CudaBackend::CudaBackend(const DeviceInfo& device, const BackendOptions& options
   stream_ = std::make_unique<Stream>();
   clock_ = std::make_unique<EventClock>(stream_->get());
   inputs_ = std::make_unique<InputCopies>(stream_->get());
+  swaps_ = std::make_unique<SwapCopies>(stream_->get());
   handles_ = std::make_shared<LibraryHandles>(stream_->get());
   cudnn_ = handles_->cudnn;
   lt_ = handles_->lt;
@@ -130,6 +133,21 @@ void CudaBackend::wait_for_input(const Mark& copied) {
   if (copied.device) inputs_->wait(static_cast<cudaEvent_t>(copied.device.get()));
 }
 
+Backend::CopyMarks CudaBackend::swap_copy(const Tensor& src, Tensor& dst) {
+  if (src.bytes() != dst.bytes()) {
+    throw InvalidArgument(
+        fmt::format("swap copy: {} bytes into {} bytes", src.bytes(), dst.bytes()));
+  }
+  if (src.bytes() == 0) return {clock_->mark(), clock_->mark()};
+  const double now = clock_->now_us();
+  auto [start, end] = swaps_->copy(src.raw(), dst.raw(), src.bytes());
+  return {Mark{now, std::move(start)}, Mark{now, std::move(end)}};
+}
+
+void CudaBackend::wait_for_copy(const Mark& copied) {
+  if (copied.device) swaps_->wait(static_cast<cudaEvent_t>(copied.device.get()));
+}
+
 void CudaBackend::copy_to_host(const Tensor& src, void* dst) {
   if (src.bytes() == 0) return;
   DLB_CUDA_CHECK(
@@ -152,6 +170,7 @@ Layout CudaBackend::activation_layout(const OpTypes& types) const {
 
 void CudaBackend::synchronize() {
   stream_->synchronize();
+  swaps_->synchronize();
   inputs_->synchronize();
 }
 

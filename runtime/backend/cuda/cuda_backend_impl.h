@@ -79,6 +79,9 @@ class CudaBackend final : public Backend {
   bool async_input_copies() const override { return true; }
   CopyMarks copy_in(const void* src, Tensor& dst, const Mark& free) override;
   void wait_for_input(const Mark& copied) override;
+  // Swapped activations go on a stream of their own, to and from pinned host memory.
+  CopyMarks swap_copy(const Tensor& src, Tensor& dst) override;
+  void wait_for_copy(const Mark& copied) override;
   void copy_to_host(const Tensor& src, void* dst) override;
   void copy(const Tensor& src, Tensor& dst) override;
   void fill(Tensor& t, float value) override;
@@ -88,8 +91,8 @@ class CudaBackend final : public Backend {
   // The 16-bit activations of a mixed-precision run are channels-last (NHWC): cuDNN's tensor-core
   // engines work in it natively, and PyTorch's AMP recommends it for convolutional networks.
   Layout activation_layout(const OpTypes& types) const override;
-  // Everything queued: the compute stream's work and the input copies' (first seen on an H100,
-  // results/device/: a copy still in flight after synchronize()).
+  // Everything queued: the compute stream's work, the swap copies' and the input copies' (the
+  // last first seen on an H100, results/device/: a copy still in flight after synchronize()).
   void synchronize() override;
   StreamRef stream() const override { return {stream_->get()}; }
   const Clock& clock() const override { return *clock_; }
@@ -261,6 +264,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   PinnedStaging staging_;
   std::unique_ptr<InputCopies> inputs_;
+  std::unique_ptr<SwapCopies> swaps_;
   // By (transposes, m, n, k, storage, compute type).
   std::map<std::tuple<bool, bool, int64_t, int64_t, int64_t, DType, cublasComputeType_t>,
            std::unique_ptr<MatmulPlan>>

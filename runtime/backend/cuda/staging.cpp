@@ -85,4 +85,27 @@ void InputCopies::wait(cudaEvent_t copied) const {
   DLB_CUDA_CHECK(cudaStreamWaitEvent(compute_, copied, 0));
 }
 
+SwapCopies::SwapCopies(cudaStream_t compute) : compute_(compute) {
+  DLB_CUDA_CHECK(cudaEventCreateWithFlags(&queued_, cudaEventDisableTiming));
+}
+
+SwapCopies::~SwapCopies() {
+  cudaStreamSynchronize(stream_.get());  // no throwing in a destructor
+  cudaEventDestroy(queued_);
+}
+
+std::pair<std::shared_ptr<void>, std::shared_ptr<void>> SwapCopies::copy(const void* src, void* dst,
+                                                                         size_t bytes) {
+  // The wait takes the event's state now: recording it again for the next copy is safe.
+  DLB_CUDA_CHECK(cudaEventRecord(queued_, compute_));
+  DLB_CUDA_CHECK(cudaStreamWaitEvent(stream_.get(), queued_, 0));
+  std::shared_ptr<void> start = record_event(stream_.get());
+  DLB_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream_.get()));
+  return {std::move(start), record_event(stream_.get())};
+}
+
+void SwapCopies::wait(cudaEvent_t copied) const {
+  DLB_CUDA_CHECK(cudaStreamWaitEvent(compute_, copied, 0));
+}
+
 }  // namespace dlb::cuda

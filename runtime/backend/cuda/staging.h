@@ -5,6 +5,8 @@
 //     slots used in turn, so the host fills one while the device still reads the other.
 //   - InputCopies: the trainer's input batches, on a copy stream of their own, so the next
 //     batch's transfer runs while the current step computes (Backend::copy_in).
+//   - SwapCopies: swapped activations (Backend::swap_copy), between device memory and pinned
+//     host-swap memory, which needs no staging, on a stream of their own.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -68,6 +70,31 @@ class InputCopies {
   static constexpr size_t kSlots = 4;
   std::list<std::pair<void*, std::unique_ptr<PinnedSlot>>> slots_;
   PinnedSlot& slot_for(void* dst);
+};
+
+// Activation swapping's copies (--swap): each queued on the swap stream after the compute work
+// queued so far, timed by events on the swap stream; the compute stream waits for a copy only
+// where wait() says so.
+class SwapCopies {
+ public:
+  explicit SwapCopies(cudaStream_t compute);
+  ~SwapCopies();
+  SwapCopies(const SwapCopies&) = delete;
+  SwapCopies& operator=(const SwapCopies&) = delete;
+  // Copies `bytes` from `src` to `dst` (device and pinned host memory, either way) once the
+  // compute stream has run what is queued on it now. Returns timing events recorded on the swap
+  // stream just before and just after the copy, each owned by its pointer.
+  std::pair<std::shared_ptr<void>, std::shared_ptr<void>> copy(const void* src, void* dst,
+                                                               size_t bytes);
+  // The compute stream waits for `copied` (from copy()), without a host wait.
+  void wait(cudaEvent_t copied) const;
+  // The host waits for every copy queued.
+  void synchronize() const { stream_.synchronize(); }
+
+ private:
+  cudaStream_t compute_;
+  Stream stream_;
+  cudaEvent_t queued_ = nullptr;  // the compute stream's position at a copy's start
 };
 
 }  // namespace dlb::cuda

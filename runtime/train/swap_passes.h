@@ -1,0 +1,32 @@
+// The runner of a swapped schedule's passes (runtime/nn/swap.h) on a backend: a copy out or in
+// is Backend::swap_copy between the activation and its host copy, whose marks on the copy queue
+// it keeps per activation; a wait is Backend::wait_for_copy on that activation's latest copy.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "runtime/backend/backend.h"
+#include "runtime/nn/graph.h"
+
+namespace dlb {
+
+class SwapPasses final : public PassRunner {
+ public:
+  // Passes bind their tensors from `graph`'s table; both must outlive the runner.
+  SwapPasses(Backend& backend, const Graph& graph) : backend_(backend), graph_(graph) {}
+  void run_pass(const Step& step, const LayerContext* ctx) override;
+  // The swapped activation's layer (its torchvision path), as its other passes are named.
+  const std::string& label(const Step& step) const override;
+  // A copy is a span of the copy lane; a wait is none (what it costs is the compute lane's idle
+  // time).
+  bool traced(const Step& step) const override { return step.pass != Pass::kSwapWait; }
+  const std::pair<Mark, Mark>* lane_marks(const Step& step) const override;
+
+ private:
+  Backend& backend_;
+  const Graph& graph_;
+  std::unordered_map<int, std::pair<Mark, Mark>> copies_;  // by activation: its latest copy
+};
+
+}  // namespace dlb
