@@ -162,6 +162,7 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
                            {"precision", precision_name(o.precision)},
                            {"memory_plan", memory_plan_name(o.memory_plan)},
                            {"recompute", recompute_name(o.recompute)},
+                           {"swap", swap_name(o.swap)},
                            {"overlap", overlap_name(o.overlap)},
                            {"memory_budget", *o.memory_budget}};
   if (o.image_size) config["image_size"] = *o.image_size;
@@ -180,9 +181,10 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
 int maxbatch_command(const RunOptions& o) {
   validate_maxbatch_options(o);
   const std::string budget = format_bytes(*o.memory_budget);
-  fmt::print("maxbatch {} ({}, {}, memory plan {}, recompute {}) within {}\n", o.model,
+  fmt::print("maxbatch {} ({}, {}, memory plan {}, recompute {}, swap {}) within {}\n", o.model,
              backend_kind_name(o.backend), precision_name(o.precision),
-             memory_plan_name(o.memory_plan), recompute_name(o.recompute), budget);
+             memory_plan_name(o.memory_plan), recompute_name(o.recompute), swap_name(o.swap),
+             budget);
   nlohmann::json environment;
   const MaxBatchSearch s = find_max_batch(
       o, *o.memory_budget,

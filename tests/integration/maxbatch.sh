@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dlbench maxbatch` on real steps: the batch it finds trains within the budget and the next one
-# runs out of memory (`dlbench run`, exit 3), for the naive plan, reuse, and reuse with
-# recomputation; the record is valid; a budget too small for the smallest batch exits 1 and says
+# runs out of memory (`dlbench run`, exit 3), for the naive plan, reuse, reuse with recomputation,
+# and reuse with the largest activations swapped until the step fits (--swap=auto); the record is
+# valid; a budget too small for the smallest batch exits 1 and says
 # so; bad input gets one line and 2.
 # Usage: maxbatch.sh path/to/dlbench
 set -u
@@ -12,9 +13,10 @@ source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 model=(--model=resnet18 --image-size=32 --memory-budget=170MiB)
 
-for plan in naive reuse sqrt; do
+for plan in naive reuse sqrt auto; do
   args=(--memory-plan=$plan)
   [[ $plan == sqrt ]] && args=(--memory-plan=reuse --recompute=sqrt)
+  [[ $plan == auto ]] && args=(--memory-plan=reuse --swap=auto)
   "$dlbench" maxbatch "${model[@]}" "${args[@]}" --json="$work/$plan.json" >"$work/$plan.out" 2>&1
   check "$plan: exit 0" test $? -eq 0
   tail -n 1 "$work/$plan.out"
@@ -29,23 +31,28 @@ for plan in naive reuse sqrt; do
   check "$plan: batch $((batch + 1)) runs out of memory (exit 3)" test $? -eq 3
 done
 
-check "the records are valid, with a peak within the budget; reuse fits more, recompute more again" \
+check "the records are valid, with a peak within the budget; reuse fits more, recompute and swap more again" \
   "$root/.venv/bin/python" - "$root/suites/schema/maxbatch.schema.json" "$work" <<'PY'
 import json, sys
 import jsonschema
 schema = json.load(open(sys.argv[1]))
 found = {}
-for plan in ("naive", "reuse", "sqrt"):
+for plan in ("naive", "reuse", "sqrt", "auto"):
     r = json.load(open(f"{sys.argv[2]}/{plan}.json"))
     jsonschema.validate(r, schema)
-    assert r["config"]["memory_plan"] == ("reuse" if plan == "sqrt" else plan), r["config"]
+    assert r["config"]["memory_plan"] == ("naive" if plan == "naive" else "reuse"), r["config"]
     assert r["config"]["recompute"] == ("sqrt" if plan == "sqrt" else "none"), r["config"]
+    assert r["config"]["swap"] == ("auto" if plan == "auto" else "none"), r["config"]
+    # Swapped activations wait in host memory, outside the device's budget.
+    swapped = r["memory"]["peak_bytes_by_category"]["host_swap"]
+    assert (swapped > 0) == (plan == "auto"), r["memory"]
     assert 0 < r["memory"]["peak_bytes_total"] <= r["config"]["memory_budget"], r["memory"]
     assert not r["reached_limit"]
     probes = {p["batch"]: p["fits"] for p in r["probes"]}
     assert probes[r["batch"]] and not probes[r["batch"] + 1], probes
     found[plan] = r["batch"]
 assert found["sqrt"] > found["reuse"] > found["naive"], found
+assert found["auto"] > found["reuse"], found
 PY
 
 # A run's --max-batch-budget: the same search after its timed steps, in its record.

@@ -6,8 +6,10 @@
 # completes every reduction before a step's first update, and 16-bit gradients are reduced.
 # On two ranks the strategies also run on the reuse memory plan (step-local tensors sharing
 # bytes): none alone, backward and forward with recomputation (--recompute=sqrt, whose
-# recomputed passes run among the all-reduces and, with forward, after the carried updates).
-# Both move tensors or compute them twice, never change what is computed: the same bits again.
+# recomputed passes run among the all-reduces and, with forward, after the carried updates), and
+# each strategy with every activation swapped to host memory (--swap=all, whose copies and waits
+# run among the all-reduces and the carried updates). They move tensors, compute them twice or
+# park them in host memory, never change what is computed: the same bits again.
 # Usage: strategies_agree.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -20,7 +22,8 @@ for model in "resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16"; do
   for ranks in 1 2; do
     variants=(none backward forward)
     # One rank's reuse plan is checked, with poison, by memory_plan_test (ReusePlan).
-    [[ $ranks == 2 ]] && variants+=(none-reuse backward-recompute forward-recompute)
+    [[ $ranks == 2 ]] && variants+=(none-reuse backward-recompute forward-recompute none-swap
+                                    backward-swap forward-swap)
     for s in "${variants[@]}"; do
       tag=$1-$3-$ranks-$s
       args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=3
@@ -28,6 +31,7 @@ for model in "resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16"; do
             --json="$work/$tag.json")
       [[ $s == *-reuse ]] && args+=(--memory-plan=reuse)
       [[ $s == *-recompute ]] && args+=(--memory-plan=reuse --recompute=sqrt)
+      [[ $s == *-swap ]] && args+=(--memory-plan=reuse --swap=all)
       if [[ $ranks == 1 ]]; then
         "$dlbench" "${args[@]}" >"$work/$tag.log" 2>&1
       else
@@ -46,7 +50,8 @@ def losses(s):
     return json.load(open(f"{work}/{tag}-{s}.json"))["metrics"]["losses"]
 base = ("none", digest("none"), losses("none"))
 ok = True
-others = ["backward", "forward"] + (["none-reuse", "backward-recompute", "forward-recompute"]
+others = ["backward", "forward"] + (["none-reuse", "backward-recompute", "forward-recompute",
+                                     "none-swap", "backward-swap", "forward-swap"]
                                     if tag.endswith("-2") else [])
 for s in others:
     if digest(s) != base[1] or losses(s) != base[2]:

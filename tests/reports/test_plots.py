@@ -283,6 +283,21 @@ def test_memory_plot_stacks_categories(results):
         [r.data["memory"]["peak_bytes_total"] / 2**20 for r in rs.ok])
 
 
+def test_memory_plot_draws_host_swap_beside_the_device_stack(results):
+    # Swapped activations wait in host memory (config.swap): a bar of their own, not stacked on
+    # the device's categories, whose heights the test checks as above.
+    rs = load(results("batch"))
+    rs.ok[0].data["memory"]["peak_bytes_by_category"]["host_swap"] = 3 * 2**20
+    fig = memory.render(rs.records)
+    assert "category:host_swap" not in bars_by_gid(fig, "category:")
+    host = bars_by_gid(fig, "host:")["host:host_swap"]
+    assert [p.get_height() for p in host] == pytest.approx([3.0] + [0.0] * (len(rs.ok) - 1))
+    for cat, patches in bars_by_gid(fig, "category:").items():
+        name = cat.split(":", 1)[1]
+        assert [p.get_height() for p in patches] == pytest.approx(
+            [r.data["memory"]["peak_bytes_by_category"].get(name, 0) / 2**20 for r in rs.ok])
+
+
 def test_timeline_draws_one_step_of_every_rank(results):
     rs = load(results("overlap"))
     chosen = timeline.pick(rs.records, rs.resolve)

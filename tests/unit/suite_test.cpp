@@ -166,6 +166,8 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
       values.push_back("2GiB");
     } else if (key == "recompute") {
       for (const char* v : {"none", "sqrt", "every:3"}) values.push_back(v);
+    } else if (key == "swap") {
+      for (const char* v : {"none", "all", "auto", "conv1,layer1.0.conv1"}) values.push_back(v);
     }
     ASSERT_FALSE(values.empty()) << key << ": no sample value for its type";
     for (const auto& v : values) {

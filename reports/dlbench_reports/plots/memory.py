@@ -1,4 +1,6 @@
-"""Peak memory per point, stacked by category, with the peak of the total marked."""
+"""Peak memory per point, stacked by category, with the peak of the total marked. Host memory
+(host_swap: swapped activations, config.swap) is not the device's: it is a hatched bar of its own
+beside the device's stack, and not in the total."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +9,7 @@ from ..records import Record, label, schema_enum, varying_keys
 from . import common
 
 CATEGORIES = schema_enum("memory_category")
+HOST_CATEGORIES = ("host_swap",)
 
 
 def render(records: list[Record]):
@@ -18,14 +21,21 @@ def render(records: list[Record]):
     fig, ax = common.figure(max(7.0, 1.1 * len(ok) + 3), 5.5)
     x = np.arange(len(ok))
     bottom = np.zeros(len(ok))
-    cats = [c for c in CATEGORIES
-            if any(r.need("memory.peak_bytes_by_category").get(c, 0) for r in ok)]
+    cats = [c for c in CATEGORIES if c not in HOST_CATEGORIES
+            and any(r.need("memory.peak_bytes_by_category").get(c, 0) for r in ok)]
     extra = sorted({c for r in ok for c in r.need("memory.peak_bytes_by_category")} - set(cats)
                    - set(CATEGORIES))
     for i, cat in enumerate(cats + extra):
         h = np.array([r.need("memory.peak_bytes_by_category").get(cat, 0) / common.MIB for r in ok])
         ax.bar(x, h, 0.6, bottom=bottom, label=cat, color=f"C{i}", gid=f"category:{cat}")
         bottom += h
+    top = max(bottom)
+    for cat in HOST_CATEGORIES:
+        h = np.array([r.need("memory.peak_bytes_by_category").get(cat, 0) / common.MIB for r in ok])
+        if h.any():
+            ax.bar(x + 0.38, h, 0.14, color="white", edgecolor="0.3", hatch="///",
+                   label=f"{cat} (host memory, beside the device's)", gid=f"host:{cat}")
+            top = max(top, max(h))
     total = [r.need("memory.peak_bytes_total") / common.MIB for r in ok]
     ax.plot(x, total, "k_", markersize=30, markeredgewidth=2, gid="total_peak",
             label="peak of the total (categories peak at different times)")
@@ -35,6 +45,6 @@ def render(records: list[Record]):
     ax.grid(axis="y", alpha=0.3)
     ax.set_title(f"Peak memory by category: {common.describe(ok)}", fontsize=10)
     ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
-    common.set_top(ax, max(max(bottom), max(total)) * 1.1)
+    common.set_top(ax, max(top, max(total)) * 1.1)
     common.footnote(fig, common.status_note(records))
     return fig

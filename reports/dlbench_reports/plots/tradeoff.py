@@ -1,6 +1,6 @@
-"""What a memory technique (config.memory_plan, config.recompute) buys and costs against the
-naive plan of the same point: peak memory saved, throughput lost, and the largest batch within
-the budget of config.max_batch_budget (metrics.max_batch)."""
+"""What a memory technique (config.memory_plan, config.recompute, config.swap) buys and costs
+against the naive plan of the same point: peak memory saved, throughput lost, and the largest
+batch within the budget of config.max_batch_budget (metrics.max_batch)."""
 from __future__ import annotations
 
 import json
@@ -11,19 +11,24 @@ from matplotlib.patches import Patch
 from ..records import Record
 from . import common
 
-TECHNIQUE_KEYS = ("memory_plan", "recompute")
+TECHNIQUE_KEYS = ("memory_plan", "recompute", "swap")
 
-NOTE = ("Each technique against the naive plan (each tensor its own buffer, nothing recomputed) of "
-        "the same model and settings: memory saved is the fall of the step's peak (all "
-        "categories) and of its activations, cost is the fall of throughput (negative: faster, "
+NOTE = ("Each technique against the naive plan (each tensor its own buffer, nothing recomputed "
+        "or swapped) of the same model and settings: memory saved is the fall of the step's "
+        "device peak (every category but host_swap) and of its activations, cost is the fall of throughput (negative: faster, "
         "within noise unless the intervals say otherwise), and max batch is the largest batch "
         "whose whole step fit the budget.")
 
 
 def technique(r: Record) -> str:
-    plan = str(r.config.get("memory_plan", "naive"))
+    parts = [str(r.config.get("memory_plan", "naive"))]
     recompute = str(r.config.get("recompute", "none"))
-    return plan if recompute == "none" else f"{plan}, recompute {recompute}"
+    swap = str(r.config.get("swap", "none"))
+    if recompute != "none":
+        parts.append(f"recompute {recompute}")
+    if swap != "none":
+        parts.append(f"swap {swap}")
+    return ", ".join(parts)
 
 
 def _rest(r: Record) -> str:
@@ -33,7 +38,8 @@ def _rest(r: Record) -> str:
 
 
 def baseline(r: Record, records: list[Record]) -> Record | None:
-    """The ok naive, nothing-recomputed point with r's other settings (None: there is none)."""
+    """The ok naive point, nothing recomputed or swapped, with r's other settings (None: there is
+    none)."""
     for b in records:
         if (b.ok and b.system == r.system and technique(b) == "naive"
                 and _rest(b) == _rest(r)):
