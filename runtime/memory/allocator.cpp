@@ -97,7 +97,9 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
           format_bytes(stats_.total_current)));
     }
   }
-  const size_t zone = guard_ ? MemoryGuard::kZoneBytes : 0;
+  // The guard reaches its zones through the device's resource: host memory gets none.
+  const bool zoned = guard_ && device;
+  const size_t zone = zoned ? MemoryGuard::kZoneBytes : 0;
   const size_t asked = bytes == 0 ? 1 : bytes;
   if (asked > SIZE_MAX - 2 * zone) {
     throw OutOfMemory(fmt::format("{} bytes for {} is more than any memory", bytes, what));
@@ -118,7 +120,7 @@ std::shared_ptr<Buffer> Allocator::allocate(size_t bytes, MemCategory category,
   }
   ++allocations_;
   ++stats_.allocations[c];
-  if (guard_) guard_->arm(p, asked, category, what);
+  if (zoned) guard_->arm(p, asked, category, what);
   return std::make_shared<Buffer>(shared_from_this(), p, bytes, category);
 }
 
@@ -129,7 +131,7 @@ uint64_t Allocator::allocations() const {
 
 void Allocator::release(void* p, size_t bytes, MemCategory category) {
   MemoryResource& resource = resource_for(category);
-  if (guard_) {
+  if (guard_ && !is_host_memory(category)) {
     guard_->disarm(p);
     const size_t zone = MemoryGuard::kZoneBytes;
     resource.deallocate(static_cast<uint8_t*>(p) - zone, (bytes == 0 ? 1 : bytes) + 2 * zone);

@@ -255,7 +255,8 @@ std::vector<int> auto_swaps(const Schedule& schedule, const std::vector<TensorIn
     const std::vector<int> chosen(candidates.begin(), candidates.begin() + n);
     const SwappedSchedule s = swap_schedule(schedule, tensors, chosen);
     const MemoryPlan plan = reuse_plan(s.schedule, with_host_copies(tensors, s.host_copies), kept);
-    if (plan_peaks(plan).total <= budget) return chosen;
+    // Binding allocates every buffer for the whole step: all of them count at once.
+    if (plan.device_bytes() <= budget) return chosen;
   }
   return candidates;
 }
@@ -303,7 +304,13 @@ std::vector<std::string> check_swaps(const Schedule& schedule,
     for (; j < steps.size(); ++j) {
       const Step& s = steps[j];
       if (s.pass == Pass::kSwapWait && s.y == copy.y) break;
-      if (s.lane == Lane::kCopy) continue;  // the copy queue runs its copies in order
+      if (!in && s.pass == Pass::kSwapIn && s.y == copy.y) {
+        j = steps.size();  // copied back before its copy out was waited for
+        break;
+      }
+      // The copy queue runs its copies in order. (The comm lane's reductions touch only
+      // gradients, which live across steps and share no bytes with a swapped activation.)
+      if (s.lane == Lane::kCopy) continue;
       const int w = touching(s.writes, y, tensors, plan);
       const int r = in ? touching(s.reads, y, tensors, plan) : -1;
       if (w >= 0 || r >= 0) {
@@ -319,14 +326,16 @@ std::vector<std::string> check_swaps(const Schedule& schedule,
       continue;
     }
     if (in) continue;
-    // Swapped out: nothing reads it until its copy in.
+    // Swapped out: nothing reads or writes it until its copy in (its bytes are other tensors').
     for (size_t k = j + 1; k < steps.size(); ++k) {
       const Step& s = steps[k];
       if (s.pass == Pass::kSwapIn && s.y == copy.y) break;
       if (s.lane == Lane::kCopy) continue;
-      if (reads_storage(s, copy.y, tensors)) {
-        problems.push_back(
-            fmt::format("pass {} ({}) reads {} while it is swapped out", k, step_name(s), name));
+      const bool writes = std::any_of(s.writes.begin(), s.writes.end(),
+                                      [&](int t) { return storage_of(t, tensors) == copy.y; });
+      if (writes || reads_storage(s, copy.y, tensors)) {
+        problems.push_back(fmt::format("pass {} ({}) {} {} while it is swapped out", k,
+                                       step_name(s), writes ? "writes" : "reads", name));
       }
     }
   }

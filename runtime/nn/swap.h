@@ -44,7 +44,9 @@ std::string swap_name(const SwapPolicy& policy);  // the text parse_swap reads
 // The tensors that can be swapped, largest first (ties: table order): stored activations and
 // saved tensors (not views) that are accessed by the end of forward (its last forward pass) and
 // read again after it, where the first access after it reads them (a recomputed tensor is
-// written again instead), and that are not `kept` (read after the step).
+// written again instead), that are not `kept` (read after the step), and whose device bytes
+// their swap frees over at least one compute pass: one strictly between the pass their copy out
+// overlaps and the pass their copy in overlaps.
 std::vector<int> swap_candidates(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                                  const std::vector<int>& kept = {});
 
@@ -71,9 +73,10 @@ std::vector<TensorInfo> with_host_copies(std::vector<TensorInfo> tensors,
                                          const std::vector<TensorInfo>& host_copies);
 
 // What --swap=auto swaps: candidates, largest first, until the reuse plan of the swapped
-// schedule holds at most `budget` device bytes at once (PlanPeaks::total); every candidate when
-// no prefix of them gets there. Only the plan's tensors count: a backend's workspace is not in
-// the plan.
+// schedule allocates at most `budget` device bytes (MemoryPlan::device_bytes: binding allocates
+// every buffer for the step); every candidate when no prefix of them gets there. Only the plan's
+// tensors count: a backend's workspace is not in the plan (the trainer plans again once it is
+// known), nor is scratch an op takes mid-step.
 std::vector<int> auto_swaps(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                             size_t budget, const std::vector<int>& kept = {});
 

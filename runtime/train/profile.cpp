@@ -14,6 +14,20 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     if (it == times.end()) return nullptr;
     return percentile(it->second, 50) / 1e3;
   };
+  // A swap's copies are named by tensor: a layer's is the sum of its tensors' medians (its
+  // output, and what it saves for backward); null where none of them was swapped.
+  auto swapped_ms = [&](int node, const char* category) -> nlohmann::json {
+    double sum = 0;
+    bool any = false;
+    for (const TensorInfo& t : graph.tensor_infos()) {
+      if (t.node != node || t.kind == TensorKind::kSwapped) continue;
+      const nlohmann::json ms = median_ms(t.name, category);
+      if (ms.is_null()) continue;
+      sum += ms.get<double>();
+      any = true;
+    }
+    return any ? nlohmann::json(sum) : nlohmann::json(nullptr);
+  };
   nlohmann::json layers = nlohmann::json::array();
   const auto& nodes = graph.nodes();
   for (size_t i = 0; i < nodes.size(); ++i) {
@@ -47,10 +61,10 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
          {"backward_ms", median_ms(node.name, "backward")},
          // --recompute: its forward pass run again before backward.
          {"recompute_ms", median_ms(node.name, "recompute")},
-         // --swap: the copies of its output (or what it saves) to host memory and back, on the
+         // --swap: the copies of its output and what it saves to host memory and back, on the
          // copy lane.
-         {"swap_out_ms", median_ms(node.name, "swap_out")},
-         {"swap_in_ms", median_ms(node.name, "swap_in")},
+         {"swap_out_ms", swapped_ms(static_cast<int>(i), "swap_out")},
+         {"swap_in_ms", swapped_ms(static_cast<int>(i), "swap_in")},
          {"grad_bytes",
           node.layer->num_params() * static_cast<int64_t>(dtype_size(graph.policy().gradients))},
          {"forward_flops", node.layer->forward_flops(in)},

@@ -34,7 +34,7 @@ void SwapPasses::run_pass(const Step& step, const LayerContext* ctx) {
 }
 
 const std::string& SwapPasses::label(const Step& step) const {
-  return graph_.nodes().at(step.node).name;
+  return graph_.tensor_infos().at(step.y).name;
 }
 
 const std::pair<Mark, Mark>* SwapPasses::lane_marks(const Step& step) const {

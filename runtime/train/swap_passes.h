@@ -16,7 +16,8 @@ class SwapPasses final : public PassRunner {
   // Passes bind their tensors from `graph`'s table; both must outlive the runner.
   SwapPasses(Backend& backend, const Graph& graph) : backend_(backend), graph_(graph) {}
   void run_pass(const Step& step, const LayerContext* ctx) override;
-  // The swapped activation's layer (its torchvision path), as its other passes are named.
+  // The swapped tensor's name: an activation's is its layer's (its torchvision path); a saved
+  // tensor's adds what it is ("layer1.0.bn1.save_mean").
   const std::string& label(const Step& step) const override;
   // A copy is a span of the copy lane; a wait is none (what it costs is the compute lane's idle
   // time).

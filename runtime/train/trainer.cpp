@@ -33,7 +33,7 @@ class TracedPasses final : public PassObserver {
     if (!runner.traced(step)) return;
     Span span{runner.label(step), step_name(step), step.lane};
     if (step.pass == Pass::kSync) span.bucket = step.arg < 0 ? kEveryBucket : step.arg;
-    span.layer = step.node >= 0 && step.pass != Pass::kLoss;
+    span.layer = step.node >= 0 && step.pass != Pass::kLoss && !is_swap_pass(step.pass);
     // A copy's time is its own queue's, not the issuing pass's.
     if (const std::pair<Mark, Mark>* own = runner.lane_marks(step)) {
       tracer_.record(std::move(span), own->first, own->second);
@@ -96,14 +96,29 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   // plan and is known only once the layers are set up. So a first binding may go over the budget
   // (checked here, not by the allocator); if it does, the step is planned again, with the
   // workspace now held and counted, and bound within the budget.
-  const bool fit = config_.swap.kind == SwapPolicy::Kind::kAuto;
-  Schedule schedule = plan_and_bind(plan, comm, init, fit);
-  if (fit && backend_.allocator().stats().total_current > *backend_.allocator().budget()) {
-    graph_.unbind();
-    graph_.forget_tensors_from(declared);
-    init = initial;
-    backend_.allocator().reset_peaks();
+  Schedule schedule;
+  if (config_.swap.kind != SwapPolicy::Kind::kAuto) {
     schedule = plan_and_bind(plan, comm, init, false);
+  } else {
+    // The peak of this binding alone: what a layer's setup allocates and frees (an autotuned
+    // algorithm's trial buffers) counts too.
+    Allocator& memory = backend_.allocator();
+    memory.reset_peaks();
+    bool fits = false;
+    try {
+      schedule = plan_and_bind(plan, comm, init, true);
+      fits = memory.stats().total_peak <= *memory.budget();
+    } catch (const OutOfMemory&) {
+      // The device itself ran out: planned again below, with whatever the backend now holds.
+    }
+    if (!fits) {
+      graph_.unbind();
+      graph_.forget_tensors_from(declared);
+      init = initial;
+      memory.reset_peaks();
+      schedule = plan_and_bind(plan, comm, init, false);
+      replanned_ = true;
+    }
   }
   start_state(state);
   make_sync(plan, comm);

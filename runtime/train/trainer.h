@@ -152,6 +152,10 @@ class Trainer final : private PassRunner {
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
   // The activations swapped (config.swap): their tensor ids.
   const std::vector<int>& swapped() const { return swapped_; }
+  // --swap=auto: whether the step was planned a second time, its first binding over the budget
+  // once the workspace was known (Trainer::plan_and_bind). The first binding's peaks, and any
+  // from before the trainer, are not in the allocator's peaks then.
+  bool replanned() const { return replanned_; }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
   const StepGraphStats& step_graphs() const { return graph_stats_; }
@@ -166,6 +170,7 @@ class Trainer final : private PassRunner {
   MemoryPlan memory_plan_;
   size_t naive_plan_bytes_ = 0;
   std::vector<int> swapped_;
+  bool replanned_ = false;
   // The constructor's parts, in order.
   void check_model_and_config();
   Communicator& communicator();  // the config's, or a local one of one rank

@@ -10,14 +10,27 @@
 # each strategy with every activation swapped to host memory (--swap=all, whose copies and waits
 # run among the all-reduces and the carried updates). They move tensors, compute them twice or
 # park them in host memory, never change what is computed: the same bits again.
-# Usage: strategies_agree.sh path/to/dlbench
+# CI runs that subset. `--wide` runs every reference model (resnet18, resnet50, vgg16, alexnet)
+# in fp32 and bf16, and resnet18 in fp16, the same way (about 15 minutes on 2 cores).
+# Usage: strategies_agree.sh path/to/dlbench [--wide]
 set -u
 dlbench=$1
+models=("resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16")
+if [[ ${2:-} == --wide ]]; then
+  models=()
+  for m in "resnet18 32" "resnet50 32" "vgg16 32" "alexnet 63"; do
+    models+=("$m fp32" "$m bf16")
+  done
+  models+=("resnet18 32 fp16")
+elif [[ $# -gt 1 ]]; then
+  echo "usage: strategies_agree.sh path/to/dlbench [--wide]" >&2
+  exit 2
+fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 failures=0 passed=0
-for model in "resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16"; do
+for model in "${models[@]}"; do
   set -- $model
   for ranks in 1 2; do
     variants=(none backward forward)

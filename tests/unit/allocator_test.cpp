@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
+
 #include "runtime/core/error.h"
 #include "runtime/memory/caching_resource.h"
 
@@ -39,6 +41,49 @@ TEST(Allocator, BudgetRaisesOutOfMemoryNamingTheAllocation) {
   EXPECT_EQ(a->stats().total_current, 3000u);  // the failed request left no trace
   first.reset();
   EXPECT_NO_THROW(a->allocate(4096, MemCategory::kActivations, "fits now"));
+}
+
+// A resource that counts what it hands out: which one an allocation came from.
+class TallyResource final : public MemoryResource {
+ public:
+  explicit TallyResource(size_t& allocated) : allocated_(allocated) {}
+  void* allocate(size_t bytes) override {
+    allocated_ += bytes;
+    return inner_->allocate(bytes);
+  }
+  void deallocate(void* p, size_t bytes) override {
+    allocated_ -= bytes;
+    inner_->deallocate(p, bytes);
+  }
+  std::string_view name() const override { return "counting"; }
+
+ private:
+  size_t& allocated_;
+  std::unique_ptr<MemoryResource> inner_ = make_host_memory_resource();
+};
+
+// Swapped activations (host_swap) are host memory: from the host resource, outside the device's
+// budget and total, with a peak of their own; and a guard puts no zones around them (it reaches
+// zones through the device's resource).
+TEST(Allocator, HostSwapMemoryIsTheHostsOutsideTheBudgetAndTheTotal) {
+  size_t device = 0, host = 0;
+  auto a = std::make_shared<Allocator>(std::make_unique<TallyResource>(device), 4096,
+                                       std::make_unique<TallyResource>(host));
+  a->enable_guard();
+  auto w = a->allocate(3000, MemCategory::kWeights, "w");
+  auto swapped = a->allocate(10000, MemCategory::kHostSwap, "a host copy");
+  EXPECT_EQ(host, 10000u) << "no guard zones around host memory";
+  EXPECT_GT(device, 3000u) << "guard zones around device memory";
+  const MemoryStats s = a->stats();
+  EXPECT_EQ(s.total_current, 3000u);
+  EXPECT_EQ(s.total_peak, 3000u);
+  EXPECT_EQ(s.peak[static_cast<size_t>(MemCategory::kHostSwap)], 10000u);
+  EXPECT_THROW(a->allocate(2000, MemCategory::kActivations, "x"), OutOfMemory);
+  a->check_guards("the test");
+  swapped.reset();
+  EXPECT_EQ(host, 0u);
+  EXPECT_EQ(a->stats().current[static_cast<size_t>(MemCategory::kHostSwap)], 0u);
+  EXPECT_EQ(a->stats().total_current, 3000u);
 }
 
 TEST(Allocator, BuffersKeepTheirAllocatorAlive) {

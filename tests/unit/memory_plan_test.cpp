@@ -11,6 +11,7 @@
 #include <cstring>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "runtime/backend/backend.h"
 #include "runtime/backend/delegating_backend.h"
@@ -211,6 +212,8 @@ struct Trained {
   uint64_t state = 0;
   size_t planned = 0, naive = 0, recomputed = 0, swapped = 0;
   size_t activation_peak = 0;
+  size_t peak = 0;  // the allocator's peak of the total, over the trainer's life
+  bool replanned = false;
 };
 uint64_t state_checksum(const Graph& g) {
   uint64_t h = kFnv1aOffset;
@@ -266,9 +269,12 @@ SwapPolicy swap_every_candidate(const SetupCase& c, MemoryPlanKind kind,
 }
 
 Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind kind,
-                   RecomputePolicy recompute = {}, SwapPolicy swap = {}, bool late = false) {
+                   RecomputePolicy recompute = {}, SwapPolicy swap = {}, bool late = false,
+                   std::optional<size_t> budget = std::nullopt) {
+  BackendOptions options;
+  options.memory_budget = budget;
   std::unique_ptr<Backend> backend =
-      late ? std::make_unique<LateCopies>() : make_backend(BackendKind::kCpu, {});
+      late ? std::make_unique<LateCopies>() : make_backend(BackendKind::kCpu, options);
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
   TrainConfig tc;
@@ -326,6 +332,8 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
       plan_peaks(plan).by_category[static_cast<size_t>(MemCategory::kActivations)];
   for (const Step& s : t.schedule().steps) out.recomputed += s.pass == Pass::kRecompute;
   out.swapped = t.swapped().size();
+  out.replanned = t.replanned();
+  out.peak = backend->allocator().stats().total_peak;
   EXPECT_TRUE(check_schedule(t.schedule(), infos).empty());
   if (late) {
     EXPECT_EQ(static_cast<LateCopies&>(*backend).pending(), 0u) << "a copy never waited for";
@@ -389,6 +397,28 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
                 format_bytes(reuse.planned).c_str(), format_bytes(reuse.activation_peak).c_str(),
                 reuse.recomputed);
   }
+}
+
+// --swap=auto under a budget just below what reuse alone takes: the first plan swaps nothing
+// (the plan's tensors fit; the workspace, known only once layers are set up, is not in them),
+// its binding goes over the budget, and the trainer plans again with the workspace held, now
+// swapping. The step then fits the budget, and trains the same bits as the naive plan.
+TEST(SwapAuto, PlansAgainOnceTheWorkspaceIsKnownAndTrainsTheSameBits) {
+  const SetupCase c{"resnet18", 32, Precision::kFp32};
+  const OverlapStrategy strategy = OverlapStrategy::kBackward;
+  const Trained naive = train_with(c, strategy, MemoryPlanKind::kNaive);
+  const Trained reuse = train_with(c, strategy, MemoryPlanKind::kReuse);
+  const size_t budget = reuse.peak - 128 * 1024;
+  const Trained swapped = train_with(c, strategy, MemoryPlanKind::kReuse, {},
+                                     SwapPolicy{SwapPolicy::Kind::kAuto, {}}, false, budget);
+  EXPECT_TRUE(swapped.replanned);
+  EXPECT_GT(swapped.swapped, 0u);
+  EXPECT_LE(swapped.peak, budget);
+  EXPECT_EQ(naive.state, swapped.state);
+  EXPECT_EQ(std::memcmp(naive.losses.data(), swapped.losses.data(), 5 * sizeof(float)), 0);
+  std::printf("resnet18 32px: reuse peak %s; auto under %s swapped %zu tensors, peak %s\n",
+              format_bytes(reuse.peak).c_str(), format_bytes(budget).c_str(), swapped.swapped,
+              format_bytes(swapped.peak).c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, ReusePlan,

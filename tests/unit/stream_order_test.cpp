@@ -14,6 +14,8 @@
 // The same backend, with asynchronous input copies, checks the trainer's double-buffered input:
 // every read of an input buffer waits for the copy that filled it, no copy overwrites a buffer
 // before the compute that read it has run, and each batch's copy may run during the step before.
+// And swapping's copies (--swap): no op between a copy and its wait touches the copy's bytes.
+// The CUDA backend turns the same calls into events (SwapCopies, backend/cuda/staging.h).
 #include <gtest/gtest-spi.h>
 #include <gtest/gtest.h>
 
@@ -49,7 +51,19 @@ Range range_of(const Tensor& t) {
 }
 
 struct Event {
-  enum Kind { kWrite, kAllreduce, kOrderBefore, kUpdate, kRead, kCopyIn, kWaitInput, kCheck } kind;
+  enum Kind {
+    kWrite,
+    kAllreduce,
+    kOrderBefore,
+    kUpdate,
+    kRead,
+    kCopyIn,
+    kWaitInput,
+    kCheck,
+    kSwapOut,  // a swap's copy: its device-side range (read from for out, written for in)
+    kSwapIn,
+    kWaitCopy  // handle: the swap copy waited for
+  } kind;
   Range range;
   const void* stream = nullptr;
   int handle = -1;  // an all-reduce's or an input copy's id
@@ -102,6 +116,20 @@ class RecordingBackend final : public DelegatingBackend {
   void wait_for_input(const Mark& copied) override {
     log_.events.push_back({Event::kWaitInput, {}, nullptr, static_cast<int>(copied.us)});
   }
+  // A swap's copies run "on a copy queue" too: logged with the device side's range, done at once
+  // (memory_plan_test.cpp's LateCopies does them at the wait instead).
+  CopyMarks swap_copy(const Tensor& src, Tensor& dst) override {
+    const int id = log_.next_handle++;
+    const bool out = dst.buffer()->category() == MemCategory::kHostSwap;
+    log_.events.push_back(
+        {out ? Event::kSwapOut : Event::kSwapIn, range_of(out ? src : dst), nullptr, id});
+    DelegatingBackend::copy(src, dst);
+    const Mark end{static_cast<double>(id), std::shared_ptr<void>(&stream_tag, [](void*) {})};
+    return {end, end};
+  }
+  void wait_for_copy(const Mark& copied) override {
+    log_.events.push_back({Event::kWaitCopy, {}, nullptr, static_cast<int>(copied.us)});
+  }
 
   void copy_to_host(const Tensor& src, void* dst) override {
     r(src), DelegatingBackend::copy_to_host(src, dst);
@@ -109,7 +137,32 @@ class RecordingBackend final : public DelegatingBackend {
   void copy(const Tensor& src, Tensor& dst) override { w(dst), DelegatingBackend::copy(src, dst); }
   void fill(Tensor& t, float v) override { w(t), DelegatingBackend::fill(t, v); }
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& wt, Tensor& y) override {
-    r(x), DelegatingBackend::conv_forward(p, x, wt, y);
+    r(x), w(y), DelegatingBackend::conv_forward(p, x, wt, y);
+  }
+  void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& wt,
+                          Tensor& dx) override {
+    r(dy), w(dx), DelegatingBackend::conv_backward_data(p, dy, wt, dx);
+  }
+  void batch_norm_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm, Tensor& rv,
+                        Tensor& sm, Tensor& si, Tensor& y, float mo, float eps) override {
+    r(x), w(sm), w(si), w(y);
+    DelegatingBackend::batch_norm_train(x, g, b, rm, rv, sm, si, y, mo, eps);
+  }
+  void relu_forward(const Tensor& x, Tensor& y) override {
+    r(x), w(y), DelegatingBackend::relu_forward(x, y);
+  }
+  void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override {
+    r(y), r(dy), w(dx), DelegatingBackend::relu_backward(y, dy, dx);
+  }
+  void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override {
+    r(x), w(y), DelegatingBackend::pool_forward(p, x, y);
+  }
+  void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
+                     Tensor& dx) override {
+    r(x), r(y), r(dy), w(dx), DelegatingBackend::pool_backward(p, x, y, dy, dx);
+  }
+  void add(const Tensor& a, const Tensor& b, Tensor& y) override {
+    r(a), r(b), w(y), DelegatingBackend::add(a, b, y);
   }
   void conv_backward_filter(const ConvPlan& p, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override {
@@ -124,7 +177,8 @@ class RecordingBackend final : public DelegatingBackend {
   }
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& g, const Tensor& sm,
                            const Tensor& si, Tensor& dx, Tensor& dg, Tensor& db) override {
-    w(dg), w(db), DelegatingBackend::batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
+    r(x), r(dy), r(sm), r(si), w(dx), w(dg), w(db);
+    DelegatingBackend::batch_norm_backward(x, dy, g, sm, si, dx, dg, db);
   }
   void accumulate(const Tensor& x, Tensor& y) override {
     w(y), DelegatingBackend::accumulate(x, y);
@@ -151,7 +205,8 @@ class RecordingBackend final : public DelegatingBackend {
 
  private:
   void w(const Tensor& t) { log_.events.push_back({Event::kWrite, range_of(t)}); }
-  // Reads are logged where an input can be read: a convolution, a matrix product and the loss.
+  // Reads are logged where an input or a swapped activation can be read: a convolution, a matrix
+  // product, batch norm, ReLU, pooling, an addition and the loss.
   void r(const Tensor& t) { log_.events.push_back({Event::kRead, range_of(t)}); }
   Log& log_;
   RecordingClock clock_;
@@ -383,6 +438,64 @@ std::vector<float> train_on_batches(Backend& backend, const std::vector<Dataset>
     t.step();
   }
   return t.take_losses();
+}
+
+// Swapping (--swap=all; runtime/nn/swap.h) through the same seam: every copy is waited for; no op
+// logged between a copy out and its wait writes the bytes it reads, and none between a copy in
+// and its wait reads or writes the bytes it writes. What a GPU's copy stream may run alongside
+// the compute stream, here in the order the trainer issues it. The check has something to
+// check: other tensors are written into swapped-out bytes while they wait in host memory.
+TEST(SwapCopies, NoOpTouchesACopysBytesBeforeItsWaitAndEveryCopyIsWaitedFor) {
+  Log log;
+  RecordingBackend backend(log);
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  Rng rng(1);
+  g.declare_for(backend);
+  TrainConfig tc;
+  tc.memory_plan = MemoryPlanKind::kReuse;
+  tc.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
+  Trainer t(backend, g, tc, rng);
+  const Dataset d = make_synthetic(2, 3, 32, 10, 4);
+  t.load_batch(d.images.data(), d.labels.data());
+  log.events.clear();
+  for (int s = 0; s < 2; ++s) t.step();
+  t.flush();
+  int copies = 0, reused = 0;
+  for (size_t i = 0; i < log.events.size(); ++i) {
+    const Event& e = log.events[i];
+    if (e.kind != Event::kSwapOut && e.kind != Event::kSwapIn) continue;
+    ++copies;
+    const bool in = e.kind == Event::kSwapIn;
+    size_t j = i + 1;
+    for (; j < log.events.size(); ++j) {
+      const Event& f = log.events[j];
+      if (f.kind == Event::kWaitCopy && f.handle == e.handle) break;
+      if (!f.range.overlaps(e.range)) continue;
+      if (f.kind == Event::kWrite) {
+        ADD_FAILURE() << "swap copy " << e.handle << " (" << (in ? "in" : "out")
+                      << "): an op writes its bytes at " << j << " before its wait";
+      }
+      if (in && f.kind == Event::kRead) {
+        ADD_FAILURE() << "swap copy " << e.handle << " (in): an op reads its bytes at " << j
+                      << " before its wait";
+      }
+    }
+    ASSERT_LT(j, log.events.size()) << "swap copy " << e.handle << " is never waited for";
+    if (in) continue;
+    // While it waits in host memory: another tensor written into its bytes.
+    for (size_t k = j + 1; k < log.events.size(); ++k) {
+      const Event& f = log.events[k];
+      if (f.kind == Event::kSwapIn && f.range.overlaps(e.range)) break;
+      if (f.kind == Event::kWrite && f.range.overlaps(e.range)) {
+        ++reused;
+        break;
+      }
+    }
+  }
+  EXPECT_EQ(copies, 2 * 2 * static_cast<int>(t.swapped().size())) << "out and in, each step";
+  EXPECT_GT(reused, 0);
+  std::printf("%d swap copies of %zu tensors; %d copies out whose bytes were reused meanwhile\n",
+              copies, t.swapped().size(), reused);
 }
 
 // The device queue a communicator gets its stream and events from: on a device that does not

@@ -1,8 +1,10 @@
 // Swapping (runtime/nn/swap.h): the policy's text, which tensors can be swapped, where the
 // copies and waits go, the exact plan of a small chain, what --swap=auto picks, and that
 // check_swaps finds a copy that races a pass. Training with swaps, bit for bit as the naive plan
-// and with each copy's bytes poisoned the moment it may be gone, is memory_plan_test.cpp's
-// ReusePlan; the order of copies and waits against the backend's work, stream_order_test.cpp's.
+// and with each copy's bytes poisoned the moment it may be gone, with copies made when issued
+// and when waited for, is memory_plan_test.cpp's ReusePlan (and its SwapAuto: the trainer's
+// second plan); the order of copies and waits against the backend's logged work,
+// stream_order_test.cpp's.
 #include "runtime/nn/swap.h"
 
 #include <gtest/gtest.h>
@@ -184,12 +186,13 @@ TEST(SwapFigures, EachSwappedActivationTakesItsSlotOutOfThePeak) {
   }
 }
 
-// auto: the fewest candidates, largest first, whose plan fits the budget.
+// auto: the fewest candidates, largest first, whose plan's device buffers fit the budget (each
+// swap, as above, takes 512 bytes off the activation arena, to a floor 1536 bytes under none).
 TEST(SwapAuto, SwapsTheLargestUntilThePlanFits) {
   const Chain c;
   const Schedule base = c.g.step_schedule();
   const auto& infos = c.g.tensor_infos();
-  const size_t none = plan_peaks(reuse_plan(base, infos, c.kept())).total;
+  const size_t none = reuse_plan(base, infos, c.kept()).device_bytes();
   EXPECT_TRUE(auto_swaps(base, infos, none, c.kept()).empty());
   EXPECT_EQ(c.names(auto_swaps(base, infos, none - 1, c.kept())),
             (std::vector<std::string>{"fc1"}));
