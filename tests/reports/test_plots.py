@@ -438,13 +438,14 @@ def test_precision_plot_gives_each_bar_its_ratio_to_fp32_and_the_cpu_caveat(resu
 
 def test_memory_tradeoff_plot_and_table_compare_each_technique_with_its_naive_point(results):
     # The fixture: the memory suite on the CPU (vgg16 and resnet50 at 64x64, batch 16): naive,
-    # reuse, and reuse with recompute=sqrt, each with the largest batch within 2 GiB.
+    # reuse, reuse with recompute=sqrt and reuse with swap=all, each with the largest batch
+    # within 2 GiB.
     from dlbench_reports.plots import tradeoff
     rs = load(results("memory"))
     rows = tradeoff.rows(rs.records)
     by = {(d["model"], d["technique"]): d for d in rows}
     assert set(by) == {(m, t) for m in ("vgg16", "resnet50")
-                       for t in ("naive", "reuse", "reuse, recompute sqrt")}
+                       for t in ("naive", "reuse", "reuse, recompute sqrt", "reuse, swap all")}
     for (model, tech), d in by.items():
         r = d["record"]
         base = by[(model, "naive")]["record"]
@@ -463,11 +464,17 @@ def test_memory_tradeoff_plot_and_table_compare_each_technique_with_its_naive_po
             assert list(points[f"point:{m}:{t}"]) == pytest.approx(
                 [100 * d["saved"], 100 * d["cost"]])
     header, table = tradeoff.table(rs.records)
-    assert len(table) == 6 and header[2] == "technique"
+    assert len(table) == 8 and header[2] == "technique"
     # Reuse saves memory and fits a larger batch; recomputation more again, for resnet50.
     assert by[("resnet50", "reuse")]["saved"] > 0.3
     assert (by[("resnet50", "reuse, recompute sqrt")]["max_batch"]
             > by[("resnet50", "reuse")]["max_batch"] > by[("resnet50", "naive")]["max_batch"])
+    # Swapping: its host copies are host memory, not in the device's peak it saves.
+    swapped = by[("resnet50", "reuse, swap all")]
+    assert swapped["max_batch"] > by[("resnet50", "reuse")]["max_batch"]
+    host = swapped["record"].data["memory"]["peak_bytes_by_category"]["host_swap"]
+    assert host > 0 and swapped["record"].data["memory"]["peak_bytes_total"] < (
+        by[("resnet50", "reuse")]["record"].data["memory"]["peak_bytes_total"])
 
 
 def test_memory_tradeoff_needs_a_naive_point_with_the_same_settings(results):

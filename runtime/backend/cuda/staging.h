@@ -1,6 +1,7 @@
-// Host-to-device copies through pinned staging, for the CUDA backend. A copy from pageable host
-// memory cannot be asynchronous, so every copy first lands in a pinned buffer that this file
-// owns, and the transfer is queued from there.
+// Copies between the host and the device, for the CUDA backend. A copy from pageable host memory
+// cannot be asynchronous, so every host-to-device copy of a caller's memory first lands in a
+// pinned buffer that this file owns, and the transfer is queued from there; a swap's copies are
+// between device memory and pinned host memory the allocator owns, and need no staging.
 //   - PinnedStaging: copies on the compute stream (weights, one-off tensors), through two pinned
 //     slots used in turn, so the host fills one while the device still reads the other.
 //   - InputCopies: the trainer's input batches, on a copy stream of their own, so the next
