@@ -425,6 +425,81 @@ TEST(CudaTraining, DoubleBufferedBatchesTrainAsOnTheCpu) {
   }
 }
 
+// Swapping's copies (--swap; Backend::swap_copy) in the same way as the input copies above: a
+// copy to pinned host memory ordered after a long run of fills has not finished while they run
+// (it would copy values the fills have not written yet), and compute queued after wait_for_copy
+// has not finished while a large copy back is in flight. Then the bytes arrived, both ways.
+TEST(CudaSwapCopies, ACopyWaitsForComputeAndComputeWaitsForTheCopy) {
+  auto gpu = make_backend(BackendKind::kCuda, {});
+  const auto event = [](const Mark& m) { return static_cast<cudaEvent_t>(m.device.get()); };
+  Tensor busy = gpu->empty({1 << 26}, DType::kF32, MemCategory::kActivations, "busy");  // 256 MiB
+  const size_t device = gpu->allocator().stats().total_current;
+  Tensor host = gpu->empty({1 << 26}, DType::kF32, MemCategory::kHostSwap, "host copy");
+  EXPECT_EQ(gpu->allocator().stats().total_current, device) << "the host copy is device memory";
+  cudaPointerAttributes where{};
+  ASSERT_EQ(cudaPointerGetAttributes(&where, host.raw()), cudaSuccess);
+  EXPECT_EQ(where.type, cudaMemoryTypeHost) << "the host copy is not pinned host memory";
+  for (int i = 0; i < 100; ++i) gpu->fill(busy, static_cast<float>(i));
+  const Backend::CopyMarks out = gpu->swap_copy(busy, host);
+  EXPECT_EQ(cudaEventQuery(event(out.end)), cudaErrorNotReady)
+      << "the copy out ran before the compute it was ordered after";
+  gpu->synchronize();
+  EXPECT_EQ(host.data<float>()[(1 << 26) - 1], 99.f) << "the copy out read the last fill's bytes";
+
+  gpu->fill(busy, -1.f);
+  const Backend::CopyMarks in = gpu->swap_copy(host, busy);
+  gpu->wait_for_copy(in.end);
+  const Mark compute = gpu->clock().mark();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(cudaEventQuery(event(compute)), cudaErrorNotReady)
+      << "the compute stream did not wait for the copy in";
+  gpu->synchronize();
+  std::vector<float> back(4);
+  gpu->copy_to_host(busy.slice_flat((1 << 26) - 4, 4), back.data());
+  EXPECT_EQ(back, std::vector<float>(4, 99.f));
+}
+
+// One step of resnet18 on the GPU with every activation swapped (--swap=all) against the same
+// step without swapping: the same gradients within what cuDNN's nondeterministic reductions
+// amount to (1e-4 of each gradient's scale, as against the CPU above); an activation read before
+// its copy came back, or overwritten before its copy out, is off by the gradient's scale. The
+// weights stay put (lr 0), so only that step's arithmetic is compared.
+TEST(CudaTraining, SwappedActivationsGiveTheSameGradients) {
+  const ModelConfig mc{4, 32, 10, 0.f};
+  Rng data(5);
+  std::vector<float> images(4 * 3 * 32 * 32);
+  for (float& v : images) v = data.uniform(-1.f, 1.f);
+  const std::vector<int64_t> labels{1, 2, 3, 4};
+  std::vector<float> grads[2];
+  for (int swap = 0; swap < 2; ++swap) {
+    auto gpu = make_backend(BackendKind::kCuda, {});
+    Graph g = build_model("resnet18", mc);
+    Rng rng(3);
+    g.declare_for(*gpu);
+    TrainConfig tc;
+    tc.sgd = SgdConfig{0.f, 0.f, 0.f};
+    tc.memory_plan = MemoryPlanKind::kReuse;
+    if (swap) tc.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
+    Trainer t(*gpu, g, tc, rng);
+    if (swap) {
+      ASSERT_GT(t.swapped().size(), 10u);
+    }
+    t.load_batch(images.data(), labels.data());
+    t.step();
+    gpu->synchronize();
+    const Tensor& flat = g.flat_gradients();
+    grads[swap].resize(static_cast<size_t>(flat.numel()));
+    gpu->copy_to_host(flat, grads[swap].data());
+  }
+  double worst = 0, scale = 0;
+  for (size_t j = 0; j < grads[0].size(); ++j) {
+    scale = std::max(scale, std::fabs(static_cast<double>(grads[0][j])));
+    worst = std::max(worst, std::fabs(static_cast<double>(grads[1][j]) - grads[0][j]));
+  }
+  EXPECT_GT(scale, 0);
+  EXPECT_LE(worst, 1e-4 * scale);
+}
+
 }  // namespace
 }  // namespace dlb
 
