@@ -11,12 +11,15 @@
 # run among the all-reduces and the carried updates). They move tensors, compute them twice or
 # park them in host memory, never change what is computed: the same bits again.
 # CI runs that subset. `--wide` runs every reference model (resnet18, resnet50, vgg16, alexnet)
-# in fp32 and bf16, and resnet18 in fp16, the same way (about 15 minutes on 2 cores).
+# in fp32 and bf16, and resnet18 in fp16, 5 steps each, with the memory techniques on one rank
+# too (about 25 minutes on 2 cores).
 # Usage: strategies_agree.sh path/to/dlbench [--wide]
 set -u
 dlbench=$1
 models=("resnet18 32 fp32" "alexnet 63 fp32" "resnet18 32 fp16")
+steps=3 wide=0
 if [[ ${2:-} == --wide ]]; then
+  steps=5 wide=1
   models=()
   for m in "resnet18 32" "resnet50 32" "vgg16 32" "alexnet 63"; do
     models+=("$m fp32" "$m bf16")
@@ -35,11 +38,11 @@ for model in "${models[@]}"; do
   for ranks in 1 2; do
     variants=(none backward forward)
     # One rank's reuse plan is checked, with poison, by memory_plan_test (ReusePlan).
-    [[ $ranks == 2 ]] && variants+=(none-reuse backward-recompute forward-recompute none-swap
-                                    backward-swap forward-swap)
+    [[ $ranks == 2 || $wide == 1 ]] && variants+=(none-reuse backward-recompute forward-recompute
+                                                  none-swap backward-swap forward-swap)
     for s in "${variants[@]}"; do
       tag=$1-$3-$ranks-$s
-      args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=3
+      args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=$steps
             --overlap="${s%-*}" --bucket-mb=1 --save="$work/$tag.safetensors"
             --json="$work/$tag.json")
       [[ $s == *-reuse ]] && args+=(--memory-plan=reuse)
@@ -54,9 +57,9 @@ for model in "${models[@]}"; do
         echo "FAIL: $tag did not run"; cat "$work/$tag.log"; failures=$((failures + 1))
       fi
     done
-    if /usr/bin/python3 - "$work" "$1-$3-$ranks" <<'PY'
+    if /usr/bin/python3 - "$work" "$1-$3-$ranks" "$wide" <<'PY'
 import hashlib, json, sys
-work, tag = sys.argv[1], sys.argv[2]
+work, tag, wide = sys.argv[1], sys.argv[2], sys.argv[3] == "1"
 def digest(s):
     return hashlib.sha256(open(f"{work}/{tag}-{s}.safetensors", "rb").read()).hexdigest()
 def losses(s):
@@ -65,7 +68,7 @@ base = ("none", digest("none"), losses("none"))
 ok = True
 others = ["backward", "forward"] + (["none-reuse", "backward-recompute", "forward-recompute",
                                      "none-swap", "backward-swap", "forward-swap"]
-                                    if tag.endswith("-2") else [])
+                                    if tag.endswith("-2") or wide else [])
 for s in others:
     if digest(s) != base[1] or losses(s) != base[2]:
         print(f"FAIL: {tag}: {s} differs from none: losses {losses(s)} vs {base[2]}")

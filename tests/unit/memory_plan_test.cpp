@@ -495,7 +495,8 @@ namespace {
 // The property, with no backend: for every reference model, precision, overlap strategy (on
 // several ranks, with small buckets, so each strategy places its own reductions, waits,
 // updates and carried gradients) and recomputation policy (every:2 over a reordered backward),
-// the reuse plan of the step's schedule, with every candidate swapped (runtime/nn/swap.h) under
+// declared as the CPU backend and as the CUDA backend would (batch norm + ReLU fused, 16-bit
+// activations channels-last), the reuse plan of the step's schedule, with every candidate swapped (runtime/nn/swap.h) under
 // none and sqrt, puts no two tensors whose lifetimes meet on a common byte, no swap's copy races
 // a pass (check_swaps), and recomputing and swapping add nothing that check_schedule finds.
 TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrRecomputation) {
@@ -506,66 +507,75 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
     for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
       for (OverlapStrategy strategy : kOverlapStrategies) {
         for (const char* policy : {"none", "sqrt", "every:2"}) {
-          Graph g = build_model(model, ModelConfig{2, size, 10, {}});
-          g.declare(PrecisionPolicy::for_precision(precision), BackendTraits{});
-          std::vector<int64_t> numels;
-          for (const ParamIds& p : g.flat_params())
-            numels.push_back(g.tensor_infos()[p.value].shape.numel());
-          const BucketPlan buckets =
-              make_bucket_plan(g.grad_offsets(), numels, dtype_size(g.policy().gradients), 1.0);
-          const std::vector<int> kept = {g.output_id(g.output())};
-          const std::vector<std::string> alone =
-              check_schedule(g.step_schedule(), g.tensor_infos());
-          // reorder's schedule with every:2, the others' with none and sqrt.
-          const bool reorder = std::string(policy) == "every:2";
-          Schedule s = recompute_schedule(
-              reorder ? reorder_backward(g.step_schedule(), g.tensor_infos(), kept)
-                      : g.step_schedule(),
-              g.tensor_infos(), *parse_recompute(policy), kept);
-          // none and sqrt swap every candidate too (sqrt: the checkpoints that stay).
-          const bool swap = !reorder;
-          if (swap) {
-            SwappedSchedule swapped =
-                swap_schedule(s, g.tensor_infos(), swap_candidates(s, g.tensor_infos(), kept));
-            EXPECT_FALSE(swapped.host_copies.empty()) << model;
-            for (TensorInfo& host : swapped.host_copies) g.declare_tensor(std::move(host));
-            s = std::move(swapped.schedule);
-          }
-          insert_sync(s, g, buckets, SyncOptions{strategy, true, precision == Precision::kFp16});
-          const std::string what =
-              fmt::format("{} {} {} recompute {}{}", model, precision_name(precision),
-                          overlap_name(strategy), policy, swap ? ", every candidate swapped" : "");
-          // Without the loss pass, the output's gradient is read before any pass writes it
-          // (and the forward strategy's carried gradients, which an earlier step writes): those
-          // findings, in whatever order the passes now run, and no other.
-          const std::string out_grad = g.tensor_infos()[g.grad_id(g.output())].name;
-          for (const std::string& finding : check_schedule(s, g.tensor_infos())) {
-            const bool expected = finding.find("reads " + out_grad + " ") != std::string::npos ||
-                                  (strategy == OverlapStrategy::kForward &&
-                                   finding.find("carried") != std::string::npos);
-            EXPECT_TRUE(expected) << what << ": " << finding;
-          }
-          const auto& infos = g.tensor_infos();
-          const MemoryPlan plan = reuse_plan(s, infos, kept);
-          const std::vector<Lifetime> life = lifetimes(s, infos, kept);
-          for (size_t a = 0; a < infos.size(); ++a) {
-            if (plan.buffer_of[a] < 0 || life[a].whole) continue;
-            for (size_t b = a + 1; b < infos.size(); ++b) {
-              if (plan.buffer_of[b] != plan.buffer_of[a] || !life[a].meets(life[b])) continue;
-              const size_t a0 = plan.offset_of[a], b0 = plan.offset_of[b];
-              EXPECT_FALSE(a0 < b0 + infos[b].bytes() && b0 < a0 + infos[a].bytes())
-                  << what << ": " << infos[a].name << " and " << infos[b].name;
+          // The CUDA backend's graph too: batch norm with its ReLU fused (the ReLU's output a
+          // view), and 16-bit activations channels-last; declared without a GPU.
+          for (bool cuda : {false, true}) {
+            const bool narrow = precision != Precision::kFp32;
+            const BackendTraits traits =
+                cuda ? BackendTraits{narrow ? Layout::kNHWC : Layout::kNCHW, true, false}
+                     : BackendTraits{};
+            Graph g = build_model(model, ModelConfig{2, size, 10, {}});
+            g.declare(PrecisionPolicy::for_precision(precision), traits);
+            std::vector<int64_t> numels;
+            for (const ParamIds& p : g.flat_params())
+              numels.push_back(g.tensor_infos()[p.value].shape.numel());
+            const BucketPlan buckets =
+                make_bucket_plan(g.grad_offsets(), numels, dtype_size(g.policy().gradients), 1.0);
+            const std::vector<int> kept = {g.output_id(g.output())};
+            const std::vector<std::string> alone =
+                check_schedule(g.step_schedule(), g.tensor_infos());
+            // reorder's schedule with every:2, the others' with none and sqrt.
+            const bool reorder = std::string(policy) == "every:2";
+            Schedule s = recompute_schedule(
+                reorder ? reorder_backward(g.step_schedule(), g.tensor_infos(), kept)
+                        : g.step_schedule(),
+                g.tensor_infos(), *parse_recompute(policy), kept);
+            // none and sqrt swap every candidate too (sqrt: the checkpoints that stay).
+            const bool swap = !reorder;
+            if (swap) {
+              SwappedSchedule swapped =
+                  swap_schedule(s, g.tensor_infos(), swap_candidates(s, g.tensor_infos(), kept));
+              EXPECT_FALSE(swapped.host_copies.empty()) << model;
+              for (TensorInfo& host : swapped.host_copies) g.declare_tensor(std::move(host));
+              s = std::move(swapped.schedule);
             }
+            insert_sync(s, g, buckets, SyncOptions{strategy, true, precision == Precision::kFp16});
+            const std::string what =
+                fmt::format("{} {} {} recompute {}{}{}", model, precision_name(precision),
+                            overlap_name(strategy), policy, swap ? ", every candidate swapped" : "",
+                            cuda ? ", CUDA's traits" : "");
+            // Without the loss pass, the output's gradient is read before any pass writes it
+            // (and the forward strategy's carried gradients, which an earlier step writes): those
+            // findings, in whatever order the passes now run, and no other.
+            const std::string out_grad = g.tensor_infos()[g.grad_id(g.output())].name;
+            for (const std::string& finding : check_schedule(s, g.tensor_infos())) {
+              const bool expected = finding.find("reads " + out_grad + " ") != std::string::npos ||
+                                    (strategy == OverlapStrategy::kForward &&
+                                     finding.find("carried") != std::string::npos);
+              EXPECT_TRUE(expected) << what << ": " << finding;
+            }
+            const auto& infos = g.tensor_infos();
+            const MemoryPlan plan = reuse_plan(s, infos, kept);
+            const std::vector<Lifetime> life = lifetimes(s, infos, kept);
+            for (size_t a = 0; a < infos.size(); ++a) {
+              if (plan.buffer_of[a] < 0 || life[a].whole) continue;
+              for (size_t b = a + 1; b < infos.size(); ++b) {
+                if (plan.buffer_of[b] != plan.buffer_of[a] || !life[a].meets(life[b])) continue;
+                const size_t a0 = plan.offset_of[a], b0 = plan.offset_of[b];
+                EXPECT_FALSE(a0 < b0 + infos[b].bytes() && b0 < a0 + infos[a].bytes())
+                    << what << ": " << infos[a].name << " and " << infos[b].name;
+              }
+            }
+            // No copy races a pass, among the sync policy's passes too.
+            for (const std::string& race : check_swaps(s, infos, plan))
+              ADD_FAILURE() << what << ": " << race;
+            ++checked;
           }
-          // No copy races a pass, among the sync policy's passes too.
-          for (const std::string& race : check_swaps(s, infos, plan))
-            ADD_FAILURE() << what << ": " << race;
-          ++checked;
         }
       }
     }
   }
-  EXPECT_EQ(checked, 5u * 3 * 3 * 3);
+  EXPECT_EQ(checked, 5u * 3 * 3 * 3 * 2);
 }
 
 }  // namespace
