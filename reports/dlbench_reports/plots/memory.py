@@ -32,8 +32,9 @@ def render(records: list[Record]):
     top = max(bottom)
     for cat in HOST_CATEGORIES:
         h = np.array([r.need("memory.peak_bytes_by_category").get(cat, 0) / common.MIB for r in ok])
-        if h.any():
-            ax.bar(x + 0.38, h, 0.14, color="white", edgecolor="0.3", hatch="///",
+        held = h > 0  # points that swapped nothing get no bar (not even an outline at 0)
+        if held.any():
+            ax.bar(x[held] + 0.38, h[held], 0.14, color="white", edgecolor="0.3", hatch="///",
                    label=f"{cat} (host memory, beside the device's)", gid=f"host:{cat}")
             top = max(top, max(h))
     total = [r.need("memory.peak_bytes_total") / common.MIB for r in ok]
