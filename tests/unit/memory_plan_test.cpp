@@ -353,8 +353,10 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
   const Trained naive_late = train_with(c, strategy, MemoryPlanKind::kNaive, {}, {}, true);
   const RecomputePolicy none, sqrt{RecomputePolicy::Kind::kSqrt, 0},
       every2{RecomputePolicy::Kind::kEvery, 2};
-  // Swapping every candidate, its copies made when issued (the CPU's) and when waited for
-  // (LateCopies); and with recomputation, the checkpoints that stay.
+  // Swapping every candidate, its copies made when waited for (LateCopies: the strictest order a
+  // copy queue allows; the CPU's own, when issued, is strategies_agree.sh's); and with
+  // recomputation, the checkpoints that stay, except for vgg16 and alexnet (their largest
+  // layers make each run long under the sanitizers; strategies_agree.sh --wide trains them so).
   const SwapPolicy all = swap_every_candidate(c, MemoryPlanKind::kReuse, none), no_swap;
   const SwapPolicy checkpoints = swap_every_candidate(c, MemoryPlanKind::kReorder, sqrt);
   struct Variant {
@@ -367,11 +369,13 @@ TEST_P(ReusePlan, SharesNoLiveByteAndTrainsTheSameBits) {
                               {MemoryPlanKind::kReuse, sqrt, no_swap, false},
                               {MemoryPlanKind::kReuse, every2, no_swap, false},
                               {MemoryPlanKind::kReorder, sqrt, no_swap, false},
-                              {MemoryPlanKind::kReuse, none, all, false},
                               {MemoryPlanKind::kReuse, none, all, true},
                               {MemoryPlanKind::kReorder, sqrt, checkpoints, true}};
+  const bool large = std::string(c.model) == "vgg16" || std::string(c.model) == "alexnet";
   ASSERT_FALSE(all.names.empty());
   for (const auto& [kind, recompute, swap, late] : variants) {
+    // The one variant that recomputes and swaps: the checkpoints'.
+    if (large && recompute.kind != RecomputePolicy::Kind::kNone && !swap.names.empty()) continue;
     const std::string what =
         std::string(memory_plan_name(kind)) + ", recompute " + recompute_name(recompute) +
         ", swap " +
@@ -496,9 +500,10 @@ namespace {
 // several ranks, with small buckets, so each strategy places its own reductions, waits,
 // updates and carried gradients) and recomputation policy (every:2 over a reordered backward),
 // declared as the CPU backend and as the CUDA backend would (batch norm + ReLU fused, 16-bit
-// activations channels-last), the reuse plan of the step's schedule, with every candidate swapped (runtime/nn/swap.h) under
-// none and sqrt, puts no two tensors whose lifetimes meet on a common byte, no swap's copy races
-// a pass (check_swaps), and recomputing and swapping add nothing that check_schedule finds.
+// activations channels-last), the reuse plan of the step's schedule, with every candidate swapped
+// (runtime/nn/swap.h) under none and sqrt, puts no two tensors whose lifetimes meet on a common
+// byte, no swap's copy races a pass (check_swaps), and recomputing and swapping add nothing that
+// check_schedule finds.
 TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrRecomputation) {
   const std::pair<const char*, int64_t> models[] = {
       {"resnet18", 32}, {"resnet50", 32}, {"vgg16", 32}, {"alexnet", 63}, {"digits-cnn", 8}};
