@@ -12,7 +12,7 @@
 # park them in host memory, never change what is computed: the same bits again.
 # CI runs that subset. `--wide` runs every reference model (resnet18, resnet50, vgg16, alexnet)
 # in fp32 and bf16, and resnet18 in fp16, 5 steps each, with the memory techniques on one rank
-# too (about 25 minutes on 2 cores).
+# too (18 minutes on 2 cores).
 # Usage: strategies_agree.sh path/to/dlbench [--wide]
 set -u
 dlbench=$1
