@@ -6,17 +6,23 @@
 
 namespace dlb {
 
-nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
-  std::map<std::pair<std::string, std::string>, std::vector<double>> times;
-  for (const Span& s : tracer.spans()) times[{s.name, s.category}].push_back(s.duration_us);
-  auto median_ms = [&](const std::string& name, const char* category) -> nlohmann::json {
-    auto it = times.find({name, category});
-    if (it == times.end()) return nullptr;
+namespace {
+
+// Span durations by (name, category): a pass's, or a swapped tensor's copies.
+class SpanTimes {
+ public:
+  explicit SpanTimes(const Tracer& tracer) {
+    for (const Span& s : tracer.spans()) times_[{s.name, s.category}].push_back(s.duration_us);
+  }
+  // The median in milliseconds; null where no span has that name and category.
+  nlohmann::json median_ms(const std::string& name, const char* category) const {
+    auto it = times_.find({name, category});
+    if (it == times_.end()) return nullptr;
     return percentile(it->second, 50) / 1e3;
-  };
+  }
   // A swap's copies are named by tensor: a layer's is the sum of its tensors' medians (its
   // output, and what it saves for backward); null where none of them was swapped.
-  auto swapped_ms = [&](int node, const char* category) -> nlohmann::json {
+  nlohmann::json swapped_ms(const Graph& graph, int node, const char* category) const {
     double sum = 0;
     bool any = false;
     for (const TensorInfo& t : graph.tensor_infos()) {
@@ -27,6 +33,18 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
       any = true;
     }
     return any ? nlohmann::json(sum) : nlohmann::json(nullptr);
+  }
+
+ private:
+  std::map<std::pair<std::string, std::string>, std::vector<double>> times_;
+};
+
+}  // namespace
+
+nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
+  const SpanTimes times(tracer);
+  auto median_ms = [&](const std::string& name, const char* category) {
+    return times.median_ms(name, category);
   };
   nlohmann::json layers = nlohmann::json::array();
   const auto& nodes = graph.nodes();
@@ -63,8 +81,8 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
          {"recompute_ms", median_ms(node.name, "recompute")},
          // --swap: the copies of its output and what it saves to host memory and back, on the
          // copy lane.
-         {"swap_out_ms", swapped_ms(static_cast<int>(i), "swap_out")},
-         {"swap_in_ms", swapped_ms(static_cast<int>(i), "swap_in")},
+         {"swap_out_ms", times.swapped_ms(graph, static_cast<int>(i), "swap_out")},
+         {"swap_in_ms", times.swapped_ms(graph, static_cast<int>(i), "swap_in")},
          {"grad_bytes",
           node.layer->num_params() * static_cast<int64_t>(dtype_size(graph.policy().gradients))},
          {"forward_flops", node.layer->forward_flops(in)},
