@@ -1,125 +1,187 @@
 #include "runtime/train/replay.h"
 
 #include <algorithm>
-#include <map>
 #include <string>
 #include <utility>
 
-#include "runtime/core/clock.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/train/executor.h"
 
 namespace dlb {
 
-namespace {
+std::pair<double, double> OwnReductionLane::launch(int64_t n, double cost_us, double launch_us) {
+  const double start = std::max(launch_us, free_us_);
+  free_us_ = start + cost_us;
+  ends_[n] = free_us_;
+  return {start, free_us_};
+}
 
-// What the runners and the observer share: the clock, the cost model and the timeline.
-struct ReplayState {
-  VirtualClock clock;
-  const PassCost& cost;
-  std::vector<TimedPass> timeline;
-  int64_t iteration = 0;
-  const Schedule* schedule = nullptr;  // the executor's: the steps it hands the runners
-  size_t index_of(const Step& step) const {
-    return static_cast<size_t>(&step - schedule->steps.data());
-  }
-  void add(const Step& step, double start, double end) {
-    timeline.push_back({iteration, index_of(step), step.lane, start, end});
-  }
+struct RankReplay::State {
+  double now_us = 0;
+  int64_t iteration = 0, next_reduction = 0;
+  std::map<int, int64_t> reduced;  // bucket -> its reduction not yet waited for
+  std::map<int, bool> pending;     // bucket -> reduced, not yet applied
+  Totals totals;
+  size_t timeline_size = 0;
 };
+
+namespace {
 
 const std::string kComputeLabel = "pass", kSyncLabel = "sync";
 
-// Layer passes and the loss: their cost on the host's timeline.
-class ComputeRunner final : public PassRunner {
- public:
-  explicit ComputeRunner(ReplayState& state) : state_(state) {}
-  void run_pass(const Step& step, const LayerContext*) override {
-    state_.clock.advance_us(state_.cost(step));
-  }
-  const std::string& label(const Step&) const override { return kComputeLabel; }
-
- private:
-  ReplayState& state_;
-};
-
-// The sync policy's passes, with reductions on the comm lane (see replay.h).
-class SyncRunner final : public PassRunner {
- public:
-  explicit SyncRunner(ReplayState& state) : state_(state) {}
-  void run_pass(const Step& step, const LayerContext*) override {
-    const int b = step.arg;
-    switch (sync_pass_of(step)) {
-      case SyncPass::kAllReduce: {
-        const double start = std::max(state_.clock.now_us(), comm_free_);
-        comm_free_ = start + state_.cost(step);
-        state_.add(step, start, comm_free_);
-        reduced_at_[b] = comm_free_;
-        pending_[b] = true;
-        return;
-      }
-      case SyncPass::kWait: {
-        auto it = reduced_at_.find(b);
-        if (it == reduced_at_.end()) return;
-        state_.clock.advance_us(std::max(it->second - state_.clock.now_us(), 0.0));
-        reduced_at_.erase(it);
-        return;
-      }
-      case SyncPass::kUpdateCarried:
-        if (!pending_[b]) {
-          skipped_ = true;
-          return;
-        }
-        [[fallthrough]];
-      case SyncPass::kUpdate:
-        pending_[b] = false;
-        [[fallthrough]];
-      case SyncPass::kProgress:
-        state_.clock.advance_us(state_.cost(step));
-        return;
-    }
-  }
-  const std::string& label(const Step&) const override { return kSyncLabel; }
-  // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
-  // reduction is, on the comm lane).
-  bool take_unrecorded(const Step& step) {
-    const bool launch = step.pass == Pass::kSync && sync_pass_of(step) == SyncPass::kAllReduce;
-    return launch || std::exchange(skipped_, false);
-  }
-
- private:
-  ReplayState& state_;
-  double comm_free_ = 0;
-  std::map<int, double> reduced_at_;  // reductions not yet waited for: when they end
-  std::map<int, bool> pending_;       // reduced, not yet applied
-  bool skipped_ = false;
-};
-
-class Timeline final : public PassObserver {
- public:
-  Timeline(ReplayState& state, SyncRunner& sync) : state_(state), sync_(sync) {}
-  bool wants_marks() const override { return true; }
-  void pass_ran(const Step& step, const PassRunner&, const Mark& start, const Mark& end) override {
-    if (step.pass == Pass::kSync && sync_.take_unrecorded(step)) return;
-    state_.add(step, start.us, end.us);
-  }
-
- private:
-  ReplayState& state_;
-  SyncRunner& sync_;
-};
-
 }  // namespace
 
+struct RankReplay::Impl {
+  // Layer passes, the loss and swap copies: their cost on the rank's timeline.
+  class ComputeRunner final : public PassRunner {
+   public:
+    explicit ComputeRunner(Impl& r) : r_(r) {}
+    void run_pass(const Step& step, const LayerContext*) override {
+      r_.charge(step, r_.state.totals.busy_us);
+    }
+    const std::string& label(const Step&) const override { return kComputeLabel; }
+
+   private:
+    Impl& r_;
+  };
+
+  // The sync policy's passes, with reductions on the lane (see replay.h).
+  class SyncRunner final : public PassRunner {
+   public:
+    explicit SyncRunner(Impl& r) : r_(r) {}
+    void run_pass(const Step& step, const LayerContext*) override {
+      State& s = r_.state;
+      const int b = step.arg;
+      switch (sync_pass_of(step)) {
+        case SyncPass::kAllReduce: {
+          const int64_t n = s.next_reduction++;
+          const auto [start, end] = r_.lane.launch(n, r_.cost(step), r_.clock.now_us());
+          r_.add(step, start, end);
+          s.reduced[b] = n;
+          s.pending[b] = true;
+          return;
+        }
+        case SyncPass::kWait: {
+          auto it = s.reduced.find(b);
+          if (it == s.reduced.end()) return;
+          const double wait = std::max(r_.lane.end_us(it->second) - r_.clock.now_us(), 0.0);
+          r_.clock.advance_us(wait);
+          s.totals.waited_us += wait;
+          s.reduced.erase(it);
+          return;
+        }
+        case SyncPass::kUpdateCarried:
+          if (!s.pending[b]) {
+            skipped_ = true;
+            return;
+          }
+          [[fallthrough]];
+        case SyncPass::kUpdate:
+          s.pending[b] = false;
+          r_.charge(step, s.totals.busy_us);
+          return;
+        case SyncPass::kProgress:
+          r_.charge(step, s.totals.progress_us);
+          return;
+      }
+    }
+    const std::string& label(const Step&) const override { return kSyncLabel; }
+    // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
+    // reduction is, on the comm lane).
+    bool take_unrecorded(const Step& step) {
+      const bool launch = step.pass == Pass::kSync && sync_pass_of(step) == SyncPass::kAllReduce;
+      return launch || std::exchange(skipped_, false);
+    }
+
+   private:
+    Impl& r_;
+    bool skipped_ = false;
+  };
+
+  class Timeline final : public PassObserver {
+   public:
+    Timeline(Impl& r) : r_(r) {}
+    bool wants_marks() const override { return r_.keep_timeline; }
+    void pass_ran(const Step& step, const PassRunner&, const Mark& start,
+                  const Mark& end) override {
+      if (step.pass == Pass::kSync && r_.sync.take_unrecorded(step)) return;
+      r_.add(step, start.us, end.us);
+    }
+
+   private:
+    Impl& r_;
+  };
+
+  Impl(const Schedule& schedule, PassCost cost_model, ReductionLane& reductions, bool keep)
+      : cost(std::move(cost_model)),
+        lane(reductions),
+        keep_timeline(keep),
+        compute(*this),
+        sync(*this),
+        observer(*this),
+        executor(schedule, PassRunners{&compute, &compute, &sync, &compute}, clock) {}
+
+  // The pass's cost at this iteration's speed, on the clock and in `total`.
+  void charge(const Step& step, double& total) {
+    const double us = cost(step) * factor;
+    clock.advance_us(us);
+    total += us;
+  }
+  void add(const Step& step, double start, double end) {
+    if (!keep_timeline) return;
+    const auto index = static_cast<size_t>(&step - executor.schedule().steps.data());
+    timeline.push_back({state.iteration, index, step.lane, start, end});
+  }
+
+  VirtualClock clock;
+  PassCost cost;
+  ReductionLane& lane;
+  bool keep_timeline;
+  double factor = 1;
+  State state;
+  std::vector<TimedPass> timeline;
+  ComputeRunner compute;
+  SyncRunner sync;
+  Timeline observer;
+  Executor executor;  // last: its runners are above
+};
+
+RankReplay::RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane,
+                       bool keep_timeline)
+    : impl_(std::make_unique<Impl>(schedule, std::move(cost), lane, keep_timeline)) {}
+
+RankReplay::~RankReplay() = default;
+
+void RankReplay::run_iteration(double factor) {
+  impl_->factor = factor;
+  impl_->executor.run(nullptr, &impl_->observer);
+  ++impl_->state.iteration;
+}
+
+std::shared_ptr<const RankReplay::State> RankReplay::save() const {
+  auto s = std::make_shared<State>(impl_->state);
+  s->now_us = impl_->clock.now_us();
+  s->timeline_size = impl_->timeline.size();
+  return s;
+}
+
+void RankReplay::restore(const State& state) {
+  impl_->state = state;
+  impl_->clock.advance_us(state.now_us - impl_->clock.now_us());
+  impl_->timeline.resize(state.timeline_size);
+}
+
+double RankReplay::now_us() const { return impl_->clock.now_us(); }
+RankReplay::Totals RankReplay::totals() const { return impl_->state.totals; }
+int64_t RankReplay::iterations() const { return impl_->state.iteration; }
+int64_t RankReplay::reductions() const { return impl_->state.next_reduction; }
+const std::vector<TimedPass>& RankReplay::timeline() const { return impl_->timeline; }
+
 std::vector<TimedPass> replay(const Schedule& schedule, const PassCost& cost, int64_t iterations) {
-  ReplayState state{{}, cost, {}, 0};
-  ComputeRunner compute(state);
-  SyncRunner sync(state);
-  Timeline timeline(state, sync);
-  Executor executor(schedule, PassRunners{&compute, &compute, &sync, &compute}, state.clock);
-  state.schedule = &executor.schedule();
-  for (; state.iteration < iterations; ++state.iteration) executor.run(nullptr, &timeline);
-  return state.timeline;
+  OwnReductionLane lane;
+  RankReplay rank(schedule, cost, lane, true);
+  for (int64_t i = 0; i < iterations; ++i) rank.run_iteration();
+  return rank.timeline();
 }
 
 }  // namespace dlb

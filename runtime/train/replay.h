@@ -1,20 +1,25 @@
-// A replay of a schedule on a virtual clock: the seam a what-if simulator implements. The real
-// Executor runs the schedule, but its runners compute nothing: each pass advances a VirtualClock
-// by the time a cost model gives it, and the sync policy's reductions run on a comm lane of
-// their own. The model, as the CPU backend with a progress thread runs a step (and as a GPU's
-// compute and comm streams do):
+// A replay of a schedule on a virtual clock: the seam a what-if simulator implements
+// (runtime/sim/). The real Executor runs the schedule, but its runners compute nothing: each pass
+// advances a VirtualClock by the time a cost model gives it, and the sync policy's reductions run
+// on a comm lane. The model, as the CPU backend with a progress thread runs a step (and as a
+// GPU's compute and comm streams do):
 //   - passes on the compute, copy and host lanes run one after another, in schedule order (a
 //     swap's copy too: this model does not overlap copies with compute);
-//   - an all-reduce starts when it is launched or when the reduction before it ends, whichever
-//     is later, and takes its cost on the comm lane while the other lanes go on;
+//   - an all-reduce is launched where the schedule issues it; when it starts and ends is the
+//     comm lane's to say (ReductionLane): on one rank's own lane, when it is launched or when the
+//     reduction before it ends, whichever is later, taking its cost while the other lanes go on;
 //   - a wait ends when its reduction has ended (at once if it already has) and costs nothing more;
 //   - an update of carried gradients (the forward strategy's) runs only when a reduction has
 //     happened since the bucket's last update, as GradSync's does: not in the first iteration.
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <utility>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/lane.h"
 #include "runtime/nn/schedule.h"
 
@@ -30,8 +35,68 @@ struct TimedPass {
 // Microseconds a pass takes on its lane (a wait's is ignored: it lasts until its reduction ends).
 using PassCost = std::function<double(const Step& step)>;
 
-// `iterations` iterations of `schedule`, one after another: every pass that ran, in the order it
-// was issued (a skipped carried update is absent). A reduction's times are the comm lane's.
+// Where a replay's reductions run. A rank numbers its reductions from 0, in the order it launches
+// them, over every iteration; ranks of one step launch the same reductions in the same order.
+class ReductionLane {
+ public:
+  virtual ~ReductionLane() = default;
+  // Reduction `n` (an all-reduce step, costing `cost_us`) launched at `launch_us` on the rank's
+  // clock: when it starts and when it ends, as far as the lane knows now.
+  virtual std::pair<double, double> launch(int64_t n, double cost_us, double launch_us) = 0;
+  // When reduction `n` ends (it has been launched).
+  virtual double end_us(int64_t n) const = 0;
+};
+
+// One rank's own comm lane: a reduction starts when launched or when the one before it ends.
+class OwnReductionLane final : public ReductionLane {
+ public:
+  std::pair<double, double> launch(int64_t n, double cost_us, double launch_us) override;
+  double end_us(int64_t n) const override { return ends_.at(n); }
+
+ private:
+  double free_us_ = 0;
+  std::map<int64_t, double> ends_;
+};
+
+// One rank's replay, an iteration at a time. Its compute, copy and host passes cost the cost
+// model's time times the iteration's factor (a rank's speed); reductions are the lane's.
+class RankReplay {
+ public:
+  // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
+  RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane, bool keep_timeline);
+  ~RankReplay();
+  RankReplay(const RankReplay&) = delete;
+  RankReplay& operator=(const RankReplay&) = delete;
+
+  void run_iteration(double factor = 1);
+
+  // Time on this rank's lanes other than the comm lane since the replay began: the passes' costs
+  // (busy; the sync policy's progress passes apart, which one rank does not run), and the waits
+  // for reductions (waited).
+  struct Totals {
+    double busy_us = 0, progress_us = 0, waited_us = 0;
+  };
+  // The rank between iterations (its clock, its reductions in flight, its totals), to run an
+  // iteration again from: a simulator of many ranks runs an iteration until the reductions'
+  // times, which depend on every rank's launches, settle.
+  struct State;
+  std::shared_ptr<const State> save() const;
+  void restore(const State& state);
+
+  double now_us() const;
+  Totals totals() const;
+  int64_t iterations() const;
+  int64_t reductions() const;  // launched so far
+  const std::vector<TimedPass>& timeline() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// `iterations` iterations of `schedule` on one rank's own comm lane, one after another: every pass
+// that ran, in the order it was issued (a skipped carried update is absent). A reduction's times
+// are the comm lane's.
 std::vector<TimedPass> replay(const Schedule& schedule, const PassCost& cost, int64_t iterations);
 
 }  // namespace dlb

@@ -10,8 +10,8 @@
 #include "runtime/core/half.h"
 #include "runtime/core/hash.h"
 #include "runtime/core/nvtx.h"
-#include "runtime/nn/reorder.h"
 #include "runtime/overlap/sync_schedule.h"
+#include "runtime/train/step_schedule.h"
 
 namespace dlb {
 
@@ -64,16 +64,6 @@ class HookedPasses final : public PassObserver {
   const std::function<void(size_t)>& hook_;
   PassObserver* next_;
 };
-
-// forward, then the loss (reads the logits and labels, writes the output's gradient), then
-// backward.
-Schedule training_schedule(const Graph& graph, const Step& loss) {
-  Schedule s = graph.forward_schedule();
-  s.steps.push_back(loss);
-  const Schedule& backward = graph.backward_schedule();
-  s.steps.insert(s.steps.end(), backward.steps.begin(), backward.steps.end());
-  return s;
-}
 
 }  // namespace
 
@@ -196,10 +186,10 @@ Trainer::StateIds Trainer::declare_state() {
   };
   StateIds ids;
   // The labels come with the batch (load_batch), as the input does.
-  labels_id_ = declare("labels", TensorKind::kInput, {batch_}, DType::kI64, MemCategory::kData);
-  probs_id_ = declare("softmax probabilities", TensorKind::kLoss, graph_.shape(graph_.output()),
-                      DType::kF32, MemCategory::kActivations);
-  loss_id_ = declare("loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
+  const LossTensors loss = declare_loss_tensors(graph_, batch_);
+  labels_id_ = loss.labels;
+  probs_id_ = loss.probs;
+  loss_id_ = loss.loss;
   loss_history_id_ = declare("losses not yet read", TensorKind::kLoss,
                              {config_.loss_readback_steps}, DType::kF32, MemCategory::kActivations);
   step_counter_id_ =
@@ -265,18 +255,9 @@ BucketPlan Trainer::make_buckets() const {
 
 // forward, the loss, backward, and the sync policy's passes: what the executor runs.
 Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm) {
-  Step loss;
-  loss.pass = Pass::kLoss;
-  loss.node = graph_.output();
-  loss.reads = {graph_.output_id(graph_.output()), labels_id_};
-  loss.writes = {graph_.grad_id(graph_.output()), probs_id_, loss_id_};
-  const std::vector<int> kept = {graph_.output_id(graph_.output())};
-  Schedule schedule = training_schedule(graph_, loss);
-  if (config_.memory_plan == MemoryPlanKind::kReorder) {
-    schedule = reorder_backward(schedule, graph_.tensor_infos(), kept);
-  }
-  schedule = recompute_schedule(schedule, graph_.tensor_infos(), config_.recompute, kept);
-  schedule = swapped_schedule(schedule, kept);
+  Schedule schedule = compute_schedule(graph_, LossTensors{labels_id_, probs_id_, loss_id_},
+                                       config_.memory_plan, config_.recompute);
+  schedule = swapped_schedule(schedule, kept_after_step(graph_));
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
   insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
   return schedule;
@@ -331,9 +312,7 @@ Schedule Trainer::swapped_schedule(const Schedule& schedule, const std::vector<i
       break;
     }
   }
-  SwappedSchedule s = swap_schedule(schedule, tensors, swapped_);
-  for (TensorInfo& host : s.host_copies) graph_.declare_tensor(std::move(host));
-  return std::move(s.schedule);
+  return swap_activations(schedule, graph_, swapped_);
 }
 
 void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {

@@ -1,0 +1,188 @@
+#include "runtime/sim/calibration.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <set>
+
+#include "runtime/core/error.h"
+#include "runtime/io/json_fields.h"
+#include "runtime/overlap/sync_schedule.h"
+
+namespace dlb {
+
+namespace {
+
+constexpr double kMaxMs = 1e9;
+
+LayerTimes parse_layer(const JsonFields& f) {
+  LayerTimes t;
+  t.name = f.string("name");
+  t.forward_ms = f.number("forward_ms", 0, kMaxMs);
+  t.backward_data_ms = f.number("backward_data_ms", 0, kMaxMs);
+  t.backward_weights_ms = f.number("backward_weights_ms", 0, kMaxMs);
+  t.backward_ms = f.number("backward_ms", 0, kMaxMs);
+  t.recompute_ms = f.number("recompute_ms", 0, kMaxMs);
+  return t;
+}
+
+}  // namespace
+
+Calibration parse_calibration(const nlohmann::json& j, const std::string& where) {
+  const JsonFields f(j, where);
+  if (f.string("kind") != "dlbench calibration") f.fail("kind", "\"dlbench calibration\"");
+  Calibration c;
+  c.model = f.string("model");
+  c.precision = f.string("precision");
+  c.backend = f.string("backend");
+  c.device = f.string("device");
+  c.batch = f.integer("batch", 1);
+  c.image_size = f.integer("image_size", 1);
+  c.memory_plan = f.string("memory_plan");
+  c.recompute = f.string("recompute");
+  c.source = f.required("source");
+  c.step_ms = f.number("step_ms", 0, kMaxMs);
+  if (c.step_ms <= 0) f.fail("step_ms", "a step time above 0");
+  c.scale = f.number("scale", 0, 1e6);
+  if (c.scale <= 0) f.fail("scale", "a factor above 0");
+  c.loss_ms = f.number("loss_ms", 0, kMaxMs);
+  c.optimizer_ms = f.number("optimizer_ms", 0, kMaxMs);
+  const nlohmann::json& layers = f.array("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    c.layers.push_back(parse_layer(JsonFields(layers[i], f.element("layers", i))));
+  }
+  if (c.layers.empty()) f.fail("layers", "the model's layers");
+  const nlohmann::json& jitter = f.array("jitter");
+  for (size_t i = 0; i < jitter.size(); ++i) {
+    const double x = jitter[i].is_number() ? jitter[i].get<double>() : -1;
+    if (!(x > 0 && x < 1e3)) {
+      throw InvalidArgument(fmt::format("{}: expected a factor above 0, got {}",
+                                        f.element("jitter", i), jitter[i].dump()));
+    }
+    c.jitter.push_back(x);
+  }
+  return c;
+}
+
+nlohmann::json calibration_json(const Calibration& c) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (const LayerTimes& t : c.layers) {
+    layers.push_back({{"name", t.name},
+                      {"forward_ms", t.forward_ms},
+                      {"backward_data_ms", t.backward_data_ms},
+                      {"backward_weights_ms", t.backward_weights_ms},
+                      {"backward_ms", t.backward_ms},
+                      {"recompute_ms", t.recompute_ms}});
+  }
+  return {{"kind", "dlbench calibration"},
+          {"model", c.model},
+          {"batch", c.batch},
+          {"image_size", c.image_size},
+          {"precision", c.precision},
+          {"backend", c.backend},
+          {"device", c.device},
+          {"memory_plan", c.memory_plan},
+          {"recompute", c.recompute},
+          {"source", c.source},
+          {"step_ms", c.step_ms},
+          {"scale", c.scale},
+          {"loss_ms", c.loss_ms},
+          {"optimizer_ms", c.optimizer_ms},
+          {"layers", layers},
+          {"jitter", c.jitter}};
+}
+
+std::string calibration_mismatch(const Calibration& c, const Graph& graph) {
+  std::set<std::string> calibrated;
+  for (const LayerTimes& t : c.layers) calibrated.insert(t.name);
+  std::set<std::string> layers;
+  for (const auto& node : graph.nodes()) {
+    if (!node.layer) continue;
+    layers.insert(node.name);
+    if (!calibrated.count(node.name)) {
+      return fmt::format("the calibration has no times for layer '{}'", node.name);
+    }
+  }
+  for (const std::string& name : calibrated) {
+    if (!layers.count(name)) return fmt::format("the model has no layer '{}'", name);
+  }
+  return "";
+}
+
+double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket) {
+  const double element = static_cast<double>(dtype_size(graph.policy().gradients));
+  if (bucket < 0) {
+    return element *
+           static_cast<double>(graph.tensor_infos()[graph.flat_gradient_id()].shape.numel());
+  }
+  return element * static_cast<double>(plan.buckets.at(static_cast<size_t>(bucket)).count);
+}
+
+PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
+                         const Network& network, int64_t ranks) {
+  if (const std::string why = calibration_mismatch(c, graph); !why.empty()) {
+    throw InvalidArgument(
+        fmt::format("the calibration of {} at batch {} does not fit: {}", c.model, c.batch, why));
+  }
+  std::map<std::string, const LayerTimes*> by_name;
+  for (const LayerTimes& t : c.layers) by_name[t.name] = &t;
+  auto times = std::make_shared<std::vector<LayerTimes>>(graph.nodes().size());
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    if (graph.nodes()[i].layer) (*times)[i] = *by_name.at(graph.nodes()[i].name);
+  }
+  int64_t values = 0;
+  for (const Bucket& b : plan.buckets) values += b.values;
+  auto update_share = std::make_shared<std::vector<double>>();
+  for (const Bucket& b : plan.buckets) {
+    update_share->push_back(values > 0 ? static_cast<double>(b.values) / static_cast<double>(values)
+                                       : 0.0);
+  }
+  auto reduce_us = std::make_shared<std::map<int, double>>();
+  (*reduce_us)[-1] = fastest_allreduce(network, reduction_bytes(graph, plan, -1), ranks).us;
+  for (size_t b = 0; b < plan.buckets.size(); ++b) {
+    const int bucket = static_cast<int>(b);
+    (*reduce_us)[bucket] =
+        fastest_allreduce(network, reduction_bytes(graph, plan, bucket), ranks).us;
+  }
+  const double us = 1e3 * c.scale;  // a profiled millisecond, in simulated microseconds
+  const double loss = c.loss_ms * us, optimizer = c.optimizer_ms * us;
+  return [times, update_share, reduce_us, us, loss, optimizer](const Step& step) -> double {
+    const auto layer = [&]() -> const LayerTimes& { return (*times)[step.node]; };
+    switch (step.pass) {
+      case Pass::kForward:
+        return layer().forward_ms * us;
+      case Pass::kBackwardData:
+        return layer().backward_data_ms * us;
+      case Pass::kBackwardWeights:
+        return layer().backward_weights_ms * us;
+      case Pass::kBackward:
+        return layer().backward_ms * us;
+      case Pass::kRecompute:
+        return layer().recompute_ms * us;
+      case Pass::kLoss:
+        return loss;
+      case Pass::kAccumulate:  // not in the profile: inside the scale
+        return 0;
+      case Pass::kSync:
+        switch (sync_pass_of(step)) {
+          case SyncPass::kAllReduce:
+            return reduce_us->at(step.arg);
+          case SyncPass::kUpdate:
+          case SyncPass::kUpdateCarried:
+            return step.arg < 0 ? optimizer : optimizer * update_share->at(step.arg);
+          case SyncPass::kWait:
+          case SyncPass::kProgress:
+            return 0;
+        }
+        return 0;
+      case Pass::kSwapOut:
+      case Pass::kSwapIn:
+      case Pass::kSwapWait:
+        break;
+    }
+    throw Unsupported("simulate: a swapped step's copies have no calibrated times");
+  };
+}
+
+}  // namespace dlb

@@ -1,0 +1,59 @@
+// What the simulator knows of one rank's step (docs/simulation.md): each layer pass's time, the
+// loss's, the optimizer's, and how much the step's time varies, for one model, batch, image size,
+// precision and device. Made from a measured one-rank run's per-layer profile (dlbench simulate
+// writes one per such run, as calibration/*.json beside its results).
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/nn/graph.h"
+#include "runtime/overlap/bucket_plan.h"
+#include "runtime/sim/network.h"
+#include "runtime/train/replay.h"
+
+namespace dlb {
+
+struct LayerTimes {
+  std::string name;
+  // Milliseconds; 0 for a pass the layer does not run (a view's, a fused ReLU's).
+  double forward_ms = 0, backward_data_ms = 0, backward_weights_ms = 0, backward_ms = 0,
+         recompute_ms = 0;
+};
+
+struct Calibration {
+  std::string model, precision, backend, device;
+  int64_t batch = 0, image_size = 0;
+  std::string memory_plan = "naive", recompute = "none";
+  // Where the figures come from: {"method": "profile", "record": ..., "profile": ...}.
+  nlohmann::json source;
+  // The measured step (the mean over its timed steps), and that over the profile's sum of its
+  // passes: every pass's time is scaled by it, so that one simulated rank takes the measured step
+  // (the profile's spans miss the time between passes).
+  double step_ms = 0, scale = 1;
+  double loss_ms = 0, optimizer_ms = 0;  // per step
+  std::vector<LayerTimes> layers;
+  // Each timed step's time over their mean: the rank's speed from step to step.
+  std::vector<double> jitter;
+};
+
+// A calibration file: InvalidArgument naming `where` and the field when one is missing or out of
+// range.
+Calibration parse_calibration(const nlohmann::json& j, const std::string& where);
+nlohmann::json calibration_json(const Calibration& c);
+
+// What `graph` (declared for the calibration's model and batch) cannot take from `c`: a layer
+// the calibration does not have, or one it has that the graph does not. Empty when it fits.
+std::string calibration_mismatch(const Calibration& c, const Graph& graph);
+
+// The time of each pass of a step of `graph` with `plan`'s buckets over `ranks` ranks: a layer
+// pass's from the calibration, an update's as its bucket's share of the optimizer's time, an
+// all-reduce's the network's fastest algorithm for its bytes (reduction_bytes).
+// The bytes an all-reduce of bucket `bucket` moves (-1: the whole gradient buffer).
+double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket);
+
+PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
+                         const Network& network, int64_t ranks);
+
+}  // namespace dlb

@@ -1,0 +1,146 @@
+#include "runtime/sim/network.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "runtime/core/error.h"
+#include "runtime/io/json_fields.h"
+
+namespace dlb {
+
+const char* collective_name(Collective c) {
+  switch (c) {
+    case Collective::kRing:
+      return "ring";
+    case Collective::kTree:
+      return "tree";
+    case Collective::kHierarchical:
+      return "hierarchical";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr double kGB = 1e9;
+
+Link parse_link(const JsonFields& f) {
+  Link l;
+  l.name = f.string("name");
+  l.latency_us = f.number("latency_us", 0.0);
+  l.bandwidth_gbs = f.number("bandwidth_gbs", 0.0);
+  if (l.bandwidth_gbs <= 0) f.fail("bandwidth_gbs", "a bandwidth above 0");
+  return l;
+}
+
+nlohmann::json link_json(const Link& l) {
+  return {{"name", l.name}, {"latency_us", l.latency_us}, {"bandwidth_gbs", l.bandwidth_gbs}};
+}
+
+// A ring all-reduce over `n` ranks: 2(n-1) steps, each moving 1/n of the data.
+double ring_us(double alpha_us, double bytes_per_s, double bytes, int64_t n) {
+  if (n <= 1) return 0;
+  const double steps = 2.0 * static_cast<double>(n - 1);
+  return steps * alpha_us + steps / static_cast<double>(n) * bytes / bytes_per_s * 1e6;
+}
+
+}  // namespace
+
+double net_bytes_per_s_per_gpu(const Network& n) {
+  return n.net.bandwidth_gbs * kGB * static_cast<double>(n.nics_per_node) /
+         static_cast<double>(n.gpus_per_node);
+}
+
+Network parse_network(const nlohmann::json& j, const std::string& where) {
+  const JsonFields f(j, where);
+  Network n;
+  n.name = f.string("name");
+  n.description = f.string("description");
+  n.gpus_per_node = f.integer("gpus_per_node", 1, 1 << 20);
+  n.nics_per_node = f.integer("nics_per_node", 1, 1 << 20);
+  n.node = parse_link(f.object("node"));
+  n.net = parse_link(f.object("net"));
+  n.tree_bandwidth_factor = f.number("tree_bandwidth_factor", 0.0, 1.0);
+  if (n.tree_bandwidth_factor <= 0) f.fail("tree_bandwidth_factor", "a factor in (0, 1]");
+  const nlohmann::json& algorithms = f.array("algorithms");
+  for (size_t i = 0; i < algorithms.size(); ++i) {
+    const auto* name = algorithms[i].get_ptr<const std::string*>();
+    const auto* known =
+        std::find_if(std::begin(kCollectives), std::end(kCollectives),
+                     [&](Collective c) { return name && *name == collective_name(c); });
+    if (known == std::end(kCollectives)) {
+      throw InvalidArgument(fmt::format("{}: expected ring, tree or hierarchical, got {}",
+                                        f.element("algorithms", i), algorithms[i].dump()));
+    }
+    n.algorithms.push_back(*known);
+  }
+  if (n.algorithms.empty()) f.fail("algorithms", "at least one of ring, tree, hierarchical");
+  const nlohmann::json& sources = f.array("sources");
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const auto* source = sources[i].get_ptr<const std::string*>();
+    if (!source || source->empty()) {
+      throw InvalidArgument(fmt::format("{}: expected a citation, got {}", f.element("sources", i),
+                                        sources[i].dump()));
+    }
+    n.sources.push_back(*source);
+  }
+  if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
+  return n;
+}
+
+nlohmann::json network_json(const Network& n) {
+  nlohmann::json algorithms = nlohmann::json::array();
+  for (Collective c : n.algorithms) algorithms.push_back(collective_name(c));
+  return {{"name", n.name},
+          {"description", n.description},
+          {"gpus_per_node", n.gpus_per_node},
+          {"nics_per_node", n.nics_per_node},
+          {"node", link_json(n.node)},
+          {"net", link_json(n.net)},
+          {"tree_bandwidth_factor", n.tree_bandwidth_factor},
+          {"algorithms", algorithms},
+          {"sources", n.sources}};
+}
+
+double allreduce_us(const Network& net, Collective algorithm, double bytes, int64_t ranks) {
+  if (ranks <= 1) return 0;
+  const int64_t g = std::min(net.gpus_per_node, ranks);  // GPUs of a node in the job
+  const int64_t m = (ranks + g - 1) / g;                 // nodes
+  const double node_bw = net.node.bandwidth_gbs * kGB;
+  // Across nodes every GPU's traffic goes through its share of the NICs, and a step waits for
+  // its slowest hop.
+  const double slowest_bw = m > 1 ? std::min(node_bw, net_bytes_per_s_per_gpu(net)) : node_bw;
+  const double slowest_alpha = m > 1 ? net.net.latency_us : net.node.latency_us;
+  const double n = static_cast<double>(ranks);
+  switch (algorithm) {
+    case Collective::kRing:
+      return ring_us(slowest_alpha, slowest_bw, bytes, ranks);
+    case Collective::kTree: {
+      const double depth = std::ceil(std::log2(static_cast<double>(m)));
+      const double latency =
+          2 * (depth * net.net.latency_us + static_cast<double>(g - 1) * net.node.latency_us);
+      return latency + 2 * (n - 1) / n * bytes / (net.tree_bandwidth_factor * slowest_bw) * 1e6;
+    }
+    case Collective::kHierarchical:
+      // A reduce-scatter and an all-gather within the node are one ring all-reduce's steps;
+      // across nodes, each GPU's 1/g of the data.
+      return ring_us(net.node.latency_us, node_bw, bytes, g) +
+             ring_us(net.net.latency_us, net_bytes_per_s_per_gpu(net),
+                     bytes / static_cast<double>(g), m);
+  }
+  return 0;
+}
+
+CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks) {
+  CollectiveTime best{net.algorithms.front(), std::numeric_limits<double>::infinity()};
+  for (Collective c : net.algorithms) {
+    const double us = allreduce_us(net, c, bytes, ranks);
+    if (us < best.us) best = {c, us};
+  }
+  return best;
+}
+
+}  // namespace dlb

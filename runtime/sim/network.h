@@ -1,0 +1,69 @@
+// A network for the what-if simulator (docs/simulation.md): how long an all-reduce of S bytes
+// takes over n GPUs, from alpha-beta models of the collective algorithms. A preset
+// (suites/networks/*.json) gives each level's per-step latency (alpha) and the bandwidth one
+// GPU's share of it carries (beta, bytes/s), and cites where each figure comes from.
+//
+// With g GPUs per node, m = ceil(n / g) nodes, and S bytes (nccl-tests' bus bandwidth is the
+// 2(n-1)/n factor's beta):
+//   ring:         2(n-1) alpha + 2(n-1)/n S / beta. Over several nodes every step waits for the
+//                 slowest hop: alpha and beta are the network's (beta per GPU: the node's NIC
+//                 bandwidth shared by its g GPUs), or NVLink's within one node.
+//   tree:         NCCL's double binary tree: across nodes a tree of depth ceil(log2 m), within a
+//                 node a chain of g GPUs; a reduce up and a broadcast down, so
+//                 2 (ceil(log2 m) alpha_net + (g-1) alpha_node) + 2(n-1)/n S / (f_tree beta),
+//                 with f_tree the preset's tree bandwidth factor (NCCL's tree reaches less of the
+//                 link than its ring).
+//   hierarchical: within the node a ring reduce-scatter, across nodes a ring all-reduce of each
+//                 GPU's 1/g of the data (g such rings at once, one per GPU), then an all-gather
+//                 within the node: the 2D scheme of Mikami et al. (2018) and Horovod's
+//                 hierarchical all-reduce.
+// The algorithm used is the one with the least predicted time among the preset's `algorithms`:
+// the rule of NCCL's tuner (its ncclTopoGetAlgoTime: latency + size / bandwidth per algorithm,
+// the minimum taken).
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+enum class Collective { kRing, kTree, kHierarchical };
+inline constexpr Collective kCollectives[] = {Collective::kRing, Collective::kTree,
+                                              Collective::kHierarchical};
+const char* collective_name(Collective c);
+
+struct Link {
+  std::string name;          // "NVLink 4 (NVSwitch)", "InfiniBand NDR"
+  double latency_us = 0;     // alpha: one step of a collective over this level
+  double bandwidth_gbs = 0;  // GB/s (1e9 bytes): per GPU within a node; per NIC between nodes
+};
+
+struct Network {
+  std::string name, description;
+  std::vector<std::string> sources;
+  int64_t gpus_per_node = 1;
+  Link node;  // between GPUs of one node
+  Link net;   // between nodes, through the node's NICs
+  int64_t nics_per_node = 1;
+  double tree_bandwidth_factor = 1;
+  std::vector<Collective> algorithms;  // the ones the library may choose
+};
+
+// Between nodes, one GPU's share of its node's NICs (bytes/s).
+double net_bytes_per_s_per_gpu(const Network& n);
+
+// A preset from its JSON: InvalidArgument naming `where` and the field when one is missing,
+// negative, zero where it divides, or unknown.
+Network parse_network(const nlohmann::json& j, const std::string& where);
+nlohmann::json network_json(const Network& n);
+
+struct CollectiveTime {
+  Collective algorithm = Collective::kRing;
+  double us = 0;
+};
+// One algorithm's predicted time for an all-reduce of `bytes` over `ranks` GPUs (0 for one rank).
+double allreduce_us(const Network& net, Collective algorithm, double bytes, int64_t ranks);
+// The fastest of the network's algorithms, as its library's tuner would choose.
+CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks);
+
+}  // namespace dlb

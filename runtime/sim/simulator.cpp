@@ -1,0 +1,232 @@
+#include "runtime/sim/simulator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <memory>
+#include <numeric>
+#include <stdexcept>
+
+#include "runtime/core/error.h"
+#include "runtime/core/rng.h"
+
+namespace dlb {
+
+namespace {
+
+constexpr double kNever = -std::numeric_limits<double>::infinity();
+
+// The comm lane every rank shares (simulator.h): a reduction starts once its last rank has
+// launched it and the one before it has ended. Until an iteration's round has settled a
+// reduction's times, a wait for it costs nothing.
+class SharedLane final : public ReductionLane {
+ public:
+  std::pair<double, double> launch(int64_t n, double cost_us, double launch_us) override {
+    grow(n);
+    latest_[n] = std::max(latest_[n], launch_us);
+    cost_[n] = cost_us;
+    return settled_[n] ? times_[n] : std::pair{launch_us, launch_us};
+  }
+  double end_us(int64_t n) const override {
+    return n < static_cast<int64_t>(settled_.size()) && settled_[n] ? times_[n].second : kNever;
+  }
+  // A new round of reductions [first, ...): their launches are taken again.
+  void begin_round(int64_t first) {
+    for (size_t n = first; n < latest_.size(); ++n) latest_[n] = kNever;
+  }
+  // Reductions [first, last) from this round's launches: whether any time changed.
+  bool settle(int64_t first, int64_t last) {
+    bool changed = false;
+    for (int64_t n = first; n < last; ++n) {
+      const double free = n > 0 ? times_[n - 1].second : 0.0;
+      const double start = std::max(latest_[n], free);
+      const std::pair<double, double> t{start, start + cost_[n]};
+      if (!settled_[n] || t != times_[n]) changed = true;
+      times_[n] = t;
+      settled_[n] = true;
+    }
+    return changed;
+  }
+
+ private:
+  void grow(int64_t n) {
+    if (n < static_cast<int64_t>(latest_.size())) return;
+    latest_.resize(n + 1, kNever);
+    cost_.resize(n + 1, 0);
+    times_.resize(n + 1);
+    settled_.resize(n + 1, false);
+  }
+  std::vector<double> latest_, cost_;
+  std::vector<std::pair<double, double>> times_;
+  std::vector<bool> settled_;
+};
+
+// Ranks of one speed, replayed once.
+struct RankClass {
+  int64_t size = 0;
+  bool straggler = false;
+  std::unique_ptr<RankReplay> replay;
+};
+
+// The classes of `options`' ranks: one per rank where they jitter, else the ranks at the cost
+// model's speed and the straggler. Rank 0 is the first class's.
+std::vector<RankClass> rank_classes(const SimulateOptions& o) {
+  std::vector<RankClass> classes;
+  const bool straggler = o.speeds.straggler >= 0;
+  if (!o.speeds.jitter.empty()) {
+    for (int64_t r = 0; r < o.ranks; ++r) classes.push_back({1, r == o.speeds.straggler, nullptr});
+    return classes;
+  }
+  if (straggler && o.speeds.straggler == 0) {
+    classes.push_back({1, true, nullptr});
+    if (o.ranks > 1) classes.push_back({o.ranks - 1, false, nullptr});
+  } else {
+    classes.push_back({o.ranks - (straggler ? 1 : 0), false, nullptr});
+    if (straggler) classes.push_back({1, true, nullptr});
+  }
+  return classes;
+}
+
+struct RunTotals {
+  std::vector<double> step_us;
+  double mean_busy_us = 0, mean_waited_us = 0, mean_span_us = 0, mean_factor = 1;
+  std::vector<TimedPass> timeline;
+  int64_t classes = 0;
+};
+
+// The ranks of `o` replayed on a shared lane. `uniform_factor`: every rank at that speed instead
+// (no jitter, no straggler).
+RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOptions& o,
+                    const double* uniform_factor) {
+  SimulateOptions speeds = o;
+  if (uniform_factor) speeds.speeds = RankSpeeds{};
+  std::vector<RankClass> classes = rank_classes(speeds);
+  SharedLane lane;
+  for (size_t c = 0; c < classes.size(); ++c) {
+    classes[c].replay = std::make_unique<RankReplay>(step, cost, lane, o.keep_timeline && c == 0);
+  }
+  Rng rng(o.seed);
+  const int64_t total = o.warmup + o.iterations;
+  std::vector<double> factors(classes.size());
+  std::vector<std::shared_ptr<const RankReplay::State>> saved(classes.size());
+  RunTotals out;
+  out.classes = static_cast<int64_t>(classes.size());
+  double last_end = 0, factor_sum = 0;
+  std::vector<RankReplay::Totals> at_start(classes.size());
+  std::vector<double> start_us(classes.size());
+  for (int64_t i = 0; i < total; ++i) {
+    if (i == o.warmup) {
+      for (size_t c = 0; c < classes.size(); ++c) {
+        at_start[c] = classes[c].replay->totals();
+        start_us[c] = classes[c].replay->now_us();
+      }
+    }
+    for (size_t c = 0; c < classes.size(); ++c) {
+      double f = uniform_factor ? *uniform_factor : 1.0;
+      if (!speeds.speeds.jitter.empty()) {
+        f = speeds.speeds.jitter[static_cast<size_t>(
+            rng.below(static_cast<int64_t>(speeds.speeds.jitter.size())))];
+      }
+      if (classes[c].straggler) f *= speeds.speeds.straggler_factor;
+      factors[c] = f;
+      if (i >= o.warmup) factor_sum += f * static_cast<double>(classes[c].size);
+      saved[c] = classes[c].replay->save();
+    }
+    const int64_t first = classes[0].replay->reductions();
+    // Launches come before the waits for them, so two or three rounds settle; more than one per
+    // reduction would mean the lane's times never settle.
+    int64_t rounds = 0;
+    for (bool changed = true; changed; ++rounds) {
+      if (rounds > classes[0].replay->reductions() - first + 3) {
+        throw std::logic_error("simulate: the reductions' times did not settle");
+      }
+      lane.begin_round(first);
+      for (size_t c = 0; c < classes.size(); ++c) {
+        if (rounds > 0) classes[c].replay->restore(*saved[c]);
+        classes[c].replay->run_iteration(factors[c]);
+      }
+      changed = lane.settle(first, classes[0].replay->reductions());
+    }
+    double end = kNever;
+    for (const RankClass& c : classes) end = std::max(end, c.replay->now_us());
+    if (i >= o.warmup) out.step_us.push_back(end - last_end);
+    last_end = end;
+  }
+  const auto n = static_cast<double>(o.ranks), iters = static_cast<double>(o.iterations);
+  for (size_t c = 0; c < classes.size(); ++c) {
+    const RankReplay& r = *classes[c].replay;
+    const double w = static_cast<double>(classes[c].size) / n / iters;
+    out.mean_busy_us += w * (r.totals().busy_us - at_start[c].busy_us);
+    out.mean_waited_us += w * (r.totals().waited_us - at_start[c].waited_us);
+    out.mean_span_us += w * (r.now_us() - start_us[c]);
+  }
+  out.mean_factor = factor_sum / n / iters;
+  if (o.keep_timeline) {
+    for (const TimedPass& t : classes[0].replay->timeline()) {
+      if (t.iteration >= o.warmup) out.timeline.push_back(t);
+    }
+  }
+  return out;
+}
+
+double mean(const std::vector<double>& v) {
+  return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+}
+
+}  // namespace
+
+Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
+                    const SimulateOptions& options) {
+  if (options.ranks < 1) {
+    throw InvalidArgument(fmt::format("simulate: ranks must be at least 1, got {}", options.ranks));
+  }
+  if (options.iterations < 1 || options.warmup < 0) {
+    throw InvalidArgument("simulate: at least one timed iteration, and no negative warm-up");
+  }
+  const RankSpeeds& s = options.speeds;
+  if (s.straggler >= options.ranks) {
+    throw InvalidArgument(fmt::format("simulate: the straggler is rank {}, but there are {} ranks",
+                                      s.straggler, options.ranks));
+  }
+  if (s.straggler >= 0 && s.straggler_factor < 1) {
+    throw InvalidArgument(
+        fmt::format("simulate: a straggler's factor is at least 1, got {}", s.straggler_factor));
+  }
+  for (double f : s.jitter) {
+    if (!(f > 0)) throw InvalidArgument("simulate: every jitter factor must be above 0");
+  }
+
+  Simulation sim;
+  RunTotals run = run_ranks(step, cost, options, nullptr);
+  sim.step_us = std::move(run.step_us);
+  sim.mean_step_us = mean(sim.step_us);
+  sim.timeline = std::move(run.timeline);
+  sim.replayed_ranks = run.classes;
+
+  // One rank at the cost model's speed: the baseline.
+  SimulateOptions one = options;
+  one.ranks = 1;
+  one.speeds = RankSpeeds{};
+  one.keep_timeline = false;
+  const double unit = 1.0;
+  const RunTotals base = run_ranks(one_rank, cost, one, &unit);
+  // Every rank at the ranks' mean speed: the waits that are the network's alone.
+  const bool uneven = !s.jitter.empty() || s.straggler >= 0;
+  SimulateOptions even = options;
+  even.keep_timeline = false;
+  const double waits =
+      uneven ? run_ranks(step, cost, even, &run.mean_factor).mean_waited_us : run.mean_waited_us;
+
+  ScalingLoss& l = sim.loss;
+  l.one_rank_us = mean(base.step_us);
+  l.step_us = sim.mean_step_us;
+  l.exposed_comm_us = waits;
+  l.waiting_for_slowest_us = run.mean_waited_us - waits;
+  l.compute_slowdown_us = run.mean_busy_us - base.mean_busy_us;
+  l.rest_us = l.step_us - l.one_rank_us - l.exposed_comm_us - l.waiting_for_slowest_us -
+              l.compute_slowdown_us;
+  return sim;
+}
+
+}  // namespace dlb

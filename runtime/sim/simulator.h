@@ -1,0 +1,66 @@
+// The what-if simulator (docs/simulation.md): the real step's schedule, with the sync policy's
+// passes for N ranks, replayed on a virtual clock per rank (runtime/train/replay.h). Every rank
+// runs the same schedule and the same cost model; they differ only in speed: a per-rank,
+// per-iteration factor on their compute (a measured jitter distribution, sampled; a named
+// straggler). A reduction starts when the last rank has launched it and the reduction before it
+// has ended, and takes the network's time (runtime/sim/network.h); every rank's wait for it ends
+// then. Ranks of the same speed are replayed once, so N ranks of one speed cost one rank's replay.
+//
+// An iteration's reductions depend on every rank's launches, and a rank's launches on its waits:
+// each iteration is replayed until the reductions' times settle (a fixed point, reached in two or
+// three rounds: launches precede the waits for them in every strategy's schedule).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "runtime/nn/schedule.h"
+#include "runtime/train/replay.h"
+
+namespace dlb {
+
+struct RankSpeeds {
+  // Compute-time factors to draw from, one per rank per iteration (measured step times over their
+  // mean); empty: every rank at the cost model's speed.
+  std::vector<double> jitter;
+  // A rank whose compute takes `straggler_factor` times as long (on top of its jitter); -1: none.
+  int64_t straggler = -1;
+  double straggler_factor = 1;
+};
+
+struct SimulateOptions {
+  int64_t ranks = 1;
+  int64_t warmup = 2, iterations = 20;  // untimed iterations, then timed ones
+  uint64_t seed = 0;                    // the jitter's draws
+  RankSpeeds speeds;
+  bool keep_timeline = true;  // rank 0's passes in the timed iterations (a simulated trace)
+};
+
+// Where the time beyond linear scaling goes (docs/metrics.md, "Scaling loss"), per step:
+//   step - one_rank = exposed_comm + waiting_for_slowest + compute_slowdown + rest.
+// exposed_comm: a rank's time in waits for reductions had every rank its speed (the ranks'
+//               mean, replayed at equal speeds); waiting_for_slowest: what the ranks' different
+//               speeds add to the waits; compute_slowdown: the passes' time beyond one rank's
+//               (ranks slower than the cost model's speed); rest: what remains (the step's time on
+//               its slowest rank beyond the ranks' mean, the sync policy's own passes).
+struct ScalingLoss {
+  double one_rank_us = 0, step_us = 0;
+  double exposed_comm_us = 0, waiting_for_slowest_us = 0, compute_slowdown_us = 0, rest_us = 0;
+};
+
+struct Simulation {
+  // Each timed iteration: from the end of the iteration before on its last rank to the end of
+  // this one on its last rank.
+  std::vector<double> step_us;
+  double mean_step_us = 0;
+  ScalingLoss loss;
+  std::vector<TimedPass> timeline;  // rank 0's timed iterations (keep_timeline)
+  int64_t replayed_ranks = 0;       // distinct speeds replayed
+};
+
+// `step`: the schedule with the sync policy's passes for options.ranks ranks; `one_rank`: the
+// same step on one rank (its updates after backward, nothing reduced), the baseline. `cost`:
+// every pass's time, an all-reduce's over options.ranks ranks included.
+Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
+                    const SimulateOptions& options);
+
+}  // namespace dlb

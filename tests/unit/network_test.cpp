@@ -1,0 +1,122 @@
+// The collective models of runtime/sim/network.h, against their formulas worked by hand, and the
+// shipped presets (suites/networks/*.json), which must parse and cite their sources.
+#include "runtime/sim/network.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+// 8 GPUs a node on 100 GB/s links with 1 us steps; one 12.5 GB/s NIC per node with 10 us steps.
+Network server() {
+  Network n;
+  n.name = "test";
+  n.gpus_per_node = 8;
+  n.nics_per_node = 1;
+  n.node = {"nvlink", 1.0, 100.0};
+  n.net = {"ethernet", 10.0, 12.5};
+  n.tree_bandwidth_factor = 0.5;
+  n.algorithms = {Collective::kRing, Collective::kTree, Collective::kHierarchical};
+  n.sources = {"by hand"};
+  return n;
+}
+
+constexpr double kMB100 = 100e6;
+
+TEST(Network, OneRankReducesNothing) {
+  for (Collective c : kCollectives) EXPECT_EQ(allreduce_us(server(), c, kMB100, 1), 0);
+}
+
+TEST(Network, RingWithinANodeIsItsAlphaBetaFormula) {
+  // 2 ranks: 2 steps of 1 us, and 2(2-1)/2 * 100 MB at 100 GB/s = 1000 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kRing, kMB100, 2), 2 + 1000);
+  // 8 ranks: 14 steps, and 14/8 * 100 MB at 100 GB/s = 1750 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kRing, kMB100, 8), 14 + 1750);
+  // Within one node the hierarchical scheme is the ring.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHierarchical, kMB100, 8), 14 + 1750);
+}
+
+TEST(Network, RingAcrossNodesRunsAtEachGpusShareOfTheNic) {
+  // 16 ranks on 2 nodes: 30 steps of the network's 10 us; each GPU's share of the 12.5 GB/s NIC
+  // is 1.5625 GB/s: 30/16 * 100 MB / 1.5625 GB/s = 120000 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kRing, kMB100, 16), 300 + 120000);
+}
+
+TEST(Network, HierarchicalCrossesTheNetworkWithAnEighthOfTheData) {
+  // Within the node, the 8-rank ring (14 + 1750 us); across the 2 nodes, a 2-rank ring of
+  // 12.5 MB at 1.5625 GB/s: 2 * 10 + 12.5 MB / 1.5625 GB/s = 20 + 8000 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHierarchical, kMB100, 16),
+                   14 + 1750 + 20 + 8000);
+}
+
+TEST(Network, TreeHasLogarithmicLatencyAndItsBandwidthFactor) {
+  // 64 ranks on 8 nodes: depth 3 across nodes and a chain of 8 within:
+  // 2 (3 * 10 + 7 * 1) = 74 us; 2 * 63/64 * 1 MB / (0.5 * 1.5625 GB/s) = 2520 us.
+  EXPECT_NEAR(allreduce_us(server(), Collective::kTree, 1e6, 64), 74 + 2520, 1e-9);
+}
+
+TEST(Network, TheTunerTakesTheFastestAlgorithmForEachSize) {
+  Network n = server();
+  // Large messages across nodes: the hierarchical scheme moves 1/8 of the data over the NIC.
+  EXPECT_EQ(fastest_allreduce(n, kMB100, 64).algorithm, Collective::kHierarchical);
+  // Tiny messages at many ranks: the tree's log2 latency beats 2(n-1) ring steps.
+  n.algorithms = {Collective::kRing, Collective::kTree};
+  EXPECT_EQ(fastest_allreduce(n, 8, 1024).algorithm, Collective::kTree);
+  // Large messages: the ring's full bandwidth beats the tree's half.
+  EXPECT_EQ(fastest_allreduce(n, kMB100, 1024).algorithm, Collective::kRing);
+  EXPECT_DOUBLE_EQ(fastest_allreduce(n, kMB100, 1024).us,
+                   allreduce_us(n, Collective::kRing, kMB100, 1024));
+}
+
+std::string parse_error(const nlohmann::json& j) {
+  try {
+    parse_network(j, "net.json");
+  } catch (const InvalidArgument& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Network, APresetRoundTripsAndBadFieldsAreNamed) {
+  const nlohmann::json good = network_json(server());
+  EXPECT_EQ(network_json(parse_network(good, "net.json")), good);
+  nlohmann::json j = good;
+  j.erase("gpus_per_node");
+  EXPECT_NE(parse_error(j).find("gpus_per_node"), std::string::npos) << parse_error(j);
+  j = good;
+  j["net"]["latency_us"] = -1;
+  EXPECT_NE(parse_error(j).find("latency_us"), std::string::npos) << parse_error(j);
+  j = good;
+  j["node"]["bandwidth_gbs"] = 0;
+  EXPECT_NE(parse_error(j).find("bandwidth_gbs"), std::string::npos) << parse_error(j);
+  j = good;
+  j["algorithms"] = {"ring", "butterfly"};
+  EXPECT_NE(parse_error(j).find("algorithms[1]"), std::string::npos) << parse_error(j);
+  j = good;
+  j["sources"] = nlohmann::json::array();
+  EXPECT_NE(parse_error(j).find("sources"), std::string::npos) << parse_error(j);
+  j = good;
+  j["tree_bandwidth_factor"] = 1.5;
+  EXPECT_NE(parse_error(j).find("tree_bandwidth_factor"), std::string::npos) << parse_error(j);
+}
+
+TEST(Network, EveryShippedPresetParses) {
+  int presets = 0;
+  for (const auto& f :
+       std::filesystem::directory_iterator(std::string(DLB_SOURCE_DIR) + "/suites/networks")) {
+    if (f.path().extension() != ".json") continue;
+    std::ifstream in(f.path());
+    const Network n = parse_network(nlohmann::json::parse(in), f.path().string());
+    EXPECT_EQ(n.name, f.path().stem().string()) << "a preset is named as its file";
+    ++presets;
+  }
+  EXPECT_GE(presets, 4);
+}
+
+}  // namespace
+}  // namespace dlb
