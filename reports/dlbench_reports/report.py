@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import (batch, common, convergence, memory, overlap, precision, scaling, timeline,
+from .plots import (batch, common, convergence, memory, overlap, precision, scaling, scaling_loss,
+                    timeline,
                     tradeoff)
 from . import intervals
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
@@ -48,11 +49,17 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
 
     # Throughput plots draw a peer's curve beside dlbench's; the plots of dlbench's insides
     # (memory by category, phases, timelines) take dlbench's records only.
-    own = [r for r in records if r.system == "dlbench"]
+    # Beside the scaling plots, measured records only: a simulated one has no memory, phases or
+    # trace of a run.
+    measured = [r for r in records if r.data.get("mode") != "simulated"]
+    own = [r for r in measured if r.system == "dlbench"]
     for i, group in enumerate(scaling.groups(records).values()):
         add(scaling.render(group), "Scaling", f"scaling-{i + 1}")
+    for i, group in enumerate(scaling_loss.groups(records).values()):
+        add(scaling_loss.render(group), "Scaling loss", f"scaling-loss-{i + 1}",
+            note=scaling_loss.NOTE)
     by_rest: dict[str, list[Record]] = {}
-    for r in records:
+    for r in measured:
         key = json.dumps({k: v for k, v in r.point_config.items() if k not in ("batch", "system")},
                          sort_keys=True)
         by_rest.setdefault(key, []).append(r)

@@ -39,6 +39,8 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& where)
   c.device = f.string("device");
   c.batch = f.integer("batch", 1);
   c.image_size = f.integer("image_size", 1);
+  c.num_classes = f.integer("num_classes", 1);
+  c.fused_relus = f.boolean("fused_relus");
   c.memory_plan = f.string("memory_plan");
   c.recompute = f.string("recompute");
   c.source = f.required("source");
@@ -79,6 +81,8 @@ nlohmann::json calibration_json(const Calibration& c) {
           {"model", c.model},
           {"batch", c.batch},
           {"image_size", c.image_size},
+          {"num_classes", c.num_classes},
+          {"fused_relus", c.fused_relus},
           {"precision", c.precision},
           {"backend", c.backend},
           {"device", c.device},

@@ -49,9 +49,8 @@ double ring_us(double alpha_us, double bytes_per_s, double bytes, int64_t n) {
 
 }  // namespace
 
-double net_bytes_per_s_per_gpu(const Network& n) {
-  return n.net.bandwidth_gbs * kGB * static_cast<double>(n.nics_per_node) /
-         static_cast<double>(n.gpus_per_node);
+double net_bytes_per_s(const Network& n) {
+  return n.net.bandwidth_gbs * kGB * static_cast<double>(n.nics_per_node);
 }
 
 Network parse_network(const nlohmann::json& j, const std::string& where) {
@@ -110,26 +109,29 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
   const int64_t g = std::min(net.gpus_per_node, ranks);  // GPUs of a node in the job
   const int64_t m = (ranks + g - 1) / g;                 // nodes
   const double node_bw = net.node.bandwidth_gbs * kGB;
-  // Across nodes every GPU's traffic goes through its share of the NICs, and a step waits for
-  // its slowest hop.
-  const double slowest_bw = m > 1 ? std::min(node_bw, net_bytes_per_s_per_gpu(net)) : node_bw;
-  const double slowest_alpha = m > 1 ? net.net.latency_us : net.node.latency_us;
+  const double beta = m > 1 ? std::min(node_bw, net_bytes_per_s(net)) : node_bw;
   const double n = static_cast<double>(ranks);
+  const double share = 2 * (n - 1) / n;  // of the data, each GPU sends (and receives)
+  const double transfer_us = share * bytes / beta * 1e6;
   switch (algorithm) {
-    case Collective::kRing:
-      return ring_us(slowest_alpha, slowest_bw, bytes, ranks);
+    case Collective::kRing: {
+      const double hops = (n - static_cast<double>(m)) * net.node.latency_us +
+                          static_cast<double>(m) * net.net.latency_us;
+      return share * (m > 1 ? hops : n * net.node.latency_us) + transfer_us;
+    }
     case Collective::kTree: {
       const double depth = std::ceil(std::log2(static_cast<double>(m)));
       const double latency =
           2 * (depth * net.net.latency_us + static_cast<double>(g - 1) * net.node.latency_us);
-      return latency + 2 * (n - 1) / n * bytes / (net.tree_bandwidth_factor * slowest_bw) * 1e6;
+      return latency + transfer_us / net.tree_bandwidth_factor;
     }
-    case Collective::kHierarchical:
+    case Collective::kHierarchical: {
       // A reduce-scatter and an all-gather within the node are one ring all-reduce's steps;
-      // across nodes, each GPU's 1/g of the data.
+      // across nodes, each GPU's 1/g of the data over its 1/g of the NICs.
+      const auto gd = static_cast<double>(g);
       return ring_us(net.node.latency_us, node_bw, bytes, g) +
-             ring_us(net.net.latency_us, net_bytes_per_s_per_gpu(net),
-                     bytes / static_cast<double>(g), m);
+             ring_us(net.net.latency_us, net_bytes_per_s(net) / gd, bytes / gd, m);
+    }
   }
   return 0;
 }

@@ -5,17 +5,19 @@
 //
 // With g GPUs per node, m = ceil(n / g) nodes, and S bytes (nccl-tests' bus bandwidth is the
 // 2(n-1)/n factor's beta):
-//   ring:         2(n-1) alpha + 2(n-1)/n S / beta. Over several nodes every step waits for the
-//                 slowest hop: alpha and beta are the network's (beta per GPU: the node's NIC
-//                 bandwidth shared by its g GPUs), or NVLink's within one node.
+//   ring:         2(n-1)/n ((n-m) alpha_node + m alpha_net) + 2(n-1)/n S / beta: a ring crosses
+//                 the network m times and NVLink (or PCIe) n-m times; every GPU sends 2(n-1)/n S.
+//                 Across nodes, each node's crossing carries that much through its NICs (NCCL
+//                 runs a ring per NIC), so beta is the smaller of the node's link and its NICs'
+//                 sum; within one node, the node's link.
 //   tree:         NCCL's double binary tree: across nodes a tree of depth ceil(log2 m), within a
 //                 node a chain of g GPUs; a reduce up and a broadcast down, so
 //                 2 (ceil(log2 m) alpha_net + (g-1) alpha_node) + 2(n-1)/n S / (f_tree beta),
 //                 with f_tree the preset's tree bandwidth factor (NCCL's tree reaches less of the
 //                 link than its ring).
 //   hierarchical: within the node a ring reduce-scatter, across nodes a ring all-reduce of each
-//                 GPU's 1/g of the data (g such rings at once, one per GPU), then an all-gather
-//                 within the node: the 2D scheme of Mikami et al. (2018) and Horovod's
+//                 GPU's 1/g of the data over its 1/g of the NICs (g such rings at once), then an
+//                 all-gather within the node: the 2D scheme of Mikami et al. (2018) and Horovod's
 //                 hierarchical all-reduce.
 // The algorithm used is the one with the least predicted time among the preset's `algorithms`:
 // the rule of NCCL's tuner (its ncclTopoGetAlgoTime: latency + size / bandwidth per algorithm,
@@ -49,8 +51,8 @@ struct Network {
   std::vector<Collective> algorithms;  // the ones the library may choose
 };
 
-// Between nodes, one GPU's share of its node's NICs (bytes/s).
-double net_bytes_per_s_per_gpu(const Network& n);
+// Between nodes, a node's NICs together (bytes/s).
+double net_bytes_per_s(const Network& n);
 
 // A preset from its JSON: InvalidArgument naming `where` and the field when one is missing,
 // negative, zero where it divides, or unknown.

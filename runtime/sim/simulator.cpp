@@ -101,6 +101,8 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
                     const double* uniform_factor) {
   SimulateOptions speeds = o;
   if (uniform_factor) speeds.speeds = RankSpeeds{};
+  // One rank waits for no one: its draws would only add their sampling noise to its mean.
+  if (o.ranks == 1) speeds.speeds.jitter.clear();
   std::vector<RankClass> classes = rank_classes(speeds);
   SharedLane lane;
   for (size_t c = 0; c < classes.size(); ++c) {

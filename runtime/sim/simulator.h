@@ -20,7 +20,8 @@ namespace dlb {
 
 struct RankSpeeds {
   // Compute-time factors to draw from, one per rank per iteration (measured step times over their
-  // mean); empty: every rank at the cost model's speed.
+  // mean); empty: every rank at the cost model's speed. One rank waits for no one, and does not
+  // draw: its step is the cost model's.
   std::vector<double> jitter;
   // A rank whose compute takes `straggler_factor` times as long (on top of its jitter); -1: none.
   int64_t straggler = -1;

@@ -15,6 +15,7 @@
 #include "suites/harness/maxbatch.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/run_command.h"
+#include "suites/harness/simulate_command.h"
 #include "suites/harness/sweep_command.h"
 
 namespace {
@@ -70,6 +71,51 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
   c->add_flag("--verbose", o.verbose, "a line per check, not only failures");
   c->add_option("--perturb", o.perturb, "test only: break OP.PASS on purpose")->group("");
   return c;
+}
+
+// `dlbench simulate`: its flags (simulate_command.h says what each does). The strategies are
+// read as names into `overlaps`, and typed by simulate_options.
+CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
+                       std::vector<std::string>& overlaps, std::string& jitter) {
+  auto* c = app.add_subcommand(
+      "simulate",
+      "what-if scaling: replay the step on a virtual clock for many ranks on a network preset, "
+      "calibrated from measured one-rank points, and append simulated records");
+  c->add_option("--from", o.from,
+                "a results folder: its measured one-rank points with a profile calibrate");
+  c->add_option("--calibration", o.calibration, "a calibration file instead of --from");
+  c->add_option("--model", o.model, "only the calibrations of this model");
+  c->add_option("--batch", o.batch, "only the calibrations of this batch (per rank)");
+  c->add_option("--network", o.network, "a preset (suites/networks/NAME.json) or a .json file")
+      ->capture_default_str();
+  c->add_option("--ranks", o.ranks, "rank counts (default 1,2,4,...,1024)")->delimiter(',');
+  c->add_option("--overlap", overlaps, "strategies: none,backward,forward (default: all)")
+      ->delimiter(',');
+  c->add_option("--bucket-mb", o.bucket_mb, "bucket sizes in MB (default 25)")->delimiter(',');
+  c->add_option("--steps", o.steps, "timed steps simulated")->capture_default_str();
+  c->add_option("--warmup", o.warmup, "untimed steps simulated first")->capture_default_str();
+  c->add_option("--jitter", jitter,
+                "measured (each rank draws its speed from the calibration's step times) or none")
+      ->check(CLI::IsMember({"measured", "none"}))
+      ->capture_default_str();
+  c->add_option("--straggler", o.straggler, "RANK:FACTOR: that rank computes FACTOR times slower");
+  c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
+  c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)");
+  return c;
+}
+
+// The strategies named on `dlbench simulate --overlap`.
+std::vector<dlb::OverlapStrategy> parse_overlaps(const std::vector<std::string>& names) {
+  std::vector<dlb::OverlapStrategy> out;
+  for (const std::string& name : names) {
+    const auto s = dlb::parse_overlap(name);
+    if (!s) {
+      throw dlb::InvalidArgument(
+          fmt::format("--overlap: unknown strategy '{}' (none, backward or forward)", name));
+    }
+    out.push_back(*s);
+  }
+  return out;
 }
 
 // An option given an empty value ("--out=", or "--out" followed by ""): refused before the parse,
@@ -217,6 +263,10 @@ int main(int argc, char** argv) {
 
   dlb::CheckOpsOptions check;
   auto* check_cmd = add_check_ops(app, check);
+  dlb::SimulateCommandOptions simulate;
+  std::vector<std::string> simulate_overlaps;
+  std::string simulate_jitter = "measured";
+  auto* simulate_cmd = add_simulate(app, simulate, simulate_overlaps, simulate_jitter);
 
   if (const std::string empty = empty_value(argc, argv); !empty.empty()) {
     fmt::print(stderr, "dlbench: error (invalid argument): {}\n", one_line(empty));
@@ -243,6 +293,11 @@ int main(int argc, char** argv) {
     if (*maxbatch_cmd) return dlb::maxbatch_command(run_options(*maxbatch_cmd, maxbatch_text));
     if (*list_cmd) return dlb::list_command();
     if (*check_cmd) return dlb::check_ops_command(check);
+    if (*simulate_cmd) {
+      if (!simulate_overlaps.empty()) simulate.overlaps = parse_overlaps(simulate_overlaps);
+      simulate.jitter = simulate_jitter == "measured";
+      return dlb::simulate_command(simulate);
+    }
     if (*worker_cmd) return dlb::worker_command(point_file);
     if (*conv_cmd) return dlb::bench_conv_command(bench);
     if (*peak_cmd) return dlb::bench_peak_command();

@@ -1,12 +1,13 @@
 """Each plot renders from committed records, and what it draws equals what the records say."""
 from __future__ import annotations
 
+import copy
 import itertools
 import math
 
 import pytest
 from dlbench_reports.plots import (batch, common, convergence, memory, overlap, precision,
-                                    scaling, timeline)
+                                    scaling, scaling_loss, timeline)
 from dlbench_reports.records import load
 
 
@@ -80,22 +81,65 @@ def test_scaling_plot_draws_each_points_interval(results):
             assert (seg[0][1], seg[1][1]) == pytest.approx((lo, hi))
 
 
-def test_scaling_plot_marks_simulated_points_hollow(results):
+def simulate(record, network="dgx-h100", one_rank_step_s=0.1):
+    """`record` as `dlbench simulate` writes one: mode simulated, its network and breakdown."""
+    record.data["mode"] = "simulated"
+    record.data["simulation"] = {"network": {"name": network}}
+    step = 1 / record.data["metrics"]["throughput_img_s"] * record.config["batch"] * \
+        record.config["ranks"]
+    record.data["metrics"]["scaling_loss"] = {
+        "one_rank_step_s": one_rank_step_s, "step_s": step, "exposed_comm_s": 0.25 * step,
+        "waiting_for_slowest_s": 0.5 * step, "compute_slowdown_s": 0.0,
+        "rest_s": 0.25 * step - one_rank_step_s}
+    return record
+
+
+def test_scaling_plot_draws_simulated_points_hollow_in_series_of_their_own(results):
     rs = load(results("scaling"))
-    rs.records[-1].data["mode"] = "simulated"  # what a later simulator issue will write
+    simulate(rs.records[-1])
     fig = scaling.render(rs.records)
     markers = [l for l in fig.axes[0].get_lines() if l.get_marker() == "o"]
     hollow = [l for l in markers if l.get_markerfacecolor() == "none"]
     assert len(hollow) == 1 and len(markers) == len(rs.ok)
-    # Exactly the simulated point is labelled so, wherever it sits in its series.
-    assert [t.get_text() for t in fig.axes[0].texts].count("simulated") == 1
-    rs.records[-1].data["mode"] = "measured"
-    first = min((r for r in rs.ok if r.config["overlap"] == rs.records[-1].config["overlap"]),
-                key=lambda r: r.config["ranks"])
-    first.data["mode"] = "simulated"
-    fig = scaling.render(rs.records)
-    assert [t.get_text() for t in fig.axes[0].texts].count("simulated") == 1
-    assert "hollow = simulated" in fig.axes[0].get_title()
+    assert "hollow = simulated on dgx-h100" in fig.axes[0].get_title()
+    strategy = rs.records[-1].config["overlap"]
+    labels = [l.get_label() for l in fig.axes[0].get_lines()]
+    assert f"overlap={strategy}, simulated" in labels and f"overlap={strategy}" in labels
+
+
+def test_scaling_groups_put_each_network_on_a_plot_of_its_own_with_the_measured_points(results):
+    rs = load(results("scaling"))
+    measured = [r for r in rs.records if r.ok]
+    a, b = copy.deepcopy(rs.records[-1]), copy.deepcopy(rs.records[-2])
+    simulate(a, "dgx-h100")
+    simulate(b, "pcie-25gbe")
+    groups = list(scaling.groups(rs.records + [a, b]).values())
+    assert len(groups) == 2
+    for g in groups:
+        assert len([r for r in g if scaling.simulated(r)]) == 1
+        assert all(m in g for m in measured)
+
+
+def test_scaling_loss_plot_stacks_the_recorded_parts(results):
+    rs = load(results("scaling"))
+    recs = [simulate(copy.deepcopy(r)) for r in rs.ok]
+    groups = list(scaling_loss.groups(recs).values())
+    assert len(groups) == 1
+    fig = scaling_loss.render(groups[0])
+    strategies = sorted({r.config["overlap"] for r in recs}, key=common.strategy_order)
+    assert [ax.get_title() for ax in fig.axes] == [f"overlap={s}" for s in strategies]
+    for ax, strategy in zip(fig.axes, strategies):
+        rs_s = sorted((r for r in recs if r.config["overlap"] == strategy),
+                      key=lambda r: r.config["ranks"])
+        bars = {}
+        for patch in ax.patches:
+            bars.setdefault(patch.get_gid(), []).append(patch)
+        for key, _ in scaling_loss.PARTS:
+            heights = [p.get_height() for p in bars[f"loss:{strategy}:{key}"]]
+            assert heights == pytest.approx(
+                [1e3 * r.data["metrics"]["scaling_loss"][key] for r in rs_s])
+    # Measured records carry no breakdown yet: nothing to plot.
+    assert scaling_loss.groups(rs.records) == {}
 
 
 def test_batch_plot_draws_throughput_and_peak_memory(results):

@@ -41,29 +41,31 @@ TEST(Network, RingWithinANodeIsItsAlphaBetaFormula) {
   EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHierarchical, kMB100, 8), 14 + 1750);
 }
 
-TEST(Network, RingAcrossNodesRunsAtEachGpusShareOfTheNic) {
-  // 16 ranks on 2 nodes: 30 steps of the network's 10 us; each GPU's share of the 12.5 GB/s NIC
-  // is 1.5625 GB/s: 30/16 * 100 MB / 1.5625 GB/s = 120000 us.
-  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kRing, kMB100, 16), 300 + 120000);
+TEST(Network, RingAcrossNodesCrossesTheNetworkOncePerNode) {
+  // 16 ranks on 2 nodes: the ring's 16 hops are 14 within a node (1 us) and 2 across (10 us),
+  // 2(16-1)/16 = 1.875 times over: 63.75 us; each node's crossing carries 1.875 * 100 MB through
+  // its 12.5 GB/s NIC: 15000 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kRing, kMB100, 16), 63.75 + 15000);
 }
 
 TEST(Network, HierarchicalCrossesTheNetworkWithAnEighthOfTheData) {
-  // Within the node, the 8-rank ring (14 + 1750 us); across the 2 nodes, a 2-rank ring of
-  // 12.5 MB at 1.5625 GB/s: 2 * 10 + 12.5 MB / 1.5625 GB/s = 20 + 8000 us.
+  // Within the node, the 8-rank ring (14 + 1750 us); across the 2 nodes, each GPU's 2-rank ring
+  // of 12.5 MB over its eighth of the NIC: 2 * 10 + 12.5 MB / 1.5625 GB/s = 20 + 8000 us.
   EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHierarchical, kMB100, 16),
                    14 + 1750 + 20 + 8000);
 }
 
 TEST(Network, TreeHasLogarithmicLatencyAndItsBandwidthFactor) {
   // 64 ranks on 8 nodes: depth 3 across nodes and a chain of 8 within:
-  // 2 (3 * 10 + 7 * 1) = 74 us; 2 * 63/64 * 1 MB / (0.5 * 1.5625 GB/s) = 2520 us.
-  EXPECT_NEAR(allreduce_us(server(), Collective::kTree, 1e6, 64), 74 + 2520, 1e-9);
+  // 2 (3 * 10 + 7 * 1) = 74 us; 2 * 63/64 * 1 MB / (0.5 * 12.5 GB/s) = 315 us.
+  EXPECT_NEAR(allreduce_us(server(), Collective::kTree, 1e6, 64), 74 + 315, 1e-9);
 }
 
 TEST(Network, TheTunerTakesTheFastestAlgorithmForEachSize) {
   Network n = server();
-  // Large messages across nodes: the hierarchical scheme moves 1/8 of the data over the NIC.
-  EXPECT_EQ(fastest_allreduce(n, kMB100, 64).algorithm, Collective::kHierarchical);
+  // 1 MB over 8 nodes: the hierarchical scheme crosses the network in 2(8-1) steps, not the
+  // ring's 2(64-1) hops, 16 of them slow.
+  EXPECT_EQ(fastest_allreduce(n, 1e6, 64).algorithm, Collective::kHierarchical);
   // Tiny messages at many ranks: the tree's log2 latency beats 2(n-1) ring steps.
   n.algorithms = {Collective::kRing, Collective::kTree};
   EXPECT_EQ(fastest_allreduce(n, 8, 1024).algorithm, Collective::kTree);

@@ -13,11 +13,25 @@ from . import common
 GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb")
 
 
+def network(record: Record) -> str | None:
+    """The network preset a simulated record ran on (None for a measured one)."""
+    return record.get("simulation.network.name") if simulated(record) else None
+
+
+def simulated(record: Record) -> bool:
+    return record.data.get("mode") == "simulated"
+
+
 def groups(records: list[Record]) -> dict[tuple, list[Record]]:
-    """Records that differ only in ranks and overlap, keyed by the rest of what matters."""
+    """Records that differ only in ranks and overlap, keyed by the rest of what matters: measured
+    points with the simulated ones of their configuration, a plot per network preset."""
     out: dict[tuple, list[Record]] = defaultdict(list)
+    nets = {network(r) for r in records if simulated(r)}
     for r in records:
-        out[tuple(r.config.get(k) for k in GROUP_KEYS)].append(r)
+        key = tuple(r.config.get(k) for k in GROUP_KEYS)
+        # A measured point joins every network's plot of its configuration.
+        for net in ([network(r)] if simulated(r) else sorted(nets) or [None]):
+            out[key + (net,)].append(r)
     return dict(out)
 
 
@@ -27,8 +41,11 @@ PEER_NAMES = {("pytorch", "none"): "PyTorch, all-reduce after backward",
 
 
 def series_name(record: Record) -> str:
-    """"none" for dlbench's overlap=none; "PyTorch DDP (overlaps backward)" for a peer's."""
+    """"none" for dlbench's overlap=none; "none, simulated" for its simulation; "PyTorch DDP
+    (overlaps backward)" for a peer's."""
     strategy = record.config.get("overlap", "none")
+    if simulated(record):
+        return f"{strategy}, simulated"
     if record.system == "dlbench":
         return strategy
     return PEER_NAMES.get((record.system, strategy), f"{record.system}, overlap={strategy}")
@@ -55,19 +72,29 @@ def series(records: list[Record]) -> dict[str, dict]:
             "ranks": [r.config["ranks"] for r in rs],
             "throughput": [r.need("metrics.throughput_img_s") for r in rs],
             "efficiency": [efficiency(r) for r in rs],
-            "simulated": [r.data["mode"] == "simulated" for r in rs],
+            "simulated": [simulated(r) for r in rs],
             "oversubscribed": [oversubscribed(r) for r in rs],
             "interval": [intervals.throughput_interval(r) for r in rs],
-            "base": one_rank_throughput(rs[0], records),
+            "base": simulated_base(rs[0]) if simulated(rs[0]) else one_rank_throughput(rs[0], records),
             "peer": rs[0].system != "dlbench",
         }
     return out
 
 
+def simulated_base(record: Record) -> float | None:
+    """A simulated point's one-rank throughput: its batch over the simulated one-rank step that
+    its efficiency is against (metrics.scaling_loss.one_rank_step_s)."""
+    step = record.get("metrics.scaling_loss.one_rank_step_s")
+    return record.config["batch"] / step if step else None
+
+
 def oversubscribed(record: Record) -> bool:
     """Ranks sharing a CPU's hardware threads: the record's noise verdict says so where it has one
     (ranks x threads per rank); older records, more ranks than the machine has threads (each
-    rank runs at least one). Such a point measures contention, not scaling."""
+    rank runs at least one). Such a point measures contention, not scaling. A simulated point
+    gives each rank a device of its own."""
+    if simulated(record):
+        return False
     noise = record.get("noise")
     if isinstance(noise, dict) and isinstance(noise.get("oversubscribed"), bool):
         return noise["oversubscribed"]  # ranks x threads per rank, as the run knew them
@@ -103,13 +130,14 @@ def render(records: list[Record]):
     for i, (strategy, s) in enumerate(data.items()):
         color = f"C{i}"
         colors[strategy] = color
-        ax.plot(s["ranks"], s["throughput"], "-." if s["peer"] else "-", color=color,
-                label=strategy if s["peer"] else f"overlap={strategy}",
+        sim_series = all(s["simulated"])
+        ax.plot(s["ranks"], s["throughput"], "-." if s["peer"] else ":" if sim_series else "-",
+                color=color, label=strategy if s["peer"] else f"overlap={strategy}",
                 gid=f"throughput:{strategy}")
         for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
             ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
                     markersize=7)
-            if sim:
+            if sim and not sim_series:
                 ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
                             fontsize=7, color=color)
         bars = [(n, iv) for n, iv in zip(s["ranks"], s["interval"]) if iv]
@@ -135,15 +163,22 @@ def render(records: list[Record]):
     ax.set_ylabel("throughput (images/s, all ranks)")
     eff_ax.set_ylabel("scaling efficiency (%)")
     eff_ax.set_ylim(0, 110)
+    if max(all_ranks) > 16:  # to 1,024 ranks: doublings evenly spaced
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+    else:
+        ax.set_ylim(bottom=0)
     ax.set_xticks(all_ranks)
-    ax.set_ylim(bottom=0)
+    ax.set_xticklabels([str(n) for n in all_ranks], fontsize=7)
     ax.grid(alpha=0.3)
     batch = sorted({r.config["batch"] for r in records})
-    simulated = any(sim for s in data.values() for sim in s["simulated"])
+    any_simulated = any(sim for s in data.values() for sim in s["simulated"])
+    nets = sorted({network(r) or "?" for r in records if simulated(r)})
     ax.set_title(f"Weak scaling: {common.describe(records)}\n"
                  f"batch {'/'.join(map(str, batch))} per rank, "
                  f"{records[0].config.get('image_size')}px" +
-                 ("; solid = measured, hollow = simulated" if simulated else ""), fontsize=10)
+                 (f"; solid = measured, hollow = simulated on {'/'.join(nets)}"
+                  if any_simulated else ""), fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = eff_ax.get_legend_handles_labels()
     ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper center",

@@ -1,0 +1,33 @@
+// The simulator's inputs from the harness's files (docs/simulation.md): a calibration from a
+// measured one-rank record and the per-layer profile it wrote, and a network preset by name.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/sim/calibration.h"
+#include "runtime/sim/network.h"
+
+namespace dlb {
+
+// The calibration of an ok, measured, one-rank record of dlbench's with a profile
+// (paths.profile; looked for under `dir`/profiles/ when its path no longer exists). `where`
+// names the record in messages. InvalidArgument when the record is not such a point, or its
+// profile is missing or malformed.
+Calibration calibration_from_record(const nlohmann::json& record, const std::string& dir,
+                                    const std::string& where);
+// Whether `record` is a point calibration_from_record takes.
+bool calibrates(const nlohmann::json& record);
+// "resnet50-b32-64px-fp32-cpu": a calibration's file stem.
+std::string calibration_key(const Calibration& c);
+// The calibrations of `dir`/results.jsonl's calibrating points, one per key (the first), each
+// written to `dir`/calibration/<key>.json. InvalidArgument when there is none.
+std::vector<Calibration> calibrate_results(const std::string& dir);
+Calibration read_calibration(const std::string& path);
+
+// suites/networks/<name>.json, or the file a name ending in .json is the path of. An unknown
+// name is refused, naming the presets.
+Network load_network(const std::string& name_or_path);
+std::vector<std::string> list_networks();
+
+}  // namespace dlb

@@ -1,0 +1,345 @@
+#include "suites/harness/simulate_command.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+
+#include "runtime/core/error.h"
+#include "runtime/core/stats.h"
+#include "runtime/overlap/sync_schedule.h"
+#include "runtime/sim/simulator.h"
+#include "runtime/trace/tracer.h"
+#include "runtime/train/step_schedule.h"
+#include "suites/harness/calibrate.h"
+#include "suites/harness/environment.h"
+#include "suites/harness/record.h"
+#include "suites/harness/results.h"
+#include "suites/harness/suite.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
+  RankSpeeds s;
+  if (o.jitter) s.jitter = c.jitter;
+  if (o.straggler.empty()) return s;
+  const size_t colon = o.straggler.find(':');
+  try {
+    if (colon == std::string::npos) throw std::invalid_argument("no colon");
+    size_t used = 0;
+    s.straggler = std::stoll(o.straggler.substr(0, colon), &used);
+    if (used != colon) throw std::invalid_argument("rank");
+    const std::string factor = o.straggler.substr(colon + 1);
+    s.straggler_factor = std::stod(factor, &used);
+    if (used != factor.size()) throw std::invalid_argument("factor");
+  } catch (const std::logic_error&) {
+    throw InvalidArgument(fmt::format(
+        "--straggler={}: expected RANK:FACTOR, a rank and how many times slower its compute is "
+        "(e.g. 3:2)",
+        o.straggler));
+  }
+  const int64_t fewest = *std::min_element(o.ranks.begin(), o.ranks.end());
+  if (s.straggler < 0 || s.straggler >= fewest) {
+    throw InvalidArgument(fmt::format(
+        "--straggler={}: rank {} is not among the {} ranks of the smallest point (ranks count "
+        "from 0; give --ranks that all have it)",
+        o.straggler, s.straggler, fewest));
+  }
+  if (!(s.straggler_factor >= 1) || s.straggler_factor > 1e6) {
+    throw InvalidArgument(fmt::format(
+        "--straggler={}: the factor is how many times slower the rank computes: at least 1",
+        o.straggler));
+  }
+  return s;
+}
+
+// One point's step: its graph (declared as the calibrated run's), schedule and buckets.
+struct SimStep {
+  Graph graph;
+  Schedule schedule;
+  BucketPlan plan;
+};
+
+SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_mb,
+                  bool distributed) {
+  const auto precision = parse_precision(c.precision);
+  const auto plan_kind = parse_memory_plan(c.memory_plan);
+  const auto recompute = parse_recompute(c.recompute);
+  if (!precision || !plan_kind || !recompute) {
+    throw InvalidArgument(
+        fmt::format("the calibration of {} names an unknown precision, memory "
+                    "plan or recomputation: {}, {}, {}",
+                    c.model, c.precision, c.memory_plan, c.recompute));
+  }
+  SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}, {}};
+  const PrecisionPolicy policy = PrecisionPolicy::for_precision(*precision);
+  // Declared only: nothing is allocated. The activations' layout costs no time here.
+  s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false});
+  const LossTensors loss = declare_loss_tensors(s.graph, c.batch);
+  s.schedule = compute_schedule(s.graph, loss, *plan_kind, *recompute);
+  std::vector<int64_t> numels;
+  for (const ParamIds& p : s.graph.flat_params()) {
+    numels.push_back(s.graph.tensor_infos()[p.value].shape.numel());
+  }
+  s.plan =
+      make_bucket_plan(s.graph.grad_offsets(), numels, dtype_size(policy.gradients), bucket_mb);
+  const bool scaled = policy.activations == DType::kF16;  // a loss scaler reads every gradient
+  insert_sync(s.schedule, s.graph, s.plan, SyncOptions{overlap, distributed, scaled});
+  return s;
+}
+
+struct Point {
+  OverlapStrategy overlap;
+  double bucket_mb;
+  int64_t ranks;
+};
+
+// The point as a suite would write it, and its id.
+nlohmann::json point_config(const Calibration& c, const Network& n, const Point& p,
+                            const SimulateCommandOptions& o) {
+  return {
+      {"model", c.model},
+      {"batch", c.batch},
+      {"image_size", c.image_size},
+      {"precision", c.precision},
+      {"backend", c.backend},
+      {"ranks", p.ranks},
+      {"overlap", std::string(overlap_name(p.overlap))},
+      {"bucket_mb", p.bucket_mb},
+      {"network", n.name},
+      {"jitter", o.jitter ? "measured" : "none"},
+      {"straggler", o.straggler.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.straggler)},
+      {"steps", o.steps},
+      {"seed", o.seed}};
+}
+
+RunOptions run_options(const Calibration& c, const Point& p, const SimulateCommandOptions& o) {
+  RunOptions r;
+  r.model = c.model;
+  r.batch = c.batch;
+  r.image_size = c.image_size;
+  r.num_classes = c.num_classes;
+  r.precision = *parse_precision(c.precision);
+  r.backend = parse_backend_kind(c.backend).value_or(BackendKind::kCpu);
+  r.memory_plan = *parse_memory_plan(c.memory_plan);
+  r.recompute = *parse_recompute(c.recompute);
+  r.ranks = p.ranks;
+  r.overlap = p.overlap;
+  r.bucket_mb = p.bucket_mb;
+  r.steps = o.steps;
+  r.warmup = o.warmup;
+  r.seed = o.seed;
+  return r;
+}
+
+nlohmann::json loss_json(const ScalingLoss& l) {
+  return {{"one_rank_step_s", l.one_rank_us / 1e6},
+          {"step_s", l.step_us / 1e6},
+          {"exposed_comm_s", l.exposed_comm_us / 1e6},
+          {"waiting_for_slowest_s", l.waiting_for_slowest_us / 1e6},
+          {"compute_slowdown_s", l.compute_slowdown_us / 1e6},
+          {"rest_s", l.rest_us / 1e6}};
+}
+
+// Rank 0's last two timed iterations as a Chrome trace, in the lanes of a measured one.
+nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim, int64_t steps) {
+  VirtualClock clock;
+  const int64_t first = std::max<int64_t>(steps - 2, 0);
+  Tracer tracer(first, steps - first, &clock);
+  double begin = 0;
+  for (const TimedPass& t : sim.timeline) {
+    if (t.iteration - (sim.timeline.front().iteration) == first) {
+      begin = t.start_us;
+      break;
+    }
+  }
+  clock.advance_us(begin);
+  const int64_t base = sim.timeline.empty() ? 0 : sim.timeline.front().iteration;
+  int64_t step = -1;
+  for (const TimedPass& t : sim.timeline) {
+    if (t.iteration - base < first) continue;
+    if (t.iteration - base != step) {
+      step = t.iteration - base;
+      tracer.begin_step(step);
+    }
+    const Step& st = s.schedule.steps[t.index];
+    const bool layer = st.node >= 0 && st.pass != Pass::kLoss;
+    Span span{layer ? s.graph.nodes()[st.node].name : std::string(step_name(st)), step_name(st),
+              t.lane};
+    span.layer = layer;
+    if (st.pass == Pass::kSync) span.bucket = st.arg < 0 ? kEveryBucket : st.arg;
+    tracer.record(std::move(span), Mark{t.start_us, nullptr}, Mark{t.end_us, nullptr});
+  }
+  tracer.end_window();
+  nlohmann::json trace = tracer.chrome_trace(0);
+  trace["otherData"]["mode"] = "simulated";
+  return trace;
+}
+
+nlohmann::json simulated_record(const Calibration& c, const Network& n, const Point& p,
+                                const SimulateCommandOptions& o, const SimStep& step,
+                                const Simulation& sim, size_t index, double wall_s) {
+  RunResult r;
+  r.options = run_options(c, p, o);
+  r.mode = RunMode::kSimulated;
+  r.ranks = static_cast<int>(p.ranks);
+  r.backend_name = c.backend;
+  r.params = step.graph.num_params();
+  r.forward_flops_per_image = step.graph.forward_flops() / static_cast<double>(c.batch);
+  r.flops_per_step = step.graph.training_flops();
+  r.environment = c.source.value("environment", nlohmann::json::object());
+  r.environment["time"] = utc_now_iso8601();
+  RunStats stats;
+  stats.timed_steps = o.steps;
+  stats.images_per_step = c.batch * p.ranks;
+  for (double us : sim.step_us) {
+    stats.step_seconds.push_back(us / 1e6);
+    stats.timed_seconds += us / 1e6;
+  }
+  r.stats = stats;
+  r.buckets = static_cast<int64_t>(step.plan.buckets.size());
+  nlohmann::json record = record_json(r);
+  const nlohmann::json config = point_config(c, n, p, o);
+  record["suite"] = "simulate";
+  record["suite_config"] = config;
+  record["point"] = {{"index", index}, {"id", "sim-" + point_id(config)}};
+  record["metrics"].erase("losses");
+  record["metrics"]["scaling_loss"] = loss_json(sim.loss);
+  // Against the simulated one-rank step of the same calibration: the model's own baseline.
+  record["metrics"]["scaling_efficiency"] = sim.loss.one_rank_us / sim.mean_step_us;
+  nlohmann::json algorithms = nlohmann::json::array();
+  const int first = p.overlap == OverlapStrategy::kNone ? -1 : 0;
+  const int last =
+      p.overlap == OverlapStrategy::kNone ? 0 : static_cast<int>(step.plan.buckets.size());
+  for (int b = first; b < last; ++b) {
+    const double bytes = reduction_bytes(step.graph, step.plan, b);
+    const CollectiveTime t = fastest_allreduce(n, bytes, p.ranks);
+    algorithms.push_back({{"bucket", b < 0 ? nlohmann::json("all") : nlohmann::json(b)},
+                          {"bytes", bytes},
+                          {"algorithm", collective_name(t.algorithm)},
+                          {"seconds", t.us / 1e6}});
+  }
+  record["simulation"] = {{"network", network_json(n)},
+                          {"calibration", calibration_key(c)},
+                          {"calibration_source", c.source},
+                          {"device", c.device},
+                          {"jitter", o.jitter ? "measured" : "none"},
+                          {"straggler", config["straggler"]},
+                          {"replayed_ranks", sim.replayed_ranks},
+                          {"warmup_steps", o.warmup},
+                          {"wall_s", wall_s},
+                          {"reductions", p.ranks > 1 ? algorithms : nlohmann::json::array()}};
+  return record;
+}
+
+// The calibrations `o` asks for: every one, or those of --model and --batch.
+std::vector<Calibration> select_calibrations(const SimulateCommandOptions& o) {
+  const std::vector<Calibration> all =
+      o.from.empty() ? std::vector<Calibration>{read_calibration(o.calibration)}
+                     : calibrate_results(o.from);
+  std::vector<Calibration> out;
+  std::vector<std::string> names;
+  for (const Calibration& c : all) {
+    names.push_back(fmt::format("{} at batch {}", c.model, c.batch));
+    if ((o.model.empty() || c.model == o.model) && (!o.batch || c.batch == *o.batch)) {
+      out.push_back(c);
+    }
+  }
+  if (out.empty()) {
+    throw InvalidArgument(fmt::format(
+        "no calibration of {} at batch {} in {}: it calibrates {}",
+        o.model.empty() ? "any model" : o.model, o.batch ? std::to_string(*o.batch) : "any",
+        o.from.empty() ? o.calibration : o.from, fmt::join(names, ", ")));
+  }
+  return out;
+}
+
+void print_point(const nlohmann::json& record) {
+  const auto& m = record["metrics"];
+  const auto& l = m["scaling_loss"];
+  const auto& c = record["suite_config"];
+  fmt::print(
+      "  {:>5} ranks  {:<8} {:>5.0f} MB  {:>10.1f} img/s  {:>5.1f}%  step {:.4f} s: exposed comm "
+      "{:.4f}, slowest rank {:.4f}, slowdown {:.4f}, rest {:.4f}\n",
+      c["ranks"].get<int64_t>(), c["overlap"].get<std::string>(), c["bucket_mb"].get<double>(),
+      m["throughput_img_s"].get<double>(), 100 * m["scaling_efficiency"].get<double>(),
+      l["step_s"].get<double>(), l["exposed_comm_s"].get<double>(),
+      l["waiting_for_slowest_s"].get<double>(), l["compute_slowdown_s"].get<double>(),
+      l["rest_s"].get<double>());
+}
+
+}  // namespace
+
+int simulate_command(const SimulateCommandOptions& o) {
+  if (o.from.empty() == o.calibration.empty()) {
+    throw InvalidArgument("simulate: give --from=RESULTS_DIR or --calibration=FILE (one of them)");
+  }
+  for (int64_t n : o.ranks) {
+    if (n < 1)
+      throw InvalidArgument(fmt::format("simulate: --ranks must be at least 1, got {}", n));
+  }
+  for (double mb : o.bucket_mb) {
+    if (!(mb > 0)) throw InvalidArgument(fmt::format("--bucket-mb must be above 0, got {}", mb));
+  }
+  if (o.steps < 1 || o.warmup < 0) {
+    throw InvalidArgument("simulate: --steps must be at least 1 and --warmup at least 0");
+  }
+  if (o.ranks.empty() || o.overlaps.empty() || o.bucket_mb.empty()) {
+    throw InvalidArgument("simulate: --ranks, --overlap and --bucket-mb each need a value");
+  }
+  if (!o.from.empty() && !fs::is_directory(o.from)) {
+    throw InvalidArgument(fmt::format("--from: '{}' is not a results folder", o.from));
+  }
+  const Network network = load_network(o.network);
+  const std::vector<Calibration> calibrations = select_calibrations(o);
+  for (const Calibration& c : calibrations) parse_speeds(o, c);  // refused before any output
+  const std::string out = !o.out.empty() ? o.out : !o.from.empty() ? o.from : ".";
+  fs::create_directories(out + "/traces");
+  const std::string results = out + "/results.jsonl";
+  size_t index = read_results(results).size();
+  for (const Calibration& c : calibrations) {
+    const RankSpeeds speeds = parse_speeds(o, c);
+    fmt::print("{} batch {} ({}px, {}, {}) on {}, calibrated on {}:\n", c.model, c.batch,
+               c.image_size, c.precision, c.backend, network.name, c.device);
+    for (OverlapStrategy overlap : o.overlaps) {
+      for (double bucket_mb : o.bucket_mb) {
+        const SimStep one = make_step(c, overlap, bucket_mb, false);
+        const SimStep many = make_step(c, overlap, bucket_mb, true);
+        for (int64_t ranks : o.ranks) {
+          const Point p{overlap, bucket_mb, ranks};
+          const SimStep& step = ranks > 1 ? many : one;
+          SimulateOptions so;
+          so.ranks = ranks;
+          so.warmup = o.warmup;
+          so.iterations = o.steps;
+          so.seed = o.seed;
+          so.speeds = speeds;
+          const auto began = std::chrono::steady_clock::now();
+          const Simulation sim =
+              simulate(step.schedule, one.schedule,
+                       calibrated_cost(c, step.graph, step.plan, network, ranks), so);
+          const double wall_s =
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+          nlohmann::json record = simulated_record(c, network, p, o, step, sim, index++, wall_s);
+          const std::string trace =
+              fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
+          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
+          record["paths"] = {{"trace", trace}};
+          check_record(record, "the simulated record");
+          append_jsonl(results, record);
+          print_point(record);
+        }
+      }
+    }
+  }
+  fmt::print("records appended to {}\n", results);
+  return 0;
+}
+
+}  // namespace dlb

@@ -1,0 +1,36 @@
+// `dlbench simulate`: what-if scaling (docs/simulation.md). Each calibration (from a results
+// folder's measured one-rank points, or a file) is simulated on a network preset at each rank
+// count, overlap strategy and bucket size; each point becomes a result record with mode
+// "simulated" (appended to the results file), a simulated Chrome trace of rank 0, and its
+// scaling-loss breakdown.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "runtime/overlap/strategy.h"
+
+namespace dlb {
+
+struct SimulateCommandOptions {
+  std::string from;         // a results folder: its measured one-rank points calibrate
+  std::string calibration;  // or one calibration file
+  // Only the calibrations of this model and batch (refused when there is none).
+  std::string model;
+  std::optional<int64_t> batch;
+  std::string network = "dgx-h100";
+  std::vector<int64_t> ranks = {1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024};
+  std::vector<OverlapStrategy> overlaps = {OverlapStrategy::kNone, OverlapStrategy::kBackward,
+                                           OverlapStrategy::kForward};
+  std::vector<double> bucket_mb = {25.0};
+  int64_t steps = 50, warmup = 2;
+  bool jitter = true;     // the calibration's measured step-to-step spread, per rank
+  std::string straggler;  // "RANK:FACTOR"
+  uint64_t seed = 0;
+  std::string out;  // the folder for results.jsonl and traces/ (default: from, or ".")
+};
+
+int simulate_command(const SimulateCommandOptions& options);
+
+}  // namespace dlb
