@@ -326,7 +326,7 @@ int simulate_command(const SimulateCommandOptions& o) {
                        calibrated_cost(c, step.graph, step.plan, network, ranks), so);
           const double wall_s =
               std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-          nlohmann::json record = simulated_record(c, network, p, o, step, sim, index++, wall_s);
+          nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
           const std::string trace =
               fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
           write_json_atomically(trace, simulated_trace(step, sim, o.steps));

@@ -1,0 +1,99 @@
+#!/usr/bin/env bash
+# `dlbench simulate` end to end: a one-rank suite of the digits CNN, traced with a profile,
+# calibrates the simulator; the simulated records are valid, their scaling-loss parts add up to
+# the step beyond the one-rank step, their one-rank point is the calibrated step, the same seed
+# gives the same steps, and the report draws them. Bad input (an unknown preset, a network file
+# with a missing or negative field, ranks below 1, a calibration of another model or batch, a
+# straggler beyond the ranks) gets one line and exit 2, and leaves results.jsonl as it was.
+# Usage: simulate.sh path/to/dlbench
+set -u
+dlbench=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/check.sh"
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+py="$root/.venv/bin/python"
+
+cat >"$work/suite.json" <<'JSON'
+{"name": "simcal", "description": "one-rank points to calibrate the simulator from",
+ "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "ranks": 1,
+              "steps": 6, "warmup": 2},
+ "sweep": {"batch": [8, 16]},
+ "cpu": {"defaults": {"backend": "cpu"}}}
+JSON
+"$dlbench" --suite="$work/suite.json" --out="$work/r" --trace-steps=2 >"$work/suite.out" 2>&1
+check "the calibration suite runs" test $? -eq 0
+
+"$dlbench" simulate --from="$work/r" --network=dgx-h100 --ranks=1,2,8,64 --steps=10 \
+  >"$work/sim.out" 2>&1
+check "simulate: exit 0" test $? -eq 0
+cat "$work/sim.out" | head -4
+check "a calibration per measured point" test -f "$work/r/calibration/digits-cnn-b8-8px-fp32-cpu.json" -a \
+  -f "$work/r/calibration/digits-cnn-b16-8px-fp32-cpu.json"
+
+check "the simulated records: valid, parts adding up, the one-rank point the calibration's step" \
+  "$py" - "$root" "$work/r" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/reports")
+from dlbench_reports.records import read_records
+records = read_records(sys.argv[2])  # validates every line against the schema
+sim = [r.data for r in records if r.data["mode"] == "simulated"]
+assert len(sim) == 2 * 3 * 4, len(sim)
+for r in sim:
+    l = r["metrics"]["scaling_loss"]
+    parts = l["exposed_comm_s"] + l["waiting_for_slowest_s"] + l["compute_slowdown_s"] + l["rest_s"]
+    assert abs(l["step_s"] - l["one_rank_step_s"] - parts) < 1e-9 * l["step_s"], r["point"]
+    assert abs(r["metrics"]["scaling_efficiency"] - l["one_rank_step_s"] / l["step_s"]) < 1e-9
+    assert r["simulation"]["network"]["name"] == "dgx-h100"
+    if r["config"]["ranks"] == 1:
+        cal = json.load(open(f'{sys.argv[2]}/calibration/{r["simulation"]["calibration"]}.json'))
+        assert abs(l["step_s"] - cal["step_ms"] / 1e3) < 1e-9, (l, cal["step_ms"])
+        assert r["simulation"]["reductions"] == []
+    else:
+        assert r["simulation"]["reductions"], r["point"]
+PY
+
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu.json" \
+  --network=pcie-25gbe --ranks=16 --overlap=backward --steps=10 --out="$work/a" >/dev/null 2>&1
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu.json" \
+  --network=pcie-25gbe --ranks=16 --overlap=backward --steps=10 --out="$work/b" >/dev/null 2>&1
+check "the same seed, the same simulated steps" "$py" - "$work" <<'PY'
+import json, sys
+a, b = (json.loads(open(f"{sys.argv[1]}/{d}/results.jsonl").readline()) for d in "ab")
+assert a["metrics"]["step_time_s"]["all"] == b["metrics"]["step_time_s"]["all"]
+assert a["simulation"]["replayed_ranks"] == 16  # measured jitter: every rank its own speed
+PY
+
+(cd "$root/reports" && "$py" -m dlbench_reports report "$work/r" >"$work/report.out" 2>&1)
+check "the report renders the simulated points" test $? -eq 0
+check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
+  -f "$work/r/plots/scaling-2.png"
+
+before=$(sha256sum "$work/r/results.jsonl")
+refused() {
+  local what=$1
+  shift
+  "$dlbench" simulate --from="$work/r" "$@" >"$work/err.out" 2>&1
+  local rc=$?
+  check "$what: exit 2 (got $rc)" test $rc -eq 2
+  check "$what: one line" test "$(wc -l <"$work/err.out")" -eq 1
+  check "$what: results.jsonl unchanged" test "$(sha256sum "$work/r/results.jsonl")" = "$before"
+  cat "$work/err.out"
+}
+refused "an unknown preset" --network=dgx-z9
+"$py" - "$root/suites/networks/dgx-h100.json" "$work" <<'PY'
+import json, sys
+net = json.load(open(sys.argv[1]))
+missing = dict(net); del missing["gpus_per_node"]
+json.dump(missing, open(sys.argv[2] + "/missing.json", "w"))
+negative = json.loads(json.dumps(net)); negative["net"]["latency_us"] = -5
+json.dump(negative, open(sys.argv[2] + "/negative.json", "w"))
+PY
+refused "a network file without gpus_per_node" --network="$work/missing.json"
+refused "a network file with a negative latency" --network="$work/negative.json"
+refused "ranks below 1" --ranks=0,2
+refused "a calibration of another model" --model=resnet50
+refused "a calibration of another batch" --batch=32
+refused "a straggler beyond the ranks" --ranks=2,4 --straggler=2:3
+refused "a straggler faster than the rest" --ranks=4 --straggler=1:0.5
+check_summary simulate
