@@ -19,8 +19,22 @@ const char* collective_name(Collective c) {
       return "tree";
     case Collective::kHierarchical:
       return "hierarchical";
+    case Collective::kMeasured:
+      return "measured";
   }
   return "?";
+}
+
+double MeasuredAllreduce::us(double bytes) const {
+  const auto& p = points;
+  if (bytes <= p.front().first) return p.front().second;
+  for (size_t i = 1; i < p.size(); ++i) {
+    if (bytes <= p[i].first) {
+      const double f = (bytes - p[i - 1].first) / (p[i].first - p[i - 1].first);
+      return p[i - 1].second + f * (p[i].second - p[i - 1].second);
+    }
+  }
+  return p.back().second * bytes / p.back().first;
 }
 
 namespace {
@@ -34,6 +48,22 @@ Link parse_link(const JsonFields& f) {
   l.bandwidth_gbs = f.number("bandwidth_gbs", 0.0);
   if (l.bandwidth_gbs <= 0) f.fail("bandwidth_gbs", "a bandwidth above 0");
   return l;
+}
+
+MeasuredAllreduce parse_measured(const JsonFields& f) {
+  MeasuredAllreduce m;
+  m.ranks = f.integer("ranks", 2, 1 << 20);
+  const nlohmann::json& points = f.array("points");
+  for (size_t i = 0; i < points.size(); ++i) {
+    const JsonFields p(points[i], f.element("points", i));
+    const double bytes = p.number("bytes", 1, 1e15), us = p.number("us", 0, 1e12);
+    if (!m.points.empty() && bytes <= m.points.back().first) {
+      p.fail("bytes", "sizes increasing from one point to the next");
+    }
+    m.points.emplace_back(bytes, us);
+  }
+  if (m.points.empty()) f.fail("points", "at least one (bytes, us) point");
+  return m;
 }
 
 nlohmann::json link_json(const Link& l) {
@@ -87,21 +117,37 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
     n.sources.push_back(*source);
   }
   if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
+  if (f.has("measured")) {
+    const nlohmann::json& measured = f.array("measured");
+    for (size_t i = 0; i < measured.size(); ++i) {
+      n.measured.push_back(parse_measured(JsonFields(measured[i], f.element("measured", i))));
+    }
+  }
   return n;
 }
 
 nlohmann::json network_json(const Network& n) {
   nlohmann::json algorithms = nlohmann::json::array();
   for (Collective c : n.algorithms) algorithms.push_back(collective_name(c));
-  return {{"name", n.name},
-          {"description", n.description},
-          {"gpus_per_node", n.gpus_per_node},
-          {"nics_per_node", n.nics_per_node},
-          {"node", link_json(n.node)},
-          {"net", link_json(n.net)},
-          {"tree_bandwidth_factor", n.tree_bandwidth_factor},
-          {"algorithms", algorithms},
-          {"sources", n.sources}};
+  nlohmann::json j = {{"name", n.name},
+                      {"description", n.description},
+                      {"gpus_per_node", n.gpus_per_node},
+                      {"nics_per_node", n.nics_per_node},
+                      {"node", link_json(n.node)},
+                      {"net", link_json(n.net)},
+                      {"tree_bandwidth_factor", n.tree_bandwidth_factor},
+                      {"algorithms", algorithms},
+                      {"sources", n.sources}};
+  if (!n.measured.empty()) {
+    nlohmann::json measured = nlohmann::json::array();
+    for (const MeasuredAllreduce& m : n.measured) {
+      nlohmann::json points = nlohmann::json::array();
+      for (const auto& [bytes, us] : m.points) points.push_back({{"bytes", bytes}, {"us", us}});
+      measured.push_back({{"ranks", m.ranks}, {"points", points}});
+    }
+    j["measured"] = measured;
+  }
+  return j;
 }
 
 double allreduce_us(const Network& net, Collective algorithm, double bytes, int64_t ranks) {
@@ -125,6 +171,12 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
           2 * (depth * net.net.latency_us + static_cast<double>(g - 1) * net.node.latency_us);
       return latency + transfer_us / net.tree_bandwidth_factor;
     }
+    case Collective::kMeasured:
+      for (const MeasuredAllreduce& m : net.measured) {
+        if (m.ranks == ranks) return m.us(bytes);
+      }
+      throw InvalidArgument(
+          fmt::format("network {}: no all-reduce measured at {} ranks", net.name, ranks));
     case Collective::kHierarchical: {
       // A reduce-scatter and an all-gather within the node are one ring all-reduce's steps;
       // across nodes, each GPU's 1/g of the data over its 1/g of the NICs.
@@ -137,6 +189,10 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
 }
 
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks) {
+  if (ranks <= 1) return {net.algorithms.front(), 0};
+  for (const MeasuredAllreduce& m : net.measured) {
+    if (m.ranks == ranks) return {Collective::kMeasured, m.us(bytes)};
+  }
   CollectiveTime best{net.algorithms.front(), std::numeric_limits<double>::infinity()};
   for (Collective c : net.algorithms) {
     const double us = allreduce_us(net, c, bytes, ranks);

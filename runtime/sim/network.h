@@ -29,7 +29,7 @@
 
 namespace dlb {
 
-enum class Collective { kRing, kTree, kHierarchical };
+enum class Collective { kRing, kTree, kHierarchical, kMeasured };
 inline constexpr Collective kCollectives[] = {Collective::kRing, Collective::kTree,
                                               Collective::kHierarchical};
 const char* collective_name(Collective c);
@@ -38,6 +38,15 @@ struct Link {
   std::string name;          // "NVLink 4 (NVSwitch)", "InfiniBand NDR"
   double latency_us = 0;     // alpha: one step of a collective over this level
   double bandwidth_gbs = 0;  // GB/s (1e9 bytes): per GPU within a node; per NIC between nodes
+};
+
+// An all-reduce's measured time against its size at one rank count (`dlbench bench allreduce`):
+// between two measured sizes the time is interpolated linearly; below the smallest it is the
+// smallest's; above the largest it grows at the largest's bandwidth.
+struct MeasuredAllreduce {
+  int64_t ranks = 2;
+  std::vector<std::pair<double, double>> points;  // (bytes, microseconds), bytes increasing
+  double us(double bytes) const;
 };
 
 struct Network {
@@ -49,6 +58,9 @@ struct Network {
   int64_t nics_per_node = 1;
   double tree_bandwidth_factor = 1;
   std::vector<Collective> algorithms;  // the ones the library may choose
+  // Where present for a rank count, the measurement is the time (Collective::kMeasured), and the
+  // models serve the other rank counts.
+  std::vector<MeasuredAllreduce> measured;
 };
 
 // Between nodes, a node's NICs together (bytes/s).
@@ -65,7 +77,8 @@ struct CollectiveTime {
 };
 // One algorithm's predicted time for an all-reduce of `bytes` over `ranks` GPUs (0 for one rank).
 double allreduce_us(const Network& net, Collective algorithm, double bytes, int64_t ranks);
-// The fastest of the network's algorithms, as its library's tuner would choose.
+// The fastest of the network's algorithms, as its library's tuner would choose; the measured time
+// where the network has one for `ranks`.
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks);
 
 }  // namespace dlb

@@ -131,6 +131,7 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
             rng.below(static_cast<int64_t>(speeds.speeds.jitter.size())))];
       }
       if (classes[c].straggler) f *= speeds.speeds.straggler_factor;
+      f *= speeds.speeds.compute_factor;
       factors[c] = f;
       if (i >= o.warmup) factor_sum += f * static_cast<double>(classes[c].size);
       saved[c] = classes[c].replay->save();
@@ -195,6 +196,10 @@ Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCo
     throw InvalidArgument(
         fmt::format("simulate: a straggler's factor is at least 1, got {}", s.straggler_factor));
   }
+  if (!(s.compute_factor >= 1 && s.compute_factor <= 1e6)) {
+    throw InvalidArgument(
+        fmt::format("simulate: the compute factor is at least 1, got {}", s.compute_factor));
+  }
   for (double f : s.jitter) {
     if (!(f > 0)) throw InvalidArgument("simulate: every jitter factor must be above 0");
   }
@@ -214,7 +219,7 @@ Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCo
   const double unit = 1.0;
   const RunTotals base = run_ranks(one_rank, cost, one, &unit);
   // Every rank at the ranks' mean speed: the waits that are the network's alone.
-  const bool uneven = !s.jitter.empty() || s.straggler >= 0;
+  const bool uneven = (!s.jitter.empty() && options.ranks > 1) || s.straggler >= 0;
   SimulateOptions even = options;
   even.keep_timeline = false;
   const double waits =

@@ -26,6 +26,8 @@ struct RankSpeeds {
   // A rank whose compute takes `straggler_factor` times as long (on top of its jitter); -1: none.
   int64_t straggler = -1;
   double straggler_factor = 1;
+  // Every rank's compute this many times slower (ranks sharing a host's cores).
+  double compute_factor = 1;
 };
 
 struct SimulateOptions {

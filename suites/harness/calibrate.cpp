@@ -6,11 +6,13 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #include "runtime/core/error.h"
 #include "runtime/io/json_fields.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
+#include "suites/harness/launcher.h"
 #include "suites/harness/record.h"
 #include "suites/harness/results.h"
 #include "suites/harness/suite.h"
@@ -171,7 +173,80 @@ Network load_network(const std::string& name_or_path) {
   }
   const std::string path =
       is_path ? name_or_path : suites_dir() + "/networks/" + name_or_path + ".json";
-  return parse_network(read_json(path, "network file"), path);
+  const nlohmann::json j = read_json(path, "network file");
+  if (j.is_object() && j.value("kind", "") == "bench_allreduce") {
+    return network_from_bench({j}, {path});
+  }
+  return parse_network(j, path);
+}
+
+Network network_from_bench(const std::vector<nlohmann::json>& benches,
+                           const std::vector<std::string>& where) {
+  Network n;
+  n.name = "this-host";
+  std::string host = "?", time = "?", mpi = "?";
+  // Weighted least squares of t = a x1 + c x2 (x1 = 2(n-1) steps, x2 = 2(n-1)/n bytes; a the
+  // latency in us, c the us per byte), each point weighted by 1/t^2: relative error.
+  double s11 = 0, s12 = 0, s22 = 0, s1t = 0, s2t = 0;
+  for (size_t b = 0; b < benches.size(); ++b) {
+    const JsonFields f(benches[b], where[b]);
+    if (f.string("kind") != "bench_allreduce") f.fail("kind", "\"bench_allreduce\"");
+    MeasuredAllreduce m;
+    m.ranks = f.integer("ranks", 2, 1 << 20);
+    const JsonFields env = f.object("environment");
+    host = env.string_or("host", "?");
+    time = env.string_or("time", "?");
+    mpi = env.string_or("mpi", "?");
+    const nlohmann::json& rows = f.array("rows");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const JsonFields r(rows[i], f.element("rows", i));
+      if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
+      const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 0, 1e6) * 1e6;
+      if (!m.points.empty() && bytes <= m.points.back().first) {
+        r.fail("bytes", "sizes increasing from one row to the next");
+      }
+      m.points.emplace_back(bytes, us);
+      if (!(us > 0)) continue;
+      const double nr = static_cast<double>(m.ranks);
+      const double x1 = 2 * (nr - 1), x2 = 2 * (nr - 1) / nr * bytes, w = 1 / (us * us);
+      s11 += w * x1 * x1;
+      s12 += w * x1 * x2;
+      s22 += w * x2 * x2;
+      s1t += w * x1 * us;
+      s2t += w * x2 * us;
+    }
+    if (m.points.empty()) f.fail("rows", "at least one size");
+    n.measured.push_back(std::move(m));
+  }
+  const double det = s11 * s22 - s12 * s12;
+  double a = det > 0 ? (s1t * s22 - s2t * s12) / det : 0;
+  double c = det > 0 ? (s11 * s2t - s12 * s1t) / det : 0;
+  if (a < 0) {  // a latency below 0 fits nothing physical: bandwidth alone
+    a = 0;
+    c = s22 > 0 ? s2t / s22 : 0;
+  }
+  if (!(c > 0)) {
+    throw InvalidArgument(
+        fmt::format("{}: the all-reduce times do not grow with size: no "
+                    "bandwidth can be fitted",
+                    where.front()));
+  }
+  n.description =
+      fmt::format("this host ({}): {} all-reduces measured by dlbench bench allreduce", host, mpi);
+  n.gpus_per_node = std::max<int64_t>(std::thread::hardware_concurrency(), 1) * kMaxRanksPerCore;
+  n.nics_per_node = 1;
+  n.node = {"ranks of one host (" + mpi + ")", a, 1e6 / c / 1e9};
+  n.net = n.node;
+  n.tree_bandwidth_factor = 1;
+  n.algorithms = {Collective::kRing};
+  for (const std::string& w : where) {
+    n.sources.push_back(
+        fmt::format("measured: {} (dlbench bench allreduce on {}, {})", w, host, time));
+  }
+  n.sources.push_back(
+      "fitted: a ring's alpha and beta, least squares on relative error over every size and "
+      "rank count measured, for the rank counts not measured");
+  return n;
 }
 
 }  // namespace dlb

@@ -25,8 +25,16 @@ std::string calibration_key(const Calibration& c);
 std::vector<Calibration> calibrate_results(const std::string& dir);
 Calibration read_calibration(const std::string& path);
 
-// suites/networks/<name>.json, or the file a name ending in .json is the path of. An unknown
-// name is refused, naming the presets.
+// This host as a network, from `dlbench bench allreduce --json` records (one per rank count,
+// each named by `where`): each rank count's measured times (used as they are), and a ring's
+// alpha and beta fitted to all of them (least squares on relative error) for the rank counts not
+// measured. Every rank on one node: gpus_per_node is the most ranks the host's launcher starts.
+Network network_from_bench(const std::vector<nlohmann::json>& benches,
+                           const std::vector<std::string>& where);
+
+// suites/networks/<name>.json, or the file a name ending in .json is the path of: a preset, or a
+// `dlbench bench allreduce --json` record (network_from_bench). An unknown name is refused,
+// naming the presets.
 Network load_network(const std::string& name_or_path);
 std::vector<std::string> list_networks();
 

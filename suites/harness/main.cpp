@@ -99,6 +99,9 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
       ->check(CLI::IsMember({"measured", "none"}))
       ->capture_default_str();
   c->add_option("--straggler", o.straggler, "RANK:FACTOR: that rank computes FACTOR times slower");
+  c->add_option("--compute-factor", o.compute_factor,
+                "every rank's compute this many times slower (ranks sharing cores)")
+      ->capture_default_str();
   c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
   c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)");
   return c;

@@ -28,6 +28,12 @@ namespace fs = std::filesystem;
 RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
   RankSpeeds s;
   if (o.jitter) s.jitter = c.jitter;
+  if (!(o.compute_factor >= 1 && o.compute_factor <= 1e6)) {
+    throw InvalidArgument(
+        fmt::format("--compute-factor={}: how many times slower every rank computes: at least 1",
+                    o.compute_factor));
+  }
+  s.compute_factor = o.compute_factor;
   if (o.straggler.empty()) return s;
   const size_t colon = o.straggler.find(':');
   try {
@@ -231,6 +237,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
                           {"device", c.device},
                           {"jitter", o.jitter ? "measured" : "none"},
                           {"straggler", config["straggler"]},
+                          {"compute_factor", o.compute_factor},
                           {"replayed_ranks", sim.replayed_ranks},
                           {"warmup_steps", o.warmup},
                           {"wall_s", wall_s},

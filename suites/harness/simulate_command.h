@@ -25,8 +25,9 @@ struct SimulateCommandOptions {
                                            OverlapStrategy::kForward};
   std::vector<double> bucket_mb = {25.0};
   int64_t steps = 50, warmup = 2;
-  bool jitter = true;     // the calibration's measured step-to-step spread, per rank
-  std::string straggler;  // "RANK:FACTOR"
+  bool jitter = true;         // the calibration's measured step-to-step spread, per rank
+  std::string straggler;      // "RANK:FACTOR"
+  double compute_factor = 1;  // every rank's compute this many times slower (shared cores)
   uint64_t seed = 0;
   std::string out;  // the folder for results.jsonl and traces/ (default: from, or ".")
 };

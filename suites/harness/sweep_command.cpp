@@ -17,6 +17,7 @@
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
 #include "suites/harness/machine_peak.h"
+#include "suites/harness/measured_loss.h"
 #include "suites/harness/option_table.h"
 #include "suites/harness/peers.h"
 #include "suites/harness/point_file.h"
@@ -505,6 +506,7 @@ int sweep_command(const SweepOptions& opt) {
     }
     recorded.push_back(record);
     add_scaling_efficiency(record, recorded);
+    add_measured_scaling_loss(record, recorded, out);
     recorded.back() = record;
     append_jsonl(results, record);
     previous.push_back(record);

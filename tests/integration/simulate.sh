@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# `dlbench simulate` end to end: a one-rank suite of the digits CNN, traced with a profile,
-# calibrates the simulator; the simulated records are valid, their scaling-loss parts add up to
-# the step beyond the one-rank step, their one-rank point is the calibrated step, the same seed
-# gives the same steps, and the report draws them. Bad input (an unknown preset, a network file
+# `dlbench simulate` end to end: a suite of the digits CNN on 1 and 2 ranks, traced, whose
+# 2-rank points get their measured scaling-loss breakdown from their traces, and whose one-rank
+# points (with their profiles) calibrate the simulator; the simulated records are valid, their
+# scaling-loss parts add up to the step beyond the one-rank step, their one-rank point is the
+# calibrated step, the same seed gives the same steps, and the report draws them. Bad input (an unknown preset, a network file
 # with a missing or negative field, ranks below 1, a calibration of another model or batch, a
 # straggler beyond the ranks) gets one line and exit 2, and leaves results.jsonl as it was.
 # Usage: simulate.sh path/to/dlbench
@@ -15,10 +16,9 @@ root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 py="$root/.venv/bin/python"
 
 cat >"$work/suite.json" <<'JSON'
-{"name": "simcal", "description": "one-rank points to calibrate the simulator from",
- "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "ranks": 1,
-              "steps": 6, "warmup": 2},
- "sweep": {"batch": [8, 16]},
+{"name": "simcal", "description": "measured points, and one-rank ones to calibrate the simulator",
+ "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "steps": 6, "warmup": 2},
+ "sweep": {"batch": [8, 16], "ranks": [1, 2]},
  "cpu": {"defaults": {"backend": "cpu"}}}
 JSON
 "$dlbench" --suite="$work/suite.json" --out="$work/r" --trace-steps=2 >"$work/suite.out" 2>&1
@@ -31,7 +31,7 @@ cat "$work/sim.out" | head -4
 check "a calibration per measured point" test -f "$work/r/calibration/digits-cnn-b8-8px-fp32-cpu.json" -a \
   -f "$work/r/calibration/digits-cnn-b16-8px-fp32-cpu.json"
 
-check "the simulated records: valid, parts adding up, the one-rank point the calibration's step" \
+check "the records: valid, parts adding up, the one-rank point the calibration's step" \
   "$py" - "$root" "$work/r" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/reports")
@@ -39,10 +39,15 @@ from dlbench_reports.records import read_records
 records = read_records(sys.argv[2])  # validates every line against the schema
 sim = [r.data for r in records if r.data["mode"] == "simulated"]
 assert len(sim) == 2 * 3 * 4, len(sim)
-for r in sim:
+measured = [r.data for r in records if r.data["mode"] == "measured" and r.data["config"]["ranks"] == 2]
+assert len(measured) == 2 and all(r["status"] == "ok" for r in measured), measured
+for r in measured + sim:
     l = r["metrics"]["scaling_loss"]
     parts = l["exposed_comm_s"] + l["waiting_for_slowest_s"] + l["compute_slowdown_s"] + l["rest_s"]
     assert abs(l["step_s"] - l["one_rank_step_s"] - parts) < 1e-9 * l["step_s"], r["point"]
+    if r["mode"] == "measured":  # two ranks on two cores: slower than one rank on both
+        assert l["step_s"] > l["one_rank_step_s"] > 0, l
+        continue
     assert abs(r["metrics"]["scaling_efficiency"] - l["one_rank_step_s"] / l["step_s"]) < 1e-9
     assert r["simulation"]["network"]["name"] == "dgx-h100"
     if r["config"]["ranks"] == 1:
