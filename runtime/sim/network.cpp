@@ -117,6 +117,7 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
     n.sources.push_back(*source);
   }
   if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
+  if (f.has("comm_blocks_compute")) n.comm_blocks_compute = f.boolean("comm_blocks_compute");
   if (f.has("measured")) {
     const nlohmann::json& measured = f.array("measured");
     for (size_t i = 0; i < measured.size(); ++i) {

@@ -58,6 +58,10 @@ struct Network {
   int64_t nics_per_node = 1;
   double tree_bandwidth_factor = 1;
   std::vector<Collective> algorithms;  // the ones the library may choose
+  // The all-reduces run on the cores that compute (MPI on host buffers, its progress thread with
+  // no core of its own): a rank computes nothing while its reduction runs, and no strategy hides
+  // communication. False for GPUs, whose collectives have engines and links of their own.
+  bool comm_blocks_compute = false;
   // Where present for a rank count, the measurement is the time (Collective::kMeasured), and the
   // models serve the other rank counts.
   std::vector<MeasuredAllreduce> measured;

@@ -106,7 +106,8 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
   std::vector<RankClass> classes = rank_classes(speeds);
   SharedLane lane;
   for (size_t c = 0; c < classes.size(); ++c) {
-    classes[c].replay = std::make_unique<RankReplay>(step, cost, lane, o.keep_timeline && c == 0);
+    classes[c].replay = std::make_unique<RankReplay>(step, cost, lane, o.keep_timeline && c == 0,
+                                                     o.comm_blocks_compute);
   }
   Rng rng(o.seed);
   const int64_t total = o.warmup + o.iterations;

@@ -36,6 +36,8 @@ struct SimulateOptions {
   uint64_t seed = 0;                    // the jitter's draws
   RankSpeeds speeds;
   bool keep_timeline = true;  // rank 0's passes in the timed iterations (a simulated trace)
+  // A rank computes nothing while its reduction runs (Network::comm_blocks_compute).
+  bool comm_blocks_compute = false;
 };
 
 // Where the time beyond linear scaling goes (docs/metrics.md, "Scaling loss"), per step:

@@ -59,17 +59,12 @@ struct RankReplay::Impl {
           r_.add(step, start, end);
           s.reduced[b] = n;
           s.pending[b] = true;
+          if (r_.launch_waits) wait_for(b);
           return;
         }
-        case SyncPass::kWait: {
-          auto it = s.reduced.find(b);
-          if (it == s.reduced.end()) return;
-          const double wait = std::max(r_.lane.end_us(it->second) - r_.clock.now_us(), 0.0);
-          r_.clock.advance_us(wait);
-          s.totals.waited_us += wait;
-          s.reduced.erase(it);
+        case SyncPass::kWait:
+          wait_for(b);
           return;
-        }
         case SyncPass::kUpdateCarried:
           if (!s.pending[b]) {
             skipped_ = true;
@@ -86,6 +81,16 @@ struct RankReplay::Impl {
       }
     }
     const std::string& label(const Step&) const override { return kSyncLabel; }
+    // Until bucket `b`'s reduction in flight (if any) has ended.
+    void wait_for(int b) {
+      State& s = r_.state;
+      auto it = s.reduced.find(b);
+      if (it == s.reduced.end()) return;
+      const double wait = std::max(r_.lane.end_us(it->second) - r_.clock.now_us(), 0.0);
+      r_.clock.advance_us(wait);
+      s.totals.waited_us += wait;
+      s.reduced.erase(it);
+    }
     // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
     // reduction is, on the comm lane).
     bool take_unrecorded(const Step& step) {
@@ -112,10 +117,12 @@ struct RankReplay::Impl {
     Impl& r_;
   };
 
-  Impl(const Schedule& schedule, PassCost cost_model, ReductionLane& reductions, bool keep)
+  Impl(const Schedule& schedule, PassCost cost_model, ReductionLane& reductions, bool keep,
+       bool waits)
       : cost(std::move(cost_model)),
         lane(reductions),
         keep_timeline(keep),
+        launch_waits(waits),
         compute(*this),
         sync(*this),
         observer(*this),
@@ -137,6 +144,7 @@ struct RankReplay::Impl {
   PassCost cost;
   ReductionLane& lane;
   bool keep_timeline;
+  bool launch_waits;
   double factor = 1;
   State state;
   std::vector<TimedPass> timeline;
@@ -147,8 +155,8 @@ struct RankReplay::Impl {
 };
 
 RankReplay::RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane,
-                       bool keep_timeline)
-    : impl_(std::make_unique<Impl>(schedule, std::move(cost), lane, keep_timeline)) {}
+                       bool keep_timeline, bool launch_waits)
+    : impl_(std::make_unique<Impl>(schedule, std::move(cost), lane, keep_timeline, launch_waits)) {}
 
 RankReplay::~RankReplay() = default;
 

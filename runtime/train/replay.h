@@ -63,7 +63,10 @@ class OwnReductionLane final : public ReductionLane {
 class RankReplay {
  public:
   // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
-  RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane, bool keep_timeline);
+  // `launch_waits`: the rank computes nothing while its reduction runs (a host whose all-reduces
+  // run on the cores that compute): each launch waits for its reduction, as a wait would.
+  RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane, bool keep_timeline,
+             bool launch_waits = false);
   ~RankReplay();
   RankReplay(const RankReplay&) = delete;
   RankReplay& operator=(const RankReplay&) = delete;

@@ -91,6 +91,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
                                      "--max-bytes=" + o.max_bytes,
                                      "--iters=" + std::to_string(o.iterations),
                                      "--warmup=" + std::to_string(o.warmup)};
+    if (o.average) argv.push_back("--average");
     if (!o.json_path.empty()) argv.push_back("--json=" + o.json_path);
     const auto launcher = parse_launcher(o.launcher);
     if (!launcher) throw InvalidArgument("--launcher must be auto, mpirun or srun");
@@ -119,6 +120,9 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
   }
   nlohmann::json rows = nlohmann::json::array();
   std::vector<float> host;
+  // The timed reductions: sums (nccl-tests'), or averages (what a training step's gradients get:
+  // the sum, then the division by the rank count).
+  const ReduceOp op = o.average ? ReduceOp::kAverage : ReduceOp::kSum;
   // Sizes double from min_bytes while they stay within max_bytes (sizes() never wraps past 2^64).
   for (const size_t bytes : doubling_sizes(min_bytes, max_bytes)) {
     const int64_t count = static_cast<int64_t>(bytes / 4);
@@ -134,7 +138,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
     wrong = static_cast<int64_t>(comm->max_across_ranks(static_cast<double>(wrong)));
     const int iters = static_cast<int>(bytes >= (64u << 20) ? std::max<int64_t>(o.iterations / 4, 2)
                                                             : o.iterations);
-    for (int64_t i = 0; i < o.warmup; ++i) comm->allreduce(buf, ReduceOp::kSum, stream);
+    for (int64_t i = 0; i < o.warmup; ++i) comm->allreduce(buf, op, stream);
     memory->synchronize();
     comm->barrier();
     // Each all-reduce is ordered after the previous one through the stream, as a training step
@@ -143,7 +147,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
     const auto t0 = std::chrono::steady_clock::now();
     std::unique_ptr<CommHandle> last;
     for (int i = 0; i < iters; ++i) {
-      last = comm->allreduce_async(buf, ReduceOp::kSum, stream);
+      last = comm->allreduce_async(buf, op, stream);
       last->order_before(stream);
     }
     last->wait();
@@ -172,6 +176,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
     write_json_atomically(o.json_path, {{"schema_version", kResultSchemaVersion},
                                         {"kind", "bench_allreduce"},
                                         {"ranks", n},
+                                        {"op", o.average ? "average" : "sum"},
                                         {"comm", comm->name()},
                                         {"buffers", memory->name()},
                                         {"reference", comm->reference_name()},

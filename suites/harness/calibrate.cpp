@@ -239,6 +239,7 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   n.net = n.node;
   n.tree_bandwidth_factor = 1;
   n.algorithms = {Collective::kRing};
+  n.comm_blocks_compute = true;
   for (const std::string& w : where) {
     n.sources.push_back(
         fmt::format("measured: {} (dlbench bench allreduce on {}, {})", w, host, time));
@@ -246,6 +247,9 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   n.sources.push_back(
       "fitted: a ring's alpha and beta, least squares on relative error over every size and "
       "rank count measured, for the rank counts not measured");
+  n.sources.push_back(
+      "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its progress "
+      "thread without a core of its own), so a rank computes nothing while its reduction runs");
   return n;
 }
 

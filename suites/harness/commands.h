@@ -32,6 +32,7 @@ struct BenchAllreduceOptions {
   int64_t iterations = 20, warmup = 3;
   std::string launcher = "auto";
   std::string json_path;
+  bool average = false;  // time averaging all-reduces (a training step's) instead of sums
 };
 // nccl-tests' all_reduce_perf for dlbench's communicator: size, time, algbw and busbw from
 // min_bytes to max_bytes (doubling), with a correctness check and the library's own blocking

@@ -17,6 +17,7 @@
 #include "suites/harness/run_command.h"
 #include "suites/harness/simulate_command.h"
 #include "suites/harness/sweep_command.h"
+#include "suites/harness/validate_sim.h"
 
 namespace {
 
@@ -104,6 +105,27 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
       ->capture_default_str();
   c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
   c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)");
+  return c;
+}
+
+// `dlbench validate-sim`: its flags (validate_sim.h says what it does).
+CLI::App* add_validate_sim(CLI::App& app, dlb::ValidateSimOptions& o,
+                           std::vector<std::string>& overlaps) {
+  auto* c = app.add_subcommand(
+      "validate-sim",
+      "the simulator against measured multi-rank runs on this machine: the prediction error per "
+      "point, against the bound its run-to-run spread allows (exit 1 when one is outside)");
+  c->add_option("--out", o.out, "where the runs and validation.json go")->capture_default_str();
+  c->add_option("--model", o.model)->capture_default_str();
+  c->add_option("--batch", o.batch, "per rank")->capture_default_str();
+  c->add_option("--image-size", o.image_size)->capture_default_str();
+  c->add_option("--ranks", o.ranks, "rank counts to validate (default 2,4)")->delimiter(',');
+  c->add_option("--overlap", overlaps, "strategies (default: all)")->delimiter(',');
+  c->add_option("--steps", o.steps, "timed steps a repetition")->capture_default_str();
+  c->add_option("--warmup", o.warmup)->capture_default_str();
+  c->add_option("--repetitions", o.repetitions,
+                "timed phases a point: their spread bounds the error")
+      ->capture_default_str();
   return c;
 }
 
@@ -257,6 +279,9 @@ int main(int argc, char** argv) {
   allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
       ->capture_default_str();
   allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)");
+  allreduce_cmd->add_flag("--average", allreduce.average,
+                          "time averages (sum, then divide by the ranks: a training step's "
+                          "reduction) instead of sums; the correctness check stays a sum");
   std::string allreduce_comm = "auto";
   allreduce_cmd
       ->add_option("--comm", allreduce_comm,
@@ -270,6 +295,9 @@ int main(int argc, char** argv) {
   std::vector<std::string> simulate_overlaps;
   std::string simulate_jitter = "measured";
   auto* simulate_cmd = add_simulate(app, simulate, simulate_overlaps, simulate_jitter);
+  dlb::ValidateSimOptions validate;
+  std::vector<std::string> validate_overlaps;
+  auto* validate_cmd = add_validate_sim(app, validate, validate_overlaps);
 
   if (const std::string empty = empty_value(argc, argv); !empty.empty()) {
     fmt::print(stderr, "dlbench: error (invalid argument): {}\n", one_line(empty));
@@ -300,6 +328,10 @@ int main(int argc, char** argv) {
       if (!simulate_overlaps.empty()) simulate.overlaps = parse_overlaps(simulate_overlaps);
       simulate.jitter = simulate_jitter == "measured";
       return dlb::simulate_command(simulate);
+    }
+    if (*validate_cmd) {
+      if (!validate_overlaps.empty()) validate.overlaps = parse_overlaps(validate_overlaps);
+      return dlb::validate_sim_command(validate);
     }
     if (*worker_cmd) return dlb::worker_command(point_file);
     if (*conv_cmd) return dlb::bench_conv_command(bench);

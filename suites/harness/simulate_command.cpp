@@ -283,6 +283,51 @@ void print_point(const nlohmann::json& record) {
 
 }  // namespace
 
+std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
+                                                 const SimulateCommandOptions& o,
+                                                 const std::string& out) {
+  fs::create_directories(out + "/traces");
+  const std::string results = out + "/results.jsonl";
+  size_t index = read_results(results).size();
+  const RankSpeeds speeds = parse_speeds(o, c);
+  fmt::print("{} batch {} ({}px, {}, {}) on {}, calibrated on {}:\n", c.model, c.batch,
+             c.image_size, c.precision, c.backend, network.name, c.device);
+  std::vector<nlohmann::json> records;
+  for (OverlapStrategy overlap : o.overlaps) {
+    for (double bucket_mb : o.bucket_mb) {
+      const SimStep one = make_step(c, overlap, bucket_mb, false);
+      const SimStep many = make_step(c, overlap, bucket_mb, true);
+      for (int64_t ranks : o.ranks) {
+        const Point p{overlap, bucket_mb, ranks};
+        const SimStep& step = ranks > 1 ? many : one;
+        SimulateOptions so;
+        so.ranks = ranks;
+        so.warmup = o.warmup;
+        so.iterations = o.steps;
+        so.seed = o.seed;
+        so.speeds = speeds;
+        so.comm_blocks_compute = network.comm_blocks_compute;
+        const auto began = std::chrono::steady_clock::now();
+        const Simulation sim =
+            simulate(step.schedule, one.schedule,
+                     calibrated_cost(c, step.graph, step.plan, network, ranks), so);
+        const double wall_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
+        nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
+        const std::string trace =
+            fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
+        write_json_atomically(trace, simulated_trace(step, sim, o.steps));
+        record["paths"] = {{"trace", trace}};
+        check_record(record, "the simulated record");
+        append_jsonl(results, record);
+        print_point(record);
+        records.push_back(std::move(record));
+      }
+    }
+  }
+  return records;
+}
+
 int simulate_command(const SimulateCommandOptions& o) {
   if (o.from.empty() == o.calibration.empty()) {
     throw InvalidArgument("simulate: give --from=RESULTS_DIR or --calibration=FILE (one of them)");
@@ -307,44 +352,8 @@ int simulate_command(const SimulateCommandOptions& o) {
   const std::vector<Calibration> calibrations = select_calibrations(o);
   for (const Calibration& c : calibrations) parse_speeds(o, c);  // refused before any output
   const std::string out = !o.out.empty() ? o.out : !o.from.empty() ? o.from : ".";
-  fs::create_directories(out + "/traces");
+  for (const Calibration& c : calibrations) simulate_calibration(c, network, o, out);
   const std::string results = out + "/results.jsonl";
-  size_t index = read_results(results).size();
-  for (const Calibration& c : calibrations) {
-    const RankSpeeds speeds = parse_speeds(o, c);
-    fmt::print("{} batch {} ({}px, {}, {}) on {}, calibrated on {}:\n", c.model, c.batch,
-               c.image_size, c.precision, c.backend, network.name, c.device);
-    for (OverlapStrategy overlap : o.overlaps) {
-      for (double bucket_mb : o.bucket_mb) {
-        const SimStep one = make_step(c, overlap, bucket_mb, false);
-        const SimStep many = make_step(c, overlap, bucket_mb, true);
-        for (int64_t ranks : o.ranks) {
-          const Point p{overlap, bucket_mb, ranks};
-          const SimStep& step = ranks > 1 ? many : one;
-          SimulateOptions so;
-          so.ranks = ranks;
-          so.warmup = o.warmup;
-          so.iterations = o.steps;
-          so.seed = o.seed;
-          so.speeds = speeds;
-          const auto began = std::chrono::steady_clock::now();
-          const Simulation sim =
-              simulate(step.schedule, one.schedule,
-                       calibrated_cost(c, step.graph, step.plan, network, ranks), so);
-          const double wall_s =
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-          nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
-          const std::string trace =
-              fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
-          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
-          record["paths"] = {{"trace", trace}};
-          check_record(record, "the simulated record");
-          append_jsonl(results, record);
-          print_point(record);
-        }
-      }
-    }
-  }
   fmt::print("records appended to {}\n", results);
   return 0;
 }

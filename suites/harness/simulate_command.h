@@ -5,11 +5,14 @@
 // scaling-loss breakdown.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "runtime/overlap/strategy.h"
+#include "runtime/sim/calibration.h"
+#include "runtime/sim/network.h"
 
 namespace dlb {
 
@@ -33,5 +36,12 @@ struct SimulateCommandOptions {
 };
 
 int simulate_command(const SimulateCommandOptions& options);
+
+// `c` simulated on `network` at every point of `options` (its strategies, bucket sizes and rank
+// counts), each record appended to `out`/results.jsonl and its trace written under `out`/traces;
+// the records, in order. Its speeds are refused (InvalidArgument) before anything is written.
+std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
+                                                 const SimulateCommandOptions& options,
+                                                 const std::string& out);
 
 }  // namespace dlb

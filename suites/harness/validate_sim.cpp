@@ -1,0 +1,202 @@
+#include "suites/harness/validate_sim.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include "runtime/core/error.h"
+#include "runtime/io/json_text.h"
+#include "runtime/io/text_file.h"
+#include "suites/harness/calibrate.h"
+#include "suites/harness/launcher.h"
+#include "suites/harness/record.h"
+#include "suites/harness/report_hook.h"
+#include "suites/harness/results.h"
+#include "suites/harness/simulate_command.h"
+#include "suites/harness/sweep_command.h"
+#include "suites/harness/sweep_options.h"
+
+namespace dlb {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// This host's averaging all-reduce at `ranks`, up to `max_bytes`, as a bench record.
+nlohmann::json measure_allreduce(int64_t ranks, size_t max_bytes, const std::string& out) {
+  const std::string json = fmt::format("{}/allreduce-{}.json", out, ranks);
+  LaunchCommand cmd;
+  cmd.argv = {self_executable(),
+              "bench",
+              "allreduce",
+              "--average",
+              fmt::format("--ranks={}", ranks),
+              fmt::format("--max-bytes={}", max_bytes),
+              "--iters=10",
+              "--json=" + json};
+  const ProcessResult r = run_process(cmd, 600, out + "/allreduce.log", {});
+  if (r.exit_code != 0) {
+    throw CommError(fmt::format("dlbench bench allreduce --ranks={} failed (exit {}): see {}",
+                                ranks, r.exit_code, out + "/allreduce.log"));
+  }
+  return parse_json(read_text_file(json, "bench record"), json);
+}
+
+// The validation's suite: one rank and every rank count, per strategy.
+std::string write_suite(const ValidateSimOptions& o) {
+  nlohmann::json overlaps = nlohmann::json::array(), ranks = {1};
+  for (OverlapStrategy s : o.overlaps) overlaps.push_back(std::string(overlap_name(s)));
+  for (int64_t n : o.ranks) ranks.push_back(n);
+  const nlohmann::json defaults = {{"backend", "cpu"},           {"precision", "fp32"},
+                                   {"model", o.model},           {"batch", o.batch},
+                                   {"image_size", o.image_size}, {"steps", o.steps},
+                                   {"warmup", o.warmup},         {"repetitions", o.repetitions}};
+  const nlohmann::json suite = {
+      {"name", "validate-sim"},
+      {"description",
+       "The simulator's validation: measured points to simulate from their one-rank baseline."},
+      {"defaults", defaults},
+      {"sweep", {{"ranks", ranks}, {"overlap", overlaps}}},
+      {"cpu", {{"defaults", {{"backend", "cpu"}}}}}};
+  const std::string path = o.out + "/validate-suite.json";
+  write_json_atomically(path, suite);
+  return path;
+}
+
+double mean_step_s(const nlohmann::json& record) {
+  const auto& m = record["metrics"];
+  return m["timed_seconds"].get<double>() / m["timed_steps"].get<double>();
+}
+
+// The relative run-to-run spread of a measured point's throughput: its repetitions' CV.
+double spread(const nlohmann::json& record) {
+  return record["metrics"].value("repetitions", nlohmann::json::object()).value("cv", 0.0);
+}
+
+}  // namespace
+
+int validate_sim_command(const ValidateSimOptions& o) {
+  if (o.ranks.empty() || o.overlaps.empty()) {
+    throw InvalidArgument("validate-sim: --ranks and --overlap each need a value");
+  }
+  for (int64_t n : o.ranks) {
+    if (n < 2) throw InvalidArgument(fmt::format("validate-sim: --ranks are 2 or more, got {}", n));
+  }
+  if (o.repetitions < 2) {
+    throw InvalidArgument("validate-sim: --repetitions must be at least 2 (the spread needs them)");
+  }
+  if (fs::exists(o.out + "/runs/results.jsonl")) {
+    throw InvalidArgument(
+        fmt::format("{} already holds a validation: give --out=DIR for a new one", o.out));
+  }
+  fs::create_directories(o.out);
+  const int64_t cores = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  const int64_t most = *std::max_element(o.ranks.begin(), o.ranks.end());
+  // Every point, the one-rank ones too, runs with the threads a rank has at the most ranks, so
+  // that a one-rank point calibrates a rank's compute.
+  const int64_t threads = std::max<int64_t>(cores / most, 1);
+  setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
+  fmt::print("validate-sim: {} threads a rank on {} hardware threads\n", threads, cores);
+
+  SweepOptions sweep;
+  sweep.suite = write_suite(o);
+  sweep.out_dir = o.out + "/runs";
+  sweep.report = false;
+  if (const int rc = sweep_command(sweep); rc != 0) {
+    throw InvalidArgument(
+        fmt::format("validate-sim: the measured points did not all run (exit {})", rc));
+  }
+  const std::string results = sweep.out_dir + "/results.jsonl";
+  const std::vector<nlohmann::json> records = read_results(results);
+
+  // The network: this host's averaging all-reduces, up to twice the gradients' bytes.
+  size_t max_bytes = size_t{1} << 20;
+  for (const auto& r : records) {
+    const double bytes = 4.0 * r["metrics"].value("params", 0.0);
+    while (static_cast<double>(max_bytes) < 2 * bytes) max_bytes *= 2;
+  }
+  std::vector<nlohmann::json> benches;
+  std::vector<std::string> where;
+  for (int64_t n : o.ranks) {
+    benches.push_back(measure_allreduce(n, max_bytes, o.out));
+    where.push_back(fmt::format("{}/allreduce-{}.json", o.out, n));
+  }
+  const Network network = network_from_bench(benches, where);
+  write_json_atomically(o.out + "/network.json", network_json(network));
+
+  nlohmann::json points = nlohmann::json::array();
+  bool all_within = true;
+  for (size_t i = 0; i < records.size(); ++i) {
+    const nlohmann::json& r = records[i];
+    const int64_t ranks = r["config"].value("ranks", 1);
+    if (ranks < 2 || r.value("status", "") != "ok") continue;
+    const std::string base_id = r["metrics"].value("scaling_baseline", "");
+    const auto base = std::find_if(records.begin(), records.end(), [&](const nlohmann::json& b) {
+      return b["point"].value("id", "") == base_id;
+    });
+    if (base == records.end()) continue;
+    const Calibration c = calibration_from_record(
+        *base, sweep.out_dir,
+        fmt::format("{}:{}", results, static_cast<size_t>(base - records.begin()) + 1));
+    SimulateCommandOptions so;
+    so.ranks = {ranks};
+    so.overlaps = {*parse_overlap(r["config"]["overlap"].get<std::string>())};
+    so.bucket_mb = {r["config"]["bucket_mb"].get<double>()};
+    so.steps = 50;
+    // Ranks beyond the cores share them: each computes that many times slower.
+    so.compute_factor =
+        std::max(1.0, static_cast<double>(ranks * threads) / static_cast<double>(cores));
+    const nlohmann::json sim = simulate_calibration(c, network, so, sweep.out_dir).front();
+    const double measured = mean_step_s(r), simulated = sim["metrics"]["scaling_loss"]["step_s"];
+    const double error = simulated / measured - 1;
+    // Three standard deviations of the ratio of two independent measurements: the point's and
+    // its calibration's.
+    const double bound = 3 * std::hypot(spread(r), spread(*base));
+    const bool within = std::abs(error) <= bound;
+    all_within = all_within && within;
+    points.push_back(
+        {{"ranks", ranks},
+         {"overlap", r["config"]["overlap"]},
+         {"measured_point", r["point"]["id"]},
+         {"simulated_point", sim["point"]["id"]},
+         {"measured_step_s", measured},
+         {"simulated_step_s", simulated},
+         {"error", error},
+         {"measured_spread", spread(r)},
+         {"calibration_spread", spread(*base)},
+         {"bound", bound},
+         {"within", within},
+         {"compute_factor", so.compute_factor},
+         {"measured_scaling_loss", r["metrics"].value("scaling_loss", nlohmann::json())},
+         {"simulated_scaling_loss", sim["metrics"]["scaling_loss"]}});
+  }
+  if (points.empty()) {
+    throw InvalidArgument("validate-sim: no measured multi-rank point had a one-rank baseline");
+  }
+  const nlohmann::json validation = {
+      {"kind", "dlbench validate-sim"},
+      {"threads_per_rank", threads},
+      {"hardware_threads", cores},
+      {"network", o.out + "/network.json"},
+      {"results", results},
+      {"bound", "3 x hypot(the point's repetitions CV, its calibration's)"},
+      {"points", points}};
+  write_json_atomically(o.out + "/validation.json", validation);
+  fmt::print("\n  ranks  overlap    measured s  simulated s   error   bound\n");
+  for (const auto& p : points) {
+    fmt::print("  {:>5}  {:<9} {:>10.4f}  {:>11.4f}  {:>+6.1f}%  {:>5.1f}%{}\n",
+               p["ranks"].get<int64_t>(), p["overlap"].get<std::string>(),
+               p["measured_step_s"].get<double>(), p["simulated_step_s"].get<double>(),
+               100 * p["error"].get<double>(), 100 * p["bound"].get<double>(),
+               p["within"].get<bool>() ? "" : "  OUTSIDE");
+  }
+  fmt::print("validation: {}/validation.json\n", o.out);
+  render_report(sweep.out_dir);
+  return all_within ? 0 : 1;
+}
+
+}  // namespace dlb

@@ -1,0 +1,29 @@
+// `dlbench validate-sim`: the simulator against real runs on this machine (docs/simulation.md,
+// "Validation"). It measures this host's averaging all-reduce at each rank count
+// (`bench allreduce --average`), runs a small scaling suite (one rank and each rank count, per
+// strategy, with repetitions), simulates every multi-rank point from its one-rank baseline's
+// calibration on the measured network, and records each point's prediction error beside the
+// bound its measured run-to-run spread allows.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "runtime/overlap/strategy.h"
+
+namespace dlb {
+
+struct ValidateSimOptions {
+  std::string out = "out/validate-sim";
+  std::string model = "resnet18";
+  int64_t batch = 8, image_size = 32;
+  std::vector<int64_t> ranks = {2, 4};
+  std::vector<OverlapStrategy> overlaps = {OverlapStrategy::kNone, OverlapStrategy::kBackward,
+                                           OverlapStrategy::kForward};
+  int64_t steps = 20, warmup = 2, repetitions = 3;
+};
+
+// Exit 0 when every point's error is within its bound, 1 when one is not (the record says which).
+int validate_sim_command(const ValidateSimOptions& options);
+
+}  // namespace dlb
