@@ -3,7 +3,8 @@
 // (`bench allreduce --average`), runs a small scaling suite (one rank and each rank count, per
 // strategy, with repetitions), simulates every multi-rank point from its one-rank baseline's
 // calibration on the measured network, and records each point's prediction error beside the
-// bound its measured run-to-run spread allows.
+// bound the measured run-to-run spread allows: 3 x sqrt(2) x the root mean square of the measured
+// points' repetitions CVs (three standard deviations of the ratio of two measurements).
 #pragma once
 #include <cstdint>
 #include <string>
