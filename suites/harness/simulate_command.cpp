@@ -359,3 +359,34 @@ int simulate_command(const SimulateCommandOptions& o) {
 }
 
 }  // namespace dlb
+
+namespace dlb {
+
+bool simulate_suite_block(const nlohmann::json& block, const std::string& out) {
+  try {
+    SimulateCommandOptions o;
+    o.from = out;
+    o.ranks = block["ranks"].get<std::vector<int64_t>>();
+    if (block.contains("overlap")) {
+      o.overlaps.clear();
+      for (const auto& name : block["overlap"]) {
+        o.overlaps.push_back(*parse_overlap(name.get<std::string>()));  // the schema's enum
+      }
+    }
+    if (block.contains("bucket_mb")) o.bucket_mb = block["bucket_mb"].get<std::vector<double>>();
+    o.jitter = block.value("jitter", "measured") == "measured";
+    o.steps = block.value("steps", o.steps);
+    o.straggler = block.value("straggler", "");
+    for (const auto& network : block["networks"]) {
+      o.network = network.get<std::string>();
+      fmt::print("simulate on {}:\n", o.network);
+      simulate_command(o);
+    }
+    return true;
+  } catch (const Error& e) {
+    fmt::print("simulate: not done: {}\n", e.what());
+    return false;
+  }
+}
+
+}  // namespace dlb

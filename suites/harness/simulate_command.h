@@ -37,6 +37,10 @@ struct SimulateCommandOptions {
 
 int simulate_command(const SimulateCommandOptions& options);
 
+// A suite's `simulate` block (suites/schema/suite.schema.json) over the sweep's results in `out`:
+// simulate_command once per network. A failure is printed, not thrown: returns false then.
+bool simulate_suite_block(const nlohmann::json& block, const std::string& out);
+
 // `c` simulated on `network` at every point of `options` (its strategies, bucket sizes and rank
 // counts), each record appended to `out`/results.jsonl and its trace written under `out`/traces;
 // the records, in order. Its speeds are refused (InvalidArgument) before anything is written.

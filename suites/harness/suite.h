@@ -16,6 +16,9 @@ struct Suite {
   nlohmann::json defaults;                                   // config key -> value
   std::vector<std::pair<std::string, nlohmann::json>> axes;  // in file order; arrays
   std::vector<nlohmann::json> cases;  // each crossed with the axes' points; none: one empty case
+  // After the points, `dlbench simulate` over the run's results (docs/simulation.md): networks,
+  // ranks, and optionally overlap, bucket_mb, jitter, steps, straggler. Null: none.
+  nlohmann::json simulate;
 };
 
 // Directory of the shipped suites (suites/ in the source tree).

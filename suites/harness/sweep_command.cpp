@@ -25,6 +25,7 @@
 #include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"
 #include "suites/harness/run_command.h"
+#include "suites/harness/simulate_command.h"
 #include "suites/harness/suite.h"
 #include "workloads/models/model.h"
 
@@ -525,6 +526,7 @@ int sweep_command(const SweepOptions& opt) {
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.
   print_summary(suite, latest_records(previous, points), out);
+  if (!suite.simulate.is_null() && !simulate_suite_block(suite.simulate, out)) any_bad = true;
   if (opt.report) render_report(out);
   return any_bad ? 1 : 0;
 }

@@ -131,6 +131,22 @@ TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
   }
 }
 
+TEST(Suite, TheSimulateBlockIsKeptAndTheCpuReplacesIt) {
+  const std::string text = R"({
+  "name": "sim", "description": "measured, then simulated",
+  "defaults": {"model": "resnet18"}, "sweep": {"ranks": [1, 2]},
+  "simulate": {"networks": ["dgx-h100"], "ranks": [8, 1024], "bucket_mb": [25, 100]},
+  "cpu": {"simulate": {"networks": ["pcie-25gbe"], "ranks": [16]}}
+})";
+  const Suite gpu = load_suite(write_suite("sim", text), false);
+  EXPECT_EQ(gpu.simulate["ranks"], nlohmann::json({8, 1024}));
+  EXPECT_EQ(gpu.simulate["networks"], nlohmann::json({"dgx-h100"}));
+  const Suite cpu = load_suite(write_suite("sim", text), true);
+  EXPECT_EQ(cpu.simulate["networks"], nlohmann::json({"pcie-25gbe"}));
+  EXPECT_TRUE(load_suite("smoke", true).simulate.is_null());
+  EXPECT_FALSE(load_suite("scaling", true).simulate.is_null());
+}
+
 // On a GPU the precision suite runs every model and precision with and without --cuda-graph;
 // its CPU points have no graphs (the CPU refuses them).
 TEST(Suite, PrecisionSweepsCudaGraphsOnTheGpuOnly) {
@@ -251,6 +267,17 @@ INSTANTIATE_TEST_SUITE_P(
                  R"("sweep": {"ranks": [1, 2]}, "cases": [{"ranks": 4}])"),
             "a case sets 'ranks', which is also a sweep axis"},
         Bad{"bad_cpu", with(R"("cpu": {)", R"("cpu": {"gpu": 1, )"), "/cpu/gpu: unknown key"},
+        Bad{"simulate_without_networks",
+            with(R"("name": "t",)", R"("name": "t", "simulate": {"ranks": [8]},)"),
+            "/simulate: missing required key 'networks'"},
+        Bad{"simulate_zero_ranks",
+            with(R"("name": "t",)",
+                 R"("name": "t", "simulate": {"networks": ["dgx-h100"], "ranks": [0]},)"),
+            "/simulate/ranks/0: expected a value >= 1"},
+        Bad{"simulate_unknown_key",
+            with(R"("name": "t",)",
+                 R"("name": "t", "simulate": {"networks": ["x"], "ranks": [8], "gpus": 8},)"),
+            "/simulate/gpus: unknown key"},
         // JSON has no integer width; dlbench's are 64-bit signed, and 2^63 must not wrap.
         Bad{"integer_2_to_63", with(R"("batch": 32)", R"("batch": 9223372036854775808)"),
             "/defaults/batch: expected an integer, got 9223372036854775808"},
