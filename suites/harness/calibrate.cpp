@@ -12,10 +12,13 @@
 #include "runtime/io/json_fields.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
+#include "runtime/sim/roofline.h"
+#include "suites/harness/environment.h"
 #include "suites/harness/launcher.h"
 #include "suites/harness/record.h"
 #include "suites/harness/results.h"
 #include "suites/harness/suite.h"
+#include "workloads/models/model.h"
 
 namespace dlb {
 
@@ -146,6 +149,125 @@ std::vector<Calibration> calibrate_results(const std::string& dir) {
 
 Calibration read_calibration(const std::string& path) {
   return parse_calibration(read_json(path, "calibration"), path);
+}
+
+DeviceFile load_device(const std::string& name_or_path) {
+  const bool is_path =
+      name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0;
+  const std::string path =
+      is_path ? name_or_path : suites_dir() + "/devices/" + name_or_path + ".json";
+  if (!is_path && !fs::exists(path)) {
+    std::vector<std::string> names;
+    if (fs::is_directory(suites_dir() + "/devices")) {
+      for (const auto& f : fs::directory_iterator(suites_dir() + "/devices")) {
+        if (f.path().extension() == ".json") names.push_back(f.path().stem().string());
+      }
+    }
+    std::sort(names.begin(), names.end());
+    throw InvalidArgument(
+        fmt::format("unknown device '{}': the devices are {} (or give a device "
+                    "file's path, ending in .json)",
+                    name_or_path, fmt::join(names, ", ")));
+  }
+  const nlohmann::json j = read_json(path, "device file");
+  const JsonFields f(j, path);
+  DeviceFile d;
+  d.path = path;
+  d.name = f.string("name");
+  d.device = f.string("device");
+  const JsonFields peaks = f.object("peak_flops");
+  for (const auto& [precision, _] : peaks.json().items()) {
+    d.peak_flops[precision] = peaks.number(precision, 1, 1e21);
+  }
+  d.peak_bytes_per_s = f.number("peak_bytes_per_s", 1, 1e18);
+  const JsonFields ref = f.object("reference");
+  d.ref_model = ref.string("model");
+  d.ref_batch = ref.integer("batch", 1, 1 << 20);
+  d.ref_image_size = ref.integer("image_size", 1, 1 << 16);
+  d.ref_precision = ref.string("precision");
+  d.ref_img_s = ref.number("img_s", 1e-9, 1e12);
+  d.ref_source = ref.string("source");
+  const nlohmann::json& sources = f.array("sources");
+  for (const auto& s : sources)
+    d.sources.push_back(s.is_string() ? s.get<std::string>() : s.dump());
+  if (d.sources.empty()) f.fail("sources", "the peaks' citations");
+  return d;
+}
+
+namespace {
+
+// `model`'s roofline times on `d` (declared as the CUDA backend runs it: batch norm and ReLU
+// fused).
+RooflineTimes roofline_of(const DeviceFile& d, const std::string& model, int64_t batch,
+                          int64_t image_size, const std::string& precision) {
+  const std::optional<Precision> p = parse_precision(precision);
+  const auto peak = d.peak_flops.find(precision);
+  if (!p || peak == d.peak_flops.end()) {
+    throw InvalidArgument(fmt::format("{}: no peak FLOP/s for precision '{}'", d.path, precision));
+  }
+  Graph g = build_model(model, ModelConfig{batch, image_size, 0, {}});
+  g.declare(PrecisionPolicy::for_precision(*p), BackendTraits{Layout::kNCHW, true, false});
+  return roofline_times(g, DevicePeaks{peak->second, d.peak_bytes_per_s});
+}
+
+}  // namespace
+
+Calibration roofline_calibration(const DeviceFile& d, const std::string& model, int64_t batch,
+                                 int64_t image_size, const std::string& precision) {
+  const RooflineTimes ref =
+      roofline_of(d, d.ref_model, d.ref_batch, d.ref_image_size, d.ref_precision);
+  const double measured_ms = 1e3 * static_cast<double>(d.ref_batch) / d.ref_img_s;
+  const double efficiency = ref.step_ms() / measured_ms;
+  if (!(efficiency > 0 && efficiency <= 1)) {
+    throw InvalidArgument(fmt::format(
+        "{}: the reference ({} img/s) is faster than the roofline allows ({} img/s): the peaks "
+        "are too low",
+        d.path, d.ref_img_s, 1e3 * static_cast<double>(d.ref_batch) / ref.step_ms()));
+  }
+  const RooflineTimes t = roofline_of(d, model, batch, image_size, precision);
+  Calibration c;
+  c.model = model;
+  c.batch = batch;
+  c.image_size = image_size;
+  c.num_classes = find_model(model).default_classes;
+  c.precision = precision;
+  c.backend = "cuda";
+  c.device = d.device;
+  c.fused_relus = true;
+  for (LayerTimes l : t.layers) {
+    for (double* ms : {&l.forward_ms, &l.backward_data_ms, &l.backward_weights_ms, &l.backward_ms,
+                       &l.recompute_ms}) {
+      *ms /= efficiency;
+    }
+    c.layers.push_back(std::move(l));
+  }
+  c.loss_ms = t.loss_ms / efficiency;
+  c.optimizer_ms = t.optimizer_ms / efficiency;
+  c.step_ms = t.step_ms() / efficiency;
+  c.scale = 1;
+  // The environment of a record simulated from it: this build's, for a device it does not have.
+  auto memory = make_device_memory(BackendKind::kCpu, BackendOptions{});
+  nlohmann::json env = collect_environment(*memory);
+  for (const char* host_only : {"cpu", "cpu_threads", "blas", "onednn", "conv_algo"}) {
+    env.erase(host_only);
+  }
+  env["device"] = d.device;
+  env["backend"] = "cuda";
+  c.source = {{"method", "roofline"},
+              {"device_file", d.path},
+              {"efficiency", efficiency},
+              {"peak_flops_per_s", d.peak_flops.at(precision)},
+              {"peak_bytes_per_s", d.peak_bytes_per_s},
+              {"reference",
+               {{"model", d.ref_model},
+                {"batch", d.ref_batch},
+                {"image_size", d.ref_image_size},
+                {"precision", d.ref_precision},
+                {"img_s", d.ref_img_s},
+                {"source", d.ref_source}}},
+              {"sources", d.sources},
+              {"environment", env}};
+  return c;
 }
 
 std::vector<std::string> list_networks() {

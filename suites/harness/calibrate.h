@@ -1,6 +1,7 @@
 // The simulator's inputs from the harness's files (docs/simulation.md): a calibration from a
 // measured one-rank record and the per-layer profile it wrote, and a network preset by name.
 #pragma once
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -24,6 +25,26 @@ std::string calibration_key(const Calibration& c);
 // written to `dir`/calibration/<key>.json. InvalidArgument when there is none.
 std::vector<Calibration> calibrate_results(const std::string& dir);
 Calibration read_calibration(const std::string& path);
+
+// A device's peaks and the single-device throughput its roofline efficiency is fitted to
+// (suites/devices/<name>.json).
+struct DeviceFile {
+  std::string name, device, path;
+  std::map<std::string, double> peak_flops;  // by precision name
+  double peak_bytes_per_s = 0;
+  std::string ref_model, ref_precision, ref_source;
+  int64_t ref_batch = 0, ref_image_size = 0;
+  double ref_img_s = 0;
+  std::vector<std::string> sources;
+};
+// suites/devices/<name>.json, or a .json path. InvalidArgument naming the file and field.
+DeviceFile load_device(const std::string& name_or_path);
+
+// A calibration of `model` at `batch`, `image_size` and `precision` on `device` by the roofline
+// (runtime/sim/roofline.h), its efficiency fitted to the device's reference throughput. The
+// calibration's source records the efficiency, the reference and where it comes from.
+Calibration roofline_calibration(const DeviceFile& device, const std::string& model, int64_t batch,
+                                 int64_t image_size, const std::string& precision);
 
 // This host as a network, from `dlbench bench allreduce --json` records (one per rank count,
 // each named by `where`): each rank count's measured times (used as they are), and a ring's

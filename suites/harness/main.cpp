@@ -85,6 +85,12 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
   c->add_option("--from", o.from,
                 "a results folder: its measured one-rank points with a profile calibrate");
   c->add_option("--calibration", o.calibration, "a calibration file instead of --from");
+  c->add_option("--roofline", o.roofline,
+                "instead, the roofline on a device (suites/devices/NAME.json), for --model and "
+                "--batch");
+  c->add_option("--image-size", o.image_size, "--roofline: the image size (default 224)");
+  c->add_option("--precision", o.precision, "--roofline: fp32, tf32, fp16 or bf16")
+      ->capture_default_str();
   c->add_option("--model", o.model, "only the calibrations of this model");
   c->add_option("--batch", o.batch, "only the calibrations of this batch (per rank)");
   c->add_option("--network", o.network, "a preset (suites/networks/NAME.json) or a .json file")

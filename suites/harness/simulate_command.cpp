@@ -247,6 +247,13 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
 
 // The calibrations `o` asks for: every one, or those of --model and --batch.
 std::vector<Calibration> select_calibrations(const SimulateCommandOptions& o) {
+  if (!o.roofline.empty()) {
+    if (o.model.empty() || !o.batch) {
+      throw InvalidArgument("simulate --roofline: give --model and --batch (per rank)");
+    }
+    return {roofline_calibration(load_device(o.roofline), o.model, *o.batch,
+                                 o.image_size.value_or(224), o.precision)};
+  }
   const std::vector<Calibration> all =
       o.from.empty() ? std::vector<Calibration>{read_calibration(o.calibration)}
                      : calibrate_results(o.from);
@@ -329,8 +336,11 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
 }
 
 int simulate_command(const SimulateCommandOptions& o) {
-  if (o.from.empty() == o.calibration.empty()) {
-    throw InvalidArgument("simulate: give --from=RESULTS_DIR or --calibration=FILE (one of them)");
+  if (static_cast<int>(!o.from.empty()) + static_cast<int>(!o.calibration.empty()) +
+          static_cast<int>(!o.roofline.empty()) !=
+      1) {
+    throw InvalidArgument(
+        "simulate: give one of --from=RESULTS_DIR, --calibration=FILE or --roofline=DEVICE");
   }
   for (int64_t n : o.ranks) {
     if (n < 1)

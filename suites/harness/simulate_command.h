@@ -19,6 +19,11 @@ namespace dlb {
 struct SimulateCommandOptions {
   std::string from;         // a results folder: its measured one-rank points calibrate
   std::string calibration;  // or one calibration file
+  // Or the roofline on a device (suites/devices/<name>.json) for --model, --batch, --image-size
+  // (default 224) and --precision (default bf16).
+  std::string roofline;
+  std::optional<int64_t> image_size;
+  std::string precision = "bf16";
   // Only the calibrations of this model and batch (refused when there is none).
   std::string model;
   std::optional<int64_t> batch;
