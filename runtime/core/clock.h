@@ -55,6 +55,8 @@ class VirtualClock final : public Clock {
   // Host instants mean nothing here: they read as the current virtual time.
   double from_steady(std::chrono::steady_clock::time_point) const override { return now_us_; }
   void advance_us(double us) { now_us_ += us; }
+  // Back (or on) to a time read from it earlier: exactly that time.
+  void set_us(double us) { now_us_ = us; }
 
  private:
   double now_us_ = 0;

@@ -43,7 +43,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& where)
   c.fused_relus = f.boolean("fused_relus");
   c.memory_plan = f.string("memory_plan");
   c.recompute = f.string("recompute");
-  c.source = f.required("source");
+  c.source = f.object("source").json();
   c.step_ms = f.number("step_ms", 0, kMaxMs);
   if (c.step_ms <= 0) f.fail("step_ms", "a step time above 0");
   c.scale = f.number("scale", 0, 1e6);

@@ -56,7 +56,7 @@ MeasuredAllreduce parse_measured(const JsonFields& f) {
   const nlohmann::json& points = f.array("points");
   for (size_t i = 0; i < points.size(); ++i) {
     const JsonFields p(points[i], f.element("points", i));
-    const double bytes = p.number("bytes", 1, 1e15), us = p.number("us", 0, 1e12);
+    const double bytes = p.number("bytes", 1, 1e15), us = p.number("us", 1e-6, 1e12);
     if (!m.points.empty() && bytes <= m.points.back().first) {
       p.fail("bytes", "sizes increasing from one point to the next");
     }
@@ -122,6 +122,12 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
     const nlohmann::json& measured = f.array("measured");
     for (size_t i = 0; i < measured.size(); ++i) {
       n.measured.push_back(parse_measured(JsonFields(measured[i], f.element("measured", i))));
+      for (size_t k = 0; k + 1 < n.measured.size(); ++k) {
+        if (n.measured[k].ranks == n.measured.back().ranks) {
+          throw InvalidArgument(fmt::format("{}: a second measurement at {} ranks",
+                                            f.element("measured", i), n.measured.back().ranks));
+        }
+      }
     }
   }
   return n;
@@ -153,6 +159,10 @@ nlohmann::json network_json(const Network& n) {
 
 double allreduce_us(const Network& net, Collective algorithm, double bytes, int64_t ranks) {
   if (ranks <= 1) return 0;
+  if (ranks > kMaxSimulatedRanks) {
+    throw InvalidArgument(
+        fmt::format("at most {} ranks are simulated, not {}", kMaxSimulatedRanks, ranks));
+  }
   const int64_t g = std::min(net.gpus_per_node, ranks);  // GPUs of a node in the job
   const int64_t m = (ranks + g - 1) / g;                 // nodes
   const double node_bw = net.node.bandwidth_gbs * kGB;

@@ -7,6 +7,7 @@
 // 2(n-1)/n factor's beta):
 //   ring:         2(n-1)/n ((n-m) alpha_node + m alpha_net) + 2(n-1)/n S / beta: a ring crosses
 //                 the network m times and NVLink (or PCIe) n-m times; every GPU sends 2(n-1)/n S.
+//                 Within one node (m = 1) every hop is the node's: 2(n-1) alpha_node.
 //                 Across nodes, each node's crossing carries that much through its NICs (NCCL
 //                 runs a ring per NIC), so beta is the smaller of the node's link and its NICs'
 //                 sum; within one node, the node's link.
@@ -28,6 +29,9 @@
 #include <vector>
 
 namespace dlb {
+
+// The most ranks a network model (and the simulator) takes: 2^20.
+inline constexpr int64_t kMaxSimulatedRanks = int64_t{1} << 20;
 
 enum class Collective { kRing, kTree, kHierarchical, kMeasured };
 inline constexpr Collective kCollectives[] = {Collective::kRing, Collective::kTree,

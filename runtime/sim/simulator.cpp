@@ -10,6 +10,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
+#include "runtime/sim/network.h"
 
 namespace dlb {
 
@@ -90,7 +91,7 @@ std::vector<RankClass> rank_classes(const SimulateOptions& o) {
 
 struct RunTotals {
   std::vector<double> step_us;
-  double mean_busy_us = 0, mean_waited_us = 0, mean_span_us = 0, mean_factor = 1;
+  double mean_busy_us = 0, mean_waited_us = 0, mean_factor = 1;
   std::vector<TimedPass> timeline;
   int64_t classes = 0;
 };
@@ -117,12 +118,10 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
   out.classes = static_cast<int64_t>(classes.size());
   double last_end = 0, factor_sum = 0;
   std::vector<RankReplay::Totals> at_start(classes.size());
-  std::vector<double> start_us(classes.size());
   for (int64_t i = 0; i < total; ++i) {
     if (i == o.warmup) {
       for (size_t c = 0; c < classes.size(); ++c) {
         at_start[c] = classes[c].replay->totals();
-        start_us[c] = classes[c].replay->now_us();
       }
     }
     for (size_t c = 0; c < classes.size(); ++c) {
@@ -138,8 +137,9 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
       saved[c] = classes[c].replay->save();
     }
     const int64_t first = classes[0].replay->reductions();
-    // Launches come before the waits for them, so two or three rounds settle; more than one per
-    // reduction would mean the lane's times never settle.
+    // Each reduction's times depend only on the launches before it and on earlier reductions:
+    // a round settles at least one more of them (two or three do all, unless every launch waits
+    // for its reduction: comm_blocks_compute). More rounds than that cannot happen.
     int64_t rounds = 0;
     for (bool changed = true; changed; ++rounds) {
       if (rounds > classes[0].replay->reductions() - first + 3) {
@@ -163,7 +163,6 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
     const double w = static_cast<double>(classes[c].size) / n / iters;
     out.mean_busy_us += w * (r.totals().busy_us - at_start[c].busy_us);
     out.mean_waited_us += w * (r.totals().waited_us - at_start[c].waited_us);
-    out.mean_span_us += w * (r.now_us() - start_us[c]);
   }
   out.mean_factor = factor_sum / n / iters;
   if (o.keep_timeline) {
@@ -182,8 +181,9 @@ double mean(const std::vector<double>& v) {
 
 Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
                     const SimulateOptions& options) {
-  if (options.ranks < 1) {
-    throw InvalidArgument(fmt::format("simulate: ranks must be at least 1, got {}", options.ranks));
+  if (options.ranks < 1 || options.ranks > kMaxSimulatedRanks) {
+    throw InvalidArgument(fmt::format("simulate: ranks must be in [1, {}], got {}",
+                                      kMaxSimulatedRanks, options.ranks));
   }
   if (options.iterations < 1 || options.warmup < 0) {
     throw InvalidArgument("simulate: at least one timed iteration, and no negative warm-up");

@@ -8,7 +8,8 @@
 //
 // An iteration's reductions depend on every rank's launches, and a rank's launches on its waits:
 // each iteration is replayed until the reductions' times settle (a fixed point, reached in two or
-// three rounds: launches precede the waits for them in every strategy's schedule).
+// three rounds where launches precede the waits for them, as in every strategy's schedule; in
+// one round per reduction at most where each launch waits, comm_blocks_compute).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -42,6 +43,7 @@ struct SimulateOptions {
 
 // Where the time beyond linear scaling goes (docs/metrics.md, "Scaling loss"), per step:
 //   step - one_rank = exposed_comm + waiting_for_slowest + compute_slowdown + rest.
+// (A compute_factor slows one rank as well: its step is the baseline's times the factor.)
 // exposed_comm: a rank's time in waits for reductions had every rank its speed (the ranks'
 //               mean, replayed at equal speeds); waiting_for_slowest: what the ranks' different
 //               speeds add to the waits; compute_slowdown: the passes' time beyond one rank's

@@ -175,7 +175,7 @@ std::shared_ptr<const RankReplay::State> RankReplay::save() const {
 
 void RankReplay::restore(const State& state) {
   impl_->state = state;
-  impl_->clock.advance_us(state.now_us - impl_->clock.now_us());
+  impl_->clock.set_us(state.now_us);
   impl_->timeline.resize(state.timeline_size);
 }
 

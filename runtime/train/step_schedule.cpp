@@ -47,4 +47,15 @@ Schedule swap_activations(const Schedule& schedule, Graph& graph, const std::vec
   return std::move(s.schedule);
 }
 
+BucketPlan step_buckets(const Graph& graph, double bucket_mb) {
+  std::vector<int64_t> numels;
+  for (const ParamIds& p : graph.flat_params()) {
+    numels.push_back(graph.tensor_infos()[p.value].shape.numel());
+  }
+  return make_bucket_plan(graph.grad_offsets(), numels, dtype_size(graph.policy().gradients),
+                          bucket_mb);
+}
+
+bool loss_scaled(const PrecisionPolicy& policy) { return policy.activations == DType::kF16; }
+
 }  // namespace dlb

@@ -9,6 +9,7 @@
 #include "runtime/nn/memory_plan.h"
 #include "runtime/nn/recompute.h"
 #include "runtime/nn/schedule.h"
+#include "runtime/overlap/bucket_plan.h"
 
 namespace dlb {
 
@@ -29,5 +30,12 @@ Schedule compute_schedule(const Graph& graph, const LossTensors& loss, MemoryPla
 // `schedule` with the activations `swapped` (tensor ids, from runtime/nn/swap.h's choices)
 // waiting in host memory, their host copies declared in the graph's table.
 Schedule swap_activations(const Schedule& schedule, Graph& graph, const std::vector<int>& swapped);
+
+// The gradient buckets of `graph`'s flat gradient buffer, the later ones about `bucket_mb`.
+BucketPlan step_buckets(const Graph& graph, double bucket_mb);
+
+// Whether the step has a loss scaler (fp16 activations): its optimizer's first update reads every
+// gradient (the inf check), so every wait comes before it (runtime/overlap/sync_schedule.h).
+bool loss_scaled(const PrecisionPolicy& policy);
 
 }  // namespace dlb

@@ -173,7 +173,7 @@ void Trainer::check_model_and_config() {
   Optimizer::require(backend_, policy, scaled());
 }
 
-bool Trainer::scaled() const { return graph_.policy().activations == DType::kF16; }
+bool Trainer::scaled() const { return loss_scaled(graph_.policy()); }
 
 // The tensors of the step besides the graph's, declared in its table: the loss's, the second
 // input buffer, the optimizer's and the loss scaler's state.
@@ -245,13 +245,7 @@ void Trainer::check_capture(const Communicator& comm) const {
   }
 }
 
-BucketPlan Trainer::make_buckets() const {
-  std::vector<int64_t> numels;
-  for (const ParamIds& p : graph_.flat_params())
-    numels.push_back(graph_.tensor_infos()[p.value].shape.numel());
-  return make_bucket_plan(graph_.grad_offsets(), numels, dtype_size(graph_.policy().gradients),
-                          config_.bucket_mb);
-}
+BucketPlan Trainer::make_buckets() const { return step_buckets(graph_, config_.bucket_mb); }
 
 // forward, the loss, backward, and the sync policy's passes: what the executor runs.
 Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm) {

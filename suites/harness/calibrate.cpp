@@ -115,11 +115,13 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
   c.step_ms = mean_s * 1e3;
   if (!(profiled_ms > 0)) pf.fail("layers", "the layers' pass times");
   c.scale = c.step_ms / profiled_ms;
-  return c;
+  // As a file would be read back: the same limits (a jitter factor of 1e3, a scale of 1e6).
+  return parse_calibration(calibration_json(c), where);
 }
 
 std::string calibration_key(const Calibration& c) {
-  return fmt::format("{}-b{}-{}px-{}-{}", c.model, c.batch, c.image_size, c.precision, c.backend);
+  return fmt::format("{}-b{}-{}px-{}-{}-{}-{}-{}c", c.model, c.batch, c.image_size, c.precision,
+                     c.backend, c.memory_plan, c.recompute, c.num_classes);
 }
 
 std::vector<Calibration> calibrate_results(const std::string& dir) {
@@ -304,6 +306,9 @@ Network load_network(const std::string& name_or_path) {
 
 Network network_from_bench(const std::vector<nlohmann::json>& benches,
                            const std::vector<std::string>& where) {
+  if (benches.empty() || benches.size() != where.size()) {
+    throw std::logic_error("network_from_bench: one name per bench record, and at least one");
+  }
   Network n;
   n.name = "this-host";
   std::string host = "?", time = "?", mpi = "?";
@@ -323,7 +328,7 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
     for (size_t i = 0; i < rows.size(); ++i) {
       const JsonFields r(rows[i], f.element("rows", i));
       if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
-      const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 0, 1e6) * 1e6;
+      const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 1e-12, 1e6) * 1e6;
       if (!m.points.empty() && bytes <= m.points.back().first) {
         r.fail("bytes", "sizes increasing from one row to the next");
       }
@@ -338,6 +343,9 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
       s2t += w * x2 * us;
     }
     if (m.points.empty()) f.fail("rows", "at least one size");
+    for (const MeasuredAllreduce& other : n.measured) {
+      if (other.ranks == m.ranks) f.fail("ranks", "one record per rank count");
+    }
     n.measured.push_back(std::move(m));
   }
   const double det = s11 * s22 - s12 * s12;

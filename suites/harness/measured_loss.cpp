@@ -74,6 +74,8 @@ RankTrace read_trace(const nlohmann::json& trace, const std::string& where) {
       t.compute.emplace_back(ts, ts + dur);
     } else if (cat == "allreduce") {
       t.comm.emplace_back(ts, ts + dur);
+      // A reduction cut at the window's start was launched before it: its start is not a launch.
+      if (args.value("clipped", false)) continue;
       const std::string bucket = args.contains("bucket") ? args["bucket"].dump() : "?";
       t.launched_unix_us[{args.value("step", int64_t{-1}), bucket}] = origin + ts;
     }
@@ -94,7 +96,8 @@ StepParts parts_of(const RankTrace& t, const Interval& s) {
   p.busy = inside(t.compute, s.first, s.second);
   p.idle = p.step - p.busy;
   // Idle while an all-reduce runs: the all-reduce's time in the step less its time under compute.
-  p.exposed = inside(t.comm, s.first, s.second) - overlap(t.comm, t.compute, s.first, s.second);
+  p.exposed = std::max(
+      0.0, inside(t.comm, s.first, s.second) - overlap(t.comm, t.compute, s.first, s.second));
   return p;
 }
 
@@ -192,8 +195,9 @@ void add_measured_scaling_loss(nlohmann::json& record, const std::vector<nlohman
       record["metrics"]["scaling_loss"] =
           measured_scaling_loss(ranks, read(base_paths.front()),
                                 fmt::format("point {}", record["point"].value("id", "?")));
-    } catch (const InvalidArgument& e) {
+    } catch (const std::exception& e) {
       // A missing or unreadable trace: the record stays without a breakdown, and says why.
+      record["metrics"].erase("scaling_loss");
       record["metrics"]["scaling_loss_missing"] = e.what();
     }
     return;

@@ -5,7 +5,8 @@
 //   exposed:   the idle time while one of the rank's all-reduces runs;
 //   lag:       how much later the last rank launched a bucket's all-reduce than this rank did
 //              (the ranks' clocks aligned by their traces' origin_unix_us), the largest over
-//              the step's buckets.
+//              the step's buckets. A span's start is where its rank saw the reduction begin:
+//              on a GPU that is the device's start, after the launch, and the lag reads near 0.
 // Then, as means over ranks and traced steps: compute_slowdown = busy - the baseline's busy;
 // waiting_for_slowest = min(exposed, lag); exposed_comm = exposed - waiting_for_slowest;
 // rest = idle - exposed - the baseline's idle. The parts add up to the mean step span less the

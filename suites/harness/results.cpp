@@ -153,6 +153,7 @@ void add_scaling_efficiency(nlohmann::json& record, const std::vector<nlohmann::
   const nlohmann::json key = config_but_ranks(record["config"]);
   for (const auto& r : recorded) {
     if (r.value("status", "") != "ok" || r["config"].value("ranks", 0) != 1) continue;
+    if (r.value("mode", "measured") != record.value("mode", "measured")) continue;
     if (config_but_ranks(r["config"]) != key || !r["metrics"].contains("throughput_img_s")) {
       continue;
     }

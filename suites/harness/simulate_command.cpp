@@ -9,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
 #include "runtime/overlap/sync_schedule.h"
+#include "runtime/sim/network.h"
 #include "runtime/sim/simulator.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/step_schedule.h"
@@ -89,14 +90,8 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false});
   const LossTensors loss = declare_loss_tensors(s.graph, c.batch);
   s.schedule = compute_schedule(s.graph, loss, *plan_kind, *recompute);
-  std::vector<int64_t> numels;
-  for (const ParamIds& p : s.graph.flat_params()) {
-    numels.push_back(s.graph.tensor_infos()[p.value].shape.numel());
-  }
-  s.plan =
-      make_bucket_plan(s.graph.grad_offsets(), numels, dtype_size(policy.gradients), bucket_mb);
-  const bool scaled = policy.activations == DType::kF16;  // a loss scaler reads every gradient
-  insert_sync(s.schedule, s.graph, s.plan, SyncOptions{overlap, distributed, scaled});
+  s.plan = step_buckets(s.graph, bucket_mb);
+  insert_sync(s.schedule, s.graph, s.plan, SyncOptions{overlap, distributed, loss_scaled(policy)});
   return s;
 }
 
@@ -343,14 +338,16 @@ int simulate_command(const SimulateCommandOptions& o) {
         "simulate: give one of --from=RESULTS_DIR, --calibration=FILE or --roofline=DEVICE");
   }
   for (int64_t n : o.ranks) {
-    if (n < 1)
-      throw InvalidArgument(fmt::format("simulate: --ranks must be at least 1, got {}", n));
+    if (n < 1 || n > kMaxSimulatedRanks) {
+      throw InvalidArgument(
+          fmt::format("simulate: --ranks must be in [1, {}], got {}", kMaxSimulatedRanks, n));
+    }
   }
   for (double mb : o.bucket_mb) {
     if (!(mb > 0)) throw InvalidArgument(fmt::format("--bucket-mb must be above 0, got {}", mb));
   }
-  if (o.steps < 1 || o.warmup < 0) {
-    throw InvalidArgument("simulate: --steps must be at least 1 and --warmup at least 0");
+  if (o.steps < 1 || o.steps > 100000 || o.warmup < 0 || o.warmup > 10000) {
+    throw InvalidArgument("simulate: --steps must be in [1, 100000] and --warmup in [0, 10000]");
   }
   if (o.ranks.empty() || o.overlaps.empty() || o.bucket_mb.empty()) {
     throw InvalidArgument("simulate: --ranks, --overlap and --bucket-mb each need a value");
@@ -360,7 +357,20 @@ int simulate_command(const SimulateCommandOptions& o) {
   }
   const Network network = load_network(o.network);
   const std::vector<Calibration> calibrations = select_calibrations(o);
-  for (const Calibration& c : calibrations) parse_speeds(o, c);  // refused before any output
+  // Everything that can be refused is refused before the first record is written: each
+  // calibration's speeds, its model's steps, and its fit to them.
+  for (const Calibration& c : calibrations) {
+    parse_speeds(o, c);
+    if (c.batch > (int64_t{1} << 40) / kMaxSimulatedRanks) {
+      throw InvalidArgument(fmt::format("the calibration's batch {} is too large", c.batch));
+    }
+    for (OverlapStrategy overlap : o.overlaps) {
+      for (double bucket_mb : o.bucket_mb) {
+        const SimStep step = make_step(c, overlap, bucket_mb, true);
+        calibrated_cost(c, step.graph, step.plan, network, 2);
+      }
+    }
+  }
   const std::string out = !o.out.empty() ? o.out : !o.from.empty() ? o.from : ".";
   for (const Calibration& c : calibrations) simulate_calibration(c, network, o, out);
   const std::string results = out + "/results.jsonl";

@@ -508,6 +508,12 @@ int sweep_command(const SweepOptions& opt) {
     recorded.push_back(record);
     add_scaling_efficiency(record, recorded);
     add_measured_scaling_loss(record, recorded, out);
+    try {  // the breakdown is computed from traces: checked again before it is written
+      check_record(record, fmt::format("the record of point {}", index));
+    } catch (const InvalidArgument& e) {
+      record["metrics"].erase("scaling_loss");
+      record["metrics"]["scaling_loss_missing"] = e.what();
+    }
     recorded.back() = record;
     append_jsonl(results, record);
     previous.push_back(record);

@@ -74,17 +74,72 @@ double mean_step_s(const nlohmann::json& record) {
 
 // The relative run-to-run spread of a measured point's throughput: its repetitions' CV.
 double spread(const nlohmann::json& record) {
-  return record["metrics"].value("repetitions", nlohmann::json::object()).value("cv", 0.0);
+  return record.value("metrics", nlohmann::json::object())
+      .value("repetitions", nlohmann::json::object())
+      .value("cv", 0.0);
 }
 
-}  // namespace
+// The root mean square of the ok measured points' spreads.
+double pooled_spread(const std::vector<nlohmann::json>& records) {
+  double squares = 0;
+  int64_t n = 0;
+  for (const auto& r : records) {
+    if (r.value("status", "") != "ok") continue;
+    squares += spread(r) * spread(r);
+    ++n;
+  }
+  return std::sqrt(squares / static_cast<double>(std::max<int64_t>(n, 1)));
+}
 
-int validate_sim_command(const ValidateSimOptions& o) {
+// The simulation of measured point `r` from its one-rank baseline `base` (line `line` of
+// `results`), and how far it is from what was measured.
+nlohmann::json validate_point(const nlohmann::json& r, const nlohmann::json& base, size_t line,
+                              const std::string& results, const Network& network,
+                              double compute_factor, const std::string& out) {
+  const Calibration c = calibration_from_record(base, out, fmt::format("{}:{}", results, line));
+  SimulateCommandOptions so;
+  so.ranks = {r["config"]["ranks"].get<int64_t>()};
+  so.overlaps = {*parse_overlap(r["config"]["overlap"].get<std::string>())};
+  so.bucket_mb = {r["config"]["bucket_mb"].get<double>()};
+  so.steps = 50;
+  so.compute_factor = compute_factor;
+  const nlohmann::json sim = simulate_calibration(c, network, so, out).front();
+  const double measured = mean_step_s(r), simulated = sim["metrics"]["scaling_loss"]["step_s"];
+  return {{"ranks", so.ranks.front()},
+          {"overlap", r["config"]["overlap"]},
+          {"measured_point", r["point"]["id"]},
+          {"simulated_point", sim["point"]["id"]},
+          {"measured_step_s", measured},
+          {"simulated_step_s", simulated},
+          {"error", simulated / measured - 1},
+          {"measured_spread", spread(r)},
+          {"calibration_spread", spread(base)},
+          {"compute_factor", compute_factor},
+          {"measured_scaling_loss", r["metrics"].value("scaling_loss", nlohmann::json())},
+          {"simulated_scaling_loss", sim["metrics"]["scaling_loss"]}};
+}
+
+void print_validation(const nlohmann::json& v) {
+  fmt::print("\n  ranks  overlap    measured s  simulated s   error  spread\n");
+  for (const auto& p : v["points"]) {
+    fmt::print("  {:>5}  {:<9} {:>10.4f}  {:>11.4f}  {:>+6.1f}%  {:>5.1f}%{}\n",
+               p["ranks"].get<int64_t>(), p["overlap"].get<std::string>(),
+               p["measured_step_s"].get<double>(), p["simulated_step_s"].get<double>(),
+               100 * p["error"].get<double>(), 100 * p["measured_spread"].get<double>(),
+               p["within"].get<bool>() ? "" : "  OUTSIDE the bound");
+  }
+  fmt::print("bound: +-{:.1f}% (3 x sqrt(2) x the pooled run-to-run spread, {:.1f}%)\n",
+             100 * v["bound"].get<double>(), 100 * v["pooled_spread"].get<double>());
+}
+
+void check_options(const ValidateSimOptions& o) {
   if (o.ranks.empty() || o.overlaps.empty()) {
     throw InvalidArgument("validate-sim: --ranks and --overlap each need a value");
   }
   for (int64_t n : o.ranks) {
-    if (n < 2) throw InvalidArgument(fmt::format("validate-sim: --ranks are 2 or more, got {}", n));
+    if (n < 2 || n > 64) {
+      throw InvalidArgument(fmt::format("validate-sim: --ranks are in [2, 64], got {}", n));
+    }
   }
   if (o.repetitions < 2) {
     throw InvalidArgument("validate-sim: --repetitions must be at least 2 (the spread needs them)");
@@ -93,6 +148,12 @@ int validate_sim_command(const ValidateSimOptions& o) {
     throw InvalidArgument(
         fmt::format("{} already holds a validation: give --out=DIR for a new one", o.out));
   }
+}
+
+}  // namespace
+
+int validate_sim_command(const ValidateSimOptions& o) {
+  check_options(o);
   fs::create_directories(o.out);
   const int64_t cores = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   const int64_t most = *std::max_element(o.ranks.begin(), o.ranks.end());
@@ -107,8 +168,9 @@ int validate_sim_command(const ValidateSimOptions& o) {
   sweep.out_dir = o.out + "/runs";
   sweep.report = false;
   if (const int rc = sweep_command(sweep); rc != 0) {
-    throw InvalidArgument(
-        fmt::format("validate-sim: the measured points did not all run (exit {})", rc));
+    fmt::print(stderr, "validate-sim: the measured points did not all run (exit {}): see {}\n", rc,
+               sweep.out_dir);
+    return 1;
   }
   const std::string results = sweep.out_dir + "/results.jsonl";
   const std::vector<nlohmann::json> records = read_results(results);
@@ -116,7 +178,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   // The network: this host's averaging all-reduces, up to twice the gradients' bytes.
   size_t max_bytes = size_t{1} << 20;
   for (const auto& r : records) {
-    const double bytes = 4.0 * r["metrics"].value("params", 0.0);
+    const double bytes = 4.0 * r.value("metrics", nlohmann::json::object()).value("params", 0.0);
     while (static_cast<double>(max_bytes) < 2 * bytes) max_bytes *= 2;
   }
   std::vector<nlohmann::json> benches;
@@ -128,64 +190,34 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const Network network = network_from_bench(benches, where);
   write_json_atomically(o.out + "/network.json", network_json(network));
 
-  nlohmann::json points = nlohmann::json::array();
-  double squares = 0;  // of every measured point's spread
-  int64_t measured_points = 0;
-  for (const auto& r : records) {
-    if (r.value("status", "") != "ok") continue;
-    squares += spread(r) * spread(r);
-    ++measured_points;
-  }
-  // The machine's run-to-run spread, pooled over the validation's points (the root mean square of
-  // their repetitions' CVs: three repetitions alone estimate a point's poorly), and the bound of
-  // an error between two such measurements (the point, and its calibration): three standard
-  // deviations of their ratio.
-  const double pooled =
-      std::sqrt(squares / static_cast<double>(std::max<int64_t>(measured_points, 1)));
+  // The machine's run-to-run spread, pooled over the validation's points (three repetitions
+  // alone estimate a point's poorly), and the bound of an error between two such measurements
+  // (the point, and its calibration): three standard deviations of their ratio.
+  const double pooled = pooled_spread(records);
   const double bound = 3 * std::sqrt(2.0) * pooled;
+  nlohmann::json points = nlohmann::json::array();
   bool all_within = true;
-  for (size_t i = 0; i < records.size(); ++i) {
-    const nlohmann::json& r = records[i];
+  for (const nlohmann::json& r : records) {
     const int64_t ranks = r["config"].value("ranks", 1);
     if (ranks < 2 || r.value("status", "") != "ok") continue;
-    const std::string base_id = r["metrics"].value("scaling_baseline", "");
+    const std::string base_id =
+        r.value("metrics", nlohmann::json::object()).value("scaling_baseline", "");
     const auto base = std::find_if(records.begin(), records.end(), [&](const nlohmann::json& b) {
       return b["point"].value("id", "") == base_id;
     });
     if (base == records.end()) continue;
-    const Calibration c = calibration_from_record(
-        *base, sweep.out_dir,
-        fmt::format("{}:{}", results, static_cast<size_t>(base - records.begin()) + 1));
-    SimulateCommandOptions so;
-    so.ranks = {ranks};
-    so.overlaps = {*parse_overlap(r["config"]["overlap"].get<std::string>())};
-    so.bucket_mb = {r["config"]["bucket_mb"].get<double>()};
-    so.steps = 50;
     // Ranks beyond the cores share them: each computes that many times slower.
-    so.compute_factor =
+    const double factor =
         std::max(1.0, static_cast<double>(ranks * threads) / static_cast<double>(cores));
-    const nlohmann::json sim = simulate_calibration(c, network, so, sweep.out_dir).front();
-    const double measured = mean_step_s(r), simulated = sim["metrics"]["scaling_loss"]["step_s"];
-    const double error = simulated / measured - 1;
-    const bool within = std::abs(error) <= bound;
-    all_within = all_within && within;
-    points.push_back(
-        {{"ranks", ranks},
-         {"overlap", r["config"]["overlap"]},
-         {"measured_point", r["point"]["id"]},
-         {"simulated_point", sim["point"]["id"]},
-         {"measured_step_s", measured},
-         {"simulated_step_s", simulated},
-         {"error", error},
-         {"measured_spread", spread(r)},
-         {"calibration_spread", spread(*base)},
-         {"within", within},
-         {"compute_factor", so.compute_factor},
-         {"measured_scaling_loss", r["metrics"].value("scaling_loss", nlohmann::json())},
-         {"simulated_scaling_loss", sim["metrics"]["scaling_loss"]}});
+    nlohmann::json p = validate_point(r, *base, static_cast<size_t>(base - records.begin()) + 1,
+                                      results, network, factor, sweep.out_dir);
+    p["within"] = std::abs(p["error"].get<double>()) <= bound;
+    all_within = all_within && p["within"].get<bool>();
+    points.push_back(std::move(p));
   }
   if (points.empty()) {
-    throw InvalidArgument("validate-sim: no measured multi-rank point had a one-rank baseline");
+    fmt::print(stderr, "validate-sim: no measured multi-rank point had a one-rank baseline\n");
+    return 1;
   }
   const nlohmann::json validation = {
       {"kind", "dlbench validate-sim"},
@@ -198,16 +230,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
       {"bound_rule", "3 x sqrt(2) x the root mean square of the measured points' repetitions CVs"},
       {"points", points}};
   write_json_atomically(o.out + "/validation.json", validation);
-  fmt::print("\n  ranks  overlap    measured s  simulated s   error  spread\n");
-  for (const auto& p : points) {
-    fmt::print("  {:>5}  {:<9} {:>10.4f}  {:>11.4f}  {:>+6.1f}%  {:>5.1f}%{}\n",
-               p["ranks"].get<int64_t>(), p["overlap"].get<std::string>(),
-               p["measured_step_s"].get<double>(), p["simulated_step_s"].get<double>(),
-               100 * p["error"].get<double>(), 100 * p["measured_spread"].get<double>(),
-               p["within"].get<bool>() ? "" : "  OUTSIDE the bound");
-  }
-  fmt::print("bound: +-{:.1f}% (3 x sqrt(2) x the pooled run-to-run spread, {:.1f}%)\n",
-             100 * bound, 100 * pooled);
+  print_validation(validation);
   fmt::print("validation: {}/validation.json\n", o.out);
   render_report(sweep.out_dir);
   return all_within ? 0 : 1;

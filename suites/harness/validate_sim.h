@@ -1,5 +1,6 @@
 // `dlbench validate-sim`: the simulator against real runs on this machine (docs/simulation.md,
-// "Validation"). It measures this host's averaging all-reduce at each rank count
+// "This host as a network, and validation"). It measures this host's averaging all-reduce at each
+// rank count
 // (`bench allreduce --average`), runs a small scaling suite (one rank and each rank count, per
 // strategy, with repetitions), simulates every multi-rank point from its one-rank baseline's
 // calibration on the measured network, and records each point's prediction error beside the
@@ -24,7 +25,8 @@ struct ValidateSimOptions {
   int64_t steps = 20, warmup = 2, repetitions = 3;
 };
 
-// Exit 0 when every point's error is within its bound, 1 when one is not (the record says which).
+// Exit 0 when every point's error is within the bound; 1 when one is not (validation.json says
+// which), or when a measured point failed.
 int validate_sim_command(const ValidateSimOptions& options);
 
 }  // namespace dlb

@@ -14,8 +14,18 @@ GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb
 
 
 def network(record: Record) -> str | None:
-    """The network preset a simulated record ran on (None for a measured one)."""
-    return record.get("simulation.network.name") if simulated(record) else None
+    """The network preset a simulated record ran on, with its ranks' speeds where they are not
+    the calibration's measured jitter alone (None for a measured record)."""
+    if not simulated(record):
+        return None
+    name = str(record.get("simulation.network.name"))
+    extra = [f"jitter {record.get('simulation.jitter')}"] if record.get(
+        "simulation.jitter") not in (None, "measured") else []
+    if record.get("simulation.straggler"):
+        extra.append(f"straggler {record.get('simulation.straggler')}")
+    if record.get("simulation.compute_factor", 1) != 1:
+        extra.append(f"compute x{record.get('simulation.compute_factor'):g}")
+    return name + (f" ({', '.join(extra)})" if extra else "")
 
 
 def simulated(record: Record) -> bool:

@@ -4,6 +4,7 @@ split into exposed communication, waiting for the slowest rank, compute slowdown
 parts come from the records (metrics.scaling_loss); this plot adds nothing to them."""
 from __future__ import annotations
 
+import json
 from collections import defaultdict
 
 import numpy as np
@@ -23,15 +24,15 @@ PARTS = [("exposed_comm_s", "exposed communication"),
          ("rest_s", "rest")]
 
 
-def groups(records: list[Record]) -> dict[tuple, list[Record]]:
-    """Ok records with a breakdown, by what is not ranks or strategy (model, batch, precision,
-    bucket size, network)."""
-    out: dict[tuple, list[Record]] = defaultdict(list)
+def groups(records: list[Record]) -> dict[str, list[Record]]:
+    """Ok records with a breakdown, by everything but ranks and strategy: the point as its suite
+    (or the simulation) wrote it, and the network."""
+    out: dict[str, list[Record]] = defaultdict(list)
     for r in records:
         if r.ok and r.get("metrics.scaling_loss") is not None:
-            key = tuple(r.config.get(k) for k in ("model", "batch", "image_size", "precision",
-                                                   "bucket_mb"))
-            out[key + (r.get("simulation.network.name"),)].append(r)
+            rest = {k: v for k, v in r.point_config.items() if k not in ("ranks", "overlap")}
+            rest["mode"] = r.data.get("mode")
+            out[json.dumps(rest, sort_keys=True)].append(r)
     return dict(out)
 
 
