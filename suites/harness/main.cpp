@@ -111,6 +111,7 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
       ->capture_default_str();
   c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
   c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)");
+  c->add_flag("--trace,!--no-trace", o.traces, "write rank 0's simulated trace of each point");
   return c;
 }
 

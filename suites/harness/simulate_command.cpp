@@ -288,7 +288,7 @@ void print_point(const nlohmann::json& record) {
 std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
                                                  const SimulateCommandOptions& o,
                                                  const std::string& out) {
-  fs::create_directories(out + "/traces");
+  fs::create_directories(o.traces ? out + "/traces" : out);
   const std::string results = out + "/results.jsonl";
   size_t index = read_results(results).size();
   const RankSpeeds speeds = parse_speeds(o, c);
@@ -316,10 +316,12 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
         const double wall_s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
-        const std::string trace =
-            fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
-        write_json_atomically(trace, simulated_trace(step, sim, o.steps));
-        record["paths"] = {{"trace", trace}};
+        if (o.traces) {
+          const std::string trace =
+              fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
+          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
+          record["paths"] = {{"trace", trace}};
+        }
         check_record(record, "the simulated record");
         append_jsonl(results, record);
         print_point(record);

@@ -37,7 +37,8 @@ struct SimulateCommandOptions {
   std::string straggler;      // "RANK:FACTOR"
   double compute_factor = 1;  // every rank's compute this many times slower (shared cores)
   uint64_t seed = 0;
-  std::string out;  // the folder for results.jsonl and traces/ (default: from, or ".")
+  std::string out;     // the folder for results.jsonl and traces/ (default: from, or ".")
+  bool traces = true;  // rank 0's simulated trace of each point
 };
 
 int simulate_command(const SimulateCommandOptions& options);
