@@ -89,6 +89,40 @@ std::vector<RankClass> rank_classes(const SimulateOptions& o) {
   return classes;
 }
 
+// A class's compute factor for one iteration: `uniform`'s where given; otherwise a draw from the
+// jitter (1 without), times the straggler's factor where it is the straggler, times every rank's.
+double draw_factor(const RankClass& c, const RankSpeeds& speeds, const double* uniform, Rng& rng) {
+  double f = uniform ? *uniform : 1.0;
+  if (!speeds.jitter.empty()) {
+    f = speeds.jitter[static_cast<size_t>(rng.below(static_cast<int64_t>(speeds.jitter.size())))];
+  }
+  if (c.straggler) f *= speeds.straggler_factor;
+  return f * speeds.compute_factor;
+}
+
+// One iteration on every class, replayed until the lane's times for its reductions settle.
+void replay_iteration(std::vector<RankClass>& classes, SharedLane& lane,
+                      const std::vector<double>& factors) {
+  std::vector<std::shared_ptr<const RankReplay::State>> saved;
+  for (const RankClass& c : classes) saved.push_back(c.replay->save());
+  const int64_t first = classes[0].replay->reductions();
+  // Each reduction's times depend only on the launches before it and on earlier reductions: a
+  // round settles at least one more of them (two or three do all, unless every launch waits for
+  // its reduction: comm_blocks_compute). More rounds than that cannot happen.
+  int64_t rounds = 0;
+  for (bool changed = true; changed; ++rounds) {
+    if (rounds > classes[0].replay->reductions() - first + 3) {
+      throw std::logic_error("simulate: the reductions' times did not settle");
+    }
+    lane.begin_round(first);
+    for (size_t c = 0; c < classes.size(); ++c) {
+      if (rounds > 0) classes[c].replay->restore(*saved[c]);
+      classes[c].replay->run_iteration(factors[c]);
+    }
+    changed = lane.settle(first, classes[0].replay->reductions());
+  }
+}
+
 struct RunTotals {
   std::vector<double> step_us;
   double mean_busy_us = 0, mean_waited_us = 0, mean_factor = 1;
@@ -113,7 +147,6 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
   Rng rng(o.seed);
   const int64_t total = o.warmup + o.iterations;
   std::vector<double> factors(classes.size());
-  std::vector<std::shared_ptr<const RankReplay::State>> saved(classes.size());
   RunTotals out;
   out.classes = static_cast<int64_t>(classes.size());
   double last_end = 0, factor_sum = 0;
@@ -125,33 +158,10 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
       }
     }
     for (size_t c = 0; c < classes.size(); ++c) {
-      double f = uniform_factor ? *uniform_factor : 1.0;
-      if (!speeds.speeds.jitter.empty()) {
-        f = speeds.speeds.jitter[static_cast<size_t>(
-            rng.below(static_cast<int64_t>(speeds.speeds.jitter.size())))];
-      }
-      if (classes[c].straggler) f *= speeds.speeds.straggler_factor;
-      f *= speeds.speeds.compute_factor;
-      factors[c] = f;
-      if (i >= o.warmup) factor_sum += f * static_cast<double>(classes[c].size);
-      saved[c] = classes[c].replay->save();
+      factors[c] = draw_factor(classes[c], speeds.speeds, uniform_factor, rng);
+      if (i >= o.warmup) factor_sum += factors[c] * static_cast<double>(classes[c].size);
     }
-    const int64_t first = classes[0].replay->reductions();
-    // Each reduction's times depend only on the launches before it and on earlier reductions:
-    // a round settles at least one more of them (two or three do all, unless every launch waits
-    // for its reduction: comm_blocks_compute). More rounds than that cannot happen.
-    int64_t rounds = 0;
-    for (bool changed = true; changed; ++rounds) {
-      if (rounds > classes[0].replay->reductions() - first + 3) {
-        throw std::logic_error("simulate: the reductions' times did not settle");
-      }
-      lane.begin_round(first);
-      for (size_t c = 0; c < classes.size(); ++c) {
-        if (rounds > 0) classes[c].replay->restore(*saved[c]);
-        classes[c].replay->run_iteration(factors[c]);
-      }
-      changed = lane.settle(first, classes[0].replay->reductions());
-    }
+    replay_iteration(classes, lane, factors);
     double end = kNever;
     for (const RankClass& c : classes) end = std::max(end, c.replay->now_us());
     if (i >= o.warmup) out.step_us.push_back(end - last_end);

@@ -132,6 +132,25 @@ void print_validation(const nlohmann::json& v) {
              100 * v["bound"].get<double>(), 100 * v["pooled_spread"].get<double>());
 }
 
+// This host's averaging all-reduces at each rank count, up to twice the gradients' bytes, as a
+// network (written to network.json).
+Network measure_network(const ValidateSimOptions& o, const std::vector<nlohmann::json>& records) {
+  size_t max_bytes = size_t{1} << 20;
+  for (const auto& r : records) {
+    const double bytes = 4.0 * r.value("metrics", nlohmann::json::object()).value("params", 0.0);
+    while (static_cast<double>(max_bytes) < 2 * bytes) max_bytes *= 2;
+  }
+  std::vector<nlohmann::json> benches;
+  std::vector<std::string> where;
+  for (int64_t n : o.ranks) {
+    benches.push_back(measure_allreduce(n, max_bytes, o.out));
+    where.push_back(fmt::format("{}/allreduce-{}.json", o.out, n));
+  }
+  Network network = network_from_bench(benches, where);
+  write_json_atomically(o.out + "/network.json", network_json(network));
+  return network;
+}
+
 void check_options(const ValidateSimOptions& o) {
   if (o.ranks.empty() || o.overlaps.empty()) {
     throw InvalidArgument("validate-sim: --ranks and --overlap each need a value");
@@ -175,20 +194,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const std::string results = sweep.out_dir + "/results.jsonl";
   const std::vector<nlohmann::json> records = read_results(results);
 
-  // The network: this host's averaging all-reduces, up to twice the gradients' bytes.
-  size_t max_bytes = size_t{1} << 20;
-  for (const auto& r : records) {
-    const double bytes = 4.0 * r.value("metrics", nlohmann::json::object()).value("params", 0.0);
-    while (static_cast<double>(max_bytes) < 2 * bytes) max_bytes *= 2;
-  }
-  std::vector<nlohmann::json> benches;
-  std::vector<std::string> where;
-  for (int64_t n : o.ranks) {
-    benches.push_back(measure_allreduce(n, max_bytes, o.out));
-    where.push_back(fmt::format("{}/allreduce-{}.json", o.out, n));
-  }
-  const Network network = network_from_bench(benches, where);
-  write_json_atomically(o.out + "/network.json", network_json(network));
+  const Network network = measure_network(o, records);
 
   // The machine's run-to-run spread, pooled over the validation's points (three repetitions
   // alone estimate a point's poorly), and the bound of an error between two such measurements
