@@ -123,31 +123,44 @@ double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket) {
   return element * static_cast<double>(plan.buckets.at(static_cast<size_t>(bucket)).count);
 }
 
+namespace {
+
+// Each graph node's times (a layer's, by its name; nothing for the input).
+std::vector<LayerTimes> times_by_node(const Calibration& c, const Graph& graph) {
+  std::map<std::string, const LayerTimes*> by_name;
+  for (const LayerTimes& t : c.layers) by_name[t.name] = &t;
+  std::vector<LayerTimes> times(graph.nodes().size());
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    if (graph.nodes()[i].layer) times[i] = *by_name.at(graph.nodes()[i].name);
+  }
+  return times;
+}
+
+// Each bucket's share of the optimizer's time: its share of the parameters.
+std::vector<double> update_shares(const BucketPlan& plan) {
+  int64_t values = 0;
+  for (const Bucket& b : plan.buckets) values += b.values;
+  std::vector<double> shares;
+  for (const Bucket& b : plan.buckets) {
+    shares.push_back(values > 0 ? static_cast<double>(b.values) / static_cast<double>(values)
+                                : 0.0);
+  }
+  return shares;
+}
+
+}  // namespace
+
 PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
                          const Network& network, int64_t ranks) {
   if (const std::string why = calibration_mismatch(c, graph); !why.empty()) {
     throw InvalidArgument(
         fmt::format("the calibration of {} at batch {} does not fit: {}", c.model, c.batch, why));
   }
-  std::map<std::string, const LayerTimes*> by_name;
-  for (const LayerTimes& t : c.layers) by_name[t.name] = &t;
-  auto times = std::make_shared<std::vector<LayerTimes>>(graph.nodes().size());
-  for (size_t i = 0; i < graph.nodes().size(); ++i) {
-    if (graph.nodes()[i].layer) (*times)[i] = *by_name.at(graph.nodes()[i].name);
-  }
-  int64_t values = 0;
-  for (const Bucket& b : plan.buckets) values += b.values;
-  auto update_share = std::make_shared<std::vector<double>>();
-  for (const Bucket& b : plan.buckets) {
-    update_share->push_back(values > 0 ? static_cast<double>(b.values) / static_cast<double>(values)
-                                       : 0.0);
-  }
+  auto times = std::make_shared<std::vector<LayerTimes>>(times_by_node(c, graph));
+  auto update_share = std::make_shared<std::vector<double>>(update_shares(plan));
   auto reduce_us = std::make_shared<std::map<int, double>>();
-  (*reduce_us)[-1] = fastest_allreduce(network, reduction_bytes(graph, plan, -1), ranks).us;
-  for (size_t b = 0; b < plan.buckets.size(); ++b) {
-    const int bucket = static_cast<int>(b);
-    (*reduce_us)[bucket] =
-        fastest_allreduce(network, reduction_bytes(graph, plan, bucket), ranks).us;
+  for (int b = -1; b < static_cast<int>(plan.buckets.size()); ++b) {
+    (*reduce_us)[b] = fastest_allreduce(network, reduction_bytes(graph, plan, b), ranks).us;
   }
   const double us = 1e3 * c.scale;  // a profiled millisecond, in simulated microseconds
   const double loss = c.loss_ms * us, optimizer = c.optimizer_ms * us;

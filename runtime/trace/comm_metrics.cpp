@@ -3,45 +3,10 @@
 #include <algorithm>
 #include <map>
 
+#include "runtime/core/intervals.h"
 #include "runtime/core/stats.h"
 
 namespace dlb {
-namespace {
-
-using Interval = std::pair<double, double>;
-
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const auto& iv : v) {
-    if (!out.empty() && iv.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, iv.second);
-    } else {
-      out.push_back(iv);
-    }
-  }
-  return out;
-}
-
-// The intersection of two merged, sorted interval lists.
-std::vector<Interval> intersected(const std::vector<Interval>& a, const std::vector<Interval>& b) {
-  std::vector<Interval> out;
-  size_t i = 0, j = 0;
-  while (i < a.size() && j < b.size()) {
-    const double lo = std::max(a[i].first, b[j].first), hi = std::min(a[i].second, b[j].second);
-    if (lo < hi) out.push_back({lo, hi});
-    (a[i].second < b[j].second ? i : j) += 1;
-  }
-  return out;
-}
-
-double length(const std::vector<Interval>& v) {
-  double total = 0;
-  for (const auto& [start, end] : v) total += end - start;
-  return total;
-}
-
-}  // namespace
 
 CommTimes comm_times(const std::vector<Span>& spans) {
   std::vector<Interval> steps, comm, compute;

@@ -41,6 +41,29 @@ std::string profile_path(const JsonFields& paths, const std::string& dir) {
   return dir + "/profiles/" + fs::path(written).filename().string();
 }
 
+// The profile's layer times into `c.layers` (and whether the backend fused ReLUs); their sum.
+double read_profile(const std::string& profile, Calibration& c) {
+  const nlohmann::json p = read_json(profile, "profile");
+  const JsonFields pf(p, profile);
+  const nlohmann::json& layers = pf.array("layers");
+  double profiled_ms = 0;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const JsonFields l(layers[i], pf.element("layers", i));
+    LayerTimes t;
+    t.name = l.string("name");
+    t.forward_ms = ms_or_zero(l, "forward_ms");
+    t.backward_data_ms = ms_or_zero(l, "backward_data_ms");
+    t.backward_weights_ms = ms_or_zero(l, "backward_weights_ms");
+    t.backward_ms = ms_or_zero(l, "backward_ms");
+    t.recompute_ms = ms_or_zero(l, "recompute_ms");
+    if (l.has("fused_into")) c.fused_relus = true;
+    profiled_ms +=
+        t.forward_ms + t.backward_data_ms + t.backward_weights_ms + t.backward_ms + t.recompute_ms;
+    c.layers.push_back(std::move(t));
+  }
+  return profiled_ms;
+}
+
 }  // namespace
 
 bool calibrates(const nlohmann::json& r) {
@@ -80,29 +103,12 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
   c.source = {{"method", "profile"},
               {"record", where},
               {"profile", profile},
-              {"point", record["point"]["id"]},
-              {"environment", record["environment"]}};
+              {"point", r.object("point").string("id")},
+              {"environment", env.json()}};
   c.loss_ms = phases.number("loss_s", 0, 1e6) * 1e3;
   c.optimizer_ms = phases.number("optimizer_s", 0, 1e6) * 1e3;
 
-  const nlohmann::json p = read_json(profile, "profile");
-  const JsonFields pf(p, profile);
-  const nlohmann::json& layers = pf.array("layers");
-  double profiled_ms = c.loss_ms + c.optimizer_ms;
-  for (size_t i = 0; i < layers.size(); ++i) {
-    const JsonFields l(layers[i], pf.element("layers", i));
-    LayerTimes t;
-    t.name = l.string("name");
-    t.forward_ms = ms_or_zero(l, "forward_ms");
-    t.backward_data_ms = ms_or_zero(l, "backward_data_ms");
-    t.backward_weights_ms = ms_or_zero(l, "backward_weights_ms");
-    t.backward_ms = ms_or_zero(l, "backward_ms");
-    t.recompute_ms = ms_or_zero(l, "recompute_ms");
-    if (l.has("fused_into")) c.fused_relus = true;
-    profiled_ms +=
-        t.forward_ms + t.backward_data_ms + t.backward_weights_ms + t.backward_ms + t.recompute_ms;
-    c.layers.push_back(std::move(t));
-  }
+  const double profiled_ms = c.loss_ms + c.optimizer_ms + read_profile(profile, c);
   const nlohmann::json& all = metrics.object("step_time_s").array("all");
   std::vector<double> steps;
   for (const auto& s : all) {
@@ -113,7 +119,9 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
       std::accumulate(steps.begin(), steps.end(), 0.0) / static_cast<double>(steps.size());
   for (double s : steps) c.jitter.push_back(s / mean_s);
   c.step_ms = mean_s * 1e3;
-  if (!(profiled_ms > 0)) pf.fail("layers", "the layers' pass times");
+  if (!(profiled_ms > 0)) {
+    throw InvalidArgument(fmt::format("{}: the profile's passes take no time", profile));
+  }
   c.scale = c.step_ms / profiled_ms;
   // As a file would be read back: the same limits (a jitter factor of 1e3, a scale of 1e6).
   return parse_calibration(calibration_json(c), where);
@@ -304,6 +312,60 @@ Network load_network(const std::string& name_or_path) {
   return parse_network(j, path);
 }
 
+namespace {
+
+// A ring's alpha and beta by weighted least squares of t = a x1 + c x2 (x1 = 2(n-1) steps,
+// x2 = 2(n-1)/n bytes; a the latency in us, c the us per byte), each point weighted by 1/t^2:
+// relative error.
+class RingFit {
+ public:
+  void add(int64_t ranks, double bytes, double us) {
+    const double n = static_cast<double>(ranks);
+    const double x1 = 2 * (n - 1), x2 = 2 * (n - 1) / n * bytes, w = 1 / (us * us);
+    s11_ += w * x1 * x1;
+    s12_ += w * x1 * x2;
+    s22_ += w * x2 * x2;
+    s1t_ += w * x1 * us;
+    s2t_ += w * x2 * us;
+  }
+  // {alpha in us, us per byte}; a latency below 0 fits nothing physical: bandwidth alone then.
+  std::pair<double, double> solve() const {
+    const double det = s11_ * s22_ - s12_ * s12_;
+    double a = det > 0 ? (s1t_ * s22_ - s2t_ * s12_) / det : 0;
+    double c = det > 0 ? (s11_ * s2t_ - s12_ * s1t_) / det : 0;
+    if (a < 0) {
+      a = 0;
+      c = s22_ > 0 ? s2t_ / s22_ : 0;
+    }
+    return {a, c};
+  }
+
+ private:
+  double s11_ = 0, s12_ = 0, s22_ = 0, s1t_ = 0, s2t_ = 0;
+};
+
+// One bench record's rows as a measured curve, each row also added to `fit`.
+MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
+  if (f.string("kind") != "bench_allreduce") f.fail("kind", "\"bench_allreduce\"");
+  MeasuredAllreduce m;
+  m.ranks = f.integer("ranks", 2, 1 << 20);
+  const nlohmann::json& rows = f.array("rows");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const JsonFields r(rows[i], f.element("rows", i));
+    if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
+    const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 1e-12, 1e6) * 1e6;
+    if (!m.points.empty() && bytes <= m.points.back().first) {
+      r.fail("bytes", "sizes increasing from one row to the next");
+    }
+    m.points.emplace_back(bytes, us);
+    fit.add(m.ranks, bytes, us);
+  }
+  if (m.points.empty()) f.fail("rows", "at least one size");
+  return m;
+}
+
+}  // namespace
+
 Network network_from_bench(const std::vector<nlohmann::json>& benches,
                            const std::vector<std::string>& where) {
   if (benches.empty() || benches.size() != where.size()) {
@@ -312,53 +374,23 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   Network n;
   n.name = "this-host";
   std::string host = "?", time = "?", mpi = "?";
-  // Weighted least squares of t = a x1 + c x2 (x1 = 2(n-1) steps, x2 = 2(n-1)/n bytes; a the
-  // latency in us, c the us per byte), each point weighted by 1/t^2: relative error.
-  double s11 = 0, s12 = 0, s22 = 0, s1t = 0, s2t = 0;
+  RingFit fit;
   for (size_t b = 0; b < benches.size(); ++b) {
     const JsonFields f(benches[b], where[b]);
-    if (f.string("kind") != "bench_allreduce") f.fail("kind", "\"bench_allreduce\"");
-    MeasuredAllreduce m;
-    m.ranks = f.integer("ranks", 2, 1 << 20);
-    const JsonFields env = f.object("environment");
-    host = env.string_or("host", "?");
-    time = env.string_or("time", "?");
-    mpi = env.string_or("mpi", "?");
-    const nlohmann::json& rows = f.array("rows");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      const JsonFields r(rows[i], f.element("rows", i));
-      if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
-      const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 1e-12, 1e6) * 1e6;
-      if (!m.points.empty() && bytes <= m.points.back().first) {
-        r.fail("bytes", "sizes increasing from one row to the next");
-      }
-      m.points.emplace_back(bytes, us);
-      if (!(us > 0)) continue;
-      const double nr = static_cast<double>(m.ranks);
-      const double x1 = 2 * (nr - 1), x2 = 2 * (nr - 1) / nr * bytes, w = 1 / (us * us);
-      s11 += w * x1 * x1;
-      s12 += w * x1 * x2;
-      s22 += w * x2 * x2;
-      s1t += w * x1 * us;
-      s2t += w * x2 * us;
-    }
-    if (m.points.empty()) f.fail("rows", "at least one size");
+    MeasuredAllreduce m = read_bench(f, fit);
     for (const MeasuredAllreduce& other : n.measured) {
       if (other.ranks == m.ranks) f.fail("ranks", "one record per rank count");
     }
     n.measured.push_back(std::move(m));
+    const JsonFields env = f.object("environment");
+    host = env.string_or("host", "?");
+    time = env.string_or("time", "?");
+    mpi = env.string_or("mpi", "?");
   }
-  const double det = s11 * s22 - s12 * s12;
-  double a = det > 0 ? (s1t * s22 - s2t * s12) / det : 0;
-  double c = det > 0 ? (s11 * s2t - s12 * s1t) / det : 0;
-  if (a < 0) {  // a latency below 0 fits nothing physical: bandwidth alone
-    a = 0;
-    c = s22 > 0 ? s2t / s22 : 0;
-  }
+  const auto [a, c] = fit.solve();
   if (!(c > 0)) {
     throw InvalidArgument(
-        fmt::format("{}: the all-reduce times do not grow with size: no "
-                    "bandwidth can be fitted",
+        fmt::format("{}: the all-reduce times do not grow with size: no bandwidth can be fitted",
                     where.front()));
   }
   n.description =

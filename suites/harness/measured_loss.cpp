@@ -7,6 +7,7 @@
 #include <map>
 
 #include "runtime/core/error.h"
+#include "runtime/core/intervals.h"
 #include "runtime/core/lane.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
@@ -15,38 +16,9 @@ namespace dlb {
 
 namespace {
 
-using Interval = std::pair<double, double>;
-
-// Sorted, disjoint.
-std::vector<Interval> merged(std::vector<Interval> v) {
-  std::sort(v.begin(), v.end());
-  std::vector<Interval> out;
-  for (const Interval& i : v) {
-    if (!out.empty() && i.first <= out.back().second) {
-      out.back().second = std::max(out.back().second, i.second);
-    } else {
-      out.push_back(i);
-    }
-  }
-  return out;
-}
-
-// The length of `a` (merged) inside [lo, hi].
+// The length of merged list `a` inside [lo, hi].
 double inside(const std::vector<Interval>& a, double lo, double hi) {
-  double sum = 0;
-  for (const Interval& i : a) sum += std::max(0.0, std::min(i.second, hi) - std::max(i.first, lo));
-  return sum;
-}
-
-// The length of the intersection of two merged lists inside [lo, hi].
-double overlap(const std::vector<Interval>& a, const std::vector<Interval>& b, double lo,
-               double hi) {
-  double sum = 0;
-  for (const Interval& i : a) {
-    const double l = std::max(i.first, lo), h = std::min(i.second, hi);
-    if (h > l) sum += inside(b, l, h);
-  }
-  return sum;
+  return length(intersected(a, {{lo, hi}}));
 }
 
 // One rank's trace: its step spans by step, its compute spans, its all-reduces (merged, and each
@@ -96,8 +68,8 @@ StepParts parts_of(const RankTrace& t, const Interval& s) {
   p.busy = inside(t.compute, s.first, s.second);
   p.idle = p.step - p.busy;
   // Idle while an all-reduce runs: the all-reduce's time in the step less its time under compute.
-  p.exposed = std::max(
-      0.0, inside(t.comm, s.first, s.second) - overlap(t.comm, t.compute, s.first, s.second));
+  p.exposed = std::max(0.0, inside(t.comm, s.first, s.second) -
+                                inside(intersected(t.comm, t.compute), s.first, s.second));
   return p;
 }
 

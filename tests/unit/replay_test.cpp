@@ -6,66 +6,13 @@
 
 #include <gtest/gtest.h>
 
-#include "runtime/nn/layers/elementwise.h"
-#include "runtime/nn/layers/linear.h"
-#include "runtime/overlap/sync_schedule.h"
+#include "tests/unit/fc_step.h"
 
 namespace dlb {
 namespace {
 
-class Replay : public ::testing::Test {
+class Replay : public ::testing::Test, protected FcStep {
  protected:
-  void SetUp() override {
-    g.add("fc1", std::make_unique<Linear>(8, 8), {g.input()});
-    g.add("relu", std::make_unique<Relu>(), {g.output()});
-    g.add("fc2", std::make_unique<Linear>(8, 4), {g.output()});
-    // Declared only: a replay runs no pass, so nothing is allocated and no backend is asked.
-    g.declare(PrecisionPolicy{}, BackendTraits{});
-    // Flat order is the last layer's first: fc2.weight, fc2.bias, fc1.weight, fc1.bias.
-    const auto& at = g.grad_offsets();
-    const int64_t end = g.tensor_infos()[g.flat_gradient_id()].shape.numel();
-    plan.buckets = {{0, 2, at[0], at[2] - at[0], 8 * 4 + 4}, {2, 2, at[2], end - at[2], 8 * 8 + 8}};
-    plan.bucket_of = {0, 0, 1, 1};
-  }
-
-  Schedule schedule(OverlapStrategy strategy) {
-    Schedule s = g.forward_schedule();
-    Step loss;
-    loss.pass = Pass::kLoss;
-    loss.node = g.output();
-    loss.reads = {g.output_id(g.output())};
-    loss.writes = {g.grad_id(g.output())};
-    s.steps.push_back(loss);
-    const auto& bw = g.backward_schedule().steps;
-    s.steps.insert(s.steps.end(), bw.begin(), bw.end());
-    insert_sync(s, g, plan, SyncOptions{strategy, true, false});
-    return s;
-  }
-
-  // forward 10 per layer, loss 5, each backward pass 20, a bucket's reduction 50 (the whole
-  // buffer's 100), an update 4, a progress pass 1.
-  static double cost(const Step& s) {
-    switch (s.pass) {
-      case Pass::kForward:
-        return 10;
-      case Pass::kLoss:
-        return 5;
-      case Pass::kSync:
-        switch (sync_pass_of(s)) {
-          case SyncPass::kAllReduce:
-            return s.arg < 0 ? 100 : 50;
-          case SyncPass::kProgress:
-            return 1;
-          case SyncPass::kWait:
-            return 0;
-          default:
-            return 4;
-        }
-      default:
-        return 20;
-    }
-  }
-
   // "F fc1 0-10", "AR 0 75-125", "U 1 175-179": a pass as the expectations name it.
   std::vector<std::string> timeline(OverlapStrategy strategy, int64_t iterations) {
     const Schedule s = schedule(strategy);
@@ -101,9 +48,6 @@ class Replay : public ::testing::Test {
     }
     return out;
   }
-
-  Graph g{Shape{2, 8}};
-  BucketPlan plan;
 };
 
 using Lines = std::vector<std::string>;

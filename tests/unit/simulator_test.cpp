@@ -8,77 +8,23 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
-#include "runtime/nn/layers/elementwise.h"
-#include "runtime/nn/layers/linear.h"
-#include "runtime/overlap/sync_schedule.h"
+#include "tests/unit/fc_step.h"
 
 namespace dlb {
 namespace {
 
-class Simulate : public ::testing::Test {
- public:
-  void SetUp() override {
-    g.add("fc1", std::make_unique<Linear>(8, 8), {g.input()});
-    g.add("relu", std::make_unique<Relu>(), {g.output()});
-    g.add("fc2", std::make_unique<Linear>(8, 4), {g.output()});
-    g.declare(PrecisionPolicy{}, BackendTraits{});
-    const auto& at = g.grad_offsets();
-    const int64_t end = g.tensor_infos()[g.flat_gradient_id()].shape.numel();
-    plan.buckets = {{0, 2, at[0], at[2] - at[0], 8 * 4 + 4}, {2, 2, at[2], end - at[2], 8 * 8 + 8}};
-    plan.bucket_of = {0, 0, 1, 1};
-  }
-
-  Schedule schedule(OverlapStrategy strategy, bool distributed) {
-    Schedule s = g.forward_schedule();
-    Step loss;
-    loss.pass = Pass::kLoss;
-    loss.node = g.output();
-    loss.reads = {g.output_id(g.output())};
-    loss.writes = {g.grad_id(g.output())};
-    s.steps.push_back(loss);
-    const auto& bw = g.backward_schedule().steps;
-    s.steps.insert(s.steps.end(), bw.begin(), bw.end());
-    insert_sync(s, g, plan, SyncOptions{strategy, distributed, false});
-    return s;
-  }
-
-  // As replay_test's: forward 10 per layer, loss 5, each backward pass 20, a bucket's reduction
-  // 50 (the whole buffer's 100), an update 4, a progress pass 1.
-  static double cost(const Step& s) {
-    switch (s.pass) {
-      case Pass::kForward:
-        return 10;
-      case Pass::kLoss:
-        return 5;
-      case Pass::kSync:
-        switch (sync_pass_of(s)) {
-          case SyncPass::kAllReduce:
-            return s.arg < 0 ? 100 : 50;
-          case SyncPass::kProgress:
-            return 1;
-          case SyncPass::kWait:
-            return 0;
-          default:
-            return 4;
-        }
-      default:
-        return 20;
-    }
-  }
-
+class Simulate : public ::testing::Test, protected FcStep {
+ protected:
   Simulation run(OverlapStrategy strategy, SimulateOptions o) {
     return simulate(schedule(strategy, o.ranks > 1), schedule(strategy, false), cost, o);
   }
-
-  Graph g{Shape{2, 8}};
-  BucketPlan plan;
 };
 
 // The steady step of one rank's replay: between the ends of its last two iterations' passes
 // on the compute and host lanes.
 double replayed_step(const Schedule& s, int64_t iterations) {
   std::vector<double> end(static_cast<size_t>(iterations), 0.0);
-  for (const TimedPass& t : replay(s, Simulate::cost, iterations)) {
+  for (const TimedPass& t : replay(s, FcStep::cost, iterations)) {
     if (t.lane != Lane::kComm) end[t.iteration] = std::max(end[t.iteration], t.end_us);
   }
   return end[iterations - 1] - end[iterations - 2];
