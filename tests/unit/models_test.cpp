@@ -35,7 +35,8 @@ INSTANTIATE_TEST_SUITE_P(Models, TorchvisionFacts,
                          ::testing::Values(Expected{"alexnet", 61100840, 0.71},
                                            Expected{"vgg16", 138357544, 15.47},
                                            Expected{"resnet18", 11689512, 1.81},
-                                           Expected{"resnet50", 25557032, 4.09}),
+                                           Expected{"resnet50", 25557032, 4.09},
+                                           Expected{"resnet101", 44549160, 7.80}),
                          [](const auto& info) { return std::string(info.param.model); });
 
 TEST(Models, ParameterCountDoesNotDependOnImageSize) {

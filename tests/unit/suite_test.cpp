@@ -249,7 +249,7 @@ INSTANTIATE_TEST_SUITE_P(
             "/defaults/batch: expected a value >= 1, got 0"},
         Bad{"bad_enum", with(R"("precision": "bf16")", R"("precision": "fp64")"),
             "/defaults/precision: expected one of"},
-        Bad{"unknown_model", with(R"("model": "resnet50")", R"("model": "resnet101")"),
+        Bad{"unknown_model", with(R"("model": "resnet50")", R"("model": "resnet152")"),
             "/defaults/model: expected one of \"alexnet\""},
         Bad{"empty_axis", with(R"("ranks": [1, 2])", R"("ranks": [])"),
             "/sweep/ranks: expected at least 1 item"},

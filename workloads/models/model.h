@@ -40,6 +40,7 @@ Graph build_alexnet(const ModelConfig& c);
 Graph build_vgg16(const ModelConfig& c);
 Graph build_resnet18(const ModelConfig& c);
 Graph build_resnet50(const ModelConfig& c);
+Graph build_resnet101(const ModelConfig& c);
 Graph build_digits_cnn(const ModelConfig& c);
 
 }  // namespace dlb

@@ -15,6 +15,7 @@ const std::vector<ModelInfo>& model_registry() {
       {"vgg16", "torchvision VGG-16 (no batch norm)", 3, 224, 1000, build_vgg16},
       {"resnet18", "torchvision ResNet-18", 3, 224, 1000, build_resnet18},
       {"resnet50", "torchvision ResNet-50 v1.5", 3, 224, 1000, build_resnet50},
+      {"resnet101", "torchvision ResNet-101 v1.5", 3, 224, 1000, build_resnet101},
       {"digits-cnn", "small CNN for 8x8 digits", 1, 8, 10, build_digits_cnn},
   };
   return models;

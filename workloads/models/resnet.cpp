@@ -1,5 +1,5 @@
-// torchvision.models.resnet18 (BasicBlock) and resnet50 (v1.5 Bottleneck: the stride sits on the
-// 3x3 convolution). 11,689,512 and 25,557,032 parameters at 1000 classes.
+// torchvision.models.resnet18 (BasicBlock), resnet50 and resnet101 (v1.5 Bottleneck: the stride
+// sits on the 3x3 convolution). 11,689,512, 25,557,032 and 44,549,160 parameters at 1000 classes.
 #include <fmt/format.h>
 
 #include "runtime/nn/layers/batch_norm.h"
@@ -84,5 +84,6 @@ Graph build_resnet(const ModelConfig& c, bool use_bottleneck, const int (&blocks
 
 Graph build_resnet18(const ModelConfig& c) { return build_resnet(c, false, {2, 2, 2, 2}); }
 Graph build_resnet50(const ModelConfig& c) { return build_resnet(c, true, {3, 4, 6, 3}); }
+Graph build_resnet101(const ModelConfig& c) { return build_resnet(c, true, {3, 4, 23, 3}); }
 
 }  // namespace dlb
