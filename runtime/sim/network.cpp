@@ -19,6 +19,8 @@ const char* collective_name(Collective c) {
       return "tree";
     case Collective::kHierarchical:
       return "hierarchical";
+    case Collective::kHalvingDoubling:
+      return "halving-doubling";
     case Collective::kMeasured:
       return "measured";
   }
@@ -77,6 +79,20 @@ double ring_us(double alpha_us, double bytes_per_s, double bytes, int64_t n) {
   return steps * alpha_us + steps / static_cast<double>(n) * bytes / bytes_per_s * 1e6;
 }
 
+// Recursive halving then doubling over `n` ranks: 2 log2(n) steps moving 2(n-1)/n of the data
+// between a power of two of them; the others fold in first and get the result last (2 steps of
+// all the data).
+double halving_doubling_us(double alpha_us, double bytes_per_s, double bytes, int64_t n) {
+  if (n <= 1) return 0;
+  int64_t p = 1, log2p = 0;
+  while (p * 2 <= n) p *= 2, ++log2p;
+  const auto pd = static_cast<double>(p);
+  double us =
+      2 * static_cast<double>(log2p) * alpha_us + 2 * (pd - 1) / pd * bytes / bytes_per_s * 1e6;
+  if (p < n) us += 2 * alpha_us + 2 * bytes / bytes_per_s * 1e6;
+  return us;
+}
+
 }  // namespace
 
 double net_bytes_per_s(const Network& n) {
@@ -101,12 +117,15 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
         std::find_if(std::begin(kCollectives), std::end(kCollectives),
                      [&](Collective c) { return name && *name == collective_name(c); });
     if (known == std::end(kCollectives)) {
-      throw InvalidArgument(fmt::format("{}: expected ring, tree or hierarchical, got {}",
-                                        f.element("algorithms", i), algorithms[i].dump()));
+      throw InvalidArgument(
+          fmt::format("{}: expected ring, tree, hierarchical or halving-doubling, got {}",
+                      f.element("algorithms", i), algorithms[i].dump()));
     }
     n.algorithms.push_back(*known);
   }
-  if (n.algorithms.empty()) f.fail("algorithms", "at least one of ring, tree, hierarchical");
+  if (n.algorithms.empty()) {
+    f.fail("algorithms", "at least one of ring, tree, hierarchical, halving-doubling");
+  }
   const nlohmann::json& sources = f.array("sources");
   for (size_t i = 0; i < sources.size(); ++i) {
     const auto* source = sources[i].get_ptr<const std::string*>();
@@ -188,6 +207,10 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
       }
       throw InvalidArgument(
           fmt::format("network {}: no all-reduce measured at {} ranks", net.name, ranks));
+    case Collective::kHalvingDoubling:
+      // A reduce and a broadcast within the node, the whole buffer across nodes.
+      return ring_us(net.node.latency_us, node_bw, bytes, g) +
+             halving_doubling_us(net.net.latency_us, net_bytes_per_s(net), bytes, m);
     case Collective::kHierarchical: {
       // A reduce-scatter and an all-gather within the node are one ring all-reduce's steps;
       // across nodes, each GPU's 1/g of the data over its 1/g of the NICs.

@@ -20,6 +20,14 @@
 //                 GPU's 1/g of the data over its 1/g of the NICs (g such rings at once), then an
 //                 all-gather within the node: the 2D scheme of Mikami et al. (2018) and Horovod's
 //                 hierarchical all-reduce.
+//   halving-doubling: within the node a reduce into one buffer and, at the end, a broadcast from
+//                 it (together a ring all-reduce's steps and bytes); across nodes the whole
+//                 buffer's all-reduce by recursive halving (a reduce-scatter) and recursive
+//                 doubling (an all-gather) over the node's NICs: 2 log2(m) alpha_net +
+//                 2(m-1)/m S / beta_net (Thakur, Rabenseifner and Gropp 2005). Where m is not a
+//                 power of two, the nodes beyond the largest power of two first fold their
+//                 buffer into a partner and get the result back: 2 more steps, each of S. The
+//                 three phases of Goyal et al. (2017), in Gloo.
 // The algorithm used is the one with the least predicted time among the preset's `algorithms`:
 // the rule of NCCL's tuner (its ncclTopoGetAlgoTime: latency + size / bandwidth per algorithm,
 // the minimum taken).
@@ -33,9 +41,9 @@ namespace dlb {
 // The most ranks a network model (and the simulator) takes: 2^20.
 inline constexpr int64_t kMaxSimulatedRanks = int64_t{1} << 20;
 
-enum class Collective { kRing, kTree, kHierarchical, kMeasured };
-inline constexpr Collective kCollectives[] = {Collective::kRing, Collective::kTree,
-                                              Collective::kHierarchical};
+enum class Collective { kRing, kTree, kHierarchical, kHalvingDoubling, kMeasured };
+inline constexpr Collective kCollectives[] = {
+    Collective::kRing, Collective::kTree, Collective::kHierarchical, Collective::kHalvingDoubling};
 const char* collective_name(Collective c);
 
 struct Link {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <memory>
 #include <numeric>
@@ -13,6 +14,28 @@
 #include "runtime/sim/network.h"
 
 namespace dlb {
+
+std::vector<double> normal_jitter(double cv, int64_t n) {
+  if (!(cv >= 0 && cv <= kMaxNormalJitterCv) || n < 1 || n > 1000000) {
+    throw InvalidArgument(
+        fmt::format("a normal jitter's coefficient of variation must be in [0, {}], not {}",
+                    kMaxNormalJitterCv, cv));
+  }
+  // The quantile by bisection on the normal CDF, 0.5 erfc(-z / sqrt 2).
+  auto quantile = [](double p) {
+    double lo = -40, hi = 40;
+    for (int i = 0; i < 64; ++i) {  // 80 / 2^64: below a double's resolution
+      const double mid = 0.5 * (lo + hi);
+      (0.5 * std::erfc(-mid / std::sqrt(2.0)) < p ? lo : hi) = mid;
+    }
+    return 0.5 * (lo + hi);
+  };
+  std::vector<double> f;
+  for (int64_t i = 0; i < n; ++i) {
+    f.push_back(1 + cv * quantile((static_cast<double>(i) + 0.5) / static_cast<double>(n)));
+  }
+  return f;
+}
 
 namespace {
 

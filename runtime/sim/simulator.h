@@ -31,6 +31,12 @@ struct RankSpeeds {
   double compute_factor = 1;
 };
 
+// A spread with no measurement behind it: `n` factors at the quantiles (i + 1/2) / n of a normal
+// distribution with mean 1 and standard deviation `cv` (at most kMaxNormalJitterCv, which keeps
+// the slowest-drawn factor above 0 for any n up to 10^6).
+inline constexpr double kMaxNormalJitterCv = 0.2;
+std::vector<double> normal_jitter(double cv, int64_t n = 1001);
+
 struct SimulateOptions {
   int64_t ranks = 1;
   int64_t warmup = 2, iterations = 20;  // untimed iterations, then timed ones

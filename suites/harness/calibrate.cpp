@@ -161,6 +161,22 @@ Calibration read_calibration(const std::string& path) {
   return parse_calibration(read_json(path, "calibration"), path);
 }
 
+namespace {
+
+DeviceReference read_reference(const JsonFields& ref) {
+  DeviceReference r;
+  r.model = ref.string("model");
+  find_model(r.model);  // an unknown model is refused here, naming the known ones
+  r.batch = ref.integer("batch", 1, 1 << 20);
+  r.image_size = ref.integer("image_size", 1, 1 << 16);
+  r.precision = ref.string("precision");
+  r.img_s = ref.number("img_s", 1e-9, 1e12);
+  r.source = ref.string("source");
+  return r;
+}
+
+}  // namespace
+
 DeviceFile load_device(const std::string& name_or_path) {
   const bool is_path =
       name_or_path.size() > 5 && name_or_path.compare(name_or_path.size() - 5, 5, ".json") == 0;
@@ -190,13 +206,15 @@ DeviceFile load_device(const std::string& name_or_path) {
     d.peak_flops[precision] = peaks.number(precision, 1, 1e21);
   }
   d.peak_bytes_per_s = f.number("peak_bytes_per_s", 1, 1e18);
-  const JsonFields ref = f.object("reference");
-  d.ref_model = ref.string("model");
-  d.ref_batch = ref.integer("batch", 1, 1 << 20);
-  d.ref_image_size = ref.integer("image_size", 1, 1 << 16);
-  d.ref_precision = ref.string("precision");
-  d.ref_img_s = ref.number("img_s", 1e-9, 1e12);
-  d.ref_source = ref.string("source");
+  if (f.json().contains("reference") && f.json()["reference"].is_array()) {
+    const nlohmann::json& refs = f.array("reference");
+    for (size_t i = 0; i < refs.size(); ++i) {
+      d.references.push_back(read_reference(JsonFields(refs[i], f.element("reference", i))));
+    }
+    if (d.references.empty()) f.fail("reference", "at least one reference throughput");
+  } else {
+    d.references.push_back(read_reference(f.object("reference")));
+  }
   const nlohmann::json& sources = f.array("sources");
   for (const auto& s : sources)
     d.sources.push_back(s.is_string() ? s.get<std::string>() : s.dump());
@@ -222,17 +240,31 @@ RooflineTimes roofline_of(const DeviceFile& d, const std::string& model, int64_t
 
 }  // namespace
 
+const DeviceReference& reference_for(const DeviceFile& d, const std::string& model,
+                                     const std::string& precision, int64_t batch) {
+  // How closely a reference matches: its model, then its precision, then its batch.
+  auto closeness = [&](const DeviceReference& r) {
+    if (r.model != model) return 0;
+    return 1 + (r.precision == precision ? 2 : 0) + (r.batch == batch ? 1 : 0);
+  };
+  return *std::max_element(d.references.begin(), d.references.end(),
+                           [&](const DeviceReference& a, const DeviceReference& b) {
+                             return closeness(a) < closeness(b);
+                           });
+}
+
 Calibration roofline_calibration(const DeviceFile& d, const std::string& model, int64_t batch,
                                  int64_t image_size, const std::string& precision) {
-  const RooflineTimes ref =
-      roofline_of(d, d.ref_model, d.ref_batch, d.ref_image_size, d.ref_precision);
-  const double measured_ms = 1e3 * static_cast<double>(d.ref_batch) / d.ref_img_s;
+  const DeviceReference& r = reference_for(d, model, precision, batch);
+  const RooflineTimes ref = roofline_of(d, r.model, r.batch, r.image_size, r.precision);
+  const double measured_ms = 1e3 * static_cast<double>(r.batch) / r.img_s;
   const double efficiency = ref.step_ms() / measured_ms;
-  if (!(efficiency > 0 && efficiency <= 1)) {
+  if (!(efficiency > 0 && efficiency <= kMaxRooflineEfficiency)) {
     throw InvalidArgument(fmt::format(
-        "{}: the reference ({} img/s) is faster than the roofline allows ({} img/s): the peaks "
-        "are too low",
-        d.path, d.ref_img_s, 1e3 * static_cast<double>(d.ref_batch) / ref.step_ms()));
+        "{}: the reference ({} img/s) is more than {} times what the roofline allows ({} img/s): "
+        "the peaks are too low",
+        d.path, r.img_s, kMaxRooflineEfficiency,
+        1e3 * static_cast<double>(r.batch) / ref.step_ms()));
   }
   const RooflineTimes t = roofline_of(d, model, batch, image_size, precision);
   Calibration c;
@@ -269,12 +301,12 @@ Calibration roofline_calibration(const DeviceFile& d, const std::string& model, 
               {"peak_flops_per_s", d.peak_flops.at(precision)},
               {"peak_bytes_per_s", d.peak_bytes_per_s},
               {"reference",
-               {{"model", d.ref_model},
-                {"batch", d.ref_batch},
-                {"image_size", d.ref_image_size},
-                {"precision", d.ref_precision},
-                {"img_s", d.ref_img_s},
-                {"source", d.ref_source}}},
+               {{"model", r.model},
+                {"batch", r.batch},
+                {"image_size", r.image_size},
+                {"precision", r.precision},
+                {"img_s", r.img_s},
+                {"source", r.source}}},
               {"sources", d.sources},
               {"environment", env}};
   return c;

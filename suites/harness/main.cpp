@@ -102,8 +102,8 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
   c->add_option("--steps", o.steps, "timed steps simulated")->capture_default_str();
   c->add_option("--warmup", o.warmup, "untimed steps simulated first")->capture_default_str();
   c->add_option("--jitter", jitter,
-                "measured (each rank draws its speed from the calibration's step times) or none")
-      ->check(CLI::IsMember({"measured", "none"}))
+                "measured (each rank draws its speed from the calibration's step times), none, or "
+                "cv:X (a normal spread with coefficient of variation X, e.g. cv:0.03)")
       ->capture_default_str();
   c->add_option("--straggler", o.straggler, "RANK:FACTOR: that rank computes FACTOR times slower");
   c->add_option("--compute-factor", o.compute_factor,
@@ -333,7 +333,7 @@ int main(int argc, char** argv) {
     if (*check_cmd) return dlb::check_ops_command(check);
     if (*simulate_cmd) {
       if (!simulate_overlaps.empty()) simulate.overlaps = parse_overlaps(simulate_overlaps);
-      simulate.jitter = simulate_jitter == "measured";
+      simulate.jitter = simulate_jitter;
       return dlb::simulate_command(simulate);
     }
     if (*validate_cmd) {

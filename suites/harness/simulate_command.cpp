@@ -26,9 +26,30 @@ namespace {
 
 namespace fs = std::filesystem;
 
+std::vector<double> jitter_factors(const std::string& jitter, const Calibration& c) {
+  if (jitter == "measured") return c.jitter;
+  if (jitter == "none") return {};
+  if (jitter.rfind("cv:", 0) == 0) {
+    size_t used = 0;
+    double cv = -1;
+    try {
+      cv = std::stod(jitter.substr(3), &used);
+    } catch (const std::logic_error&) {
+      used = 0;
+    }
+    if (used > 0 && used == jitter.size() - 3 && cv >= 0 && cv <= kMaxNormalJitterCv) {
+      return normal_jitter(cv);
+    }
+  }
+  throw InvalidArgument(fmt::format(
+      "--jitter={}: expected measured, none, or cv:X (a normal spread of each rank's step with "
+      "coefficient of variation X, from 0 to {})",
+      jitter, kMaxNormalJitterCv));
+}
+
 RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
   RankSpeeds s;
-  if (o.jitter) s.jitter = c.jitter;
+  s.jitter = jitter_factors(o.jitter, c);
   if (!(o.compute_factor >= 1 && o.compute_factor <= 1e6)) {
     throw InvalidArgument(
         fmt::format("--compute-factor={}: how many times slower every rank computes: at least 1",
@@ -114,7 +135,7 @@ nlohmann::json point_config(const Calibration& c, const Network& n, const Point&
       {"overlap", std::string(overlap_name(p.overlap))},
       {"bucket_mb", p.bucket_mb},
       {"network", n.name},
-      {"jitter", o.jitter ? "measured" : "none"},
+      {"jitter", o.jitter},
       {"straggler", o.straggler.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.straggler)},
       {"steps", o.steps},
       {"seed", o.seed}};
@@ -230,7 +251,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
                           {"calibration", calibration_key(c)},
                           {"calibration_source", c.source},
                           {"device", c.device},
-                          {"jitter", o.jitter ? "measured" : "none"},
+                          {"jitter", o.jitter},
                           {"straggler", config["straggler"]},
                           {"compute_factor", o.compute_factor},
                           {"replayed_ranks", sim.replayed_ranks},
@@ -384,21 +405,41 @@ int simulate_command(const SimulateCommandOptions& o) {
 
 namespace dlb {
 
+namespace {
+
+// A suite's `simulate` block as simulate_command's options (the schema has checked its types).
+SimulateCommandOptions block_options(const nlohmann::json& block, const std::string& out) {
+  SimulateCommandOptions o;
+  o.from = out;
+  o.ranks = block["ranks"].get<std::vector<int64_t>>();
+  if (block.contains("overlap")) {
+    o.overlaps.clear();
+    for (const auto& name : block["overlap"]) {
+      o.overlaps.push_back(*parse_overlap(name.get<std::string>()));  // the schema's enum
+    }
+  }
+  if (block.contains("bucket_mb")) o.bucket_mb = block["bucket_mb"].get<std::vector<double>>();
+  o.jitter = block.value("jitter", o.jitter);
+  o.steps = block.value("steps", o.steps);
+  o.straggler = block.value("straggler", "");
+  return o;
+}
+
+}  // namespace
+
+void check_simulate_block(const nlohmann::json& block, const std::string& where) {
+  try {
+    const SimulateCommandOptions o = block_options(block, "");
+    jitter_factors(o.jitter, Calibration{});
+    for (const auto& network : block["networks"]) load_network(network.get<std::string>());
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: simulate: {}", where, e.what()));
+  }
+}
+
 bool simulate_suite_block(const nlohmann::json& block, const std::string& out) {
   try {
-    SimulateCommandOptions o;
-    o.from = out;
-    o.ranks = block["ranks"].get<std::vector<int64_t>>();
-    if (block.contains("overlap")) {
-      o.overlaps.clear();
-      for (const auto& name : block["overlap"]) {
-        o.overlaps.push_back(*parse_overlap(name.get<std::string>()));  // the schema's enum
-      }
-    }
-    if (block.contains("bucket_mb")) o.bucket_mb = block["bucket_mb"].get<std::vector<double>>();
-    o.jitter = block.value("jitter", "measured") == "measured";
-    o.steps = block.value("steps", o.steps);
-    o.straggler = block.value("straggler", "");
+    SimulateCommandOptions o = block_options(block, out);
     for (const auto& network : block["networks"]) {
       o.network = network.get<std::string>();
       fmt::print("simulate on {}:\n", o.network);

@@ -33,7 +33,9 @@ struct SimulateCommandOptions {
                                            OverlapStrategy::kForward};
   std::vector<double> bucket_mb = {25.0};
   int64_t steps = 50, warmup = 2;
-  bool jitter = true;         // the calibration's measured step-to-step spread, per rank
+  // Each rank's step-to-step spread: "measured" (the calibration's), "none", or "cv:X" (a normal
+  // spread with coefficient of variation X, where the calibration has none: a roofline's).
+  std::string jitter = "measured";
   std::string straggler;      // "RANK:FACTOR"
   double compute_factor = 1;  // every rank's compute this many times slower (shared cores)
   uint64_t seed = 0;
@@ -42,6 +44,10 @@ struct SimulateCommandOptions {
 };
 
 int simulate_command(const SimulateCommandOptions& options);
+
+// A suite's `simulate` block, checked before the sweep runs a point: its networks load and its
+// jitter parses. InvalidArgument naming `where`.
+void check_simulate_block(const nlohmann::json& block, const std::string& where);
 
 // A suite's `simulate` block (suites/schema/suite.schema.json) over the sweep's results in `out`:
 // simulate_command once per network. A failure is printed, not thrown: returns false then.

@@ -437,6 +437,7 @@ int sweep_command(const SweepOptions& opt) {
   validate_sweep_options(opt);
   Suite suite = load_suite(opt.suite, !gpu_available());
   if (!opt.systems.empty()) set_systems(suite, opt.systems);
+  if (!suite.simulate.is_null()) check_simulate_block(suite.simulate, suite.path);
   const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;

@@ -5,7 +5,8 @@
 # scaling-loss parts add up to the step beyond the one-rank step, their one-rank point is the
 # calibrated step, the same seed gives the same steps, and the report draws them. Bad input (an unknown preset, a network file
 # with a missing or negative field, ranks below 1, a calibration of another model or batch, a
-# straggler beyond the ranks) gets one line and exit 2, and leaves results.jsonl as it was.
+# straggler beyond the ranks, a jitter that is not one) gets one line and exit 2, and leaves
+# results.jsonl as it was; a suite whose simulate block names an unknown preset runs no point.
 # Usage: simulate.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -101,4 +102,21 @@ refused "a calibration of another model" --model=resnet50
 refused "a calibration of another batch" --batch=32
 refused "a straggler beyond the ranks" --ranks=2,4 --straggler=2:3
 refused "a straggler faster than the rest" --ranks=4 --straggler=1:0.5
+refused "a jitter that is no spread" --jitter=wide
+refused "a normal jitter too wide to keep every rank's speed above 0" --jitter=cv:0.5
+
+# A suite whose simulate block names an unknown preset is refused before its first point.
+cat >"$work/badsim.json" <<'JSON'
+{"name": "badsim", "description": "a simulate block on a network that does not exist",
+ "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "steps": 2, "warmup": 1},
+ "sweep": {"batch": [8]},
+ "simulate": {"networks": ["dgx-z9"], "ranks": [8]},
+ "cpu": {"defaults": {"backend": "cpu"}}}
+JSON
+"$dlbench" --suite="$work/badsim.json" --out="$work/badsim" >"$work/err.out" 2>&1
+rc=$?
+check "a simulate block on an unknown preset: exit 2 (got $rc)" test $rc -eq 2
+check "a simulate block on an unknown preset: named" grep -q "dgx-z9" "$work/err.out"
+check "a simulate block on an unknown preset: no point run" test ! -e "$work/badsim/results.jsonl"
+cat "$work/err.out"
 check_summary simulate

@@ -55,6 +55,20 @@ TEST(Network, HierarchicalCrossesTheNetworkWithAnEighthOfTheData) {
                    14 + 1750 + 20 + 8000);
 }
 
+TEST(Network, HalvingDoublingCrossesTheNetworkInLog2Steps) {
+  // 32 ranks on 4 nodes: within the node a reduce and a broadcast, the 8-rank ring's steps and
+  // bytes (14 + 1750 us); across the 4 nodes, 2 log2(4) = 4 steps of 10 us and 2(4-1)/4 of
+  // 100 MB through the 12.5 GB/s NIC: 40 + 12000 us.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHalvingDoubling, kMB100, 32),
+                   14 + 1750 + 40 + 12000);
+  // 3 nodes: 2 of them halve and double (2 steps, 100 MB at 12.5 GB/s), the third folds its
+  // buffer into one of them first and gets the result back (2 steps, 200 MB).
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHalvingDoubling, kMB100, 24),
+                   14 + 1750 + 20 + 8000 + 20 + 16000);
+  // Within one node it is the ring.
+  EXPECT_DOUBLE_EQ(allreduce_us(server(), Collective::kHalvingDoubling, kMB100, 8), 14 + 1750);
+}
+
 TEST(Network, TreeHasLogarithmicLatencyAndItsBandwidthFactor) {
   // 64 ranks on 8 nodes: depth 3 across nodes and a chain of 8 within:
   // 2 (3 * 10 + 7 * 1) = 74 us; 2 * 63/64 * 1 MB / (0.5 * 12.5 GB/s) = 315 us.

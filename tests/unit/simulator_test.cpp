@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "runtime/core/error.h"
 #include "tests/unit/fc_step.h"
@@ -110,6 +111,25 @@ TEST_F(Simulate, RefusesWhatCannotBeSimulated) {
   o.speeds.straggler = 1;
   o.speeds.straggler_factor = 0.5;
   EXPECT_THROW(run(OverlapStrategy::kNone, o), InvalidArgument);
+}
+
+TEST(NormalJitter, HasMeanOneTheGivenSpreadAndNoOrderSkew) {
+  const std::vector<double> f = normal_jitter(0.05);
+  ASSERT_EQ(f.size(), 1001u);
+  double sum = 0, sq = 0;
+  for (double x : f) sum += x, sq += (x - 1) * (x - 1);
+  const auto n = static_cast<double>(f.size());
+  EXPECT_NEAR(sum / n, 1, 1e-12);  // symmetric quantiles about the median
+  // The quantiles' standard deviation falls short of the distribution's by the tails they cut
+  // off: at 1001 points, by about 0.3% (the sum of squared quantiles over n, against 1).
+  EXPECT_NEAR(std::sqrt(sq / n), 0.05, 0.05 * 0.01);
+  EXPECT_TRUE(std::is_sorted(f.begin(), f.end()));
+  EXPECT_DOUBLE_EQ(f[500], 1);  // the median
+  EXPECT_NEAR(f[1000] - 1, 1 - f[0], 1e-12);
+  EXPECT_GT(normal_jitter(kMaxNormalJitterCv, 100000).front(), 0);
+  EXPECT_EQ(normal_jitter(0), std::vector<double>(1001, 1.0));
+  EXPECT_THROW(normal_jitter(kMaxNormalJitterCv * 1.01), InvalidArgument);
+  EXPECT_THROW(normal_jitter(-0.01), InvalidArgument);
 }
 
 }  // namespace
