@@ -29,6 +29,8 @@ class Optimizer {
   size_t size() const { return graph_.flat_params().size(); }
   const Tensor& momentum(size_t i) const { return graph_.tensor(momentum_.at(i)); }
   const SgdConfig& config() const { return config_; }
+  // The rate of the updates from now on (a learning-rate rule's, runtime/optim/lr_schedule.h).
+  void set_lr(float lr) { config_.lr = lr; }
   // With loss scaling, a step's first update reads every gradient (the inf/NaN check): whoever
   // orders updates after reductions must complete them all before it.
   bool reads_all_gradients_first() const { return scaler_ != nullptr; }

@@ -574,6 +574,18 @@ bool Trainer::weights_identical_across_ranks() {
   return std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });
 }
 
+void Trainer::set_learning_rate(float lr) {
+  if (lr == optimizer_->config().lr) return;
+  if (config_.capture_step) {
+    throw InvalidArgument(
+        "a captured step (--cuda-graph) bakes its learning rate in: a learning-rate rule that "
+        "changes it (--lr-warmup, --lr-schedule) cannot run with it");
+  }
+  optimizer_->set_lr(lr);
+}
+
+float Trainer::learning_rate() const { return optimizer_->config().lr; }
+
 LoopResult Trainer::train(const TrainingLoop& loop) {
   if (loop.warmup < 0 || loop.steps_per_epoch < 0 || loop.max_epochs < 1) {
     throw InvalidArgument(fmt::format("a loop of {} warm-up steps and {} epochs of {} steps",

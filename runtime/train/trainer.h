@@ -128,6 +128,11 @@ class Trainer final : private PassRunner {
   // `warmup` untimed steps, then `steps` timed ones, on the loaded batch: one epoch of train().
   RunStats run(int64_t warmup, int64_t steps);
   const Clock& clock() const { return *clock_; }
+  // The optimizer's rate for the updates from now on (a learning-rate rule sets it before each
+  // step). With the forward strategy, a step's updates run in the next step's forward, at the
+  // rate set for that step. A captured step (capture_step) bakes its rate in: InvalidArgument.
+  void set_learning_rate(float lr);
+  float learning_rate() const;
 
   int64_t batch() const { return batch_; }
   // Makes every rank's parameters and buffers rank 0's, then checks that they agree (CommError

@@ -23,6 +23,11 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
   log.event("eval_samples", f.eval_samples);
   log.event("opt_name", "sgd");
   log.event("opt_base_learning_rate", f.lr);
+  log.event("opt_learning_rate_warmup_epochs", f.warmup_epochs);
+  log.event("opt_learning_rate_decay_schedule", lr_schedule_kind_name(f.schedule.kind));
+  if (f.schedule.kind == LrSchedule::Kind::kStep) {
+    log.event("opt_learning_rate_decay_boundary_epochs", f.schedule.boundaries);
+  }
   log.event("opt_momentum", f.momentum);
   log.event("opt_weight_decay", f.weight_decay);
   log.event("lowest_numerical_precision_in_linear", f.precision);
@@ -61,7 +66,14 @@ class ToAccuracy {
       if (log_) log_->start("epoch_start", nullptr, {{"epoch_num", e}});
       batches_.shuffle(shuffle_);
     };
-    l.load = [this](int64_t, int64_t step) { batches_.load(trainer_, step); };
+    l.load = [this](int64_t epoch, int64_t step) {
+      if (o_.lr) {
+        const double rate = o_.lr->at((epoch - 1) * batches_.steps() + step);
+        trainer_.set_learning_rate(static_cast<float>(rate));
+        epoch_rate_sum_ += rate;
+      }
+      batches_.load(trainer_, step);
+    };
     l.after_epoch = [this](const EpochStats& e) { return after_epoch(e); };
     return l;
   }
@@ -89,6 +101,8 @@ class ToAccuracy {
   double accuracy_ = 0, train_seconds_ = 0, run_seconds_ = 0;
   int64_t images_ = 0, epochs_ = 0;
   std::optional<double> time_to_accuracy_;
+  double epoch_rate_sum_ = 0;  // this epoch's steps' learning rates
+  nlohmann::json epoch_rates_ = nlohmann::json::array();
 };
 
 bool ToAccuracy::after_epoch(const EpochStats& epoch) {
@@ -106,6 +120,10 @@ bool ToAccuracy::after_epoch(const EpochStats& epoch) {
   if (log_) log_->event("eval_accuracy", accuracy_, at);
   if (log_) log_->end("eval_stop", nullptr, at);
   epochs_ = e;
+  if (o_.lr) {
+    epoch_rates_.push_back(epoch_rate_sum_ / static_cast<double>(epoch.steps));
+    epoch_rate_sum_ = 0;
+  }
   train_seconds_ += seconds;
   images_ += epoch.steps * trainer_.batch() * comm_.size();
   accuracies_.push_back(accuracy_);
@@ -139,6 +157,13 @@ nlohmann::json ToAccuracy::metrics() const {
                       {"throughput_img_s", images_ / train_seconds_},
                       {"epoch_mean_losses", epoch_losses_}};
   if (diverged_at_) m["diverged_at_epoch"] = *diverged_at_;
+  if (o_.lr) {
+    m["learning_rate"] = {{"base", o_.lr->base()},
+                          {"k", o_.lr->k()},
+                          {"warmup_steps", o_.lr->warmup_steps()},
+                          {"warmup_epochs", o_.lr->warmup_epochs()},
+                          {"epoch_mean", epoch_rates_}};
+  }
   if (!o_.target_accuracy) return m;
   m["convergence"] = {
       {"target_accuracy", *o_.target_accuracy},

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/mllog.h"
 #include "workloads/data/dataset.h"
@@ -16,6 +17,8 @@ struct ConvergenceOptions {
   int64_t max_epochs = 1;
   std::optional<double> target_accuracy;  // none: train all max_epochs
   uint64_t seed = 0;                      // shuffling
+  // The learning rate of each step (set on the trainer before it), over this run's epochs.
+  const LrRule* lr = nullptr;
 };
 
 // What a run's MLPerf log states about it before run_start (submission_*, hyperparameters,
@@ -24,7 +27,11 @@ struct MlLogFacts {
   std::string benchmark, platform, precision, config_file;
   int64_t batch = 0, ranks = 1, train_samples = 0, eval_samples = 0;
   uint64_t seed = 0;
-  float lr = 0, momentum = 0, weight_decay = 0;
+  float lr = 0, momentum = 0, weight_decay = 0;  // lr: the base, after scaling
+  // The learning-rate rule, as MLPerf's ResNet rules name its parts: the warm-up's epochs, the
+  // schedule after it, and a step schedule's boundaries.
+  double warmup_epochs = 0;
+  LrSchedule schedule;
 };
 void log_submission(MlLog& log, const MlLogFacts& facts);
 
@@ -34,7 +41,8 @@ void log_submission(MlLog& log, const MlLogFacts& facts);
 // Logs run_start ... run_stop (status success, or aborted when the target was not reached) when
 // `log` is given. Returns the record's metrics: test_accuracy, throughput_img_s (training images /
 // training seconds), train_seconds, and "convergence" (target, reached, time_to_accuracy_s,
-// per-epoch accuracy).
+// per-epoch accuracy), and with a learning-rate rule "learning_rate" (its base, k, warm-up, and
+// each epoch's mean rate).
 nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
                                  const ConvergenceOptions& options, MlLog* log);
 

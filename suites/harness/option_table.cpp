@@ -372,6 +372,61 @@ std::vector<Option> make_table() {
        at_least_0,
        [](RunOptions& o, const json& v) { o.sgd.weight_decay = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.weight_decay)); }});
+  // Learning-rate rules for large global batches (runtime/optim/lr_schedule.h).
+  add({"lr_scaling",
+       T::kString,
+       config,
+       "linear: the learning rate times global batch / lr_reference_batch (Goyal et al.); none",
+       names(kLrScalings, lr_scaling_name),
+       {},
+       [](RunOptions& o, const json& v) { o.lr.scaling = parsed(v, parse_lr_scaling); },
+       [](const RunOptions& o) { return json(lr_scaling_name(o.lr.scaling)); }});
+  add({"lr_reference_batch",
+       T::kInteger,
+       config,
+       "the global batch at which lr is the rate (linear scaling and warm-up)",
+       {},
+       dimension,
+       [](RunOptions& o, const json& v) { o.lr.reference_batch = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.lr.reference_batch); }});
+  add({"lr_warmup",
+       T::kString,
+       config,
+       "0, N (epochs), Nepochs or Nsteps: the rate rises linearly from lr/k to lr over them, "
+       "k = global batch / lr_reference_batch (needs data digits)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<LrWarmup> w = parse_lr_warmup(text);
+         if (!w) {
+           throw InvalidArgument(fmt::format(
+               "lr_warmup: '{}' is not a warm-up (expected 0, N or Nepochs for N >= 0 epochs, or "
+               "Nsteps for a whole N >= 1)",
+               text));
+         }
+         o.lr.warmup = *w;
+       },
+       [](const RunOptions& o) { return json(lr_warmup_name(o.lr.warmup)); }});
+  add({"lr_schedule",
+       T::kString,
+       config,
+       "constant, step:E1,E2,... (the rate divided by 10 after each of those epochs) or cosine "
+       "(to 0 at the last epoch's end), after the warm-up (needs data digits)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<LrSchedule> s = parse_lr_schedule(text);
+         if (!s) {
+           throw InvalidArgument(fmt::format(
+               "lr_schedule: unknown schedule '{}' (expected constant, cosine, or step:E1,E2,... "
+               "with epochs increasing from 1)",
+               text));
+         }
+         o.lr.schedule = *s;
+       },
+       [](const RunOptions& o) { return json(lr_schedule_name(o.lr.schedule)); }});
   add({"dropout",
        T::kFloat,
        config,

@@ -21,6 +21,7 @@
 #include "runtime/train/trainer.h"
 #include "suites/harness/convergence.h"
 #include "suites/harness/environment.h"
+#include "suites/harness/epochs.h"
 #include "suites/harness/machine_peak.h"
 #include "suites/harness/maxbatch.h"
 #include "suites/harness/option_table.h"
@@ -63,6 +64,15 @@ void validate_run_options(const RunOptions& o) {
     }
   } else if (!o.epochs) {
     throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
+  }
+  if (o.lr.varies() && o.data != DataSource::kDigits) {
+    throw InvalidArgument(
+        "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
+  }
+  if (o.lr.varies() && o.cuda_graph) {
+    throw InvalidArgument(
+        "--lr-warmup and --lr-schedule change the learning rate each step, which a captured step "
+        "(--cuda-graph) bakes in");
   }
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
@@ -327,8 +337,8 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
 
 // Epochs over the digits to a target accuracy, with an MLPerf log when asked.
 void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunData& data,
-                         Trainer& trainer, Communicator& comm, std::optional<MlLog>& mllog,
-                         RunResult& r) {
+                         const LrRule& lr, Trainer& trainer, Communicator& comm,
+                         std::optional<MlLog>& mllog, RunResult& r) {
   if (mllog) {
     const std::string device = r.environment["device"].get<std::string>();
     const std::string platform =
@@ -336,11 +346,12 @@ void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunDa
     log_submission(*mllog, {o.model, platform, mllog_precision(o.precision),
                             o.config_file.empty() ? "command line" : o.config_file, mc.batch,
                             comm.size(), data.digits.train.size(), data.digits.test.size(), o.seed,
-                            o.sgd.lr, o.sgd.momentum, o.sgd.weight_decay});
+                            static_cast<float>(lr.base()), o.sgd.momentum, o.sgd.weight_decay,
+                            lr.warmup_epochs(), o.lr.schedule});
     mllog->end("init_stop");
   }
   r.convergence =
-      train_to_accuracy(trainer, comm, data.digits, {*o.epochs, o.target_accuracy, o.seed},
+      train_to_accuracy(trainer, comm, data.digits, {*o.epochs, o.target_accuracy, o.seed, &lr},
                         mllog ? &*mllog : nullptr);
 }
 
@@ -423,6 +434,14 @@ RunResult run_training(const RunOptions& o) {
     data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
                               mc.image_size, info.in_channels);
   }
+  // The learning rate: scaled to the global batch; with epochs, a rate per step, whose warm-up
+  // and boundaries are checked against the run's length before anything is built.
+  const int64_t global_batch = mc.batch * comm->size();
+  std::optional<LrRule> lr_rule;
+  if (o.data == DataSource::kDigits) {
+    const int64_t steps = EpochBatches(data.digits.train, mc.batch, Shard{r.rank, r.ranks}).steps();
+    lr_rule.emplace(o.lr, o.sgd.lr, global_batch, steps, *o.epochs);
+  }
 
   Graph graph = build_model(o.model, mc);
   BackendOptions bo;
@@ -436,6 +455,8 @@ RunResult run_training(const RunOptions& o) {
   graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
   TrainConfig tc;
   tc.sgd = o.sgd;
+  tc.sgd.lr =
+      static_cast<float>(lr_rule ? lr_rule->at(0) : scaled_lr(o.lr, o.sgd.lr, global_batch));
   tc.seed = o.seed;
   tc.comm = comm.get();
   tc.overlap = o.overlap;
@@ -470,7 +491,7 @@ RunResult run_training(const RunOptions& o) {
   r.forward_flops_per_image = graph.forward_flops() / mc.batch;
   r.flops_per_step = graph.training_flops();
   if (o.data == DataSource::kDigits) {
-    measure_convergence(o, mc, data, trainer, *comm, mllog, r);
+    measure_convergence(o, mc, data, *lr_rule, trainer, *comm, mllog, r);
   } else {
     measure_throughput(o, info, mc, data, trainer, *comm, window, r);
     if (comm->size() > 1) r.comm = comm_metrics(tracer, comm->size());

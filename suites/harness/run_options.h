@@ -11,6 +11,7 @@
 #include "runtime/nn/memory_plan.h"
 #include "runtime/nn/recompute.h"
 #include "runtime/nn/swap.h"
+#include "runtime/optim/lr_schedule.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
 
@@ -58,6 +59,7 @@ struct RunOptions {
   DataSource data = DataSource::kSynthetic;
   std::string data_path;  // digits.csv.gz; empty: the default location
   SgdConfig sgd{0.01f, 0.9f, 0.f};
+  LrPolicy lr;  // scaling, warm-up and schedule over sgd.lr
   std::optional<float> dropout;
   std::optional<float> loss_scale;  // fp16 only: fixed; unset: dynamic
   uint64_t seed = 0;

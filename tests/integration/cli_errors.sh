@@ -43,6 +43,14 @@ expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16
 expect 2 "digits data not found at '$work/none.csv.gz'" \
   run --model=digits-cnn --data=digits --epochs=1 --data-path="$work/none.csv.gz"
 expect 2 "needs --epochs" run --model=digits-cnn --data=digits
+digits=(run --model=digits-cnn --image-size=8 --data=digits --batch=32 --epochs=3)
+expect 2 "is as long as the run or longer" "${digits[@]}" --lr-warmup=3
+expect 2 "is as long as the run or longer" "${digits[@]}" --lr-warmup=1000steps
+expect 2 "lr_schedule: unknown schedule 'linear'" "${digits[@]}" --lr-schedule=linear
+expect 2 "a decay after 3 epochs is not before the run's end" "${digits[@]}" --lr-schedule=step:1,3
+expect 2 "lr_warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
+expect 2 "--lr-warmup and --lr-schedule need --data=digits" "${quick[@]}" --lr-schedule=cosine
+expect 2 "--lr-reference-batch must be in [1, 2147483647] (got 0)" "${quick[@]}" --lr-reference-batch=0
 expect 2 "cannot read safetensors file '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
 printf 'garbage!' >"$work/bad.safetensors"
 expect 2 "not a valid safetensors file" "${quick[@]}" --init="$work/bad.safetensors"
