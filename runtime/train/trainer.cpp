@@ -113,9 +113,15 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   start_state(state);
   make_sync(plan, comm);
   swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_);
-  executor_ = std::make_unique<Executor>(
-      std::move(schedule), PassRunners{&graph_, this, grad_sync_.get(), swap_passes_.get()},
-      *clock_);
+  PassRunners runners{&graph_, this, grad_sync_.get(), swap_passes_.get()};
+  if (config_.compute_slowdown != 1) {
+    slowed_layers_ = std::make_unique<SlowedPasses>(graph_, config_.compute_slowdown);
+    PassRunner& loss = *this;
+    slowed_loss_ = std::make_unique<SlowedPasses>(loss, config_.compute_slowdown);
+    runners.layers = slowed_layers_.get();
+    runners.loss = slowed_loss_.get();
+  }
+  executor_ = std::make_unique<Executor>(std::move(schedule), runners, *clock_);
 }
 
 void Trainer::check_model_and_config() {

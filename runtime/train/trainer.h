@@ -19,6 +19,7 @@
 #include "runtime/overlap/grad_sync.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
+#include "runtime/train/straggler.h"
 #include "runtime/train/swap_passes.h"
 
 namespace dlb {
@@ -51,6 +52,9 @@ struct TrainConfig {
   // none, every one that can be (all), the ones named, or (auto) the largest until the plan's
   // device peak fits the backend's memory budget; needs a plan that reuses what they free.
   SwapPolicy swap;
+  // An injected straggler (runtime/train/straggler.h): this rank's compute passes take this many
+  // times as long. 1: none. Host backends only.
+  double compute_slowdown = 1;
   // Test-only: called after each pass the executor issues, with the pass's index in the
   // schedule (the memory plan's poison test: tests/unit/memory_plan_test.cpp).
   std::function<void(size_t)> after_pass_hook;
@@ -236,6 +240,7 @@ class Trainer final : private PassRunner {
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
   std::unique_ptr<LossScaler> scaler_;
+  std::unique_ptr<SlowedPasses> slowed_layers_, slowed_loss_;  // an injected straggler's
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<SwapPasses> swap_passes_;

@@ -282,6 +282,33 @@ std::vector<Option> make_table() {
        seconds,
        [](RunOptions& o, const json& v) { o.comm_timeout_s = v.get<double>(); },
        [](const RunOptions& o) { return json(o.comm_timeout_s); }});
+  add({"straggler",
+       T::kString,
+       config,
+       "RANK:FACTOR: that rank's compute passes take FACTOR (>= 1) times as long, to measure what "
+       "waiting for a slow rank costs (cpu backend; runtime/train/straggler.h)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<StragglerSpec> s = parse_straggler(text);
+         if (!s) {
+           throw InvalidArgument(fmt::format(
+               "straggler: '{}' is not RANK:FACTOR (a rank from 0 and how many times slower its "
+               "compute is, e.g. 1:2)",
+               text));
+         }
+         if (!(s->factor >= 1) || s->factor > 1000) {
+           throw InvalidArgument(fmt::format(
+               "straggler: '{}': the factor is how many times slower the rank computes, from 1 "
+               "to 1000",
+               text));
+         }
+         o.straggler = *s;
+       },
+       [](const RunOptions& o) {
+         return o.straggler ? json(straggler_name(*o.straggler)) : json(nullptr);
+       }});
 
   // How long, and on what data.
   add({"steps",

@@ -65,6 +65,16 @@ void validate_run_options(const RunOptions& o) {
   } else if (!o.epochs) {
     throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
+  if (o.straggler && o.straggler->rank >= o.ranks) {
+    throw InvalidArgument(
+        fmt::format("--straggler={}: rank {} is beyond the {} ranks (they count from 0)",
+                    straggler_name(*o.straggler), o.straggler->rank, o.ranks));
+  }
+  if (o.straggler && o.backend != BackendKind::kCpu) {
+    throw InvalidArgument(
+        "--straggler slows a rank's passes on the host: it needs --backend=cpu (a GPU's passes "
+        "return before their work has run)");
+  }
   if (o.lr.varies() && o.data != DataSource::kDigits) {
     throw InvalidArgument(
         "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
@@ -468,6 +478,7 @@ RunResult run_training(const RunOptions& o) {
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
   }
   tc.capture_step = o.cuda_graph;
+  if (o.straggler && o.straggler->rank == comm->rank()) tc.compute_slowdown = o.straggler->factor;
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc, rng);
   r.plan_bytes =

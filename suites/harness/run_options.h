@@ -14,6 +14,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
+#include "runtime/train/straggler.h"
 
 namespace dlb {
 
@@ -80,6 +81,7 @@ struct RunOptions {
   std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps
   double comm_timeout_s = kDefaultCommTimeoutSeconds;  // a collective not done by then: CommError
+  std::optional<StragglerSpec> straggler;  // one rank's compute slowed (runtime/train/straggler.h)
   // Tracing: a Chrome trace and a per-layer profile of `trace_steps` timed steps, the last of the
   // first timed phase's `steps` (never left out as warm-up: measure_throughput).
   int64_t trace_steps = 0;

@@ -51,6 +51,10 @@ expect 2 "a decay after 3 epochs is not before the run's end" "${digits[@]}" --l
 expect 2 "lr_warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
 expect 2 "--lr-warmup and --lr-schedule need --data=digits" "${quick[@]}" --lr-schedule=cosine
 expect 2 "--lr-reference-batch must be in [1, 2147483647] (got 0)" "${quick[@]}" --lr-reference-batch=0
+expect 2 "--straggler=2:2: rank 2 is beyond the 2 ranks" "${quick[@]}" --ranks=2 --straggler=2:2
+expect 2 "the factor is how many times slower the rank computes, from 1" "${quick[@]}" --straggler=0:0.5
+expect 2 "straggler: 'x:2' is not RANK:FACTOR" "${quick[@]}" --straggler=x:2
+expect 2 "--straggler slows a rank's passes on the host: it needs --backend=cpu" "${quick[@]}" --backend=cuda --straggler=0:2
 expect 2 "cannot read safetensors file '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
 printf 'garbage!' >"$work/bad.safetensors"
 expect 2 "not a valid safetensors file" "${quick[@]}" --init="$work/bad.safetensors"
