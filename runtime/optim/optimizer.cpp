@@ -38,7 +38,20 @@ Optimizer::Optimizer(Backend& backend, const Graph& graph, std::vector<int> mome
   for (int id : momentum_) backend.fill(graph.tensor(id), 0.f);
 }
 
-void Optimizer::update(size_t i) {
+void Optimizer::update(size_t i) { update(i, graph_.param(i).grad); }
+
+void Optimizer::update_from(size_t i, const Tensor& flat) {
+  const Param p = graph_.param(i);
+  const Tensor& own = p.grad;
+  const int64_t offset = graph_.grad_offsets().at(i);
+  if (flat.numel() < offset + own.numel() || flat.dtype() != own.dtype()) {
+    throw InvalidArgument(
+        fmt::format("parameter {}'s gradient is not in a buffer of {} values", i, flat.numel()));
+  }
+  update(i, flat.slice_flat(offset, own.numel()).reshaped(own.shape()).with_layout(own.layout()));
+}
+
+void Optimizer::update(size_t i, const Tensor& grad) {
   Param p = graph_.param(i);  // handles into the bound table, as it is now
   Tensor& momentum = graph_.tensor(momentum_.at(i));
   const Tensor* scale_state = nullptr;
@@ -47,11 +60,11 @@ void Optimizer::update(size_t i) {
     scale_state = &scaler_->state();
   }
   if (p.has_compute_copy()) {  // the next step's weights, written by the update where it can
-    backend_.sgd_update_with_copy(config_, p.grad, scale_state, momentum, p.value, p.compute);
+    backend_.sgd_update_with_copy(config_, grad, scale_state, momentum, p.value, p.compute);
   } else if (scale_state) {
-    backend_.sgd_update_unscaled(config_, p.grad, *scale_state, momentum, p.value);
+    backend_.sgd_update_unscaled(config_, grad, *scale_state, momentum, p.value);
   } else {
-    backend_.sgd_update(config_, p.grad, momentum, p.value);
+    backend_.sgd_update(config_, grad, momentum, p.value);
   }
   if (scaler_ && ++updated_this_step_ == size()) {
     scaler_->update();

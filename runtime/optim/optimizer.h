@@ -26,6 +26,9 @@ class Optimizer {
   Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
             const SgdConfig& config, LossScaler* scaler = nullptr);
   void update(size_t i);
+  // The same from `flat`, a buffer laid out as the flat gradient buffer (a stale slot): from
+  // the i-th parameter's gradient's place in it.
+  void update_from(size_t i, const Tensor& flat);
   size_t size() const { return graph_.flat_params().size(); }
   const Tensor& momentum(size_t i) const { return graph_.tensor(momentum_.at(i)); }
   const SgdConfig& config() const { return config_; }
@@ -37,6 +40,7 @@ class Optimizer {
   bool at_step_start() const { return updated_this_step_ == 0; }
 
  private:
+  void update(size_t i, const Tensor& grad);
   Backend& backend_;
   const Graph& graph_;
   std::vector<int> momentum_;  // tensor ids

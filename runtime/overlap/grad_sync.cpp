@@ -14,40 +14,46 @@ const std::string kUpdateName = "sgd bucket";
 }  // namespace
 
 GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
-                   Optimizer& optimizer, BucketPlan plan)
+                   Optimizer& optimizer, BucketPlan plan, std::vector<Tensor> stale_slots)
     : flat_(std::move(flat_gradients)),
       comm_(comm),
       backend_(backend),
       optimizer_(optimizer),
       plan_(std::move(plan)),
-      state_(plan_.buckets.size()) {
+      state_(plan_.buckets.size()),
+      slots_(std::move(stale_slots)),
+      slot_state_(slots_.size()),
+      slot_filled_(slots_.size(), false) {
   size_t params = 0;
-  for (const Bucket& b : plan_.buckets) params += b.num_params;
+  for (const Bucket& b : plan_.buckets) params += b.num_params, all_values_ += b.values;
   if (params != optimizer.size()) {
     throw InvalidArgument(fmt::format("the bucket plan covers {} parameters, the optimizer has {}",
                                       params, optimizer.size()));
   }
 }
 
-std::unique_ptr<CommHandle> GradSync::launch(int bucket, int64_t begin, int64_t count,
-                                             Launch& launched) {
+std::unique_ptr<CommHandle> GradSync::launch(int bucket, Tensor what, Launch& launched) {
   // Also just before the window: see record_finished.
   launched.traced = tracer_ && tracer_->wants_edge_work();
   launched.step = tracer_ ? tracer_->step() : 0;
   launched.bucket = bucket;
   launched.host = launched.traced ? tracer_->host_mark() : Mark{};
   // It starts after the work queued so far on the backend's stream: the bucket's gradients.
-  Tensor slice = flat_.slice_flat(begin, count);
-  return comm_.allreduce_async(slice, ReduceOp::kAverage, backend_.stream());
+  return comm_.allreduce_async(what, ReduceOp::kAverage, backend_.stream());
 }
 
 void GradSync::run_pass(const Step& step, const LayerContext* ctx) {
   (void)ctx;
   switch (sync_pass_of(step)) {
     case SyncPass::kAllReduce:
-      return all_reduce(step.arg);
+      return step.arg == kStaleSlot ? all_reduce_slot() : all_reduce(step.arg);
     case SyncPass::kWait:
+      if (step.arg == kStaleSlot) return complete(slot_state_.at(slot_), all_values_);
       return wait(step.arg);
+    case SyncPass::kStash:
+      return stash();
+    case SyncPass::kUpdateStale:
+      return update_stale();
     case SyncPass::kUpdate:
       return update(step.arg, false);
     case SyncPass::kUpdateCarried:
@@ -62,6 +68,7 @@ const std::string& GradSync::label(const Step& step) const {
   switch (sync_pass_of(step)) {
     case SyncPass::kUpdate:
     case SyncPass::kUpdateCarried:
+    case SyncPass::kUpdateStale:
       return kUpdateName;
     case SyncPass::kProgress:
       return kInFlight;
@@ -72,7 +79,8 @@ const std::string& GradSync::label(const Step& step) const {
 
 bool GradSync::traced(const Step& step) const {
   const SyncPass p = sync_pass_of(step);
-  return p == SyncPass::kUpdate || (p == SyncPass::kUpdateCarried && !skipped_);
+  return p == SyncPass::kUpdate || p == SyncPass::kStash ||
+         ((p == SyncPass::kUpdateCarried || p == SyncPass::kUpdateStale) && !skipped_);
 }
 
 void GradSync::all_reduce(int bucket) {
@@ -83,11 +91,11 @@ void GradSync::all_reduce(int bucket) {
         "the schedule reduces bucket {} again before waiting for its last reduction", bucket));
   }
   if (bucket < 0) {
-    s.handle = launch(kEveryBucket, 0, flat_.numel(), s.launched);
+    s.handle = launch(kEveryBucket, flat_, s.launched);
     for (State& each : state_) each.pending = true;
   } else {
     const Bucket& b = plan_.buckets.at(bucket);
-    s.handle = launch(bucket, b.begin, b.count, s.launched);
+    s.handle = launch(bucket, flat_.slice_flat(b.begin, b.count), s.launched);
   }
   s.reduced = false;
   s.pending = true;
@@ -121,6 +129,9 @@ void GradSync::poll() {
   for (size_t b = 0; b < state_.size(); ++b) {
     State& s = state_[b];
     if (!s.reduced && s.handle->test()) complete(s, plan_.buckets[b].values);
+  }
+  for (State& s : slot_state_) {
+    if (!s.reduced && s.handle->test()) complete(s, all_values_);
   }
   record_finished();
 }
@@ -170,7 +181,47 @@ void GradSync::update(int bucket, bool carried) {
   apply(static_cast<size_t>(bucket));
 }
 
+void GradSync::stash() {
+  if (!slot_state_.at(slot_).reduced) {
+    throw InvalidArgument(fmt::format(
+        "the schedule stashes into stale slot {} before waiting for its reduction", slot_));
+  }
+  Tensor& slot = slots_[slot_];
+  backend_.copy(flat_, slot);
+  slot_filled_[slot_] = true;
+}
+
+void GradSync::apply_slot(size_t slot) {
+  for (size_t i = 0; i < optimizer_.size(); ++i) optimizer_.update_from(i, slots_[slot]);
+  slot_filled_[slot] = false;
+}
+
+void GradSync::update_stale() {
+  skipped_ = !slot_filled_.at(slot_);
+  if (skipped_) return;  // the first K steps: no gradients of K steps before
+  if (!slot_state_[slot_].reduced) {
+    throw InvalidArgument(fmt::format(
+        "the schedule updates from stale slot {} before waiting for its reduction", slot_));
+  }
+  apply_slot(slot_);
+}
+
+void GradSync::all_reduce_slot() {
+  State& s = slot_state_.at(slot_);
+  if (distributed()) {
+    s.handle = launch(kEveryBucket, slots_[slot_], s.launched);
+    s.reduced = false;
+  }
+  slot_ = (slot_ + 1) % slots_.size();
+}
+
 void GradSync::flush() {
+  // The slots' gradients, oldest first: the next step's slot holds the oldest.
+  for (size_t i = 0; i < slots_.size(); ++i) {
+    const size_t j = (slot_ + i) % slots_.size();
+    complete(slot_state_[j], all_values_);
+    if (slot_filled_[j]) apply_slot(j);
+  }
   for (size_t b = 0; b < state_.size(); ++b) wait(static_cast<int>(b));
   wait(-1);
   for (size_t b = 0; b < state_.size(); ++b)

@@ -22,9 +22,10 @@ namespace dlb {
 class GradSync final : public PassRunner {
  public:
   // `flat_gradients` holds every gradient in the order of the optimizer's parameters, which is
-  // the plan's order.
+  // the plan's order. `stale_slots`: bounded staleness's K slots (sync_schedule.h), each laid
+  // out as the flat buffer; empty without.
   GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend, Optimizer& optimizer,
-           BucketPlan plan);
+           BucketPlan plan, std::vector<Tensor> stale_slots = {});
 
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   bool distributed() const { return comm_.size() > 1; }
@@ -38,7 +39,8 @@ class GradSync final : public PassRunner {
   // of the pass that just ran.)
   bool traced(const Step& step) const override;
   // Completes every reduction in flight, then every pending update (the end of a run, before
-  // reading weights).
+  // reading weights). With staleness, the slots' gradients are applied oldest first: every
+  // step's gradients have been applied once after a flush.
   void flush();
 
  private:
@@ -57,7 +59,8 @@ class GradSync final : public PassRunner {
     bool reduced = true;   // no reduction in flight
     bool pending = false;  // reduced gradients not yet applied
   };
-  std::unique_ptr<CommHandle> launch(int bucket, int64_t begin, int64_t count, Launch& launched);
+  // Launches the reduction of `what` (a bucket's slice of the flat buffer, all of it, or a slot).
+  std::unique_ptr<CommHandle> launch(int bucket, Tensor what, Launch& launched);
   // Launches bucket b's reduction (b = -1: the whole buffer at once).
   void all_reduce(int bucket);
   // Orders the work queued from now on after bucket b's reduction (b = -1: the whole buffer's).
@@ -71,6 +74,11 @@ class GradSync final : public PassRunner {
   void apply(size_t b);
   void finishing(std::unique_ptr<CommHandle> handle, const Launch& launched, int64_t values);
   void record_finished();  // record the spans of the reductions known to have finished
+  // Bounded staleness: the step's slot.
+  void stash();
+  void update_stale();
+  void all_reduce_slot();  // and the next step's slot
+  void apply_slot(size_t slot);
 
   Tensor flat_;
   Communicator& comm_;
@@ -89,6 +97,13 @@ class GradSync final : public PassRunner {
     int64_t values = 0;  // gradient values reduced (the bucket's, without alignment gaps)
   };
   std::vector<Finishing> finishing_;
+  // Bounded staleness: the slots, their reductions, whether each holds gradients not yet
+  // applied, and the step's slot.
+  std::vector<Tensor> slots_;
+  std::vector<State> slot_state_;
+  std::vector<bool> slot_filled_;
+  size_t slot_ = 0;
+  int64_t all_values_ = 0;  // every bucket's values: a slot's, without gaps
 };
 
 }  // namespace dlb

@@ -20,4 +20,24 @@ std::optional<OverlapStrategy> parse_overlap(std::string_view s) {
   return std::nullopt;
 }
 
+std::optional<SyncMode> parse_sync_mode(std::string_view s) {
+  if (s == "sync") return SyncMode{};
+  if (s.rfind("stale:", 0) != 0) return std::nullopt;
+  const std::string_view k = s.substr(6);
+  if (k.empty() || k.size() > 4) return std::nullopt;
+  int64_t v = 0;
+  for (char c : k) {
+    if (c < '0' || c > '9') return std::nullopt;
+    v = v * 10 + (c - '0');
+  }
+  if (v > 1000) return std::nullopt;
+  if (v == 0) return SyncMode{};
+  return SyncMode{SyncMode::Kind::kStale, v};
+}
+
+std::string sync_mode_name(const SyncMode& m) {
+  if (m.kind == SyncMode::Kind::kStale) return "stale:" + std::to_string(m.staleness);
+  return "sync";
+}
+
 }  // namespace dlb

@@ -1,7 +1,9 @@
 // Gradient synchronisation strategies (docs/architecture.md, overlap/). The strategies themselves
 // come with the communicator; with one rank there is nothing to synchronise and all three coincide.
 #pragma once
+#include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 
 namespace dlb {
@@ -11,5 +13,18 @@ inline constexpr OverlapStrategy kOverlapStrategies[] = {
     OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward};
 std::string_view overlap_name(OverlapStrategy s);
 std::optional<OverlapStrategy> parse_overlap(std::string_view s);
+
+// How a step's gradients reach the weights (--sync): sync, the step's own averaged gradients
+// (the overlap strategy says when); stale:K, the averaged gradients of K steps before, so a
+// step's all-reduce runs behind the next K steps' compute (sync_schedule.h; stale:0 is sync).
+struct SyncMode {
+  enum class Kind { kSync, kStale };
+  Kind kind = Kind::kSync;
+  int64_t staleness = 0;  // kStale: K >= 1
+  bool operator==(const SyncMode& o) const { return kind == o.kind && staleness == o.staleness; }
+};
+// "sync", "stale:K" (a whole K >= 0, at most 1000; stale:0 is sync); nullopt for anything else.
+std::optional<SyncMode> parse_sync_mode(std::string_view s);
+std::string sync_mode_name(const SyncMode& m);  // the text parse_sync_mode reads
 
 }  // namespace dlb

@@ -19,12 +19,17 @@ const char* sync_pass_name(SyncPass p) {
       return "optimizer";
     case SyncPass::kProgress:
       return "progress";
+    case SyncPass::kStash:
+      return "stash";
+    case SyncPass::kUpdateStale:
+      return "optimizer";
   }
   return "?";
 }
 
 SyncPass sync_pass_of(const Step& step) {
-  if (step.pass != Pass::kSync || step.op < 0 || step.op > static_cast<int>(SyncPass::kProgress)) {
+  if (step.pass != Pass::kSync || step.op < 0 ||
+      step.op > static_cast<int>(SyncPass::kUpdateStale)) {
     throw InvalidArgument(fmt::format("a {} pass is not the sync policy's", step_name(step)));
   }
   return static_cast<SyncPass>(step.op);
@@ -126,9 +131,59 @@ void place_carried(std::vector<Step>& out, const Step& step,
   placed = true;
 }
 
+// The stale slots: K tensors shaped as the flat gradient buffer, kept across steps.
+std::vector<int> declare_stale_slots(Graph& graph, int64_t k) {
+  const TensorInfo flat = graph.tensor_infos()[graph.flat_gradient_id()];
+  std::vector<int> ids;
+  for (int64_t i = 0; i < k; ++i) {
+    ids.push_back(graph.declare_tensor({fmt::format("stale gradients {}", i), TensorKind::kBuffer,
+                                        flat.shape, flat.dtype, -1, -1, MemCategory::kGradients}));
+  }
+  return ids;
+}
+
+// Bounded staleness (sync_schedule.h): progress passes among forward and backward, then the
+// slot's wait, the update from it, the stash and the slot's reduction. Every stale pass names
+// every slot: which one a step uses is the runner's rotation.
+std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOptions& o) {
+  if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients) {
+    throw InvalidArgument(
+        "bounded staleness schedules its own reductions: it takes overlap none and no loss "
+        "scaling");
+  }
+  const std::vector<int> slots = declare_stale_slots(graph, o.staleness);
+  std::vector<int> grads, values;
+  for (const ParamIds& p : graph.flat_params()) {
+    grads.push_back(p.grad);
+    values.push_back(p.value);
+  }
+  std::vector<Step> out;
+  for (const Step& step : schedule.steps) {
+    out.push_back(step);
+    if (o.distributed && (step.pass == Pass::kForward || is_backward(step.pass)))
+      out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
+  }
+  out.push_back(reduction_step(SyncPass::kWait, kStaleSlot, slots));
+  Step update = sync_step(SyncPass::kUpdateStale, -1, Lane::kCompute);
+  update.reads = slots;
+  update.reads.insert(update.reads.end(), values.begin(), values.end());
+  update.writes = values;
+  out.push_back(update);
+  Step stash = sync_step(SyncPass::kStash, -1, Lane::kCompute);
+  stash.reads = grads;
+  stash.writes = slots;
+  out.push_back(stash);
+  out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
+  schedule.steps = std::move(out);
+  link_dependencies(schedule, graph.tensor_infos());
+  return slots;
+}
+
 }  // namespace
 
-void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan, const SyncOptions& o) {
+std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
+                             const SyncOptions& o) {
+  if (o.staleness > 0) return insert_stale(schedule, graph, o);
   const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
   const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;
   const std::vector<BucketTensors> buckets = bucket_tensors(graph, plan, deferred);
@@ -165,6 +220,7 @@ void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan, const
   if (!deferred) append_updates(out, buckets, false, per_bucket, o.updates_read_all_gradients);
   schedule.steps = std::move(out);
   link_dependencies(schedule, graph.tensor_infos());
+  return {};
 }
 
 }  // namespace dlb

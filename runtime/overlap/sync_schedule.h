@@ -21,6 +21,15 @@
 //             reduction has happened since the last update (the first step, after a flush).
 // With loss scaling the first update reads every gradient (the inf check): every wait comes
 // before it. With one rank there is nothing to reduce: updates follow backward.
+//
+// Bounded staleness (SyncOptions::staleness K >= 1; --sync=stale:K): K gradient slots, tensors
+// of the table kept across steps, of which step t uses slot t mod K. After backward, step t waits
+// for its slot's reduction (launched K steps before), updates every parameter from it (the
+// averaged gradients of step t - K; nothing in the first K steps), copies its own gradients into
+// the slot (stash) and launches the slot's reduction, which runs behind the next K steps'
+// compute, with a progress pass after each forward and backward pass. With one rank the slots
+// delay the gradients the same way and nothing is reduced. The overlap strategy is none, and no
+// loss scaling (its check reads this step's gradients, not the ones applied).
 #pragma once
 #include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
@@ -29,11 +38,22 @@
 
 namespace dlb {
 
-enum class SyncPass { kAllReduce, kWait, kUpdate, kUpdateCarried, kProgress };
-inline constexpr SyncPass kSyncPasses[] = {SyncPass::kAllReduce, SyncPass::kWait, SyncPass::kUpdate,
-                                           SyncPass::kUpdateCarried, SyncPass::kProgress};
-// The pass's category in traces and listings: "allreduce", "wait", "optimizer" (both
-// updates), "progress".
+enum class SyncPass {
+  kAllReduce,
+  kWait,
+  kUpdate,
+  kUpdateCarried,
+  kProgress,
+  kStash,        // stale: this step's gradients into its slot
+  kUpdateStale,  // stale: every parameter from the slot's reduced gradients
+};
+inline constexpr SyncPass kSyncPasses[] = {
+    SyncPass::kAllReduce, SyncPass::kWait,  SyncPass::kUpdate,     SyncPass::kUpdateCarried,
+    SyncPass::kProgress,  SyncPass::kStash, SyncPass::kUpdateStale};
+// A kAllReduce's or kWait's bucket (Step::arg) that is the stale slot of the step, not a bucket.
+inline constexpr int kStaleSlot = -2;
+// The pass's category in traces and listings: "allreduce", "wait", "optimizer" (every
+// update), "progress", "stash".
 const char* sync_pass_name(SyncPass p);
 // The sync pass a kSync step is (InvalidArgument for any other step).
 SyncPass sync_pass_of(const Step& step);
@@ -44,11 +64,14 @@ struct SyncOptions {
   // The optimizer's first update of a step reads every gradient (Optimizer::
   // reads_all_gradients_first): every wait goes before it.
   bool updates_read_all_gradients = false;
+  // Bounded staleness: K >= 1 slots (above); 0: none.
+  int64_t staleness = 0;
 };
 
-// `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads in
-// the graph's table (so the graph is between declare and bind), and relinks the dependencies.
-void insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
-                 const SyncOptions& options);
+// `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,
+// and the stale slots, in the graph's table (so the graph is between declare and bind), and
+// relinks the dependencies. Returns the stale slots' ids (empty without staleness).
+std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
+                             const SyncOptions& options);
 
 }  // namespace dlb

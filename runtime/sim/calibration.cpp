@@ -191,6 +191,9 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
           case SyncPass::kWait:
           case SyncPass::kProgress:
             return 0;
+          case SyncPass::kStash:
+          case SyncPass::kUpdateStale:
+            throw Unsupported("simulate: bounded staleness (--sync=stale:K) is not simulated");
         }
         return 0;
       case Pass::kSwapOut:

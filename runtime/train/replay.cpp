@@ -4,6 +4,7 @@
 #include <string>
 #include <utility>
 
+#include "runtime/core/error.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/train/executor.h"
 
@@ -78,6 +79,10 @@ struct RankReplay::Impl {
         case SyncPass::kProgress:
           r_.charge(step, s.totals.progress_us);
           return;
+        case SyncPass::kStash:
+        case SyncPass::kUpdateStale:
+          // Its slots rotate over K steps, which the per-bucket lane above does not follow.
+          throw Unsupported("the replay does not model bounded staleness (--sync=stale:K)");
       }
     }
     const std::string& label(const Step&) const override { return kSyncLabel; }

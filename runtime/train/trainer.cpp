@@ -259,7 +259,9 @@ Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm
                                        config_.memory_plan, config_.recompute);
   schedule = swapped_schedule(schedule, kept_after_step(graph_));
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
-  insert_sync(schedule, graph_, plan, SyncOptions{config_.overlap, comm.size() > 1, scaled()});
+  stale_slots_ =
+      insert_sync(schedule, graph_, plan,
+                  SyncOptions{config_.overlap, comm.size() > 1, scaled(), config_.staleness});
   return schedule;
 }
 
@@ -316,8 +318,10 @@ Schedule Trainer::swapped_schedule(const Schedule& schedule, const std::vector<i
 }
 
 void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
-  grad_sync_ =
-      std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_, plan);
+  std::vector<Tensor> slots;
+  for (int id : stale_slots_) slots.push_back(graph_.tensor(id));
+  grad_sync_ = std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_,
+                                          plan, std::move(slots));
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {

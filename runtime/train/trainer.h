@@ -52,6 +52,9 @@ struct TrainConfig {
   // none, every one that can be (all), the ones named, or (auto) the largest until the plan's
   // device peak fits the backend's memory budget; needs a plan that reuses what they free.
   SwapPolicy swap;
+  // Bounded staleness (--sync=stale:K; runtime/overlap/sync_schedule.h): each step applies the
+  // averaged gradients of K steps before. 0: none. Needs overlap none and no loss scaling.
+  int64_t staleness = 0;
   // An injected straggler (runtime/train/straggler.h): this rank's compute passes take this many
   // times as long. 1: none. Host backends only.
   double compute_slowdown = 1;
@@ -240,6 +243,7 @@ class Trainer final : private PassRunner {
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
   std::unique_ptr<LossScaler> scaler_;
+  std::vector<int> stale_slots_;  // the slots insert_sync declared (staleness)
   std::unique_ptr<SlowedPasses> slowed_layers_, slowed_loss_;  // an injected straggler's
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;

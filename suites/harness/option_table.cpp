@@ -197,6 +197,25 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.overlap = parsed(v, parse_overlap); },
        [](const RunOptions& o) { return json(overlap_name(o.overlap)); }});
+  add({"sync",
+       T::kString,
+       config,
+       "sync (each step's own averaged gradients) or stale:K (the averaged gradients of K steps "
+       "before, so each all-reduce runs behind the next K steps; needs overlap none; "
+       "runtime/overlap/sync_schedule.h)",
+       {},
+       {},
+       [](RunOptions& o, const json& v) {
+         const std::string text = v.get<std::string>();
+         const std::optional<SyncMode> m = parse_sync_mode(text);
+         if (!m) {
+           throw InvalidArgument(fmt::format(
+               "sync: unknown mode '{}' (expected sync, or stale:K for a whole K from 0 to 1000)",
+               text));
+         }
+         o.sync = *m;
+       },
+       [](const RunOptions& o) { return json(sync_mode_name(o.sync)); }});
   add({"memory_plan",
        T::kString,
        config,

@@ -75,6 +75,24 @@ void validate_run_options(const RunOptions& o) {
         "--straggler slows a rank's passes on the host: it needs --backend=cpu (a GPU's passes "
         "return before their work has run)");
   }
+  if (o.sync.kind == SyncMode::Kind::kStale) {
+    const std::string mode = sync_mode_name(o.sync);
+    if (o.overlap != OverlapStrategy::kNone) {
+      throw InvalidArgument(fmt::format(
+          "--sync={} schedules its own all-reduce, behind the next steps: it takes --overlap=none",
+          mode));
+    }
+    if (o.precision == Precision::kFp16) {
+      throw InvalidArgument(fmt::format(
+          "--sync={}: fp16's loss scaling checks this step's gradients, not the stale ones it "
+          "would apply; use bf16 or fp32",
+          mode));
+    }
+    if (o.cuda_graph) {
+      throw InvalidArgument(
+          fmt::format("--sync={}: a captured step (--cuda-graph) cannot rotate its slots", mode));
+    }
+  }
   if (o.lr.varies() && o.data != DataSource::kDigits) {
     throw InvalidArgument(
         "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
@@ -470,6 +488,7 @@ RunResult run_training(const RunOptions& o) {
   tc.seed = o.seed;
   tc.comm = comm.get();
   tc.overlap = o.overlap;
+  tc.staleness = o.sync.kind == SyncMode::Kind::kStale ? o.sync.staleness : 0;
   tc.memory_plan = o.memory_plan;
   tc.recompute = o.recompute;
   tc.swap = o.swap;

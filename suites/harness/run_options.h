@@ -77,6 +77,7 @@ struct RunOptions {
   std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
+  SyncMode sync;  // sync, or stale:K (runtime/overlap/strategy.h)
   double bucket_mb = kDefaultBucketMb;
   std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps

@@ -52,6 +52,10 @@ expect 2 "lr_warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
 expect 2 "--lr-warmup and --lr-schedule need --data=digits" "${quick[@]}" --lr-schedule=cosine
 expect 2 "--lr-reference-batch must be in [1, 2147483647] (got 0)" "${quick[@]}" --lr-reference-batch=0
 expect 2 "--straggler=2:2: rank 2 is beyond the 2 ranks" "${quick[@]}" --ranks=2 --straggler=2:2
+expect 2 "sync: unknown mode 'stale:-1'" "${quick[@]}" --sync=stale:-1
+expect 2 "sync: unknown mode 'async:2'" "${quick[@]}" --sync=async:2
+expect 2 "--sync=stale:2 schedules its own all-reduce, behind the next steps: it takes --overlap=none" "${quick[@]}" --sync=stale:2 --overlap=backward
+expect 2 "--sync=stale:1: fp16's loss scaling checks this step's gradients" "${quick[@]}" --sync=stale:1 --precision=fp16
 expect 2 "the factor is how many times slower the rank computes, from 1" "${quick[@]}" --straggler=0:0.5
 expect 2 "straggler: 'x:2' is not RANK:FACTOR" "${quick[@]}" --straggler=x:2
 expect 2 "--straggler slows a rank's passes on the host: it needs --backend=cpu" "${quick[@]}" --backend=cuda --straggler=0:2

@@ -65,6 +65,30 @@ print(f"strategies: worst relative difference {worst:.2e}")
 assert worst < 1e-5, worst
 ' "$(dirname "$0")/../parity" "$work"
 
+# Bounded staleness: N ranks averaging each step's gradients and applying them 2 steps late match
+# one rank at batch N x b applying its own 2 steps late (its gradient is the same average).
+"$dlbench" run "${common[@]}" --sync=stale:2 --batch-file="$work/batch.safetensors" --steps=5 \
+  --save="$work/one-stale.safetensors" >"$work/one-stale.log" 2>&1
+check "one-rank stale:2" test $? -eq 0 || cat "$work/one-stale.log"
+"${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --sync=stale:2 \
+  --batch-file="$work/batch.safetensors" --steps=5 --save="$work/stale.safetensors" \
+  --json="$work/stale.json" >"$work/stale.log" 2>&1
+check "stale:2 under mpirun" test $? -eq 0 || cat "$work/stale.log"
+check "stale:2: N x b matches 1 x Nb within 1e-4, and differs from sync" /usr/bin/python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import safetensors_io
+a, b, s = (safetensors_io.load(f) for f in sys.argv[1:3] + sys.argv[4:5])
+worst = max(((a[k] - b[k]).abs().max() / b[k].abs().max()).item() for k in a)
+apart = max(((a[k] - s[k]).abs().max() / s[k].abs().max()).item() for k in a)
+print(f"stale:2: worst relative difference to one rank {worst:.2e}; to sync {apart:.2e}")
+assert worst < 1e-4, worst
+assert apart > 1e-3, apart
+r = json.load(open(sys.argv[5]))
+assert r["metrics"]["weights_identical_across_ranks"] is True and r["config"]["sync"] == "stale:2"
+' "$work/stale.safetensors" "$work/one-stale.safetensors" "$(dirname "$0")/../parity" \
+  "$work/none.safetensors" "$work/stale.json"
+
 # Real data: the digits. Each rank trains on its slice of every global batch of 8 x N and
 # evaluates its share of the test set, so N ranks at batch 8 are one rank at batch 8N. On the
 # first 160 digits (128 to train: 4 steps at 4 ranks), because training amplifies rounding: the

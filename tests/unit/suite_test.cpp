@@ -186,6 +186,8 @@ TEST(Suite, EverySchemaKeyAndEnumValueParses) {
       for (const char* v : {"none", "all", "auto", "conv1,layer1.0.conv1"}) values.push_back(v);
     } else if (key == "lr_warmup") {
       for (const char* v : {"0", "5", "2.5epochs", "100steps"}) values.push_back(v);
+    } else if (key == "sync") {
+      for (const char* v : {"sync", "stale:0", "stale:4"}) values.push_back(v);
     } else if (key == "straggler") {
       values.push_back("1:2");
     } else if (key == "lr_schedule") {
