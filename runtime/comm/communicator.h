@@ -64,6 +64,14 @@ class Communicator {
     allreduce_async(buffer, op, producer)->wait();
   }
   virtual void broadcast(Tensor& buffer, int root) = 0;
+  // Point-to-point on host buffers, for the parameter server of --sync=async
+  // (runtime/overlap/param_server.h): a message of the buffer's bytes to or from one rank, with
+  // a tag; those of one tag between two ranks arrive in order. The buffer must stay alive and
+  // untouched until the handle completes. Unsupported where the communicator has none.
+  virtual std::unique_ptr<CommHandle> send_async(const Tensor& buffer, int to, int tag);
+  virtual std::unique_ptr<CommHandle> recv_async(Tensor& buffer, int from, int tag);
+  // The rank a message of `tag` is waiting from, if one is (it is not received).
+  virtual std::optional<int> probe(int tag);
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
   virtual void barrier() = 0;
   virtual double max_across_ranks(double value) = 0;

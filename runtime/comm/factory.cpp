@@ -34,6 +34,18 @@ std::optional<CommKind> parse_comm_kind(std::string_view s) {
   return std::nullopt;
 }
 
+std::unique_ptr<CommHandle> Communicator::send_async(const Tensor&, int, int) {
+  throw Unsupported(fmt::format("the {} communicator has no point-to-point messages", name()));
+}
+
+std::unique_ptr<CommHandle> Communicator::recv_async(Tensor&, int, int) {
+  throw Unsupported(fmt::format("the {} communicator has no point-to-point messages", name()));
+}
+
+std::optional<int> Communicator::probe(int) {
+  throw Unsupported(fmt::format("the {} communicator has no point-to-point messages", name()));
+}
+
 std::string_view comm_progress_name(CommProgress p) {
   return p == CommProgress::kPoll ? "poll" : "thread";
 }

@@ -10,6 +10,7 @@
 #include <exception>
 #include <limits>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -43,6 +44,15 @@ int mpi_count(const Tensor& t) {
                                   t.numel(), std::numeric_limits<int>::max()));
   }
   return static_cast<int>(t.numel());
+}
+
+// A message's bytes, as MPI counts them.
+int byte_count(const Tensor& t) {
+  if (t.bytes() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    throw Unsupported(fmt::format("an mpi message of {} bytes: MPI counts are int, at most {}",
+                                  t.bytes(), std::numeric_limits<int>::max()));
+  }
+  return static_cast<int>(t.bytes());
 }
 
 void check_host_f32(const Tensor& t) {
@@ -86,13 +96,15 @@ using FailedFlag = std::shared_ptr<std::atomic<bool>>;
 class MpiHandle final : public CommHandle {
  public:
   MpiHandle(MPI_Request request, Tensor buffer, bool average, int size,
-            std::chrono::duration<double> timeout, FailedFlag failed)
+            std::chrono::duration<double> timeout, FailedFlag failed,
+            std::string what = "all-reduce")
       : request_(request),
         buffer_(std::move(buffer)),
         average_(average),
         size_(size),
         timeout_(timeout),
-        failed_(std::move(failed)) {}
+        failed_(std::move(failed)),
+        what_(std::move(what)) {}
   // Never abandons an operation in flight: MPI would go on writing into a buffer the caller is
   // about to reuse or free. A stuck peer still ends the wait at the timeout.
   ~MpiHandle() override {
@@ -119,9 +131,9 @@ class MpiHandle final : public CommHandle {
     while (!test()) {
       if (std::chrono::steady_clock::now() > deadline) {
         throw CommError(
-            fmt::format("all-reduce of {} bytes did not complete within {:.0f} s; a "
+            fmt::format("{} of {} bytes did not complete within {:.0f} s; a "
                         "peer rank may have died",
-                        buffer_.bytes(), timeout_.count()));
+                        what_, buffer_.bytes(), timeout_.count()));
       }
       std::this_thread::yield();
     }
@@ -139,6 +151,7 @@ class MpiHandle final : public CommHandle {
   int size_;
   std::chrono::duration<double> timeout_;
   FailedFlag failed_;
+  std::string what_;
   bool done_ = false;
 };
 
@@ -294,6 +307,9 @@ class MpiCommunicator final : public Communicator {
       DLB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &progress_comm_));
       progress_ = std::make_unique<ProgressThread>(progress_comm_, size_);
     }
+    // Point-to-point messages on their own communicator: no collective can match them.
+    DLB_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &p2p_comm_));
+    MPI_Comm_set_errhandler(p2p_comm_, MPI_ERRORS_RETURN);
   }
   ~MpiCommunicator() override {
     // During unwinding from an error a peer may be dead or stuck, and finalising would block.
@@ -306,6 +322,7 @@ class MpiCommunicator final : public Communicator {
     }
     progress_.reset();
     if (progress_comm_ != MPI_COMM_NULL) MPI_Comm_free(&progress_comm_);
+    if (p2p_comm_ != MPI_COMM_NULL) MPI_Comm_free(&p2p_comm_);
     if (f16_sum_ != MPI_OP_NULL) MPI_Op_free(&f16_sum_);
     if (bf16_sum_ != MPI_OP_NULL) MPI_Op_free(&bf16_sum_);
     int finalized = 0;
@@ -324,6 +341,27 @@ class MpiCommunicator final : public Communicator {
       const int n = static_cast<int>(std::min(kPiece, buffer.bytes() - done));
       DLB_MPI_CHECK(MPI_Bcast(bytes + done, n, MPI_BYTE, root, MPI_COMM_WORLD));
     }
+  }
+  std::unique_ptr<CommHandle> send_async(const Tensor& buffer, int to, int tag) override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    DLB_MPI_CHECK(
+        MPI_Isend(buffer.raw(), byte_count(buffer), MPI_BYTE, to, tag, p2p_comm_, &request));
+    return std::make_unique<MpiHandle>(request, buffer, false, size_, options_.timeout, failed_,
+                                       fmt::format("a message to rank {}", to));
+  }
+  std::unique_ptr<CommHandle> recv_async(Tensor& buffer, int from, int tag) override {
+    MPI_Request request = MPI_REQUEST_NULL;
+    DLB_MPI_CHECK(
+        MPI_Irecv(buffer.raw(), byte_count(buffer), MPI_BYTE, from, tag, p2p_comm_, &request));
+    return std::make_unique<MpiHandle>(request, buffer, false, size_, options_.timeout, failed_,
+                                       fmt::format("a message from rank {}", from));
+  }
+  std::optional<int> probe(int tag) override {
+    int flag = 0;
+    MPI_Status status;
+    DLB_MPI_CHECK(MPI_Iprobe(MPI_ANY_SOURCE, tag, p2p_comm_, &flag, &status));
+    if (!flag) return std::nullopt;
+    return status.MPI_SOURCE;
   }
   std::vector<uint64_t> allgather(uint64_t value) override {
     std::vector<uint64_t> out(size_);
@@ -406,7 +444,7 @@ class MpiCommunicator final : public Communicator {
 
   CommOptions options_;
   int rank_ = 0, size_ = 1, thread_level_ = 0;
-  MPI_Comm progress_comm_ = MPI_COMM_NULL;
+  MPI_Comm progress_comm_ = MPI_COMM_NULL, p2p_comm_ = MPI_COMM_NULL;
   MPI_Op f16_sum_ = MPI_OP_NULL, bf16_sum_ = MPI_OP_NULL;
   FailedFlag failed_ = std::make_shared<std::atomic<bool>>(false);
   std::unique_ptr<ProgressThread> progress_;

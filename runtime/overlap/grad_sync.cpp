@@ -54,6 +54,9 @@ void GradSync::run_pass(const Step& step, const LayerContext* ctx) {
       return stash();
     case SyncPass::kUpdateStale:
       return update_stale();
+    case SyncPass::kPull:
+    case SyncPass::kPush:
+      throw InvalidArgument("a pull or push pass is the parameter server's, not GradSync's");
     case SyncPass::kUpdate:
       return update(step.arg, false);
     case SyncPass::kUpdateCarried:

@@ -22,6 +22,7 @@ std::optional<OverlapStrategy> parse_overlap(std::string_view s) {
 
 std::optional<SyncMode> parse_sync_mode(std::string_view s) {
   if (s == "sync") return SyncMode{};
+  if (s == "async") return SyncMode{SyncMode::Kind::kAsync, 0};
   if (s.rfind("stale:", 0) != 0) return std::nullopt;
   const std::string_view k = s.substr(6);
   if (k.empty() || k.size() > 4) return std::nullopt;
@@ -37,7 +38,7 @@ std::optional<SyncMode> parse_sync_mode(std::string_view s) {
 
 std::string sync_mode_name(const SyncMode& m) {
   if (m.kind == SyncMode::Kind::kStale) return "stale:" + std::to_string(m.staleness);
-  return "sync";
+  return m.kind == SyncMode::Kind::kAsync ? "async" : "sync";
 }
 
 }  // namespace dlb

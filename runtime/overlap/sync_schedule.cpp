@@ -23,13 +23,16 @@ const char* sync_pass_name(SyncPass p) {
       return "stash";
     case SyncPass::kUpdateStale:
       return "optimizer";
+    case SyncPass::kPull:
+      return "pull";
+    case SyncPass::kPush:
+      return "push";
   }
   return "?";
 }
 
 SyncPass sync_pass_of(const Step& step) {
-  if (step.pass != Pass::kSync || step.op < 0 ||
-      step.op > static_cast<int>(SyncPass::kUpdateStale)) {
+  if (step.pass != Pass::kSync || step.op < 0 || step.op > static_cast<int>(SyncPass::kPush)) {
     throw InvalidArgument(fmt::format("a {} pass is not the sync policy's", step_name(step)));
   }
   return static_cast<SyncPass>(step.op);
@@ -179,10 +182,41 @@ std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOption
   return slots;
 }
 
+// Asynchronous SGD (sync_schedule.h): a pull, the step with progress passes, a push.
+void insert_async(Schedule& schedule, Graph& graph, const SyncOptions& o) {
+  if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients || o.staleness > 0) {
+    throw InvalidArgument(
+        "asynchronous SGD pushes and pulls whole steps: it takes overlap none, no staleness and "
+        "no loss scaling");
+  }
+  std::vector<int> grads, values;
+  for (const ParamIds& p : graph.flat_params()) {
+    grads.push_back(p.grad);
+    values.push_back(p.value);
+  }
+  Step pull = sync_step(SyncPass::kPull, -1, Lane::kCompute);
+  pull.writes = values;
+  std::vector<Step> out = {pull};
+  for (const Step& step : schedule.steps) {
+    out.push_back(step);
+    if (step.pass == Pass::kForward || is_backward(step.pass))
+      out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
+  }
+  Step push = sync_step(SyncPass::kPush, -1, Lane::kCompute);
+  push.reads = grads;
+  out.push_back(push);
+  schedule.steps = std::move(out);
+  link_dependencies(schedule, graph.tensor_infos());
+}
+
 }  // namespace
 
 std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
                              const SyncOptions& o) {
+  if (o.async) {
+    insert_async(schedule, graph, o);
+    return {};
+  }
   if (o.staleness > 0) return insert_stale(schedule, graph, o);
   const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
   const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;

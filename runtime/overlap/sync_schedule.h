@@ -30,6 +30,11 @@
 // compute, with a progress pass after each forward and backward pass. With one rank the slots
 // delay the gradients the same way and nothing is reduced. The overlap strategy is none, and no
 // loss scaling (its check reads this step's gradients, not the ones applied).
+//
+// Asynchronous SGD (SyncOptions::async; --sync=async; runtime/overlap/param_server.h): a pull
+// before the first forward pass, a push after backward, and a progress pass after each forward
+// and backward pass, in which rank 0 serves the other ranks' pushes. No update: the parameter
+// server applies the gradients. The overlap strategy is none, and no loss scaling.
 #pragma once
 #include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
@@ -46,14 +51,17 @@ enum class SyncPass {
   kProgress,
   kStash,        // stale: this step's gradients into its slot
   kUpdateStale,  // stale: every parameter from the slot's reduced gradients
+  kPull,         // async: the weights from the parameter server
+  kPush,         // async: the gradients to the parameter server
 };
 inline constexpr SyncPass kSyncPasses[] = {
-    SyncPass::kAllReduce, SyncPass::kWait,  SyncPass::kUpdate,     SyncPass::kUpdateCarried,
-    SyncPass::kProgress,  SyncPass::kStash, SyncPass::kUpdateStale};
+    SyncPass::kAllReduce,     SyncPass::kWait,     SyncPass::kUpdate,
+    SyncPass::kUpdateCarried, SyncPass::kProgress, SyncPass::kStash,
+    SyncPass::kUpdateStale,   SyncPass::kPull,     SyncPass::kPush};
 // A kAllReduce's or kWait's bucket (Step::arg) that is the stale slot of the step, not a bucket.
 inline constexpr int kStaleSlot = -2;
 // The pass's category in traces and listings: "allreduce", "wait", "optimizer" (every
-// update), "progress", "stash".
+// update), "progress", "stash", "pull", "push".
 const char* sync_pass_name(SyncPass p);
 // The sync pass a kSync step is (InvalidArgument for any other step).
 SyncPass sync_pass_of(const Step& step);
@@ -66,6 +74,8 @@ struct SyncOptions {
   bool updates_read_all_gradients = false;
   // Bounded staleness: K >= 1 slots (above); 0: none.
   int64_t staleness = 0;
+  // Asynchronous SGD through a parameter server (above).
+  bool async = false;
 };
 
 // `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,

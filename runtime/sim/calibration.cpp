@@ -194,6 +194,9 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
           case SyncPass::kStash:
           case SyncPass::kUpdateStale:
             throw Unsupported("simulate: bounded staleness (--sync=stale:K) is not simulated");
+          case SyncPass::kPull:
+          case SyncPass::kPush:
+            throw Unsupported("simulate: asynchronous SGD (--sync=async) is not simulated");
         }
         return 0;
       case Pass::kSwapOut:

@@ -83,6 +83,9 @@ struct RankReplay::Impl {
         case SyncPass::kUpdateStale:
           // Its slots rotate over K steps, which the per-bucket lane above does not follow.
           throw Unsupported("the replay does not model bounded staleness (--sync=stale:K)");
+        case SyncPass::kPull:
+        case SyncPass::kPush:
+          throw Unsupported("the replay does not model asynchronous SGD (--sync=async)");
       }
     }
     const std::string& label(const Step&) const override { return kSyncLabel; }

@@ -114,6 +114,10 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   make_sync(plan, comm);
   swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_);
   PassRunners runners{&graph_, this, grad_sync_.get(), swap_passes_.get()};
+  if (config_.async) {
+    param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
+    runners.sync = param_server_.get();
+  }
   if (config_.compute_slowdown != 1) {
     slowed_layers_ = std::make_unique<SlowedPasses>(graph_, config_.compute_slowdown);
     PassRunner& loss = *this;
@@ -259,9 +263,9 @@ Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm
                                        config_.memory_plan, config_.recompute);
   schedule = swapped_schedule(schedule, kept_after_step(graph_));
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
-  stale_slots_ =
-      insert_sync(schedule, graph_, plan,
-                  SyncOptions{config_.overlap, comm.size() > 1, scaled(), config_.staleness});
+  stale_slots_ = insert_sync(
+      schedule, graph_, plan,
+      SyncOptions{config_.overlap, comm.size() > 1, scaled(), config_.staleness, config_.async});
   return schedule;
 }
 
@@ -584,6 +588,15 @@ bool Trainer::weights_identical_across_ranks() {
   return std::all_of(sums.begin(), sums.end(), [&](uint64_t x) { return x == sums[0]; });
 }
 
+void Trainer::flush() {
+  grad_sync_->flush();
+  if (param_server_) param_server_->flush();
+}
+
+std::vector<int64_t> Trainer::async_staleness() const {
+  return param_server_ ? param_server_->staleness() : std::vector<int64_t>{};
+}
+
 void Trainer::set_learning_rate(float lr) {
   if (lr == optimizer_->config().lr) return;
   if (config_.capture_step) {
@@ -617,15 +630,19 @@ LoopResult Trainer::train(const TrainingLoop& loop) {
 EpochStats Trainer::run_epoch(const TrainingLoop& loop, int64_t epoch) {
   EpochStats s;
   s.epoch = epoch;
-  s.steps = loop.steps_per_epoch;
+  // Asynchronous SGD over a data set: the epoch is its worth of steps from every rank together,
+  // each rank stepping at its own pace (runtime/overlap/param_server.h).
+  const bool paced = param_server_ && loop.load;
+  if (paced) param_server_->start_epoch(loop.steps_per_epoch * config_.comm->size());
   // Step boundaries are marks on the trainer's clock: on a GPU, events on the compute stream,
   // so a step's time is the device's, however far ahead of it the host has queued work.
   std::vector<Mark> marks{clock_->mark()};
-  for (int64_t i = 0; i < loop.steps_per_epoch; ++i) {
+  for (int64_t i = 0; paced ? !param_server_->epoch_done() : i < loop.steps_per_epoch; ++i) {
     if (loop.load) loop.load(epoch, i);
     step();
     marks.push_back(clock_->mark());
   }
+  s.steps = static_cast<int64_t>(marks.size()) - 1;
   // The trace window ends with the last step: reductions still in flight count up to here.
   if (tracer_ && epoch == loop.max_epochs) tracer_->end_window();
   flush();  // the last step's deferred updates belong to the epoch's work

@@ -17,6 +17,7 @@
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/grad_sync.h"
+#include "runtime/overlap/param_server.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
 #include "runtime/train/straggler.h"
@@ -52,6 +53,9 @@ struct TrainConfig {
   // none, every one that can be (all), the ones named, or (auto) the largest until the plan's
   // device peak fits the backend's memory budget; needs a plan that reuses what they free.
   SwapPolicy swap;
+  // Asynchronous SGD through a parameter server on rank 0 (--sync=async;
+  // runtime/overlap/param_server.h). Needs overlap none, no staleness, fp32.
+  bool async = false;
   // Bounded staleness (--sync=stale:K; runtime/overlap/sync_schedule.h): each step applies the
   // averaged gradients of K steps before. 0: none. Needs overlap none and no loss scaling.
   int64_t staleness = 0;
@@ -85,6 +89,8 @@ struct EpochStats {
 // set, and epochs to a target accuracy are each this loop with its hooks. Epochs count from 1.
 struct TrainingLoop {
   int64_t warmup = 0;  // untimed steps before the first epoch, on the batch loaded already
+  // With asynchronous SGD and a load hook, the steps of every rank together are this times the
+  // ranks, and each rank takes as many as its pace allows (`step` may go past this).
   int64_t steps_per_epoch = 0;
   int64_t max_epochs = 1;
   std::function<void(int64_t epoch)> before_epoch;  // MLPerf's epoch_start, a shuffle
@@ -154,7 +160,10 @@ class Trainer final : private PassRunner {
   // All-gathers the checksums (a collective: every rank must call it).
   bool weights_identical_across_ranks();
   // Applies every pending update (the forward strategy defers them to the next forward).
-  void flush() { grad_sync_->flush(); }
+  void flush();
+  // --sync=async: the staleness of each update the parameter server applied (rank 0's record;
+  // empty elsewhere and without async).
+  std::vector<int64_t> async_staleness() const;
   const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
@@ -243,7 +252,8 @@ class Trainer final : private PassRunner {
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
   std::unique_ptr<LossScaler> scaler_;
-  std::vector<int> stale_slots_;  // the slots insert_sync declared (staleness)
+  std::unique_ptr<ParamServer> param_server_;  // --sync=async
+  std::vector<int> stale_slots_;               // the slots insert_sync declared (staleness)
   std::unique_ptr<SlowedPasses> slowed_layers_, slowed_loss_;  // an injected straggler's
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;

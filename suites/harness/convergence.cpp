@@ -125,7 +125,9 @@ bool ToAccuracy::after_epoch(const EpochStats& epoch) {
     epoch_rate_sum_ = 0;
   }
   train_seconds_ += seconds;
-  images_ += epoch.steps * trainer_.batch() * comm_.size();
+  // Every rank's steps: with asynchronous SGD their counts differ.
+  images_ += static_cast<int64_t>(comm_.sum_across_ranks(static_cast<double>(epoch.steps))) *
+             trainer_.batch();
   accuracies_.push_back(accuracy_);
   epoch_seconds_.push_back(seconds);
   if (comm_.rank() == 0) {

@@ -30,6 +30,7 @@ void EpochBatches::shuffle(Rng& rng) {
 }
 
 void EpochBatches::load(Trainer& trainer, int64_t step) {
+  step %= steps();  // a rank that steps faster than the others (asynchronous SGD) goes round
   const auto mine = order_.begin() + step * batch_ * shard_.ranks + shard_.rank * batch_;
   data_.gather({mine, mine + batch_}, images_.data(), labels_.data());
   trainer.load_batch(images_.data(), labels_.data());

@@ -27,6 +27,7 @@ class EpochBatches {
   EpochBatches(const Dataset& data, int64_t batch, Shard shard);
   int64_t steps() const;  // whole global batches in the data
   void shuffle(Rng& rng);
+  // Step `step`'s slice; past the epoch's steps, round again from the first.
   void load(Trainer& trainer, int64_t step);
 
  private:

@@ -200,9 +200,10 @@ std::vector<Option> make_table() {
   add({"sync",
        T::kString,
        config,
-       "sync (each step's own averaged gradients) or stale:K (the averaged gradients of K steps "
-       "before, so each all-reduce runs behind the next K steps; needs overlap none; "
-       "runtime/overlap/sync_schedule.h)",
+       "sync (each step's own averaged gradients), stale:K (the averaged gradients of K steps "
+       "before, so each all-reduce runs behind the next K steps) or async (each rank's gradients "
+       "applied alone by a parameter server on rank 0, which no rank waits for but it; fp32, 2 "
+       "ranks or more); stale and async need overlap none (runtime/overlap/sync_schedule.h)",
        {},
        {},
        [](RunOptions& o, const json& v) {
@@ -210,7 +211,8 @@ std::vector<Option> make_table() {
          const std::optional<SyncMode> m = parse_sync_mode(text);
          if (!m) {
            throw InvalidArgument(fmt::format(
-               "sync: unknown mode '{}' (expected sync, or stale:K for a whole K from 0 to 1000)",
+               "sync: unknown mode '{}' (expected sync, async, or stale:K for a whole K from 0 to "
+               "1000)",
                text));
          }
          o.sync = *m;

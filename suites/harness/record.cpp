@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -88,6 +89,22 @@ void add_timed_metrics(const RunResult& r, nlohmann::json& m) {
     m["fraction_of_peak_flops"] = fraction_of_peak(r);
   }
 }
+// --sync=async's updates: how many, their staleness (median and maximum), and where the
+// weights and gradients went between the ranks.
+nlohmann::json async_metrics(std::vector<int64_t> staleness) {
+  nlohmann::json m = {
+      {"updates", staleness.size()},
+      {"transport", "host copies of weights and gradients, MPI point-to-point to rank 0"}};
+  if (staleness.empty()) return m;
+  std::sort(staleness.begin(), staleness.end());
+  const size_t n = staleness.size();
+  m["staleness_median"] = n % 2
+                              ? static_cast<double>(staleness[n / 2])
+                              : 0.5 * static_cast<double>(staleness[n / 2 - 1] + staleness[n / 2]);
+  m["staleness_max"] = staleness.back();
+  return m;
+}
+
 }  // namespace
 
 std::string_view run_mode_name(RunMode mode) {
@@ -130,6 +147,7 @@ nlohmann::json record_json(const RunResult& r) {
     m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
   }
   if (!r.phases.is_null()) m["phases"] = r.phases;
+  if (r.async_staleness) m["async"] = async_metrics(*r.async_staleness);
   if (r.max_batch) {
     m["max_batch"] = {{"budget_bytes", r.max_batch->budget},
                       {"batch", r.max_batch->batch},

@@ -59,6 +59,8 @@ struct RunResult {
   nlohmann::json comm;
   std::optional<int64_t> buckets;
   std::optional<bool> weights_identical_across_ranks;
+  // --sync=async: the staleness of each update the parameter server applied (rank 0's).
+  std::optional<std::vector<int64_t>> async_staleness;
   nlohmann::json phases;  // traced synthetic runs: seconds per phase per traced step
   // fp16: the loss scale at the end, and the steps skipped for inf or NaN gradients (warm-up
   // and timed, or every epoch's).

@@ -75,6 +75,24 @@ void validate_run_options(const RunOptions& o) {
         "--straggler slows a rank's passes on the host: it needs --backend=cpu (a GPU's passes "
         "return before their work has run)");
   }
+  if (o.sync.kind == SyncMode::Kind::kAsync) {
+    if (o.ranks < 2) {
+      throw InvalidArgument(
+          "--sync=async needs at least 2 ranks: rank 0 serves the others' gradients as well as "
+          "computing its own");
+    }
+    if (o.overlap != OverlapStrategy::kNone) {
+      throw InvalidArgument("--sync=async pushes whole steps' gradients: it takes --overlap=none");
+    }
+    if (o.precision != Precision::kFp32) {
+      throw InvalidArgument(
+          "--sync=async keeps fp32 weights and gradients on its parameter server: it needs "
+          "--precision=fp32");
+    }
+    if (o.cuda_graph) {
+      throw InvalidArgument("--sync=async: a captured step (--cuda-graph) cannot pull and push");
+    }
+  }
   if (o.sync.kind == SyncMode::Kind::kStale) {
     const std::string mode = sync_mode_name(o.sync);
     if (o.overlap != OverlapStrategy::kNone) {
@@ -219,9 +237,12 @@ std::string mllog_precision(Precision p) {
 // The communicator a run asked for, or by default: none for one rank, else where the backend
 // keeps its gradients (host buffers over MPI, device buffers over NCCL).
 CommKind comm_kind(const RunOptions& o) {
-  const CommKind kind = o.comm.value_or(o.ranks == 1                      ? CommKind::kLocal
-                                        : o.backend == BackendKind::kCuda ? CommKind::kNccl
-                                                                          : CommKind::kMpi);
+  // Asynchronous SGD's messages go between host copies, over MPI, on every backend.
+  const bool async = o.sync.kind == SyncMode::Kind::kAsync;
+  const CommKind kind =
+      o.comm.value_or(o.ranks == 1                                ? CommKind::kLocal
+                      : o.backend == BackendKind::kCuda && !async ? CommKind::kNccl
+                                                                  : CommKind::kMpi);
   if (kind == CommKind::kLocal && o.ranks != 1) {
     throw InvalidArgument(fmt::format(
         "--comm=local serves one rank; --ranks={} needs mpi (cpu) or nccl (cuda)", o.ranks));
@@ -229,7 +250,13 @@ CommKind comm_kind(const RunOptions& o) {
   if (kind == CommKind::kNccl && o.backend != BackendKind::kCuda) {
     throw InvalidArgument("--comm=nccl reduces device buffers: it needs --backend=cuda");
   }
-  if (kind == CommKind::kMpi && o.backend == BackendKind::kCuda) {
+  if (async && kind != CommKind::kMpi) {
+    throw InvalidArgument(fmt::format(
+        "--sync=async sends host copies of weights and gradients over MPI: it needs --comm=mpi, "
+        "not {}",
+        comm_kind_name(kind)));
+  }
+  if (kind == CommKind::kMpi && o.backend == BackendKind::kCuda && !async) {
     throw InvalidArgument(
         "--comm=mpi reduces host buffers; the cuda backend's gradients are on the device: use "
         "--comm=nccl");
@@ -489,6 +516,7 @@ RunResult run_training(const RunOptions& o) {
   tc.comm = comm.get();
   tc.overlap = o.overlap;
   tc.staleness = o.sync.kind == SyncMode::Kind::kStale ? o.sync.staleness : 0;
+  tc.async = o.sync.kind == SyncMode::Kind::kAsync;
   tc.memory_plan = o.memory_plan;
   tc.recompute = o.recompute;
   tc.swap = o.swap;
@@ -528,6 +556,7 @@ RunResult run_training(const RunOptions& o) {
     if (window > 0) r.phases = phase_metrics(tracer);
   }
   if (comm->size() > 1) r.weights_identical_across_ranks = trainer.weights_identical_across_ranks();
+  if (o.sync.kind == SyncMode::Kind::kAsync) r.async_staleness = trainer.async_staleness();
   if (LossScaler* scaler = trainer.loss_scaler()) {
     r.loss_scale = scaler->scale();
     r.skipped_steps = scaler->skipped_steps();

@@ -1,0 +1,228 @@
+#include "runtime/overlap/param_server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "runtime/core/error.h"
+#include "runtime/overlap/sync_schedule.h"
+
+namespace dlb {
+
+namespace {
+
+constexpr int kGradientTag = 7301, kWeightsTag = 7302;
+const std::string kPullName = "pull weights", kPushName = "push gradients",
+                  kServeName = "serve pushes";
+
+}  // namespace
+
+ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
+                         const Optimizer& optimizer, Allocator& host)
+    : graph_(graph), backend_(backend), comm_(comm), optimizer_(optimizer), host_(host) {
+  const Tensor& flat = graph.flat_gradients();
+  if (flat.dtype() != DType::kF32 || graph.policy().master_weights != DType::kF32 ||
+      graph.policy().compute_weights != DType::kF32) {
+    throw InvalidArgument(
+        "asynchronous SGD keeps fp32 weights and gradients on its parameter server: it needs "
+        "precision fp32");
+  }
+  numel_ = flat.numel();
+  auto host_tensor = [&](const char* what, int64_t n) {
+    return Tensor(host.allocate(static_cast<size_t>(n) * 4, MemCategory::kComm, what), Shape{n},
+                  DType::kF32);
+  };
+  grads_ = host_tensor("async: gradients", numel_);
+  // A reply: the weights, then whether the epoch is done (1) or not (0).
+  weights_ = host_tensor("async: weights", numel_ + 1);
+  std::fill_n(grads_.data<float>(), numel_, 0.f);
+  std::fill_n(weights_.data<float>(), numel_ + 1, 0.f);
+  if (comm.rank() != 0) return;
+  master_ = host_tensor("async: master weights", numel_ + 1);
+  momentum_ = host_tensor("async: momentum", numel_);
+  std::fill_n(master_.data<float>(), numel_ + 1, 0.f);
+  std::fill_n(momentum_.data<float>(), numel_, 0.f);
+  const auto ranks = static_cast<size_t>(comm.size());
+  for (size_t r = 0; r < ranks; ++r) {
+    replies_.push_back(r == 0 ? Tensor() : host_tensor("async: reply", numel_ + 1));
+  }
+  sending_.resize(ranks);
+  received_.assign(ranks, 0);
+  version_sent_.assign(ranks, 0);
+  stopped_.assign(ranks, false);
+}
+
+ParamServer::~ParamServer() = default;
+
+void ParamServer::run_pass(const Step& step, const LayerContext* ctx) {
+  (void)ctx;
+  switch (sync_pass_of(step)) {
+    case SyncPass::kPull:
+      return pull();
+    case SyncPass::kPush:
+      return push();
+    case SyncPass::kProgress:
+      if (comm_.rank() == 0) return serve();
+      if (send_) send_->test();
+      if (recv_) recv_->test();
+      return;
+    default:
+      throw InvalidArgument(
+          fmt::format("asynchronous SGD has no {} pass", sync_pass_name(sync_pass_of(step))));
+  }
+}
+
+const std::string& ParamServer::label(const Step& step) const {
+  switch (sync_pass_of(step)) {
+    case SyncPass::kPull:
+      return kPullName;
+    case SyncPass::kPush:
+      return kPushName;
+    default:
+      return kServeName;
+  }
+}
+
+bool ParamServer::traced(const Step& step) const {
+  const SyncPass p = sync_pass_of(step);
+  return p == SyncPass::kPull || p == SyncPass::kPush;
+}
+
+void ParamServer::store_weights(Tensor& flat) const {
+  const auto& offsets = graph_.grad_offsets();
+  const auto& params = graph_.flat_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& value = graph_.tensor(params[i].value);
+    backend_.copy_to_host(value, flat.data<float>() + offsets[i]);
+  }
+}
+
+void ParamServer::load_weights(const Tensor& flat) {
+  const auto& offsets = graph_.grad_offsets();
+  const auto& params = graph_.flat_params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    Tensor& value = graph_.tensor(params[i].value);
+    backend_.copy_from_host(flat.data<float>() + offsets[i], value);
+  }
+}
+
+void ParamServer::pull() {
+  if (comm_.rank() == 0) {
+    if (!started_) store_weights(master_);  // the broadcast weights, every rank's
+    started_ = true;
+    load_weights(master_);
+    pulled_version_ = version_;
+    return;
+  }
+  if (!recv_) return;  // the first step, after a flush, or taken by epoch_done
+  take_reply();
+}
+
+void ParamServer::take_reply() {
+  recv_->wait();
+  recv_.reset();
+  load_weights(weights_);
+  told_done_ = weights_.data<float>()[numel_] != 0.f;
+}
+
+void ParamServer::start_epoch(int64_t pushes) {
+  epoch_target_ = pushes;
+  epoch_pushes_ = 0;
+  told_done_ = false;
+  std::fill(stopped_.begin(), stopped_.end(), false);
+}
+
+bool ParamServer::epoch_done() {
+  if (comm_.rank() == 0) return epoch_pushes_ >= epoch_target_;
+  if (recv_) take_reply();
+  return told_done_;
+}
+
+void ParamServer::apply(const Tensor& grad, int64_t staleness) {
+  // SGD with momentum as the CPU kernel computes it (runtime/backend/cpu/sgd.cpp).
+  const SgdConfig& c = optimizer_.config();
+  const float lr = c.lr, momentum = c.momentum, decay = c.weight_decay;
+  const float* g = grad.data<float>();
+  float* w = master_.data<float>();
+  float* v = momentum_.data<float>();
+  for (int64_t i = 0; i < numel_; ++i) {
+    const float d = g[i] + decay * w[i];
+    v[i] = momentum * v[i] + d;
+    w[i] -= lr * v[i];
+  }
+  ++version_;
+  ++epoch_pushes_;
+  staleness_.push_back(staleness);
+}
+
+void ParamServer::push() {
+  ++pushes_;
+  ++pushes_since_flush_;
+  const Tensor& flat = graph_.flat_gradients();
+  if (comm_.rank() == 0) {
+    backend_.copy_to_host(flat, grads_.data<float>());
+    apply(grads_, version_ - pulled_version_);
+    serve();
+    return;
+  }
+  if (send_) send_->wait();  // served already: its reply came back before this step
+  backend_.copy_to_host(flat, grads_.data<float>());
+  send_ = comm_.send_async(grads_, 0, kGradientTag);
+  recv_ = comm_.recv_async(weights_, 0, kWeightsTag);
+}
+
+void ParamServer::serve() {
+  while (const std::optional<int> from = comm_.probe(kGradientTag)) {
+    const auto r = static_cast<size_t>(*from);
+    Tensor& reply = replies_.at(r);
+    // The reply buffer is free once its last message has gone.
+    if (sending_[r]) sending_[r]->wait();
+    comm_.recv_async(reply, *from, kGradientTag)->wait();
+    apply(reply, version_ - version_sent_[r]);
+    std::copy_n(master_.data<float>(), numel_, reply.data<float>());
+    const bool done = epoch_target_ > 0 && epoch_pushes_ >= epoch_target_;
+    reply.data<float>()[numel_] = done ? 1.f : 0.f;
+    if (done) stopped_[r] = true;
+    sending_[r] = comm_.send_async(reply, *from, kWeightsTag);
+    version_sent_[r] = version_;
+    ++received_[r];
+  }
+}
+
+void ParamServer::flush() {
+  if (pushes_since_flush_ == 0) return;
+  pushes_since_flush_ = 0;
+  if (comm_.rank() == 0) {
+    // In an epoch, every rank pushes until a reply tells it the epoch is done; otherwise every
+    // rank pushes once a step, as rank 0 does.
+    auto outstanding = [&] {
+      for (size_t r = 1; r < received_.size(); ++r) {
+        if (epoch_target_ > 0 ? !stopped_[r] : received_[r] < pushes_) return true;
+      }
+      return false;
+    };
+    while (outstanding()) {
+      serve();
+      std::this_thread::yield();
+    }
+    for (auto& s : sending_) {
+      if (s) s->wait();
+      s.reset();
+    }
+  } else {
+    if (recv_) take_reply();
+    if (send_) send_->wait();
+    send_.reset();
+  }
+  Tensor& weights = comm_.rank() == 0 ? master_ : weights_;
+  comm_.broadcast(weights, 0);  // with the word after them: every rank's is the same
+  load_weights(weights);
+  epoch_target_ = 0;  // until the next start_epoch
+  if (comm_.rank() == 0) {
+    // The other ranks' next gradients are computed on these weights.
+    for (int64_t& v : version_sent_) v = version_;
+  }
+}
+
+}  // namespace dlb
