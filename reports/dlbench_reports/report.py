@@ -9,9 +9,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import (batch, common, convergence, memory, overlap, precision, scaling, scaling_loss,
-                    timeline,
-                    tradeoff)
+from .plots import (batch, common, convergence, global_batch, memory, overlap, precision, scaling,
+                    scaling_loss, sync_modes, timeline, tradeoff)
 from . import intervals
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
@@ -74,6 +73,10 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
                      for r in own}) > 1 or rs.suite == "precision"):
         add(precision.render(own, peaks), "Precision", "precision")
     add(convergence.render(own), "Time to accuracy", "convergence")
+    add(sync_modes.render(own), "Sync modes: time to accuracy and throughput", "sync-modes",
+        note=sync_modes.NOTE)
+    add(sync_modes.render_staleness(own), "Throughput against staleness", "staleness")
+    add(global_batch.render(own), "Accuracy against global batch", "global-batch")
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
     add(memory.render(own), "Memory", "memory")
     add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",

@@ -6,8 +6,8 @@ import itertools
 import math
 
 import pytest
-from dlbench_reports.plots import (batch, common, convergence, memory, overlap, precision,
-                                    scaling, scaling_loss, timeline)
+from dlbench_reports.plots import (batch, common, convergence, global_batch, memory, overlap,
+                                   precision, scaling, scaling_loss, sync_modes, timeline)
 from dlbench_reports.records import load
 
 
@@ -531,3 +531,74 @@ def test_memory_tradeoff_needs_a_naive_point_with_the_same_settings(results):
     no_naive = [r for r in rs.records if tradeoff.technique(r) != "naive"]
     assert tradeoff.rows(no_naive) == [] and tradeoff.render(no_naive) is None
     assert tradeoff.table(no_naive) is None
+
+
+def variant(base, index, **config):
+    """A copy of `base` as another point of the suite: its config and suite config updated."""
+    r = copy.deepcopy(base)
+    r.data["point"]["index"] = index
+    r.data["config"].update(config)
+    r.data["suite_config"] = dict(r.data.get("suite_config", {}), **config)
+    return r
+
+
+def test_sync_modes_plot_bars_time_to_accuracy_and_throughput_per_mode(results):
+    base = load(results("convergence")).ok[0]
+    made, i = {}, 10
+    for mode in ("sync", "stale:1", "async"):
+        for straggler in (None, "1:2"):
+            r = variant(base, i, ranks=2, sync=mode, straggler=straggler)
+            c = r.data["metrics"]["convergence"]
+            c["time_to_accuracy_s"] = 1.0 + i / 10
+            r.data["metrics"]["throughput_img_s"] = 1000.0 * i
+            made[(mode, straggler)] = r
+            i += 1
+    missed = made[("async", "1:2")].data["metrics"]["convergence"]
+    missed.update(reached=False, status="aborted", time_to_accuracy_s=None, run_seconds=9.5)
+    fig = sync_modes.render(list(made.values()) + [base])  # the 1-rank point: no panel
+    tta, tput = bars_by_gid(fig, "tta:"), bars_by_gid(fig, "tput:")
+    assert sorted(tta) == ["tta:2:async", "tta:2:stale:1", "tta:2:sync"]
+    for mode in ("sync", "stale:1", "async"):
+        want = [made[(mode, s)].data["metrics"]["convergence"]["time_to_accuracy_s"]
+                for s in (None, "1:2")]
+        if mode == "async":
+            want[1] = 9.5  # not reached: the run's length, marked
+        assert [p.get_height() for p in tta[f"tta:2:{mode}"]] == pytest.approx(want)
+        assert [p.get_height() for p in tput[f"tput:2:{mode}"]] == pytest.approx(
+            [made[(mode, s)].data["metrics"]["throughput_img_s"] for s in (None, "1:2")])
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == ["no straggler",
+                                                                      "straggler 1:2"]
+
+
+def test_staleness_plot_puts_async_at_its_measured_median(results):
+    base = load(results("convergence")).ok[0]
+    rs = [variant(base, 20, ranks=2, sync="sync"), variant(base, 21, ranks=2, sync="stale:4"),
+          variant(base, 22, ranks=2, sync="async")]
+    rs[2].data["metrics"]["async"] = {"updates": 10, "staleness_median": 1.5,
+                                      "staleness_max": 4, "transport": "host copies"}
+    for i, r in enumerate(rs):
+        r.data["metrics"]["throughput_img_s"] = 100.0 * (i + 1)
+    line = lines_by_gid(sync_modes.render_staleness(rs))["staleness:2:none"]
+    assert list(line.get_xdata()) == [0.0, 1.5, 4.0]
+    assert list(line.get_ydata()) == [100.0, 300.0, 200.0]
+
+
+def test_global_batch_plot_draws_the_best_accuracy_with_and_without_the_rules(results):
+    base = load(results("convergence")).ok[0]
+    rs, i = [], 30
+    for batch_size in (32, 64, 128):
+        for rules in (False, True):
+            extra = {"lr_scaling": "linear", "lr_reference_batch": 32, "lr_warmup": "5epochs"}
+            r = variant(base, i, batch=batch_size, **(extra if rules else {}))
+            r.data["metrics"]["convergence"]["eval_accuracy"] = [0.5, 0.9 - i / 1000, 0.8]
+            rs.append(r)
+            i += 1
+    lines = lines_by_gid(global_batch.render(rs))
+    constant = lines["batch:constant rate"]
+    ruled = lines["batch:linear scaling (reference 32), warm-up 5epochs"]
+    assert list(constant.get_xdata()) == [32, 64, 128]
+    best = {n: 100 * (0.9 - n / 1000) for n in range(30, 36)}
+    assert list(constant.get_ydata()) == pytest.approx([best[n] for n in (30, 32, 34)])
+    assert list(ruled.get_ydata()) == pytest.approx([best[n] for n in (31, 33, 35)])
+    # Two batches are not a sweep.
+    assert global_batch.render(rs[:4]) is None

@@ -1,0 +1,62 @@
+"""Accuracy against the global batch (one rank, the digits): the best test accuracy each run
+reached, with a constant learning rate and with the large-batch rules (linear scaling, warm-up;
+Goyal et al. 2017), and the target. A run's epochs to the target are written beside its point."""
+from __future__ import annotations
+
+from ..records import Record
+from . import common
+
+
+def rules(r: Record) -> str:
+    scaling = r.config.get("lr_scaling", "none")
+    warmup = r.config.get("lr_warmup", "0")
+    parts = []
+    if scaling != "none":
+        parts.append(f"{scaling} scaling (reference {r.config.get('lr_reference_batch', 256)})")
+    if warmup not in ("0", 0, None):
+        parts.append(f"warm-up {warmup}")
+    return ", ".join(parts) or "constant rate"
+
+
+def runs(records: list[Record]) -> list[Record]:
+    """Ok one-rank digits runs to a target, in sync mode, with neither straggler nor an other
+    precision than fp32: the global-batch sweep."""
+    return [r for r in records if r.ok and r.config["ranks"] == 1 and
+            r.get("metrics.convergence") is not None and
+            r.config.get("sync", "sync") == "sync" and r.config.get("precision") == "fp32" and
+            r.config.get("model") == "digits-cnn"]
+
+
+def render(records: list[Record]):
+    rs = runs(records)
+    lines: dict[str, list[Record]] = {}
+    for r in rs:
+        lines.setdefault(rules(r), []).append(r)
+    if not any(len({r.config["batch"] for r in g}) >= 3 for g in lines.values()):
+        return None
+    fig, ax = common.figure(7.5, 4.8)
+    targets = set()
+    for i, (name, group) in enumerate(sorted(lines.items())):
+        by_batch = {}
+        for r in group:  # the first run of each batch
+            by_batch.setdefault(r.config["batch"], r)
+        batches = sorted(by_batch)
+        best = [100 * max(by_batch[b].need("metrics.convergence.eval_accuracy")) for b in batches]
+        ax.plot(batches, best, "o-", color=f"C{i}", label=name, gid=f"batch:{name}")
+        for b, y in zip(batches, best):
+            conv = by_batch[b].need("metrics.convergence")
+            targets.add(100 * conv["target_accuracy"])
+            text = f"{conv['epochs']} ep" if conv["reached"] else "not reached"
+            ax.annotate(text, (b, y), textcoords="offset points", xytext=(3, -10), fontsize=6,
+                        color=f"C{i}")
+    for t in sorted(targets):
+        ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{t}")
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel("global batch")
+    ax.set_ylabel("best test accuracy in the run (%)")
+    ax.set_ylim(0, 100)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(f"Accuracy against global batch: {common.describe(rs)}", fontsize=10)
+    common.footnote(fig, common.status_note(records))
+    return fig
