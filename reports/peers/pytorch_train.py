@@ -289,6 +289,15 @@ def check_supported(c: dict, torch) -> None:
     if c.get("memory_guard"):
         raise Unsupported("memory_guard=true: the red zones are dlbench's allocator's; PyTorch's "
                           "has none")
+    if c.get("sync", "sync") != "sync":
+        raise Unsupported(f"sync={c['sync']}: the peer averages each step's own gradients "
+                          "(DistributedDataParallel) only")
+    if c.get("straggler"):
+        raise Unsupported(f"straggler={c['straggler']}: the injected straggler is dlbench's own")
+    if (c.get("lr_scaling", "none") != "none" or c.get("lr_warmup", "0") not in ("0", 0) or
+            c.get("lr_schedule", "constant") != "constant"):
+        raise Unsupported("a learning-rate rule (lr_scaling, lr_warmup, lr_schedule): the peer "
+                          "trains at a constant rate")
 
 
 def threads_for_this_rank() -> int:

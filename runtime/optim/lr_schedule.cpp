@@ -144,6 +144,10 @@ LrRule::LrRule(const LrPolicy& policy, double lr, int64_t global_batch, int64_t 
       w.in_steps
           ? static_cast<int64_t>(w.length)
           : static_cast<int64_t>(std::llround(w.length * static_cast<double>(steps_per_epoch)));
+  if (w.length > 0 && warmup_steps_ == 0) {
+    throw InvalidArgument(fmt::format("--lr-warmup={}: shorter than one step ({} steps an epoch)",
+                                      lr_warmup_name(w), steps_per_epoch));
+  }
   if (w.length > 0 && warmup_steps_ >= total_steps_) {
     throw InvalidArgument(fmt::format(
         "--lr-warmup={}: the warm-up ({} steps) is as long as the run or longer ({} epochs of {} "

@@ -60,8 +60,8 @@ struct LrPolicy {
 // step over every rank, and the run's length, `steps_per_epoch` times `epochs`.
 class LrRule {
  public:
-  // InvalidArgument where the warm-up is at least the run, or a step boundary is not before its
-  // last epoch's end.
+  // InvalidArgument where the warm-up is shorter than a step or at least the run, or a step
+  // boundary is not before its last epoch's end.
   LrRule(const LrPolicy& policy, double lr, int64_t global_batch, int64_t steps_per_epoch,
          int64_t epochs);
   double base() const { return base_; }  // after scaling: the rate the warm-up reaches

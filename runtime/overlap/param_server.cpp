@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <thread>
 
 #include "runtime/core/error.h"
 #include "runtime/overlap/sync_schedule.h"
@@ -173,21 +172,24 @@ void ParamServer::push() {
 }
 
 void ParamServer::serve() {
-  while (const std::optional<int> from = comm_.probe(kGradientTag)) {
-    const auto r = static_cast<size_t>(*from);
-    Tensor& reply = replies_.at(r);
-    // The reply buffer is free once its last message has gone.
-    if (sending_[r]) sending_[r]->wait();
-    comm_.recv_async(reply, *from, kGradientTag)->wait();
-    apply(reply, version_ - version_sent_[r]);
-    std::copy_n(master_.data<float>(), numel_, reply.data<float>());
-    const bool done = epoch_target_ > 0 && epoch_pushes_ >= epoch_target_;
-    reply.data<float>()[numel_] = done ? 1.f : 0.f;
-    if (done) stopped_[r] = true;
-    sending_[r] = comm_.send_async(reply, *from, kWeightsTag);
-    version_sent_[r] = version_;
-    ++received_[r];
-  }
+  while (const std::optional<int> from = comm_.probe(kGradientTag)) serve_one(*from);
+}
+
+void ParamServer::serve_one(int from) {
+  const auto r = static_cast<size_t>(from);
+  Tensor& reply = replies_.at(r);
+  // The reply buffer is free once its last message has gone.
+  if (sending_[r]) sending_[r]->wait();
+  // A rank that died leaves this wait at the communicator's timeout, as a CommError.
+  comm_.recv_async(reply, from, kGradientTag)->wait();
+  apply(reply, version_ - version_sent_[r]);
+  std::copy_n(master_.data<float>(), numel_, reply.data<float>());
+  const bool done = epoch_target_ > 0 && epoch_pushes_ >= epoch_target_;
+  reply.data<float>()[numel_] = done ? 1.f : 0.f;
+  if (done) stopped_[r] = true;
+  sending_[r] = comm_.send_async(reply, from, kWeightsTag);
+  version_sent_[r] = version_;
+  ++received_[r];
 }
 
 void ParamServer::flush() {
@@ -202,9 +204,14 @@ void ParamServer::flush() {
       }
       return false;
     };
+    // Each rank's pushes in turn: a rank has one push outstanding at most, and a wait for it
+    // ends at the communicator's timeout (CommError) where the rank has died.
     while (outstanding()) {
-      serve();
-      std::this_thread::yield();
+      for (size_t r = 1; r < received_.size(); ++r) {
+        if (epoch_target_ > 0 ? !stopped_[r] : received_[r] < pushes_) {
+          serve_one(static_cast<int>(r));
+        }
+      }
     }
     for (auto& s : sending_) {
       if (s) s->wait();

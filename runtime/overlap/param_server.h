@@ -58,13 +58,15 @@ class ParamServer final : public PassRunner {
   // waits for the reply to its last push to know.
   bool epoch_done();
 
+  int ranks() const { return comm_.size(); }
   // Rank 0: the staleness of every update applied so far, in order.
   const std::vector<int64_t>& staleness() const { return staleness_; }
 
  private:
   void pull();
   void push();
-  void serve();  // rank 0: every push waiting
+  void serve();              // rank 0: every push waiting
+  void serve_one(int from);  // rank 0: the next push of one rank (waited for, with a timeout)
   void apply(const Tensor& grad, int64_t staleness);
   void take_reply();  // the other ranks: wait for the reply to the last push, and take it
   void load_weights(const Tensor& flat);   // the host copy into the graph's parameters

@@ -253,6 +253,11 @@ void Trainer::check_capture(const Communicator& comm) const {
   if (config_.mid_step_hook) {
     throw InvalidArgument("a step captured as a graph cannot call a host hook mid-step");
   }
+  if (config_.staleness > 0 || config_.async || config_.compute_slowdown != 1) {
+    throw InvalidArgument(
+        "a captured step replays fixed work: it cannot rotate stale gradient slots, pull and "
+        "push through a parameter server, or spin as a straggler between passes");
+  }
 }
 
 BucketPlan Trainer::make_buckets() const { return step_buckets(graph_, config_.bucket_mb); }
@@ -633,7 +638,7 @@ EpochStats Trainer::run_epoch(const TrainingLoop& loop, int64_t epoch) {
   // Asynchronous SGD over a data set: the epoch is its worth of steps from every rank together,
   // each rank stepping at its own pace (runtime/overlap/param_server.h).
   const bool paced = param_server_ && loop.load;
-  if (paced) param_server_->start_epoch(loop.steps_per_epoch * config_.comm->size());
+  if (paced) param_server_->start_epoch(loop.steps_per_epoch * param_server_->ranks());
   // Step boundaries are marks on the trainer's clock: on a GPU, events on the compute stream,
   // so a step's time is the device's, however far ahead of it the host has queued work.
   std::vector<Mark> marks{clock_->mark()};

@@ -70,7 +70,8 @@ bool calibrates(const nlohmann::json& r) {
   const nlohmann::json& config = r.value("config", nlohmann::json::object());
   return r.value("status", "") == "ok" && r.value("mode", "") == "measured" &&
          config.value("ranks", 0) == 1 && config.value("system", "") == "dlbench" &&
-         config.value("swap", "none") == "none" && r.contains("paths") &&
+         config.value("swap", "none") == "none" && config.value("sync", "sync") == "sync" &&
+         config.value("straggler", nlohmann::json()).is_null() && r.contains("paths") &&
          r["paths"].contains("profile") && r.contains("metrics") && r["metrics"].contains("phases");
 }
 

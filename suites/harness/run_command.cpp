@@ -92,6 +92,11 @@ void validate_run_options(const RunOptions& o) {
     if (o.cuda_graph) {
       throw InvalidArgument("--sync=async: a captured step (--cuda-graph) cannot pull and push");
     }
+    if (o.lr.varies()) {
+      throw InvalidArgument(
+          "--sync=async with --lr-warmup or --lr-schedule: each rank takes its own number of "
+          "steps in an epoch, so a rule by step would give the ranks different rates");
+    }
   }
   if (o.sync.kind == SyncMode::Kind::kStale) {
     const std::string mode = sync_mode_name(o.sync);

@@ -47,6 +47,13 @@ std::vector<double> jitter_factors(const std::string& jitter, const Calibration&
       jitter, kMaxNormalJitterCv));
 }
 
+// The jitter as records write it: measured, none, or cv:X with X as parsed (checked by
+// jitter_factors first).
+std::string jitter_text(const std::string& jitter) {
+  if (jitter.rfind("cv:", 0) != 0) return jitter;
+  return fmt::format("cv:{}", std::stod(jitter.substr(3)));
+}
+
 RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
   RankSpeeds s;
   s.jitter = jitter_factors(o.jitter, c);
@@ -135,7 +142,7 @@ nlohmann::json point_config(const Calibration& c, const Network& n, const Point&
       {"overlap", std::string(overlap_name(p.overlap))},
       {"bucket_mb", p.bucket_mb},
       {"network", n.name},
-      {"jitter", o.jitter},
+      {"jitter", jitter_text(o.jitter)},
       {"straggler", o.straggler.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.straggler)},
       {"steps", o.steps},
       {"seed", o.seed}};
@@ -251,7 +258,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
                           {"calibration", calibration_key(c)},
                           {"calibration_source", c.source},
                           {"device", c.device},
-                          {"jitter", o.jitter},
+                          {"jitter", jitter_text(o.jitter)},
                           {"straggler", config["straggler"]},
                           {"compute_factor", o.compute_factor},
                           {"replayed_ranks", sim.replayed_ranks},
@@ -430,7 +437,7 @@ SimulateCommandOptions block_options(const nlohmann::json& block, const std::str
 void check_simulate_block(const nlohmann::json& block, const std::string& where) {
   try {
     const SimulateCommandOptions o = block_options(block, "");
-    jitter_factors(o.jitter, Calibration{});
+    parse_speeds(o, Calibration{});  // the jitter, the straggler
     for (const auto& network : block["networks"]) load_network(network.get<std::string>());
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("{}: simulate: {}", where, e.what()));

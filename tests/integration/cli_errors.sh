@@ -56,6 +56,7 @@ expect 2 "sync: unknown mode 'stale:-1'" "${quick[@]}" --sync=stale:-1
 expect 2 "--sync=async needs at least 2 ranks" "${quick[@]}" --sync=async
 expect 2 "--sync=async pushes whole steps' gradients: it takes --overlap=none" "${quick[@]}" --ranks=2 --sync=async --overlap=forward
 expect 2 "--sync=async keeps fp32 weights and gradients" "${quick[@]}" --ranks=2 --sync=async --precision=bf16
+expect 2 "--sync=async with --lr-warmup or --lr-schedule" "${digits[@]}" --ranks=2 --sync=async --lr-schedule=cosine
 expect 2 "sync: unknown mode 'async:2'" "${quick[@]}" --sync=async:2
 expect 2 "--sync=stale:2 schedules its own all-reduce, behind the next steps: it takes --overlap=none" "${quick[@]}" --sync=stale:2 --overlap=backward
 expect 2 "--sync=stale:1: fp16's loss scaling checks this step's gradients" "${quick[@]}" --sync=stale:1 --precision=fp16

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # A failed peer never hangs the job. The last rank stops responding (SIGSTOP: alive, silent) or
 # dies (SIGKILL) mid-step; with --comm-timeout=3 the job must end within 30 s, and a silent peer
-# must surface as a CommError (exit 5) on rank 0. Both MPI progress modes.
+# must surface as a CommError (exit 5) on rank 0. Both MPI progress modes, and the parameter
+# server of --sync=async.
 # Usage: comm_failure.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -30,5 +31,19 @@ for progress in thread poll; do
     fi
   done
 done
+# Asynchronous SGD: rank 0, serving a rank that stopped, gives up at the timeout too.
+start=$(date +%s)
+timeout 60 mpirun -np 2 --oversubscribe "$dlbench" run --ranks=2 --model=digits-cnn \
+  --image-size=8 --batch=4 --steps=5 --warmup=1 --sync=async --comm-timeout=3 \
+  --inject-fault=rank-stops >"$log" 2>&1
+rc=$? took=$(($(date +%s) - start))
+if [[ $rc -eq 5 && $took -le 30 ]] &&
+  grep -q "error (communication error): a message from rank 1 .*did not complete within 3 s" "$log"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: async with a stopped rank: exit $rc after ${took}s"
+  tail -5 "$log"
+  failures=$((failures + 1))
+fi
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -70,6 +70,9 @@ TEST(LrRule, RefusesAWarmupAsLongAsTheRunAndABoundaryAtItsEnd) {
   EXPECT_THROW(LrRule(policy(LrScaling::kNone, "50steps", "constant"), 0.1, 64, 10, 5),
                InvalidArgument);
   EXPECT_NO_THROW(LrRule(policy(LrScaling::kNone, "49steps", "constant"), 0.1, 64, 10, 5));
+  // 0.01 of a 10-step epoch rounds to no step at all.
+  EXPECT_THROW(LrRule(policy(LrScaling::kNone, "0.01", "constant"), 0.1, 64, 10, 5),
+               InvalidArgument);
   EXPECT_THROW(LrRule(policy(LrScaling::kNone, "0", "step:5"), 0.1, 64, 10, 5), InvalidArgument);
   EXPECT_NO_THROW(LrRule(policy(LrScaling::kNone, "0", "step:4"), 0.1, 64, 10, 5));
 }

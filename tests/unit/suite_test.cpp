@@ -125,6 +125,15 @@ TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
     EXPECT_NO_THROW(load_suite(name, true)) << name;
     EXPECT_NO_THROW(load_suite(name, false)) << name;
   }
+  // Every point passes the run's own checks, on a GPU host and without one.
+  for (const char* name :
+       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci"}) {
+    for (bool cpu : {true, false}) {
+      for (const auto& p : expand(load_suite(name, cpu))) {
+        EXPECT_NO_THROW(validate_run_options(options_from_json(p))) << name << ": " << p.dump();
+      }
+    }
+  }
   for (const auto& p : expand(load_suite("scaling", true))) {
     EXPECT_EQ(p["backend"], "cpu");
     EXPECT_LE(p["image_size"].get<int>(), 64);
