@@ -1,6 +1,7 @@
 // The Communicator seam: rank, size and an asynchronous all-reduce of a buffer that returns a
-// waitable handle. `local` serves one rank; `mpi` reduces host buffers with Open MPI's
-// non-blocking collectives. Only the factory knows which communicators this build has.
+// waitable handle, and point-to-point messages for the parameter server. `local` serves one
+// rank; `mpi` reduces host buffers with Open MPI's non-blocking collectives and sends its
+// messages. Only the factory knows which communicators this build has.
 #pragma once
 #include <chrono>
 #include <map>
