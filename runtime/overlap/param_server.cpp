@@ -19,7 +19,7 @@ const std::string kPullName = "pull weights", kPushName = "push gradients",
 
 ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
                          const Optimizer& optimizer, Allocator& host)
-    : graph_(graph), backend_(backend), comm_(comm), optimizer_(optimizer), host_(host) {
+    : graph_(graph), backend_(backend), comm_(comm), optimizer_(optimizer) {
   const Tensor& flat = graph.flat_gradients();
   if (flat.dtype() != DType::kF32 || graph.policy().master_weights != DType::kF32 ||
       graph.policy().compute_weights != DType::kF32) {

@@ -76,7 +76,6 @@ class ParamServer final : public PassRunner {
   Backend& backend_;
   Communicator& comm_;
   const Optimizer& optimizer_;
-  Allocator& host_;
   int64_t numel_ = 0;
   Tensor master_, momentum_, grads_, weights_;  // rank 0: master_, momentum_; every rank: the rest
   std::vector<Tensor> replies_;                 // rank 0: a reply buffer per rank
