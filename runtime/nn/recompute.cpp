@@ -1,9 +1,10 @@
 #include "runtime/nn/recompute.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <limits>
+
+#include "runtime/core/parse_number.h"
 
 namespace dlb {
 
@@ -12,13 +13,10 @@ std::optional<RecomputePolicy> parse_recompute(std::string_view text) {
   if (text == "sqrt") return RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
   constexpr std::string_view every = "every:";
   if (text.substr(0, every.size()) != every) return std::nullopt;
-  const std::string_view number = text.substr(every.size());
-  int64_t k = 0;
-  const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), k);
-  if (error != std::errc() || end != number.data() + number.size() || number.empty() || k < 1) {
-    return std::nullopt;
-  }
-  return RecomputePolicy{RecomputePolicy::Kind::kEvery, k};
+  const std::optional<int64_t> k =
+      parse_whole(text.substr(every.size()), 1, std::numeric_limits<int64_t>::max());
+  if (!k) return std::nullopt;
+  return RecomputePolicy{RecomputePolicy::Kind::kEvery, *k};
 }
 
 std::string recompute_name(const RecomputePolicy& p) {

@@ -6,22 +6,13 @@
 #include <string>
 
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 
 namespace dlb {
 
 namespace {
 
-// A whole number of at least `min` that is all of `text`.
-std::optional<int64_t> whole(std::string_view text, int64_t min) {
-  if (text.empty() || text.size() > 12) return std::nullopt;
-  int64_t v = 0;
-  for (char c : text) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v < min) return std::nullopt;
-  return v;
-}
+constexpr int64_t kInt32Max = 2147483647;  // warm-up steps and boundary epochs fit an int
 
 bool ends_with(std::string_view text, std::string_view suffix) {
   return text.size() >= suffix.size() &&
@@ -59,7 +50,7 @@ std::optional<LrScaling> parse_lr_scaling(std::string_view text) {
 std::optional<LrWarmup> parse_lr_warmup(std::string_view text) {
   LrWarmup w;
   if (ends_with(text, "steps")) {
-    const auto n = whole(text.substr(0, text.size() - 5), 1);
+    const auto n = parse_whole(text.substr(0, text.size() - 5), 1, kInt32Max);
     if (!n) return std::nullopt;
     w.length = static_cast<double>(*n);
     w.in_steps = true;
@@ -89,7 +80,7 @@ std::optional<LrSchedule> parse_lr_schedule(std::string_view text) {
   std::string_view rest = text.substr(5);
   while (true) {
     const size_t comma = rest.find(',');
-    const auto e = whole(rest.substr(0, comma), 1);
+    const auto e = parse_whole(rest.substr(0, comma), 1, kInt32Max);
     if (!e || (!s.boundaries.empty() && *e <= s.boundaries.back())) return std::nullopt;
     s.boundaries.push_back(*e);
     if (comma == std::string_view::npos) break;

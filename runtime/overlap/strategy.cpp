@@ -1,5 +1,7 @@
 #include "runtime/overlap/strategy.h"
 
+#include "runtime/core/parse_number.h"
+
 namespace dlb {
 
 std::string_view overlap_name(OverlapStrategy s) {
@@ -24,16 +26,10 @@ std::optional<SyncMode> parse_sync_mode(std::string_view s) {
   if (s == "sync") return SyncMode{};
   if (s == "async") return SyncMode{SyncMode::Kind::kAsync, 0};
   if (s.rfind("stale:", 0) != 0) return std::nullopt;
-  const std::string_view k = s.substr(6);
-  if (k.empty() || k.size() > 4) return std::nullopt;
-  int64_t v = 0;
-  for (char c : k) {
-    if (c < '0' || c > '9') return std::nullopt;
-    v = v * 10 + (c - '0');
-  }
-  if (v > 1000) return std::nullopt;
-  if (v == 0) return SyncMode{};
-  return SyncMode{SyncMode::Kind::kStale, v};
+  const std::optional<int64_t> k = parse_whole(s.substr(6), 0, 1000);
+  if (!k) return std::nullopt;
+  if (*k == 0) return SyncMode{};
+  return SyncMode{SyncMode::Kind::kStale, *k};
 }
 
 std::string sync_mode_name(const SyncMode& m) {

@@ -3,35 +3,19 @@
 #include <fmt/format.h>
 
 #include <chrono>
-#include <cmath>
-#include <stdexcept>
 
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 
 namespace dlb {
 
 std::optional<StragglerSpec> parse_straggler(std::string_view text) {
   const size_t colon = text.find(':');
-  if (colon == std::string_view::npos || colon == 0 || colon > 9) return std::nullopt;
-  StragglerSpec s;
-  s.rank = 0;
-  for (char c : text.substr(0, colon)) {
-    if (c < '0' || c > '9') return std::nullopt;
-    s.rank = s.rank * 10 + (c - '0');
-  }
-  const std::string factor(text.substr(colon + 1));
-  if (factor.empty() || factor.size() > 24 ||
-      factor.find_first_not_of("0123456789.eE+-") != std::string::npos) {
-    return std::nullopt;
-  }
-  size_t used = 0;
-  try {
-    s.factor = std::stod(factor, &used);
-  } catch (const std::logic_error&) {
-    return std::nullopt;
-  }
-  if (used != factor.size() || !std::isfinite(s.factor)) return std::nullopt;
-  return s;
+  if (colon == std::string_view::npos) return std::nullopt;
+  const std::optional<int64_t> rank = parse_whole(text.substr(0, colon), 0, 99999999);
+  const std::optional<double> factor = parse_finite(text.substr(colon + 1));
+  if (!rank || !factor) return std::nullopt;
+  return StragglerSpec{*rank, *factor};
 }
 
 std::string straggler_name(const StragglerSpec& s) {

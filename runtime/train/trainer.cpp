@@ -113,11 +113,12 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   start_state(state);
   make_sync(plan, comm);
   swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_);
+  executor_ = std::make_unique<Executor>(std::move(schedule), pass_runners(), *clock_);
+}
+
+PassRunners Trainer::pass_runners() {
   PassRunners runners{&graph_, this, grad_sync_.get(), swap_passes_.get()};
-  if (config_.async) {
-    param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
-    runners.sync = param_server_.get();
-  }
+  if (param_server_) runners.sync = param_server_.get();
   if (config_.compute_slowdown != 1) {
     slowed_layers_ = std::make_unique<SlowedPasses>(graph_, config_.compute_slowdown);
     PassRunner& loss = *this;
@@ -125,7 +126,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
     runners.layers = slowed_layers_.get();
     runners.loss = slowed_loss_.get();
   }
-  executor_ = std::make_unique<Executor>(std::move(schedule), runners, *clock_);
+  return runners;
 }
 
 void Trainer::check_model_and_config() {
@@ -331,6 +332,9 @@ void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
   for (int id : stale_slots_) slots.push_back(graph_.tensor(id));
   grad_sync_ = std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_,
                                           plan, std::move(slots));
+  if (config_.async) {
+    param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
+  }
 }
 
 void Trainer::load_batch(const float* images, const int64_t* labels) {

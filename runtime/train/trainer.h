@@ -211,7 +211,10 @@ class Trainer final : private PassRunner {
   // The schedule with config.swap's activations swapped, their host copies declared.
   Schedule swapped_schedule(const Schedule& schedule, const std::vector<int>& kept);
   void start_state(const StateIds& ids);
+  // The sync policy's runner: GradSync, and with async the parameter server.
   void make_sync(const BucketPlan& plan, Communicator& comm);
+  // The executor's runners: with a straggler, the layers and the loss slowed.
+  PassRunners pass_runners();
   bool scaled() const;  // fp16: a loss scaler
   // The loss's pass (PassRunner): softmax cross-entropy and the output's gradient.
   void run_pass(const Step& step, const LayerContext* ctx) override;

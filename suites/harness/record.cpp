@@ -91,17 +91,13 @@ void add_timed_metrics(const RunResult& r, nlohmann::json& m) {
 }
 // --sync=async's updates: how many, their staleness (median and maximum), and where the
 // weights and gradients went between the ranks.
-nlohmann::json async_metrics(std::vector<int64_t> staleness) {
+nlohmann::json async_metrics(const std::vector<int64_t>& staleness) {
   nlohmann::json m = {
       {"updates", staleness.size()},
       {"transport", "host copies of weights and gradients, MPI point-to-point to rank 0"}};
   if (staleness.empty()) return m;
-  std::sort(staleness.begin(), staleness.end());
-  const size_t n = staleness.size();
-  m["staleness_median"] = n % 2
-                              ? static_cast<double>(staleness[n / 2])
-                              : 0.5 * static_cast<double>(staleness[n / 2 - 1] + staleness[n / 2]);
-  m["staleness_max"] = staleness.back();
+  m["staleness_median"] = percentile({staleness.begin(), staleness.end()}, 50);
+  m["staleness_max"] = *std::max_element(staleness.begin(), staleness.end());
   return m;
 }
 

@@ -53,28 +53,10 @@ void inject_fault(RunOptions::Fault fault) {
 
 }  // namespace
 
-// What the option table cannot check alone: options that go together. Each option's own type
-// and range were checked when it was set (suites/harness/option_table.cpp).
-void validate_run_options(const RunOptions& o) {
-  if (o.data == DataSource::kSynthetic) {
-    if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
-    if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
-    if (!o.mllog_path.empty()) {
-      throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
-    }
-  } else if (!o.epochs) {
-    throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
-  }
-  if (o.straggler && o.straggler->rank >= o.ranks) {
-    throw InvalidArgument(
-        fmt::format("--straggler={}: rank {} is beyond the {} ranks (they count from 0)",
-                    straggler_name(*o.straggler), o.straggler->rank, o.ranks));
-  }
-  if (o.straggler && o.backend != BackendKind::kCpu) {
-    throw InvalidArgument(
-        "--straggler slows a rank's passes on the host: it needs --backend=cpu (a GPU's passes "
-        "return before their work has run)");
-  }
+namespace {
+
+// --sync's modes and what each takes (runtime/overlap/sync_schedule.h, param_server.h).
+void validate_sync_mode(const RunOptions& o) {
   if (o.sync.kind == SyncMode::Kind::kAsync) {
     if (o.ranks < 2) {
       throw InvalidArgument(
@@ -88,9 +70,6 @@ void validate_run_options(const RunOptions& o) {
       throw InvalidArgument(
           "--sync=async keeps fp32 weights and gradients on its parameter server: it needs "
           "--precision=fp32");
-    }
-    if (o.cuda_graph) {
-      throw InvalidArgument("--sync=async: a captured step (--cuda-graph) cannot pull and push");
     }
     if (o.lr.varies()) {
       throw InvalidArgument(
@@ -116,6 +95,24 @@ void validate_run_options(const RunOptions& o) {
           fmt::format("--sync={}: a captured step (--cuda-graph) cannot rotate its slots", mode));
     }
   }
+}
+
+// --straggler: a rank of the run, slowed on the host.
+void validate_straggler(const RunOptions& o) {
+  if (o.straggler && o.straggler->rank >= o.ranks) {
+    throw InvalidArgument(
+        fmt::format("--straggler={}: rank {} is beyond the {} ranks (they count from 0)",
+                    straggler_name(*o.straggler), o.straggler->rank, o.ranks));
+  }
+  if (o.straggler && o.backend != BackendKind::kCpu) {
+    throw InvalidArgument(
+        "--straggler slows a rank's passes on the host: it needs --backend=cpu (a GPU's passes "
+        "return before their work has run)");
+  }
+}
+
+// The learning-rate rules that change the rate step by step (runtime/optim/lr_schedule.h).
+void validate_lr_rules(const RunOptions& o) {
   if (o.lr.varies() && o.data != DataSource::kDigits) {
     throw InvalidArgument(
         "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
@@ -125,6 +122,25 @@ void validate_run_options(const RunOptions& o) {
         "--lr-warmup and --lr-schedule change the learning rate each step, which a captured step "
         "(--cuda-graph) bakes in");
   }
+}
+
+}  // namespace
+
+// What the option table cannot check alone: options that go together. Each option's own type
+// and range were checked when it was set (suites/harness/option_table.cpp).
+void validate_run_options(const RunOptions& o) {
+  if (o.data == DataSource::kSynthetic) {
+    if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
+    if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
+    if (!o.mllog_path.empty()) {
+      throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
+    }
+  } else if (!o.epochs) {
+    throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
+  }
+  validate_sync_mode(o);
+  validate_straggler(o);
+  validate_lr_rules(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }

@@ -7,12 +7,14 @@
 #include <filesystem>
 
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 #include "runtime/core/stats.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/sim/network.h"
 #include "runtime/sim/simulator.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/step_schedule.h"
+#include "runtime/train/straggler.h"
 #include "suites/harness/calibrate.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/record.h"
@@ -26,21 +28,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// A normal jitter's coefficient of variation, from "cv:X"; nullopt for any other text.
+std::optional<double> normal_jitter_cv(const std::string& jitter) {
+  if (jitter.rfind("cv:", 0) != 0) return std::nullopt;
+  const std::optional<double> cv = parse_finite(std::string_view(jitter).substr(3));
+  if (!cv || *cv < 0 || *cv > kMaxNormalJitterCv) return std::nullopt;
+  return cv;
+}
+
 std::vector<double> jitter_factors(const std::string& jitter, const Calibration& c) {
   if (jitter == "measured") return c.jitter;
   if (jitter == "none") return {};
-  if (jitter.rfind("cv:", 0) == 0) {
-    size_t used = 0;
-    double cv = -1;
-    try {
-      cv = std::stod(jitter.substr(3), &used);
-    } catch (const std::logic_error&) {
-      used = 0;
-    }
-    if (used > 0 && used == jitter.size() - 3 && cv >= 0 && cv <= kMaxNormalJitterCv) {
-      return normal_jitter(cv);
-    }
-  }
+  if (const std::optional<double> cv = normal_jitter_cv(jitter)) return normal_jitter(*cv);
   throw InvalidArgument(fmt::format(
       "--jitter={}: expected measured, none, or cv:X (a normal spread of each rank's step with "
       "coefficient of variation X, from 0 to {})",
@@ -50,8 +49,8 @@ std::vector<double> jitter_factors(const std::string& jitter, const Calibration&
 // The jitter as records write it: measured, none, or cv:X with X as parsed (checked by
 // jitter_factors first).
 std::string jitter_text(const std::string& jitter) {
-  if (jitter.rfind("cv:", 0) != 0) return jitter;
-  return fmt::format("cv:{}", std::stod(jitter.substr(3)));
+  const std::optional<double> cv = normal_jitter_cv(jitter);
+  return cv ? fmt::format("cv:{}", *cv) : jitter;
 }
 
 RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
@@ -64,23 +63,17 @@ RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
   }
   s.compute_factor = o.compute_factor;
   if (o.straggler.empty()) return s;
-  const size_t colon = o.straggler.find(':');
-  try {
-    if (colon == std::string::npos) throw std::invalid_argument("no colon");
-    size_t used = 0;
-    s.straggler = std::stoll(o.straggler.substr(0, colon), &used);
-    if (used != colon) throw std::invalid_argument("rank");
-    const std::string factor = o.straggler.substr(colon + 1);
-    s.straggler_factor = std::stod(factor, &used);
-    if (used != factor.size()) throw std::invalid_argument("factor");
-  } catch (const std::logic_error&) {
+  const std::optional<StragglerSpec> spec = parse_straggler(o.straggler);
+  if (!spec) {
     throw InvalidArgument(fmt::format(
         "--straggler={}: expected RANK:FACTOR, a rank and how many times slower its compute is "
         "(e.g. 3:2)",
         o.straggler));
   }
+  s.straggler = spec->rank;
+  s.straggler_factor = spec->factor;
   const int64_t fewest = *std::min_element(o.ranks.begin(), o.ranks.end());
-  if (s.straggler < 0 || s.straggler >= fewest) {
+  if (s.straggler >= fewest) {
     throw InvalidArgument(fmt::format(
         "--straggler={}: rank {} is not among the {} ranks of the smallest point (ranks count "
         "from 0; give --ranks that all have it)",

@@ -25,20 +25,12 @@ using Weights = std::map<std::string, std::vector<float>>;
 constexpr int64_t kBatch = 8;
 constexpr float kLr = 0.05f, kMomentum = 0.9f;
 
-Weights params_of(const Graph& g) {
+// Each parameter's value, or its gradient (`Param::grad`), by name.
+Weights copy_of(const Graph& g, Tensor Param::*which = &Param::value) {
   Weights w;
   for (const auto& np : g.named_params()) {
-    const float* p = np.param.value.data<float>();
-    w[np.name].assign(p, p + np.param.value.numel());
-  }
-  return w;
-}
-
-Weights grads_of(const Graph& g) {
-  Weights w;
-  for (const auto& np : g.named_params()) {
-    const float* p = np.param.grad.data<float>();
-    w[np.name].assign(p, p + np.param.grad.numel());
+    const Tensor& t = np.param.*which;
+    w[np.name].assign(t.data<float>(), t.data<float>() + t.numel());
   }
   return w;
 }
@@ -95,7 +87,7 @@ TEST_P(StaleSync, AppliesTheGradientsOfKStepsBefore) {
   Graph grad_graph = build_model("digits-cnn", ModelConfig{kBatch, 8, 10, 0.f});
   auto stale = trainer(stale_graph, kLr, k);
   auto grads = trainer(grad_graph, 0.f, 0);  // rate 0: its steps compute gradients only
-  const Weights first = params_of(stale_graph);
+  const Weights first = copy_of(stale_graph);
   Weights reference = first, velocity;
   std::vector<Weights> history;
   for (int64_t t = 0; t < steps; ++t) {
@@ -106,19 +98,19 @@ TEST_P(StaleSync, AppliesTheGradientsOfKStepsBefore) {
     set_params(grad_graph, reference);
     grads->load_batch(images, labels);
     grads->step();
-    history.push_back(grads_of(grad_graph));
+    history.push_back(copy_of(grad_graph, &Param::grad));
     if (t >= k) sgd(reference, velocity, history[t - k]);
   }
-  EXPECT_LT(worst_relative(params_of(stale_graph), reference), 1e-6)
+  EXPECT_LT(worst_relative(copy_of(stale_graph), reference), 1e-6)
       << "after " << steps << " steps of stale:" << k;
   // The delay matters: the same gradients applied each in its own step give other weights.
   Weights undelayed = first, undelayed_velocity;
   for (const Weights& g : history) sgd(undelayed, undelayed_velocity, g);
-  EXPECT_GT(worst_relative(params_of(stale_graph), undelayed), 1e-3);
+  EXPECT_GT(worst_relative(copy_of(stale_graph), undelayed), 1e-3);
   // The flush applies the last K, oldest first.
   stale->flush();
   for (int64_t t = steps - k; t < steps; ++t) sgd(reference, velocity, history[t]);
-  EXPECT_LT(worst_relative(params_of(stale_graph), reference), 1e-6) << "after the flush";
+  EXPECT_LT(worst_relative(copy_of(stale_graph), reference), 1e-6) << "after the flush";
 }
 
 INSTANTIATE_TEST_SUITE_P(K, StaleSync, ::testing::Values(1, 2, 4));
