@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .plots.common import device_name
+from .outputs import check_output, write_text_atomically
 from .records import RecordError, load, read_json_file
 
 REFERENCES_FILE = Path(__file__).resolve().parents[1] / "references.json"
@@ -218,9 +219,11 @@ def to_markdown(header, table, legend) -> str:
 
 
 def main(directories: list[str], references: str | None, out: str | None) -> int:
+    if out:
+        check_output(out, "--out")  # before the comparison, as the C++ side checks its outputs
     header, table, legend = compare(directories, references)
     text = to_markdown(header, table, legend)
     print(text, end="")
     if out:
-        Path(out).write_text(text)
+        write_text_atomically(out, text)
     return 0

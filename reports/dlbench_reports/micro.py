@@ -23,11 +23,11 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 from .plots import common
+from .outputs import check_output, write_text_atomically
 from .records import RESULT_SCHEMA, RecordError, read_json_file
 
 PASSES = ("forward", "backward_data", "backward_filter")
@@ -406,12 +406,6 @@ def conv_plot_note(conv: list[Row], all_layers: list[str], layers: list[str]) ->
     return "; ".join(notes)
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def render(directory: str | Path) -> tuple[Path, list[Path]]:
     """micro.md and a conv plot per backend and precision. Every input is read and checked
     before anything is written."""
@@ -419,7 +413,8 @@ def render(directory: str | Path) -> tuple[Path, list[Path]]:
     micro = read_micro(d / "micro.json")
     allreduces = [read_allreduce(f) for f in sorted(d.glob("allreduce-*.json"))]
     md = d / "micro.md"
-    _write(md, markdown(micro.rows, micro.context, allreduces, micro.failed))
+    check_output(md, "report")
+    write_text_atomically(md, markdown(micro.rows, micro.context, allreduces, micro.failed))
     if micro.failed:
         print(f"micro: {len(micro.failed)} rows failed (listed in {md})")
     files: list[Path] = []

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import html
 import json
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -12,6 +11,7 @@ from . import peaks as peaks_mod
 from .plots import (batch, common, convergence, global_batch, memory, overlap, precision, scaling,
                     scaling_loss, sync_modes, timeline, tradeoff)
 from . import intervals
+from .outputs import check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
 
@@ -269,12 +269,6 @@ def failures(rs: ResultSet) -> list[Record]:
     return [r for r in rs.records if not r.ok]
 
 
-def _write(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
     counts: dict[str, int] = {}
     for r in rs.records:
@@ -390,14 +384,16 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
 
 def build(directory: str | Path, peaks: list[dict] | None = None) -> Report:
     rs = load(directory)
+    report_files = (rs.directory / "report.md", rs.directory / "report.html")
+    for path in report_files:  # before any plot is drawn
+        check_output(path, "report")
     peaks = peaks_mod.load_peaks() if peaks is None else peaks
     skipped: list[str] = []
     plots = render_plots(rs, rs.directory / "plots", peaks, skipped)
     header, rows = summary_rows(rs, peaks)
     env = environment(rs)
     report = Report(rs.directory, plots, skipped)
-    report.markdown = rs.directory / "report.md"
-    report.html = rs.directory / "report.html"
-    _write(report.markdown, markdown(rs, plots, header, rows, env, skipped))
-    _write(report.html, html_page(rs, plots, header, rows, env, skipped))
+    report.markdown, report.html = report_files
+    write_text_atomically(report.markdown, markdown(rs, plots, header, rows, env, skipped))
+    write_text_atomically(report.html, html_page(rs, plots, header, rows, env, skipped))
     return report

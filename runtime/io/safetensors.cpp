@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <iterator>
 #include <limits>
 #include <tuple>
@@ -12,6 +11,7 @@
 #include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/io/json_text.h"
+#include "runtime/io/output_file.h"
 #include "runtime/io/text_file.h"
 
 namespace dlb {
@@ -158,23 +158,15 @@ void save_safetensors(const std::string& path, const StateDict& tensors,
   }
   std::string header = j.dump();
   header.append((8 - header.size() % 8) % 8, ' ');  // align the data to 8 bytes
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw IoError(fmt::format("cannot write '{}'", tmp));
-    unsigned char len_bytes[8];
-    uint64_t len = header.size();
-    for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
-    out.write(reinterpret_cast<const char*>(len_bytes), 8);
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    for (const auto& [name, t] : tensors)
-      out.write(reinterpret_cast<const char*>(t.bytes.data()),
-                static_cast<std::streamsize>(t.bytes.size()));
-    if (!out.flush()) throw IoError(fmt::format("writing '{}' failed", tmp));
+  unsigned char len_bytes[8];
+  const uint64_t len = header.size();
+  for (int i = 0; i < 8; ++i) len_bytes[i] = static_cast<unsigned char>(len >> (8 * i));
+  std::vector<std::string_view> pieces{
+      std::string_view(reinterpret_cast<const char*>(len_bytes), 8), header};
+  for (const auto& [name, t] : tensors) {
+    pieces.emplace_back(reinterpret_cast<const char*>(t.bytes.data()), t.bytes.size());
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
-  }
+  write_file_atomically(path, pieces);
 }
 
 }  // namespace dlb

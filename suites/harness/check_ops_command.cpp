@@ -15,6 +15,7 @@
 #include "runtime/check/operands.h"
 #include "runtime/check/perturbing_backend.h"
 #include "runtime/core/error.h"
+#include "runtime/io/output_file.h"
 #include "suites/harness/check_grid.h"
 #include "suites/harness/check_ops_report.h"
 
@@ -118,16 +119,6 @@ void require_compiled(BackendKind kind) {
   }
 }
 
-// A record that could not be written would be found out only when the grid is done.
-void require_writable(const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path dir = std::filesystem::path(path).parent_path();
-  const std::string d = dir.empty() ? "." : dir.string();
-  if (!std::filesystem::is_directory(d) || access(d.c_str(), W_OK) != 0) {
-    throw InvalidArgument(fmt::format("--json={}: {} is not a directory it can write to", path, d));
-  }
-}
-
 // What the run is: the flags checked, before any instance, backend or check is made.
 CheckRun resolve_run(const CheckOpsOptions& o) {
   CheckRun run;
@@ -147,7 +138,8 @@ CheckRun resolve_run(const CheckOpsOptions& o) {
                                      "forward, backward_data, backward_weights, ...");
   parse_each<Precision>(o.precisions, parse_precision, "--precisions", "fp32, tf32, fp16, bf16");
   if (!o.perturb.empty()) PerturbingBackend::check_target(o.perturb);
-  require_writable(o.json_path);
+  // A record that could not be written would be found out only when the grid is done.
+  if (!o.json_path.empty()) check_output_file(o.json_path, "--json");
   run.seed = o.seed;
   run.perturb = o.perturb;
   return run;

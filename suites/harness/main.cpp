@@ -10,6 +10,7 @@
 #include <new>
 
 #include "runtime/core/error.h"
+#include "runtime/io/output_file.h"
 #include "suites/harness/check_ops_command.h"
 #include "suites/harness/commands.h"
 #include "suites/harness/maxbatch.h"
@@ -38,6 +39,19 @@ CLI::Validator enum_option(const std::map<std::string, E>& values) {
         return "";
       },
       fmt::format("{}", fmt::join(names, "|")));
+}
+
+// A path the command writes a file (or files, into a folder) at, checked at the parse by
+// runtime/io/output_file.h's rules: a device, a FIFO or a folder that cannot be written is
+// refused before any work, never found after it or replaced by a regular file.
+CLI::Validator output_path(bool folder) {
+  return CLI::Validator(
+      [folder](std::string& path) -> std::string {
+        const std::string problem =
+            folder ? dlb::output_dir_problem(path) : dlb::output_file_problem(path);
+        return problem.empty() ? "" : fmt::format("'{}': {}", path, problem);
+      },
+      folder ? "DIR" : "PATH");
 }
 
 const std::map<std::string, dlb::BackendKind> kBackends{{"cpu", dlb::BackendKind::kCpu},
@@ -110,7 +124,8 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
                 "every rank's compute this many times slower (ranks sharing cores)")
       ->capture_default_str();
   c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
-  c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)");
+  c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)")
+      ->check(output_path(true));
   c->add_flag("--trace,!--no-trace", o.traces, "write rank 0's simulated trace of each point");
   return c;
 }
@@ -122,7 +137,9 @@ CLI::App* add_validate_sim(CLI::App& app, dlb::ValidateSimOptions& o,
       "validate-sim",
       "the simulator against measured multi-rank runs on this machine: the prediction error per "
       "point, against the bound its run-to-run spread allows (exit 1 when one is outside)");
-  c->add_option("--out", o.out, "where the runs and validation.json go")->capture_default_str();
+  c->add_option("--out", o.out, "where the runs and validation.json go")
+      ->check(output_path(true))
+      ->capture_default_str();
   c->add_option("--model", o.model)->capture_default_str();
   c->add_option("--batch", o.batch, "per rank")->capture_default_str();
   c->add_option("--image-size", o.image_size)->capture_default_str();
@@ -270,7 +287,8 @@ int main(int argc, char** argv) {
   conv_cmd->add_option("--repeat", bench.repeat, "timed repetitions (median)")
       ->capture_default_str();
   conv_cmd->add_option("--backend", bench.backend)->transform(enum_option(kBackends));
-  conv_cmd->add_option("--json", bench.json_path, "write the results here");
+  conv_cmd->add_option("--json", bench.json_path, "write the results here")
+      ->check(output_path(false));
 
   auto* peak_cmd = bench_cmd->add_subcommand(
       "peak", "measure this machine's peak FLOP/s and bytes/s, kept for training records");
@@ -285,7 +303,8 @@ int main(int argc, char** argv) {
   allreduce_cmd->add_option("--warmup", allreduce.warmup)->capture_default_str();
   allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
       ->capture_default_str();
-  allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)");
+  allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)")
+      ->check(output_path(false));
   allreduce_cmd->add_flag("--average", allreduce.average,
                           "time averages (sum, then divide by the ranks: a training step's "
                           "reduction) instead of sums; the correctness check stays a sum");

@@ -11,6 +11,7 @@
 
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
+#include "runtime/io/output_file.h"
 #include "runtime/memory/allocator.h"
 #include "workloads/models/model.h"
 
@@ -524,28 +525,32 @@ std::vector<Option> make_table() {
        }});
 
   // Files of one run, and test hooks: flags of `dlbench run` only.
-  auto path = [&](const char* key, std::string RunOptions::*member, const char* help) {
-    add({key,
-         T::kPath,
-         cli,
-         help,
-         {},
-         {},
-         [member](RunOptions& o, const json& v) { o.*member = v.get<std::string>(); },
-         [member](const RunOptions& o) { return json(o.*member); }});
+  auto path = [&](const char* key, std::string RunOptions::*member, PathRole role,
+                  const char* help) {
+    Option o{key,
+             T::kPath,
+             cli,
+             help,
+             {},
+             {},
+             [member](RunOptions& r, const json& v) { r.*member = v.get<std::string>(); },
+             [member](const RunOptions& r) { return json(r.*member); }};
+    o.path_role = role;
+    add(std::move(o));
   };
-  path("data_path", &RunOptions::data_path, "digits.csv.gz (default: scikit-learn's)");
-  path("init", &RunOptions::init_path, "start from these weights (safetensors)");
-  path("batch_file", &RunOptions::batch_file,
+  const PathRole in = PathRole::kInput, out = PathRole::kOutputFile;
+  path("data_path", &RunOptions::data_path, in, "digits.csv.gz (default: scikit-learn's)");
+  path("init", &RunOptions::init_path, in, "start from these weights (safetensors)");
+  path("batch_file", &RunOptions::batch_file, in,
        "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
-  path("save", &RunOptions::save_path, "write weights and buffers after the last step");
-  path("dump", &RunOptions::dump_path,
+  path("save", &RunOptions::save_path, out, "write weights and buffers after the last step");
+  path("dump", &RunOptions::dump_path, out,
        "write every tensor of the last step (activations, gradients, saved state) and the graph "
        "here, as safetensors (tests/parity/model_parity.py reads it)");
-  path("json", &RunOptions::json_path, "write the result record here");
-  path("mllog", &RunOptions::mllog_path, "data=digits: write MLPerf :::MLLOG lines here");
-  path("trace", &RunOptions::trace_path, "write a Chrome trace of the traced steps here");
-  path("profile", &RunOptions::profile_path, "write the per-layer profile here");
+  path("json", &RunOptions::json_path, out, "write the result record here");
+  path("mllog", &RunOptions::mllog_path, out, "data=digits: write MLPerf :::MLLOG lines here");
+  path("trace", &RunOptions::trace_path, out, "write a Chrome trace of the traced steps here");
+  path("profile", &RunOptions::profile_path, out, "write the per-layer profile here");
   add({"trace_steps",
        T::kInteger,
        cli,
@@ -600,6 +605,14 @@ std::string named(const Option& option, OptionOrigin origin) {
 }
 
 }  // namespace
+
+void check_output_paths(const RunOptions& o) {
+  for (const Option& option : run_option_table()) {
+    if (option.type == OptionType::kPath && option.path_role != PathRole::kInput) {
+      check_option_value(option, option.get(o), OptionOrigin::kCommandLine);
+    }
+  }
+}
 
 bool Option::in_range(double v) const {
   const OptionRange& r = range;
@@ -746,6 +759,10 @@ void check_option_value(const Option& option, const json& v, OptionOrigin origin
     case OptionType::kBoolean:
       if (!v.is_boolean()) throw wrong_type("true or false");
       break;
+  }
+  if (option.type == OptionType::kPath && !v.get<std::string>().empty()) {
+    if (option.path_role == PathRole::kOutputFile) check_output_file(v.get<std::string>(), name);
+    if (option.path_role == PathRole::kOutputDir) check_output_dir(v.get<std::string>(), name);
   }
   if (!option.values.empty() && std::find(option.values.begin(), option.values.end(),
                                           v.get<std::string>()) == option.values.end()) {

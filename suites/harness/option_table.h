@@ -24,6 +24,10 @@ enum class OptionType { kInteger, kUnsigned, kNumber, kFloat, kString, kBytes, k
 // `dlbench run` only (files to read or write, test hooks).
 enum class OptionScope { kConfig, kCommandLine };
 
+// What a kPath option names: a file the run reads, or one it writes (checked before any work by
+// runtime/io/output_file.h's rules, and written whole).
+enum class PathRole { kInput, kOutputFile, kOutputDir };
+
 struct OptionRange {
   std::optional<double> min, max;
   bool min_exclusive = false, max_exclusive = false;
@@ -40,7 +44,8 @@ struct Option {
   std::function<void(RunOptions&, const nlohmann::json&)> set;
   // The option's value in `o` as the record writes it; null when unset.
   std::function<nlohmann::json(const RunOptions&)> get;
-  bool hidden = false;  // test hooks: not in --help
+  bool hidden = false;                    // test hooks: not in --help
+  PathRole path_role = PathRole::kInput;  // kPath only
 
   std::string flag() const;        // "--bucket-mb"
   std::string metavar() const;     // "cpu|cuda", "INT", "NUMBER", "SIZE", "PATH", "TEXT", "BOOL"
@@ -59,6 +64,10 @@ enum class OptionOrigin { kCommandLine, kConfig };
 // Throws InvalidArgument naming the option as `origin` spells it, the expectation and the value.
 void apply_option(RunOptions& o, const Option& option, const nlohmann::json& value,
                   OptionOrigin origin);
+// InvalidArgument naming the flag when an output path of `o` (--json, --trace, --save, ...) cannot
+// take the file the run writes there: checked before any work, so that nothing runs for a record
+// that could not be written, and no device or FIFO is replaced by a regular file.
+void check_output_paths(const RunOptions& o);
 // The checks apply_option makes, without setting anything.
 void check_option_value(const Option& option, const nlohmann::json& value, OptionOrigin origin);
 // Command-line text as the JSON value a suite file would hold (an integer, a number, a string or

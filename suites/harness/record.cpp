@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 
 #include "runtime/core/stats.h"
+#include "runtime/io/output_file.h"
 #include "suites/harness/option_table.h"
 
 namespace dlb {
@@ -226,21 +226,8 @@ nlohmann::json memory_json(const MemoryStats& stats) {
   return {{"peak_bytes_by_category", peak}, {"peak_bytes_total", stats.total_peak}};
 }
 
-void write_text_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc | std::ios::binary);
-    if (!out) throw IoError(fmt::format("cannot write '{}'", tmp));
-    out << text;
-    if (!out.flush()) throw IoError(fmt::format("writing '{}' failed", tmp));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    throw IoError(fmt::format("cannot rename '{}' to '{}'", tmp, path));
-  }
-}
-
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
-  write_text_atomically(path, j.dump(2) + "\n");
+  write_file_atomically(path, j.dump(2) + "\n");
 }
 
 }  // namespace dlb

@@ -108,8 +108,8 @@ nlohmann::json record_json(const RunResult& result);
 void print_result(const RunResult& result, std::FILE* out);
 
 nlohmann::json memory_json(const MemoryStats& stats);
-// Writes to a temporary file and renames it, so a crash never leaves half a record.
-void write_text_atomically(const std::string& path, const std::string& text);
+// Writes the JSON whole or not at all (runtime/io/output_file.h), so a crash never leaves half a
+// record, and a device or FIFO named as the path is refused, never replaced.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 
 }  // namespace dlb

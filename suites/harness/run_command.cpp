@@ -141,6 +141,7 @@ void validate_run_options(const RunOptions& o) {
   validate_sync_mode(o);
   validate_straggler(o);
   validate_lr_rules(o);
+  check_output_paths(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }

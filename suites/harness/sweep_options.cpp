@@ -69,8 +69,9 @@ std::vector<SweepFlag> make_table() {
          o.systems = split_list("--systems", v.get<std::string>());
        },
        [](const SweepOptions& o) { return json(fmt::format("{}", fmt::join(o.systems, ","))); }});
-  t.push_back({described("out", T::kPath, "output directory (default out/<suite>)"),
-               [](SweepOptions& o, const json& v) { o.out_dir = v.get<std::string>(); },
+  Option out = described("out", T::kPath, "output directory (default out/<suite>)");
+  out.path_role = PathRole::kOutputDir;
+  t.push_back({out, [](SweepOptions& o, const json& v) { o.out_dir = v.get<std::string>(); },
                [](const SweepOptions& o) { return json(o.out_dir); }});
   t.push_back({described("resume", T::kBoolean, "skip the points already recorded as ok in --out"),
                [](SweepOptions& o, const json& v) { o.resume = v.get<bool>(); },

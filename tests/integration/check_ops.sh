@@ -101,7 +101,7 @@ refused 2 "expected compare, perf or grad" --mode=fast
 refused 2 "not a pass it can break" --backend=cpu --perturb=conv.sideways --models=resnet18 --sizes=32 --batches=2
 refused 2 "the filters select no check" --backend=cpu --ops=relu --passes=update --models=resnet18 --sizes=32 --batches=2
 refused 2 "give it without --models" --instance='relu:shape=2x3' --models=resnet18
-refused 2 "is not a directory it can write to" --backend=cpu --instance='relu:shape=2x3' --json=/nonexistent/r.json
+refused 2 "its directory '/nonexistent' cannot be used" --backend=cpu --instance='relu:shape=2x3' --json=/nonexistent/r.json
 refused 2 "has no algorithm 'winograd'" --backend=cpu --conv-algos=winograd --list
 refused 2 "more than 2^31 elements" --backend=cpu --models=vgg16 --sizes=4096 --batches=64 --list
 # Without a GPU: a build with no CUDA backend says so; one with it, that no device is visible.

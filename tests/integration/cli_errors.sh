@@ -37,7 +37,7 @@ expect 2 "--warmup must be in [0, 2147483647]" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
 expect 2 "--mllog needs --data=digits" run --model=digits-cnn --mllog=/tmp/x.mllog
 expect 2 "--target-accuracy needs --data=digits" run --model=digits-cnn --target-accuracy=0.9
-expect 2 "cannot write the MLPerf log /nonexistent/dir/x.mllog" run --model=digits-cnn --data=digits --epochs=1 --mllog=/nonexistent/dir/x.mllog
+expect 2 "--mllog '/nonexistent/dir/x.mllog': its directory '/nonexistent/dir' cannot be used" run --model=digits-cnn --data=digits --epochs=1 --mllog=/nonexistent/dir/x.mllog
 expect 2 "smallest it accepts is 63x63" run --model=alexnet --image-size=32
 expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16
 expect 2 "digits data not found at '$work/none.csv.gz'" \

@@ -11,6 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from ..outputs import check_output  # noqa: E402
 from ..records import Record  # noqa: E402
 
 MIB = 1024.0 * 1024.0
@@ -73,6 +74,7 @@ def save(fig, out_dir: str | Path, name: str) -> list[Path]:
     written = []
     for ext in ("png", "svg"):
         final = out_dir / f"{name}.{ext}"
+        check_output(final, "plot")  # never renamed over a device or FIFO put in its place
         tmp = out_dir / f".{name}.{ext}.tmp"
         fig.savefig(tmp, format=ext, bbox_inches="tight")
         os.replace(tmp, final)
