@@ -273,9 +273,12 @@ def check_supported(c: dict, torch) -> None:
     if c.get("overlap") == "forward" and int(c["ranks"]) > 1:
         raise Unsupported("overlap=forward: PyTorch's DistributedDataParallel overlaps "
                           "all-reduce with backward only")
-    if c.get("memory_plan", "naive") != "naive":
-        raise Unsupported(f"memory_plan={c['memory_plan']}: PyTorch's caching allocator has no "
-                          "plan of the step to follow")
+    if c.get("memory_plan", "reuse") != "reuse":
+        # PyTorch's caching allocator hands a freed tensor's block to the next request: bytes
+        # reused as lifetimes end, as dlbench's reuse plan (the default) places them.
+        raise Unsupported(f"memory_plan={c['memory_plan']}: PyTorch's caching allocator reuses a "
+                          "tensor's bytes once it is freed, as memory_plan=reuse does; it has no "
+                          "other plan to follow")
     if c.get("loss_scale") is not None:
         raise Unsupported("a fixed loss scale: PyTorch's GradScaler always adapts its scale")
     for key in ("memory_budget", "workspace_limit"):

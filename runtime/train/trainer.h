@@ -44,7 +44,9 @@ struct TrainConfig {
   // between steps is read from the device: the step counter (dropout's draws), the loss-scale
   // state. Needs a backend that captures and one rank; no tracer, no mid-step hook.
   bool capture_step = false;
-  // How the step's tensors are stored (runtime/nn/memory_plan.h).
+  // How the step's tensors are stored (runtime/nn/memory_plan.h). The runtime's own default is
+  // the plain one, every tensor its own buffer; a run's default (reuse) is the harness's choice,
+  // made in one place (suites/harness/run_options.h, memory_plan_of).
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
   // Which activations are dropped after forward and computed again before backward
   // (runtime/nn/recompute.h); needs a plan that reuses what they free.

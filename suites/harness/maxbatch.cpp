@@ -160,7 +160,7 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
   nlohmann::json config = {{"model", o.model},
                            {"backend", backend_kind_name(o.backend)},
                            {"precision", precision_name(o.precision)},
-                           {"memory_plan", memory_plan_name(o.memory_plan)},
+                           {"memory_plan", memory_plan_name(memory_plan_of(o))},
                            {"recompute", recompute_name(o.recompute)},
                            {"swap", swap_name(o.swap)},
                            {"overlap", overlap_name(o.overlap)},
@@ -183,7 +183,7 @@ int maxbatch_command(const RunOptions& o) {
   const std::string budget = format_bytes(*o.memory_budget);
   fmt::print("maxbatch {} ({}, {}, memory plan {}, recompute {}, swap {}) within {}\n", o.model,
              backend_kind_name(o.backend), precision_name(o.precision),
-             memory_plan_name(o.memory_plan), recompute_name(o.recompute), swap_name(o.swap),
+             memory_plan_name(memory_plan_of(o)), recompute_name(o.recompute), swap_name(o.swap),
              budget);
   nlohmann::json environment;
   const MaxBatchSearch s = find_max_batch(

@@ -225,11 +225,12 @@ std::vector<Option> make_table() {
        "how the step's tensors are stored: naive (each in its own buffer), reuse (tensors that "
        "live within one step share bytes where their lifetimes do not meet; "
        "runtime/nn/memory_plan.h) or reorder (reuse over a backward that runs a layer's weights "
-       "pass before its data pass where that frees its input sooner; runtime/nn/reorder.h)",
+       "pass before its data pass where that frees its input sooner; runtime/nn/reorder.h); "
+       "default reuse, or naive with --memory-guard or --dump",
        names(kMemoryPlanKinds, memory_plan_name),
        {},
        [](RunOptions& o, const json& v) { o.memory_plan = parsed(v, parse_memory_plan); },
-       [](const RunOptions& o) { return json(memory_plan_name(o.memory_plan)); }});
+       [](const RunOptions& o) { return json(memory_plan_name(memory_plan_of(o))); }});
   add({"recompute",
        T::kString,
        config,

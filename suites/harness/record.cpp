@@ -164,7 +164,7 @@ nlohmann::json record_json(const RunResult& r) {
   if (r.memory) {
     record["memory"] = memory_json(*r.memory);
     if (r.plan_bytes) {
-      record["memory"]["plan"] = {{"name", memory_plan_name(r.options.memory_plan)},
+      record["memory"]["plan"] = {{"name", memory_plan_name(memory_plan_of(r.options))},
                                   {"planned_bytes", r.plan_bytes->planned},
                                   {"naive_bytes", r.plan_bytes->naive}};
     }

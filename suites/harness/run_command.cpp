@@ -150,20 +150,21 @@ void validate_run_options(const RunOptions& o) {
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
   }
-  if (o.memory_guard && o.memory_plan != MemoryPlanKind::kNaive) {
+  if (o.memory_guard && memory_plan_of(o) != MemoryPlanKind::kNaive) {
     throw Unsupported(fmt::format(
         "--memory-guard puts red zones around each buffer, and --memory-plan={} packs tensors "
         "into shared buffers, where an overrun lands in a neighbour, not a red zone: guard with "
         "--memory-plan=naive",
-        memory_plan_name(o.memory_plan)));
+        memory_plan_name(memory_plan_of(o))));
   }
-  if (o.recompute.kind != RecomputePolicy::Kind::kNone && o.memory_plan == MemoryPlanKind::kNaive) {
+  if (o.recompute.kind != RecomputePolicy::Kind::kNone &&
+      memory_plan_of(o) == MemoryPlanKind::kNaive) {
     throw InvalidArgument(fmt::format(
         "--recompute={} frees activations for the memory plan to reuse, and --memory-plan=naive "
         "keeps every tensor in its own buffer: use --memory-plan=reuse",
         recompute_name(o.recompute)));
   }
-  if (o.swap.kind != SwapPolicy::Kind::kNone && o.memory_plan == MemoryPlanKind::kNaive) {
+  if (o.swap.kind != SwapPolicy::Kind::kNone && memory_plan_of(o) == MemoryPlanKind::kNaive) {
     throw InvalidArgument(fmt::format(
         "--swap={} frees activations' device bytes for the memory plan to reuse, and "
         "--memory-plan=naive keeps every tensor in its own buffer: use --memory-plan=reuse",
@@ -180,11 +181,11 @@ void validate_run_options(const RunOptions& o) {
         "events from the compute stream, and dlbench does not capture that stream into the "
         "step's graph: run without --cuda-graph");
   }
-  if (!o.dump_path.empty() && o.memory_plan != MemoryPlanKind::kNaive) {
+  if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
     throw Unsupported(fmt::format(
         "--dump writes every activation and gradient after the last step, and --memory-plan={} "
         "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
-        memory_plan_name(o.memory_plan)));
+        memory_plan_name(memory_plan_of(o))));
   }
   if (o.max_batch_budget && o.ranks > 1) {
     throw Unsupported(fmt::format(
@@ -539,7 +540,7 @@ RunResult run_training(const RunOptions& o) {
   tc.overlap = o.overlap;
   tc.staleness = o.sync.kind == SyncMode::Kind::kStale ? o.sync.staleness : 0;
   tc.async = o.sync.kind == SyncMode::Kind::kAsync;
-  tc.memory_plan = o.memory_plan;
+  tc.memory_plan = memory_plan_of(o);
   tc.recompute = o.recompute;
   tc.swap = o.swap;
   tc.bucket_mb = o.bucket_mb;

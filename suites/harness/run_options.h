@@ -70,9 +70,10 @@ struct RunOptions {
   std::optional<size_t> workspace_limit;
   bool cuda_graph =
       false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
-  MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;  // runtime/nn/memory_plan.h
-  RecomputePolicy recompute;                            // runtime/nn/recompute.h
-  SwapPolicy swap;                                      // runtime/nn/swap.h
+  // runtime/nn/memory_plan.h; unset: memory_plan_of's default.
+  std::optional<MemoryPlanKind> memory_plan;
+  RecomputePolicy recompute;  // runtime/nn/recompute.h
+  SwapPolicy swap;            // runtime/nn/swap.h
   bool memory_guard = false;  // red zones around every allocation (memory/memory_guard.h)
   std::string init_path, batch_file, save_path, json_path, dump_path;
   int64_t ranks = 1;
@@ -90,5 +91,13 @@ struct RunOptions {
   using Fault = InjectedFault;
   Fault fault = Fault::kNone;
 };
+
+// The run's memory plan: the one it names, else reuse (bit-identical to naive, and far smaller),
+// but naive under --memory-guard (whose red zones sit around buffers, not inside an arena) and
+// --dump (which reads every tensor after the step, when reuse has let later ones overwrite them).
+inline MemoryPlanKind memory_plan_of(const RunOptions& o) {
+  if (o.memory_plan) return *o.memory_plan;
+  return o.memory_guard || !o.dump_path.empty() ? MemoryPlanKind::kNaive : MemoryPlanKind::kReuse;
+}
 
 }  // namespace dlb

@@ -87,11 +87,23 @@ expect 2 "recompute: unknown policy 'every:0' (expected none, sqrt or every:K wi
   "${quick[@]}" --memory-plan=reuse --recompute=every:0
 expect 2 "recompute: unknown policy 'half'" "${quick[@]}" --memory-plan=reuse --recompute=half
 expect 2 "--recompute=sqrt frees activations for the memory plan to reuse" "${quick[@]}" \
-  --recompute=sqrt
+  --memory-plan=naive --recompute=sqrt
 expect 2 "swap: 'a,,b' is not none, all, auto or a list of tensor names" "${quick[@]}" \
   --memory-plan=reuse --swap=a,,b
 expect 2 "--swap=all frees activations' device bytes for the memory plan to reuse" "${quick[@]}" \
-  --swap=all
+  --memory-plan=naive --swap=all
+# The default plan is reuse, and naive under --memory-guard and --dump (which need it).
+plan_of() {
+  "$dlbench" "${quick[@]}" "$@" --json="$work/plan.json" >/dev/null 2>&1 &&
+    /usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["memory"]["plan"]["name"])' "$work/plan.json"
+}
+for want in "reuse:" "naive:--memory-guard" "naive:--dump=$work/d.safetensors" "naive:--memory-plan=naive"; do
+  got=$(plan_of ${want#*:})
+  if [[ $got == "${want%%:*}" ]]; then passed=$((passed + 1)); else
+    echo "FAIL: the memory plan with '${want#*:}' is '$got', not ${want%%:*}"
+    failures=$((failures + 1))
+  fi
+done
 expect 2 "--swap=auto swaps the largest activations until the step fits --memory-budget" \
   "${quick[@]}" --memory-plan=reuse --swap=auto
 expect 2 "--swap: the step has no tensor named 'conv9' (of the 5 that can be swapped, the largest: features.3" "${quick[@]}" --memory-plan=reuse \
