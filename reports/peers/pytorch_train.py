@@ -284,6 +284,10 @@ def check_supported(c: dict, torch) -> None:
     for key in ("memory_budget", "workspace_limit"):
         if c.get(key) is not None:
             raise Unsupported(f"{key}={c[key]}: PyTorch has no such limit to set")
+    if c.get("conv_math") == "strict":
+        raise Unsupported("conv_math=strict: PyTorch lets 16-bit convolutions take cuDNN's engines "
+                          "that accumulate in 16 bits (conv_math=fast); it has no switch to bar "
+                          "them")
     if c["conv_algo"] not in ("heuristic", "autotune"):
         raise Unsupported(f"conv_algo={c['conv_algo']} names one of dlbench's CPU algorithms")
     if c.get("cuda_graph"):

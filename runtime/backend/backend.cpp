@@ -73,6 +73,37 @@ std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s) {
   return std::nullopt;
 }
 
+std::string_view conv_math_name(ConvMath m) { return m == ConvMath::kFast ? "fast" : "strict"; }
+
+std::optional<ConvMath> parse_conv_math(std::string_view s) {
+  for (ConvMath m : kConvMaths) {
+    if (conv_math_name(m) == s) return m;
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> engine_note_names(const EngineNotes& n) {
+  std::vector<std::string> out;
+  const std::pair<bool, const char*> named[] = {
+      {n.tensor_core, "tensor_core"},
+      {n.down_convert_inputs, "down_convert_inputs"},
+      {n.reduced_precision_reduction, "reduced_precision_reduction"},
+      {n.nondeterministic, "nondeterministic"},
+      {n.fft, "fft"},
+      {n.winograd, "winograd"},
+      {n.fallback, "fallback"}};
+  for (const auto& [set, name] : named) {
+    if (set) out.emplace_back(name);
+  }
+  return out;
+}
+
+bool wants_tensor_cores(Precision math) { return math != Precision::kFp32; }
+
+bool lacks_tensor_cores(const PassAlgorithm& a, Precision math) {
+  return wants_tensor_cores(math) && a.notes && !a.notes->tensor_core;
+}
+
 double ConvDesc::forward_macs() const {
   return static_cast<double>(batch) * out_channels * out_h() * out_w() * (in_channels / groups) *
          kernel_h * kernel_w;

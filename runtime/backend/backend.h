@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/core/clock.h"
@@ -82,6 +83,33 @@ inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {
 std::string_view conv_algo_choice_name(ConvAlgoChoice c);
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
 
+// Which engines a 16-bit convolution may take, where the library says how an engine reduces
+// (cuDNN's REDUCED_PRECISION_REDUCTION note). kFast: also those that accumulate in the data's
+// 16-bit type, as PyTorch allows (its filter, aten/src/ATen/native/cudnn/Conv_v8.cpp, never
+// excludes them); the default for 16-bit data, so that a comparison with PyTorch is like for
+// like. kStrict: f32 accumulation only. f32 data always accumulates in f32.
+enum class ConvMath { kStrict, kFast };
+inline constexpr ConvMath kConvMaths[] = {ConvMath::kStrict, ConvMath::kFast};
+std::string_view conv_math_name(ConvMath m);
+std::optional<ConvMath> parse_conv_math(std::string_view s);
+
+// What a library declares about the engine a pass runs on (cuDNN's numerical notes), and whether
+// it came from the library's heuristics or from its fallback list, the generic engines it keeps
+// for when the heuristics have nothing (a 16-bit convolution there ran 70x slower on an H100:
+// docs/cuda.md). A backend that chooses among no library engines (the CPU's) declares none.
+struct EngineNotes {
+  bool tensor_core = false;                  // computes on tensor cores
+  bool down_convert_inputs = false;          // converts its inputs to a narrower type first
+  bool reduced_precision_reduction = false;  // accumulates in the data's 16-bit type
+  bool nondeterministic = false;             // results may differ from run to run
+  bool fft = false;
+  bool winograd = false;
+  bool fallback = false;  // not among the heuristics' answers
+};
+// The notes that are set, by name: "tensor_core", "down_convert_inputs",
+// "reduced_precision_reduction", "nondeterministic", "fft", "winograd", "fallback".
+std::vector<std::string> engine_note_names(const EngineNotes& n);
+
 // The algorithm a plan chose for one pass, and the workspace it needs: the per-layer profile
 // records these.
 struct PassAlgorithm {
@@ -91,7 +119,14 @@ struct PassAlgorithm {
   // The plan was made for an earlier layer of the same shape and is shared (a backend that caches
   // plans by conv_plan_key), so nothing was built or tuned for this one.
   bool shared = false;
+  std::optional<EngineNotes> notes;  // what the library declares of the engine, where it does
 };
+
+// Whether a pass whose arithmetic is `math` should run on tensor cores: tf32, fp16 and bf16 are
+// what tensor cores are for. A pass that declares its engine's notes and lacks tensor_core then
+// ran on generic arithmetic: a warning in the run, a failed row in the device check.
+bool wants_tensor_cores(Precision math);
+bool lacks_tensor_cores(const PassAlgorithm& a, Precision math);
 
 // Everything a convolution's plan depends on, as one key: every field of `d` (shapes, strides,
 // padding, groups, bias, types, layout). Two layers with equal keys can share one plan.
@@ -402,7 +437,11 @@ class Backend : public DeviceMemory {
 };
 
 // Options every backend accepts.
+// Built by field name only: a positional initializer once set one flag where another was meant,
+// and every GPU pass ran without tensor cores (docs/cuda.md). Not an aggregate, so
+// BackendOptions{a, b, c} does not compile.
 struct BackendOptions {
+  BackendOptions() {}  // user-provided: not an aggregate ("= default" would keep it one)
   std::optional<size_t> memory_budget;
   // Which GPU, modulo the number visible: a rank passes its local rank and gets one GPU per rank
   // on each node, as the nccl communicator picks.
@@ -414,7 +453,10 @@ struct BackendOptions {
   // --memory-guard: red zones around every allocation (memory/memory_guard.h), checked after
   // each pass of the step.
   bool memory_guard = false;
+  // 16-bit convolutions: whether engines that reduce in 16 bits may run (cuda).
+  ConvMath conv_math = ConvMath::kStrict;
 };
+static_assert(!std::is_aggregate_v<BackendOptions>, "BackendOptions is built by field name");
 
 // A backend's allocator over `resource`, with the options' budget and guard; `host`: where
 // host-swap memory comes from (null: `resource`, the CPU's host memory).

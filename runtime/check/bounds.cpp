@@ -1,5 +1,6 @@
 #include "runtime/check/bounds.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace dlb {
@@ -33,6 +34,12 @@ double underflow_roundoff(DType t) {
 }
 
 double math_roundoff(Precision) { return std::ldexp(1.0, -24); }
+
+double reduction_roundoff(Precision p, DType data, bool reduced_precision_reduction) {
+  const bool narrow = data == DType::kF16 || data == DType::kBF16;
+  return reduced_precision_reduction && narrow ? std::max(unit_roundoff(data), math_roundoff(p))
+                                               : math_roundoff(p);
+}
 
 double input_roundoff(Precision p) { return p == Precision::kTf32 ? std::ldexp(1.0, -9) : 0.0; }
 

@@ -34,6 +34,14 @@ double underflow_roundoff(DType t);
 // accumulates; the store into a 16-bit output rounds once more, a term of its own).
 double math_roundoff(Precision p);
 
+// The unit roundoff a reduction accumulates with on an engine that declares (cuDNN's
+// REDUCED_PRECISION_REDUCTION note) that it reduces in reduced precision: the data's own type, at
+// best, for 16-bit data (fp16's 2^-11, bf16's 2^-8: a tensor core that accumulates 16-bit products
+// in the data's type rounds each partial sum to it), and f32 otherwise, as math_roundoff says.
+// The bound is then kC·sqrt(K)·u·Σ|aᵢ||bᵢ| with this u: the same probabilistic model, whose
+// rounding errors are independent and of mean zero for any u.
+double reduction_roundoff(Precision p, DType data, bool reduced_precision_reduction);
+
 // How far rounding a product's two inputs may move it, relative, before it is summed: 0, but for
 // tf32, whose tensor cores keep 10 of an f32 input's 23 mantissa bits (truncated, at worst:
 // (1 + 2^-10)^2 - 1 < 2^-9). This error is fixed per product, not a random walk: a sum's share of

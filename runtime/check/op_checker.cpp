@@ -172,6 +172,13 @@ void PassRun::compare_exact(const std::string& tensor, const HostArray& want, co
   compare(tensor, e, got, DType::kI64, offset);  // an integer type's roundoff: none
 }
 
+void PassRun::set_engine(const PassAlgorithm& a) {
+  result_.algorithm = a.algorithm;
+  result_.notes = a.notes;
+  arithmetic_.math = reduction_roundoff(cfg_.precision, policy_.activations,
+                                        a.notes && a.notes->reduced_precision_reduction);
+}
+
 void PassRun::fail(const std::string& why) {
   result_.status = CheckStatus::kFail;
   if (!result_.message.empty()) result_.message += "; ";

@@ -4,6 +4,7 @@
 // differences on the float64 reference: it checks the reference itself, with no backend).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,11 +45,12 @@ struct PassResult {
   CheckStatus status = CheckStatus::kOk;
   int64_t elements = 0;  // output elements compared
   WorstElement worst;
-  std::string message;    // why unsupported, or what failed besides the bound
-  std::string algorithm;  // the convolution algorithm the backend chose for the pass
-  double seconds = 0;     // perf: median time of one run
-  double flops = 0;       // perf: floating-point operations of one run (conv and linear)
-  double bytes = 0;       // perf: bytes the pass reads and writes, at least
+  std::string message;               // why unsupported, or what failed besides the bound
+  std::string algorithm;             // the convolution algorithm the backend chose for the pass
+  std::optional<EngineNotes> notes;  // what its engine declares, where the backend says
+  double seconds = 0;                // perf: median time of one run
+  double flops = 0;                  // perf: floating-point operations of one run (conv and linear)
+  double bytes = 0;                  // perf: bytes the pass reads and writes, at least
 };
 
 // The passes of `op` (all that passes_of gives, or cfg.passes) on `backend`. Never throws for

@@ -40,7 +40,9 @@ class PassRun {
                      int64_t offset = 0);
   // Fails the pass with `why` (a check that is not a bound: a mask's values, a flag).
   void fail(const std::string& why);
-  void set_algorithm(std::string a) { result_.algorithm = std::move(a); }
+  // The algorithm the backend chose for the pass, and what its engine declares: an engine that
+  // reduces in 16 bits is judged by a 16-bit reduction's bound (reduction_roundoff).
+  void set_engine(const PassAlgorithm& a);
   void set_work(double flops, double bytes) { result_.flops = flops, result_.bytes = bytes; }
   PassResult result() const { return result_; }
 

@@ -11,10 +11,10 @@
 namespace dlb {
 namespace {
 
-std::string pass_algorithm(const ConvPlan& plan, ConvPass p) {
+PassAlgorithm pass_algorithm(const ConvPlan& plan, ConvPass p) {
   for (const PassAlgorithm& a : plan.algorithms())
-    if (a.pass == p) return a.algorithm;
-  return "";
+    if (a.pass == p) return a;
+  return {};
 }
 
 double bytes_of(std::initializer_list<const Tensor*> ts) {
@@ -45,7 +45,7 @@ void run_conv(PassRun& run) {
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
     Tensor tb = o.upload(b, pol.compute_weights), ty = o.poisoned(ys, pol.activations, d.layout);
-    run.set_algorithm(pass_algorithm(*plan, ConvPass::kForward));
+    run.set_engine(pass_algorithm(*plan, ConvPass::kForward));
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
     run.execute([&] {
       if (d.bias) {
@@ -60,7 +60,7 @@ void run_conv(PassRun& run) {
   } else if (run.pass() == CheckPass::kBackwardData) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdx = o.poisoned(run.op().in, pol.activations, d.layout);
-    run.set_algorithm(pass_algorithm(*plan, ConvPass::kBackwardData));
+    run.set_engine(pass_algorithm(*plan, ConvPass::kBackwardData));
     run.set_work(run.op().forward_flops(), bytes_of({&tdy, &tw, &tdx}));
     run.execute([&] { be.conv_backward_data(*plan, tdy, tw, tdx); });
     if (run.comparing())
@@ -68,7 +68,7 @@ void run_conv(PassRun& run) {
   } else if (run.pass() == CheckPass::kBackwardWeights) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdw = o.poisoned(ws, pol.gradients, d.layout);
-    run.set_algorithm(pass_algorithm(*plan, ConvPass::kBackwardFilter));
+    run.set_engine(pass_algorithm(*plan, ConvPass::kBackwardFilter));
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tdy, &tdw}));
     run.execute([&] { be.conv_backward_filter(*plan, tx, tdy, tdw); });
     if (run.comparing())

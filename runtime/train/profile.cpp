@@ -3,6 +3,7 @@
 #include <map>
 
 #include "runtime/core/stats.h"
+#include "runtime/train/engines.h"
 
 namespace dlb {
 
@@ -56,11 +57,7 @@ nlohmann::json layer_profile(const Graph& graph, const Tracer& tracer) {
     for (int i : node.inputs) in.push_back(graph.shape(i));
     nlohmann::json algorithms = nlohmann::json::array();
     for (const PassAlgorithm& a : node.layer->algorithms()) {
-      algorithms.push_back({{"pass", std::string(conv_pass_name(a.pass))},
-                            {"algorithm", a.algorithm},
-                            {"workspace_bytes", a.workspace_bytes},
-                            // made for an earlier layer of the same shape, and shared
-                            {"plan_shared", a.shared}});
+      algorithms.push_back(pass_algorithm_json(a));
     }
     layers.push_back(
         {{"name", node.name},

@@ -101,10 +101,12 @@ std::vector<GridInstance> resolve_instances(const CheckOpsOptions& o,
   return std::move(grid.instances);
 }
 
-std::unique_ptr<Backend> make_checked_backend(BackendKind kind, ConvAlgoChoice algo,
-                                              const std::string& perturb) {
+std::unique_ptr<Backend> make_checked_backend(const CheckRun& run, ConvAlgoChoice algo) {
+  const BackendKind kind = run.kind;
+  const std::string& perturb = run.perturb;
   BackendOptions bo;
   bo.conv_algo = algo;
+  bo.conv_math = run.conv_math;
   std::unique_ptr<Backend> b = make_backend(kind, bo);
   if (perturb.empty()) return b;
   return std::make_unique<PerturbingBackend>(std::move(b), perturb);
@@ -140,6 +142,17 @@ CheckRun resolve_run(const CheckOpsOptions& o) {
   if (!o.perturb.empty()) PerturbingBackend::check_target(o.perturb);
   // A record that could not be written would be found out only when the grid is done.
   if (!o.json_path.empty()) check_output_file(o.json_path, "--json");
+  if (!o.conv_math.empty()) {
+    const std::optional<ConvMath> m = parse_conv_math(o.conv_math);
+    if (!m)
+      throw InvalidArgument(fmt::format("--conv-math: unknown '{}' (strict or fast)", o.conv_math));
+    if (run.kind != BackendKind::kCuda) {
+      throw InvalidArgument(fmt::format(
+          "--conv-math chooses among cuDNN's engines, and means nothing with --backend={}",
+          backend_kind_name(run.kind)));
+    }
+    run.conv_math = *m;
+  }
   run.seed = o.seed;
   run.perturb = o.perturb;
   return run;
@@ -165,7 +178,7 @@ void check_on_backend(CheckRun& run, const std::vector<GridInstance>& instances,
                       const CheckOpsOptions& o) {
   const std::vector<ConvAlgoChoice> algos = resolve_algorithms(o, run.kind);
   std::map<ConvAlgoChoice, std::unique_ptr<Backend>> backends;
-  for (ConvAlgoChoice a : algos) backends[a] = make_checked_backend(run.kind, a, o.perturb);
+  for (ConvAlgoChoice a : algos) backends[a] = make_checked_backend(run, a);
   const std::vector<Precision> precisions = resolve_precisions(o, *backends.begin()->second);
   run.environment = check_environment(*backends.begin()->second);
   CheckConfig cfg;

@@ -28,6 +28,9 @@ struct CheckOpsOptions {
   bool list = false;     // print the instances and stop
   bool verbose = false;  // a line per check, not only failures
   std::string perturb;   // test only: break this pass on purpose (perturbing_backend.h)
+  // cuda: which engines fp16 and bf16 convolutions may take (backend.h's ConvMath); each is
+  // judged by the reduction its engine declares. Unset: fast.
+  std::string conv_math;
 };
 
 int check_ops_command(const CheckOpsOptions& options);

@@ -24,6 +24,21 @@ std::string config_name(const CheckRow& row) {
   return s;
 }
 
+// "eng0 fallback,no tensor cores": the engine, what it declares, and what it lacks that the
+// row's precision asked for.
+std::string engine_text(const PassResult& r) {
+  if (!r.notes) return r.algorithm;
+  std::vector<std::string> notes = engine_note_names(*r.notes);
+  return notes.empty() ? r.algorithm : fmt::format("{} {}", r.algorithm, fmt::join(notes, ","));
+}
+
+bool lacks_tensor_cores(const CheckRow& row) {
+  if (!row.precision || !row.result.notes) return false;
+  PassAlgorithm a;
+  a.notes = row.result.notes;
+  return dlb::lacks_tensor_cores(a, *row.precision);
+}
+
 // Ratios beyond any bound (NaN, a difference where none is allowed) print as "inf".
 std::string ratio_text(double r) { return r >= DBL_MAX ? "inf" : fmt::format("{:.3g}", r); }
 
@@ -52,6 +67,9 @@ std::string repro_command(const CheckRun& run, const CheckRow& row) {
   if (run.mode != CheckMode::kCompare) cmd += fmt::format(" --mode={}", check_mode_name(run.mode));
   if (run.seed != 1) cmd += fmt::format(" --seed={}", run.seed);
   if (!run.perturb.empty()) cmd += fmt::format(" --perturb={}", run.perturb);
+  if (run.conv_math != ConvMath::kFast) {
+    cmd += fmt::format(" --conv-math={}", conv_math_name(run.conv_math));
+  }
   return cmd;
 }
 
@@ -91,7 +109,7 @@ void print_row(const CheckRun& run, const CheckRow& row) {
   } else if (r.worst.index >= 0) {
     line += fmt::format("  worst/bound {}", ratio_text(r.worst.ratio));
   }
-  if (!r.algorithm.empty()) line += fmt::format("  [{}]", r.algorithm);
+  if (!r.algorithm.empty()) line += fmt::format("  [{}]", engine_text(r));
   fmt::print("{}\n", line);
   if (r.status != CheckStatus::kFail && r.status != CheckStatus::kError) return;
   if (r.worst.index >= 0) {
@@ -103,6 +121,12 @@ void print_row(const CheckRun& run, const CheckRow& row) {
   if (!r.message.empty()) fmt::print("     {}\n", r.message);
   fmt::print("     from: {}\n", row.instance->origins.front());
   fmt::print("     reproduce: {}\n", repro_command(run, row));
+}
+
+int64_t CheckRun::without_tensor_cores() const {
+  int64_t n = 0;
+  for (const CheckRow& row : rows) n += lacks_tensor_cores(row);
+  return n;
 }
 
 void print_summary(const CheckRun& run, size_t instances) {
@@ -128,6 +152,12 @@ void print_summary(const CheckRun& run, size_t instances) {
                t.checks, t.failed, t.unsupported, ratio_text(t.worst));
   }
   for (const std::string& n : run.notes) fmt::print("note: {}\n", n);
+  if (const int64_t n = run.without_tensor_cores(); n > 0) {
+    fmt::print(
+        "warning: {} tf32 or 16-bit passes ran on engines without tensor cores (their rows "
+        "say which)\n",
+        n);
+  }
   fmt::print("check-ops {} on {}: {} instances, {} checks, {} failed, in {:.1f} s\n",
              check_mode_name(run.mode), backend_kind_name(run.kind), instances, run.rows.size(),
              run.failures(), run.seconds);
@@ -151,6 +181,7 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
         {"elements", r.elements},
         {"algorithm", r.algorithm},
         {"message", r.message}};
+    if (r.notes) j["engine_notes"] = engine_note_names(*r.notes);
     if (r.worst.index >= 0) {
       j["worst"] = {{"tensor", r.worst.tensor},        {"index", r.worst.index},
                     {"got", number_json(r.worst.got)}, {"want", number_json(r.worst.want)},
@@ -170,11 +201,13 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
            {{"backend", std::string(backend_kind_name(run.kind))},
             {"mode", std::string(check_mode_name(run.mode))},
             {"seed", run.seed},
+            {"conv_math", std::string(conv_math_name(run.conv_math))},
             {"bounds", {{"c", kC}, {"ulps", kUlps}}}}},
           {"summary",
            {{"instances", instances},
             {"checks", run.rows.size()},
             {"failed", run.failures()},
+            {"without_tensor_cores", run.without_tensor_cores()},
             {"seconds", run.seconds}}},
           {"notes", run.notes},
           {"rows", std::move(rows)}};

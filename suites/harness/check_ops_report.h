@@ -26,11 +26,15 @@ struct CheckRun {
   uint64_t seed = 1;
   std::vector<CheckPass> passes;
   std::string perturb;
+  ConvMath conv_math = ConvMath::kFast;
   std::vector<std::string> notes;
   nlohmann::json environment;
   std::vector<CheckRow> rows;
   double seconds = 0;
   int64_t failures() const;
+  // Rows whose pass computes in tf32, fp16 or bf16 on an engine that declares no tensor cores
+  // (lacks_tensor_cores): a generic engine where a tensor-core one was meant.
+  int64_t without_tensor_cores() const;
 };
 
 // The command line that runs one row alone.

@@ -84,6 +84,9 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
   c->add_option("--json", o.json_path, "write the record here");
   c->add_flag("--list", o.list, "print the op instances and stop");
   c->add_flag("--verbose", o.verbose, "a line per check, not only failures");
+  c->add_option("--conv-math", o.conv_math,
+                "cuda: fp16 and bf16 convolutions may take engines that reduce in 16 bits (fast, "
+                "the default, as PyTorch) or not (strict); each is judged by its engine's notes");
   c->add_option("--perturb", o.perturb, "test only: break OP.PASS on purpose")->group("");
   return c;
 }

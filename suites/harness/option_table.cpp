@@ -150,6 +150,18 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.conv_algo = parsed(v, parse_conv_algo_choice); },
        [](const RunOptions& o) { return json(conv_algo_choice_name(o.conv_algo)); }});
+  add({"conv_math",
+       T::kString,
+       config,
+       "cuda, fp16 and bf16: which cuDNN engines a convolution may take: fast (as PyTorch: also "
+       "engines that accumulate in 16 bits; the default) or strict (f32 accumulation only)",
+       names(kConvMaths, conv_math_name),
+       {},
+       [](RunOptions& o, const json& v) { o.conv_math = parsed(v, parse_conv_math); },
+       [](const RunOptions& o) {
+         if (!o.conv_math && !conv_math_applies(o)) return json(nullptr);
+         return json(conv_math_name(conv_math_of(o)));
+       }});
   add({"workspace_limit",
        T::kBytes,
        config,

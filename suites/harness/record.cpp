@@ -155,6 +155,7 @@ nlohmann::json record_json(const RunResult& r) {
     m["loss_scale"] = *r.loss_scale;
     m["skipped_steps"] = r.skipped_steps;
   }
+  if (r.engines) m["engines"] = engines_json(*r.engines);
   if (r.step_graphs) {
     m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
                        {"operations", r.step_graphs->operations},
@@ -203,6 +204,13 @@ void print_result(const RunResult& r, std::FILE* out) {
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
                *r.loss_scale, r.skipped_steps);
+  }
+  if (r.engines && !r.engines->without_tensor_cores.empty()) {
+    const auto& list = r.engines->without_tensor_cores;
+    fmt::print(out,
+               "warning: {} of {} {} convolution passes ran on engines without tensor cores "
+               "(metrics.engines), the first: {}\n",
+               list.size(), r.engines->passes, precision_name(r.options.precision), list.front());
   }
   if (r.step_graphs) {
     fmt::print(out, "cuda graph: {} steps replayed from {} graph(s) of {} operations\n",

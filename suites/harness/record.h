@@ -9,6 +9,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/train/engines.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/noise.h"
 #include "suites/harness/run_options.h"
@@ -66,6 +67,8 @@ struct RunResult {
   // and timed, or every epoch's).
   std::optional<float> loss_scale;
   int64_t skipped_steps = 0;
+  // The convolution passes' engines, where the backend declares them (runtime/train/engines.h).
+  std::optional<EngineSummary> engines;
   // --cuda-graph: what was captured and replayed (Trainer::step_graphs).
   std::optional<StepGraphStats> step_graphs;
   // The machine's measured peak (machine_peak.h) for this device, when one was measured:

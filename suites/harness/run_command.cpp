@@ -142,6 +142,12 @@ void validate_run_options(const RunOptions& o) {
   validate_straggler(o);
   validate_lr_rules(o);
   check_output_paths(o);
+  if (o.conv_math && !conv_math_applies(o)) {
+    throw InvalidArgument(fmt::format(
+        "--conv-math chooses among cuDNN's engines for fp16 and bf16 convolutions, and means "
+        "nothing with --backend={} --precision={}",
+        backend_kind_name(o.backend), precision_name(o.precision)));
+  }
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
@@ -526,6 +532,7 @@ RunResult run_training(const RunOptions& o) {
   bo.memory_budget = o.memory_budget;
   bo.conv_algo = o.conv_algo;
   bo.workspace_limit = o.workspace_limit;
+  bo.conv_math = conv_math_of(o);
   bo.memory_guard = o.memory_guard;
   bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
@@ -565,6 +572,9 @@ RunResult run_training(const RunOptions& o) {
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 
+  if (EngineSummary e = summarize_engines(engine_uses(graph), o.precision); e.passes > 0) {
+    r.engines = std::move(e);
+  }
   r.backend_name = backend->name();
   r.environment = collect_environment(*backend);
   for (const auto& [k, v] : comm->environment()) r.environment[k] = v;

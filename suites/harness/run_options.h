@@ -68,6 +68,7 @@ struct RunOptions {
   std::optional<size_t> max_batch_budget;  // also search the largest batch within it
   ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
+  std::optional<ConvMath> conv_math;  // unset: conv_math_of's default
   bool cuda_graph =
       false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
   // runtime/nn/memory_plan.h; unset: memory_plan_of's default.
@@ -91,6 +92,14 @@ struct RunOptions {
   using Fault = InjectedFault;
   Fault fault = Fault::kNone;
 };
+
+// Whether --conv-math means anything for the run: cuDNN's engines for 16-bit convolutions.
+inline bool conv_math_applies(const RunOptions& o) {
+  return o.backend == BackendKind::kCuda &&
+         (o.precision == Precision::kFp16 || o.precision == Precision::kBf16);
+}
+// fast unless the run says strict: the engines PyTorch allows, so that the peer is like for like.
+inline ConvMath conv_math_of(const RunOptions& o) { return o.conv_math.value_or(ConvMath::kFast); }
 
 // The run's memory plan: the one it names, else reuse (bit-identical to naive, and far smaller),
 // but naive under --memory-guard (whose red zones sit around buffers, not inside an arena) and

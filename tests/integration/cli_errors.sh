@@ -92,6 +92,16 @@ expect 2 "swap: 'a,,b' is not none, all, auto or a list of tensor names" "${quic
   --memory-plan=reuse --swap=a,,b
 expect 2 "--swap=all frees activations' device bytes for the memory plan to reuse" "${quick[@]}" \
   --memory-plan=naive --swap=all
+# --conv-math chooses among cuDNN's engines for 16-bit convolutions: refused where it means nothing.
+expect 2 "--conv-math: unknown conv math 'quick' (expected strict, fast)" "${quick[@]}" --conv-math=quick
+expect 2 "--conv-math chooses among cuDNN's engines for fp16 and bf16 convolutions, and means nothing with --backend=cpu --precision=bf16" \
+  "${quick[@]}" --precision=bf16 --conv-math=fast
+expect 2 "means nothing with --backend=cuda --precision=tf32" \
+  "${quick[@]}" --backend=cuda --precision=tf32 --conv-math=strict
+expect 2 "--conv-math chooses among cuDNN's engines, and means nothing with --backend=cpu" \
+  check-ops --backend=cpu --instance='relu:shape=2x3' --conv-math=strict
+expect 2 "--conv-math: unknown 'quick' (strict or fast)" \
+  check-ops --backend=cpu --instance='relu:shape=2x3' --conv-math=quick
 # The default plan is reuse, and naive under --memory-guard and --dump (which need it).
 plan_of() {
   "$dlbench" "${quick[@]}" "$@" --json="$work/plan.json" >/dev/null 2>&1 &&

@@ -50,8 +50,11 @@ class CpuConvPlan final : public ConvPlan {
   std::vector<PassAlgorithm> algorithms() const override {
     std::vector<PassAlgorithm> out;
     for (ConvPass p : kConvPasses) {
-      out.push_back(
-          {p, uses_onednn(p) ? onednn_->algorithm(p) : im2col_->algorithm(), workspace_bytes(p)});
+      PassAlgorithm a;
+      a.pass = p;
+      a.algorithm = uses_onednn(p) ? onednn_->algorithm(p) : im2col_->algorithm();
+      a.workspace_bytes = workspace_bytes(p);
+      out.push_back(a);
     }
     return out;
   }

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include <array>
+#include <set>
 #include <unordered_map>
 
 #include "runtime/backend/cuda/cudnn_version.h"
@@ -120,8 +121,54 @@ TensorPtr tensor_of(fe::graph::Graph& g, const char* name, std::vector<int64_t> 
                       .set_data_type(fe_type(dtype)));
 }
 
-std::unique_ptr<fe::graph::Graph> new_graph(const char* name, DType io) {
-  auto g = std::make_unique<fe::graph::Graph>();
+// A graph that says what its chosen engine declares: the numerical notes of the configuration
+// it executes (the frontend keeps them per configuration, in the protected plan list, with no
+// getter), and whether that configuration came from the heuristics or from the fallback list
+// (the frontend keeps one list of both, so the heuristics' share is asked for first, alone).
+class NotedGraph : public fe::graph::Graph {
+ public:
+  // Heuristics mode A, then cuDNN's fallback list, as PyTorch's Conv_v8.cpp takes both. Either
+  // may have nothing for a graph; only both having nothing is an error.
+  fe::error_t create_plans() {
+    const fe::error_t heuristics = create_execution_plans({fe::HeurMode_t::A});
+    heuristic_names_.clear();
+    for (int64_t i = 0; heuristics.is_good() && i < get_execution_plan_count(); ++i) {
+      std::string name;
+      if (get_plan_name_at_index(i, name).is_good()) heuristic_names_.insert(name);
+    }
+    const fe::error_t fallback = create_execution_plans({fe::HeurMode_t::FALLBACK});
+    if (heuristics.is_good()) return {fe::error_code_t::OK, ""};
+    return fallback.is_good() ? fe::error_t{fe::error_code_t::OK, ""} : heuristics;
+  }
+
+  // The chosen (built) configuration's notes; call after build_plans.
+  EngineNotes chosen_notes() const {
+    EngineNotes n;
+    const int64_t c = plans.candidate;
+    if (c < 0 || c >= static_cast<int64_t>(plans.numeric_notes.size())) return n;
+    // The frontend's list opens with a NOT_SET per note (it resizes, then appends): skipped.
+    for (fe::NumericalNote_t note : plans.numeric_notes[static_cast<size_t>(c)]) {
+      n.tensor_core |= note == fe::NumericalNote_t::TENSOR_CORE;
+      n.down_convert_inputs |= note == fe::NumericalNote_t::DOWN_CONVERT_INPUTS;
+      n.reduced_precision_reduction |= note == fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION;
+      n.nondeterministic |= note == fe::NumericalNote_t::NONDETERMINISTIC;
+      n.fft |= note == fe::NumericalNote_t::FFT;
+      n.winograd |= note == fe::NumericalNote_t::WINOGRAD ||
+                    note == fe::NumericalNote_t::WINOGRAD_TILE_4x4 ||
+                    note == fe::NumericalNote_t::WINOGRAD_TILE_6x6 ||
+                    note == fe::NumericalNote_t::WINOGRAD_TILE_13x13;
+    }
+    std::string name;
+    n.fallback = get_plan_name(name).is_good() && heuristic_names_.count(name) == 0;
+    return n;
+  }
+
+ private:
+  std::set<std::string> heuristic_names_;
+};
+
+std::unique_ptr<NotedGraph> new_graph(const char* name, DType io) {
+  auto g = std::make_unique<NotedGraph>();
   g->set_name(name)
       .set_io_data_type(fe_type(io))
       .set_intermediate_data_type(fe::DataType_t::FLOAT)
@@ -134,24 +181,30 @@ void finalize(fe::graph::Graph& g, cudnnHandle_t handle, const std::string& what
   check(g.build_operation_graph(handle), what + ": build_operation_graph");
 }
 
-// Engine configurations for a finalized graph: heuristics mode A, then cuDNN's fallback list;
-// f32 without TF32 excludes engines whose numerical notes say tensor cores or down-converted
-// inputs, every precision those that reduce in reduced precision; a workspace limit excludes
-// engines that need more.
-void make_plans(fe::graph::Graph& g, const EngineChoice& c, bool build_all, const std::string& what,
-                const std::vector<std::string>& barred = {}) {
-  check(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
-        what + ": create_execution_plans");
-  if (!c.tensor_op_math) {
-    g.deselect_numeric_notes(
-        {fe::NumericalNote_t::TENSOR_CORE, fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+// The engine filter, as PyTorch's (aten/src/ATen/native/cudnn/Conv_v8.cpp, filterEngineConfigs):
+// never an engine that converts its inputs to a narrower type (tf32 included: its inputs keep
+// TF32's 10 bits, never 16-bit ones), tensor cores for f32 data only under tf32. Where dlbench
+// differs, by choice: an engine that reduces in 16 bits only under --conv-math=fast (PyTorch
+// allows it always; fast is the default for 16-bit data), never for f32 data.
+void deselect_engines(NotedGraph& g, const EngineChoice& c,
+                      const std::vector<std::string>& barred) {
+  g.deselect_numeric_notes({fe::NumericalNote_t::DOWN_CONVERT_INPUTS});
+  if (!c.tensor_op_math) g.deselect_numeric_notes({fe::NumericalNote_t::TENSOR_CORE});
+  if (!c.reduced_precision_reduction) {
+    g.deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
   }
-  // Every precision accumulates in f32 (the op checker's bounds, docs/check-ops.md, assume it):
-  // no engine that reduces in 16 bits.
-  g.deselect_numeric_notes({fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION});
   if (!barred.empty()) g.deselect_engines(barred);
   if (c.workspace_limit)
     g.deselect_workspace_greater_than(static_cast<int64_t>(*c.workspace_limit));
+}
+
+// Engine configurations for a finalized graph (NotedGraph::create_plans), filtered
+// (deselect_engines), and built: the heuristics' first choice that builds, or every candidate
+// for autotuning.
+void make_plans(NotedGraph& g, const EngineChoice& c, bool build_all, const std::string& what,
+                const std::vector<std::string>& barred = {}) {
+  check(g.create_plans(), what + ": create_execution_plans");
+  deselect_engines(g, c, barred);
   // The limit is --workspace-limit's, or autotune's cap when none was given.
   const std::string limit =
       c.workspace_limit
@@ -196,15 +249,18 @@ EngineChoice conv_engine_choice(const BackendOptions& options, const OpTypes& ty
   c.workspace_limit = options.workspace_limit;
   c.limit_is_users = true;
   c.tensor_op_math = types.math != Precision::kFp32;
+  c.reduced_precision_reduction = options.conv_math == ConvMath::kFast &&
+                                  (types.data == DType::kF16 || types.data == DType::kBF16);
   return c;
 }
 
 struct ConvGraphs::Impl {
   struct Pass {
-    std::unique_ptr<fe::graph::Graph> graph;
+    std::unique_ptr<NotedGraph> graph;
     TensorPtr a, b, out;
     TensorPtr bias;  // forward with desc.bias: the epilogue's operand
     std::string engine;
+    EngineNotes notes;
     size_t workspace = 0;
   };
   std::array<Pass, 3> passes;
@@ -343,6 +399,7 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
       plan();
     }
     p.engine = plan_name(*p.graph);
+    p.notes = p.graph->chosen_notes();
     p.workspace = workspace_of(*p.graph);
   }
 }
@@ -351,7 +408,12 @@ bool ConvGraphs::bias_fused() const { return static_cast<bool>(impl_->passes[0].
 
 PassAlgorithm ConvGraphs::chosen(ConvPass pass) const {
   const auto& p = impl_->passes[static_cast<int>(pass)];
-  return {pass, p.engine, p.workspace};
+  PassAlgorithm a;
+  a.pass = pass;
+  a.algorithm = p.engine;
+  a.workspace_bytes = p.workspace;
+  a.notes = p.notes;
+  return a;
 }
 
 void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands& op,
@@ -370,7 +432,7 @@ void ConvGraphs::execute(cudnnHandle_t handle, ConvPass pass, const PassOperands
 }
 
 struct BatchNormGraphs::Impl {
-  std::unique_ptr<fe::graph::Graph> fwd, bwd;
+  std::unique_ptr<NotedGraph> fwd, bwd;
   // forward
   TensorPtr x, gamma, beta, prev_mean, prev_var, y, mean, invstd, next_mean, next_var;
   // backward (b_y: the ReLU's output, with relu only)

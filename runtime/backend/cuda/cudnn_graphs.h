@@ -16,21 +16,27 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include "runtime/backend/backend.h"
 
 namespace dlb::cuda {
 
-// How engines are chosen: heuristic or autotune, under a workspace limit, and whether tensor-op
-// math is allowed (precision tf32, and 16-bit data) or not (strict fp32: engines with the
-// tensor-core or down-convert numerical notes are excluded).
+// How engines are chosen: heuristic or autotune, under a workspace limit; whether tensor-op math
+// is allowed (precision tf32, and 16-bit data) or not (strict fp32: engines with the tensor-core
+// note are excluded); whether engines that reduce in 16 bits are (--conv-math=fast, 16-bit data).
+// Engines that down-convert their inputs never are. Built by field name only (not an aggregate):
+// a positional initializer once set limit_is_users where it meant tensor_op_math.
 struct EngineChoice {
+  EngineChoice() {}  // user-provided: not an aggregate ("= default" would keep it one)
   ConvAlgoChoice how = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
   bool limit_is_users = true;  // false: autotune's own cap, so no engine is not the user's fault
   bool tensor_op_math = false;
+  bool reduced_precision_reduction = false;
 };
+static_assert(!std::is_aggregate_v<EngineChoice>, "EngineChoice is built by field name");
 
 // A convolution's engine choice under the backend's options: their heuristic or autotune and
 // workspace limit (the user's), and tensor-op math for tf32 and 16-bit data; strict fp32 keeps

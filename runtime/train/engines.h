@@ -1,0 +1,44 @@
+// Which engine each convolution pass of a model runs on, and whether that is what its precision
+// asked for: a tf32, fp16 or bf16 pass whose engine declares no tensor cores ran on generic
+// arithmetic (the 70x of results/device/, which nothing noticed). The record carries the summary
+// (metrics.engines), the per-layer profile each pass, and the run warns on the console.
+#pragma once
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/nn/graph.h"
+
+namespace dlb {
+
+// One pass of one layer, as its plan chose it.
+struct EngineUse {
+  std::string layer;
+  PassAlgorithm algorithm;
+};
+
+// What the passes' engines declare, counted. Passes whose backend declares nothing (the CPU's)
+// are not counted: a summary of no passes says the backend names no engines.
+struct EngineSummary {
+  int64_t passes = 0;  // passes whose engine declares its notes
+  int64_t tensor_core = 0, fallback = 0, down_convert_inputs = 0, reduced_precision_reduction = 0,
+          nondeterministic = 0;
+  // "layer1.0.conv1 backward_data: eng0 (fallback)": each pass that computes in `math` tf32, fp16
+  // or bf16 on an engine without tensor cores.
+  std::vector<std::string> without_tensor_cores;
+};
+
+// Every convolution pass of the graph's layers, in graph order.
+std::vector<EngineUse> engine_uses(const Graph& graph);
+// Pure.
+EngineSummary summarize_engines(const std::vector<EngineUse>& uses, Precision math);
+// metrics.engines of the record: the counts, and the passes without tensor cores (at most
+// kListedPasses of them, with the total count beside).
+nlohmann::json engines_json(const EngineSummary& s);
+inline constexpr size_t kListedPasses = 64;
+// One pass as the per-layer profile lists it: its algorithm, workspace, sharing and notes.
+nlohmann::json pass_algorithm_json(const PassAlgorithm& a);
+
+}  // namespace dlb
