@@ -3,7 +3,7 @@
 # packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
 # libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
 #
-# usage: scripts/device-check.sh BUNDLE.tar.gz [tests|bench|all] [--budget-s=N]
+# usage: scripts/device-check.sh BUNDLE.tar.gz [triage|tests|bench|all] [--budget-s=N]
 #
 # A lent GPU is short and fixed (docs/cuda.md, "On a lent GPU"), so the check is a list of rows
 # in order of value, each with its planned seconds, and it keeps what it has:
@@ -27,20 +27,28 @@
 #          (--memory-guard) per precision; compute-sanitizer's memcheck over a 2-step run (a
 #          refusal of the device is recorded as `refused`, not failed); the end-to-end runs, NCCL
 #          on one GPU, the resnet18 parity step against PyTorch on the same GPU; the micro suite;
+#   triage: where one step's milliseconds go, beside PyTorch (at most 320 s; every row's whole
+#          log kept): the GPU, clocks and versions; dlbench resnet50 bf16 b256 at 224 px with its
+#          per-layer profile, trace and cuDNN frontend log; PyTorch's same step under
+#          torch.profiler (by operator and by kernel, and its trace); ncu over one dlbench step
+#          (each kernel's duration, DRAM bytes and tensor pipes, its NVTX range); then dlbench
+#          with --cuda-graph and PyTorch's throughput if the step is under 0.3 s, else the tf32
+#          b128 profile. Last, the table of milliseconds per pass kind, dlbench beside PyTorch
+#          (python -m dlbench_reports triage), printed and kept as triage/triage.md;
 #   bench: resnet50 in bf16 at batch 256 beside PyTorch's eager AMP first (the target,
 #          docs/cuda.md), then the other precisions and models: dlbench, PyTorch and dlbench with
 #          --cuda-graph alternating, point by point, each its own row.
 # Exit: 1 if any row failed, else 0.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage="usage: device-check.sh BUNDLE.tar.gz [tests|bench|all] [--budget-s=N]"
+usage="usage: device-check.sh BUNDLE.tar.gz [triage|tests|bench|all] [--budget-s=N]"
 bundle_tar=""
 what=all
 budget=0  # 0: no budget
 for arg in "$@"; do
   case $arg in
     --budget-s=*) budget=${arg#--budget-s=} ;;
-    tests | bench | all) what=$arg ;;
+    triage | tests | bench | all) what=$arg ;;
     -*) echo "device-check: unknown option $arg; $usage" >&2; exit 2 ;;
     *) [[ -z $bundle_tar ]] || { echo "device-check: $usage" >&2; exit 2; }; bundle_tar=$arg ;;
   esac
@@ -48,6 +56,8 @@ done
 [[ -n $bundle_tar ]] || { echo "device-check: $usage" >&2; exit 2; }
 [[ -f $bundle_tar ]] || { echo "device-check: no bundle at $bundle_tar" >&2; exit 2; }
 [[ $budget =~ ^[0-9]+$ ]] || { echo "device-check: --budget-s takes whole seconds" >&2; exit 2; }
+# Triage fits one short call: 320 s unless told otherwise.
+[[ $what == triage && $budget == 0 ]] && budget=320
 start=$SECONDS
 deadline=$((budget > 0 ? start + budget : 0))
 
@@ -90,6 +100,21 @@ chmod +x "$dlbench"
 export DLB_SUITES_DIR=$root/suites PYTHONUNBUFFERED=1
 
 json_str() { python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))'; }
+# tensor_cores_ok FILE: false when FILE (a run's record, or check-ops' record) counts tf32 or
+# 16-bit convolution passes on engines without tensor cores: such a row fails, whatever its exit.
+tensor_cores_ok() {
+  python3 - "$1" <<'PY'
+import json, sys
+try:
+    r = json.load(open(sys.argv[1]))
+except (OSError, ValueError):
+    sys.exit(0)  # no record: the row's own status says why
+n = (r.get("metrics", {}).get("engines") or r.get("summary") or {}).get("without_tensor_cores", 0)
+if n:
+    print(f"{n} tf32 or 16-bit convolution passes ran on engines without tensor cores")
+    sys.exit(1)
+PY
+}
 append() { printf '%s\n' "$1" >>"$record"; }  # one line, appended whole: a kill keeps it
 pack_files() {
   [[ -n $(ls -A "$files") ]] || return 0
@@ -145,17 +170,19 @@ verdict() {
   else echo fail
   fi
 }
-# row NAME PLANNED_S [--gpu] [--refusal=REGEX] -- COMMAND...: runs it and appends its row: pass
-# (exit 0), skip (77, or no GPU for a --gpu row), refused (a --refusal line in its output: a tool
-# that does not support this device), timeout (stopped at the budget's end), fail; or not_run when
-# its planned seconds do not fit in what is left of the budget.
+# row NAME PLANNED_S [--gpu] [--refusal=REGEX] [--engines=RECORD] -- COMMAND...: runs it and
+# appends its row: pass (exit 0), skip (77, or no GPU for a --gpu row), refused (a --refusal line
+# in its output: a tool that does not support this device), timeout (stopped at the budget's
+# end), fail (also a pass whose RECORD counts passes without tensor cores: tensor_cores_ok); or
+# not_run when its planned seconds do not fit in what is left of the budget.
 row() {
-  local name=$1 planned=$2 needs_gpu=0 refusal=""
+  local name=$1 planned=$2 needs_gpu=0 refusal="" engines=""
   shift 2
   while [[ $1 != -- ]]; do
     case $1 in
       --gpu) needs_gpu=1 ;;
       --refusal=*) refusal=${1#--refusal=} ;;
+      --engines=*) engines=${1#--engines=} ;;
     esac
     shift
   done
@@ -168,10 +195,12 @@ row() {
     status=$(verdict $rc)
     # A tool that does not support this device (its refusal in the output) is not a failure.
     [[ $status == fail && -n $refusal ]] && grep -Eq "$refusal" "$log" && status=refused
+    [[ $status == pass && -n $engines ]] && ! tensor_cores_ok "$engines" >>"$log" && status=fail
   fi
   count[$status]=$((count[$status] + 1))
-  # A failed row's whole log travels with the files: its record keeps only the tail.
-  if [[ $status == fail || $status == timeout ]]; then
+  # A failed row's whole log travels with the files: its record keeps only the tail. Triage
+  # keeps every row's.
+  if [[ $status == fail || $status == timeout || $what == triage ]]; then
     mkdir -p "$files/logs"
     cp "$log" "$files/logs/$name.log"
   fi
@@ -191,17 +220,19 @@ if [[ $what == tests || $what == all ]]; then
   row cuda_backend_tests 20 --gpu -- "${on[@]}" "$bin/cuda_backend_tests"
   row cuda_mixed_precision_tests 30 --gpu -- "${on[@]}" "$bin/cuda_mixed_precision_tests"
   # The op checker: whether each op is right on the GPU, every model's instances.
-  row check_ops_models32 70 --gpu -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
+  row check_ops_models32 70 --gpu --engines="$files/check-ops-models32.json" -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
     --models=resnet18,resnet50,vgg16,digits-cnn --json="$files/check-ops-models32.json"
-  row check_ops_alexnet63 20 --gpu -- "$dlbench" check-ops --backend=cuda --models=alexnet \
+  row check_ops_alexnet63 20 --gpu --engines="$files/check-ops-alexnet63.json" -- "$dlbench" check-ops --backend=cuda --models=alexnet \
     --sizes=63 --batches=2 --json="$files/check-ops-alexnet63.json"
-  row check_ops_reported 40 --gpu -- "$dlbench" check-ops --backend=cuda \
+  row check_ops_reported 40 --gpu --engines="$files/check-ops-reported.json" -- "$dlbench" check-ops --backend=cuda \
     --models=alexnet,resnet18 --sizes=64,96 --batches=4 --json="$files/check-ops-reported.json"
   # Where a step's time goes: resnet50's per-layer profile (each pass's time and cuDNN engine)
   # at 224 px in bf16 and tf32, beside the bench's throughput figures.
   for precision in bf16 tf32; do
-    row profile_resnet50_$precision 30 --gpu -- "$dlbench" run --backend=cuda --model=resnet50 \
-      --batch=64 --image-size=224 --precision=$precision --steps=4 --warmup=1 --trace-steps=3 \
+    row profile_resnet50_$precision 30 --gpu \
+      --engines="$files/profile-resnet50-b64-$precision.record.json" -- \
+      "$dlbench" run --backend=cuda --model=resnet50 --batch=64 --image-size=224 \
+      --precision=$precision --steps=4 --warmup=1 --trace-steps=3 \
       --profile="$files/profile-resnet50-b64-$precision.json" \
       --json="$files/profile-resnet50-b64-$precision.record.json"
   done
@@ -259,6 +290,7 @@ bench_row() {
     esac
     rc=$?
     status=$(verdict $rc)
+    [[ $status == pass && $runner != pytorch ]] && ! tensor_cores_ok "$rec" >>"$log" && status=fail
   fi
   count[$status]=$((count[$status] + 1))
   local line
@@ -299,6 +331,55 @@ PY
   echo "device-check: $name: $status ($((SECONDS - t0)) s) $(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["bench"].get("img_s", ""))' "$line") img/s"
 }
 
+if [[ $what == triage ]]; then
+  tri=$files/triage
+  mkdir -p "$tri"
+  shape=(--model=resnet50 --batch=256 --image-size=224 --precision=bf16)
+  row triage_gpu 10 --gpu -- bash -c 'nvidia-smi && nvidia-smi -q -d CLOCK,PERFORMANCE &&
+    "$1" list && python3 -c "import torch; print(\"torch\", torch.__version__, torch.version.cuda,
+    torch.backends.cudnn.version())"' triage_gpu "$dlbench"
+  # The step itself, with what cuDNN's heuristics returned and the frontend filtered out.
+  row triage_dlbench 60 --gpu --engines="$tri/dlbench-record.json" -- env CUDNN_FRONTEND_LOG_INFO=1 \
+    CUDNN_FRONTEND_LOG_FILE="$tri/cudnn-frontend.log" "$dlbench" run --backend=cuda "${shape[@]}" \
+    --warmup=2 --steps=3 --trace-steps=3 --profile="$tri/dlbench-profile.json" \
+    --trace="$tri/dlbench-trace.json" --json="$tri/dlbench-record.json"
+  row triage_pytorch 45 --gpu -- python3 "$root/reports/peers/pytorch_profile.py" "${shape[@]}" \
+    --warmup=2 --steps=3 --out="$tri"
+  # Each kernel of one step (its first, after the plans are made): duration, DRAM bytes, tensor
+  # pipes, and the NVTX range (layer and pass) it ran in. A metric this ncu does not know
+  # (they differ by architecture) is dropped for the Speed of Light section alone.
+  ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+  cat >"$work/ncu_row.sh" <<'SH'
+ncu=$1 bin=$2 out=$3
+shift 3
+run=("$bin" run --backend=cuda "$@" --warmup=0 --steps=1)
+common=(--nvtx --csv --page raw --launch-count 1500 --target-processes all)
+metrics=gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
+"$ncu" "${common[@]}" --metrics "$metrics" "${run[@]}" >"$out" 2>"$out.err" && exit 0
+grep -Eq "metric|Metric" "$out.err" || { cat "$out.err"; exit 1; }
+echo "ncu refused a metric; the Speed of Light section alone:"; cat "$out.err"
+"$ncu" "${common[@]}" --section SpeedOfLight --metrics dram__bytes.sum "${run[@]}" >"$out"
+SH
+  row triage_ncu 120 --gpu --refusal='ERR_NVGPUCTRPERM|not supported on this device' -- \
+    env LD_LIBRARY_PATH="$bundle_path" bash "$work/ncu_row.sh" "$ncu" "$bin/dlbench" \
+    "$tri/ncu.csv" "${shape[@]}"
+  # A fast step (under 0.3 s) is worth its throughput beside PyTorch's; a slow one, the tf32 view.
+  step_s=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["step_time_s"]["median"])' \
+    "$tri/dlbench-record.json" 2>/dev/null || echo 9)
+  if python3 -c 'import sys; sys.exit(0 if float(sys.argv[1]) < 0.3 else 1)' "$step_s"; then
+    bench_row "bench resnet50-b256-bf16 dlbench-cuda-graph" 30 dlbench-cuda-graph resnet50 256 bf16
+    bench_row "bench resnet50-b256-bf16 pytorch" 30 pytorch resnet50 256 bf16
+  else
+    row triage_tf32_profile 60 --gpu -- "$dlbench" run --backend=cuda --model=resnet50 --batch=128 \
+      --image-size=224 --precision=tf32 --warmup=2 --steps=3 --trace-steps=3 \
+      --profile="$tri/dlbench-profile-tf32-b128.json" --json="$tri/dlbench-record-tf32-b128.json"
+  fi
+  # The table last: milliseconds per pass kind, dlbench beside PyTorch.
+  PYTHONPATH=$root/reports python3 -m dlbench_reports triage "$tri" >"$work/triage.log" 2>&1 ||
+    echo "device-check: the triage table failed: $(tail -3 "$work/triage.log")"
+  pack_files
+fi
+
 if [[ $what == bench || $what == all ]]; then
   # The target first (resnet50 bf16 at batch 256 against PyTorch's eager AMP), then the other
   # 16-bit rows, then fp32 and tf32; dlbench and PyTorch alternate, point by point. The planned
@@ -331,5 +412,6 @@ print(json.dumps({"summary": vals, "seconds": int(sys.argv[7])}))' \
   "${count[pass]}" "${count[fail]}" "${count[skip]}" "${count[refused]}" "${count[timeout]}" \
   "${count[not_run]}" "$((SECONDS - start))")"
 pack_files
+[[ -f $files/triage/triage.md ]] && cat "$files/triage/triage.md"
 echo "device-check: wrote $record; ${count[pass]} passed, ${count[fail]} failed, ${count[skip]} skipped, ${count[refused]} refused, ${count[timeout]} stopped at the budget, ${count[not_run]} not run"
 exit $((count[fail] > 0))

@@ -1,4 +1,5 @@
-"""`python -m dlbench_reports report DIR` | `micro DIR` | `compare DIR...` | `check-mllog FILE`."""
+"""`python -m dlbench_reports report DIR` | `micro DIR` | `compare DIR...` | `triage DIR` |
+`check-mllog FILE`."""
 from __future__ import annotations
 
 import argparse
@@ -20,6 +21,8 @@ def main(argv: list[str] | None = None) -> int:
                       help="add the published rows of reports/references.json")
     cmp_.add_argument("--references-file", help="add the published rows of this file instead")
     cmp_.add_argument("--out", help="also write the comparison as Markdown here")
+    tri = sub.add_parser("triage", help="the device check's triage table (triage.md) of a folder")
+    tri.add_argument("directory")
     chk = sub.add_parser("check-mllog", help="run the MLCommons compliance checker on a log")
     chk.add_argument("file")
     args = parser.parse_args(argv)
@@ -39,6 +42,9 @@ def main(argv: list[str] | None = None) -> int:
             from .compare import main as compare_main
             refs = args.references_file or ("default" if args.references else None)
             return compare_main(args.directories, refs, args.out)
+        if args.command == "triage":
+            from .triage import main as triage_main
+            return triage_main(args.directory)
         if args.command == "check-mllog":
             from .mllog_check import main as check_main
             return check_main(args.file)

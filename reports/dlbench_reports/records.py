@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-import jsonschema
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULT_SCHEMA = ROOT / "suites" / "schema" / "result.schema.json"
@@ -86,7 +85,8 @@ class Record:
         return value
 
 
-def _validator() -> jsonschema.protocols.Validator:
+def _validator():
+    import jsonschema  # here, not at the top: the triage table reads files on machines without it
     schema = json.loads(RESULT_SCHEMA.read_text())
     cls = jsonschema.validators.validator_for(schema)
     return cls(schema)

@@ -50,6 +50,38 @@ assert any(t.startswith("bench resnet50-b256-bf16") for t in ran), sorted(ran)
 print(len(tests), "rows: cuda_library_tests passed, the rest skipped")'
 fi
 
+# 1b. The triage part, no GPU: its rows skip, within its 320 s budget, every row's log is kept,
+# and the table is still written (saying what is missing) and printed last.
+OUT=$work/out1b CUDA_VISIBLE_DEVICES= bash "$root/scripts/device-check.sh" \
+  "$work/real/bundle.tar.gz" triage >"$work/1b.log" 2>&1 || fail "triage, no GPU: exit $?"
+record=$(ls "$work"/out1b/device-check-*.jsonl 2>/dev/null | head -1)
+if [[ -z $record ]]; then
+  fail "triage, no GPU: no record"
+else
+  check_record "$record" "triage, no GPU: rows" '
+assert rows[0]["part"] == "triage" and rows[0]["budget_s"] == 320, rows[0]
+ran = {r["test"]: r["status"] for r in rows[1:-1]}
+assert ran.pop("list") == "pass", ran
+assert sorted(ran) == ["triage_dlbench", "triage_gpu", "triage_ncu", "triage_pytorch",
+                       "triage_tf32_profile"], sorted(ran)
+assert all(s == "skip" for s in ran.values()), ran
+print("triage rows skipped")'
+  mkdir -p "$work/files1b"
+  tar -C "$work/files1b" -xzf "$work"/out1b/device-check-*-files.tar.gz 2>/dev/null ||
+    fail "triage, no GPU: no files tarball"
+  [[ -f $work/files1b/triage/triage.md && -f $work/files1b/logs/triage_ncu.log ]] ||
+    fail "triage, no GPU: no table or no row logs in the files: $(cd "$work/files1b" && find .)"
+  grep -q "no per-layer profile" "$work/files1b/triage/triage.md" 2>/dev/null ||
+    fail "triage, no GPU: the table does not say what is missing"
+  tail -n 3 "$work/1b.log" | grep -q "device-check: wrote" || fail "triage: the summary is not last"
+  grep -q "| \*\*total\*\* |" "$work/1b.log" || fail "triage: the table was not printed"
+fi
+# A part the check does not know, or no bundle: the usage, exit 2.
+bash "$root/scripts/device-check.sh" triage >/dev/null 2>&1; rc=$?
+((rc == 2)) || fail "triage without a bundle: exit $rc"
+bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" triaje >/dev/null 2>&1; rc=$?
+((rc == 2)) || fail "an unknown part: exit $rc"
+
 # A fake bundle: dlbench lists one cuda device, and every program takes a second and passes.
 fake=$work/fake/bundle
 mkdir -p "$fake/bin" "$fake/lib"
