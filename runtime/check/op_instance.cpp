@@ -7,10 +7,12 @@
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 #include <map>
 
 #include "runtime/core/checked.h"
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 
 namespace dlb {
 
@@ -93,22 +95,17 @@ class Fields {
   }
   int64_t integer(const std::string& key, int64_t lo, int64_t hi) {
     const std::string v = take(key);
-    errno = 0;
-    char* end = nullptr;
-    const long long x = std::strtoll(v.c_str(), &end, 10);
-    if (v.empty() || *end || errno || x < lo || x > hi || !(v[0] >= '0' && v[0] <= '9')) {
-      fail(fmt::format("{}={} is not an integer in [{}, {}]", key, v, lo, hi));
-    }
-    return x;
+    const std::optional<int64_t> x = parse_whole(v, lo, hi);
+    if (!x || v[0] == '-') fail(fmt::format("{}={} is not an integer in [{}, {}]", key, v, lo, hi));
+    return *x;
   }
   double real(const std::string& key, double lo, double hi) {
     const std::string v = take(key);
-    char* end = nullptr;
-    const double x = std::strtod(v.c_str(), &end);
-    if (v.empty() || *end || !std::isfinite(x) || x < lo || x > hi) {
+    const std::optional<double> x = parse_finite(v);
+    if (!x || *x < lo || *x > hi) {
       fail(fmt::format("{}={} is not a number in [{}, {}]", key, v, lo, hi));
     }
-    return x;
+    return *x;
   }
   // "2x64x56x56": `rank` positive dimensions (any of `ranks`), at most kMaxElements in all.
   Shape shape(const std::string& key, std::initializer_list<size_t> ranks) {
@@ -118,13 +115,10 @@ class Fields {
     while (at <= v.size()) {
       const size_t end = std::min(v.find('x', at), v.size());
       const std::string d = v.substr(at, end - at);
-      char* stop = nullptr;
-      errno = 0;
-      const long long x = d.empty() ? 0 : std::strtoll(d.c_str(), &stop, 10);
-      if (d.empty() || *stop || errno || x < 1 || !(d[0] >= '0' && d[0] <= '9')) {
+      const std::optional<int64_t> x = parse_whole(d, 1, std::numeric_limits<int64_t>::max());
+      if (!x || d[0] == '+')
         fail(fmt::format("{}={}: '{}' is not a positive dimension", key, v, d));
-      }
-      dims.push_back(x);
+      dims.push_back(*x);
       at = end + 1;
     }
     bool rank_ok = false;

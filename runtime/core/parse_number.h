@@ -1,13 +1,17 @@
-// Numbers inside option texts ("stale:4", "step:30,60", "3:2.5", "cv:0.05"): the whole text must
-// be the number (no sign where a whole number is asked for beyond what the range allows, no
-// spaces, no trailing characters), and nullopt stands for anything else, so that the caller
-// says what it expected.
+// The one grammar of numbers dlbench reads from people: options, option texts ("stale:4",
+// "step:30,60", "cv:0.05"), check-ops instances and sizes ("1.5GiB"). Decimal, with an optional
+// fraction and exponent (std::from_chars' general format): no hex ("0x10", "0x1p30"), no leading
+// space or '+', no inf or nan, nothing past the number, and no value that overflows or underflows
+// a double (1e-400 is refused, not read as 0). A whole number has no fraction or exponent, and an
+// unsigned one no sign. nullopt stands for anything else, so that the caller says what it
+// expected.
 #pragma once
 #include <charconv>
 #include <cmath>
 #include <cstdint>
 #include <optional>
 #include <string_view>
+#include <utility>
 
 namespace dlb {
 
@@ -31,6 +35,24 @@ inline std::optional<double> parse_finite(std::string_view text) {
     return std::nullopt;
   }
   return v;
+}
+
+// A whole number of 0 to 2^64 - 1: "-1" is refused, never wrapped.
+inline std::optional<uint64_t> parse_unsigned(std::string_view text) {
+  uint64_t v = 0;
+  const char* end = text.data() + text.size();
+  const auto [stop, error] = std::from_chars(text.data(), end, v);
+  if (text.empty() || error != std::errc() || stop != end) return std::nullopt;
+  return v;
+}
+
+// The finite number at the start of `text`, and how many characters it took (a size's "1.5" of
+// "1.5GiB"); nullopt when `text` does not start with one.
+inline std::optional<std::pair<double, size_t>> parse_finite_prefix(std::string_view text) {
+  double v = 0;
+  const auto [stop, error] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (text.empty() || error != std::errc() || !std::isfinite(v)) return std::nullopt;
+  return std::pair{v, static_cast<size_t>(stop - text.data())};
 }
 
 }  // namespace dlb

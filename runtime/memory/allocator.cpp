@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 #include "runtime/memory/memory_guard.h"
 
 namespace dlb {
@@ -168,39 +169,36 @@ std::unique_ptr<MemoryResource> make_host_memory_resource() {
 }
 
 size_t parse_bytes(std::string_view text) {
-  std::string s(text);
-  size_t pos = 0;
-  double value = 0;
-  try {
-    value = std::stod(s, &pos);
-  } catch (const std::exception&) {
+  const std::string s(text);
+  const auto number = parse_finite_prefix(text);
+  if (!number) {
     throw InvalidArgument(fmt::format("'{}' is not a size (expected e.g. 4GiB, 512MiB, 1e9)", s));
   }
-  std::string unit = s.substr(pos);
+  const auto [value, used] = *number;
+  const std::string unit = s.substr(used);
   double scale = 0;
-  if (unit.empty() || unit == "B")
-    scale = 1;
-  else if (unit == "KiB")
-    scale = 1024.0;
-  else if (unit == "MiB")
-    scale = 1024.0 * 1024;
-  else if (unit == "GiB")
-    scale = 1024.0 * 1024 * 1024;
-  else if (unit == "KB")
-    scale = 1e3;
-  else if (unit == "MB")
-    scale = 1e6;
-  else if (unit == "GB")
-    scale = 1e9;
-  if (scale == 0 || !(value > 0) || !std::isfinite(value)) {
+  for (const auto& [name, factor] : {std::pair{"", 1.0},
+                                     {"B", 1.0},
+                                     {"KiB", 1024.0},
+                                     {"MiB", 1024.0 * 1024},
+                                     {"GiB", 1024.0 * 1024 * 1024},
+                                     {"KB", 1e3},
+                                     {"MB", 1e6},
+                                     {"GB", 1e9}}) {
+    if (unit == name) scale = factor;
+  }
+  if (scale == 0 || !(value > 0)) {
     throw InvalidArgument(
         fmt::format("'{}' is not a positive size (units: B, KiB, MiB, GiB, KB, MB, GB)", s));
   }
+  // Whole bytes: a size of less than one is no size, and any other rounds to the nearest.
+  if (value * scale < 1) throw InvalidArgument(fmt::format("'{}' is less than one byte", s));
+  const double bytes = std::round(value * scale);
   // 2^64 bytes and more do not fit a size_t (and no machine has them).
-  if (value * scale >= 18446744073709551616.0) {
+  if (bytes >= 18446744073709551616.0) {
     throw InvalidArgument(fmt::format("'{}' is larger than any memory (2^64 bytes or more)", s));
   }
-  return static_cast<size_t>(value * scale);
+  return static_cast<size_t>(bytes);
 }
 
 std::string format_bytes(size_t bytes) {

@@ -116,7 +116,18 @@ bool LrPolicy::varies() const {
 
 double scaled_lr(const LrPolicy& policy, double lr, int64_t global_batch) {
   if (policy.scaling == LrScaling::kNone) return lr;
-  return lr * static_cast<double>(global_batch) / static_cast<double>(policy.reference_batch);
+  const double scaled =
+      lr * static_cast<double>(global_batch) / static_cast<double>(policy.reference_batch);
+  // The optimizer keeps the rate as a 32-bit float: scaled past its range, or below its smallest
+  // normal number, it would become inf (a diverged run) or 0 (a run that learns nothing).
+  const float f = static_cast<float>(scaled);
+  if (lr != 0 && (!std::isfinite(f) || !std::isnormal(f))) {
+    throw InvalidArgument(fmt::format(
+        "--lr={} scaled linearly by the global batch {} over --lr-reference-batch={} is {:.3g}, "
+        "outside the 32-bit float the run keeps it in",
+        static_cast<float>(lr), global_batch, policy.reference_batch, scaled));
+  }
+  return scaled;
 }
 
 LrRule::LrRule(const LrPolicy& policy, double lr, int64_t global_batch, int64_t steps_per_epoch,

@@ -10,6 +10,7 @@
 #include <new>
 
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 #include "runtime/io/output_file.h"
 #include "suites/harness/check_ops_command.h"
 #include "suites/harness/commands.h"
@@ -54,6 +55,34 @@ CLI::Validator output_path(bool folder) {
       folder ? "DIR" : "PATH");
 }
 
+// A number on the command line, by the one grammar (runtime/core/parse_number.h): decimal, no
+// hex, no spaces, no underflow; whole where an integer is asked for, never signed for an unsigned
+// one (a seed of -1 is refused, not wrapped to 2^64 - 1). Each element of a list is checked.
+enum class NumberText { kReal, kWhole, kUnsigned };
+CLI::Validator number_text(NumberText kind) {
+  return CLI::Validator(
+      [kind](std::string& text) -> std::string {
+        switch (kind) {
+          case NumberText::kReal:
+            return dlb::parse_finite(text) ? ""
+                                           : "expected a finite decimal number, got '" + text + "'";
+          case NumberText::kWhole:
+            return dlb::parse_whole(text, INT64_MIN, INT64_MAX)
+                       ? ""
+                       : "expected an integer, got '" + text + "'";
+          case NumberText::kUnsigned:
+            return dlb::parse_unsigned(text)
+                       ? ""
+                       : "expected an integer of 0 to 2^64 - 1, got '" + text + "'";
+        }
+        return "";
+      },
+      kind == NumberText::kReal ? "NUMBER" : "INT");
+}
+const CLI::Validator kReal = number_text(NumberText::kReal);
+const CLI::Validator kWhole = number_text(NumberText::kWhole);
+const CLI::Validator kUnsigned = number_text(NumberText::kUnsigned);
+
 const std::map<std::string, dlb::BackendKind> kBackends{{"cpu", dlb::BackendKind::kCpu},
                                                         {"cuda", dlb::BackendKind::kCuda}};
 
@@ -71,16 +100,20 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
                 "cpu: im2col,onednn; cuda: heuristic (default: every one it names)")
       ->delimiter(',');
   c->add_option("--models", o.models, "default: every reference model")->delimiter(',');
-  c->add_option("--sizes", o.sizes, "image sizes (default: 32,64,96,224)")->delimiter(',');
-  c->add_option("--batches", o.batches, "batches (default: 1,2,4)")->delimiter(',');
+  c->add_option("--sizes", o.sizes, "image sizes (default: 32,64,96,224)")
+      ->delimiter(',')
+      ->check(kWhole);
+  c->add_option("--batches", o.batches, "batches (default: 1,2,4)")->delimiter(',')->check(kWhole);
   c->add_option("--ops", o.ops, "only these ops: conv,linear,batch_norm,relu,...")->delimiter(',');
   c->add_option("--passes", o.passes, "only these passes: forward,backward_data,...")
       ->delimiter(',');
   c->add_option("--instance", o.instances,
                 "an op instance as the output prints it, instead of the models' (repeatable)");
   c->add_option("--mode", o.mode, "compare|perf|grad")->capture_default_str();
-  c->add_option("--seed", o.seed, "the inputs' seed")->capture_default_str();
-  c->add_option("--repeats", o.repeats, "perf: timed runs per pass")->capture_default_str();
+  c->add_option("--seed", o.seed, "the inputs' seed")->check(kUnsigned)->capture_default_str();
+  c->add_option("--repeats", o.repeats, "perf: timed runs per pass")
+      ->check(kWhole)
+      ->capture_default_str();
   c->add_option("--json", o.json_path, "write the record here");
   c->add_flag("--list", o.list, "print the op instances and stop");
   c->add_flag("--verbose", o.verbose, "a line per check, not only failures");
@@ -105,19 +138,27 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
   c->add_option("--roofline", o.roofline,
                 "instead, the roofline on a device (suites/devices/NAME.json), for --model and "
                 "--batch");
-  c->add_option("--image-size", o.image_size, "--roofline: the image size (default 224)");
+  c->add_option("--image-size", o.image_size, "--roofline: the image size (default 224)")
+      ->check(kWhole);
   c->add_option("--precision", o.precision, "--roofline: fp32, tf32, fp16 or bf16")
       ->capture_default_str();
   c->add_option("--model", o.model, "only the calibrations of this model");
-  c->add_option("--batch", o.batch, "only the calibrations of this batch (per rank)");
+  c->add_option("--batch", o.batch, "only the calibrations of this batch (per rank)")
+      ->check(kWhole);
   c->add_option("--network", o.network, "a preset (suites/networks/NAME.json) or a .json file")
       ->capture_default_str();
-  c->add_option("--ranks", o.ranks, "rank counts (default 1,2,4,...,1024)")->delimiter(',');
+  c->add_option("--ranks", o.ranks, "rank counts (default 1,2,4,...,1024)")
+      ->delimiter(',')
+      ->check(kWhole);
   c->add_option("--overlap", overlaps, "strategies: none,backward,forward (default: all)")
       ->delimiter(',');
-  c->add_option("--bucket-mb", o.bucket_mb, "bucket sizes in MB (default 25)")->delimiter(',');
-  c->add_option("--steps", o.steps, "timed steps simulated")->capture_default_str();
-  c->add_option("--warmup", o.warmup, "untimed steps simulated first")->capture_default_str();
+  c->add_option("--bucket-mb", o.bucket_mb, "bucket sizes in MB (default 25)")
+      ->delimiter(',')
+      ->check(kReal);
+  c->add_option("--steps", o.steps, "timed steps simulated")->check(kWhole)->capture_default_str();
+  c->add_option("--warmup", o.warmup, "untimed steps simulated first")
+      ->check(kWhole)
+      ->capture_default_str();
   c->add_option("--jitter", jitter,
                 "measured (each rank draws its speed from the calibration's step times), none, or "
                 "cv:X (a normal spread with coefficient of variation X, e.g. cv:0.03)")
@@ -125,8 +166,9 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
   c->add_option("--straggler", o.straggler, "RANK:FACTOR: that rank computes FACTOR times slower");
   c->add_option("--compute-factor", o.compute_factor,
                 "every rank's compute this many times slower (ranks sharing cores)")
+      ->check(kReal)
       ->capture_default_str();
-  c->add_option("--seed", o.seed, "the jitter's draws")->capture_default_str();
+  c->add_option("--seed", o.seed, "the jitter's draws")->check(kUnsigned)->capture_default_str();
   c->add_option("--out", o.out, "where results.jsonl and traces/ go (default: --from)")
       ->check(output_path(true));
   c->add_flag("--trace,!--no-trace", o.traces, "write rank 0's simulated trace of each point");
@@ -144,14 +186,19 @@ CLI::App* add_validate_sim(CLI::App& app, dlb::ValidateSimOptions& o,
       ->check(output_path(true))
       ->capture_default_str();
   c->add_option("--model", o.model)->capture_default_str();
-  c->add_option("--batch", o.batch, "per rank")->capture_default_str();
-  c->add_option("--image-size", o.image_size)->capture_default_str();
-  c->add_option("--ranks", o.ranks, "rank counts to validate (default 2,4)")->delimiter(',');
+  c->add_option("--batch", o.batch, "per rank")->check(kWhole)->capture_default_str();
+  c->add_option("--image-size", o.image_size)->check(kWhole)->capture_default_str();
+  c->add_option("--ranks", o.ranks, "rank counts to validate (default 2,4)")
+      ->delimiter(',')
+      ->check(kWhole);
   c->add_option("--overlap", overlaps, "strategies (default: all)")->delimiter(',');
-  c->add_option("--steps", o.steps, "timed steps a repetition")->capture_default_str();
-  c->add_option("--warmup", o.warmup)->capture_default_str();
+  c->add_option("--steps", o.steps, "timed steps a repetition")
+      ->check(kWhole)
+      ->capture_default_str();
+  c->add_option("--warmup", o.warmup)->check(kWhole)->capture_default_str();
   c->add_option("--repetitions", o.repetitions,
                 "timed phases a point: their spread bounds the error")
+      ->check(kWhole)
       ->capture_default_str();
   return c;
 }
@@ -285,9 +332,10 @@ int main(int argc, char** argv) {
   bench_cmd->require_subcommand(1);
   auto* conv_cmd = bench_cmd->add_subcommand("conv", "conv layers of a model against sgemm");
   conv_cmd->add_option("--model", bench.model)->capture_default_str();
-  conv_cmd->add_option("--batch", bench.batch)->capture_default_str();
-  conv_cmd->add_option("--image-size", bench.image_size)->capture_default_str();
+  conv_cmd->add_option("--batch", bench.batch)->check(kWhole)->capture_default_str();
+  conv_cmd->add_option("--image-size", bench.image_size)->check(kWhole)->capture_default_str();
   conv_cmd->add_option("--repeat", bench.repeat, "timed repetitions (median)")
+      ->check(kWhole)
       ->capture_default_str();
   conv_cmd->add_option("--backend", bench.backend)->transform(enum_option(kBackends));
   conv_cmd->add_option("--json", bench.json_path, "write the results here")
@@ -299,11 +347,13 @@ int main(int argc, char** argv) {
   dlb::BenchAllreduceOptions allreduce;
   auto* allreduce_cmd =
       bench_cmd->add_subcommand("allreduce", "all-reduce size sweep, as nccl-tests");
-  allreduce_cmd->add_option("--ranks", allreduce.ranks, "ranks to launch")->capture_default_str();
+  allreduce_cmd->add_option("--ranks", allreduce.ranks, "ranks to launch")
+      ->check(kWhole)
+      ->capture_default_str();
   allreduce_cmd->add_option("--min-bytes", allreduce.min_bytes)->capture_default_str();
   allreduce_cmd->add_option("--max-bytes", allreduce.max_bytes)->capture_default_str();
-  allreduce_cmd->add_option("--iters", allreduce.iterations)->capture_default_str();
-  allreduce_cmd->add_option("--warmup", allreduce.warmup)->capture_default_str();
+  allreduce_cmd->add_option("--iters", allreduce.iterations)->check(kWhole)->capture_default_str();
+  allreduce_cmd->add_option("--warmup", allreduce.warmup)->check(kWhole)->capture_default_str();
   allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
       ->capture_default_str();
   allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)")

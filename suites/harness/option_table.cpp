@@ -11,6 +11,7 @@
 
 #include "runtime/core/clock.h"
 #include "runtime/core/error.h"
+#include "runtime/core/parse_number.h"
 #include "runtime/io/output_file.h"
 #include "runtime/memory/allocator.h"
 #include "workloads/models/model.h"
@@ -773,6 +774,13 @@ void check_option_value(const Option& option, const json& v, OptionOrigin origin
       if (!v.is_boolean()) throw wrong_type("true or false");
       break;
   }
+  if (option.type == OptionType::kBytes) {
+    try {
+      (void)parse_bytes(v.get<std::string>());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("{}: {}", name, e.what()));
+    }
+  }
   if (option.type == OptionType::kPath && !v.get<std::string>().empty()) {
     if (option.path_role == PathRole::kOutputFile) check_output_file(v.get<std::string>(), name);
     if (option.path_role == PathRole::kOutputDir) check_output_dir(v.get<std::string>(), name);
@@ -816,10 +824,9 @@ json value_from_text(const Option& option, const std::string& text) {
     }
     case OptionType::kNumber:
     case OptionType::kFloat: {
-      char* stop = nullptr;
-      const double d = std::strtod(text.c_str(), &stop);
-      if (text.empty() || stop != end) throw wrong("a number");
-      return d;
+      const std::optional<double> d = parse_finite(text);
+      if (!d) throw wrong("a finite decimal number");
+      return *d;
     }
     case OptionType::kString:
     case OptionType::kBytes:

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
 #include "runtime/io/safetensors.h"
@@ -117,6 +118,9 @@ void validate_lr_rules(const RunOptions& o) {
     throw InvalidArgument(
         "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
   }
+  // The scaled rate, checked before any work (scaled_lr refuses one a float cannot hold).
+  (void)scaled_lr(o.lr, o.sgd.lr,
+                  checked_mul(o.batch.value_or(kDefaultBatch), o.ranks, "the global batch"));
   if (o.lr.varies() && o.cuda_graph) {
     throw InvalidArgument(
         "--lr-warmup and --lr-schedule change the learning rate each step, which a captured step "

@@ -117,6 +117,24 @@ check "--lr=1e39" 2 "${quick[@]}" --lr=1e39
 check "--momentum=1e39" 2 "${quick[@]}" --momentum=1e39
 check "--weight-decay=1e39" 2 "${quick[@]}" --weight-decay=1e39
 check "--dropout=0.99999999" 2 "${quick[@]}" --dropout=0.99999999
+# One number grammar (runtime/core/parse_number.h): no hex, no leading space, no underflow, no
+# sign on an unsigned number, and a size of at least one whole byte, whatever reads it.
+for budget in 0x10 0.5 1e-300 " 4GiB" 4GiBs; do
+  check "--memory-budget=$budget" 2 "${quick[@]}" --memory-budget="$budget"
+done
+for lr in 0x1p-3 " 0.1" 1e-400 nan inf; do check "--lr=$lr" 2 "${quick[@]}" --lr="$lr"; done
+check "--min-time=nan" 2 "${quick[@]}" --min-time=nan
+check "--lr=3e38 scaled past a float" 2 "${quick[@]}" --lr=3e38 --lr-scaling=linear --batch=1024
+check "--lr=1e-37 scaled below a float" 2 "${quick[@]}" --lr=1e-37 --lr-scaling=linear
+check "check-ops --seed=-1" 2 check-ops --backend=cpu --instance='relu:shape=2x3' --seed=-1
+check "simulate --seed=-1" 2 simulate --roofline=h100-sxm --model=resnet50 --batch=64 --seed=-1
+check "simulate --bucket-mb=0x10" 2 simulate --roofline=h100-sxm --model=resnet50 --batch=64 \
+  --bucket-mb=0x10
+check "check-ops --sizes=0x20" 2 check-ops --backend=cpu --sizes=0x20 --list
+for inst in 'dropout:shape=4x5,p=0x1p-1' 'dropout:shape=4x5,p=1e-400' 'dropout:shape=4x5,p= 0.5' \
+            'relu:shape=0x2' 'relu:shape=+2x3' 'sgd:shape=10,copy=-0'; do
+  check "check-ops --instance=$inst" 2 check-ops --backend=cpu --instance="$inst"
+done
 check "--image-size=2^63-1" 2 run --model=resnet18 --image-size=9223372036854775807
 check "--out= swallowing --dry-run" 2 --suite=smoke --out= --dry-run
 check "--json= swallowing --trace-steps" 2 "${quick[@]}" --json= --trace-steps=1

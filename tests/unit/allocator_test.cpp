@@ -106,6 +106,19 @@ TEST(ParseBytes, UnitsAndErrors) {
   }
 }
 
+// Whole bytes, by the one number grammar: a fraction of a byte rounds to the nearest, less than
+// one is refused, and hex, leading spaces, inf and underflow are no size.
+TEST(ParseBytes, WholeBytesByTheOneGrammar) {
+  EXPECT_EQ(parse_bytes("1.5KiB"), 1536ull);
+  EXPECT_EQ(parse_bytes("1.4"), 1ull);
+  EXPECT_EQ(parse_bytes("1.6"), 2ull);
+  EXPECT_EQ(parse_bytes("1e3"), 1000ull);
+  for (const char* bad : {"0.5", "0.99B", "1e-300", "1e-400", "0x10", "0x1p30", " 4GiB", "+4GiB",
+                          "inf", "1e20GiB"}) {
+    EXPECT_THROW(parse_bytes(bad), InvalidArgument) << bad;
+  }
+}
+
 // A resource that counts its calls and can be told to fail, under the cache.
 class CountingResource final : public MemoryResource {
  public:
