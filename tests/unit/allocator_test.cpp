@@ -113,8 +113,8 @@ TEST(ParseBytes, WholeBytesByTheOneGrammar) {
   EXPECT_EQ(parse_bytes("1.4"), 1ull);
   EXPECT_EQ(parse_bytes("1.6"), 2ull);
   EXPECT_EQ(parse_bytes("1e3"), 1000ull);
-  for (const char* bad : {"0.5", "0.99B", "1e-300", "1e-400", "0x10", "0x1p30", " 4GiB", "+4GiB",
-                          "inf", "1e20GiB"}) {
+  for (const char* bad :
+       {"0.5", "0.99B", "1e-300", "1e-400", "0x10", "0x1p30", " 4GiB", "+4GiB", "inf", "1e20GiB"}) {
     EXPECT_THROW(parse_bytes(bad), InvalidArgument) << bad;
   }
 }
