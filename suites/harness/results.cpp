@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 
 #include "runtime/core/error.h"
@@ -18,10 +19,31 @@
 
 namespace dlb {
 
+std::string non_finite_at(const nlohmann::json& j) {
+  if (j.is_number_float() && !std::isfinite(j.get<double>())) return "/";
+  if (!j.is_structured()) return "";
+  for (const auto& [key, value] : j.items()) {
+    if (std::string at = non_finite_at(value); !at.empty()) {
+      return "/" + key + (at == "/" ? "" : at);
+    }
+  }
+  return "";
+}
+
 void append_jsonl(const std::string& path, const nlohmann::json& record) {
+  if (const std::string at = non_finite_at(record); !at.empty()) {
+    throw InvalidArgument(fmt::format(
+        "a record for '{}' holds a number that is not finite at {}: not appended", path, at));
+  }
   const std::string line = record.dump() + "\n";
-  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  // O_NONBLOCK: a FIFO put in the file's place refuses at once (no reader), never blocks.
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) throw IoError(fmt::format("cannot open '{}' for appending", path));
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    close(fd);
+    throw IoError(fmt::format("will not append to '{}': it is not a regular file", path));
+  }
   size_t done = 0;
   while (done < line.size()) {
     const ssize_t n = write(fd, line.data() + done, line.size() - done);
@@ -67,6 +89,9 @@ void check_harness_keys(const nlohmann::json& record, const std::string& where) 
 }  // namespace
 
 void check_record(const nlohmann::json& record, const std::string& where) {
+  if (const std::string at = non_finite_at(record); !at.empty()) {
+    throw InvalidArgument(fmt::format("{}: {} is not a finite number", where, at));
+  }
   const std::vector<std::string> errors = validate_json(record, result_schema());
   if (!errors.empty()) {
     throw InvalidArgument(fmt::format("{}: not a dlbench result record: {}", where, errors[0]));

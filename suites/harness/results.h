@@ -9,14 +9,20 @@
 
 namespace dlb {
 
+// Appends one record (refused, InvalidArgument, if it holds a number that is not finite: JSON
+// would write it as null, and every reader would then refuse the folder). Only to a regular file.
 void append_jsonl(const std::string& path, const nlohmann::json& record);
+// The JSON pointer of the first number in `j` that is not finite ("/metrics/throughput_img_s"),
+// or "" when every one is.
+std::string non_finite_at(const nlohmann::json& j);
 // Every record of a results.jsonl, read as the reports read it: each line must be a record that
 // suites/schema/result.schema.json accepts, with the keys the harness reads back (point index
 // and id, suite_config, and an ok record's throughput). Otherwise InvalidArgument naming the
 // file, the line and what is wrong. A last line without its newline (a torn write) is refused
 // too: `--resume` moves it aside first (set_aside_torn_tail).
 std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path);
-// One record, as parse_results checks each line; `where` names it in the InvalidArgument.
+// One record, as parse_results checks each line, and every number in it finite; `where` names it
+// in the InvalidArgument.
 void check_record(const nlohmann::json& record, const std::string& where);
 std::vector<nlohmann::json> read_results(const std::string& path);
 // When `text` (the whole of `path`, as read) does not end in a newline, a crash cut its last

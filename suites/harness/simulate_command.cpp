@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <optional>
 
 #include "runtime/core/error.h"
 #include "runtime/core/parse_number.h"
@@ -306,16 +307,22 @@ void print_point(const nlohmann::json& record) {
 
 }  // namespace
 
-std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
-                                                 const SimulateCommandOptions& o,
-                                                 const std::string& out) {
-  fs::create_directories(o.traces ? out + "/traces" : out);
-  const std::string results = out + "/results.jsonl";
-  size_t index = read_results(results).size();
+namespace {
+
+// One simulated point: its record, and its trace when the options ask for traces.
+struct SimulatedPoint {
+  nlohmann::json record;
+  std::optional<nlohmann::json> trace;
+};
+
+// `c` on `network` at every point of `o`, indexed from `index` + 1; nothing written. Each record is
+// checked as a reader would check it (schema, every number finite), so that a calibration or a
+// network that makes a number overflow is refused before any record of the run is appended.
+std::vector<SimulatedPoint> simulate_points(const Calibration& c, const Network& network,
+                                            const SimulateCommandOptions& o, const std::string& out,
+                                            size_t index) {
   const RankSpeeds speeds = parse_speeds(o, c);
-  fmt::print("{} batch {} ({}px, {}, {}) on {}, calibrated on {}:\n", c.model, c.batch,
-             c.image_size, c.precision, c.backend, network.name, c.device);
-  std::vector<nlohmann::json> records;
+  std::vector<SimulatedPoint> points;
   for (OverlapStrategy overlap : o.overlaps) {
     for (double bucket_mb : o.bucket_mb) {
       const SimStep one = make_step(c, overlap, bucket_mb, false);
@@ -336,21 +343,52 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
                      calibrated_cost(c, step.graph, step.plan, network, ranks), so);
         const double wall_s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-        nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
+        SimulatedPoint point{simulated_record(c, network, p, o, step, sim, ++index, wall_s), {}};
         if (o.traces) {
-          const std::string trace =
-              fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
-          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
-          record["paths"] = {{"trace", trace}};
+          point.record["paths"] = {
+              {"trace", fmt::format("{}/traces/{}.trace.json", out,
+                                    point.record["point"]["id"].get<std::string>())}};
+          point.trace = simulated_trace(step, sim, o.steps);
         }
-        check_record(record, "the simulated record");
-        append_jsonl(results, record);
-        print_point(record);
-        records.push_back(std::move(record));
+        check_record(point.record,
+                     fmt::format("simulate --network={}: {} at {} ranks, {}, "
+                                 "--bucket-mb={}",
+                                 o.network, c.model, ranks, overlap_name(overlap), bucket_mb));
+        points.push_back(std::move(point));
       }
     }
   }
+  return points;
+}
+
+// The points' traces, then their records appended to `out`/results.jsonl; the records, in order.
+std::vector<nlohmann::json> write_points(std::vector<SimulatedPoint> points,
+                                         const SimulateCommandOptions& o, const std::string& out) {
+  fs::create_directories(o.traces ? out + "/traces" : out);
+  std::vector<nlohmann::json> records;
+  for (SimulatedPoint& p : points) {
+    if (p.trace) write_json_atomically(p.record["paths"]["trace"].get<std::string>(), *p.trace);
+    append_jsonl(out + "/results.jsonl", p.record);
+    print_point(p.record);
+    records.push_back(std::move(p.record));
+  }
   return records;
+}
+
+void print_heading(const Calibration& c, const Network& network) {
+  fmt::print("{} batch {} ({}px, {}, {}) on {}, calibrated on {}:\n", c.model, c.batch,
+             c.image_size, c.precision, c.backend, network.name, c.device);
+}
+
+}  // namespace
+
+std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
+                                                 const SimulateCommandOptions& o,
+                                                 const std::string& out) {
+  const size_t index = read_results(out + "/results.jsonl").size();
+  std::vector<SimulatedPoint> points = simulate_points(c, network, o, out, index);
+  print_heading(c, network);
+  return write_points(std::move(points), o, out);
 }
 
 int simulate_command(const SimulateCommandOptions& o) {
@@ -395,8 +433,18 @@ int simulate_command(const SimulateCommandOptions& o) {
     }
   }
   const std::string out = !o.out.empty() ? o.out : !o.from.empty() ? o.from : ".";
-  for (const Calibration& c : calibrations) simulate_calibration(c, network, o, out);
   const std::string results = out + "/results.jsonl";
+  // Every point of every calibration simulated and checked, then written: a refusal appends none.
+  size_t index = fs::exists(results) ? read_results(results).size() : 0;
+  std::vector<std::vector<SimulatedPoint>> all;
+  for (const Calibration& c : calibrations) {
+    all.push_back(simulate_points(c, network, o, out, index));
+    index += all.back().size();
+  }
+  for (size_t i = 0; i < calibrations.size(); ++i) {
+    print_heading(calibrations[i], network);
+    write_points(std::move(all[i]), o, out);
+  }
   fmt::print("records appended to {}\n", results);
   return 0;
 }

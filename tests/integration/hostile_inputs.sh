@@ -130,6 +130,20 @@ check "check-ops --seed=-1" 2 check-ops --backend=cpu --instance='relu:shape=2x3
 check "simulate --seed=-1" 2 simulate --roofline=h100-sxm --model=resnet50 --batch=64 --seed=-1
 check "simulate --bucket-mb=0x10" 2 simulate --roofline=h100-sxm --model=resnet50 --batch=64 \
   --bucket-mb=0x10
+# A network whose numbers make a simulated record's overflow: refused before any record is
+# appended (the folder stays empty), naming the --network given.
+for broken in "net latency_us 1e308" "node bandwidth_gbs 5e-324"; do
+  read -r part key value <<<"$broken"
+  python3 -c "import json,sys; n=json.load(open(sys.argv[1])); n['$part']['$key']=$value; json.dump(n, open(sys.argv[2], 'w'))" \
+    "$here/../../suites/networks/dgx-h100.json" "$work/net.json"
+  rm -rf "$work/sim"
+  check "simulate --network with $key $value" 2 simulate --roofline=h100-sxm --model=resnet50 \
+    --batch=64 --network="$work/net.json" --ranks=1,2,16 --out="$work/sim"
+  if [[ -e $work/sim/results.jsonl ]]; then
+    echo "FAIL: simulate with $key $value appended records before refusing"
+    failures=$((failures + 1))
+  fi
+done
 check "check-ops --sizes=0x20" 2 check-ops --backend=cpu --sizes=0x20 --list
 for inst in 'dropout:shape=4x5,p=0x1p-1' 'dropout:shape=4x5,p=1e-400' 'dropout:shape=4x5,p= 0.5' \
             'relu:shape=0x2' 'relu:shape=+2x3' 'sgd:shape=10,copy=-0'; do

@@ -29,8 +29,8 @@ check "the calibration suite runs" test $? -eq 0
   >"$work/sim.out" 2>&1
 check "simulate: exit 0" test $? -eq 0
 cat "$work/sim.out" | head -4
-check "a calibration per measured point" test -f "$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-naive-none-10c.json" -a \
-  -f "$work/r/calibration/digits-cnn-b16-8px-fp32-cpu-naive-none-10c.json"
+check "a calibration per measured point" test -f "$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" -a \
+  -f "$work/r/calibration/digits-cnn-b16-8px-fp32-cpu-reuse-none-10c.json"
 
 check "the records: valid, parts adding up, the one-rank point the calibration's step" \
   "$py" - "$root" "$work/r" <<'PY'
@@ -59,9 +59,9 @@ for r in measured + sim:
         assert r["simulation"]["reductions"], r["point"]
 PY
 
-"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-naive-none-10c.json" \
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
   --network=pcie-25gbe --ranks=16 --overlap=backward --steps=10 --out="$work/a" >/dev/null 2>&1
-"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-naive-none-10c.json" \
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
   --network=pcie-25gbe --ranks=16 --overlap=backward --steps=10 --out="$work/b" >/dev/null 2>&1
 check "the same seed, the same simulated steps" "$py" - "$work" <<'PY'
 import json, sys
