@@ -353,7 +353,8 @@ if [[ $what == triage ]]; then
 ncu=$1 bin=$2 out=$3
 shift 3
 run=("$bin" run --backend=cuda "$@" --warmup=0 --steps=1)
-common=(--nvtx --csv --page raw --launch-count 1500 --target-processes all)
+[ -x "$ncu" ] || { echo "ncu is not installed"; exit 77; }
+common=(--nvtx --csv --page raw --print-units base --launch-count 1500 --target-processes all)
 metrics=gpu__time_duration.sum,dram__bytes.sum,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active
 "$ncu" "${common[@]}" --metrics "$metrics" "${run[@]}" >"$out" 2>"$out.err" && exit 0
 grep -Eq "metric|Metric" "$out.err" || { cat "$out.err"; exit 1; }
@@ -370,7 +371,8 @@ SH
     bench_row "bench resnet50-b256-bf16 dlbench-cuda-graph" 30 dlbench-cuda-graph resnet50 256 bf16
     bench_row "bench resnet50-b256-bf16 pytorch" 30 pytorch resnet50 256 bf16
   else
-    row triage_tf32_profile 60 --gpu -- "$dlbench" run --backend=cuda --model=resnet50 --batch=128 \
+    row triage_tf32_profile 60 --gpu --engines="$tri/dlbench-record-tf32-b128.json" -- \
+      "$dlbench" run --backend=cuda --model=resnet50 --batch=128 \
       --image-size=224 --precision=tf32 --warmup=2 --steps=3 --trace-steps=3 \
       --profile="$tri/dlbench-profile-tf32-b128.json" --json="$tri/dlbench-record-tf32-b128.json"
   fi

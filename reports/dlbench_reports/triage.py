@@ -142,8 +142,9 @@ def add_ncu_bytes(d: Path, side: Side) -> None:
         return
     for r in rows:
         name = r.get("Kernel Name") or r.get("kernel_name") or ""
-        try:
-            b = float(r.get("dram__bytes.sum") or r.get("dram__bytes.sum [byte]") or "nan")
+        text = r.get("dram__bytes.sum") or r.get("dram__bytes.sum [byte]") or "nan"
+        try:  # base units (--print-units base); a thousands separator is dropped
+            b = float(text.replace(",", ""))
         except ValueError:
             continue
         if b == b:  # not NaN

@@ -453,8 +453,8 @@ struct BackendOptions {
   // --memory-guard: red zones around every allocation (memory/memory_guard.h), checked after
   // each pass of the step.
   bool memory_guard = false;
-  // 16-bit convolutions: whether engines that reduce in 16 bits may run (cuda).
-  ConvMath conv_math = ConvMath::kStrict;
+  // 16-bit convolutions: whether engines that reduce in 16 bits may run (cuda); fast, as PyTorch.
+  ConvMath conv_math = ConvMath::kFast;
 };
 static_assert(!std::is_aggregate_v<BackendOptions>, "BackendOptions is built by field name");
 

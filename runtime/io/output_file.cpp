@@ -97,12 +97,21 @@ std::string resolved_target(const std::string& path) {
   return out;
 }
 
+// The process's umask, read once (reading it means setting it, which races with threads that
+// create files).
+mode_t process_umask() {
+  static const mode_t mask = [] {
+    const mode_t m = umask(0);
+    umask(m);
+    return m;
+  }();
+  return mask;
+}
+
 mode_t mode_for(const std::string& target) {
   struct stat st {};
   if (stat(target.c_str(), &st) == 0) return st.st_mode & 07777;
-  const mode_t mask = umask(0);
-  umask(mask);
-  return 0666 & ~mask;
+  return 0666 & ~process_umask();
 }
 
 void write_all(int fd, std::string_view bytes, const std::string& tmp) {
@@ -148,6 +157,24 @@ std::string output_dir_problem(const std::string& path) {
     const std::string parent = dir_of(existing);
     if (parent == existing) return fmt::format("'{}' does not exist", existing);
     existing = parent;
+  }
+}
+
+std::string output_stream_problem(const std::string& path) {
+  if (std::string p = text_problem(path); !p.empty()) return p;
+  struct stat st {};
+  if (stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode) || S_ISSOCK(st.st_mode))
+      return fmt::format("it is {}", kind_of(st.st_mode));
+    return "";
+  }
+  if (errno != ENOENT) return fmt::format("it cannot be used: {}", std::strerror(errno));
+  return writable_dir_problem(dir_of(path));
+}
+
+void check_output_stream(const std::string& path, std::string_view what) {
+  if (std::string p = output_stream_problem(path); !p.empty()) {
+    throw InvalidArgument(fmt::format("{} '{}': {}", what, path, p));
   }
 }
 

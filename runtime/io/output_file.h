@@ -21,10 +21,16 @@ std::string output_file_problem(const std::string& path);
 // existing path must be a directory, and the nearest existing ancestor a writable directory.
 std::string output_dir_problem(const std::string& path);
 
+// The same for a file written as the run goes and never renamed (a log): a FIFO or a character
+// device (/dev/stdout) may take it, a directory or a socket may not; a new file's directory must
+// take it.
+std::string output_stream_problem(const std::string& path);
+
 // InvalidArgument("<what> '<path>': <problem>") when output_*_problem finds one; `what` names
 // the path as the user gave it ("--json").
 void check_output_file(const std::string& path, std::string_view what);
 void check_output_dir(const std::string& path, std::string_view what);
+void check_output_stream(const std::string& path, std::string_view what);
 
 // Writes `bytes` to `path` whole: a uniquely named temporary file in the target's directory,
 // flushed to disk, then renamed over it. A link is followed, so its target is replaced, not the

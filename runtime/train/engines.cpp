@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace dlb {
 
 std::vector<EngineUse> engine_uses(const Graph& graph) {

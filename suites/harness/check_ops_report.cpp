@@ -24,8 +24,7 @@ std::string config_name(const CheckRow& row) {
   return s;
 }
 
-// "eng0 fallback,no tensor cores": the engine, what it declares, and what it lacks that the
-// row's precision asked for.
+// "eng0 fallback": the engine and the notes it declares.
 std::string engine_text(const PassResult& r) {
   if (!r.notes) return r.algorithm;
   std::vector<std::string> notes = engine_note_names(*r.notes);
@@ -67,7 +66,7 @@ std::string repro_command(const CheckRun& run, const CheckRow& row) {
   if (run.mode != CheckMode::kCompare) cmd += fmt::format(" --mode={}", check_mode_name(run.mode));
   if (run.seed != 1) cmd += fmt::format(" --seed={}", run.seed);
   if (!run.perturb.empty()) cmd += fmt::format(" --perturb={}", run.perturb);
-  if (run.conv_math != ConvMath::kFast) {
+  if (run.conv_math != BackendOptions{}.conv_math) {
     cmd += fmt::format(" --conv-math={}", conv_math_name(run.conv_math));
   }
   return cmd;
@@ -201,7 +200,9 @@ nlohmann::json check_record(const CheckRun& run, size_t instances) {
            {{"backend", std::string(backend_kind_name(run.kind))},
             {"mode", std::string(check_mode_name(run.mode))},
             {"seed", run.seed},
-            {"conv_math", std::string(conv_math_name(run.conv_math))},
+            {"conv_math", run.kind == BackendKind::kCuda
+                              ? nlohmann::json(std::string(conv_math_name(run.conv_math)))
+                              : nlohmann::json(nullptr)},
             {"bounds", {{"c", kC}, {"ulps", kUlps}}}}},
           {"summary",
            {{"instances", instances},

@@ -26,7 +26,7 @@ struct CheckRun {
   uint64_t seed = 1;
   std::vector<CheckPass> passes;
   std::string perturb;
-  ConvMath conv_math = ConvMath::kFast;
+  ConvMath conv_math = BackendOptions{}.conv_math;
   std::vector<std::string> notes;
   nlohmann::json environment;
   std::vector<CheckRow> rows;

@@ -562,7 +562,8 @@ std::vector<Option> make_table() {
        "write every tensor of the last step (activations, gradients, saved state) and the graph "
        "here, as safetensors (tests/parity/model_parity.py reads it)");
   path("json", &RunOptions::json_path, out, "write the result record here");
-  path("mllog", &RunOptions::mllog_path, out, "data=digits: write MLPerf :::MLLOG lines here");
+  path("mllog", &RunOptions::mllog_path, PathRole::kOutputStream,
+       "data=digits: write MLPerf :::MLLOG lines here (as the run goes)");
   path("trace", &RunOptions::trace_path, out, "write a Chrome trace of the traced steps here");
   path("profile", &RunOptions::profile_path, out, "write the per-layer profile here");
   add({"trace_steps",
@@ -611,6 +612,30 @@ double as_float(const std::string& name, double v) {
                     name, number_text(v), std::numeric_limits<float>::min()));
   }
   return static_cast<double>(f);
+}
+
+// A size's or an output path's text, by the rules of what reads it: parse_bytes, and
+// runtime/io/output_file.h's (a stream's target need only not be a directory, in a folder there).
+void check_text_value(const Option& option, const json& v, const std::string& name) {
+  if (option.type == OptionType::kBytes) {
+    try {
+      (void)parse_bytes(v.get<std::string>());
+    } catch (const InvalidArgument& e) {
+      throw InvalidArgument(fmt::format("{}: {}", name, e.what()));
+    }
+  }
+  if (option.type != OptionType::kPath || v.get<std::string>().empty()) return;
+  const std::string path = v.get<std::string>();
+  switch (option.path_role) {
+    case PathRole::kInput:
+      return;
+    case PathRole::kOutputFile:
+      return check_output_file(path, name);
+    case PathRole::kOutputDir:
+      return check_output_dir(path, name);
+    case PathRole::kOutputStream:
+      return check_output_stream(path, name);
+  }
 }
 
 // The option's name as the value's origin spells it.
@@ -774,17 +799,7 @@ void check_option_value(const Option& option, const json& v, OptionOrigin origin
       if (!v.is_boolean()) throw wrong_type("true or false");
       break;
   }
-  if (option.type == OptionType::kBytes) {
-    try {
-      (void)parse_bytes(v.get<std::string>());
-    } catch (const InvalidArgument& e) {
-      throw InvalidArgument(fmt::format("{}: {}", name, e.what()));
-    }
-  }
-  if (option.type == OptionType::kPath && !v.get<std::string>().empty()) {
-    if (option.path_role == PathRole::kOutputFile) check_output_file(v.get<std::string>(), name);
-    if (option.path_role == PathRole::kOutputDir) check_output_dir(v.get<std::string>(), name);
-  }
+  check_text_value(option, v, name);
   if (!option.values.empty() && std::find(option.values.begin(), option.values.end(),
                                           v.get<std::string>()) == option.values.end()) {
     std::string what = option.key;

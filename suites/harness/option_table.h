@@ -26,7 +26,9 @@ enum class OptionScope { kConfig, kCommandLine };
 
 // What a kPath option names: a file the run reads, or one it writes (checked before any work by
 // runtime/io/output_file.h's rules, and written whole).
-enum class PathRole { kInput, kOutputFile, kOutputDir };
+// kOutputStream: a log written as the run goes (the MLPerf log), never renamed over its target, so
+// a FIFO or a character device (/dev/stdout) may take it; a directory may not.
+enum class PathRole { kInput, kOutputFile, kOutputDir, kOutputStream };
 
 struct OptionRange {
   std::optional<double> min, max;

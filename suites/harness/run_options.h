@@ -99,7 +99,9 @@ inline bool conv_math_applies(const RunOptions& o) {
          (o.precision == Precision::kFp16 || o.precision == Precision::kBf16);
 }
 // fast unless the run says strict: the engines PyTorch allows, so that the peer is like for like.
-inline ConvMath conv_math_of(const RunOptions& o) { return o.conv_math.value_or(ConvMath::kFast); }
+inline ConvMath conv_math_of(const RunOptions& o) {
+  return o.conv_math.value_or(BackendOptions{}.conv_math);
+}
 
 // The run's memory plan: the one it names, else reuse (bit-identical to naive, and far smaller),
 // but naive under --memory-guard (whose red zones sit around buffers, not inside an arena) and

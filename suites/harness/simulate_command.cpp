@@ -309,20 +309,28 @@ void print_point(const nlohmann::json& record) {
 
 namespace {
 
-// One simulated point: its record, and its trace when the options ask for traces.
-struct SimulatedPoint {
-  nlohmann::json record;
-  std::optional<nlohmann::json> trace;
+// The traces a simulate run has written: removed if the run is refused before its records are
+// appended, so that a refusal leaves the folder as it was.
+struct WrittenTraces {
+  std::vector<std::string> paths;
+  bool keep = false;
+  ~WrittenTraces() {
+    if (keep) return;
+    std::error_code ignored;
+    for (const std::string& p : paths) fs::remove(p, ignored);
+  }
 };
 
-// `c` on `network` at every point of `o`, indexed from `index` + 1; nothing written. Each record is
-// checked as a reader would check it (schema, every number finite), so that a calibration or a
-// network that makes a number overflow is refused before any record of the run is appended.
-std::vector<SimulatedPoint> simulate_points(const Calibration& c, const Network& network,
+// `c` on `network` at every point of `o`, indexed from `index` + 1: the records, none appended.
+// Each is checked as a reader would check it (schema, every number finite), so that a calibration
+// or a network that makes a number overflow is refused before any record of the run is appended.
+// Traces are written as they are made (a trace is large; the records are held).
+std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network& network,
                                             const SimulateCommandOptions& o, const std::string& out,
-                                            size_t index) {
+                                            size_t index, WrittenTraces& traces) {
   const RankSpeeds speeds = parse_speeds(o, c);
-  std::vector<SimulatedPoint> points;
+  if (o.traces) fs::create_directories(out + "/traces");
+  std::vector<nlohmann::json> points;
   for (OverlapStrategy overlap : o.overlaps) {
     for (double bucket_mb : o.bucket_mb) {
       const SimStep one = make_step(c, overlap, bucket_mb, false);
@@ -343,36 +351,31 @@ std::vector<SimulatedPoint> simulate_points(const Calibration& c, const Network&
                      calibrated_cost(c, step.graph, step.plan, network, ranks), so);
         const double wall_s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
-        SimulatedPoint point{simulated_record(c, network, p, o, step, sim, ++index, wall_s), {}};
+        nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
         if (o.traces) {
-          point.record["paths"] = {
-              {"trace", fmt::format("{}/traces/{}.trace.json", out,
-                                    point.record["point"]["id"].get<std::string>())}};
-          point.trace = simulated_trace(step, sim, o.steps);
+          const std::string trace =
+              fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
+          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
+          traces.paths.push_back(trace);
+          record["paths"] = {{"trace", trace}};
         }
-        check_record(point.record,
-                     fmt::format("simulate --network={}: {} at {} ranks, {}, "
-                                 "--bucket-mb={}",
+        check_record(record,
+                     fmt::format("simulate --network={}: {} at {} ranks, {}, --bucket-mb={}",
                                  o.network, c.model, ranks, overlap_name(overlap), bucket_mb));
-        points.push_back(std::move(point));
+        points.push_back(std::move(record));
       }
     }
   }
   return points;
 }
 
-// The points' traces, then their records appended to `out`/results.jsonl; the records, in order.
-std::vector<nlohmann::json> write_points(std::vector<SimulatedPoint> points,
-                                         const SimulateCommandOptions& o, const std::string& out) {
-  fs::create_directories(o.traces ? out + "/traces" : out);
-  std::vector<nlohmann::json> records;
-  for (SimulatedPoint& p : points) {
-    if (p.trace) write_json_atomically(p.record["paths"]["trace"].get<std::string>(), *p.trace);
-    append_jsonl(out + "/results.jsonl", p.record);
-    print_point(p.record);
-    records.push_back(std::move(p.record));
+// The records appended to `out`/results.jsonl, in order, each printed.
+void append_points(const std::vector<nlohmann::json>& records, const std::string& out) {
+  fs::create_directories(out);
+  for (const nlohmann::json& r : records) {
+    append_jsonl(out + "/results.jsonl", r);
+    print_point(r);
   }
-  return records;
 }
 
 void print_heading(const Calibration& c, const Network& network) {
@@ -386,9 +389,12 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
                                                  const SimulateCommandOptions& o,
                                                  const std::string& out) {
   const size_t index = read_results(out + "/results.jsonl").size();
-  std::vector<SimulatedPoint> points = simulate_points(c, network, o, out, index);
+  WrittenTraces traces;
+  std::vector<nlohmann::json> records = simulate_points(c, network, o, out, index, traces);
+  traces.keep = true;
   print_heading(c, network);
-  return write_points(std::move(points), o, out);
+  append_points(records, out);
+  return records;
 }
 
 int simulate_command(const SimulateCommandOptions& o) {
@@ -435,15 +441,17 @@ int simulate_command(const SimulateCommandOptions& o) {
   const std::string out = !o.out.empty() ? o.out : !o.from.empty() ? o.from : ".";
   const std::string results = out + "/results.jsonl";
   // Every point of every calibration simulated and checked, then written: a refusal appends none.
-  size_t index = fs::exists(results) ? read_results(results).size() : 0;
-  std::vector<std::vector<SimulatedPoint>> all;
+  size_t index = read_results(results).size();
+  WrittenTraces traces;  // removed unless every point passes its check
+  std::vector<std::vector<nlohmann::json>> all;
   for (const Calibration& c : calibrations) {
-    all.push_back(simulate_points(c, network, o, out, index));
+    all.push_back(simulate_points(c, network, o, out, index, traces));
     index += all.back().size();
   }
+  traces.keep = true;
   for (size_t i = 0; i < calibrations.size(); ++i) {
     print_heading(calibrations[i], network);
-    write_points(std::move(all[i]), o, out);
+    append_points(all[i], out);
   }
   fmt::print("records appended to {}\n", results);
   return 0;

@@ -515,6 +515,12 @@ int sweep_command(const SweepOptions& opt) {
       record["metrics"].erase("scaling_loss");
       record["metrics"]["scaling_loss_missing"] = e.what();
     }
+    try {  // whatever else is not finite (an efficiency against a denormal baseline)
+      check_record(record, fmt::format("the record of point {}", index));
+    } catch (const InvalidArgument& e) {
+      record = harness_record(RunStatus::kFailed, e.what(), config);
+      place(record);
+    }
     recorded.back() = record;
     append_jsonl(results, record);
     previous.push_back(record);

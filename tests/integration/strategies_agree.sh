@@ -45,6 +45,9 @@ for model in "${models[@]}"; do
       args=(run --model="$1" --image-size="$2" --precision="$3" --batch=2 --warmup=0 --steps=$steps
             --overlap="${s%-*}" --bucket-mb=1 --save="$work/$tag.safetensors"
             --json="$work/$tag.json")
+      # The base variants keep every tensor in its own buffer (the default is reuse), so that
+      # none-reuse compares the two plans.
+      [[ $s != *-* ]] && args+=(--memory-plan=naive)
       [[ $s == *-reuse ]] && args+=(--memory-plan=reuse)
       [[ $s == *-recompute ]] && args+=(--memory-plan=reuse --recompute=sqrt)
       [[ $s == *-swap ]] && args+=(--memory-plan=reuse --swap=all)

@@ -145,7 +145,12 @@ class NotedGraph : public fe::graph::Graph {
   EngineNotes chosen_notes() const {
     EngineNotes n;
     const int64_t c = plans.candidate;
-    if (c < 0 || c >= static_cast<int64_t>(plans.numeric_notes.size())) return n;
+    // One list of notes per configuration, in the plan list's order (the frontend this builds
+    // with, 1.32, notes only the configurations each create_execution_plans call added).
+    if (c < 0 || plans.numeric_notes.size() != plans.execution_plans.size() ||
+        c >= static_cast<int64_t>(plans.numeric_notes.size())) {
+      return n;
+    }
     // The frontend's list opens with a NOT_SET per note (it resizes, then appends): skipped.
     for (fe::NumericalNote_t note : plans.numeric_notes[static_cast<size_t>(c)]) {
       n.tensor_core |= note == fe::NumericalNote_t::TENSOR_CORE;
@@ -538,7 +543,7 @@ std::vector<int64_t> BatchNormGraphs::backward_output_dims() const { return impl
 
 size_t BatchNormGraphs::choose_engines(cudnnHandle_t /*handle*/) {
   // Strict for f32 data (no tensor-op notes apply to its normalization engines); 16-bit data
-  // keeps every engine.
+  // may take tensor-op engines, never down-converting or 16-bit-reducing ones (deselect_engines).
   EngineChoice heuristic;
   heuristic.tensor_op_math = impl_->data != DType::kF32;
   make_plans(*impl_->fwd, heuristic, false, impl_->shape + " forward");
