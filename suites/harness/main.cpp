@@ -64,8 +64,9 @@ CLI::Validator number_text(NumberText kind) {
       [kind](std::string& text) -> std::string {
         switch (kind) {
           case NumberText::kReal:
-            return dlb::parse_finite(text) ? ""
-                                           : "expected a finite decimal number, got '" + text + "'";
+            return dlb::parse_finite(text)
+                       ? ""
+                       : "expected a number (decimal, finite), got '" + text + "'";
           case NumberText::kWhole:
             return dlb::parse_whole(text, INT64_MIN, INT64_MAX)
                        ? ""

@@ -840,7 +840,7 @@ json value_from_text(const Option& option, const std::string& text) {
     case OptionType::kNumber:
     case OptionType::kFloat: {
       const std::optional<double> d = parse_finite(text);
-      if (!d) throw wrong("a finite decimal number");
+      if (!d) throw wrong("a number (decimal, finite)");
       return *d;
     }
     case OptionType::kString:
