@@ -113,6 +113,17 @@ void validate_straggler(const RunOptions& o) {
 }
 
 // The learning-rate rules that change the rate step by step (runtime/optim/lr_schedule.h).
+// --conv-math chooses among cuDNN's engines for 16-bit convolutions: refused where it means
+// nothing.
+void validate_conv_math(const RunOptions& o) {
+  if (o.conv_math && !conv_math_applies(o)) {
+    throw InvalidArgument(fmt::format(
+        "--conv-math chooses among cuDNN's engines for fp16 and bf16 convolutions, and means "
+        "nothing with --backend={} --precision={}",
+        backend_kind_name(o.backend), precision_name(o.precision)));
+  }
+}
+
 void validate_lr_rules(const RunOptions& o) {
   if (o.lr.varies() && o.data != DataSource::kDigits) {
     throw InvalidArgument(
@@ -146,12 +157,7 @@ void validate_run_options(const RunOptions& o) {
   validate_straggler(o);
   validate_lr_rules(o);
   check_output_paths(o);
-  if (o.conv_math && !conv_math_applies(o)) {
-    throw InvalidArgument(fmt::format(
-        "--conv-math chooses among cuDNN's engines for fp16 and bf16 convolutions, and means "
-        "nothing with --backend={} --precision={}",
-        backend_kind_name(o.backend), precision_name(o.precision)));
-  }
+  validate_conv_math(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
