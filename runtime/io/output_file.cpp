@@ -124,6 +124,11 @@ void write_all(int fd, std::string_view bytes, const std::string& tmp) {
   }
 }
 
+// InvalidArgument("<what> '<path>': <problem>"), unless there is no problem.
+void refuse_if(const std::string& problem, const std::string& path, std::string_view what) {
+  if (!problem.empty()) throw InvalidArgument(fmt::format("{} '{}': {}", what, path, problem));
+}
+
 }  // namespace
 
 std::string output_file_problem(const std::string& path) {
@@ -173,21 +178,15 @@ std::string output_stream_problem(const std::string& path) {
 }
 
 void check_output_stream(const std::string& path, std::string_view what) {
-  if (std::string p = output_stream_problem(path); !p.empty()) {
-    throw InvalidArgument(fmt::format("{} '{}': {}", what, path, p));
-  }
+  refuse_if(output_stream_problem(path), path, what);
 }
 
 void check_output_file(const std::string& path, std::string_view what) {
-  if (std::string p = output_file_problem(path); !p.empty()) {
-    throw InvalidArgument(fmt::format("{} '{}': {}", what, path, p));
-  }
+  refuse_if(output_file_problem(path), path, what);
 }
 
 void check_output_dir(const std::string& path, std::string_view what) {
-  if (std::string p = output_dir_problem(path); !p.empty()) {
-    throw InvalidArgument(fmt::format("{} '{}': {}", what, path, p));
-  }
+  refuse_if(output_dir_problem(path), path, what);
 }
 
 void write_file_atomically(const std::string& path, std::string_view bytes) {
