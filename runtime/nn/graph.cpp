@@ -141,6 +141,80 @@ bool Graph::aliases_gradient(int node) const {
   return runs_no_pass(node) && n.inputs[0] != input() && nodes_[n.inputs[0]].consumers == 1;
 }
 
+// Per node, its last consumer on the way to the loss (-1: none), whose backward pass writes the
+// node's gradient first (backward runs in reverse node order), and the consumer before that one.
+Graph::Consumers Graph::last_consumers() const {
+  const int n = static_cast<int>(nodes_.size());
+  std::vector<char> reaches(n, 0);
+  Consumers c{std::vector<int>(n, -1), std::vector<int>(n, -1)};
+  reaches[output()] = 1;
+  for (int i = output(); i >= 1; --i) {
+    if (!reaches[i]) continue;
+    for (int j : nodes_[i].inputs) {
+      reaches[j] = 1;
+      if (c.last[j] < 0) {
+        c.last[j] = i;
+      } else if (c.before_last[j] < 0 && c.last[j] != i) {
+        c.before_last[j] = i;
+      }
+    }
+  }
+  return c;
+}
+
+// The input slots of node i whose gradient can be a view of i's output gradient: i writes it
+// first, it is a tensor of its own (not already a view), stored as i's, and no other slot of i
+// reads the same input. And its share from an earlier consumer (added into the shared tensor
+// after that consumer's data pass) must come after every pass that reads another input's
+// gradient there: each other input must be later than that consumer (a residual block's last
+// layer is; a layer that reads the block's input itself, then the add, is not).
+std::vector<size_t> Graph::passable_slots(int i, const Consumers& c) const {
+  const Node& node = nodes_[i];
+  const TensorInfo& dy = infos_[grad_ids_[i]];
+  std::vector<size_t> slots;
+  for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
+    const int j = node.inputs[slot];
+    if (j == input() || c.last[j] != i || grad_ids_[j] < 0) continue;
+    if (std::count(node.inputs.begin(), node.inputs.end(), j) != 1) continue;
+    const TensorInfo& g = infos_[grad_ids_[j]];
+    if (g.alias_of >= 0 || g.shape != dy.shape || g.layout != dy.layout || g.dtype != dy.dtype) {
+      continue;
+    }
+    const bool after_share = std::all_of(node.inputs.begin(), node.inputs.end(),
+                                         [&](int k) { return k == j || k > c.before_last[j]; });
+    if (after_share) slots.push_back(slot);
+  }
+  return slots;
+}
+
+// A node whose data gradient is its output gradient for every input (a residual add): the
+// gradients of the inputs it writes first, and its own output gradient, become one tensor. The
+// earliest node's gradient stays the tensor (a view must be declared after what it views), and
+// the others are views of it. A later consumer of such an input (the fork of a residual block)
+// adds its share into it after this node's other inputs have read it: the schedule orders those
+// reads before the add (link_dependencies follows views to their storage), and so does every
+// reordering of it.
+void Graph::pass_gradients_through() {
+  passed_.assign(nodes_.size(), {});
+  const Consumers consumers = last_consumers();
+  for (size_t n = 1; n < nodes_.size(); ++n) {
+    const int i = static_cast<int>(n);
+    if (!nodes_[i].layer->passes_gradient_through() || runs_no_pass(i)) continue;
+    if (infos_[grad_ids_[i]].alias_of >= 0) continue;
+    const std::vector<size_t> slots = passable_slots(i, consumers);
+    if (slots.empty()) continue;
+    passed_[i].assign(nodes_[i].inputs.size(), 0);
+    int base = grad_ids_[i];
+    for (size_t slot : slots) base = std::min(base, grad_ids_[nodes_[i].inputs[slot]]);
+    for (size_t slot : slots) {
+      passed_[i][slot] = 1;
+      const int g = grad_ids_[nodes_[i].inputs[slot]];
+      if (g != base) infos_[g].alias_of = base;
+    }
+    infos_[grad_ids_[i]].alias_of = base;
+  }
+}
+
 // A ReLU whose only input is a layer that can apply it itself (batch norm, where the backend
 // fuses the pair), and that layer's only consumer: the layer takes the ReLU over, and the ReLU
 // node becomes a view of its output, with its gradient the layer's output gradient.
@@ -176,6 +250,7 @@ void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) 
                               -1, MemCategory::kData, stored(output_layout(0), nodes_[0].shape)});
   output_ids_[0] = input_id_;
   for (size_t i = 1; i < n; ++i) declare_node(static_cast<int>(i));
+  pass_gradients_through();
   // A view's gradient is its input's (inputs come first, so theirs exist by now).
   for (size_t i = 1; i < n; ++i) {
     if (!aliases_gradient(static_cast<int>(i))) continue;
@@ -445,6 +520,10 @@ int Graph::backward_target(int i, size_t slot, bool fused, std::vector<char>& wr
                            std::vector<Step>& adds) {
   const Node& node = nodes_[i];
   const int j = node.inputs[slot];
+  if (slot < passed_[i].size() && passed_[i][slot]) {  // the gradient is i's output gradient
+    written[j] = 1;
+    return -1;
+  }
   if (j == input()) {
     if (!fused) return -1;
     return declare_tensor({fmt::format("unused input gradient of {}", node.name),

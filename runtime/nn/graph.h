@@ -144,6 +144,12 @@ class Graph final : public PassRunner {
   void setup_layers(Rng& rng);
   void refresh_compute_copies();
   bool aliases_gradient(int node) const;
+  void pass_gradients_through();
+  struct Consumers {
+    std::vector<int> last, before_last;  // per node (-1: none)
+  };
+  Consumers last_consumers() const;
+  std::vector<size_t> passable_slots(int i, const Consumers& c) const;
   // How node i's output and its gradient are stored (Backend::activation_layout).
   Layout output_layout(int node) const;
   void fuse_relus(const BackendTraits& traits);
@@ -178,6 +184,9 @@ class Graph final : public PassRunner {
   std::vector<GradGap> grad_gaps_;
   std::vector<ParamIds> flat_params_;
   std::vector<int> fork_scratch_;  // per input slot (-1: none)
+  // Per node, per input slot: the input's gradient is a view of the node's output gradient
+  // (Layer::passes_gradient_through), so its backward pass writes nothing there.
+  std::vector<std::vector<char>> passed_;
   std::vector<int64_t> grad_offsets_;
   Schedule forward_, backward_;
 };

@@ -201,6 +201,10 @@ class Layer {
   // a view of the input, and the output gradient a view of the input gradient, and schedules no
   // pass for the layer. forward and backward_data still copy, for the layer used on its own.
   virtual bool is_view() const { return false; }
+  // True when backward_data writes dy, unchanged, into every input's gradient (the residual add).
+  // The graph then makes an input's gradient a view of dy wherever nothing else writes it first,
+  // and the pass copies only into the rest: a step copies no residual gradient it need not.
+  virtual bool passes_gradient_through() const { return false; }
   // Fusion with a following ReLU. The graph asks, before setup, whether this layer can apply
   // max(., 0) to its own output in its passes (batch norm, where the backend fuses the pair);
   // after fuse_relu() it does: its output is the ReLU's, its backward takes the gradient of that

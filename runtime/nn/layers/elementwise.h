@@ -51,6 +51,7 @@ class Add final : public Layer {
   std::vector<OpInstance> op_instances(const std::vector<Shape>& in) const override;
   Shape output_shape(const std::vector<Shape>& in) const override;
   void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  bool passes_gradient_through() const override { return true; }
   void forward(const LayerContext& ctx, const LayerTensors& own,
                const std::vector<const Tensor*>& x, Tensor& y) override;
   void backward_data(const LayerContext& ctx, const LayerTensors& own,
