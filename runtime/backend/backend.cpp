@@ -201,6 +201,18 @@ void Backend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, con
   }
   cast(param, compute);
 }
+void Backend::sgd_update_group(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
+                               const Tensor* scaler) {
+  for (const SgdParamRef& p : group) {
+    if (p.compute) {
+      sgd_update_with_copy(cfg, *p.grad, scaler, *p.momentum, *p.param, *p.compute);
+    } else if (scaler) {
+      sgd_update_unscaled(cfg, *p.grad, *scaler, *p.momentum, *p.param);
+    } else {
+      sgd_update(cfg, *p.grad, *p.momentum, *p.param);
+    }
+  }
+}
 void Backend::update_loss_scale(const LossScaleConfig&, Tensor&) {
   no_loss_scaling(name(), "scale update");
 }

@@ -224,6 +224,15 @@ struct SgdConfig {
   float weight_decay = 0.f;  // added to the gradient, as torch.optim.SGD does
 };
 
+// One parameter of a grouped update (Backend::sgd_update_group): its gradient, momentum and
+// master weights, and the compute copy the update also writes (null: none).
+struct SgdParamRef {
+  const Tensor* grad = nullptr;
+  Tensor* momentum = nullptr;
+  Tensor* param = nullptr;
+  Tensor* compute = nullptr;
+};
+
 // Memory on one device and the queue its work runs in. Every backend is one; on its own it is
 // what a communicator benchmark needs (buffers to reduce, a stream to order against).
 class DeviceMemory {
@@ -395,6 +404,13 @@ class Backend : public DeviceMemory {
   // the update's own pass (the CUDA backend's SGD kernel) overrides it.
   virtual void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
                                     Tensor& momentum_buf, Tensor& param, Tensor& compute);
+  // Every parameter of `group` updated as the ops above update one: with a compute copy through
+  // sgd_update_with_copy, else with `scaler` through sgd_update_unscaled, else sgd_update. By
+  // default one call each; a backend that updates them all in one pass overrides it (the CUDA
+  // backend: one launch over a table of their pointers, as PyTorch's fused SGD), so that a
+  // step's update is not a launch per parameter.
+  virtual void sgd_update_group(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
+                                const Tensor* scaler);
   // GradScaler.update: backs off (and counts a skipped step) or grows the scale, and clears the
   // found-inf slot for the next step.
   virtual void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler);

@@ -141,9 +141,26 @@ void check_skipped(PassRun& run, const Tensor& grad, bool copy) {
   }
 }
 
-// As Optimizer::update: a parameter with a compute copy (conv, linear) in a 16-bit run through
-// sgd_update_with_copy, one without in fp16 through sgd_update_unscaled, otherwise sgd_update;
-// fp16 divides by the loss scale and moves nothing after an overflow.
+// The tensor's rows (its first dimension) in up to three parts, as views: the update is checked
+// as a group of parameters, which a backend may update in one pass (Backend::sgd_update_group;
+// the CUDA backend's table of slots, whose boundaries a part's first element then crosses).
+std::vector<Tensor> row_parts(const Tensor& t) {
+  const int64_t rows = t.shape()[0], per_row = rows > 0 ? t.numel() / rows : 0;
+  const int64_t parts = std::min<int64_t>(3, rows);
+  std::vector<Tensor> out;
+  for (int64_t k = 0; k < parts; ++k) {
+    const int64_t first = rows * k / parts, end = rows * (k + 1) / parts;
+    Shape s = t.shape();
+    s[0] = end - first;
+    out.push_back(t.slice_flat(first * per_row, s.numel()).reshaped(s).with_layout(t.layout()));
+  }
+  return out;
+}
+
+// As Optimizer::update_range, over the parameter in three parts: a parameter with a compute
+// copy (conv, linear) in a 16-bit run through sgd_update_with_copy's path, one without in fp16
+// through sgd_update_unscaled's, otherwise sgd_update's; fp16 divides by the loss scale and moves
+// nothing after an overflow.
 void sgd_update(PassRun& run) {
   Operands& o = run.operands();
   const PrecisionPolicy& pol = run.policy();
@@ -153,16 +170,13 @@ void sgd_update(PassRun& run) {
   Tensor c = copy ? o.poisoned(run.op().in, pol.compute_weights) : Tensor();
   Tensor state = scaler_state(o, kScale, 0, 0, 0);
   run.set_work(0, 4.0 * static_cast<double>(t.param.bytes()));
-  run.execute([&] {
-    if (copy) {
-      run.backend().sgd_update_with_copy(kSgd, t.grad, scaled ? &state : nullptr, t.momentum,
-                                         t.param, c);
-    } else if (scaled) {
-      run.backend().sgd_update_unscaled(kSgd, t.grad, state, t.momentum, t.param);
-    } else {
-      run.backend().sgd_update(kSgd, t.grad, t.momentum, t.param);
-    }
-  });
+  std::vector<Tensor> grads = row_parts(t.grad), moms = row_parts(t.momentum),
+                      params = row_parts(t.param), copies = copy ? row_parts(c) : moms;
+  std::vector<SgdParamRef> group;
+  for (size_t k = 0; k < grads.size(); ++k) {
+    group.push_back({&grads[k], &moms[k], &params[k], copy ? &copies[k] : nullptr});
+  }
+  run.execute([&] { run.backend().sgd_update_group(kSgd, group, scaled ? &state : nullptr); });
   if (!run.comparing()) return;
   const int64_t n = run.op().in.numel();
   for (int64_t begin = 0; begin < n; begin += kSgdSlice) {

@@ -38,35 +38,43 @@ Optimizer::Optimizer(Backend& backend, const Graph& graph, std::vector<int> mome
   for (int id : momentum_) backend.fill(graph.tensor(id), 0.f);
 }
 
-void Optimizer::update(size_t i) { update(i, graph_.param(i).grad); }
-
-void Optimizer::update_from(size_t i, const Tensor& flat) {
-  const Param p = graph_.param(i);
-  const Tensor& own = p.grad;
+// Parameter i's gradient from its place in `flat`, a buffer laid out as the flat gradient buffer.
+Tensor Optimizer::gradient_in(size_t i, const Tensor& flat) const {
+  const Tensor own = graph_.param(i).grad;
   const int64_t offset = graph_.grad_offsets().at(i);
   if (flat.numel() < offset + own.numel() || flat.dtype() != own.dtype()) {
     throw InvalidArgument(
         fmt::format("parameter {}'s gradient is not in a buffer of {} values", i, flat.numel()));
   }
-  update(i, flat.slice_flat(offset, own.numel()).reshaped(own.shape()).with_layout(own.layout()));
+  return flat.slice_flat(offset, own.numel()).reshaped(own.shape()).with_layout(own.layout());
 }
 
-void Optimizer::update(size_t i, const Tensor& grad) {
-  Param p = graph_.param(i);  // handles into the bound table, as it is now
-  Tensor& momentum = graph_.tensor(momentum_.at(i));
+void Optimizer::update_range(size_t first, size_t count, const Tensor* flat) {
+  if (count == 0) return;
+  if (first + count > size()) {
+    throw InvalidArgument(fmt::format("parameters {}..{} of {}", first, first + count - 1, size()));
+  }
+  // Handles into the bound table, as it is now; reserved, so the group's pointers stay put.
+  std::vector<Param> params;
+  std::vector<Tensor> grads;
+  params.reserve(count);
+  grads.reserve(count);
+  std::vector<SgdParamRef> group;
+  for (size_t i = first; i < first + count; ++i) {
+    params.push_back(graph_.param(i));
+    Param& p = params.back();
+    grads.push_back(flat ? gradient_in(i, *flat) : p.grad);
+    // The next step's weights, written by the update where it can.
+    group.push_back({&grads.back(), &graph_.tensor(momentum_.at(i)), &p.value,
+                     p.has_compute_copy() ? &p.compute : nullptr});
+  }
   const Tensor* scale_state = nullptr;
   if (scaler_) {
     if (updated_this_step_ == 0) scaler_->check_gradients();
     scale_state = &scaler_->state();
   }
-  if (p.has_compute_copy()) {  // the next step's weights, written by the update where it can
-    backend_.sgd_update_with_copy(config_, grad, scale_state, momentum, p.value, p.compute);
-  } else if (scale_state) {
-    backend_.sgd_update_unscaled(config_, grad, *scale_state, momentum, p.value);
-  } else {
-    backend_.sgd_update(config_, grad, momentum, p.value);
-  }
-  if (scaler_ && ++updated_this_step_ == size()) {
+  backend_.sgd_update_group(config_, group, scale_state);
+  if (scaler_ && (updated_this_step_ += count) == size()) {
     scaler_->update();
     updated_this_step_ = 0;
   }

@@ -1,6 +1,7 @@
 // The optimizer owns its state: torch.optim.SGD with momentum (dampening 0, no Nesterov), one
 // momentum buffer per parameter, zero-initialised, which equals torch's "buffer = d_p on the
-// first step". It updates one parameter at a time, so a sync policy can update per bucket.
+// first step". It updates a range of parameters at a time (one backend call, which a GPU makes
+// one launch), so a sync policy can update per bucket.
 #pragma once
 #include <vector>
 
@@ -25,10 +26,14 @@ class Optimizer {
   // parameter must be updated once per step.
   Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
             const SgdConfig& config, LossScaler* scaler = nullptr);
-  void update(size_t i);
-  // The same from `flat`, a buffer laid out as the flat gradient buffer (a stale slot): from
-  // the i-th parameter's gradient's place in it.
-  void update_from(size_t i, const Tensor& flat);
+  void update(size_t i) { update_range(i, 1); }
+  // Parameters [first, first + count), in one Backend::sgd_update_group.
+  void update_range(size_t first, size_t count) { update_range(first, count, nullptr); }
+  // The same from `flat`, a buffer laid out as the flat gradient buffer (a stale slot): each
+  // parameter's gradient from its place in it.
+  void update_range_from(size_t first, size_t count, const Tensor& flat) {
+    update_range(first, count, &flat);
+  }
   size_t size() const { return graph_.flat_params().size(); }
   const Tensor& momentum(size_t i) const { return graph_.tensor(momentum_.at(i)); }
   const SgdConfig& config() const { return config_; }
@@ -40,7 +45,8 @@ class Optimizer {
   bool at_step_start() const { return updated_this_step_ == 0; }
 
  private:
-  void update(size_t i, const Tensor& grad);
+  void update_range(size_t first, size_t count, const Tensor* flat);
+  Tensor gradient_in(size_t i, const Tensor& flat) const;
   Backend& backend_;
   const Graph& graph_;
   std::vector<int> momentum_;  // tensor ids

@@ -168,8 +168,7 @@ void GradSync::record_finished() {
 
 void GradSync::apply(size_t b) {
   const Bucket& bucket = plan_.buckets[b];
-  for (size_t i = bucket.first_param; i < bucket.first_param + bucket.num_params; ++i)
-    optimizer_.update(i);
+  optimizer_.update_range(bucket.first_param, bucket.num_params);
   state_[b].pending = false;
 }
 
@@ -195,7 +194,7 @@ void GradSync::stash() {
 }
 
 void GradSync::apply_slot(size_t slot) {
-  for (size_t i = 0; i < optimizer_.size(); ++i) optimizer_.update_from(i, slots_[slot]);
+  optimizer_.update_range_from(0, optimizer_.size(), slots_[slot]);
   slot_filled_[slot] = false;
 }
 

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <memory>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -331,6 +332,58 @@ TYPED_TEST(KernelMath16, SgdUpdatesMasterWeightsAndWritesTheCopyInOnePass) {
   EXPECT_EQ(this->bytes(buf), this->bytes(buf0));
   EXPECT_EQ(this->bytes(param), this->bytes(param0));
   EXPECT_EQ(this->bytes(copy), this->bytes(copy0));
+}
+
+// The multi-tensor update is each parameter's SgdUpdate, to the bit: slots of several sizes, one
+// empty (skipped by the search), one a channels-last conv weight, with and without loss scaling
+// and compute copies.
+TYPED_TEST(KernelMath16, MultiTensorSgdIsEachParametersUpdate) {
+  using T = TypeParam;
+  const SgdConfig cfg{0.05f, 0.9f, 1e-3f};
+  const std::vector<Shape> shapes{{1001}, {0}, {4, 5, 3, 3}, {37}};
+  const std::vector<ToChannelsLast> layouts{{}, {}, {5, 9}, {}};
+  Tensor scaler = this->zeros({kLossScaleSlots}, DType::kF32);
+  this->f(scaler)[kScaleSlot] = 512.f;
+  for (const Tensor* state :
+       {static_cast<const Tensor*>(nullptr), static_cast<const Tensor*>(&scaler)}) {
+    auto table = std::make_unique<MultiSgdUpdate<T>>();
+    table->cfg = cfg;
+    table->scaler = state ? this->f(*state) : nullptr;
+    std::vector<Tensor> grads, bufs, params, copies, buf_refs, param_refs, copy_refs;
+    int64_t total = 0;
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      const Shape& s = shapes[k];
+      grads.push_back(this->random(s, -1e-2f, 1e-2f));
+      bufs.push_back(this->floats(s));
+      params.push_back(this->floats(s));
+      copies.push_back(this->zeros(s));
+      buf_refs.push_back(this->copy_of(bufs.back()));
+      param_refs.push_back(this->copy_of(params.back()));
+      copy_refs.push_back(this->zeros(s));
+      T* copy = k == 3 ? nullptr : this->p(copies.back());  // the last has none
+      table->slots[table->count++] = {this->p(grads.back()),
+                                      this->f(bufs.back()),
+                                      this->f(params.back()),
+                                      copy,
+                                      layouts[k],
+                                      total};
+      total += s.numel();
+    }
+    for (int step = 0; step < 2; ++step) {
+      run_on_host(total, *table);
+      for (size_t k = 0; k < shapes.size(); ++k) {
+        T* copy = k == 3 ? nullptr : this->p(copy_refs[k]);
+        run_on_host(shapes[k].numel(),
+                    SgdUpdate<T>{cfg, this->p(grads[k]), table->scaler, this->f(buf_refs[k]),
+                                 this->f(param_refs[k]), copy, layouts[k]});
+      }
+    }
+    for (size_t k = 0; k < shapes.size(); ++k) {
+      EXPECT_EQ(this->bytes(bufs[k]), this->bytes(buf_refs[k])) << k;
+      EXPECT_EQ(this->bytes(params[k]), this->bytes(param_refs[k])) << k;
+      EXPECT_EQ(this->bytes(copies[k]), this->bytes(copy_refs[k])) << k;
+    }
+  }
 }
 
 TYPED_TEST(KernelMath16, FindsAnInfOrNaNAnywhereAsTheCpuDoes) {

@@ -165,6 +165,11 @@ class CudaBackend final : public Backend {
   // does under every precision policy); otherwise the update, then a cast.
   void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
                             Tensor& momentum_buf, Tensor& param, Tensor& compute) override;
+  // One launch per gradient type over a table of the group's pointers (MultiSgdUpdate), of up to
+  // kSgdTableSlots parameters each; a compute copy of another type than its gradient (no
+  // precision policy makes one) takes sgd_update_with_copy's path.
+  void sgd_update_group(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
+                        const Tensor* scaler) override;
 
   // The inf/NaN check over every gradient, on their stored bits.
   void find_non_finite(const Tensor& grads, Tensor& scaler) override;
@@ -215,6 +220,9 @@ class CudaBackend final : public Backend {
   // The update over one parameter: f32 master weights and momentum, gradients of any storage.
   void sgd(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler, Tensor& momentum_buf,
            Tensor& param, Tensor* compute);
+  // Parameters of one gradient type G, a launch per kSgdTableSlots of them.
+  template <typename G>
+  void sgd_table(const SgdConfig& cfg, const std::vector<SgdParamRef>& group, const Tensor* scaler);
 
   void run_conv(const ConvPlan& p, ConvPass pass, const PassOperands& op,
                 std::initializer_list<const Tensor*> xwy);

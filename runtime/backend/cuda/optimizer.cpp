@@ -2,6 +2,10 @@
 // gradients of any storage type.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
+#include <memory>
+
 #include "runtime/backend/cuda/cuda_backend_impl.h"
 #include "runtime/backend/cuda/optimizer_kernels.h"
 
@@ -47,21 +51,77 @@ void CudaBackend::check_scaler(const Tensor& scaler) {
   check_numel(scaler, kLossScaleSlots, "loss-scale state");
 }
 
+namespace {
+
+// A parameter's tensors as SgdUpdate reads them: f32 master weights and momentum of its size, the
+// compute copy stored as the gradient, and where the gradient's elements are (channels-last).
+ToChannelsLast check_sgd(const SgdParamRef& p) {
+  check_f32(*p.param, "sgd master weights");
+  check_f32(*p.momentum, "sgd momentum");
+  check_numel(*p.grad, p.param->numel(), "sgd gradient");
+  check_numel(*p.momentum, p.param->numel(), "sgd momentum");
+  // A conv weight's gradient (and copy) may be channels-last; its master is torchvision's NCHW.
+  return relayout(*p.param, *p.grad, "sgd gradient");
+}
+
+}  // namespace
+
 void CudaBackend::sgd(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
                       Tensor& momentum_buf, Tensor& param, Tensor* compute) {
-  check_f32(param, "sgd master weights");
-  check_f32(momentum_buf, "sgd momentum");
-  check_numel(grad, param.numel(), "sgd gradient");
-  check_numel(momentum_buf, param.numel(), "sgd momentum");
+  const ToChannelsLast to = check_sgd({&grad, &momentum_buf, &param, compute});
   if (compute) same(grad, *compute, "sgd compute copy");
-  // A conv weight's gradient (and copy) may be channels-last; its master is torchvision's NCHW.
-  const ToChannelsLast to = relayout(param, grad, "sgd gradient");
   const float* state = scaler ? scaler->data<float>() : nullptr;
   with_storage(grad.dtype(), "sgd gradient", [&](auto tag) {
     using G = decltype(tag);
     run(param.numel(), SgdUpdate<G>{cfg, as<G>(grad), state, momentum_buf.data<float>(),
                                     param.data<float>(), compute ? as<G>(*compute) : nullptr, to});
   });
+}
+
+void CudaBackend::sgd_update_group(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
+                                   const Tensor* scaler) {
+  if (scaler) check_scaler(*scaler);
+  std::map<DType, std::vector<SgdParamRef>> by_type;
+  std::vector<SgdParamRef> rest;
+  for (const SgdParamRef& p : group) {
+    if (p.compute && p.compute->dtype() != p.grad->dtype()) {
+      rest.push_back(p);
+    } else {
+      by_type[p.grad->dtype()].push_back(p);
+    }
+  }
+  for (const auto& [type, params] : by_type) {
+    with_storage(type, "sgd gradient",
+                 [&](auto tag) { sgd_table<decltype(tag)>(cfg, params, scaler); });
+  }
+  if (!rest.empty()) Backend::sgd_update_group(cfg, rest, scaler);
+}
+
+template <typename G>
+void CudaBackend::sgd_table(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
+                            const Tensor* scaler) {
+  // Some 14 KiB: on the heap here, passed by value to the launch.
+  auto table = std::make_unique<MultiSgdUpdate<G>>();
+  table->cfg = cfg;
+  table->scaler = scaler ? scaler->data<float>() : nullptr;
+  for (size_t first = 0; first < group.size(); first += kSgdTableSlots) {
+    const size_t end = std::min(group.size(), first + kSgdTableSlots);
+    int64_t total = 0;
+    table->count = 0;
+    for (size_t k = first; k < end; ++k) {
+      const SgdParamRef& p = group[k];
+      const ToChannelsLast to = check_sgd(p);
+      if (p.compute) same(*p.grad, *p.compute, "sgd compute copy");
+      table->slots[table->count++] = {as<G>(*p.grad),
+                                      p.momentum->data<float>(),
+                                      p.param->data<float>(),
+                                      p.compute ? as<G>(*p.compute) : nullptr,
+                                      to,
+                                      total};
+      total += p.param->numel();
+    }
+    run(total, *table);
+  }
 }
 
 }  // namespace dlb::cuda

@@ -5,6 +5,7 @@
 namespace dlb::cuda {
 
 DLB_INSTANTIATE_STORED(SgdUpdate)
+DLB_INSTANTIATE_STORED(MultiSgdUpdate)
 DLB_INSTANTIATE_STORED(FindNonFinite)
 DLB_INSTANTIATE(UpdateLossScale)
 

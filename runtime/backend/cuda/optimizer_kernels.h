@@ -46,6 +46,51 @@ struct SgdUpdate {
   }
 };
 
+// One parameter of a multi-tensor update: SgdUpdate's tensors, and where its elements start in
+// the launch's index space.
+template <typename G>
+struct SgdSlot {
+  const G* grad;
+  float* momentum;
+  float* param;
+  G* compute;  // null: no compute copy
+  ToChannelsLast to;
+  int64_t begin;
+};
+
+// Parameters one launch updates: resnet50 has 161, vgg16 32. The table is passed by value, as a
+// kernel argument (as PyTorch's multi_tensor_apply passes its chunk lists), so a captured step
+// replays it with no copy and no memory of its own: 256 slots of 56 bytes fit the 32,764 bytes a
+// kernel's arguments may take (CUDA 12.1 and later, Volta and later).
+constexpr int kSgdTableSlots = 256;
+
+// SgdUpdate over many parameters in one launch: index i is element i - begin of the slot whose
+// elements hold it (the last slot whose begin is at most i: an empty slot is skipped). The same
+// arithmetic, so the same bits, as one SgdUpdate per parameter.
+template <typename G>
+struct MultiSgdUpdate {
+  static constexpr const char* kName = "sgd update (multi-tensor)";
+  SgdConfig cfg;
+  const float* scaler;  // null: no loss scaling
+  int count;            // slots in use
+  SgdSlot<G> slots[kSgdTableSlots];
+  DLB_HD void operator()(int64_t i) const {
+    int lo = 0, hi = count - 1;
+    while (lo < hi) {
+      const int mid = (lo + hi + 1) / 2;
+      if (slots[mid].begin <= i) {
+        lo = mid;
+      } else {
+        hi = mid - 1;
+      }
+    }
+    const SgdSlot<G>& s = slots[lo];
+    SgdUpdate<G>{cfg, s.grad, scaler, s.momentum, s.param, s.compute, s.to}(i - s.begin);
+  }
+};
+static_assert(sizeof(MultiSgdUpdate<float>) + sizeof(int64_t) <= 32764,
+              "a multi-tensor update's table must fit a kernel's arguments");
+
 // Loss scaling's check (GradScaler's found_inf), on the stored bits: sets the found-inf slot when
 // gradient i is inf or NaN; never clears it. Index 0 also counts a scale whose reciprocal is
 // infinite, as GradScaler does (0 x inf is NaN there). Every writer writes the same 1.
