@@ -201,6 +201,21 @@ void Backend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, con
   }
   cast(param, compute);
 }
+void Backend::batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& gamma,
+                                       const Tensor& beta, Tensor& running_mean,
+                                       Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
+                                       Tensor& y, float momentum, float eps,
+                                       Tensor* num_batches_tracked) {
+  if (relu) {
+    batch_norm_relu_train(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
+                          momentum, eps);
+  } else {
+    batch_norm_train(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y, momentum,
+                     eps);
+  }
+  if (num_batches_tracked) increment(*num_batches_tracked);
+}
+
 void Backend::sgd_update_group(const SgdConfig& cfg, const std::vector<SgdParamRef>& group,
                                const Tensor* scaler) {
   for (const SgdParamRef& p : group) {

@@ -358,6 +358,17 @@ class Backend : public DeviceMemory {
                                         const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
                                         Tensor& dbeta);
 
+  // Batch norm in training as a layer runs it: batch_norm_train (batch_norm_relu_train when
+  // `relu`), then num_batches_tracked[0] += 1 (null: not advanced, as a recomputed pass leaves
+  // it). By default those ops one after the other; a backend that advances the counter in the
+  // pass's own work overrides it (the CUDA backend: in its running-statistics kernel), so that a
+  // batch norm costs no launch of its own for it.
+  virtual void batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& gamma,
+                                        const Tensor& beta, Tensor& running_mean,
+                                        Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
+                                        Tensor& y, float momentum, float eps,
+                                        Tensor* num_batches_tracked);
+
   virtual void relu_forward(const Tensor& x, Tensor& y) = 0;
   virtual void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) = 0;
 

@@ -65,7 +65,7 @@ class CapturingBackend : public DelegatingBackend {
   int captures = 0, abandoned = 0, replays = 0;
 
  protected:
-  void dispatch(std::function<void()> op) override {
+  void dispatch(const char*, std::function<void()> op) override {
     if (!capturing_) {
       op();
       return;

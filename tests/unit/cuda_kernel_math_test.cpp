@@ -352,8 +352,11 @@ TEST_F(KernelMath, BatchNormRunningStatisticsAreTorchs) {
   Tensor mean = zeros(Shape{6}), invstd = zeros(Shape{6}), y = zeros(s);
   const float momentum = 0.1f, eps = 1e-5f;
   cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean, invstd, y, momentum, eps);
+  // num_batches_tracked advances once per pass, whatever the channels (channel 0's index).
+  int64_t count = 41;
   run_on_host(6, BatchNormRunningUpdate{mean.data<float>(), invstd.data<float>(), eps, momentum,
-                                        4 * 5 * 3, rm.data<float>(), rv.data<float>()});
+                                        4 * 5 * 3, rm.data<float>(), rv.data<float>(), &count});
+  EXPECT_EQ(count, 42);
   for (int64_t c = 0; c < 6; ++c) {
     EXPECT_FLOAT_EQ(rm.data<float>()[c], rm_ref.data<float>()[c]) << "channel " << c;
     EXPECT_NEAR(rv.data<float>()[c], rv_ref.data<float>()[c], 3e-7 * rv_ref.data<float>()[c])
@@ -402,10 +405,12 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   std::vector<double> channel(4 * channels);
   reduce_channels_on_host(BatchNormMoments<float>{x.data<float>(), layout}, channels, m, parts,
                           moments.data());
+  int64_t count = 7;
   run_on_host(channels,
               BatchNormStatistics{moments.data(), parts, gamma.data<float>(), beta.data<float>(),
                                   1e-5f, 0.1f, channel.data(), mean.data<float>(),
-                                  inv.data<float>(), rm.data<float>(), rv.data<float>()});
+                                  inv.data<float>(), rm.data<float>(), rv.data<float>(), &count});
+  EXPECT_EQ(count, 8);  // num_batches_tracked, once
   run_on_host(x.numel(),
               BatchNormNormalize<float>{x.data<float>(), channel.data(), layout, y.data<float>()});
   auto close = [](const Tensor& got, const Tensor& want, const char* what) {

@@ -13,15 +13,8 @@ namespace dlb::cuda {
 void CudaBackend::batch_norm_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                                    Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                                    Tensor& save_invstd, Tensor& y, float momentum, float eps) {
-  const BnDims d = bn_train_dims(x, gamma);
-  const BatchNormGraphs* g = bn_graphs(d, eps, false);
-  if (!g) {  // cuDNN has no engine for this shape: our kernels
-    bn_train_kernels(d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
-                     momentum, eps);
-    return;
-  }
-  bn_train_graph(*g, d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
-                 momentum, eps);
+  batch_norm_train_counted(false, x, gamma, beta, running_mean, running_var, save_mean, save_invstd,
+                           y, momentum, eps, nullptr);
 }
 
 bool CudaBackend::fuses_batch_norm_relu(const OpTypes& types) const {
@@ -32,16 +25,36 @@ void CudaBackend::batch_norm_relu_train(const Tensor& x, const Tensor& gamma, co
                                         Tensor& running_mean, Tensor& running_var,
                                         Tensor& save_mean, Tensor& save_invstd, Tensor& y,
                                         float momentum, float eps) {
+  batch_norm_train_counted(true, x, gamma, beta, running_mean, running_var, save_mean, save_invstd,
+                           y, momentum, eps, nullptr);
+}
+
+void CudaBackend::batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& gamma,
+                                           const Tensor& beta, Tensor& running_mean,
+                                           Tensor& running_var, Tensor& save_mean,
+                                           Tensor& save_invstd, Tensor& y, float momentum,
+                                           float eps, Tensor* num_batches_tracked) {
+  const BnTrain t{x,
+                  gamma,
+                  beta,
+                  running_mean,
+                  running_var,
+                  save_mean,
+                  save_invstd,
+                  y,
+                  momentum,
+                  eps,
+                  step_counter(num_batches_tracked)};
   const BnDims d = bn_train_dims(x, gamma);
-  const BatchNormGraphs* g = bn_graphs(d, eps, true);
-  if (!g) {
-    batch_norm_train(x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y, momentum,
-                     eps);
+  if (const BatchNormGraphs* g = bn_graphs(d, eps, relu)) {
+    bn_train_graph(*g, d, t);
+  } else if (relu) {  // no engine for the fused pair: batch norm alone, then our ReLU
+    batch_norm_train_counted(false, x, gamma, beta, running_mean, running_var, save_mean,
+                             save_invstd, y, momentum, eps, num_batches_tracked);
     relu_forward(y, y);
-    return;
+  } else {  // cuDNN has no engine for this shape: our kernels
+    bn_train_kernels(d, t);
   }
-  bn_train_graph(*g, d, x, gamma, beta, running_mean, running_var, save_mean, save_invstd, y,
-                 momentum, eps);
 }
 
 void CudaBackend::batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
@@ -106,18 +119,16 @@ CudaBackend::BnDims CudaBackend::bn_train_dims(const Tensor& x, const Tensor& ga
   return d;
 }
 
-void CudaBackend::bn_train_graph(const BatchNormGraphs& g, const BnDims& d, const Tensor& x,
-                                 const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                                 Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
-                                 Tensor& y, float momentum, float eps) {
+void CudaBackend::bn_train_graph(const BatchNormGraphs& g, const BnDims& d, const BnTrain& t) {
   float* stats = bn_scratch(d.c);
   NvtxRange range("cudnn batch norm forward");
   g.forward(cudnn_,
-            {x.raw(), gamma.raw(), beta.raw(), y.raw(), save_mean.raw(), save_invstd.raw(), stats},
+            {t.x.raw(), t.gamma.raw(), t.beta.raw(), t.y.raw(), t.save_mean.raw(),
+             t.save_invstd.raw(), stats},
             workspace(bn_workspace_));
-  run(d.c,
-      BatchNormRunningUpdate{save_mean.data<float>(), save_invstd.data<float>(), eps, momentum,
-                             d.n * d.inner, running_mean.data<float>(), running_var.data<float>()});
+  run(d.c, BatchNormRunningUpdate{t.save_mean.data<float>(), t.save_invstd.data<float>(), t.eps,
+                                  t.momentum, d.n * d.inner, t.running_mean.data<float>(),
+                                  t.running_var.data<float>(), t.count});
 }
 
 const BatchNormGraphs* CudaBackend::bn_graphs(const BnDims& d, float eps, bool relu) {
@@ -183,23 +194,20 @@ size_t CudaBackend::bn_kernel_scratch_bytes(const BnDims& d) {
          static_cast<size_t>(4 * d.c) * sizeof(double);
 }
 
-void CudaBackend::bn_train_kernels(const BnDims& d, const Tensor& x, const Tensor& gamma,
-                                   const Tensor& beta, Tensor& running_mean, Tensor& running_var,
-                                   Tensor& save_mean, Tensor& save_invstd, Tensor& y,
-                                   float momentum, float eps) {
-  same(x, y, "batch norm");
+void CudaBackend::bn_train_kernels(const BnDims& d, const BnTrain& t) {
+  same(t.x, t.y, "batch norm");
   NvtxRange range("batch norm forward (kernels)");
   const int64_t m = d.n * d.inner, parts = reduce_parts(d.c, m);
   auto* moments = static_cast<Welford*>(workspace(bn_kernel_scratch_bytes(d)));
   auto* channel = reinterpret_cast<double*>(moments + d.c * parts);
   with_storage(d.dtype, "batch norm input", [&](auto tag) {
     using T = decltype(tag);
-    reduce(d.c, m, parts, BatchNormMoments<T>{as<T>(x), d.rows()}, moments);
-    run(d.c,
-        BatchNormStatistics{moments, parts, gamma.data<float>(), beta.data<float>(), eps, momentum,
-                            channel, save_mean.data<float>(), save_invstd.data<float>(),
-                            running_mean.data<float>(), running_var.data<float>()});
-    run(x.numel(), BatchNormNormalize<T>{as<T>(x), channel, d.rows(), as<T>(y)});
+    reduce(d.c, m, parts, BatchNormMoments<T>{as<T>(t.x), d.rows()}, moments);
+    run(d.c, BatchNormStatistics{moments, parts, t.gamma.data<float>(), t.beta.data<float>(), t.eps,
+                                 t.momentum, channel, t.save_mean.data<float>(),
+                                 t.save_invstd.data<float>(), t.running_mean.data<float>(),
+                                 t.running_var.data<float>(), t.count});
+    run(t.x.numel(), BatchNormNormalize<T>{as<T>(t.x), channel, d.rows(), as<T>(t.y)});
   });
 }
 

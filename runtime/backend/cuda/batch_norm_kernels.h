@@ -24,7 +24,9 @@ struct BatchNormRunningUpdate {
   int64_t m;
   float* running_mean;
   float* running_var;
+  int64_t* count = nullptr;  // num_batches_tracked, advanced by channel 0 (null: not advanced)
   DLB_HD void operator()(int64_t c) const {
+    if (count && c == 0) *count += 1;
     const double invstd = save_invstd[c];
     const double var = 1.0 / (invstd * invstd) - eps;
     const double unbiased =
@@ -85,7 +87,9 @@ struct BatchNormStatistics {
   float* save_invstd;
   float* running_mean;
   float* running_var;
+  int64_t* count = nullptr;  // num_batches_tracked, advanced by channel 0 (null: not advanced)
   DLB_HD void operator()(int64_t c) const {
+    if (count && c == 0) *count += 1;
     Welford w{};
     for (int64_t p = 0; p < parts_per_channel; ++p) {
       w = Welford::merge(w, parts[c * parts_per_channel + p]);

@@ -122,6 +122,11 @@ class CudaBackend final : public Backend {
   void batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                              Tensor& save_invstd, Tensor& y, float momentum, float eps) override;
+  // Either of the two, with num_batches_tracked advanced by the running-statistics kernel.
+  void batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                                Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                                Tensor& save_invstd, Tensor& y, float momentum, float eps,
+                                Tensor* num_batches_tracked) override;
   void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
                                 const Tensor& gamma, const Tensor& save_mean,
                                 const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
@@ -227,11 +232,22 @@ class CudaBackend final : public Backend {
   void run_conv(const ConvPlan& p, ConvPass pass, const PassOperands& op,
                 std::initializer_list<const Tensor*> xwy);
 
+  // Batch norm in training's operands, as the seam passes them; `count`: num_batches_tracked's
+  // int64 on the device (null: not advanced).
+  struct BnTrain {
+    const Tensor& x;
+    const Tensor& gamma;
+    const Tensor& beta;
+    Tensor& running_mean;
+    Tensor& running_var;
+    Tensor& save_mean;
+    Tensor& save_invstd;
+    Tensor& y;
+    float momentum, eps;
+    int64_t* count;
+  };
   static BnDims bn_train_dims(const Tensor& x, const Tensor& gamma);
-  void bn_train_graph(const BatchNormGraphs& g, const BnDims& d, const Tensor& x,
-                      const Tensor& gamma, const Tensor& beta, Tensor& running_mean,
-                      Tensor& running_var, Tensor& save_mean, Tensor& save_invstd, Tensor& y,
-                      float momentum, float eps);
+  void bn_train_graph(const BatchNormGraphs& g, const BnDims& d, const BnTrain& t);
 
   // The graphs of a batch-norm shape (with the ReLU or without), made on first use; null when
   // cuDNN has no engine for them on this device (then batch norm runs on our kernels, or, for
@@ -244,9 +260,7 @@ class CudaBackend final : public Backend {
   // Our kernels' scratch for a batch-norm shape: one accumulator per (channel, part) (a Welford
   // forward, a SumPair backward), then 4 doubles per channel.
   static size_t bn_kernel_scratch_bytes(const BnDims& d);
-  void bn_train_kernels(const BnDims& d, const Tensor& x, const Tensor& gamma, const Tensor& beta,
-                        Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
-                        Tensor& save_invstd, Tensor& y, float momentum, float eps);
+  void bn_train_kernels(const BnDims& d, const BnTrain& t);
 
   void bn_backward_kernels(const BnDims& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,

@@ -59,14 +59,9 @@ void BatchNorm::forward(const LayerContext& ctx, const LayerTensors& own,
     // the same bits (Backend::batch_norm_train), and the count is not advanced: the step's
     // first forward pass updated both.
     const float momentum = ctx.recompute ? 0.f : momentum_;
-    if (relu_) {
-      ctx.backend.batch_norm_relu_train(*x[0], weight, bias, mean, var, save_mean, save_invstd, y,
-                                        momentum, eps_);
-    } else {
-      ctx.backend.batch_norm_train(*x[0], weight, bias, mean, var, save_mean, save_invstd, y,
-                                   momentum, eps_);
-    }
-    if (!ctx.recompute) ctx.backend.increment(own.get("num_batches_tracked"));
+    Tensor* count = ctx.recompute ? nullptr : &own.get("num_batches_tracked");
+    ctx.backend.batch_norm_train_counted(relu_, *x[0], weight, bias, mean, var, save_mean,
+                                         save_invstd, y, momentum, eps_, count);
   } else {
     ctx.backend.batch_norm_infer(*x[0], weight, bias, mean, var, y, eps_);
     if (relu_) ctx.backend.relu_forward(y, y);  // inference is not timed: no fused op for it
