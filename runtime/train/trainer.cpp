@@ -337,21 +337,10 @@ void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
   }
 }
 
-void Trainer::load_batch(const float* images, const int64_t* labels) {
-  static const std::string kName = "batch to device";
-  // Labels are checked here, on the host, for every backend: a GPU's loss kernel cannot throw
-  // (an out-of-range label would make the loss NaN there).
-  const int64_t classes = graph_.shape(graph_.output())[1];
-  for (int64_t i = 0; i < batch_; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      throw InvalidArgument(
-          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
-    }
-  }
-  // Images arrive as NCHW floats; a 16-bit input takes them rounded to its type, and a
-  // channels-last one in NHWC order.
+// Images arrive as NCHW floats; a 16-bit input takes them rounded to its type, and a
+// channels-last one in NHWC order (in buffers of the trainer's, valid until the next batch).
+const void* Trainer::stored_images(const float* images) {
   const Tensor& input = graph_.input_tensor();
-  const void* src = images;
   if (input.layout() == Layout::kNHWC) {
     const Shape& s = input.shape();
     channels_last_images_.resize(static_cast<size_t>(input.numel()));
@@ -363,13 +352,27 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
         for (int64_t p = 0; p < pixels; ++p) to[p * c + ch] = from[ch * pixels + p];
       }
     }
-    src = images = channels_last_images_.data();
+    images = channels_last_images_.data();
   }
-  if (input.dtype() != DType::kF32) {
-    narrowed_images_.resize(input.bytes());
-    floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());
-    src = narrowed_images_.data();
+  if (input.dtype() == DType::kF32) return images;
+  narrowed_images_.resize(input.bytes());
+  floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());
+  return narrowed_images_.data();
+}
+
+void Trainer::load_batch(const float* images, const int64_t* labels) {
+  static const std::string kName = "batch to device";
+  // Labels are checked here, on the host, for every backend: a GPU's loss kernel cannot throw
+  // (an out-of-range label would make the loss NaN there).
+  const int64_t classes = graph_.shape(graph_.output())[1];
+  for (int64_t i = 0; i < batch_; ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw InvalidArgument(
+          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
+    }
   }
+  const Tensor& input = graph_.input_tensor();
+  const void* src = stored_images(images);
   if (!backend_.async_input_copies()) {
     TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy,
                      static_cast<double>(input.bytes() + graph_.tensor(labels_id_).bytes()));

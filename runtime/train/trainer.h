@@ -248,6 +248,7 @@ class Trainer final : private PassRunner {
     Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)
   };
   void mark_input_read();
+  const void* stored_images(const float* images);
   InputSlot inputs_[2];
   int current_input_ = 0;
   int64_t batches_loaded_ = 0;

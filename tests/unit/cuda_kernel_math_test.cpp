@@ -385,18 +385,18 @@ TEST_F(KernelMath, BatchNormRunningStatisticsStayBitForBitWithMomentumZero) {
 }
 
 TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
-  // Forward and backward in training, the fallback for shapes cuDNN has no engine for. Both sides
-  // work in double, differently (Welford's update over a block's threads and parts here; two
-  // sums there): the statistics agree to double rounding, so the float outputs are equal or one
-  // float rounding apart (of the output's scale, through the float scale and shift).
+  // Training, forward and backward: the fallback where cuDNN has no engine. Both sides work in
+  // double, differently (Welford over a block's threads and parts here; two sums there): the
+  // statistics agree to double rounding, so float outputs are equal or one float rounding apart
+  // (of the output's scale, through the float scale and shift).
   const Shape s{4, 6, 5, 3}, c{6};
   const int64_t n = 4, channels = 6, inner = 15, m = n * inner;
+  int64_t count = 7;  // num_batches_tracked
   const ChannelRows layout{channels, inner, false};
   const Tensor x = random(s, -3.f, 5.f), gamma = random(c), beta = random(c), dy = random(s);
   Tensor rm_ref = random(c, 0.f, 1.f), rv_ref = random(c, 0.5f, 2.f);
-  Tensor rm = copy_of(rm_ref), rv = copy_of(rv_ref);
-  Tensor mean_ref = zeros(c), inv_ref = zeros(c), y_ref = zeros(s);
-  Tensor mean = zeros(c), inv = zeros(c), y = zeros(s);
+  Tensor rm = copy_of(rm_ref), rv = copy_of(rv_ref), mean_ref = zeros(c), inv_ref = zeros(c);
+  Tensor y_ref = zeros(s), mean = zeros(c), inv = zeros(c), y = zeros(s);
   cpu.batch_norm_train(x, gamma, beta, rm_ref, rv_ref, mean_ref, inv_ref, y_ref, 0.1f, 1e-5f);
   // Three parts per channel (a large N * H * W's split), merged in order by BatchNormStatistics.
   const int64_t parts = 3;
@@ -405,12 +405,11 @@ TEST_F(KernelMath, BatchNormKernelsAreTheCpuBackends) {
   std::vector<double> channel(4 * channels);
   reduce_channels_on_host(BatchNormMoments<float>{x.data<float>(), layout}, channels, m, parts,
                           moments.data());
-  int64_t count = 7;
   run_on_host(channels,
               BatchNormStatistics{moments.data(), parts, gamma.data<float>(), beta.data<float>(),
                                   1e-5f, 0.1f, channel.data(), mean.data<float>(),
                                   inv.data<float>(), rm.data<float>(), rv.data<float>(), &count});
-  EXPECT_EQ(count, 8);  // num_batches_tracked, once
+  EXPECT_EQ(count, 8);
   run_on_host(x.numel(),
               BatchNormNormalize<float>{x.data<float>(), channel.data(), layout, y.data<float>()});
   auto close = [](const Tensor& got, const Tensor& want, const char* what) {

@@ -106,6 +106,37 @@ const Counts kCudaLaunches{{"conv_forward", 1},
                            {"increment", 1},
                            {"copy", 1}};
 
+// 53 convolutions (conv1's input is the image: no data gradient); 53 batch norms, 33 with the
+// ReLU after them fused, each advancing its num_batches_tracked in the pass; a ReLU after each of
+// the 16 residual adds, whose backward copies nothing (residual_gradient_test.cpp); a fork at
+// each of the 16 blocks' input, whose second gradient is accumulated; the classifier's product
+// and bias; the step counter; the loss into its history. The update is one call per gradient
+// bucket, as DDP's (about 1 MiB first, then 25 MiB: 5 for resnet50's 94 MiB at 10 classes),
+// each updated once its all-reduce is waited for; one rank keeps the same passes.
+const Counts kResnet50Step{{"conv_forward", 53},
+                           {"conv_backward_data", 52},
+                           {"conv_backward_filter", 53},
+                           {"batch_norm_relu_train", 33},
+                           {"batch_norm_train", 20},
+                           {"batch_norm_relu_backward", 33},
+                           {"batch_norm_backward", 20},
+                           {"relu_forward", 16},
+                           {"relu_backward", 16},
+                           {"pool_forward", 1},
+                           {"pool_backward", 1},
+                           {"adaptive_avg_pool_forward", 1},
+                           {"adaptive_avg_pool_backward", 1},
+                           {"add", 16},
+                           {"accumulate", 16},
+                           {"matmul", 3},
+                           {"bias_add", 1},
+                           {"bias_backward", 1},
+                           {"softmax_cross_entropy", 1},
+                           {"softmax_cross_entropy_backward", 1},
+                           {"sgd_update_group", 5},
+                           {"increment", 1},
+                           {"copy", 1}};
+
 TEST(StepLaunches, Resnet50StepCallsAllocationsAndWaits) {
   CountingBackend backend;
   Graph g = build_model("resnet50", ModelConfig{2, 32, 10, {}});
@@ -132,37 +163,7 @@ TEST(StepLaunches, Resnet50StepCallsAllocationsAndWaits) {
   EXPECT_EQ(allocations, (std::vector<uint64_t>{0, 0}));
   const Counts& calls = per_step[0];
   EXPECT_EQ(calls.count("synchronize") + calls.count("copy_to_host"), 0u);  // no wait
-  // 53 convolutions (conv1's input is the image: no data gradient); 53 batch norms, 33 with the
-  // ReLU after them fused, each advancing its num_batches_tracked in the pass; a ReLU after each of
-  // the 16 residual adds, whose backward copies nothing (residual_gradient_test.cpp); a fork at
-  // each of the 16 blocks' input, whose second gradient is accumulated; the classifier's product
-  // and bias; the step counter; the loss into its history. The update is one call per gradient
-  // bucket, as DDP's (about 1 MiB first, then 25 MiB: 5 for resnet50's 94 MiB at 10 classes),
-  // each updated once its all-reduce is waited for; one rank keeps the same passes.
-  const Counts want{{"conv_forward", 53},
-                    {"conv_backward_data", 52},
-                    {"conv_backward_filter", 53},
-                    {"batch_norm_relu_train", 33},
-                    {"batch_norm_train", 20},
-                    {"batch_norm_relu_backward", 33},
-                    {"batch_norm_backward", 20},
-                    {"relu_forward", 16},
-                    {"relu_backward", 16},
-                    {"pool_forward", 1},
-                    {"pool_backward", 1},
-                    {"adaptive_avg_pool_forward", 1},
-                    {"adaptive_avg_pool_backward", 1},
-                    {"add", 16},
-                    {"accumulate", 16},
-                    {"matmul", 3},
-                    {"bias_add", 1},
-                    {"bias_backward", 1},
-                    {"softmax_cross_entropy", 1},
-                    {"softmax_cross_entropy_backward", 1},
-                    {"sgd_update_group", 5},
-                    {"increment", 1},
-                    {"copy", 1}};
-  EXPECT_EQ(calls, want);
+  EXPECT_EQ(calls, kResnet50Step);
   int64_t launches = 0;
   for (const auto& [name, n] : calls) {
     const auto it = kCudaLaunches.find(name);
