@@ -30,15 +30,28 @@ struct Cast {
   DLB_HD void operator()(int64_t i) const { dst[to(i)] = stored<D>(load(src[i])); }
 };
 
+// The vectorized functors below also run 16 bytes of elements per call (vec: elements
+// [i, i + kVec), i a multiple of kVec) where aligned() says their tensors start 16-byte aligned;
+// launch_for_each then takes that form (launch.h, launch_shape), and the tail by index. Both
+// forms apply the same element rule, so they store the same bits.
+
 template <typename T>
 struct ReluForward {
   static constexpr const char* kName = "relu forward";
+  static constexpr int kVec = Pack<T>::kSize;
   const T* x;
   T* y;
   // NaN and -0 fail the comparison and pass through, as in torch.relu.
-  DLB_HD void operator()(int64_t i) const {
-    const float v = load(x[i]);
-    y[i] = stored<T>(v < 0.f ? 0.f : v);
+  DLB_HD static T rule(T in) {
+    const float v = load(in);
+    return stored<T>(v < 0.f ? 0.f : v);
+  }
+  DLB_HD void operator()(int64_t i) const { y[i] = rule(x[i]); }
+  DLB_HD bool aligned() const { return aligned16(x) && aligned16(y); }
+  DLB_HD void vec(int64_t i) const {
+    Pack<T> v = pack_at(x, i);
+    for (int k = 0; k < kVec; ++k) v.v[k] = rule(v.v[k]);
+    put_pack(y, i, v);
   }
 };
 
@@ -47,29 +60,54 @@ struct ReluForward {
 template <typename T>
 struct ReluBackward {
   static constexpr const char* kName = "relu backward";
+  static constexpr int kVec = Pack<T>::kSize;
   const T* y;
   const T* dy;
   T* dx;
-  DLB_HD void operator()(int64_t i) const {
-    dx[i] = stored<T>(load(y[i]) <= 0.f ? 0.f : load(dy[i]));
+  DLB_HD static T rule(T out, T grad) { return stored<T>(load(out) <= 0.f ? 0.f : load(grad)); }
+  DLB_HD void operator()(int64_t i) const { dx[i] = rule(y[i], dy[i]); }
+  DLB_HD bool aligned() const { return aligned16(y) && aligned16(dy) && aligned16(dx); }
+  DLB_HD void vec(int64_t i) const {
+    const Pack<T> out = pack_at(y, i);
+    Pack<T> g = pack_at(dy, i);
+    for (int k = 0; k < kVec; ++k) g.v[k] = rule(out.v[k], g.v[k]);
+    put_pack(dx, i, g);
   }
 };
 
 template <typename T>
 struct Add {
   static constexpr const char* kName = "add";
+  static constexpr int kVec = Pack<T>::kSize;
   const T* a;
   const T* b;
   T* y;
-  DLB_HD void operator()(int64_t i) const { y[i] = stored<T>(load(a[i]) + load(b[i])); }
+  DLB_HD static T rule(T u, T v) { return stored<T>(load(u) + load(v)); }
+  DLB_HD void operator()(int64_t i) const { y[i] = rule(a[i], b[i]); }
+  DLB_HD bool aligned() const { return aligned16(a) && aligned16(b) && aligned16(y); }
+  DLB_HD void vec(int64_t i) const {
+    Pack<T> u = pack_at(a, i);
+    const Pack<T> v = pack_at(b, i);
+    for (int k = 0; k < kVec; ++k) u.v[k] = rule(u.v[k], v.v[k]);
+    put_pack(y, i, u);
+  }
 };
 
 template <typename T>
 struct Accumulate {  // y += x
   static constexpr const char* kName = "accumulate";
+  static constexpr int kVec = Pack<T>::kSize;
   const T* x;
   T* y;
-  DLB_HD void operator()(int64_t i) const { y[i] = stored<T>(load(y[i]) + load(x[i])); }
+  DLB_HD static T rule(T sum, T v) { return stored<T>(load(sum) + load(v)); }
+  DLB_HD void operator()(int64_t i) const { y[i] = rule(y[i], x[i]); }
+  DLB_HD bool aligned() const { return aligned16(x) && aligned16(y); }
+  DLB_HD void vec(int64_t i) const {
+    Pack<T> sum = pack_at(y, i);
+    const Pack<T> v = pack_at(x, i);
+    for (int k = 0; k < kVec; ++k) sum.v[k] = rule(sum.v[k], v.v[k]);
+    put_pack(y, i, sum);
+  }
 };
 
 // Inverted dropout: element i is dropped when counter_uniform(seed, i) < p, else scaled by

@@ -19,13 +19,39 @@ namespace dlb::cuda {
 // in each, must mean the same kernels in each (each functor is instantiated in one .cu only).
 namespace detail {
 
-template <typename F>
-__global__ void for_each_index(int64_t n, F f) {
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
-       i += stride) {
+// I: the loop's index type, int32_t where launch_shape found every index fits.
+template <typename F, typename I>
+__global__ void for_each_index(I n, F f) {
+  const I stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I i = static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+       i < n; i += stride) {
     f(i);
   }
+}
+
+// F::kVec elements per f.vec call over `packs` packs, then the last n - packs * kVec (fewer than
+// kVec) by index, one per thread of the first block.
+template <typename F, typename I>
+__global__ void for_each_pack(I packs, I n, F f) {
+  const I first =
+      static_cast<I>(blockIdx.x) * static_cast<I>(blockDim.x) + static_cast<I>(threadIdx.x);
+  const I stride = static_cast<I>(gridDim.x) * static_cast<I>(blockDim.x);
+  for (I k = first; k < packs; k += stride) f.vec(static_cast<int64_t>(k) * F::kVec);
+  const I tail = packs * F::kVec + first;
+  if (tail < n) f(tail);
+}
+
+template <typename F, typename I>
+void launch_shaped(cudaStream_t stream, const LaunchShape& s, int64_t n, const F& f) {
+  const auto blocks = static_cast<unsigned>(s.grid.blocks);
+  if constexpr (HasVec<F>::value) {
+    if (s.vec > 1) {
+      for_each_pack<F, I>
+          <<<blocks, s.grid.threads, 0, stream>>>(static_cast<I>(s.items), static_cast<I>(n), f);
+      return;
+    }
+  }
+  for_each_index<F, I><<<blocks, s.grid.threads, 0, stream>>>(static_cast<I>(n), f);
 }
 
 // v of lane + d (a lane past the warp's end gets its own), shuffled as doubles: the accumulators
@@ -91,10 +117,14 @@ void launch_channel_reduce(StreamRef stream, int64_t channels, int64_t per_chann
 
 template <typename F>
 void launch_for_each(StreamRef stream, int64_t n, const F& f) {
-  const Grid g = grid_for(n);
-  if (g.blocks == 0) return;
-  detail::for_each_index<<<static_cast<unsigned>(g.blocks), g.threads, 0,
-                           static_cast<cudaStream_t>(stream.native)>>>(n, f);
+  const LaunchShape s = launch_shape(n, f);
+  if (s.grid.blocks == 0) return;
+  const auto native = static_cast<cudaStream_t>(stream.native);
+  if (s.index32) {
+    detail::launch_shaped<F, int32_t>(native, s, n, f);
+  } else {
+    detail::launch_shaped<F, int64_t>(native, s, n, f);
+  }
   DLB_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -6,6 +6,8 @@
 #pragma once
 #include <algorithm>
 #include <cstdint>
+#include <limits>
+#include <type_traits>
 
 #include "runtime/core/stream_ref.h"
 
@@ -29,7 +31,38 @@ inline Grid grid_for(int64_t n, int threads = kThreadsPerBlock, int64_t max_bloc
   return {std::min<int64_t>((n + threads - 1) / threads, max_blocks), threads};
 }
 
-// Runs f(i) for every i in [0, n) on `stream`, asynchronously. F is a functor of a *_kernels.h.
+// Whether functor F has a vectorized form: kVec elements per call of f.vec(i), where f.aligned()
+// (elementwise_kernels.h).
+template <typename F, typename = void>
+struct HasVec : std::false_type {};
+template <typename F>
+struct HasVec<F, std::void_t<decltype(&F::vec)>> : std::true_type {};
+
+// How launch_for_each runs a functor over [0, n): a grid-stride loop over `items`, each `vec`
+// elements (a vectorized functor whose tensors are aligned, and n at least one pack: f.vec over
+// n / vec packs, then the last n % vec elements by index, one per thread), or one element each;
+// its loop indices in 32 bits where every index the loop forms (up to n plus the grid's threads)
+// fits, in 64 otherwise.
+struct LaunchShape {
+  int64_t items = 0;
+  int vec = 1;
+  bool index32 = true;
+  Grid grid;
+};
+template <typename F>
+LaunchShape launch_shape(int64_t n, const F& f) {
+  LaunchShape s;
+  if constexpr (HasVec<F>::value) {
+    if (n >= F::kVec && f.aligned()) s.vec = F::kVec;
+  }
+  s.items = n / s.vec;
+  s.grid = grid_for(s.items);
+  s.index32 = n + s.grid.blocks * s.grid.threads <= std::numeric_limits<int32_t>::max();
+  return s;
+}
+
+// Runs f(i) for every i in [0, n) on `stream`, asynchronously, as launch_shape says. F is a
+// functor of a *_kernels.h.
 template <typename F>
 void launch_for_each(StreamRef stream, int64_t n, const F& f);
 

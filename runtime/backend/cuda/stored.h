@@ -7,6 +7,7 @@
 // Host-compilable: includes nothing of CUDA.
 #pragma once
 #include <cstdint>
+#include <cstring>
 
 #include "runtime/core/dtype.h"
 #include "runtime/core/error.h"
@@ -14,6 +15,35 @@
 #include "runtime/core/host_device.h"
 
 namespace dlb::cuda {
+
+// 16 bytes of T: what one thread of a vectorized element-wise kernel loads or stores at once
+// (one 128-bit access instead of 16 / sizeof(T)), where its tensors start 16-byte aligned.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kSize = static_cast<int>(16 / sizeof(T));
+  T v[kSize];
+};
+DLB_HD bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Elements [i, i + Pack<T>::kSize) of `p` (16-byte aligned there), and their store. On the device
+// one vector access; on the host a copy of the bytes (no access through another type).
+template <typename T>
+DLB_HD Pack<T> pack_at(const T* p, int64_t i) {
+#if defined(__CUDA_ARCH__)
+  return *reinterpret_cast<const Pack<T>*>(p + i);
+#else
+  Pack<T> out;
+  std::memcpy(&out, p + i, sizeof(out));
+  return out;
+#endif
+}
+template <typename T>
+DLB_HD void put_pack(T* p, int64_t i, const Pack<T>& v) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<Pack<T>*>(p + i) = v;
+#else
+  std::memcpy(p + i, &v, sizeof(v));
+#endif
+}
 
 struct F16 {
   uint16_t bits;
