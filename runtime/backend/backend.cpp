@@ -238,6 +238,13 @@ std::string Backend::capture_unsupported() const {
       "graph (--cuda-graph needs --backend=cuda)",
       name());
 }
+void Backend::max_pool_forward_argmax(const PoolDesc&, const Tensor&, Tensor&, Tensor&) {
+  throw Unsupported(fmt::format("the {} backend keeps no max-pooling argmax", name()));
+}
+void Backend::max_pool_backward_argmax(const PoolDesc&, const Tensor&, const Tensor&, Tensor&) {
+  throw Unsupported(fmt::format("the {} backend keeps no max-pooling argmax", name()));
+}
+
 void Backend::begin_capture() { throw Unsupported(capture_unsupported()); }
 std::unique_ptr<CapturedWork> Backend::end_capture() { throw Unsupported(capture_unsupported()); }
 

@@ -375,6 +375,16 @@ class Backend : public DeviceMemory {
   virtual void pool_forward(const PoolDesc& desc, const Tensor& x, Tensor& y) = 0;
   virtual void pool_backward(const PoolDesc& desc, const Tensor& x, const Tensor& y,
                              const Tensor& dy, Tensor& dx) = 0;
+  // Max pooling that keeps, for each output, where its maximum is (a * w + b within its input
+  // channel, by takes_max's rule, int64 in the output's shape and layout, as PyTorch's
+  // max_pool2d_with_indices), and its backward from those places instead of searching every
+  // window again. A backend that does says saves_pool_argmax(), and a max-pooling layer then
+  // declares the tensor and calls these; by default Unsupported.
+  virtual bool saves_pool_argmax() const { return false; }
+  virtual void max_pool_forward_argmax(const PoolDesc& desc, const Tensor& x, Tensor& y,
+                                       Tensor& argmax);
+  virtual void max_pool_backward_argmax(const PoolDesc& desc, const Tensor& argmax,
+                                        const Tensor& dy, Tensor& dx);
   // Output size comes from y's shape; bins as torch.nn.AdaptiveAvgPool2d makes them.
   virtual void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) = 0;
   virtual void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) = 0;

@@ -28,6 +28,34 @@ void run_relu(PassRun& run) {
   if (run.comparing()) run.compare("dx", ref_relu_backward(y, dy), o.download(tdx), t);
 }
 
+// Max pooling where the backend keeps each output's argmax (Backend::saves_pool_argmax), as a
+// training step runs it: the forward pass that keeps the places, and the backward from them
+// (after the search's, so that perf times this one).
+void run_max_pool_argmax(PassRun& run, const HostArray& x, const Tensor& tx) {
+  Operands& o = run.operands();
+  const DType t = run.policy().activations;
+  const PoolDesc& p = run.op().pool;
+  const Shape ys = run.op().out();
+  Backend& be = run.backend();
+  const Arithmetic& a = run.arithmetic();
+  Tensor ty = o.poisoned(ys, t, run.layout());
+  Tensor places =
+      be.empty(ys, DType::kI64, MemCategory::kActivations, "max pool argmax", run.layout());
+  if (run.pass() == CheckPass::kForward) {
+    run.execute([&] { be.max_pool_forward_argmax(p, tx, ty, places); });
+    if (run.comparing())
+      run.compare("y (argmax kept)", ref_pool_forward(p, x, ys, a), o.download(ty), t);
+    return;
+  }
+  be.max_pool_forward_argmax(p, tx, ty, places);
+  const HostArray dy = o.draw("dy", ys, t, 0, 1);
+  Tensor tdy = o.upload(dy, t, run.layout()), tdx = o.poisoned(x.shape, t, run.layout());
+  run.execute([&] { be.max_pool_backward_argmax(p, places, tdy, tdx); });
+  if (run.comparing()) {
+    run.compare("dx (from argmax)", ref_pool_backward(p, x, dy, a), o.download(tdx), t);
+  }
+}
+
 void run_pool(PassRun& run) {
   Operands& o = run.operands();
   const DType t = run.policy().activations;
@@ -37,10 +65,12 @@ void run_pool(PassRun& run) {
   Tensor tx = o.upload(x, t, run.layout());
   Backend& be = run.backend();
   const Arithmetic& a = run.arithmetic();
+  const bool argmax = p.mode == PoolMode::kMax && be.saves_pool_argmax();
   if (run.pass() == CheckPass::kForward) {
     Tensor ty = o.poisoned(ys, t, run.layout());
     run.execute([&] { be.pool_forward(p, tx, ty); });
     if (run.comparing()) run.compare("y", ref_pool_forward(p, x, ys, a), o.download(ty), t);
+    if (argmax) run_max_pool_argmax(run, x, tx);
     return;
   }
   HostArray y = ref_pool_forward(p, x, ys, a).want;
@@ -50,6 +80,7 @@ void run_pool(PassRun& run) {
   Tensor tdx = o.poisoned(x.shape, t, run.layout());
   run.execute([&] { be.pool_backward(p, tx, ty, tdy, tdx); });
   if (run.comparing()) run.compare("dx", ref_pool_backward(p, x, dy, a), o.download(tdx), t);
+  if (argmax) run_max_pool_argmax(run, x, tx);
 }
 
 void run_adaptive_avg_pool(PassRun& run) {

@@ -271,7 +271,7 @@ void Graph::declare_node(int i) {
   const Node& node = nodes_[i];
   const DType act = policy_.activations;
   const std::vector<Shape> in = input_shapes(node);
-  LayerDeclaration d(in, policy_);
+  LayerDeclaration d(in, policy_, traits_);
   node.layer->declare(d);
   for (const TensorRequest& r : d.requests()) {
     TensorInfo info{node.name + "." + r.name, r.kind, r.shape, r.dtype, i};

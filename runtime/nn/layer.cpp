@@ -131,7 +131,7 @@ std::vector<LayerTensors::Stored> LayerTensors::stored() const {
 
 BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
   return {backend.activation_layout(types), backend.fuses_batch_norm_relu(types),
-          backend.allocator().guarded()};
+          backend.allocator().guarded(), backend.saves_pool_argmax()};
 }
 
 void refresh_compute_copy(Backend& backend, const Param& p) {
@@ -142,7 +142,7 @@ void refresh_compute_copy(Backend& backend, const Param& p) {
 
 StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::vector<Shape>& in,
                                    Rng& rng, const PrecisionPolicy& policy) {
-  LayerDeclaration declared(in, policy);
+  LayerDeclaration declared(in, policy, BackendTraits::of(backend, OpTypes::of(policy)));
   layer.declare(declared);
   layer.require(backend, policy);
   StandaloneTensors out{std::make_unique<BoundTable>(), {}};

@@ -57,12 +57,23 @@ struct TensorRequest {
   bool compute_copy = false;  // the copy of parameter `name` the passes read
 };
 
+// What declaring a graph needs to know of the backend that will run it (none of it allocates).
+struct BackendTraits {
+  Layout activation_layout = Layout::kNCHW;  // Backend::activation_layout
+  bool fuses_batch_norm_relu = false;        // Backend::fuses_batch_norm_relu
+  bool guarded = false;                      // --memory-guard: a zone after every gradient
+  bool saves_pool_argmax = false;            // Backend::saves_pool_argmax
+  static BackendTraits of(Backend& backend, const OpTypes& types);
+};
+
 class LayerDeclaration {
  public:
-  LayerDeclaration(const std::vector<Shape>& in, const PrecisionPolicy& policy)
-      : in(in), policy(policy) {}
+  LayerDeclaration(const std::vector<Shape>& in, const PrecisionPolicy& policy,
+                   const BackendTraits& traits = {})
+      : in(in), policy(policy), traits(traits) {}
   const std::vector<Shape>& in;
   const PrecisionPolicy& policy;
+  const BackendTraits traits;  // of the backend that will run it, where one is known
 
   void param(const std::string& name, const Shape& shape, DType dtype);
   void buffer(const std::string& name, const Shape& shape, DType dtype);
@@ -120,14 +131,6 @@ class LayerTensors {
 struct StandaloneTensors {
   std::unique_ptr<BoundTable> table;
   LayerTensors tensors;
-};
-
-// What declaring a graph needs to know of the backend that will run it (none of it allocates).
-struct BackendTraits {
-  Layout activation_layout = Layout::kNCHW;  // Backend::activation_layout
-  bool fuses_batch_norm_relu = false;        // Backend::fuses_batch_norm_relu
-  bool guarded = false;                      // --memory-guard: a zone after every gradient
-  static BackendTraits of(Backend& backend, const OpTypes& types);
 };
 
 struct LayerSetup {

@@ -481,6 +481,40 @@ TEST(ChannelsLast, IndexersAgreeWithTheLayoutByHand) {
   EXPECT_EQ(rows.at(1 * 3 + 2, 0 * 2 + 1), 17);  // row (n 1, c 2), pixel 1
 }
 
+// Max pooling from the kept argmax (Backend::saves_pool_argmax) is the CPU's, to the bit: values
+// on a coarse grid, so windows tie (the first maximum takes the gradient), and a NaN (the last
+// NaN does); in NCHW against the CPU backend, and channels-last against those results reordered.
+TYPED_TEST(KernelMath16, MaxPoolFromItsArgmaxIsTheCpus) {
+  using T = TypeParam;
+  const PoolDesc p = pool(PoolMode::kMax, 3, 2, 1);
+  const Shape in{2, 3, 15, 14}, out{2, 3, 8, 7};
+  Tensor x = this->random(in);
+  for (int64_t i = 0; i < x.numel(); ++i) {  // a quarter-unit grid: ties in most windows
+    this->p(x)[i] = stored<T>(std::round(load(this->p(x)[i]) * 2.f) / 4.f);
+  }
+  this->p(x)[40] = stored<T>(NAN);
+  const Tensor dy = this->random(out);
+  Tensor y_ref = this->zeros(out), dx_ref = this->zeros(in);
+  this->cpu.pool_forward(p, x, y_ref);
+  this->cpu.pool_backward(p, x, y_ref, dy, dx_ref);
+  for (const bool cl : {false, true}) {
+    const Nchw in_l{3, 15, 14, cl}, out_l{3, 8, 7, cl};
+    Tensor xs = this->copy_of(x), dys = this->copy_of(dy);
+    if (cl) {
+      std::memcpy(xs.raw(), nhwc_bytes(x).data(), x.bytes());
+      std::memcpy(dys.raw(), nhwc_bytes(dy).data(), dy.bytes());
+    }
+    Tensor y = this->zeros(out), dx = this->zeros(in);
+    std::vector<int64_t> argmax(static_cast<size_t>(out.numel()), -1);
+    run_on_host(y.numel(),
+                MaxPoolForwardArgmax<T>{p, this->p(xs), in_l, out_l, this->p(y), argmax.data()});
+    run_on_host(dx.numel(),
+                MaxPoolBackwardArgmax<T>{p, argmax.data(), this->p(dys), in_l, out_l, this->p(dx)});
+    EXPECT_EQ(this->bytes(y), cl ? nhwc_bytes(y_ref) : this->bytes(y_ref)) << cl;
+    EXPECT_EQ(this->bytes(dx), cl ? nhwc_bytes(dx_ref) : this->bytes(dx_ref)) << cl;
+  }
+}
+
 TYPED_TEST(KernelMath16, ChannelsLastKernelsReorderTheNchwResults) {
   using T = TypeParam;
   const Shape in{2, 5, 9, 7};

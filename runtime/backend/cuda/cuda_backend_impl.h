@@ -144,6 +144,13 @@ class CudaBackend final : public Backend {
   void pool_forward(const PoolDesc& p, const Tensor& x, Tensor& y) override;
   void pool_backward(const PoolDesc& p, const Tensor& x, const Tensor& y, const Tensor& dy,
                      Tensor& dx) override;
+  // Max pooling keeps each output's argmax (int64, as PyTorch): backward reads one place per
+  // window instead of searching it.
+  bool saves_pool_argmax() const override { return true; }
+  void max_pool_forward_argmax(const PoolDesc& p, const Tensor& x, Tensor& y,
+                               Tensor& argmax) override;
+  void max_pool_backward_argmax(const PoolDesc& p, const Tensor& argmax, const Tensor& dy,
+                                Tensor& dx) override;
   void adaptive_avg_pool_forward(const Tensor& x, Tensor& y) override;
   void adaptive_avg_pool_backward(const Tensor& dy, Tensor& dx) override;
 
@@ -219,6 +226,7 @@ class CudaBackend final : public Backend {
   static void check_scaler(const Tensor& scaler);
   static BnDims bn_dims(const Tensor& x, const Tensor& gamma);
   static PoolGeo pool_geo(const Tensor& x, const Tensor& y);
+  static void check_argmax(const PoolDesc& p, const Tensor& argmax, const Tensor& y);
 
   void loss_gradient(const Tensor& probs, const Tensor& labels, const float* scaler,
                      Tensor& dlogits);

@@ -8,5 +8,7 @@ DLB_INSTANTIATE_STORED(AdaptiveAvgPoolForward)
 DLB_INSTANTIATE_STORED(AdaptiveAvgPoolBackward)
 DLB_INSTANTIATE_STORED(PoolForward)
 DLB_INSTANTIATE_STORED(PoolBackward)
+DLB_INSTANTIATE_STORED(MaxPoolForwardArgmax)
+DLB_INSTANTIATE_STORED(MaxPoolBackwardArgmax)
 
 }  // namespace dlb::cuda

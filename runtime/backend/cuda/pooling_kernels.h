@@ -180,4 +180,54 @@ struct PoolBackward {
   }
 };
 
+// Max pooling that keeps where each output's maximum is (pool_argmax: a * w + b within the
+// channel): the same y as PoolForward's (the value at that place, stored as PoolForward stores
+// its maximum), and the place in `argmax`, in the output's layout.
+template <typename T>
+struct MaxPoolForwardArgmax {
+  static constexpr const char* kName = "max pool forward (argmax)";
+  PoolDesc p;
+  const T* x;
+  Nchw in, out;
+  T* y;
+  int64_t* argmax;
+  DLB_HD void operator()(int64_t o) const {
+    int64_t n, c, i, j;
+    out.coords(o, n, c, i, j);
+    const int64_t arg = pool_argmax(x, in, n, c, pool_window(p, in.h, in.w, i, j));
+    argmax[o] = arg;
+    y[o] = stored<T>(load(x[in.at(n, c, arg / in.w, arg % in.w)]));
+  }
+};
+
+// Max pooling's gradient from the saved places: PoolBackward's gather over the windows that
+// cover an input element, in the same order, with one read of each window's place instead of a
+// search of the window. The same terms, so the same bits.
+template <typename T>
+struct MaxPoolBackwardArgmax {
+  static constexpr const char* kName = "max pool backward (argmax)";
+  PoolDesc p;
+  const int64_t* argmax;
+  const T* dy;
+  Nchw in, out;
+  T* dx;
+  DLB_HD void operator()(int64_t e) const {
+    int64_t n, c, a, b;
+    in.coords(e, n, c, a, b);
+    const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
+    const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
+    const int64_t j_first = left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0;
+    const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
+    const int64_t place = a * in.w + b;
+    float sum = 0.f;
+    for (int64_t i = i_first; i <= i_last && i < out.h; ++i) {
+      for (int64_t j = j_first; j <= j_last && j < out.w; ++j) {
+        const int64_t o = out.at(n, c, i, j);
+        if (argmax[o] == place) sum += load(dy[o]);
+      }
+    }
+    dx[e] = stored<T>(sum);
+  }
+};
+
 }  // namespace dlb::cuda

@@ -38,15 +38,33 @@ void Pool2d::require(const Backend& backend, const PrecisionPolicy& policy) cons
   backend.require(Op::kPool, OpTypes::of(policy));
 }
 
-void Pool2d::forward(const LayerContext& ctx, const LayerTensors&,
-                     const std::vector<const Tensor*>& x, Tensor& y) {
-  ctx.backend.pool_forward(desc_, *x[0], y);
+// Max pooling on a backend that keeps each output's argmax (Backend::saves_pool_argmax): saved
+// by the training forward pass for backward, in the output's shape (int64, as PyTorch's
+// indices).
+void Pool2d::declare(LayerDeclaration& d) const {
+  if (desc_.mode == PoolMode::kMax && d.traits.saves_pool_argmax) {
+    d.saved("argmax", output_shape(d.in), DType::kI64);
+  }
 }
 
-void Pool2d::backward_data(const LayerContext& ctx, const LayerTensors&,
+void Pool2d::forward(const LayerContext& ctx, const LayerTensors& own,
+                     const std::vector<const Tensor*>& x, Tensor& y) {
+  if (ctx.training && own.has("argmax")) {
+    ctx.backend.max_pool_forward_argmax(desc_, *x[0], y, own.get("argmax"));
+  } else {
+    ctx.backend.pool_forward(desc_, *x[0], y);
+  }
+}
+
+void Pool2d::backward_data(const LayerContext& ctx, const LayerTensors& own,
                            const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                            const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.pool_backward(desc_, *x[0], y, dy, *dx[0]);
+  if (!dx[0]) return;
+  if (own.has("argmax")) {
+    ctx.backend.max_pool_backward_argmax(desc_, own.get("argmax"), dy, *dx[0]);
+  } else {
+    ctx.backend.pool_backward(desc_, *x[0], y, dy, *dx[0]);
+  }
 }
 
 double Pool2d::forward_flops(const std::vector<Shape>& in) const {
