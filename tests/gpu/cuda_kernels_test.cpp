@@ -121,13 +121,24 @@ TEST_F(GpuKernels, SoftmaxCrossEntropyWithinAFloatUlp) {
   cpu.softmax_cross_entropy(logits, labels, probs, loss);
   Tensor dl = on_device(logits), dlab = on_device(labels);
   Tensor dprobs = on_device(host_zeros({rows, classes})), dloss = on_device(host_zeros({1}));
-  // The row terms are doubles: 2 floats' bytes each.
-  Tensor drow = gpu->empty({rows * 2}, DType::kF32, MemCategory::kWorkspace, "row terms");
-  auto* row_loss = static_cast<double*>(drow.raw());
-  launch_for_each(gpu->stream(), rows,
-                  SoftmaxCrossEntropyRow<float>{dl.data<float>(), dlab.data<int64_t>(), classes,
-                                                dprobs.data<float>(), row_loss});
-  launch_for_each(gpu->stream(), 1, MeanOfRows{row_loss, rows, dloss.data<float>()});
+  // Scratch as the backend lays it out: maxima, sums and terms per row, then their sum (doubles:
+  // 2 floats' bytes each).
+  Tensor scratch = gpu->empty({rows * 8 + 2}, DType::kF32, MemCategory::kWorkspace, "scratch");
+  auto* maxes = static_cast<RowMax*>(scratch.raw());
+  auto* sums = reinterpret_cast<RowSum*>(maxes + rows);
+  auto* terms = reinterpret_cast<double*>(sums + rows);
+  auto* total = reinterpret_cast<RowSum*>(terms + rows);
+  const ChannelRows by_row{rows, classes, false};
+  launch_channel_reduce(gpu->stream(), rows, classes, 1,
+                        SoftmaxRowMax<float>{dl.data<float>(), by_row}, maxes);
+  launch_channel_reduce(gpu->stream(), rows, classes, 1,
+                        SoftmaxRowSum<float>{dl.data<float>(), maxes, by_row}, sums);
+  launch_for_each(gpu->stream(), rows * classes,
+                  SoftmaxProbabilities<float>{dl.data<float>(), dlab.data<int64_t>(), classes,
+                                              maxes, sums, dprobs.data<float>(), terms});
+  launch_channel_reduce(gpu->stream(), 1, rows, 1, LossTermsSum{terms, ChannelRows{1, rows, false}},
+                        total);
+  launch_for_each(gpu->stream(), 1, LossMean{total, rows, dloss.data<float>()});
   const std::vector<float> gprobs = back(dprobs), gloss = back(dloss);
   for (int64_t i = 0; i < rows * classes; ++i) {
     ASSERT_NEAR(gprobs[i], probs.data<float>()[i], FLT_EPSILON * probs.data<float>()[i]) << i;

@@ -15,13 +15,24 @@ void CudaBackend::softmax_cross_entropy(const Tensor& logits, const Tensor& labe
   if (labels.dtype() != DType::kI64) throw InvalidArgument("cuda: labels must be int64");
   check_numel(labels, rows, "labels");
   check_numel(loss, 1, "loss");
-  auto* row_loss = static_cast<double*>(workspace(static_cast<size_t>(rows) * sizeof(double)));
+  // Scratch: each row's maximum, sum and loss term, then the terms' sum.
+  char* scratch = static_cast<char*>(
+      workspace(static_cast<size_t>(rows) * (sizeof(RowMax) + sizeof(RowSum) + sizeof(double)) +
+                sizeof(RowSum)));
+  auto* maxes = reinterpret_cast<RowMax*>(scratch);
+  auto* sums = reinterpret_cast<RowSum*>(maxes + rows);
+  auto* terms = reinterpret_cast<double*>(sums + rows);
+  auto* total = reinterpret_cast<RowSum*>(terms + rows);
+  const ChannelRows by_row{rows, classes, false};
   with_storage(logits.dtype(), "logits", [&](auto tag) {
     using T = decltype(tag);
-    run(rows, SoftmaxCrossEntropyRow<T>{as<T>(logits), labels.data<int64_t>(), classes,
-                                        probs.data<float>(), row_loss});
+    reduce(rows, classes, 1, SoftmaxRowMax<T>{as<T>(logits), by_row}, maxes);
+    reduce(rows, classes, 1, SoftmaxRowSum<T>{as<T>(logits), maxes, by_row}, sums);
+    run(rows * classes, SoftmaxProbabilities<T>{as<T>(logits), labels.data<int64_t>(), classes,
+                                                maxes, sums, probs.data<float>(), terms});
   });
-  run(1, MeanOfRows{row_loss, rows, loss.data<float>()});
+  reduce(1, rows, 1, LossTermsSum{terms, ChannelRows{1, rows, false}}, total);
+  run(1, LossMean{total, rows, loss.data<float>()});
 }
 
 void CudaBackend::softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,

@@ -4,8 +4,11 @@
 
 namespace dlb::cuda {
 
-DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyRow)
-DLB_INSTANTIATE(MeanOfRows)
+DLB_INSTANTIATE_REDUCE_STORED(SoftmaxRowMax)
+DLB_INSTANTIATE_REDUCE_STORED(SoftmaxRowSum)
+DLB_INSTANTIATE_STORED(SoftmaxProbabilities)
+DLB_INSTANTIATE_REDUCE(LossTermsSum)
+DLB_INSTANTIATE(LossMean)
 DLB_INSTANTIATE_STORED(SoftmaxCrossEntropyBackward)
 
 }  // namespace dlb::cuda
