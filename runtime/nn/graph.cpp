@@ -194,8 +194,14 @@ std::vector<size_t> Graph::passable_slots(int i, const Consumers& c) const {
 // adds its share into it after this node's other inputs have read it: the schedule orders those
 // reads before the add (link_dependencies follows views to their storage), and so does every
 // reordering of it.
+void Graph::keep_gradients_distinct() {
+  if (declared_) throw InvalidArgument("graph is already declared");
+  distinct_gradients_ = true;
+}
+
 void Graph::pass_gradients_through() {
   passed_.assign(nodes_.size(), {});
+  if (distinct_gradients_) return;
   const Consumers consumers = last_consumers();
   for (size_t n = 1; n < nodes_.size(); ++n) {
     const int i = static_cast<int>(n);

@@ -50,6 +50,11 @@ class Graph final : public PassRunner {
   // backend is called and nothing is allocated: `traits` say what the backend would do.
   void declare(const PrecisionPolicy& policy, const BackendTraits& traits);
   bool is_declared() const { return declared_; }
+  // Before declare: every activation's gradient in a tensor of its own, as it was when its pass
+  // wrote it, so a residual add copies instead of passing its gradient on
+  // (Layer::passes_gradient_through). A step dump needs it: it reads each pass's gradient after
+  // the step, and a shared one holds the fork's sum by then.
+  void keep_gradients_distinct();
   // Throws Unsupported, in node order, where `backend` cannot run a layer's ops in the declared
   // policy's dtypes (Layer::require). bind calls it before allocating.
   void require(const Backend& backend) const;
@@ -187,6 +192,7 @@ class Graph final : public PassRunner {
   // Per node, per input slot: the input's gradient is a view of the node's output gradient
   // (Layer::passes_gradient_through), so its backward pass writes nothing there.
   std::vector<std::vector<char>> passed_;
+  bool distinct_gradients_ = false;
   std::vector<int64_t> grad_offsets_;
   Schedule forward_, backward_;
 };

@@ -547,6 +547,7 @@ RunResult run_training(const RunOptions& o) {
   bo.device = local_rank(r.rank);  // one GPU per rank on each node
   auto backend = make_backend(o.backend, bo);
   Rng rng(o.seed);
+  if (!o.dump_path.empty()) graph.keep_gradients_distinct();
   graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
   TrainConfig tc;
   tc.sgd = o.sgd;

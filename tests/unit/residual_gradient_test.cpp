@@ -112,6 +112,16 @@ TEST(ResidualGradient, TrainsBitForBitAsTheCopyingAddWithTheAliasedBytesLess) {
   EXPECT_EQ(copying.naive_bytes - passing.naive_bytes, 5 * 2 * 16 * sizeof(float));
 }
 
+// A step dump keeps every gradient distinct: the adds copy, as the copying add does.
+TEST(ResidualGradient, KeptDistinctEveryAddCopies) {
+  Graph g = four_adds<Add>();
+  g.keep_gradients_distinct();
+  const Trained kept = train(std::move(g)), copying = train(four_adds<CopyingAdd>());
+  EXPECT_EQ(kept.copying_adds, copying.copying_adds);
+  EXPECT_EQ(kept.naive_bytes, copying.naive_bytes);
+  EXPECT_EQ(kept.weights, copying.weights);
+}
+
 TEST(ResidualGradient, EveryResnetAddPassesItsGradientOnAndRunsNoPass) {
   for (const char* model : {"resnet18", "resnet50"}) {
     CpuBackend backend{BackendOptions{}};
