@@ -54,11 +54,14 @@ void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what) {
   }
 }
 
+// An empty tensor copies nothing (its host side may be a null pointer: memcpy may not take one).
 void CpuBackend::copy_from_host(const void* src, Tensor& dst) {
+  if (dst.bytes() == 0) return;
   std::memcpy(dst.raw(), src, dst.bytes());
 }
 
 void CpuBackend::copy_to_host(const Tensor& src, void* dst) {
+  if (src.bytes() == 0) return;
   std::memcpy(dst, src.raw(), src.bytes());
 }
 
