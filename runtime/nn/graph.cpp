@@ -187,6 +187,11 @@ std::vector<size_t> Graph::passable_slots(int i, const Consumers& c) const {
   return slots;
 }
 
+void Graph::keep_gradients_distinct() {
+  if (declared_) throw InvalidArgument("graph is already declared");
+  distinct_gradients_ = true;
+}
+
 // A node whose data gradient is its output gradient for every input (a residual add): the
 // gradients of the inputs it writes first, and its own output gradient, become one tensor. The
 // earliest node's gradient stays the tensor (a view must be declared after what it views), and
@@ -194,11 +199,6 @@ std::vector<size_t> Graph::passable_slots(int i, const Consumers& c) const {
 // adds its share into it after this node's other inputs have read it: the schedule orders those
 // reads before the add (link_dependencies follows views to their storage), and so does every
 // reordering of it.
-void Graph::keep_gradients_distinct() {
-  if (declared_) throw InvalidArgument("graph is already declared");
-  distinct_gradients_ = true;
-}
-
 void Graph::pass_gradients_through() {
   passed_.assign(nodes_.size(), {});
   if (distinct_gradients_) return;

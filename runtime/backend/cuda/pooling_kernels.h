@@ -111,6 +111,18 @@ DLB_HD int64_t pool_argmax(const T* x, const Nchw& in, int64_t n, int64_t c,
   return arg_a * in.w + arg_b;
 }
 
+// The output windows that cover input element (a, b), in row-major order: rows i with
+// i * stride - pad <= a < i * stride - pad + kernel, within the output, and columns likewise.
+struct CoveringWindows {
+  int64_t i_first, i_last, j_first, j_last;
+};
+DLB_HD CoveringWindows covering_windows(const PoolDesc& p, int64_t a, int64_t b, const Nchw& out) {
+  const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
+  const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
+  return {top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0, i_last < out.h ? i_last : out.h - 1,
+          left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0, j_last < out.w ? j_last : out.w - 1};
+}
+
 // One output element of max or average pooling over [N, C, h, w] -> [N, C, oh, ow] (floor mode,
 // as PyTorch's default): the maximum ignores padding; the average sums in double. x and y each
 // in its own layout.
@@ -159,14 +171,10 @@ struct PoolBackward {
   DLB_HD void operator()(int64_t e) const {
     int64_t n, c, a, b;
     in.coords(e, n, c, a, b);
-    // Windows i with i * stride - pad <= a < i * stride - pad + kernel.
-    const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
-    const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
-    const int64_t j_first = left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0;
-    const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
+    const CoveringWindows cover = covering_windows(p, a, b, out);
     float sum = 0.f;
-    for (int64_t i = i_first; i <= i_last && i < out.h; ++i) {
-      for (int64_t j = j_first; j <= j_last && j < out.w; ++j) {
+    for (int64_t i = cover.i_first; i <= cover.i_last; ++i) {
+      for (int64_t j = cover.j_first; j <= cover.j_last; ++j) {
         const PoolWindow win = pool_window(p, in.h, in.w, i, j);
         if (p.mode == PoolMode::kMax) {
           if (pool_argmax(x, in, n, c, win) == a * in.w + b) sum += load(dy[out.at(n, c, i, j)]);
@@ -214,14 +222,11 @@ struct MaxPoolBackwardArgmax {
   DLB_HD void operator()(int64_t e) const {
     int64_t n, c, a, b;
     in.coords(e, n, c, a, b);
-    const int64_t top = a + p.pad_h - p.kernel_h + 1, left = b + p.pad_w - p.kernel_w + 1;
-    const int64_t i_first = top > 0 ? (top + p.stride_h - 1) / p.stride_h : 0;
-    const int64_t j_first = left > 0 ? (left + p.stride_w - 1) / p.stride_w : 0;
-    const int64_t i_last = (a + p.pad_h) / p.stride_h, j_last = (b + p.pad_w) / p.stride_w;
+    const CoveringWindows cover = covering_windows(p, a, b, out);
     const int64_t place = a * in.w + b;
     float sum = 0.f;
-    for (int64_t i = i_first; i <= i_last && i < out.h; ++i) {
-      for (int64_t j = j_first; j <= j_last && j < out.w; ++j) {
+    for (int64_t i = cover.i_first; i <= cover.i_last; ++i) {
+      for (int64_t j = cover.j_first; j <= cover.j_last; ++j) {
         const int64_t o = out.at(n, c, i, j);
         if (argmax[o] == place) sum += load(dy[o]);
       }
