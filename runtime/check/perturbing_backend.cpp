@@ -91,6 +91,27 @@ void PerturbingBackend::sgd_update_with_copy(const SgdConfig& c, const Tensor& g
   inner().sgd_update_with_copy(c, g, s, m, p, compute);
   perturb(OpKind::kSgd, CheckPass::kUpdate, p);
 }
+void PerturbingBackend::sgd_update_group(const SgdConfig& c, const std::vector<SgdParamRef>& group,
+                                         const Tensor* s) {
+  inner().sgd_update_group(c, group, s);
+  for (const SgdParamRef& ref : group) perturb(OpKind::kSgd, CheckPass::kUpdate, *ref.param);
+}
+void PerturbingBackend::batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& g,
+                                                 const Tensor& b, Tensor& rm, Tensor& rv,
+                                                 Tensor& sm, Tensor& si, Tensor& y, float mo,
+                                                 float eps, Tensor* num_batches_tracked) {
+  inner().batch_norm_train_counted(relu, x, g, b, rm, rv, sm, si, y, mo, eps, num_batches_tracked);
+  perturb(OpKind::kBatchNorm, CheckPass::kForward, y);
+}
+void PerturbingBackend::max_pool_forward_argmax(const PoolDesc& p, const Tensor& x, Tensor& y,
+                                                Tensor& argmax) {
+  inner().max_pool_forward_argmax(p, x, y, argmax);
+}
+void PerturbingBackend::max_pool_backward_argmax(const PoolDesc& p, const Tensor& argmax,
+                                                 const Tensor& dy, Tensor& dx) {
+  inner().max_pool_backward_argmax(p, argmax, dy, dx);
+  perturb(OpKind::kMaxPool, CheckPass::kBackwardData, dx);
+}
 void PerturbingBackend::conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                                            Tensor& dx) {
   DelegatingBackend::conv_backward_data(p, dy, w, dx);

@@ -22,7 +22,8 @@ class PerturbingBackend final : public DelegatingBackend {
   std::string_view name() const override { return name_; }
 
   // The inner backend's own fused and composed ops, so that they run as that backend runs them
-  // (the CUDA backend's conv plan with a bias, its fused batch norm + ReLU, its SGD kernel).
+  // (the CUDA backend's conv plan with a bias, its fused batch norm + ReLU, its SGD kernels, its
+  // counted batch norm, its max pooling with an argmax).
   bool fuses_batch_norm_relu(const OpTypes& t) const override {
     return inner().fuses_batch_norm_relu(t);
   }
@@ -38,6 +39,16 @@ class PerturbingBackend final : public DelegatingBackend {
                            Tensor& p) override;
   void sgd_update_with_copy(const SgdConfig& c, const Tensor& g, const Tensor* s, Tensor& m,
                             Tensor& p, Tensor& compute) override;
+  void sgd_update_group(const SgdConfig& c, const std::vector<SgdParamRef>& group,
+                        const Tensor* s) override;
+  void batch_norm_train_counted(bool relu, const Tensor& x, const Tensor& g, const Tensor& b,
+                                Tensor& rm, Tensor& rv, Tensor& sm, Tensor& si, Tensor& y, float mo,
+                                float eps, Tensor* num_batches_tracked) override;
+  bool saves_pool_argmax() const override { return inner().saves_pool_argmax(); }
+  void max_pool_forward_argmax(const PoolDesc& p, const Tensor& x, Tensor& y,
+                               Tensor& argmax) override;
+  void max_pool_backward_argmax(const PoolDesc& p, const Tensor& argmax, const Tensor& dy,
+                                Tensor& dx) override;
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override;
   void conv_backward_data(const ConvPlan& p, const Tensor& dy, const Tensor& w,
                           Tensor& dx) override;

@@ -415,9 +415,10 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
   const BackendTraits traits = BackendTraits::of(backend, OpTypes::of(policy_));
   if (traits.activation_layout != traits_.activation_layout ||
       traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
-      traits.guarded != traits_.guarded) {
+      traits.guarded != traits_.guarded || traits.saves_pool_argmax != traits_.saves_pool_argmax) {
     throw InvalidArgument(
-        "the graph was declared for a backend that stores or fuses its tensors otherwise, or "
+        "the graph was declared for a backend that stores, fuses or saves its tensors otherwise, "
+        "or "
         "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
   require(backend);  // before a byte is allocated

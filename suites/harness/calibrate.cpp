@@ -226,7 +226,7 @@ DeviceFile load_device(const std::string& name_or_path) {
 namespace {
 
 // `model`'s roofline times on `d` (declared as the CUDA backend runs it: batch norm and ReLU
-// fused).
+// fused, max pooling's argmax kept).
 RooflineTimes roofline_of(const DeviceFile& d, const std::string& model, int64_t batch,
                           int64_t image_size, const std::string& precision) {
   const std::optional<Precision> p = parse_precision(precision);
@@ -235,7 +235,7 @@ RooflineTimes roofline_of(const DeviceFile& d, const std::string& model, int64_t
     throw InvalidArgument(fmt::format("{}: no peak FLOP/s for precision '{}'", d.path, precision));
   }
   Graph g = build_model(model, ModelConfig{batch, image_size, 0, {}});
-  g.declare(PrecisionPolicy::for_precision(*p), BackendTraits{Layout::kNCHW, true, false});
+  g.declare(PrecisionPolicy::for_precision(*p), BackendTraits{Layout::kNCHW, true, false, true});
   return roofline_times(g, DevicePeaks{peak->second, d.peak_bytes_per_s});
 }
 

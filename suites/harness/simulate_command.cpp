@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <optional>
 
+#include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "runtime/core/parse_number.h"
 #include "runtime/core/stats.h"
@@ -108,8 +109,10 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   }
   SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}, {}};
   const PrecisionPolicy policy = PrecisionPolicy::for_precision(*precision);
-  // Declared only: nothing is allocated. The activations' layout costs no time here.
-  s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false});
+  // Declared only: nothing is allocated. The activations' layout costs no time here; the CUDA
+  // backend's max pooling keeps its argmax (a tensor the plan holds to the pool's backward).
+  const bool argmax = parse_backend_kind(c.backend) == BackendKind::kCuda;
+  s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false, argmax});
   const LossTensors loss = declare_loss_tensors(s.graph, c.batch);
   s.schedule = compute_schedule(s.graph, loss, *plan_kind, *recompute);
   s.plan = step_buckets(s.graph, bucket_mb);

@@ -5,11 +5,15 @@
 // a broken one).
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <vector>
 
 #include "runtime/backend/cuda/pooling_kernels.h"
 #include "runtime/backend/delegating_backend.h"
 #include "runtime/check/op_checker.h"
+#include "runtime/check/perturbing_backend.h"
+#include "runtime/core/error.h"
+#include "runtime/nn/memory_plan.h"
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
@@ -83,6 +87,24 @@ TEST(MaxPoolArgmax, AGraphKeepsThePlacesAndTrainsAsTheSearchDoes) {
   EXPECT_EQ(a.weights, b.weights);
 }
 
+// A graph declared for a backend that searches (no argmax tensor) is refused by one that keeps
+// the places, before any byte is allocated, and the other way round.
+TEST(MaxPoolArgmax, AGraphDeclaredForTheOtherPoolingIsNotBound) {
+  ArgmaxBackend kept;
+  DelegatingBackend searched;
+  Rng rng(1);
+  Graph for_search = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  for_search.declare_for(searched);
+  EXPECT_THROW(
+      for_search.bind(kept, rng, naive_plan(for_search.step_schedule(), for_search.tensor_infos())),
+      InvalidArgument);
+  Graph for_kept = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  for_kept.declare_for(kept);
+  EXPECT_THROW(
+      for_kept.bind(searched, rng, naive_plan(for_kept.step_schedule(), for_kept.tensor_infos())),
+      InvalidArgument);
+}
+
 TEST(MaxPoolArgmax, TheOpCheckerChecksBothOpsAndCatchesABrokenOne) {
   const OpInstance op = parse_op_instance("max_pool:shape=2x3x7x7,kernel=3,stride=2,pad=1");
   ArgmaxBackend good, broken(true);
@@ -95,6 +117,22 @@ TEST(MaxPoolArgmax, TheOpCheckerChecksBothOpsAndCatchesABrokenOne) {
     EXPECT_EQ(r.status, r.pass == CheckPass::kForward ? CheckStatus::kOk : CheckStatus::kFail)
         << check_pass_name(r.pass);
   }
+}
+
+// check-ops --perturb breaks the backend's own argmax backward, not the search it replaces: the
+// perturbing backend forwards saves_pool_argmax and both argmax ops to the backend it wraps.
+TEST(MaxPoolArgmax, ThePerturbingBackendBreaksTheArgmaxBackward) {
+  const OpInstance op = parse_op_instance("max_pool:shape=2x3x7x7,kernel=3,stride=2,pad=1");
+  auto inner = std::make_unique<ArgmaxBackend>();
+  const ArgmaxBackend& argmax = *inner;
+  PerturbingBackend broken(std::move(inner), "max_pool.backward_data");
+  EXPECT_TRUE(broken.saves_pool_argmax());
+  for (const PassResult& r : check_instance(broken, op, {})) {
+    EXPECT_EQ(r.status, r.pass == CheckPass::kForward ? CheckStatus::kOk : CheckStatus::kFail)
+        << check_pass_name(r.pass);
+  }
+  EXPECT_EQ(argmax.forwards, 2);
+  EXPECT_EQ(argmax.backwards, 1);
 }
 
 }  // namespace

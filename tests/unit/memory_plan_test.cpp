@@ -513,11 +513,12 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
       for (OverlapStrategy strategy : kOverlapStrategies) {
         for (const char* policy : {"none", "sqrt", "every:2"}) {
           // The CUDA backend's graph too: batch norm with its ReLU fused (the ReLU's output a
-          // view), and 16-bit activations channels-last; declared without a GPU.
+          // view), 16-bit activations channels-last and max pooling's argmax kept; declared
+          // without a GPU.
           for (bool cuda : {false, true}) {
             const bool narrow = precision != Precision::kFp32;
             const BackendTraits traits =
-                cuda ? BackendTraits{narrow ? Layout::kNHWC : Layout::kNCHW, true, false}
+                cuda ? BackendTraits{narrow ? Layout::kNHWC : Layout::kNCHW, true, false, true}
                      : BackendTraits{};
             Graph g = build_model(model, ModelConfig{2, size, 10, {}});
             g.declare(PrecisionPolicy::for_precision(precision), traits);

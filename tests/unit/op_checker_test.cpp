@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 #include <string>
+#include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/delegating_backend.h"
 #include "runtime/check/bounds.h"
 #include "runtime/check/operands.h"
 #include "runtime/check/perturbing_backend.h"
@@ -226,6 +229,28 @@ TEST(OpChecker, ABrokenPassIsCaught) {
   }
   EXPECT_THROW(PerturbingBackend(std::make_unique<CpuBackend>(BackendOptions{}), "conv.sideways"),
                InvalidArgument);
+}
+
+// A backend whose grouped update is its own (as the CUDA backend's one launch is): the perturbing
+// backend forwards the group to it and breaks what it wrote.
+class GroupedSgd final : public DelegatingBackend {
+ public:
+  void sgd_update_group(const SgdConfig& c, const std::vector<SgdParamRef>& group,
+                        const Tensor* scaler) override {
+    ++groups;
+    Backend::sgd_update_group(c, group, scaler);
+  }
+  int groups = 0;
+};
+
+TEST(OpChecker, ThePerturbingBackendBreaksTheInnerBackendsGroupedUpdate) {
+  auto inner = std::make_unique<GroupedSgd>();
+  const GroupedSgd& grouped = *inner;
+  PerturbingBackend broken(std::move(inner), "sgd.update");
+  for (const PassResult& r : check_instance(broken, parse_op_instance(kInstances[13]), {})) {
+    EXPECT_EQ(r.status, CheckStatus::kFail) << check_pass_name(r.pass);
+  }
+  EXPECT_GT(grouped.groups, 0);
 }
 
 TEST(OpChecker, APrecisionTheBackendLacksIsUnsupportedNotFailed) {
