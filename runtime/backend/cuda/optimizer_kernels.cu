@@ -8,7 +8,8 @@
 #error "the multi-tensor SGD kernel's table needs CUDA 12.1 or later (kernel arguments over 4 KiB)"
 #endif
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 700
-#error "the multi-tensor SGD kernel's table needs a Volta or later GPU (kernel arguments over 4 KiB)"
+#error \
+    "the multi-tensor SGD kernel's table needs a Volta or later GPU (kernel arguments over 4 KiB)"
 #endif
 
 namespace dlb::cuda {
