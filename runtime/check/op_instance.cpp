@@ -322,16 +322,38 @@ double OpInstance::forward_flops() const {
   }
 }
 
-void check_instance_sizes(const OpInstance& op) {
+namespace {
+
+// The input, output and weight shapes of an instance.
+std::vector<Shape> instance_shapes(const OpInstance& op) {
   std::vector<Shape> shapes = {op.in, op.out()};
   if (op.kind == OpKind::kConv) {
     const ConvDesc& d = op.conv;
     shapes.push_back(Shape{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w});
   }
   if (op.kind == OpKind::kLinear) shapes.push_back(Shape{op.features, op.in[1]});
-  for (const Shape& s : shapes) {
-    double n = 1;  // in double: a product of four int64s may not fit one
-    for (int64_t d : s.dims()) n *= static_cast<double>(d);
+  return shapes;
+}
+
+double elements(const Shape& s) {
+  double n = 1;  // in double: a product of four int64s may not fit one
+  for (int64_t d : s.dims()) n *= static_cast<double>(d);
+  return n;
+}
+
+}  // namespace
+
+double check_bytes_estimate(const OpInstance& op) {
+  if (op.kind == OpKind::kSgd) return 24.0 * elements(op.in) * (op.copy ? 4 : 3);
+  if (op.kind == OpKind::kLossScale) return 16.0 * elements(op.in);
+  double n = 0;
+  for (const Shape& s : instance_shapes(op)) n += elements(s);
+  return 72.0 * n;
+}
+
+void check_instance_sizes(const OpInstance& op) {
+  for (const Shape& s : instance_shapes(op)) {
+    const double n = elements(s);
     if (n > static_cast<double>(kMaxElements)) {
       throw InvalidArgument(
           fmt::format("op instance '{}': a tensor of {} has more than 2^31 "

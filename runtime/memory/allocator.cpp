@@ -2,12 +2,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
 #include "runtime/core/error.h"
 #include "runtime/core/parse_number.h"
+#include "runtime/memory/host_memory.h"
 #include "runtime/memory/memory_guard.h"
 
 namespace dlb {
@@ -149,6 +151,21 @@ MemoryStats Allocator::stats() const {
   return stats_;
 }
 
+void Allocator::require_room(size_t bytes, std::string_view what) const {
+  const size_t capacity = this->capacity();
+  size_t held = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    held = stats_.total_current;
+  }
+  const std::string where = held == 0 ? fmt::format("the {} here", resource_->name())
+                                      : fmt::format("the {} here less the {} in use",
+                                                    resource_->name(), format_bytes(held));
+  // Unknown (0) stays unknown; a device already full has room for nothing.
+  const size_t room = capacity == 0 ? 0 : std::max<size_t>(1, capacity - std::min(capacity, held));
+  require_memory(static_cast<double>(bytes), room, what, where);
+}
+
 void Allocator::reset_peaks() {
   std::lock_guard<std::mutex> lock(mu_);
   stats_.peak = stats_.current;
@@ -161,6 +178,7 @@ class HostMemoryResource final : public MemoryResource {
   void* allocate(size_t bytes) override { return std::aligned_alloc(64, (bytes + 63) / 64 * 64); }
   void deallocate(void* p, size_t) override { std::free(p); }
   std::string_view name() const override { return "host memory"; }
+  size_t capacity() const override { return host_memory_bytes(); }
 };
 }  // namespace
 

@@ -43,6 +43,8 @@ class MemoryResource {
   virtual void write(void* dst, const void* src, size_t bytes);
   virtual void read(const void* src, void* dst, size_t bytes);
   virtual void synchronize() {}
+  // The most it can hold, in bytes (a device's memory, the host's): 0 where unknown.
+  virtual size_t capacity() const { return 0; }
 };
 
 class MemoryGuard;
@@ -90,6 +92,13 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
   // Throws OutOfMemory (naming `what`, the category and the budget) when the budget or the
   // device would be exceeded. The budget is the device's: host categories are not in it.
   std::shared_ptr<Buffer> allocate(size_t bytes, MemCategory category, std::string_view what);
+  // Throws OutOfMemory, before anything is allocated, when `bytes` more of the device's
+  // categories, an estimate (a step's memory plan), would not fit in the device's memory (its
+  // resource's capacity) beside what is held now: "{what} would take about ...". The budget is not
+  // checked here; allocate() enforces it.
+  void require_room(size_t bytes, std::string_view what) const;
+  // The device's memory (its resource's capacity): 0 where unknown.
+  size_t capacity() const { return resource_->capacity(); }
 
   // --memory-guard: from now on every allocation is surrounded by red zones of a known pattern,
   // which check_guards() (and each release) reads back. Call before the first allocation.

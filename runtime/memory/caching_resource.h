@@ -35,6 +35,7 @@ class CachingMemoryResource final : public MemoryResource {
   }
   void read(const void* src, void* dst, size_t bytes) override { upstream_->read(src, dst, bytes); }
   void synchronize() override { upstream_->synchronize(); }
+  size_t capacity() const override { return upstream_->capacity(); }
   CacheStats stats() const;  // a copy, taken under the lock
   void release_cached();
 

@@ -422,6 +422,9 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
         "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
   require(backend);  // before a byte is allocated
+  backend.allocator().require_room(
+      plan.device_bytes(), fmt::format("the step's tensors at batch {} ({} buffers as planned)",
+                                       shape(input())[0], plan.buffers.size()));
   try {
     bind_storage(backend, plan);
     backend_ = &backend;

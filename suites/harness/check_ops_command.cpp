@@ -16,6 +16,7 @@
 #include "runtime/check/perturbing_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/io/output_file.h"
+#include "runtime/memory/host_memory.h"
 #include "suites/harness/check_grid.h"
 #include "suites/harness/check_ops_report.h"
 
@@ -205,6 +206,18 @@ void check_on_backend(CheckRun& run, const std::vector<GridInstance>& instances,
   }
 }
 
+// Each instance's memory estimated before the first is checked (they run one at a time): an
+// instance text or a grid's batch within the size limits can still ask for more than the machine
+// has, which would end in the kernel's OOM killer minutes in.
+void require_memory_for(const std::vector<GridInstance>& instances) {
+  const size_t host = host_memory_bytes();
+  for (const GridInstance& g : instances) {
+    require_memory(check_bytes_estimate(g.op), host,
+                   fmt::format("checking {} ({})", g.op.spec(), g.origins.front()),
+                   "this machine's memory");
+  }
+}
+
 }  // namespace
 
 int check_ops_command(const CheckOpsOptions& o) {
@@ -221,6 +234,7 @@ int check_ops_command(const CheckOpsOptions& o) {
     print_instances(instances, run.notes);
     return 0;
   }
+  require_memory_for(instances);
   if (run.mode == CheckMode::kGrad) {
     check_gradients(run, instances, o.verbose);
   } else {

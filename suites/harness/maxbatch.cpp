@@ -178,8 +178,24 @@ nlohmann::json maxbatch_json(const RunOptions& o, const MaxBatchSearch& s,
   return record;
 }
 
+namespace {
+
+// A budget above the memory the backend has would search past all of it (to the search's limit),
+// allocating what the machine has on the way: refused before the first probe.
+void require_budget_within_memory(const RunOptions& o) {
+  const size_t memory = make_backend(o.backend, BackendOptions{})->allocator().capacity();
+  if (memory > 0 && *o.memory_budget > memory) {
+    throw InvalidArgument(fmt::format(
+        "--memory-budget ({}) is more than the {} backend's memory here ({}); give at most that",
+        format_bytes(*o.memory_budget), backend_kind_name(o.backend), format_bytes(memory)));
+  }
+}
+
+}  // namespace
+
 int maxbatch_command(const RunOptions& o) {
   validate_maxbatch_options(o);
+  require_budget_within_memory(o);
   const std::string budget = format_bytes(*o.memory_budget);
   fmt::print("maxbatch {} ({}, {}, memory plan {}, recompute {}, swap {}) within {}\n", o.model,
              backend_kind_name(o.backend), precision_name(o.precision),

@@ -186,6 +186,47 @@ else
   failures=$((failures + 1))
 fi
 
+# Round 4, item 3: work whose memory is estimated above the machine's (DLBENCH_HOST_MEMORY stands
+# in for it here) is refused before it allocates: exit 3, one line with the estimate, in seconds,
+# and a record already at its --json path stays as it was.
+check_memory() {  # check_memory NAME ARGS...
+  local name=$1
+  shift
+  local err rc
+  err=$(DLBENCH_HOST_MEMORY=512MiB timeout 60 "$dlbench" "$@" 2>&1 >/dev/null)
+  rc=$?
+  if [[ $rc -eq 3 && $(printf '%s' "$err" | grep -c '') -eq 1 && $err == *"would take about"* ]]; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name: exit $rc (want 3 and one line with the estimate): $err"
+    failures=$((failures + 1))
+  fi
+}
+echo '{"kept": true}' >"$work/kept.json"
+check_memory "check-ops sgd 2^31 - 1" check-ops --backend=cpu --instance=sgd:shape=2147483647,copy=0 \
+  --json="$work/kept.json"
+check_memory "check-ops linear 2^28 outputs" check-ops --backend=cpu \
+  --instance=linear:shape=2x8,out=268435456
+check_memory "check-ops --batches=100000" check-ops --backend=cpu --models=resnet18 --sizes=32 \
+  --batches=100000 --ops=conv
+check_memory "run --sync=stale:1000" run --model=resnet18 --image-size=32 --batch=2 --steps=1 \
+  --warmup=0 --sync=stale:1000 --json="$work/kept.json"
+check_memory "run --batch=4096" run --model=resnet18 --image-size=32 --batch=4096 --steps=1 \
+  --warmup=0
+if [[ $(cat "$work/kept.json") == '{"kept": true}' ]]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: a refused run changed the record at its --json path"
+  failures=$((failures + 1))
+fi
+export DLBENCH_HOST_MEMORY=512MiB
+check "maxbatch: a budget above the machine's memory" 2 maxbatch --model=digits-cnn \
+  --image-size=8 --memory-budget=1.8e19
+check "maxbatch: a budget within it" 0 maxbatch --model=digits-cnn --image-size=8 \
+  --memory-budget=256MiB
+unset DLBENCH_HOST_MEMORY
+DLBENCH_HOST_MEMORY=lots check "an unreadable DLBENCH_HOST_MEMORY" 2 "${quick[@]}"
+
 # The reports and the PyTorch peer (reports/)
 root=$(cd "$here/../.." && pwd)
 fixtures=$root/tests/reports/fixtures

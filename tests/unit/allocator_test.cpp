@@ -3,10 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "runtime/core/error.h"
 #include "runtime/memory/caching_resource.h"
+#include "runtime/memory/host_memory.h"
 
 namespace dlb {
 namespace {
@@ -84,6 +87,55 @@ TEST(Allocator, HostSwapMemoryIsTheHostsOutsideTheBudgetAndTheTotal) {
   EXPECT_EQ(host, 0u);
   EXPECT_EQ(a->stats().current[static_cast<size_t>(MemCategory::kHostSwap)], 0u);
   EXPECT_EQ(a->stats().total_current, 3000u);
+}
+
+// A resource of a known size: require_room refuses an estimate past what is left of it, with the
+// estimate, before anything is allocated; an unknown size (0) refuses nothing.
+class SizedResource final : public MemoryResource {
+ public:
+  explicit SizedResource(size_t capacity) : capacity_(capacity) {}
+  void* allocate(size_t bytes) override { return inner_->allocate(bytes); }
+  void deallocate(void* p, size_t bytes) override { inner_->deallocate(p, bytes); }
+  std::string_view name() const override { return "sized memory"; }
+  size_t capacity() const override { return capacity_; }
+
+ private:
+  size_t capacity_;
+  std::unique_ptr<MemoryResource> inner_ = make_host_memory_resource();
+};
+
+TEST(Allocator, RequireRoomRefusesAnEstimatePastTheDevicesMemoryBesideWhatIsHeld) {
+  auto a = std::make_shared<Allocator>(std::make_unique<SizedResource>(10 << 20));
+  EXPECT_NO_THROW(a->require_room(10 << 20, "all of it"));
+  auto held = a->allocate(4 << 20, MemCategory::kWeights, "w");
+  EXPECT_NO_THROW(a->require_room(6 << 20, "the rest"));
+  try {
+    a->require_room((6 << 20) + 1, "the step's tensors");
+    ADD_FAILURE() << "no refusal";
+  } catch (const OutOfMemory& e) {
+    EXPECT_STREQ(e.what(),
+                 "the step's tensors would take about 6.00 MiB, more than the sized memory here "
+                 "less the 4.00 MiB in use (6.00 MiB)");
+  }
+  EXPECT_EQ(a->stats().total_current, size_t{4} << 20) << "nothing allocated";
+  auto unknown = std::make_shared<Allocator>(std::make_unique<SizedResource>(0));
+  EXPECT_NO_THROW(unknown->require_room(SIZE_MAX, "anything"));
+}
+
+// The machine's memory: DLBENCH_HOST_MEMORY replaces what the system says, and is read by the
+// one grammar of sizes; the host resource's capacity is it.
+TEST(HostMemory, TheEnvironmentReplacesTheMachinesMemory) {
+  const size_t machine = host_memory_bytes();
+  EXPECT_GT(machine, size_t{1} << 20);
+  ASSERT_EQ(setenv("DLBENCH_HOST_MEMORY", "3GiB", 1), 0);
+  EXPECT_EQ(host_memory_bytes(), size_t{3} << 30);
+  EXPECT_EQ(make_host_memory_resource()->capacity(), size_t{3} << 30);
+  ASSERT_EQ(setenv("DLBENCH_HOST_MEMORY", "0x10", 1), 0);
+  EXPECT_THROW(host_memory_bytes(), InvalidArgument);
+  ASSERT_EQ(unsetenv("DLBENCH_HOST_MEMORY"), 0);
+  EXPECT_EQ(host_memory_bytes(), machine);
+  EXPECT_THROW(require_memory(2e19, 1 << 30, "x", "y"), OutOfMemory);
+  EXPECT_NO_THROW(require_memory(1 << 30, 1 << 30, "x", "y"));
 }
 
 TEST(Allocator, BuffersKeepTheirAllocatorAlive) {

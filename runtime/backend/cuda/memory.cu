@@ -33,6 +33,12 @@ class DeviceMemoryResource final : public MemoryResource {
     DLB_CUDA_CHECK(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToHost));
   }
   void synchronize() override { DLB_CUDA_CHECK(cudaDeviceSynchronize()); }
+  size_t capacity() const override {
+    DLB_CUDA_CHECK(cudaSetDevice(device_));
+    size_t free = 0, total = 0;
+    DLB_CUDA_CHECK(cudaMemGetInfo(&free, &total));
+    return total;
+  }
 
  private:
   int device_;
