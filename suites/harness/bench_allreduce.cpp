@@ -11,6 +11,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
+#include "runtime/memory/host_memory.h"
 #include "suites/harness/commands.h"
 #include "suites/harness/environment.h"
 #include "suites/harness/launcher.h"
@@ -35,8 +36,7 @@ void check_host_buffer_fits(size_t max_bytes, int64_t ranks) {
         max_bytes, mpi_limit));
   }
   if (launched_under_mpi()) return;
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  const double host = pages > 0 && page > 0 ? static_cast<double>(pages) * page : 0;
+  const auto host = static_cast<double>(host_memory_bytes());
   const double need = 2.0 * static_cast<double>(max_bytes) * static_cast<double>(ranks);
   if (host > 0 && need > host) {
     throw InvalidArgument(fmt::format(
