@@ -6,6 +6,7 @@
 #include <memory>
 #include <set>
 
+#include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "runtime/io/json_fields.h"
 #include "runtime/overlap/sync_schedule.h"
@@ -15,6 +16,9 @@ namespace dlb {
 namespace {
 
 constexpr double kMaxMs = 1e9;
+// No training step, on any device, is shorter than a microsecond (a kernel launch alone takes
+// several): a shorter one is not a measurement, and would calibrate records claiming 1e300 img/s.
+constexpr double kMinStepMs = 1e-3;
 
 LayerTimes parse_layer(const JsonFields& f) {
   LayerTimes t;
@@ -36,6 +40,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& where)
   c.model = f.string("model");
   c.precision = f.string("precision");
   c.backend = f.string("backend");
+  if (!parse_backend_kind(c.backend)) f.fail("backend", "a backend dlbench has (cpu or cuda)");
   c.device = f.string("device");
   c.batch = f.integer("batch", 1);
   c.image_size = f.integer("image_size", 1);
@@ -45,9 +50,8 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& where)
   c.recompute = f.string("recompute");
   c.source = f.object("source").json();
   c.step_ms = f.number("step_ms", 0, kMaxMs);
-  if (c.step_ms <= 0) f.fail("step_ms", "a step time above 0");
-  c.scale = f.number("scale", 0, 1e6);
-  if (c.scale <= 0) f.fail("scale", "a factor above 0");
+  if (c.step_ms < kMinStepMs) f.fail("step_ms", "a step time of at least 0.001 ms");
+  c.scale = f.number("scale", 1e-6, 1e6);
   c.loss_ms = f.number("loss_ms", 0, kMaxMs);
   c.optimizer_ms = f.number("optimizer_ms", 0, kMaxMs);
   const nlohmann::json& layers = f.array("layers");

@@ -112,10 +112,19 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
   const double profiled_ms = c.loss_ms + c.optimizer_ms + read_profile(profile, c);
   const nlohmann::json& all = metrics.object("step_time_s").array("all");
   std::vector<double> steps;
+  // Each a measured step: at least a microsecond (runtime/sim/calibration.cpp), and within a
+  // thousand times the shortest, so that the jitter it calibrates stays a factor of the mean.
   for (const auto& s : all) {
-    if (s.is_number() && s.get<double>() > 0) steps.push_back(s.get<double>());
+    if (!s.is_number() || !(s.get<double>() >= 1e-6)) {
+      metrics.fail("step_time_s", "the timed steps' times, each at least 1e-6 s");
+    }
+    steps.push_back(s.get<double>());
   }
   if (steps.empty()) metrics.fail("step_time_s", "the timed steps' times");
+  if (*std::max_element(steps.begin(), steps.end()) >
+      1e3 * *std::min_element(steps.begin(), steps.end())) {
+    metrics.fail("step_time_s", "the timed steps' times, within 1000 times one another");
+  }
   const double mean_s =
       std::accumulate(steps.begin(), steps.end(), 0.0) / static_cast<double>(steps.size());
   for (double s : steps) c.jitter.push_back(s / mean_s);
@@ -124,6 +133,12 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
     throw InvalidArgument(fmt::format("{}: the profile's passes take no time", profile));
   }
   c.scale = c.step_ms / profiled_ms;
+  if (!(c.scale >= 1e-6 && c.scale <= 1e6)) {
+    throw InvalidArgument(fmt::format(
+        "{}: its passes take {} ms in all and the timed steps {} ms: not one step's profile "
+        "(they differ more than a million times)",
+        profile, profiled_ms, c.step_ms));
+  }
   // As a file would be read back: the same limits (a jitter factor of 1e3, a scale of 1e6).
   return parse_calibration(calibration_json(c), where);
 }

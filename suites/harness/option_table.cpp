@@ -225,7 +225,7 @@ std::vector<Option> make_table() {
          const std::optional<SyncMode> m = parse_sync_mode(text);
          if (!m) {
            throw InvalidArgument(fmt::format(
-               "sync: unknown mode '{}' (expected sync, async, or stale:K for a whole K from 0 to "
+               "unknown mode '{}' (expected sync, async, or stale:K for a whole K from 0 to "
                "1000)",
                text));
          }
@@ -257,8 +257,7 @@ std::vector<Option> make_table() {
          const std::optional<RecomputePolicy> p = parse_recompute(text);
          if (!p) {
            throw InvalidArgument(fmt::format(
-               "recompute: unknown policy '{}' (expected none, sqrt or every:K with K >= 1)",
-               text));
+               "unknown policy '{}' (expected none, sqrt or every:K with K >= 1)", text));
          }
          o.recompute = *p;
        },
@@ -278,7 +277,7 @@ std::vector<Option> make_table() {
          const std::optional<SwapPolicy> p = parse_swap(text);
          if (!p) {
            throw InvalidArgument(fmt::format(
-               "swap: '{}' is not none, all, auto or a list of tensor names (comma-separated, "
+               "'{}' is not none, all, auto or a list of tensor names (comma-separated, "
                "none empty or repeated)",
                text));
          }
@@ -329,16 +328,16 @@ std::vector<Option> make_table() {
          const std::string text = v.get<std::string>();
          const std::optional<StragglerSpec> s = parse_straggler(text);
          if (!s) {
-           throw InvalidArgument(fmt::format(
-               "straggler: '{}' is not RANK:FACTOR (a rank from 0 and how many times slower its "
-               "compute is, e.g. 1:2)",
-               text));
+           throw InvalidArgument(
+               fmt::format("'{}' is not RANK:FACTOR (a rank from 0 and how many times slower its "
+                           "compute is, e.g. 1:2)",
+                           text));
          }
          if (!(s->factor >= 1) || s->factor > 1000) {
-           throw InvalidArgument(fmt::format(
-               "straggler: '{}': the factor is how many times slower the rank computes, from 1 "
-               "to 1000",
-               text));
+           throw InvalidArgument(
+               fmt::format("'{}': the factor is how many times slower the rank computes, from 1 "
+                           "to 1000",
+                           text));
          }
          o.straggler = *s;
        },
@@ -463,10 +462,10 @@ std::vector<Option> make_table() {
          const std::string text = v.get<std::string>();
          const std::optional<LrWarmup> w = parse_lr_warmup(text);
          if (!w) {
-           throw InvalidArgument(fmt::format(
-               "lr_warmup: '{}' is not a warm-up (expected 0, N or Nepochs for N >= 0 epochs, or "
-               "Nsteps for a whole N >= 1)",
-               text));
+           throw InvalidArgument(
+               fmt::format("'{}' is not a warm-up (expected 0, N or Nepochs for N >= 0 epochs, or "
+                           "Nsteps for a whole N >= 1)",
+                           text));
          }
          o.lr.warmup = *w;
        },
@@ -482,10 +481,10 @@ std::vector<Option> make_table() {
          const std::string text = v.get<std::string>();
          const std::optional<LrSchedule> s = parse_lr_schedule(text);
          if (!s) {
-           throw InvalidArgument(fmt::format(
-               "lr_schedule: unknown schedule '{}' (expected constant, cosine, or step:E1,E2,... "
-               "with epochs increasing from 1)",
-               text));
+           throw InvalidArgument(
+               fmt::format("unknown schedule '{}' (expected constant, cosine, or step:E1,E2,... "
+                           "with epochs increasing from 1)",
+                           text));
          }
          o.lr.schedule = *s;
        },
@@ -758,7 +757,13 @@ const Option* find_option(std::string_view key) {
 
 void apply_option(RunOptions& o, const Option& option, const json& v, OptionOrigin origin) {
   check_option_value(option, v, origin);
-  option.set(o, v);
+  // A setter's refusal says what is wrong with the value; the name is the one the user gave
+  // (the flag on the command line, the key in a suite), added here once.
+  try {
+    option.set(o, v);
+  } catch (const InvalidArgument& e) {
+    throw InvalidArgument(fmt::format("{}: {}", named(option, origin), e.what()));
+  }
 }
 
 void check_option_value(const Option& option, const json& v, OptionOrigin origin) {

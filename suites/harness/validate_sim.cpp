@@ -13,9 +13,11 @@
 #include "runtime/io/text_file.h"
 #include "suites/harness/calibrate.h"
 #include "suites/harness/launcher.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/report_hook.h"
 #include "suites/harness/results.h"
+#include "suites/harness/run_command.h"
 #include "suites/harness/simulate_command.h"
 #include "suites/harness/sweep_command.h"
 #include "suites/harness/sweep_options.h"
@@ -47,14 +49,18 @@ nlohmann::json measure_allreduce(int64_t ranks, size_t max_bytes, const std::str
 }
 
 // The validation's suite: one rank and every rank count, per strategy.
+// The run flags of every point, as the suite's defaults.
+nlohmann::json point_defaults(const ValidateSimOptions& o) {
+  return {{"backend", "cpu"},   {"precision", "fp32"},         {"model", o.model},
+          {"batch", o.batch},   {"image_size", o.image_size},  {"steps", o.steps},
+          {"warmup", o.warmup}, {"repetitions", o.repetitions}};
+}
+
 std::string write_suite(const ValidateSimOptions& o) {
   nlohmann::json overlaps = nlohmann::json::array(), ranks = {1};
   for (OverlapStrategy s : o.overlaps) overlaps.push_back(std::string(overlap_name(s)));
   for (int64_t n : o.ranks) ranks.push_back(n);
-  const nlohmann::json defaults = {{"backend", "cpu"},           {"precision", "fp32"},
-                                   {"model", o.model},           {"batch", o.batch},
-                                   {"image_size", o.image_size}, {"steps", o.steps},
-                                   {"warmup", o.warmup},         {"repetitions", o.repetitions}};
+  const nlohmann::json defaults = point_defaults(o);
   const nlohmann::json suite = {
       {"name", "validate-sim"},
       {"description",
@@ -163,6 +169,14 @@ void check_options(const ValidateSimOptions& o) {
   if (o.repetitions < 2) {
     throw InvalidArgument("validate-sim: --repetitions must be at least 2 (the spread needs them)");
   }
+  // The run flags become the suite's defaults: checked here by the option table's rules, so that
+  // a refusal names the flag given, not the suite written from it, and comes before any file.
+  RunOptions run;
+  const nlohmann::json defaults = point_defaults(o);
+  for (const auto& [key, value] : defaults.items()) {
+    apply_option(run, *find_option(key), value, OptionOrigin::kCommandLine);
+  }
+  validate_run_options(run);
   if (fs::exists(o.out + "/runs/results.jsonl")) {
     throw InvalidArgument(
         fmt::format("{} already holds a validation: give --out=DIR for a new one", o.out));

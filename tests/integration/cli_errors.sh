@@ -46,22 +46,22 @@ expect 2 "needs --epochs" run --model=digits-cnn --data=digits
 digits=(run --model=digits-cnn --image-size=8 --data=digits --batch=32 --epochs=3)
 expect 2 "is as long as the run or longer" "${digits[@]}" --lr-warmup=3
 expect 2 "is as long as the run or longer" "${digits[@]}" --lr-warmup=1000steps
-expect 2 "lr_schedule: unknown schedule 'linear'" "${digits[@]}" --lr-schedule=linear
+expect 2 "--lr-schedule: unknown schedule 'linear'" "${digits[@]}" --lr-schedule=linear
 expect 2 "a decay after 3 epochs is not before the run's end" "${digits[@]}" --lr-schedule=step:1,3
-expect 2 "lr_warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
+expect 2 "--lr-warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
 expect 2 "--lr-warmup and --lr-schedule need --data=digits" "${quick[@]}" --lr-schedule=cosine
 expect 2 "--lr-reference-batch must be in [1, 2147483647] (got 0)" "${quick[@]}" --lr-reference-batch=0
 expect 2 "--straggler=2:2: rank 2 is beyond the 2 ranks" "${quick[@]}" --ranks=2 --straggler=2:2
-expect 2 "sync: unknown mode 'stale:-1'" "${quick[@]}" --sync=stale:-1
+expect 2 "--sync: unknown mode 'stale:-1'" "${quick[@]}" --sync=stale:-1
 expect 2 "--sync=async needs at least 2 ranks" "${quick[@]}" --sync=async
 expect 2 "--sync=async pushes whole steps' gradients: it takes --overlap=none" "${quick[@]}" --ranks=2 --sync=async --overlap=forward
 expect 2 "--sync=async keeps fp32 weights and gradients" "${quick[@]}" --ranks=2 --sync=async --precision=bf16
 expect 2 "--sync=async with --lr-warmup or --lr-schedule" "${digits[@]}" --ranks=2 --sync=async --lr-schedule=cosine
-expect 2 "sync: unknown mode 'async:2'" "${quick[@]}" --sync=async:2
+expect 2 "--sync: unknown mode 'async:2'" "${quick[@]}" --sync=async:2
 expect 2 "--sync=stale:2 schedules its own all-reduce, behind the next steps: it takes --overlap=none" "${quick[@]}" --sync=stale:2 --overlap=backward
 expect 2 "--sync=stale:1: fp16's loss scaling checks this step's gradients" "${quick[@]}" --sync=stale:1 --precision=fp16
 expect 2 "the factor is how many times slower the rank computes, from 1" "${quick[@]}" --straggler=0:0.5
-expect 2 "straggler: 'x:2' is not RANK:FACTOR" "${quick[@]}" --straggler=x:2
+expect 2 "--straggler: 'x:2' is not RANK:FACTOR" "${quick[@]}" --straggler=x:2
 expect 2 "--straggler slows a rank's passes on the host: it needs --backend=cpu" "${quick[@]}" --backend=cuda --straggler=0:2
 expect 2 "cannot read safetensors file '$work/missing.safetensors'" "${quick[@]}" --init="$work/missing.safetensors"
 printf 'garbage!' >"$work/bad.safetensors"
@@ -83,12 +83,12 @@ expect 4 "--memory-plan=reuse packs tensors into shared buffers" "${quick[@]}" -
   --memory-guard
 expect 4 "--dump writes every activation and gradient after the last step" "${quick[@]}" \
   --memory-plan=reuse --dump="$work/dump.safetensors"
-expect 2 "recompute: unknown policy 'every:0' (expected none, sqrt or every:K with K >= 1)" \
+expect 2 "--recompute: unknown policy 'every:0' (expected none, sqrt or every:K with K >= 1)" \
   "${quick[@]}" --memory-plan=reuse --recompute=every:0
-expect 2 "recompute: unknown policy 'half'" "${quick[@]}" --memory-plan=reuse --recompute=half
+expect 2 "--recompute: unknown policy 'half'" "${quick[@]}" --memory-plan=reuse --recompute=half
 expect 2 "--recompute=sqrt frees activations for the memory plan to reuse" "${quick[@]}" \
   --memory-plan=naive --recompute=sqrt
-expect 2 "swap: 'a,,b' is not none, all, auto or a list of tensor names" "${quick[@]}" \
+expect 2 "--swap: 'a,,b' is not none, all, auto or a list of tensor names" "${quick[@]}" \
   --memory-plan=reuse --swap=a,,b
 expect 2 "--swap=all frees activations' device bytes for the memory plan to reuse" "${quick[@]}" \
   --memory-plan=naive --swap=all

@@ -103,6 +103,45 @@ refused "a calibration of another batch" --batch=32
 refused "a straggler beyond the ranks" --ranks=2,4 --straggler=2:3
 refused "a straggler faster than the rest" --ranks=4 --straggler=1:0.5
 refused "a jitter that is no spread" --jitter=wide
+
+# Calibrations that are no measurement, as files and as the records they come from: a backend
+# dlbench has not, a step of 1e-300 s (it would claim 1e300 img/s), each refused naming the file
+# and its key, before any record.
+cal="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json"
+"$py" - "$cal" "$work" <<'PY'
+import json, sys
+cal = json.load(open(sys.argv[1]))
+json.dump(dict(cal, backend="tpu"), open(sys.argv[2] + "/tpu.json", "w"))
+json.dump(dict(cal, step_ms=1e-300), open(sys.argv[2] + "/instant.json", "w"))
+PY
+for f in tpu instant; do
+  "$dlbench" simulate --calibration="$work/$f.json" --network=dgx-h100 --ranks=2 \
+    --out="$work/cal-$f" >"$work/err.out" 2>&1
+  rc=$?
+  check "a calibration file ($f): exit 2 (got $rc), one line naming it" test $rc -eq 2 -a \
+    "$(wc -l <"$work/err.out")" -eq 1
+  check "a calibration file ($f): named" grep -q "$work/$f.json" "$work/err.out"
+  check "a calibration file ($f): no record" test ! -e "$work/cal-$f/results.jsonl"
+  cat "$work/err.out"
+done
+cp -r "$work/r" "$work/instant"
+"$py" - "$work/instant/results.jsonl" <<'PY'
+import json, sys
+records = [json.loads(line) for line in open(sys.argv[1])]
+for r in records:
+    times = r.get("metrics", {}).get("step_time_s", {})
+    if "all" in times:
+        times["all"] = [1e-300 for _ in times["all"]]
+open(sys.argv[1], "w").write("".join(json.dumps(r) + "\n" for r in records))
+PY
+before_instant=$(sha256sum "$work/instant/results.jsonl")
+"$dlbench" simulate --from="$work/instant" >"$work/err.out" 2>&1
+rc=$?
+check "steps of 1e-300 s: exit 2 (got $rc), named by the record's key" test $rc -eq 2 -a \
+  "$(grep -c "step_time_s" "$work/err.out")" -eq 1
+check "steps of 1e-300 s: results.jsonl unchanged" \
+  test "$(sha256sum "$work/instant/results.jsonl")" = "$before_instant"
+cat "$work/err.out"
 refused "a normal jitter too wide to keep every rank's speed above 0" --jitter=cv:0.5
 
 # A suite whose simulate block names an unknown preset is refused before its first point.
