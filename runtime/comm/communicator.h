@@ -73,6 +73,9 @@ class Communicator {
   virtual std::unique_ptr<CommHandle> recv_async(Tensor& buffer, int from, int tag);
   // The rank a message of `tag` is waiting from, if one is (it is not received).
   virtual std::optional<int> probe(int tag);
+  // How long a wait on another rank may last before it is a CommError (--comm-timeout): also
+  // what a parameter server allows a rank between two pushes.
+  virtual double timeout_seconds() const;
   virtual std::vector<uint64_t> allgather(uint64_t value) = 0;
   virtual void barrier() = 0;
   virtual double max_across_ranks(double value) = 0;

@@ -46,6 +46,8 @@ std::optional<int> Communicator::probe(int) {
   throw Unsupported(fmt::format("the {} communicator has no point-to-point messages", name()));
 }
 
+double Communicator::timeout_seconds() const { return kDefaultCommTimeoutSeconds; }
+
 std::string_view comm_progress_name(CommProgress p) {
   return p == CommProgress::kPoll ? "poll" : "thread";
 }

@@ -282,6 +282,7 @@ class SharedThreadHandle final : public CommHandle {
 
 class MpiCommunicator final : public Communicator {
  public:
+  double timeout_seconds() const override { return options_.timeout.count(); }
   explicit MpiCommunicator(const CommOptions& o) : options_(o) {
     int initialized = 0;
     MPI_Initialized(&initialized);

@@ -78,6 +78,7 @@ class NcclHandle final : public CommHandle {
 
 class NcclCommunicator final : public Communicator {
  public:
+  double timeout_seconds() const override { return options_.timeout.count(); }
   NcclCommunicator(std::unique_ptr<Communicator> bootstrap, const CommOptions& o)
       : boot_(std::move(bootstrap)),
         options_(o),

@@ -50,6 +50,7 @@ ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
   received_.assign(ranks, 0);
   version_sent_.assign(ranks, 0);
   stopped_.assign(ranks, false);
+  heard_.assign(ranks, std::chrono::steady_clock::now());
 }
 
 ParamServer::~ParamServer() = default;
@@ -130,6 +131,7 @@ void ParamServer::start_epoch(int64_t pushes) {
   epoch_pushes_ = 0;
   told_done_ = false;
   std::fill(stopped_.begin(), stopped_.end(), false);
+  std::fill(heard_.begin(), heard_.end(), std::chrono::steady_clock::now());
 }
 
 bool ParamServer::epoch_done() {
@@ -173,6 +175,26 @@ void ParamServer::push() {
 
 void ParamServer::serve() {
   while (const std::optional<int> from = comm_.probe(kGradientTag)) serve_one(*from);
+  check_silence();
+}
+
+bool ParamServer::owes_push(size_t r) const {
+  return epoch_target_ > 0 ? !stopped_[r] : received_[r] < pushes_;
+}
+
+void ParamServer::check_silence() const {
+  const double timeout = comm_.timeout_seconds();
+  const auto now = std::chrono::steady_clock::now();
+  for (size_t r = 1; r < heard_.size(); ++r) {
+    if (!owes_push(r)) continue;
+    const double silent = std::chrono::duration<double>(now - heard_[r]).count();
+    if (silent > timeout) {
+      throw CommError(fmt::format(
+          "asynchronous SGD: rank {} has pushed no gradients for {:.1f} s, more than the "
+          "communicator's timeout of {} s (--comm-timeout): it stopped or died",
+          r, silent, timeout));
+    }
+  }
 }
 
 void ParamServer::serve_one(int from) {
@@ -190,6 +212,7 @@ void ParamServer::serve_one(int from) {
   sending_[r] = comm_.send_async(reply, from, kWeightsTag);
   version_sent_[r] = version_;
   ++received_[r];
+  heard_[r] = std::chrono::steady_clock::now();
 }
 
 void ParamServer::flush() {
@@ -200,7 +223,7 @@ void ParamServer::flush() {
     // rank pushes once a step, as rank 0 does.
     auto outstanding = [&] {
       for (size_t r = 1; r < received_.size(); ++r) {
-        if (epoch_target_ > 0 ? !stopped_[r] : received_[r] < pushes_) return true;
+        if (owes_push(r)) return true;
       }
       return false;
     };
@@ -208,9 +231,7 @@ void ParamServer::flush() {
     // ends at the communicator's timeout (CommError) where the rank has died.
     while (outstanding()) {
       for (size_t r = 1; r < received_.size(); ++r) {
-        if (epoch_target_ > 0 ? !stopped_[r] : received_[r] < pushes_) {
-          serve_one(static_cast<int>(r));
-        }
+        if (owes_push(r)) serve_one(static_cast<int>(r));
       }
     }
     for (auto& s : sending_) {
@@ -227,8 +248,9 @@ void ParamServer::flush() {
   load_weights(weights);
   epoch_target_ = 0;  // until the next start_epoch
   if (comm_.rank() == 0) {
-    // The other ranks' next gradients are computed on these weights.
+    // The other ranks' next gradients are computed on these weights, from now.
     for (int64_t& v : version_sent_) v = version_;
+    std::fill(heard_.begin(), heard_.end(), std::chrono::steady_clock::now());
   }
 }
 

@@ -24,7 +24,12 @@
 // backend (on a GPU, copies each step). A flush (an epoch's end; the end of a run) is
 // collective: rank 0 serves every push outstanding, then broadcasts the master weights, which
 // every rank takes; a flush with no push since the last does nothing.
+//
+// A rank that stops answering is noticed by rank 0 as the run goes on, not at the next flush:
+// one that has pushed nothing for the communicator's timeout (--comm-timeout) while rank 0
+// still serves is a CommError naming it. The other ranks' waits for rank 0 end at the timeout.
 #pragma once
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
@@ -67,6 +72,12 @@ class ParamServer final : public PassRunner {
   void push();
   void serve();              // rank 0: every push waiting
   void serve_one(int from);  // rank 0: the next push of one rank (waited for, with a timeout)
+  // rank 0: whether rank r has a push still to come: in an epoch, until a reply told it the
+  // epoch is done; otherwise while it has pushed fewer times than rank 0 (every rank pushes once
+  // a step, and one ahead of rank 0 may be waiting at the end of the run).
+  bool owes_push(size_t r) const;
+  // rank 0: CommError when a rank that owes a push has sent none for the timeout.
+  void check_silence() const;
   void apply(const Tensor& grad, int64_t staleness);
   void take_reply();  // the other ranks: wait for the reply to the last push, and take it
   void load_weights(const Tensor& flat);   // the host copy into the graph's parameters
@@ -82,6 +93,8 @@ class ParamServer final : public PassRunner {
   std::vector<std::unique_ptr<CommHandle>> sending_;  // rank 0: a reply in flight per rank
   std::vector<int64_t> received_, version_sent_;      // rank 0: per rank
   std::vector<bool> stopped_;  // rank 0, in an epoch: its reply told the rank the epoch is done
+  // rank 0: when each rank's last push came (or the epoch, or the last flush, began).
+  std::vector<std::chrono::steady_clock::time_point> heard_;
   int64_t epoch_target_ = 0, epoch_pushes_ = 0;  // rank 0: pushes the epoch takes, and applied
   bool told_done_ = false;                       // the other ranks: the last reply's word
   std::unique_ptr<CommHandle> send_, recv_;      // the other ranks: the push in flight
