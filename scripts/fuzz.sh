@@ -6,7 +6,7 @@
 # reader and the PyTorch peer's point-file reader (tests/fuzz/{records,micro,peer_point}).
 #
 #   scripts/fuzz.sh               replay only (scripts/test.sh runs this)
-#   scripts/fuzz.sh --seconds 30  replay, then fuzz each target for 30 s (CI runs this)
+#   scripts/fuzz.sh --seconds 20  replay, then fuzz each target for 20 s (CI runs this)
 #
 # An input that crashes a target is saved under tests/fuzz/regressions/<target>/ (commit it with
 # the fix), and the run fails. Prints the executions per target.
@@ -27,7 +27,9 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 failed=0
-for target in safetensors batch_file digits_csv suite peak_file point_file results; do
+targets=(safetensors batch_file digits_csv suite peak_file point_file results calibration network
+         device op_instance)
+for target in "${targets[@]}"; do
   bash "$fuzz/replay.sh" "$bin/${target}_fuzzer" "$fuzz/corpus/$target" "$fuzz/regressions/$target" ||
     failed=1
 done
@@ -39,7 +41,7 @@ for target in "${python_targets[@]}"; do
 done
 ((seconds > 0)) || exit $failed
 
-for target in safetensors batch_file digits_csv suite peak_file point_file results; do
+for target in "${targets[@]}"; do
   work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is
   log=$work/log
   if ! "$bin/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \

@@ -236,6 +236,60 @@ def harness_inputs():
           json.dumps(no_index) + "\n" + lines[1][:len(lines[1]) // 2])
 
 
+def simulator_inputs():
+    """The simulator's files (calibration, network and device) and check-ops instance texts."""
+    layer = {"name": "conv1", "forward_ms": 0.2, "backward_data_ms": 0.1,
+             "backward_weights_ms": 0.1, "backward_ms": 0.0, "recompute_ms": 0.0}
+    calibration = {"kind": "dlbench calibration", "model": "digits-cnn", "batch": 8,
+                   "image_size": 8, "num_classes": 10, "fused_relus": False, "precision": "fp32",
+                   "backend": "cpu", "device": "cpu: seed", "memory_plan": "reuse",
+                   "recompute": "none", "source": {"method": "profile", "environment": {}},
+                   "step_ms": 1.5, "scale": 1.1, "loss_ms": 0.05, "optimizer_ms": 0.1,
+                   "layers": [layer, dict(layer, name="fc1")], "jitter": [0.9, 1.0, 1.1]}
+    def calibration_with(**changes):
+        return json.dumps(dict(calibration, **changes), indent=1) + "\n"
+    write("corpus/calibration", "digits_cnn.json", calibration_with())
+    bad = "regressions/calibration"
+    write(bad, "backend_tpu.json", calibration_with(backend="tpu"))
+    write(bad, "step_1e_minus_300.json", calibration_with(step_ms=1e-300))
+    write(bad, "scale_1e_minus_300.json", calibration_with(scale=1e-300))
+    write(bad, "layers_empty.json", calibration_with(layers=[]))
+    write(bad, "jitter_a_string.json", calibration_with(jitter="wide"))
+
+    for name in ("dgx-h100", "horovod-25gbe", "big-basin-50gbe"):
+        write("corpus/network", name + ".json", (ROOT / f"suites/networks/{name}.json").read_text())
+    net = json.loads((ROOT / "suites/networks/dgx-h100.json").read_text())
+    def network_with(level, **changes):
+        n = json.loads(json.dumps(net))
+        n[level].update(changes)
+        return json.dumps(n, indent=1) + "\n"
+    bad = "regressions/network"
+    write(bad, "latency_1e308.json", network_with("net", latency_us=1e308))
+    write(bad, "bandwidth_5e_minus_324.json", network_with("node", bandwidth_gbs=5e-324))
+
+    for name in ("h100-sxm", "p100-pcie"):
+        write("corpus/device", name + ".json", (ROOT / f"suites/devices/{name}.json").read_text())
+    device = json.loads((ROOT / "suites/devices/h100-sxm.json").read_text())
+    def device_with(**changes):
+        return json.dumps(dict(device, **changes), indent=1) + "\n"
+    bad = "regressions/device"
+    write(bad, "reference_empty.json", device_with(reference=[]))
+    write(bad, "peak_bytes_0.json", device_with(peak_bytes_per_s=0))
+
+    for name, text in [("conv", "conv:shape=2x4x7x6,k=6,kernel=3,stride=2,pad=1,groups=2,bias=1"),
+                       ("linear", "linear:shape=3x10,out=7"), ("sgd", "sgd:shape=1000,copy=1"),
+                       ("dropout", "dropout:shape=4x500,p=0.5"),
+                       ("max_pool", "max_pool:shape=2x3x7x7,kernel=3,stride=2,pad=1")]:
+        write("corpus/op_instance", name, text)
+    bad = "regressions/op_instance"
+    write(bad, "hex_shape", "sgd:shape=0x10,copy=0")
+    write(bad, "hex_probability", "dropout:shape=4x5,p=0x1p-1")
+    write(bad, "leading_space_probability", "dropout:shape=4x5,p= 0.5")
+    write(bad, "underflow_probability", "dropout:shape=4x5,p=1e-400")
+    write(bad, "tensor_past_2_to_31", "linear:shape=2x8,out=2147483648")
+
+
 if __name__ == "__main__":
     main()
     harness_inputs()
+    simulator_inputs()

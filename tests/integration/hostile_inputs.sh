@@ -107,6 +107,30 @@ for f in "$inputs"/results/*; do
   fi
 done
 
+# The simulator's files and check-ops' instance texts: each refused before any record or check.
+for f in "$inputs"/calibration/*; do
+  check "calibration/$(basename "$f")" "$(want_for "$f")" simulate --calibration="$f" \
+    --network=dgx-h100 --ranks=2 --out="$work/sim-calibration"
+done
+for f in "$inputs"/network/*; do
+  check "network/$(basename "$f")" "$(want_for "$f")" simulate --roofline=h100-sxm \
+    --model=digits-cnn --batch=8 --precision=bf16 --network="$f" --ranks=2 --out="$work/sim-network"
+done
+for f in "$inputs"/device/*; do
+  check "device/$(basename "$f")" "$(want_for "$f")" simulate --roofline="$f" --model=resnet50 \
+    --batch=256 --precision=bf16 --network=dgx-h100 --ranks=2 --out="$work/sim-device"
+done
+for f in "$inputs"/op_instance/*; do
+  check "op_instance/$(basename "$f")" "$(want_for "$f")" check-ops --backend=cpu \
+    --instance="$(cat "$f")"
+done
+for d in sim-calibration sim-network sim-device; do
+  if [[ -e $work/$d/results.jsonl ]]; then
+    echo "FAIL: a refused simulator input appended records to $d"
+    failures=$((failures + 1))
+  fi
+done
+
 # Flags out of the range of what holds them, empty values, names that are no name.
 check "bench allreduce --iters=2^32" 2 bench allreduce --iters=4294967296
 check "bench allreduce --iters=2^31" 2 bench allreduce --iters=2147483648
