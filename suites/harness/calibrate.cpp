@@ -174,7 +174,13 @@ std::vector<Calibration> calibrate_results(const std::string& dir) {
 }
 
 Calibration read_calibration(const std::string& path) {
-  return parse_calibration(read_json(path, "calibration"), path);
+  const Calibration c = parse_calibration(read_json(path, "calibration"), path);
+  // simulate copies the environment the calibration was measured in into every record it writes
+  // (with the time it simulated): refused here, naming the file, unless a record could hold it.
+  nlohmann::json environment = c.source.value("environment", nlohmann::json::object());
+  if (environment.is_object()) environment["time"] = "";
+  check_record_environment(environment, path + ": key 'source.environment'");
+  return c;
 }
 
 namespace {

@@ -99,6 +99,14 @@ void check_record(const nlohmann::json& record, const std::string& where) {
   check_harness_keys(record, where);
 }
 
+void check_record_environment(const nlohmann::json& environment, const std::string& where) {
+  const std::vector<std::string> errors =
+      validate_json(environment, result_schema().at("properties").at("environment"));
+  if (!errors.empty()) {
+    throw InvalidArgument(fmt::format("{}: not a record's environment: {}", where, errors[0]));
+  }
+}
+
 std::vector<nlohmann::json> parse_results(std::string_view text, const std::string& path) {
   std::vector<nlohmann::json> out;
   int64_t number = 0;

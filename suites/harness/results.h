@@ -24,6 +24,9 @@ std::vector<nlohmann::json> parse_results(std::string_view text, const std::stri
 // One record, as parse_results checks each line, and every number in it finite; `where` names it
 // in the InvalidArgument.
 void check_record(const nlohmann::json& record, const std::string& where);
+// InvalidArgument naming `where` unless `environment` is what a record's environment must be
+// (result.schema.json): what simulate copies from a calibration into each record it writes.
+void check_record_environment(const nlohmann::json& environment, const std::string& where);
 std::vector<nlohmann::json> read_results(const std::string& path);
 // When `text` (the whole of `path`, as read) does not end in a newline, a crash cut its last
 // record short: moves the bytes after the last newline to "<path>.torn-N" (the first N free,

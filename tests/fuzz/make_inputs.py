@@ -238,14 +238,21 @@ def harness_inputs():
 
 def simulator_inputs():
     """The simulator's files (calibration, network and device) and check-ops instance texts."""
+    environment = {"host": "seed", "backend": "cpu", "device": "cpu", "git_sha": "0", "cuda": "none",
+                   "dlbench_version": "0.1.0", "driver": "none", "cudnn": "none", "nccl": "none",
+                   "mpi": "none", "time": "2026-01-01T00:00:00Z"}
     layer = {"name": "conv1", "forward_ms": 0.2, "backward_data_ms": 0.1,
              "backward_weights_ms": 0.1, "backward_ms": 0.0, "recompute_ms": 0.0}
     calibration = {"kind": "dlbench calibration", "model": "digits-cnn", "batch": 8,
                    "image_size": 8, "num_classes": 10, "fused_relus": False, "precision": "fp32",
                    "backend": "cpu", "device": "cpu: seed", "memory_plan": "reuse",
-                   "recompute": "none", "source": {"method": "profile", "environment": {}},
+                   "recompute": "none", "source": {"method": "profile", "environment": environment},
                    "step_ms": 1.5, "scale": 1.1, "loss_ms": 0.05, "optimizer_ms": 0.1,
-                   "layers": [layer, dict(layer, name="fc1")], "jitter": [0.9, 1.0, 1.1]}
+                   "layers": [dict(layer, name=name) for name in (
+                       "features.0", "features.1", "features.2", "features.3", "features.4",
+                       "flatten", "classifier.0", "classifier.1", "classifier.2",
+                       "classifier.3")],
+                   "jitter": [0.9, 1.0, 1.1]}
     def calibration_with(**changes):
         return json.dumps(dict(calibration, **changes), indent=1) + "\n"
     write("corpus/calibration", "digits_cnn.json", calibration_with())
@@ -255,6 +262,9 @@ def simulator_inputs():
     write(bad, "scale_1e_minus_300.json", calibration_with(scale=1e-300))
     write(bad, "layers_empty.json", calibration_with(layers=[]))
     write(bad, "jitter_a_string.json", calibration_with(jitter="wide"))
+    for name, value in [("a_string", "x"), ("an_array", [1]), ("a_number", 5), ("empty", {})]:
+        write(bad, f"environment_{name}.json",
+              calibration_with(source={"method": "profile", "environment": value}))
 
     for name in ("dgx-h100", "horovod-25gbe", "big-basin-50gbe"):
         write("corpus/network", name + ".json", (ROOT / f"suites/networks/{name}.json").read_text())
