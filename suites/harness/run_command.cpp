@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -15,6 +16,7 @@
 #include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
+#include "runtime/io/output_file.h"
 #include "runtime/io/safetensors.h"
 #include "runtime/trace/comm_metrics.h"
 #include "runtime/trace/phase_metrics.h"
@@ -143,6 +145,25 @@ void validate_lr_rules(const RunOptions& o) {
 
 // What the option table cannot check alone: options that go together. Each option's own type
 // and range were checked when it was set (suites/harness/option_table.cpp).
+namespace {
+
+// "t.trace.json" -> "t.trace.rank2.json": the file of rank `rank`.
+std::string rank_file(const std::string& path, int rank) {
+  const size_t dot = path.rfind(".json");
+  const std::string tag = fmt::format(".rank{}", rank);
+  return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
+}
+
+// Every rank writes its own trace: the last rank's name is the longest, and checked with rank
+// 0's before any work, so that no rank's trace fails after the run (a name past NAME_MAX).
+void check_rank_trace_paths(const RunOptions& o) {
+  if (o.trace_path.empty() || o.ranks < 2) return;
+  const int last = static_cast<int>(std::min<int64_t>(o.ranks, INT32_MAX) - 1);
+  check_output_file(rank_file(o.trace_path, last), fmt::format("--trace (rank {}'s file)", last));
+}
+
+}  // namespace
+
 void validate_run_options(const RunOptions& o) {
   if (o.data == DataSource::kSynthetic) {
     if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
@@ -157,6 +178,7 @@ void validate_run_options(const RunOptions& o) {
   validate_straggler(o);
   validate_lr_rules(o);
   check_output_paths(o);
+  check_rank_trace_paths(o);
   validate_conv_math(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
@@ -260,13 +282,6 @@ void validate_run_options(const RunOptions& o) {
 }
 
 namespace {
-
-// "t.trace.json" -> "t.trace.rank2.json": the file of rank `rank`.
-std::string rank_file(const std::string& path, int rank) {
-  const size_t dot = path.rfind(".json");
-  const std::string tag = fmt::format(".rank{}", rank);
-  return dot == std::string::npos ? path + tag : path.substr(0, dot) + tag + path.substr(dot);
-}
 
 // MLPerf's names for the lowest precision used in matrix products: ours, but "bfloat16".
 std::string mllog_precision(Precision p) {

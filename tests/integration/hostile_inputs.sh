@@ -107,6 +107,11 @@ for f in "$inputs"/results/*; do
   fi
 done
 
+# A trace name that fits rank 0's file but not rank 1's (".rank1" more): refused before any rank
+# runs, not after the run.
+check "--trace: rank 1's file past NAME_MAX" 2 "${quick[@]}" --ranks=2 --trace-steps=1 \
+  --trace="$work/$(printf 't%.0s' {1..245}).json"
+
 # The simulator's files and check-ops' instance texts: each refused before any record or check.
 for f in "$inputs"/calibration/*; do
   check "calibration/$(basename "$f")" "$(want_for "$f")" simulate --calibration="$f" \
