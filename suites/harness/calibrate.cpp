@@ -75,6 +75,30 @@ bool calibrates(const nlohmann::json& r) {
          r["paths"].contains("profile") && r.contains("metrics") && r["metrics"].contains("phases");
 }
 
+namespace {
+
+// A record's timed steps (metrics.step_time_s.all), each a measured step: at least a
+// microsecond (runtime/sim/calibration.cpp), and within a thousand times the shortest, so that
+// the jitter they calibrate stays a factor of their mean.
+std::vector<double> measured_steps(const JsonFields& metrics) {
+  const nlohmann::json& all = metrics.object("step_time_s").array("all");
+  std::vector<double> steps;
+  for (const auto& s : all) {
+    if (!s.is_number() || !(s.get<double>() >= 1e-6)) {
+      metrics.fail("step_time_s", "the timed steps' times, each at least 1e-6 s");
+    }
+    steps.push_back(s.get<double>());
+  }
+  if (steps.empty()) metrics.fail("step_time_s", "the timed steps' times");
+  if (*std::max_element(steps.begin(), steps.end()) >
+      1e3 * *std::min_element(steps.begin(), steps.end())) {
+    metrics.fail("step_time_s", "the timed steps' times, within 1000 times one another");
+  }
+  return steps;
+}
+
+}  // namespace
+
 Calibration calibration_from_record(const nlohmann::json& record, const std::string& dir,
                                     const std::string& where) {
   if (!calibrates(record)) {
@@ -110,21 +134,7 @@ Calibration calibration_from_record(const nlohmann::json& record, const std::str
   c.optimizer_ms = phases.number("optimizer_s", 0, 1e6) * 1e3;
 
   const double profiled_ms = c.loss_ms + c.optimizer_ms + read_profile(profile, c);
-  const nlohmann::json& all = metrics.object("step_time_s").array("all");
-  std::vector<double> steps;
-  // Each a measured step: at least a microsecond (runtime/sim/calibration.cpp), and within a
-  // thousand times the shortest, so that the jitter it calibrates stays a factor of the mean.
-  for (const auto& s : all) {
-    if (!s.is_number() || !(s.get<double>() >= 1e-6)) {
-      metrics.fail("step_time_s", "the timed steps' times, each at least 1e-6 s");
-    }
-    steps.push_back(s.get<double>());
-  }
-  if (steps.empty()) metrics.fail("step_time_s", "the timed steps' times");
-  if (*std::max_element(steps.begin(), steps.end()) >
-      1e3 * *std::min_element(steps.begin(), steps.end())) {
-    metrics.fail("step_time_s", "the timed steps' times, within 1000 times one another");
-  }
+  const std::vector<double> steps = measured_steps(metrics);
   const double mean_s =
       std::accumulate(steps.begin(), steps.end(), 0.0) / static_cast<double>(steps.size());
   for (double s : steps) c.jitter.push_back(s / mean_s);
