@@ -12,8 +12,8 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   dlb::fuzz::run_reader([&] {
     const dlb::Network net = dlb::load_network(dlb::fuzz::as_file(data, size, "network.json"));
-    for (int64_t ranks : {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{1000},
-                          dlb::kMaxSimulatedRanks}) {
+    for (int64_t ranks :
+         {int64_t{1}, int64_t{2}, int64_t{3}, int64_t{8}, int64_t{1000}, dlb::kMaxSimulatedRanks}) {
       for (double bytes : {0.0, 1.0, 4e6, 1e12}) {
         const double us = dlb::fastest_allreduce(net, bytes, ranks).us;
         dlb::fuzz::require(std::isfinite(us) && us >= 0,
