@@ -6,7 +6,7 @@
 # reader and the PyTorch peer's point-file reader (tests/fuzz/{records,micro,peer_point}).
 #
 #   scripts/fuzz.sh               replay only (scripts/test.sh runs this)
-#   scripts/fuzz.sh --seconds 20  replay, then fuzz each target for 20 s (CI runs this)
+#   scripts/fuzz.sh --seconds 15  replay, then fuzz each target for 15 s (CI runs this)
 #
 # An input that crashes a target is saved under tests/fuzz/regressions/<target>/ (commit it with
 # the fix), and the run fails. Prints the executions per target.
