@@ -34,31 +34,25 @@ done
 # Asynchronous SGD: rank 0, serving a rank that stopped, gives up at the timeout too: at the
 # flush of a short run, and in the course of a long one (100,000 steps, a minute and more of
 # rank 0's own, which it does not wait to finish).
-start=$(date +%s)
-timeout 60 mpirun -np 2 --oversubscribe "$dlbench" run --ranks=2 --model=digits-cnn \
-  --image-size=8 --batch=4 --steps=5 --warmup=1 --sync=async --comm-timeout=3 \
-  --inject-fault=rank-stops >"$log" 2>&1
-rc=$? took=$(($(date +%s) - start))
-if [[ $rc -eq 5 && $took -le 30 ]] &&
-  grep -q "error (communication error): a message from rank 1 .*did not complete within 3 s" "$log"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL: async with a stopped rank: exit $rc after ${took}s"
-  tail -5 "$log"
-  failures=$((failures + 1))
-fi
-start=$(date +%s)
-timeout 60 mpirun -np 2 --oversubscribe "$dlbench" run --ranks=2 --model=digits-cnn \
-  --image-size=8 --batch=4 --steps=100000 --warmup=1 --sync=async --comm-timeout=3 \
-  --inject-fault=rank-stops >"$log" 2>&1
-rc=$? took=$(($(date +%s) - start))
-if [[ $rc -eq 5 && $took -le 20 ]] &&
-  grep -q "error (communication error): asynchronous SGD: rank 1 has pushed no gradients for" "$log"; then
-  passed=$((passed + 1))
-else
-  echo "FAIL: async with a rank stopped in a long run: exit $rc after ${took}s"
-  tail -5 "$log"
-  failures=$((failures + 1))
-fi
+# async_stop NAME STEPS WITHIN_S MESSAGE: exit 5 within WITHIN_S seconds, saying MESSAGE.
+async_stop() {
+  local name=$1 steps=$2 within=$3 message=$4 start rc took
+  start=$(date +%s)
+  timeout 60 mpirun -np 2 --oversubscribe "$dlbench" run --ranks=2 --model=digits-cnn \
+    --image-size=8 --batch=4 --steps="$steps" --warmup=1 --sync=async --comm-timeout=3 \
+    --inject-fault=rank-stops >"$log" 2>&1
+  rc=$? took=$(($(date +%s) - start))
+  if [[ $rc -eq 5 && $took -le $within ]] &&
+    grep -q "error (communication error): $message" "$log"; then
+    passed=$((passed + 1))
+  else
+    echo "FAIL: $name: exit $rc after ${took}s"
+    tail -5 "$log"
+    failures=$((failures + 1))
+  fi
+}
+async_stop "async with a stopped rank" 5 30 "a message from rank 1 .*did not complete within 3 s"
+async_stop "async with a rank stopped in a long run" 100000 20 \
+  "asynchronous SGD: rank 1 has pushed no gradients for"
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]
