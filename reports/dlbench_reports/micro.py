@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .plots import common
-from .outputs import check_output, write_text_atomically
+from .outputs import check_directory, check_output, write_text_atomically
 from .records import RESULT_SCHEMA, RecordError, read_json_file
 
 PASSES = ("forward", "backward_data", "backward_filter")
@@ -377,9 +377,11 @@ def conv_plot(rows: list[Row], backend: str, precision: str,
     layers = layers_drawn(all_layers, best, limit)
     fig, ax = common.figure(width=max(8.0, 0.32 * len(layers)))
     width = 0.27
+    undrawn = common.Undrawn()
     for i, p in enumerate(PASSES):
         xs = [j + (i - 1) * width for j in range(len(layers))]
-        ax.bar(xs, [100 * best[(w, p)].of_peak if (w, p) in best else 0 for w in layers],
+        ax.bar(xs, [undrawn.keep(100 * best[(w, p)].of_peak, f"{w[:40]} {p} (% of the peak)")
+                    if (w, p) in best else 0 for w in layers],
                width, label=p, gid=f"conv:{p}")
     ax.axhline(100, color="#888888", linestyle="--", linewidth=1, label="the measured peak")
     ax.set_xticks(range(len(layers)))
@@ -389,7 +391,7 @@ def conv_plot(rows: list[Row], backend: str, precision: str,
                  "fraction of the measured peak", fontsize=10)
     ax.legend(fontsize=7)
     ax.grid(axis="y", alpha=0.3)
-    common.footnote(fig, conv_plot_note(conv, all_layers, layers))
+    common.footnote(fig, conv_plot_note(conv, all_layers, layers), undrawn)
     return fig
 
 
@@ -414,6 +416,7 @@ def render(directory: str | Path) -> tuple[Path, list[Path]]:
     allreduces = [read_allreduce(f) for f in sorted(d.glob("allreduce-*.json"))]
     md = d / "micro.md"
     check_output(md, "report")
+    check_directory(d / "plots", "plots", create=False)
     write_text_atomically(md, markdown(micro.rows, micro.context, allreduces, micro.failed))
     if micro.failed:
         print(f"micro: {len(micro.failed)} rows failed (listed in {md})")

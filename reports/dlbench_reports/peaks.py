@@ -9,6 +9,7 @@ import json
 import re
 from pathlib import Path
 
+from .plots import common
 from .records import Record
 
 PEAKS_FILE = Path(__file__).resolve().parents[1] / "device_peaks.json"
@@ -52,6 +53,7 @@ def mfu_text(record: Record, peaks: list[dict]) -> str:
     found = mfu_and_basis(record, peaks)
     if found is None:
         return "n/a"
+    percent = common.number_text(100 * found[0], ".1f")  # n/a where it is not finite
     if found[1] == "measured":
-        return f"{100 * found[0]:.1f}% " + ("(m, peak too low)" if found[0] > 1 else "(m)")
-    return f"{100 * found[0]:.1f}%"
+        return f"{percent}% " + ("(m, peak too low)" if found[0] > 1 else "(m)")
+    return f"{percent}%"

@@ -6,11 +6,12 @@ suites/schema/result.schema.json; anything a report needs beyond the schema is a
 `Record.need`, which names the file, the line and the missing key.
 
 The reader is strict, since records come back from other machines and other tools: a line must be
-UTF-8, JSON nested at most MAX_DEPTH levels (checked by a scan without recursion, before parsing),
-with no NaN or Infinity literals (JSON has none; Python's json module accepts them), and valid
-against the schema, which types every metric (byte counts are integers in [0, 2^63), throughputs
-and step times are positive). Anything else is a RecordError naming the file and the line; the
-command lines print it as one line and exit 2.
+UTF-8 (a byte-order mark at its start is skipped, as the C++ reader skips it), JSON nested at most
+MAX_DEPTH levels (checked by a scan without recursion, before parsing), with no NaN or Infinity
+literals (JSON has none; Python's json module accepts them) nor a number beyond a double (1e999,
+an integer of 400 digits), and valid against the schema, which types every metric (byte counts
+are integers in [0, 2^63), throughputs and step times are positive). Anything else is a
+RecordError naming the file and the line; the command lines print it as one line and exit 2.
 """
 from __future__ import annotations
 
@@ -124,14 +125,37 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _double_int(text: str) -> int:
+    """An integer literal that a double holds (to +-1.8e308): nlohmann, the C++ side's parser,
+    refuses a larger one as a number overflow, and every report that divides or draws it would
+    fail converting it to a float."""
+    value = int(text)
+    try:
+        float(value)
+    except OverflowError:
+        raise ValueError(f"{text[:20]}... is too large for a number") from None
+    return value
+
+
+# A UTF-8 byte-order mark, as a text starts with it once decoded. nlohmann::json::parse skips
+# one at the start of what it parses, and the C++ side parses each line of results.jsonl alone
+# (suites/harness/results.cpp, parse_results), so it takes one at the start of any line, and of
+# any whole JSON file; one only, and only there (after a space it is not JSON).
+BOM = "\ufeff"
+
+
 def parse_json_text(text: str, where: str, allow_non_finite: bool = False) -> Any:
     """One JSON document, strictly: depth-limited, no NaN/Infinity (nor a number too large for a
-    double, which Python would read as inf) unless allow_non_finite; RecordError otherwise."""
+    double, which Python would read as inf) unless allow_non_finite; RecordError otherwise. A
+    byte-order mark at its very start is skipped, as the C++ side's parser skips it."""
+    if text.startswith(BOM):
+        text = text[len(BOM):]
     check_depth(text, where)
     try:
         if allow_non_finite:
             return json.loads(text)
-        return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float)
+        return json.loads(text, parse_constant=_no_constants, parse_float=_finite_float,
+                          parse_int=_double_int)
     except json.JSONDecodeError as e:
         raise RecordError(f"{where}: not valid JSON: {e.msg} at column {e.colno}") from None
     except (ValueError, RecursionError) as e:
@@ -350,6 +374,14 @@ def schema_enum(name: str) -> list[str]:
     return json.loads(RESULT_SCHEMA.read_text())["$defs"]["enums"][name]["enum"]
 
 
+# The most characters of one value a point's label shows: a suite's values are any JSON, and a
+# label goes into every plot's legend, ticks and notes.
+MAX_LABEL_VALUE = 40
+
+
 def label(record: Record, keys: list[str]) -> str:
-    return (" ".join(f"{k}={record.point_config.get(k)}" for k in keys if k in record.point_config)
-            or record.config["model"])
+    def shown(value) -> str:
+        text = str(value)
+        return text if len(text) <= MAX_LABEL_VALUE else text[:MAX_LABEL_VALUE] + "..."
+    return (" ".join(f"{k}={shown(record.point_config.get(k))}" for k in keys
+                     if k in record.point_config) or record.config["model"])

@@ -11,7 +11,7 @@ from . import peaks as peaks_mod
 from .plots import (batch, common, convergence, global_batch, memory, overlap, precision, scaling,
                     scaling_loss, sync_modes, timeline, tradeoff)
 from . import intervals
-from .outputs import check_output, write_text_atomically
+from .outputs import check_directory, check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
 
@@ -89,19 +89,29 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
 
 
 def _fmt(v, spec=".2f", unit="") -> str:
-    return "" if v is None else f"{v:{spec}}{unit}"
+    return "" if v is None else f"{common.number_text(v, spec)}{unit}"
 
 
 def tta_text(r: Record, conv: dict) -> str:
     """"12.3 s to 95.0% (4 epochs)"; "reached 95.0% (4 epochs), time not recorded" where the
     record's time_to_accuracy_s is null (the schema allows it); or "not reached (...)"."""
-    target = f"{100 * conv['target_accuracy']:.1f}%"
+    target = f"{common.number_text(100 * conv['target_accuracy'], '.1f')}%"
     if not conv["reached"]:
-        return (f"not reached ({100 * r.get('metrics.test_accuracy', 0):.1f}% after "
+        accuracy = common.number_text(100 * r.get('metrics.test_accuracy', 0), '.1f')
+        return (f"not reached ({accuracy}% after "
                 f"{conv['epochs']} epochs)")
     if conv["time_to_accuracy_s"] is None:
         return f"reached {target} ({conv['epochs']} epochs), time not recorded"
-    return f"{conv['time_to_accuracy_s']:.1f} s to {target} ({conv['epochs']} epochs)"
+    return (f"{common.number_text(conv['time_to_accuracy_s'], '.1f')} s to {target} "
+            f"({conv['epochs']} epochs)")
+
+
+def noise_cell(r: Record) -> str:
+    """'noisy: <reasons>' (common.noisy: a bounded number), 'stable', or '' without a verdict."""
+    reasons = common.noisy(r)
+    if reasons:
+        return "noisy: " + reasons
+    return "stable" if r.get("noise.verdict") == "stable" else ""
 
 
 def _efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float] | None:
@@ -136,7 +146,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
                 r, peer_record(r, rs.records, p)) if peer_record(r, rs.records, p) else None)
               for p in others],
             _fmt(st.get("median") and st["median"] * 1e3, ".1f"),
-            f"{st['p10'] * 1e3:.1f}-{st['p90'] * 1e3:.1f}" if st else "",
+            f"{_fmt(st['p10'] * 1e3, '.1f')}-{_fmt(st['p90'] * 1e3, '.1f')}" if st else "",
             intervals.ratio_text(eff and 100 * eff, _efficiency_interval(r, rs.records), ".1f",
                                  "%", one=100.0),
             _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
@@ -145,8 +155,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
              ("n/a" if comm["comm"] is None else f"{comm['comm'] * 1e3:.1f}")) if comm else "",
             peaks_mod.mfu_text(r, peaks) if r.ok else "",
             tta,
-            ("noisy: " + "; ".join(common.noisy(r)) if common.noisy(r) else
-             "stable" if r.get("noise.verdict") == "stable" else ""),
+            noise_cell(r),
         ])
     return header, rows
 
@@ -387,6 +396,7 @@ def build(directory: str | Path, peaks: list[dict] | None = None) -> Report:
     report_files = (rs.directory / "report.md", rs.directory / "report.html")
     for path in report_files:  # before any plot is drawn
         check_output(path, "report")
+    check_directory(rs.directory / "plots", "plots", create=False)
     peaks = peaks_mod.load_peaks() if peaks is None else peaks
     skipped: list[str] = []
     plots = render_plots(rs, rs.directory / "plots", peaks, skipped)

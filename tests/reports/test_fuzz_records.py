@@ -22,9 +22,17 @@ def test_mutated_records_are_read_or_refused_cleanly():
     assert fuzz_records.executed >= 150
 
 
+def test_extreme_records_render_the_whole_report():
+    """Schema-valid sweeps with the newer fields at the ends of the doubles (1.7e308, 5e-324,
+    150,000 noise reasons...) through the full report: a traceback or a RuntimeWarning fails."""
+    before = fuzz_records.executed
+    fuzz_records.run_extreme(10, derandomize=True)
+    assert fuzz_records.executed - before >= 10
+
+
 def test_every_corpus_and_regression_input_replays():
     for path in fuzz_records.inputs_on_disk():
-        fuzz_records.check(path.read_bytes())
+        fuzz_records.check(path.read_bytes(), full_report=True)
 
 
 def test_there_is_a_regression_input_per_defect():

@@ -4,16 +4,19 @@ a plot grow without bound. Each is handled, or refused with one line naming the 
 (exit 2); nothing is left half written."""
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
 import threading
+import time
+import warnings
 
 import pytest
 from dlbench_reports import micro
 from dlbench_reports.compare import compare
-from dlbench_reports.plots import convergence, timeline
+from dlbench_reports.plots import common, convergence, scaling, sync_modes, timeline
 from dlbench_reports.records import RecordError, load, read_json_file, read_records
 from dlbench_reports.report import build
 
@@ -207,3 +210,196 @@ def test_the_conv_plot_draws_a_bounded_number_of_layers_and_says_so(results):
     assert len(labels) == limit
     assert labels[-1] == f"m.layer{n - 1}"  # the ones furthest from the peak
     assert any(f"{limit} of {n} convolutions drawn" in t.get_text() for t in fig.texts)
+
+
+# Round 4 (issue 48, items 4 and 5): values at the edges of what the schema allows, text that
+# grows with a record, output paths that are not files, and a byte-order mark.
+
+def cli_clean(*args):
+    """The command run as a user runs it: exit 0 and nothing on stderr (no traceback, no numpy
+    warning)."""
+    p = cli(*args)
+    assert p.returncode == 0 and p.stderr == "", p.stderr
+    return p
+
+
+def figure_notes(fig) -> str:
+    return " ".join(" ".join(t.get_text().split()) for t in fig.texts)
+
+
+def sync_sweep(d, change=None):
+    """The convergence run as a sync-mode sweep on 2 ranks (sync, stale:2, async; with and
+    without a straggler), written over d's results.jsonl; change(record) edits each."""
+    base = json.loads((d / "results.jsonl").read_text().splitlines()[0])
+    out = []
+    for i, (mode, straggler) in enumerate((m, s) for m in ("sync", "stale:2", "async")
+                                          for s in (None, "1:2")):
+        r = json.loads(json.dumps(base))
+        r["point"].update(index=i, id=f"sync-{i}")
+        r["config"].update(ranks=2, sync=mode, straggler=straggler)
+        r["suite_config"] = dict(r.get("suite_config", {}), ranks=2, sync=mode,
+                                 straggler=straggler)
+        if mode == "async":
+            r["metrics"]["async"] = {"updates": 10, "staleness_median": 1.5,
+                                     "staleness_max": 4, "transport": "host copies"}
+        if change:
+            change(r)
+        out.append(r)
+    (d / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in out))
+    return load(d).records
+
+
+@pytest.mark.parametrize("value", [1.7e308, 5e-324])
+@pytest.mark.parametrize("fixture", ["scaling", "batch", "precision", "peers", "memory"])
+def test_a_throughput_at_the_ends_of_the_doubles_renders(results, fixture, value):
+    d = results(fixture)
+
+    def extreme(r):
+        if r["status"] == "ok":
+            r["metrics"]["throughput_img_s"] = value
+    rewrite(d / "results.jsonl", extreme)
+    cli_clean("report", d)
+    assert (d / "report.md").exists()
+
+
+def test_a_throughput_beyond_what_a_plot_draws_is_named_under_it(results):
+    d = results("scaling")
+
+    def extreme(r):
+        if r["config"]["ranks"] == 2:
+            r["metrics"]["throughput_img_s"] = 1.7e308
+    rewrite(d / "results.jsonl", extreme)
+    fig = scaling.render(load(d).records)
+    notes = figure_notes(fig)
+    assert "Not drawn" in notes and "throughput 1.7e+308" in notes, notes
+    drawn = [y for line in fig.axes[0].get_lines() if (line.get_gid() or "").startswith(
+        "throughput:") for y in line.get_ydata()]
+    assert drawn and all(y < 1e300 or y != y for y in drawn)
+
+
+def test_drawable_is_what_matplotlib_draws_on_linear_and_log_axes():
+    """The bound common.drawable keeps to: its extremes draw without a warning or an error on
+    either axis kind, and what lies beyond it is refused."""
+    big, tiny = common.MAX_DRAWN, 5e-324
+    for ys, log in (([-big, big], False), ([tiny, big], True), ([tiny, 2 * tiny], False)):
+        assert all(common.drawable(y, log) for y in ys)
+        fig, ax = common.figure()
+        ax.plot([1, 2], ys, "o-")
+        ax.bar([1, 2], ys)
+        if log:
+            ax.set_yscale("log")
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            for ext in ("png", "svg"):
+                fig.savefig(io.BytesIO(), format=ext, bbox_inches="tight")
+        common.plt.close(fig)
+    for bad, log in ((1.7e308, False), (1e250, True), (float("nan"), False), (0.0, True),
+                     (-1.0, True), (True, False), (None, False), (10**400, False)):
+        assert not common.drawable(bad, log), bad
+
+
+def test_a_staleness_median_near_the_largest_double_is_named_not_drawn(results):
+    d = results("convergence")
+
+    def stale(r):
+        if r["config"]["sync"] == "async":
+            r["metrics"]["async"]["staleness_median"] = 1.7e308
+    rs = sync_sweep(d, stale)
+    cli_clean("report", d)
+    notes = figure_notes(sync_modes.render_staleness(rs))
+    assert "staleness 1.7e+308" in notes, notes
+
+
+def test_a_time_to_accuracy_near_the_largest_double_renders(results):
+    d = results("convergence")
+
+    def slow(r):
+        r["metrics"]["convergence"]["time_to_accuracy_s"] = 1.7e308
+    rs = sync_sweep(d, slow)
+    cli_clean("report", d)
+    notes = figure_notes(sync_modes.render(rs))
+    assert "time to accuracy (s) 1.7e+308" in notes, notes
+    md = (d / "report.md").read_text()
+    assert "1.7e+308 s to 95.0%" in md
+
+
+def test_an_interval_that_overflows_is_n_a_without_a_warning(results):
+    d = results("ci")
+
+    def huge_steps(r):
+        r["metrics"]["step_time_s"]["all"] = [1.7e308] * len(r["metrics"]["step_time_s"]["all"])
+    rewrite(d / "results.jsonl", huge_steps)
+    cli_clean("report", d)
+    md = (d / "report.md").read_text()
+    assert "[n/a]" in md
+    assert "nan" not in md.lower().replace("nanosecond", "")
+
+
+def test_150000_noise_reasons_report_in_seconds_naming_a_few(results):
+    d = results("scaling")
+    lines = (d / "results.jsonl").read_text().splitlines()
+    first = json.loads(lines[0])
+    first["noise"] = {"verdict": "noisy", "reasons": [f"reason {i}" for i in range(150000)]}
+    lines[0] = json.dumps(first)
+    (d / "results.jsonl").write_text("\n".join(lines) + "\n")
+    start = time.monotonic()
+    cli_clean("report", d)
+    assert time.monotonic() - start < 10
+    md = (d / "report.md").read_text()
+    assert "reason 4; and 149995 more" in md and "reason 5;" not in md
+    notes = figure_notes(scaling.render(load(d).records))
+    assert "and 149995 more" in notes and len(notes) <= 2 * common.MAX_NOTE_CHARS
+
+
+@pytest.mark.parametrize("out", ["DIR", "/proc/self/status"])
+def test_compare_out_that_is_not_a_file_is_one_line_and_exit_2(results, tmp_path, out):
+    d = results("scaling")
+    target = tmp_path if out == "DIR" else out
+    before = sorted(os.listdir(tmp_path))
+    p = cli("compare", d, f"--out={target}")
+    assert p.returncode == 2 and "Traceback" not in p.stderr and p.stdout == ""
+    assert len(p.stderr.strip().splitlines()) == 1 and f"--out '{target}'" in p.stderr
+    assert sorted(os.listdir(tmp_path)) == before
+
+
+def test_a_plots_folder_that_is_a_file_is_one_line_and_exit_2(results):
+    d = results("scaling")
+    (d / "plots").write_text("not a folder")
+    p = cli("report", d)
+    assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and str(d / "plots") in p.stderr
+    assert not (d / "report.md").exists()
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+def test_a_byte_order_mark_is_read_where_the_cpp_side_reads_it(results):
+    """nlohmann::json::parse skips one BOM at the start of what it parses, and the C++ side
+    parses each line of results.jsonl alone: one BOM at a line's start is read, anything else
+    refused."""
+    d = results("scaling")
+    raw = (d / "results.jsonl").read_bytes()
+    want = [r.data for r in read_records(d)]
+    first, rest = raw.split(b"\n", 1)
+    (d / "results.jsonl").write_bytes(BOM + raw)
+    assert [r.data for r in read_records(d)] == want
+    cli_clean("report", d)
+    (d / "results.jsonl").write_bytes(first + b"\n" + BOM + rest)
+    assert [r.data for r in read_records(d)] == want
+    for bad in (b" " + BOM + raw, BOM + BOM + raw):
+        (d / "results.jsonl").write_bytes(bad)
+        with pytest.raises(RecordError, match=r"results\.jsonl:1: not valid JSON"):
+            read_records(d)
+
+
+def test_an_integer_too_large_for_a_double_is_refused_like_infinity(results):
+    d = results("scaling")
+    lines = (d / "results.jsonl").read_text().splitlines(keepends=True)
+    rec = json.loads(lines[0])
+    rec["metrics"]["throughput_img_s"] = 1.0
+    lines[0] = json.dumps(rec).replace('"throughput_img_s": 1.0',
+                                       '"throughput_img_s": 1' + "0" * 400) + "\n"
+    (d / "results.jsonl").write_text("".join(lines))
+    with pytest.raises(RecordError, match=r"results\.jsonl:1: not valid JSON: 1000.* too large"):
+        read_records(d)

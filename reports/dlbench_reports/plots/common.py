@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-import os
+import numbers
 import textwrap
 from pathlib import Path
 
@@ -11,7 +11,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-from ..outputs import check_output  # noqa: E402
+from ..outputs import check_directory, write_atomically  # noqa: E402
 from ..records import Record  # noqa: E402
 
 MIB = 1024.0 * 1024.0
@@ -50,17 +50,111 @@ def figure(width=8.0, height=5.0):
     return fig, ax
 
 
+# The largest magnitude a plot places on an axis. Matplotlib fails beyond about 1e308 on a
+# linear axis (its margins and tick range overflow: "Axis limits cannot be NaN or Inf", an
+# arange of infinite length) and beyond about 1e250 on a log axis (its tick locator overflows
+# in a power, with a RuntimeWarning); 1e200 leaves room for a stack of bars, a margin, or an
+# ideal line of ranks times a throughput (tests/reports/test_hostile_reports.py tries both).
+MAX_DRAWN = 1e200
+# How many values left out, and how much of a note, a figure names: a record of 100,000 points
+# or reasons must not make a figure of 100,000 lines (or minutes of drawing).
+MAX_NAMED = 5
+MAX_NOTE_CHARS = 1500
+
+
+def drawable(value, log: bool = False) -> bool:
+    """Whether a plot can place `value` on an axis: a real number (not a bool, not None), finite
+    and of magnitude at most MAX_DRAWN; on a log axis also above 0. The one rule every plot
+    applies (through Undrawn) to what a record gives it, so that any value the schema allows is
+    drawn or named, never a failure inside matplotlib."""
+    if not isinstance(value, numbers.Real) or isinstance(value, bool):
+        return False
+    try:
+        v = float(value)
+    except OverflowError:  # an integer beyond any double (JSON integers are unbounded)
+        return False
+    return math.isfinite(v) and abs(v) <= MAX_DRAWN and (v > 0 or not log)
+
+
+def value_text(value) -> str:
+    """A value as a note names it: '1.7e+308', 'inf', 'nan'; 'null' for None."""
+    if value is None:
+        return "null"
+    try:
+        return f"{float(value):.3g}"
+    except (TypeError, ValueError, OverflowError):
+        return shorten(str(value), 40)
+
+
+def number_text(value, spec: str = ".2f") -> str:
+    """`value` in `spec` ('12.3'), in three significant digits from 1e12 up ('1.7e+308': a fixed
+    format would print 309 digits), 'n/a' where it is not finite."""
+    v = float(value)
+    if not math.isfinite(v):
+        return "n/a"
+    return f"{v:.3g}" if abs(v) >= 1e12 else f"{v:{spec}}"
+
+
+def tick_text(value: float) -> str:
+    """A drawn number as an axis names it: '4' for a whole number (ranks, batches), '1.5'."""
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def shorten(text: str, limit: int) -> str:
+    """`text`, or its first `limit` characters and how many more there were."""
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}... ({len(text) - limit} more characters)"
+
+
+def bounded_list(items: list[str], limit: int = MAX_NAMED) -> str:
+    """'a, b, c' for at most `limit` items, then 'and K more'."""
+    shown = ", ".join(items[:limit])
+    return shown + (f" and {len(items) - limit} more" if len(items) > limit else "")
+
+
+class Undrawn:
+    """The values one figure leaves out because drawable() says no, each named for the figure's
+    footnote ("point 3 throughput 1.7e+308"). keep() returns the value, or NaN (which matplotlib
+    skips: a line breaks there, a bar has no height) in its place."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def keep(self, value, what: str, log: bool = False) -> float:
+        if drawable(value, log):
+            return float(value)
+        self.names.append(f"{what} {value_text(value)}")
+        return math.nan
+
+    def of(self, record: Record, value, what: str, log: bool = False) -> float:
+        """keep(), naming the record's point."""
+        return self.keep(value, f"point {record.data['point']['index']} {what}", log)
+
+    def note(self) -> str:
+        if not self.names:
+            return ""
+        return (f"Not drawn (beyond what a plot can place: finite, at most {MAX_DRAWN:.0e} in "
+                f"magnitude, above 0 on a log axis): {bounded_list(self.names)}")
+
+
 def set_top(ax, top: float) -> None:
-    """The y axis from 0 to `top`, where `top` is finite (values near the largest double sum to
-    inf); matplotlib's own limits otherwise."""
-    if math.isfinite(top) and top > 0:
+    """The y axis from 0 to `top`, where `top` is drawable (values near the largest double sum
+    to inf); matplotlib's own limits otherwise."""
+    if drawable(top) and top > 0:
         ax.set_ylim(0, top)
 
 
-def footnote(fig, text: str) -> None:
-    """A note under the axes (failed points, missing peaks), with room made for it."""
+def footnote(fig, text: str, undrawn: Undrawn | None = None) -> None:
+    """A note under the axes (failed points, missing peaks, values not drawn), with room made for
+    it; at most MAX_NOTE_CHARS of it (a sweep of thousands of failed points, say), the rest in
+    report.md."""
+    text = ". ".join(t for t in (text, undrawn.note() if undrawn else "") if t)
     if not text:
         return
+    if len(text) > MAX_NOTE_CHARS:
+        text = (text[:MAX_NOTE_CHARS] +
+                f"... ({len(text) - MAX_NOTE_CHARS} more characters: see report.md)")
     lines = textwrap.wrap(text, width=int(fig.get_figwidth() * 16))
     height = fig.get_figheight()
     fig.subplots_adjust(bottom=min(0.5, 0.12 + (0.16 * len(lines) + 0.2) / height))
@@ -68,28 +162,40 @@ def footnote(fig, text: str) -> None:
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
-    """Writes NAME.png and NAME.svg (each to a temporary name, then renamed)."""
+    """Writes NAME.png and NAME.svg, each whole or not at all (outputs.write_atomically: never
+    over a directory, device or FIFO put in its place)."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    check_directory(out_dir, "plots")
     written = []
     for ext in ("png", "svg"):
         final = out_dir / f"{name}.{ext}"
-        check_output(final, "plot")  # never renamed over a device or FIFO put in its place
-        tmp = out_dir / f".{name}.{ext}.tmp"
-        fig.savefig(tmp, format=ext, bbox_inches="tight")
-        os.replace(tmp, final)
+        write_atomically(final, lambda f, ext=ext: fig.savefig(f, format=ext, bbox_inches="tight"),
+                         "plot", binary=True)
         written.append(final)
     plt.close(fig)
     return written
 
 
-def noisy(record: Record) -> list[str] | None:
-    """The reasons a point was measured on a noisy machine (the record's noise verdict), or None
-    for a stable point or a record without a verdict."""
+# How many of a noisy point's reasons a figure or a table cell names, and how much of each: the
+# schema bounds neither (a record with 150,000 reasons took 72 s to report, each plot drawing
+# them all).
+MAX_REASON_CHARS = 200
+
+
+def noisy(record: Record) -> str | None:
+    """The reasons a point was measured on a noisy machine (the record's noise verdict), at most
+    MAX_NAMED of them and then how many more; None for a stable point or a record without a
+    verdict."""
     n = record.get("noise")
     if not isinstance(n, dict) or n.get("verdict") != "noisy":
         return None
-    return [str(x) for x in n.get("reasons", [])] or ["noisy"]
+    reasons = n.get("reasons")
+    reasons = reasons if isinstance(reasons, list) else []
+    shown = [shorten(str(x), MAX_REASON_CHARS) for x in reasons[:MAX_NAMED]]
+    if not shown:
+        return "noisy"
+    more = len(reasons) - len(shown)
+    return "; ".join(shown) + (f"; and {more} more" if more else "")
 
 
 def status_note(records: list[Record]) -> str:
@@ -105,5 +211,5 @@ def status_note(records: list[Record]) -> str:
                      "; ".join(f"{label(r, keys)} ({r.data['status']})" for r in bad))
     if loud:
         notes.append("noisy (measured while the machine was busy; read with care): " +
-                     "; ".join(f"{label(r, keys)} ({', '.join(noisy(r))})" for r in loud))
+                     "; ".join(f"{label(r, keys)} ({noisy(r)})" for r in loud))
     return ". ".join(notes)

@@ -5,6 +5,7 @@ experiments), with the target and each run's time and epochs in the legend."""
 from __future__ import annotations
 
 import itertools
+import math
 
 from ..records import Record, label, varying_keys
 from . import common
@@ -34,7 +35,8 @@ def legend_tail(c: dict) -> str:
     epochs = f" ({c['epochs']} epoch{'s' if c['epochs'] != 1 else ''})"
     if not c["reached"]:
         return ": not reached" + epochs
-    return (": reached, time not recorded" if c["tta"] is None else f": {c['tta']:.1f} s") + epochs
+    return (": reached, time not recorded" if c["tta"] is None
+            else f": {common.number_text(c['tta'], '.1f')} s") + epochs
 
 
 def render(records: list[Record]):
@@ -45,6 +47,7 @@ def render(records: list[Record]):
     fig, axes = common.plt.subplots(1, len(ranks), figsize=(max(7.0, 5.0 * len(ranks)), 5.0),
                                     dpi=110, sharey=True, squeeze=False)
     all_with_evaluations = True
+    undrawn = common.Undrawn()
     for ax, n in zip(axes[0], ranks):
         targets = set()
         panel = [x for x in runs if x.config["ranks"] == n]
@@ -53,9 +56,12 @@ def render(records: list[Record]):
         for i, r in enumerate(panel):
             c = curve(r)
             all_with_evaluations = all_with_evaluations and c["evaluations"]
-            targets.add(c["target"])
-            ax.plot(c["seconds"], c["accuracy"], "o-", color=f"C{i}",
-                    label=label(r, keys) + legend_tail(c),
+            target = undrawn.of(r, c["target"], "target accuracy (%)")
+            if not math.isnan(target):
+                targets.add(target)
+            ax.plot([undrawn.of(r, x, "time (s)") for x in c["seconds"]],
+                    [undrawn.of(r, y, "test accuracy (%)") for y in c["accuracy"]], "o-",
+                    color=f"C{i}", label=label(r, keys) + legend_tail(c),
                     gid=f"accuracy:{r.data['point']['index']}")
         for t in sorted(targets):
             ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{n}:{t}")
@@ -77,5 +83,5 @@ def render(records: list[Record]):
         note = (note + ". " if note else "") + (
             "Records written before epoch_end_seconds have only training time: their lines leave "
             "out evaluation, so they end before their time to accuracy")
-    common.footnote(fig, note)
+    common.footnote(fig, note, undrawn)
     return fig

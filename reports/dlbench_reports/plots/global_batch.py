@@ -3,6 +3,8 @@ reached, with a constant learning rate and with the large-batch rules (linear sc
 Goyal et al. 2017), and the target. A run's epochs to the target are written beside its point."""
 from __future__ import annotations
 
+import math
+
 from ..records import Record
 from . import common
 
@@ -27,6 +29,13 @@ def runs(records: list[Record]) -> list[Record]:
             r.config.get("model") == "digits-cnn"]
 
 
+def best_accuracy(r: Record) -> float | None:
+    """The best test accuracy of the run's epochs, in %; None where it evaluated none (the schema
+    allows an empty list)."""
+    accuracies = r.need("metrics.convergence.eval_accuracy")
+    return 100 * max(accuracies) if accuracies else None
+
+
 def render(records: list[Record]):
     rs = runs(records)
     lines: dict[str, list[Record]] = {}
@@ -36,19 +45,24 @@ def render(records: list[Record]):
         return None
     fig, ax = common.figure(7.5, 4.8)
     targets = set()
+    undrawn = common.Undrawn()
     for i, (name, group) in enumerate(sorted(lines.items())):
         by_batch = {}
         for r in group:  # the first run of each batch
             by_batch.setdefault(r.config["batch"], r)
-        batches = sorted(by_batch)
-        best = [100 * max(by_batch[b].need("metrics.convergence.eval_accuracy")) for b in batches]
-        ax.plot(batches, best, "o-", color=f"C{i}", label=name, gid=f"batch:{name}")
-        for b, y in zip(batches, best):
-            conv = by_batch[b].need("metrics.convergence")
-            targets.add(100 * conv["target_accuracy"])
+        points = [(by_batch[b], undrawn.of(by_batch[b], b, "global batch", log=True),
+                   undrawn.of(by_batch[b], best_accuracy(by_batch[b]), "best test accuracy (%)"))
+                  for b in sorted(by_batch)]
+        ax.plot([x for _, x, _ in points], [y for _, _, y in points], "o-", color=f"C{i}",
+                label=name, gid=f"batch:{name}")
+        for r, x, y in points:
+            conv = r.need("metrics.convergence")
+            targets.add(undrawn.of(r, 100 * conv["target_accuracy"], "target accuracy (%)"))
             text = f"{conv['epochs']} ep" if conv["reached"] else "not reached"
-            ax.annotate(text, (b, y), textcoords="offset points", xytext=(3, -10), fontsize=6,
-                        color=f"C{i}")
+            if not (math.isnan(x) or math.isnan(y)):
+                ax.annotate(text, (x, y), textcoords="offset points", xytext=(3, -10),
+                            fontsize=6, color=f"C{i}")
+    targets = {t for t in targets if not math.isnan(t)}
     for t in sorted(targets):
         ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{t}")
     ax.set_xscale("log", base=2)
@@ -58,5 +72,5 @@ def render(records: list[Record]):
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7)
     ax.set_title(f"Accuracy against global batch: {common.describe(rs)}", fontsize=10)
-    common.footnote(fig, common.status_note(records))
+    common.footnote(fig, common.status_note(records), undrawn)
     return fig

@@ -87,6 +87,11 @@ def saved_vs_none(record: Record, records: list[Record]) -> tuple[float, float] 
     return b - m, (b - m) / b
 
 
+def ms(seconds: float | None) -> str:
+    """Seconds as milliseconds for the table: '12.3', 'n/a' where unknown or not finite."""
+    return "n/a" if seconds is None else common.number_text(seconds * 1e3, ".1f")
+
+
 def table(records: list[Record]) -> tuple[list[str], list[list[str]]] | None:
     ok, keys = _ordered(records)
     if not ok:
@@ -101,13 +106,12 @@ def table(records: list[Record]) -> tuple[list[str], list[list[str]]] | None:
         rows.append([
             str(r.data["point"]["index"]), str(r.config.get("overlap", "none")),
             *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
-            f"{d['step'] * 1e3:.1f}", f"{d['exposed'] * 1e3:.1f}",
-            "n/a" if d["hidden"] is None else f"{d['hidden'] * 1e3:.1f}",
-            "n/a" if d["comm"] is None else f"{d['comm'] * 1e3:.1f}",
-            f"{100 * d['hidden'] / d['comm']:.0f}%" if d["comm"] else "",
-            "" if median is None else f"{median * 1e3:.1f}",
+            ms(d["step"]), ms(d["exposed"]), ms(d["hidden"]), ms(d["comm"]),
+            f"{common.number_text(100 * d['hidden'] / d['comm'], '.0f')}%" if d["comm"] else "",
+            "" if median is None else ms(median),
             ("" if r.config.get("overlap") == "none" else "no none point") if saved is None
-            else f"{saved[0] * 1e3:+.1f} ms ({100 * saved[1]:+.1f}%)",
+            else f"{common.number_text(saved[0] * 1e3, '+.1f')} ms "
+                 f"({common.number_text(100 * saved[1], '+.1f')}%)",
         ])
     return header, rows
 
@@ -123,12 +127,14 @@ def render(records: list[Record]):
     bottom = np.zeros(len(ok))
     colors = {"forward": "C0", "backward": "C1", "optimizer": "C2", "exposed": "C3",
               "other": "#bbbbbb"}
+    undrawn = common.Undrawn()
     for key, text in SEGMENTS:
-        h = np.array([d[key] * 1e3 for d in data])
+        h = np.array([undrawn.of(r, d[key] * 1e3, f"{key} (ms)") for r, d in zip(ok, data)])
         ax.bar(x, h, 0.6, bottom=bottom, label=text, color=colors[key], gid=f"segment:{key}")
-        bottom += h
+        bottom += np.nan_to_num(h)  # a segment left out adds nothing to the stack
     # Unknown in the oldest records (comm_parts): not drawn.
-    hidden = np.array([(d["hidden"] or 0.0) * 1e3 for d in data])
+    hidden = np.array([undrawn.of(r, (d["hidden"] or 0.0) * 1e3, "hidden comm (ms)")
+                       for r, d in zip(ok, data)])
     ax.bar(x, hidden, 0.3, bottom=0, label="hidden comm: as long as the all-reduce time under "
            "compute (drawn from the foot, inside the compute; not added)", color="none",
            edgecolor="black", hatch="//", gid="segment:hidden")
@@ -143,5 +149,5 @@ def render(records: list[Record]):
                  "per rank; rank 0's spans", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
     common.set_top(ax, max(bottom) * 1.35)
-    common.footnote(fig, common.status_note(records))
+    common.footnote(fig, common.status_note(records), undrawn)
     return fig

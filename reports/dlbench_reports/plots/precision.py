@@ -4,6 +4,8 @@ point's peak memory stacked by category, so a precision's memory (16-bit activat
 gradients, f32 master weights and their 16-bit copies) sits under its speed."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import intervals
@@ -49,9 +51,10 @@ def ratio_to_fp32(t: dict, model: str, label: str) -> str:
         return ""
     ratio = cell["throughput"] / base["throughput"]
     iv = intervals.ratio_interval(cell["record"], base["record"])
-    text = f"{ratio:.2f}x fp32"
+    text = f"{common.number_text(ratio)}x fp32"
     if iv:
-        text += f" [{iv[0]:.2f}, {iv[1]:.2f}]" + (" n.d." if iv[0] <= 1 <= iv[1] else "")
+        text += " " + intervals.interval_text(iv) + (
+            " n.d." if intervals.finite(iv) and iv[0] <= 1 <= iv[1] else "")
     return "\n" + text
 
 
@@ -100,6 +103,38 @@ def fit_labels(fig, ax) -> None:
         common.set_top(ax, top * (over - box.y0 + 4) / (box.y1 - box.y0))
 
 
+def throughput_bars(ax, t: dict, x, width: float, peaks: list[dict],
+                    undrawn: common.Undrawn) -> None:
+    """A bar per precision beside each model's others, with its 95% interval and, upright
+    above it, its MFU and ratio to fp32; a throughput no plot can draw left out and named."""
+    for i, p in enumerate(t["precisions"]):
+        heights = [undrawn.of(c["record"], c["throughput"], "throughput")
+                   if (c := t["cells"].get((m, p))) else 0.0 for m in t["models"]]
+        bars = ax.bar(x + (i - (len(t["precisions"]) - 1) / 2) * width, heights, width,
+                      label=p, color=f"C{i}", gid=f"precision:{p}")
+        # Each bar's 95% throughput interval (intervals.py), where it has one that can be drawn.
+        ivs = {m: iv for m in t["models"] if (c := t["cells"].get((m, p)))
+               and (iv := intervals.throughput_interval(c["record"]))
+               and all(map(common.drawable, iv))}
+        centers = {m: bar.get_x() + bar.get_width() / 2 for bar, m in zip(bars, t["models"])}
+        if ivs:
+            ax.vlines([centers[m] for m in ivs], [iv[0] for iv in ivs.values()],
+                      [iv[1] for iv in ivs.values()], color="black", linewidth=1.2,
+                      gid=f"interval:{p}")
+        for bar, m in zip(bars, t["models"]):
+            cell = t["cells"].get((m, p))
+            if not cell or math.isnan(bar.get_height()):
+                continue
+            text = "MFU " + peaks_mod.mfu_text(cell["record"], peaks)
+            text += ratio_to_fp32(t, m, p)
+            # Upright above the bar and its interval: a label wider than its bar would run into
+            # its neighbours' (seen with three precisions of a model side by side).
+            top = max(bar.get_height(), ivs[m][1] if m in ivs else 0.0)
+            ax.annotate(text, (centers[m], top),
+                        textcoords="offset points", xytext=(0, 3), ha="center", va="bottom",
+                        rotation=90, fontsize=7, gid=f"mfu:{m}:{p}")
+
+
 def render(records: list[Record], peaks: list[dict] | None = None):
     peaks = peaks_mod.load_peaks() if peaks is None else peaks
     t = table(records, peaks)
@@ -111,30 +146,8 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     fig.subplots_adjust(right=0.78)
     width = 0.8 / len(t["precisions"])
     x = np.arange(len(t["models"]))
-    for i, p in enumerate(t["precisions"]):
-        heights = [t["cells"].get((m, p), {}).get("throughput", 0.0) for m in t["models"]]
-        bars = ax.bar(x + (i - (len(t["precisions"]) - 1) / 2) * width, heights, width,
-                      label=p, color=f"C{i}", gid=f"precision:{p}")
-        # Each bar's 95% throughput interval (intervals.py), where it has one.
-        ivs = [(bar.get_x() + bar.get_width() / 2, intervals.throughput_interval(c["record"]))
-               for bar, m in zip(bars, t["models"]) if (c := t["cells"].get((m, p)))]
-        ivs = [(cx, iv) for cx, iv in ivs if iv]
-        if ivs:
-            ax.vlines([cx for cx, _ in ivs], [iv[0] for _, iv in ivs], [iv[1] for _, iv in ivs],
-                      color="black", linewidth=1.2, gid=f"interval:{p}")
-        for bar, m in zip(bars, t["models"]):
-            cell = t["cells"].get((m, p))
-            if not cell:
-                continue
-            text = "MFU " + peaks_mod.mfu_text(cell["record"], peaks)
-            text += ratio_to_fp32(t, m, p)
-            # Upright above the bar and its interval: a label wider than its bar would run into
-            # its neighbours' (seen with three precisions of a model side by side).
-            iv = intervals.throughput_interval(cell["record"])
-            top = max(bar.get_height(), iv[1] if iv else 0.0)
-            ax.annotate(text, (bar.get_x() + bar.get_width() / 2, top),
-                        textcoords="offset points", xytext=(0, 3), ha="center", va="bottom",
-                        rotation=90, fontsize=7, gid=f"mfu:{m}:{p}")
+    undrawn = common.Undrawn()
+    throughput_bars(ax, t, x, width, peaks, undrawn)
     memory_panel(mem_ax, t, x, width)
     ax.set_xticks(x)
     ax.set_xticklabels(t["models"])
@@ -161,6 +174,6 @@ def render(records: list[Record], peaks: list[dict] | None = None):
         note = (note + "; " if note else "") + (
             "MFU n/a: no dense peak on record for " + ", ".join(missing) +
             " (device_peaks.json), and no measured one (dlbench bench peak)")
-    common.footnote(fig, note)
+    common.footnote(fig, note, undrawn)
     fit_labels(fig, ax)  # last: the footnote moves the axes
     return fig

@@ -4,6 +4,7 @@ are solid; simulated ones hollow. A peer's points (config.system, e.g. PyTorch D
 their own, dashed."""
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 
 from .. import intervals
@@ -87,6 +88,7 @@ def series(records: list[Record]) -> dict[str, dict]:
             "interval": [intervals.throughput_interval(r) for r in rs],
             "base": simulated_base(rs[0]) if simulated(rs[0]) else one_rank_throughput(rs[0], records),
             "peer": rs[0].system != "dlbench",
+            "records": rs,
         }
     return out
 
@@ -128,6 +130,61 @@ def shared_cores_note(records: list[Record]) -> str:
             "scaling. The ideal line and the efficiency assume a device (or core set) per rank.")
 
 
+def checked(s: dict, undrawn: common.Undrawn, log: bool) -> dict:
+    """The series as the plot draws it: each value through undrawn (NaN where it cannot be
+    drawn, and named), an interval only where both ends can be, efficiency in %."""
+    out = dict(s)
+    rs = s["records"]
+    out["ranks"] = [undrawn.of(r, n, "ranks", log) for r, n in zip(rs, s["ranks"])]
+    out["throughput"] = [undrawn.of(r, t, "throughput", log) for r, t in zip(rs, s["throughput"])]
+    out["interval"] = [iv if iv and all(common.drawable(v, log) for v in iv) else None
+                       for iv in s["interval"]]
+    out["efficiency"] = [undrawn.of(r, 100 * e, "efficiency (%)") if e is not None else math.nan
+                         for r, e in zip(rs, s["efficiency"])]
+    return out
+
+
+def draw_series(ax, eff_ax, strategy: str, s: dict, color: str) -> None:
+    """One strategy's throughput line, its points (hollow where simulated), intervals,
+    oversubscribed marks and efficiency."""
+    sim_series = all(s["simulated"])
+    ax.plot(s["ranks"], s["throughput"], "-." if s["peer"] else ":" if sim_series else "-",
+            color=color, label=strategy if s["peer"] else f"overlap={strategy}",
+            gid=f"throughput:{strategy}")
+    for n, t, sim, shared in zip(s["ranks"], s["throughput"], s["simulated"],
+                                 s["oversubscribed"]):
+        if math.isnan(n) or math.isnan(t):
+            continue
+        ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
+                markersize=7)
+        if sim and not sim_series:
+            ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
+                        fontsize=7, color=color)
+        if shared:
+            ax.plot([n], [t], "x", color="black", markersize=9,
+                    gid=f"oversubscribed:{common.tick_text(n)}")
+    bars = [(n, iv) for n, iv in zip(s["ranks"], s["interval"]) if iv and not math.isnan(n)]
+    if bars:  # the 95% interval of each point's throughput (intervals.py)
+        ax.vlines([n for n, _ in bars], [iv[0] for _, iv in bars], [iv[1] for _, iv in bars],
+                  color=color, linewidth=2, alpha=0.6, gid=f"interval:{strategy}")
+    if s["base"]:
+        eff_ax.plot(s["ranks"], s["efficiency"], ":", color=color, marker="s", markersize=3,
+                    gid=f"efficiency:{strategy}", label=f"efficiency, {strategy}")
+
+
+def draw_ideal(ax, data: dict, ranks: list, undrawn: common.Undrawn, log: bool) -> None:
+    """Linear from the 1-rank throughput (overlap=none's where it has one)."""
+    bases = [s["base"] for s in data.values() if s["base"] and not s["peer"]]
+    if not bases:
+        return
+    base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
+    ideal = [undrawn.keep(n * base, f"ideal throughput at {common.tick_text(n)} ranks", log)
+             for n in ranks]
+    ax.plot(ranks, ideal, "--", color="#888888",
+            label="ideal (linear from 1 rank, overlap=none; a device per rank)" if "none" in data
+            else "ideal (linear from 1 rank; a device per rank)", gid="ideal")
+
+
 def render(records: list[Record]):
     if len({r.config["ranks"] for r in records}) < 2:
         return None
@@ -136,63 +193,42 @@ def render(records: list[Record]):
         return None
     fig, ax = common.figure()
     eff_ax = ax.twinx()
-    colors = {}
+    # To 1,024 ranks and beyond: doublings evenly spaced, throughput on a log axis too.
+    log = max(n for s in data.values() for n in s["ranks"]) > 16
+    undrawn = common.Undrawn()
+    data = {k: checked(s, undrawn, log) for k, s in data.items()}
     for i, (strategy, s) in enumerate(data.items()):
-        color = f"C{i}"
-        colors[strategy] = color
-        sim_series = all(s["simulated"])
-        ax.plot(s["ranks"], s["throughput"], "-." if s["peer"] else ":" if sim_series else "-",
-                color=color, label=strategy if s["peer"] else f"overlap={strategy}",
-                gid=f"throughput:{strategy}")
-        for n, t, sim in zip(s["ranks"], s["throughput"], s["simulated"]):
-            ax.plot([n], [t], "o", color=color, markerfacecolor="none" if sim else color,
-                    markersize=7)
-            if sim and not sim_series:
-                ax.annotate("simulated", (n, t), textcoords="offset points", xytext=(4, 4),
-                            fontsize=7, color=color)
-        bars = [(n, iv) for n, iv in zip(s["ranks"], s["interval"]) if iv]
-        if bars:  # the 95% interval of each point's throughput (intervals.py)
-            ax.vlines([n for n, _ in bars], [iv[0] for _, iv in bars], [iv[1] for _, iv in bars],
-                      color=color, linewidth=2, alpha=0.6, gid=f"interval:{strategy}")
-        for n, t, shared in zip(s["ranks"], s["throughput"], s["oversubscribed"]):
-            if shared:
-                ax.plot([n], [t], "x", color="black", markersize=9, gid=f"oversubscribed:{n}")
-        if s["base"]:
-            eff_ax.plot(s["ranks"], [100 * e if e else float("nan") for e in s["efficiency"]], ":",
-                        color=color,
-                        marker="s", markersize=3, gid=f"efficiency:{strategy}",
-                        label=f"efficiency, {strategy}")
-    all_ranks = sorted({n for s in data.values() for n in s["ranks"]})
-    bases = [s["base"] for s in data.values() if s["base"] and not s["peer"]]
-    if bases:
-        base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
-        ax.plot(all_ranks, [n * base for n in all_ranks], "--", color="#888888",
-                label="ideal (linear from 1 rank, overlap=none; a device per rank)" if "none" in data
-                else "ideal (linear from 1 rank; a device per rank)", gid="ideal")
+        draw_series(ax, eff_ax, strategy, s, f"C{i}")
+    all_ranks = sorted({n for s in data.values() for n in s["ranks"] if not math.isnan(n)})
+    draw_ideal(ax, data, all_ranks, undrawn, log)
     ax.set_xlabel("ranks (processes: one GPU each, or sharing the cores of one CPU)")
     ax.set_ylabel("throughput (images/s, all ranks)")
     eff_ax.set_ylabel("scaling efficiency (%)")
     eff_ax.set_ylim(0, 110)
-    if max(all_ranks) > 16:  # to 1,024 ranks: doublings evenly spaced
+    if log:
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
     else:
         ax.set_ylim(bottom=0)
     ax.set_xticks(all_ranks)
-    ax.set_xticklabels([str(n) for n in all_ranks], fontsize=7)
+    ax.set_xticklabels([common.tick_text(n) for n in all_ranks], fontsize=7)
     ax.grid(alpha=0.3)
-    batch = sorted({r.config["batch"] for r in records})
-    any_simulated = any(sim for s in data.values() for sim in s["simulated"])
-    nets = sorted({network(r) or "?" for r in records if simulated(r)})
-    ax.set_title(f"Weak scaling: {common.describe(records)}\n"
-                 f"batch {'/'.join(map(str, batch))} per rank, "
-                 f"{records[0].config.get('image_size')}px" +
-                 (f"; solid = measured, hollow = simulated on {'/'.join(nets)}"
-                  if any_simulated else ""), fontsize=10)
+    ax.set_title(title(records, data), fontsize=10)
     lines, labels = ax.get_legend_handles_labels()
     lines2, labels2 = eff_ax.get_legend_handles_labels()
     ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper center",
               bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
     common.footnote(fig, " ".join(t for t in (shared_cores_note(records),
-                                              common.status_note(records)) if t))
+                                              common.status_note(records)) if t), undrawn)
     return fig
+
+
+def title(records: list[Record], data: dict) -> str:
+    batch = sorted({r.config["batch"] for r in records})
+    any_simulated = any(sim for s in data.values() for sim in s["simulated"])
+    nets = sorted({network(r) or "?" for r in records if simulated(r)})
+    return (f"Weak scaling: {common.describe(records)}\n"
+            f"batch {'/'.join(map(str, batch))} per rank, "
+            f"{records[0].config.get('image_size')}px" +
+            (f"; solid = measured, hollow = simulated on {'/'.join(nets)}"
+             if any_simulated else ""))

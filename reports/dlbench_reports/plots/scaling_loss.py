@@ -36,6 +36,20 @@ def groups(records: list[Record]) -> dict[str, list[Record]]:
     return dict(out)
 
 
+def stack(ax, x, rs: list[Record], strategy: str, undrawn: common.Undrawn) -> None:
+    """The parts of each point's loss stacked, a negative part (the rest, below the sum of the
+    others) below zero; a part that cannot be drawn is left out of its stack and named."""
+    up = np.zeros(len(rs))
+    down = np.zeros(len(rs))
+    for i, (key, name) in enumerate(PARTS):
+        ms = np.array([undrawn.of(r, 1e3 * r.need(f"metrics.scaling_loss.{key}"), f"{name} (ms)")
+                       for r in rs])
+        base = np.where(ms >= 0, up, down)
+        ax.bar(x, ms, bottom=base, color=f"C{i}", label=name, gid=f"loss:{strategy}:{key}")
+        up += np.where(ms >= 0, ms, 0)
+        down += np.where(ms < 0, ms, 0)
+
+
 def render(records: list[Record]):
     by_strategy: dict[str, list[Record]] = defaultdict(list)
     for r in records:
@@ -45,20 +59,14 @@ def render(records: list[Record]):
         return None
     fig, axes = common.plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 4.6),
                                     dpi=110, sharey=True, squeeze=False)
+    undrawn = common.Undrawn()
     for ax, strategy in zip(axes[0], strategies):
         rs = sorted(by_strategy[strategy], key=lambda r: r.config["ranks"])
         x = np.arange(len(rs))
-        up = np.zeros(len(rs))
-        down = np.zeros(len(rs))
-        for i, (key, name) in enumerate(PARTS):
-            ms = np.array([1e3 * r.need(f"metrics.scaling_loss.{key}") for r in rs])
-            # A negative part (the rest, below the sum of the others) is drawn below zero.
-            base = np.where(ms >= 0, up, down)
-            ax.bar(x, ms, bottom=base, color=f"C{i}", label=name, gid=f"loss:{strategy}:{key}")
-            up += np.where(ms >= 0, ms, 0)
-            down += np.where(ms < 0, ms, 0)
-        total = [1e3 * (r.need("metrics.scaling_loss.step_s") -
-                        r.need("metrics.scaling_loss.one_rank_step_s")) for r in rs]
+        stack(ax, x, rs, strategy, undrawn)
+        total = [undrawn.of(r, 1e3 * (r.need("metrics.scaling_loss.step_s") -
+                                      r.need("metrics.scaling_loss.one_rank_step_s")),
+                            "step minus one-rank step (ms)") for r in rs]
         ax.plot(x, total, "k_", markersize=14, label="step minus one-rank step")
         ax.set_xticks(x)
         ax.set_xticklabels([str(r.config["ranks"]) for r in rs], fontsize=7)
@@ -75,4 +83,5 @@ def render(records: list[Record]):
     lines, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(lines, labels, fontsize=7, loc="lower center", ncol=5, frameon=False)
     fig.tight_layout(rect=(0, 0.08, 1, 0.94))
+    common.footnote(fig, "", undrawn)
     return fig

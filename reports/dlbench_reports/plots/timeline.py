@@ -20,9 +20,23 @@ def read_trace(path: Path) -> dict:
     if not Path(path).exists():
         raise RecordError(f"{path}: trace file is missing")
     trace = read_json_file(path, "a Chrome trace")
-    if not isinstance(trace, dict) or "traceEvents" not in trace:
-        raise RecordError(f"{path}: not a Chrome trace (no traceEvents)")
-    return trace
+    if not isinstance(trace, dict) or not isinstance(trace.get("traceEvents"), list):
+        raise RecordError(f"{path}: not a Chrome trace (no traceEvents list)")
+    return drawable_spans(trace)
+
+
+def drawable_spans(trace: dict) -> dict:
+    """The trace with only the spans ("X" events) whose start and length a plot can draw
+    (common.drawable: a span of 1e308 us failed inside matplotlib); how many were left out is
+    trace["left_out"], which the title says. An origin that is no such number counts as 0."""
+    events = [e for e in trace["traceEvents"] if isinstance(e, dict)]
+    spans = [e for e in events if e.get("ph") == "X"]
+    kept = [e for e in spans if common.drawable(e.get("ts")) and common.drawable(e.get("dur"))]
+    other = trace.get("otherData")
+    origin = other.get("origin_unix_us", 0.0) if isinstance(other, dict) else 0.0
+    return dict(trace, traceEvents=[e for e in events if e.get("ph") != "X"] + kept,
+                otherData={"origin_unix_us": origin if common.drawable(origin) else 0.0},
+                left_out=len(spans) - len(kept))
 
 
 def chosen_step(traces: list[dict]) -> tuple[int, str]:
@@ -127,11 +141,14 @@ def render(record: Record, trace_paths: list[Path]):
     c = record.config
     n = c.get("ranks")
     stacked = any(k for _, _, k, _ in rows)
+    left_out = sum(t["left_out"] for t in traces)
     ax.set_title(f"Step {step_no}, {why}: {common.describe([record])}\n"
                  f"{n} rank{'' if n == 1 else 's'}, overlap={c.get('overlap')}, batch "
                  f"{c.get('batch')} per rank, {c.get('image_size')}px"
                  + ("; spans at once (buckets in flight together) on sub-lanes (2), (3), ..."
-                    if stacked else ""), fontsize=9)
+                    if stacked else "")
+                 + (f"; {left_out} spans left out (a time no plot can draw)" if left_out else ""),
+                 fontsize=9)
     # Below the chart: a legend inside it would hide the bars it names.
     # 0.55 inch under the axes, below the tick labels and the axis label, however many rows.
     below = 0.55 / (fig.get_figheight() * ax.get_position().height)

@@ -4,6 +4,7 @@ batch within the budget of config.max_batch_budget (metrics.max_batch)."""
 from __future__ import annotations
 
 import json
+import math
 
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
@@ -86,8 +87,8 @@ def table(records: list[Record]) -> tuple[list[str], list[list[str]]] | None:
         out.append([
             str(d["record"].data["point"]["index"]), d["model"], d["technique"],
             f"{d['peak_mib']:.1f}", f"{100 * d['saved']:.0f}%", f"{d['activations_mib']:.1f}",
-            f"{100 * d['activations_saved']:.0f}%", f"{d['throughput']:.2f}",
-            f"{100 * d['cost']:+.0f}%",
+            f"{100 * d['activations_saved']:.0f}%", common.number_text(d["throughput"]),
+            f"{common.number_text(100 * d['cost'], '+.0f')}%",
             "" if mb is None else (f"{mb}" + (f" ({mb / base:.1f}x)" if base else "")),
         ])
     return header, out
@@ -101,15 +102,22 @@ def render(records: list[Record]):
     models = sorted({d["model"] for d in data})
     techniques = sorted({d["technique"] for d in data})
     markers = "osD^v<>"
+    undrawn = common.Undrawn()
+    xs = []
     for d in data:
         color = f"C{models.index(d['model'])}"
         k = techniques.index(d["technique"])
-        ax.scatter(100 * d["saved"], 100 * d["cost"], s=60, color=color,
-                   marker=markers[k % len(markers)], gid=f"point:{d['model']}:{d['technique']}")
+        x = undrawn.of(d["record"], 100 * d["saved"], "memory saved (%)")
+        y = undrawn.of(d["record"], 100 * d["cost"], "throughput cost (%)")
+        if math.isnan(x) or math.isnan(y):
+            continue
+        xs.append(x)
+        ax.scatter(x, y, s=60, color=color, marker=markers[k % len(markers)],
+                   gid=f"point:{d['model']}:{d['technique']}")
         mb, base = d["max_batch"], d["base_max_batch"]
         if mb is not None and base:
             # Alternately above and below, so that two techniques close together stay legible.
-            ax.annotate(f"max batch {mb} ({mb / base:.1f}x)", (100 * d["saved"], 100 * d["cost"]),
+            ax.annotate(f"max batch {mb} ({mb / base:.1f}x)", (x, y),
                         textcoords="offset points", xytext=(7, 5 if k % 2 == 0 else -11),
                         fontsize=7, color=color)
     # The legend: a colour per model, a marker per technique.
@@ -119,12 +127,12 @@ def render(records: list[Record]):
     ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
               frameon=False)
     ax.axhline(0, color="0.6", linewidth=0.8)
-    xmax = max(100 * d["saved"] for d in data)
-    ax.set_xlim(min(0.0, min(100 * d["saved"] for d in data)) - 2, max(xmax * 1.35, 10))
+    if xs:
+        ax.set_xlim(min(0.0, min(xs)) - 2, max(max(xs) * 1.35, 10))
     ax.set_xlabel("peak memory saved against naive (%)")
     ax.set_ylabel("throughput cost against naive (%)")
     ax.grid(alpha=0.3)
     ax.set_title("Memory saved and throughput paid: "
                  f"{common.describe([d['record'] for d in data])}", fontsize=10)
-    common.footnote(fig, common.status_note(records))
+    common.footnote(fig, common.status_note(records), undrawn)
     return fig
