@@ -47,6 +47,7 @@ except ImportError:
         os.execv(str(venv), [str(venv), __file__, *sys.argv[1:]])
     sys.exit("perf_gate: needs scipy and jsonschema; run scripts/install-deps.sh")
 
+from dlbench_reports.outputs import check_output, write_text_atomically  # noqa: E402
 from dlbench_reports.records import Record, RecordError, latest_per_point, read_records  # noqa
 
 DETERMINISTIC = ["metrics.params", "metrics.flops_per_step", "metrics.forward_flops_per_image",
@@ -236,7 +237,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--allow-inconclusive", action="store_true",
                     help="a point too short to judge is a warning, not a failure")
     args = ap.parse_args(argv)
+    cur = Path(args.current)
+    out = Path(args.verdict) if args.verdict else (cur if cur.is_dir() else cur.parent) / \
+        "perf_gate.json"
     try:
+        check_output(out, "verdict")  # before any work: a device, FIFO or directory is refused
         baseline = read_records(args.baseline)
         current = read_records(args.current)
     except RecordError as e:
@@ -245,12 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     result = gate(baseline, current, args.threshold, args.alpha)
     result["baseline"], result["current"] = str(args.baseline), str(args.current)
     print_table(result)
-    cur = Path(args.current)
-    out = Path(args.verdict) if args.verdict else (cur if cur.is_dir() else cur.parent) / \
-        "perf_gate.json"
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(result, indent=2) + "\n")
-    os.replace(tmp, out)
+    try:  # whole or not at all, never renamed over a special file (outputs.write_atomically)
+        write_text_atomically(out, json.dumps(result, indent=2) + "\n")
+    except RecordError as e:
+        print(f"perf_gate: error: {e}", file=sys.stderr)
+        return 2
     print(f"verdict written to {out}")
     if result["verdict"] == "inconclusive" and args.allow_inconclusive:
         print(f"perf_gate: warning: {result['inconclusive_points']} point(s) inconclusive "

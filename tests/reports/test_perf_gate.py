@@ -218,3 +218,24 @@ def test_alpha_outside_0_1_is_refused(results, tmp_path):
     base = results("ci")
     p, _ = run_gate(base, base, "--alpha=1.5")
     assert p.returncode == 2 and "--alpha must be between 0 and 1" in p.stderr
+
+
+def test_a_verdict_path_that_is_not_a_regular_file_is_refused_before_the_gate_runs(results,
+                                                                                   tmp_path):
+    """--verdict naming a FIFO (or, run as root, /dev/null) was replaced by a regular file
+    through a fixed temporary name; now refused in one line, exit 2, the special file left as
+    it was and nothing printed of the gate."""
+    import os
+    import stat
+    base = results("ci")
+    fifo = tmp_path / "verdict.fifo"
+    os.mkfifo(fifo)
+    p, _ = run_gate(base, base, f"--verdict={fifo}")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "verdict" in p.stderr and "dlbench writes only regular files" in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1 and "verdict:" not in p.stdout
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    directory = tmp_path / "verdict-dir"
+    directory.mkdir()
+    p, _ = run_gate(base, base, f"--verdict={directory}")
+    assert p.returncode == 2 and directory.is_dir() and not list(directory.iterdir())
