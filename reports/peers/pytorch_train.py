@@ -64,6 +64,7 @@ import stat
 import struct
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 
@@ -637,11 +638,27 @@ def record_text(rec: dict, indent: int | None = None) -> str:
     return json.dumps(strict_record(rec), indent=indent, allow_nan=False)
 
 
+def record_path_problem(path: str) -> str | None:
+    """Why the record cannot be written to `path`, or None: its directory is missing, or it
+    exists and is not a regular file (a device or FIFO would be replaced by the rename)."""
+    if not os.path.isdir(os.path.dirname(path) or "."):
+        return "its directory does not exist"
+    if os.path.exists(path) and not stat.S_ISREG(os.stat(path).st_mode):
+        return "it exists and is not a regular file"
+    return None
+
+
 def write_record(path: str, rec: dict) -> None:
-    tmp = path + ".tmp"
-    with open(tmp, "w") as f:
-        f.write(record_text(rec, indent=2) + "\n")
-    os.replace(tmp, path)
+    """The record, whole or not at all: to a temporary file of a name no one else has, renamed."""
+    fd, tmp = tempfile.mkstemp(prefix=".pytorch-record-", dir=os.path.dirname(path) or ".")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(record_text(rec, indent=2) + "\n")
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
 
 
 def train(c: dict, torch, torchvision) -> tuple[dict, int]:
@@ -700,8 +717,9 @@ def main() -> int:
     if a.point:
         try:
             c, out = read_point(a.point)
-            if not os.path.isdir(os.path.dirname(out) or "."):
-                raise PointError(f"{a.point}: record: {out}: its directory does not exist")
+            problem = record_path_problem(out)
+            if problem:
+                raise PointError(f"{a.point}: record: {out}: {problem}")
         except PointError as e:
             print(f"pytorch_train: error: {e}", file=sys.stderr)
             return 2

@@ -115,6 +115,21 @@ def test_a_record_directory_that_does_not_exist_is_refused_before_training(tmp_p
     assert r.returncode == 2 and "its directory does not exist" in r.stderr
 
 
+def test_a_record_path_that_is_a_fifo_is_refused_before_training_and_left_alone(tmp_path):
+    """The record was written through PATH.tmp and renamed over whatever PATH was."""
+    import os
+    import stat
+    p = json.loads(HARNESS_POINT.read_text())
+    fifo = tmp_path / "record.fifo"
+    os.mkfifo(fifo)
+    p["record"] = str(fifo)
+    (tmp_path / "point.json").write_text(json.dumps(p))
+    r = run_peer(tmp_path / "point.json")
+    assert r.returncode == 2 and "it exists and is not a regular file" in r.stderr, r.stderr
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["point.json", "record.fifo"]
+
+
 def test_the_timed_phase_rules_are_dlbenchs():
     """The cases of tests/unit/timed_phase_test.cpp: the peer times the same kind of steps."""
     assert [peer.extra_steps(20, 1.0, t) for t in (0.0, 1.0, 3.0, 2.01)] == [0, 0, 40, 21]
