@@ -1,7 +1,7 @@
 // The options of one training run, each defined once: its key (in suite files and in the
 // record's config), its flag (the key with dashes: --bucket-mb), type, default, allowed values,
 // range and help. The command line, the suite and point parser, the record's config and the
-// test that checks the JSON schemas and README.md against them all read this table.
+// test that checks the JSON schemas and docs/suites.md against them all read this table.
 #pragma once
 #include <functional>
 #include <nlohmann/json.hpp>

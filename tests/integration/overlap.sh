@@ -43,7 +43,7 @@ back = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"].startswith("backwa
 during = sum(1 for a, b in comm if any(s < b and a < t for s, t in back))
 print(f"{during} of {len(comm)} all-reduce spans run during backward spans")
 assert during > 0
-# Span args (README.md, "traces/*.trace.json"): a layer pass names its layer and pass; each all-reduce
+# Span args (docs/suites.md, "traces/*.trace.json"): a layer pass names its layer and pass; each all-reduce
 # its bucket ("all" for none's one reduction) and bytes, which add up, per step, to the
 # gradient's bytes (fp32) in each of the strategy's buckets once.
 for o in ("none", "backward"):

@@ -1,6 +1,6 @@
 // The option table is the one definition of a run's options: the command line, the suite parser
-// and the record's config are built from it, and the JSON schemas and README.md must agree with
-// it, key for key, in type, allowed values, range and description.
+// and the record's config are built from it, and the JSON schemas and docs/suites.md must agree
+// with it, key for key, in type, allowed values, range and description.
 #include "suites/harness/option_table.h"
 
 #include <gtest/gtest.h>
@@ -121,10 +121,10 @@ TEST(OptionTable, ResultSchemaTypesEveryKeyOfTheRecordsConfig) {
   }
 }
 
-// README.md's sentence "Config keys: `model`, `batch` (per rank), ..." names every config key,
-// and nothing else outside its parentheses.
-TEST(OptionTable, ReadmeListsEveryConfigKey) {
-  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/README.md");
+// docs/suites.md's sentence "Config keys: `model`, `batch` (per rank), ..." names every config
+// key, and nothing else outside its parentheses.
+TEST(OptionTable, SuitesDocListsEveryConfigKey) {
+  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/docs/suites.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();
