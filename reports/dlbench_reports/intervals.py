@@ -59,11 +59,15 @@ def _step_ratio(s: np.ndarray, rng) -> np.ndarray:
 
 
 def interval(samples: np.ndarray | None) -> tuple[float, float] | None:
-    """The central LEVEL% of the replicates; its ends may be NaN or inf (finite() tells)."""
+    """The central LEVEL% of the replicates; its ends may be NaN or inf (finite() tells). None
+    where the replicates do not spread (every step the same: a simulation without jitter): an
+    interval of zero width would claim a certainty no measurement has."""
     if samples is None:
         return None
     with np.errstate(all="ignore"):
         lo, hi = np.percentile(samples, [(100 - LEVEL) / 2, 100 - (100 - LEVEL) / 2])
+    if abs(hi - lo) <= 1e-9 * max(abs(lo), abs(hi)):  # equal but for rounding in the means
+        return None
     return float(lo), float(hi)
 
 

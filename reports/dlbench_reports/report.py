@@ -106,6 +106,12 @@ def tta_text(r: Record, conv: dict) -> str:
             f"({conv['epochs']} epochs)")
 
 
+def config_cell(value) -> str:
+    """A config value as a table shows it: empty where the point has none (a measured point's
+    network, a simulated point's jitter on a measured row), never 'None'."""
+    return "" if value is None else str(value)
+
+
 def noise_cell(r: Record) -> str:
     """'noisy: <reasons>' (common.noisy: a bounded number), 'stable', or '' without a verdict."""
     reasons = common.noisy(r)
@@ -138,7 +144,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
         tta = tta_text(r, conv) if conv else ""
         rows.append([
             str(r.data["point"]["index"]),
-            *[str(r.point_config.get(k, r.config.get(k))) for k in keys],
+            *[config_cell(r.point_config.get(k, r.config.get(k))) for k in keys],
             r.data["status"],
             intervals.ratio_text(r.get("metrics.throughput_img_s"),
                                  intervals.throughput_interval(r), ".2f", "", one=float("nan")),

@@ -883,8 +883,6 @@ json config_json(const RunOptions& o) {
   return c;
 }
 
-namespace {
-// `text` as one shell word: as it is when every character is safe, else single-quoted.
 std::string shell_word(const std::string& text) {
   const bool safe = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
     return std::isalnum(static_cast<unsigned char>(c)) || std::strchr("_.,:/=+-@%", c);
@@ -894,7 +892,6 @@ std::string shell_word(const std::string& text) {
   for (char c : text) quoted += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return quoted + "'";
 }
-}  // namespace
 
 std::string reproduce_command(const RunOptions& o) {
   const RunOptions defaults;

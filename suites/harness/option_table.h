@@ -88,4 +88,7 @@ nlohmann::json config_json(const RunOptions& o);
 // reports show it.
 std::string reproduce_command(const RunOptions& o);
 
+// `text` as one shell word: as it is when every character is safe, else single-quoted.
+std::string shell_word(const std::string& text);
+
 }  // namespace dlb

@@ -19,6 +19,7 @@
 #include "runtime/train/straggler.h"
 #include "suites/harness/calibrate.h"
 #include "suites/harness/environment.h"
+#include "suites/harness/option_table.h"
 #include "suites/harness/record.h"
 #include "suites/harness/results.h"
 #include "suites/harness/suite.h"
@@ -208,6 +209,43 @@ nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim, int64_t 
   return trace;
 }
 
+// The `dlbench simulate` command that makes this point's record again (a simulated point is not a
+// `dlbench run`): where its calibration came from, the network, the point, and every other
+// option that differs from its default.
+std::string simulate_command_text(const Calibration& c, const Point& p,
+                                  const SimulateCommandOptions& o) {
+  const SimulateCommandOptions defaults;
+  std::string cmd = "dlbench simulate";
+  const auto flag = [&cmd](const char* name, const std::string& value) {
+    cmd += " " + shell_word(fmt::format("--{}={}", name, value));
+  };
+  if (!o.roofline.empty()) {
+    flag("roofline", o.roofline);
+    flag("image-size", std::to_string(c.image_size));
+    flag("precision", c.precision);
+  } else if (!o.from.empty()) {
+    flag("from", o.from);
+  } else {
+    flag("calibration", o.calibration);
+  }
+  flag("model", c.model);
+  flag("batch", std::to_string(c.batch));
+  flag("network", o.network);
+  flag("ranks", std::to_string(p.ranks));
+  flag("overlap", std::string(overlap_name(p.overlap)));
+  flag("bucket-mb", fmt::format("{}", p.bucket_mb));
+  if (o.steps != defaults.steps) flag("steps", std::to_string(o.steps));
+  if (o.warmup != defaults.warmup) flag("warmup", std::to_string(o.warmup));
+  if (o.jitter != defaults.jitter) flag("jitter", o.jitter);
+  if (!o.straggler.empty()) flag("straggler", o.straggler);
+  if (o.compute_factor != defaults.compute_factor) {
+    flag("compute-factor", fmt::format("{}", o.compute_factor));
+  }
+  if (o.seed != defaults.seed) flag("seed", std::to_string(o.seed));
+  if (!o.out.empty()) flag("out", o.out);
+  return cmd;
+}
+
 nlohmann::json simulated_record(const Calibration& c, const Network& n, const Point& p,
                                 const SimulateCommandOptions& o, const SimStep& step,
                                 const Simulation& sim, size_t index, double wall_s) {
@@ -232,6 +270,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
   r.buckets = static_cast<int64_t>(step.plan.buckets.size());
   nlohmann::json record = record_json(r);
   const nlohmann::json config = point_config(c, n, p, o);
+  record["command"] = simulate_command_text(c, p, o);
   record["suite"] = "simulate";
   record["suite_config"] = config;
   record["point"] = {{"index", index}, {"id", "sim-" + point_id(config)}};

@@ -3,7 +3,7 @@
 # 2-rank points get their measured scaling-loss breakdown from their traces, and whose one-rank
 # points (with their profiles) calibrate the simulator; the simulated records are valid, their
 # scaling-loss parts add up to the step beyond the one-rank step, their one-rank point is the
-# calibrated step, the same seed gives the same steps, and the report draws them. Bad input (an unknown preset, a network file
+# calibrated step, the same seed gives the same steps, a record's command makes it again, and the report draws them. Bad input (an unknown preset, a network file
 # with a missing or negative field, ranks below 1, a calibration of another model or batch, a
 # straggler beyond the ranks, a jitter that is not one) gets one line and exit 2, and leaves
 # results.jsonl as it was; a suite whose simulate block names an unknown preset runs no point.
@@ -68,6 +68,20 @@ import json, sys
 a, b = (json.loads(open(f"{sys.argv[1]}/{d}/results.jsonl").readline()) for d in "ab")
 assert a["metrics"]["step_time_s"]["all"] == b["metrics"]["step_time_s"]["all"]
 assert a["simulation"]["replayed_ranks"] == 16  # measured jitter: every rank its own speed
+PY
+
+# A simulated record's command is the `dlbench simulate` that makes it, not a `dlbench run`: run
+# again (into another folder), it gives the same simulated steps.
+cmd=$("$py" -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["command"])' \
+  "$work/a/results.jsonl")
+check "a simulated record's command is dlbench simulate" test "${cmd%% --*}" = "dlbench simulate"
+cmd=${cmd% --out=*}  # its --out comes last; this run writes elsewhere
+eval "\"\$dlbench\" ${cmd#dlbench } --out=\"\$work/again\"" >/dev/null 2>&1
+check "its command run again makes the same steps" "$py" - "$work" <<'PY'
+import json, sys
+a, b = (json.loads(open(f"{sys.argv[1]}/{d}/results.jsonl").readline()) for d in ("a", "again"))
+assert a["metrics"]["step_time_s"]["all"] == b["metrics"]["step_time_s"]["all"]
+assert a["suite_config"] == b["suite_config"], (a["suite_config"], b["suite_config"])
 PY
 
 (cd "$root/reports" && "$py" -m dlbench_reports report "$work/r" >"$work/report.out" 2>&1)

@@ -346,6 +346,15 @@ def test_memory_plot_draws_host_swap_beside_the_device_stack(results):
             [r.data["memory"]["peak_bytes_by_category"].get(name, 0) / 2**20 for r in rs.ok])
 
 
+def test_timeline_gives_every_kind_of_pass_its_own_colour():
+    """matplotlib's cycle of 10 drew the optimizer in the forward pass's blue."""
+    from dlbench_reports.plots import timeline
+    from dlbench_reports.records import schema_enum
+    kinds = [c for c in schema_enum("span_category") if c != "step"]
+    assert set(timeline.COLORS) == set(kinds)
+    assert len({tuple(c) for c in timeline.COLORS.values()}) == len(kinds)
+
+
 def test_timeline_draws_one_step_of_every_rank(results):
     rs = load(results("overlap"))
     chosen = timeline.pick(rs.records, rs.resolve)

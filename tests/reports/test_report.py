@@ -149,3 +149,31 @@ def test_mfu_falls_back_to_the_measured_peak_and_says_so(results):
     assert peaks.mfu_text(r, []) == "197.4% (m, peak too low)"
     del r.data["metrics"]["fraction_of_peak_flops"]
     assert peaks.mfu_text(r, []) == "n/a"
+
+
+def test_simulated_rows_are_honest_beside_measured_ones(results, dlbench_bin):
+    """Simulated points beside measured ones (the scaling suite's report): an interval only where
+    the steps spread (jitter), so none for a simulation without jitter; the command that re-makes
+    a simulated point is its `dlbench simulate`; a key a row lacks is an empty cell, never
+    'None'."""
+    import subprocess
+    d = results("scaling")
+    for jitter in ("none", "cv:0.05"):
+        subprocess.run([str(dlbench_bin), "simulate", "--roofline=h100-sxm", "--model=resnet18",
+                        "--batch=8", "--image-size=32", "--precision=fp32", "--ranks=8",
+                        "--overlap=backward", f"--jitter={jitter}", f"--out={d}"],
+                       check=True, capture_output=True)
+    md = build(d).markdown.read_text()
+    table = md[md.index("## Summary"):md.index("## Failures")]
+    rows = [line for line in table.splitlines() if line.startswith("| ")]
+    assert "None" not in table
+    sim = [row for row in rows if "| dgx-h100 |" in row]
+    assert len(sim) == 2
+    none_row = next(row for row in sim if "| none |" in row)
+    cv_row = next(row for row in sim if "| cv:0.05 |" in row)
+    assert "[" not in none_row.split("| ok |")[1].split("|")[0], none_row  # img/s, no interval
+    assert "[" in cv_row.split("| ok |")[1].split("|")[0], cv_row
+    again = md[md.index("## Running a point again"):]
+    simulated = [line for line in again.splitlines() if "dlbench simulate" in line]
+    assert len(simulated) == 2 and all("mpirun" not in line for line in simulated)
+    assert all("--roofline=h100-sxm" in line and "--ranks=8" in line for line in simulated)

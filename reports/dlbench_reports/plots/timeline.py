@@ -6,14 +6,20 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import matplotlib
+
 from ..records import Record, RecordError, read_json_file, schema_enum, unreadable
 from . import common
 
 # Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
 # host lane holds the whole-step span, which the chart draws as its extent, not as a bar.
 LANES = {tid: name for tid, name in enumerate(schema_enum("lane")) if name != "host"}
-COLORS = {cat: f"C{i % 10}" for i, cat in enumerate(c for c in schema_enum("span_category")
-                                                    if c != "step")}
+# tab20's ten hues first, then their light shades: a distinct colour for each of up to 20 kinds
+# of pass (matplotlib's default cycle has 10, and drew the optimizer in the forward pass's blue).
+_PALETTE = [matplotlib.colormaps["tab20"](i) for i in (*range(0, 20, 2), *range(1, 20, 2))]
+_CATEGORIES = [c for c in schema_enum("span_category") if c != "step"]
+assert len(_CATEGORIES) <= len(_PALETTE), "more span categories than distinct colours"
+COLORS = {cat: _PALETTE[i] for i, cat in enumerate(_CATEGORIES)}
 
 
 def read_trace(path: Path) -> dict:
