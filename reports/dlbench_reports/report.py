@@ -10,7 +10,7 @@ from pathlib import Path
 from . import peaks as peaks_mod
 from .plots import (batch, common, convergence, global_batch, memory, overlap, precision, scaling,
                     scaling_loss, sync_modes, timeline, tradeoff)
-from . import intervals
+from . import headline, intervals
 from .outputs import check_directory, check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
@@ -53,7 +53,8 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     measured = [r for r in records if r.data.get("mode") != "simulated"]
     own = [r for r in measured if r.system == "dlbench"]
     for i, group in enumerate(scaling.groups(records).values()):
-        add(scaling.render(group), "Scaling", f"scaling-{i + 1}")
+        add(scaling.render(group), "Scaling, simulated" if scaling.simulated(group[0]) else
+            "Scaling", f"scaling-{i + 1}", note=scaling.caption(group))
     for i, group in enumerate(scaling_loss.groups(records).values()):
         add(scaling_loss.render(group), "Scaling loss", f"scaling-loss-{i + 1}",
             note=scaling_loss.NOTE)
@@ -289,6 +290,8 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     for r in rs.records:
         counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
     out = [f"# dlbench report: suite `{rs.suite}`", ""]
+    if headline.pieces(rs):
+        out += [headline.markdown(headline.pieces(rs)), ""]
     if description(rs):
         out += [description(rs), ""]
     loud = sum(1 for r in rs.records if r.ok and common.noisy(r))
@@ -298,7 +301,9 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
             f". Records: `{rs.directory / 'results.jsonl'}`.", "", "## How to read this", "",
             how_to_read(rs.suite), "", "## Summary", "",
            "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(row) + " |" for row in rows]
+    # The first column carries each point's anchor (#point-N), which the first paragraph links.
+    out += ["| " + " | ".join([f'<a id="point-{row[0]}"></a>{row[0]}', *row[1:]]) + " |"
+            for row in rows]
     for p in peers(rs.records):
         out += ["", f"vs {p}: dlbench's images/s over {p}'s at the same point, both from this "
                 f"run (reports/peers/{p}_train.py trains the same model with the same settings)."]
@@ -347,6 +352,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
+             f"<p>{headline.html_text(headline.pieces(rs))}</p>" if headline.pieces(rs) else "",
              f"<p>{e(description(rs))}</p>" if description(rs) else "",
              f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code>" +
              (f"; {loud} of the ok points measured on a noisy machine (see the noise column)"
@@ -362,7 +368,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
             if i == status_col:
                 style = f" style='color:{status_color.get(v, '#cf222e')};font-weight:bold'"
             cells.append(f"<td{style}>{e(v)}</td>")
-        parts.append("<tr>" + "".join(cells) + "</tr>")
+        parts.append(f"<tr id='point-{e(row[0])}'>" + "".join(cells) + "</tr>")
     parts.append("</table><h2>Failures</h2>")
     bad = failures(rs)
     if not bad:

@@ -139,6 +139,10 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
   }
   if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
   if (f.has("comm_blocks_compute")) n.comm_blocks_compute = f.boolean("comm_blocks_compute");
+  if (f.has("device")) {
+    n.device = f.string("device");
+    if (n.device.empty()) f.fail("device", "a device file's name (suites/devices/NAME.json)");
+  }
   if (f.has("measured")) {
     const nlohmann::json& measured = f.array("measured");
     for (size_t i = 0; i < measured.size(); ++i) {
@@ -166,6 +170,7 @@ nlohmann::json network_json(const Network& n) {
                       {"tree_bandwidth_factor", n.tree_bandwidth_factor},
                       {"algorithms", algorithms},
                       {"sources", n.sources}};
+  if (!n.device.empty()) j["device"] = n.device;
   if (!n.measured.empty()) {
     nlohmann::json measured = nlohmann::json::array();
     for (const MeasuredAllreduce& m : n.measured) {

@@ -77,6 +77,10 @@ struct Network {
   // Where present for a rank count, the measurement is the time (Collective::kMeasured), and the
   // models serve the other rank counts.
   std::vector<MeasuredAllreduce> measured;
+  // The accelerator the network's nodes hold, as a device file's name (suites/devices/NAME.json),
+  // or empty: a suite's simulate block calibrates from its roofline when its points ran on
+  // another device (docs/simulation.md).
+  std::string device;
 };
 
 // Between nodes, a node's NICs together (bytes/s).

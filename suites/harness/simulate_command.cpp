@@ -529,19 +529,102 @@ void check_simulate_block(const nlohmann::json& block, const std::string& where)
   try {
     const SimulateCommandOptions o = block_options(block, "");
     parse_speeds(o, Calibration{});  // the jitter, the straggler
-    for (const auto& network : block["networks"]) load_network(network.get<std::string>());
+    if (block.contains("model")) {
+      const ModelInfo& model = find_model(block["model"].get<std::string>());
+      if (block.value("image_size", min_image_size(model)) < min_image_size(model)) {
+        throw InvalidArgument(fmt::format("image_size {} is below {}'s smallest, {}",
+                                          block["image_size"].get<int64_t>(), model.name,
+                                          min_image_size(model)));
+      }
+    }
+    for (const auto& name : block["networks"]) {
+      const Network network = load_network(name.get<std::string>());
+      if (!network.device.empty()) load_device(network.device);
+      if (block.value("calibration", "auto") == "roofline" && network.device.empty()) {
+        throw InvalidArgument(fmt::format(
+            "calibration roofline: network '{}' names no device (its \"device\" key) whose "
+            "roofline would calibrate",
+            network.name));
+      }
+    }
   } catch (const InvalidArgument& e) {
     throw InvalidArgument(fmt::format("{}: simulate: {}", where, e.what()));
   }
 }
+
+bool same_device(const std::string& measured_device, const std::string& device_name) {
+  const std::string name = device_name.substr(0, device_name.find(" ("));
+  return !name.empty() && measured_device.find(name) != std::string::npos;
+}
+
+namespace {
+
+// Whether `block` simulates `network` from the roofline of the network's device rather than from
+// the suite's measured one-rank points: where it says so, or (calibration auto, the default)
+// where the network names a device and a point was measured on another one. A CPU's compute on a
+// DGX's network is no machine anyone owns.
+bool roofline_block(const nlohmann::json& block, const Network& network,
+                    const std::vector<Calibration>& measured, const DeviceFile& device) {
+  const std::string mode = block.value("calibration", "auto");
+  if (mode != "auto" || network.device.empty()) return mode == "roofline";
+  return std::any_of(measured.begin(), measured.end(),
+                     [&](const Calibration& c) { return !same_device(c.device, device.device); });
+}
+
+// The configurations the roofline calibrates: each measured one's model, batch, image size and
+// precision, with what the block sets in their place (its `model`, `batch`, `image_size`,
+// `precision`), each once.
+std::vector<Calibration> roofline_configs(const nlohmann::json& block,
+                                          const std::vector<Calibration>& measured) {
+  std::vector<Calibration> out;
+  for (Calibration c : measured) {
+    c.model = block.value("model", c.model);
+    c.batch = block.value("batch", c.batch);
+    c.image_size = block.value("image_size", c.image_size);
+    c.precision = block.value("precision", c.precision);
+    const bool seen = std::any_of(out.begin(), out.end(), [&](const Calibration& o) {
+      return o.model == c.model && o.batch == c.batch && o.image_size == c.image_size &&
+             o.precision == c.precision;
+    });
+    if (!seen) out.push_back(c);
+  }
+  return out;
+}
+
+// One network of a simulate block: from the measured points, or each configuration on the
+// roofline of the network's device.
+void simulate_block_network(const nlohmann::json& block, SimulateCommandOptions o,
+                            const std::string& out) {
+  const Network network = load_network(o.network);
+  const std::vector<Calibration> measured = calibrate_results(out);
+  const DeviceFile device = network.device.empty() ? DeviceFile{} : load_device(network.device);
+  if (!roofline_block(block, network, measured, device)) {
+    fmt::print("simulate on {} (compute: this suite's measured one-rank points):\n", o.network);
+    simulate_command(o);
+    return;
+  }
+  fmt::print("simulate on {} (compute: the roofline of {}, {}; the points ran on {}):\n", o.network,
+             network.device, device.device, measured.front().device);
+  o.from.clear();
+  o.out = out;
+  o.roofline = network.device;
+  for (const Calibration& c : roofline_configs(block, measured)) {
+    o.model = c.model;
+    o.batch = c.batch;
+    o.image_size = c.image_size;
+    o.precision = c.precision;
+    simulate_command(o);
+  }
+}
+
+}  // namespace
 
 bool simulate_suite_block(const nlohmann::json& block, const std::string& out) {
   try {
     SimulateCommandOptions o = block_options(block, out);
     for (const auto& network : block["networks"]) {
       o.network = network.get<std::string>();
-      fmt::print("simulate on {}:\n", o.network);
-      simulate_command(o);
+      simulate_block_network(block, o, out);
     }
     return true;
   } catch (const Error& e) {

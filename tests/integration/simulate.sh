@@ -158,6 +158,58 @@ check "steps of 1e-300 s: results.jsonl unchanged" \
 cat "$work/err.out"
 refused "a normal jitter too wide to keep every rank's speed above 0" --jitter=cv:0.5
 
+# A suite's simulate block on a network that names its device (dgx-h100: h100-sxm) calibrates
+# from that device's roofline when the points ran on another (here, this CPU), for the model the
+# block names; `calibration: measured` keeps this CPU's measured one-rank points; `roofline` on a
+# network that names no device is refused before any point.
+for mode in auto measured; do
+  cat >"$work/block-$mode.json" <<JSON
+{"name": "block", "description": "a simulate block's calibration ($mode)",
+ "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "steps": 6, "warmup": 2},
+ "sweep": {"batch": [8]},
+ "cpu": {"defaults": {"backend": "cpu"},
+         "simulate": {"networks": ["dgx-h100"], "ranks": [8], "overlap": ["backward"],
+                      "calibration": "$mode", "model": "resnet50", "batch": 64,
+                      "image_size": 224, "precision": "bf16"}}}
+JSON
+  "$dlbench" --suite="$work/block-$mode.json" --out="$work/block-$mode" --trace-steps=2 \
+    >"$work/block-$mode.out" 2>&1
+  check "a simulate block ($mode) runs" test $? -eq 0
+done
+check "calibration auto on a CPU: the roofline of the network's device, the block's model" \
+  "$py" - "$work" <<'PY'
+import json, sys
+def simulated(mode):
+    lines = open(f"{sys.argv[1]}/block-{mode}/results.jsonl").read().splitlines()
+    return [r for r in map(json.loads, lines) if r["mode"] == "simulated"]
+auto, measured = simulated("auto"), simulated("measured")
+assert len(auto) == 1 and len(measured) == 1, (len(auto), len(measured))
+a, m = auto[0], measured[0]
+assert a["simulation"]["calibration_source"]["method"] == "roofline", a["simulation"]
+assert a["simulation"]["calibration_source"]["device_file"].endswith("suites/devices/h100-sxm.json")
+assert (a["config"]["model"], a["config"]["batch"], a["config"]["precision"]) == ("resnet50", 64, "bf16")
+assert a["command"].startswith("dlbench simulate --roofline=h100-sxm"), a["command"]
+assert m["simulation"]["calibration_source"]["method"] == "profile", m["simulation"]
+assert (m["config"]["model"], m["config"]["batch"]) == ("digits-cnn", 8)
+PY
+cat >"$work/block-nodevice.json" <<'JSON'
+{"name": "block", "description": "roofline on a network without a device",
+ "defaults": {"backend": "cpu", "model": "digits-cnn", "image_size": 8, "steps": 2, "warmup": 1},
+ "sweep": {"batch": [8]},
+ "simulate": {"networks": ["pcie-25gbe"], "ranks": [8], "calibration": "roofline"},
+ "cpu": {"defaults": {"backend": "cpu"}}}
+JSON
+sed 's/"calibration": "roofline"/"model": "resnet500"/' "$work/block-nodevice.json" \
+  >"$work/block-nomodel.json"
+for f in nodevice nomodel; do
+  "$dlbench" --suite="$work/block-$f.json" --out="$work/block-$f" >"$work/err.out" 2>&1
+  rc=$?
+  check "a simulate block ($f): exit 2 (got $rc), one line" test $rc -eq 2 -a \
+    "$(wc -l <"$work/err.out")" -eq 1
+  check "a simulate block ($f): no point run" test ! -e "$work/block-$f/results.jsonl"
+  cat "$work/err.out"
+done
+
 # A suite whose simulate block names an unknown preset is refused before its first point.
 cat >"$work/badsim.json" <<'JSON'
 {"name": "badsim", "description": "a simulate block on a network that does not exist",

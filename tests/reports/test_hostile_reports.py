@@ -347,7 +347,7 @@ def test_150000_noise_reasons_report_in_seconds_naming_a_few(results):
     assert time.monotonic() - start < 10
     md = (d / "report.md").read_text()
     assert "reason 4; and 149995 more" in md and "reason 5;" not in md
-    notes = figure_notes(scaling.render(load(d).records))
+    notes = scaling.caption(load(d).records)  # under the figure, in report.md
     assert "and 149995 more" in notes and len(notes) <= 2 * common.MAX_NOTE_CHARS
 
 

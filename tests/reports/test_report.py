@@ -177,3 +177,35 @@ def test_simulated_rows_are_honest_beside_measured_ones(results, dlbench_bin):
     simulated = [line for line in again.splitlines() if "dlbench simulate" in line]
     assert len(simulated) == 2 and all("mpirun" not in line for line in simulated)
     assert all("--roofline=h100-sxm" in line and "--ranks=8" in line for line in simulated)
+
+
+def test_scaling_report_answers_its_question_first_each_figure_linked_to_its_row(results,
+                                                                               dlbench_bin):
+    """The first paragraph: the one-rank throughput, the efficiency at the most ranks with why
+    it falls (ranks sharing one CPU's threads), and the simulated efficiency at the most GPUs
+    with where its compute came from; each figure a link to its row's anchor."""
+    import re
+    import subprocess
+    d = results("scaling")
+    subprocess.run([str(dlbench_bin), "simulate", "--roofline=h100-sxm", "--model=resnet50",
+                    "--batch=64", "--image-size=224", "--precision=bf16", "--ranks=8,1024",
+                    f"--out={d}"], check=True, capture_output=True)
+    r = build(d)
+    md = r.markdown.read_text()
+    first = md.split("\n\n")[1]
+    assert first.startswith("On this machine (cpu: ")
+    links = re.findall(r"\[([^\]]+)\]\(#point-(\d+)\)", first)
+    assert len(links) == 3, first
+    records = {x["point"]["index"]: x for x in map(json.loads, (d / "results.jsonl").open())}
+    (t, one), (eff, most), (sim, far) = [(text, int(n)) for text, n in links]
+    assert records[one]["config"]["ranks"] == 1
+    assert t == f"{records[one]['metrics']['throughput_img_s']:.1f} img/s"
+    assert records[most]["config"]["ranks"] == 4 and records[most]["mode"] == "measured"
+    assert eff == f"{100 * records[most]['metrics']['scaling_efficiency']:.1f}%"
+    assert "share the machine's 2 hardware threads" in first
+    assert records[far]["config"]["ranks"] == 1024 and records[far]["mode"] == "simulated"
+    assert sim == f"{100 * records[far]['metrics']['scaling_efficiency']:.1f}%"
+    assert "compute from the roofline of NVIDIA H100" in first and "h100-sxm.json" in first
+    for n in (one, most, far):
+        assert f'<a id="point-{n}"></a>{n} |' in md
+        assert f"<tr id='point-{n}'>" in r.html.read_text()

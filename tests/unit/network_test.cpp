@@ -119,6 +119,11 @@ TEST(Network, APresetRoundTripsAndBadFieldsAreNamed) {
   j = good;
   j["tree_bandwidth_factor"] = 1.5;
   EXPECT_NE(parse_error(j).find("tree_bandwidth_factor"), std::string::npos) << parse_error(j);
+  j = good;
+  j["device"] = "";
+  EXPECT_NE(parse_error(j).find("device"), std::string::npos) << parse_error(j);
+  j["device"] = "h100-sxm";  // the device its nodes hold, kept through a record
+  EXPECT_EQ(network_json(parse_network(j, "net.json")), j);
 }
 
 TEST(Network, EveryShippedPresetParses) {
@@ -129,6 +134,11 @@ TEST(Network, EveryShippedPresetParses) {
     std::ifstream in(f.path());
     const Network n = parse_network(nlohmann::json::parse(in), f.path().string());
     EXPECT_EQ(n.name, f.path().stem().string()) << "a preset is named as its file";
+    if (!n.device.empty()) {  // a device file of that name exists, for the roofline
+      EXPECT_TRUE(std::filesystem::exists(std::string(DLB_SOURCE_DIR) + "/suites/devices/" +
+                                          n.device + ".json"))
+          << n.name << ": " << n.device;
+    }
     ++presets;
   }
   EXPECT_GE(presets, 4);

@@ -1,11 +1,14 @@
 """Throughput against ranks, one line per overlap strategy, with the ideal linear line and the
 scaling efficiency (%) on a second axis, and each point's 95% interval as a bar. Measured points
-are solid; simulated ones hollow. A peer's points (config.system, e.g. PyTorch DDP) are lines of
-their own, dashed."""
+and simulated ones are separate figures (a figure per network preset for the simulated, its
+title naming where their compute came from); simulated points are hollow. A peer's points
+(config.system, e.g. PyTorch DDP) are lines of their own, dash-dotted. At most six legend
+entries: a line per strategy and the ideal; what else a figure needs is its caption."""
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from pathlib import Path
 
 from .. import intervals
 from ..records import Record, efficiency, one_rank_throughput
@@ -34,16 +37,24 @@ def simulated(record: Record) -> bool:
 
 
 def groups(records: list[Record]) -> dict[tuple, list[Record]]:
-    """Records that differ only in ranks and overlap, keyed by the rest of what matters: measured
-    points with the simulated ones of their configuration, a plot per network preset."""
+    """Records that differ only in ranks and overlap, keyed by the rest of what matters: the
+    measured points of a configuration on a plot, and its simulated ones on a plot per network
+    preset, apart (a simulation is a model of another machine, not a measurement of this one)."""
     out: dict[tuple, list[Record]] = defaultdict(list)
-    nets = {network(r) for r in records if simulated(r)}
     for r in records:
-        key = tuple(r.config.get(k) for k in GROUP_KEYS)
-        # A measured point joins every network's plot of its configuration.
-        for net in ([network(r)] if simulated(r) else sorted(nets) or [None]):
-            out[key + (net,)].append(r)
+        out[tuple(r.config.get(k) for k in GROUP_KEYS) + (network(r),)].append(r)
     return dict(out)
+
+
+def compute_source(record: Record) -> str:
+    """Where a simulated record's compute came from: 'the roofline of NVIDIA H100 ...
+    (suites/devices/h100-sxm.json)', or 'measured on cpu: ...' (its calibration's method)."""
+    device = record.get("simulation.device") or "?"
+    if record.get("simulation.calibration_source.method") == "roofline":
+        file = record.get("simulation.calibration_source.device_file")
+        where = f" (suites/devices/{Path(str(file)).name})" if file else ""
+        return f"the roofline of {device}{where}"
+    return f"measured on {device}"
 
 
 # How a peer's strategies are named in the legend (reports/peers/pytorch_train.py).
@@ -169,7 +180,7 @@ def draw_series(ax, eff_ax, strategy: str, s: dict, color: str) -> None:
                   color=color, linewidth=2, alpha=0.6, gid=f"interval:{strategy}")
     if s["base"]:
         eff_ax.plot(s["ranks"], s["efficiency"], ":", color=color, marker="s", markersize=3,
-                    gid=f"efficiency:{strategy}", label=f"efficiency, {strategy}")
+                    gid=f"efficiency:{strategy}", label="_nolegend_")  # its strategy's colour
 
 
 def draw_ideal(ax, data: dict, ranks: list, undrawn: common.Undrawn, log: bool) -> None:
@@ -180,9 +191,7 @@ def draw_ideal(ax, data: dict, ranks: list, undrawn: common.Undrawn, log: bool) 
     base = bases[0] if "none" not in data or not data["none"]["base"] else data["none"]["base"]
     ideal = [undrawn.keep(n * base, f"ideal throughput at {common.tick_text(n)} ranks", log)
              for n in ranks]
-    ax.plot(ranks, ideal, "--", color="#888888",
-            label="ideal (linear from 1 rank, overlap=none; a device per rank)" if "none" in data
-            else "ideal (linear from 1 rank; a device per rank)", gid="ideal")
+    ax.plot(ranks, ideal, "--", color="#888888", label="ideal (linear from 1 rank)", gid="ideal")
 
 
 def render(records: list[Record]):
@@ -201,9 +210,11 @@ def render(records: list[Record]):
         draw_series(ax, eff_ax, strategy, s, f"C{i}")
     all_ranks = sorted({n for s in data.values() for n in s["ranks"] if not math.isnan(n)})
     draw_ideal(ax, data, all_ranks, undrawn, log)
-    ax.set_xlabel("ranks (processes: one GPU each, or sharing the cores of one CPU)")
+    ax.set_xlabel("GPUs (simulated ranks, a device each)" if all(
+        sim for s in data.values() for sim in s["simulated"]) else
+        "ranks (processes: one GPU each, or sharing the cores of one CPU)")
     ax.set_ylabel("throughput (images/s, all ranks)")
-    eff_ax.set_ylabel("scaling efficiency (%)")
+    eff_ax.set_ylabel("scaling efficiency (%): dotted, squares, in each strategy's colour")
     eff_ax.set_ylim(0, 110)
     if log:
         ax.set_xscale("log", base=2)
@@ -218,17 +229,35 @@ def render(records: list[Record]):
     lines2, labels2 = eff_ax.get_legend_handles_labels()
     ax.legend(lines + lines2, labels + labels2, fontsize=7, loc="upper center",
               bbox_to_anchor=(0.5, -0.13), ncol=3, frameon=False)
-    common.footnote(fig, " ".join(t for t in (shared_cores_note(records),
-                                              common.status_note(records)) if t), undrawn)
+    common.footnote(fig, "", undrawn)  # values no axis can place; the caption says the rest
     return fig
+
+
+def caption(records: list[Record]) -> str:
+    """What the report says under the plot: which points share cores, which failed or were
+    noisy, what a simulated plot's compute came from, and what the ideal line assumes."""
+    sim = [r for r in records if simulated(r)]
+    parts = [shared_cores_note(records)]
+    if sim:
+        parts.append(f"Simulated on {network(sim[0])}, each rank's compute from "
+                     f"{compute_source(sim[0])}: a model of that machine, not a measurement "
+                     "(docs/simulation.md).")
+    parts += ["The ideal line is linear from the one-rank point (overlap=none's where there is "
+              "one), with a device per rank; efficiency is against the same strategy's one-rank "
+              "point.", common.status_note(records)]
+    return common.shorten(" ".join(p for p in parts if p), common.MAX_NOTE_CHARS)
 
 
 def title(records: list[Record], data: dict) -> str:
     batch = sorted({r.config["batch"] for r in records})
-    any_simulated = any(sim for s in data.values() for sim in s["simulated"])
-    nets = sorted({network(r) or "?" for r in records if simulated(r)})
-    return (f"Weak scaling: {common.describe(records)}\n"
+    sim = [r for r in records if simulated(r)]
+    head = f"Simulated on {network(sim[0])}" if sim else "Measured weak scaling"
+    compute = ""
+    if sim:
+        file = sim[0].get("simulation.calibration_source.device_file")
+        compute = (f"; compute: roofline, suites/devices/{Path(str(file)).name}"
+                   if sim[0].get("simulation.calibration_source.method") == "roofline" and file
+                   else f"; compute: {compute_source(sim[0])}")
+    return (f"{head}: {common.describe(records)}\n"
             f"batch {'/'.join(map(str, batch))} per rank, "
-            f"{records[0].config.get('image_size')}px" +
-            (f"; solid = measured, hollow = simulated on {'/'.join(nets)}"
-             if any_simulated else ""))
+            f"{records[0].config.get('image_size')}px{compute}")

@@ -1,0 +1,118 @@
+"""The first paragraph of a report whose points vary in ranks: the suite's question answered in
+words, each figure linked to its row of the summary table.
+
+    On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 at batch 8 per rank
+    trains at 214.6 img/s on one rank. At 4 ranks the best strategy, overlap=backward, keeps 19.0%
+    of linear scaling; 2 and 4 ranks share the machine's 2 hardware threads that one rank had
+    alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each rank's compute from the roofline
+    of NVIDIA H100 80GB HBM3 (SXM5) (suites/devices/h100-sxm.json), resnet50 in bf16 at batch 64
+    per rank: overlap=forward keeps 99.9% at 1,024 GPUs (a model, not a measurement).
+
+A paragraph is a list of pieces: plain text, or (text, point index) for a figure that links to
+its row (`#point-N`, the anchor the summary table's first column carries)."""
+from __future__ import annotations
+
+import html
+
+from .plots import common, scaling
+from .records import Record, ResultSet, efficiency
+
+Piece = str | tuple[str, int]
+
+
+def _index(r: Record) -> int:
+    return r.data["point"]["index"]
+
+
+def _setting(r: Record) -> str:
+    c = r.config
+    return f"{c.get('model')} in {c.get('precision')} at batch {c.get('batch')} per rank"
+
+
+def _machine(r: Record) -> str:
+    env = r.data.get("environment") or {}
+    if env.get("device") == "cpu":
+        return f"cpu: {env.get('cpu', '?')}, {env.get('cpu_threads', '?')} hardware threads"
+    return str(env.get("device", "?"))
+
+
+def _best_at(records: list[Record], ranks: int) -> Record | None:
+    """The record at `ranks` with the highest scaling efficiency (None: none has one)."""
+    at = [r for r in records if r.config.get("ranks") == ranks and efficiency(r) is not None
+          and common.drawable(efficiency(r))]
+    return max(at, key=efficiency, default=None)
+
+
+def shares_cores(r: Record, one: Record) -> bool:
+    """Whether several ranks of `r` share the cores its one-rank point `one` had to itself: fewer
+    threads a rank than `one` had (the noise verdict's threads_per_rank), or more ranks than
+    hardware threads."""
+    if r.config.get("ranks", 1) < 2:
+        return False
+    if scaling.oversubscribed(r):
+        return True
+    n, n1 = r.get("noise.threads_per_rank"), one.get("noise.threads_per_rank")
+    return isinstance(n, int) and isinstance(n1, int) and n < n1
+
+
+def measured_pieces(records: list[Record]) -> list[Piece]:
+    one = [r for r in records if r.config.get("ranks") == 1]
+    if not one:
+        return []
+    base = next((r for r in one if r.config.get("overlap") == "none"), one[0])
+    t = base.get("metrics.throughput_img_s")
+    out: list[Piece] = [f"On this machine ({_machine(base)}), {_setting(base)} trains at ",
+                        (f"{common.number_text(t, '.1f')} img/s", _index(base)),
+                        " on one rank."]
+    most = max(r.config["ranks"] for r in records)
+    best = _best_at(records, most) if most > 1 else None
+    if best is None:
+        return out
+    out += [f" At {most} ranks the best strategy, overlap={best.config.get('overlap')}, keeps ",
+            (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
+            " of linear scaling"]
+    shared = sorted({r.config["ranks"] for r in records if shares_cores(r, base)})
+    if shared:
+        threads = (base.data.get("environment") or {}).get("cpu_threads", "?")
+        out.append(f"; {' and '.join(map(str, shared))} ranks share the machine's {threads} "
+                   "hardware threads that one rank had alone, so that is contention for its "
+                   "cores, not scaling.")
+    else:
+        out.append(".")
+    return out
+
+
+def simulated_pieces(records: list[Record]) -> list[Piece]:
+    """A sentence per network: the best strategy's efficiency at its largest rank count."""
+    out: list[Piece] = []
+    for net in sorted({scaling.network(r) for r in records}):
+        on = [r for r in records if scaling.network(r) == net]
+        most = max(r.config["ranks"] for r in on)
+        best = _best_at(on, most)
+        if best is None:
+            continue
+        out += [f" Simulated on {net} with each rank's compute from "
+                f"{scaling.compute_source(best)}, {_setting(best)}: "
+                f"overlap={best.config.get('overlap')} keeps ",
+                (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
+                f" at {most:,} GPUs (a model, not a measurement)."]
+    return out
+
+
+def pieces(rs: ResultSet) -> list[Piece]:
+    """The paragraph, or [] where the points do not vary in ranks."""
+    ok = [r for r in rs.records if r.ok and r.system == "dlbench" and r.data.get("point")]
+    if len({r.config.get("ranks") for r in ok}) < 2:
+        return []
+    measured = [r for r in ok if not scaling.simulated(r)]
+    return measured_pieces(measured) + simulated_pieces([r for r in ok if scaling.simulated(r)])
+
+
+def markdown(parts: list[Piece]) -> str:
+    return "".join(p if isinstance(p, str) else f"[{p[0]}](#point-{p[1]})" for p in parts).strip()
+
+
+def html_text(parts: list[Piece]) -> str:
+    e = html.escape
+    return "".join(e(p) if isinstance(p, str) else f"<a href='#point-{p[1]}'>{e(p[0])}</a>"
+                   for p in parts).strip()
