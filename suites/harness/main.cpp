@@ -182,7 +182,8 @@ CLI::App* add_validate_sim(CLI::App& app, dlb::ValidateSimOptions& o,
   auto* c = app.add_subcommand(
       "validate-sim",
       "the simulator against measured multi-rank runs on this machine: the prediction error per "
-      "point, against the bound its run-to-run spread allows (exit 1 when one is outside)");
+      "point, against the bound its run-to-run spread allows (exit 1 when one is outside, 3 when "
+      "the host was busy and the errors cannot be judged)");
   c->add_option("--out", o.out, "where the runs and validation.json go")
       ->check(output_path(true))
       ->capture_default_str();

@@ -112,6 +112,24 @@ void step_spread(const std::vector<double>& t, nlohmann::json& j, Reasons& reaso
 
 }  // namespace
 
+std::vector<std::string> host_activity_reasons(const nlohmann::json& noise) {
+  std::vector<std::string> reasons;
+  if (!noise.is_object()) return reasons;
+  const auto number = [&](const char* key) {
+    const auto it = noise.find(key);
+    return it != noise.end() && it->is_number() ? it->get<double>() : 0.0;
+  };
+  if (number("other_processes_cores") > kOtherCores) {
+    reasons.push_back(fmt::format("other processes used {:.2f} cores during the run",
+                                  number("other_processes_cores")));
+  }
+  if (number("steal_fraction") > kStealFraction) {
+    reasons.push_back(fmt::format("the hypervisor stole {:.1f}% of the CPU time",
+                                  100 * number("steal_fraction")));
+  }
+  return reasons;
+}
+
 nlohmann::json noise_json(const NoiseInputs& in) {
   nlohmann::json j;
   Reasons reasons;

@@ -40,4 +40,10 @@ struct NoiseInputs {
 // The record's `noise`: the figures, `verdict` and `reasons` (empty when stable).
 nlohmann::json noise_json(const NoiseInputs& in);
 
+// What else on the host disturbed a run, from its record's `noise` (noise_json's): other
+// processes' CPU time and the hypervisor's steal beyond their thresholds, each as a reason. Not
+// the run's own placement (ranks sharing cores) or its steps' spread: a measurement that models
+// those (validate-sim) still judges such a run, but not one the host disturbed.
+std::vector<std::string> host_activity_reasons(const nlohmann::json& noise);
+
 }  // namespace dlb

@@ -1,11 +1,11 @@
 // `dlbench validate-sim`: the simulator against real runs on this machine (docs/simulation.md,
-// "This host as a network, and validation"). It measures this host's averaging all-reduce at each
-// rank count
-// (`bench allreduce --average`), runs a small scaling suite (one rank and each rank count, per
-// strategy, with repetitions), simulates every multi-rank point from its one-rank baseline's
-// calibration on the measured network, and records each point's prediction error beside the
-// bound the measured run-to-run spread allows: 3 x sqrt(2) x the root mean square of the measured
-// points' repetitions CVs (three standard deviations of the ratio of two measurements).
+// "In brief"). It measures how much slower a rank computes beside others with no communication
+// (co-runs: the compute factor of each rank count), this host's averaging all-reduce at each rank
+// count before and after the points (`bench allreduce --average`; each size's faster time), runs
+// a small scaling suite (one rank and each rank count, per strategy, with repetitions), simulates
+// every multi-rank point from its one-rank baseline's calibration on the measured network, and
+// records each point's prediction error beside its bound: three standard deviations of the ratio
+// of two measurements, from the multi-rank points' pooled repetitions CV and the calibration's.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -25,8 +25,9 @@ struct ValidateSimOptions {
   int64_t steps = 20, warmup = 2, repetitions = 3;
 };
 
-// Exit 0 when every point's error is within the bound; 1 when one is not (validation.json says
-// which), or when a measured point failed.
+// Exit 0 when every point's error is within its bound; 1 when one is not (validation.json says
+// which), or when a measured point failed; 3 (inconclusive) when other processes or the
+// hypervisor took CPU time from a judged point or its baseline, whatever the errors.
 int validate_sim_command(const ValidateSimOptions& options);
 
 }  // namespace dlb

@@ -57,6 +57,22 @@ TEST(Noise, StealOutliersSpreadAndOversubscriptionEachSaySo) {
   EXPECT_EQ(reasons[3], "1 of 9 steps are outliers (Tukey's fences)");
 }
 
+TEST(Noise, HostActivityIsTheOtherProcessesAndStealNotThePlacementOrTheSteps) {
+  // validate-sim's "inconclusive": the host's doing, not the run's own placement or spread.
+  NoiseInputs in = quiet(1980, 19.8);
+  in.ranks_on_host = 2;
+  in.step_seconds = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5};
+  const auto own = noise_json(in);
+  EXPECT_EQ(own["verdict"], "noisy");
+  EXPECT_TRUE(host_activity_reasons(own).empty()) << own.dump();
+  const auto busy = noise_json(quiet(2000, 10.0, 100));
+  EXPECT_EQ(host_activity_reasons(busy),
+            (std::vector<std::string>{"other processes used 1.00 cores during the run",
+                                      "the hypervisor stole 5.0% of the CPU time"}));
+  EXPECT_TRUE(host_activity_reasons(nlohmann::json()).empty());
+  EXPECT_TRUE(host_activity_reasons(nlohmann::json{{"other_processes_cores", "x"}}).empty());
+}
+
 TEST(Noise, AGpuRunIsNotOversubscribedByItsHostThreads) {
   NoiseInputs in = quiet(1980, 19.0);
   in.cpu_device = false;
