@@ -68,24 +68,26 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
         fig = batch.render(group)
         if fig is not None:
             n += 1
-            add(fig, "Batch size", f"batch-{n}")
+            add(fig, "Batch size", f"batch-{n}", note=batch.NOTE)
     # suite_config is any object the suite file wrote: compare its values as JSON text.
     if own and (len({json.dumps(r.point_config.get("precision", r.config.get("precision")))
                      for r in own}) > 1 or rs.suite == "precision"):
-        add(precision.render(own, peaks), "Precision", "precision")
-    add(convergence.render(own), "Time to accuracy", "convergence")
+        add(precision.render(own, peaks), "Precision", "precision", note=precision.NOTE)
+    add(convergence.render(own), "Time to accuracy", "convergence", note=convergence.NOTE)
     add(sync_modes.render(own), "Sync modes: time to accuracy and throughput", "sync-modes",
         note=sync_modes.NOTE)
-    add(sync_modes.render_staleness(own), "Throughput against staleness", "staleness")
-    add(global_batch.render(own), "Accuracy against global batch", "global-batch")
+    add(sync_modes.render_staleness(own), "Throughput against staleness", "staleness",
+        note=sync_modes.STALENESS_NOTE)
+    add(global_batch.render(own), "Accuracy against global batch", "global-batch",
+        note=global_batch.NOTE)
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
-    add(memory.render(own), "Memory", "memory")
+    add(memory.render(own), "Memory", "memory", note=memory.NOTE)
     add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",
         tradeoff.table(own), tradeoff.NOTE)
     chosen = timeline.pick(own, rs.resolve, skipped)
     if chosen is not None:
         add(timeline.render(chosen, timeline.trace_files(chosen, rs.resolve)),
-            f"Timeline of point {chosen.data['point']['index']}", "timeline")
+            f"Timeline of point {chosen.data['point']['index']}", "timeline", note=timeline.NOTE)
     return plots
 
 
@@ -349,6 +351,8 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
              "padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}",
+             "figure{margin:0.5em 0}figcaption{font-size:13px;color:#444;max-width:900px}",
+             ".wide{overflow-x:auto;max-width:100%}",
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
@@ -359,7 +363,8 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
               if (loud := sum(1 for r in rs.records if r.ok and common.noisy(r))) else "") +
              "</p>",
              f"<h2>How to read this</h2><p>{e(how_to_read(rs.suite))}</p>",
-             "<h2>Summary</h2><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
+             "<h2>Summary</h2><div class='wide'><table><tr>" +
+             "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
     status_col = header.index("status")
     for row in rows:
         cells = []
@@ -369,7 +374,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
                 style = f" style='color:{status_color.get(v, '#cf222e')};font-weight:bold'"
             cells.append(f"<td{style}>{e(v)}</td>")
         parts.append(f"<tr id='point-{e(row[0])}'>" + "".join(cells) + "</tr>")
-    parts.append("</table><h2>Failures</h2>")
+    parts.append("</table></div><h2>Failures</h2>")
     bad = failures(rs)
     if not bad:
         parts.append("<p>None: every point ended ok.</p>")
@@ -384,22 +389,22 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
     parts += [f"<p>Skipped {e(s)}</p>" for s in skipped]
     for p in plots:
         svg = [f for f in p.files if f.suffix == ".svg"][0]
-        parts.append(f"<h3>{e(p.title)}</h3><img src='{e(str(svg.relative_to(rs.directory)))}' "
-                     f"alt='{e(p.title)}'>")
+        parts.append(f"<h3>{e(p.title)}</h3><figure><img "
+                     f"src='{e(str(svg.relative_to(rs.directory)))}' alt='{e(p.title)}'>"
+                     f"<figcaption>{e(p.note)}</figcaption></figure>")
         if p.table:
             head, body = p.table
-            parts.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>")
+            parts.append("<div class='wide'><table><tr>" +
+                         "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>")
             parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in body]
-            parts.append("</table>")
-        if p.note:
-            parts.append(f"<p>{e(p.note)}</p>")
+            parts.append("</table></div>")
     if commands(rs):
         parts.append("<h2>Running a point again</h2><ul>")
         parts += [f"<li>point {e(p)}: <code>{e(c)}</code></li>" for p, c in commands(rs)]
         parts.append("</ul>")
-    parts.append("<h2>Environment</h2><table>")
+    parts.append("<h2>Environment</h2><div class='wide'><table>")
     parts += [f"<tr><th>{e(k)}</th><td class='l'>{e(str(v))}</td></tr>" for k, v in env.items()]
-    parts.append("</table></body></html>")
+    parts.append("</table></div></body></html>")
     return "\n".join(parts) + "\n"
 
 

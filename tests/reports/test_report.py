@@ -209,3 +209,48 @@ def test_scaling_report_answers_its_question_first_each_figure_linked_to_its_row
     for n in (one, most, far):
         assert f'<a id="point-{n}"></a>{n} |' in md
         assert f"<tr id='point-{n}'>" in r.html.read_text()
+
+
+def test_every_figure_has_a_caption_and_no_image_is_wider_than_the_page(results):
+    """report.html: every plot a <figure> with a caption under it (what the figure shows, which
+    points share cores...), images scaled to the page (max-width 100%), and every table in a box
+    that scrolls sideways (the scaling summary's 19 columns ran past the page's right edge in
+    Chromium). Rendered for each fixture with plots."""
+    from html.parser import HTMLParser
+
+    class Figures(HTMLParser):
+        def __init__(self):
+            super().__init__()
+            self.stack, self.images, self.captions, self.text = [], [], [], ""
+            self.tables, self.wide = [], []
+
+        def handle_starttag(self, tag, attrs):
+            self.stack.append(tag)
+            if tag == "img":
+                self.images.append("figure" in self.stack)
+                self.stack.pop()  # a void element
+            if tag == "table":
+                self.tables.append(self.stack[-2:-1] == ["div"] and self.wide[-1:] == [True])
+            if tag == "div":
+                self.wide.append(("class", "wide") in attrs)
+            if tag == "figcaption":
+                self.text = ""
+
+        def handle_endtag(self, tag):
+            if tag == "figcaption":
+                self.captions.append(self.text.strip())
+            if self.stack and self.stack[-1] == tag:
+                self.stack.pop()
+
+        def handle_data(self, data):
+            self.text += data
+
+    for name in ("scaling", "batch", "precision", "memory", "convergence", "overlap"):
+        page = build(results(name)).html.read_text()
+        assert "img{max-width:100%" in page and ".wide{overflow-x:auto" in page, name
+        f = Figures()
+        f.feed(page)
+        assert f.tables and all(f.tables), (name, f.tables)
+        assert f.images and all(f.images), (name, f.images)
+        assert len(f.captions) == len(f.images) and all(len(c) > 40 for c in f.captions), \
+            (name, f.captions)

@@ -8,6 +8,11 @@ from .. import intervals
 from ..records import Record
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("Throughput (left axis) and the step's peak memory (right axis) against the batch "
+        "per rank; each vertical bar is a throughput's 95% interval, and a peer's throughput "
+        "(PyTorch) is dashed beside dlbench's.")
+
 
 def series(records: list[Record]) -> dict:
     """dlbench's ok points by batch: throughput and peak memory."""

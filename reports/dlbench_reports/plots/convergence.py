@@ -10,6 +10,11 @@ import math
 from ..records import Record, label, varying_keys
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("Test accuracy after each epoch against the time from run_start, evaluations "
+        "included, so each line ends at its run's time to accuracy; one panel per rank count, "
+        "the target dashed.")
+
 
 def curve(record: Record) -> dict:
     """The epochs that have both a time and an accuracy (the schema does not make the lists the

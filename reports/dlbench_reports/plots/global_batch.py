@@ -8,6 +8,11 @@ import math
 from ..records import Record
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("The best test accuracy each run reached against its global batch, with a constant "
+        "learning rate and with the large-batch rules (linear scaling and warm-up), the "
+        "target dashed; beside each point, the epochs it took to the target.")
+
 
 def rules(r: Record) -> str:
     scaling = r.config.get("lr_scaling", "none")

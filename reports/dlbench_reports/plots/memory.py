@@ -8,6 +8,11 @@ import numpy as np
 from ..records import Record, label, schema_enum, varying_keys
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("Each point's peak memory, stacked by category, the peak of the total marked; host "
+        "memory (swapped activations) is a hatched bar of its own beside the device's stack, "
+        "not in the total.")
+
 CATEGORIES = schema_enum("memory_category")
 HOST_CATEGORIES = ("host_swap",)
 

@@ -13,6 +13,11 @@ from .. import peaks as peaks_mod
 from ..records import Record, schema_enum
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("Each bar is a model's throughput at one precision, labelled with its MFU and its "
+        "ratio to the same model's fp32 bar (with that ratio's 95% interval); below, each "
+        "point's peak memory stacked by category.")
+
 CATEGORIES = schema_enum("memory_category")
 
 ORDER = ["fp32", "tf32", "fp16", "bf16"]

@@ -17,6 +17,10 @@ NOTE = ("sync averages every rank's gradients each step; stale:K applies the ave
         "gradients alone on a parameter server (rank 0), and no rank waits for another. A "
         "straggler's compute passes take twice as long. Throughput is every rank's training "
         "images over the training time; a bar marked x did not reach the target.")
+# The caption under the staleness figure in the report.
+STALENESS_NOTE = ("Training throughput against the staleness of each sync mode's updates (the "
+                  "updates applied between a gradient's weights and its own update), a line per "
+                  "rank count and straggler.")
 
 
 def stale_steps(mode: str) -> float | None:

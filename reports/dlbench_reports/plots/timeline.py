@@ -11,6 +11,11 @@ import matplotlib
 from ..records import Record, RecordError, read_json_file, schema_enum, unreadable
 from . import common
 
+# The caption under the figure in the report.
+NOTE = ("One traced step of every rank on one time axis: compute, communication and copy "
+        "lanes, a colour per kind of pass; all-reduce buckets in flight together on "
+        "sub-lanes, each named.")
+
 # Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
 # host lane holds the whole-step span, which the chart draws as its extent, not as a bar.
 LANES = {tid: name for tid, name in enumerate(schema_enum("lane")) if name != "host"}
