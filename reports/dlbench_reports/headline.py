@@ -4,9 +4,10 @@ words, each figure linked to its row of the summary table.
     On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 at batch 8 per rank
     trains at 214.6 img/s on one rank. At 4 ranks the best strategy, overlap=backward, keeps 19.0%
     of linear scaling; 2 and 4 ranks share the machine's 2 hardware threads that one rank had
-    alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each rank's compute from the roofline
-    of NVIDIA H100 80GB HBM3 (SXM5) (suites/devices/h100-sxm.json), resnet50 in bf16 at batch 64
-    per rank: overlap=forward keeps 99.9% at 1,024 GPUs (a model, not a measurement).
+    alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each
+    rank's compute from the roofline of NVIDIA H100 80GB HBM3 (SXM5)
+    (suites/devices/h100-sxm.json), resnet50 in bf16 at batch 64 per rank: overlap=forward keeps
+    99.9% at 1,024 GPUs (a model, not a measurement).
 
 A paragraph is a list of pieces: plain text, or (text, point index) for a figure that links to
 its row (`#point-N`, the anchor the summary table's first column carries)."""
@@ -55,11 +56,21 @@ def shares_cores(r: Record, one: Record) -> bool:
     return isinstance(n, int) and isinstance(n1, int) and n < n1
 
 
+def same_setting(records: list[Record], base: Record) -> list[Record]:
+    """The records that differ from `base` only in ranks and overlap (scaling.GROUP_KEYS): one
+    experiment, not a batch or model of another."""
+    key = [base.config.get(k) for k in scaling.GROUP_KEYS]
+    return [r for r in records if [r.config.get(k) for k in scaling.GROUP_KEYS] == key]
+
+
 def measured_pieces(records: list[Record]) -> list[Piece]:
+    """About the first configuration's points (from overlap=none's one-rank point, where there is
+    one)."""
     one = [r for r in records if r.config.get("ranks") == 1]
     if not one:
         return []
     base = next((r for r in one if r.config.get("overlap") == "none"), one[0])
+    records = same_setting(records, base)
     t = base.get("metrics.throughput_img_s")
     out: list[Piece] = [f"On this machine ({_machine(base)}), {_setting(base)} trains at ",
                         (f"{common.number_text(t, '.1f')} img/s", _index(base)),
@@ -68,7 +79,9 @@ def measured_pieces(records: list[Record]) -> list[Piece]:
     best = _best_at(records, most) if most > 1 else None
     if best is None:
         return out
-    out += [f" At {most} ranks the best strategy, overlap={best.config.get('overlap')}, keeps ",
+    several = len({r.config.get("overlap") for r in records if r.config["ranks"] == most}) > 1
+    out += [f" At {most} ranks " + ("the best strategy, " if several else "") +
+            f"overlap={best.config.get('overlap')}" + (", keeps " if several else " keeps "),
             (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
             " of linear scaling"]
     shared = sorted({r.config["ranks"] for r in records if shares_cores(r, base)})
@@ -87,6 +100,7 @@ def simulated_pieces(records: list[Record]) -> list[Piece]:
     out: list[Piece] = []
     for net in sorted({scaling.network(r) for r in records}):
         on = [r for r in records if scaling.network(r) == net]
+        on = same_setting(on, on[0])
         most = max(r.config["ranks"] for r in on)
         best = _best_at(on, most)
         if best is None:

@@ -254,3 +254,16 @@ def test_every_figure_has_a_caption_and_no_image_is_wider_than_the_page(results)
         assert f.images and all(f.images), (name, f.images)
         assert len(f.captions) == len(f.images) and all(len(c) > 40 for c in f.captions), \
             (name, f.captions)
+
+
+def test_the_first_paragraph_keeps_to_one_configuration(results):
+    """The peers fixture sweeps batch 2 and 4: the efficiency beside batch 2's one-rank figure is
+    batch 2's (point 5's 25.3%), not the best of any batch (batch 4's 34.7%)."""
+    import re
+    d = results("peers")
+    first = build(d).markdown.read_text().split("\n\n")[1]
+    records = {x["point"]["index"]: x for x in map(json.loads, (d / "results.jsonl").open())}
+    points = [int(n) for n in re.findall(r"\(#point-(\d+)\)", first)]
+    assert len(points) == 2 and "at batch 2 per rank" in first, first
+    assert {records[n]["config"]["batch"] for n in points} == {2}
+    assert records[points[1]]["config"]["ranks"] == 2
