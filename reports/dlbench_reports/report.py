@@ -119,7 +119,7 @@ def noise_cell(r: Record) -> str:
     """'noisy: <reasons>' (common.noisy: a bounded number), 'stable', or '' without a verdict."""
     reasons = common.noisy(r)
     if reasons:
-        return "noisy: " + reasons
+        return "noisy" if reasons == "noisy" else "noisy: " + reasons  # none given: no repeat
     return "stable" if r.get("noise.verdict") == "stable" else ""
 
 
@@ -343,6 +343,26 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     return "\n".join(out) + "\n"
 
 
+def plots_html(rs: ResultSet, plots: list[Plot], skipped) -> list[str]:
+    """The report's plots: each a <figure> with its caption, then its table."""
+    e = html.escape
+    parts = []
+    parts.append("<h2>Plots</h2>")
+    parts += [f"<p>Skipped {e(s)}</p>" for s in skipped]
+    for p in plots:
+        svg = [f for f in p.files if f.suffix == ".svg"][0]
+        parts.append(f"<h3>{e(p.title)}</h3><figure><img "
+                     f"src='{e(str(svg.relative_to(rs.directory)))}' alt='{e(p.title)}'>"
+                     f"<figcaption>{e(p.note)}</figcaption></figure>")
+        if p.table:
+            head, body = p.table
+            parts.append("<div class='wide'><table><tr>" +
+                         "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>")
+            parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in body]
+            parts.append("</table></div>")
+    return parts
+
+
 def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
     e = html.escape
     status_color = {"ok": "#1a7f37", "oom": "#9a6700", "unsupported": "#57606a"}
@@ -385,19 +405,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
         if r.data.get("stderr_tail"):
             parts.append(f"<details><summary>stderr</summary><pre>{e(r.data['stderr_tail'])}"
                          "</pre></details>")
-    parts.append("<h2>Plots</h2>")
-    parts += [f"<p>Skipped {e(s)}</p>" for s in skipped]
-    for p in plots:
-        svg = [f for f in p.files if f.suffix == ".svg"][0]
-        parts.append(f"<h3>{e(p.title)}</h3><figure><img "
-                     f"src='{e(str(svg.relative_to(rs.directory)))}' alt='{e(p.title)}'>"
-                     f"<figcaption>{e(p.note)}</figcaption></figure>")
-        if p.table:
-            head, body = p.table
-            parts.append("<div class='wide'><table><tr>" +
-                         "".join(f"<th>{e(h)}</th>" for h in head) + "</tr>")
-            parts += ["<tr>" + "".join(f"<td>{e(v)}</td>" for v in row) + "</tr>" for row in body]
-            parts.append("</table></div>")
+    parts += plots_html(rs, plots, skipped)
     if commands(rs):
         parts.append("<h2>Running a point again</h2><ul>")
         parts += [f"<li>point {e(p)}: <code>{e(c)}</code></li>" for p, c in commands(rs)]

@@ -171,6 +171,9 @@ nlohmann::json network_json(const Network& n) {
                       {"algorithms", algorithms},
                       {"sources", n.sources}};
   if (!n.device.empty()) j["device"] = n.device;
+  // (Written where true: a network read back from its JSON, validate-sim's network.json, must
+  // block compute as the one it was made from; without it a re-run overlapped for free.)
+  if (n.comm_blocks_compute) j["comm_blocks_compute"] = true;
   if (!n.measured.empty()) {
     nlohmann::json measured = nlohmann::json::array();
     for (const MeasuredAllreduce& m : n.measured) {

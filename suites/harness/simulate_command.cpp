@@ -223,13 +223,15 @@ std::string simulate_command_text(const Calibration& c, const Point& p,
     flag("roofline", o.roofline);
     flag("image-size", std::to_string(c.image_size));
     flag("precision", c.precision);
+    flag("model", c.model);
+    flag("batch", std::to_string(c.batch));
   } else if (!o.from.empty()) {
-    flag("from", o.from);
+    // The one calibration file --from wrote for this point (calibrate_results): --from with the
+    // model and batch would take every calibration of them (each image size, precision...).
+    flag("calibration", fmt::format("{}/calibration/{}.json", o.from, calibration_key(c)));
   } else {
     flag("calibration", o.calibration);
   }
-  flag("model", c.model);
-  flag("batch", std::to_string(c.batch));
   flag("network", o.network);
   flag("ranks", std::to_string(p.ranks));
   flag("overlap", std::string(overlap_name(p.overlap)));
@@ -242,7 +244,8 @@ std::string simulate_command_text(const Calibration& c, const Point& p,
     flag("compute-factor", fmt::format("{}", o.compute_factor));
   }
   if (o.seed != defaults.seed) flag("seed", std::to_string(o.seed));
-  if (!o.out.empty()) flag("out", o.out);
+  if (!o.traces) cmd += " --no-trace";
+  if (!o.out.empty() || !o.from.empty()) flag("out", o.out.empty() ? o.from : o.out);
   return cmd;
 }
 
@@ -596,15 +599,20 @@ std::vector<Calibration> roofline_configs(const nlohmann::json& block,
 void simulate_block_network(const nlohmann::json& block, SimulateCommandOptions o,
                             const std::string& out) {
   const Network network = load_network(o.network);
-  const std::vector<Calibration> measured = calibrate_results(out);
+  // A roofline of one configuration the block names whole needs no measured point.
+  const bool whole = block.value("calibration", "auto") == "roofline" && block.contains("model") &&
+                     block.contains("batch") && block.contains("image_size") &&
+                     block.contains("precision");
+  const std::vector<Calibration> measured =
+      whole ? std::vector<Calibration>{Calibration{}} : calibrate_results(out);
   const DeviceFile device = network.device.empty() ? DeviceFile{} : load_device(network.device);
   if (!roofline_block(block, network, measured, device)) {
     fmt::print("simulate on {} (compute: this suite's measured one-rank points):\n", o.network);
     simulate_command(o);
     return;
   }
-  fmt::print("simulate on {} (compute: the roofline of {}, {}; the points ran on {}):\n", o.network,
-             network.device, device.device, measured.front().device);
+  fmt::print("simulate on {} (compute: the roofline of {}, {}):\n", o.network, network.device,
+             device.device);
   o.from.clear();
   o.out = out;
   o.roofline = network.device;

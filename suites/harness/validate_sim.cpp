@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <exception>
 #include <filesystem>
 #include <map>
 #include <thread>
@@ -112,6 +113,13 @@ nlohmann::json validate_point(const nlohmann::json& r, const nlohmann::json& bas
                               double compute_factor, const std::string& out) {
   const Calibration c = calibration_from_record(base, out, fmt::format("{}:{}", results, line));
   SimulateCommandOptions so;
+  // What a record's command names to make it again: the calibration, as a file, and the measured
+  // network (both written before the simulation).
+  so.calibration = fmt::format("{}/calibration/{}.json", out, calibration_key(c));
+  fs::create_directories(out + "/calibration");
+  write_json_atomically(so.calibration, calibration_json(c));
+  so.network = fs::path(out).parent_path().string() + "/network.json";
+  so.out = out;
   so.ranks = {r["config"]["ranks"].get<int64_t>()};
   so.overlaps = {*parse_overlap(r["config"]["overlap"].get<std::string>())};
   so.bucket_mb = {r["config"]["bucket_mb"].get<double>()};
@@ -158,7 +166,10 @@ double corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
   fs::create_directories(out + "/corun");
   std::vector<std::string> jsons;
   std::vector<ProcessResult> results(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> failures(static_cast<size_t>(n));
+  std::vector<std::string> logs;
   std::vector<std::thread> runs;
+  runs.reserve(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
     jsons.push_back(fmt::format("{}/corun/{}-of-{}.json", out, i + 1, n));
     LaunchCommand cmd;
@@ -174,16 +185,28 @@ double corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
                 "--json=" + jsons.back()};
     cmd.env["OMP_NUM_THREADS"] = std::to_string(threads);
     const std::string log = fmt::format("{}/corun/{}-of-{}.log", out, i + 1, n);
-    runs.emplace_back([cmd, log, &slot = results[static_cast<size_t>(i)]] {
-      slot = run_process(cmd, 600, log, {});
+    logs.push_back(log);
+    runs.emplace_back([cmd, log, &slot = results[static_cast<size_t>(i)],
+                       &failure = failures[static_cast<size_t>(i)]] {
+      try {
+        slot = run_process(cmd, 600, log, {});
+      } catch (...) {  // (an exception leaving a thread would end the process)
+        failure = std::current_exception();
+      }
     });
   }
   for (std::thread& t : runs) t.join();
+  for (const std::exception_ptr& failure : failures) {
+    if (failure) std::rethrow_exception(failure);
+  }
   std::vector<double> medians;
   for (size_t i = 0; i < jsons.size(); ++i) {
     if (results[i].exit_code != 0) {
-      throw IoError(fmt::format("validate-sim: a co-run of {} (exit {}): see {}", n,
-                                results[i].exit_code, jsons[i]));
+      throw IoError(fmt::format("validate-sim: a co-run of {} did not end ok ({}): see {}", n,
+                                results[i].timed_out ? "timed out"
+                                : results[i].signal  ? fmt::format("signal {}", results[i].signal)
+                                                     : fmt::format("exit {}", results[i].exit_code),
+                                logs[i]));
     }
     const nlohmann::json r = parse_json(read_text_file(jsons[i], "co-run record"), jsons[i]);
     // (Its noise verdict counts the other co-runs as other processes: the sweep's points, run
@@ -216,7 +239,8 @@ std::vector<nlohmann::json> measure_allreduces(const ValidateSimOptions& o, size
 nlohmann::json faster_of(nlohmann::json a, const nlohmann::json& b) {
   for (auto& row : a["rows"]) {
     for (const auto& other : b["rows"]) {
-      if (other["bytes"] == row["bytes"] && other["time_s"] < row["time_s"]) {
+      if (other["bytes"] == row["bytes"] && other.value("wrong", 0) == 0 &&
+          (row.value("wrong", 0) != 0 || other["time_s"] < row["time_s"])) {
         row = other;
       }
     }
@@ -254,8 +278,10 @@ BeforePoints measure_before(const ValidateSimOptions& o, int64_t threads) {
   nlohmann::json j = {{"alone_step_s", alone}, {"threads_per_run", threads}};
   for (int64_t n : o.ranks) {
     const double together = corun_step_s(o, n, threads, o.out);
-    b.factors[n] = together / alone;
-    j["runs"].push_back({{"runs", n}, {"step_s", together}, {"factor", b.factors[n]}});
+    // Beside others a rank is never faster than alone: a ratio below 1 is the host's noise.
+    b.factors[n] = std::max(1.0, together / alone);
+    j["runs"].push_back(
+        {{"runs", n}, {"step_s", together}, {"ratio", together / alone}, {"factor", b.factors[n]}});
   }
   write_json_atomically(o.out + "/corun.json", j);
   const std::string one = o.out + "/corun/1-of-1.json";
@@ -394,6 +420,8 @@ int validate_sim_command(const ValidateSimOptions& o) {
   std::vector<std::string> disturbed;
   const nlohmann::json points =
       judge_points(records, network, before.factors, spreads, results, sweep.out_dir, disturbed);
+  std::sort(disturbed.begin(), disturbed.end());  // a baseline shared by several points once
+  disturbed.erase(std::unique(disturbed.begin(), disturbed.end()), disturbed.end());
   if (points.empty()) {
     fmt::print(stderr, "validate-sim: no measured multi-rank point had a one-rank baseline\n");
     return 1;

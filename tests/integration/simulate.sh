@@ -83,6 +83,17 @@ a, b = (json.loads(open(f"{sys.argv[1]}/{d}/results.jsonl").readline()) for d in
 assert a["metrics"]["step_time_s"]["all"] == b["metrics"]["step_time_s"]["all"]
 assert a["suite_config"] == b["suite_config"], (a["suite_config"], b["suite_config"])
 PY
+# One made --from a results folder names the one calibration file it came from (--from with the
+# model and batch would re-make every calibration of them), and the folder as --out.
+check "a --from record's command names its calibration file" "$py" - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+sim = [json.loads(l) for l in open(f"{w}/r/results.jsonl") if '"simulated"' in l]
+for r in sim:
+    key = r["simulation"]["calibration"]
+    assert f"--calibration={w}/r/calibration/{key}.json" in r["command"], r["command"]
+    assert r["command"].endswith(f"--out={w}/r") and "--from" not in r["command"], r["command"]
+PY
 
 (cd "$root/reports" && "$py" -m dlbench_reports report "$work/r" >"$work/report.out" 2>&1)
 check "the report renders the simulated points" test $? -eq 0

@@ -26,12 +26,14 @@ check "validation.json: both points, bounds under 30%, the breakdowns, a verdict
 import json, math, sys
 v = json.load(open(sys.argv[1]))
 assert [(p["ranks"], p["overlap"]) for p in v["points"]] == [(2, "none"), (2, "backward")], v
+want = {"0": "within", "3": "inconclusive"}[sys.argv[2]]
 for p in v["points"]:
-    assert 0 < p["bound"] < 0.3, p["bound"]
+    if want == "within":  # (a busy host widens the spread, and so the bound)
+        assert 0 < p["bound"] < 0.3, p["bound"]
     assert math.isfinite(p["error"]) and p["within"] == (abs(p["error"]) <= p["bound"]), p
     assert p["measured_scaling_loss"] and p["simulated_scaling_loss"], p
     assert p["compute_factor"] > 0.5, p  # the measured co-run slowdown at 2 ranks
-want = {"0": "within", "3": "inconclusive"}[sys.argv[2]]
+    assert p["simulated_point"].startswith("sim-"), p
 assert v["verdict"] == want, (v["verdict"], want)
 assert bool(v["disturbed"]) == (want == "inconclusive"), v["disturbed"]
 PY
@@ -40,7 +42,22 @@ import json, sys
 c = json.load(open(sys.argv[1]))
 assert c["alone_step_s"] > 0 and [r["runs"] for r in c["runs"]] == [2], c
 PY
-check "the report shows the simulated points" test -f "$work/v/runs/plots/scaling-1.png"
+check "the report draws the simulated points beside the measured ones (this host's network)" \
+  grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"
+# A simulated record's command makes it again: its calibration file and the measured network.
+cmd=$("$root/.venv/bin/python" -c 'import json, sys
+print([json.loads(l) for l in open(sys.argv[1])][-1]["command"])' "$work/v/runs/results.jsonl")
+check "a simulated record's command names its calibration file and the measured network" \
+  test -n "$(echo "$cmd" | grep -- "--calibration=$work/v/runs/calibration/.*json" |
+    grep -- "--network=$work/v/network.json")"
+cmd=${cmd% --out=*}
+eval "\"\$dlbench\" ${cmd#dlbench } --out=\"\$work/again\"" >/dev/null 2>&1
+check "run again, it makes the same simulated steps" "$root/.venv/bin/python" - "$work" <<'PY'
+import json, sys
+last = [json.loads(l) for l in open(f"{sys.argv[1]}/v/runs/results.jsonl")][-1]
+again = json.loads(open(f"{sys.argv[1]}/again/results.jsonl").readline())
+assert last["metrics"]["step_time_s"]["all"] == again["metrics"]["step_time_s"]["all"]
+PY
 
 # A planted CPU hog (a busy loop per hardware thread) during the validation: the host is busy, so
 # the verdict is inconclusive (exit 3) naming the other processes, never a pass or a fail.

@@ -135,6 +135,19 @@ def test_scaling_groups_put_measured_points_and_each_network_on_plots_of_their_o
     assert all(all(scaling.simulated(r) for r in g) for g in groups if a in g or b in g)
 
 
+def test_a_simulation_of_this_host_is_drawn_beside_its_measured_points(results):
+    """validate-sim simulates the measured points on this host's measured all-reduce: the same
+    experiment, so the same figure, hollow (a lone 2-rank simulated point had no figure at all)."""
+    rs = load(results("scaling"))
+    sim = simulate(copy.deepcopy(rs.records[-1]), "this-host")
+    sim.data["simulation"]["network"]["measured"] = [{"ranks": 2, "points": []}]
+    groups = list(scaling.groups(rs.records + [sim]).values())
+    assert len(groups) == 1 and sim in groups[0]
+    fig = scaling.render(groups[0])
+    assert "hollow: simulated on this host's measured network" in fig.axes[0].get_title()
+    assert "Hollow points" in scaling.caption(groups[0])
+
+
 def test_scaling_loss_plot_stacks_the_recorded_parts(results):
     rs = load(results("scaling"))
     recs = [simulate(copy.deepcopy(r)) for r in rs.ok]

@@ -39,11 +39,20 @@ def simulated(record: Record) -> bool:
 def groups(records: list[Record]) -> dict[tuple, list[Record]]:
     """Records that differ only in ranks and overlap, keyed by the rest of what matters: the
     measured points of a configuration on a plot, and its simulated ones on a plot per network
-    preset, apart (a simulation is a model of another machine, not a measurement of this one)."""
+    preset, apart (a simulation of another machine is not a measurement of this one); a
+    simulation of this host (of_this_host) beside the measured points."""
     out: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
-        out[tuple(r.config.get(k) for k in GROUP_KEYS) + (network(r),)].append(r)
+        apart = simulated(r) and not of_this_host(r)
+        out[tuple(r.config.get(k) for k in GROUP_KEYS) + (network(r) if apart else None,)].append(r)
     return dict(out)
+
+
+def of_this_host(record: Record) -> bool:
+    """A simulation of the machine the measured points ran on: its network is this host's
+    measured all-reduce (validate-sim's, from `bench allreduce`), so it is drawn beside them,
+    hollow, as the model of the same experiment."""
+    return simulated(record) and bool(record.get("simulation.network.measured"))
 
 
 def compute_source(record: Record) -> str:
@@ -238,7 +247,10 @@ def caption(records: list[Record]) -> str:
     noisy, what a simulated plot's compute came from, and what the ideal line assumes."""
     sim = [r for r in records if simulated(r)]
     parts = [shared_cores_note(records)]
-    if sim:
+    if sim and len(sim) < len(records):
+        parts.append("Hollow points: simulated from the one-rank points on this host's measured "
+                     "all-reduce (dlbench validate-sim), beside what was measured.")
+    elif sim:
         parts.append(f"Simulated on {network(sim[0])}, each rank's compute from "
                      f"{compute_source(sim[0])}: a model of that machine, not a measurement "
                      "(docs/simulation.md).")
@@ -251,7 +263,11 @@ def caption(records: list[Record]) -> str:
 def title(records: list[Record], data: dict) -> str:
     batch = sorted({r.config["batch"] for r in records})
     sim = [r for r in records if simulated(r)]
-    head = f"Simulated on {network(sim[0])}" if sim else "Measured weak scaling"
+    if sim and len(sim) < len(records):  # a simulation of this host beside its measurement
+        head = "Measured weak scaling (hollow: simulated on this host's measured network)"
+        sim = []
+    else:
+        head = f"Simulated on {network(sim[0])}" if sim else "Measured weak scaling"
     compute = ""
     if sim:
         file = sim[0].get("simulation.calibration_source.device_file")

@@ -23,7 +23,8 @@ LANES = {tid: name for tid, name in enumerate(schema_enum("lane")) if name != "h
 # of pass (matplotlib's default cycle has 10, and drew the optimizer in the forward pass's blue).
 _PALETTE = [matplotlib.colormaps["tab20"](i) for i in (*range(0, 20, 2), *range(1, 20, 2))]
 _CATEGORIES = [c for c in schema_enum("span_category") if c != "step"]
-assert len(_CATEGORIES) <= len(_PALETTE), "more span categories than distinct colours"
+if len(_CATEGORIES) > len(_PALETTE):
+    raise RuntimeError(f"{len(_CATEGORIES)} span categories, more than {len(_PALETTE)} colours")
 COLORS = {cat: _PALETTE[i] for i, cat in enumerate(_CATEGORIES)}
 
 
