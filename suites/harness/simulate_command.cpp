@@ -534,11 +534,7 @@ void check_simulate_block(const nlohmann::json& block, const std::string& where)
     parse_speeds(o, Calibration{});  // the jitter, the straggler
     if (block.contains("model")) {
       const ModelInfo& model = find_model(block["model"].get<std::string>());
-      if (block.value("image_size", min_image_size(model)) < min_image_size(model)) {
-        throw InvalidArgument(fmt::format("image_size {} is below {}'s smallest, {}",
-                                          block["image_size"].get<int64_t>(), model.name,
-                                          min_image_size(model)));
-      }
+      if (block.contains("image_size")) check_image_size(model, block["image_size"].get<int64_t>());
     }
     for (const auto& name : block["networks"]) {
       const Network network = load_network(name.get<std::string>());
@@ -555,12 +551,15 @@ void check_simulate_block(const nlohmann::json& block, const std::string& where)
   }
 }
 
+namespace {
+
+// Whether a calibration measured on `measured_device` ("cpu: AMD EPYC 7B13", "NVIDIA H100 80GB
+// HBM3") ran on the device a device file names ("NVIDIA H100 80GB HBM3 (SXM5)"): that name, less
+// its parenthesised form factor, within the measured one.
 bool same_device(const std::string& measured_device, const std::string& device_name) {
   const std::string name = device_name.substr(0, device_name.find(" ("));
   return !name.empty() && measured_device.find(name) != std::string::npos;
 }
-
-namespace {
 
 // Whether `block` simulates `network` from the roofline of the network's device rather than from
 // the suite's measured one-rank points: where it says so, or (calibration auto, the default)

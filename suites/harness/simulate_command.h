@@ -56,11 +56,6 @@ void check_simulate_block(const nlohmann::json& block, const std::string& where)
 // printed, not thrown: returns false then.
 bool simulate_suite_block(const nlohmann::json& block, const std::string& out);
 
-// Whether a calibration measured on `measured_device` ("cpu: AMD EPYC 7B13", "NVIDIA H100 80GB
-// HBM3") ran on the device a device file names ("NVIDIA H100 80GB HBM3 (SXM5)"): that name, less
-// its parenthesised form factor, within the measured one.
-bool same_device(const std::string& measured_device, const std::string& device_name);
-
 // `c` simulated on `network` at every point of `options` (its strategies, bucket sizes and rank
 // counts), each record appended to `out`/results.jsonl and its trace written under `out`/traces;
 // the records, in order. Its speeds are refused (InvalidArgument) before anything is written.

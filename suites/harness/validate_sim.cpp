@@ -160,9 +160,12 @@ void print_validation(const nlohmann::json& v) {
 
 // The median step (s) of `n` one-rank runs of the validation's model started together, each with
 // `threads` threads and no communication: the median over the runs of each one's median step.
-// The runs' records go to `out`/corun/.
-double corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
-                    const std::string& out) {
+// The runs' records go to `out`/corun/; also the model's parameter count, from them.
+struct CoRun {
+  double step_s = 0, params = 0;
+};
+CoRun corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
+                   const std::string& out) {
   fs::create_directories(out + "/corun");
   std::vector<std::string> jsons;
   std::vector<ProcessResult> results(static_cast<size_t>(n));
@@ -200,6 +203,7 @@ double corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
     if (failure) std::rethrow_exception(failure);
   }
   std::vector<double> medians;
+  CoRun run;
   for (size_t i = 0; i < jsons.size(); ++i) {
     if (results[i].exit_code != 0) {
       throw IoError(fmt::format("validate-sim: a co-run of {} did not end ok ({}): see {}", n,
@@ -212,9 +216,11 @@ double corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
     // (Its noise verdict counts the other co-runs as other processes: the sweep's points, run
     // next, are where host activity is judged.)
     medians.push_back(r["metrics"]["step_time_s"]["median"].get<double>());
+    run.params = r["metrics"].value("params", 0.0);
   }
   std::sort(medians.begin(), medians.end());
-  return medians[medians.size() / 2];
+  run.step_s = medians[medians.size() / 2];
+  return run;
 }
 
 // The bytes the benches reach: a power of two, at least twice the gradients' (params x 4 bytes).
@@ -270,23 +276,24 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
 struct BeforePoints {
   std::map<int64_t, double> factors;
   std::vector<nlohmann::json> benches;
+  size_t bench_bytes = 0;  // what the benches reach, after the points too
 };
 
 BeforePoints measure_before(const ValidateSimOptions& o, int64_t threads) {
-  const double alone = corun_step_s(o, 1, threads, o.out);
+  const CoRun one = corun_step_s(o, 1, threads, o.out);
+  const double alone = one.step_s;
   BeforePoints b;
   nlohmann::json j = {{"alone_step_s", alone}, {"threads_per_run", threads}};
   for (int64_t n : o.ranks) {
-    const double together = corun_step_s(o, n, threads, o.out);
+    const double together = corun_step_s(o, n, threads, o.out).step_s;
     // Beside others a rank is never faster than alone: a ratio below 1 is the host's noise.
     b.factors[n] = std::max(1.0, together / alone);
     j["runs"].push_back(
         {{"runs", n}, {"step_s", together}, {"ratio", together / alone}, {"factor", b.factors[n]}});
   }
   write_json_atomically(o.out + "/corun.json", j);
-  const std::string one = o.out + "/corun/1-of-1.json";
-  const nlohmann::json r = parse_json(read_text_file(one, "co-run record"), one);
-  b.benches = measure_allreduces(o, bench_bytes(r["metrics"].value("params", 0.0)), "before");
+  b.bench_bytes = bench_bytes(one.params);
+  b.benches = measure_allreduces(o, b.bench_bytes, "before");
   return b;
 }
 
@@ -411,9 +418,8 @@ int validate_sim_command(const ValidateSimOptions& o) {
   }
   const std::string results = sweep.out_dir + "/results.jsonl";
   const std::vector<nlohmann::json> records = read_results(results);
-  const Network network = merge_network(
-      o, before.benches,
-      measure_allreduces(o, bench_bytes(records.front()["metrics"].value("params", 0.0)), "after"));
+  const Network network =
+      merge_network(o, before.benches, measure_allreduces(o, before.bench_bytes, "after"));
   const Spreads spreads{
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) > 1; }),
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) == 1; })};

@@ -31,6 +31,8 @@ const std::vector<ModelInfo>& model_registry();
 const ModelInfo& find_model(const std::string& name);
 // Smallest square image the model accepts.
 int64_t min_image_size(const ModelInfo& model);
+// InvalidArgument naming the smallest size when `image_size` is below it.
+void check_image_size(const ModelInfo& model, int64_t image_size);
 // Validates the config (batch >= 1, image large enough: the message names the smallest size)
 // and builds the graph, not yet set up.
 Graph build_model(const std::string& name, ModelConfig config);

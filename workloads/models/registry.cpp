@@ -47,18 +47,22 @@ int64_t min_image_size(const ModelInfo& model) {
   throw InvalidArgument(fmt::format("model {} accepts no image size up to 4096", model.name));
 }
 
+void check_image_size(const ModelInfo& model, int64_t image_size) {
+  const int64_t smallest = min_image_size(model);
+  if (image_size < smallest) {
+    throw InvalidArgument(
+        fmt::format("image size {} is too small for {}: the smallest it accepts "
+                    "is {}x{}",
+                    image_size, model.name, smallest, smallest));
+  }
+}
+
 Graph build_model(const std::string& name, ModelConfig c) {
   const ModelInfo& m = find_model(name);
   if (c.batch < 1) throw InvalidArgument(fmt::format("batch must be at least 1 (got {})", c.batch));
   if (c.num_classes == 0) c.num_classes = m.default_classes;
   if (c.num_classes < 1) throw InvalidArgument("the number of classes must be positive");
-  const int64_t smallest = min_image_size(m);
-  if (c.image_size < smallest) {
-    throw InvalidArgument(
-        fmt::format("image size {} is too small for {}: the smallest it accepts "
-                    "is {}x{}",
-                    c.image_size, name, smallest, smallest));
-  }
+  check_image_size(m, c.image_size);
   return m.build(c);
 }
 

@@ -55,13 +55,21 @@ def of_this_host(record: Record) -> bool:
     return simulated(record) and bool(record.get("simulation.network.measured"))
 
 
+def device_file(record: Record) -> str | None:
+    """'suites/devices/h100-sxm.json' for a simulated record calibrated by a device's roofline;
+    None for one calibrated from a measurement."""
+    file = record.get("simulation.calibration_source.device_file")
+    if record.get("simulation.calibration_source.method") != "roofline" or not file:
+        return None
+    return f"suites/devices/{Path(str(file)).name}"
+
+
 def compute_source(record: Record) -> str:
     """Where a simulated record's compute came from: 'the roofline of NVIDIA H100 ...
     (suites/devices/h100-sxm.json)', or 'measured on cpu: ...' (its calibration's method)."""
     device = record.get("simulation.device") or "?"
     if record.get("simulation.calibration_source.method") == "roofline":
-        file = record.get("simulation.calibration_source.device_file")
-        where = f" (suites/devices/{Path(str(file)).name})" if file else ""
+        where = f" ({device_file(record)})" if device_file(record) else ""
         return f"the roofline of {device}{where}"
     return f"measured on {device}"
 
@@ -270,9 +278,7 @@ def title(records: list[Record], data: dict) -> str:
         head = f"Simulated on {network(sim[0])}" if sim else "Measured weak scaling"
     compute = ""
     if sim:
-        file = sim[0].get("simulation.calibration_source.device_file")
-        compute = (f"; compute: roofline, suites/devices/{Path(str(file)).name}"
-                   if sim[0].get("simulation.calibration_source.method") == "roofline" and file
+        compute = (f"; compute: roofline, {device_file(sim[0])}" if device_file(sim[0])
                    else f"; compute: {compute_source(sim[0])}")
     return (f"{head}: {common.describe(records)}\n"
             f"batch {'/'.join(map(str, batch))} per rank, "
