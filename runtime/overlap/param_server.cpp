@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "runtime/core/error.h"
 #include "runtime/overlap/sync_schedule.h"
@@ -23,9 +24,8 @@ ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
   const Tensor& flat = graph.flat_gradients();
   if (flat.dtype() != DType::kF32 || graph.policy().master_weights != DType::kF32 ||
       graph.policy().compute_weights != DType::kF32) {
-    throw InvalidArgument(
-        "asynchronous SGD keeps fp32 weights and gradients on its parameter server: it needs "
-        "precision fp32");
+    throw std::logic_error(
+        "a parameter server over 16-bit weights or gradients (StepSpec::validate refuses it)");
   }
   numel_ = flat.numel();
   auto host_tensor = [&](const char* what, int64_t n) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <stdexcept>
 
 #include "runtime/core/error.h"
 
@@ -150,9 +151,9 @@ std::vector<int> declare_stale_slots(Graph& graph, int64_t k) {
 // every slot: which one a step uses is the runner's rotation.
 std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients) {
-    throw InvalidArgument(
-        "bounded staleness schedules its own reductions: it takes overlap none and no loss "
-        "scaling");
+    throw std::logic_error(
+        "bounded staleness with an overlap strategy or loss scaling (StepSpec::validate refuses "
+        "both)");
   }
   const std::vector<int> slots = declare_stale_slots(graph, o.staleness);
   std::vector<int> grads, values;
@@ -185,9 +186,9 @@ std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOption
 // Asynchronous SGD (sync_schedule.h): a pull, the step with progress passes, a push.
 void insert_async(Schedule& schedule, Graph& graph, const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients || o.staleness > 0) {
-    throw InvalidArgument(
-        "asynchronous SGD pushes and pulls whole steps: it takes overlap none, no staleness and "
-        "no loss scaling");
+    throw std::logic_error(
+        "asynchronous SGD with an overlap strategy, staleness or loss scaling (StepSpec::validate "
+        "refuses them)");
   }
   std::vector<int> grads, values;
   for (const ParamIds& p : graph.flat_params()) {

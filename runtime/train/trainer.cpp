@@ -70,13 +70,13 @@ class HookedPasses final : public PassObserver {
 Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
                  const Clock* clock)
     : backend_(backend), graph_(graph), config_(config), clock_(clock ? clock : &backend.clock()) {
-  check_model_and_config();
   Communicator& comm = communicator();
+  check_model_and_config(comm);
   // Dropout draws from the step and the rank: ranks with one seed would otherwise drop the same
   // units for the samples at the same place in their batches. Rank 0 draws as one rank does.
   dropout_base_ =
       config.seed * 1000003 + static_cast<uint64_t>(comm.rank()) * 0x9E3779B97F4A7C15ull;
-  check_capture(comm);
+  check_capture();
   // Every tensor of the step declared, then one plan and one binding.
   const StateIds state = declare_state();
   const BucketPlan plan = make_buckets();
@@ -87,7 +87,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   // (checked here, not by the allocator); if it does, the step is planned again, with the
   // workspace now held and counted, and bound within the budget.
   Schedule schedule;
-  if (config_.swap.kind != SwapPolicy::Kind::kAuto) {
+  if (config_.step.swap.kind != SwapPolicy::Kind::kAuto) {
     schedule = plan_and_bind(plan, comm, init, false);
   } else {
     // The peak of this binding alone: what a layer's setup allocates and frees (an autotuned
@@ -129,43 +129,19 @@ PassRunners Trainer::pass_runners() {
   return runners;
 }
 
-void Trainer::check_model_and_config() {
+void Trainer::check_model_and_config(const Communicator& comm) {
   if (!graph_.is_declared() || graph_.is_setup()) {
     throw InvalidArgument(
         "a Trainer binds its graph with the step's other tensors: give it a graph that is "
         "declared (Graph::declare_for) and not yet bound");
   }
-  if (config_.memory_plan != MemoryPlanKind::kNaive && backend_.allocator().guarded()) {
-    throw Unsupported(
-        fmt::format("memory plan {} packs tensors into shared buffers, where an overrun lands in a "
-                    "neighbour, not in the guard's red zones: guard with the naive plan",
-                    memory_plan_name(config_.memory_plan)));
-  }
-  if (config_.recompute.kind != RecomputePolicy::Kind::kNone &&
-      config_.memory_plan == MemoryPlanKind::kNaive) {
-    throw InvalidArgument(fmt::format(
-        "recompute {} frees activations for the memory plan to reuse, and the naive plan keeps "
-        "every tensor in its own buffer: use the reuse plan",
-        recompute_name(config_.recompute)));
-  }
-  if (config_.swap.kind != SwapPolicy::Kind::kNone &&
-      config_.memory_plan == MemoryPlanKind::kNaive) {
-    throw InvalidArgument(fmt::format(
-        "swap {} frees activations' device bytes for the memory plan to reuse, and the naive plan "
-        "keeps every tensor in its own buffer: use the reuse plan",
-        swap_name(config_.swap)));
-  }
-  if (config_.swap.kind != SwapPolicy::Kind::kNone && config_.capture_step) {
-    throw Unsupported(
-        "--swap with --cuda-graph: swap copies run on a copy stream of their own, ordered by "
-        "events from the compute stream, and dlbench does not capture that stream into the step's "
-        "graph: run without --cuda-graph");
-  }
-  if (config_.swap.kind == SwapPolicy::Kind::kAuto && !backend_.allocator().budget()) {
-    throw InvalidArgument(
-        "swap auto swaps the largest activations until the step fits the memory budget, and "
-        "there is none: give --memory-budget, or name the activations to swap");
-  }
+  // What the step really has, with the caller's choices, checked as one.
+  StepSpec& spec = config_.step;
+  spec.precision = graph_.policy().math;
+  spec.ranks = comm.size();
+  spec.memory_guard = backend_.allocator().guarded();
+  spec.memory_budget = backend_.allocator().budget();
+  spec.validate();
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
   }
@@ -241,37 +217,29 @@ Communicator& Trainer::communicator() {
   return *own_comm_;
 }
 
-void Trainer::check_capture(const Communicator& comm) const {
-  if (!config_.capture_step) return;
+void Trainer::check_capture() const {
+  if (!config_.step.capture) return;
   if (const std::string why = backend_.capture_unsupported(); !why.empty()) throw Unsupported(why);
-  if (comm.size() > 1) {
-    throw Unsupported(fmt::format(
-        "--cuda-graph captures one rank's step; with {} ranks the gradient all-reduces are "
-        "progressed and completed from the host between passes, which a replayed graph "
-        "cannot do",
-        comm.size()));
-  }
   if (config_.mid_step_hook) {
     throw InvalidArgument("a step captured as a graph cannot call a host hook mid-step");
   }
-  if (config_.staleness > 0 || config_.async || config_.compute_slowdown != 1) {
+  if (config_.compute_slowdown != 1) {
     throw InvalidArgument(
-        "a captured step replays fixed work: it cannot rotate stale gradient slots, pull and "
-        "push through a parameter server, or spin as a straggler between passes");
+        "a captured step replays fixed work: it cannot spin as a straggler between passes");
   }
 }
 
-BucketPlan Trainer::make_buckets() const { return step_buckets(graph_, config_.bucket_mb); }
+BucketPlan Trainer::make_buckets() const { return step_buckets(graph_, config_.step.bucket_mb); }
 
 // forward, the loss, backward, and the sync policy's passes: what the executor runs.
 Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm) {
   Schedule schedule = compute_schedule(graph_, LossTensors{labels_id_, probs_id_, loss_id_},
-                                       config_.memory_plan, config_.recompute);
+                                       config_.step.memory_plan, config_.step.recompute);
   schedule = swapped_schedule(schedule, kept_after_step(graph_));
   // With a loss scaler, the optimizer's first update of a step reads every gradient.
-  stale_slots_ = insert_sync(
-      schedule, graph_, plan,
-      SyncOptions{config_.overlap, comm.size() > 1, scaled(), config_.staleness, config_.async});
+  stale_slots_ = insert_sync(schedule, graph_, plan,
+                             SyncOptions{config_.step.overlap, comm.size() > 1, scaled(),
+                                         config_.step.staleness(), config_.step.async()});
   return schedule;
 }
 
@@ -283,7 +251,7 @@ Schedule Trainer::plan_and_bind(const BucketPlan& plan, const Communicator& comm
   naive_plan_bytes_ = naive.device_bytes();
   // The logits are kept whole: a caller may read the step's output after it (a step dump).
   memory_plan_ =
-      config_.memory_plan == MemoryPlanKind::kNaive
+      config_.step.memory_plan == MemoryPlanKind::kNaive
           ? naive
           : reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())});
   Allocator& memory = backend_.allocator();
@@ -306,14 +274,14 @@ Schedule Trainer::plan_and_bind(const BucketPlan& plan, const Communicator& comm
 
 Schedule Trainer::swapped_schedule(const Schedule& schedule, const std::vector<int>& kept) {
   const std::vector<TensorInfo>& tensors = graph_.tensor_infos();
-  switch (config_.swap.kind) {
+  switch (config_.step.swap.kind) {
     case SwapPolicy::Kind::kNone:
       return schedule;
     case SwapPolicy::Kind::kAll:
       swapped_ = swap_candidates(schedule, tensors, kept);
       break;
     case SwapPolicy::Kind::kList:
-      swapped_ = named_swaps(config_.swap, schedule, tensors, kept);
+      swapped_ = named_swaps(config_.step.swap, schedule, tensors, kept);
       break;
     case SwapPolicy::Kind::kAuto: {
       // The budget less what the device holds already (another trainer's buffers, a
@@ -332,7 +300,7 @@ void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
   for (int id : stale_slots_) slots.push_back(graph_.tensor(id));
   grad_sync_ = std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_,
                                           plan, std::move(slots));
-  if (config_.async) {
+  if (config_.step.async()) {
     param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
   }
 }
@@ -428,7 +396,7 @@ void Trainer::run_pass(const Step& step, const LayerContext* ctx) {
 }
 
 void Trainer::set_tracer(Tracer* tracer) {
-  if (tracer && config_.capture_step) {
+  if (tracer && config_.step.capture) {
     throw Unsupported("a replayed step has no spans of its passes to trace");
   }
   if (tracer && &tracer->clock() != clock_) {
@@ -487,7 +455,7 @@ void Trainer::step() {
   if (tracer_) tracer_->begin_step(static_cast<int64_t>(step_));
   {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
-    if (config_.capture_step && step_ >= kEagerSteps) {
+    if (config_.step.capture && step_ >= kEagerSteps) {
       // Scratch that moved (a workspace grown after the capture) leaves a graph writing memory
       // it no longer owns: capture again.
       if (captured_scratch_ != backend_.scratch_generation()) {
@@ -611,7 +579,7 @@ std::vector<int64_t> Trainer::async_staleness() const {
 
 void Trainer::set_learning_rate(float lr) {
   if (lr == optimizer_->config().lr) return;
-  if (config_.capture_step) {
+  if (config_.step.capture) {
     throw InvalidArgument(
         "a captured step (--cuda-graph) bakes its learning rate in: a learning-rate rule that "
         "changes it (--lr-warmup, --lr-schedule) cannot run with it");

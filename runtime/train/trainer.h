@@ -20,6 +20,7 @@
 #include "runtime/overlap/param_server.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
+#include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
 #include "runtime/train/swap_passes.h"
 
@@ -28,39 +29,19 @@ namespace dlb {
 struct TrainConfig {
   SgdConfig sgd;
   uint64_t seed = 0;
+  // Every choice that shapes the step (runtime/train/step_spec.h). Its precision, ranks, memory
+  // guard and memory budget are what the step really has: the Trainer reads them from the
+  // graph's declaration, the communicator and the backend's allocator, and checks the whole
+  // through StepSpec::validate before it declares a tensor.
+  StepSpec step;
   // Data parallelism: gradients are averaged across the communicator's ranks by the overlap
   // strategy (runtime/overlap/sync_schedule.h). Null: one rank.
   Communicator* comm = nullptr;
-  OverlapStrategy overlap = OverlapStrategy::kNone;
-  double bucket_mb = kDefaultBucketMb;
   // Losses kept on the device before a read-back (which synchronises).
   int64_t loss_readback_steps = 64;
   // fp16 runs: dynamic loss scaling (GradScaler's defaults), or a fixed scale (growth and
   // backoff 1). Other precisions have none.
   LossScaleConfig loss_scaling;
-  // Steps replayed from a captured graph (--cuda-graph; Backend::begin_capture): the first step
-  // runs op by op, making every plan, workspace and library state the step needs; the next is
-  // captured, and every step from then on replays it, one graph per input buffer. What changes
-  // between steps is read from the device: the step counter (dropout's draws), the loss-scale
-  // state. Needs a backend that captures and one rank; no tracer, no mid-step hook.
-  bool capture_step = false;
-  // How the step's tensors are stored (runtime/nn/memory_plan.h). The runtime's own default is
-  // the plain one, every tensor its own buffer; a run's default (reuse) is the harness's choice,
-  // made in one place (suites/harness/run_options.h, memory_plan_of).
-  MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
-  // Which activations are dropped after forward and computed again before backward
-  // (runtime/nn/recompute.h); needs a plan that reuses what they free.
-  RecomputePolicy recompute;
-  // Which activations wait in host memory between forward and backward (runtime/nn/swap.h):
-  // none, every one that can be (all), the ones named, or (auto) the largest until the plan's
-  // device peak fits the backend's memory budget; needs a plan that reuses what they free.
-  SwapPolicy swap;
-  // Asynchronous SGD through a parameter server on rank 0 (--sync=async;
-  // runtime/overlap/param_server.h). Needs overlap none, no staleness, fp32.
-  bool async = false;
-  // Bounded staleness (--sync=stale:K; runtime/overlap/sync_schedule.h): each step applies the
-  // averaged gradients of K steps before. 0: none. Needs overlap none and no loss scaling.
-  int64_t staleness = 0;
   // An injected straggler (runtime/train/straggler.h): this rank's compute passes take this many
   // times as long. 1: none. Host backends only.
   double compute_slowdown = 1;
@@ -145,7 +126,7 @@ class Trainer final : private PassRunner {
   const Clock& clock() const { return *clock_; }
   // The optimizer's rate for the updates from now on (a learning-rate rule sets it before each
   // step). With the forward strategy, a step's updates run in the next step's forward, at the
-  // rate set for that step. A captured step (capture_step) bakes its rate in: InvalidArgument.
+  // rate set for that step. A captured step (StepSpec::capture) bakes its rate in: InvalidArgument.
   void set_learning_rate(float lr);
   float learning_rate() const;
 
@@ -185,7 +166,7 @@ class Trainer final : private PassRunner {
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every step() call, warm-up included.
   // A captured step has no spans of its own passes (a graph replays as one launch): a trainer
-  // with capture_step refuses a tracer.
+  // with StepSpec::capture refuses a tracer.
   // The tracer must read the trainer's clock: the executor's marks of the passes are its spans.
   void set_tracer(Tracer* tracer);
 
@@ -195,9 +176,9 @@ class Trainer final : private PassRunner {
   std::vector<int> swapped_;
   bool replanned_ = false;
   // The constructor's parts, in order.
-  void check_model_and_config();
+  void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank
-  void check_capture(const Communicator& comm) const;
+  void check_capture() const;
   struct StateIds {
     int images = -1, labels = -1;  // the second input buffer
     std::vector<int> momentum;

@@ -58,45 +58,13 @@ void inject_fault(RunOptions::Fault fault) {
 
 namespace {
 
-// --sync's modes and what each takes (runtime/overlap/sync_schedule.h, param_server.h).
-void validate_sync_mode(const RunOptions& o) {
-  if (o.sync.kind == SyncMode::Kind::kAsync) {
-    if (o.ranks < 2) {
-      throw InvalidArgument(
-          "--sync=async needs at least 2 ranks: rank 0 serves the others' gradients as well as "
-          "computing its own");
-    }
-    if (o.overlap != OverlapStrategy::kNone) {
-      throw InvalidArgument("--sync=async pushes whole steps' gradients: it takes --overlap=none");
-    }
-    if (o.precision != Precision::kFp32) {
-      throw InvalidArgument(
-          "--sync=async keeps fp32 weights and gradients on its parameter server: it needs "
-          "--precision=fp32");
-    }
-    if (o.lr.varies()) {
-      throw InvalidArgument(
-          "--sync=async with --lr-warmup or --lr-schedule: each rank takes its own number of "
-          "steps in an epoch, so a rule by step would give the ranks different rates");
-    }
-  }
-  if (o.sync.kind == SyncMode::Kind::kStale) {
-    const std::string mode = sync_mode_name(o.sync);
-    if (o.overlap != OverlapStrategy::kNone) {
-      throw InvalidArgument(fmt::format(
-          "--sync={} schedules its own all-reduce, behind the next steps: it takes --overlap=none",
-          mode));
-    }
-    if (o.precision == Precision::kFp16) {
-      throw InvalidArgument(fmt::format(
-          "--sync={}: fp16's loss scaling checks this step's gradients, not the stale ones it "
-          "would apply; use bf16 or fp32",
-          mode));
-    }
-    if (o.cuda_graph) {
-      throw InvalidArgument(
-          fmt::format("--sync={}: a captured step (--cuda-graph) cannot rotate its slots", mode));
-    }
+// Asynchronous SGD's ranks each take their own number of steps in an epoch (the step's own
+// rules are StepSpec::validate's).
+void validate_async_lr(const RunOptions& o) {
+  if (o.sync.kind == SyncMode::Kind::kAsync && o.lr.varies()) {
+    throw InvalidArgument(
+        "--sync=async with --lr-warmup or --lr-schedule: each rank takes its own number of "
+        "steps in an epoch, so a rule by step would give the ranks different rates");
   }
 }
 
@@ -174,7 +142,8 @@ void validate_run_options(const RunOptions& o) {
   } else if (!o.epochs) {
     throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
-  validate_sync_mode(o);
+  step_spec_of(o).validate();
+  validate_async_lr(o);
   validate_straggler(o);
   validate_lr_rules(o);
   check_output_paths(o);
@@ -187,37 +156,6 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument(fmt::format(
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
-  }
-  if (o.memory_guard && memory_plan_of(o) != MemoryPlanKind::kNaive) {
-    throw Unsupported(fmt::format(
-        "--memory-guard puts red zones around each buffer, and --memory-plan={} packs tensors "
-        "into shared buffers, where an overrun lands in a neighbour, not a red zone: guard with "
-        "--memory-plan=naive",
-        memory_plan_name(memory_plan_of(o))));
-  }
-  if (o.recompute.kind != RecomputePolicy::Kind::kNone &&
-      memory_plan_of(o) == MemoryPlanKind::kNaive) {
-    throw InvalidArgument(fmt::format(
-        "--recompute={} frees activations for the memory plan to reuse, and --memory-plan=naive "
-        "keeps every tensor in its own buffer: use --memory-plan=reuse",
-        recompute_name(o.recompute)));
-  }
-  if (o.swap.kind != SwapPolicy::Kind::kNone && memory_plan_of(o) == MemoryPlanKind::kNaive) {
-    throw InvalidArgument(fmt::format(
-        "--swap={} frees activations' device bytes for the memory plan to reuse, and "
-        "--memory-plan=naive keeps every tensor in its own buffer: use --memory-plan=reuse",
-        swap_name(o.swap)));
-  }
-  if (o.swap.kind == SwapPolicy::Kind::kAuto && !o.memory_budget) {
-    throw InvalidArgument(
-        "--swap=auto swaps the largest activations until the step fits --memory-budget, and "
-        "there is none: give --memory-budget, or name the activations to swap (--swap=A,B)");
-  }
-  if (o.swap.kind != SwapPolicy::Kind::kNone && o.cuda_graph) {
-    throw Unsupported(
-        "--swap with --cuda-graph: swap copies run on a copy stream of their own, ordered by "
-        "events from the compute stream, and dlbench does not capture that stream into the "
-        "step's graph: run without --cuda-graph");
   }
   if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
     throw Unsupported(fmt::format(
@@ -239,24 +177,13 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument(
         "--max-batch-budget probes steps on synthetic batches: it needs --data=synthetic");
   }
-  if (o.cuda_graph && o.memory_guard) {
-    throw Unsupported(
-        "--memory-guard checks memory between the passes of the step, which a replayed CUDA "
-        "graph runs as one launch: guard without --cuda-graph");
-  }
   if (o.cuda_graph) {
-    // Before anything is built (the trainer checks both again, and asks the backend).
+    // Before anything is built (the trainer asks the backend too).
     if (o.backend != BackendKind::kCuda) {
       throw Unsupported(fmt::format(
           "--cuda-graph needs --backend=cuda: the {} backend runs each op as it is called, so "
           "there is no queued work to capture",
           backend_kind_name(o.backend)));
-    }
-    if (o.ranks > 1) {
-      throw Unsupported(fmt::format(
-          "--cuda-graph captures one rank's step; with --ranks={} the all-reduces are driven "
-          "from the host between passes, which a replayed graph cannot do",
-          o.ranks));
     }
     if (o.trace_steps > 0) {
       throw Unsupported(
@@ -570,17 +497,10 @@ RunResult run_training(const RunOptions& o) {
       static_cast<float>(lr_rule ? lr_rule->at(0) : scaled_lr(o.lr, o.sgd.lr, global_batch));
   tc.seed = o.seed;
   tc.comm = comm.get();
-  tc.overlap = o.overlap;
-  tc.staleness = o.sync.kind == SyncMode::Kind::kStale ? o.sync.staleness : 0;
-  tc.async = o.sync.kind == SyncMode::Kind::kAsync;
-  tc.memory_plan = memory_plan_of(o);
-  tc.recompute = o.recompute;
-  tc.swap = o.swap;
-  tc.bucket_mb = o.bucket_mb;
+  tc.step = step_spec_of(o);
   if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
     tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
   }
-  tc.capture_step = o.cuda_graph;
   if (o.straggler && o.straggler->rank == comm->rank()) tc.compute_slowdown = o.straggler->factor;
   add_rank_fault(o, *comm, tc);
   Trainer trainer(*backend, graph, tc, rng);

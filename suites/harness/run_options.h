@@ -14,6 +14,7 @@
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
+#include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
 
 namespace dlb {
@@ -70,7 +71,7 @@ struct RunOptions {
   std::optional<size_t> workspace_limit;
   std::optional<ConvMath> conv_math;  // unset: conv_math_of's default
   bool cuda_graph =
-      false;  // replay the step from a captured CUDA graph (TrainConfig::capture_step)
+      false;  // replay the step from a captured CUDA graph (StepSpec::capture)
   // runtime/nn/memory_plan.h; unset: memory_plan_of's default.
   std::optional<MemoryPlanKind> memory_plan;
   RecomputePolicy recompute;  // runtime/nn/recompute.h
@@ -109,6 +110,23 @@ inline ConvMath conv_math_of(const RunOptions& o) {
 inline MemoryPlanKind memory_plan_of(const RunOptions& o) {
   if (o.memory_plan) return *o.memory_plan;
   return o.memory_guard || !o.dump_path.empty() ? MemoryPlanKind::kNaive : MemoryPlanKind::kReuse;
+}
+
+// The choices of `o` that shape its step, for StepSpec::validate and the Trainer.
+inline StepSpec step_spec_of(const RunOptions& o) {
+  StepSpec s;
+  s.precision = o.precision;
+  s.memory_plan = memory_plan_of(o);
+  s.recompute = o.recompute;
+  s.swap = o.swap;
+  s.sync = o.sync;
+  s.overlap = o.overlap;
+  s.bucket_mb = o.bucket_mb;
+  s.ranks = o.ranks;
+  s.capture = o.cuda_graph;
+  s.memory_guard = o.memory_guard;
+  s.memory_budget = o.memory_budget;
+  return s;
 }
 
 }  // namespace dlb

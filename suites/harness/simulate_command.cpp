@@ -16,6 +16,7 @@
 #include "runtime/sim/simulator.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/step_schedule.h"
+#include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
 #include "suites/harness/calibrate.h"
 #include "suites/harness/environment.h"
@@ -108,6 +109,14 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
                     "plan or recomputation: {}, {}, {}",
                     c.model, c.precision, c.memory_plan, c.recompute));
   }
+  StepSpec spec;  // the step's rules, as a run's: a calibration file is input too
+  spec.precision = *precision;
+  spec.memory_plan = *plan_kind;
+  spec.recompute = *recompute;
+  spec.overlap = overlap;
+  spec.bucket_mb = bucket_mb;
+  spec.ranks = distributed ? 2 : 1;
+  spec.validate();
   SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}, {}};
   const PrecisionPolicy policy = PrecisionPolicy::for_precision(*precision);
   // Declared only: nothing is allocated. The activations' layout costs no time here; the CUDA
@@ -115,8 +124,8 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   const bool argmax = parse_backend_kind(c.backend) == BackendKind::kCuda;
   s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false, argmax});
   const LossTensors loss = declare_loss_tensors(s.graph, c.batch);
-  s.schedule = compute_schedule(s.graph, loss, *plan_kind, *recompute);
-  s.plan = step_buckets(s.graph, bucket_mb);
+  s.schedule = compute_schedule(s.graph, loss, spec.memory_plan, spec.recompute);
+  s.plan = step_buckets(s.graph, spec.bucket_mb);
   insert_sync(s.schedule, s.graph, s.plan, SyncOptions{overlap, distributed, loss_scaled(policy)});
   return s;
 }
@@ -454,9 +463,6 @@ int simulate_command(const SimulateCommandOptions& o) {
       throw InvalidArgument(
           fmt::format("simulate: --ranks must be in [1, {}], got {}", kMaxSimulatedRanks, n));
     }
-  }
-  for (double mb : o.bucket_mb) {
-    if (!(mb > 0)) throw InvalidArgument(fmt::format("--bucket-mb must be above 0, got {}", mb));
   }
   if (o.steps < 1 || o.steps > 100000 || o.warmup < 0 || o.warmup > 10000) {
     throw InvalidArgument("simulate: --steps must be in [1, 100000] and --warmup in [0, 10000]");

@@ -478,8 +478,8 @@ TEST(CudaTraining, SwappedActivationsGiveTheSameGradients) {
     g.declare_for(*gpu);
     TrainConfig tc;
     tc.sgd = SgdConfig{0.f, 0.f, 0.f};
-    tc.memory_plan = MemoryPlanKind::kReuse;
-    if (swap) tc.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
+    tc.step.memory_plan = MemoryPlanKind::kReuse;
+    if (swap) tc.step.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
     Trainer t(*gpu, g, tc, rng);
     if (swap) {
       ASSERT_GT(t.swapped().size(), 10u);

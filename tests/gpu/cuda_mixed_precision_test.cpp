@@ -512,7 +512,7 @@ TEST(CudaGraph, ReplayedStepsTrainAsStepsOpByOp) {
       for (int64_t i = 0; i < c.batch; ++i) labels[i] = i % 10;
       TrainConfig tc;
       tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
-      tc.capture_step = capture;
+      tc.step.capture = capture;
       tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 2};  // fp16 only
       Trainer t(*gpu, g, tc, r);
       t.load_batch(images.data(), labels.data());

@@ -190,8 +190,8 @@ TEST_P(Fp16Skip, AnOverflowOnOneRankSkipsTheStepOnEveryRank) {
   g.declare_for(*backend, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.comm = comm;
-  tc.overlap = GetParam();
-  tc.bucket_mb = 0.1;  // several buckets
+  tc.step.overlap = GetParam();
+  tc.step.bucket_mb = 0.1;  // several buckets
   tc.loss_scaling = LossScaleConfig{1024.f, 2.f, 0.5f, 100};
   Trainer t(*backend, g, tc, rng);
   t.broadcast_weights();

@@ -105,7 +105,7 @@ TrainConfig config(bool capture) {
   TrainConfig c;
   c.sgd = SgdConfig{0.05f, 0.9f, 1e-4f};
   c.seed = 5;
-  c.capture_step = capture;
+  c.step.capture = capture;
   return c;
 }
 

@@ -149,7 +149,7 @@ TEST_P(NaivePlan, IsWhatATrainerAllocatesBufferForBuffer) {
     Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
     g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
     TrainConfig tc;
-    tc.overlap = strategy;
+    tc.step.overlap = strategy;
     Rng rng(0);
     Trainer t(*backend, g, tc, rng);
     const MemoryPlan plan = naive_plan(t.schedule(), g.tensor_infos());
@@ -278,10 +278,10 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   g.declare_for(*backend, PrecisionPolicy::for_precision(c.precision));
   TrainConfig tc;
-  tc.overlap = strategy;
-  tc.memory_plan = kind;
-  tc.recompute = recompute;
-  tc.swap = swap;
+  tc.step.overlap = strategy;
+  tc.step.memory_plan = kind;
+  tc.step.recompute = recompute;
+  tc.step.swap = swap;
   tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
   // Poison (reuse): after the last pass that may read a shared tensor's contents (the end of each
   // span of its lifetime: a recomputed tensor has two), its bytes become 0xFF (NaN in every
@@ -485,7 +485,7 @@ TEST(ReusePlanRefusal, AGuardedBackendTakesOnlyTheNaivePlan) {
   Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
   g.declare_for(*backend);
   TrainConfig tc;
-  tc.memory_plan = MemoryPlanKind::kReuse;
+  tc.step.memory_plan = MemoryPlanKind::kReuse;
   Rng rng(0);
   EXPECT_THROW(Trainer(*backend, g, tc, rng), Unsupported);
 }

@@ -39,7 +39,7 @@ TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
     Rng rng(0);
     g.declare_for(*b);
     TrainConfig tc;
-    tc.overlap = strategy;
+    tc.step.overlap = strategy;
     Trainer t(*b, g, tc, rng);
     const Schedule& s = t.schedule();
     const std::vector<std::string> problems = problems_of(s, g);
@@ -78,8 +78,8 @@ TEST_P(ModelSchedule, OneRankRunsTheSameStepForEveryStrategy) {
     Rng rng(0);
     g.declare_for(*b);
     TrainConfig tc;
-    tc.overlap = strategy;
-    tc.bucket_mb = 1;
+    tc.step.overlap = strategy;
+    tc.step.bucket_mb = 1;
     Trainer t(*b, g, tc, rng);
     std::vector<std::string> lines;
     for (const Step& s : t.schedule().steps)

@@ -80,7 +80,7 @@ TEST_P(StaleSync, AppliesTheGradientsOfKStepsBefore) {
     g.declare_for(*b);
     TrainConfig c;
     c.sgd = SgdConfig{lr, kMomentum, 0.f};
-    c.staleness = staleness;
+    c.step.sync = SyncMode{SyncMode::Kind::kStale, staleness};
     return std::make_unique<Trainer>(*b, g, c, rng);
   };
   Graph stale_graph = build_model("digits-cnn", ModelConfig{kBatch, 8, 10, 0.f});
@@ -121,8 +121,8 @@ TEST(StaleSync, TakesNoOverlapAndNoLossScaling) {
   Rng rng(0);
   g.declare_for(*b);
   TrainConfig c;
-  c.staleness = 2;
-  c.overlap = OverlapStrategy::kBackward;
+  c.step.sync = SyncMode{SyncMode::Kind::kStale, 2};
+  c.step.overlap = OverlapStrategy::kBackward;
   EXPECT_THROW(Trainer(*b, g, c, rng), InvalidArgument);
 }
 

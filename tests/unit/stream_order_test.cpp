@@ -330,8 +330,8 @@ TEST_P(StreamOrder, ReductionsFollowTheirGradientsAndPrecedeTheirUpdates) {
   g.declare_for(backend);
   TrainConfig tc;
   tc.comm = &comm;
-  tc.overlap = GetParam();
-  tc.bucket_mb = 2;  // several buckets
+  tc.step.overlap = GetParam();
+  tc.step.bucket_mb = 2;  // several buckets
   Trainer t(backend, g, tc, rng);
   const Dataset d = make_synthetic(2, 3, 32, 10, 4);
   t.load_batch(d.images.data(), d.labels.data());
@@ -360,8 +360,8 @@ TEST_P(StreamOrder, LossScalingChecksEveryReducedGradientBeforeTheFirstUpdate) {
   g.declare_for(backend, PrecisionPolicy::for_precision(Precision::kFp16));
   TrainConfig tc;
   tc.comm = &comm;
-  tc.overlap = GetParam();
-  tc.bucket_mb = 0.01;  // several buckets of 16-bit gradients
+  tc.step.overlap = GetParam();
+  tc.step.bucket_mb = 0.01;  // several buckets of 16-bit gradients
   Trainer t(backend, g, tc, rng);
   ASSERT_GE(t.bucket_plan().buckets.size(), 3u);
   const Dataset d = make_synthetic(4, 1, 8, 10, 4);
@@ -452,8 +452,8 @@ TEST(SwapCopies, NoOpTouchesACopysBytesBeforeItsWaitAndEveryCopyIsWaitedFor) {
   Rng rng(1);
   g.declare_for(backend);
   TrainConfig tc;
-  tc.memory_plan = MemoryPlanKind::kReuse;
-  tc.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
+  tc.step.memory_plan = MemoryPlanKind::kReuse;
+  tc.step.swap = SwapPolicy{SwapPolicy::Kind::kAll, {}};
   Trainer t(backend, g, tc, rng);
   const Dataset d = make_synthetic(2, 3, 32, 10, 4);
   t.load_batch(d.images.data(), d.labels.data());
