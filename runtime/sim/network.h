@@ -101,4 +101,11 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
 // where the network has one for `ranks`.
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks);
 
+// A host as a network, from `dlbench bench allreduce --json` records (one per rank count, each
+// named by `where`): each rank count's measured times (used as they are), and a ring's alpha and
+// beta fitted to all of them (least squares on relative error) for the rank counts not measured.
+// Every rank on one node, of at most `ranks_per_node` ranks (the most its launcher starts).
+Network network_from_bench(const std::vector<nlohmann::json>& benches,
+                           const std::vector<std::string>& where, int64_t ranks_per_node);
+
 }  // namespace dlb

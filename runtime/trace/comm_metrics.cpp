@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 
+#include "runtime/core/allreduce_share.h"
 #include "runtime/core/intervals.h"
 #include "runtime/core/stats.h"
 
@@ -29,7 +30,7 @@ CommTimes comm_times(const std::vector<Span>& spans) {
 
 nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
   std::map<double, std::vector<double>> busbw_by_bytes;
-  const double factor = ranks > 1 ? 2.0 * (ranks - 1) / ranks : 0.0;
+  const double factor = allreduce_share(ranks);
   for (const Span& s : tracer.spans()) {
     if (s.lane == Lane::kComm && s.category == "allreduce" && s.duration_us > 0 && !s.clipped) {
       // A clipped span's time is not the operation's.

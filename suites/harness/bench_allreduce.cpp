@@ -10,6 +10,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/core/allreduce_share.h"
 #include "runtime/core/error.h"
 #include "runtime/memory/host_memory.h"
 #include "suites/harness/commands.h"
@@ -105,7 +106,7 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
   const StreamRef stream = memory->stream();
   const int n = comm->size();
   const bool root = comm->rank() == 0;
-  const double bus_factor = 2.0 * (n - 1) / n;
+  const double bus_factor = allreduce_share(n);
   if (root) {
     fmt::print(
         "# all-reduce, float sum, in place, {} ranks, {} on {} buffers, {} iterations "

@@ -6,7 +6,6 @@
 #include <filesystem>
 #include <map>
 #include <numeric>
-#include <thread>
 
 #include "runtime/core/error.h"
 #include "runtime/io/json_fields.h"
@@ -371,112 +370,9 @@ Network load_network(const std::string& name_or_path) {
       is_path ? name_or_path : suites_dir() + "/networks/" + name_or_path + ".json";
   const nlohmann::json j = read_json(path, "network file");
   if (j.is_object() && j.value("kind", "") == "bench_allreduce") {
-    return network_from_bench({j}, {path});
+    return network_from_bench({j}, {path}, most_local_ranks());
   }
   return parse_network(j, path);
-}
-
-namespace {
-
-// A ring's alpha and beta by weighted least squares of t = a x1 + c x2 (x1 = 2(n-1) steps,
-// x2 = 2(n-1)/n bytes; a the latency in us, c the us per byte), each point weighted by 1/t^2:
-// relative error.
-class RingFit {
- public:
-  void add(int64_t ranks, double bytes, double us) {
-    const double n = static_cast<double>(ranks);
-    const double x1 = 2 * (n - 1), x2 = 2 * (n - 1) / n * bytes, w = 1 / (us * us);
-    s11_ += w * x1 * x1;
-    s12_ += w * x1 * x2;
-    s22_ += w * x2 * x2;
-    s1t_ += w * x1 * us;
-    s2t_ += w * x2 * us;
-  }
-  // {alpha in us, us per byte}; a latency below 0 fits nothing physical: bandwidth alone then.
-  std::pair<double, double> solve() const {
-    const double det = s11_ * s22_ - s12_ * s12_;
-    double a = det > 0 ? (s1t_ * s22_ - s2t_ * s12_) / det : 0;
-    double c = det > 0 ? (s11_ * s2t_ - s12_ * s1t_) / det : 0;
-    if (a < 0) {
-      a = 0;
-      c = s22_ > 0 ? s2t_ / s22_ : 0;
-    }
-    return {a, c};
-  }
-
- private:
-  double s11_ = 0, s12_ = 0, s22_ = 0, s1t_ = 0, s2t_ = 0;
-};
-
-// One bench record's rows as a measured curve, each row also added to `fit`.
-MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
-  if (f.string("kind") != "bench_allreduce") f.fail("kind", "\"bench_allreduce\"");
-  MeasuredAllreduce m;
-  m.ranks = f.integer("ranks", 2, 1 << 20);
-  const nlohmann::json& rows = f.array("rows");
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const JsonFields r(rows[i], f.element("rows", i));
-    if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
-    const double bytes = r.number("bytes", 1, 1e15), us = r.number("time_s", 1e-12, 1e6) * 1e6;
-    if (!m.points.empty() && bytes <= m.points.back().first) {
-      r.fail("bytes", "sizes increasing from one row to the next");
-    }
-    m.points.emplace_back(bytes, us);
-    fit.add(m.ranks, bytes, us);
-  }
-  if (m.points.empty()) f.fail("rows", "at least one size");
-  return m;
-}
-
-}  // namespace
-
-Network network_from_bench(const std::vector<nlohmann::json>& benches,
-                           const std::vector<std::string>& where) {
-  if (benches.empty() || benches.size() != where.size()) {
-    throw std::logic_error("network_from_bench: one name per bench record, and at least one");
-  }
-  Network n;
-  n.name = "this-host";
-  std::string host = "?", time = "?", mpi = "?";
-  RingFit fit;
-  for (size_t b = 0; b < benches.size(); ++b) {
-    const JsonFields f(benches[b], where[b]);
-    MeasuredAllreduce m = read_bench(f, fit);
-    for (const MeasuredAllreduce& other : n.measured) {
-      if (other.ranks == m.ranks) f.fail("ranks", "one record per rank count");
-    }
-    n.measured.push_back(std::move(m));
-    const JsonFields env = f.object("environment");
-    host = env.string_or("host", "?");
-    time = env.string_or("time", "?");
-    mpi = env.string_or("mpi", "?");
-  }
-  const auto [a, c] = fit.solve();
-  if (!(c > 0)) {
-    throw InvalidArgument(
-        fmt::format("{}: the all-reduce times do not grow with size: no bandwidth can be fitted",
-                    where.front()));
-  }
-  n.description =
-      fmt::format("this host ({}): {} all-reduces measured by dlbench bench allreduce", host, mpi);
-  n.gpus_per_node = std::max<int64_t>(std::thread::hardware_concurrency(), 1) * kMaxRanksPerCore;
-  n.nics_per_node = 1;
-  n.node = {"ranks of one host (" + mpi + ")", a, 1e6 / c / 1e9};
-  n.net = n.node;
-  n.tree_bandwidth_factor = 1;
-  n.algorithms = {Collective::kRing};
-  n.comm_blocks_compute = true;
-  for (const std::string& w : where) {
-    n.sources.push_back(
-        fmt::format("measured: {} (dlbench bench allreduce on {}, {})", w, host, time));
-  }
-  n.sources.push_back(
-      "fitted: a ring's alpha and beta, least squares on relative error over every size and "
-      "rank count measured, for the rank counts not measured");
-  n.sources.push_back(
-      "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its progress "
-      "thread without a core of its own), so a rank computes nothing while its reduction runs");
-  return n;
 }
 
 }  // namespace dlb

@@ -61,13 +61,6 @@ inline constexpr double kMaxRooflineEfficiency = 4;
 Calibration roofline_calibration(const DeviceFile& device, const std::string& model, int64_t batch,
                                  int64_t image_size, const std::string& precision);
 
-// This host as a network, from `dlbench bench allreduce --json` records (one per rank count,
-// each named by `where`): each rank count's measured times (used as they are), and a ring's
-// alpha and beta fitted to all of them (least squares on relative error) for the rank counts not
-// measured. Every rank on one node: gpus_per_node is the most ranks the host's launcher starts.
-Network network_from_bench(const std::vector<nlohmann::json>& benches,
-                           const std::vector<std::string>& where);
-
 // suites/networks/<name>.json, or the file a name ending in .json is the path of: a preset, or a
 // `dlbench bench allreduce --json` record (network_from_bench). An unknown name is refused,
 // naming the presets.

@@ -174,4 +174,8 @@ std::string tail_of_file(const std::string& path, size_t max_bytes) {
   return ss.str();
 }
 
+int64_t most_local_ranks() {
+  return std::max<int64_t>(std::thread::hardware_concurrency(), 1) * kMaxRanksPerCore;
+}
+
 }  // namespace dlb

@@ -32,6 +32,8 @@ LaunchHost this_host();
 // More ranks than this per core are not started on one host: past it, an oversubscribed run
 // measures the scheduler, and each rank's model and buffers still take their memory.
 constexpr int64_t kMaxRanksPerCore = 4;
+// The most ranks this host's launcher starts without a host file.
+int64_t most_local_ranks();
 
 // The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
 // Slurm allocation, mpirun otherwise. mpirun on this host alone gets --oversubscribe when ranks

@@ -70,8 +70,7 @@ struct RunOptions {
   ConvAlgoChoice conv_algo = ConvAlgoChoice::kHeuristic;
   std::optional<size_t> workspace_limit;
   std::optional<ConvMath> conv_math;  // unset: conv_math_of's default
-  bool cuda_graph =
-      false;  // replay the step from a captured CUDA graph (StepSpec::capture)
+  bool cuda_graph = false;  // replay the step from a captured CUDA graph (StepSpec::capture)
   // runtime/nn/memory_plan.h; unset: memory_plan_of's default.
   std::optional<MemoryPlanKind> memory_plan;
   RecomputePolicy recompute;  // runtime/nn/recompute.h

@@ -264,7 +264,7 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
     benches.push_back(faster_of(before[i], after[i]));
     where.push_back(fmt::format("{}/allreduce-{}-{{before,after}}.json", o.out, o.ranks[i]));
   }
-  Network network = network_from_bench(benches, where);
+  Network network = network_from_bench(benches, where, most_local_ranks());
   write_json_atomically(o.out + "/network.json", network_json(network));
   return network;
 }

@@ -146,5 +146,45 @@ TEST(Network, EveryShippedPresetParses) {
   EXPECT_GE(presets, 4);
 }
 
+// A bench record of `ranks` ranks whose all-reduce times follow a ring of alpha `alpha_us` and
+// `gbs` GB/s exactly.
+nlohmann::json ring_bench(int64_t ranks, double alpha_us, double gbs) {
+  nlohmann::json rows = nlohmann::json::array();
+  const double n = static_cast<double>(ranks);
+  for (double bytes : {4e3, 4e5, 4e7}) {
+    const double us = 2 * (n - 1) * alpha_us + 2 * (n - 1) / n * bytes / (gbs * 1e9) * 1e6;
+    rows.push_back({{"bytes", bytes}, {"time_s", us * 1e-6}, {"wrong", 0}});
+  }
+  return {{"kind", "bench_allreduce"},
+          {"ranks", ranks},
+          {"rows", rows},
+          {"environment", {{"host", "h"}, {"time", "t"}, {"mpi", "m"}}}};
+}
+
+TEST(Network, TheBenchFitRecoversARingsAlphaAndBeta) {
+  const Network n = network_from_bench({ring_bench(2, 3.0, 5.0), ring_bench(4, 3.0, 5.0)},
+                                       {"two.json", "four.json"}, 8);
+  EXPECT_NEAR(n.node.latency_us, 3.0, 1e-9);
+  EXPECT_NEAR(n.node.bandwidth_gbs, 5.0, 1e-9);
+  EXPECT_EQ(n.gpus_per_node, 8);
+  ASSERT_EQ(n.measured.size(), 2u);
+  // A rank count not measured comes from the fit: 8 ranks, 40 MB.
+  const double bytes = 4e7;
+  EXPECT_NEAR(allreduce_us(n, Collective::kRing, bytes, 8),
+              14 * 3.0 + 2.0 * 7 / 8 * bytes / 5e9 * 1e6, 1e-6);
+}
+
+TEST(Network, ABenchWhoseTimesDoNotGrowIsRefused) {
+  nlohmann::json flat = ring_bench(2, 3.0, 5.0);
+  double t = 1e-3;
+  for (auto& row : flat["rows"]) row["time_s"] = t -= 1e-4;  // falling with size
+  EXPECT_THROW(network_from_bench({flat}, {"flat.json"}, 8), InvalidArgument);
+  nlohmann::json unsorted = ring_bench(2, 3.0, 5.0);
+  std::swap(unsorted["rows"][0], unsorted["rows"][1]);
+  EXPECT_THROW(network_from_bench({unsorted}, {"unsorted.json"}, 8), InvalidArgument);
+  EXPECT_THROW(network_from_bench({ring_bench(2, 3, 5), ring_bench(2, 3, 5)}, {"a", "b"}, 8),
+               InvalidArgument);
+}
+
 }  // namespace
 }  // namespace dlb
