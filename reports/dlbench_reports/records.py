@@ -139,7 +139,7 @@ def _double_int(text: str) -> int:
 
 # A UTF-8 byte-order mark, as a text starts with it once decoded. nlohmann::json::parse skips
 # one at the start of what it parses, and the C++ side parses each line of results.jsonl alone
-# (suites/harness/results.cpp, parse_results), so it takes one at the start of any line, and of
+# (suites/harness/core/results.cpp, parse_results), so it takes one at the start of any line, and of
 # any whole JSON file; one only, and only there (after a space it is not JSON).
 BOM = "\ufeff"
 
@@ -334,7 +334,7 @@ def one_rank_throughput(record: Record, records: list[Record]) -> float | None:
 
 def efficiency(record: Record) -> float | None:
     """Scaling efficiency as the harness recorded it (metrics.scaling_efficiency; docs/metrics.md
-    defines it, suites/harness/results.cpp computes it): None when the sweep had no 1-rank point
+    defines it, suites/harness/core/results.cpp computes it): None when the sweep had no 1-rank point
     of the same config."""
     return record.get("metrics.scaling_efficiency") if record.ok else None
 

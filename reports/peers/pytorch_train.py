@@ -74,7 +74,7 @@ SUITE_SCHEMA = os.path.join(ROOT, "suites", "schema", "suite.schema.json")
 MAX_POINT_BYTES = 2**20  # the harness's point files are about 2 KB
 POINT_INPUTS = ("init", "batch_file")  # files a point may name (the parity test's), not config
 INT64_MAX = 2**63 - 1  # integers are 64-bit signed, but the seed: 0 to 2^64 - 1
-UINT64_KEYS = {"seed": 2**64 - 1}  # (suites/harness/option_table.cpp: kInteger, kUnsigned)
+UINT64_KEYS = {"seed": 2**64 - 1}  # (suites/harness/core/option_table.cpp: kInteger, kUnsigned)
 
 
 class Unsupported(Exception):
@@ -525,7 +525,7 @@ class Run:
 
 def extra_steps(steps: int, seconds: float, min_time: float) -> int:
     """More steps after `steps` took `seconds`, so that all take `min_time` at the same pace:
-    dlbench's (suites/harness/timed_phase.h)."""
+    dlbench's (suites/harness/core/timed_phase.h)."""
     if steps <= 0 or not seconds > 0 or seconds >= min_time:
         return 0
     total = steps * min_time / seconds
@@ -553,7 +553,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def step_fences(times: list[float]) -> tuple[float, float]:
-    """Tukey's fences, each at least 5% from the median: dlbench's (suites/harness/timed_phase.h)."""
+    """Tukey's fences, each at least 5% from the median: dlbench's (suites/harness/core/timed_phase.h)."""
     q1, q3, med = percentile(times, 25), percentile(times, 75), percentile(times, 50)
     return min(q1 - 1.5 * (q3 - q1), 0.95 * med), max(q3 + 1.5 * (q3 - q1), 1.05 * med)
 

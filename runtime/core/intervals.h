@@ -1,5 +1,5 @@
 // Time intervals as sorted, disjoint lists: what the trace metrics (runtime/trace/comm_metrics.h)
-// and the measured scaling-loss breakdown (suites/harness/measured_loss.h) measure with.
+// and the measured scaling-loss breakdown (suites/harness/core/measured_loss.h) measure with.
 #pragma once
 #include <algorithm>
 #include <utility>

@@ -19,7 +19,7 @@ namespace dlb {
 struct StepSpec {
   Precision precision = Precision::kFp32;
   // How the step's tensors are stored (runtime/nn/memory_plan.h). The runtime's own default is
-  // the plain one; a run's (reuse) is the harness's choice (suites/harness/run_options.h).
+  // the plain one; a run's (reuse) is the harness's choice (suites/harness/core/run_options.h).
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
   RecomputePolicy recompute;  // runtime/nn/recompute.h
   SwapPolicy swap;            // runtime/nn/swap.h

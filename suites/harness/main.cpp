@@ -12,14 +12,15 @@
 #include "runtime/core/error.h"
 #include "runtime/core/parse_number.h"
 #include "runtime/io/output_file.h"
-#include "suites/harness/check_ops_command.h"
-#include "suites/harness/commands.h"
-#include "suites/harness/maxbatch.h"
-#include "suites/harness/option_table.h"
-#include "suites/harness/run_command.h"
-#include "suites/harness/simulate_command.h"
-#include "suites/harness/sweep_command.h"
-#include "suites/harness/validate_sim.h"
+#include "suites/harness/bench/bench_commands.h"
+#include "suites/harness/check_ops/check_ops_command.h"
+#include "suites/harness/core/option_table.h"
+#include "suites/harness/list/list_command.h"
+#include "suites/harness/run/maxbatch.h"
+#include "suites/harness/run/run_command.h"
+#include "suites/harness/simulate/simulate_command.h"
+#include "suites/harness/sweep/sweep_command.h"
+#include "suites/harness/validate_sim/validate_sim.h"
 
 namespace {
 

@@ -1,6 +1,6 @@
 // dlbench's micro-benchmarks (Google Benchmark), registered at start-up for each backend with a
 // device here. Every row carries its rate and its fraction of the machine's measured peak
-// (suites/harness/machine_peak.h) as counters, so Google Benchmark's JSON holds both:
+// (suites/harness/core/machine_peak.h) as counters, so Google Benchmark's JSON holds both:
 //   gemm/<backend>/<precision>/<M>x<N>x<K>/<pass>   the models' linear layers (FLOP/s)
 //   conv/<backend>/<precision>/<algorithm>/<model>.<layer>/<pass>   every distinct convolution
 //                                                   of resnet50 and vgg16 (FLOP/s)
@@ -13,7 +13,7 @@
 #include <functional>
 #include <string>
 
-#include "suites/harness/machine_peak.h"
+#include "suites/harness/core/machine_peak.h"
 
 namespace dlb::micro {
 

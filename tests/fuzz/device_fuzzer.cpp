@@ -5,7 +5,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "suites/harness/calibrate.h"
+#include "suites/harness/simulate/calibrate.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "suites/harness/machine_peak.h"
+#include "suites/harness/core/machine_peak.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

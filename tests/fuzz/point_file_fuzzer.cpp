@@ -3,9 +3,9 @@
 // goes on through the checks of options that go together and back into a record's config.
 #include <cstdint>
 
-#include "suites/harness/option_table.h"
-#include "suites/harness/point_file.h"
-#include "suites/harness/run_command.h"
+#include "suites/harness/core/option_table.h"
+#include "suites/harness/core/point_file.h"
+#include "suites/harness/core/run_options.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

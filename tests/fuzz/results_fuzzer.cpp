@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "suites/harness/results.h"
+#include "suites/harness/core/results.h"
 #include "tests/fuzz/fuzz_target.h"
 
 namespace {

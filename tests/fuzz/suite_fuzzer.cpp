@@ -4,9 +4,9 @@
 // table and the checks of options that go together.
 #include <cstdint>
 
-#include "suites/harness/option_table.h"
-#include "suites/harness/run_command.h"
-#include "suites/harness/suite.h"
+#include "suites/harness/core/option_table.h"
+#include "suites/harness/core/run_options.h"
+#include "suites/harness/core/suite.h"
 #include "tests/fuzz/fuzz_target.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A point measured beside a planted CPU hog (a bounded busy loop on one core, started here) is
-# recorded `noisy`, with other processes' CPU time as the reason (suites/harness/noise.h).
+# recorded `noisy`, with other processes' CPU time as the reason (suites/harness/core/noise.h).
 # Usage: noise.sh path/to/dlbench
 set -eu
 dlbench=$1

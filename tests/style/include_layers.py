@@ -14,6 +14,9 @@
 3. Only runtime/backend/ (its registry) and tests include runtime/backend/cuda/: the rest of the
    runtime reaches a GPU through the Backend and DeviceQueue interfaces (comm/'s NCCL
    communicator included).
+4. suites/harness/ is a folder per command over core/ (options, records, launcher, schemas):
+   a command's folder includes core/ and no other command's, but for the two that compose
+   others, named in HARNESS_USES; core/ includes no command. main.cpp dispatches to them all.
 Prints the folder graph, then every broken rule. Usage: include_layers.py ROOT"""
 import re
 import sys
@@ -35,6 +38,20 @@ FORBIDDEN = [
     ("runtime/nn", "runtime/comm", "layers do not know the communicator"),
     ("runtime/nn", "runtime/train", "layers do not know the executor"),
 ]
+
+
+# What each folder of suites/harness/ may include besides itself: core/, and where a command is
+# made of others, theirs.
+HARNESS_USES = {
+    "core": set(),
+    "run": {"core"},  # run, maxbatch and worker: one run's training
+    "bench": {"core"},
+    "list": {"core"},
+    "check_ops": {"core"},
+    "simulate": {"core"},
+    "sweep": {"core", "simulate"},  # a suite's simulate block simulates its measured points
+    "validate_sim": {"core", "simulate", "sweep"},  # sweeps, then simulates them
+}
 
 
 def folder_of(path: Path) -> str:
@@ -100,6 +117,19 @@ for source in sorted(ROOT.rglob("*")):
     if cuda_include.search(source.read_text(errors="replace")):
         broken.append(f"{rel} includes runtime/backend/cuda/: only the backend registry does "
                       "(the rest reaches a GPU through Backend and DeviceQueue)")
+harness = ROOT / "suites" / "harness"
+harness_include = re.compile(r'#include "suites/harness/([a-z_]+)/')
+for source in sorted(harness.rglob("*")):
+    if source.suffix not in SOURCES or not source.is_file() or source.parent == harness:
+        continue
+    folder = source.relative_to(harness).parts[0]
+    if folder not in HARNESS_USES:
+        broken.append(f"suites/harness/{folder}/ is in no rule: add it to HARNESS_USES")
+        continue
+    for target in harness_include.findall(source.read_text(errors="replace")):
+        if target != folder and target not in HARNESS_USES[folder]:
+            broken.append(f"{source.relative_to(ROOT)} includes suites/harness/{target}/: "
+                          f"{folder}/ uses only {', '.join(sorted(HARNESS_USES[folder])) or 'itself'}")
 for line in dict.fromkeys(broken):
     print(line)
 if broken:

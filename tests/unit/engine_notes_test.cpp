@@ -15,8 +15,8 @@
 #include "runtime/check/op_checker.h"
 #include "runtime/core/half.h"
 #include "runtime/train/engines.h"
-#include "suites/harness/json_schema.h"
-#include "suites/harness/suite.h"
+#include "suites/harness/core/json_schema.h"
+#include "suites/harness/core/suite.h"
 
 namespace dlb {
 namespace {

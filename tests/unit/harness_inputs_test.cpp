@@ -17,12 +17,12 @@
 #include "runtime/core/error.h"
 #include "runtime/io/json_fields.h"
 #include "runtime/io/text_file.h"
-#include "suites/harness/json_schema.h"
-#include "suites/harness/machine_peak.h"
-#include "suites/harness/option_table.h"
-#include "suites/harness/point_file.h"
-#include "suites/harness/results.h"
-#include "suites/harness/sweep_options.h"
+#include "suites/harness/core/json_schema.h"
+#include "suites/harness/core/machine_peak.h"
+#include "suites/harness/core/option_table.h"
+#include "suites/harness/core/point_file.h"
+#include "suites/harness/core/results.h"
+#include "suites/harness/core/sweep_options.h"
 
 namespace dlb {
 namespace {

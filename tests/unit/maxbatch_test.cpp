@@ -1,6 +1,6 @@
-// dlbench maxbatch's search (suites/harness/maxbatch.h) on made-up probes, where the answer and
+// dlbench maxbatch's search (suites/harness/run/maxbatch.h) on made-up probes, where the answer and
 // the probes it takes are known; tests/integration/maxbatch.sh runs it on real steps.
-#include "suites/harness/maxbatch.h"
+#include "suites/harness/run/maxbatch.h"
 
 #include <gtest/gtest.h>
 

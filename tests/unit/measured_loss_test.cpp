@@ -1,6 +1,6 @@
-// The measured scaling-loss breakdown (suites/harness/measured_loss.h) on traces made by hand,
+// The measured scaling-loss breakdown (suites/harness/core/measured_loss.h) on traces made by hand,
 // worked out in the comments: the parts add up, and a rank that launched early waits for the last.
-#include "suites/harness/measured_loss.h"
+#include "suites/harness/core/measured_loss.h"
 
 #include <gtest/gtest.h>
 

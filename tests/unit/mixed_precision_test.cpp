@@ -10,7 +10,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
-#include "suites/harness/epochs.h"
+#include "suites/harness/run/epochs.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

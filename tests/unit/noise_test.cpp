@@ -1,6 +1,6 @@
-// The noise verdict (suites/harness/noise.h) on hand-made host samples and step times: each
+// The noise verdict (suites/harness/core/noise.h) on hand-made host samples and step times: each
 // reason on its own, and the figures behind it.
-#include "suites/harness/noise.h"
+#include "suites/harness/core/noise.h"
 
 #include <gtest/gtest.h>
 

@@ -1,7 +1,7 @@
 // The option table is the one definition of a run's options: the command line, the suite parser
 // and the record's config are built from it, and the JSON schemas and docs/suites.md must agree
 // with it, key for key, in type, allowed values, range and description.
-#include "suites/harness/option_table.h"
+#include "suites/harness/core/option_table.h"
 
 #include <gtest/gtest.h>
 
@@ -12,7 +12,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
-#include "suites/harness/suite.h"
+#include "suites/harness/core/suite.h"
 
 namespace dlb {
 namespace {

@@ -14,9 +14,9 @@
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/trace/tracer.h"
-#include "suites/harness/record.h"
-#include "suites/harness/results.h"
-#include "suites/harness/suite.h"
+#include "suites/harness/core/record.h"
+#include "suites/harness/core/results.h"
+#include "suites/harness/core/suite.h"
 
 namespace dlb {
 namespace {

@@ -1,6 +1,6 @@
 // The roofline (runtime/sim/roofline.h) against passes worked by hand, and the roofline
-// calibration (suites/harness/calibrate.h): which of a device file's references a model is fitted
-// to, the fit itself, and the files and references refused.
+// calibration (suites/harness/simulate/calibrate.h): which of a device file's references a model is
+// fitted to, the fit itself, and the files and references refused.
 #include "runtime/sim/roofline.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +12,7 @@
 #include "runtime/core/error.h"
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
-#include "suites/harness/calibrate.h"
+#include "suites/harness/simulate/calibrate.h"
 
 namespace dlb {
 namespace {

@@ -11,8 +11,7 @@
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
 #include "runtime/train/trainer.h"
-#include "suites/harness/run_command.h"
-#include "suites/harness/run_options.h"
+#include "suites/harness/core/run_options.h"
 #include "workloads/models/model.h"
 
 namespace dlb {

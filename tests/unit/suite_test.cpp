@@ -1,17 +1,17 @@
 // Suite files: expansion, the cpu override, and schema rejection of malformed files with a
 // message naming the file, the key and what was expected.
-#include "suites/harness/suite.h"
+#include "suites/harness/core/suite.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
 
 #include "runtime/core/error.h"
-#include "suites/harness/json_schema.h"
-#include "suites/harness/launcher.h"
-#include "suites/harness/option_table.h"
-#include "suites/harness/peers.h"
-#include "suites/harness/run_command.h"
+#include "suites/harness/core/json_schema.h"
+#include "suites/harness/core/launcher.h"
+#include "suites/harness/core/option_table.h"
+#include "suites/harness/core/peers.h"
+#include "suites/harness/run/training.h"
 #include "workloads/models/model.h"
 
 namespace dlb {

@@ -1,5 +1,5 @@
-// How long the timed phase runs and which of its steps count (suites/harness/timed_phase.h).
-#include "suites/harness/timed_phase.h"
+// How long the timed phase runs and which of its steps count (suites/harness/core/timed_phase.h).
+#include "suites/harness/core/timed_phase.h"
 
 #include <gtest/gtest.h>
 

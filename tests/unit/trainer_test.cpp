@@ -5,7 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "runtime/core/error.h"
-#include "suites/harness/epochs.h"
+#include "suites/harness/run/epochs.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 

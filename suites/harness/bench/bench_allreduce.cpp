@@ -1,0 +1,190 @@
+// `dlbench bench allreduce`: the communicator's all-reduce against the wire, as nccl-tests
+// reports it. busbw = algbw x 2(n-1)/n, the bandwidth each link must carry in a ring, which makes
+// results comparable across rank counts.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <limits>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/comm/communicator.h"
+#include "runtime/core/allreduce_share.h"
+#include "runtime/core/error.h"
+#include "runtime/memory/host_memory.h"
+#include "suites/harness/bench/bench_commands.h"
+#include "suites/harness/core/environment.h"
+#include "suites/harness/core/launcher.h"
+#include "suites/harness/core/record.h"
+
+namespace dlb {
+namespace {
+
+// Timed all-reduces per size: far more than any stable figure needs, and an int's worth of
+// iterations is never reached.
+constexpr int64_t kMaxIterations = int64_t{1} << 20;
+
+// The largest mpi buffer must be one MPI count (an int of f32 elements), and, when the ranks are
+// started here (not inside a job that may span hosts), every rank's buffer and its host copy
+// must fit this host's memory: refused before the sweep allocates its way up to it.
+void check_host_buffer_fits(size_t max_bytes, int64_t ranks) {
+  const size_t mpi_limit = size_t{4} * static_cast<size_t>(std::numeric_limits<int>::max());
+  if (max_bytes > mpi_limit) {
+    throw InvalidArgument(fmt::format(
+        "--max-bytes={}: an mpi all-reduce takes at most {} bytes (MPI counts f32 elements in an "
+        "int)",
+        max_bytes, mpi_limit));
+  }
+  if (launched_under_mpi()) return;
+  const auto host = static_cast<double>(host_memory_bytes());
+  const double need = 2.0 * static_cast<double>(max_bytes) * static_cast<double>(ranks);
+  if (host > 0 && need > host) {
+    throw InvalidArgument(fmt::format(
+        "--max-bytes={}: {} ranks' buffers of that size, and their host copies, need more than "
+        "this host's {:.1f} GiB",
+        max_bytes, ranks, host / (1u << 30)));
+  }
+}
+
+// min_bytes, twice that, and so on while within max_bytes.
+std::vector<size_t> doubling_sizes(size_t min_bytes, size_t max_bytes) {
+  std::vector<size_t> sizes;
+  for (size_t bytes = min_bytes;; bytes *= 2) {
+    sizes.push_back(bytes);
+    if (bytes > max_bytes / 2) return sizes;
+  }
+}
+
+}  // namespace
+
+int bench_allreduce_command(const BenchAllreduceOptions& o) {
+  const size_t min_bytes = parse_bytes(o.min_bytes), max_bytes = parse_bytes(o.max_bytes);
+  if (min_bytes < 4 || min_bytes > max_bytes) {
+    throw InvalidArgument("--min-bytes must be >= 4 and <= --max-bytes");
+  }
+  if (o.iterations < 1 || o.iterations > kMaxIterations || o.warmup < 0 ||
+      o.warmup > kMaxIterations) {
+    throw InvalidArgument(
+        fmt::format("--iters must be in [1, {0}] and --warmup in [0, {0}]", kMaxIterations));
+  }
+  // nccl on device buffers when a GPU is visible, else mpi on host buffers.
+  const CommKind kind = o.comm.value_or(gpu_available() ? CommKind::kNccl : CommKind::kMpi);
+  if (o.ranks < 1 || o.ranks > std::numeric_limits<int>::max()) {
+    throw InvalidArgument(
+        fmt::format("--ranks must be in [1, {}]", std::numeric_limits<int>::max()));
+  }
+  if (kind == CommKind::kMpi) check_host_buffer_fits(max_bytes, o.ranks);
+  if (kind == CommKind::kNccl && !gpu_available()) {
+    throw Unsupported(
+        "--comm=nccl reduces device buffers, and no CUDA device is visible here (or this build "
+        "has no CUDA); use --comm=mpi");
+  }
+  // One rank is allowed, as nccl-tests allows one GPU: algbw then times the library's local path
+  // and busbw is 0 (nothing crosses a link). It is the only nccl run a one-GPU node has, and it
+  // runs in this process (an MPI singleton). Inside an MPI job the job's size rules.
+  if (!launched_under_mpi() && o.ranks > 1) {
+    std::vector<std::string> argv = {self_executable(),
+                                     "bench",
+                                     "allreduce",
+                                     "--comm=" + std::string(comm_kind_name(kind)),
+                                     "--min-bytes=" + o.min_bytes,
+                                     "--max-bytes=" + o.max_bytes,
+                                     "--iters=" + std::to_string(o.iterations),
+                                     "--warmup=" + std::to_string(o.warmup)};
+    if (o.average) argv.push_back("--average");
+    if (!o.json_path.empty()) argv.push_back("--json=" + o.json_path);
+    const auto launcher = parse_launcher(o.launcher);
+    if (!launcher) throw InvalidArgument("--launcher must be auto, mpirun or srun");
+    exec_command(launch_command_here(*launcher, o.ranks, argv));
+  }
+  auto comm = make_communicator(kind);
+  BackendOptions bo;
+  bo.device = local_rank(comm->rank());  // one GPU per rank, as the nccl communicator picks
+  auto memory =
+      make_device_memory(kind == CommKind::kNccl ? BackendKind::kCuda : BackendKind::kCpu, bo);
+  const StreamRef stream = memory->stream();
+  const int n = comm->size();
+  const bool root = comm->rank() == 0;
+  const double bus_factor = allreduce_share(n);
+  if (root) {
+    fmt::print(
+        "# all-reduce, float sum, in place, {} ranks, {} on {} buffers, {} iterations "
+        "after {} warm-up\n",
+        n, comm->name(), memory->name(), o.iterations, o.warmup);
+    for (const auto& [k, v] : comm->environment()) fmt::print("#   {}: {}\n", k, v);
+    fmt::print("# ref: {}\n", comm->reference_name());
+    fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "size (B)", "count",
+               "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw");
+    fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "", "", "dlbench",
+               "(GB/s)", "(GB/s)", "", "", "(GB/s)");
+  }
+  nlohmann::json rows = nlohmann::json::array();
+  std::vector<float> host;
+  // The timed reductions: sums (nccl-tests'), or averages (what a training step's gradients get:
+  // the sum, then the division by the rank count).
+  const ReduceOp op = o.average ? ReduceOp::kAverage : ReduceOp::kSum;
+  // Sizes double from min_bytes while they stay within max_bytes (sizes() never wraps past 2^64).
+  for (const size_t bytes : doubling_sizes(min_bytes, max_bytes)) {
+    const int64_t count = static_cast<int64_t>(bytes / 4);
+    Tensor buf = memory->empty({count}, DType::kF32, MemCategory::kComm, "all-reduce buffer");
+    // Correctness: every rank contributes rank + 1, so each element must sum to n(n+1)/2.
+    memory->fill(buf, static_cast<float>(comm->rank() + 1));
+    comm->allreduce(buf, ReduceOp::kSum, stream);
+    host.resize(count);
+    memory->copy_to_host(buf, host.data());
+    int64_t wrong = 0;
+    const float want = static_cast<float>(n * (n + 1) / 2);
+    for (int64_t i = 0; i < count; ++i) wrong += host[i] != want;
+    wrong = static_cast<int64_t>(comm->max_across_ranks(static_cast<double>(wrong)));
+    const int iters = static_cast<int>(bytes >= (64u << 20) ? std::max<int64_t>(o.iterations / 4, 2)
+                                                            : o.iterations);
+    for (int64_t i = 0; i < o.warmup; ++i) comm->allreduce(buf, op, stream);
+    memory->synchronize();
+    comm->barrier();
+    // Each all-reduce is ordered after the previous one through the stream, as a training step
+    // orders them: on the host that waits for each; on a GPU they queue back to back and the
+    // host waits once, at the end (as nccl-tests times them).
+    const auto t0 = std::chrono::steady_clock::now();
+    std::unique_ptr<CommHandle> last;
+    for (int i = 0; i < iters; ++i) {
+      last = comm->allreduce_async(buf, op, stream);
+      last->order_before(stream);
+    }
+    last->wait();
+    memory->synchronize();
+    const double t = comm->max_across_ranks(
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
+    const double t_ref = comm->time_reference_allreduce(buf, iters);
+    const double algbw = static_cast<double>(bytes) / t / 1e9;
+    const double ref_busbw = static_cast<double>(bytes) / t_ref / 1e9 * bus_factor;
+    if (root) {
+      fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}\n", bytes,
+                 count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw);
+    }
+    rows.push_back({{"bytes", bytes},
+                    {"count", count},
+                    {"time_s", t},
+                    {"algbw_gbs", algbw},
+                    {"busbw_gbs", algbw * bus_factor},
+                    {"wrong", wrong},
+                    {"reference_time_s", t_ref},
+                    {"reference_busbw_gbs", ref_busbw}});
+  }
+  if (root && !o.json_path.empty()) {
+    nlohmann::json env = collect_environment(*memory);
+    for (const auto& [k, v] : comm->environment()) env[k] = v;
+    write_json_atomically(o.json_path, {{"schema_version", kResultSchemaVersion},
+                                        {"kind", "bench_allreduce"},
+                                        {"ranks", n},
+                                        {"op", o.average ? "average" : "sum"},
+                                        {"comm", comm->name()},
+                                        {"buffers", memory->name()},
+                                        {"reference", comm->reference_name()},
+                                        {"environment", env},
+                                        {"rows", rows}});
+  }
+  return 0;
+}
+
+}  // namespace dlb

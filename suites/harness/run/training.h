@@ -1,0 +1,26 @@
+// What `dlbench run` (run_command.h), a sweep's worker and maxbatch's probes train with:
+// run_training, one configuration's run, measured.
+#pragma once
+#include <string>
+
+#include "suites/harness/core/record.h"
+#include "suites/harness/core/run_options.h"
+
+namespace dlb {
+
+// The runner: trains as the options say, writes the run's traces, profile and weights, and
+// returns what it measured. Throws dlb::Error on failure. Every rank calls it.
+RunResult run_training(const RunOptions& options);
+
+// Slurm's tasks on node `node` from its per-node list (SLURM_STEP_TASKS_PER_NODE): "4(x2),3" is 4,
+// 4 and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its
+// peak (the record's fraction_of_peak_flops).
+int64_t slurm_tasks_on_node(const std::string& list, int64_t node);
+
+// What a record of `r` gets from this host after its run: the fraction of the machine's measured
+// peak (machine_peak.h), where a peak was measured here for its device; and its noise (noise.h):
+// the host around the timed steps, how the run sat on it, and the step times' spread.
+void attach_peak(RunResult& r);
+void attach_noise(RunResult& r);
+
+}  // namespace dlb
