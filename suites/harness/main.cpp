@@ -6,8 +6,11 @@
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <filesystem>
+#include <functional>
 #include <map>
+#include <memory>
 #include <new>
+#include <optional>
 
 #include "runtime/core/error.h"
 #include "runtime/core/parse_number.h"
@@ -296,91 +299,154 @@ dlb::RunOptions run_options(const CLI::App& cmd, const std::map<std::string, std
   return run;
 }
 
-}  // namespace
+// A subcommand: its flags, parsed into what it holds, and what runs it once they are.
+struct Command {
+  CLI::App* app;
+  std::function<int()> run;
+};
 
-int main(int argc, char** argv) {
-  CLI::App app{"dlbench: deep-learning training benchmarks on GPUs and CPUs"};
-  app.require_subcommand(0, 1);
+// `dlbench run` and `dlbench maxbatch`: one flag per entry of the option table, read as text and
+// applied after the parse, through the same checks as a suite's config (maxbatch refuses those
+// of the batch and the timed steps).
+Command run_command_of(CLI::App& app) {
+  auto* cmd = app.add_subcommand("run", "train one configuration and write a result record");
+  auto text = std::make_shared<std::map<std::string, std::string>>();
+  add_run_flags(*cmd, *text);
+  return {cmd, [cmd, text] { return dlb::run_command(run_options(*cmd, *text)); }};
+}
 
-  // The sweep's flags: one per entry of its table, read as text and applied after the parse,
-  // through the same checks as a run's options.
-  std::map<std::string, std::string> sweep_text;
-  for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
-    const nlohmann::json d = f.get(dlb::SweepOptions{});
-    add_table_flag(app, f.option, sweep_text[f.option.key], d,
-                   !(d.is_string() && d.get<std::string>().empty()));
-  }
-
-  std::string point_file;
-  auto* worker_cmd =
-      app.add_subcommand("worker", "run one point of a suite (the harness starts it)");
-  worker_cmd->add_option("--point", point_file, "point file written by the harness")->required();
-  app.set_version_flag("--version", DLB_VERSION);
-
-  // `dlbench run`: one flag per entry of the option table, read as text and applied after the
-  // parse, through the same checks as a suite's config.
-  auto* run_cmd = app.add_subcommand("run", "train one configuration and write a result record");
-  std::map<std::string, std::string> run_text;
-  add_run_flags(*run_cmd, run_text);
-  // `dlbench maxbatch`: the run's flags, less those of the batch and the timed steps (refused).
-  auto* maxbatch_cmd = app.add_subcommand(
+Command maxbatch_command_of(CLI::App& app) {
+  auto* cmd = app.add_subcommand(
       "maxbatch",
       "the largest batch whose training step fits --memory-budget (exit 1 when none does)");
-  std::map<std::string, std::string> maxbatch_text;
-  add_run_flags(*maxbatch_cmd, maxbatch_text);
-  auto* list_cmd = app.add_subcommand("list", "models, backends and devices");
+  auto text = std::make_shared<std::map<std::string, std::string>>();
+  add_run_flags(*cmd, *text);
+  return {cmd, [cmd, text] { return dlb::maxbatch_command(run_options(*cmd, *text)); }};
+}
 
-  dlb::BenchConvOptions bench;
-  auto* bench_cmd = app.add_subcommand("bench", "micro-benchmarks");
-  bench_cmd->require_subcommand(1);
-  auto* conv_cmd = bench_cmd->add_subcommand("conv", "conv layers of a model against sgemm");
-  conv_cmd->add_option("--model", bench.model)->capture_default_str();
-  conv_cmd->add_option("--batch", bench.batch)->check(kWhole)->capture_default_str();
-  conv_cmd->add_option("--image-size", bench.image_size)->check(kWhole)->capture_default_str();
-  conv_cmd->add_option("--repeat", bench.repeat, "timed repetitions (median)")
+Command worker_command_of(CLI::App& app) {
+  auto point = std::make_shared<std::string>();
+  auto* cmd = app.add_subcommand("worker", "run one point of a suite (the harness starts it)");
+  cmd->add_option("--point", *point, "point file written by the harness")->required();
+  return {cmd, [point] { return dlb::worker_command(*point); }};
+}
+
+Command bench_conv_of(CLI::App& bench) {
+  auto o = std::make_shared<dlb::BenchConvOptions>();
+  auto* cmd = bench.add_subcommand("conv", "conv layers of a model against sgemm");
+  cmd->add_option("--model", o->model)->capture_default_str();
+  cmd->add_option("--batch", o->batch)->check(kWhole)->capture_default_str();
+  cmd->add_option("--image-size", o->image_size)->check(kWhole)->capture_default_str();
+  cmd->add_option("--repeat", o->repeat, "timed repetitions (median)")
       ->check(kWhole)
       ->capture_default_str();
-  conv_cmd->add_option("--backend", bench.backend)->transform(enum_option(kBackends));
-  conv_cmd->add_option("--json", bench.json_path, "write the results here")
-      ->check(output_path(false));
+  cmd->add_option("--backend", o->backend)->transform(enum_option(kBackends));
+  cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));
+  return {cmd, [o] { return dlb::bench_conv_command(*o); }};
+}
 
-  auto* peak_cmd = bench_cmd->add_subcommand(
-      "peak", "measure this machine's peak FLOP/s and bytes/s, kept for training records");
-
-  dlb::BenchAllreduceOptions allreduce;
-  auto* allreduce_cmd =
-      bench_cmd->add_subcommand("allreduce", "all-reduce size sweep, as nccl-tests");
-  allreduce_cmd->add_option("--ranks", allreduce.ranks, "ranks to launch")
-      ->check(kWhole)
-      ->capture_default_str();
-  allreduce_cmd->add_option("--min-bytes", allreduce.min_bytes)->capture_default_str();
-  allreduce_cmd->add_option("--max-bytes", allreduce.max_bytes)->capture_default_str();
-  allreduce_cmd->add_option("--iters", allreduce.iterations)->check(kWhole)->capture_default_str();
-  allreduce_cmd->add_option("--warmup", allreduce.warmup)->check(kWhole)->capture_default_str();
-  allreduce_cmd->add_option("--launcher", allreduce.launcher, "auto, mpirun or srun")
-      ->capture_default_str();
-  allreduce_cmd->add_option("--json", allreduce.json_path, "write the results here (rank 0)")
+Command bench_allreduce_of(CLI::App& bench) {
+  auto o = std::make_shared<dlb::BenchAllreduceOptions>();
+  auto comm = std::make_shared<std::string>("auto");
+  auto* cmd = bench.add_subcommand("allreduce", "all-reduce size sweep, as nccl-tests");
+  cmd->add_option("--ranks", o->ranks, "ranks to launch")->check(kWhole)->capture_default_str();
+  cmd->add_option("--min-bytes", o->min_bytes)->capture_default_str();
+  cmd->add_option("--max-bytes", o->max_bytes)->capture_default_str();
+  cmd->add_option("--iters", o->iterations)->check(kWhole)->capture_default_str();
+  cmd->add_option("--warmup", o->warmup)->check(kWhole)->capture_default_str();
+  cmd->add_option("--launcher", o->launcher, "auto, mpirun or srun")->capture_default_str();
+  cmd->add_option("--json", o->json_path, "write the results here (rank 0)")
       ->check(output_path(false));
-  allreduce_cmd->add_flag("--average", allreduce.average,
-                          "time averages (sum, then divide by the ranks: a training step's "
-                          "reduction) instead of sums; the correctness check stays a sum");
-  std::string allreduce_comm = "auto";
-  allreduce_cmd
-      ->add_option("--comm", allreduce_comm,
-                   "auto (nccl on device buffers when a GPU is visible, else mpi), mpi or nccl")
+  cmd->add_flag("--average", o->average,
+                "time averages (sum, then divide by the ranks: a training step's reduction) "
+                "instead of sums; the correctness check stays a sum");
+  cmd->add_option("--comm", *comm,
+                  "auto (nccl on device buffers when a GPU is visible, else mpi), mpi or nccl")
       ->check(CLI::IsMember({"auto", "mpi", "nccl"}))
       ->capture_default_str();
+  return {cmd, [o, comm] {
+            if (*comm == "mpi") o->comm = dlb::CommKind::kMpi;
+            if (*comm == "nccl") o->comm = dlb::CommKind::kNccl;
+            return dlb::bench_allreduce_command(*o);
+          }};
+}
 
-  dlb::CheckOpsOptions check;
-  auto* check_cmd = add_check_ops(app, check);
-  dlb::SimulateCommandOptions simulate;
-  std::vector<std::string> simulate_overlaps;
-  std::string simulate_jitter = "measured";
-  auto* simulate_cmd = add_simulate(app, simulate, simulate_overlaps, simulate_jitter);
-  dlb::ValidateSimOptions validate;
-  std::vector<std::string> validate_overlaps;
-  auto* validate_cmd = add_validate_sim(app, validate, validate_overlaps);
+// `dlbench bench conv|peak|allreduce`.
+std::vector<Command> bench_commands_of(CLI::App& app) {
+  auto* bench = app.add_subcommand("bench", "micro-benchmarks");
+  bench->require_subcommand(1);
+  std::vector<Command> commands{bench_conv_of(*bench)};
+  commands.push_back(
+      {bench->add_subcommand(
+           "peak", "measure this machine's peak FLOP/s and bytes/s, kept for training records"),
+       [] { return dlb::bench_peak_command(); }});
+  commands.push_back(bench_allreduce_of(*bench));
+  return commands;
+}
 
+Command check_ops_command_of(CLI::App& app) {
+  auto o = std::make_shared<dlb::CheckOpsOptions>();
+  return {add_check_ops(app, *o), [o] { return dlb::check_ops_command(*o); }};
+}
+
+Command simulate_command_of(CLI::App& app) {
+  auto o = std::make_shared<dlb::SimulateCommandOptions>();
+  auto overlaps = std::make_shared<std::vector<std::string>>();
+  auto jitter = std::make_shared<std::string>("measured");
+  return {add_simulate(app, *o, *overlaps, *jitter), [o, overlaps, jitter] {
+            if (!overlaps->empty()) o->overlaps = parse_overlaps(*overlaps);
+            o->jitter = *jitter;
+            return dlb::simulate_command(*o);
+          }};
+}
+
+Command validate_sim_command_of(CLI::App& app) {
+  auto o = std::make_shared<dlb::ValidateSimOptions>();
+  auto overlaps = std::make_shared<std::vector<std::string>>();
+  return {add_validate_sim(app, *o, *overlaps), [o, overlaps] {
+            if (!overlaps->empty()) o->overlaps = parse_overlaps(*overlaps);
+            return dlb::validate_sim_command(*o);
+          }};
+}
+
+// Every subcommand, in the order --help lists them.
+std::vector<Command> commands_of(CLI::App& app) {
+  std::vector<Command> commands{worker_command_of(app)};
+  app.set_version_flag("--version", DLB_VERSION);
+  commands.push_back(run_command_of(app));
+  commands.push_back(maxbatch_command_of(app));
+  commands.push_back({app.add_subcommand("list", "models, backends and devices"),
+                      [] { return dlb::list_command(); }});
+  for (Command& c : bench_commands_of(app)) commands.push_back(std::move(c));
+  commands.push_back(check_ops_command_of(app));
+  commands.push_back(simulate_command_of(app));
+  commands.push_back(validate_sim_command_of(app));
+  return commands;
+}
+
+// The sweep's flags: one per entry of its table, read as text into `text` and applied after the
+// parse (sweep_options), through the same checks as a run's options.
+void add_sweep_flags(CLI::App& app, std::map<std::string, std::string>& text) {
+  for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
+    const nlohmann::json d = f.get(dlb::SweepOptions{});
+    add_table_flag(app, f.option, text[f.option.key], d,
+                   !(d.is_string() && d.get<std::string>().empty()));
+  }
+}
+
+dlb::SweepOptions sweep_options(const CLI::App& app,
+                                const std::map<std::string, std::string>& text) {
+  dlb::SweepOptions sweep;
+  for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
+    if (app.count(f.option.flag()) == 0) continue;
+    dlb::apply_sweep_flag(sweep, f, text.at(f.option.key));
+  }
+  return sweep;
+}
+
+// Parses the command line: nothing when the command is to run, else the exit code (--help,
+// --version, or one line refusing a flag).
+std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   if (const std::string empty = empty_value(argc, argv); !empty.empty()) {
     fmt::print(stderr, "dlbench: error (invalid argument): {}\n", one_line(empty));
     return 2;
@@ -394,41 +460,13 @@ int main(int argc, char** argv) {
                one_line(e.what()));
     return 2;
   }
+  return std::nullopt;
+}
 
+// `command`'s exit code, or one line naming the error it threw and that error's exit code.
+int guarded(const std::function<int()>& command) {
   try {
-    // The sweep's flags are checked whatever the command, as a parse would.
-    dlb::SweepOptions sweep;
-    for (const dlb::SweepFlag& f : dlb::sweep_flag_table()) {
-      if (app.count(f.option.flag()) == 0) continue;
-      dlb::apply_sweep_flag(sweep, f, sweep_text[f.option.key]);
-    }
-    if (*run_cmd) return dlb::run_command(run_options(*run_cmd, run_text));
-    if (*maxbatch_cmd) return dlb::maxbatch_command(run_options(*maxbatch_cmd, maxbatch_text));
-    if (*list_cmd) return dlb::list_command();
-    if (*check_cmd) return dlb::check_ops_command(check);
-    if (*simulate_cmd) {
-      if (!simulate_overlaps.empty()) simulate.overlaps = parse_overlaps(simulate_overlaps);
-      simulate.jitter = simulate_jitter;
-      return dlb::simulate_command(simulate);
-    }
-    if (*validate_cmd) {
-      if (!validate_overlaps.empty()) validate.overlaps = parse_overlaps(validate_overlaps);
-      return dlb::validate_sim_command(validate);
-    }
-    if (*worker_cmd) return dlb::worker_command(point_file);
-    if (*conv_cmd) return dlb::bench_conv_command(bench);
-    if (*peak_cmd) return dlb::bench_peak_command();
-    if (*allreduce_cmd) {
-      if (allreduce_comm == "mpi") allreduce.comm = dlb::CommKind::kMpi;
-      if (allreduce_comm == "nccl") allreduce.comm = dlb::CommKind::kNccl;
-      return dlb::bench_allreduce_command(allreduce);
-    }
-    if (!sweep.suite.empty()) {
-      if (sweep.suite == "micro") return dlb::micro_command(sweep);
-      return dlb::sweep_command(sweep);
-    }
-    fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());
-    return 2;
+    return command();
   } catch (const dlb::Error& e) {
     fmt::print(stderr, "dlbench: error ({}): {}\n", dlb::error_kind_name(e.kind()),
                one_line(e.what()));
@@ -445,5 +483,27 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "dlbench: internal error: {}\n", one_line(e.what()));
     return 1;
   }
-  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"dlbench: deep-learning training benchmarks on GPUs and CPUs"};
+  app.require_subcommand(0, 1);
+  std::map<std::string, std::string> sweep_text;
+  add_sweep_flags(app, sweep_text);
+  const std::vector<Command> commands = commands_of(app);
+  if (const std::optional<int> exit = parse(app, argc, argv)) return *exit;
+  return guarded([&] {
+    // The sweep's flags are checked whatever the command, as a parse would.
+    const dlb::SweepOptions sweep = sweep_options(app, sweep_text);
+    for (const Command& c : commands) {
+      if (*c.app) return c.run();
+    }
+    if (!sweep.suite.empty()) {
+      return sweep.suite == "micro" ? dlb::micro_command(sweep) : dlb::sweep_command(sweep);
+    }
+    fmt::print(stderr, "{}\ndlbench: give a subcommand or --suite=NAME\n", app.help());
+    return 2;
+  });
 }

@@ -64,29 +64,25 @@ std::optional<DataSource> parse_data_source(std::string_view s) {
   return std::nullopt;
 }
 
-std::vector<Option> make_table() {
-  using S = OptionScope;
-  using T = OptionType;
-  const auto config = S::kConfig;
-  const auto cli = S::kCommandLine;
-  const OptionRange at_least_0{0.0, std::nullopt};
-  const OptionRange positive{0.0, std::nullopt, true};
-  // A tensor dimension (batch, image side, classes) or an MPI rank count: 32-bit in cuDNN's,
-  // cuBLAS's and MPI's interfaces, and small enough that products of two never pass 2^62.
-  constexpr double kInt32Max = std::numeric_limits<int32_t>::max();
-  const OptionRange dimension{1.0, kInt32Max};
-  const OptionRange seconds{0.0, kLongestWaitSeconds, true, false};
-  // Steps and epochs: 2^31 - 1, far past any run, so that sums and products of counts (the
-  // tracer's first + count, steps x batch) stay within 64 bits.
-  const OptionRange step_count{1.0, kInt32Max};
-  const OptionRange step_count_or_0{0.0, kInt32Max};
-  std::vector<Option> t;
-  auto add = [&](Option o) { t.push_back(std::move(o)); };
+constexpr OptionScope kConfig = OptionScope::kConfig, kCli = OptionScope::kCommandLine;
+const OptionRange kAtLeast0{0.0, std::nullopt};
+const OptionRange kPositive{0.0, std::nullopt, true};
+// A tensor dimension (batch, image side, classes) or an MPI rank count: 32-bit in cuDNN's,
+// cuBLAS's and MPI's interfaces, and small enough that products of two never pass 2^62.
+constexpr double kInt32Max = std::numeric_limits<int32_t>::max();
+const OptionRange kDimension{1.0, kInt32Max};
+const OptionRange kSeconds{0.0, kLongestWaitSeconds, true, false};
+// Steps and epochs: 2^31 - 1, far past any run, so that sums and products of counts (the
+// tracer's first + count, steps x batch) stay within 64 bits.
+const OptionRange kStepCount{1.0, kInt32Max};
+const OptionRange kStepCountOr0{0.0, kInt32Max};
 
-  // Who trains, and what.
+// Who trains, and what.
+void add_model_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"system",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "who trains the point: dlbench, or a peer on the same model and settings (a suite's "
        "system axis; --systems=dlbench,pytorch adds one)",
        names(kSystems, system_name),
@@ -94,48 +90,53 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.system = parsed(v, parse_system); },
        [](const RunOptions& o) { return json(system_name(o.system)); }});
   add({"model",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "reference model",
        model_names(),
        {},
        [](RunOptions& o, const json& v) { o.model = v.get<std::string>(); },
        [](const RunOptions& o) { return json(o.model); }});
   add({"batch",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        fmt::format("images per step per rank (default {})", kDefaultBatch),
        {},
-       dimension,
+       kDimension,
        [](RunOptions& o, const json& v) { o.batch = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.batch); }});
   add({"image_size",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "square image side in pixels (default: the model's)",
        {},
-       dimension,
+       kDimension,
        [](RunOptions& o, const json& v) { o.image_size = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.image_size); }});
   add({"num_classes",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "classes (default: the model's)",
        {},
-       dimension,
+       kDimension,
        [](RunOptions& o, const json& v) { o.num_classes = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.num_classes); }});
+}
+
+// The arithmetic, the backend and its convolutions.
+void add_device_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"precision",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "training precision (docs/metrics.md)",
        names(kPrecisions, precision_name),
        {},
        [](RunOptions& o, const json& v) { o.precision = parsed(v, parse_precision); },
        [](const RunOptions& o) { return json(precision_name(o.precision)); }});
   add({"backend",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "where the ops run",
        names(kBackendKinds, backend_kind_name),
        {},
@@ -143,8 +144,8 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) { return json(backend_kind_name(o.backend)); }});
 
   add({"conv_algo",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "how each convolution pass picks its algorithm: the library's heuristic, timing every "
        "candidate once, or (cpu) one algorithm by name",
        names(kConvAlgoChoices, conv_algo_choice_name),
@@ -152,8 +153,8 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.conv_algo = parsed(v, parse_conv_algo_choice); },
        [](const RunOptions& o) { return json(conv_algo_choice_name(o.conv_algo)); }});
   add({"conv_math",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "cuda, fp16 and bf16: which cuDNN engines a convolution may take: fast (as PyTorch: also "
        "engines that accumulate in 16 bits; the default) or strict (f32 accumulation only)",
        names(kConvMaths, conv_math_name),
@@ -164,8 +165,8 @@ std::vector<Option> make_table() {
          return json(conv_math_name(conv_math_of(o)));
        }});
   add({"workspace_limit",
-       T::kBytes,
-       config,
+       OptionType::kBytes,
+       kConfig,
        "e.g. 64MiB: the most workspace one convolution pass may use (the plan picks the best "
        "algorithm within it)",
        {},
@@ -174,9 +175,14 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) {
          return o.workspace_limit ? json(bytes_text(*o.workspace_limit)) : json(nullptr);
        }});
+}
+
+// How the step is replayed and checked: a captured CUDA graph, red zones around buffers.
+void add_replay_and_guard_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"cuda_graph",
-       T::kBoolean,
-       config,
+       OptionType::kBoolean,
+       kConfig,
        "capture the training step as a CUDA graph after one step op by op, and replay it "
        "(cuda backend, one rank; needs warmup >= 2)",
        {},
@@ -184,8 +190,8 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.cuda_graph = v.get<bool>(); },
        [](const RunOptions& o) { return json(o.cuda_graph); }});
   add({"memory_guard",
-       T::kBoolean,
-       config,
+       OptionType::kBoolean,
+       kConfig,
        "surround every allocation with red zones and check them after each pass of the step: a "
        "write outside a buffer fails the run naming the pass and the buffer (slow; a debugging "
        "mode)",
@@ -193,27 +199,30 @@ std::vector<Option> make_table() {
        {},
        [](RunOptions& o, const json& v) { o.memory_guard = v.get<bool>(); },
        [](const RunOptions& o) { return json(o.memory_guard); }});
+}
 
-  // Data parallelism.
+// Data parallelism: ranks, and how gradients reach the weights.
+void add_sync_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"ranks",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "data-parallel ranks (processes; `dlbench run` needs them started by mpirun or srun)",
        {},
-       dimension,
+       kDimension,
        [](RunOptions& o, const json& v) { o.ranks = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.ranks); }});
   add({"overlap",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "gradient synchronisation strategy",
        names(kOverlapStrategies, overlap_name),
        {},
        [](RunOptions& o, const json& v) { o.overlap = parsed(v, parse_overlap); },
        [](const RunOptions& o) { return json(overlap_name(o.overlap)); }});
   add({"sync",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "sync (each step's own averaged gradients), stale:K (the averaged gradients of K steps "
        "before, so each all-reduce runs behind the next K steps) or async (each rank's gradients "
        "applied alone by a parameter server on rank 0, which no rank waits for but it; fp32, 2 "
@@ -232,9 +241,14 @@ std::vector<Option> make_table() {
          o.sync = *m;
        },
        [](const RunOptions& o) { return json(sync_mode_name(o.sync)); }});
+}
+
+// How the step's memory is planned: reuse, recomputation, swapping.
+void add_memory_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"memory_plan",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "how the step's tensors are stored: naive (each in its own buffer), reuse (tensors that "
        "live within one step share bytes where their lifetimes do not meet; "
        "runtime/nn/memory_plan.h) or reorder (reuse over a backward that runs a layer's weights "
@@ -245,8 +259,8 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.memory_plan = parsed(v, parse_memory_plan); },
        [](const RunOptions& o) { return json(memory_plan_name(memory_plan_of(o))); }});
   add({"recompute",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "none, sqrt or every:K: drop the activations between checkpoints (every K forward passes, "
        "or about sqrt of them) after their forward use and compute them again before backward "
        "(needs memory_plan reuse; runtime/nn/recompute.h)",
@@ -263,8 +277,8 @@ std::vector<Option> make_table() {
        },
        [](const RunOptions& o) { return json(recompute_name(o.recompute)); }});
   add({"swap",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "none, all, auto, or a comma-separated list of activations (tensor names, such as "
        "layer1.0.conv1): copy them to host memory after their last use in forward and back "
        "before the backward pass that reads them, each copy overlapping one pass of compute; all "
@@ -284,17 +298,22 @@ std::vector<Option> make_table() {
          o.swap = *p;
        },
        [](const RunOptions& o) { return json(swap_name(o.swap)); }});
+}
+
+// The all-reduce: buckets, the communicator, its progress and timeout, a straggler.
+void add_communication_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"bucket_mb",
-       T::kNumber,
-       config,
+       OptionType::kNumber,
+       kConfig,
        "all-reduce bucket size in MiB",
        {},
-       positive,
+       kPositive,
        [](RunOptions& o, const json& v) { o.bucket_mb = v.get<double>(); },
        [](const RunOptions& o) { return json(o.bucket_mb); }});
   add({"comm",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "the gradient communicator (default: local for one rank, else nccl with --backend=cuda "
        "and mpi with cpu)",
        names(kCommKinds, comm_kind_name),
@@ -302,24 +321,29 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.comm = parsed(v, parse_comm_kind); },
        [](const RunOptions& o) { return o.comm ? json(comm_kind_name(*o.comm)) : json(nullptr); }});
   add({"comm_progress",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "how MPI all-reduces progress during compute: poll (test calls between layers) or thread",
        names(kCommProgressModes, comm_progress_name),
        {},
        [](RunOptions& o, const json& v) { o.comm_progress = parsed(v, parse_comm_progress); },
        [](const RunOptions& o) { return json(comm_progress_name(o.comm_progress)); }});
   add({"comm_timeout",
-       T::kNumber,
-       config,
+       OptionType::kNumber,
+       kConfig,
        "seconds before a collective is a CommError",
        {},
-       seconds,
+       kSeconds,
        [](RunOptions& o, const json& v) { o.comm_timeout_s = v.get<double>(); },
        [](const RunOptions& o) { return json(o.comm_timeout_s); }});
+}
+
+// An injected straggler (runtime/train/straggler.h).
+void add_straggler_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"straggler",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "RANK:FACTOR: that rank's compute passes take FACTOR (>= 1) times as long, to measure what "
        "waiting for a slow rank costs (cpu backend; runtime/train/straggler.h)",
        {},
@@ -344,27 +368,30 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) {
          return o.straggler ? json(straggler_name(*o.straggler)) : json(nullptr);
        }});
+}
 
-  // How long, and on what data.
+// How long: steps, warm-up, repetitions.
+void add_length_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"steps",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "timed steps",
        {},
-       step_count,
+       kStepCount,
        [](RunOptions& o, const json& v) { o.steps = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.steps); }});
   add({"warmup",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "untimed steps before them",
        {},
-       step_count_or_0,
+       kStepCountOr0,
        [](RunOptions& o, const json& v) { o.warmup = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.warmup); }});
   add({"min_time",
-       T::kNumber,
-       config,
+       OptionType::kNumber,
+       kConfig,
        "seconds each repetition's timed steps run at least: more steps are timed until both "
        "steps and min_time are done (google/benchmark's min_time)",
        {},
@@ -372,17 +399,22 @@ std::vector<Option> make_table() {
        [](RunOptions& o, const json& v) { o.min_time_s = v.get<double>(); },
        [](const RunOptions& o) { return json(o.min_time_s); }});
   add({"repetitions",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "timed phases, one after another: the record keeps each one's throughput and their "
        "median, mean, standard deviation and CV",
        {},
        OptionRange{1.0, 1000.0},
        [](RunOptions& o, const json& v) { o.repetitions = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.repetitions); }});
+}
+
+// What the steps train on, and for how many epochs.
+void add_data_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"data",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "synthetic images, or scikit-learn's digits (a real data set with a held-out test split)",
        names(kDataSources, data_source_name),
        {},
@@ -393,67 +425,74 @@ std::vector<Option> make_table() {
                                           : std::string_view("batch-file"));
        }});
   add({"epochs",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "data=digits: epochs to train; with target_accuracy, the most",
        {},
-       step_count,
+       kStepCount,
        [](RunOptions& o, const json& v) { o.epochs = v.get<int64_t>(); },
        [](const RunOptions& o) { return or_null(o.epochs); }});
   add({"target_accuracy",
-       T::kNumber,
-       config,
+       OptionType::kNumber,
+       kConfig,
        "data=digits: stop once test accuracy reaches this; the record gets time-to-accuracy",
        {},
        OptionRange{0.0, 1.0, true, false},
        [](RunOptions& o, const json& v) { o.target_accuracy = v.get<double>(); },
        [](const RunOptions& o) { return or_null(o.target_accuracy); }});
+}
 
-  // The optimizer and the model's randomness.
+// The optimizer.
+void add_optimizer_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"lr",
-       T::kFloat,
-       config,
+       OptionType::kFloat,
+       kConfig,
        "SGD learning rate",
        {},
-       positive,
+       kPositive,
        [](RunOptions& o, const json& v) { o.sgd.lr = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.lr)); }});
   add({"momentum",
-       T::kFloat,
-       config,
+       OptionType::kFloat,
+       kConfig,
        "SGD momentum",
        {},
-       at_least_0,
+       kAtLeast0,
        [](RunOptions& o, const json& v) { o.sgd.momentum = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.momentum)); }});
   add({"weight_decay",
-       T::kFloat,
-       config,
+       OptionType::kFloat,
+       kConfig,
        "added to the gradient, times the weight",
        {},
-       at_least_0,
+       kAtLeast0,
        [](RunOptions& o, const json& v) { o.sgd.weight_decay = v.get<float>(); },
        [](const RunOptions& o) { return json(shortest(o.sgd.weight_decay)); }});
-  // Learning-rate rules for large global batches (runtime/optim/lr_schedule.h).
+}
+
+// Learning-rate rules for large global batches (runtime/optim/lr_schedule.h).
+void add_lr_rule_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"lr_scaling",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "linear: the learning rate times global batch / lr_reference_batch (Goyal et al.); none",
        names(kLrScalings, lr_scaling_name),
        {},
        [](RunOptions& o, const json& v) { o.lr.scaling = parsed(v, parse_lr_scaling); },
        [](const RunOptions& o) { return json(lr_scaling_name(o.lr.scaling)); }});
   add({"lr_reference_batch",
-       T::kInteger,
-       config,
+       OptionType::kInteger,
+       kConfig,
        "the global batch at which lr is the rate (linear scaling and warm-up)",
        {},
-       dimension,
+       kDimension,
        [](RunOptions& o, const json& v) { o.lr.reference_batch = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.lr.reference_batch); }});
   add({"lr_warmup",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "0, N (epochs), Nepochs or Nsteps: the rate rises linearly from lr/k to lr over them, "
        "k = global batch / lr_reference_batch (needs data digits)",
        {},
@@ -471,8 +510,8 @@ std::vector<Option> make_table() {
        },
        [](const RunOptions& o) { return json(lr_warmup_name(o.lr.warmup)); }});
   add({"lr_schedule",
-       T::kString,
-       config,
+       OptionType::kString,
+       kConfig,
        "constant, step:E1,E2,... (the rate divided by 10 after each of those epochs) or cosine "
        "(to 0 at the last epoch's end), after the warm-up (needs data digits)",
        {},
@@ -489,35 +528,45 @@ std::vector<Option> make_table() {
          o.lr.schedule = *s;
        },
        [](const RunOptions& o) { return json(lr_schedule_name(o.lr.schedule)); }});
+}
+
+// The model's randomness and fp16's loss scale.
+void add_numerics_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"dropout",
-       T::kFloat,
-       config,
+       OptionType::kFloat,
+       kConfig,
        "dropout probability (default: the model's; 0 turns it off)",
        {},
        OptionRange{0.0, 1.0, false, true},
        [](RunOptions& o, const json& v) { o.dropout = v.get<float>(); },
        [](const RunOptions& o) { return o.dropout ? json(shortest(*o.dropout)) : json(nullptr); }});
   add({"loss_scale",
-       T::kFloat,
-       config,
+       OptionType::kFloat,
+       kConfig,
        "precision fp16: a fixed loss scale (default: dynamic, from 2^16, as PyTorch's GradScaler)",
        {},
-       positive,
+       kPositive,
        [](RunOptions& o, const json& v) { o.loss_scale = v.get<float>(); },
        [](const RunOptions& o) {
          return o.loss_scale ? json(shortest(*o.loss_scale)) : json(nullptr);
        }});
   add({"seed",
-       T::kUnsigned,
-       config,
+       OptionType::kUnsigned,
+       kConfig,
        "seed of the weights and the data",
        {},
-       at_least_0,
+       kAtLeast0,
        [](RunOptions& o, const json& v) { o.seed = v.get<uint64_t>(); },
        [](const RunOptions& o) { return json(o.seed); }});
+}
+
+// Memory budgets: the step's, and a search for the largest batch within one.
+void add_budget_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   add({"memory_budget",
-       T::kBytes,
-       config,
+       OptionType::kBytes,
+       kConfig,
        "e.g. 4GiB: an allocation beyond it is an out-of-memory failure",
        {},
        {},
@@ -526,8 +575,8 @@ std::vector<Option> make_table() {
          return o.memory_budget ? json(bytes_text(*o.memory_budget)) : json(nullptr);
        }});
   add({"max_batch_budget",
-       T::kBytes,
-       config,
+       OptionType::kBytes,
+       kConfig,
        "e.g. 2GiB: after the timed steps, also find the largest batch whose step fits this budget "
        "(as dlbench maxbatch; one rank), recorded as metrics.max_batch",
        {},
@@ -536,13 +585,16 @@ std::vector<Option> make_table() {
        [](const RunOptions& o) {
          return o.max_batch_budget ? json(bytes_text(*o.max_batch_budget)) : json(nullptr);
        }});
+}
 
-  // Files of one run, and test hooks: flags of `dlbench run` only.
+// Files of one run, and test hooks: flags of `dlbench run` only.
+void add_file_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
   auto path = [&](const char* key, std::string RunOptions::*member, PathRole role,
                   const char* help) {
     Option o{key,
-             T::kPath,
-             cli,
+             OptionType::kPath,
+             kCli,
              help,
              {},
              {},
@@ -566,18 +618,18 @@ std::vector<Option> make_table() {
   path("trace", &RunOptions::trace_path, out, "write a Chrome trace of the traced steps here");
   path("profile", &RunOptions::profile_path, out, "write the per-layer profile here");
   add({"trace_steps",
-       T::kInteger,
-       cli,
+       OptionType::kInteger,
+       kCli,
        "timed steps to trace, the last of the first phase's --steps (0: off)",
        {},
-       step_count_or_0,
+       kStepCountOr0,
        [](RunOptions& o, const json& v) { o.trace_steps = v.get<int64_t>(); },
        [](const RunOptions& o) { return json(o.trace_steps); }});
   std::vector<std::string> fault_names;
   for (InjectedFault f : kInjectedFaults) fault_names.emplace_back(fault_name(f));
   Option fault{"inject_fault",
-               T::kString,
-               cli,
+               OptionType::kString,
+               kCli,
                "test only",
                fault_names,
                {},
@@ -587,6 +639,24 @@ std::vector<Option> make_table() {
                [](const RunOptions& o) { return json(fault_name(o.fault)); }};
   fault.hidden = true;
   add(std::move(fault));
+}
+
+std::vector<Option> make_table() {
+  std::vector<Option> t;
+  add_model_options(t);
+  add_device_options(t);
+  add_replay_and_guard_options(t);
+  add_sync_options(t);
+  add_memory_options(t);
+  add_communication_options(t);
+  add_straggler_options(t);
+  add_length_options(t);
+  add_data_options(t);
+  add_optimizer_options(t);
+  add_lr_rule_options(t);
+  add_numerics_options(t);
+  add_budget_options(t);
+  add_file_options(t);
   return t;
 }
 

@@ -86,9 +86,10 @@ void check_rank_trace_paths(const RunOptions& o) {
 
 }  // namespace
 
-// What the option table cannot check alone: options that go together. Each option's own type
-// and range were checked when it was set (suites/harness/core/option_table.cpp).
-void validate_run_options(const RunOptions& o) {
+namespace {
+
+// What the data source takes: digits train epochs (and log them); synthetic batches, timed steps.
+void validate_data(const RunOptions& o) {
   if (o.data == DataSource::kSynthetic) {
     if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
     if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
@@ -98,61 +99,54 @@ void validate_run_options(const RunOptions& o) {
   } else if (!o.epochs) {
     throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
-  step_spec_of(o).validate();
-  validate_async_lr(o);
-  validate_straggler(o);
-  validate_lr_rules(o);
-  check_output_paths(o);
-  check_rank_trace_paths(o);
-  validate_conv_math(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
     throw InvalidArgument("--batch-file and --data=digits exclude each other");
   }
-  if (o.loss_scale && o.precision != Precision::kFp16) {
-    throw InvalidArgument(fmt::format(
-        "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
-        precision_name(o.precision)));
-  }
-  if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
-    throw Unsupported(fmt::format(
-        "--dump writes every activation and gradient after the last step, and --memory-plan={} "
-        "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
-        memory_plan_name(memory_plan_of(o))));
-  }
-  if (o.max_batch_budget && o.ranks > 1) {
+}
+
+// --max-batch-budget: after the run, a search over synthetic batches of one rank's step.
+void validate_max_batch(const RunOptions& o) {
+  if (!o.max_batch_budget) return;
+  if (o.ranks > 1) {
     throw Unsupported(fmt::format(
         "--max-batch-budget searches one rank's step, and --ranks={}: search with --ranks=1",
         o.ranks));
   }
-  if (o.max_batch_budget && !o.batch_file.empty()) {
+  if (!o.batch_file.empty()) {
     throw InvalidArgument(
         "--max-batch-budget probes synthetic batches of its own sizes, and --batch-file fixes the "
         "batch: search without --batch-file");
   }
-  if (o.max_batch_budget && o.data != DataSource::kSynthetic) {
+  if (o.data != DataSource::kSynthetic) {
     throw InvalidArgument(
         "--max-batch-budget probes steps on synthetic batches: it needs --data=synthetic");
   }
-  if (o.cuda_graph) {
-    // Before anything is built (the trainer asks the backend too).
-    if (o.backend != BackendKind::kCuda) {
-      throw Unsupported(fmt::format(
-          "--cuda-graph needs --backend=cuda: the {} backend runs each op as it is called, so "
-          "there is no queued work to capture",
-          backend_kind_name(o.backend)));
-    }
-    if (o.trace_steps > 0) {
-      throw Unsupported(
-          "--cuda-graph replays the step as one launch, so there are no spans of its passes to "
-          "trace: trace without --cuda-graph");
-    }
-    if (o.data == DataSource::kSynthetic && o.warmup < 2) {
-      throw InvalidArgument(fmt::format(
-          "--cuda-graph needs --warmup of at least 2 (got {}): the first step runs op by op and "
-          "the second is captured, so that the timed steps only replay",
-          o.warmup));
-    }
+}
+
+// --cuda-graph, before anything is built (the trainer asks the backend too).
+void validate_cuda_graph(const RunOptions& o) {
+  if (!o.cuda_graph) return;
+  if (o.backend != BackendKind::kCuda) {
+    throw Unsupported(fmt::format(
+        "--cuda-graph needs --backend=cuda: the {} backend runs each op as it is called, so "
+        "there is no queued work to capture",
+        backend_kind_name(o.backend)));
   }
+  if (o.trace_steps > 0) {
+    throw Unsupported(
+        "--cuda-graph replays the step as one launch, so there are no spans of its passes to "
+        "trace: trace without --cuda-graph");
+  }
+  if (o.data == DataSource::kSynthetic && o.warmup < 2) {
+    throw InvalidArgument(fmt::format(
+        "--cuda-graph needs --warmup of at least 2 (got {}): the first step runs op by op and "
+        "the second is captured, so that the timed steps only replay",
+        o.warmup));
+  }
+}
+
+// What is read after the steps: the traced steps' profile, every tensor's dump.
+void validate_tracing(const RunOptions& o) {
   if (o.trace_steps > o.steps) {
     throw InvalidArgument(
         fmt::format("--trace-steps must be in [0, --steps={}] (got {})", o.steps, o.trace_steps));
@@ -162,6 +156,35 @@ void validate_run_options(const RunOptions& o) {
     throw InvalidArgument(
         "--profile is read from traced steps: give --trace-steps=N (N >= 1) with it");
   }
+  if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
+    throw Unsupported(fmt::format(
+        "--dump writes every activation and gradient after the last step, and --memory-plan={} "
+        "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
+        memory_plan_name(memory_plan_of(o))));
+  }
+}
+
+}  // namespace
+
+// What the option table cannot check alone: options that go together. Each option's own type
+// and range were checked when it was set (suites/harness/core/option_table.cpp).
+void validate_run_options(const RunOptions& o) {
+  validate_data(o);
+  step_spec_of(o).validate();
+  validate_async_lr(o);
+  validate_straggler(o);
+  validate_lr_rules(o);
+  check_output_paths(o);
+  check_rank_trace_paths(o);
+  validate_conv_math(o);
+  if (o.loss_scale && o.precision != Precision::kFp16) {
+    throw InvalidArgument(fmt::format(
+        "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
+        precision_name(o.precision)));
+  }
+  validate_max_batch(o);
+  validate_cuda_graph(o);
+  validate_tracing(o);
 }
 
 }  // namespace dlb

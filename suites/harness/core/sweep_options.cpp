@@ -54,8 +54,8 @@ std::string launcher_text(LauncherKind k) {
   return "auto";
 }
 
-std::vector<SweepFlag> make_table() {
-  std::vector<SweepFlag> t;
+// What the sweep runs, on whom, and where its records go.
+void add_suite_flags(std::vector<SweepFlag>& t) {
   t.push_back({described("suite", T::kString,
                          "run a suite: a shipped name (dlbench list), PATH.json, or micro (the "
                          "micro-benchmarks)"),
@@ -76,6 +76,11 @@ std::vector<SweepFlag> make_table() {
   t.push_back({described("resume", T::kBoolean, "skip the points already recorded as ok in --out"),
                [](SweepOptions& o, const json& v) { o.resume = v.get<bool>(); },
                [](const SweepOptions& o) { return json(o.resume); }});
+}
+
+// How each point is run: its timeout, its launcher, its traced steps; and what the sweep does
+// around the points.
+void add_point_flags(std::vector<SweepFlag>& t) {
   OptionRange wait;
   wait.min = 0;
   wait.min_exclusive = true;
@@ -115,6 +120,12 @@ std::vector<SweepFlag> make_table() {
   fault.hidden = true;
   t.push_back({fault, [](SweepOptions& o, const json& v) { o.inject_fault = v.get<std::string>(); },
                [](const SweepOptions& o) { return json(o.inject_fault); }});
+}
+
+std::vector<SweepFlag> make_table() {
+  std::vector<SweepFlag> t;
+  add_suite_flags(t);
+  add_point_flags(t);
   return t;
 }
 
