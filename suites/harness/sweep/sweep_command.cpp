@@ -154,10 +154,48 @@ std::optional<double> ratio_to_peer(const json& record, const std::string& peer,
   return {};
 }
 
-void print_summary(const Suite& suite, const std::vector<json>& records, const std::string& out) {
-  json points = json::array();
-  std::map<std::string, int> counts;
-  std::vector<std::string> peers;  // peer systems with a record, each a ratio column
+// One record's row of the summary, printed, and its entry in summary.json.
+json summary_row(const Suite& suite, const json& r, const std::vector<std::string>& peers,
+                 const std::vector<json>& records, size_t width) {
+  json entry = {{"index", r["point"]["index"]},
+                {"id", r["point"]["id"]},
+                {"config", r["suite_config"]},
+                {"status", r["status"]}};
+  std::string thr = "-", eff = "-", mem = "-", ratios;
+  if (r["status"] == "ok") {
+    const double t = r["metrics"]["throughput_img_s"].get<double>();
+    thr = fmt::format("{:.2f}", t);
+    entry["throughput_img_s"] = t;
+    if (r["metrics"].contains("scaling_efficiency")) {
+      const double e = r["metrics"]["scaling_efficiency"].get<double>();
+      eff = fmt::format("{:.1f}%", 100 * e);
+      entry["scaling_efficiency"] = e;
+    }
+    if (r.contains("memory")) {  // a peer on the CPU has no allocator to ask
+      const double peak = r["memory"]["peak_bytes_total"].get<double>();
+      mem = fmt::format("{:.1f}", peak / (1024.0 * 1024));
+      entry["peak_bytes_total"] = peak;
+    }
+  } else {
+    entry["message"] = r.value("message", "");
+  }
+  for (const auto& p : peers) {
+    const std::optional<double> ratio = ratio_to_peer(r, p, records);
+    ratios += fmt::format(" {:>12}", ratio ? fmt::format("{:.2f}x", *ratio) : "-");
+    if (ratio) entry["throughput_ratio_to"][p] = *ratio;
+  }
+  const std::string status = r["status"] == "ok"
+                                 ? "ok"
+                                 : fmt::format("{}: {}", r["status"].get<std::string>(),
+                                               r.value("message", "").substr(0, 70));
+  fmt::print("{:>4}  {:<{}} {:>12} {:>11} {:>10}{}  {}\n", r["point"]["index"].get<int64_t>(),
+             describe(suite, r["suite_config"]), width, thr, eff, mem, ratios, status);
+  return entry;
+}
+
+// The peer systems with a record, each a ratio column.
+std::vector<std::string> peers_of(const std::vector<json>& records) {
+  std::vector<std::string> peers;
   for (const auto& r : records) {
     const std::string sys = system_of(r);
     if (sys != system_name(System::kDlbench) &&
@@ -165,48 +203,22 @@ void print_summary(const Suite& suite, const std::vector<json>& records, const s
       peers.push_back(sys);
     }
   }
+  return peers;
+}
+
+void print_summary(const Suite& suite, const std::vector<json>& records, const std::string& out) {
+  const std::vector<std::string> peers = peers_of(records);
   size_t width = 5;  // the point column fits the longest description
   for (const auto& r : records) width = std::max(width, describe(suite, r["suite_config"]).size());
   std::string ratio_header;
   for (const auto& p : peers) ratio_header += fmt::format(" {:>12}", "vs " + p);
   fmt::print("\n{:>4}  {:<{}} {:>12} {:>11} {:>10}{}  {}\n", "#", "point", width, "images/s",
              "efficiency", "peak MiB", ratio_header, "status");
+  json points = json::array();
+  std::map<std::string, int> counts;
   for (const auto& r : records) {
-    json entry = {{"index", r["point"]["index"]},
-                  {"id", r["point"]["id"]},
-                  {"config", r["suite_config"]},
-                  {"status", r["status"]}};
-    std::string thr = "-", eff = "-", mem = "-", ratios;
-    if (r["status"] == "ok") {
-      const double t = r["metrics"]["throughput_img_s"].get<double>();
-      thr = fmt::format("{:.2f}", t);
-      entry["throughput_img_s"] = t;
-      if (r["metrics"].contains("scaling_efficiency")) {
-        const double e = r["metrics"]["scaling_efficiency"].get<double>();
-        eff = fmt::format("{:.1f}%", 100 * e);
-        entry["scaling_efficiency"] = e;
-      }
-      if (r.contains("memory")) {  // a peer on the CPU has no allocator to ask
-        const double peak = r["memory"]["peak_bytes_total"].get<double>();
-        mem = fmt::format("{:.1f}", peak / (1024.0 * 1024));
-        entry["peak_bytes_total"] = peak;
-      }
-    } else {
-      entry["message"] = r.value("message", "");
-    }
-    for (const auto& p : peers) {
-      const std::optional<double> ratio = ratio_to_peer(r, p, records);
-      ratios += fmt::format(" {:>12}", ratio ? fmt::format("{:.2f}x", *ratio) : "-");
-      if (ratio) entry["throughput_ratio_to"][p] = *ratio;
-    }
+    points.push_back(summary_row(suite, r, peers, records, width));
     ++counts[r["status"].get<std::string>()];
-    const std::string status = r["status"] == "ok"
-                                   ? "ok"
-                                   : fmt::format("{}: {}", r["status"].get<std::string>(),
-                                                 r.value("message", "").substr(0, 70));
-    fmt::print("{:>4}  {:<{}} {:>12} {:>11} {:>10}{}  {}\n", r["point"]["index"].get<int64_t>(),
-               describe(suite, r["suite_config"]), width, thr, eff, mem, ratios, status);
-    points.push_back(entry);
   }
   std::string count_text;
   for (const auto& [k, v] : counts)
@@ -432,28 +444,12 @@ std::vector<json> resumed_records(const std::string& results) {
 
 }  // namespace
 
-int sweep_command(const SweepOptions& opt) {
-  validate_sweep_options(opt);
-  Suite suite = load_suite(opt.suite, !gpu_available());
-  if (!opt.systems.empty()) set_systems(suite, opt.systems);
-  if (!suite.simulate.is_null()) check_simulate_block(suite.simulate, suite.path);
-  const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
-  const Fault fault = parse_fault(opt.inject_fault);
-  const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
-  const std::string results = out + "/results.jsonl";
+namespace {
 
-  fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
-             suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
-  std::fflush(stdout);
-  if (opt.dry_run) {
-    // A check of the suite: a point that could not run fails it (a real sweep records it as
-    // failed and goes on).
-    if (const size_t bad = print_dry_run(opt, suite, points, out)) {
-      throw InvalidArgument(fmt::format("{}: {} of {} points are not runnable (listed above)",
-                                        suite.path, bad, points.size()));
-    }
-    return 0;
-  }
+// Where a sweep writes: refused where results are there and it does not resume; its folders
+// made. The records it resumes from.
+std::vector<json> prepare_output(const SweepOptions& opt, const std::string& out,
+                                 const std::string& results) {
   if (path_exists(results) && !opt.resume) {
     throw InvalidArgument(
         fmt::format("{} already holds results; pass --resume to continue that "
@@ -469,9 +465,67 @@ int sweep_command(const SweepOptions& opt) {
           fmt::format("cannot create the output directory '{}/{}': {}", out, sub, ec.message()));
     }
   }
+  return previous;
+}
+
+// A point's record as it is appended: placed in the suite, checked as the reports read it (a
+// record that is not one becomes the harness's record of the point's failure), and given the
+// metrics that compare it with the points before it (`recorded`, which it joins).
+json finished_record(json record, const std::string& suite_name, const json& config,
+                     const json& point, std::vector<json>& recorded, const std::string& out) {
+  const std::string where = fmt::format("the record of point {}", point["index"].get<int64_t>());
+  const auto place = [&](json& r) {
+    r["suite"] = suite_name;
+    r["suite_config"] = config;
+    r["point"] = point;
+  };
+  place(record);
+  // What a worker or a peer wrote is appended only as a record --resume and the reports read.
+  try {
+    check_record(record, where);
+  } catch (const InvalidArgument& e) {
+    record = harness_record(RunStatus::kFailed, e.what(), config);
+    place(record);
+  }
+  recorded.push_back(record);
+  add_scaling_efficiency(record, recorded);
+  add_measured_scaling_loss(record, recorded, out);
+  try {  // the breakdown is computed from traces: checked again before it is written
+    check_record(record, where);
+  } catch (const InvalidArgument& e) {
+    record["metrics"].erase("scaling_loss");
+    record["metrics"]["scaling_loss_missing"] = e.what();
+  }
+  try {  // whatever else is not finite (an efficiency against a denormal baseline)
+    check_record(record, where);
+  } catch (const InvalidArgument& e) {
+    record = harness_record(RunStatus::kFailed, e.what(), config);
+    place(record);
+  }
+  recorded.back() = record;
+  return record;
+}
+
+// The point's line once it has run, printed at once (stdout may be a block-buffered file or
+// pipe: a long suite under nohup or in CI showed nothing until it ended).
+void print_point_line(const PointRunner& runner, const std::string& label, const json& record,
+                      double seconds) {
+  const std::string status = record["status"].get<std::string>();
+  fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", runner.tty() ? "\r\033[K" : "", label,
+             status == "ok" ? fmt::format("ok, {:.2f} img/s",
+                                          record["metrics"]["throughput_img_s"].get<double>())
+                            : status + ": " + record.value("message", ""),
+             seconds, clock_text(runner.elapsed()));
+  std::fflush(stdout);
+}
+
+// Runs every point not already done, appending each record to `results` and to `previous`.
+// Whether any failed.
+bool run_points(const SweepOptions& opt, const Suite& suite, const std::vector<json>& points,
+                const Fault& fault, const std::string& out, std::vector<json>& previous) {
+  const std::string results = out + "/results.jsonl";
   const std::set<std::string> done = ok_point_ids(previous);
   std::vector<json> recorded = latest_records(previous, points);  // scaling baselines
-
   std::vector<json> to_run;
   for (const json& c : points)
     if (!done.count(point_id(c))) to_run.push_back(c);
@@ -480,61 +534,55 @@ int sweep_command(const SweepOptions& opt) {
   bool any_bad = false;
   for (size_t i = 0; i < points.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i) + 1;
-    const json& config = points[i];
-    const std::string id = point_id(config);
+    const std::string id = point_id(points[i]);
     const std::string label =
-        fmt::format("[{}/{}] {}", index, points.size(), describe(suite, config));
+        fmt::format("[{}/{}] {}", index, points.size(), describe(suite, points[i]));
     if (done.count(id)) {
       fmt::print("{}: already ok in {}, skipped (--resume)\n", label, results);
       continue;
     }
     const auto p0 = std::chrono::steady_clock::now();
-    json record = runner.run(index, config, label);
+    json record = runner.run(index, points[i], label);
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - p0).count();
-    const auto place = [&](json& r) {
-      r["suite"] = suite.name;
-      r["suite_config"] = config;
-      r["point"] = {{"index", index}, {"id", id}, {"seconds", seconds}};
-    };
-    place(record);
-    // What a worker or a peer wrote is appended only as a record --resume and the reports read.
-    try {
-      check_record(record, fmt::format("the record of point {}", index));
-    } catch (const InvalidArgument& e) {
-      record = harness_record(RunStatus::kFailed, e.what(), config);
-      place(record);
-    }
-    recorded.push_back(record);
-    add_scaling_efficiency(record, recorded);
-    add_measured_scaling_loss(record, recorded, out);
-    try {  // the breakdown is computed from traces: checked again before it is written
-      check_record(record, fmt::format("the record of point {}", index));
-    } catch (const InvalidArgument& e) {
-      record["metrics"].erase("scaling_loss");
-      record["metrics"]["scaling_loss_missing"] = e.what();
-    }
-    try {  // whatever else is not finite (an efficiency against a denormal baseline)
-      check_record(record, fmt::format("the record of point {}", index));
-    } catch (const InvalidArgument& e) {
-      record = harness_record(RunStatus::kFailed, e.what(), config);
-      place(record);
-    }
-    recorded.back() = record;
+    const json point = {{"index", index}, {"id", id}, {"seconds", seconds}};
+    record = finished_record(std::move(record), suite.name, points[i], point, recorded, out);
     append_jsonl(results, record);
     previous.push_back(record);
-    const std::string status = record["status"].get<std::string>();
     // check_record has checked the status against the schema: it parses.
-    any_bad = any_bad || is_failure(parse_run_status(status).value_or(RunStatus::kFailed));
-    fmt::print("{}{}: {} ({:.1f} s, elapsed {})\n", runner.tty() ? "\r\033[K" : "", label,
-               status == "ok" ? fmt::format("ok, {:.2f} img/s",
-                                            record["metrics"]["throughput_img_s"].get<double>())
-                              : status + ": " + record.value("message", ""),
-               seconds, clock_text(runner.elapsed()));
-    // Point by point, also when stdout is a file or a pipe (block-buffered there: a long suite
-    // under nohup or in CI showed nothing until it ended).
-    std::fflush(stdout);
+    any_bad =
+        any_bad ||
+        is_failure(
+            parse_run_status(record["status"].get<std::string>()).value_or(RunStatus::kFailed));
+    print_point_line(runner, label, record, seconds);
   }
+  return any_bad;
+}
+
+}  // namespace
+
+int sweep_command(const SweepOptions& opt) {
+  validate_sweep_options(opt);
+  Suite suite = load_suite(opt.suite, !gpu_available());
+  if (!opt.systems.empty()) set_systems(suite, opt.systems);
+  if (!suite.simulate.is_null()) check_simulate_block(suite.simulate, suite.path);
+  const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
+  const Fault fault = parse_fault(opt.inject_fault);
+  const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
+  fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
+             suite.cpu_override_applied ? ", cpu override: no GPU here" : "", suite.description);
+  std::fflush(stdout);
+  if (opt.dry_run) {
+    // A check of the suite: a point that could not run fails it (a real sweep records it as
+    // failed and goes on).
+    if (const size_t bad = print_dry_run(opt, suite, points, out)) {
+      throw InvalidArgument(fmt::format("{}: {} of {} points are not runnable (listed above)",
+                                        suite.path, bad, points.size()));
+    }
+    return 0;
+  }
+  std::vector<json> previous = prepare_output(opt, out, out + "/results.jsonl");
+  bool any_bad = run_points(opt, suite, points, fault, out, previous);
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.
   print_summary(suite, latest_records(previous, points), out);
