@@ -56,10 +56,8 @@ std::vector<size_t> doubling_sizes(size_t min_bytes, size_t max_bytes) {
   }
 }
 
-}  // namespace
-
-int bench_allreduce_command(const BenchAllreduceOptions& o) {
-  const size_t min_bytes = parse_bytes(o.min_bytes), max_bytes = parse_bytes(o.max_bytes);
+// The options' sizes, counts and ranks, checked; the communicator they ask for.
+CommKind checked_bench(const BenchAllreduceOptions& o, size_t min_bytes, size_t max_bytes) {
   if (min_bytes < 4 || min_bytes > max_bytes) {
     throw InvalidArgument("--min-bytes must be >= 4 and <= --max-bytes");
   }
@@ -80,103 +78,126 @@ int bench_allreduce_command(const BenchAllreduceOptions& o) {
         "--comm=nccl reduces device buffers, and no CUDA device is visible here (or this build "
         "has no CUDA); use --comm=mpi");
   }
-  // One rank is allowed, as nccl-tests allows one GPU: algbw then times the library's local path
-  // and busbw is 0 (nothing crosses a link). It is the only nccl run a one-GPU node has, and it
-  // runs in this process (an MPI singleton). Inside an MPI job the job's size rules.
-  if (!launched_under_mpi() && o.ranks > 1) {
-    std::vector<std::string> argv = {self_executable(),
-                                     "bench",
-                                     "allreduce",
-                                     "--comm=" + std::string(comm_kind_name(kind)),
-                                     "--min-bytes=" + o.min_bytes,
-                                     "--max-bytes=" + o.max_bytes,
-                                     "--iters=" + std::to_string(o.iterations),
-                                     "--warmup=" + std::to_string(o.warmup)};
-    if (o.average) argv.push_back("--average");
-    if (!o.json_path.empty()) argv.push_back("--json=" + o.json_path);
-    const auto launcher = parse_launcher(o.launcher);
-    if (!launcher) throw InvalidArgument("--launcher must be auto, mpirun or srun");
-    exec_command(launch_command_here(*launcher, o.ranks, argv));
+  return kind;
+}
+
+// Outside an MPI job, several ranks: this process becomes the launcher of `o.ranks` of itself.
+// One rank is allowed, as nccl-tests allows one GPU: algbw then times the library's local path
+// and busbw is 0 (nothing crosses a link). It is the only nccl run a one-GPU node has, and it
+// runs in this process (an MPI singleton). Inside an MPI job the job's size rules.
+void relaunch_on_ranks(const BenchAllreduceOptions& o, CommKind kind) {
+  if (launched_under_mpi() || o.ranks <= 1) return;
+  std::vector<std::string> argv = {self_executable(),
+                                   "bench",
+                                   "allreduce",
+                                   "--comm=" + std::string(comm_kind_name(kind)),
+                                   "--min-bytes=" + o.min_bytes,
+                                   "--max-bytes=" + o.max_bytes,
+                                   "--iters=" + std::to_string(o.iterations),
+                                   "--warmup=" + std::to_string(o.warmup)};
+  if (o.average) argv.push_back("--average");
+  if (!o.json_path.empty()) argv.push_back("--json=" + o.json_path);
+  const auto launcher = parse_launcher(o.launcher);
+  if (!launcher) throw InvalidArgument("--launcher must be auto, mpirun or srun");
+  exec_command(launch_command_here(*launcher, o.ranks, argv));
+}
+
+void print_header(const BenchAllreduceOptions& o, Communicator& comm, const DeviceMemory& memory) {
+  fmt::print(
+      "# all-reduce, float sum, in place, {} ranks, {} on {} buffers, {} iterations "
+      "after {} warm-up\n",
+      comm.size(), comm.name(), memory.name(), o.iterations, o.warmup);
+  for (const auto& [k, v] : comm.environment()) fmt::print("#   {}: {}\n", k, v);
+  fmt::print("# ref: {}\n", comm.reference_name());
+  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "size (B)", "count",
+             "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw");
+  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "", "", "dlbench",
+             "(GB/s)", "(GB/s)", "", "", "(GB/s)");
+}
+
+// Elements that are not n(n+1)/2 after every rank contributed rank + 1, on the worst rank.
+int64_t wrong_elements(Communicator& comm, DeviceMemory& memory, Tensor& buf, StreamRef stream) {
+  const int n = comm.size();
+  memory.fill(buf, static_cast<float>(comm.rank() + 1));
+  comm.allreduce(buf, ReduceOp::kSum, stream);
+  std::vector<float> host(static_cast<size_t>(buf.numel()));
+  memory.copy_to_host(buf, host.data());
+  int64_t wrong = 0;
+  const float want = static_cast<float>(n * (n + 1) / 2);
+  for (float v : host) wrong += v != want;
+  return static_cast<int64_t>(comm.max_across_ranks(static_cast<double>(wrong)));
+}
+
+// One size's row: its correctness, then `iters` all-reduces timed (each ordered after the
+// previous one through the stream, as a training step orders them: on the host that waits for
+// each; on a GPU they queue back to back and the host waits once, at the end, as nccl-tests
+// times them), and the library's own all-reduce timed on the same buffer.
+nlohmann::json bench_size(const BenchAllreduceOptions& o, Communicator& comm, DeviceMemory& memory,
+                          size_t bytes) {
+  const StreamRef stream = memory.stream();
+  const int64_t count = static_cast<int64_t>(bytes / 4);
+  Tensor buf = memory.empty({count}, DType::kF32, MemCategory::kComm, "all-reduce buffer");
+  const int64_t wrong = wrong_elements(comm, memory, buf, stream);
+  const int iters = static_cast<int>(bytes >= (64u << 20) ? std::max<int64_t>(o.iterations / 4, 2)
+                                                          : o.iterations);
+  // The timed reductions: sums (nccl-tests'), or averages (what a training step's gradients get:
+  // the sum, then the division by the rank count).
+  const ReduceOp op = o.average ? ReduceOp::kAverage : ReduceOp::kSum;
+  for (int64_t i = 0; i < o.warmup; ++i) comm.allreduce(buf, op, stream);
+  memory.synchronize();
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CommHandle> last;
+  for (int i = 0; i < iters; ++i) {
+    last = comm.allreduce_async(buf, op, stream);
+    last->order_before(stream);
   }
+  last->wait();
+  memory.synchronize();
+  const double t = comm.max_across_ranks(
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
+  const double t_ref = comm.time_reference_allreduce(buf, iters);
+  const double bus_factor = allreduce_share(comm.size());
+  const double algbw = static_cast<double>(bytes) / t / 1e9;
+  const double ref_busbw = static_cast<double>(bytes) / t_ref / 1e9 * bus_factor;
+  if (comm.rank() == 0) {
+    fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}\n", bytes,
+               count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw);
+  }
+  return {{"bytes", bytes},
+          {"count", count},
+          {"time_s", t},
+          {"algbw_gbs", algbw},
+          {"busbw_gbs", algbw * bus_factor},
+          {"wrong", wrong},
+          {"reference_time_s", t_ref},
+          {"reference_busbw_gbs", ref_busbw}};
+}
+
+}  // namespace
+
+int bench_allreduce_command(const BenchAllreduceOptions& o) {
+  const size_t min_bytes = parse_bytes(o.min_bytes), max_bytes = parse_bytes(o.max_bytes);
+  const CommKind kind = checked_bench(o, min_bytes, max_bytes);
+  relaunch_on_ranks(o, kind);
   auto comm = make_communicator(kind);
   BackendOptions bo;
   bo.device = local_rank(comm->rank());  // one GPU per rank, as the nccl communicator picks
   auto memory =
       make_device_memory(kind == CommKind::kNccl ? BackendKind::kCuda : BackendKind::kCpu, bo);
-  const StreamRef stream = memory->stream();
-  const int n = comm->size();
   const bool root = comm->rank() == 0;
-  const double bus_factor = allreduce_share(n);
-  if (root) {
-    fmt::print(
-        "# all-reduce, float sum, in place, {} ranks, {} on {} buffers, {} iterations "
-        "after {} warm-up\n",
-        n, comm->name(), memory->name(), o.iterations, o.warmup);
-    for (const auto& [k, v] : comm->environment()) fmt::print("#   {}: {}\n", k, v);
-    fmt::print("# ref: {}\n", comm->reference_name());
-    fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "size (B)", "count",
-               "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw");
-    fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "", "", "dlbench",
-               "(GB/s)", "(GB/s)", "", "", "(GB/s)");
-  }
+  if (root) print_header(o, *comm, *memory);
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<float> host;
-  // The timed reductions: sums (nccl-tests'), or averages (what a training step's gradients get:
-  // the sum, then the division by the rank count).
-  const ReduceOp op = o.average ? ReduceOp::kAverage : ReduceOp::kSum;
   // Sizes double from min_bytes while they stay within max_bytes (sizes() never wraps past 2^64).
   for (const size_t bytes : doubling_sizes(min_bytes, max_bytes)) {
-    const int64_t count = static_cast<int64_t>(bytes / 4);
-    Tensor buf = memory->empty({count}, DType::kF32, MemCategory::kComm, "all-reduce buffer");
-    // Correctness: every rank contributes rank + 1, so each element must sum to n(n+1)/2.
-    memory->fill(buf, static_cast<float>(comm->rank() + 1));
-    comm->allreduce(buf, ReduceOp::kSum, stream);
-    host.resize(count);
-    memory->copy_to_host(buf, host.data());
-    int64_t wrong = 0;
-    const float want = static_cast<float>(n * (n + 1) / 2);
-    for (int64_t i = 0; i < count; ++i) wrong += host[i] != want;
-    wrong = static_cast<int64_t>(comm->max_across_ranks(static_cast<double>(wrong)));
-    const int iters = static_cast<int>(bytes >= (64u << 20) ? std::max<int64_t>(o.iterations / 4, 2)
-                                                            : o.iterations);
-    for (int64_t i = 0; i < o.warmup; ++i) comm->allreduce(buf, op, stream);
-    memory->synchronize();
-    comm->barrier();
-    // Each all-reduce is ordered after the previous one through the stream, as a training step
-    // orders them: on the host that waits for each; on a GPU they queue back to back and the
-    // host waits once, at the end (as nccl-tests times them).
-    const auto t0 = std::chrono::steady_clock::now();
-    std::unique_ptr<CommHandle> last;
-    for (int i = 0; i < iters; ++i) {
-      last = comm->allreduce_async(buf, op, stream);
-      last->order_before(stream);
-    }
-    last->wait();
-    memory->synchronize();
-    const double t = comm->max_across_ranks(
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters);
-    const double t_ref = comm->time_reference_allreduce(buf, iters);
-    const double algbw = static_cast<double>(bytes) / t / 1e9;
-    const double ref_busbw = static_cast<double>(bytes) / t_ref / 1e9 * bus_factor;
-    if (root) {
-      fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}\n", bytes,
-                 count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw);
-    }
-    rows.push_back({{"bytes", bytes},
-                    {"count", count},
-                    {"time_s", t},
-                    {"algbw_gbs", algbw},
-                    {"busbw_gbs", algbw * bus_factor},
-                    {"wrong", wrong},
-                    {"reference_time_s", t_ref},
-                    {"reference_busbw_gbs", ref_busbw}});
+    rows.push_back(bench_size(o, *comm, *memory, bytes));
   }
   if (root && !o.json_path.empty()) {
     nlohmann::json env = collect_environment(*memory);
     for (const auto& [k, v] : comm->environment()) env[k] = v;
     write_json_atomically(o.json_path, {{"schema_version", kResultSchemaVersion},
                                         {"kind", "bench_allreduce"},
-                                        {"ranks", n},
+                                        {"ranks", comm->size()},
                                         {"op", o.average ? "average" : "sum"},
                                         {"comm", comm->name()},
                                         {"buffers", memory->name()},
