@@ -9,6 +9,9 @@
 #include <chrono>
 #include <functional>
 #include <set>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
@@ -40,6 +43,97 @@ Tensor filled(Backend& b, const Shape& s, float v) {
   return t;
 }
 
+// Square sgemm as the machine's reference matmul rate: the peak each row is a fraction of.
+constexpr int64_t kSquare = 1024;
+double square_sgemm_gflops(Backend& b, int64_t repeat) {
+  const int64_t n = kSquare;
+  Tensor a = filled(b, {n, n}, 0.5f), bb = filled(b, {n, n}, 0.25f), c = filled(b, {n, n}, 0);
+  const double t =
+      median_seconds(b, repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, a, bb, 0, c); });
+  return 2.0 * n * n * n / t / 1e9;
+}
+
+// A conv layer's shape, as the GEMM of its forward pass per group: M = out channels, N = batch x
+// output pixels, K = in channels x kernel area; and that GEMM's own time, as a plain matmul
+// (same_shape_sgemm_seconds).
+struct ConvCase {
+  std::string layer;
+  ConvDesc desc;
+  int64_t m = 0, n = 0, k = 0;
+  double flops = 0;          // the forward's
+  double sgemm_seconds = 0;  // the same-shape matmul's
+  double sgemm_gflops() const { return 2.0 * m * n * k / sgemm_seconds / 1e9; }
+};
+
+ConvCase conv_case(const std::string& layer, ConvDesc d) {
+  d.bias = false;  // the convolution alone is timed
+  ConvCase c{layer, d};
+  c.m = d.out_channels / d.groups;
+  c.k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
+  c.n = d.batch * d.out_h() * d.out_w();
+  c.flops = 2.0 * d.forward_macs();
+  return c;
+}
+
+double same_shape_sgemm_seconds(Backend& b, const ConvCase& c, int64_t repeat) {
+  Tensor ma = filled(b, {c.m, c.k}, 0.01f), mb = filled(b, {c.k, c.n}, 0.1f),
+         mc = filled(b, {c.m, c.n}, 0);
+  return median_seconds(b, repeat,
+                        [&] { b.matmul(Precision::kFp32, false, false, 1, ma, mb, 0, mc); });
+}
+
+// The three passes of `c` with `algo` on `be`: its printed line and its row; `seconds` gets
+// their sum.
+nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase& c,
+                               double sq_gflops, int64_t repeat, double& seconds) {
+  const ConvDesc& d = c.desc;
+  auto plan = be.make_conv_plan(d);
+  Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
+  Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
+  Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
+  Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0);
+  const double t[3] = {
+      median_seconds(be, repeat, [&] { be.conv_forward(*plan, x, w, y); }),
+      median_seconds(be, repeat, [&] { be.conv_backward_data(*plan, y, w, dx); }),
+      median_seconds(be, repeat, [&] { be.conv_backward_filter(*plan, x, y, dw); })};
+  seconds += t[0] + t[1] + t[2];
+  const auto rate = [&](int i) { return c.flops / t[i] / 1e9; };
+  const auto cell = [&](int i) {
+    return fmt::format("{:6.1f} {:5.0f}%", rate(i), 100 * rate(i) / sq_gflops);
+  };
+  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13.1f}\n", c.layer,
+             conv_algo_choice_name(algo), fmt::format("{}x{}x{}", c.m, c.n, c.k), cell(0), cell(1),
+             cell(2), c.sgemm_gflops());
+  nlohmann::json passes = nlohmann::json::object();
+  for (const PassAlgorithm& pa : plan->algorithms()) {
+    const int i = static_cast<int>(pa.pass);
+    passes[std::string(conv_pass_name(pa.pass))] = {{"algorithm", pa.algorithm},
+                                                    {"workspace_bytes", pa.workspace_bytes},
+                                                    {"seconds", t[i]},
+                                                    {"gflops", rate(i)},
+                                                    {"fraction_of_peak", rate(i) / sq_gflops}};
+  }
+  return {{"layer", c.layer}, {"conv_algo", conv_algo_choice_name(algo)},
+          {"gemm_m", c.m},    {"gemm_n", c.n},
+          {"gemm_k", c.k},    {"flops", c.flops},
+          {"passes", passes}, {"same_shape_sgemm_s", c.sgemm_seconds}};
+}
+
+// Every distinct conv shape of `g` (its GEMM and stride), in layer order.
+std::vector<ConvCase> distinct_convs(const Graph& g) {
+  std::vector<ConvCase> cases;
+  std::set<std::string> seen;
+  for (const auto& node : g.nodes()) {
+    auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
+    if (!conv) continue;
+    ConvCase c = conv_case(node.name, conv->describe(g.shape(node.inputs[0])));
+    if (seen.insert(fmt::format("{}x{}x{}/{}", c.m, c.n, c.k, c.desc.stride_h)).second) {
+      cases.push_back(std::move(c));
+    }
+  }
+  return cases;
+}
+
 }  // namespace
 
 int bench_conv_command(const BenchConvOptions& o) {
@@ -53,76 +147,20 @@ int bench_conv_command(const BenchConvOptions& o) {
     backends.push_back(make_backend(o.backend, bo));
   }
   Backend& b = *backends.front();
-
-  // Square sgemm as the machine's reference matmul rate: the peak each row is a fraction of.
-  const int64_t n = 1024;
-  Tensor a = filled(b, {n, n}, 0.5f), bb = filled(b, {n, n}, 0.25f), c = filled(b, {n, n}, 0);
-  const double t_sq = median_seconds(
-      b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, a, bb, 0, c); });
-  const double sq_gflops = 2.0 * n * n * n / t_sq / 1e9;
+  const double sq_gflops = square_sgemm_gflops(b, o.repeat);
   fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s (the peak below)\n", o.model,
-             o.batch, o.image_size, o.image_size, b.name(), n, sq_gflops);
+             o.batch, o.image_size, o.image_size, b.name(), kSquare, sq_gflops);
   fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13}\n", "layer", "algorithm",
              "GEMM MxNxK", "fwd GF/s peak", "bwdD GF/s peak", "bwdF GF/s peak", "sgemm GF/s");
-
   nlohmann::json rows = nlohmann::json::array();
-  std::set<std::string> seen;
   std::vector<double> conv_seconds(algos.size(), 0);
   double conv_flops = 0;
-  for (const auto& node : g.nodes()) {
-    auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
-    if (!conv) continue;
-    ConvDesc d = conv->describe(g.shape(node.inputs[0]));
-    d.bias = false;  // the convolution alone is timed
-    const int64_t m = d.out_channels / d.groups,
-                  k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
-    const int64_t cols = d.batch * d.out_h() * d.out_w();
-    const std::string key = fmt::format("{}x{}x{}/{}", m, cols, k, d.stride_h);
-    if (!seen.insert(key).second) continue;
-    const double flops = 2.0 * d.forward_macs();
-    conv_flops += flops;
-    Tensor ma = filled(b, {m, k}, 0.01f), mb = filled(b, {k, cols}, 0.1f),
-           mc = filled(b, {m, cols}, 0);
-    const double tm = median_seconds(
-        b, o.repeat, [&] { b.matmul(Precision::kFp32, false, false, 1, ma, mb, 0, mc); });
-    const double mm_gflops = 2.0 * m * cols * k / tm / 1e9;  // one group's GEMM
+  for (ConvCase& c : distinct_convs(g)) {
+    conv_flops += c.flops;
+    c.sgemm_seconds = same_shape_sgemm_seconds(b, c, o.repeat);
     for (size_t ai = 0; ai < algos.size(); ++ai) {
-      Backend& be = *backends[ai];
-      auto plan = be.make_conv_plan(d);
-      Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
-      Tensor w =
-          filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
-      Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
-      Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0);
-      const double t[3] = {
-          median_seconds(be, o.repeat, [&] { be.conv_forward(*plan, x, w, y); }),
-          median_seconds(be, o.repeat, [&] { be.conv_backward_data(*plan, y, w, dx); }),
-          median_seconds(be, o.repeat, [&] { be.conv_backward_filter(*plan, x, y, dw); })};
-      conv_seconds[ai] += t[0] + t[1] + t[2];
-      const auto rate = [&](int i) { return flops / t[i] / 1e9; };
-      const auto cell = [&](int i) {
-        return fmt::format("{:6.1f} {:5.0f}%", rate(i), 100 * rate(i) / sq_gflops);
-      };
-      fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13.1f}\n", node.name,
-                 conv_algo_choice_name(algos[ai]), fmt::format("{}x{}x{}", m, cols, k), cell(0),
-                 cell(1), cell(2), mm_gflops);
-      nlohmann::json passes = nlohmann::json::object();
-      for (const PassAlgorithm& pa : plan->algorithms()) {
-        const int i = static_cast<int>(pa.pass);
-        passes[std::string(conv_pass_name(pa.pass))] = {{"algorithm", pa.algorithm},
-                                                        {"workspace_bytes", pa.workspace_bytes},
-                                                        {"seconds", t[i]},
-                                                        {"gflops", rate(i)},
-                                                        {"fraction_of_peak", rate(i) / sq_gflops}};
-      }
-      rows.push_back({{"layer", node.name},
-                      {"conv_algo", conv_algo_choice_name(algos[ai])},
-                      {"gemm_m", m},
-                      {"gemm_n", cols},
-                      {"gemm_k", k},
-                      {"flops", flops},
-                      {"passes", passes},
-                      {"same_shape_sgemm_s", tm}});
+      rows.push_back(
+          bench_algorithm(*backends[ai], algos[ai], c, sq_gflops, o.repeat, conv_seconds[ai]));
     }
   }
   for (size_t ai = 0; ai < algos.size(); ++ai) {
@@ -138,7 +176,7 @@ int bench_conv_command(const BenchConvOptions& o) {
                                           {"image_size", o.image_size},
                                           {"repeat", o.repeat}}},
                                         {"environment", collect_environment(b)},
-                                        {"square_sgemm", {{"n", n}, {"gflops", sq_gflops}}},
+                                        {"square_sgemm", {{"n", kSquare}, {"gflops", sq_gflops}}},
                                         {"layers", rows}});
   }
   return 0;

@@ -290,6 +290,85 @@ void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, Tracer
   if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph);
 }
 
+// The backend a run's options ask for, on this rank's GPU (one per rank on each node).
+BackendOptions backend_options_of(const RunOptions& o, int rank) {
+  BackendOptions bo;
+  bo.memory_budget = o.memory_budget;
+  bo.conv_algo = o.conv_algo;
+  bo.workspace_limit = o.workspace_limit;
+  bo.conv_math = conv_math_of(o);
+  bo.memory_guard = o.memory_guard;
+  bo.device = local_rank(rank);
+  return bo;
+}
+
+// The Trainer's configuration: the run's step (step_spec_of), its optimizer at the first rate
+// `lr`, its loss scale, this rank's straggler and its injected fault.
+TrainConfig train_config_of(const RunOptions& o, Communicator& comm, float lr) {
+  TrainConfig tc;
+  tc.sgd = o.sgd;
+  tc.sgd.lr = lr;
+  tc.seed = o.seed;
+  tc.comm = &comm;
+  tc.step = step_spec_of(o);
+  if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
+    tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
+  }
+  if (o.straggler && o.straggler->rank == comm.rank()) tc.compute_slowdown = o.straggler->factor;
+  add_rank_fault(o, comm, tc);
+  return tc;
+}
+
+// What the record says of the run before its steps: the convolutions' engines, the backend, the
+// machine, the model.
+void describe_run(const Backend& backend, const Communicator& comm, const Graph& graph,
+                  const ModelConfig& mc, RunResult& r) {
+  if (EngineSummary e = summarize_engines(engine_uses(graph), r.options.precision); e.passes > 0) {
+    r.engines = std::move(e);
+  }
+  r.backend_name = backend.name();
+  r.environment = collect_environment(backend);
+  for (const auto& [k, v] : comm.environment()) r.environment[k] = v;
+  r.params = graph.num_params();
+  r.forward_flops_per_image = graph.forward_flops() / mc.batch;
+  r.flops_per_step = graph.training_flops();
+}
+
+// What the record reads back after the steps: whether the ranks' weights agree, async's
+// staleness, the loss scale, the captured graphs, the memory.
+void read_after_steps(const RunOptions& o, const Communicator& comm, Trainer& trainer,
+                      Backend& backend, RunResult& r) {
+  if (comm.size() > 1) r.weights_identical_across_ranks = trainer.weights_identical_across_ranks();
+  if (o.sync.kind == SyncMode::Kind::kAsync) r.async_staleness = trainer.async_staleness();
+  if (LossScaler* scaler = trainer.loss_scaler()) {
+    r.loss_scale = scaler->scale();
+    r.skipped_steps = scaler->skipped_steps();
+  }
+  if (o.cuda_graph) r.step_graphs = trainer.step_graphs();
+  r.memory = backend.allocator().stats();
+  r.memory_budget = backend.allocator().budget();
+}
+
+// The MLPerf log (rank 0's), started at init_start, before the model and the data are built.
+std::optional<MlLog> start_mllog(const RunOptions& o, int rank) {
+  std::optional<MlLog> mllog;
+  if (rank == 0 && !o.mllog_path.empty()) {
+    mllog.emplace(o.mllog_path);
+    mllog->start("init_start");
+  }
+  return mllog;
+}
+
+// Epochs over the digits take a rate per step, whose warm-up and boundaries are checked against
+// the run's length before anything is built; timed steps take one rate, scaled to the global
+// batch (nullopt).
+std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64_t batch,
+                                 const RunResult& r, int64_t global_batch) {
+  if (o.data != DataSource::kDigits) return std::nullopt;
+  const int64_t steps = EpochBatches(data.digits.train, batch, Shard{r.rank, r.ranks}).steps();
+  return LrRule(o.lr, o.sgd.lr, global_batch, steps, *o.epochs);
+}
+
 }  // namespace
 
 RunResult run_training(const RunOptions& o) {
@@ -306,51 +385,23 @@ RunResult run_training(const RunOptions& o) {
   r.options.batch = mc.batch;
   r.options.image_size = mc.image_size;
   r.options.num_classes = mc.num_classes;
-  // The MLPerf log starts at init_start, before the model and the data are built.
-  std::optional<MlLog> mllog;
-  if (r.rank == 0 && !o.mllog_path.empty()) {
-    mllog.emplace(o.mllog_path);
-    mllog->start("init_start");
-  }
+  std::optional<MlLog> mllog = start_mllog(o, r.rank);
   if (o.data == DataSource::kDigits) {
     // The grey channel is repeated for models that take colour images (resnet18: 3).
     data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
                               mc.image_size, info.in_channels);
   }
-  // The learning rate: scaled to the global batch; with epochs, a rate per step, whose warm-up
-  // and boundaries are checked against the run's length before anything is built.
   const int64_t global_batch = mc.batch * comm->size();
-  std::optional<LrRule> lr_rule;
-  if (o.data == DataSource::kDigits) {
-    const int64_t steps = EpochBatches(data.digits.train, mc.batch, Shard{r.rank, r.ranks}).steps();
-    lr_rule.emplace(o.lr, o.sgd.lr, global_batch, steps, *o.epochs);
-  }
+  const std::optional<LrRule> lr_rule = lr_rule_of(o, data, mc.batch, r, global_batch);
 
   Graph graph = build_model(o.model, mc);
-  BackendOptions bo;
-  bo.memory_budget = o.memory_budget;
-  bo.conv_algo = o.conv_algo;
-  bo.workspace_limit = o.workspace_limit;
-  bo.conv_math = conv_math_of(o);
-  bo.memory_guard = o.memory_guard;
-  bo.device = local_rank(r.rank);  // one GPU per rank on each node
-  auto backend = make_backend(o.backend, bo);
+  auto backend = make_backend(o.backend, backend_options_of(o, r.rank));
   Rng rng(o.seed);
   if (!o.dump_path.empty()) graph.keep_gradients_distinct();
   graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
-  TrainConfig tc;
-  tc.sgd = o.sgd;
-  tc.sgd.lr =
+  const float lr =
       static_cast<float>(lr_rule ? lr_rule->at(0) : scaled_lr(o.lr, o.sgd.lr, global_batch));
-  tc.seed = o.seed;
-  tc.comm = comm.get();
-  tc.step = step_spec_of(o);
-  if (o.loss_scale) {  // fixed: no growth, no backoff (overflowing steps are still skipped)
-    tc.loss_scaling = LossScaleConfig{*o.loss_scale, 1.f, 1.f, 1};
-  }
-  if (o.straggler && o.straggler->rank == comm->rank()) tc.compute_slowdown = o.straggler->factor;
-  add_rank_fault(o, *comm, tc);
-  Trainer trainer(*backend, graph, tc, rng);
+  Trainer trainer(*backend, graph, train_config_of(o, *comm, lr), rng);
   r.plan_bytes =
       RunResult::PlanBytes{trainer.memory_plan().device_bytes(), trainer.naive_plan_bytes()};
   if (!o.init_path.empty()) graph.load_state_dict(load_safetensors(o.init_path));
@@ -365,15 +416,7 @@ RunResult run_training(const RunOptions& o) {
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 
-  if (EngineSummary e = summarize_engines(engine_uses(graph), o.precision); e.passes > 0) {
-    r.engines = std::move(e);
-  }
-  r.backend_name = backend->name();
-  r.environment = collect_environment(*backend);
-  for (const auto& [k, v] : comm->environment()) r.environment[k] = v;
-  r.params = graph.num_params();
-  r.forward_flops_per_image = graph.forward_flops() / mc.batch;
-  r.flops_per_step = graph.training_flops();
+  describe_run(*backend, *comm, graph, mc, r);
   if (o.data == DataSource::kDigits) {
     measure_convergence(o, mc, data, *lr_rule, trainer, *comm, mllog, r);
   } else {
@@ -381,15 +424,7 @@ RunResult run_training(const RunOptions& o) {
     if (comm->size() > 1) r.comm = comm_metrics(tracer, comm->size());
     if (window > 0) r.phases = phase_metrics(tracer);
   }
-  if (comm->size() > 1) r.weights_identical_across_ranks = trainer.weights_identical_across_ranks();
-  if (o.sync.kind == SyncMode::Kind::kAsync) r.async_staleness = trainer.async_staleness();
-  if (LossScaler* scaler = trainer.loss_scaler()) {
-    r.loss_scale = scaler->scale();
-    r.skipped_steps = scaler->skipped_steps();
-  }
-  if (o.cuda_graph) r.step_graphs = trainer.step_graphs();
-  r.memory = backend->allocator().stats();
-  r.memory_budget = backend->allocator().budget();
+  read_after_steps(o, *comm, trainer, *backend, r);
   mark_divergence(r);
   write_run_files(o, *backend, graph, tracer, r);
   return r;
