@@ -27,6 +27,11 @@ struct PrecisionPolicy {
   DType optimizer_state = DType::kF32;
 
   DType dtype(TensorRole role) const;
+  bool operator==(const PrecisionPolicy& o) const {
+    return math == o.math && master_weights == o.master_weights &&
+           compute_weights == o.compute_weights && activations == o.activations &&
+           gradients == o.gradients && optimizer_state == o.optimizer_state;
+  }
   // fp32 and tf32 keep every role in f32. fp16 and bf16 compute in 16 bits with fp32 master
   // weights, fp32 optimizer state and fp32 statistics (as PyTorch's autocast + GradScaler).
   static PrecisionPolicy for_precision(Precision p);

@@ -47,7 +47,7 @@ class ParamServer final : public PassRunner {
  public:
   // `optimizer`: its settings (rate, momentum, weight decay) as they are at each update; its
   // own state is not used. `host`: where the host copies are allocated. fp32 weights and
-  // gradients only (InvalidArgument otherwise).
+  // gradients only (StepSpec::validate refuses any other precision; std::logic_error here).
   ParamServer(Graph& graph, Backend& backend, Communicator& comm, const Optimizer& optimizer,
               Allocator& host);
   ~ParamServer() override;

@@ -1,5 +1,5 @@
 // Every choice that shapes a training step, and the one place that says which go together
-// (docs/architecture.md, "The step spec"). The harness checks a run's options through it before
+// (docs/architecture.md, "Seams": StepSpec). The harness checks a run's options through it before
 // anything is built, the Trainer checks its configuration through it before it declares a
 // tensor, and the simulator checks each point it models through it: a rule is written once, in
 // the options' words, so the message is the same whoever asks.

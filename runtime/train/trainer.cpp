@@ -135,9 +135,17 @@ void Trainer::check_model_and_config(const Communicator& comm) {
         "a Trainer binds its graph with the step's other tensors: give it a graph that is "
         "declared (Graph::declare_for) and not yet bound");
   }
-  // What the step really has, with the caller's choices, checked as one.
+  // What the step really has, with the caller's choices, checked as one. Its precision is the
+  // one whose policy the graph was declared with: the spec's rules are written for those.
+  const PrecisionPolicy& declared = graph_.policy();
+  if (!(declared == PrecisionPolicy::for_precision(declared.math))) {
+    throw InvalidArgument(fmt::format(
+        "the graph is declared with a precision policy that {} does not name: declare it with "
+        "PrecisionPolicy::for_precision",
+        precision_name(declared.math)));
+  }
   StepSpec& spec = config_.step;
-  spec.precision = graph_.policy().math;
+  spec.precision = declared.math;
   spec.ranks = comm.size();
   spec.memory_guard = backend_.allocator().guarded();
   spec.memory_budget = backend_.allocator().budget();

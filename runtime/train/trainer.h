@@ -102,7 +102,7 @@ class Trainer final : private PassRunner {
   // `graph` must be declared for `backend` (Graph::declare_for; its precision policy is the
   // run's) and not bound: the trainer declares the step's other tensors (the loss's, the second
   // input buffer, the optimizer's and loss scaler's state, the sync policy's carried gradients)
-  // in its table, plans them all (config.memory_plan) and binds them once, initialising the
+  // in its table, plans them all (config.step.memory_plan) and binds them once, initialising the
   // parameters from `init`. Times come from `clock` (the backend's, Backend::clock(), when null),
   // which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
@@ -154,7 +154,7 @@ class Trainer final : private PassRunner {
   // (for the step as it would be without swapping).
   const MemoryPlan& memory_plan() const { return memory_plan_; }
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
-  // The activations swapped (config.swap): their tensor ids.
+  // The activations swapped (config.step.swap): their tensor ids.
   const std::vector<int>& swapped() const { return swapped_; }
   // --swap=auto: whether the step was planned a second time, its first binding over the budget
   // once the workspace was known (Trainer::plan_and_bind). The first binding's peaks, and any
@@ -175,7 +175,7 @@ class Trainer final : private PassRunner {
   size_t naive_plan_bytes_ = 0;
   std::vector<int> swapped_;
   bool replanned_ = false;
-  // The constructor's parts, in order.
+  // The constructor's parts, in order (after communicator(), whose ranks the spec checks).
   void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank
   void check_capture() const;
@@ -191,7 +191,7 @@ class Trainer final : private PassRunner {
   // `over_budget`): the memory plan is memory_plan_.
   Schedule plan_and_bind(const BucketPlan& plan, const Communicator& comm, Rng& init,
                          bool over_budget);
-  // The schedule with config.swap's activations swapped, their host copies declared.
+  // The schedule with config.step.swap's activations swapped, their host copies declared.
   Schedule swapped_schedule(const Schedule& schedule, const std::vector<int>& kept);
   void start_state(const StateIds& ids);
   // The sync policy's runner: GradSync, and with async the parameter server.
@@ -249,7 +249,7 @@ class Trainer final : private PassRunner {
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
   uint64_t dropout_base_ = 0;
-  std::unique_ptr<CapturedWork> captured_[2];  // capture_step: one graph per input slot
+  std::unique_ptr<CapturedWork> captured_[2];  // StepSpec::capture: one graph per input slot
   uint64_t captured_scratch_ = 0;              // the backend's scratch_generation they hold
   StepGraphStats graph_stats_;
   Tracer* tracer_ = nullptr;

@@ -16,8 +16,11 @@
    communicator included).
 4. suites/harness/ is a folder per command over core/ (options, records, launcher, schemas):
    a command's folder includes core/ and no other command's, but for the two that compose
-   others, named in HARNESS_USES; core/ includes no command. main.cpp dispatches to them all.
+   others, named in HARNESS_USES; core/ includes no command. Only main.cpp, which dispatches to
+   them all, sits at the top of suites/harness/. Includes are read however they are written
+   (quotes or brackets, from the root or relative to the file).
 Prints the folder graph, then every broken rule. Usage: include_layers.py ROOT"""
+import os
 import re
 import sys
 from pathlib import Path
@@ -118,18 +121,42 @@ for source in sorted(ROOT.rglob("*")):
         broken.append(f"{rel} includes runtime/backend/cuda/: only the backend registry does "
                       "(the rest reaches a GPU through Backend and DeviceQueue)")
 harness = ROOT / "suites" / "harness"
-harness_include = re.compile(r'#include "suites/harness/([a-z_]+)/')
+any_include = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]', re.M)
+
+
+def harness_folder_of(target: str, source: Path) -> str | None:
+    """The suites/harness/ folder an include names (as written from the root, or relative to the
+    including file), "" for a file at its top, None outside it."""
+    for base in (ROOT, source.parent):
+        path = Path(os.path.normpath(base / target))
+        if path.is_file() or base == source.parent:
+            try:
+                parts = path.relative_to(harness).parts
+            except ValueError:
+                continue
+            return parts[0] if len(parts) > 1 else ""
+    return None
+
+
 for source in sorted(harness.rglob("*")):
-    if source.suffix not in SOURCES or not source.is_file() or source.parent == harness:
+    if source.suffix not in SOURCES or not source.is_file():
         continue
-    folder = source.relative_to(harness).parts[0]
+    rel = source.relative_to(harness).parts
+    if len(rel) == 1:
+        if rel[0] != "main.cpp":
+            broken.append(f"suites/harness/{rel[0]}: only main.cpp sits at the top of the "
+                          "harness; a file belongs to core/ or a command's folder")
+        continue
+    folder = rel[0]
     if folder not in HARNESS_USES:
         broken.append(f"suites/harness/{folder}/ is in no rule: add it to HARNESS_USES")
         continue
-    for target in harness_include.findall(source.read_text(errors="replace")):
-        if target != folder and target not in HARNESS_USES[folder]:
-            broken.append(f"{source.relative_to(ROOT)} includes suites/harness/{target}/: "
-                          f"{folder}/ uses only {', '.join(sorted(HARNESS_USES[folder])) or 'itself'}")
+    for target in any_include.findall(source.read_text(errors="replace")):
+        to = harness_folder_of(target, source)
+        if to is not None and to != folder and to not in HARNESS_USES[folder]:
+            uses = ", ".join(sorted(HARNESS_USES[folder])) or "itself"
+            broken.append(f"{source.relative_to(ROOT)} includes suites/harness/{to or '(top)'}/: "
+                          f"{folder}/ uses only {uses}")
 for line in dict.fromkeys(broken):
     print(line)
 if broken:

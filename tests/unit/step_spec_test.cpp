@@ -196,5 +196,22 @@ TEST(StepSpec, HarnessAndTrainerRefuseWithTheSpecsWords) {
   EXPECT_EQ(trainer_refusal(auto_swap), refusal(unbudgeted, false));
 }
 
+// The spec's rules are written for the policies the precisions name: a hand-made one (fp32
+// matrix products over 16-bit activations) would pass them unchecked, so the Trainer refuses it.
+TEST(StepSpec, TheTrainerTrainsOnlyAPrecisionsPolicy) {
+  auto backend = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
+  PrecisionPolicy mixed = PrecisionPolicy::for_precision(Precision::kFp32);
+  mixed.activations = DType::kBF16;
+  g.declare_for(*backend, mixed);
+  Rng rng(0);
+  try {
+    Trainer t(*backend, g, TrainConfig{}, rng);
+    ADD_FAILURE() << "a Trainer took a policy no precision names";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("PrecisionPolicy::for_precision"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace dlb

@@ -1,6 +1,6 @@
-// One run's result, and the record it becomes. The runner (run_command.h) returns a RunResult;
-// record_json, a pure function, turns it into the JSON record (suites/schema/result.schema.json);
-// print_result is the console's view of the same result.
+// One run's result, and the record it becomes. The runner (run/training.h, run_training) returns a
+// RunResult; record_json, a pure function, turns it into the JSON record
+// (suites/schema/result.schema.json); print_result is the console's view of the same result.
 #pragma once
 #include <cstdio>
 #include <nlohmann/json.hpp>

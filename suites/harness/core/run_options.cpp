@@ -89,6 +89,7 @@ void check_rank_trace_paths(const RunOptions& o) {
 namespace {
 
 // What the data source takes: digits train epochs (and log them); synthetic batches, timed steps.
+// (A batch file and the digits exclude each other: checked after the step's rules.)
 void validate_data(const RunOptions& o) {
   if (o.data == DataSource::kSynthetic) {
     if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
@@ -99,8 +100,15 @@ void validate_data(const RunOptions& o) {
   } else if (!o.epochs) {
     throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
-  if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
-    throw InvalidArgument("--batch-file and --data=digits exclude each other");
+}
+
+// --dump reads every tensor after the last step: the naive plan's, which no later tensor reused.
+void validate_dump(const RunOptions& o) {
+  if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
+    throw Unsupported(fmt::format(
+        "--dump writes every activation and gradient after the last step, and --memory-plan={} "
+        "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
+        memory_plan_name(memory_plan_of(o))));
   }
 }
 
@@ -145,7 +153,7 @@ void validate_cuda_graph(const RunOptions& o) {
   }
 }
 
-// What is read after the steps: the traced steps' profile, every tensor's dump.
+// The traced steps, and the profile read from them.
 void validate_tracing(const RunOptions& o) {
   if (o.trace_steps > o.steps) {
     throw InvalidArgument(
@@ -155,12 +163,6 @@ void validate_tracing(const RunOptions& o) {
   if (!o.profile_path.empty() && o.trace_steps == 0) {
     throw InvalidArgument(
         "--profile is read from traced steps: give --trace-steps=N (N >= 1) with it");
-  }
-  if (!o.dump_path.empty() && memory_plan_of(o) != MemoryPlanKind::kNaive) {
-    throw Unsupported(fmt::format(
-        "--dump writes every activation and gradient after the last step, and --memory-plan={} "
-        "has let later tensors reuse most of their bytes by then: dump with --memory-plan=naive",
-        memory_plan_name(memory_plan_of(o))));
   }
 }
 
@@ -177,11 +179,15 @@ void validate_run_options(const RunOptions& o) {
   check_output_paths(o);
   check_rank_trace_paths(o);
   validate_conv_math(o);
+  if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
+    throw InvalidArgument("--batch-file and --data=digits exclude each other");
+  }
   if (o.loss_scale && o.precision != Precision::kFp16) {
     throw InvalidArgument(fmt::format(
         "--loss-scale applies to precision fp16 only (got {}; bf16 needs no loss scaling)",
         precision_name(o.precision)));
   }
+  validate_dump(o);
   validate_max_batch(o);
   validate_cuda_graph(o);
   validate_tracing(o);

@@ -129,8 +129,9 @@ inline StepSpec step_spec_of(const RunOptions& o) {
 }
 
 // Throws what a run would for these options before building anything (InvalidArgument, or
-// Unsupported): the step's rules (StepSpec::validate), then the run's own (data, files, learning
-// rate, tracing, --cuda-graph's backend). The harness checks a point with it before launching it.
+// Unsupported): the data source's, the step's rules (StepSpec::validate), then the run's own
+// (straggler, learning rate, files, batch file, loss scale, dump, max-batch search,
+// --cuda-graph's backend, tracing). The harness checks a point with it before launching it.
 void validate_run_options(const RunOptions& options);
 
 // "t.trace.json" -> "t.trace.rank2.json": the trace file of rank `rank`.

@@ -116,7 +116,12 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   spec.overlap = overlap;
   spec.bucket_mb = bucket_mb;
   spec.ranks = distributed ? 2 : 1;
-  spec.validate();
+  try {
+    spec.validate();
+  } catch (const Error& e) {
+    throw InvalidArgument(
+        fmt::format("the calibration of {} at batch {}: {}", c.model, c.batch, e.what()));
+  }
   SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}, {}};
   const PrecisionPolicy policy = PrecisionPolicy::for_precision(*precision);
   // Declared only: nothing is allocated. The activations' layout costs no time here; the CUDA
