@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <cmath>
 #include <csignal>
 #include <cstdlib>
@@ -13,7 +12,6 @@
 #include <thread>
 
 #include "runtime/comm/communicator.h"
-#include "runtime/core/checked.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
 #include "runtime/io/output_file.h"
@@ -24,7 +22,6 @@
 #include "runtime/train/trainer.h"
 #include "suites/harness/core/environment.h"
 #include "suites/harness/core/machine_peak.h"
-#include "suites/harness/core/option_table.h"
 #include "suites/harness/core/record.h"
 #include "suites/harness/core/timed_phase.h"
 #include "suites/harness/run/convergence.h"
