@@ -79,14 +79,8 @@ std::vector<Shape> Graph::input_shapes(const Node& n) const {
 }
 
 int Graph::declare_tensor(TensorInfo info) {
-  if (!declared_ || is_setup()) {
-    throw InvalidArgument(fmt::format(
-        "tensor '{}': a tensor is declared after the graph's declare and before its bind",
-        info.name));
-  }
-  infos_.push_back(std::move(info));
   table_->emplace_back();  // bound by bind()
-  return static_cast<int>(infos_.size()) - 1;
+  return dlb::declare_tensor(infos_, std::move(info));
 }
 
 // The backend's layout for a 4-D output, except where a flatten reads it with more than one
@@ -406,11 +400,27 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
 }
 
 void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
+  bind(backend, rng, plan, infos_);
+}
+
+void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
+                          const std::vector<TensorInfo>& tensors) const {
   if (!declared_) throw InvalidArgument("a graph is declared before it is bound");
   if (is_setup()) throw InvalidArgument("graph is already set up");
-  if (plan.buffer_of.size() != infos_.size()) {
-    throw InvalidArgument(fmt::format("the memory plan places {} tensors; the graph has {}",
-                                      plan.buffer_of.size(), infos_.size()));
+  if (plan.buffer_of.size() != tensors.size()) {
+    throw InvalidArgument(fmt::format("the memory plan places {} tensors; the table has {}",
+                                      plan.buffer_of.size(), tensors.size()));
+  }
+  // The step's table begins with the model's, as declared (StepProgram copies it).
+  const bool begins_with_model = tensors.size() >= infos_.size() &&
+                                 std::equal(infos_.begin(), infos_.end(), tensors.begin(),
+                                            [](const TensorInfo& a, const TensorInfo& b) {
+                                              return a.name == b.name && a.kind == b.kind &&
+                                                     a.shape == b.shape && a.dtype == b.dtype &&
+                                                     a.alias_of == b.alias_of;
+                                            });
+  if (!begins_with_model) {
+    throw InvalidArgument("the table bound does not begin with the graph's own tensors");
   }
   const BackendTraits traits = BackendTraits::of(backend, OpTypes::of(policy_));
   if (traits.activation_layout != traits_.activation_layout ||
@@ -421,12 +431,18 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
         "or "
         "without --memory-guard's zones: declare it with BackendTraits::of(this backend)");
   }
+}
+
+void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
+                 const std::vector<TensorInfo>& tensors) {
+  check_binding(backend, plan, tensors);
   require(backend);  // before a byte is allocated
   backend.allocator().require_room(
       plan.device_bytes(), fmt::format("the step's tensors at batch {} ({} buffers as planned)",
                                        shape(input())[0], plan.buffers.size()));
   try {
-    bind_storage(backend, plan);
+    table_->resize(tensors.size());
+    bind_storage(backend, plan, tensors);
     backend_ = &backend;
     // Layer setup makes the plans; the backend sizes its workspace from the algorithms they
     // choose and grows it when a pass needs more, outside this table (Backend::workspace says
@@ -434,8 +450,7 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
     setup_layers(rng);
     refresh_compute_copies();
   } catch (...) {
-    backend_ = nullptr;  // not set up: what was allocated is released with the table's tensors
-    for (Tensor& t : *table_) t = Tensor();
+    unbind();  // not set up: what was allocated is released with the table's tensors
     throw;
   }
 }
@@ -443,25 +458,19 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
 void Graph::unbind() {
   backend_ = nullptr;
   for (Tensor& t : *table_) t = Tensor();
-}
-
-void Graph::forget_tensors_from(size_t first) {
-  if (is_setup()) throw InvalidArgument("a bound graph's tensors are not forgotten: unbind first");
-  if (first < infos_.size()) {
-    infos_.resize(first);
-    table_->resize(first);
-  }
+  table_->resize(infos_.size());  // the step's tensors are its program's, bound again with it
 }
 
 // The plan's buffers, and every tensor of the table in them (a view in its base's).
-void Graph::bind_storage(Backend& backend, const MemoryPlan& plan) {
+void Graph::bind_storage(Backend& backend, const MemoryPlan& plan,
+                         const std::vector<TensorInfo>& tensors) {
   Allocator& memory = backend.allocator();
   std::vector<std::shared_ptr<Buffer>> buffers;
   for (const PlannedBuffer& b : plan.buffers)
     buffers.push_back(memory.allocate(b.bytes, b.category, b.name));
   BoundTable& table = *table_;
-  for (size_t id = 0; id < infos_.size(); ++id) {
-    const TensorInfo& info = infos_[id];
+  for (size_t id = 0; id < tensors.size(); ++id) {
+    const TensorInfo& info = tensors[id];
     const int b = plan.buffer_of[id];
     table[id] = b >= 0
                     ? Tensor(buffers.at(b), info.shape, info.dtype, info.layout, plan.offset_of[id])

@@ -1,10 +1,11 @@
 // A network as a DAG of named layers. Nodes are added in topological order, so forward runs in
 // insertion order and backward in reverse. Node names are torchvision module paths, which makes
 // parameter names ("layer1.0.conv1.weight") match torchvision's state_dict.
-// Declaring the graph records every tensor of the step (outputs, gradients, what layers declare)
-// in one table and emits the forward and backward passes as a Schedule over it, calling no
-// backend and allocating nothing; binding stores the table as a MemoryPlan says and sets the
-// layers up.
+// Declaring the graph records the model's tensors (outputs, gradients, what layers declare) in a
+// table and emits the forward and backward passes as a Schedule over it, calling no backend and
+// allocating nothing. A training step's program (runtime/train/step_program.h) copies that table
+// and declares the step's own tensors after it; binding stores a table that begins with the
+// model's as a MemoryPlan says and sets the layers up.
 #pragma once
 #include <deque>
 #include <memory>
@@ -44,7 +45,7 @@ class Graph final : public PassRunner {
   const Shape& shape(int node) const { return nodes_.at(node).shape; }
   std::vector<std::string> node_names() const;
 
-  // Declares every tensor of the step in the policy's dtypes, each with its category and layout
+  // Declares every tensor of the model in the policy's dtypes, each with its category and layout
   // (parameters, buffers, saved state, compute copies, activations and their gradients, the flat
   // gradient buffer and its slices, scratch), and builds the forward and backward schedules. No
   // backend is called and nothing is allocated: `traits` say what the backend would do.
@@ -58,17 +59,18 @@ class Graph final : public PassRunner {
   // Throws Unsupported, in node order, where `backend` cannot run a layer's ops in the declared
   // policy's dtypes (Layer::require). bind calls it before allocating.
   void require(const Backend& backend) const;
-  // Stores the declared table on `backend` as `plan` says (a plan over step_schedule() and
-  // tensor_infos()), then sets every layer up: parameters initialised from `rng`, plans made.
+  // Stores `tensors` on `backend` as `plan` (a plan over them) says, then sets every layer up:
+  // parameters initialised from `rng`, plans made. `tensors` begins with tensor_infos(), the
+  // model's own; what follows is the step's (a StepProgram's table), bound beside them.
+  void bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
+            const std::vector<TensorInfo>& tensors);
+  // The model's tensors alone (a plan over step_schedule() and tensor_infos()).
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
   // declare with the traits of `backend` (BackendTraits::of).
   void declare_for(Backend& backend, const PrecisionPolicy& policy = {});
   // Releases what bind stored, back to declared (a trainer that plans the step again). The
   // backend keeps what it holds of its own (its workspace).
   void unbind();
-  // Forgets the tensors declared from id `first` on (declared and not bound): a step planned
-  // again declares its own again.
-  void forget_tensors_from(size_t first);
   // declare_for, then bind with naive_plan: a graph on its own (inference, tests). A trainer
   // binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
@@ -85,16 +87,13 @@ class Graph final : public PassRunner {
   // The loss writes the gradient of the output here before backward.
   Tensor& output_grad() { return tensor(grad_ids_.at(output())); }
 
-  // The step's tensors: every one the schedules name, with what it is and how it is stored.
+  // The model's tensors: every one its schedules name, with what it is and how it is stored.
   const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
-  // A bound tensor (undefined before bind). The table is storage: a const graph still lends
-  // its tensors for writing.
+  // A bound tensor, the model's or (after a bind with a step's table) the step's; undefined
+  // before bind. The table is storage: a const graph still lends its tensors for writing.
   Tensor& tensor(int id) const { return table_->at(id); }
   // Node i's declared tensors and parameter gradients, as its passes get them.
   const LayerTensors& layer_tensors(int node) const { return node_tensors_.at(node); }
-  // Declares a tensor of the step that the graph does not own the meaning of (the loss's, the
-  // optimizer's, the sync policy's), between declare and bind; bind stores it as the plan says.
-  int declare_tensor(TensorInfo info);
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
   // -1 for every other node. Decided at declare, from what the backend fuses (BackendTraits).
@@ -141,11 +140,15 @@ class Graph final : public PassRunner {
 
  private:
   std::vector<Shape> input_shapes(const Node& n) const;
+  int declare_tensor(TensorInfo info);  // one of the model's, during declare
   void declare_node(int i);
   void declare_gradients();
   int compute_copy_id(int i, const std::string& name) const;
   void declare_fork_scratch();
-  void bind_storage(Backend& backend, const MemoryPlan& plan);
+  void check_binding(Backend& backend, const MemoryPlan& plan,
+                     const std::vector<TensorInfo>& tensors) const;
+  void bind_storage(Backend& backend, const MemoryPlan& plan,
+                    const std::vector<TensorInfo>& tensors);
   void setup_layers(Rng& rng);
   void refresh_compute_copies();
   bool aliases_gradient(int node) const;

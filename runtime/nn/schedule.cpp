@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <utility>
 
 namespace dlb {
 
@@ -83,6 +84,11 @@ bool given(TensorKind k) {
 }
 
 }  // namespace
+
+int declare_tensor(std::vector<TensorInfo>& table, TensorInfo info) {
+  table.push_back(std::move(info));
+  return static_cast<int>(table.size()) - 1;
+}
 
 int dependency_base(int id, const std::vector<TensorInfo>& tensors) {
   while (tensors[id].alias_of >= 0 &&

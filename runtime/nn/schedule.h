@@ -87,6 +87,10 @@ struct TensorInfo {
   size_t bytes() const { return static_cast<size_t>(shape.numel()) * dtype_size(dtype); }
 };
 
+// Appends `info` to `table` (a step's tensors, declared: runtime/train/step_program.h) and
+// returns its id.
+int declare_tensor(std::vector<TensorInfo>& table, TensorInfo info);
+
 // The tensor whose dependencies a view shares: the tensor it views, and so on, up to (not
 // including) a kGradientBuffer, whose slices are disjoint (itself if it is no view).
 int dependency_base(int id, const std::vector<TensorInfo>& tensors);
@@ -162,6 +166,9 @@ class PassRunner {
     (void)step;
     return true;
   }
+  // The executor begins step `index` (counted from 0 over every run of its schedule): a runner
+  // whose passes depend on which step it is (a stale step's slot) reads it here.
+  virtual void begin_step(int64_t index) { (void)index; }
   // Where the pass's work runs on a queue of its own (a swap's copy), that queue's marks of the
   // pass just run, which a trace shows instead of the executor's; null: the executor's marks
   // around the pass are its time.

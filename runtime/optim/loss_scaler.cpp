@@ -22,9 +22,9 @@ void LossScaler::check(const LossScaleConfig& config) {
   }
 }
 
-int LossScaler::declare_state(Graph& graph) {
-  return graph.declare_tensor({"loss-scale state", TensorKind::kBuffer, Shape{kLossScaleSlots},
-                               DType::kF32, -1, -1, MemCategory::kOptimizerState});
+int LossScaler::declare_state(std::vector<TensorInfo>& table) {
+  return declare_tensor(table, {"loss-scale state", TensorKind::kBuffer, Shape{kLossScaleSlots},
+                                DType::kF32, -1, -1, MemCategory::kOptimizerState});
 }
 
 LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph,

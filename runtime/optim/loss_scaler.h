@@ -14,8 +14,8 @@ class LossScaler {
  public:
   // Throws InvalidArgument for a configuration that cannot scale.
   static void check(const LossScaleConfig& config);
-  // Declares the scaler's state in `graph`'s table (between its declare and bind); its id.
-  static int declare_state(Graph& graph);
+  // Declares the scaler's state in `table` (a step's); its id.
+  static int declare_state(std::vector<TensorInfo>& table);
   // Over `graph`, bound: its flat gradient buffer (alignment gaps zeroed) and the state declared
   // as `state_id`, which this sets to the initial scale.
   LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph, int state_id);

@@ -6,13 +6,13 @@
 
 namespace dlb {
 
-std::vector<int> Optimizer::declare_state(Graph& graph) {
+std::vector<int> Optimizer::declare_state(const Graph& graph, std::vector<TensorInfo>& table) {
   std::vector<int> ids;
   for (const ParamIds& p : graph.flat_params()) {
     const Shape shape = graph.tensor_infos().at(p.value).shape;
-    ids.push_back(graph.declare_tensor({"momentum of " + p.name, TensorKind::kBuffer, shape,
-                                        graph.policy().optimizer_state, -1, -1,
-                                        MemCategory::kOptimizerState}));
+    ids.push_back(declare_tensor(
+        table, {"momentum of " + p.name, TensorKind::kBuffer, shape, graph.policy().optimizer_state,
+                -1, -1, MemCategory::kOptimizerState}));
   }
   return ids;
 }

@@ -13,9 +13,9 @@ namespace dlb {
 
 class Optimizer {
  public:
-  // Declares one momentum buffer per flat parameter of `graph` (Graph::flat_params), between
-  // its declare and bind; their ids, in that order.
-  static std::vector<int> declare_state(Graph& graph);
+  // Declares one momentum buffer per flat parameter of `graph` (Graph::flat_params) in `table`
+  // (a step's, which begins with the graph's); their ids, in that order.
+  static std::vector<int> declare_state(const Graph& graph, std::vector<TensorInfo>& table);
   // Throws Unsupported where `backend` cannot update (and, `scaled`, unscale) in `policy`'s
   // dtypes: before anything is allocated.
   static void require(const Backend& backend, const PrecisionPolicy& policy, bool scaled);

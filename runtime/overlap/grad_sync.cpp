@@ -42,6 +42,12 @@ std::unique_ptr<CommHandle> GradSync::launch(int bucket, Tensor what, Launch& la
   return comm_.allreduce_async(what, ReduceOp::kAverage, backend_.stream());
 }
 
+void GradSync::begin_step(int64_t index) {
+  next_step_ = index + 1;
+  if (slots_.empty()) return;
+  slot_ = static_cast<size_t>(stale_slot(index, static_cast<int64_t>(slots_.size())));
+}
+
 void GradSync::run_pass(const Step& step, const LayerContext* ctx) {
   (void)ctx;
   switch (sync_pass_of(step)) {
@@ -214,13 +220,13 @@ void GradSync::all_reduce_slot() {
     s.handle = launch(kEveryBucket, slots_[slot_], s.launched);
     s.reduced = false;
   }
-  slot_ = (slot_ + 1) % slots_.size();
 }
 
 void GradSync::flush() {
   // The slots' gradients, oldest first: the next step's slot holds the oldest.
-  for (size_t i = 0; i < slots_.size(); ++i) {
-    const size_t j = (slot_ + i) % slots_.size();
+  const auto k = static_cast<int64_t>(slots_.size());
+  for (int64_t i = 0; i < k; ++i) {
+    const auto j = static_cast<size_t>(stale_slot(next_step_ + i, k));
     complete(slot_state_[j], all_values_);
     if (slot_filled_[j]) apply_slot(j);
   }

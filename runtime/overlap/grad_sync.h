@@ -31,6 +31,8 @@ class GradSync final : public PassRunner {
   bool distributed() const { return comm_.size() > 1; }
   const BucketPlan& plan() const { return plan_; }
 
+  // Bounded staleness: the step's slot is stale_slot(index, K) (sync_schedule.h).
+  void begin_step(int64_t index) override;
   // Runs one of the policy's passes (sync_schedule.h).
   void run_pass(const Step& step, const LayerContext* ctx) override;
   const std::string& label(const Step& step) const override;
@@ -98,11 +100,12 @@ class GradSync final : public PassRunner {
   };
   std::vector<Finishing> finishing_;
   // Bounded staleness: the slots, their reductions, whether each holds gradients not yet
-  // applied, and the step's slot.
+  // applied, the step's slot and the next step's index (whose slot holds the oldest gradients).
   std::vector<Tensor> slots_;
   std::vector<State> slot_state_;
   std::vector<bool> slot_filled_;
   size_t slot_ = 0;
+  int64_t next_step_ = 0;
   int64_t all_values_ = 0;  // every bucket's values: a slot's, without gaps
 };
 

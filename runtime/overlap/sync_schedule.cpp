@@ -39,6 +39,15 @@ SyncPass sync_pass_of(const Step& step) {
   return static_cast<SyncPass>(step.op);
 }
 
+int64_t staleness_of(const Schedule& schedule) {
+  for (const Step& step : schedule.steps) {
+    if (step.pass == Pass::kSync && sync_pass_of(step) == SyncPass::kStash) {
+      return static_cast<int64_t>(step.writes.size());
+    }
+  }
+  return 0;
+}
+
 namespace {
 
 struct BucketTensors {
@@ -46,7 +55,8 @@ struct BucketTensors {
   std::vector<int> carried;  // the forward strategy's: views of `grads` read in the next step
 };
 
-std::vector<BucketTensors> bucket_tensors(Graph& graph, const BucketPlan& plan, bool carry) {
+std::vector<BucketTensors> bucket_tensors(std::vector<TensorInfo>& table, const Graph& graph,
+                                          const BucketPlan& plan, bool carry) {
   std::vector<BucketTensors> out;
   const std::vector<ParamIds>& params = graph.flat_params();
   for (const Bucket& b : plan.buckets) {
@@ -56,12 +66,12 @@ std::vector<BucketTensors> bucket_tensors(Graph& graph, const BucketPlan& plan, 
       t.grads.push_back(grad);
       t.values.push_back(params[i].value);
       if (!carry) continue;
-      TensorInfo info = graph.tensor_infos()[grad];
+      TensorInfo info = table[grad];
       info.name += " (carried)";
       info.kind = TensorKind::kCarried;
       info.alias_of = grad;
       info.offset = 0;  // the whole gradient, from its first element
-      t.carried.push_back(graph.declare_tensor(std::move(info)));
+      t.carried.push_back(declare_tensor(table, std::move(info)));
     }
     out.push_back(std::move(t));
   }
@@ -136,12 +146,13 @@ void place_carried(std::vector<Step>& out, const Step& step,
 }
 
 // The stale slots: K tensors shaped as the flat gradient buffer, kept across steps.
-std::vector<int> declare_stale_slots(Graph& graph, int64_t k) {
-  const TensorInfo flat = graph.tensor_infos()[graph.flat_gradient_id()];
+std::vector<int> declare_stale_slots(std::vector<TensorInfo>& table, const Graph& graph,
+                                     int64_t k) {
+  const TensorInfo flat = table[graph.flat_gradient_id()];
   std::vector<int> ids;
   for (int64_t i = 0; i < k; ++i) {
-    ids.push_back(graph.declare_tensor({fmt::format("stale gradients {}", i), TensorKind::kBuffer,
-                                        flat.shape, flat.dtype, -1, -1, MemCategory::kGradients}));
+    ids.push_back(declare_tensor(table, {fmt::format("stale gradients {}", i), TensorKind::kBuffer,
+                                         flat.shape, flat.dtype, -1, -1, MemCategory::kGradients}));
   }
   return ids;
 }
@@ -149,13 +160,14 @@ std::vector<int> declare_stale_slots(Graph& graph, int64_t k) {
 // Bounded staleness (sync_schedule.h): progress passes among forward and backward, then the
 // slot's wait, the update from it, the stash and the slot's reduction. Every stale pass names
 // every slot: which one a step uses is the runner's rotation.
-std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOptions& o) {
+std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table,
+                              const Graph& graph, const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients) {
     throw std::logic_error(
         "bounded staleness with an overlap strategy or loss scaling (StepSpec::validate refuses "
         "both)");
   }
-  const std::vector<int> slots = declare_stale_slots(graph, o.staleness);
+  const std::vector<int> slots = declare_stale_slots(table, graph, o.staleness);
   std::vector<int> grads, values;
   for (const ParamIds& p : graph.flat_params()) {
     grads.push_back(p.grad);
@@ -179,12 +191,13 @@ std::vector<int> insert_stale(Schedule& schedule, Graph& graph, const SyncOption
   out.push_back(stash);
   out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
   schedule.steps = std::move(out);
-  link_dependencies(schedule, graph.tensor_infos());
+  link_dependencies(schedule, table);
   return slots;
 }
 
 // Asynchronous SGD (sync_schedule.h): a pull, the step with progress passes, a push.
-void insert_async(Schedule& schedule, Graph& graph, const SyncOptions& o) {
+void insert_async(Schedule& schedule, const std::vector<TensorInfo>& table, const Graph& graph,
+                  const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients || o.staleness > 0) {
     throw std::logic_error(
         "asynchronous SGD with an overlap strategy, staleness or loss scaling (StepSpec::validate "
@@ -207,21 +220,21 @@ void insert_async(Schedule& schedule, Graph& graph, const SyncOptions& o) {
   push.reads = grads;
   out.push_back(push);
   schedule.steps = std::move(out);
-  link_dependencies(schedule, graph.tensor_infos());
+  link_dependencies(schedule, table);
 }
 
 }  // namespace
 
-std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
-                             const SyncOptions& o) {
+std::vector<int> insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                             const BucketPlan& plan, const SyncOptions& o) {
   if (o.async) {
-    insert_async(schedule, graph, o);
+    insert_async(schedule, table, graph, o);
     return {};
   }
-  if (o.staleness > 0) return insert_stale(schedule, graph, o);
+  if (o.staleness > 0) return insert_stale(schedule, table, graph, o);
   const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
   const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;
-  const std::vector<BucketTensors> buckets = bucket_tensors(graph, plan, deferred);
+  const std::vector<BucketTensors> buckets = bucket_tensors(table, graph, plan, deferred);
   const int nb = static_cast<int>(buckets.size());
   // The pass that writes each bucket's last gradient.
   std::vector<int> completes(nb, -1);
@@ -254,7 +267,7 @@ std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan&
   }
   if (!deferred) append_updates(out, buckets, false, per_bucket, o.updates_read_all_gradients);
   schedule.steps = std::move(out);
-  link_dependencies(schedule, graph.tensor_infos());
+  link_dependencies(schedule, table);
   return {};
 }
 

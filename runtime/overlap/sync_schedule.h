@@ -60,6 +60,13 @@ inline constexpr SyncPass kSyncPasses[] = {
     SyncPass::kUpdateStale,   SyncPass::kPull,     SyncPass::kPush};
 // A kAllReduce's or kWait's bucket (Step::arg) that is the stale slot of the step, not a bucket.
 inline constexpr int kStaleSlot = -2;
+// Bounded staleness: the slot that step `step` (counted from 0 over every step run, as
+// PassRunner::begin_step counts) waits for, updates from, stashes into and reduces, of the
+// `staleness` slots its stale passes name. The program's rule; GradSync and the replay follow it.
+inline int64_t stale_slot(int64_t step, int64_t staleness) { return step % staleness; }
+struct Schedule;
+// The slots a schedule's stale passes name (their count is K); 0 without staleness.
+int64_t staleness_of(const Schedule& schedule);
 // The pass's category in traces and listings: "allreduce", "wait", "optimizer" (every
 // update), "progress", "stash", "pull", "push".
 const char* sync_pass_name(SyncPass p);
@@ -79,9 +86,9 @@ struct SyncOptions {
 };
 
 // `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,
-// and the stale slots, in the graph's table (so the graph is between declare and bind), and
-// relinks the dependencies. Returns the stale slots' ids (empty without staleness).
-std::vector<int> insert_sync(Schedule& schedule, Graph& graph, const BucketPlan& plan,
-                             const SyncOptions& options);
+// and the stale slots, in `table` (the step's, which begins with the graph's), and relinks the
+// dependencies. Returns the stale slots' ids (empty without staleness).
+std::vector<int> insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                             const BucketPlan& plan, const SyncOptions& options);
 
 }  // namespace dlb

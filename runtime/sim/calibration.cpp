@@ -152,6 +152,33 @@ std::vector<double> update_shares(const BucketPlan& plan) {
   return shares;
 }
 
+// A sync pass's time: a reduction's from the network, an update's as its share of the
+// optimizer's.
+double sync_cost(const Step& step, const std::map<int, double>& reduce_us,
+                 const std::vector<double>& update_share, double optimizer) {
+  switch (sync_pass_of(step)) {
+    case SyncPass::kAllReduce:  // a stale slot is laid out as the whole buffer
+      return reduce_us.at(step.arg == kStaleSlot ? -1 : step.arg);
+    case SyncPass::kUpdate:
+    case SyncPass::kUpdateCarried:
+      return step.arg < 0 ? optimizer : optimizer * update_share.at(step.arg);
+    case SyncPass::kUpdateStale:
+      return optimizer;
+    case SyncPass::kStash:
+      // Not in the profile: a copy of the gradients, 2 streams of their bytes (read, write)
+      // against SGD with momentum's 5 (gradient, weight and momentum read, weight and momentum
+      // written), both bound by memory bandwidth.
+      return optimizer * 2 / 5;
+    case SyncPass::kWait:
+    case SyncPass::kProgress:
+      return 0;
+    case SyncPass::kPull:
+    case SyncPass::kPush:
+      break;
+  }
+  throw Unsupported("simulate: asynchronous SGD (--sync=async) is not simulated");
+}
+
 }  // namespace
 
 PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
@@ -186,23 +213,7 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
       case Pass::kAccumulate:  // not in the profile: inside the scale
         return 0;
       case Pass::kSync:
-        switch (sync_pass_of(step)) {
-          case SyncPass::kAllReduce:
-            return reduce_us->at(step.arg);
-          case SyncPass::kUpdate:
-          case SyncPass::kUpdateCarried:
-            return step.arg < 0 ? optimizer : optimizer * update_share->at(step.arg);
-          case SyncPass::kWait:
-          case SyncPass::kProgress:
-            return 0;
-          case SyncPass::kStash:
-          case SyncPass::kUpdateStale:
-            throw Unsupported("simulate: bounded staleness (--sync=stale:K) is not simulated");
-          case SyncPass::kPull:
-          case SyncPass::kPush:
-            throw Unsupported("simulate: asynchronous SGD (--sync=async) is not simulated");
-        }
-        return 0;
+        return sync_cost(step, *reduce_us, *update_share, optimizer);
       case Pass::kSwapOut:
       case Pass::kSwapIn:
       case Pass::kSwapWait:

@@ -33,7 +33,10 @@ std::string Executor::describe(const Step& step) const {
   return fmt::format("{} of {} {}", step_name(step), label, step.arg);
 }
 
-void Executor::run(const LayerContext* ctx, PassObserver* observer) {
+void Executor::run(int64_t index, const LayerContext* ctx, PassObserver* observer) {
+  for (PassRunner* runner : {runners_.layers, runners_.loss, runners_.sync, runners_.swap}) {
+    if (runner) runner->begin_step(index);
+  }
   const bool marks = observer && observer->wants_marks();
   for (size_t i = 0; i < schedule_.steps.size(); ++i) {
     const Step& step = schedule_.steps[i];

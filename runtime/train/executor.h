@@ -37,9 +37,10 @@ class Executor {
  public:
   // Every runner the schedule's passes need must be set; `clock` must outlive the executor.
   Executor(Schedule schedule, PassRunners runners, const Clock& clock);
-  // One iteration of the schedule. `ctx`: what the passes compute with (null in a replay); under
+  // Step `index` of the schedule (counted from 0 over every run; each runner is told it first,
+  // PassRunner::begin_step). `ctx`: what the passes compute with (null in a replay); under
   // --memory-guard its backend's zones are checked after every pass.
-  void run(const LayerContext* ctx, PassObserver* observer = nullptr);
+  void run(int64_t index, const LayerContext* ctx, PassObserver* observer = nullptr);
   const Schedule& schedule() const { return schedule_; }
   const Clock& clock() const { return clock_; }
 

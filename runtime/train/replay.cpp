@@ -49,10 +49,14 @@ struct RankReplay::Impl {
   // The sync policy's passes, with reductions on the lane (see replay.h).
   class SyncRunner final : public PassRunner {
    public:
-    explicit SyncRunner(Impl& r) : r_(r) {}
+    SyncRunner(Impl& r, int64_t staleness) : r_(r), staleness_(staleness) {}
+    // Bounded staleness: the step's slot, keyed apart from the buckets (-1 and up).
+    void begin_step(int64_t index) override {
+      if (staleness_ > 0) slot_key_ = -10 - static_cast<int>(stale_slot(index, staleness_));
+    }
     void run_pass(const Step& step, const LayerContext*) override {
       State& s = r_.state;
-      const int b = step.arg;
+      const int b = step.arg == kStaleSlot ? slot_key_ : step.arg;
       switch (sync_pass_of(step)) {
         case SyncPass::kAllReduce: {
           const int64_t n = s.next_reduction++;
@@ -79,10 +83,18 @@ struct RankReplay::Impl {
         case SyncPass::kProgress:
           r_.charge(step, s.totals.progress_us);
           return;
-        case SyncPass::kStash:
-        case SyncPass::kUpdateStale:
-          // Its slots rotate over K steps, which the per-bucket lane above does not follow.
-          throw Unsupported("the replay does not model bounded staleness (--sync=stale:K)");
+        case SyncPass::kStash:  // the step's gradients into its slot, reduced next
+          s.pending[slot_key_] = true;
+          r_.charge(step, s.totals.busy_us);
+          return;
+        case SyncPass::kUpdateStale:  // from the slot of K steps before: none in the first K
+          if (!s.pending[slot_key_]) {
+            skipped_ = true;
+            return;
+          }
+          s.pending[slot_key_] = false;
+          r_.charge(step, s.totals.busy_us);
+          return;
         case SyncPass::kPull:
         case SyncPass::kPush:
           throw Unsupported("the replay does not model asynchronous SGD (--sync=async)");
@@ -108,6 +120,8 @@ struct RankReplay::Impl {
 
    private:
     Impl& r_;
+    int64_t staleness_;
+    int slot_key_ = 0;
     bool skipped_ = false;
   };
 
@@ -132,7 +146,7 @@ struct RankReplay::Impl {
         keep_timeline(keep),
         launch_waits(waits),
         compute(*this),
-        sync(*this),
+        sync(*this, staleness_of(schedule)),
         observer(*this),
         executor(schedule, PassRunners{&compute, &compute, &sync, &compute}, clock) {}
 
@@ -170,7 +184,7 @@ RankReplay::~RankReplay() = default;
 
 void RankReplay::run_iteration(double factor) {
   impl_->factor = factor;
-  impl_->executor.run(nullptr, &impl_->observer);
+  impl_->executor.run(impl_->state.iteration, nullptr, &impl_->observer);
   ++impl_->state.iteration;
 }
 

@@ -10,7 +10,11 @@
 //     reduction before it ends, whichever is later, taking its cost while the other lanes go on;
 //   - a wait ends when its reduction has ended (at once if it already has) and costs nothing more;
 //   - an update of carried gradients (the forward strategy's) runs only when a reduction has
-//     happened since the bucket's last update, as GradSync's does: not in the first iteration.
+//     happened since the bucket's last update, as GradSync's does: not in the first iteration;
+//   - bounded staleness: iteration i's stale passes are those of its slot (stale_slot(i, K),
+//     runtime/overlap/sync_schedule.h): its wait ends when the slot's reduction, launched K
+//     iterations before, has; its update runs only where a stash has filled the slot since (not
+//     in the first K iterations); the stash is a compute pass. Asynchronous SGD is not replayed.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -21,8 +21,8 @@ void SwapPasses::run_pass(const Step& step, const LayerContext* ctx) {
     case Pass::kSwapWait: {
       auto it = copies_.find(step.y);
       if (it == copies_.end()) {
-        throw InvalidArgument(fmt::format("a swap wait for {} with no copy of it before",
-                                          graph_.tensor_infos()[step.y].name));
+        throw InvalidArgument(
+            fmt::format("a swap wait for {} with no copy of it before", tensors_.at(step.y).name));
       }
       backend_.wait_for_copy(it->second.second);
       return;
@@ -33,9 +33,7 @@ void SwapPasses::run_pass(const Step& step, const LayerContext* ctx) {
   }
 }
 
-const std::string& SwapPasses::label(const Step& step) const {
-  return graph_.tensor_infos().at(step.y).name;
-}
+const std::string& SwapPasses::label(const Step& step) const { return tensors_.at(step.y).name; }
 
 const std::pair<Mark, Mark>* SwapPasses::lane_marks(const Step& step) const {
   if (step.pass == Pass::kSwapWait) return nullptr;

@@ -13,8 +13,10 @@ namespace dlb {
 
 class SwapPasses final : public PassRunner {
  public:
-  // Passes bind their tensors from `graph`'s table; both must outlive the runner.
-  SwapPasses(Backend& backend, const Graph& graph) : backend_(backend), graph_(graph) {}
+  // Passes bind their tensors from `graph`'s bound table, which `tensors` (the step's program's)
+  // describes; all must outlive the runner.
+  SwapPasses(Backend& backend, const Graph& graph, const std::vector<TensorInfo>& tensors)
+      : backend_(backend), graph_(graph), tensors_(tensors) {}
   void run_pass(const Step& step, const LayerContext* ctx) override;
   // The swapped tensor's name: an activation's is its layer's (its torchvision path); a saved
   // tensor's adds what it is ("layer1.0.bn1.save_mean").
@@ -27,6 +29,7 @@ class SwapPasses final : public PassRunner {
  private:
   Backend& backend_;
   const Graph& graph_;
+  const std::vector<TensorInfo>& tensors_;
   std::unordered_map<int, std::pair<Mark, Mark>> copies_;  // by activation: its latest copy
 };
 

@@ -11,7 +11,7 @@
 #include "runtime/core/hash.h"
 #include "runtime/core/nvtx.h"
 #include "runtime/overlap/sync_schedule.h"
-#include "runtime/train/step_schedule.h"
+#include "runtime/train/step_program.h"
 
 namespace dlb {
 
@@ -77,43 +77,53 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   dropout_base_ =
       config.seed * 1000003 + static_cast<uint64_t>(comm.rank()) * 0x9E3779B97F4A7C15ull;
   check_capture();
-  // Every tensor of the step declared, then one plan and one binding.
-  const StateIds state = declare_state();
-  const BucketPlan plan = make_buckets();
-  const size_t declared = graph_.tensor_infos().size();
-  const Rng initial = init;
-  // --swap=auto fits the plan's tensors to the budget, but the backend's workspace is not in the
-  // plan and is known only once the layers are set up. So a first binding may go over the budget
-  // (checked here, not by the allocator); if it does, the step is planned again, with the
-  // workspace now held and counted, and bound within the budget.
-  Schedule schedule;
+  // The step's program (every tensor, the schedule, the buckets), then one plan and one binding.
   if (config_.step.swap.kind != SwapPolicy::Kind::kAuto) {
-    schedule = plan_and_bind(plan, comm, init, false);
+    plan_and_bind(init, false);
   } else {
-    // The peak of this binding alone: what a layer's setup allocates and frees (an autotuned
-    // algorithm's trial buffers) counts too.
-    Allocator& memory = backend_.allocator();
-    memory.reset_peaks();
-    bool fits = false;
-    try {
-      schedule = plan_and_bind(plan, comm, init, true);
-      fits = memory.stats().total_peak <= *memory.budget();
-    } catch (const OutOfMemory&) {
-      // The device itself ran out: planned again below, with whatever the backend now holds.
-    }
-    if (!fits) {
-      graph_.unbind();
-      graph_.forget_tensors_from(declared);
-      init = initial;
-      memory.reset_peaks();
-      schedule = plan_and_bind(plan, comm, init, false);
-      replanned_ = true;
-    }
+    bind_within_budget(init);
   }
-  start_state(state);
-  make_sync(plan, comm);
-  swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_);
-  executor_ = std::make_unique<Executor>(std::move(schedule), pass_runners(), *clock_);
+  start_state();
+  make_sync(comm);
+  swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_, program_.tensors);
+  executor_ = std::make_unique<Executor>(program_.schedule, pass_runners(), *clock_);
+}
+
+// --swap=auto fits the plan's tensors to the budget, but the backend's workspace is not in the
+// plan and is known only once the layers are set up. So a first binding may go over the budget
+// (checked here, not by the allocator); if it does, the program is built again, with the
+// workspace now held and counted in the room it has, planned and bound within the budget.
+void Trainer::bind_within_budget(Rng& init) {
+  const Rng initial = init;
+  // The peak of this binding alone: what a layer's setup allocates and frees (an autotuned
+  // algorithm's trial buffers) counts too.
+  Allocator& memory = backend_.allocator();
+  memory.reset_peaks();
+  bool fits = false;
+  try {
+    plan_and_bind(init, true);
+    fits = memory.stats().total_peak <= *memory.budget();
+  } catch (const OutOfMemory&) {
+    // The device itself ran out: built again below, with whatever the backend now holds.
+  }
+  if (fits) return;
+  graph_.unbind();
+  init = initial;
+  memory.reset_peaks();
+  plan_and_bind(init, false);
+  replanned_ = true;
+}
+
+StepTarget Trainer::step_target() const {
+  StepTarget target{backend_.async_input_copies(), config_.loss_readback_steps, 0};
+  if (config_.step.swap.kind == SwapPolicy::Kind::kAuto) {
+    // The budget less what the device holds already (another trainer's buffers, a
+    // communicator's staging, the backend's workspace once the layers were set up).
+    const size_t budget = *backend_.allocator().budget();
+    const size_t held = backend_.allocator().stats().total_current;
+    target.swap_room = budget - std::min(budget, held);
+  }
+  return target;
 }
 
 PassRunners Trainer::pass_runners() {
@@ -170,52 +180,21 @@ void Trainer::check_model_and_config(const Communicator& comm) {
 
 bool Trainer::scaled() const { return loss_scaled(graph_.policy()); }
 
-// The tensors of the step besides the graph's, declared in its table: the loss's, the second
-// input buffer, the optimizer's and the loss scaler's state.
-Trainer::StateIds Trainer::declare_state() {
-  auto declare = [&](const char* name, TensorKind kind, const Shape& shape, DType dtype,
-                     MemCategory category, Layout layout = Layout::kNCHW) {
-    TensorInfo info{name, kind, shape, dtype, -1, -1, category};
-    info.layout = layout;
-    return graph_.declare_tensor(std::move(info));
-  };
-  StateIds ids;
-  // The labels come with the batch (load_batch), as the input does.
-  const LossTensors loss = declare_loss_tensors(graph_, batch_);
-  labels_id_ = loss.labels;
-  probs_id_ = loss.probs;
-  loss_id_ = loss.loss;
-  loss_history_id_ = declare("losses not yet read", TensorKind::kLoss,
-                             {config_.loss_readback_steps}, DType::kF32, MemCategory::kActivations);
-  step_counter_id_ =
-      declare("step counter", TensorKind::kBuffer, {1}, DType::kI64, MemCategory::kOptimizerState);
-  if (backend_.async_input_copies()) {
-    // The second input buffer (under the budget and in the setup's peak).
-    const TensorInfo in = graph_.tensor_infos()[graph_.output_id(graph_.input())];  // a copy
-    ids.images = declare("input, second buffer", TensorKind::kInput, in.shape, in.dtype,
-                         MemCategory::kData, in.layout);
-    ids.labels = declare("labels, second buffer", TensorKind::kInput, {batch_}, DType::kI64,
-                         MemCategory::kData);
-  }
-  ids.momentum = Optimizer::declare_state(graph_);
-  if (scaled()) ids.scaler = LossScaler::declare_state(graph_);
-  return ids;
-}
-
 // Once bound: the state's first values, and the input slots.
-void Trainer::start_state(const StateIds& ids) {
+void Trainer::start_state() {
+  const StepTensorIds& ids = program_.ids;
   const int64_t first_step = 0;
-  backend_.copy_from_host(&first_step, graph_.tensor(step_counter_id_));
+  backend_.copy_from_host(&first_step, graph_.tensor(ids.step_counter));
   if (scaled()) {
-    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_, ids.scaler);
+    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_, ids.loss_scale);
   }
   optimizer_ =
       std::make_unique<Optimizer>(backend_, graph_, ids.momentum, config_.sgd, scaler_.get());
-  inputs_[0] = {graph_.input_tensor(), graph_.tensor(labels_id_), {}};
-  if (ids.images < 0) return;
+  inputs_[0] = {graph_.input_tensor(), graph_.tensor(ids.labels), {}};
+  if (ids.second_images < 0) return;
   // Each slot's mark starts at the work queued so far: a buffer may reuse memory that queued
   // work still uses, and a copy queue knows nothing of it.
-  inputs_[1] = {graph_.tensor(ids.images), graph_.tensor(ids.labels), {}};
+  inputs_[1] = {graph_.tensor(ids.second_images), graph_.tensor(ids.second_labels), {}};
   inputs_[0].read = inputs_[1].read = backend_.clock().mark();
 }
 
@@ -237,77 +216,37 @@ void Trainer::check_capture() const {
   }
 }
 
-BucketPlan Trainer::make_buckets() const { return step_buckets(graph_, config_.step.bucket_mb); }
-
-// forward, the loss, backward, and the sync policy's passes: what the executor runs.
-Schedule Trainer::step_schedule(const BucketPlan& plan, const Communicator& comm) {
-  Schedule schedule = compute_schedule(graph_, LossTensors{labels_id_, probs_id_, loss_id_},
-                                       config_.step.memory_plan, config_.step.recompute);
-  schedule = swapped_schedule(schedule, kept_after_step(graph_));
-  // With a loss scaler, the optimizer's first update of a step reads every gradient.
-  stale_slots_ = insert_sync(schedule, graph_, plan,
-                             SyncOptions{config_.step.overlap, comm.size() > 1, scaled(),
-                                         config_.step.staleness(), config_.step.async()});
-  return schedule;
-}
-
-Schedule Trainer::plan_and_bind(const BucketPlan& plan, const Communicator& comm, Rng& init,
-                                bool over_budget) {
-  Schedule schedule = step_schedule(plan, comm);
-  const MemoryPlan naive = naive_plan(schedule, graph_.tensor_infos());
+void Trainer::plan_and_bind(Rng& init, bool over_budget) {
+  program_ = build_step(graph_, config_.step, step_target());
+  const MemoryPlan naive = naive_plan(program_.schedule, program_.tensors);
   // Against the step as it would be without swapping: its host copies are not device bytes.
   naive_plan_bytes_ = naive.device_bytes();
   // The logits are kept whole: a caller may read the step's output after it (a step dump).
-  memory_plan_ =
-      config_.step.memory_plan == MemoryPlanKind::kNaive
-          ? naive
-          : reuse_plan(schedule, graph_.tensor_infos(), {graph_.output_id(graph_.output())});
+  memory_plan_ = config_.step.memory_plan == MemoryPlanKind::kNaive
+                     ? naive
+                     : reuse_plan(program_.schedule, program_.tensors, program_.kept);
   Allocator& memory = backend_.allocator();
   const std::optional<size_t> budget = memory.budget();
   if (over_budget) memory.set_budget(std::nullopt);
   try {
-    graph_.bind(backend_, init, memory_plan_);
+    graph_.bind(backend_, init, memory_plan_, program_.tensors);
   } catch (...) {
     memory.set_budget(budget);
     throw;
   }
   memory.set_budget(budget);
   if (const std::vector<std::string> races =
-          check_swaps(schedule, graph_.tensor_infos(), memory_plan_);
+          check_swaps(program_.schedule, program_.tensors, memory_plan_);
       !races.empty()) {
     throw std::logic_error("the swapped step's copies race its passes: " + races.front());
   }
-  return schedule;
 }
 
-Schedule Trainer::swapped_schedule(const Schedule& schedule, const std::vector<int>& kept) {
-  const std::vector<TensorInfo>& tensors = graph_.tensor_infos();
-  switch (config_.step.swap.kind) {
-    case SwapPolicy::Kind::kNone:
-      return schedule;
-    case SwapPolicy::Kind::kAll:
-      swapped_ = swap_candidates(schedule, tensors, kept);
-      break;
-    case SwapPolicy::Kind::kList:
-      swapped_ = named_swaps(config_.step.swap, schedule, tensors, kept);
-      break;
-    case SwapPolicy::Kind::kAuto: {
-      // The budget less what the device holds already (another trainer's buffers, a
-      // communicator's staging).
-      const size_t budget = *backend_.allocator().budget();
-      const size_t held = backend_.allocator().stats().total_current;
-      swapped_ = auto_swaps(schedule, tensors, budget - std::min(budget, held), kept);
-      break;
-    }
-  }
-  return swap_activations(schedule, graph_, swapped_);
-}
-
-void Trainer::make_sync(const BucketPlan& plan, Communicator& comm) {
+void Trainer::make_sync(Communicator& comm) {
   std::vector<Tensor> slots;
-  for (int id : stale_slots_) slots.push_back(graph_.tensor(id));
+  for (int id : program_.ids.stale_slots) slots.push_back(graph_.tensor(id));
   grad_sync_ = std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_,
-                                          plan, std::move(slots));
+                                          program_.buckets, std::move(slots));
   if (config_.step.async()) {
     param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
   }
@@ -350,10 +289,11 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
   const Tensor& input = graph_.input_tensor();
   const void* src = stored_images(images);
   if (!backend_.async_input_copies()) {
-    TraceScope scope(tracer_, kName, kCopyCategory, Lane::kCopy,
-                     static_cast<double>(input.bytes() + graph_.tensor(labels_id_).bytes()));
+    TraceScope scope(
+        tracer_, kName, kCopyCategory, Lane::kCopy,
+        static_cast<double>(input.bytes() + graph_.tensor(program_.ids.labels).bytes()));
     backend_.copy_from_host(src, graph_.input_tensor());
-    backend_.copy_from_host(labels, graph_.tensor(labels_id_));
+    backend_.copy_from_host(labels, graph_.tensor(program_.ids.labels));
     ++batches_loaded_;
     return;
   }
@@ -374,7 +314,7 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
     tracer_->record(std::move(span), image_copy.start, label_copy.end);
   }
   graph_.rebind_input(slot.images);
-  graph_.tensor(labels_id_) = slot.labels;
+  graph_.tensor(program_.ids.labels) = slot.labels;
   current_input_ = target;
 }
 
@@ -390,14 +330,15 @@ const std::string& Trainer::label(const Step& step) const {
 
 void Trainer::run_pass(const Step& step, const LayerContext* ctx) {
   (void)step, (void)ctx;
-  Tensor& loss = graph_.tensor(loss_id_);
-  backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(labels_id_),
-                                 graph_.tensor(probs_id_), loss);
+  Tensor& loss = graph_.tensor(program_.ids.loss);
+  backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(program_.ids.labels),
+                                 graph_.tensor(program_.ids.probs), loss);
   if (scaler_) {
-    scaler_->scaled_loss_gradient(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
-                                  graph_.output_grad());
+    scaler_->scaled_loss_gradient(graph_.tensor(program_.ids.probs),
+                                  graph_.tensor(program_.ids.labels), graph_.output_grad());
   } else {
-    backend_.softmax_cross_entropy_backward(graph_.tensor(probs_id_), graph_.tensor(labels_id_),
+    backend_.softmax_cross_entropy_backward(graph_.tensor(program_.ids.probs),
+                                            graph_.tensor(program_.ids.labels),
                                             graph_.output_grad());
   }
   if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_));
@@ -417,14 +358,14 @@ void Trainer::set_tracer(Tracer* tracer) {
 }
 
 void Trainer::run_step_work(Tracer* tracer) {
-  Tensor& step_counter = graph_.tensor(step_counter_id_);
+  Tensor& step_counter = graph_.tensor(program_.ids.step_counter);
   const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter}};
   PassObserver* observer = tracer ? traced_passes_.get() : nullptr;
   if (config_.after_pass_hook) {
     HookedPasses hooked(executor_->schedule(), config_.after_pass_hook, observer);
-    executor_->run(&ctx, &hooked);
+    executor_->run(static_cast<int64_t>(step_), &ctx, &hooked);
   } else {
-    executor_->run(&ctx, observer);
+    executor_->run(static_cast<int64_t>(step_), &ctx, observer);
   }
   backend_.increment(step_counter);
 }
@@ -480,8 +421,8 @@ void Trainer::step() {
   }
   ++step_;
   // Outside the captured work: the loss's place in the history changes every step.
-  Tensor slot = graph_.tensor(loss_history_id_).slice_flat(unread_++, 1);
-  backend_.copy(graph_.tensor(loss_id_), slot);
+  Tensor slot = graph_.tensor(program_.ids.loss_history).slice_flat(unread_++, 1);
+  backend_.copy(graph_.tensor(program_.ids.loss), slot);
   mark_input_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
 }
@@ -489,7 +430,7 @@ void Trainer::step() {
 void Trainer::read_back_losses() {
   static const std::string kCopy = "loss to host";
   if (unread_ == 0) return;
-  const Tensor unread = graph_.tensor(loss_history_id_).slice_flat(0, unread_);
+  const Tensor unread = graph_.tensor(program_.ids.loss_history).slice_flat(0, unread_);
   TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy, static_cast<double>(unread.bytes()));
   std::vector<float> host(static_cast<size_t>(unread_));
   backend_.copy_to_host(unread, host.data());
@@ -511,7 +452,7 @@ int64_t Trainer::count_correct(int64_t count) {
   std::vector<int64_t> labels(batch_);
   backend_.copy_to_host(out, stored.data());
   dtype_to_floats(stored.data(), out.numel(), out.dtype(), logits.data());
-  backend_.copy_to_host(graph_.tensor(labels_id_), labels.data());
+  backend_.copy_to_host(graph_.tensor(program_.ids.labels), labels.data());
   mark_input_read();  // after the last read of the slot
   int64_t correct = 0;
   for (int64_t i = 0; i < std::min(count, batch_); ++i) {

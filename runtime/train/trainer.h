@@ -20,6 +20,7 @@
 #include "runtime/overlap/param_server.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/executor.h"
+#include "runtime/train/step_program.h"
 #include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
 #include "runtime/train/swap_passes.h"
@@ -100,11 +101,10 @@ struct RunStats {
 class Trainer final : private PassRunner {
  public:
   // `graph` must be declared for `backend` (Graph::declare_for; its precision policy is the
-  // run's) and not bound: the trainer declares the step's other tensors (the loss's, the second
-  // input buffer, the optimizer's and loss scaler's state, the sync policy's carried gradients)
-  // in its table, plans them all (config.step.memory_plan) and binds them once, initialising the
-  // parameters from `init`. Times come from `clock` (the backend's, Backend::clock(), when null),
-  // which must outlive the trainer.
+  // run's) and not bound: the trainer builds the step's program from it (build_step: the step's
+  // other tensors in the program's table, its schedule and buckets), plans the whole table
+  // (config.step.memory_plan) and binds it once, initialising the parameters from `init`. Times
+  // come from `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
           const Clock* clock = nullptr);
 
@@ -150,12 +150,15 @@ class Trainer final : private PassRunner {
   const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
+  // The step's program: its table (the graph's tensors, then the step's), schedule and buckets.
+  const StepProgram& program() const { return program_; }
+  const std::vector<TensorInfo>& tensors() const { return program_.tensors; }
   // Where the step's tensors are stored, and the device bytes naive_plan would have allocated
   // (for the step as it would be without swapping).
   const MemoryPlan& memory_plan() const { return memory_plan_; }
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
   // The activations swapped (config.step.swap): their tensor ids.
-  const std::vector<int>& swapped() const { return swapped_; }
+  const std::vector<int>& swapped() const { return program_.swapped; }
   // --swap=auto: whether the step was planned a second time, its first binding over the budget
   // once the workspace was known (Trainer::plan_and_bind). The first binding's peaks, and any
   // from before the trainer, are not in the allocator's peaks then.
@@ -171,31 +174,24 @@ class Trainer final : private PassRunner {
   void set_tracer(Tracer* tracer);
 
  private:
+  StepProgram program_;
   MemoryPlan memory_plan_;
   size_t naive_plan_bytes_ = 0;
-  std::vector<int> swapped_;
   bool replanned_ = false;
   // The constructor's parts, in order (after communicator(), whose ranks the spec checks).
   void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank
   void check_capture() const;
-  struct StateIds {
-    int images = -1, labels = -1;  // the second input buffer
-    std::vector<int> momentum;
-    int scaler = -1;
-  };
-  StateIds declare_state();
-  BucketPlan make_buckets() const;
-  Schedule step_schedule(const BucketPlan& plan, const Communicator& comm);
-  // The step's schedule, planned and bound (the budget lifted for the binding where
-  // `over_budget`): the memory plan is memory_plan_.
-  Schedule plan_and_bind(const BucketPlan& plan, const Communicator& comm, Rng& init,
-                         bool over_budget);
-  // The schedule with config.step.swap's activations swapped, their host copies declared.
-  Schedule swapped_schedule(const Schedule& schedule, const std::vector<int>& kept);
-  void start_state(const StateIds& ids);
+  // What the backend and the loop add to the spec (build_step's StepTarget).
+  StepTarget step_target() const;
+  // The step's program built (program_), planned (memory_plan_) and bound, the budget lifted for
+  // the binding where `over_budget`.
+  void plan_and_bind(Rng& init, bool over_budget);
+  // --swap=auto: plan_and_bind, and again if the first binding went over the budget.
+  void bind_within_budget(Rng& init);
+  void start_state();
   // The sync policy's runner: GradSync, and with async the parameter server.
-  void make_sync(const BucketPlan& plan, Communicator& comm);
+  void make_sync(Communicator& comm);
   // The executor's runners: with a straggler, the layers and the loss slowed.
   PassRunners pass_runners();
   bool scaled() const;  // fp16: a loss scaler
@@ -217,11 +213,6 @@ class Trainer final : private PassRunner {
   // Host staging for broadcasts.
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
-  int labels_id_ = -1, probs_id_ = -1, loss_id_ = -1;
-  int loss_history_id_ = -1;  // one loss per step since the last read-back
-  // The step's index on the device, advanced by the step's own work; dropout draws from
-  // dropout_base_ plus it.
-  int step_counter_id_ = -1;
   // The input and its labels. Slot 0 is the graph's own; slot 1 exists on a backend with
   // asynchronous input copies. The graph reads `current_input_`.
   struct InputSlot {
@@ -239,8 +230,7 @@ class Trainer final : private PassRunner {
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
   std::unique_ptr<LossScaler> scaler_;
-  std::unique_ptr<ParamServer> param_server_;  // --sync=async
-  std::vector<int> stale_slots_;               // the slots insert_sync declared (staleness)
+  std::unique_ptr<ParamServer> param_server_;                  // --sync=async
   std::unique_ptr<SlowedPasses> slowed_layers_, slowed_loss_;  // an injected straggler's
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
@@ -248,7 +238,7 @@ class Trainer final : private PassRunner {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
-  uint64_t dropout_base_ = 0;
+  uint64_t dropout_base_ = 0;  // dropout draws from it plus the step counter (StepTensorIds)
   std::unique_ptr<CapturedWork> captured_[2];  // StepSpec::capture: one graph per input slot
   uint64_t captured_scratch_ = 0;              // the backend's scratch_generation they hold
   StepGraphStats graph_stats_;

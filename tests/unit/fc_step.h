@@ -25,8 +25,8 @@ struct FcStep {
   }
 
   // Forward, the loss, backward, and `strategy`'s sync passes for several ranks (`distributed`)
-  // or one.
-  Schedule schedule(OverlapStrategy strategy, bool distributed = true) {
+  // or one; `staleness` K >= 1: bounded staleness's (with the strategy none).
+  Schedule schedule(OverlapStrategy strategy, bool distributed = true, int64_t staleness = 0) {
     Schedule s = g.forward_schedule();
     Step loss;
     loss.pass = Pass::kLoss;
@@ -36,7 +36,8 @@ struct FcStep {
     s.steps.push_back(loss);
     const auto& bw = g.backward_schedule().steps;
     s.steps.insert(s.steps.end(), bw.begin(), bw.end());
-    insert_sync(s, g, plan, SyncOptions{strategy, distributed, false});
+    table = g.tensor_infos();
+    insert_sync(s, table, g, plan, SyncOptions{strategy, distributed, false, staleness});
     return s;
   }
 
@@ -66,6 +67,7 @@ struct FcStep {
 
   Graph g{Shape{2, 8}};
   BucketPlan plan;
+  std::vector<TensorInfo> table;  // the last schedule's: the graph's, then its carried gradients
 };
 
 }  // namespace dlb

@@ -152,7 +152,7 @@ TEST_P(NaivePlan, IsWhatATrainerAllocatesBufferForBuffer) {
     tc.step.overlap = strategy;
     Rng rng(0);
     Trainer t(*backend, g, tc, rng);
-    const MemoryPlan plan = naive_plan(t.schedule(), g.tensor_infos());
+    const MemoryPlan plan = naive_plan(t.schedule(), t.tensors());
     const MemoryStats stats = backend->allocator().stats();
     const auto workspace = static_cast<size_t>(MemCategory::kWorkspace);
     const PlanPeaks peaks = plan_peaks(plan);
@@ -170,7 +170,7 @@ TEST_P(NaivePlan, IsWhatATrainerAllocatesBufferForBuffer) {
     // The step's state is in the table: the momentum and the scaler's state (fp16). (One rank
     // carries no gradient into the next step: schedule_test checks two ranks' carried tensors.)
     size_t momentum = 0, scaler = 0;
-    for (const TensorInfo& info : g.tensor_infos()) {
+    for (const TensorInfo& info : t.tensors()) {
       momentum += info.name.rfind("momentum of ", 0) == 0;
       scaler += info.name == "loss-scale state";
     }
@@ -291,9 +291,7 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   auto dies = std::make_shared<std::vector<std::vector<int>>>();
   tc.after_pass_hook = [&g, dies](size_t pass) {
     if (pass >= dies->size()) return;
-    for (int id : (*dies)[pass]) {
-      std::memset(g.tensor(id).raw(), 0xFF, g.tensor_infos()[static_cast<size_t>(id)].bytes());
-    }
+    for (int id : (*dies)[pass]) std::memset(g.tensor(id).raw(), 0xFF, g.tensor(id).bytes());
   };
   Rng rng(0);
   Trainer t(*backend, g, tc, rng);
@@ -301,8 +299,8 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   // bytes.
   const MemoryPlan& plan = t.memory_plan();
   const std::vector<Lifetime> life =
-      lifetimes(t.schedule(), g.tensor_infos(), {g.output_id(g.output())});
-  const auto& infos = g.tensor_infos();
+      lifetimes(t.schedule(), t.tensors(), {g.output_id(g.output())});
+  const auto& infos = t.tensors();
   for (size_t a = 0; a < infos.size(); ++a) {
     if (plan.buffer_of[a] < 0) continue;
     for (size_t b = a + 1; b < infos.size(); ++b) {
@@ -538,14 +536,15 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
                 g.tensor_infos(), *parse_recompute(policy), kept);
             // none and sqrt swap every candidate too (sqrt: the checkpoints that stay).
             const bool swap = !reorder;
+            std::vector<TensorInfo> infos = g.tensor_infos();  // the step's table
             if (swap) {
-              SwappedSchedule swapped =
-                  swap_schedule(s, g.tensor_infos(), swap_candidates(s, g.tensor_infos(), kept));
+              SwappedSchedule swapped = swap_schedule(s, infos, swap_candidates(s, infos, kept));
               EXPECT_FALSE(swapped.host_copies.empty()) << model;
-              for (TensorInfo& host : swapped.host_copies) g.declare_tensor(std::move(host));
+              for (TensorInfo& host : swapped.host_copies) declare_tensor(infos, std::move(host));
               s = std::move(swapped.schedule);
             }
-            insert_sync(s, g, buckets, SyncOptions{strategy, true, precision == Precision::kFp16});
+            insert_sync(s, infos, g, buckets,
+                        SyncOptions{strategy, true, precision == Precision::kFp16});
             const std::string what =
                 fmt::format("{} {} {} recompute {}{}{}", model, precision_name(precision),
                             overlap_name(strategy), policy, swap ? ", every candidate swapped" : "",
@@ -554,13 +553,12 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
             // (and the forward strategy's carried gradients, which an earlier step writes): those
             // findings, in whatever order the passes now run, and no other.
             const std::string out_grad = g.tensor_infos()[g.grad_id(g.output())].name;
-            for (const std::string& finding : check_schedule(s, g.tensor_infos())) {
+            for (const std::string& finding : check_schedule(s, infos)) {
               const bool expected = finding.find("reads " + out_grad + " ") != std::string::npos ||
                                     (strategy == OverlapStrategy::kForward &&
                                      finding.find("carried") != std::string::npos);
               EXPECT_TRUE(expected) << what << ": " << finding;
             }
-            const auto& infos = g.tensor_infos();
             const MemoryPlan plan = reuse_plan(s, infos, kept);
             const std::vector<Lifetime> life = lifetimes(s, infos, kept);
             for (size_t a = 0; a < infos.size(); ++a) {

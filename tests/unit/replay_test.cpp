@@ -14,10 +14,11 @@ namespace {
 class Replay : public ::testing::Test, protected FcStep {
  protected:
   // "F fc1 0-10", "AR 0 75-125", "U 1 175-179": a pass as the expectations name it.
-  std::vector<std::string> timeline(OverlapStrategy strategy, int64_t iterations) {
-    const Schedule s = schedule(strategy);
+  std::vector<std::string> timeline(OverlapStrategy strategy, int64_t iterations,
+                                    int64_t staleness = 0, const PassCost& costs = cost) {
+    const Schedule s = schedule(strategy, true, staleness);
     std::vector<std::string> out;
-    for (const TimedPass& t : replay(s, cost, iterations)) {
+    for (const TimedPass& t : replay(s, costs, iterations)) {
       const Step& st = s.steps[t.index];
       std::string what;
       switch (st.pass) {
@@ -34,9 +35,9 @@ class Replay : public ::testing::Test, protected FcStep {
           what = "BW " + g.nodes()[st.node].name;
           break;
         case Pass::kSync: {
-          const char* kinds[] = {"AR", "W", "U", "UC", "P"};
+          const char* kinds[] = {"AR", "W", "U", "UC", "P", "S", "US"};
           what = kinds[st.op];
-          if (sync_pass_of(st) != SyncPass::kProgress) what += " " + std::to_string(st.arg);
+          if (st.op < static_cast<int>(SyncPass::kProgress)) what += " " + std::to_string(st.arg);
           break;
         }
         default:
@@ -82,6 +83,40 @@ TEST_F(Replay, ForwardAppliesEveryBucketBeforeTheNextForwardFillingTheLastWait) 
                    "F relu 189-199", "F fc2 199-209", "loss 209-214", "BD fc2 214-234",
                    "BW fc2 234-254", "AR 0 254-304 comm", "BD relu 254-274", "P 274-275",
                    "BW fc1 275-295", "P 295-296", "AR 1 304-354 comm"}));
+}
+
+// Bounded staleness, K = 2 (sync_schedule.h): step i's slot is i mod 2. Each step computes for
+// 122 (forward, the loss and backward, each forward and backward pass followed by a progress
+// pass of 1), then waits for its slot, updates from it (not in the first 2 steps: nothing was
+// stashed there), stashes (4) and launches the slot's reduction (100), which has the next two
+// steps to hide behind. The sync passes of three steps:
+TEST_F(Replay, StaleHidesEachReductionBehindTheNextStepsAndUpdatesFromTheOneKStepsBefore) {
+  Lines sync;
+  for (const std::string& line : timeline(OverlapStrategy::kNone, 3, 2)) {
+    if (line[0] == 'W' || line[0] == 'S' || line[0] == 'U' || line[0] == 'A') sync.push_back(line);
+  }
+  EXPECT_EQ(sync, (Lines{// step 0, slot 0: nothing to wait for or apply
+                         "W -2 122-122", "S 122-126", "AR -2 126-226 comm",
+                         // step 1, slot 1
+                         "W -2 248-248", "S 248-252", "AR -2 252-352 comm",
+                         // step 2, slot 0: its reduction ended at 226, its update is step 0's
+                         "W -2 374-374", "US 374-378", "S 378-382", "AR -2 382-482 comm"}));
+}
+
+TEST_F(Replay, StaleWaitsWhereAReductionOutlastsKSteps) {
+  // A reduction of 300: slot 0's, launched at 126, ends at 426; step 2 reaches its wait at 374
+  // and waits 52. Slot 1's starts when the lane is free (426), and slot 0's next at 726.
+  const PassCost slow = [](const Step& s) {
+    const bool reduction = s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kAllReduce;
+    return reduction ? 300 : cost(s);
+  };
+  Lines sync;
+  for (const std::string& line : timeline(OverlapStrategy::kNone, 3, 2, slow)) {
+    if (line[0] == 'W' || line[0] == 'S' || line[0] == 'U' || line[0] == 'A') sync.push_back(line);
+  }
+  EXPECT_EQ(sync, (Lines{"W -2 122-122", "S 122-126", "AR -2 126-426 comm", "W -2 248-248",
+                         "S 248-252", "AR -2 426-726 comm", "W -2 374-426", "US 426-430",
+                         "S 430-434", "AR -2 726-1026 comm"}));
 }
 
 }  // namespace

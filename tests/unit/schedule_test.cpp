@@ -22,8 +22,8 @@ void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.model << " " << c.
 
 class ModelSchedule : public ::testing::TestWithParam<ModelCase> {};
 
-std::vector<std::string> problems_of(const Schedule& s, const Graph& g) {
-  return check_schedule(s, g.tensor_infos());
+std::vector<std::string> problems_of(const Schedule& s, const std::vector<TensorInfo>& tensors) {
+  return check_schedule(s, tensors);
 }
 
 bool is(const Step& s, SyncPass p) { return s.pass == Pass::kSync && sync_pass_of(s) == p; }
@@ -42,11 +42,11 @@ TEST_P(ModelSchedule, EveryReadWasWrittenEarlierOrIsGiven) {
     tc.step.overlap = strategy;
     Trainer t(*b, g, tc, rng);
     const Schedule& s = t.schedule();
-    const std::vector<std::string> problems = problems_of(s, g);
+    const std::vector<std::string> problems = problems_of(s, t.tensors());
     for (const std::string& p : problems) ADD_FAILURE() << overlap_name(strategy) << ": " << p;
     // Every parameter gradient is written by exactly one backward pass, and every parameter is
     // updated exactly once.
-    const auto& infos = g.tensor_infos();
+    const auto& infos = t.tensors();
     for (size_t id = 0; id < infos.size(); ++id) {
       const int t_id = static_cast<int>(id);
       auto writers = [&](auto&& which) {
@@ -83,7 +83,7 @@ TEST_P(ModelSchedule, OneRankRunsTheSameStepForEveryStrategy) {
     Trainer t(*b, g, tc, rng);
     std::vector<std::string> lines;
     for (const Step& s : t.schedule().steps)
-      lines.push_back(describe_step(s, g.tensor_infos(), g.node_names()));
+      lines.push_back(describe_step(s, t.tensors(), g.node_names()));
     if (first.empty()) {
       first = lines;
       // No all-reduce with one rank, and every update after the last backward pass.
@@ -116,6 +116,7 @@ class SyncSchedule : public ::testing::Test {
     for (const ParamIds& p : g->flat_params())
       numels.push_back(g->tensor_infos()[p.value].shape.numel());
     plan = make_bucket_plan(numels, 4, 5.0);
+    table = g->tensor_infos();
   }
   // forward, a loss that writes the output's gradient, backward.
   Schedule base() const {
@@ -133,6 +134,7 @@ class SyncSchedule : public ::testing::Test {
   std::unique_ptr<Backend> b = make_backend(BackendKind::kCpu, {});
   std::unique_ptr<Graph> g;
   BucketPlan plan;
+  std::vector<TensorInfo> table;  // the step's: the graph's, then what insert_sync declares
 };
 
 // Whether step `later` depends on step `earlier`, directly or through others.
@@ -153,7 +155,7 @@ bool ordered_after(const Schedule& s, size_t later, size_t earlier) {
 TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
   Schedule s = base();
   const size_t backward_end = s.steps.size();
-  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kNone, true, false});
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kNone, true, false});
   ASSERT_EQ(s.steps.size(), backward_end + 2 + plan.buckets.size());
   EXPECT_TRUE(is(s.steps[backward_end], SyncPass::kAllReduce));
   EXPECT_EQ(s.steps[backward_end].arg, -1);
@@ -164,12 +166,12 @@ TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
     EXPECT_TRUE(is(s.steps[i], SyncPass::kUpdate));
     EXPECT_TRUE(ordered_after(s, i, backward_end + 1)) << "an update runs after the wait";
   }
-  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+  for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
 }
 
 TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
   Schedule s = base();
-  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kBackward, true, false});
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kBackward, true, false});
   std::vector<int> order;
   bool launched = false;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -202,13 +204,13 @@ TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
     EXPECT_TRUE(is(update, SyncPass::kUpdate) && update.arg == static_cast<int>(b)) << b;
     EXPECT_TRUE(ordered_after(s, tail + 2 * b + 1, tail + 2 * b));
   }
-  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+  for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
 }
 
 TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
   for (OverlapStrategy strategy : {OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
     Schedule s = base();
-    insert_sync(s, *g, plan, SyncOptions{strategy, true, true});
+    insert_sync(s, table, *g, plan, SyncOptions{strategy, true, true});
     size_t waits = 0;
     for (const Step& st : s.steps) {
       if (is(st, SyncPass::kWait)) ++waits;
@@ -217,14 +219,14 @@ TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
         break;
       }
     }
-    for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+    for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
   }
 }
 
 TEST_F(SyncSchedule, ForwardWaitsAndUpdatesInReductionOrderBeforeTheFirstForwardThatNeedsThem) {
   Schedule s = base();
-  insert_sync(s, *g, plan, SyncOptions{OverlapStrategy::kForward, true, false});
-  const auto& infos = g->tensor_infos();
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kForward, true, false});
+  const auto& infos = table;
   // One group of [wait b][update b] for b = 0, 1, ... (the order the reductions finish in),
   // reading the carried gradients, right before the first forward pass that reads a parameter.
   size_t first = 0;
@@ -264,7 +266,7 @@ TEST_F(SyncSchedule, ForwardWaitsAndUpdatesInReductionOrderBeforeTheFirstForward
       }
     }
   }
-  for (const std::string& p : problems_of(s, *g)) ADD_FAILURE() << p;
+  for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
 }
 
 TEST(ScheduleCheck, FindsAReadOfWhatNothingWroteBefore) {

@@ -100,6 +100,22 @@ TEST_F(Simulate, JitteredRanksWaitForTheSlowestDrawEachStep) {
   EXPECT_EQ(run(OverlapStrategy::kBackward, o).step_us, sim.step_us);
 }
 
+TEST_F(Simulate, StaleHidesItsReductionsAndLosesOnlyItsProgressPasses) {
+  // Bounded staleness, K = 2 (replay_test's timeline): one rank computes 115 and stashes and
+  // updates for 8 (from the third step); 64 ranks add a progress pass after each of the 7
+  // forward and backward passes, and each reduction (100) hides behind the next two steps.
+  SimulateOptions o;
+  o.ranks = 64;
+  o.iterations = 6;
+  const Simulation sim = simulate(schedule(OverlapStrategy::kNone, true, 2),
+                                  schedule(OverlapStrategy::kNone, false, 2), cost, o);
+  EXPECT_DOUBLE_EQ(sim.loss.one_rank_us, 123);
+  EXPECT_DOUBLE_EQ(sim.mean_step_us, 130);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 0);
+  EXPECT_DOUBLE_EQ(sim.loss.rest_us, 7);
+  expect_parts_add_up(sim.loss);
+}
+
 TEST_F(Simulate, RefusesWhatCannotBeSimulated) {
   SimulateOptions o;
   o.ranks = 0;

@@ -42,9 +42,10 @@ nlohmann::json graph_json(const Graph& graph) {
 
 }  // namespace
 
-void dump_step(const std::string& path, Backend& backend, Graph& graph) {
+void dump_step(const std::string& path, Backend& backend, Graph& graph,
+               const std::vector<TensorInfo>& tensors) {
   StateDict out;
-  const std::vector<TensorInfo>& infos = graph.tensor_infos();
+  const std::vector<TensorInfo>& infos = tensors;
   for (size_t id = 0; id < infos.size(); ++id) {
     const TensorInfo& info = infos[id];
     // Views repeat another tensor's bytes (but a parameter's gradient is the flat buffer's slice,

@@ -262,8 +262,8 @@ void mark_divergence(RunResult& r) {
 
 // Every rank writes its own trace (pid = rank); rank 0 writes the profile and the weights, and
 // its record lists every rank's trace.
-void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, Tracer& tracer,
-                     RunResult& r) {
+void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, const Trainer& trainer,
+                     Tracer& tracer, RunResult& r) {
   const auto trace_of = [&](int rank) {
     return rank == 0 ? o.trace_path : rank_file(o.trace_path, rank);
   };
@@ -284,7 +284,7 @@ void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, Tracer
   }
   if (!o.mllog_path.empty()) r.paths["mllog"] = o.mllog_path;
   if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
-  if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph);
+  if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph, trainer.tensors());
 }
 
 // The backend a run's options ask for, on this rank's GPU (one per rank on each node).
@@ -423,7 +423,7 @@ RunResult run_training(const RunOptions& o) {
   }
   read_after_steps(o, *comm, trainer, *backend, r);
   mark_divergence(r);
-  write_run_files(o, *backend, graph, tracer, r);
+  write_run_files(o, *backend, graph, trainer, tracer, r);
   return r;
 }
 

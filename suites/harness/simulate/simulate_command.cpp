@@ -15,7 +15,7 @@
 #include "runtime/sim/network.h"
 #include "runtime/sim/simulator.h"
 #include "runtime/trace/tracer.h"
-#include "runtime/train/step_schedule.h"
+#include "runtime/train/step_program.h"
 #include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
 #include "suites/harness/core/environment.h"
@@ -91,11 +91,11 @@ RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
   return s;
 }
 
-// One point's step: its graph (declared as the calibrated run's), schedule and buckets.
+// One point's step: its graph (declared as the calibrated run's) and the program a Trainer of
+// that run would build from it (build_step), whose schedule and buckets the simulator replays.
 struct SimStep {
   Graph graph;
-  Schedule schedule;
-  BucketPlan plan;
+  StepProgram program;
 };
 
 SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_mb,
@@ -122,16 +122,14 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
     throw InvalidArgument(
         fmt::format("the calibration of {} at batch {}: {}", c.model, c.batch, e.what()));
   }
-  SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}, {}};
+  SimStep s{build_model(c.model, ModelConfig{c.batch, c.image_size, c.num_classes, {}}), {}};
   const PrecisionPolicy policy = PrecisionPolicy::for_precision(*precision);
   // Declared only: nothing is allocated. The activations' layout costs no time here; the CUDA
   // backend's max pooling keeps its argmax (a tensor the plan holds to the pool's backward).
   const bool argmax = parse_backend_kind(c.backend) == BackendKind::kCuda;
   s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false, argmax});
-  const LossTensors loss = declare_loss_tensors(s.graph, c.batch);
-  s.schedule = compute_schedule(s.graph, loss, spec.memory_plan, spec.recompute);
-  s.plan = step_buckets(s.graph, spec.bucket_mb);
-  insert_sync(s.schedule, s.graph, s.plan, SyncOptions{overlap, distributed, loss_scaled(policy)});
+  // The CUDA backend's second input buffer changes no pass: the target is the plain one.
+  s.program = build_step(s.graph, spec, StepTarget{});
   return s;
 }
 
@@ -209,7 +207,7 @@ nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim, int64_t 
       step = t.iteration - base;
       tracer.begin_step(step);
     }
-    const Step& st = s.schedule.steps[t.index];
+    const Step& st = s.program.schedule.steps[t.index];
     const bool layer = st.node >= 0 && st.pass != Pass::kLoss;
     Span span{layer ? s.graph.nodes()[st.node].name : std::string(step_name(st)), step_name(st),
               t.lane};
@@ -284,7 +282,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
     stats.timed_seconds += us / 1e6;
   }
   r.stats = stats;
-  r.buckets = static_cast<int64_t>(step.plan.buckets.size());
+  r.buckets = static_cast<int64_t>(step.program.buckets.buckets.size());
   nlohmann::json record = record_json(r);
   const nlohmann::json config = point_config(c, n, p, o);
   record["command"] = simulate_command_text(c, p, o);
@@ -297,10 +295,11 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
   record["metrics"]["scaling_efficiency"] = sim.loss.one_rank_us / sim.mean_step_us;
   nlohmann::json algorithms = nlohmann::json::array();
   const int first = p.overlap == OverlapStrategy::kNone ? -1 : 0;
-  const int last =
-      p.overlap == OverlapStrategy::kNone ? 0 : static_cast<int>(step.plan.buckets.size());
+  const int last = p.overlap == OverlapStrategy::kNone
+                       ? 0
+                       : static_cast<int>(step.program.buckets.buckets.size());
   for (int b = first; b < last; ++b) {
-    const double bytes = reduction_bytes(step.graph, step.plan, b);
+    const double bytes = reduction_bytes(step.graph, step.program.buckets, b);
     const CollectiveTime t = fastest_allreduce(n, bytes, p.ranks);
     algorithms.push_back({{"bucket", b < 0 ? nlohmann::json("all") : nlohmann::json(b)},
                           {"bytes", bytes},
@@ -406,8 +405,8 @@ std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network&
         so.comm_blocks_compute = network.comm_blocks_compute;
         const auto began = std::chrono::steady_clock::now();
         const Simulation sim =
-            simulate(step.schedule, one.schedule,
-                     calibrated_cost(c, step.graph, step.plan, network, ranks), so);
+            simulate(step.program.schedule, one.program.schedule,
+                     calibrated_cost(c, step.graph, step.program.buckets, network, ranks), so);
         const double wall_s =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count();
         nlohmann::json record = simulated_record(c, network, p, o, step, sim, ++index, wall_s);
@@ -490,7 +489,7 @@ int simulate_command(const SimulateCommandOptions& o) {
     for (OverlapStrategy overlap : o.overlaps) {
       for (double bucket_mb : o.bucket_mb) {
         const SimStep step = make_step(c, overlap, bucket_mb, true);
-        calibrated_cost(c, step.graph, step.plan, network, 2);
+        calibrated_cost(c, step.graph, step.program.buckets, network, 2);
       }
     }
   }

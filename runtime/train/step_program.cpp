@@ -1,0 +1,165 @@
+#include "runtime/train/step_program.h"
+
+#include <utility>
+
+#include "runtime/core/error.h"
+#include "runtime/nn/recompute.h"
+#include "runtime/nn/reorder.h"
+#include "runtime/nn/swap.h"
+#include "runtime/optim/loss_scaler.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/overlap/sync_schedule.h"
+
+namespace dlb {
+
+namespace {
+
+int declare(StepProgram& p, const char* name, TensorKind kind, const Shape& shape, DType dtype,
+            MemCategory category, Layout layout = Layout::kNCHW) {
+  TensorInfo info{name, kind, shape, dtype, -1, -1, category};
+  info.layout = layout;
+  return declare_tensor(p.tensors, std::move(info));
+}
+
+// Forward, softmax cross-entropy (reads the logits and the labels, writes the output's
+// gradient), backward. The labels come with the batch, as the input does.
+StepProgram with_loss(StepProgram p, const Graph& model) {
+  const int64_t batch = model.shape(model.input())[0];
+  p.ids.labels = declare(p, "labels", TensorKind::kInput, {batch}, DType::kI64, MemCategory::kData);
+  p.ids.probs = declare(p, "softmax probabilities", TensorKind::kLoss, model.shape(model.output()),
+                        DType::kF32, MemCategory::kActivations);
+  p.ids.loss = declare(p, "loss", TensorKind::kLoss, {1}, DType::kF32, MemCategory::kActivations);
+  Step loss;
+  loss.pass = Pass::kLoss;
+  loss.node = model.output();
+  loss.reads = {model.output_id(model.output()), p.ids.labels};
+  loss.writes = {model.grad_id(model.output()), p.ids.probs, p.ids.loss};
+  p.schedule = model.forward_schedule();
+  p.schedule.steps.push_back(std::move(loss));
+  const Schedule& backward = model.backward_schedule();
+  p.schedule.steps.insert(p.schedule.steps.end(), backward.steps.begin(), backward.steps.end());
+  p.applied.push_back("loss");
+  return p;
+}
+
+// The loss history, the step counter and, where input is copied while a step computes, the
+// second input buffer (under the budget and in the setup's peak).
+StepProgram with_step_state(StepProgram p, const Graph& model) {
+  p.ids.loss_history =
+      declare(p, "losses not yet read", TensorKind::kLoss, {p.target.loss_readback_steps},
+              DType::kF32, MemCategory::kActivations);
+  p.ids.step_counter = declare(p, "step counter", TensorKind::kBuffer, {1}, DType::kI64,
+                               MemCategory::kOptimizerState);
+  if (p.target.second_input) {
+    const TensorInfo in = p.tensors[model.output_id(model.input())];  // a copy
+    p.ids.second_images = declare(p, "input, second buffer", TensorKind::kInput, in.shape, in.dtype,
+                                  MemCategory::kData, in.layout);
+    p.ids.second_labels = declare(p, "labels, second buffer", TensorKind::kInput, {in.shape[0]},
+                                  DType::kI64, MemCategory::kData);
+  }
+  p.applied.push_back("step state");
+  return p;
+}
+
+StepProgram with_optimizer_state(StepProgram p, const Graph& model) {
+  p.ids.momentum = Optimizer::declare_state(model, p.tensors);
+  p.applied.push_back("optimizer state");
+  return p;
+}
+
+StepProgram with_loss_scaling(StepProgram p, const Graph& model) {
+  if (!loss_scaled(model.policy())) return p;
+  p.ids.loss_scale = LossScaler::declare_state(p.tensors);
+  p.applied.push_back("loss scaling");
+  return p;
+}
+
+StepProgram with_reordering(StepProgram p, const Graph& model) {
+  (void)model;
+  if (p.spec.memory_plan != MemoryPlanKind::kReorder) return p;
+  p.schedule = reorder_backward(p.schedule, p.tensors, p.kept);
+  p.applied.push_back("reorder");
+  return p;
+}
+
+StepProgram with_recomputation(StepProgram p, const Graph& model) {
+  (void)model;
+  if (p.spec.recompute.kind == RecomputePolicy::Kind::kNone) return p;
+  p.schedule = recompute_schedule(p.schedule, p.tensors, p.spec.recompute, p.kept);
+  p.applied.push_back("recompute");
+  return p;
+}
+
+std::vector<int> chosen_swaps(const StepProgram& p) {
+  switch (p.spec.swap.kind) {
+    case SwapPolicy::Kind::kNone:
+      return {};
+    case SwapPolicy::Kind::kAll:
+      return swap_candidates(p.schedule, p.tensors, p.kept);
+    case SwapPolicy::Kind::kList:
+      return named_swaps(p.spec.swap, p.schedule, p.tensors, p.kept);
+    case SwapPolicy::Kind::kAuto:
+      return auto_swaps(p.schedule, p.tensors, p.target.swap_room, p.kept);
+  }
+  return {};
+}
+
+// The chosen activations wait in host memory between their forward and backward passes, their
+// host copies declared in the table.
+StepProgram with_swaps(StepProgram p, const Graph& model) {
+  (void)model;
+  if (p.spec.swap.kind == SwapPolicy::Kind::kNone) return p;
+  p.swapped = chosen_swaps(p);
+  SwappedSchedule s = swap_schedule(p.schedule, p.tensors, p.swapped);
+  for (TensorInfo& host : s.host_copies) declare_tensor(p.tensors, std::move(host));
+  p.schedule = std::move(s.schedule);
+  p.applied.push_back("swap");
+  return p;
+}
+
+// The gradient buckets (the later ones about bucket_mb), then the sync policy's passes over
+// them. With a loss scaler the optimizer's first update of a step reads every gradient.
+StepProgram with_sync(StepProgram p, const Graph& model) {
+  std::vector<int64_t> numels;
+  for (const ParamIds& param : model.flat_params()) {
+    numels.push_back(p.tensors[param.value].shape.numel());
+  }
+  p.buckets = make_bucket_plan(model.grad_offsets(), numels, dtype_size(model.policy().gradients),
+                               p.spec.bucket_mb);
+  const SyncOptions options{p.spec.overlap, p.spec.ranks > 1, loss_scaled(model.policy()),
+                            p.spec.staleness(), p.spec.async()};
+  p.ids.stale_slots = insert_sync(p.schedule, p.tensors, model, p.buckets, options);
+  p.applied.push_back("sync");
+  return p;
+}
+
+}  // namespace
+
+const std::vector<StepTransform> kStepTransforms = {
+    {"loss", with_loss},
+    {"step state", with_step_state},
+    {"optimizer state", with_optimizer_state},
+    {"loss scaling", with_loss_scaling},
+    {"reorder", with_reordering},
+    {"recompute", with_recomputation},
+    {"swap", with_swaps},
+    {"sync", with_sync},
+};
+
+StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarget& target) {
+  if (!model.is_declared()) {
+    throw InvalidArgument("a step is built from a declared model (Graph::declare)");
+  }
+  spec.validate();
+  StepProgram p;
+  p.spec = spec;
+  p.target = target;
+  p.tensors = model.tensor_infos();
+  p.kept = {model.output_id(model.output())};
+  for (const StepTransform& t : kStepTransforms) p = t.apply(std::move(p), model);
+  return p;
+}
+
+bool loss_scaled(const PrecisionPolicy& policy) { return policy.activations == DType::kF16; }
+
+}  // namespace dlb

@@ -1,0 +1,136 @@
+// build_step: the step's program holds its own table (the model's tensors, then the step's), the
+// model gains nothing from it, its transforms apply in the one stated order, and it is what the
+// Trainer runs.
+#include "runtime/train/step_program.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/core/error.h"
+#include "runtime/train/trainer.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+Graph declared(const char* model, Precision precision = Precision::kFp32) {
+  Graph g = build_model(model, ModelConfig{2, 8, 10, {}});
+  g.declare(PrecisionPolicy::for_precision(precision), BackendTraits{});
+  return g;
+}
+
+std::vector<std::string> described(const StepProgram& p, const Graph& g) {
+  std::vector<std::string> lines;
+  for (const Step& s : p.schedule.steps)
+    lines.push_back(describe_step(s, p.tensors, g.node_names()));
+  return lines;
+}
+
+std::vector<std::string> names(const std::vector<TensorInfo>& tensors) {
+  std::vector<std::string> out;
+  for (const TensorInfo& t : tensors) out.push_back(t.name);
+  return out;
+}
+
+TEST(BuildStep, DeclaresTheStepsTensorsInItsOwnTableAndTheModelGainsNone) {
+  const Graph g = declared("digits-cnn");
+  const std::vector<std::string> model = names(g.tensor_infos());
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.swap.kind = SwapPolicy::Kind::kAll;
+  spec.sync = SyncMode{SyncMode::Kind::kStale, 2};
+  spec.ranks = 2;
+  const StepProgram p = build_step(g, spec, StepTarget{true, 16, 0});
+  EXPECT_EQ(names(g.tensor_infos()), model);
+  const std::vector<std::string> table = names(p.tensors);
+  ASSERT_GT(table.size(), model.size());
+  EXPECT_EQ(std::vector<std::string>(table.begin(), table.begin() + model.size()), model);
+  const StepTensorIds& ids = p.ids;
+  EXPECT_EQ(table.at(ids.labels), "labels");
+  EXPECT_EQ(table.at(ids.probs), "softmax probabilities");
+  EXPECT_EQ(table.at(ids.loss), "loss");
+  EXPECT_EQ(p.tensors.at(ids.loss_history).shape, Shape{16});
+  EXPECT_EQ(table.at(ids.step_counter), "step counter");
+  const TensorInfo& input = g.tensor_infos()[g.output_id(g.input())];
+  EXPECT_EQ(p.tensors.at(ids.second_images).shape, input.shape);
+  EXPECT_EQ(p.tensors.at(ids.second_labels).shape, Shape{2});
+  EXPECT_EQ(ids.momentum.size(), g.flat_params().size());
+  EXPECT_EQ(ids.loss_scale, -1);  // fp32: no loss scaler
+  ASSERT_EQ(ids.stale_slots.size(), 2u);
+  EXPECT_EQ(table.at(ids.stale_slots[1]), "stale gradients 1");
+  // Each swapped activation's host copy, in the program's table only.
+  size_t host_copies = 0;
+  for (const TensorInfo& t : p.tensors) host_copies += t.kind == TensorKind::kSwapped;
+  EXPECT_FALSE(p.swapped.empty());
+  EXPECT_EQ(host_copies, p.swapped.size());
+  EXPECT_EQ(check_schedule(p.schedule, p.tensors), std::vector<std::string>{});
+}
+
+TEST(BuildStep, AppliesItsTransformsInTheOneOrderAndOnlyThoseAskedFor) {
+  std::vector<std::string> every;
+  for (const StepTransform& t : kStepTransforms) every.push_back(t.name);
+  const Graph fp16 = declared("digits-cnn", Precision::kFp16);
+  StepSpec all;
+  all.precision = Precision::kFp16;
+  all.memory_plan = MemoryPlanKind::kReorder;
+  all.recompute = *parse_recompute("sqrt");
+  all.swap.kind = SwapPolicy::Kind::kAll;
+  all.overlap = OverlapStrategy::kBackward;
+  all.ranks = 2;
+  EXPECT_EQ(build_step(fp16, all, StepTarget{}).applied, every);
+  const std::vector<std::string> plain = {"loss", "step state", "optimizer state", "sync"};
+  EXPECT_EQ(build_step(declared("digits-cnn"), StepSpec{}, StepTarget{}).applied, plain);
+}
+
+TEST(BuildStep, IsPure) {
+  const Graph g = declared("resnet18");
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.recompute = *parse_recompute("sqrt");
+  spec.overlap = OverlapStrategy::kForward;
+  spec.ranks = 2;
+  const StepProgram a = build_step(g, spec, StepTarget{});
+  const StepProgram b = build_step(g, spec, StepTarget{});
+  EXPECT_EQ(described(a, g), described(b, g));
+  EXPECT_EQ(names(a.tensors), names(b.tensors));
+  EXPECT_EQ(a.buckets.bucket_of, b.buckets.bucket_of);
+}
+
+TEST(BuildStep, RefusesWhatTheSpecRefusesAndAModelNotDeclared) {
+  StepSpec async;
+  async.sync = SyncMode{SyncMode::Kind::kAsync, 0};  // needs 2 ranks
+  EXPECT_THROW(build_step(declared("digits-cnn"), async, StepTarget{}), InvalidArgument);
+  const Graph bare = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+  EXPECT_THROW(build_step(bare, StepSpec{}, StepTarget{}), InvalidArgument);
+}
+
+// The Trainer builds its step with build_step: its schedule and table are the program's, and its
+// graph keeps the model's tensors alone.
+TEST(BuildStep, IsWhatTheTrainerRuns) {
+  auto backend = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+  g.declare_for(*backend);
+  const size_t model = g.tensor_infos().size();
+  TrainConfig tc;
+  tc.step.memory_plan = MemoryPlanKind::kReuse;
+  tc.step.swap.kind = SwapPolicy::Kind::kAll;
+  Rng rng(0);
+  Trainer t(*backend, g, tc, rng);
+  EXPECT_EQ(g.tensor_infos().size(), model);
+  const StepProgram p = build_step(g, t.program().spec, t.program().target);
+  std::vector<std::string> run;
+  for (const Step& s : t.schedule().steps)
+    run.push_back(describe_step(s, t.tensors(), g.node_names()));
+  EXPECT_EQ(run, described(p, g));
+  EXPECT_EQ(names(t.tensors()), names(p.tensors));
+  // Every tensor of the program is bound in the graph's table.
+  for (size_t id = 0; id < p.tensors.size(); ++id) {
+    EXPECT_TRUE(g.tensor(static_cast<int>(id)).defined()) << p.tensors[id].name;
+  }
+}
+
+}  // namespace
+}  // namespace dlb
