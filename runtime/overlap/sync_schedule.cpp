@@ -179,7 +179,8 @@ std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table
     if (o.distributed && (step.pass == Pass::kForward || is_backward(step.pass)))
       out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
   }
-  out.push_back(reduction_step(SyncPass::kWait, kStaleSlot, slots));
+  // One rank reduces nothing: the slots delay its gradients alone.
+  if (o.distributed) out.push_back(reduction_step(SyncPass::kWait, kStaleSlot, slots));
   Step update = sync_step(SyncPass::kUpdateStale, -1, Lane::kCompute);
   update.reads = slots;
   update.reads.insert(update.reads.end(), values.begin(), values.end());
@@ -189,7 +190,7 @@ std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table
   stash.reads = grads;
   stash.writes = slots;
   out.push_back(stash);
-  out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
+  if (o.distributed) out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
   schedule.steps = std::move(out);
   link_dependencies(schedule, table);
   return slots;

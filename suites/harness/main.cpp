@@ -132,7 +132,7 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
 // `dlbench simulate`: its flags (simulate_command.h says what each does). The strategies are
 // read as names into `overlaps`, and typed by simulate_options.
 CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
-                       std::vector<std::string>& overlaps, std::string& jitter) {
+                       std::vector<std::string>& overlaps, std::string& jitter, std::string& sync) {
   auto* c = app.add_subcommand(
       "simulate",
       "what-if scaling: replay the step on a virtual clock for many ranks on a network preset, "
@@ -160,6 +160,10 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
   c->add_option("--bucket-mb", o.bucket_mb, "bucket sizes in MB (default 25)")
       ->delimiter(',')
       ->check(kReal);
+  c->add_option("--sync", sync,
+                "sync, or stale:K (bounded staleness: each step applies the gradients of K steps "
+                "before; the strategy none, which is then the default)")
+      ->capture_default_str();
   c->add_option("--steps", o.steps, "timed steps simulated")->check(kWhole)->capture_default_str();
   c->add_option("--warmup", o.warmup, "untimed steps simulated first")
       ->check(kWhole)
@@ -393,8 +397,19 @@ Command simulate_command_of(CLI::App& app) {
   auto o = std::make_shared<dlb::SimulateCommandOptions>();
   auto overlaps = std::make_shared<std::vector<std::string>>();
   auto jitter = std::make_shared<std::string>("measured");
-  return {add_simulate(app, *o, *overlaps, *jitter), [o, overlaps, jitter] {
-            if (!overlaps->empty()) o->overlaps = parse_overlaps(*overlaps);
+  auto sync = std::make_shared<std::string>("sync");
+  return {add_simulate(app, *o, *overlaps, *jitter, *sync), [o, overlaps, jitter, sync] {
+            const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
+            if (!mode) {
+              throw dlb::InvalidArgument(fmt::format(
+                  "--sync: '{}' is not sync or stale:K (K a whole number >= 1)", *sync));
+            }
+            o->sync = *mode;
+            if (!overlaps->empty()) {
+              o->overlaps = parse_overlaps(*overlaps);
+            } else if (mode->kind == dlb::SyncMode::Kind::kStale) {
+              o->overlaps = {dlb::OverlapStrategy::kNone};  // bounded staleness's only strategy
+            }
             o->jitter = *jitter;
             return dlb::simulate_command(*o);
           }};

@@ -97,6 +97,46 @@ PY
 
 (cd "$root/reports" && "$py" -m dlbench_reports report "$work/r" >"$work/report.out" 2>&1)
 check "the report renders the simulated points" test $? -eq 0
+# Bounded staleness simulated: the strategy none by default, the point's id and command naming
+# stale:2, and on a slow network each step's reduction hidden behind the next two steps' compute,
+# so that 64 stale ranks lose less to communication than 64 synchronous ones.
+for sync in sync stale:2; do
+  "$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
+    --network=pcie-25gbe --ranks=64 --sync=$sync --overlap=none --jitter=none --steps=10 \
+    --out="$work/sync-${sync/:/}" >/dev/null 2>&1
+done
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
+  --network=pcie-25gbe --ranks=64 --sync=stale:2 --jitter=none --steps=10 --out="$work/stale-default" \
+  >/dev/null 2>&1
+check "stale:2 simulated: its strategy none, named in its id's config and command, less exposed comm" \
+  "$py" - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+sync, stale = (json.loads(open(f"{w}/{d}/results.jsonl").readline()) for d in ("sync-sync", "sync-stale2"))
+assert "sync" not in sync["suite_config"], sync["suite_config"]
+assert stale["suite_config"]["sync"] == "stale:2", stale["suite_config"]
+assert stale["point"]["id"] != sync["point"]["id"]
+assert "--sync=stale:2" in stale["command"], stale["command"]
+assert stale["config"]["sync"] == "stale:2", stale["config"]
+ls, lt = (r["metrics"]["scaling_loss"] for r in (sync, stale))
+assert lt["exposed_comm_s"] < ls["exposed_comm_s"], (lt, ls)
+default = [json.loads(l) for l in open(f"{w}/stale-default/results.jsonl")]
+assert [r["suite_config"]["overlap"] for r in default] == ["none"], default
+PY
+refused_sim() {
+  local what=$1
+  shift
+  "$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
+    --ranks=2 --out="$work/refused-sync" "$@" >"$work/err.out" 2>&1
+  local rc=$?
+  check "$what: refused (got $rc), one line, no record" test $rc -ne 0 -a \
+    "$(wc -l <"$work/err.out")" -eq 1 -a ! -e "$work/refused-sync/results.jsonl"
+  cat "$work/err.out"
+}
+refused_sim "--sync=async" --sync=async
+refused_sim "--sync=stale:2 with the strategy backward" --sync=stale:2 --overlap=backward
+refused_sim "--sync=sometimes" --sync=sometimes
+
 check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
   -f "$work/r/plots/scaling-2.png"
 

@@ -114,6 +114,19 @@ TEST_F(Simulate, StaleHidesItsReductionsAndLosesOnlyItsProgressPasses) {
   EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 0);
   EXPECT_DOUBLE_EQ(sim.loss.rest_us, 7);
   expect_parts_add_up(sim.loss);
+  // Reductions of 300 outlast two steps: the lane sets the pace (a reduction a step), and the
+  // wait is exposed communication. One rank reduces nothing: its step stays 123.
+  const PassCost slow = [](const Step& s) {
+    const bool reduction = s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kAllReduce;
+    return reduction ? 300 : cost(s);
+  };
+  o.warmup = 8;  // the lane's backlog builds over the first steps
+  const Simulation bound = simulate(schedule(OverlapStrategy::kNone, true, 2),
+                                    schedule(OverlapStrategy::kNone, false, 2), slow, o);
+  EXPECT_DOUBLE_EQ(bound.loss.one_rank_us, 123);
+  EXPECT_DOUBLE_EQ(bound.mean_step_us, 300);
+  EXPECT_DOUBLE_EQ(bound.loss.exposed_comm_us, 300 - 130);
+  expect_parts_add_up(bound.loss);
 }
 
 TEST_F(Simulate, RefusesWhatCannotBeSimulated) {

@@ -98,8 +98,8 @@ struct SimStep {
   StepProgram program;
 };
 
-SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_mb,
-                  bool distributed) {
+SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_mb, bool distributed,
+                  const SyncMode& sync) {
   const auto precision = parse_precision(c.precision);
   const auto plan_kind = parse_memory_plan(c.memory_plan);
   const auto recompute = parse_recompute(c.recompute);
@@ -115,6 +115,7 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   spec.recompute = *recompute;
   spec.overlap = overlap;
   spec.bucket_mb = bucket_mb;
+  spec.sync = sync;
   spec.ranks = distributed ? 2 : 1;
   try {
     spec.validate();
@@ -142,7 +143,7 @@ struct Point {
 // The point as a suite would write it, and its id.
 nlohmann::json point_config(const Calibration& c, const Network& n, const Point& p,
                             const SimulateCommandOptions& o) {
-  return {
+  nlohmann::json config = {
       {"model", c.model},
       {"batch", c.batch},
       {"image_size", c.image_size},
@@ -156,6 +157,9 @@ nlohmann::json point_config(const Calibration& c, const Network& n, const Point&
       {"straggler", o.straggler.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.straggler)},
       {"steps", o.steps},
       {"seed", o.seed}};
+  // Only where it is not the default, as a suite writes it: a synchronous point keeps its id.
+  if (!(o.sync == SyncMode{})) config["sync"] = sync_mode_name(o.sync);
+  return config;
 }
 
 RunOptions run_options(const Calibration& c, const Point& p, const SimulateCommandOptions& o) {
@@ -171,6 +175,7 @@ RunOptions run_options(const Calibration& c, const Point& p, const SimulateComma
   r.ranks = p.ranks;
   r.overlap = p.overlap;
   r.bucket_mb = p.bucket_mb;
+  r.sync = o.sync;
   r.steps = o.steps;
   r.warmup = o.warmup;
   r.seed = o.seed;
@@ -248,6 +253,7 @@ std::string simulate_command_text(const Calibration& c, const Point& p,
   flag("ranks", std::to_string(p.ranks));
   flag("overlap", std::string(overlap_name(p.overlap)));
   flag("bucket-mb", fmt::format("{}", p.bucket_mb));
+  if (!(o.sync == defaults.sync)) flag("sync", sync_mode_name(o.sync));
   if (o.steps != defaults.steps) flag("steps", std::to_string(o.steps));
   if (o.warmup != defaults.warmup) flag("warmup", std::to_string(o.warmup));
   if (o.jitter != defaults.jitter) flag("jitter", o.jitter);
@@ -391,8 +397,8 @@ std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network&
   std::vector<nlohmann::json> points;
   for (OverlapStrategy overlap : o.overlaps) {
     for (double bucket_mb : o.bucket_mb) {
-      const SimStep one = make_step(c, overlap, bucket_mb, false);
-      const SimStep many = make_step(c, overlap, bucket_mb, true);
+      const SimStep one = make_step(c, overlap, bucket_mb, false, o.sync);
+      const SimStep many = make_step(c, overlap, bucket_mb, true, o.sync);
       for (int64_t ranks : o.ranks) {
         const Point p{overlap, bucket_mb, ranks};
         const SimStep& step = ranks > 1 ? many : one;
@@ -474,6 +480,11 @@ int simulate_command(const SimulateCommandOptions& o) {
   if (o.ranks.empty() || o.overlaps.empty() || o.bucket_mb.empty()) {
     throw InvalidArgument("simulate: --ranks, --overlap and --bucket-mb each need a value");
   }
+  if (o.sync.kind == SyncMode::Kind::kAsync) {
+    throw Unsupported(
+        "simulate: --sync=async is not simulated (its pace is the parameter server's queue, "
+        "which the replay does not model); sync or stale:K");
+  }
   if (!o.from.empty() && !fs::is_directory(o.from)) {
     throw InvalidArgument(fmt::format("--from: '{}' is not a results folder", o.from));
   }
@@ -488,7 +499,7 @@ int simulate_command(const SimulateCommandOptions& o) {
     }
     for (OverlapStrategy overlap : o.overlaps) {
       for (double bucket_mb : o.bucket_mb) {
-        const SimStep step = make_step(c, overlap, bucket_mb, true);
+        const SimStep step = make_step(c, overlap, bucket_mb, true, o.sync);
         calibrated_cost(c, step.graph, step.program.buckets, network, 2);
       }
     }

@@ -32,6 +32,9 @@ struct SimulateCommandOptions {
   std::vector<OverlapStrategy> overlaps = {OverlapStrategy::kNone, OverlapStrategy::kBackward,
                                            OverlapStrategy::kForward};
   std::vector<double> bucket_mb = {25.0};
+  // sync, or stale:K (bounded staleness, with the strategy none); asynchronous SGD is not
+  // simulated.
+  SyncMode sync;
   int64_t steps = 50, warmup = 2;
   // Each rank's step-to-step spread: "measured" (the calibration's), "none", or "cv:X" (a normal
   // spread with coefficient of variation X, where the calibration has none: a roofline's).
