@@ -28,8 +28,8 @@
 // averaged gradients of step t - K; nothing in the first K steps), copies its own gradients into
 // the slot (stash) and launches the slot's reduction, which runs behind the next K steps'
 // compute, with a progress pass after each forward and backward pass. With one rank the slots
-// delay the gradients the same way, and the step has no wait or reduction. The overlap strategy is none, and no
-// loss scaling (its check reads this step's gradients, not the ones applied).
+// delay the gradients the same way, and the step has no wait or reduction. The overlap strategy is
+// none, and no loss scaling (its check reads this step's gradients, not the ones applied).
 //
 // Asynchronous SGD (SyncOptions::async; --sync=async; runtime/overlap/param_server.h): a pull
 // before the first forward pass, a push after backward, and a progress pass after each forward

@@ -1,8 +1,12 @@
 #include "runtime/train/step_program.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <utility>
 
 #include "runtime/core/error.h"
+#include "runtime/memory/allocator.h"
 #include "runtime/nn/recompute.h"
 #include "runtime/nn/reorder.h"
 #include "runtime/nn/swap.h"
@@ -161,5 +165,64 @@ StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarge
 }
 
 bool loss_scaled(const PrecisionPolicy& policy) { return policy.activations == DType::kF16; }
+
+MemoryPlan plan_step(const StepProgram& program) {
+  if (program.spec.memory_plan == MemoryPlanKind::kNaive) {
+    return naive_plan(program.schedule, program.tensors);
+  }
+  return reuse_plan(program.schedule, program.tensors, program.kept);
+}
+
+namespace {
+
+std::string spec_line(const StepProgram& p, const Graph& model) {
+  const StepSpec& s = p.spec;
+  return fmt::format(
+      "step program: batch {}, {}, memory plan {}, recompute {}, swap {}, sync mode {}, overlap "
+      "{}, "
+      "{} MB buckets, {} rank{}",
+      model.shape(model.input())[0], precision_name(s.precision), memory_plan_name(s.memory_plan),
+      recompute_name(s.recompute), swap_name(s.swap), sync_mode_name(s.sync),
+      overlap_name(s.overlap), s.bucket_mb, s.ranks, s.ranks == 1 ? "" : "s");
+}
+
+std::string ids_text(const std::vector<int>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
+
+std::string pass_line(size_t i, const Step& step, const StepProgram& p, const Graph& model) {
+  return fmt::format("  {:>4} {:<7} {}  after[{}]\n", i, lane_name(step.lane),
+                     describe_step(step, p.tensors, model.node_names()), ids_text(step.after));
+}
+
+std::string tensor_line(size_t id, const TensorInfo& t, const MemoryPlan& plan) {
+  const int buffer = plan.buffer_of.at(id);
+  const std::string where = buffer >= 0
+                                ? fmt::format("buffer {} at byte {}", buffer, plan.offset_of[id])
+                                : fmt::format("view of {} from element {}", t.alias_of, t.offset);
+  return fmt::format("  {:>4} {:<40} {:<15} {:<16} {:<4} {:<16} {}\n", id, t.name,
+                     tensor_kind_name(t.kind), t.shape.str(), dtype_name(t.dtype),
+                     mem_category_name(t.category), where);
+}
+
+}  // namespace
+
+std::string program_text(const StepProgram& p, const Graph& model, const MemoryPlan& plan) {
+  std::string out = spec_line(p, model) + "\n";
+  out += fmt::format("transforms: {}\n", fmt::join(p.applied, ", "));
+  out += fmt::format("passes ({}): index, lane, pass, reads and writes, the passes it runs after\n",
+                     p.schedule.steps.size());
+  for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
+    out += pass_line(i, p.schedule.steps[i], p, model);
+  }
+  const size_t own = model.tensor_infos().size();
+  out += fmt::format(
+      "tensors ({}: the model's {}, the step's {}): id, name, kind, shape, dtype, category, where "
+      "stored\n",
+      p.tensors.size(), own, p.tensors.size() - own);
+  for (size_t id = 0; id < p.tensors.size(); ++id) out += tensor_line(id, p.tensors[id], plan);
+  out += fmt::format("plan: {} buffers, {} on the device, {} in all ({} buckets)\n",
+                     plan.buffers.size(), format_bytes(plan.device_bytes()),
+                     format_bytes(plan.bytes()), p.buckets.buckets.size());
+  return out;
+}
 
 }  // namespace dlb

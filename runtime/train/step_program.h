@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/nn/graph.h"
+#include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/train/step_spec.h"
@@ -62,6 +63,15 @@ struct StepProgram {
 // Throws what StepSpec::validate throws for a spec whose choices do not go together, and
 // InvalidArgument for a model not declared. Pure: the same arguments give the same program.
 StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarget& target);
+
+// Where the program's tensors are stored: naive_plan, or reuse_plan with its reordering for a
+// reusing spec (runtime/nn/memory_plan.h). The logits are kept whole (StepProgram::kept).
+MemoryPlan plan_step(const StepProgram& program);
+
+// The program as text (`dlbench run --print-step`): the spec, the transforms applied, every pass
+// (index, lane, what it reads and writes, the passes it runs after), every tensor (kind, shape,
+// dtype, category, and where `plan` stores it) and the plan's totals.
+std::string program_text(const StepProgram& program, const Graph& model, const MemoryPlan& plan);
 
 // A transform: the program with one technique applied (or unchanged, where the spec does not ask
 // for it).

@@ -218,13 +218,9 @@ void Trainer::check_capture() const {
 
 void Trainer::plan_and_bind(Rng& init, bool over_budget) {
   program_ = build_step(graph_, config_.step, step_target());
-  const MemoryPlan naive = naive_plan(program_.schedule, program_.tensors);
   // Against the step as it would be without swapping: its host copies are not device bytes.
-  naive_plan_bytes_ = naive.device_bytes();
-  // The logits are kept whole: a caller may read the step's output after it (a step dump).
-  memory_plan_ = config_.step.memory_plan == MemoryPlanKind::kNaive
-                     ? naive
-                     : reuse_plan(program_.schedule, program_.tensors, program_.kept);
+  naive_plan_bytes_ = naive_plan(program_.schedule, program_.tensors).device_bytes();
+  memory_plan_ = plan_step(program_);
   Allocator& memory = backend_.allocator();
   const std::optional<size_t> budget = memory.budget();
   if (over_budget) memory.set_budget(std::nullopt);

@@ -184,5 +184,17 @@ if "$dlbench" list | grep -qE "cuda: (no device visible|not compiled)"; then
   expect 4 "no CUDA device is visible" bench allreduce --comm=nccl --ranks=2
 fi
 
+# --print-step prints the step's program and trains nothing: no record, even with --json; a spec
+# whose choices do not go together is refused as a run would refuse it.
+out=$("$dlbench" run --model=digits-cnn --image-size=8 --batch=2 --ranks=2 --sync=stale:2 \
+  --json="$work/print.json" --print-step)
+if [[ $? -eq 0 && "$out" == *"transforms: loss, step state, optimizer state, sync"* &&
+      "$out" == *"stale gradients 1"* && ! -e "$work/print.json" ]]; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: --print-step: $out"; failures=$((failures + 1))
+fi
+expect 2 "takes --overlap=none" run --model=digits-cnn --ranks=2 --sync=stale:2 --overlap=forward --print-step
+
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

@@ -3,6 +3,7 @@
 // Trainer runs.
 #include "runtime/train/step_program.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <string>
@@ -105,6 +106,27 @@ TEST(BuildStep, RefusesWhatTheSpecRefusesAndAModelNotDeclared) {
   EXPECT_THROW(build_step(declared("digits-cnn"), async, StepTarget{}), InvalidArgument);
   const Graph bare = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
   EXPECT_THROW(build_step(bare, StepSpec{}, StepTarget{}), InvalidArgument);
+}
+
+// --print-step's text: the transforms, a line per pass and per tensor (each tensor's storage from
+// the plan), and the plan's totals.
+TEST(BuildStep, PrintsEveryPassAndTensorWithItsStorage) {
+  const Graph g = declared("digits-cnn");
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  const StepProgram p = build_step(g, spec, StepTarget{});
+  const MemoryPlan plan = plan_step(p);
+  const std::string text = program_text(p, g, plan);
+  EXPECT_NE(text.find("transforms: loss, step state, optimizer state, sync\n"), std::string::npos);
+  EXPECT_NE(text.find(fmt::format("passes ({})", p.schedule.steps.size())), std::string::npos);
+  EXPECT_NE(text.find(fmt::format("plan: {} buffers", plan.buffers.size())), std::string::npos);
+  for (size_t id = 0; id < p.tensors.size(); ++id) {
+    EXPECT_NE(text.find(p.tensors[id].name), std::string::npos) << p.tensors[id].name;
+  }
+  size_t lines = 0;
+  for (char c : text) lines += c == '\n';
+  EXPECT_EQ(lines, 5 + p.schedule.steps.size() + p.tensors.size());
+  EXPECT_EQ(plan.buffer_of, reuse_plan(p.schedule, p.tensors, p.kept).buffer_of);
 }
 
 // The Trainer builds its step with build_step: its schedule and table are the program's, and its

@@ -587,6 +587,20 @@ void add_budget_options(std::vector<Option>& t) {
        }});
 }
 
+// What a run shows of itself instead of training: a flag of `dlbench run` only.
+void add_inspection_options(std::vector<Option>& t) {
+  t.push_back(
+      {"print_step",
+       OptionType::kBoolean,
+       kCli,
+       "print the step's program (its transforms, passes on their lanes, tensors and memory "
+       "plan) and exit without training",
+       {},
+       {},
+       [](RunOptions& o, const json& v) { o.print_step = v.get<bool>(); },
+       [](const RunOptions& o) { return json(o.print_step); }});
+}
+
 // Files of one run, and test hooks: flags of `dlbench run` only.
 void add_file_options(std::vector<Option>& t) {
   auto add = [&t](Option o) { t.push_back(std::move(o)); };
@@ -657,6 +671,7 @@ std::vector<Option> make_table() {
   add_numerics_options(t);
   add_budget_options(t);
   add_file_options(t);
+  add_inspection_options(t);
   return t;
 }
 

@@ -77,6 +77,8 @@ struct RunOptions {
   SwapPolicy swap;            // runtime/nn/swap.h
   bool memory_guard = false;  // red zones around every allocation (memory/memory_guard.h)
   std::string init_path, batch_file, save_path, json_path, dump_path;
+  // Print the step's program (runtime/train/step_program.h) and its memory plan, and train nothing.
+  bool print_step = false;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
   SyncMode sync;  // sync, or stale:K (runtime/overlap/strategy.h)

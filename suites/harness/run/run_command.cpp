@@ -8,6 +8,7 @@
 #include "suites/harness/core/point_file.h"
 #include "suites/harness/core/record.h"
 #include "suites/harness/run/maxbatch.h"
+#include "suites/harness/run/print_step.h"
 #include "suites/harness/run/training.h"
 
 namespace dlb {
@@ -18,6 +19,10 @@ int run_command(const RunOptions& o) {
         "--system={}: `dlbench run` trains dlbench; a peer runs beside it in a sweep "
         "(dlbench --suite=NAME --systems=dlbench,{}), or alone as reports/peers/{}_train.py",
         system_name(o.system), system_name(o.system), system_name(o.system)));
+  }
+  if (o.print_step) {
+    print_step(o, stdout);
+    return 0;
   }
   RunResult r = run_training(o);
   if (r.rank != 0) return 0;  // only rank 0 prints and writes the record

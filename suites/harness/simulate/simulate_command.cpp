@@ -461,7 +461,8 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
   return records;
 }
 
-int simulate_command(const SimulateCommandOptions& o) {
+// The options' own checks, before a network or calibration is read.
+void check_simulate_options(const SimulateCommandOptions& o) {
   if (static_cast<int>(!o.from.empty()) + static_cast<int>(!o.calibration.empty()) +
           static_cast<int>(!o.roofline.empty()) !=
       1) {
@@ -488,6 +489,10 @@ int simulate_command(const SimulateCommandOptions& o) {
   if (!o.from.empty() && !fs::is_directory(o.from)) {
     throw InvalidArgument(fmt::format("--from: '{}' is not a results folder", o.from));
   }
+}
+
+int simulate_command(const SimulateCommandOptions& o) {
+  check_simulate_options(o);
   const Network network = load_network(o.network);
   const std::vector<Calibration> calibrations = select_calibrations(o);
   // Everything that can be refused is refused before the first record is written: each

@@ -1,0 +1,30 @@
+#include "suites/harness/run/print_step.h"
+
+#include <fmt/format.h>
+
+#include "runtime/backend/backend.h"
+#include "runtime/train/step_program.h"
+#include "runtime/train/trainer.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+
+void print_step(const RunOptions& o, std::FILE* out) {
+  validate_run_options(o);
+  const ModelInfo& info = find_model(o.model);
+  const ModelConfig mc{o.batch.value_or(kDefaultBatch),
+                       o.image_size.value_or(info.default_image_size),
+                       o.num_classes.value_or(info.default_classes), o.dropout};
+  Graph graph = build_model(o.model, mc);
+  const auto backend = make_backend(o.backend, {});
+  graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
+  // As the Trainer builds it; --swap=auto's room is the whole budget (before the layers'
+  // workspace is known, as the Trainer's first build).
+  const StepTarget target{backend->async_input_copies(), TrainConfig{}.loss_readback_steps,
+                          o.memory_budget.value_or(0)};
+  const StepProgram program = build_step(graph, step_spec_of(o), target);
+  fmt::print(out, "{}, {} on {}\n{}", o.model, mc.image_size, backend->name(),
+             program_text(program, graph, plan_step(program)));
+}
+
+}  // namespace dlb
