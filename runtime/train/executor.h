@@ -1,5 +1,5 @@
 // Runs a schedule (docs/architecture.md, "The step"): each pass in list order (a valid order of
-// its dependencies), handed to its runner: layer passes to the graph, the loss to the trainer,
+// its dependencies), handed to its runner: layer passes to the graph, the loss to LossPass,
 // the sync policy's passes to the policy. Each pass is an NVTX range; while an observer wants
 // them, the executor takes the pass's start and end marks on the run's clock and hands them over
 // with the pass's lane. Tracing is such an observer; so is a replay on a virtual clock

@@ -30,6 +30,7 @@ class SlowedPasses final : public PassRunner {
   // `factor` >= 1.
   SlowedPasses(PassRunner& inner, double factor);
   void run_pass(const Step& step, const LayerContext* ctx) override;
+  void begin_step(int64_t index) override { inner_.begin_step(index); }
   const std::string& label(const Step& step) const override { return inner_.label(step); }
   bool traced(const Step& step) const override { return inner_.traced(step); }
   const std::pair<Mark, Mark>* lane_marks(const Step& step) const override {

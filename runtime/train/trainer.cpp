@@ -3,14 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstring>
-#include <set>
 
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
-#include "runtime/core/hash.h"
-#include "runtime/core/nvtx.h"
-#include "runtime/overlap/sync_schedule.h"
+#include "runtime/train/pass_observers.h"
+#include "runtime/train/replicas.h"
 #include "runtime/train/step_program.h"
 
 namespace dlb {
@@ -19,53 +16,6 @@ double RunStats::throughput() const {
   return timed_seconds > 0 ? static_cast<double>(images_per_step * timed_steps) / timed_seconds
                            : 0.0;
 }
-
-namespace {
-
-// The tracer's spans of the executor's passes: each traced pass, named by its runner, in its
-// category (pass_name, or the sync policy's) on its lane.
-class TracedPasses final : public PassObserver {
- public:
-  explicit TracedPasses(Tracer& tracer) : tracer_(tracer) {}
-  bool wants_marks() const override { return tracer_.active(); }
-  void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
-                const Mark& end) override {
-    if (!runner.traced(step)) return;
-    Span span{runner.label(step), step_name(step), step.lane};
-    if (step.pass == Pass::kSync) span.bucket = step.arg < 0 ? kEveryBucket : step.arg;
-    span.layer = step.node >= 0 && step.pass != Pass::kLoss && !is_swap_pass(step.pass);
-    // A copy's time is its own queue's, not the issuing pass's.
-    if (const std::pair<Mark, Mark>* own = runner.lane_marks(step)) {
-      tracer_.record(std::move(span), own->first, own->second);
-      return;
-    }
-    tracer_.record(std::move(span), start, end);
-  }
-
- private:
-  Tracer& tracer_;
-};
-
-// TrainConfig::after_pass_hook after each pass, then the tracer's observer (if any).
-class HookedPasses final : public PassObserver {
- public:
-  HookedPasses(const Schedule& schedule, const std::function<void(size_t)>& hook,
-               PassObserver* next)
-      : schedule_(schedule), hook_(hook), next_(next) {}
-  bool wants_marks() const override { return true; }
-  void pass_ran(const Step& step, const PassRunner& runner, const Mark& start,
-                const Mark& end) override {
-    if (next_ && next_->wants_marks()) next_->pass_ran(step, runner, start, end);
-    hook_(static_cast<size_t>(&step - schedule_.steps.data()));
-  }
-
- private:
-  const Schedule& schedule_;
-  const std::function<void(size_t)>& hook_;
-  PassObserver* next_;
-};
-
-}  // namespace
 
 Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
                  const Clock* clock)
@@ -127,12 +77,13 @@ StepTarget Trainer::step_target() const {
 }
 
 PassRunners Trainer::pass_runners() {
-  PassRunners runners{&graph_, this, grad_sync_.get(), swap_passes_.get()};
+  loss_pass_ = std::make_unique<LossPass>(backend_, graph_, program_.ids, scaler_.get(),
+                                          config_.mid_step_hook);
+  PassRunners runners{&graph_, loss_pass_.get(), grad_sync_.get(), swap_passes_.get()};
   if (param_server_) runners.sync = param_server_.get();
   if (config_.compute_slowdown != 1) {
     slowed_layers_ = std::make_unique<SlowedPasses>(graph_, config_.compute_slowdown);
-    PassRunner& loss = *this;
-    slowed_loss_ = std::make_unique<SlowedPasses>(loss, config_.compute_slowdown);
+    slowed_loss_ = std::make_unique<SlowedPasses>(*loss_pass_, config_.compute_slowdown);
     runners.layers = slowed_layers_.get();
     runners.loss = slowed_loss_.get();
   }
@@ -165,14 +116,9 @@ void Trainer::check_model_and_config(const Communicator& comm) {
   }
   const PrecisionPolicy& policy = graph_.policy();
   graph_.require(backend_);  // the model's ops first, then the loss's and the optimizer's
-  // The loss takes the logits in the activations' dtype and keeps its probabilities in f32.
-  backend_.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
-  const Shape& out = graph_.shape(graph_.output());
-  if (out.rank() != 2) {
-    throw InvalidArgument(fmt::format("the model's output {} is not [batch, classes]", out.str()));
-  }
-  batch_ = out[0];
-  classes_ = out[1];
+  LossPass::require(backend_, graph_);
+  batch_ = graph_.shape(graph_.output())[0];
+  classes_ = graph_.shape(graph_.output())[1];
   // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
   if (scaled()) LossScaler::check(config_.loss_scaling);
   Optimizer::require(backend_, policy, scaled());
@@ -190,12 +136,7 @@ void Trainer::start_state() {
   }
   optimizer_ =
       std::make_unique<Optimizer>(backend_, graph_, ids.momentum, config_.sgd, scaler_.get());
-  inputs_[0] = {graph_.input_tensor(), graph_.tensor(ids.labels), {}};
-  if (ids.second_images < 0) return;
-  // Each slot's mark starts at the work queued so far: a buffer may reuse memory that queued
-  // work still uses, and a copy queue knows nothing of it.
-  inputs_[1] = {graph_.tensor(ids.second_images), graph_.tensor(ids.second_labels), {}};
-  inputs_[0].read = inputs_[1].read = backend_.clock().mark();
+  inputs_ = std::make_unique<InputSlots>(backend_, graph_, program_);
 }
 
 Communicator& Trainer::communicator() {
@@ -248,96 +189,8 @@ void Trainer::make_sync(Communicator& comm) {
   }
 }
 
-// Images arrive as NCHW floats; a 16-bit input takes them rounded to its type, and a
-// channels-last one in NHWC order (in buffers of the trainer's, valid until the next batch).
-const void* Trainer::stored_images(const float* images) {
-  const Tensor& input = graph_.input_tensor();
-  if (input.layout() == Layout::kNHWC) {
-    const Shape& s = input.shape();
-    channels_last_images_.resize(static_cast<size_t>(input.numel()));
-    const int64_t c = s[1], pixels = s[2] * s[3];
-    for (int64_t n = 0; n < s[0]; ++n) {
-      const float* from = images + n * c * pixels;
-      float* to = channels_last_images_.data() + n * c * pixels;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        for (int64_t p = 0; p < pixels; ++p) to[p * c + ch] = from[ch * pixels + p];
-      }
-    }
-    images = channels_last_images_.data();
-  }
-  if (input.dtype() == DType::kF32) return images;
-  narrowed_images_.resize(input.bytes());
-  floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());
-  return narrowed_images_.data();
-}
-
 void Trainer::load_batch(const float* images, const int64_t* labels) {
-  static const std::string kName = "batch to device";
-  // Labels are checked here, on the host, for every backend: a GPU's loss kernel cannot throw
-  // (an out-of-range label would make the loss NaN there).
-  const int64_t classes = graph_.shape(graph_.output())[1];
-  for (int64_t i = 0; i < batch_; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
-      throw InvalidArgument(
-          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
-    }
-  }
-  const Tensor& input = graph_.input_tensor();
-  const void* src = stored_images(images);
-  if (!backend_.async_input_copies()) {
-    TraceScope scope(
-        tracer_, kName, kCopyCategory, Lane::kCopy,
-        static_cast<double>(input.bytes() + graph_.tensor(program_.ids.labels).bytes()));
-    backend_.copy_from_host(src, graph_.input_tensor());
-    backend_.copy_from_host(labels, graph_.tensor(program_.ids.labels));
-    ++batches_loaded_;
-    return;
-  }
-  // Double-buffered: into the slot the graph does not read now (slot 0 first), after the last
-  // compute that read it; the compute queued from here on waits for the copy.
-  const int target = batches_loaded_++ == 0 ? 0 : current_input_ ^ 1;
-  InputSlot& slot = inputs_[target];
-  NvtxRange range(kName.c_str());
-  const Backend::CopyMarks image_copy = backend_.copy_in(src, slot.images, slot.read);
-  const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
-  backend_.wait_for_input(image_copy.end);
-  backend_.wait_for_input(label_copy.end);
-  // On the copy lane, at the copy queue's times (a span of the step queued before it).
-  if (tracer_ && tracer_->active() &&
-      tracer_->on_device() == static_cast<bool>(image_copy.start.device)) {
-    Span span{kName, kCopyCategory, Lane::kCopy};
-    span.bytes = static_cast<double>(slot.images.bytes() + slot.labels.bytes());
-    tracer_->record(std::move(span), image_copy.start, label_copy.end);
-  }
-  graph_.rebind_input(slot.images);
-  graph_.tensor(program_.ids.labels) = slot.labels;
-  current_input_ = target;
-}
-
-void Trainer::mark_input_read() {
-  if (backend_.async_input_copies()) inputs_[current_input_].read = backend_.clock().mark();
-}
-
-const std::string& Trainer::label(const Step& step) const {
-  static const std::string kLoss = "loss";
-  (void)step;
-  return kLoss;
-}
-
-void Trainer::run_pass(const Step& step, const LayerContext* ctx) {
-  (void)step, (void)ctx;
-  Tensor& loss = graph_.tensor(program_.ids.loss);
-  backend_.softmax_cross_entropy(graph_.output_tensor(), graph_.tensor(program_.ids.labels),
-                                 graph_.tensor(program_.ids.probs), loss);
-  if (scaler_) {
-    scaler_->scaled_loss_gradient(graph_.tensor(program_.ids.probs),
-                                  graph_.tensor(program_.ids.labels), graph_.output_grad());
-  } else {
-    backend_.softmax_cross_entropy_backward(graph_.tensor(program_.ids.probs),
-                                            graph_.tensor(program_.ids.labels),
-                                            graph_.output_grad());
-  }
-  if (config_.mid_step_hook) config_.mid_step_hook(static_cast<int64_t>(step_));
+  inputs_->load(images, labels, tracer_);
 }
 
 void Trainer::set_tracer(Tracer* tracer) {
@@ -366,32 +219,6 @@ void Trainer::run_step_work(Tracer* tracer) {
   backend_.increment(step_counter);
 }
 
-std::unique_ptr<CapturedWork> Trainer::capture_step_work() {
-  // A graph keeps the addresses it was captured with: memory allocated while capturing (and
-  // released later) could be handed to another tensor while replays still write it. The eager
-  // first step has made every buffer the step needs, so capturing allocates nothing.
-  const uint64_t allocations = backend_.allocator().allocations();
-  try {
-    backend_.begin_capture();
-    run_step_work(nullptr);
-  } catch (const Unsupported& e) {  // a call the capture refused (the CUDA backend: 900-908)
-    backend_.abandon_capture();
-    throw Unsupported(fmt::format("--cuda-graph: the step could not be captured: {}", e.what()));
-  } catch (...) {
-    backend_.abandon_capture();
-    throw;
-  }
-  std::unique_ptr<CapturedWork> work = backend_.end_capture();
-  if (const uint64_t made = backend_.allocator().allocations() - allocations; made > 0) {
-    throw Unsupported(fmt::format(
-        "--cuda-graph: the step allocated memory {} times while it was captured; a graph must "
-        "replay on memory that stays its own",
-        made));
-  }
-  if (graph_stats_.graphs++ == 0) graph_stats_.operations = work->operations();
-  return work;
-}
-
 void Trainer::step() {
   static const std::string kStep = "step";
   // The first step runs op by op: it makes the plans, workspaces and library state that a
@@ -401,16 +228,7 @@ void Trainer::step() {
   {
     TraceScope step_scope(tracer_, kStep, kStepCategory, Lane::kHost);
     if (config_.step.capture && step_ >= kEagerSteps) {
-      // Scratch that moved (a workspace grown after the capture) leaves a graph writing memory
-      // it no longer owns: capture again.
-      if (captured_scratch_ != backend_.scratch_generation()) {
-        for (auto& work : captured_) work.reset();
-        captured_scratch_ = backend_.scratch_generation();
-      }
-      std::unique_ptr<CapturedWork>& work = captured_[current_input_];
-      if (!work) work = capture_step_work();
-      work->replay();
-      ++graph_stats_.replayed_steps;
+      captured_.replay(inputs_->current(), [this] { run_step_work(nullptr); });
     } else {
       run_step_work(tracer_);
     }
@@ -419,7 +237,7 @@ void Trainer::step() {
   // Outside the captured work: the loss's place in the history changes every step.
   Tensor slot = graph_.tensor(program_.ids.loss_history).slice_flat(unread_++, 1);
   backend_.copy(graph_.tensor(program_.ids.loss), slot);
-  mark_input_read();
+  inputs_->mark_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
 }
 
@@ -449,7 +267,7 @@ int64_t Trainer::count_correct(int64_t count) {
   backend_.copy_to_host(out, stored.data());
   dtype_to_floats(stored.data(), out.numel(), out.dtype(), logits.data());
   backend_.copy_to_host(graph_.tensor(program_.ids.labels), labels.data());
-  mark_input_read();  // after the last read of the slot
+  inputs_->mark_read();  // after the last read of the slot
   int64_t correct = 0;
   for (int64_t i = 0; i < std::min(count, batch_); ++i) {
     const float* row = logits.data() + i * classes_;
@@ -460,23 +278,7 @@ int64_t Trainer::count_correct(int64_t count) {
 }
 
 void Trainer::broadcast_state(bool buffers_only) {
-  Communicator* comm = config_.comm;
-  StateDict state = graph_.state_dict();  // parameters and batch-norm running statistics
-  std::set<std::string> params;
-  if (buffers_only) {
-    for (const auto& np : graph_.named_params()) params.insert(np.name);
-  }
-  for (auto& [name, t] : state) {
-    if (params.count(name)) continue;
-    // Host memory whatever the backend: the communicators broadcast host buffers (nccl's go
-    // through its MPI bootstrap). On the CPU that is the backend's own memory, and counts there.
-    Allocator& staging = backend_.stream().on_device() ? *host_ : backend_.allocator();
-    Tensor host(staging.allocate(t.bytes.size(), MemCategory::kComm, name), t.shape, t.dtype);
-    std::memcpy(host.raw(), t.bytes.data(), t.bytes.size());
-    comm->broadcast(host, 0);
-    std::memcpy(t.bytes.data(), host.raw(), t.bytes.size());
-  }
-  graph_.load_state_dict(state);
+  broadcast_model_state(graph_, backend_, *config_.comm, *host_, buffers_only);
 }
 
 void Trainer::broadcast_weights() {
@@ -497,14 +299,7 @@ void Trainer::broadcast_buffers() {
 
 uint64_t Trainer::weights_checksum() {
   flush();
-  uint64_t h = kFnv1aOffset;
-  std::vector<unsigned char> bytes;
-  for (const auto& np : graph_.named_params()) {
-    bytes.resize(np.param.value.bytes());
-    backend_.copy_to_host(np.param.value, bytes.data());
-    h = fnv1a(bytes.data(), bytes.size(), h);
-  }
-  return h;
+  return parameters_checksum(graph_, backend_);
 }
 
 bool Trainer::weights_identical_across_ranks() {

@@ -19,7 +19,10 @@
 #include "runtime/overlap/grad_sync.h"
 #include "runtime/overlap/param_server.h"
 #include "runtime/trace/tracer.h"
+#include "runtime/train/captured_steps.h"
 #include "runtime/train/executor.h"
+#include "runtime/train/input_slots.h"
+#include "runtime/train/loss_pass.h"
 #include "runtime/train/step_program.h"
 #include "runtime/train/step_spec.h"
 #include "runtime/train/straggler.h"
@@ -51,12 +54,6 @@ struct TrainConfig {
   std::function<void(size_t)> after_pass_hook;
   // Test-only: called between forward and backward with the step's index.
   std::function<void(int64_t)> mid_step_hook;
-};
-
-// What --cuda-graph did in a run: graphs captured (one per input buffer used, and again after the
-// backend's scratch memory moved), the operations in the first, and the steps replayed from them.
-struct StepGraphStats {
-  int64_t graphs = 0, operations = 0, replayed_steps = 0;
 };
 
 struct EpochStats {
@@ -98,7 +95,7 @@ struct RunStats {
   double throughput() const;         // images per second over the timed steps
 };
 
-class Trainer final : private PassRunner {
+class Trainer final {
  public:
   // `graph` must be declared for `backend` (Graph::declare_for; its precision policy is the
   // run's) and not bound: the trainer builds the step's program from it (build_step: the step's
@@ -165,7 +162,7 @@ class Trainer final : private PassRunner {
   bool replanned() const { return replanned_; }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
-  const StepGraphStats& step_graphs() const { return graph_stats_; }
+  const StepGraphStats& step_graphs() const { return captured_.stats(); }
   // Spans of the steps inside the tracer's window (null: no tracing). Steps count from 0 over
   // every step() call, warm-up included.
   // A captured step has no spans of its own passes (a graph replays as one launch): a trainer
@@ -195,13 +192,8 @@ class Trainer final : private PassRunner {
   // The executor's runners: with a straggler, the layers and the loss slowed.
   PassRunners pass_runners();
   bool scaled() const;  // fp16: a loss scaler
-  // The loss's pass (PassRunner): softmax cross-entropy and the output's gradient.
-  void run_pass(const Step& step, const LayerContext* ctx) override;
-  const std::string& label(const Step& step) const override;
   // One step's work, queued op by op: the schedule, then the step counter's advance.
   void run_step_work(Tracer* tracer);
-  // The step's work as a graph, for the input buffer the graph reads now.
-  std::unique_ptr<CapturedWork> capture_step_work();
   void broadcast_state(bool buffers_only);
   void read_back_losses();
   EpochStats run_epoch(const TrainingLoop& loop, int64_t epoch);
@@ -213,24 +205,13 @@ class Trainer final : private PassRunner {
   // Host staging for broadcasts.
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
   int64_t batch_, classes_;
-  // The input and its labels. Slot 0 is the graph's own; slot 1 exists on a backend with
-  // asynchronous input copies. The graph reads `current_input_`.
-  struct InputSlot {
-    Tensor images, labels;
-    Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)
-  };
-  void mark_input_read();
-  const void* stored_images(const float* images);
-  InputSlot inputs_[2];
-  int current_input_ = 0;
-  int64_t batches_loaded_ = 0;
-  std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
-  std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
+  std::unique_ptr<InputSlots> inputs_;  // the batch and its labels, double-buffered
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken
   std::unique_ptr<Communicator> own_comm_;  // local, when the config has none
   std::unique_ptr<LossScaler> scaler_;
-  std::unique_ptr<ParamServer> param_server_;                  // --sync=async
+  std::unique_ptr<ParamServer> param_server_;  // --sync=async
+  std::unique_ptr<LossPass> loss_pass_;
   std::unique_ptr<SlowedPasses> slowed_layers_, slowed_loss_;  // an injected straggler's
   std::unique_ptr<Optimizer> optimizer_;
   std::unique_ptr<GradSync> grad_sync_;
@@ -238,10 +219,8 @@ class Trainer final : private PassRunner {
   std::unique_ptr<Executor> executor_;
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
-  uint64_t dropout_base_ = 0;  // dropout draws from it plus the step counter (StepTensorIds)
-  std::unique_ptr<CapturedWork> captured_[2];  // StepSpec::capture: one graph per input slot
-  uint64_t captured_scratch_ = 0;              // the backend's scratch_generation they hold
-  StepGraphStats graph_stats_;
+  uint64_t dropout_base_ = 0;         // dropout draws from it plus the step counter (StepTensorIds)
+  CapturedSteps captured_{backend_};  // StepSpec::capture
   Tracer* tracer_ = nullptr;
 };
 

@@ -1,0 +1,91 @@
+#include "runtime/train/input_slots.h"
+
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+#include "runtime/core/half.h"
+#include "runtime/core/nvtx.h"
+
+namespace dlb {
+
+InputSlots::InputSlots(Backend& backend, Graph& graph, const StepProgram& program)
+    : backend_(backend), graph_(graph), labels_id_(program.ids.labels) {
+  const StepTensorIds& ids = program.ids;
+  slots_[0] = {graph.input_tensor(), graph.tensor(ids.labels), {}};
+  if (ids.second_images < 0) return;
+  slots_[1] = {graph.tensor(ids.second_images), graph.tensor(ids.second_labels), {}};
+  slots_[0].read = slots_[1].read = backend.clock().mark();
+}
+
+const void* InputSlots::stored_images(const float* images) {
+  const Tensor& input = graph_.input_tensor();
+  if (input.layout() == Layout::kNHWC) {
+    const Shape& s = input.shape();
+    channels_last_images_.resize(static_cast<size_t>(input.numel()));
+    const int64_t c = s[1], pixels = s[2] * s[3];
+    for (int64_t n = 0; n < s[0]; ++n) {
+      const float* from = images + n * c * pixels;
+      float* to = channels_last_images_.data() + n * c * pixels;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        for (int64_t p = 0; p < pixels; ++p) to[p * c + ch] = from[ch * pixels + p];
+      }
+    }
+    images = channels_last_images_.data();
+  }
+  if (input.dtype() == DType::kF32) return images;
+  narrowed_images_.resize(input.bytes());
+  floats_to_dtype(images, input.numel(), input.dtype(), narrowed_images_.data());
+  return narrowed_images_.data();
+}
+
+void InputSlots::check_labels(const int64_t* labels) const {
+  // An out-of-range label would make a GPU's loss NaN.
+  const int64_t batch = graph_.shape(graph_.input())[0];
+  const int64_t classes = graph_.shape(graph_.output())[1];
+  for (int64_t i = 0; i < batch; ++i) {
+    if (labels[i] < 0 || labels[i] >= classes) {
+      throw InvalidArgument(
+          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
+    }
+  }
+}
+
+void InputSlots::load(const float* images, const int64_t* labels, Tracer* tracer) {
+  static const std::string kName = "batch to device";
+  check_labels(labels);
+  const Tensor& input = graph_.input_tensor();
+  const void* src = stored_images(images);
+  if (!backend_.async_input_copies()) {
+    TraceScope scope(tracer, kName, kCopyCategory, Lane::kCopy,
+                     static_cast<double>(input.bytes() + graph_.tensor(labels_id_).bytes()));
+    backend_.copy_from_host(src, graph_.input_tensor());
+    backend_.copy_from_host(labels, graph_.tensor(labels_id_));
+    ++loaded_;
+    return;
+  }
+  // Double-buffered: into the slot the graph does not read now (slot 0 first), after the last
+  // compute that read it; the compute queued from here on waits for the copy.
+  const int target = loaded_++ == 0 ? 0 : current_ ^ 1;
+  Slot& slot = slots_[target];
+  NvtxRange range(kName.c_str());
+  const Backend::CopyMarks image_copy = backend_.copy_in(src, slot.images, slot.read);
+  const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
+  backend_.wait_for_input(image_copy.end);
+  backend_.wait_for_input(label_copy.end);
+  // On the copy lane, at the copy queue's times (a span of the step queued before it).
+  if (tracer && tracer->active() &&
+      tracer->on_device() == static_cast<bool>(image_copy.start.device)) {
+    Span span{kName, kCopyCategory, Lane::kCopy};
+    span.bytes = static_cast<double>(slot.images.bytes() + slot.labels.bytes());
+    tracer->record(std::move(span), image_copy.start, label_copy.end);
+  }
+  graph_.rebind_input(slot.images);
+  graph_.tensor(labels_id_) = slot.labels;
+  current_ = target;
+}
+
+void InputSlots::mark_read() {
+  if (backend_.async_input_copies()) slots_[current_].read = backend_.clock().mark();
+}
+
+}  // namespace dlb

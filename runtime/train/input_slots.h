@@ -1,0 +1,51 @@
+// The step's input: the batch and its labels, copied from the host into the tensors the step's
+// program reads. Slot 0 is the graph's own input and the program's labels; slot 1 (the program's
+// second input buffer, StepTarget::second_input) exists on a backend with asynchronous input
+// copies, which copies the next batch into the slot the last step did not read, on the copy
+// queue, while that step still computes.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/nn/graph.h"
+#include "runtime/trace/tracer.h"
+#include "runtime/train/step_program.h"
+
+namespace dlb {
+
+class InputSlots {
+ public:
+  // Over `graph`, bound with `program`'s table; both must outlive the slots. Each slot's mark
+  // starts at the work queued so far: a buffer may reuse memory that queued work still uses, and
+  // a copy queue knows nothing of it.
+  InputSlots(Backend& backend, Graph& graph, const StepProgram& program);
+  // Checks the labels (on the host, for every backend: a GPU's loss kernel cannot throw), then
+  // copies the batch into a slot and makes the graph read it. `tracer` (may be null) gets the
+  // copy's span on the copy lane.
+  void load(const float* images, const int64_t* labels, Tracer* tracer);
+  // The compute queued so far is the last to read the current slot.
+  void mark_read();
+  int current() const { return current_; }
+
+ private:
+  // Images arrive as NCHW floats; a 16-bit input takes them rounded to its type, and a
+  // channels-last one in NHWC order (in buffers of the slots', valid until the next batch).
+  const void* stored_images(const float* images);
+  void check_labels(const int64_t* labels) const;
+
+  struct Slot {
+    Tensor images, labels;
+    Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)
+  };
+  Backend& backend_;
+  Graph& graph_;
+  int labels_id_;
+  Slot slots_[2];
+  int current_ = 0;
+  int64_t loaded_ = 0;
+  std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
+  std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
+};
+
+}  // namespace dlb

@@ -1,0 +1,38 @@
+#include "runtime/train/loss_pass.h"
+
+#include <fmt/format.h>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+void LossPass::require(const Backend& backend, const Graph& graph) {
+  const Shape& out = graph.shape(graph.output());
+  if (out.rank() != 2) {
+    throw InvalidArgument(fmt::format("the model's output {} is not [batch, classes]", out.str()));
+  }
+  // The loss takes the logits in the activations' dtype and keeps its probabilities in f32.
+  const PrecisionPolicy& policy = graph.policy();
+  backend.require(Op::kSoftmaxCrossEntropy, OpTypes{policy.math, policy.activations, DType::kF32});
+}
+
+const std::string& LossPass::label(const Step& step) const {
+  static const std::string kLoss = "loss";
+  (void)step;
+  return kLoss;
+}
+
+void LossPass::run_pass(const Step& step, const LayerContext* ctx) {
+  (void)step, (void)ctx;
+  const Tensor& labels = graph_.tensor(ids_.labels);
+  Tensor& probs = graph_.tensor(ids_.probs);
+  backend_.softmax_cross_entropy(graph_.output_tensor(), labels, probs, graph_.tensor(ids_.loss));
+  if (scaler_) {
+    scaler_->scaled_loss_gradient(probs, labels, graph_.output_grad());
+  } else {
+    backend_.softmax_cross_entropy_backward(probs, labels, graph_.output_grad());
+  }
+  if (hook_) hook_(step_);
+}
+
+}  // namespace dlb
