@@ -412,13 +412,14 @@ void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
                                       plan.buffer_of.size(), tensors.size()));
   }
   // The step's table begins with the model's, as declared (StepProgram copies it).
-  const bool begins_with_model = tensors.size() >= infos_.size() &&
-                                 std::equal(infos_.begin(), infos_.end(), tensors.begin(),
-                                            [](const TensorInfo& a, const TensorInfo& b) {
-                                              return a.name == b.name && a.kind == b.kind &&
-                                                     a.shape == b.shape && a.dtype == b.dtype &&
-                                                     a.alias_of == b.alias_of;
-                                            });
+  const bool begins_with_model =
+      tensors.size() >= infos_.size() &&
+      std::equal(infos_.begin(), infos_.end(), tensors.begin(),
+                 [](const TensorInfo& a, const TensorInfo& b) {
+                   return a.name == b.name && a.kind == b.kind && a.shape == b.shape &&
+                          a.dtype == b.dtype && a.node == b.node && a.alias_of == b.alias_of &&
+                          a.category == b.category && a.layout == b.layout && a.offset == b.offset;
+                 });
   if (!begins_with_model) {
     throw InvalidArgument("the table bound does not begin with the graph's own tensors");
   }

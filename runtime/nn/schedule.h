@@ -1,6 +1,7 @@
 // The training step as data (docs/architecture.md, "The step"): a list of passes, each on a lane,
 // naming the tensors it reads, writes and saves for later passes. The graph emits forward and
-// backward; the trainer adds the loss; a sync policy adds its own passes (runtime/overlap/
+// backward; the step's program adds the loss (runtime/train/step_program.h); a sync policy adds
+// its own passes (runtime/overlap/
 // sync_schedule.h: all-reduce, wait, update, progress); an executor runs the list, handing each
 // pass to its PassRunner. A memory planner, recomputation or swapping is a transformation of
 // this list.
@@ -166,8 +167,9 @@ class PassRunner {
     (void)step;
     return true;
   }
-  // The executor begins step `index` (counted from 0 over every run of its schedule): a runner
-  // whose passes depend on which step it is (a stale step's slot) reads it here.
+  // The executor begins step `index` (its caller's count of steps: the Trainer's, from 0, which a
+  // captured step's replays advance without a run): a runner whose passes depend on which step it
+  // is (a stale step's slot, which capture refuses) reads it here.
   virtual void begin_step(int64_t index) { (void)index; }
   // Where the pass's work runs on a queue of its own (a swap's copy), that queue's marks of the
   // pass just run, which a trace shows instead of the executor's; null: the executor's marks

@@ -159,7 +159,8 @@ std::vector<int> declare_stale_slots(std::vector<TensorInfo>& table, const Graph
 
 // Bounded staleness (sync_schedule.h): progress passes among forward and backward, then the
 // slot's wait, the update from it, the stash and the slot's reduction. Every stale pass names
-// every slot: which one a step uses is the runner's rotation.
+// every slot: which one step i uses is stale_slot(i, K) (sync_schedule.h), the index the executor
+// gives its runners.
 std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table,
                               const Graph& graph, const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients) {

@@ -37,7 +37,7 @@ class Executor {
  public:
   // Every runner the schedule's passes need must be set; `clock` must outlive the executor.
   Executor(Schedule schedule, PassRunners runners, const Clock& clock);
-  // Step `index` of the schedule (counted from 0 over every run; each runner is told it first,
+  // Step `index` of the schedule (the caller's count of steps; each runner is told it first,
   // PassRunner::begin_step). `ctx`: what the passes compute with (null in a replay); under
   // --memory-guard its backend's zones are checked after every pass.
   void run(int64_t index, const LayerContext* ctx, PassObserver* observer = nullptr);

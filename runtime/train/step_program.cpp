@@ -25,6 +25,14 @@ int declare(StepProgram& p, const char* name, TensorKind kind, const Shape& shap
   return declare_tensor(p.tensors, std::move(info));
 }
 
+// Each pass's kind and node, in order: what a reordering changes.
+std::vector<std::pair<Pass, int>> described(const Schedule& s, const StepProgram& p) {
+  (void)p;
+  std::vector<std::pair<Pass, int>> out;
+  for (const Step& step : s.steps) out.emplace_back(step.pass, step.node);
+  return out;
+}
+
 // Forward, softmax cross-entropy (reads the logits and the labels, writes the output's
 // gradient), backward. The labels come with the batch, as the input does.
 StepProgram with_loss(StepProgram p, const Graph& model) {
@@ -81,16 +89,18 @@ StepProgram with_loss_scaling(StepProgram p, const Graph& model) {
 StepProgram with_reordering(StepProgram p, const Graph& model) {
   (void)model;
   if (p.spec.memory_plan != MemoryPlanKind::kReorder) return p;
-  p.schedule = reorder_backward(p.schedule, p.tensors, p.kept);
-  p.applied.push_back("reorder");
+  Schedule reordered = reorder_backward(p.schedule, p.tensors, p.kept);
+  if (described(reordered, p) != described(p.schedule, p)) p.applied.push_back("reorder");
+  p.schedule = std::move(reordered);
   return p;
 }
 
 StepProgram with_recomputation(StepProgram p, const Graph& model) {
   (void)model;
   if (p.spec.recompute.kind == RecomputePolicy::Kind::kNone) return p;
+  const size_t passes = p.schedule.steps.size();
   p.schedule = recompute_schedule(p.schedule, p.tensors, p.spec.recompute, p.kept);
-  p.applied.push_back("recompute");
+  if (p.schedule.steps.size() != passes) p.applied.push_back("recompute");  // passes recomputed
   return p;
 }
 
@@ -117,7 +127,7 @@ StepProgram with_swaps(StepProgram p, const Graph& model) {
   SwappedSchedule s = swap_schedule(p.schedule, p.tensors, p.swapped);
   for (TensorInfo& host : s.host_copies) declare_tensor(p.tensors, std::move(host));
   p.schedule = std::move(s.schedule);
-  p.applied.push_back("swap");
+  if (!p.swapped.empty()) p.applied.push_back("swap");
   return p;
 }
 

@@ -51,7 +51,9 @@ void check_stale(const StepSpec& s) {
   }
   if (s.capture) {
     throw InvalidArgument(
-        fmt::format("--sync={}: a captured step (--cuda-graph) cannot rotate its slots", mode));
+        fmt::format("--sync={}: a captured step (--cuda-graph) cannot rotate its slots (a stale "
+                    "step's slot changes with the step; a replay repeats one step's work)",
+                    mode));
   }
 }
 

@@ -12,7 +12,6 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/clock.h"
 #include "runtime/nn/graph.h"
-#include "runtime/nn/recompute.h"
 #include "runtime/nn/swap.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
@@ -36,7 +35,7 @@ struct TrainConfig {
   // Every choice that shapes the step (runtime/train/step_spec.h). Its precision, ranks, memory
   // guard and memory budget are what the step really has: the Trainer reads them from the
   // graph's declaration, the communicator and the backend's allocator, and checks the whole
-  // through StepSpec::validate before it declares a tensor.
+  // through StepSpec::validate before it builds the step's program.
   StepSpec step;
   // Data parallelism: gradients are averaged across the communicator's ranks by the overlap
   // strategy (runtime/overlap/sync_schedule.h). Null: one rank.
@@ -104,6 +103,9 @@ class Trainer final {
   // come from `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
           const Clock* clock = nullptr);
+  // Its runners hold references into its program: a Trainer stays where it was made.
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
 
   // Copies one batch from the host onto the backend; the next step trains on it. Where the
   // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
@@ -157,7 +159,7 @@ class Trainer final {
   // The activations swapped (config.step.swap): their tensor ids.
   const std::vector<int>& swapped() const { return program_.swapped; }
   // --swap=auto: whether the step was planned a second time, its first binding over the budget
-  // once the workspace was known (Trainer::plan_and_bind). The first binding's peaks, and any
+  // once the workspace was known (Trainer::bind_within_budget). The first binding's peaks, and any
   // from before the trainer, are not in the allocator's peaks then.
   bool replanned() const { return replanned_; }
   // The loss scaler of an fp16 run (null otherwise).

@@ -398,21 +398,22 @@ Command simulate_command_of(CLI::App& app) {
   auto overlaps = std::make_shared<std::vector<std::string>>();
   auto jitter = std::make_shared<std::string>("measured");
   auto sync = std::make_shared<std::string>("sync");
-  return {add_simulate(app, *o, *overlaps, *jitter, *sync), [o, overlaps, jitter, sync] {
-            const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
-            if (!mode) {
-              throw dlb::InvalidArgument(fmt::format(
-                  "--sync: '{}' is not sync or stale:K (K a whole number >= 1)", *sync));
-            }
-            o->sync = *mode;
-            if (!overlaps->empty()) {
-              o->overlaps = parse_overlaps(*overlaps);
-            } else if (mode->kind == dlb::SyncMode::Kind::kStale) {
-              o->overlaps = {dlb::OverlapStrategy::kNone};  // bounded staleness's only strategy
-            }
-            o->jitter = *jitter;
-            return dlb::simulate_command(*o);
-          }};
+  return {
+      add_simulate(app, *o, *overlaps, *jitter, *sync), [o, overlaps, jitter, sync] {
+        const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
+        if (!mode) {
+          throw dlb::InvalidArgument(fmt::format(
+              "--sync: '{}' is not sync or stale:K (K a whole number; stale:0 is sync)", *sync));
+        }
+        o->sync = *mode;
+        if (!overlaps->empty()) {
+          o->overlaps = parse_overlaps(*overlaps);
+        } else if (mode->kind == dlb::SyncMode::Kind::kStale) {
+          o->overlaps = {dlb::OverlapStrategy::kNone};  // bounded staleness's only strategy
+        }
+        o->jitter = *jitter;
+        return dlb::simulate_command(*o);
+      }};
 }
 
 Command validate_sim_command_of(CLI::App& app) {

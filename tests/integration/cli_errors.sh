@@ -195,6 +195,11 @@ else
   echo "FAIL: --print-step: $out"; failures=$((failures + 1))
 fi
 expect 2 "takes --overlap=none" run --model=digits-cnn --ranks=2 --sync=stale:2 --overlap=forward --print-step
+# A run's own rules too, beyond the spec's: --print-step refuses what the run would.
+expect 2 "--loss-scale applies to precision fp16 only" "${quick[@]}" --precision=bf16 --loss-scale=8 --print-step
+expect 2 "--print-step builds the step from --batch and --image-size" run --model=digits-cnn \
+  --batch-file="$work/none.safetensors" --print-step
+expect 2 "maxbatch takes no --print-step" maxbatch --model=digits-cnn --memory-budget=64MiB --print-step
 
 echo "$passed passed, $failures failed"
 [[ $failures -eq 0 ]]

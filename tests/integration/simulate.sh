@@ -124,18 +124,20 @@ default = [json.loads(l) for l in open(f"{w}/stale-default/results.jsonl")]
 assert [r["suite_config"]["overlap"] for r in default] == ["none"], default
 PY
 refused_sim() {
-  local what=$1
-  shift
+  local what=$1 message=$2
+  shift 2
   "$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
     --ranks=2 --out="$work/refused-sync" "$@" >"$work/err.out" 2>&1
   local rc=$?
   check "$what: refused (got $rc), one line, no record" test $rc -ne 0 -a \
     "$(wc -l <"$work/err.out")" -eq 1 -a ! -e "$work/refused-sync/results.jsonl"
+  check "$what: says why" grep -qF -- "$message" "$work/err.out"
   cat "$work/err.out"
 }
-refused_sim "--sync=async" --sync=async
-refused_sim "--sync=stale:2 with the strategy backward" --sync=stale:2 --overlap=backward
-refused_sim "--sync=sometimes" --sync=sometimes
+refused_sim "--sync=async" "--sync=async is not simulated" --sync=async
+refused_sim "--sync=stale:2 with the strategy backward" "--sync=stale:2 schedules its own all-reduce" \
+  --sync=stale:2 --overlap=backward
+refused_sim "--sync=sometimes" "is not sync or stale:K" --sync=sometimes
 
 check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
   -f "$work/r/plots/scaling-2.png"

@@ -30,8 +30,8 @@ want = {"0": "within", "1": "outside", "3": "inconclusive"}[sys.argv[2]]
 for p in v["points"]:
     if want != "inconclusive":  # (a busy host's errors cannot be judged)
         assert abs(p["error"]) < 0.3, p  # a model this far off is wrong
-    if want == "within":  # a bound worth having (a CI run's spread of 5.8% made one of 31.7%)
-        assert 0 < p["bound"] < 0.5, p["bound"]
+    if want != "inconclusive":  # a bound over 50% makes the verdict inconclusive
+        assert 0 < p["bound"] <= 0.5, p["bound"]
     assert math.isfinite(p["error"]) and p["within"] == (abs(p["error"]) <= p["bound"]), p
     assert p["measured_scaling_loss"] and p["simulated_scaling_loss"], p
     assert p["compute_factor"] > 0.5, p  # the measured co-run slowdown at 2 ranks

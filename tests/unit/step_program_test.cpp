@@ -17,8 +17,8 @@
 namespace dlb {
 namespace {
 
-Graph declared(const char* model, Precision precision = Precision::kFp32) {
-  Graph g = build_model(model, ModelConfig{2, 8, 10, {}});
+Graph declared(const char* model, Precision precision = Precision::kFp32, int64_t size = 8) {
+  Graph g = build_model(model, ModelConfig{2, size, 10, {}});
   g.declare(PrecisionPolicy::for_precision(precision), BackendTraits{});
   return g;
 }
@@ -70,10 +70,14 @@ TEST(BuildStep, DeclaresTheStepsTensorsInItsOwnTableAndTheModelGainsNone) {
   EXPECT_EQ(check_schedule(p.schedule, p.tensors), std::vector<std::string>{});
 }
 
-TEST(BuildStep, AppliesItsTransformsInTheOneOrderAndOnlyThoseAskedFor) {
-  std::vector<std::string> every;
-  for (const StepTransform& t : kStepTransforms) every.push_back(t.name);
-  const Graph fp16 = declared("digits-cnn", Precision::kFp16);
+TEST(BuildStep, AppliesItsTransformsInTheOneOrderAndOnlyThoseThatChangeIt) {
+  const std::vector<std::string> every = {"loss",         "step state", "optimizer state",
+                                          "loss scaling", "reorder",    "recompute",
+                                          "swap",         "sync"};
+  std::vector<std::string> stated;
+  for (const StepTransform& t : kStepTransforms) stated.push_back(t.name);
+  EXPECT_EQ(stated, every);
+  const Graph fp16 = declared("resnet18", Precision::kFp16, 32);
   StepSpec all;
   all.precision = Precision::kFp16;
   all.memory_plan = MemoryPlanKind::kReorder;
@@ -84,10 +88,40 @@ TEST(BuildStep, AppliesItsTransformsInTheOneOrderAndOnlyThoseAskedFor) {
   EXPECT_EQ(build_step(fp16, all, StepTarget{}).applied, every);
   const std::vector<std::string> plain = {"loss", "step state", "optimizer state", "sync"};
   EXPECT_EQ(build_step(declared("digits-cnn"), StepSpec{}, StepTarget{}).applied, plain);
+  // Swapping to a budget the step fits already swaps nothing: not applied.
+  StepSpec roomy;
+  roomy.memory_plan = MemoryPlanKind::kReuse;
+  roomy.swap.kind = SwapPolicy::Kind::kAuto;
+  roomy.memory_budget = size_t{1} << 40;
+  const StepProgram fits =
+      build_step(declared("digits-cnn"), roomy, StepTarget{false, 64, size_t{1} << 40});
+  EXPECT_TRUE(fits.swapped.empty());
+  EXPECT_EQ(fits.applied, plain);
+}
+
+// Graph::bind takes a table that begins with the graph's own tensors, as declared: a table of
+// another declaration (a tensor stored channels-last) or one that lacks a tensor is refused
+// before anything is allocated.
+TEST(BuildStep, TheGraphBindsOnlyATableThatBeginsWithItsOwn) {
+  auto backend = make_backend(BackendKind::kCpu, {});
+  Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+  g.declare_for(*backend);
+  const StepProgram p = build_step(g, StepSpec{}, StepTarget{});
+  Rng rng(0);
+  std::vector<TensorInfo> other = p.tensors;
+  other[g.output_id(1)].layout = Layout::kNHWC;
+  EXPECT_THROW(g.bind(*backend, rng, naive_plan(p.schedule, other), other), InvalidArgument);
+  const std::vector<TensorInfo> short_table(p.tensors.begin(), p.tensors.begin() + 3);
+  EXPECT_THROW(g.bind(*backend, rng, naive_plan(Schedule{}, short_table), short_table),
+               InvalidArgument);
+  EXPECT_FALSE(g.is_setup());
+  EXPECT_EQ(backend->allocator().allocations(), 0u);
+  g.bind(*backend, rng, plan_step(p), p.tensors);
+  EXPECT_TRUE(g.is_setup());
 }
 
 TEST(BuildStep, IsPure) {
-  const Graph g = declared("resnet18");
+  const Graph g = declared("resnet18", Precision::kFp32, 32);
   StepSpec spec;
   spec.memory_plan = MemoryPlanKind::kReuse;
   spec.recompute = *parse_recompute("sqrt");

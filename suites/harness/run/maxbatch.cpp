@@ -64,6 +64,7 @@ void validate_maxbatch_options(const RunOptions& o) {
        "--trace-steps/--trace/--profile"},
       {!o.dump_path.empty() || !o.save_path.empty() || !o.init_path.empty(),
        "--dump/--save/--init"},
+      {o.print_step, "--print-step (it prints one run's step: dlbench run --print-step)"},
   };
   for (const auto& [given, what] : unused) {
     if (given) throw InvalidArgument(fmt::format("maxbatch takes no {}", what));

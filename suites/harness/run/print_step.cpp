@@ -3,21 +3,37 @@
 #include <fmt/format.h>
 
 #include "runtime/backend/backend.h"
+#include "runtime/core/error.h"
+#include "runtime/optim/optimizer.h"
+#include "runtime/train/loss_pass.h"
 #include "runtime/train/step_program.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/run/training.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
 
 void print_step(const RunOptions& o, std::FILE* out) {
   validate_run_options(o);
+  if (!o.batch_file.empty()) {
+    throw InvalidArgument(
+        "--print-step builds the step from --batch and --image-size: give those instead of "
+        "--batch-file");
+  }
   const ModelInfo& info = find_model(o.model);
   const ModelConfig mc{o.batch.value_or(kDefaultBatch),
                        o.image_size.value_or(info.default_image_size),
                        o.num_classes.value_or(info.default_classes), o.dropout};
   Graph graph = build_model(o.model, mc);
-  const auto backend = make_backend(o.backend, {});
-  graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
+  // The backend and the declaration as the run's (the guard's zones, --dump's distinct
+  // gradients), and the Trainer's own refusals of the loss and the optimizer.
+  const auto backend = make_backend(o.backend, backend_options_of(o, 0));
+  if (!o.dump_path.empty()) graph.keep_gradients_distinct();
+  const PrecisionPolicy policy = PrecisionPolicy::for_precision(o.precision);
+  graph.declare_for(*backend, policy);
+  graph.require(*backend);
+  LossPass::require(*backend, graph);
+  Optimizer::require(*backend, policy, loss_scaled(policy));
   // As the Trainer builds it; --swap=auto's room is the whole budget (before the layers'
   // workspace is known, as the Trainer's first build).
   const StepTarget target{backend->async_input_copies(), TrainConfig{}.loss_readback_steps,

@@ -287,18 +287,6 @@ void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, const 
   if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph, trainer.tensors());
 }
 
-// The backend a run's options ask for, on this rank's GPU (one per rank on each node).
-BackendOptions backend_options_of(const RunOptions& o, int rank) {
-  BackendOptions bo;
-  bo.memory_budget = o.memory_budget;
-  bo.conv_algo = o.conv_algo;
-  bo.workspace_limit = o.workspace_limit;
-  bo.conv_math = conv_math_of(o);
-  bo.memory_guard = o.memory_guard;
-  bo.device = local_rank(rank);
-  return bo;
-}
-
 // The Trainer's configuration: the run's step (step_spec_of), its optimizer at the first rate
 // `lr`, its loss scale, this rank's straggler and its injected fault.
 TrainConfig train_config_of(const RunOptions& o, Communicator& comm, float lr) {
@@ -367,6 +355,18 @@ std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64
 }
 
 }  // namespace
+
+// The backend a run's options ask for, on this rank's GPU (one per rank on each node).
+BackendOptions backend_options_of(const RunOptions& o, int rank) {
+  BackendOptions bo;
+  bo.memory_budget = o.memory_budget;
+  bo.conv_algo = o.conv_algo;
+  bo.workspace_limit = o.workspace_limit;
+  bo.conv_math = conv_math_of(o);
+  bo.memory_guard = o.memory_guard;
+  bo.device = local_rank(rank);
+  return bo;
+}
 
 RunResult run_training(const RunOptions& o) {
   validate_run_options(o);

@@ -3,6 +3,7 @@
 #pragma once
 #include <string>
 
+#include "runtime/backend/backend.h"
 #include "suites/harness/core/record.h"
 #include "suites/harness/core/run_options.h"
 
@@ -11,6 +12,10 @@ namespace dlb {
 // The runner: trains as the options say, writes the run's traces, profile and weights, and
 // returns what it measured. Throws dlb::Error on failure. Every rank calls it.
 RunResult run_training(const RunOptions& options);
+
+// The backend a run's options ask for (its memory budget and guard, convolution choices), on
+// this rank's GPU (one per rank on each node).
+BackendOptions backend_options_of(const RunOptions& options, int rank);
 
 // Slurm's tasks on node `node` from its per-node list (SLURM_STEP_TASKS_PER_NODE): "4(x2),3" is 4,
 // 4 and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its

@@ -481,6 +481,15 @@ void check_simulate_options(const SimulateCommandOptions& o) {
   if (o.ranks.empty() || o.overlaps.empty() || o.bucket_mb.empty()) {
     throw InvalidArgument("simulate: --ranks, --overlap and --bucket-mb each need a value");
   }
+  if (o.sync.kind == SyncMode::Kind::kStale) {
+    for (OverlapStrategy overlap : o.overlaps) {
+      StepSpec spec;  // the rule is the spec's, with its words
+      spec.sync = o.sync;
+      spec.overlap = overlap;
+      spec.ranks = 2;
+      spec.validate();
+    }
+  }
   if (o.sync.kind == SyncMode::Kind::kAsync) {
     throw Unsupported(
         "simulate: --sync=async is not simulated (its pace is the parameter server's queue, "

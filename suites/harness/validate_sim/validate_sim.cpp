@@ -335,6 +335,9 @@ struct Spreads {
   }
 };
 
+// A bound above this (runs that varied by more than a sixth) makes the verdict inconclusive.
+constexpr double kWidestBound = 0.5;
+
 // Every ok multi-rank point simulated from its one-rank baseline, its error against its bound;
 // host activity in a point or its baseline added to `disturbed`.
 nlohmann::json judge_points(const std::vector<nlohmann::json>& records, const Network& network,
@@ -357,15 +360,24 @@ nlohmann::json judge_points(const std::vector<nlohmann::json>& records, const Ne
     }
     nlohmann::json p = validate_point(r, *base, static_cast<size_t>(base - records.begin()) + 1,
                                       results, network, factors.at(ranks_of(r)), out);
-    p["bound"] = spreads.bound(spread(*base));
-    p["within"] = std::abs(p["error"].get<double>()) <= p["bound"].get<double>();
+    const double bound = spreads.bound(spread(*base));
+    p["bound"] = bound;
+    p["within"] = std::abs(p["error"].get<double>()) <= bound;
+    // Runs that varied this much bound nothing a model could be held to.
+    if (bound > kWidestBound) {
+      disturbed.push_back(fmt::format(
+          "point {}: its runs varied so much that its bound is {:.0f}% (over {:.0f}%), too wide to "
+          "tell a model's error from noise",
+          r["point"].value("index", 0), 100 * bound, 100 * kWidestBound));
+    }
     points.push_back(std::move(p));
   }
   return points;
 }
 
 // within, outside (a point's error beyond its bound on an undisturbed host), or inconclusive (the
-// host was busy: other processes or the hypervisor took CPU time from a run it judges).
+// host was busy: other processes or the hypervisor took CPU time from a run it judges; or a
+// point's bound is over kWidestBound).
 std::string verdict(const nlohmann::json& points, const std::vector<std::string>& disturbed) {
   if (!disturbed.empty()) return "inconclusive";
   const bool within = std::all_of(points.begin(), points.end(),
@@ -388,10 +400,8 @@ int finish(const nlohmann::json& validation, const std::string& out, const std::
   render_report(runs);
   const std::string v = validation["verdict"];
   if (v == "inconclusive") {
-    fmt::print(
-        "validate-sim: inconclusive: the host was busy, so the errors cannot be judged: "
-        "{}\n",
-        fmt::join(validation["disturbed"].get<std::vector<std::string>>(), "; "));
+    fmt::print("validate-sim: inconclusive: the errors cannot be judged: {}\n",
+               fmt::join(validation["disturbed"].get<std::vector<std::string>>(), "; "));
     return 3;
   }
   return v == "within" ? 0 : 1;
