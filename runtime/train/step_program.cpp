@@ -26,8 +26,7 @@ int declare(StepProgram& p, const char* name, TensorKind kind, const Shape& shap
 }
 
 // Each pass's kind and node, in order: what a reordering changes.
-std::vector<std::pair<Pass, int>> described(const Schedule& s, const StepProgram& p) {
-  (void)p;
+std::vector<std::pair<Pass, int>> pass_order(const Schedule& s) {
   std::vector<std::pair<Pass, int>> out;
   for (const Step& step : s.steps) out.emplace_back(step.pass, step.node);
   return out;
@@ -90,7 +89,7 @@ StepProgram with_reordering(StepProgram p, const Graph& model) {
   (void)model;
   if (p.spec.memory_plan != MemoryPlanKind::kReorder) return p;
   Schedule reordered = reorder_backward(p.schedule, p.tensors, p.kept);
-  if (described(reordered, p) != described(p.schedule, p)) p.applied.push_back("reorder");
+  if (pass_order(reordered) != pass_order(p.schedule)) p.applied.push_back("reorder");
   p.schedule = std::move(reordered);
   return p;
 }

@@ -114,14 +114,17 @@ void Trainer::check_model_and_config(const Communicator& comm) {
   if (config_.loss_readback_steps < 1) {
     throw InvalidArgument("the loss read-back interval must be at least one step");
   }
-  const PrecisionPolicy& policy = graph_.policy();
-  graph_.require(backend_);  // the model's ops first, then the loss's and the optimizer's
-  LossPass::require(backend_, graph_);
+  require(backend_, graph_);
   batch_ = graph_.shape(graph_.output())[0];
   classes_ = graph_.shape(graph_.output())[1];
   // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
   if (scaled()) LossScaler::check(config_.loss_scaling);
-  Optimizer::require(backend_, policy, scaled());
+}
+
+void Trainer::require(const Backend& backend, const Graph& graph) {
+  graph.require(backend);  // the model's ops first, then the loss's and the optimizer's
+  LossPass::require(backend, graph);
+  Optimizer::require(backend, graph.policy(), loss_scaled(graph.policy()));
 }
 
 bool Trainer::scaled() const { return loss_scaled(graph_.policy()); }

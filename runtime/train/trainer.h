@@ -107,6 +107,9 @@ class Trainer final {
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
 
+  // Throws Unsupported, before anything is allocated, where `backend` cannot run a step of
+  // `graph` (declared): the model's ops, then the loss's and the optimizer's.
+  static void require(const Backend& backend, const Graph& graph);
   // Copies one batch from the host onto the backend; the next step trains on it. Where the
   // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
   // last step did not read, on the copy queue, so it is copied while that step still computes.

@@ -4,8 +4,6 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
-#include "runtime/optim/optimizer.h"
-#include "runtime/train/loss_pass.h"
 #include "runtime/train/step_program.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/run/training.h"
@@ -20,20 +18,14 @@ void print_step(const RunOptions& o, std::FILE* out) {
         "--print-step builds the step from --batch and --image-size: give those instead of "
         "--batch-file");
   }
-  const ModelInfo& info = find_model(o.model);
-  const ModelConfig mc{o.batch.value_or(kDefaultBatch),
-                       o.image_size.value_or(info.default_image_size),
-                       o.num_classes.value_or(info.default_classes), o.dropout};
+  const ModelConfig mc = model_config_of(o);
   Graph graph = build_model(o.model, mc);
   // The backend and the declaration as the run's (the guard's zones, --dump's distinct
   // gradients), and the Trainer's own refusals of the loss and the optimizer.
   const auto backend = make_backend(o.backend, backend_options_of(o, 0));
   if (!o.dump_path.empty()) graph.keep_gradients_distinct();
-  const PrecisionPolicy policy = PrecisionPolicy::for_precision(o.precision);
-  graph.declare_for(*backend, policy);
-  graph.require(*backend);
-  LossPass::require(*backend, graph);
-  Optimizer::require(*backend, policy, loss_scaled(policy));
+  graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
+  Trainer::require(*backend, graph);
   // As the Trainer builds it; --swap=auto's room is the whole budget (before the layers'
   // workspace is known, as the Trainer's first build).
   const StepTarget target{backend->async_input_copies(), TrainConfig{}.loss_readback_steps,

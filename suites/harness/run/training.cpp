@@ -356,6 +356,12 @@ std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64
 
 }  // namespace
 
+ModelConfig model_config_of(const RunOptions& o) {
+  const ModelInfo& info = find_model(o.model);
+  return {o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
+          o.num_classes.value_or(info.default_classes), o.dropout};
+}
+
 // The backend a run's options ask for, on this rank's GPU (one per rank on each node).
 BackendOptions backend_options_of(const RunOptions& o, int rank) {
   BackendOptions bo;
@@ -375,8 +381,7 @@ RunResult run_training(const RunOptions& o) {
   r.rank = comm->rank();
   r.ranks = comm->size();
   const ModelInfo& info = find_model(o.model);
-  ModelConfig mc{o.batch.value_or(kDefaultBatch), o.image_size.value_or(info.default_image_size),
-                 o.num_classes.value_or(info.default_classes), o.dropout};
+  ModelConfig mc = model_config_of(o);
   RunData data = load_data(o, info, *comm, mc);
   r.options = o;
   r.options.batch = mc.batch;

@@ -6,12 +6,17 @@
 #include "runtime/backend/backend.h"
 #include "suites/harness/core/record.h"
 #include "suites/harness/core/run_options.h"
+#include "workloads/models/model.h"
 
 namespace dlb {
 
 // The runner: trains as the options say, writes the run's traces, profile and weights, and
 // returns what it measured. Throws dlb::Error on failure. Every rank calls it.
 RunResult run_training(const RunOptions& options);
+
+// The model a run's options ask for: their batch, image size and classes, or the model's
+// defaults (a --batch-file's batch and size replace them in run_training).
+ModelConfig model_config_of(const RunOptions& options);
 
 // The backend a run's options ask for (its memory budget and guard, convolution choices), on
 // this rank's GPU (one per rank on each node).
