@@ -174,7 +174,14 @@ void ParamServer::push() {
 }
 
 void ParamServer::serve() {
-  while (const std::optional<int> from = comm_.probe(kGradientTag)) serve_one(*from);
+  // A round at most: as many pushes as there are other ranks, so that rank 0's own step goes on
+  // however fast the others push (each has one push in flight at most, and may push again once
+  // served).
+  for (int served = 0; served < comm_.size() - 1; ++served) {
+    const std::optional<int> from = comm_.probe(kGradientTag);
+    if (!from) break;
+    serve_one(*from);
+  }
   check_silence();
 }
 

@@ -7,8 +7,9 @@
 //   push (after backward): sends its gradients to rank 0 and asks for the weights that result
 //        (rank 0 applies its own at once).
 // Rank 0 serves the other ranks' pushes at its progress passes (after each forward and backward
-// pass) and at its push. A rank waits only for rank 0 to serve its own push, never for the
-// others: a slow rank slows no one but itself (or everyone, if it is rank 0).
+// pass) and at its push: those that have come, as many as there are other ranks at most, so that
+// however fast they push, its own step goes on. A rank waits only for rank 0 to serve its own push,
+// never for the others: a slow rank slows no one but itself (or everyone, if it is rank 0).
 //
 // Non-blocking point-to-point messages (MPI_Isend, MPI_Irecv, MPI_Iprobe on a communicator of
 // their own), not one-sided RMA: SGD with momentum needs the server to compute on each

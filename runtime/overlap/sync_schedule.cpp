@@ -48,6 +48,12 @@ int64_t staleness_of(const Schedule& schedule) {
   return 0;
 }
 
+bool is_async(const Schedule& schedule) {
+  return std::any_of(schedule.steps.begin(), schedule.steps.end(), [](const Step& step) {
+    return step.pass == Pass::kSync && sync_pass_of(step) == SyncPass::kPull;
+  });
+}
+
 namespace {
 
 struct BucketTensors {

@@ -5,6 +5,7 @@
 #include <map>
 #include <memory>
 #include <set>
+#include <stdexcept>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
@@ -165,18 +166,18 @@ double sync_cost(const Step& step, const std::map<int, double>& reduce_us,
     case SyncPass::kUpdateStale:
       return optimizer;
     case SyncPass::kStash:
-      // Not in the profile: a copy of the gradients, 2 streams of their bytes (read, write)
-      // against SGD with momentum's 5 (gradient, weight and momentum read, weight and momentum
+    case SyncPass::kPull:
+    case SyncPass::kPush:
+      // Not in the profile: a copy of the gradients (the stash; the push's to the host) or of
+      // the weights (the pull's into the model), 2 streams of their bytes (read, write) against
+      // SGD with momentum's 5 (gradient, weight and momentum read, weight and momentum
       // written), both bound by memory bandwidth.
       return optimizer * 2 / 5;
     case SyncPass::kWait:
     case SyncPass::kProgress:
       return 0;
-    case SyncPass::kPull:
-    case SyncPass::kPush:
-      break;
   }
-  throw Unsupported("simulate: asynchronous SGD (--sync=async) is not simulated");
+  throw std::logic_error("a sync pass with no cost");
 }
 
 }  // namespace
@@ -221,6 +222,27 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
     }
     throw Unsupported("simulate: a swapped step's copies have no calibrated times");
   };
+}
+
+ServerCosts server_costs(const Calibration& c, const Graph& graph, const Network& network) {
+  if (parse_backend_kind(c.backend) != BackendKind::kCpu) {
+    throw Unsupported(fmt::format(
+        "simulate --sync=async: the parameter server applies gradients on the host's CPU, and "
+        "copies them between host and device each step, which a calibration on {} does not "
+        "time; calibrate on the CPU backend",
+        c.device));
+  }
+  const double bytes =
+      4.0 * static_cast<double>(graph.tensor_infos()[graph.flat_gradient_id()].shape.numel());
+  ServerCosts costs;
+  costs.apply_us = c.optimizer_ms * 1e3 * c.scale;
+  const int64_t per_node = network.gpus_per_node;
+  const Link node = network.node, net = network.net;
+  costs.transfer_us = [bytes, per_node, node, net](int64_t rank) {
+    const Link& link = rank < per_node ? node : net;  // rank 0's node, or through one NIC
+    return link.latency_us + bytes / (link.bandwidth_gbs * 1e3);
+  };
+  return costs;
 }
 
 }  // namespace dlb

@@ -11,6 +11,7 @@
 #include "runtime/nn/graph.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/sim/network.h"
+#include "runtime/sim/simulator.h"
 #include "runtime/train/replay.h"
 
 namespace dlb {
@@ -57,5 +58,12 @@ double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket);
 
 PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
                          const Network& network, int64_t ranks);
+
+// Asynchronous SGD's parameter server (runtime/overlap/param_server.h) for `graph`: applying a
+// push is the calibrated optimizer's time (the CPU backend's SGD, over the same bytes); a push's
+// gradients or a reply's weights (fp32) cross rank 0's node link to a rank of its node, or one NIC
+// to a rank of another, in latency + bytes / bandwidth. Unsupported for a calibration on another
+// backend: its server would run on a host CPU the calibration does not time.
+ServerCosts server_costs(const Calibration& c, const Graph& graph, const Network& network);
 
 }  // namespace dlb

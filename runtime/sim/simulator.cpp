@@ -11,7 +11,9 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
+#include "runtime/overlap/sync_schedule.h"
 #include "runtime/sim/network.h"
+#include "runtime/sim/server_replay.h"
 
 namespace dlb {
 
@@ -163,9 +165,11 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
   if (o.ranks == 1) speeds.speeds.jitter.clear();
   std::vector<RankClass> classes = rank_classes(speeds);
   SharedLane lane;
+  const auto shared = std::make_shared<const Schedule>(step);
   for (size_t c = 0; c < classes.size(); ++c) {
-    classes[c].replay = std::make_unique<RankReplay>(step, cost, lane, o.keep_timeline && c == 0,
-                                                     o.comm_blocks_compute);
+    classes[c].replay =
+        std::make_unique<RankReplay>(shared, cost, RankLanes{&lane, nullptr, 0},
+                                     o.keep_timeline && c == 0, o.comm_blocks_compute);
   }
   Rng rng(o.seed);
   const int64_t total = o.warmup + o.iterations;
@@ -210,6 +214,35 @@ double mean(const std::vector<double>& v) {
   return v.empty() ? 0 : std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
 }
 
+// The baseline: one rank at the cost model's speed.
+RunTotals one_rank_run(const Schedule& one_rank, const PassCost& cost, const SimulateOptions& o) {
+  SimulateOptions one = o;
+  one.ranks = 1;
+  one.speeds = RankSpeeds{};
+  one.keep_timeline = false;
+  const double unit = 1.0;
+  return run_ranks(one_rank, cost, one, &unit);
+}
+
+// Asynchronous SGD (simulator.h): every rank replayed against the parameter server.
+Simulation simulate_async(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
+                          const SimulateOptions& o) {
+  const AsyncRun run = replay_async(step, cost, o);
+  const RunTotals base = one_rank_run(one_rank, cost, o);
+  Simulation sim;
+  sim.step_us = run.step_us;
+  sim.mean_step_us = mean(sim.step_us);
+  sim.timeline = run.timeline;
+  sim.replayed_ranks = o.ranks;
+  ScalingLoss& l = sim.loss;
+  l.one_rank_us = mean(base.step_us);
+  l.step_us = sim.mean_step_us;
+  l.exposed_comm_us = run.mean_waited_us;
+  l.compute_slowdown_us = run.mean_busy_us - base.mean_busy_us;
+  l.rest_us = l.step_us - l.one_rank_us - l.exposed_comm_us - l.compute_slowdown_us;
+  return sim;
+}
+
 }  // namespace
 
 Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
@@ -238,6 +271,7 @@ Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCo
     if (!(f > 0)) throw InvalidArgument("simulate: every jitter factor must be above 0");
   }
 
+  if (is_async(step)) return simulate_async(step, one_rank, cost, options);
   Simulation sim;
   RunTotals run = run_ranks(step, cost, options, nullptr);
   sim.step_us = std::move(run.step_us);
@@ -245,13 +279,7 @@ Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCo
   sim.timeline = std::move(run.timeline);
   sim.replayed_ranks = run.classes;
 
-  // One rank at the cost model's speed: the baseline.
-  SimulateOptions one = options;
-  one.ranks = 1;
-  one.speeds = RankSpeeds{};
-  one.keep_timeline = false;
-  const double unit = 1.0;
-  const RunTotals base = run_ranks(one_rank, cost, one, &unit);
+  const RunTotals base = one_rank_run(one_rank, cost, options);
   // Every rank at the ranks' mean speed: the waits that are the network's alone.
   const bool uneven = (!s.jitter.empty() && options.ranks > 1) || s.straggler >= 0;
   SimulateOptions even = options;

@@ -10,8 +10,13 @@
 // each iteration is replayed until the reductions' times settle (a fixed point, reached in two or
 // three rounds where launches precede the waits for them, as in every strategy's schedule; in
 // one round per reduction at most where each launch waits, comm_blocks_compute).
+//
+// Asynchronous SGD (a schedule that pulls and pushes, runtime/overlap/sync_schedule.h) has no
+// common step: every rank is replayed, at its own pace, against one parameter server
+// (runtime/sim/server_replay.h).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "runtime/nn/schedule.h"
@@ -37,6 +42,17 @@ struct RankSpeeds {
 inline constexpr double kMaxNormalJitterCv = 0.2;
 std::vector<double> normal_jitter(double cv, int64_t n = 1001);
 
+// Asynchronous SGD's parameter server, rank 0 (runtime/overlap/param_server.h): the time it takes
+// to apply one push's gradients (SGD with momentum over every parameter, on the host), and to move
+// a push's gradients or a reply's weights between rank 0 and rank r (microseconds). Rank speed
+// does not scale them.
+struct ServerCosts {
+  double apply_us = 0;
+  std::function<double(int64_t rank)> transfer_us;
+};
+// Asynchronous SGD replays every rank: at most this many.
+inline constexpr int64_t kMaxAsyncRanks = 4096;
+
 struct SimulateOptions {
   int64_t ranks = 1;
   int64_t warmup = 2, iterations = 20;  // untimed iterations, then timed ones
@@ -45,6 +61,7 @@ struct SimulateOptions {
   bool keep_timeline = true;  // rank 0's passes in the timed iterations (a simulated trace)
   // A rank computes nothing while its reduction runs (Network::comm_blocks_compute).
   bool comm_blocks_compute = false;
+  ServerCosts server;  // asynchronous SGD's
 };
 
 // Where the time beyond linear scaling goes (docs/metrics.md, "Scaling loss"), per step:
@@ -62,17 +79,22 @@ struct ScalingLoss {
 
 struct Simulation {
   // Each timed iteration: from the end of the iteration before on its last rank to the end of
-  // this one on its last rank.
+  // this one on its last rank. Asynchronous SGD: the time the server takes to apply each
+  // rank's worth of pushes (runtime/sim/server_replay.h), so that the ranks' images over a step
+  // are its throughput.
   std::vector<double> step_us;
   double mean_step_us = 0;
   ScalingLoss loss;
   std::vector<TimedPass> timeline;  // rank 0's timed iterations (keep_timeline)
-  int64_t replayed_ranks = 0;       // distinct speeds replayed
+  int64_t replayed_ranks = 0;       // distinct speeds replayed (asynchronous SGD: every rank)
 };
 
 // `step`: the schedule with the sync policy's passes for options.ranks ranks; `one_rank`: the
 // same step on one rank (its updates after backward, nothing reduced), the baseline. `cost`:
-// every pass's time, an all-reduce's over options.ranks ranks included.
+// every pass's time, an all-reduce's over options.ranks ranks included; a pull's and a push's,
+// their copies between the model and the host.
+// Asynchronous SGD's loss: exposed_comm is a rank's mean wait for the replies to its pushes, and
+// waiting_for_slowest 0 (no rank waits for another's compute); rank 0's serving is in the rest.
 Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCost& cost,
                     const SimulateOptions& options);
 

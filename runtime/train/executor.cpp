@@ -8,10 +8,14 @@
 namespace dlb {
 
 Executor::Executor(Schedule schedule, PassRunners runners, const Clock& clock)
+    : Executor(std::make_shared<const Schedule>(std::move(schedule)), runners, clock) {}
+
+Executor::Executor(std::shared_ptr<const Schedule> schedule, PassRunners runners,
+                   const Clock& clock)
     : schedule_(std::move(schedule)), runners_(runners), clock_(clock) {
   // describe() finds each step's runner: a missing one throws here, not mid-step.
-  described_.reserve(schedule_.steps.size());
-  for (const Step& step : schedule_.steps) described_.push_back(describe(step));
+  described_.reserve(schedule_->steps.size());
+  for (const Step& step : schedule_->steps) described_.push_back(describe(step));
 }
 
 PassRunner& Executor::runner_for(const Step& step) const {
@@ -38,8 +42,8 @@ void Executor::run(int64_t index, const LayerContext* ctx, PassObserver* observe
     if (runner) runner->begin_step(index);
   }
   const bool marks = observer && observer->wants_marks();
-  for (size_t i = 0; i < schedule_.steps.size(); ++i) {
-    const Step& step = schedule_.steps[i];
+  for (size_t i = 0; i < schedule_->steps.size(); ++i) {
+    const Step& step = schedule_->steps[i];
     PassRunner& runner = runner_for(step);
     {
       // Nsight's name for the pass: its trace span's (a layer, "loss", "sgd bucket"); a sync

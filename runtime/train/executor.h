@@ -5,6 +5,7 @@
 // with the pass's lane. Tracing is such an observer; so is a replay on a virtual clock
 // (runtime/train/replay.h). The executor knows no backend beyond the context it passes on.
 #pragma once
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,11 +38,13 @@ class Executor {
  public:
   // Every runner the schedule's passes need must be set; `clock` must outlive the executor.
   Executor(Schedule schedule, PassRunners runners, const Clock& clock);
+  // A schedule shared with other executors (a simulator's ranks replay one schedule each).
+  Executor(std::shared_ptr<const Schedule> schedule, PassRunners runners, const Clock& clock);
   // Step `index` of the schedule (the caller's count of steps; each runner is told it first,
   // PassRunner::begin_step). `ctx`: what the passes compute with (null in a replay); under
   // --memory-guard its backend's zones are checked after every pass.
   void run(int64_t index, const LayerContext* ctx, PassObserver* observer = nullptr);
-  const Schedule& schedule() const { return schedule_; }
+  const Schedule& schedule() const { return *schedule_; }
   const Clock& clock() const { return clock_; }
 
  private:
@@ -49,7 +52,7 @@ class Executor {
   // "backward_data of layer1.0.conv1", "allreduce of bucket 3": for messages.
   std::string describe(const Step& step) const;
 
-  Schedule schedule_;
+  std::shared_ptr<const Schedule> schedule_;
   PassRunners runners_;
   const Clock& clock_;
   std::vector<std::string> described_;  // describe() of each step, made once

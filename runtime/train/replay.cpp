@@ -1,6 +1,7 @@
 #include "runtime/train/replay.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <string>
 #include <utility>
 
@@ -22,6 +23,7 @@ struct RankReplay::State {
   int64_t iteration = 0, next_reduction = 0;
   std::map<int, int64_t> reduced;  // bucket -> its reduction not yet waited for
   std::map<int, bool> pending;     // bucket -> reduced, not yet applied
+  bool pushed = false;             // asynchronous SGD: a push whose reply the next pull takes
   Totals totals;
   size_t timeline_size = 0;
 };
@@ -46,7 +48,7 @@ struct RankReplay::Impl {
     Impl& r_;
   };
 
-  // The sync policy's passes, with reductions on the lane (see replay.h).
+  // The sync policy's passes, with reductions on the lane and pushes to the server (replay.h).
   class SyncRunner final : public PassRunner {
    public:
     SyncRunner(Impl& r, int64_t staleness) : r_(r), staleness_(staleness) {}
@@ -58,46 +60,28 @@ struct RankReplay::Impl {
       State& s = r_.state;
       const int b = step.arg == kStaleSlot ? slot_key_ : step.arg;
       switch (sync_pass_of(step)) {
-        case SyncPass::kAllReduce: {
-          const int64_t n = s.next_reduction++;
-          const auto [start, end] = r_.lane.launch(n, r_.cost(step), r_.clock.now_us());
-          r_.add(step, start, end);
-          s.reduced[b] = n;
-          s.pending[b] = true;
-          if (r_.launch_waits) wait_for(b);
-          return;
-        }
+        case SyncPass::kAllReduce:
+          return reduce(step, b);
         case SyncPass::kWait:
-          wait_for(b);
-          return;
-        case SyncPass::kUpdateCarried:
-          if (!s.pending[b]) {
-            skipped_ = true;
-            return;
-          }
-          [[fallthrough]];
+          return wait_for(b);
+        case SyncPass::kUpdateCarried:  // only where a reduction has come since the last
+          return update_if_pending(step, b);
+        case SyncPass::kUpdateStale:  // from the slot of K steps before: none in the first K
+          return update_if_pending(step, slot_key_);
         case SyncPass::kUpdate:
           s.pending[b] = false;
-          r_.charge(step, s.totals.busy_us);
-          return;
+          return r_.charge(step, s.totals.busy_us);
         case SyncPass::kProgress:
           r_.charge(step, s.totals.progress_us);
+          if (r_.lanes.server && r_.lanes.rank == 0) serve();  // asynchronous SGD's rank 0
           return;
         case SyncPass::kStash:  // the step's gradients into its slot, reduced next
           s.pending[slot_key_] = true;
-          r_.charge(step, s.totals.busy_us);
-          return;
-        case SyncPass::kUpdateStale:  // from the slot of K steps before: none in the first K
-          if (!s.pending[slot_key_]) {
-            skipped_ = true;
-            return;
-          }
-          s.pending[slot_key_] = false;
-          r_.charge(step, s.totals.busy_us);
-          return;
+          return r_.charge(step, s.totals.busy_us);
         case SyncPass::kPull:
+          return pull(step);
         case SyncPass::kPush:
-          throw Unsupported("the replay does not model asynchronous SGD (--sync=async)");
+          return push(step);
       }
     }
     const std::string& label(const Step&) const override { return kSyncLabel; }
@@ -106,9 +90,7 @@ struct RankReplay::Impl {
       State& s = r_.state;
       auto it = s.reduced.find(b);
       if (it == s.reduced.end()) return;
-      const double wait = std::max(r_.lane.end_us(it->second) - r_.clock.now_us(), 0.0);
-      r_.clock.advance_us(wait);
-      s.totals.waited_us += wait;
+      r_.wait_until(r_.reductions().end_us(it->second));
       s.reduced.erase(it);
     }
     // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
@@ -119,6 +101,51 @@ struct RankReplay::Impl {
     }
 
    private:
+    void update_if_pending(const Step& step, int key) {
+      State& s = r_.state;
+      if (!s.pending[key]) {
+        skipped_ = true;
+        return;
+      }
+      s.pending[key] = false;
+      r_.charge(step, s.totals.busy_us);
+    }
+    void reduce(const Step& step, int b) {
+      State& s = r_.state;
+      const int64_t n = s.next_reduction++;
+      const auto [start, end] = r_.reductions().launch(n, r_.cost(step), r_.clock.now_us());
+      r_.add(step, start, end);
+      s.reduced[b] = n;
+      s.pending[b] = true;
+      if (r_.launch_waits) wait_for(b);
+    }
+    // Asynchronous SGD: the reply to the last push first, then the copy into the model.
+    void pull(const Step& step) {
+      State& s = r_.state;
+      if (s.pushed) r_.wait_until(r_.server().reply_us(r_.lanes.rank));
+      r_.charge(step, s.totals.busy_us);
+    }
+    void push(const Step& step) {
+      State& s = r_.state;
+      r_.charge(step, s.totals.busy_us);  // the gradients' copy to the host
+      if (r_.lanes.rank != 0) {
+        r_.server().push(r_.lanes.rank, r_.clock.now_us());
+        s.pushed = true;
+        return;
+      }
+      const double now = r_.clock.now_us(), applied = r_.server().apply_own(now);
+      r_.clock.advance_us(applied - now);
+      s.totals.busy_us += applied - now;
+      serve();
+    }
+    // Rank 0: the pushes that have reached it.
+    void serve() {
+      State& s = r_.state;
+      const double now = r_.clock.now_us(), served = r_.server().serve(now);
+      r_.clock.advance_us(served - now);
+      s.totals.progress_us += served - now;
+    }
+
     Impl& r_;
     int64_t staleness_;
     int slot_key_ = 0;
@@ -139,22 +166,40 @@ struct RankReplay::Impl {
     Impl& r_;
   };
 
-  Impl(const Schedule& schedule, PassCost cost_model, ReductionLane& reductions, bool keep,
+  Impl(std::shared_ptr<const Schedule> schedule, PassCost cost_model, RankLanes shared, bool keep,
        bool waits)
       : cost(std::move(cost_model)),
-        lane(reductions),
+        lanes(shared),
         keep_timeline(keep),
         launch_waits(waits),
         compute(*this),
-        sync(*this, staleness_of(schedule)),
+        sync(*this, staleness_of(*schedule)),
         observer(*this),
-        executor(schedule, PassRunners{&compute, &compute, &sync, &compute}, clock) {}
+        executor(std::move(schedule), PassRunners{&compute, &compute, &sync, &compute}, clock) {}
 
   // The pass's cost at this iteration's speed, on the clock and in `total`.
   void charge(const Step& step, double& total) {
     const double us = cost(step) * factor;
     clock.advance_us(us);
     total += us;
+  }
+  // Until `end_us` (at once if it has passed): a wait.
+  void wait_until(double end_us) {
+    const double wait = std::max(end_us - clock.now_us(), 0.0);
+    clock.advance_us(wait);
+    state.totals.waited_us += wait;
+  }
+  ReductionLane& reductions() const {
+    if (!lanes.reductions) throw std::logic_error("a replay of all-reduces with no comm lane");
+    return *lanes.reductions;
+  }
+  ServerLane& server() const {
+    if (!lanes.server) {
+      throw Unsupported(
+          "asynchronous SGD is replayed over its ranks and their parameter server "
+          "(runtime/sim/simulator.h), not on one rank");
+    }
+    return *lanes.server;
   }
   void add(const Step& step, double start, double end) {
     if (!keep_timeline) return;
@@ -164,7 +209,7 @@ struct RankReplay::Impl {
 
   VirtualClock clock;
   PassCost cost;
-  ReductionLane& lane;
+  RankLanes lanes;
   bool keep_timeline;
   bool launch_waits;
   double factor = 1;
@@ -176,9 +221,10 @@ struct RankReplay::Impl {
   Executor executor;  // last: its runners are above
 };
 
-RankReplay::RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane,
+RankReplay::RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
                        bool keep_timeline, bool launch_waits)
-    : impl_(std::make_unique<Impl>(schedule, std::move(cost), lane, keep_timeline, launch_waits)) {}
+    : impl_(std::make_unique<Impl>(std::move(schedule), std::move(cost), lanes, keep_timeline,
+                                   launch_waits)) {}
 
 RankReplay::~RankReplay() = default;
 
@@ -209,7 +255,8 @@ const std::vector<TimedPass>& RankReplay::timeline() const { return impl_->timel
 
 std::vector<TimedPass> replay(const Schedule& schedule, const PassCost& cost, int64_t iterations) {
   OwnReductionLane lane;
-  RankReplay rank(schedule, cost, lane, true);
+  RankReplay rank(std::make_shared<const Schedule>(schedule), cost, RankLanes{&lane, nullptr, 0},
+                  true);
   for (int64_t i = 0; i < iterations; ++i) rank.run_iteration();
   return rank.timeline();
 }

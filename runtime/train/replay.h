@@ -14,7 +14,12 @@
 //   - bounded staleness: iteration i's stale passes are those of its slot (stale_slot(i, K),
 //     runtime/overlap/sync_schedule.h): its wait ends when the slot's reduction, launched K
 //     iterations before, has; its update runs only where a stash has filled the slot since (not
-//     in the first K iterations); the stash is a compute pass. Asynchronous SGD is not replayed.
+//     in the first K iterations); the stash is a compute pass;
+//   - asynchronous SGD: a rank's pull waits for the reply to its last push (none before its first
+//     push); its push sends its gradients to the parameter server (ServerLane) after the push's
+//     own cost (the copy to the host); rank 0 applies its own push's gradients, and serves the
+//     others' pushes after each progress pass and after its push, as runtime/overlap/
+//     param_server.h's rank 0 does. Its serving is its progress time; its applying, busy time.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -51,6 +56,30 @@ class ReductionLane {
   virtual double end_us(int64_t n) const = 0;
 };
 
+// Asynchronous SGD's parameter server as a replay sees it (runtime/overlap/param_server.h): rank 0
+// serves the other ranks' pushes; another rank's pull waits for the reply to its last push.
+class ServerLane {
+ public:
+  virtual ~ServerLane() = default;
+  // Rank `rank` (not 0) has sent its gradients at `sent_us` on its clock.
+  virtual void push(int64_t rank, double sent_us) = 0;
+  // When the reply to rank `rank`'s last push reaches it. Asked only once that push has been
+  // served: a simulator runs a rank's next iteration only then (runtime/sim/simulator.h).
+  virtual double reply_us(int64_t rank) const = 0;
+  // Rank 0 applies its own gradients from `now_us`: when it is done.
+  virtual double apply_own(double now_us) = 0;
+  // Rank 0, from `now_us`, serves the pushes that have reached it, and those that reach it while
+  // it serves, as many as there are other ranks at most: when it is done.
+  virtual double serve(double now_us) = 0;
+};
+
+// What one rank's replay shares with the other ranks'.
+struct RankLanes {
+  ReductionLane* reductions = nullptr;  // the sync policy's all-reduces
+  ServerLane* server = nullptr;         // asynchronous SGD's pushes
+  int64_t rank = 0;                     // asynchronous SGD: rank 0 is the server
+};
+
 // One rank's own comm lane: a reduction starts when launched or when the one before it ends.
 class OwnReductionLane final : public ReductionLane {
  public:
@@ -63,14 +92,18 @@ class OwnReductionLane final : public ReductionLane {
 };
 
 // One rank's replay, an iteration at a time. Its compute, copy and host passes cost the cost
-// model's time times the iteration's factor (a rank's speed); reductions are the lane's.
+// model's time times the iteration's factor (a rank's speed); reductions are the lane's, and the
+// parameter server's work its own (not scaled).
 class RankReplay {
  public:
   // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
   // `launch_waits`: the rank computes nothing while its reduction runs (a host whose all-reduces
   // run on the cores that compute): each launch waits for its reduction, as a wait would.
-  RankReplay(const Schedule& schedule, PassCost cost, ReductionLane& lane, bool keep_timeline,
-             bool launch_waits = false);
+  // A lane the schedule's passes need and `lanes` lacks is std::logic_error when the pass runs;
+  // a schedule of asynchronous SGD without a server, Unsupported.
+  // `schedule` is shared: the simulator's ranks replay one.
+  RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
+             bool keep_timeline, bool launch_waits = false);
   ~RankReplay();
   RankReplay(const RankReplay&) = delete;
   RankReplay& operator=(const RankReplay&) = delete;
@@ -103,7 +136,7 @@ class RankReplay {
 
 // `iterations` iterations of `schedule` on one rank's own comm lane, one after another: every pass
 // that ran, in the order it was issued (a skipped carried update is absent). A reduction's times
-// are the comm lane's.
+// are the comm lane's. Asynchronous SGD needs ranks and a server: Unsupported here.
 std::vector<TimedPass> replay(const Schedule& schedule, const PassCost& cost, int64_t iterations);
 
 }  // namespace dlb

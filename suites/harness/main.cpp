@@ -161,8 +161,9 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
       ->delimiter(',')
       ->check(kReal);
   c->add_option("--sync", sync,
-                "sync, or stale:K (bounded staleness: each step applies the gradients of K steps "
-                "before; the strategy none, which is then the default)")
+                "sync, stale:K (bounded staleness: each step applies the gradients of K steps "
+                "before) or async (a parameter server on rank 0; a CPU calibration); the last two "
+                "take the strategy none, which is then the default")
       ->capture_default_str();
   c->add_option("--steps", o.steps, "timed steps simulated")->check(kWhole)->capture_default_str();
   c->add_option("--warmup", o.warmup, "untimed steps simulated first")
@@ -398,22 +399,27 @@ Command simulate_command_of(CLI::App& app) {
   auto overlaps = std::make_shared<std::vector<std::string>>();
   auto jitter = std::make_shared<std::string>("measured");
   auto sync = std::make_shared<std::string>("sync");
-  return {
-      add_simulate(app, *o, *overlaps, *jitter, *sync), [o, overlaps, jitter, sync] {
-        const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
-        if (!mode) {
-          throw dlb::InvalidArgument(fmt::format(
-              "--sync: '{}' is not sync or stale:K (K a whole number; stale:0 is sync)", *sync));
-        }
-        o->sync = *mode;
-        if (!overlaps->empty()) {
-          o->overlaps = parse_overlaps(*overlaps);
-        } else if (mode->kind == dlb::SyncMode::Kind::kStale) {
-          o->overlaps = {dlb::OverlapStrategy::kNone};  // bounded staleness's only strategy
-        }
-        o->jitter = *jitter;
-        return dlb::simulate_command(*o);
-      }};
+  return {add_simulate(app, *o, *overlaps, *jitter, *sync), [o, overlaps, jitter, sync] {
+            const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
+            if (!mode) {
+              throw dlb::InvalidArgument(fmt::format(
+                  "--sync: '{}' is not sync, stale:K or async (K a whole number; stale:0 is sync)",
+                  *sync));
+            }
+            o->sync = *mode;
+            const bool sync = mode->kind == dlb::SyncMode::Kind::kSync;
+            if (!overlaps->empty()) {
+              o->overlaps = parse_overlaps(*overlaps);
+            } else if (!sync) {
+              o->overlaps = {dlb::OverlapStrategy::kNone};  // staleness's and async's only strategy
+            }
+            const dlb::SimulateCommandOptions defaults;
+            if (mode->kind == dlb::SyncMode::Kind::kAsync && o->ranks == defaults.ranks) {
+              o->ranks.erase(o->ranks.begin());  // one rank has no server to push to
+            }
+            o->jitter = *jitter;
+            return dlb::simulate_command(*o);
+          }};
 }
 
 Command validate_sim_command_of(CLI::App& app) {

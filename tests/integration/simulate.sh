@@ -134,10 +134,49 @@ refused_sim() {
   check "$what: says why" grep -qF -- "$message" "$work/err.out"
   cat "$work/err.out"
 }
-refused_sim "--sync=async" "--sync=async is not simulated" --sync=async
+refused_sim "--sync=async on one rank" "--sync=async needs at least 2 ranks" --sync=async --ranks=1
+refused_sim "--sync=async with the strategy backward" "--sync=async pushes whole steps' gradients" \
+  --sync=async --overlap=backward
+"$dlbench" simulate --roofline=h100-sxm --model=resnet50 --batch=64 --precision=fp32 --sync=async --ranks=2 \
+  --out="$work/refused-sync" >"$work/err.out" 2>&1
+check "--sync=async on a GPU calibration: refused, one line, no record" test $? -ne 0 -a \
+  "$(wc -l <"$work/err.out")" -eq 1 -a ! -e "$work/refused-sync/results.jsonl"
+check "--sync=async on a GPU calibration: says why" grep -qF "calibrate on the CPU backend" "$work/err.out"
+# Asynchronous SGD simulated: every rank replayed, its strategy none and its ranks from 2 by
+# default, no reductions, and on a 25 GbE network the parameter server saturating: past 16 ranks
+# more ranks add no throughput, and the step's growth is the ranks' waits for their replies. (The
+# ranks of rank 0's node, whose pushes cross no NIC, are 7 of 63 others and then 7 of 1023: the
+# throughput falls a little.)
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
+  --network=pcie-25gbe --sync=async --jitter=none --steps=10 --out="$work/async" >"$work/async.out" 2>&1
+check "--sync=async simulated" test $? -eq 0
+check "async simulated: every rank replayed, the server's throughput bounding it" \
+  "$py" - "$root" "$work/async" <<'PY'
+import json, sys
+sys.path.insert(0, sys.argv[1] + "/reports")
+from dlbench_reports.records import read_records
+records = [r.data for r in read_records(sys.argv[2])]
+ranks = [r["config"]["ranks"] for r in records]
+assert ranks == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024], ranks
+for r in records:
+    assert r["suite_config"]["sync"] == "async" and r["suite_config"]["overlap"] == "none", r
+    assert "--sync=async" in r["command"], r["command"]
+    assert r["simulation"]["replayed_ranks"] == r["config"]["ranks"], r["simulation"]
+    assert r["simulation"]["reductions"] == [], r["simulation"]
+    l = r["metrics"]["scaling_loss"]
+    assert l["waiting_for_slowest_s"] == 0, l
+    parts = l["exposed_comm_s"] + l["compute_slowdown_s"] + l["rest_s"]
+    assert abs(l["step_s"] - l["one_rank_step_s"] - parts) < 1e-9 * l["step_s"], l
+by = {r["config"]["ranks"]: r for r in records}
+img = {n: r["metrics"]["throughput_img_s"] for n, r in by.items()}
+assert img[4] > img[2], img
+assert img[1024] <= img[64] <= img[16] and img[1024] > 0.9 * img[64], img
+l = by[1024]["metrics"]["scaling_loss"]
+assert l["exposed_comm_s"] > 0.9 * (l["step_s"] - l["one_rank_step_s"]), l
+PY
 refused_sim "--sync=stale:2 with the strategy backward" "--sync=stale:2 schedules its own all-reduce" \
   --sync=stale:2 --overlap=backward
-refused_sim "--sync=sometimes" "is not sync or stale:K" --sync=sometimes
+refused_sim "--sync=sometimes" "is not sync, stale:K or async" --sync=sometimes
 
 check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
   -f "$work/r/plots/scaling-2.png"

@@ -25,8 +25,10 @@ struct FcStep {
   }
 
   // Forward, the loss, backward, and `strategy`'s sync passes for several ranks (`distributed`)
-  // or one; `staleness` K >= 1: bounded staleness's (with the strategy none).
-  Schedule schedule(OverlapStrategy strategy, bool distributed = true, int64_t staleness = 0) {
+  // or one; `staleness` K >= 1: bounded staleness's (with the strategy none); `async`:
+  // asynchronous SGD's pull, progress passes and push (with the strategy none).
+  Schedule schedule(OverlapStrategy strategy, bool distributed = true, int64_t staleness = 0,
+                    bool async = false) {
     Schedule s = g.forward_schedule();
     Step loss;
     loss.pass = Pass::kLoss;
@@ -37,12 +39,12 @@ struct FcStep {
     const auto& bw = g.backward_schedule().steps;
     s.steps.insert(s.steps.end(), bw.begin(), bw.end());
     table = g.tensor_infos();
-    insert_sync(s, table, g, plan, SyncOptions{strategy, distributed, false, staleness});
+    insert_sync(s, table, g, plan, SyncOptions{strategy, distributed, false, staleness, async});
     return s;
   }
 
   // Forward 10 per layer, loss 5, each backward pass 20, a bucket's reduction 50 (the whole
-  // buffer's 100), an update 4, a progress pass 1.
+  // buffer's 100), an update, a pull or a push 4, a progress pass 1.
   static double cost(const Step& s) {
     switch (s.pass) {
       case Pass::kForward:

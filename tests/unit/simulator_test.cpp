@@ -129,6 +129,74 @@ TEST_F(Simulate, StaleHidesItsReductionsAndLosesOnlyItsProgressPasses) {
   expect_parts_add_up(bound.loss);
 }
 
+// Asynchronous SGD on 2 ranks, worked by hand. An iteration: pull 4, forward 30 with a progress
+// pass (1) after each of the 3 passes, loss 5, backward 80 with 4 progress passes, push 4: 130.
+// The server applies a push in 5, and a transfer either way takes 3.
+//   rank 1, iteration 0: 0-130, pushed at 130. Rank 0's iteration 0: its push's copy 126-130,
+//     its own apply 130-135, then rank 1's push: received and applied 135-143, replied at 146.
+//   rank 1, iteration 1: its pull waits 130-146, so its push is at 150 + 126 = 276. Rank 0's
+//     iteration 1 (143-286): its own push applied at 278, rank 1's at 286, replied at 289.
+//   From then on each iteration of rank 0 takes 143, and rank 1's pull waits 13: rank 1 pushes
+//     at 419, 562, 705; rank 0 serves them at its iterations' ends, 429 and 572.
+// The server applies at 135, 143, 278, 286, 421, 429, 564 and 572: a step is 2 pushes, and the
+// timed steps (warm-up 2) end at 429 and 572, 143 each. The iterations that end in them (286-572):
+// rank 1's 2 and 3 (at 419 and 562),
+// which wait 13 each, and rank 0's, which wait for nothing: 26 over 4. Busy: rank 0 123 + its
+// apply 5, rank 1 123; the one-rank step's 123.
+TEST_F(Simulate, AsyncRanksPaceThemselvesAgainstTheParameterServer) {
+  SimulateOptions o;
+  o.ranks = 2;
+  o.iterations = 2;
+  o.server.apply_us = 5;
+  o.server.transfer_us = [](int64_t) { return 3.0; };
+  const Schedule step = schedule(OverlapStrategy::kNone, true, 0, true);
+  const Simulation sim = simulate(step, schedule(OverlapStrategy::kNone, false), cost, o);
+  EXPECT_EQ(sim.replayed_ranks, 2);
+  EXPECT_EQ(sim.step_us, (std::vector<double>{143, 143}));
+  EXPECT_DOUBLE_EQ(sim.mean_step_us, 143);
+  EXPECT_DOUBLE_EQ(sim.loss.one_rank_us, 123);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 26.0 / 4);
+  EXPECT_DOUBLE_EQ(sim.loss.waiting_for_slowest_us, 0);
+  EXPECT_DOUBLE_EQ(sim.loss.compute_slowdown_us, (2 * 128 + 2 * 123) / 4.0 - 123);
+  expect_parts_add_up(sim.loss);
+  // Rank 0's iteration 2: its pull at once, its push (copy, apply, serving) 412-429.
+  ASSERT_FALSE(sim.timeline.empty());
+  EXPECT_EQ(sim.timeline.front().iteration, 2);
+  EXPECT_DOUBLE_EQ(sim.timeline.front().start_us, 286);
+  EXPECT_DOUBLE_EQ(sim.timeline.front().end_us, 290);
+  const TimedPass& push = sim.timeline[step.steps.size() - 1];
+  EXPECT_EQ(sync_pass_of(step.steps[push.index]), SyncPass::kPush);
+  EXPECT_DOUBLE_EQ(push.start_us, 412);
+  EXPECT_DOUBLE_EQ(push.end_us, 429);
+}
+
+TEST_F(Simulate, AsyncRanksWaitForASaturatedServer) {
+  // Applying a push takes 100, most of an iteration's 130: however many ranks push, the server
+  // applies one each 100 at most, so a rank's step grows with the ranks (at least 100 each), and
+  // the growth is their waits for replies.
+  const Schedule step = schedule(OverlapStrategy::kNone, true, 0, true);
+  const Schedule one = schedule(OverlapStrategy::kNone, false);
+  SimulateOptions o;
+  o.iterations = 10;
+  o.server.apply_us = 100;
+  o.server.transfer_us = [](int64_t) { return 0.0; };
+  for (int64_t ranks : {4, 16}) {
+    o.ranks = ranks;
+    const Simulation sim = simulate(step, one, cost, o);
+    EXPECT_EQ(sim.replayed_ranks, ranks);
+    EXPECT_GE(sim.mean_step_us, 100.0 * static_cast<double>(ranks));
+    EXPECT_GT(sim.loss.exposed_comm_us, 0.5 * (sim.mean_step_us - sim.loss.one_rank_us));
+    expect_parts_add_up(sim.loss);
+  }
+  // One rank has no server to push to; nor has a schedule without a server's costs.
+  o.ranks = 1;
+  EXPECT_THROW(simulate(step, one, cost, o), InvalidArgument);
+  o.ranks = 2;
+  o.server.transfer_us = nullptr;
+  EXPECT_THROW(simulate(step, one, cost, o), InvalidArgument);
+  EXPECT_THROW(replay(step, cost, 1), Unsupported);
+}
+
 TEST_F(Simulate, RefusesWhatCannotBeSimulated) {
   SimulateOptions o;
   o.ranks = 0;

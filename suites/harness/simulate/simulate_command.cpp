@@ -115,7 +115,8 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   spec.recompute = *recompute;
   spec.overlap = overlap;
   spec.bucket_mb = bucket_mb;
-  spec.sync = sync;
+  // One rank of asynchronous SGD has no server to push to: its baseline is the plain step.
+  spec.sync = distributed || sync.kind != SyncMode::Kind::kAsync ? sync : SyncMode{};
   spec.ranks = distributed ? 2 : 1;
   try {
     spec.validate();
@@ -191,20 +192,23 @@ nlohmann::json loss_json(const ScalingLoss& l) {
           {"rest_s", l.rest_us / 1e6}};
 }
 
-// Rank 0's last two timed iterations as a Chrome trace, in the lanes of a measured one.
-nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim, int64_t steps) {
+// Rank 0's last two timed iterations as a Chrome trace, in the lanes of a measured one. (Its
+// timed iterations: every step's under the sync modes; under asynchronous SGD, those that began
+// in the timed steps, fewer where the server keeps rank 0 serving.)
+nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim) {
   VirtualClock clock;
-  const int64_t first = std::max<int64_t>(steps - 2, 0);
-  Tracer tracer(first, steps - first, &clock);
+  const int64_t base = sim.timeline.empty() ? 0 : sim.timeline.front().iteration;
+  const int64_t iterations = sim.timeline.empty() ? 0 : sim.timeline.back().iteration - base + 1;
+  const int64_t first = std::max<int64_t>(iterations - 2, 0);
+  Tracer tracer(first, iterations - first, &clock);
   double begin = 0;
   for (const TimedPass& t : sim.timeline) {
-    if (t.iteration - (sim.timeline.front().iteration) == first) {
+    if (t.iteration - base == first) {
       begin = t.start_us;
       break;
     }
   }
   clock.advance_us(begin);
-  const int64_t base = sim.timeline.empty() ? 0 : sim.timeline.front().iteration;
   int64_t step = -1;
   for (const TimedPass& t : sim.timeline) {
     if (t.iteration - base < first) continue;
@@ -312,17 +316,19 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
                           {"algorithm", collective_name(t.algorithm)},
                           {"seconds", t.us / 1e6}});
   }
-  record["simulation"] = {{"network", network_json(n)},
-                          {"calibration", calibration_key(c)},
-                          {"calibration_source", c.source},
-                          {"device", c.device},
-                          {"jitter", jitter_text(o.jitter)},
-                          {"straggler", config["straggler"]},
-                          {"compute_factor", o.compute_factor},
-                          {"replayed_ranks", sim.replayed_ranks},
-                          {"warmup_steps", o.warmup},
-                          {"wall_s", wall_s},
-                          {"reductions", p.ranks > 1 ? algorithms : nlohmann::json::array()}};
+  record["simulation"] = {
+      {"network", network_json(n)},
+      {"calibration", calibration_key(c)},
+      {"calibration_source", c.source},
+      {"device", c.device},
+      {"jitter", jitter_text(o.jitter)},
+      {"straggler", config["straggler"]},
+      {"compute_factor", o.compute_factor},
+      {"replayed_ranks", sim.replayed_ranks},
+      {"warmup_steps", o.warmup},
+      {"wall_s", wall_s},
+      {"reductions",
+       p.ranks > 1 && !is_async(step.program.schedule) ? algorithms : nlohmann::json::array()}};
   return record;
 }
 
@@ -409,6 +415,7 @@ std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network&
         so.seed = o.seed;
         so.speeds = speeds;
         so.comm_blocks_compute = network.comm_blocks_compute;
+        if (o.sync.kind == SyncMode::Kind::kAsync) so.server = server_costs(c, step.graph, network);
         const auto began = std::chrono::steady_clock::now();
         const Simulation sim =
             simulate(step.program.schedule, one.program.schedule,
@@ -419,7 +426,7 @@ std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network&
         if (o.traces) {
           const std::string trace =
               fmt::format("{}/traces/{}.trace.json", out, record["point"]["id"].get<std::string>());
-          write_json_atomically(trace, simulated_trace(step, sim, o.steps));
+          write_json_atomically(trace, simulated_trace(step, sim));
           traces.paths.push_back(trace);
           record["paths"] = {{"trace", trace}};
         }
@@ -491,9 +498,17 @@ void check_simulate_options(const SimulateCommandOptions& o) {
     }
   }
   if (o.sync.kind == SyncMode::Kind::kAsync) {
-    throw Unsupported(
-        "simulate: --sync=async is not simulated (its pace is the parameter server's queue, "
-        "which the replay does not model); sync or stale:K");
+    for (int64_t n : o.ranks) {
+      StepSpec spec;  // the rule is the spec's, with its words
+      spec.sync = o.sync;
+      spec.ranks = n;
+      spec.validate();
+      if (n > kMaxAsyncRanks) {
+        throw InvalidArgument(
+            fmt::format("simulate --sync=async: every rank is replayed, at most {}; got --ranks={}",
+                        kMaxAsyncRanks, n));
+      }
+    }
   }
   if (!o.from.empty() && !fs::is_directory(o.from)) {
     throw InvalidArgument(fmt::format("--from: '{}' is not a results folder", o.from));
@@ -515,6 +530,7 @@ int simulate_command(const SimulateCommandOptions& o) {
       for (double bucket_mb : o.bucket_mb) {
         const SimStep step = make_step(c, overlap, bucket_mb, true, o.sync);
         calibrated_cost(c, step.graph, step.program.buckets, network, 2);
+        if (o.sync.kind == SyncMode::Kind::kAsync) server_costs(c, step.graph, network);
       }
     }
   }
