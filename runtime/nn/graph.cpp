@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
-#include "runtime/core/nvtx.h"
 #include "runtime/memory/memory_guard.h"
 
 namespace dlb {
@@ -668,20 +667,6 @@ void Graph::run(const Step& step, const LayerContext& ctx) {
 void Graph::run_pass(const Step& step, const LayerContext* ctx) {
   if (!ctx) throw InvalidArgument("the graph's passes compute: they need a layer context");
   run(step, *ctx);
-}
-
-void Graph::forward(const LayerContext& ctx) {
-  for (const Step& s : forward_.steps) {
-    NvtxRange range(nodes_[s.node].name.c_str());
-    run(s, ctx);
-  }
-}
-
-void Graph::backward(const LayerContext& ctx) {
-  for (const Step& s : backward_.steps) {
-    NvtxRange range(nodes_[s.node].name.c_str());
-    run(s, ctx);
-  }
 }
 
 std::vector<Graph::NamedParam> Graph::named_params() const {

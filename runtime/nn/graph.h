@@ -112,10 +112,6 @@ class Graph final : public PassRunner {
   void run_pass(const Step& step, const LayerContext* ctx) override;
   // The pass's node: its torchvision path.
   const std::string& label(const Step& step) const override { return nodes_.at(step.node).name; }
-  // The forward (or backward) schedule's passes in order, each an NVTX range: inference and
-  // tests. (A training step runs through the executor, which records its passes' marks.)
-  void forward(const LayerContext& ctx);
-  void backward(const LayerContext& ctx);
 
   // Every parameter, named by its torchvision path, in layer order.
   std::vector<NamedParam> named_params() const;

@@ -84,9 +84,9 @@ class ParameterServer final : public ServerLane {
 
 void check_async_options(const SimulateOptions& o) {
   if (o.ranks < 2 || o.ranks > kMaxAsyncRanks) {
-    throw InvalidArgument(fmt::format(
-        "simulate: asynchronous SGD replays every rank, from 2 to {}; got {}", kMaxAsyncRanks,
-        o.ranks));
+    throw InvalidArgument(
+        fmt::format("simulate: asynchronous SGD replays every rank, from 2 to {}; got {}",
+                    kMaxAsyncRanks, o.ranks));
   }
   if (!o.server.transfer_us || !(o.server.apply_us >= 0)) {
     throw InvalidArgument("simulate: asynchronous SGD needs its parameter server's costs");
@@ -104,8 +104,8 @@ class AsyncRanks {
         ends_(static_cast<size_t>(o.ranks)) {
     const auto shared = std::make_shared<const Schedule>(step);
     for (int64_t r = 0; r < o.ranks; ++r) {
-      ranks_.push_back(std::make_unique<RankReplay>(
-          shared, cost, RankLanes{nullptr, &server_, r}, o.keep_timeline && r == 0));
+      ranks_.push_back(std::make_unique<RankReplay>(shared, cost, RankLanes{nullptr, &server_, r},
+                                                    o.keep_timeline && r == 0));
     }
   }
   void run_iteration(int64_t r) {

@@ -173,6 +173,17 @@ StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarge
   return p;
 }
 
+StepProgram evaluation_program(const StepProgram& step) {
+  StepProgram p = step;
+  p.schedule.steps.clear();
+  for (const Step& s : step.schedule.steps) {
+    if (s.pass == Pass::kForward) p.schedule.steps.push_back(s);
+  }
+  link_dependencies(p.schedule, p.tensors);
+  p.applied.push_back("evaluation");
+  return p;
+}
+
 bool loss_scaled(const PrecisionPolicy& policy) { return policy.activations == DType::kF16; }
 
 MemoryPlan plan_step(const StepProgram& program) {

@@ -64,6 +64,12 @@ struct StepProgram {
 // InvalidArgument for a model not declared. Pure: the same arguments give the same program.
 StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarget& target);
 
+// Evaluation as a program: the step's forward passes alone, in the step's order, on the step's
+// table (so the step's plan and binding hold for it: each activation is written before it is read,
+// as in the step), with no loss, backward or sync. The Trainer runs it in inference mode
+// (Trainer::count_correct).
+StepProgram evaluation_program(const StepProgram& step);
+
 // Where the program's tensors are stored: naive_plan, or reuse_plan with its reordering for a
 // reusing spec (runtime/nn/memory_plan.h). The logits are kept whole (StepProgram::kept).
 MemoryPlan plan_step(const StepProgram& program);

@@ -5,7 +5,6 @@
 #include <algorithm>
 
 #include "runtime/core/error.h"
-#include "runtime/core/half.h"
 #include "runtime/train/pass_observers.h"
 #include "runtime/train/replicas.h"
 #include "runtime/train/step_program.h"
@@ -37,6 +36,7 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   make_sync(comm);
   swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_, program_.tensors);
   executor_ = std::make_unique<Executor>(program_.schedule, pass_runners(), *clock_);
+  evaluation_ = std::make_unique<Evaluation>(backend_, graph_, program_, *clock_);
 }
 
 // --swap=auto fits the plan's tensors to the budget, but the backend's workspace is not in the
@@ -116,7 +116,6 @@ void Trainer::check_model_and_config(const Communicator& comm) {
   }
   require(backend_, graph_);
   batch_ = graph_.shape(graph_.output())[0];
-  classes_ = graph_.shape(graph_.output())[1];
   // fp16's range loses small gradients without loss scaling; bf16 has float's and needs none.
   if (scaled()) LossScaler::check(config_.loss_scaling);
 }
@@ -261,22 +260,8 @@ std::vector<float> Trainer::take_losses() {
 }
 
 int64_t Trainer::count_correct(int64_t count) {
-  const LayerContext ctx{backend_, false, 0};
-  graph_.forward(ctx);
-  const Tensor& out = graph_.output_tensor();
-  std::vector<unsigned char> stored(out.bytes());
-  std::vector<float> logits(out.numel());
-  std::vector<int64_t> labels(batch_);
-  backend_.copy_to_host(out, stored.data());
-  dtype_to_floats(stored.data(), out.numel(), out.dtype(), logits.data());
-  backend_.copy_to_host(graph_.tensor(program_.ids.labels), labels.data());
+  const int64_t correct = evaluation_->count_correct(count, static_cast<int64_t>(step_));
   inputs_->mark_read();  // after the last read of the slot
-  int64_t correct = 0;
-  for (int64_t i = 0; i < std::min(count, batch_); ++i) {
-    const float* row = logits.data() + i * classes_;
-    const int64_t best = std::max_element(row, row + classes_) - row;
-    correct += best == labels[i];
-  }
   return correct;
 }
 

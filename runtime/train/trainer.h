@@ -19,6 +19,7 @@
 #include "runtime/overlap/param_server.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/captured_steps.h"
+#include "runtime/train/evaluation.h"
 #include "runtime/train/executor.h"
 #include "runtime/train/input_slots.h"
 #include "runtime/train/loss_pass.h"
@@ -209,7 +210,7 @@ class Trainer final {
   const Clock* clock_;
   // Host staging for broadcasts.
   std::shared_ptr<Allocator> host_ = std::make_shared<Allocator>(make_host_memory_resource());
-  int64_t batch_, classes_;
+  int64_t batch_;
   std::unique_ptr<InputSlots> inputs_;  // the batch and its labels, double-buffered
   int64_t unread_ = 0;
   std::vector<float> losses_;               // read back, not yet taken
@@ -222,6 +223,7 @@ class Trainer final {
   std::unique_ptr<GradSync> grad_sync_;
   std::unique_ptr<SwapPasses> swap_passes_;
   std::unique_ptr<Executor> executor_;
+  std::unique_ptr<Evaluation> evaluation_;       // count_correct's
   std::unique_ptr<PassObserver> traced_passes_;  // the tracer's spans of the executor's passes
   uint64_t step_ = 0;
   uint64_t dropout_base_ = 0;         // dropout draws from it plus the step counter (StepTensorIds)

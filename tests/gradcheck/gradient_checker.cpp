@@ -8,6 +8,7 @@
 #include <numeric>
 
 #include "runtime/core/rng.h"
+#include "runtime/train/executor.h"
 
 namespace dlb::testing {
 namespace {
@@ -137,8 +138,11 @@ void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   fill_random(b, r, rng, false);
   const std::vector<float> rh = host(b, r);
   const LayerContext ctx{b, true, 42};
+  // The graph's own passes, through the executor that runs a step's.
+  Executor forward(g.forward_schedule(), PassRunners{&g}, b.clock());
+  Executor backward(g.backward_schedule(), PassRunners{&g}, b.clock());
   auto objective = [&] {
-    g.forward(ctx);
+    forward.run(0, &ctx);
     const std::vector<float> yh = host(b, g.output_tensor());
     double s = 0;
     for (size_t i = 0; i < yh.size(); ++i) s += static_cast<double>(yh[i]) * rh[i];
@@ -146,7 +150,7 @@ void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   };
   objective();
   b.copy(r, g.output_grad());
-  g.backward(ctx);
+  backward.run(0, &ctx);
   for (auto& np : g.named_params()) {
     compare(b, np.param.value, host(b, np.param.grad), objective, opt, rng, np.name);
   }

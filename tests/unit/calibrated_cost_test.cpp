@@ -23,7 +23,8 @@ class CalibratedCost : public ::testing::Test, protected FcStep {
     c.scale = 2;           // every profiled millisecond is 2,000 simulated microseconds
     c.optimizer_ms = 0.3;  // 600 us
     c.loss_ms = 0.005;
-    c.layers = {{"fc1", 0.01, 0.02, 0.03, 0, 0}, {"relu", 0.001, 0.002, 0, 0, 0},
+    c.layers = {{"fc1", 0.01, 0.02, 0.03, 0, 0},
+                {"relu", 0.001, 0.002, 0, 0, 0},
                 {"fc2", 0.004, 0.005, 0.006, 0, 0}};
     net.node = {"node", 2, 100};  // 100 GB/s: 1e5 bytes a microsecond
     net.net = {"nic", 10, 10};

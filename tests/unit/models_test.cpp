@@ -8,6 +8,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/nn/layers/elementwise.h"
+#include "runtime/train/executor.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -160,7 +161,8 @@ TEST(Models, DropoutLayersOfOneStepDrawTheirOwnMasks) {
   g.setup(cpu, rng);
   const std::vector<float> ones(2 * 3 * 4 * 4, 1.f);
   cpu.copy_from_host(ones.data(), g.input_tensor());
-  g.forward(LayerContext{cpu, true, DropoutSeed{77}});
+  const LayerContext ctx{cpu, true, DropoutSeed{77}};
+  Executor(g.forward_schedule(), PassRunners{&g}, cpu.clock()).run(0, &ctx);
   const auto values = [&](int node) {
     const Tensor& t = g.tensor(g.output_id(node));
     return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());

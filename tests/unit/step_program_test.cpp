@@ -163,6 +163,46 @@ TEST(BuildStep, PrintsEveryPassAndTensorWithItsStorage) {
   EXPECT_EQ(plan.buffer_of, reuse_plan(p.schedule, p.tensors, p.kept).buffer_of);
 }
 
+// Evaluation is the step's forward passes alone, in its order, and the step's plan holds for it:
+// no two tensors that the plan lets share bytes hold contents at once while it runs.
+TEST(BuildStep, EvaluationIsTheStepsForwardPassesUnderTheStepsPlan) {
+  const Graph g = declared("resnet18", Precision::kFp32, 16);
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.recompute = RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
+  spec.swap.kind = SwapPolicy::Kind::kAll;
+  const StepProgram step = build_step(g, spec, StepTarget{});
+  const StepProgram eval = evaluation_program(step);
+  std::vector<std::string> forward;
+  for (const Step& s : step.schedule.steps) {
+    if (s.pass == Pass::kForward) forward.push_back(describe_step(s, step.tensors, g.node_names()));
+  }
+  EXPECT_EQ(described(eval, g), forward);
+  EXPECT_EQ(forward.size(), g.forward_schedule().steps.size());
+  EXPECT_TRUE(check_schedule(eval.schedule, eval.tensors).empty());
+  EXPECT_EQ(eval.applied.back(), "evaluation");
+
+  const MemoryPlan plan = plan_step(step);
+  const std::vector<Lifetime> live = lifetimes(eval.schedule, eval.tensors, eval.kept);
+  std::vector<int> written;  // stored tensors the evaluation writes and reads within itself
+  for (size_t t = 0; t < eval.tensors.size(); ++t) {
+    if (plan.buffer_of[t] >= 0 && !live[t].whole) written.push_back(static_cast<int>(t));
+  }
+  ASSERT_GT(written.size(), 20u);
+  int shared = 0;
+  for (int a : written) {
+    for (int b : written) {
+      if (a >= b || plan.buffer_of[a] != plan.buffer_of[b]) continue;
+      const size_t a0 = plan.offset_of[a], b0 = plan.offset_of[b];
+      if (a0 >= b0 + eval.tensors[b].bytes() || b0 >= a0 + eval.tensors[a].bytes()) continue;
+      ++shared;
+      EXPECT_FALSE(live[a].meets(live[b]))
+          << eval.tensors[a].name << " and " << eval.tensors[b].name;
+    }
+  }
+  EXPECT_GT(shared, 0);  // the plan does reuse bytes among them
+}
+
 // The Trainer builds its step with build_step: its schedule and table are the program's, and its
 // graph keeps the model's tensors alone.
 TEST(BuildStep, IsWhatTheTrainerRuns) {
