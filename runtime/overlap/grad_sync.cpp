@@ -13,22 +13,23 @@ namespace {
 const std::string kUpdateName = "sgd bucket";
 }  // namespace
 
-GradSync::GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend,
-                   Optimizer& optimizer, BucketPlan plan, std::vector<Tensor> stale_slots)
-    : flat_(std::move(flat_gradients)),
+GradSync::GradSync(Graph& graph, const Schedule& schedule, Communicator& comm, Backend& backend,
+                   Optimizer& optimizer, std::vector<Tensor> stale_slots)
+    : flat_(graph.flat_gradients()),
       comm_(comm),
       backend_(backend),
       optimizer_(optimizer),
-      plan_(std::move(plan)),
+      plan_(buckets_of(schedule, graph)),
       state_(plan_.buckets.size()),
       slots_(std::move(stale_slots)),
       slot_state_(slots_.size()),
       slot_filled_(slots_.size(), false) {
-  size_t params = 0;
-  for (const Bucket& b : plan_.buckets) params += b.num_params, all_values_ += b.values;
-  if (params != optimizer.size()) {
-    throw InvalidArgument(fmt::format("the bucket plan covers {} parameters, the optimizer has {}",
-                                      params, optimizer.size()));
+  if (optimizer.size() != graph.flat_params().size()) {
+    throw InvalidArgument(fmt::format("the graph has {} parameters, the optimizer {}",
+                                      graph.flat_params().size(), optimizer.size()));
+  }
+  for (const ParamIds& p : graph.flat_params()) {
+    all_values_ += graph.tensor_infos()[p.grad].shape.numel();
   }
 }
 

@@ -11,6 +11,7 @@
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
+#include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/optim/optimizer.h"
 #include "runtime/overlap/bucket_plan.h"
@@ -21,15 +22,15 @@ namespace dlb {
 
 class GradSync final : public PassRunner {
  public:
-  // `flat_gradients` holds every gradient in the order of the optimizer's parameters, which is
-  // the plan's order. `stale_slots`: bounded staleness's K slots (sync_schedule.h), each laid
-  // out as the flat buffer; empty without.
-  GradSync(Tensor flat_gradients, Communicator& comm, Backend& backend, Optimizer& optimizer,
-           BucketPlan plan, std::vector<Tensor> stale_slots = {});
+  // The runner of `schedule`'s sync passes over `graph` (bound): what each bucket's passes
+  // reduce and update is what their tensors name (buckets_of, sync_schedule.h), a slice of the
+  // graph's flat gradient buffer and the optimizer's parameters (the graph's flat order).
+  // `stale_slots`: bounded staleness's K slots, each laid out as the flat buffer; empty without.
+  GradSync(Graph& graph, const Schedule& schedule, Communicator& comm, Backend& backend,
+           Optimizer& optimizer, std::vector<Tensor> stale_slots = {});
 
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   bool distributed() const { return comm_.size() > 1; }
-  const BucketPlan& plan() const { return plan_; }
 
   // Bounded staleness: the step's slot is stale_slot(index, K) (sync_schedule.h).
   void begin_step(int64_t index) override;
@@ -86,7 +87,7 @@ class GradSync final : public PassRunner {
   Communicator& comm_;
   Backend& backend_;
   Optimizer& optimizer_;
-  BucketPlan plan_;
+  BucketPlan plan_;  // buckets_of the schedule
   std::vector<State> state_;
   State whole_;           // the `none` strategy's one reduction of the whole buffer
   bool skipped_ = false;  // the last update was a carried one with nothing to apply

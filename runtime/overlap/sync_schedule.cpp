@@ -3,7 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
+#include <utility>
 
 #include "runtime/core/error.h"
 
@@ -46,6 +48,84 @@ int64_t staleness_of(const Schedule& schedule) {
     }
   }
   return 0;
+}
+
+namespace {
+
+// The flat parameters that the tensors `ids` are (gradients or values), in order: [first, first +
+// count), each named once.
+std::pair<size_t, size_t> params_named(const std::vector<int>& ids, const Graph& graph,
+                                       int bucket) {
+  const std::vector<ParamIds>& params = graph.flat_params();
+  std::vector<size_t> named;
+  for (int id : ids) {
+    const auto it = std::find_if(params.begin(), params.end(),
+                                 [id](const ParamIds& p) { return p.grad == id || p.value == id; });
+    if (it == params.end()) {
+      throw InvalidArgument(
+          fmt::format("bucket {}'s sync pass names tensor {}, no parameter's", bucket, id));
+    }
+    named.push_back(static_cast<size_t>(it - params.begin()));
+  }
+  std::sort(named.begin(), named.end());
+  for (size_t k = 1; k < named.size(); ++k) {
+    if (named[k] != named[0] + k) {
+      throw InvalidArgument(
+          fmt::format("bucket {}'s sync pass names parameters that are not contiguous", bucket));
+    }
+  }
+  if (named.empty()) throw InvalidArgument(fmt::format("bucket {}'s sync pass names none", bucket));
+  return {named.front(), named.size()};
+}
+
+Bucket bucket_over(size_t first, size_t count, const Graph& graph) {
+  const std::vector<int64_t>& at = graph.grad_offsets();
+  const int64_t end = first + count < at.size()
+                          ? at[first + count]
+                          : graph.tensor_infos()[graph.flat_gradient_id()].shape.numel();
+  Bucket b{first, count, at[first], end - at[first], 0};
+  for (size_t i = first; i < first + count; ++i) {
+    b.values += graph.tensor_infos()[graph.flat_params()[i].grad].shape.numel();
+  }
+  return b;
+}
+
+bool names_bucket(const Step& step) {
+  if (step.pass != Pass::kSync || step.arg < 0) return false;
+  const SyncPass p = sync_pass_of(step);
+  return p == SyncPass::kAllReduce || p == SyncPass::kUpdate || p == SyncPass::kUpdateCarried;
+}
+
+}  // namespace
+
+BucketPlan buckets_of(const Schedule& schedule, const Graph& graph) {
+  std::vector<std::optional<Bucket>> found;
+  for (const Step& step : schedule.steps) {
+    if (!names_bucket(step)) continue;
+    const auto [first, count] = params_named(step.writes, graph, step.arg);
+    const Bucket b = bucket_over(first, count, graph);
+    if (found.size() <= static_cast<size_t>(step.arg)) found.resize(step.arg + 1);
+    std::optional<Bucket>& at = found[step.arg];
+    if (at && (at->first_param != b.first_param || at->num_params != b.num_params)) {
+      throw InvalidArgument(
+          fmt::format("bucket {}'s sync passes name different parameters", step.arg));
+    }
+    at = b;
+  }
+  BucketPlan plan;
+  size_t next = 0;
+  for (size_t k = 0; k < found.size(); ++k) {
+    if (!found[k] || found[k]->first_param != next) {
+      throw InvalidArgument("the schedule's buckets do not tile the parameters in order");
+    }
+    next += found[k]->num_params;
+    plan.buckets.push_back(*found[k]);
+    plan.bucket_of.insert(plan.bucket_of.end(), found[k]->num_params, k);
+  }
+  if (!found.empty() && next != graph.flat_params().size()) {
+    throw InvalidArgument("the schedule's buckets do not tile the parameters in order");
+  }
+  return plan;
 }
 
 bool is_async(const Schedule& schedule) {

@@ -184,8 +184,8 @@ void Trainer::plan_and_bind(Rng& init, bool over_budget) {
 void Trainer::make_sync(Communicator& comm) {
   std::vector<Tensor> slots;
   for (int id : program_.ids.stale_slots) slots.push_back(graph_.tensor(id));
-  grad_sync_ = std::make_unique<GradSync>(graph_.flat_gradients(), comm, backend_, *optimizer_,
-                                          program_.buckets, std::move(slots));
+  grad_sync_ = std::make_unique<GradSync>(graph_, program_.schedule, comm, backend_, *optimizer_,
+                                          std::move(slots));
   if (config_.step.async()) {
     param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
   }

@@ -150,7 +150,7 @@ class Trainer final {
   // --sync=async: the staleness of each update the parameter server applied (rank 0's record;
   // empty elsewhere and without async).
   std::vector<int64_t> async_staleness() const;
-  const BucketPlan& bucket_plan() const { return grad_sync_->plan(); }
+  const BucketPlan& bucket_plan() const { return program_.buckets; }
   // The step as the executor runs it.
   const Schedule& schedule() const { return executor_->schedule(); }
   // The step's program: its table (the graph's tensors, then the step's), schedule and buckets.

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "runtime/comm/communicator.h"
+#include "runtime/core/error.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/sync_schedule.h"
 #include "runtime/train/trainer.h"
@@ -299,6 +300,73 @@ TEST(ScheduleCheck, FindsAReadOfWhatNothingWroteBefore) {
   s.steps.pop_back();  // nothing writes y now
   link_dependencies(s, t);
   EXPECT_EQ(check_schedule(s, t).size(), 1u);
+}
+
+bool same_buckets(const BucketPlan& a, const BucketPlan& b) {
+  if (a.buckets.size() != b.buckets.size() || a.bucket_of != b.bucket_of) return false;
+  for (size_t k = 0; k < a.buckets.size(); ++k) {
+    const Bucket &x = a.buckets[k], &y = b.buckets[k];
+    if (x.first_param != y.first_param || x.num_params != y.num_params || x.begin != y.begin ||
+        x.count != y.count || x.values != y.values) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// What GradSync reduces and updates is what the program's sync passes name: from their tensors
+// alone, the program's own bucket plan, for every strategy on 1 and 2 ranks; none for staleness
+// and async, whose passes name no bucket.
+TEST(BucketsOf, TheSyncPassesTensorsGiveBackTheProgramsBuckets) {
+  for (const char* model : {"digits-cnn", "resnet18", "resnet50"}) {
+    Graph g = build_model(model, ModelConfig{2, model[0] == 'd' ? 8 : 32, 10, {}});
+    g.declare(PrecisionPolicy{}, BackendTraits{});
+    for (OverlapStrategy strategy :
+         {OverlapStrategy::kNone, OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
+      for (int64_t ranks : {1, 2}) {
+        StepSpec spec;
+        spec.overlap = strategy;
+        spec.bucket_mb = 0.5;
+        spec.ranks = ranks;
+        const StepProgram p = build_step(g, spec, StepTarget{});
+        ASSERT_GT(p.buckets.buckets.size(), 1u) << model;
+        EXPECT_TRUE(same_buckets(buckets_of(p.schedule, g), p.buckets))
+            << model << " " << overlap_name(strategy) << " " << ranks;
+      }
+    }
+    StepSpec stale;
+    stale.sync = SyncMode{SyncMode::Kind::kStale, 2};
+    stale.ranks = 2;
+    EXPECT_TRUE(buckets_of(build_step(g, stale, StepTarget{}).schedule, g).buckets.empty());
+  }
+}
+
+TEST(BucketsOf, RefusesPassesThatNameNoParameterOrAGap) {
+  Graph g = build_model("digits-cnn", ModelConfig{2, 8, 10, {}});
+  g.declare(PrecisionPolicy{}, BackendTraits{});
+  StepSpec spec;
+  spec.overlap = OverlapStrategy::kBackward;
+  spec.bucket_mb = 0.001;  // a bucket per parameter or so
+  spec.ranks = 2;
+  const StepProgram p = build_step(g, spec, StepTarget{});
+  auto first_update = [](Schedule& s) -> Step& {
+    return *std::find_if(s.steps.begin(), s.steps.end(), is_update);
+  };
+  Schedule not_a_param = p.schedule;
+  first_update(not_a_param).writes = {g.output_id(g.output())};
+  EXPECT_THROW(buckets_of(not_a_param, g), InvalidArgument);
+  const std::vector<ParamIds>& params = g.flat_params();
+  Schedule gap = p.schedule;
+  first_update(gap).writes = {params[0].value, params[2].value};
+  EXPECT_THROW(buckets_of(gap, g), InvalidArgument);
+  Schedule differ = p.schedule;  // bucket 0's update names bucket 1's parameters
+  Step& update = first_update(differ);
+  update.writes.clear();
+  const Bucket& other = p.buckets.buckets.at(update.arg == 0 ? 1 : 0);
+  for (size_t i = other.first_param; i < other.first_param + other.num_params; ++i) {
+    update.writes.push_back(params[i].value);
+  }
+  EXPECT_THROW(buckets_of(differ, g), InvalidArgument);
 }
 
 TEST(BucketPlan, FirstBucketSmallThenBucketMb) {
