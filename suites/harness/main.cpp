@@ -427,6 +427,7 @@ Command validate_sim_command_of(CLI::App& app) {
   auto overlaps = std::make_shared<std::vector<std::string>>();
   return {add_validate_sim(app, *o, *overlaps), [o, overlaps] {
             if (!overlaps->empty()) o->overlaps = parse_overlaps(*overlaps);
+            o->parts = {dlb::sweep_command, dlb::simulate_measured_point};
             return dlb::validate_sim_command(*o);
           }};
 }
@@ -518,7 +519,8 @@ int main(int argc, char** argv) {
   if (const std::optional<int> exit = parse(app, argc, argv)) return *exit;
   return guarded([&] {
     // The sweep's flags are checked whatever the command, as a parse would.
-    const dlb::SweepOptions sweep = sweep_options(app, sweep_text);
+    dlb::SweepOptions sweep = sweep_options(app, sweep_text);
+    sweep.simulation = {dlb::check_simulate_block, dlb::simulate_suite_block};
     for (const Command& c : commands) {
       if (*c.app) return c.run();
     }

@@ -15,8 +15,8 @@
    runtime reaches a GPU through the Backend and DeviceQueue interfaces (comm/'s NCCL
    communicator included).
 4. suites/harness/ is a folder per command over core/ (options, records, launcher, schemas):
-   a command's folder includes core/ and no other command's, but for the two that compose
-   others, named in HARNESS_USES; core/ includes no command. Only main.cpp, which dispatches to
+   a command's folder includes core/ and no other command's (main.cpp hands a command made of
+   others their functions); core/ includes no command. Only main.cpp, which dispatches to
    them all, sits at the top of suites/harness/. Includes are read however they are written
    (quotes or brackets, from the root or relative to the file).
 Prints the folder graph, then every broken rule. Usage: include_layers.py ROOT"""
@@ -43,8 +43,8 @@ FORBIDDEN = [
 ]
 
 
-# What each folder of suites/harness/ may include besides itself: core/, and where a command is
-# made of others, theirs.
+# What each folder of suites/harness/ may include besides itself: core/ alone. A command made of
+# others (a sweep's simulate block, validate-sim) is handed their functions by main.cpp.
 HARNESS_USES = {
     "core": set(),
     "run": {"core"},  # run, maxbatch and worker: one run's training
@@ -52,8 +52,8 @@ HARNESS_USES = {
     "list": {"core"},
     "check_ops": {"core"},
     "simulate": {"core"},
-    "sweep": {"core", "simulate"},  # a suite's simulate block simulates its measured points
-    "validate_sim": {"core", "simulate", "sweep"},  # sweeps, then simulates them
+    "sweep": {"core"},
+    "validate_sim": {"core"},
 }
 
 

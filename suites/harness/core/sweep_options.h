@@ -13,6 +13,15 @@
 
 namespace dlb {
 
+// A suite's `simulate` block (docs/simulation.md) is run by dlbench simulate's code: main.cpp
+// hands the sweep its two steps, so that the sweep includes no other command. `check` refuses a
+// block before any point runs; `run` simulates from the points' results, false where a point was
+// refused. Unset, a suite with a simulate block is refused.
+struct SuiteSimulation {
+  std::function<void(const nlohmann::json& block, const std::string& suite_path)> check;
+  std::function<bool(const nlohmann::json& block, const std::string& out)> run;
+};
+
 struct SweepOptions {
   std::string suite;
   // Non-empty: run every point on each of these systems in turn (set_systems).
@@ -27,6 +36,7 @@ struct SweepOptions {
   int64_t max_points = static_cast<int64_t>(kDefaultMaxPoints);
   bool report = true;  // render plots and report.{md,html} at the end (needs reports/' Python)
   std::string inject_fault;  // test-only: "crash@I", "hang@I" or "oom@I" for point I (1-based)
+  SuiteSimulation simulation;
 };
 
 struct SweepFlag {

@@ -468,6 +468,26 @@ std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Net
   return records;
 }
 
+nlohmann::json simulate_measured_point(const nlohmann::json& point, const nlohmann::json& base,
+                                       const std::string& base_where, const Network& network,
+                                       double compute_factor, const std::string& out) {
+  const Calibration c = calibration_from_record(base, out, base_where);
+  SimulateCommandOptions so;
+  // What a record's command names to make it again: the calibration, as a file, and the measured
+  // network (both written before the simulation).
+  so.calibration = fmt::format("{}/calibration/{}.json", out, calibration_key(c));
+  fs::create_directories(out + "/calibration");
+  write_json_atomically(so.calibration, calibration_json(c));
+  so.network = fs::path(out).parent_path().string() + "/network.json";
+  so.out = out;
+  so.ranks = {point["config"]["ranks"].get<int64_t>()};
+  so.overlaps = {*parse_overlap(point["config"]["overlap"].get<std::string>())};
+  so.bucket_mb = {point["config"]["bucket_mb"].get<double>()};
+  so.steps = 50;
+  so.compute_factor = compute_factor;
+  return simulate_calibration(c, network, so, out).front();
+}
+
 // The options' own checks, before a network or calibration is read.
 void check_simulate_options(const SimulateCommandOptions& o) {
   if (static_cast<int>(!o.from.empty()) + static_cast<int>(!o.calibration.empty()) +

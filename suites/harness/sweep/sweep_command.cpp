@@ -25,7 +25,6 @@
 #include "suites/harness/core/report_hook.h"
 #include "suites/harness/core/results.h"
 #include "suites/harness/core/suite.h"
-#include "suites/harness/simulate/simulate_command.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -565,7 +564,13 @@ int sweep_command(const SweepOptions& opt) {
   validate_sweep_options(opt);
   Suite suite = load_suite(opt.suite, !gpu_available());
   if (!opt.systems.empty()) set_systems(suite, opt.systems);
-  if (!suite.simulate.is_null()) check_simulate_block(suite.simulate, suite.path);
+  if (!suite.simulate.is_null()) {
+    if (!opt.simulation.check || !opt.simulation.run) {
+      throw InvalidArgument(
+          fmt::format("{}: this command does not run a suite's simulate block", suite.path));
+    }
+    opt.simulation.check(suite.simulate, suite.path);
+  }
   const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
@@ -586,7 +591,7 @@ int sweep_command(const SweepOptions& opt) {
   // The summary covers every record of this output directory (resumed ones included), latest
   // record per point.
   print_summary(suite, latest_records(previous, points), out);
-  if (!suite.simulate.is_null() && !simulate_suite_block(suite.simulate, out)) any_bad = true;
+  if (!suite.simulate.is_null() && !opt.simulation.run(suite.simulate, out)) any_bad = true;
   if (opt.report) render_report(out);
   return any_bad ? 1 : 0;
 }

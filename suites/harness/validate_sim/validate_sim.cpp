@@ -22,9 +22,6 @@
 #include "suites/harness/core/results.h"
 #include "suites/harness/core/run_options.h"
 #include "suites/harness/core/sweep_options.h"
-#include "suites/harness/simulate/calibrate.h"
-#include "suites/harness/simulate/simulate_command.h"
-#include "suites/harness/sweep/sweep_command.h"
 
 namespace dlb {
 
@@ -108,26 +105,14 @@ int64_t ranks_of(const nlohmann::json& r) { return r["config"].value("ranks", 1)
 
 // The simulation of measured point `r` from its one-rank baseline `base` (line `line` of
 // `results`), and how far it is from what was measured.
-nlohmann::json validate_point(const nlohmann::json& r, const nlohmann::json& base, size_t line,
-                              const std::string& results, const Network& network,
-                              double compute_factor, const std::string& out) {
-  const Calibration c = calibration_from_record(base, out, fmt::format("{}:{}", results, line));
-  SimulateCommandOptions so;
-  // What a record's command names to make it again: the calibration, as a file, and the measured
-  // network (both written before the simulation).
-  so.calibration = fmt::format("{}/calibration/{}.json", out, calibration_key(c));
-  fs::create_directories(out + "/calibration");
-  write_json_atomically(so.calibration, calibration_json(c));
-  so.network = fs::path(out).parent_path().string() + "/network.json";
-  so.out = out;
-  so.ranks = {r["config"]["ranks"].get<int64_t>()};
-  so.overlaps = {*parse_overlap(r["config"]["overlap"].get<std::string>())};
-  so.bucket_mb = {r["config"]["bucket_mb"].get<double>()};
-  so.steps = 50;
-  so.compute_factor = compute_factor;
-  const nlohmann::json sim = simulate_calibration(c, network, so, out).front();
+nlohmann::json validate_point(const ValidateSimParts& parts, const nlohmann::json& r,
+                              const nlohmann::json& base, size_t line, const std::string& results,
+                              const Network& network, double compute_factor,
+                              const std::string& out) {
+  const nlohmann::json sim =
+      parts.simulate(r, base, fmt::format("{}:{}", results, line), network, compute_factor, out);
   const double measured = mean_step_s(r), simulated = sim["metrics"]["scaling_loss"]["step_s"];
-  return {{"ranks", so.ranks.front()},
+  return {{"ranks", r["config"]["ranks"]},
           {"overlap", r["config"]["overlap"]},
           {"measured_point", r["point"]["id"]},
           {"simulated_point", sim["point"]["id"]},
@@ -340,7 +325,8 @@ constexpr double kWidestBound = 0.5;
 
 // Every ok multi-rank point simulated from its one-rank baseline, its error against its bound;
 // host activity in a point or its baseline added to `disturbed`.
-nlohmann::json judge_points(const std::vector<nlohmann::json>& records, const Network& network,
+nlohmann::json judge_points(const ValidateSimParts& parts,
+                            const std::vector<nlohmann::json>& records, const Network& network,
                             const std::map<int64_t, double>& factors, const Spreads& spreads,
                             const std::string& results, const std::string& out,
                             std::vector<std::string>& disturbed) {
@@ -358,8 +344,9 @@ nlohmann::json judge_points(const std::vector<nlohmann::json>& records, const Ne
         disturbed.push_back(fmt::format("point {}: {}", (*x)["point"].value("index", 0), why));
       }
     }
-    nlohmann::json p = validate_point(r, *base, static_cast<size_t>(base - records.begin()) + 1,
-                                      results, network, factors.at(ranks_of(r)), out);
+    nlohmann::json p =
+        validate_point(parts, r, *base, static_cast<size_t>(base - records.begin()) + 1, results,
+                       network, factors.at(ranks_of(r)), out);
     const double bound = spreads.bound(spread(*base));
     p["bound"] = bound;
     p["within"] = std::abs(p["error"].get<double>()) <= bound;
@@ -421,7 +408,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   sweep.suite = write_suite(o);
   sweep.out_dir = o.out + "/runs";
   sweep.report = false;
-  if (const int rc = sweep_command(sweep); rc != 0) {
+  if (const int rc = o.parts.sweep(sweep); rc != 0) {
     fmt::print(stderr, "validate-sim: the measured points did not all run (exit {}): see {}\n", rc,
                sweep.out_dir);
     return 1;
@@ -434,8 +421,8 @@ int validate_sim_command(const ValidateSimOptions& o) {
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) > 1; }),
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) == 1; })};
   std::vector<std::string> disturbed;
-  const nlohmann::json points =
-      judge_points(records, network, before.factors, spreads, results, sweep.out_dir, disturbed);
+  const nlohmann::json points = judge_points(o.parts, records, network, before.factors, spreads,
+                                             results, sweep.out_dir, disturbed);
   std::sort(disturbed.begin(), disturbed.end());  // a baseline shared by several points once
   disturbed.erase(std::unique(disturbed.begin(), disturbed.end()), disturbed.end());
   if (points.empty()) {

@@ -8,12 +8,28 @@
 // of two measurements, from the multi-rank points' pooled repetitions CV and the calibration's.
 #pragma once
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "runtime/overlap/strategy.h"
+#include "runtime/sim/network.h"
+#include "suites/harness/core/sweep_options.h"
 
 namespace dlb {
+
+// What validate-sim is made of, handed over by main.cpp so that it includes no other command: a
+// suite's sweep (sweep_command), and a measured point simulated from its one-rank baseline's
+// calibration (simulate_measured_point: the point, the baseline's record and where it was read,
+// the network, the compute factor and the folder), which returns the simulated record.
+struct ValidateSimParts {
+  std::function<int(const SweepOptions&)> sweep;
+  std::function<nlohmann::json(const nlohmann::json& point, const nlohmann::json& base,
+                               const std::string& base_where, const Network& network,
+                               double compute_factor, const std::string& out)>
+      simulate;
+};
 
 struct ValidateSimOptions {
   std::string out = "out/validate-sim";
@@ -23,6 +39,7 @@ struct ValidateSimOptions {
   std::vector<OverlapStrategy> overlaps = {OverlapStrategy::kNone, OverlapStrategy::kBackward,
                                            OverlapStrategy::kForward};
   int64_t steps = 20, warmup = 2, repetitions = 3;
+  ValidateSimParts parts;
 };
 
 // Exit 0 when every point's error is within its bound; 1 when one is not (validation.json says
