@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 #include "runtime/overlap/sync_schedule.h"
 
@@ -141,17 +142,20 @@ bool ParamServer::epoch_done() {
 }
 
 void ParamServer::apply(const Tensor& grad, int64_t staleness) {
-  // SGD with momentum as the CPU kernel computes it (runtime/backend/cpu/sgd.cpp).
+  // SGD with momentum as the CPU kernel computes it (runtime/backend/cpu/sgd.cpp), over the same
+  // thread pool: each element alone, so the result does not depend on the threads.
   const SgdConfig& c = optimizer_.config();
   const float lr = c.lr, momentum = c.momentum, decay = c.weight_decay;
   const float* g = grad.data<float>();
   float* w = master_.data<float>();
   float* v = momentum_.data<float>();
-  for (int64_t i = 0; i < numel_; ++i) {
-    const float d = g[i] + decay * w[i];
-    v[i] = momentum * v[i] + d;
-    w[i] -= lr * v[i];
-  }
+  parallel_blocks(numel_, kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      const float d = g[i] + decay * w[i];
+      v[i] = momentum * v[i] + d;
+      w[i] -= lr * v[i];
+    }
+  });
   ++version_;
   ++epoch_pushes_;
   staleness_.push_back(staleness);

@@ -78,15 +78,15 @@ std::pair<size_t, size_t> params_named(const std::vector<int>& ids, const Graph&
   return {named.front(), named.size()};
 }
 
+// As make_bucket_plan lays a bucket out: from its first gradient to the end of its last.
 Bucket bucket_over(size_t first, size_t count, const Graph& graph) {
   const std::vector<int64_t>& at = graph.grad_offsets();
-  const int64_t end = first + count < at.size()
-                          ? at[first + count]
-                          : graph.tensor_infos()[graph.flat_gradient_id()].shape.numel();
-  Bucket b{first, count, at[first], end - at[first], 0};
-  for (size_t i = first; i < first + count; ++i) {
-    b.values += graph.tensor_infos()[graph.flat_params()[i].grad].shape.numel();
-  }
+  auto numel = [&](size_t i) {
+    return graph.tensor_infos()[graph.flat_params()[i].grad].shape.numel();
+  };
+  const size_t last = first + count - 1;
+  Bucket b{first, count, at[first], at[last] + numel(last) - at[first], 0};
+  for (size_t i = first; i <= last; ++i) b.values += numel(i);
   return b;
 }
 

@@ -90,11 +90,11 @@ struct SyncOptions {
 // The buckets a schedule's sync passes name, from their tensors alone: each bucket's all-reduce
 // writes its gradients, its update its parameters' values, and those are the flat parameters
 // [first_param, first_param + num_params) (graph.flat_params()), whose slice of the flat buffer
-// runs from the first's gradient to the next parameter's (alignment gaps included) or the
-// buffer's end. What GradSync reduces and updates: the program's ids, not a plan it is handed.
-// InvalidArgument where a pass names a tensor that is no parameter's, parameters that are not
-// contiguous, a bucket whose passes name different parameters, or buckets that do not tile every
-// parameter in order. Empty where no pass names a bucket (staleness, async).
+// runs from the first's gradient to the end of the last's (the gaps between them included), as
+// make_bucket_plan lays it out. What GradSync reduces and updates: the program's ids, not a plan it
+// is handed. InvalidArgument where a pass names a tensor that is no parameter's, parameters that
+// are not contiguous, a bucket whose passes name different parameters, or buckets that do not tile
+// every parameter in order. Empty where no pass names a bucket (staleness, async).
 BucketPlan buckets_of(const Schedule& schedule, const Graph& graph);
 
 // `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,

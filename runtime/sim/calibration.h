@@ -60,7 +60,9 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
                          const Network& network, int64_t ranks);
 
 // Asynchronous SGD's parameter server (runtime/overlap/param_server.h) for `graph`: applying a
-// push is the calibrated optimizer's time (the CPU backend's SGD, over the same bytes); a push's
+// push is the calibrated optimizer's time (the same SGD over the same bytes, in the same thread
+// pool), and copying the weights into a reply 2/5 of it (two streams of the bytes against
+// SGD's five); a push's
 // gradients or a reply's weights (fp32) cross rank 0's node link to a rank of its node, or one NIC
 // to a rank of another, in latency + bytes / bandwidth. Unsupported for a calibration on another
 // backend: its server would run on a host CPU the calibration does not time.

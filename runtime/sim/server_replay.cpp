@@ -7,11 +7,13 @@
 #include <limits>
 #include <memory>
 #include <queue>
+#include <stdexcept>
 #include <tuple>
 #include <utility>
 
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
+#include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
 
@@ -52,7 +54,7 @@ class ParameterServer final : public ServerLane {
       const int64_t r = queued_.top().second;
       queued_.pop();
       const double transfer = costs_.transfer_us(r);
-      t += transfer + costs_.apply_us;
+      t += transfer + costs_.apply_us + costs_.reply_copy_us;
       applied_.push_back(t);
       outgoing_free_ = std::max(t, outgoing_free_) + transfer;
       reply_[static_cast<size_t>(r)] = outgoing_free_;
@@ -82,13 +84,20 @@ class ParameterServer final : public ServerLane {
   double outgoing_free_ = 0;
 };
 
-void check_async_options(const SimulateOptions& o) {
+bool pushes(const Schedule& step) {
+  return std::any_of(step.steps.begin(), step.steps.end(), [](const Step& s) {
+    return s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kPush;
+  });
+}
+
+void check_async_options(const Schedule& step, const SimulateOptions& o) {
+  if (!pushes(step)) throw std::logic_error("an asynchronous SGD schedule with no push");
   if (o.ranks < 2 || o.ranks > kMaxAsyncRanks) {
     throw InvalidArgument(
         fmt::format("simulate: asynchronous SGD replays every rank, from 2 to {}; got {}",
                     kMaxAsyncRanks, o.ranks));
   }
-  if (!o.server.transfer_us || !(o.server.apply_us >= 0)) {
+  if (!o.server.transfer_us || !(o.server.apply_us >= 0) || !(o.server.reply_copy_us >= 0)) {
     throw InvalidArgument("simulate: asynchronous SGD needs its parameter server's costs");
   }
 }
@@ -130,6 +139,7 @@ class AsyncRanks {
         before = e.totals;
       }
     }
+    if (iterations == 0) return {0, 0};
     return {busy / iterations, waited / iterations};
   }
 
@@ -163,7 +173,7 @@ class AsyncRanks {
 }  // namespace
 
 AsyncRun replay_async(const Schedule& step, const PassCost& cost, const SimulateOptions& o) {
-  check_async_options(o);
+  check_async_options(step, o);
   AsyncRanks ranks(step, cost, o);
   while (!ranks.server().done()) ranks.run_iteration(0);
   // Every rank's worth of pushes is a step: the warm-up's, then the timed ones'.

@@ -3,10 +3,11 @@
 // param_server.h runs it:
 //   - a rank's push is sent when its copy to the host ends, and reaches rank 0 at once;
 //   - rank 0 serves at each progress pass and after its own push: the pushes that have reached
-//     it, earliest sent first (then the lower rank), and those that reach it while it serves, as
-//     many as there are other ranks at most.
-//     Serving one receives its gradients (the transfer: a large message moves once its receive
-//     is posted) and applies them, one after another on rank 0's clock;
+//     it, and those that reach it while it serves, as many as there are other ranks at most;
+//     earliest sent first (then the lower rank): an assumption, since MPI_Iprobe on any source
+//     promises no order. Serving one receives its gradients (the transfer: a large message moves
+//     once its receive is posted), applies them and copies the weights into the reply, one
+//     after another on rank 0's clock;
 //   - the reply leaves when the push is applied, on rank 0's outgoing link, one reply after
 //     another; the rank's next pull waits for it.
 // The ranks are coupled only through rank 0: whenever rank 0 serves at time t, every other rank
@@ -30,7 +31,9 @@ struct AsyncRun {
   // Per iteration over every rank's iterations that ended in the timed steps: the busy time and
   // the waits for replies.
   double mean_busy_us = 0, mean_waited_us = 0;
-  std::vector<TimedPass> timeline;  // rank 0's passes that began in the timed steps
+  // Rank 0's passes that began in the timed steps (its first and last iterations there may be
+  // partial).
+  std::vector<TimedPass> timeline;
 };
 
 // `o.ranks` ranks (2 to kMaxAsyncRanks) of `step` (an asynchronous SGD schedule), until the

@@ -259,16 +259,19 @@ Simulation simulate(const Schedule& step, const Schedule& one_rank, const PassCo
     throw InvalidArgument(fmt::format("simulate: the straggler is rank {}, but there are {} ranks",
                                       s.straggler, options.ranks));
   }
-  if (s.straggler >= 0 && s.straggler_factor < 1) {
+  if (s.straggler >= 0 && !(s.straggler_factor >= 1 && std::isfinite(s.straggler_factor))) {
     throw InvalidArgument(
-        fmt::format("simulate: a straggler's factor is at least 1, got {}", s.straggler_factor));
+        fmt::format("simulate: a straggler's factor is a finite number of at least 1, got {}",
+                    s.straggler_factor));
   }
   if (!(s.compute_factor >= 1 && s.compute_factor <= 1e6)) {
     throw InvalidArgument(
         fmt::format("simulate: the compute factor is at least 1, got {}", s.compute_factor));
   }
   for (double f : s.jitter) {
-    if (!(f > 0)) throw InvalidArgument("simulate: every jitter factor must be above 0");
+    if (!(f > 0 && std::isfinite(f))) {
+      throw InvalidArgument("simulate: every jitter factor must be finite and above 0");
+    }
   }
 
   if (is_async(step)) return simulate_async(step, one_rank, cost, options);

@@ -42,12 +42,12 @@ struct RankSpeeds {
 inline constexpr double kMaxNormalJitterCv = 0.2;
 std::vector<double> normal_jitter(double cv, int64_t n = 1001);
 
-// Asynchronous SGD's parameter server, rank 0 (runtime/overlap/param_server.h): the time it takes
-// to apply one push's gradients (SGD with momentum over every parameter, on the host), and to move
-// a push's gradients or a reply's weights between rank 0 and rank r (microseconds). Rank speed
-// does not scale them.
+// Asynchronous SGD's parameter server, rank 0 (runtime/overlap/param_server.h), in microseconds:
+// the time it takes to apply one push's gradients (SGD with momentum over every parameter, on the
+// host), to copy the master weights into another rank's reply, and to move a push's gradients or
+// a reply's weights between rank 0 and rank r. Rank speed does not scale them.
 struct ServerCosts {
-  double apply_us = 0;
+  double apply_us = 0, reply_copy_us = 0;
   std::function<double(int64_t rank)> transfer_us;
 };
 // Asynchronous SGD replays every rank: at most this many.
@@ -85,8 +85,10 @@ struct Simulation {
   std::vector<double> step_us;
   double mean_step_us = 0;
   ScalingLoss loss;
-  std::vector<TimedPass> timeline;  // rank 0's timed iterations (keep_timeline)
-  int64_t replayed_ranks = 0;       // distinct speeds replayed (asynchronous SGD: every rank)
+  // Rank 0's timed iterations (keep_timeline); under asynchronous SGD, its passes that began in
+  // the timed steps.
+  std::vector<TimedPass> timeline;
+  int64_t replayed_ranks = 0;  // distinct speeds replayed (asynchronous SGD: every rank)
 };
 
 // `step`: the schedule with the sync policy's passes for options.ranks ranks; `one_rank`: the

@@ -53,14 +53,18 @@ class CalibratedCost : public ::testing::Test, protected FcStep {
 TEST_F(CalibratedCost, LayersTakeTheirTimesAndUpdatesTheirBucketsShare) {
   const Schedule s = schedule(OverlapStrategy::kBackward);
   const PassCost cost = calibrated_cost(c, g, plan, net, 2);
+  int checked = 0;
   for (const Step& step : s.steps) {
     if (step.pass == Pass::kForward && g.nodes()[step.node].name == "fc1") {
       EXPECT_DOUBLE_EQ(cost(step), 20);
+      ++checked;
     }
     if (step.pass == Pass::kLoss) {
       EXPECT_DOUBLE_EQ(cost(step), 10);
+      ++checked;
     }
   }
+  EXPECT_EQ(checked, 2);
   EXPECT_EQ(sync_costs(s, SyncPass::kUpdate), (std::vector<double>{200, 400}));
   const std::vector<double> reductions = sync_costs(s, SyncPass::kAllReduce);
   ASSERT_EQ(reductions.size(), 2u);
@@ -86,6 +90,7 @@ TEST_F(CalibratedCost, AsyncCopiesAtTwoFifthsAndItsServerAppliesAndTransfersOver
   EXPECT_EQ(sync_costs(s, SyncPass::kPush), (std::vector<double>{240}));
   const ServerCosts server = server_costs(c, g, net);
   EXPECT_DOUBLE_EQ(server.apply_us, 600);
+  EXPECT_DOUBLE_EQ(server.reply_copy_us, 240);
   // The flat buffer: over the node's link to a rank of rank 0's node, over one NIC to any other.
   EXPECT_DOUBLE_EQ(server.transfer_us(7), 2 + buffer_bytes() / 1e5);
   EXPECT_DOUBLE_EQ(server.transfer_us(8), 10 + buffer_bytes() / 1e4);

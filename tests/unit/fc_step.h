@@ -18,9 +18,10 @@ struct FcStep {
     g.add("fc2", std::make_unique<Linear>(8, 4), {g.output()});
     g.declare(PrecisionPolicy{}, BackendTraits{});
     // Flat order is the last layer's first: fc2.weight, fc2.bias, fc1.weight, fc1.bias.
+    // Each bucket from its first gradient to the end of its last, as make_bucket_plan lays it.
     const auto& at = g.grad_offsets();
-    const int64_t end = g.tensor_infos()[g.flat_gradient_id()].shape.numel();
-    plan.buckets = {{0, 2, at[0], at[2] - at[0], 8 * 4 + 4}, {2, 2, at[2], end - at[2], 8 * 8 + 8}};
+    plan.buckets = {{0, 2, at[0], at[1] + 4 - at[0], 8 * 4 + 4},
+                    {2, 2, at[2], at[3] + 8 - at[2], 8 * 8 + 8}};
     plan.bucket_of = {0, 0, 1, 1};
   }
 

@@ -165,12 +165,10 @@ TEST(BuildStep, PrintsEveryPassAndTensorWithItsStorage) {
 
 // Evaluation is the step's forward passes alone, in its order, and the step's plan holds for it:
 // no two tensors that the plan lets share bytes hold contents at once while it runs.
-TEST(BuildStep, EvaluationIsTheStepsForwardPassesUnderTheStepsPlan) {
-  const Graph g = declared("resnet18", Precision::kFp32, 16);
-  StepSpec spec;
-  spec.memory_plan = MemoryPlanKind::kReuse;
-  spec.recompute = RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
-  spec.swap.kind = SwapPolicy::Kind::kAll;
+// The evaluation of `spec`'s step: its forward passes, in order, and no two tensors that the
+// step's plan lets share bytes hold contents at once while it runs; what it reads before writing
+// (parameters, buffers, the batch) the step holds whole too.
+void expect_evaluation_under_the_steps_plan(const Graph& g, const StepSpec& spec) {
   const StepProgram step = build_step(g, spec, StepTarget{});
   const StepProgram eval = evaluation_program(step);
   std::vector<std::string> forward;
@@ -184,9 +182,17 @@ TEST(BuildStep, EvaluationIsTheStepsForwardPassesUnderTheStepsPlan) {
 
   const MemoryPlan plan = plan_step(step);
   const std::vector<Lifetime> live = lifetimes(eval.schedule, eval.tensors, eval.kept);
+  const std::vector<Lifetime> step_live = lifetimes(step.schedule, step.tensors, step.kept);
   std::vector<int> written;  // stored tensors the evaluation writes and reads within itself
   for (size_t t = 0; t < eval.tensors.size(); ++t) {
-    if (plan.buffer_of[t] >= 0 && !live[t].whole) written.push_back(static_cast<int>(t));
+    if (plan.buffer_of[t] < 0) continue;
+    if (!live[t].whole) written.push_back(static_cast<int>(t));
+    bool read = false;
+    for (const Step& s : eval.schedule.steps)
+      read = read || reads_storage(s, static_cast<int>(t), eval.tensors);
+    if (read && live[t].whole) {
+      EXPECT_TRUE(step_live[t].whole) << eval.tensors[t].name;
+    }
   }
   ASSERT_GT(written.size(), 20u);
   int shared = 0;
@@ -201,6 +207,21 @@ TEST(BuildStep, EvaluationIsTheStepsForwardPassesUnderTheStepsPlan) {
     }
   }
   EXPECT_GT(shared, 0);  // the plan does reuse bytes among them
+}
+
+TEST(BuildStep, EvaluationIsTheStepsForwardPassesUnderTheStepsPlan) {
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.recompute = RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
+  spec.swap.kind = SwapPolicy::Kind::kAll;
+  expect_evaluation_under_the_steps_plan(declared("resnet18", Precision::kFp32, 16), spec);
+  // fp16 (loss scaling) with the forward strategy's carried updates before the forward passes.
+  StepSpec forward;
+  forward.memory_plan = MemoryPlanKind::kReuse;
+  forward.precision = Precision::kFp16;
+  forward.overlap = OverlapStrategy::kForward;
+  forward.ranks = 2;
+  expect_evaluation_under_the_steps_plan(declared("resnet18", Precision::kFp16, 16), forward);
 }
 
 // The Trainer builds its step with build_step: its schedule and table are the program's, and its

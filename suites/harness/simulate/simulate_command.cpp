@@ -193,8 +193,8 @@ nlohmann::json loss_json(const ScalingLoss& l) {
 }
 
 // Rank 0's last two timed iterations as a Chrome trace, in the lanes of a measured one. (Its
-// timed iterations: every step's under the sync modes; under asynchronous SGD, those that began
-// in the timed steps, fewer where the server keeps rank 0 serving.)
+// timed iterations: every step's under the sync modes; under asynchronous SGD, its passes that
+// began in the timed steps, whose first and last iterations may be partial.)
 nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim) {
   VirtualClock clock;
   const int64_t base = sim.timeline.empty() ? 0 : sim.timeline.front().iteration;

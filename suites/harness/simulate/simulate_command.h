@@ -59,9 +59,6 @@ void check_simulate_block(const nlohmann::json& block, const std::string& where)
 // printed, not thrown: returns false then.
 bool simulate_suite_block(const nlohmann::json& block, const std::string& out);
 
-// `c` simulated on `network` at every point of `options` (its strategies, bucket sizes and rank
-// counts), each record appended to `out`/results.jsonl and its trace written under `out`/traces;
-// the records, in order. Its speeds are refused (InvalidArgument) before anything is written.
 // A measured multi-rank point simulated from its one-rank baseline (validate-sim's): `base`
 // (read from `base_where`, for messages) calibrates, its calibration written under
 // out/calibration; the network is out/../network.json, as the simulated record's command names
@@ -71,6 +68,9 @@ nlohmann::json simulate_measured_point(const nlohmann::json& point, const nlohma
                                        const std::string& base_where, const Network& network,
                                        double compute_factor, const std::string& out);
 
+// `c` simulated on `network` at every point of `options` (its strategies, bucket sizes and rank
+// counts), each record appended to `out`/results.jsonl and its trace written under `out`/traces;
+// the records, in order. Its speeds are refused (InvalidArgument) before anything is written.
 std::vector<nlohmann::json> simulate_calibration(const Calibration& c, const Network& network,
                                                  const SimulateCommandOptions& options,
                                                  const std::string& out);

@@ -8,6 +8,7 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -283,6 +284,9 @@ BeforePoints measure_before(const ValidateSimOptions& o, int64_t threads) {
 }
 
 void check_options(const ValidateSimOptions& o) {
+  if (!o.parts.sweep || !o.parts.simulate) {
+    throw std::logic_error("validate-sim without its sweep and simulation (main.cpp sets them)");
+  }
   if (o.ranks.empty() || o.overlaps.empty()) {
     throw InvalidArgument("validate-sim: --ranks and --overlap each need a value");
   }
