@@ -129,9 +129,12 @@ BucketPlan buckets_of(const Schedule& schedule, const Graph& graph) {
 }
 
 bool is_async(const Schedule& schedule) {
-  return std::any_of(schedule.steps.begin(), schedule.steps.end(), [](const Step& step) {
-    return step.pass == Pass::kSync && sync_pass_of(step) == SyncPass::kPull;
-  });
+  auto has = [&](SyncPass p) {
+    return std::any_of(schedule.steps.begin(), schedule.steps.end(), [p](const Step& step) {
+      return step.pass == Pass::kSync && sync_pass_of(step) == p;
+    });
+  };
+  return has(SyncPass::kPull) && has(SyncPass::kPush);
 }
 
 namespace {

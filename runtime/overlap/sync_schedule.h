@@ -67,7 +67,8 @@ inline int64_t stale_slot(int64_t step, int64_t staleness) { return step % stale
 struct Schedule;
 // The slots a schedule's stale passes name (their count is K); 0 without staleness.
 int64_t staleness_of(const Schedule& schedule);
-// Whether a schedule's ranks pull and push through a parameter server (asynchronous SGD).
+// Whether a schedule's ranks pull and push through a parameter server (asynchronous SGD): it has
+// both passes.
 bool is_async(const Schedule& schedule);
 // The pass's category in traces and listings: "allreduce", "wait", "optimizer" (every
 // update), "progress", "stash", "pull", "push".

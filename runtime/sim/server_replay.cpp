@@ -84,14 +84,8 @@ class ParameterServer final : public ServerLane {
   double outgoing_free_ = 0;
 };
 
-bool pushes(const Schedule& step) {
-  return std::any_of(step.steps.begin(), step.steps.end(), [](const Step& s) {
-    return s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kPush;
-  });
-}
-
 void check_async_options(const Schedule& step, const SimulateOptions& o) {
-  if (!pushes(step)) throw std::logic_error("an asynchronous SGD schedule with no push");
+  if (!is_async(step)) throw std::logic_error("an asynchronous SGD schedule with no pull or push");
   if (o.ranks < 2 || o.ranks > kMaxAsyncRanks) {
     throw InvalidArgument(
         fmt::format("simulate: asynchronous SGD replays every rank, from 2 to {}; got {}",

@@ -133,17 +133,12 @@ struct RankReplay::Impl {
         s.pushed = true;
         return;
       }
-      const double now = r_.clock.now_us(), applied = r_.server().apply_own(now);
-      r_.clock.advance_us(applied - now);
-      s.totals.busy_us += applied - now;
+      r_.advance_to(r_.server().apply_own(r_.clock.now_us()), s.totals.busy_us);
       serve();
     }
     // Rank 0: the pushes that have reached it.
     void serve() {
-      State& s = r_.state;
-      const double now = r_.clock.now_us(), served = r_.server().serve(now);
-      r_.clock.advance_us(served - now);
-      s.totals.progress_us += served - now;
+      r_.advance_to(r_.server().serve(r_.clock.now_us()), r_.state.totals.progress_us);
     }
 
     Impl& r_;
@@ -183,12 +178,14 @@ struct RankReplay::Impl {
     clock.advance_us(us);
     total += us;
   }
-  // Until `end_us` (at once if it has passed): a wait.
-  void wait_until(double end_us) {
-    const double wait = std::max(end_us - clock.now_us(), 0.0);
-    clock.advance_us(wait);
-    state.totals.waited_us += wait;
+  // The clock on to `end_us` (nowhere if it has passed), the time spent added to `total`.
+  void advance_to(double end_us, double& total) {
+    const double spent = std::max(end_us - clock.now_us(), 0.0);
+    clock.advance_us(spent);
+    total += spent;
   }
+  // Until `end_us`: a wait.
+  void wait_until(double end_us) { advance_to(end_us, state.totals.waited_us); }
   ReductionLane& reductions() const {
     if (!lanes.reductions) throw std::logic_error("a replay of all-reduces with no comm lane");
     return *lanes.reductions;

@@ -508,22 +508,14 @@ void check_simulate_options(const SimulateCommandOptions& o) {
   if (o.ranks.empty() || o.overlaps.empty() || o.bucket_mb.empty()) {
     throw InvalidArgument("simulate: --ranks, --overlap and --bucket-mb each need a value");
   }
-  if (o.sync.kind == SyncMode::Kind::kStale) {
-    for (OverlapStrategy overlap : o.overlaps) {
-      StepSpec spec;  // the rule is the spec's, with its words
+  for (OverlapStrategy overlap : o.overlaps) {
+    for (int64_t n : o.ranks) {
+      StepSpec spec;  // the sync mode's rules are the spec's, with its words
       spec.sync = o.sync;
       spec.overlap = overlap;
-      spec.ranks = 2;
-      spec.validate();
-    }
-  }
-  if (o.sync.kind == SyncMode::Kind::kAsync) {
-    for (int64_t n : o.ranks) {
-      StepSpec spec;  // the rule is the spec's, with its words
-      spec.sync = o.sync;
       spec.ranks = n;
       spec.validate();
-      if (n > kMaxAsyncRanks) {
+      if (o.sync.kind == SyncMode::Kind::kAsync && n > kMaxAsyncRanks) {
         throw InvalidArgument(
             fmt::format("simulate --sync=async: every rank is replayed, at most {}; got --ranks={}",
                         kMaxAsyncRanks, n));
