@@ -143,15 +143,16 @@ check "--sync=async on a GPU calibration: refused, one line, no record" test $? 
   "$(wc -l <"$work/err.out")" -eq 1 -a ! -e "$work/refused-sync/results.jsonl"
 check "--sync=async on a GPU calibration: says why" grep -qF "calibrate on the CPU backend" "$work/err.out"
 # Asynchronous SGD simulated: every rank replayed, its strategy none and its ranks from 2 by
-# default, no reductions, and on a 25 GbE network the parameter server saturating: past 16 ranks
-# more ranks add no throughput, and the step's growth is the ranks' waits for their replies. (The
-# ranks of rank 0's node, whose pushes cross no NIC, are 7 of 63 others and then 7 of 1023: the
-# throughput falls a little.)
+# default, no reductions, and on a 25 GbE network the parameter server saturating. Where it
+# saturates depends on this machine's calibration (16 ranks on one, 32 on another), so the checks
+# hold for any: more ranks help at first; the throughput never passes the server's bound (a push
+# served costs at least the optimizer's time and the reply's copy, 7/5 of it); from 256 ranks on
+# more ranks add nothing; and the step's growth is the ranks' waits for their replies.
 "$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
   --network=pcie-25gbe --sync=async --jitter=none --steps=10 --out="$work/async" >"$work/async.out" 2>&1
 check "--sync=async simulated" test $? -eq 0
 check "async simulated: every rank replayed, the server's throughput bounding it" \
-  "$py" - "$root" "$work/async" <<'PY'
+  "$py" - "$root" "$work/async" "$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" <<'PY'
 import json, sys
 sys.path.insert(0, sys.argv[1] + "/reports")
 from dlbench_reports.records import read_records
@@ -169,8 +170,12 @@ for r in records:
     assert abs(l["step_s"] - l["one_rank_step_s"] - parts) < 1e-9 * l["step_s"], l
 by = {r["config"]["ranks"]: r for r in records}
 img = {n: r["metrics"]["throughput_img_s"] for n, r in by.items()}
+calibration = json.load(open(sys.argv[3]))
+serve_s = 1.4 * calibration["optimizer_ms"] * 1e-3 * calibration["scale"]
 assert img[4] > img[2], img
-assert img[1024] <= img[64] <= img[16] and img[1024] > 0.9 * img[64], img
+assert max(img.values()) <= calibration["batch"] / serve_s, (img, serve_s)
+assert all(0.9 * img[256] <= img[n] <= 1.02 * img[256] for n in (512, 1024)), img
+assert img[1024] < 0.1 * 512 * img[2], img
 l = by[1024]["metrics"]["scaling_loss"]
 assert l["exposed_comm_s"] > 0.9 * (l["step_s"] - l["one_rank_step_s"]), l
 PY
