@@ -32,6 +32,8 @@ std::string_view mem_category_name(MemCategory c) {
       return "comm";
     case MemCategory::kHostSwap:
       return "host_swap";
+    case MemCategory::kHostComm:
+      return "host_comm";
     case MemCategory::kCount:
       break;
   }

@@ -23,12 +23,18 @@ enum class MemCategory {
   // Host memory that swapped-out activations wait in (--swap; runtime/nn/swap.h): pinned on a
   // GPU. Not the device's: no budget counts it, nor does the total.
   kHostSwap,
+  // Host memory a parameter server's copies sit in (--sync=async; runtime/overlap/param_server.h):
+  // the gradients a rank pushes and the weights it pulls, and on rank 0 the master weights, their
+  // momentum and a reply per other rank. Not the device's, as kHostSwap.
+  kHostComm,
   kCount
 };
 constexpr size_t kNumMemCategories = static_cast<size_t>(MemCategory::kCount);
 std::string_view mem_category_name(MemCategory c);
-// Whether a category's bytes are the host's rather than the device's (kHostSwap).
-constexpr bool is_host_memory(MemCategory c) { return c == MemCategory::kHostSwap; }
+// Whether a category's bytes are the host's rather than the device's (kHostSwap, kHostComm).
+constexpr bool is_host_memory(MemCategory c) {
+  return c == MemCategory::kHostSwap || c == MemCategory::kHostComm;
+}
 
 // Where the bytes physically come from: host heap, cudaMalloc, pinned host...
 class MemoryResource {

@@ -20,7 +20,7 @@ const std::string kPullName = "pull weights", kPushName = "push gradients",
 }  // namespace
 
 ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
-                         const Optimizer& optimizer, Allocator& host)
+                         const Optimizer& optimizer, const AsyncTensors& tensors)
     : graph_(graph), backend_(backend), comm_(comm), optimizer_(optimizer) {
   const Tensor& flat = graph.flat_gradients();
   if (flat.dtype() != DType::kF32 || graph.policy().master_weights != DType::kF32 ||
@@ -29,23 +29,32 @@ ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
         "a parameter server over 16-bit weights or gradients (StepSpec::validate refuses it)");
   }
   numel_ = flat.numel();
-  auto host_tensor = [&](const char* what, int64_t n) {
-    return Tensor(host.allocate(static_cast<size_t>(n) * 4, MemCategory::kComm, what), Shape{n},
-                  DType::kF32);
-  };
-  grads_ = host_tensor("async: gradients", numel_);
-  // A reply: the weights, then whether the epoch is done (1) or not (0).
-  weights_ = host_tensor("async: weights", numel_ + 1);
-  std::fill_n(grads_.data<float>(), numel_, 0.f);
-  std::fill_n(weights_.data<float>(), numel_ + 1, 0.f);
-  if (comm.rank() != 0) return;
-  master_ = host_tensor("async: master weights", numel_ + 1);
-  momentum_ = host_tensor("async: momentum", numel_);
-  std::fill_n(master_.data<float>(), numel_ + 1, 0.f);
-  std::fill_n(momentum_.data<float>(), numel_, 0.f);
+  const bool server = comm.rank() == 0;
   const auto ranks = static_cast<size_t>(comm.size());
+  if ((tensors.master >= 0) != server || (tensors.reply >= 0) == server ||
+      tensors.replies.size() != (server ? ranks : 0)) {
+    throw std::logic_error("a parameter server given another rank's host tensors");
+  }
+  // A host copy of `elements` floats, zeroed. A reply ends with the epoch's word: 1 when the
+  // epoch is done, 0 when not.
+  auto host = [&](int id, int64_t elements) {
+    Tensor t = graph.tensor(id);
+    if (t.dtype() != DType::kF32 || t.numel() != elements ||
+        !is_host_memory(t.buffer()->category())) {
+      throw std::logic_error("a parameter server's host tensor of another shape or place");
+    }
+    std::fill_n(t.data<float>(), elements, 0.f);
+    return t;
+  };
+  grads_ = host(tensors.grads, numel_);
+  if (!server) {
+    weights_ = host(tensors.reply, numel_ + 1);
+    return;
+  }
+  master_ = host(tensors.master, numel_ + 1);
+  momentum_ = host(tensors.momentum, numel_);
   for (size_t r = 0; r < ranks; ++r) {
-    replies_.push_back(r == 0 ? Tensor() : host_tensor("async: reply", numel_ + 1));
+    replies_.push_back(r == 0 ? Tensor() : host(tensors.replies[r], numel_ + 1));
   }
   sending_.resize(ranks);
   received_.assign(ranks, 0);

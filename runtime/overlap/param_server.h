@@ -41,16 +41,19 @@
 #include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/optim/optimizer.h"
+#include "runtime/overlap/sync_schedule.h"
 
 namespace dlb {
 
 class ParamServer final : public PassRunner {
  public:
   // `optimizer`: its settings (rate, momentum, weight decay) as they are at each update; its
-  // own state is not used. `host`: where the host copies are allocated. fp32 weights and
-  // gradients only (StepSpec::validate refuses any other precision; std::logic_error here).
+  // own state is not used. `tensors`: the host copies, tensors of the step's table (`graph`
+  // bound with it) that insert_sync declared for this rank (sync_schedule.h); zeroed here. fp32
+  // weights and gradients only (StepSpec::validate refuses any other precision; std::logic_error
+  // here, as for tensors that are not this rank's).
   ParamServer(Graph& graph, Backend& backend, Communicator& comm, const Optimizer& optimizer,
-              Allocator& host);
+              const AsyncTensors& tensors);
   ~ParamServer() override;
 
   // The policy's pull, push and progress passes (sync_schedule.h).
@@ -89,8 +92,9 @@ class ParamServer final : public PassRunner {
   Communicator& comm_;
   const Optimizer& optimizer_;
   int64_t numel_ = 0;
-  Tensor master_, momentum_, grads_, weights_;  // rank 0: master_, momentum_; every rank: the rest
-  std::vector<Tensor> replies_;                 // rank 0: a reply buffer per rank
+  // rank 0: master_, momentum_; every rank: grads_; the other ranks: weights_ (the reply).
+  Tensor master_, momentum_, grads_, weights_;
+  std::vector<Tensor> replies_;                       // rank 0: a reply buffer per rank
   std::vector<std::unique_ptr<CommHandle>> sending_;  // rank 0: a reply in flight per rank
   std::vector<int64_t> received_, version_sent_;      // rank 0: per rank
   std::vector<bool> stopped_;  // rank 0, in an epoch: its reply told the rank the epoch is done

@@ -286,43 +286,80 @@ std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table
   return slots;
 }
 
+// Asynchronous SGD's host tensors (sync_schedule.h), kept across steps.
+AsyncTensors declare_async_tensors(std::vector<TensorInfo>& table, const Graph& graph,
+                                   const SyncOptions& o) {
+  const int64_t n = table[graph.flat_gradient_id()].shape.numel();
+  auto host = [&table](std::string name, int64_t numel) {
+    return declare_tensor(table, {std::move(name), TensorKind::kBuffer, Shape{numel}, DType::kF32,
+                                  -1, -1, MemCategory::kHostComm});
+  };
+  AsyncTensors t;
+  t.grads = host("async: gradients", n);
+  if (o.rank != 0) {
+    t.reply = host("async: reply", n + 1);
+    return t;
+  }
+  t.master = host("async: master weights", n + 1);
+  t.momentum = host("async: momentum", n);
+  t.replies.assign(static_cast<size_t>(o.ranks), -1);
+  for (int64_t r = 1; r < o.ranks; ++r) {
+    t.replies[r] = host(fmt::format("async: reply to rank {}", r), n + 1);
+  }
+  return t;
+}
+
 // Asynchronous SGD (sync_schedule.h): a pull, the step with progress passes, a push.
-void insert_async(Schedule& schedule, const std::vector<TensorInfo>& table, const Graph& graph,
-                  const SyncOptions& o) {
+AsyncTensors insert_async(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                          const SyncOptions& o) {
   if (o.strategy != OverlapStrategy::kNone || o.updates_read_all_gradients || o.staleness > 0) {
     throw std::logic_error(
         "asynchronous SGD with an overlap strategy, staleness or loss scaling (StepSpec::validate "
         "refuses them)");
   }
+  if (o.rank < 0 || o.rank >= o.ranks) {
+    throw std::logic_error("asynchronous SGD on a rank that is not among the step's ranks");
+  }
+  const AsyncTensors t = declare_async_tensors(table, graph, o);
   std::vector<int> grads, values;
   for (const ParamIds& p : graph.flat_params()) {
     grads.push_back(p.grad);
     values.push_back(p.value);
   }
+  // What rank 0 serves with: the master weights, their momentum and the replies.
+  std::vector<int> server;
+  if (o.rank == 0) server = {t.master, t.momentum};
+  for (int r : t.replies) {
+    if (r >= 0) server.push_back(r);
+  }
   Step pull = sync_step(SyncPass::kPull, -1, Lane::kCompute);
+  pull.reads = {o.rank == 0 ? t.master : t.reply};
   pull.writes = values;
   std::vector<Step> out = {pull};
   for (const Step& step : schedule.steps) {
     out.push_back(step);
-    if (step.pass == Pass::kForward || is_backward(step.pass))
-      out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
+    if (step.pass != Pass::kForward && !is_backward(step.pass)) continue;
+    Step progress = sync_step(SyncPass::kProgress, -1, Lane::kHost);
+    progress.reads = progress.writes = server;
+    out.push_back(progress);
   }
   Step push = sync_step(SyncPass::kPush, -1, Lane::kCompute);
   push.reads = grads;
+  push.writes = {t.grads};
+  push.writes.insert(push.writes.end(), server.begin(), server.end());
+  if (o.rank != 0) push.writes.push_back(t.reply);  // its receive, posted with the push
   out.push_back(push);
   schedule.steps = std::move(out);
   link_dependencies(schedule, table);
+  return t;
 }
 
 }  // namespace
 
-std::vector<int> insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
-                             const BucketPlan& plan, const SyncOptions& o) {
-  if (o.async) {
-    insert_async(schedule, table, graph, o);
-    return {};
-  }
-  if (o.staleness > 0) return insert_stale(schedule, table, graph, o);
+SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                        const BucketPlan& plan, const SyncOptions& o) {
+  if (o.async) return {{}, insert_async(schedule, table, graph, o)};
+  if (o.staleness > 0) return {insert_stale(schedule, table, graph, o), {}};
   const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
   const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;
   const std::vector<BucketTensors> buckets = bucket_tensors(table, graph, plan, deferred);

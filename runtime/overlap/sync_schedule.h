@@ -34,8 +34,15 @@
 // Asynchronous SGD (SyncOptions::async; --sync=async; runtime/overlap/param_server.h): a pull
 // before the first forward pass, a push after backward, and a progress pass after each forward
 // and backward pass, in which rank 0 serves the other ranks' pushes. No update: the parameter
-// server applies the gradients. The overlap strategy is none, and no loss scaling.
+// server applies the gradients. The overlap strategy is none, and no loss scaling. The server's
+// copies are tensors of the table, in host memory (MemCategory::kHostComm) and kept across steps
+// (AsyncTensors), and the passes name them: a pull reads the reply (rank 0: the master weights)
+// and writes the parameters; a push reads the gradients and writes their host copy (and the
+// reply the server will send); rank 0's push and progress passes also write the master weights,
+// their momentum and the replies.
 #pragma once
+#include <vector>
+
 #include "runtime/nn/graph.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/bucket_plan.h"
@@ -84,8 +91,25 @@ struct SyncOptions {
   bool updates_read_all_gradients = false;
   // Bounded staleness: K >= 1 slots (above); 0: none.
   int64_t staleness = 0;
-  // Asynchronous SGD through a parameter server (above).
+  // Asynchronous SGD through a parameter server (above), as rank `rank` of `ranks`: rank 0's
+  // table holds the server's tensors (AsyncTensors).
   bool async = false;
+  int64_t rank = 0, ranks = 2;
+};
+
+// Asynchronous SGD's host tensors, by id in the step's table (-1: none). Every rank: the
+// gradients it pushes (numel of the flat buffer). The other ranks: the reply they pull (the
+// weights, then the epoch's word: numel + 1). Rank 0, the server: the master weights (with the
+// word), their momentum, and a reply per other rank (replies[r], r >= 1; replies[0] is -1).
+struct AsyncTensors {
+  int grads = -1, reply = -1, master = -1, momentum = -1;
+  std::vector<int> replies;
+};
+
+// What insert_sync declares in the table.
+struct SyncTensors {
+  std::vector<int> stale_slots;  // bounded staleness: the K slots (empty without)
+  AsyncTensors async;            // asynchronous SGD (all -1 without)
 };
 
 // The buckets a schedule's sync passes name, from their tensors alone: each bucket's all-reduce
@@ -99,9 +123,9 @@ struct SyncOptions {
 BucketPlan buckets_of(const Schedule& schedule, const Graph& graph);
 
 // `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,
-// and the stale slots, in `table` (the step's, which begins with the graph's), and relinks the
-// dependencies. Returns the stale slots' ids (empty without staleness).
-std::vector<int> insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
-                             const BucketPlan& plan, const SyncOptions& options);
+// the stale slots and asynchronous SGD's host tensors in `table` (the step's, which begins with
+// the graph's), and relinks the dependencies.
+SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                        const BucketPlan& plan, const SyncOptions& options);
 
 }  // namespace dlb

@@ -18,6 +18,7 @@
 #include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/bucket_plan.h"
+#include "runtime/overlap/sync_schedule.h"
 #include "runtime/train/step_spec.h"
 
 namespace dlb {
@@ -31,6 +32,9 @@ struct StepTarget {
   int64_t loss_readback_steps = 64;
   // --swap=auto: the device bytes the step may take (the budget less what the device holds).
   size_t swap_room = 0;
+  // This rank, of StepSpec::ranks: under --sync=async rank 0's step holds the parameter
+  // server's tensors (AsyncTensors, runtime/overlap/sync_schedule.h).
+  int64_t rank = 0;
 };
 
 // The program's own tensors, by id in its table (-1: the spec has none).
@@ -43,6 +47,7 @@ struct StepTensorIds {
   std::vector<int> momentum;                   // per flat parameter
   int loss_scale = -1;                         // fp16: the loss scaler's state
   std::vector<int> stale_slots;                // --sync=stale:K: K slots; step t uses t mod K
+  AsyncTensors async;                          // --sync=async: the host copies
 };
 
 struct StepProgram {

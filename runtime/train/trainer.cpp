@@ -66,6 +66,7 @@ void Trainer::bind_within_budget(Rng& init) {
 
 StepTarget Trainer::step_target() const {
   StepTarget target{backend_.async_input_copies(), config_.loss_readback_steps, 0};
+  target.rank = config_.comm ? config_.comm->rank() : 0;  // a local communicator's one rank is 0
   if (config_.step.swap.kind == SwapPolicy::Kind::kAuto) {
     // The budget less what the device holds already (another trainer's buffers, a
     // communicator's staging, the backend's workspace once the layers were set up).
@@ -187,7 +188,8 @@ void Trainer::make_sync(Communicator& comm) {
   grad_sync_ = std::make_unique<GradSync>(graph_, program_.schedule, comm, backend_, *optimizer_,
                                           std::move(slots));
   if (config_.step.async()) {
-    param_server_ = std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, *host_);
+    param_server_ =
+        std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, program_.ids.async);
   }
 }
 

@@ -2,8 +2,9 @@
 # Asynchronous SGD (--sync=async; runtime/overlap/param_server.h) under mpirun: the digits CNN
 # reaches 95% test accuracy at 2 and 4 ranks, with and without a 2x straggler, each rank's
 # gradients applied alone by rank 0 (the rate scaled to the batch each update sees, 0.05 x b/32);
-# the record carries the updates' staleness; every rank ends with the same weights; and the
-# straggler is named in the record.
+# the record carries the updates' staleness; every rank ends with the same weights; the straggler
+# is named in the record; and rank 0's record counts the server's host copies (host_comm: its
+# gradients, master weights and momentum, and a reply of the weights and a word per other rank).
 # Usage: async_sgd.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -39,6 +40,9 @@ assert "host copies" in a["transport"], a
 assert m["weights_identical_across_ranks"] is True
 assert r["config"]["sync"] == "async" and r["config"]["ranks"] == ranks
 assert r["config"]["straggler"] == (None if sys.argv[3] == "none" else sys.argv[3])
+memory = r["memory"]["peak_bytes_by_category"]
+n = memory["gradients"] // 4  # the flat gradient buffer, all this step's gradients hold
+assert memory["host_comm"] == 4 * (3 * n + (ranks - 1) * (n + 1) + 1), memory
 PY
   done
 done

@@ -355,6 +355,21 @@ def test_memory_plot_stacks_categories(results):
         [r.data["memory"]["peak_bytes_total"] / 2**20 for r in rs.ok])
 
 
+def test_memory_plot_draws_each_host_category_beside_the_stack_and_not_on_it(results):
+    # A parameter server's copies (host_comm, config.sync async) are host memory too: a bar of
+    # their own beside host_swap's, neither stacked on the device's categories.
+    rs = load(results("batch"))
+    rs.ok[0].data["memory"]["peak_bytes_by_category"]["host_swap"] = 3 * 2**20
+    rs.ok[0].data["memory"]["peak_bytes_by_category"]["host_comm"] = 5 * 2**20
+    fig = memory.render(rs.records)
+    stacked = bars_by_gid(fig, "category:")
+    assert "category:host_swap" not in stacked and "category:host_comm" not in stacked
+    host = bars_by_gid(fig, "host:")
+    assert [p.get_height() for p in host["host:host_comm"]] == pytest.approx([5.0])
+    swap, comm = host["host:host_swap"][0], host["host:host_comm"][0]
+    assert comm.get_x() >= swap.get_x() + swap.get_width()  # side by side, not overlapping
+
+
 def test_memory_plot_draws_host_swap_beside_the_device_stack(results):
     # Swapped activations wait in host memory (config.swap): a bar of their own, not stacked on
     # the device's categories, whose heights the test checks as above.

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -132,6 +133,56 @@ TEST(BuildStep, IsPure) {
   EXPECT_EQ(described(a, g), described(b, g));
   EXPECT_EQ(names(a.tensors), names(b.tensors));
   EXPECT_EQ(a.buckets.bucket_of, b.buckets.bucket_of);
+}
+
+// Asynchronous SGD's host copies are tensors of the program: rank 0's step holds the server's
+// (master weights and momentum, a reply per other rank), another rank's its own reply; each is
+// host memory (host_comm), held across steps, outside the device's bytes, and the passes that
+// move them name them.
+TEST(BuildStep, AsyncDeclaresTheParameterServersHostCopiesInTheTable) {
+  const Graph g = declared("digits-cnn");
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.sync = SyncMode{SyncMode::Kind::kAsync, 0};
+  spec.ranks = 3;
+  StepTarget rank1;
+  rank1.rank = 1;
+  const StepProgram server = build_step(g, spec, StepTarget{});
+  const StepProgram worker = build_step(g, spec, rank1);
+  const int64_t n = g.tensor_infos()[g.flat_gradient_id()].shape.numel();
+  const AsyncTensors& s = server.ids.async;
+  const AsyncTensors& w = worker.ids.async;
+  EXPECT_EQ(s.reply, -1);
+  ASSERT_EQ(s.replies.size(), 3u);
+  EXPECT_EQ(s.replies[0], -1);
+  EXPECT_EQ(w.master, -1);
+  EXPECT_EQ(w.momentum, -1);
+  EXPECT_TRUE(w.replies.empty());
+  auto expect_host = [n](const StepProgram& p, int id, int64_t extra) {
+    ASSERT_GE(id, 0);
+    const TensorInfo& t = p.tensors.at(id);
+    EXPECT_EQ(t.kind, TensorKind::kBuffer) << t.name;  // held across steps
+    EXPECT_EQ(t.category, MemCategory::kHostComm) << t.name;
+    EXPECT_EQ(t.shape, Shape{n + extra}) << t.name;
+  };
+  for (int id : {s.grads, s.momentum}) expect_host(server, id, 0);
+  for (int id : {s.master, s.replies[1], s.replies[2]}) expect_host(server, id, 1);
+  expect_host(worker, w.grads, 0);
+  expect_host(worker, w.reply, 1);
+  const MemoryPlan sp = plan_step(server), wp = plan_step(worker);
+  EXPECT_EQ(sp.device_bytes(), wp.device_bytes());
+  EXPECT_EQ(sp.bytes() - sp.device_bytes(), static_cast<size_t>(4 * (5 * n + 3)));
+  EXPECT_EQ(wp.bytes() - wp.device_bytes(), static_cast<size_t>(4 * (2 * n + 1)));
+  const std::vector<Step>& ws = worker.schedule.steps;
+  ASSERT_EQ(sync_pass_of(ws.front()), SyncPass::kPull);
+  EXPECT_EQ(ws.front().reads, std::vector<int>{w.reply});
+  ASSERT_EQ(sync_pass_of(ws.back()), SyncPass::kPush);
+  EXPECT_EQ(ws.back().writes, (std::vector<int>{w.grads, w.reply}));
+  const Step& serve = server.schedule.steps.at(2);  // after the pull and the first forward pass
+  ASSERT_EQ(sync_pass_of(serve), SyncPass::kProgress);
+  EXPECT_EQ(serve.writes, (std::vector<int>{s.master, s.momentum, s.replies[1], s.replies[2]}));
+  rank1.rank = 3;
+  EXPECT_THROW(build_step(g, spec, rank1), std::logic_error);
 }
 
 TEST(BuildStep, RefusesWhatTheSpecRefusesAndAModelNotDeclared) {

@@ -15,6 +15,9 @@ from ..outputs import check_directory, write_atomically  # noqa: E402
 from ..records import Record  # noqa: E402
 
 MIB = 1024.0 * 1024.0
+# The memory categories that are the host's, not the device's (runtime/memory/allocator.h): no
+# device peak counts them.
+HOST_CATEGORIES = ("host_swap", "host_comm")
 STRATEGIES = ["none", "backward", "forward"]
 
 

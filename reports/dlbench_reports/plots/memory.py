@@ -1,6 +1,7 @@
 """Peak memory per point, stacked by category, with the peak of the total marked. Host memory
-(host_swap: swapped activations, config.swap) is not the device's: it is a hatched bar of its own
-beside the device's stack, and not in the total."""
+(host_swap: swapped activations, config.swap; host_comm: a parameter server's copies, config.sync
+async) is not the device's: each is a hatched bar of its own beside the device's stack, and not in
+the total."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,11 +11,12 @@ from . import common
 
 # The caption under the figure in the report.
 NOTE = ("Each point's peak memory, stacked by category, the peak of the total marked; host "
-        "memory (swapped activations) is a hatched bar of its own beside the device's stack, "
+        "memory (swapped activations, a parameter server's copies) is a hatched bar of its own "
+        "beside the device's stack, "
         "not in the total.")
 
 CATEGORIES = schema_enum("memory_category")
-HOST_CATEGORIES = ("host_swap",)
+HOST_CATEGORIES = common.HOST_CATEGORIES
 
 
 def render(records: list[Record]):
@@ -35,12 +37,13 @@ def render(records: list[Record]):
         ax.bar(x, h, 0.6, bottom=bottom, label=cat, color=f"C{i}", gid=f"category:{cat}")
         bottom += h
     top = max(bottom)
-    for cat in HOST_CATEGORIES:
+    for k, cat in enumerate(HOST_CATEGORIES):
         h = np.array([r.need("memory.peak_bytes_by_category").get(cat, 0) / common.MIB for r in ok])
-        held = h > 0  # points that swapped nothing get no bar (not even an outline at 0)
+        held = h > 0  # points that hold none get no bar (not even an outline at 0)
         if held.any():
-            ax.bar(x[held] + 0.38, h[held], 0.14, color="white", edgecolor="0.3", hatch="///",
-                   label=f"{cat} (host memory, beside the device's)", gid=f"host:{cat}")
+            ax.bar(x[held] + 0.38 + 0.16 * k, h[held], 0.14, color="white", edgecolor="0.3",
+                   hatch=("///", "\\\\\\")[k % 2], gid=f"host:{cat}",
+                   label=f"{cat} (host memory, beside the device's)")
             top = max(top, max(h))
     total = [r.need("memory.peak_bytes_total") / common.MIB for r in ok]
     ax.plot(x, total, "k_", markersize=30, markeredgewidth=2, gid="total_peak",

@@ -65,8 +65,8 @@ def ratio_to_fp32(t: dict, model: str, label: str) -> str:
 
 def memory_panel(ax, t: dict, x, width: float) -> None:
     """Peak memory by category, one stacked bar per (model, precision), placed as the bars above."""
-    # The device's categories: host memory (host_swap) is not in a device's peak.
-    cats = [c for c in CATEGORIES if c != "host_swap"
+    # The device's categories: host memory (common.HOST_CATEGORIES) is not in a device's peak.
+    cats = [c for c in CATEGORIES if c not in common.HOST_CATEGORIES
             and any(cell["memory"].get(c, 0) for cell in t["cells"].values())]
     for i, p in enumerate(t["precisions"]):
         bottom = np.zeros(len(t["models"]))

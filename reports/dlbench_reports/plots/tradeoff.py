@@ -16,7 +16,7 @@ TECHNIQUE_KEYS = ("memory_plan", "recompute", "swap")
 
 NOTE = ("Each technique against the naive plan (each tensor its own buffer, nothing recomputed "
         "or swapped) of the same model and settings: memory saved is the fall of the step's "
-        "device peak (every category but host_swap) and of its activations, cost is the fall of throughput (negative: faster, "
+        "device peak (host memory, host_swap and host_comm, is not in it) and of its activations, cost is the fall of throughput (negative: faster, "
         "within noise unless the intervals say otherwise), and max batch is the largest batch "
         "whose whole step fit the budget.")
 

@@ -56,7 +56,8 @@ ToChannelsLast relayout(const Tensor& from, const Tensor& to, std::string_view w
 }
 
 CudaBackend::CudaBackend(const DeviceInfo& device, const BackendOptions& options)
-    // Swapped-out activations wait in pinned host memory, which copy engines reach directly.
+    // Host memory (swapped-out activations, a parameter server's copies) is pinned, which copy
+    // engines reach directly.
     : Backend(make_allocator(make_caching_device_memory_resource(device.index), options,
                              make_pinned_host_memory_resource())),
       device_(device),
