@@ -433,10 +433,22 @@ void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
   }
 }
 
+void Graph::plan_ops(Backend& backend) {
+  if (!declared_) throw InvalidArgument("a graph is declared before its ops are planned");
+  require(backend);  // before the plans allocate their workspace
+  for (size_t i = 1; i < nodes_.size(); ++i) {
+    const std::vector<Shape> in = input_shapes(nodes_[i]);
+    nodes_[i].layer->plan(LayerPlanning{backend, in, policy_});
+  }
+  planned_for_ = &backend;
+}
+
 void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
                  const std::vector<TensorInfo>& tensors) {
   check_binding(backend, plan, tensors);
   require(backend);  // before a byte is allocated
+  // The layers' plans, and the workspace they reserve, first: held beside the step's tensors.
+  if (planned_for_ != &backend) plan_ops(backend);
   backend.allocator().require_room(
       plan.device_bytes(), fmt::format("the step's tensors at batch {} ({} buffers as planned)",
                                        shape(input())[0], plan.buffers.size()));
@@ -444,9 +456,9 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
     table_->resize(tensors.size());
     bind_storage(backend, plan, tensors);
     backend_ = &backend;
-    // Layer setup makes the plans; the backend sizes its workspace from the algorithms they
-    // choose and grows it when a pass needs more, outside this table (Backend::workspace says
-    // why). Every other byte of the step is here.
+    // The backend sized its workspace from the algorithms the layers' plans chose, and grows it
+    // when a pass needs more, outside this table (Backend::workspace says why). Every other byte
+    // of the step is here.
     setup_layers(rng);
     refresh_compute_copies();
   } catch (...) {
@@ -496,7 +508,8 @@ void Graph::require(const Backend& backend) const {
   for (size_t i = 1; i < nodes_.size(); ++i) nodes_[i].layer->require(backend, policy_);
 }
 
-// Each layer takes its declared tensors, bound, and initialises from its own generator.
+// Each layer takes its declared tensors, bound, and initialises from its own generator (its plans
+// were made by plan_ops).
 void Graph::setup_layers(Rng& rng) {
   for (size_t i = 1; i < nodes_.size(); ++i) {
     Node& node = nodes_[i];

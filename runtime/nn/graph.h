@@ -59,18 +59,20 @@ class Graph final : public PassRunner {
   // Throws Unsupported, in node order, where `backend` cannot run a layer's ops in the declared
   // policy's dtypes (Layer::require). bind calls it before allocating.
   void require(const Backend& backend) const;
+  // Makes every layer's plans for `backend` (Layer::plan) before anything is bound: the
+  // workspace their algorithms reserve is then held, and whoever plans the step's tensors knows
+  // it (--swap=auto's room). bind makes them where they were not made for `backend`.
+  void plan_ops(Backend& backend);
   // Stores `tensors` on `backend` as `plan` (a plan over them) says, then sets every layer up:
-  // parameters initialised from `rng`, plans made. `tensors` begins with tensor_infos(), the
-  // model's own; what follows is the step's (a StepProgram's table), bound beside them.
+  // parameters initialised from `rng` (the layers' plans made first, plan_ops). `tensors` begins
+  // with tensor_infos(), the model's own; what follows is the step's (a StepProgram's table),
+  // bound beside them.
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
             const std::vector<TensorInfo>& tensors);
   // The model's tensors alone (a plan over step_schedule() and tensor_infos()).
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
   // declare with the traits of `backend` (BackendTraits::of).
   void declare_for(Backend& backend, const PrecisionPolicy& policy = {});
-  // Releases what bind stored, back to declared (a trainer that plans the step again). The
-  // backend keeps what it holds of its own (its workspace).
-  void unbind();
   // declare_for, then bind with naive_plan: a graph on its own (inference, tests). A trainer
   // binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
@@ -146,6 +148,9 @@ class Graph final : public PassRunner {
   void bind_storage(Backend& backend, const MemoryPlan& plan,
                     const std::vector<TensorInfo>& tensors);
   void setup_layers(Rng& rng);
+  // Releases what bind stored, back to declared (a binding that failed). The backend keeps what
+  // it holds of its own (its workspace).
+  void unbind();
   void refresh_compute_copies();
   bool aliases_gradient(int node) const;
   void pass_gradients_through();
@@ -166,6 +171,7 @@ class Graph final : public PassRunner {
   std::vector<Node> nodes_;
   std::vector<int> fused_into_;  // per node (-1: not a fused ReLU)
   Backend* backend_ = nullptr;
+  const Backend* planned_for_ = nullptr;  // plan_ops's backend
   bool declared_ = false;
   PrecisionPolicy policy_;
   BackendTraits traits_;

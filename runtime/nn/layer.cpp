@@ -160,6 +160,7 @@ StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::ve
     table.push_back(backend.empty(r.shape, policy.gradients, MemCategory::kGradients, r.name));
     out.tensors.add_grad(r.name, static_cast<int>(table.size()) - 1);
   }
+  layer.plan(LayerPlanning{backend, in, policy});
   LayerSetup s{backend, in, rng, policy, out.tensors};
   layer.setup(s);
   for (const std::string& name : out.tensors.param_names())

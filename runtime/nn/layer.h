@@ -133,6 +133,15 @@ struct StandaloneTensors {
   LayerTensors tensors;
 };
 
+// What a layer's plans are made for (Layer::plan): the backend, the input shapes and the policy.
+// No tensor is bound yet.
+struct LayerPlanning {
+  Backend& backend;
+  const std::vector<Shape>& in;
+  const PrecisionPolicy& policy;
+  OpTypes op_types() const { return OpTypes::of(policy); }
+};
+
 struct LayerSetup {
   Backend& backend;
   const std::vector<Shape>& in;
@@ -174,8 +183,12 @@ class Layer {
   virtual void require(const Backend& backend, const PrecisionPolicy& policy) const {
     (void)backend, (void)policy;
   }
-  // Initialises its declared tensors (`s.tensors`, bound) from rng and makes plans for exactly
-  // these input shapes. It keeps no tensor: its passes get them again (`own`).
+  // Makes the backend's plans for exactly these input shapes (a convolution's algorithms), which
+  // reserve the workspace they need (Backend::reserve_workspace). Before any tensor is bound:
+  // whoever plans the step's tensors then knows the workspace (Graph::plan_ops).
+  virtual void plan(const LayerPlanning& p) { (void)p; }
+  // Initialises its declared tensors (`s.tensors`, bound) from rng; after plan. It keeps no
+  // tensor: its passes get them again (`own`).
   virtual void setup(LayerSetup& s) { (void)s; }
 
   // The passes. `own`: the layer's declared tensors and parameter gradients, bound (a layer

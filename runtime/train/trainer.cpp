@@ -26,12 +26,11 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   dropout_base_ =
       config.seed * 1000003 + static_cast<uint64_t>(comm.rank()) * 0x9E3779B97F4A7C15ull;
   check_capture();
-  // The step's program (every tensor, the schedule, the buckets), then one plan and one binding.
-  if (config_.step.swap.kind != SwapPolicy::Kind::kAuto) {
-    plan_and_bind(init, false);
-  } else {
-    bind_within_budget(init);
-  }
+  // The layers' plans first: the workspace their algorithms need is then held, so the room
+  // --swap=auto fits the step's tensors into is known. Then the step's program (every tensor,
+  // the schedule, the buckets), built once, one plan and one binding.
+  graph_.plan_ops(backend_);
+  plan_and_bind(init);
   start_state();
   make_sync(comm);
   swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_, program_.tensors);
@@ -39,37 +38,12 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   evaluation_ = std::make_unique<Evaluation>(backend_, graph_, program_, *clock_);
 }
 
-// --swap=auto fits the plan's tensors to the budget, but the backend's workspace is not in the
-// plan and is known only once the layers are set up. So a first binding may go over the budget
-// (checked here, not by the allocator); if it does, the program is built again, with the
-// workspace now held and counted in the room it has, planned and bound within the budget.
-void Trainer::bind_within_budget(Rng& init) {
-  const Rng initial = init;
-  // The peak of this binding alone: what a layer's setup allocates and frees (an autotuned
-  // algorithm's trial buffers) counts too.
-  Allocator& memory = backend_.allocator();
-  memory.reset_peaks();
-  bool fits = false;
-  try {
-    plan_and_bind(init, true);
-    fits = memory.stats().total_peak <= *memory.budget();
-  } catch (const OutOfMemory&) {
-    // The device itself ran out: built again below, with whatever the backend now holds.
-  }
-  if (fits) return;
-  graph_.unbind();
-  init = initial;
-  memory.reset_peaks();
-  plan_and_bind(init, false);
-  replanned_ = true;
-}
-
 StepTarget Trainer::step_target() const {
   StepTarget target{backend_.async_input_copies(), config_.loss_readback_steps, 0};
   target.rank = config_.comm ? config_.comm->rank() : 0;  // a local communicator's one rank is 0
   if (config_.step.swap.kind == SwapPolicy::Kind::kAuto) {
     // The budget less what the device holds already (another trainer's buffers, a
-    // communicator's staging, the backend's workspace once the layers were set up).
+    // communicator's staging, the workspace the layers' plans reserved).
     const size_t budget = *backend_.allocator().budget();
     const size_t held = backend_.allocator().stats().total_current;
     target.swap_room = budget - std::min(budget, held);
@@ -160,21 +134,12 @@ void Trainer::check_capture() const {
   }
 }
 
-void Trainer::plan_and_bind(Rng& init, bool over_budget) {
+void Trainer::plan_and_bind(Rng& init) {
   program_ = build_step(graph_, config_.step, step_target());
   // Against the step as it would be without swapping: its host copies are not device bytes.
   naive_plan_bytes_ = naive_plan(program_.schedule, program_.tensors).device_bytes();
   memory_plan_ = plan_step(program_);
-  Allocator& memory = backend_.allocator();
-  const std::optional<size_t> budget = memory.budget();
-  if (over_budget) memory.set_budget(std::nullopt);
-  try {
-    graph_.bind(backend_, init, memory_plan_, program_.tensors);
-  } catch (...) {
-    memory.set_budget(budget);
-    throw;
-  }
-  memory.set_budget(budget);
+  graph_.bind(backend_, init, memory_plan_, program_.tensors);
   if (const std::vector<std::string> races =
           check_swaps(program_.schedule, program_.tensors, memory_plan_);
       !races.empty()) {

@@ -162,10 +162,6 @@ class Trainer final {
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
   // The activations swapped (config.step.swap): their tensor ids.
   const std::vector<int>& swapped() const { return program_.swapped; }
-  // --swap=auto: whether the step was planned a second time, its first binding over the budget
-  // once the workspace was known (Trainer::bind_within_budget). The first binding's peaks, and any
-  // from before the trainer, are not in the allocator's peaks then.
-  bool replanned() const { return replanned_; }
   // The loss scaler of an fp16 run (null otherwise).
   LossScaler* loss_scaler() { return scaler_.get(); }
   const StepGraphStats& step_graphs() const { return captured_.stats(); }
@@ -180,18 +176,14 @@ class Trainer final {
   StepProgram program_;
   MemoryPlan memory_plan_;
   size_t naive_plan_bytes_ = 0;
-  bool replanned_ = false;
   // The constructor's parts, in order (after communicator(), whose ranks the spec checks).
   void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank
   void check_capture() const;
   // What the backend and the loop add to the spec (build_step's StepTarget).
   StepTarget step_target() const;
-  // The step's program built (program_), planned (memory_plan_) and bound, the budget lifted for
-  // the binding where `over_budget`.
-  void plan_and_bind(Rng& init, bool over_budget);
-  // --swap=auto: plan_and_bind, and again if the first binding went over the budget.
-  void bind_within_budget(Rng& init);
+  // The step's program built (program_), planned (memory_plan_) and bound, once.
+  void plan_and_bind(Rng& init);
   void start_state();
   // The sync policy's runner: GradSync, and with async the parameter server.
   void make_sync(Communicator& comm);

@@ -57,13 +57,16 @@ void Conv2d::require(const Backend& backend, const PrecisionPolicy& policy) cons
   backend.require(Op::kConv, OpTypes::of(policy));
 }
 
+void Conv2d::plan(const LayerPlanning& p) {
+  ConvDesc d = describe(p.in.at(0), p.op_types());
+  d.layout = p.backend.activation_layout(d.types);  // as the graph stores its tensors
+  plan_ = p.backend.make_conv_plan(d);
+}
+
 void Conv2d::setup(LayerSetup& s) {
   Tensor none;
   init_weight_and_bias(s.backend, o_.init, s.rng, s.tensors.get("weight"),
                        o_.bias ? s.tensors.get("bias") : none);
-  ConvDesc d = describe(s.in.at(0), s.op_types());
-  d.layout = s.backend.activation_layout(d.types);  // as the graph stores its tensors
-  plan_ = s.backend.make_conv_plan(d);
 }
 
 void Conv2d::forward(const LayerContext& ctx, const LayerTensors& own,

@@ -20,6 +20,7 @@ class Conv2d final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override;
   void declare(LayerDeclaration& d) const override;
   void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  void plan(const LayerPlanning& p) override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const LayerTensors& own,
                const std::vector<const Tensor*>& x, Tensor& y) override;
