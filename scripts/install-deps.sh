@@ -18,6 +18,7 @@ packages=(
   python3-sklearn                                 # ships digits.csv.gz, the real data set
   python3-jsonschema                              # checks suites and records in tests
   libopenmpi-dev openmpi-bin                      # MPI communicator, mpirun
+  chromium                                        # renders a report as a reader sees it (tests)
 )
 
 missing=()

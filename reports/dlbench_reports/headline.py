@@ -1,13 +1,19 @@
-"""The first paragraph of a report whose points vary in ranks: the suite's question answered in
-words, each figure linked to its row of the summary table.
+"""The first paragraph of a report whose points vary in ranks, or else in batch: the suite's
+question answered in words, each figure linked to its row of the summary table.
 
     On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 at batch 8 per rank
     trains at 214.6 img/s on one rank. At 4 ranks the best strategy, overlap=backward, keeps 19.0%
     of linear scaling; 2 and 4 ranks share the machine's 2 hardware threads that one rank had
     alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each
     rank's compute from the roofline of NVIDIA H100 80GB HBM3 (SXM5)
-    (suites/devices/h100-sxm.json), resnet50 in bf16 at batch 64 per rank: overlap=forward keeps
-    99.9% at 1,024 GPUs (a model, not a measurement).
+    (suites/devices/h100-sxm.json): resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024
+    GPUs with overlap=backward (97.4% with overlap=none) (a model, not a measurement).
+
+Or, for a batch sweep:
+
+    On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 on 1 rank trains at
+    40.1 img/s at batch 4 and 123.6 img/s at batch 32 (3.1x), its peak memory 140.0 MiB and
+    183.4 MiB.
 
 A paragraph is a list of pieces: plain text, or (text, point index) for a figure that links to
 its row (`#point-N`, the anchor the summary table's first column carries)."""
@@ -95,29 +101,101 @@ def measured_pieces(records: list[Record]) -> list[Piece]:
     return out
 
 
-def simulated_pieces(records: list[Record]) -> list[Piece]:
-    """A sentence per network: the best strategy's efficiency at its largest rank count."""
-    out: list[Piece] = []
-    for net in sorted({scaling.network(r) for r in records}):
-        on = [r for r in records if scaling.network(r) == net]
-        on = same_setting(on, on[0])
-        most = max(r.config["ranks"] for r in on)
-        best = _best_at(on, most)
-        if best is None:
-            continue
-        out += [f" Simulated on {net} with each rank's compute from "
-                f"{scaling.compute_source(best)}, {_setting(best)}: "
-                f"overlap={best.config.get('overlap')} keeps ",
-                (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
-                f" at {most:,} GPUs (a model, not a measurement)."]
+# What one simulated experiment's points share: a model at a batch (the strategies and bucket
+# sizes are what it compares).
+SETTING_KEYS = ("model", "precision", "batch", "image_size", "backend")
+MAX_SETTINGS = 4  # named in the paragraph; the table has the rest
+
+
+def _choice(r: Record, among: list[Record]) -> str:
+    """'overlap=forward', and the bucket size where the points compare several."""
+    buckets = len({x.config.get("bucket_mb") for x in among}) > 1
+    return (f"overlap={r.config.get('overlap')}" +
+            (f" and {common.number_text(r.config.get('bucket_mb'), 'g')} MB buckets"
+             if buckets else ""))
+
+
+def _setting_pieces(at: list[Record]) -> list[Piece]:
+    """'resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024 GPUs with overlap=forward
+    (91.6% with overlap=none)': the best choice at the most ranks, and the worst where the
+    choices differ by 0.1 points or more."""
+    most = max(r.config["ranks"] for r in at)
+    best = _best_at(at, most)
+    if best is None:
+        return []
+    out: list[Piece] = [f"{_setting(best)} keeps ",
+                        (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
+                        f" at {most:,} GPUs with {_choice(best, at)}"]
+    rest = [r for r in at if r.config["ranks"] == most and efficiency(r) is not None
+            and common.drawable(efficiency(r))]
+    worst = min(rest, key=efficiency)
+    if 100 * (efficiency(best) - efficiency(worst)) >= 0.1:
+        out += [" (", (f"{common.number_text(100 * efficiency(worst), '.1f')}%", _index(worst)),
+                f" with {_choice(worst, at)})"]
     return out
 
 
+def simulated_pieces(records: list[Record]) -> list[Piece]:
+    """A sentence per network: for each of its settings (MAX_SETTINGS at most), the best choice's
+    efficiency at the most ranks, and the worst's where they differ."""
+    out: list[Piece] = []
+    for net in sorted({scaling.network(r) for r in records}):
+        on = [r for r in records if scaling.network(r) == net]
+        settings = list(dict.fromkeys(tuple(r.config.get(k) for k in SETTING_KEYS) for r in on))
+        parts = [p for s in settings[:MAX_SETTINGS] if (p := _setting_pieces(
+            [r for r in on if tuple(r.config.get(k) for k in SETTING_KEYS) == s]))]
+        if not parts:
+            continue
+        out.append(f" Simulated on {net} with each rank's compute from "
+                   f"{scaling.compute_source(on[0])}: ")
+        for i, p in enumerate(parts):
+            out += ([] if i == 0 else ["; "]) + p
+        more = len(settings) - MAX_SETTINGS
+        out.append((f"; and {more} more settings in the table" if more > 0 else "") +
+                   " (a model, not a measurement).")
+    return out
+
+
+# What a batch sweep's points share besides the batch: one experiment.
+BATCH_GROUP_KEYS = ("model", "precision", "ranks", "image_size", "backend", "overlap")
+
+
+def batch_pieces(records: list[Record]) -> list[Piece]:
+    """About the first point's experiment: its throughput and peak memory at the smallest and the
+    largest batch ([] where they are one batch)."""
+    same = [r for r in records
+            if all(r.config.get(k) == records[0].config.get(k) for k in BATCH_GROUP_KEYS)]
+    small = min(same, key=lambda r: r.config.get("batch", 0))
+    large = max(same, key=lambda r: r.config.get("batch", 0))
+    if small.config.get("batch") == large.config.get("batch"):
+        return []
+    t0, t1 = (r.get("metrics.throughput_img_s") for r in (small, large))
+    m0, m1 = (r.get("memory.peak_bytes_total") for r in (small, large))
+    c = small.config
+    ranks = c.get("ranks", 1)
+    out: list[Piece] = [
+        f"On this machine ({_machine(small)}), {c.get('model')} in {c.get('precision')} on "
+        f"{ranks} rank{'s' if ranks != 1 else ''} trains at ",
+        (f"{common.number_text(t0, '.1f')} img/s", _index(small)),
+        f" at batch {c.get('batch')} and ",
+        (f"{common.number_text(t1, '.1f')} img/s", _index(large)),
+        f" at batch {large.config.get('batch')}"]
+    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t0 > 0:
+        out.append(f" ({common.number_text(t1 / t0, '.1f')}x)")
+    if isinstance(m0, int) and isinstance(m1, int):
+        out += [", its peak memory ", (f"{m0 / common.MIB:.1f} MiB", _index(small)), " and ",
+                (f"{m1 / common.MIB:.1f} MiB", _index(large))]
+    return out + ["."]
+
+
 def pieces(rs: ResultSet) -> list[Piece]:
-    """The paragraph, or [] where the points do not vary in ranks."""
+    """The paragraph: about ranks where the points vary in ranks, else about the batch where they
+    vary in batch, else []."""
     ok = [r for r in rs.records if r.ok and r.system == "dlbench" and r.data.get("point")]
     if len({r.config.get("ranks") for r in ok}) < 2:
-        return []
+        if len({r.config.get("batch") for r in ok}) < 2:
+            return []
+        return batch_pieces(ok)
     measured = [r for r in ok if not scaling.simulated(r)]
     return measured_pieces(measured) + simulated_pieces([r for r in ok if scaling.simulated(r)])
 

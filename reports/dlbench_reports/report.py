@@ -111,16 +111,28 @@ def tta_text(r: Record, conv: dict) -> str:
 
 def config_cell(value) -> str:
     """A config value as a table shows it: empty where the point has none (a measured point's
-    network, a simulated point's jitter on a measured row), never 'None'."""
-    return "" if value is None else str(value)
+    network, a simulated point's jitter on a measured row), never 'None'; a whole number as one
+    (25, not 25.0, whichever command wrote it)."""
+    if value is None:
+        return ""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def noise_cell(r: Record) -> str:
-    """'noisy: <reasons>' (common.noisy: a bounded number), 'stable', or '' without a verdict."""
-    reasons = common.noisy(r)
-    if reasons:
-        return "noisy" if reasons == "noisy" else "noisy: " + reasons  # none given: no repeat
+    """'noisy', 'stable', or '' without a verdict: one word, so that the row stays one line; the
+    reasons are listed under the table (noisy_lines)."""
+    if common.noisy(r):
+        return "noisy"
     return "stable" if r.get("noise.verdict") == "stable" else ""
+
+
+def noisy_lines(rs: ResultSet) -> list[str]:
+    """'point 9: <reasons>' (common.noisy: a bounded number) for each ok point measured on a noisy
+    machine that says why."""
+    return [f"point {r.data['point']['index']}: {reasons}" for r in rs.records
+            if r.ok and (reasons := common.noisy(r)) and reasons != "noisy"]
 
 
 def _efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float] | None:
@@ -131,8 +143,16 @@ def _efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float
     return intervals.ratio_interval(r, base, 100.0 / r.config["ranks"])
 
 
+def shown_config(r: Record, key: str) -> str:
+    """A config column's cell: the point's suite value, else the run's."""
+    return config_cell(r.point_config.get(key, r.config.get(key)))
+
+
 def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list[str]]]:
-    keys = varying_keys(rs.records) or ["model"]
+    # A key the suite sets for some points only (a simulated point's seed) but whose cells all
+    # read the same is no column.
+    keys = [k for k in varying_keys(rs.records)
+            if len({shown_config(r, k) for r in rs.records}) > 1] or ["model"]
     others = peers(rs.records)
     header = ["#", *keys, "status", "img/s [95%]", *[f"vs {p} [95%]" for p in others],
               "step median ms",
@@ -147,7 +167,7 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
         tta = tta_text(r, conv) if conv else ""
         rows.append([
             str(r.data["point"]["index"]),
-            *[config_cell(r.point_config.get(k, r.config.get(k))) for k in keys],
+            *[shown_config(r, k) for k in keys],
             r.data["status"],
             intervals.ratio_text(r.get("metrics.throughput_img_s"),
                                  intervals.throughput_interval(r), ".2f", "", one=float("nan")),
@@ -166,7 +186,23 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
             tta,
             noise_cell(r),
         ])
-    return header, rows
+    return without_empty_columns(header, rows, one_rank=all(
+        r.config.get("ranks", 1) == 1 for r in rs.records))
+
+
+# The columns every summary keeps, even empty: the point, its status and its throughput.
+KEPT_COLUMNS = ("#", "status", "img/s [95%]")
+
+
+def without_empty_columns(header: list[str], rows: list[list[str]],
+                          one_rank: bool) -> tuple[list[str], list[list[str]]]:
+    """The table less the columns no point has a value in (a suite that runs no all-reduce has no
+    comm column, one that trains to no target no time to accuracy), and less the efficiency where
+    every point ran on one rank (100% by definition)."""
+    keep = [i for i, h in enumerate(header)
+            if h in KEPT_COLUMNS or (any(row[i] for row in rows) and
+                                     not (one_rank and h == "efficiency"))]
+    return [header[i] for i in keep], [[row[i] for i in keep] for row in rows]
 
 
 ENV_KEYS = ["host", "device", "cpu", "cpu_threads", "backend", "driver", "cuda", "cudnn", "nccl",
@@ -313,6 +349,9 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
             f"least {intervals.MIN_REPETITIONS}) or else the timed steps (none below "
             f"{intervals.MIN_STEPS}); a ratio whose interval holds 1 (an efficiency whose "
             "interval holds 100%) is marked not distinguishable."]
+    if noisy_lines(rs):
+        out += ["", "Why the noisy points were noisy:", "",
+                *[f"- {line}" for line in noisy_lines(rs)]]
     bad = failures(rs)
     out += ["", "## Failures", ""]
     if not bad:
@@ -371,6 +410,10 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
              "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
              "padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}",
+             # A row of the summary is one line (a wide table scrolls sideways, its point
+             # number staying in view), not a column of words squeezed to fit the page.
+             ".summary td{white-space:nowrap}.summary td:first-child,.summary th:first-child"
+             "{position:sticky;left:0;background:#fff}.summary th:first-child{background:#f3f3f3}",
              "figure{margin:0.5em 0}figcaption{font-size:13px;color:#444;max-width:900px}",
              ".wide{overflow-x:auto;max-width:100%}",
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
@@ -383,7 +426,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
               if (loud := sum(1 for r in rs.records if r.ok and common.noisy(r))) else "") +
              "</p>",
              f"<h2>How to read this</h2><p>{e(how_to_read(rs.suite))}</p>",
-             "<h2>Summary</h2><div class='wide'><table><tr>" +
+             "<h2>Summary</h2><div class='wide'><table class='summary'><tr>" +
              "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>"]
     status_col = header.index("status")
     for row in rows:
@@ -394,7 +437,11 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
                 style = f" style='color:{status_color.get(v, '#cf222e')};font-weight:bold'"
             cells.append(f"<td{style}>{e(v)}</td>")
         parts.append(f"<tr id='point-{e(row[0])}'>" + "".join(cells) + "</tr>")
-    parts.append("</table></div><h2>Failures</h2>")
+    parts.append("</table></div>")
+    if noisy_lines(rs):
+        parts.append("<p>Why the noisy points were noisy:</p><ul>" +
+                     "".join(f"<li>{e(line)}</li>" for line in noisy_lines(rs)) + "</ul>")
+    parts.append("<h2>Failures</h2>")
     bad = failures(rs)
     if not bad:
         parts.append("<p>None: every point ended ok.</p>")

@@ -490,6 +490,19 @@ def test_convergence_plot_draws_accuracy_against_time(results):
     assert "leave out evaluation" in notes
 
 
+def test_a_footnote_sits_under_a_legend_placed_under_the_axes(results):
+    # The convergence plot's legend hangs under its axes; its note (this fixture's lines leave
+    # out evaluation) once ran across the legend's entries.
+    fig = convergence.render(load(results("convergence")).records)
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    note = next(t for t in fig.texts if t.get_gid() == "footnote")
+    below = note.get_window_extent(renderer)
+    for ax in fig.axes:
+        above = ax.get_tightbbox(renderer)  # tick labels, x label and the legend under them
+        assert below.y1 <= above.y0, (below, above)
+
+
 def test_convergence_plot_uses_time_to_accuracys_clock_and_a_panel_per_rank_count(results):
     import copy
     rs = load(results("convergence"))

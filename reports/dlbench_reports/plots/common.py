@@ -149,9 +149,10 @@ def set_top(ax, top: float) -> None:
 
 
 def footnote(fig, text: str, undrawn: Undrawn | None = None) -> None:
-    """A note under the axes (failed points, missing peaks, values not drawn), with room made for
-    it; at most MAX_NOTE_CHARS of it (a sweep of thousands of failed points, say), the rest in
-    report.md."""
+    """A note under everything the axes hold (failed points, missing peaks, values not drawn):
+    below the lowest of their tick labels, x labels and legends, a legend placed under an axes
+    included, so that nothing overlaps it (save's tight bounding box takes it in). At most
+    MAX_NOTE_CHARS of it (a sweep of thousands of failed points, say), the rest in report.md."""
     text = ". ".join(t for t in (text, undrawn.note() if undrawn else "") if t)
     if not text:
         return
@@ -159,9 +160,14 @@ def footnote(fig, text: str, undrawn: Undrawn | None = None) -> None:
         text = (text[:MAX_NOTE_CHARS] +
                 f"... ({len(text) - MAX_NOTE_CHARS} more characters: see report.md)")
     lines = textwrap.wrap(text, width=int(fig.get_figwidth() * 16))
-    height = fig.get_figheight()
-    fig.subplots_adjust(bottom=min(0.5, 0.12 + (0.16 * len(lines) + 0.2) / height))
-    fig.text(0.01, 0.01, "\n".join(lines), fontsize=7, color="#555555", ha="left", va="bottom")
+    fig.canvas.draw()  # where what sits under the axes ends
+    renderer = fig.canvas.get_renderer()
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.get_visible()]
+    boxes += [legend.get_window_extent(renderer) for legend in fig.legends]
+    lowest = min((b.y0 for b in boxes if b is not None), default=0.0)
+    y = lowest / fig.bbox.height - 0.02
+    fig.text(0.01, y, "\n".join(lines), fontsize=7, color="#555555", ha="left", va="top",
+             gid="footnote")
 
 
 def save(fig, out_dir: str | Path, name: str) -> list[Path]:
