@@ -22,7 +22,7 @@ from __future__ import annotations
 import html
 
 from .plots import common, scaling
-from .records import Record, ResultSet, efficiency
+from .records import Record, ResultSet, efficiency, varying_keys
 
 Piece = str | tuple[str, int]
 
@@ -101,9 +101,9 @@ def measured_pieces(records: list[Record]) -> list[Piece]:
     return out
 
 
-# What one simulated experiment's points share: a model at a batch (the strategies and bucket
-# sizes are what it compares).
-SETTING_KEYS = ("model", "precision", "batch", "image_size", "backend")
+# What one simulated experiment's points share: a model at a batch under a sync mode (the
+# strategies and bucket sizes are what it compares).
+SETTING_KEYS = ("model", "precision", "batch", "image_size", "backend", "sync")
 MAX_SETTINGS = 4  # named in the paragraph; the table has the rest
 
 
@@ -123,7 +123,9 @@ def _setting_pieces(at: list[Record]) -> list[Piece]:
     best = _best_at(at, most)
     if best is None:
         return []
-    out: list[Piece] = [f"{_setting(best)} keeps ",
+    sync = best.config.get("sync")
+    out: list[Piece] = [f"{_setting(best)}" + (f" with --sync={sync}" if sync not in (None, "sync")
+                                               else "") + " keeps ",
                         (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
                         f" at {most:,} GPUs with {_choice(best, at)}"]
     rest = [r for r in at if r.config["ranks"] == most and efficiency(r) is not None
@@ -142,34 +144,39 @@ def simulated_pieces(records: list[Record]) -> list[Piece]:
     for net in sorted({scaling.network(r) for r in records}):
         on = [r for r in records if scaling.network(r) == net]
         settings = list(dict.fromkeys(tuple(r.config.get(k) for k in SETTING_KEYS) for r in on))
-        parts = [p for s in settings[:MAX_SETTINGS] if (p := _setting_pieces(
-            [r for r in on if tuple(r.config.get(k) for k in SETTING_KEYS) == s]))]
+        groups = [[r for r in on if tuple(r.config.get(k) for k in SETTING_KEYS) == s]
+                  for s in settings[:MAX_SETTINGS]]
+        parts = [(p, g[0]) for g in groups if (p := _setting_pieces(g))]
         if not parts:
             continue
-        out.append(f" Simulated on {net} with each rank's compute from "
-                   f"{scaling.compute_source(on[0])}: ")
-        for i, p in enumerate(parts):
-            out += ([] if i == 0 else ["; "]) + p
+        # Where the settings' compute came from: once, or each setting's where they differ.
+        sources = {scaling.compute_source(r) for _, r in parts}
+        one = len(sources) == 1
+        out.append(f" Simulated on {net}" + (
+            f" with each rank's compute from {next(iter(sources))}: " if one else ": "))
+        for i, (p, r) in enumerate(parts):
+            out += ([] if i == 0 else ["; "]) + p + (
+                [] if one else [f" (compute from {scaling.compute_source(r)})"])
         more = len(settings) - MAX_SETTINGS
         out.append((f"; and {more} more settings in the table" if more > 0 else "") +
                    " (a model, not a measurement).")
     return out
 
 
-# What a batch sweep's points share besides the batch: one experiment.
-BATCH_GROUP_KEYS = ("model", "precision", "ranks", "image_size", "backend", "overlap")
-
-
 def batch_pieces(records: list[Record]) -> list[Piece]:
-    """About the first point's experiment: its throughput and peak memory at the smallest and the
-    largest batch ([] where they are one batch)."""
+    """About the first point's experiment (the points whose every other varying key is its own: a
+    sweep over batch and a technique is one experiment per technique): its throughput and peak
+    memory at the smallest and the largest batch ([] where they are one batch, or a throughput is
+    missing)."""
+    others = [k for k in varying_keys(records) if k != "batch"]
     same = [r for r in records
-            if all(r.config.get(k) == records[0].config.get(k) for k in BATCH_GROUP_KEYS)]
+            if all(r.point_config.get(k) == records[0].point_config.get(k) for k in others)]
     small = min(same, key=lambda r: r.config.get("batch", 0))
     large = max(same, key=lambda r: r.config.get("batch", 0))
-    if small.config.get("batch") == large.config.get("batch"):
-        return []
     t0, t1 = (r.get("metrics.throughput_img_s") for r in (small, large))
+    if (small.config.get("batch") == large.config.get("batch") or
+            not all(isinstance(t, (int, float)) and t > 0 for t in (t0, t1))):
+        return []
     m0, m1 = (r.get("memory.peak_bytes_total") for r in (small, large))
     c = small.config
     ranks = c.get("ranks", 1)
@@ -179,9 +186,7 @@ def batch_pieces(records: list[Record]) -> list[Piece]:
         (f"{common.number_text(t0, '.1f')} img/s", _index(small)),
         f" at batch {c.get('batch')} and ",
         (f"{common.number_text(t1, '.1f')} img/s", _index(large)),
-        f" at batch {large.config.get('batch')}"]
-    if isinstance(t0, (int, float)) and isinstance(t1, (int, float)) and t0 > 0:
-        out.append(f" ({common.number_text(t1 / t0, '.1f')}x)")
+        f" at batch {large.config.get('batch')} ({common.number_text(t1 / t0, '.1f')}x)"]
     if isinstance(m0, int) and isinstance(m1, int):
         out += [", its peak memory ", (f"{m0 / common.MIB:.1f} MiB", _index(small)), " and ",
                 (f"{m1 / common.MIB:.1f} MiB", _index(large))]

@@ -142,6 +142,12 @@ Tensor DeviceMemory::empty(const Shape& shape, DType dtype, MemCategory category
 
 void Backend::reserve_workspace(size_t bytes) { workspace(bytes); }
 
+void Backend::release_workspace() {
+  if (!workspace_) return;
+  workspace_.reset();
+  scratch_moved();  // what pointed into it (a captured graph's passes) must not run again
+}
+
 void Backend::conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
                                 const Tensor& b, Tensor& y) {
   conv_forward(plan, x, w, y);

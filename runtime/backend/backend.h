@@ -307,6 +307,9 @@ class Backend : public DeviceMemory {
   void require(Op op, const OpTypes& types) const;
   // Grows the one shared workspace to at least `bytes`, now rather than mid-step.
   void reserve_workspace(size_t bytes);
+  // Releases the shared workspace (a binding that failed after its plans reserved it); a pass
+  // that needs one allocates it again.
+  void release_workspace();
 
   // Convolution, through a plan. Gradients overwrite their outputs.
   virtual std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& desc) = 0;

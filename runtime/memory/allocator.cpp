@@ -53,10 +53,16 @@ Buffer::~Buffer() {
 
 Allocator::Allocator(std::unique_ptr<MemoryResource> resource, std::optional<size_t> budget,
                      std::unique_ptr<MemoryResource> host)
-    : resource_(std::move(resource)), host_(std::move(host)), budget_(budget) {}
+    : resource_(std::move(resource)),
+      host_(std::move(host)),
+      heap_(host_ ? make_host_memory_resource() : nullptr),
+      budget_(budget) {}
 
 MemoryResource& Allocator::resource_for(MemCategory category) const {
-  return is_host_memory(category) && host_ ? *host_ : *resource_;
+  if (!is_host_memory(category) || !host_) return *resource_;
+  // Pinned memory is for what copy engines move (swapped activations); a parameter server's
+  // copies are the host's and MPI's to read and write, ordinary memory.
+  return category == MemCategory::kHostComm ? *heap_ : *host_;
 }
 
 Allocator::~Allocator() = default;

@@ -24,8 +24,9 @@ enum class MemCategory {
   // GPU. Not the device's: no budget counts it, nor does the total.
   kHostSwap,
   // Host memory a parameter server's copies sit in (--sync=async; runtime/overlap/param_server.h):
-  // the gradients a rank pushes and the weights it pulls, and on rank 0 the master weights, their
-  // momentum and a reply per other rank. Not the device's, as kHostSwap.
+  // the gradients a rank pushes, another rank's reply (the weights it pulls), and on rank 0 the
+  // master weights, their momentum and a reply per other rank. Not the device's, as kHostSwap,
+  // but ordinary memory, not pinned, on every backend.
   kHostComm,
   kCount
 };
@@ -89,7 +90,8 @@ struct MemoryStats {
 // Always owned by a shared_ptr (buffers hold one), so create it with std::make_shared.
 class Allocator : public std::enable_shared_from_this<Allocator> {
  public:
-  // `host`: where is_host_memory categories come from (pinned memory on a GPU); null: `resource`.
+  // `host`: where is_host_memory categories come from (pinned memory on a GPU), kHostComm apart,
+  // which is ordinary host memory then; null: `resource`.
   explicit Allocator(std::unique_ptr<MemoryResource> resource,
                      std::optional<size_t> budget = std::nullopt,
                      std::unique_ptr<MemoryResource> host = nullptr);
@@ -131,6 +133,7 @@ class Allocator : public std::enable_shared_from_this<Allocator> {
 
   std::unique_ptr<MemoryResource> resource_;
   std::unique_ptr<MemoryResource> host_;  // null: resource_
+  std::unique_ptr<MemoryResource> heap_;  // with host_: kHostComm's, ordinary host memory
   std::unique_ptr<MemoryGuard> guard_;
   std::optional<size_t> budget_;
   mutable std::mutex mu_;

@@ -422,6 +422,10 @@ void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
   if (!begins_with_model) {
     throw InvalidArgument("the table bound does not begin with the graph's own tensors");
   }
+  check_traits(backend);
+}
+
+void Graph::check_traits(Backend& backend) const {
   const BackendTraits traits = BackendTraits::of(backend, OpTypes::of(policy_));
   if (traits.activation_layout != traits_.activation_layout ||
       traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
@@ -435,7 +439,9 @@ void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
 
 void Graph::plan_ops(Backend& backend) {
   if (!declared_) throw InvalidArgument("a graph is declared before its ops are planned");
-  require(backend);  // before the plans allocate their workspace
+  if (is_setup()) throw InvalidArgument("graph is already set up");
+  check_traits(backend);  // plans for the layout its tensors are declared in
+  require(backend);       // before the plans allocate their workspace
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const std::vector<Shape> in = input_shapes(nodes_[i]);
     nodes_[i].layer->plan(LayerPlanning{backend, in, policy_});
@@ -447,12 +453,14 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
                  const std::vector<TensorInfo>& tensors) {
   check_binding(backend, plan, tensors);
   require(backend);  // before a byte is allocated
-  // The layers' plans, and the workspace they reserve, first: held beside the step's tensors.
-  if (planned_for_ != &backend) plan_ops(backend);
   backend.allocator().require_room(
       plan.device_bytes(), fmt::format("the step's tensors at batch {} ({} buffers as planned)",
                                        shape(input())[0], plan.buffers.size()));
+  // The layers' plans, and the workspace they reserve, first (where no one made them): held
+  // beside the step's tensors. A binding that fails releases what its own plans reserved.
+  const bool plans_here = planned_for_ != &backend;
   try {
+    if (plans_here) plan_ops(backend);
     table_->resize(tensors.size());
     bind_storage(backend, plan, tensors);
     backend_ = &backend;
@@ -463,12 +471,14 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
     refresh_compute_copies();
   } catch (...) {
     unbind();  // not set up: what was allocated is released with the table's tensors
+    if (plans_here) backend.release_workspace();
     throw;
   }
 }
 
 void Graph::unbind() {
   backend_ = nullptr;
+  planned_for_ = nullptr;  // planned again when bound again (perhaps on another backend)
   for (Tensor& t : *table_) t = Tensor();
   table_->resize(infos_.size());  // the step's tensors are its program's, bound again with it
 }

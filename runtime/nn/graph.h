@@ -145,6 +145,8 @@ class Graph final : public PassRunner {
   void declare_fork_scratch();
   void check_binding(Backend& backend, const MemoryPlan& plan,
                      const std::vector<TensorInfo>& tensors) const;
+  // InvalidArgument where `backend` stores, fuses or saves tensors otherwise than declared.
+  void check_traits(Backend& backend) const;
   void bind_storage(Backend& backend, const MemoryPlan& plan,
                     const std::vector<TensorInfo>& tensors);
   void setup_layers(Rng& rng);

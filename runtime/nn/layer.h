@@ -1,8 +1,9 @@
-// The layer contract (Caffe's, adapted): shape inference, setup (parameters and plans, for one
-// fixed input shape), forward, and backward as two separate calls -- the weight gradient and the
-// data gradient -- so a scheduler may order them and reuse memory between them. Layers declare
-// what their passes read and every tensor they keep (declare), before anything is allocated, so
-// the step's memory is visible to whoever plans it; setup then takes those tensors bound.
+// The layer contract (Caffe's, adapted): shape inference, plans (algorithms, for one fixed input
+// shape, before anything is bound), setup (parameters), forward, and backward as two separate calls
+// -- the weight gradient and the data gradient -- so a scheduler may order them and reuse memory
+// between them. Layers declare what their passes read and every tensor they keep (declare), before
+// anything is allocated, so the step's memory is visible to whoever plans it; setup then takes
+// those tensors bound.
 #pragma once
 #include <deque>
 #include <memory>

@@ -75,8 +75,8 @@ std::vector<TensorInfo> with_host_copies(std::vector<TensorInfo> tensors,
 // What --swap=auto swaps: candidates, largest first, until the reuse plan of the swapped
 // schedule allocates at most `budget` device bytes (MemoryPlan::device_bytes: binding allocates
 // every buffer for the step); every candidate when no prefix of them gets there. Only the plan's
-// tensors count: a backend's workspace is not in the plan (the trainer plans again once it is
-// known), nor is scratch an op takes mid-step.
+// tensors count: a backend's workspace is not in the plan (the trainer's layers' plans reserve it
+// first, and the budget given is what is left), nor is scratch an op takes mid-step.
 std::vector<int> auto_swaps(const Schedule& schedule, const std::vector<TensorInfo>& tensors,
                             size_t budget, const std::vector<int>& kept = {});
 

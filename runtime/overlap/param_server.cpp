@@ -31,8 +31,8 @@ ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
   numel_ = flat.numel();
   const bool server = comm.rank() == 0;
   const auto ranks = static_cast<size_t>(comm.size());
-  if ((tensors.master >= 0) != server || (tensors.reply >= 0) == server ||
-      tensors.replies.size() != (server ? ranks : 0)) {
+  if (tensors.grads < 0 || (tensors.master >= 0) != server || (tensors.momentum >= 0) != server ||
+      (tensors.reply >= 0) == server || tensors.replies.size() != (server ? ranks : 0)) {
     throw std::logic_error("a parameter server given another rank's host tensors");
   }
   // A host copy of `elements` floats, zeroed. A reply ends with the epoch's word: 1 when the

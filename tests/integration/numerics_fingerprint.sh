@@ -55,8 +55,8 @@ for model in "resnet18 32" "resnet50 32" "alexnet 63" "digits-cnn 8"; do
 done
 # With --techniques, the step's techniques too, each on its own (overlap none): bounded
 # staleness, recomputation and swapping every candidate, for resnet18 and the digits CNN in fp32
-# and bf16 on 1 and 2 ranks; and swapping to a budget that resnet18's first binding goes over once
-# the workspace is known, so the step is planned again.
+# and bf16 on 1 and 2 ranks; and swapping to a budget (--swap=auto) that resnet18's reuse plan
+# fits only less the workspace its layers' plans reserve, so the step swaps.
 if [[ $techniques == 1 ]]; then
   for model in "resnet18 32" "digits-cnn 8"; do
     set -- $model

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 #include "runtime/core/error.h"
@@ -87,6 +88,23 @@ TEST(Allocator, HostSwapMemoryIsTheHostsOutsideTheBudgetAndTheTotal) {
   EXPECT_EQ(host, 0u);
   EXPECT_EQ(a->stats().current[static_cast<size_t>(MemCategory::kHostSwap)], 0u);
   EXPECT_EQ(a->stats().total_current, 3000u);
+}
+
+// A parameter server's copies (host_comm) are host memory too, outside the budget and the
+// total; but not the host resource's (pinned on a GPU, for copy engines): ordinary memory.
+TEST(Allocator, HostCommMemoryIsOrdinaryHostMemoryNotTheHostResources) {
+  size_t device = 0, host = 0;
+  auto a = std::make_shared<Allocator>(std::make_unique<TallyResource>(device), 4096,
+                                       std::make_unique<TallyResource>(host));
+  auto copies = a->allocate(100000, MemCategory::kHostComm, "async: master weights");
+  EXPECT_EQ(device, 0u);
+  EXPECT_EQ(host, 0u);
+  const MemoryStats s = a->stats();
+  EXPECT_EQ(s.total_current, 0u);
+  EXPECT_EQ(s.current[static_cast<size_t>(MemCategory::kHostComm)], 100000u);
+  std::memset(copies->data(), 0, 100000);  // the host's to write
+  copies.reset();
+  EXPECT_EQ(a->stats().current[static_cast<size_t>(MemCategory::kHostComm)], 0u);
 }
 
 // A resource of a known size: require_room refuses an estimate past what is left of it, with the

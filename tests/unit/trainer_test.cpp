@@ -47,6 +47,27 @@ TEST(Trainer, TooSmallABudgetIsOutOfMemory) {
   EXPECT_EQ(b->allocator().stats().total_current, 0u);
 }
 
+// A failed binding leaves nothing held, the workspace its layers' plans reserved included: with
+// im2col those plans' workspace fits the budget, and then the weights do not.
+TEST(Trainer, AFailedBindingReleasesTheWorkspaceItsPlansReserved) {
+  BackendOptions o;
+  o.memory_budget = 8 << 20;
+  o.conv_algo = ConvAlgoChoice::kIm2col;
+  auto b = make_backend(BackendKind::kCpu, o);
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 1000, {}});
+  g.declare_for(*b);
+  g.plan_ops(*b);
+  const size_t workspace =
+      b->allocator().stats().current[static_cast<size_t>(MemCategory::kWorkspace)];
+  ASSERT_GT(workspace, 0u);  // the plans reserved it, within the budget
+  Graph fresh = build_model("resnet18", ModelConfig{2, 32, 1000, {}});
+  b->release_workspace();
+  Rng rng(0);
+  EXPECT_THROW(fresh.setup(*b, rng), OutOfMemory);
+  EXPECT_FALSE(fresh.is_setup());
+  EXPECT_EQ(b->allocator().stats().total_current, 0u);
+}
+
 TEST(Trainer, UnsupportedPrecisionIsUnsupported) {
   auto b = make_backend(BackendKind::kCpu, {});
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, {}});

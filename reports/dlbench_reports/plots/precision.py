@@ -180,5 +180,5 @@ def render(records: list[Record], peaks: list[dict] | None = None):
             "MFU n/a: no dense peak on record for " + ", ".join(missing) +
             " (device_peaks.json), and no measured one (dlbench bench peak)")
     common.footnote(fig, note, undrawn)
-    fit_labels(fig, ax)  # last: the footnote moves the axes
+    fit_labels(fig, ax)  # last: the footnote is placed under what the axes hold
     return fig

@@ -56,8 +56,8 @@ ToChannelsLast relayout(const Tensor& from, const Tensor& to, std::string_view w
 }
 
 CudaBackend::CudaBackend(const DeviceInfo& device, const BackendOptions& options)
-    // Host memory (swapped-out activations, a parameter server's copies) is pinned, which copy
-    // engines reach directly.
+    // Swapped-out activations wait in pinned host memory, which copy engines reach directly (a
+    // parameter server's copies, the host's to compute on, stay ordinary memory: Allocator).
     : Backend(make_allocator(make_caching_device_memory_resource(device.index), options,
                              make_pinned_host_memory_resource())),
       device_(device),
