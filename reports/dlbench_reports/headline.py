@@ -43,11 +43,15 @@ def _machine(r: Record) -> str:
     return str(env.get("device", "?"))
 
 
+def _measured_at(records: list[Record], ranks: int) -> list[Record]:
+    """The records at `ranks` that have a scaling efficiency to compare."""
+    return [r for r in records if r.config.get("ranks") == ranks and efficiency(r) is not None
+            and common.drawable(efficiency(r))]
+
+
 def _best_at(records: list[Record], ranks: int) -> Record | None:
     """The record at `ranks` with the highest scaling efficiency (None: none has one)."""
-    at = [r for r in records if r.config.get("ranks") == ranks and efficiency(r) is not None
-          and common.drawable(efficiency(r))]
-    return max(at, key=efficiency, default=None)
+    return max(_measured_at(records, ranks), key=efficiency, default=None)
 
 
 def shares_cores(r: Record, one: Record) -> bool:
@@ -128,9 +132,7 @@ def _setting_pieces(at: list[Record]) -> list[Piece]:
                                                else "") + " keeps ",
                         (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
                         f" at {most:,} GPUs with {_choice(best, at)}"]
-    rest = [r for r in at if r.config["ranks"] == most and efficiency(r) is not None
-            and common.drawable(efficiency(r))]
-    worst = min(rest, key=efficiency)
+    worst = min(_measured_at(at, most), key=efficiency)
     if 100 * (efficiency(best) - efficiency(worst)) >= 0.1:
         out += [" (", (f"{common.number_text(100 * efficiency(worst), '.1f')}%", _index(worst)),
                 f" with {_choice(worst, at)})"]

@@ -349,9 +349,8 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
             f"least {intervals.MIN_REPETITIONS}) or else the timed steps (none below "
             f"{intervals.MIN_STEPS}); a ratio whose interval holds 1 (an efficiency whose "
             "interval holds 100%) is marked not distinguishable."]
-    if noisy_lines(rs):
-        out += ["", "Why the noisy points were noisy:", "",
-                *[f"- {line}" for line in noisy_lines(rs)]]
+    if loud_lines := noisy_lines(rs):
+        out += ["", "Why the noisy points were noisy:", "", *[f"- {line}" for line in loud_lines]]
     bad = failures(rs)
     out += ["", "## Failures", ""]
     if not bad:
@@ -438,9 +437,9 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
             cells.append(f"<td{style}>{e(v)}</td>")
         parts.append(f"<tr id='point-{e(row[0])}'>" + "".join(cells) + "</tr>")
     parts.append("</table></div>")
-    if noisy_lines(rs):
+    if loud_lines := noisy_lines(rs):
         parts.append("<p>Why the noisy points were noisy:</p><ul>" +
-                     "".join(f"<li>{e(line)}</li>" for line in noisy_lines(rs)) + "</ul>")
+                     "".join(f"<li>{e(line)}</li>" for line in loud_lines) + "</ul>")
     parts.append("<h2>Failures</h2>")
     bad = failures(rs)
     if not bad:

@@ -234,6 +234,16 @@ void place_carried(std::vector<Step>& out, const Step& step,
   placed = true;
 }
 
+// Every flat parameter's gradient and value, in the graph's flat order.
+std::pair<std::vector<int>, std::vector<int>> param_tensors(const Graph& graph) {
+  std::vector<int> grads, values;
+  for (const ParamIds& p : graph.flat_params()) {
+    grads.push_back(p.grad);
+    values.push_back(p.value);
+  }
+  return {grads, values};
+}
+
 // The stale slots: K tensors shaped as the flat gradient buffer, kept across steps.
 std::vector<int> declare_stale_slots(std::vector<TensorInfo>& table, const Graph& graph,
                                      int64_t k) {
@@ -258,19 +268,15 @@ std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table
         "both)");
   }
   const std::vector<int> slots = declare_stale_slots(table, graph, o.staleness);
-  std::vector<int> grads, values;
-  for (const ParamIds& p : graph.flat_params()) {
-    grads.push_back(p.grad);
-    values.push_back(p.value);
-  }
+  const auto [grads, values] = param_tensors(graph);
   std::vector<Step> out;
   for (const Step& step : schedule.steps) {
     out.push_back(step);
-    if (o.distributed && (step.pass == Pass::kForward || is_backward(step.pass)))
+    if (o.distributed() && (step.pass == Pass::kForward || is_backward(step.pass)))
       out.push_back(sync_step(SyncPass::kProgress, -1, Lane::kHost));
   }
   // One rank reduces nothing: the slots delay its gradients alone.
-  if (o.distributed) out.push_back(reduction_step(SyncPass::kWait, kStaleSlot, slots));
+  if (o.distributed()) out.push_back(reduction_step(SyncPass::kWait, kStaleSlot, slots));
   Step update = sync_step(SyncPass::kUpdateStale, -1, Lane::kCompute);
   update.reads = slots;
   update.reads.insert(update.reads.end(), values.begin(), values.end());
@@ -280,7 +286,7 @@ std::vector<int> insert_stale(Schedule& schedule, std::vector<TensorInfo>& table
   stash.reads = grads;
   stash.writes = slots;
   out.push_back(stash);
-  if (o.distributed) out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
+  if (o.distributed()) out.push_back(reduction_step(SyncPass::kAllReduce, kStaleSlot, slots));
   schedule.steps = std::move(out);
   link_dependencies(schedule, table);
   return slots;
@@ -321,11 +327,7 @@ AsyncTensors insert_async(Schedule& schedule, std::vector<TensorInfo>& table, co
     throw std::logic_error("asynchronous SGD on a rank that is not among the step's ranks");
   }
   const AsyncTensors t = declare_async_tensors(table, graph, o);
-  std::vector<int> grads, values;
-  for (const ParamIds& p : graph.flat_params()) {
-    grads.push_back(p.grad);
-    values.push_back(p.value);
-  }
+  const auto [grads, values] = param_tensors(graph);
   // What rank 0 serves with: the master weights, their momentum and the replies.
   std::vector<int> server;
   if (o.rank == 0) server = {t.master, t.momentum};
@@ -360,8 +362,8 @@ SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, cons
                         const BucketPlan& plan, const SyncOptions& o) {
   if (o.async) return {{}, insert_async(schedule, table, graph, o)};
   if (o.staleness > 0) return {insert_stale(schedule, table, graph, o), {}};
-  const bool per_bucket = o.distributed && o.strategy != OverlapStrategy::kNone;
-  const bool deferred = o.distributed && o.strategy == OverlapStrategy::kForward;
+  const bool per_bucket = o.distributed() && o.strategy != OverlapStrategy::kNone;
+  const bool deferred = o.distributed() && o.strategy == OverlapStrategy::kForward;
   const std::vector<BucketTensors> buckets = bucket_tensors(table, graph, plan, deferred);
   const int nb = static_cast<int>(buckets.size());
   // The pass that writes each bucket's last gradient.
@@ -387,7 +389,7 @@ SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, cons
       launched = true;
     }
   }
-  if (o.distributed && o.strategy == OverlapStrategy::kNone) {
+  if (o.distributed() && o.strategy == OverlapStrategy::kNone) {
     std::vector<int> all;
     for (const BucketTensors& t : buckets) all.insert(all.end(), t.grads.begin(), t.grads.end());
     out.push_back(reduction_step(SyncPass::kAllReduce, -1, all));

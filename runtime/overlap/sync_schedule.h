@@ -85,7 +85,8 @@ SyncPass sync_pass_of(const Step& step);
 
 struct SyncOptions {
   OverlapStrategy strategy = OverlapStrategy::kNone;
-  bool distributed = false;
+  int64_t ranks = 1;  // the step's ranks: more than one reduces
+  bool distributed() const { return ranks > 1; }
   // The optimizer's first update of a step reads every gradient (Optimizer::
   // reads_all_gradients_first): every wait goes before it.
   bool updates_read_all_gradients = false;
@@ -94,7 +95,7 @@ struct SyncOptions {
   // Asynchronous SGD through a parameter server (above), as rank `rank` of `ranks`: rank 0's
   // table holds the server's tensors (AsyncTensors).
   bool async = false;
-  int64_t rank = 0, ranks = 2;
+  int64_t rank = 0;
 };
 
 // Asynchronous SGD's host tensors, by id in the step's table (-1: none). Every rank: the

@@ -40,7 +40,8 @@ struct FcStep {
     const auto& bw = g.backward_schedule().steps;
     s.steps.insert(s.steps.end(), bw.begin(), bw.end());
     table = g.tensor_infos();
-    insert_sync(s, table, g, plan, SyncOptions{strategy, distributed, false, staleness, async});
+    insert_sync(s, table, g, plan,
+                SyncOptions{strategy, distributed ? 2 : 1, false, staleness, async});
     return s;
   }
 

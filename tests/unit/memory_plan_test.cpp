@@ -549,7 +549,7 @@ TEST(ReusePlanProperty, NoTwoLiveTensorsShareAByteInAnyModelStrategyPrecisionOrR
               s = std::move(swapped.schedule);
             }
             insert_sync(s, infos, g, buckets,
-                        SyncOptions{strategy, true, precision == Precision::kFp16});
+                        SyncOptions{strategy, 2, precision == Precision::kFp16});
             const std::string what =
                 fmt::format("{} {} {} recompute {}{}{}", model, precision_name(precision),
                             overlap_name(strategy), policy, swap ? ", every candidate swapped" : "",

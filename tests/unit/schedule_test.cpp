@@ -156,7 +156,7 @@ bool ordered_after(const Schedule& s, size_t later, size_t earlier) {
 TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
   Schedule s = base();
   const size_t backward_end = s.steps.size();
-  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kNone, true, false});
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kNone, 2, false});
   ASSERT_EQ(s.steps.size(), backward_end + 2 + plan.buckets.size());
   EXPECT_TRUE(is(s.steps[backward_end], SyncPass::kAllReduce));
   EXPECT_EQ(s.steps[backward_end].arg, -1);
@@ -172,7 +172,7 @@ TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
 
 TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
   Schedule s = base();
-  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kBackward, true, false});
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kBackward, 2, false});
   std::vector<int> order;
   bool launched = false;
   for (size_t i = 0; i < s.steps.size(); ++i) {
@@ -211,7 +211,7 @@ TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
 TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
   for (OverlapStrategy strategy : {OverlapStrategy::kBackward, OverlapStrategy::kForward}) {
     Schedule s = base();
-    insert_sync(s, table, *g, plan, SyncOptions{strategy, true, true});
+    insert_sync(s, table, *g, plan, SyncOptions{strategy, 2, true});
     size_t waits = 0;
     for (const Step& st : s.steps) {
       if (is(st, SyncPass::kWait)) ++waits;
@@ -226,7 +226,7 @@ TEST_F(SyncSchedule, UpdatesThatReadEveryGradientComeAfterEveryWait) {
 
 TEST_F(SyncSchedule, ForwardWaitsAndUpdatesInReductionOrderBeforeTheFirstForwardThatNeedsThem) {
   Schedule s = base();
-  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kForward, true, false});
+  insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kForward, 2, false});
   const auto& infos = table;
   // One group of [wait b][update b] for b = 0, 1, ... (the order the reductions finish in),
   // reading the carried gradients, right before the first forward pass that reads a parameter.
