@@ -70,7 +70,16 @@ MeasuredAllreduce parse_measured(const JsonFields& f) {
     m.points.emplace_back(bytes, us);
   }
   if (m.points.empty()) f.fail("points", "at least one (bytes, us) point");
+  if (f.has("blocks_compute")) m.blocks_compute = f.number("blocks_compute", 0, 1);
   return m;
+}
+
+// A network's comm_blocks_compute: a share in [0, 1], or (as older files wrote it) true for 1.
+double parse_blocks_compute(const JsonFields& f) {
+  if (f.required("comm_blocks_compute").is_boolean()) {
+    return f.boolean("comm_blocks_compute") ? 1 : 0;
+  }
+  return f.number("comm_blocks_compute", 0, 1);
 }
 
 nlohmann::json link_json(const Link& l) {
@@ -141,7 +150,7 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
     n.sources.push_back(*source);
   }
   if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
-  if (f.has("comm_blocks_compute")) n.comm_blocks_compute = f.boolean("comm_blocks_compute");
+  if (f.has("comm_blocks_compute")) n.comm_blocks_compute = parse_blocks_compute(f);
   if (f.has("device")) {
     n.device = f.string("device");
     if (n.device.empty()) f.fail("device", "a device file's name (suites/devices/NAME.json)");
@@ -174,15 +183,16 @@ nlohmann::json network_json(const Network& n) {
                       {"algorithms", algorithms},
                       {"sources", n.sources}};
   if (!n.device.empty()) j["device"] = n.device;
-  // (Written where true: a network read back from its JSON, validate-sim's network.json, must
+  // (Written where not 0: a network read back from its JSON, validate-sim's network.json, must
   // block compute as the one it was made from; without it a re-run overlapped for free.)
-  if (n.comm_blocks_compute) j["comm_blocks_compute"] = true;
+  if (n.comm_blocks_compute > 0) j["comm_blocks_compute"] = n.comm_blocks_compute;
   if (!n.measured.empty()) {
     nlohmann::json measured = nlohmann::json::array();
     for (const MeasuredAllreduce& m : n.measured) {
       nlohmann::json points = nlohmann::json::array();
       for (const auto& [bytes, us] : m.points) points.push_back({{"bytes", bytes}, {"us", us}});
       measured.push_back({{"ranks", m.ranks}, {"points", points}});
+      if (m.blocks_compute) measured.back()["blocks_compute"] = *m.blocks_compute;
     }
     j["measured"] = measured;
   }
@@ -233,6 +243,13 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
     }
   }
   return 0;
+}
+
+double blocks_compute(const Network& net, int64_t ranks) {
+  for (const MeasuredAllreduce& m : net.measured) {
+    if (m.ranks == ranks && m.blocks_compute) return *m.blocks_compute;
+  }
+  return net.comm_blocks_compute;
 }
 
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks) {
@@ -286,6 +303,8 @@ MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
   MeasuredAllreduce m;
   m.ranks = f.integer("ranks", 2, 1 << 20);
   const nlohmann::json& rows = f.array("rows");
+  // The rows' beside_compute shares, each weighted by its all-reduce's time.
+  double blocked_us = 0, measured_us = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const JsonFields r(rows[i], f.element("rows", i));
     if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
@@ -295,9 +314,27 @@ MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
     }
     m.points.emplace_back(bytes, us);
     fit.add(m.ranks, bytes, us);
+    if (r.has("beside_compute")) {
+      blocked_us += us * r.object("beside_compute").number("blocks_compute", 0, 1);
+      measured_us += us;
+    }
   }
   if (m.points.empty()) f.fail("rows", "at least one size");
+  if (measured_us > 0) m.blocks_compute = blocked_us / measured_us;
   return m;
+}
+
+// The mean of the rank counts' measured shares of blocked compute; none where none was measured.
+std::optional<double> mean_blocks_compute(const std::vector<MeasuredAllreduce>& measured) {
+  double sum = 0;
+  int counted = 0;
+  for (const MeasuredAllreduce& m : measured) {
+    if (!m.blocks_compute) continue;
+    sum += *m.blocks_compute;
+    ++counted;
+  }
+  if (counted == 0) return std::nullopt;
+  return sum / counted;
 }
 
 }  // namespace
@@ -337,7 +374,6 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   n.net = n.node;
   n.tree_bandwidth_factor = 1;
   n.algorithms = {Collective::kRing};
-  n.comm_blocks_compute = true;
   for (const std::string& w : where) {
     n.sources.push_back(
         fmt::format("measured: {} (dlbench bench allreduce on {}, {})", w, host, time));
@@ -345,9 +381,16 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   n.sources.push_back(
       "fitted: a ring's alpha and beta, least squares on relative error over every size and "
       "rank count measured, for the rank counts not measured");
+  const std::optional<double> blocks = mean_blocks_compute(n.measured);
+  n.comm_blocks_compute = blocks.value_or(1);
   n.sources.push_back(
-      "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its progress "
-      "thread without a core of its own), so a rank computes nothing while its reduction runs");
+      !blocks
+          ? "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its "
+            "progress thread without a core of its own), so a rank computes nothing while its "
+            "reduction runs"
+          : "measured: the share of each all-reduce's time that host work beside it lost, per "
+            "rank count (bench allreduce's beside_compute, weighted by time); their mean for the "
+            "rank counts not measured");
   return n;
 }
 

@@ -33,6 +33,7 @@
 // the minimum taken).
 #pragma once
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,9 +56,12 @@ struct Link {
 // An all-reduce's measured time against its size at one rank count (`dlbench bench allreduce`):
 // between two measured sizes the time is interpolated linearly; below the smallest it is the
 // smallest's; above the largest it grows at the largest's bandwidth.
+// `blocks_compute`, where the record measured it: the share of its all-reduces' time a rank
+// cannot compute (Network::comm_blocks_compute) at this rank count.
 struct MeasuredAllreduce {
   int64_t ranks = 2;
   std::vector<std::pair<double, double>> points;  // (bytes, microseconds), bytes increasing
+  std::optional<double> blocks_compute;
   double us(double bytes) const;
 };
 
@@ -70,10 +74,12 @@ struct Network {
   int64_t nics_per_node = 1;
   double tree_bandwidth_factor = 1;
   std::vector<Collective> algorithms;  // the ones the library may choose
-  // The all-reduces run on the cores that compute (MPI on host buffers, its progress thread with
-  // no core of its own): a rank computes nothing while its reduction runs, and no strategy hides
-  // communication. False for GPUs, whose collectives have engines and links of their own.
-  bool comm_blocks_compute = false;
+  // The share of an all-reduce's time during which its rank computes nothing, in [0, 1]: 0 for
+  // GPUs, whose collectives have engines and links of their own; on a host whose all-reduces run
+  // on the cores that compute (MPI on host buffers, its progress thread with no core of its own),
+  // measured (`bench allreduce`'s beside_compute). 1: no strategy hides communication. A
+  // measured rank count's own share, where it has one, comes first (blocks_compute()).
+  double comm_blocks_compute = 0;
   // Where present for a rank count, the measurement is the time (Collective::kMeasured), and the
   // models serve the other rank counts.
   std::vector<MeasuredAllreduce> measured;
@@ -101,9 +107,15 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
 // where the network has one for `ranks`.
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks);
 
+// The share of a reduction's time its rank cannot compute at `ranks` ranks: the measured rank
+// count's own where it has one, else the network's.
+double blocks_compute(const Network& net, int64_t ranks);
+
 // A host as a network, from `dlbench bench allreduce --json` records (one per rank count, each
 // named by `where`): each rank count's measured times (used as they are), and a ring's alpha and
-// beta fitted to all of them (least squares on relative error) for the rank counts not measured.
+// beta fitted to all of them (least squares on relative error) for the rank counts not measured,
+// and how much its all-reduces take from compute: each record's rows' beside_compute, weighted by
+// their time (the network's share, their mean; 1, assumed, where no row measured it).
 // Every rank on one node, of at most `ranks_per_node` ranks (the most its launcher starts).
 Network network_from_bench(const std::vector<nlohmann::json>& benches,
                            const std::vector<std::string>& where, int64_t ranks_per_node);

@@ -132,8 +132,8 @@ void replay_iteration(std::vector<RankClass>& classes, SharedLane& lane,
   for (const RankClass& c : classes) saved.push_back(c.replay->save());
   const int64_t first = classes[0].replay->reductions();
   // Each reduction's times depend only on the launches before it and on earlier reductions: a
-  // round settles at least one more of them (two or three do all, unless every launch waits for
-  // its reduction: comm_blocks_compute). More rounds than that cannot happen.
+  // round settles at least one more of them (two or three do all, unless every launch loses part
+  // of its reduction's time to it: comm_blocks_compute). More rounds than that cannot happen.
   int64_t rounds = 0;
   for (bool changed = true; changed; ++rounds) {
     if (rounds > classes[0].replay->reductions() - first + 3) {

@@ -117,7 +117,10 @@ struct RankReplay::Impl {
       r_.add(step, start, end);
       s.reduced[b] = n;
       s.pending[b] = true;
-      if (r_.launch_waits) wait_for(b);
+      // The share of the reduction's time its rank cannot compute, lost at once, as a wait.
+      if (r_.launch_blocks > 0) {
+        r_.wait_until(r_.clock.now_us() + r_.launch_blocks * (end - start));
+      }
     }
     // Asynchronous SGD: the reply to the last push first, then the copy into the model.
     void pull(const Step& step) {
@@ -162,11 +165,11 @@ struct RankReplay::Impl {
   };
 
   Impl(std::shared_ptr<const Schedule> schedule, PassCost cost_model, RankLanes shared, bool keep,
-       bool waits)
+       double blocks)
       : cost(std::move(cost_model)),
         lanes(shared),
         keep_timeline(keep),
-        launch_waits(waits),
+        launch_blocks(blocks),
         compute(*this),
         sync(*this, staleness_of(*schedule)),
         observer(*this),
@@ -208,7 +211,7 @@ struct RankReplay::Impl {
   PassCost cost;
   RankLanes lanes;
   bool keep_timeline;
-  bool launch_waits;
+  double launch_blocks;
   double factor = 1;
   State state;
   std::vector<TimedPass> timeline;
@@ -219,9 +222,9 @@ struct RankReplay::Impl {
 };
 
 RankReplay::RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
-                       bool keep_timeline, bool launch_waits)
+                       bool keep_timeline, double launch_blocks)
     : impl_(std::make_unique<Impl>(std::move(schedule), std::move(cost), lanes, keep_timeline,
-                                   launch_waits)) {}
+                                   launch_blocks)) {}
 
 RankReplay::~RankReplay() = default;
 

@@ -97,13 +97,14 @@ class OwnReductionLane final : public ReductionLane {
 class RankReplay {
  public:
   // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
-  // `launch_waits`: the rank computes nothing while its reduction runs (a host whose all-reduces
-  // run on the cores that compute): each launch waits for its reduction, as a wait would.
+  // `launch_blocks`: the share of each reduction's time during which the rank computes nothing
+  // (a host whose all-reduces run on the cores that compute), in [0, 1]: lost at the reduction's
+  // launch, as a wait (1: the launch waits as long as the reduction takes).
   // A lane the schedule's passes need and `lanes` lacks is std::logic_error when the pass runs;
   // a schedule of asynchronous SGD without a server, Unsupported.
   // `schedule` is shared: the simulator's ranks replay one.
   RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
-             bool keep_timeline, bool launch_waits = false);
+             bool keep_timeline, double launch_blocks = 0);
   ~RankReplay();
   RankReplay(const RankReplay&) = delete;
   RankReplay& operator=(const RankReplay&) = delete;

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `dlbench bench allreduce` over MPI on 1, 2 and 3 ranks: every size from 8 B to 1 MiB doubling is
 # reduced correctly (#wrong 0 on every rank), times are positive, busbw = algbw x 2(n-1)/n, and the
-# library's blocking all-reduce is timed beside it. Usage: bench_allreduce.sh path/to/dlbench
+# library's blocking all-reduce is timed beside it, and each size says how much host work beside it
+# lost (beside_compute). Usage: bench_allreduce.sh path/to/dlbench
 set -u
 dlbench=$1
 work=$(mktemp -d)
@@ -26,6 +27,12 @@ for row in r["rows"]:
     assert row["time_s"] > 0 and row["reference_time_s"] > 0, row
     assert abs(row["algbw_gbs"] - row["bytes"] / row["time_s"] / 1e9) < 1e-9 * max(1, row["algbw_gbs"]), row
     assert abs(row["busbw_gbs"] - row["algbw_gbs"] * 2 * (n - 1) / n) < 1e-9 * max(1, row["busbw_gbs"]), row
+    # Host work beside the all-reduce: its share of the reduction's time lost, from the medians.
+    b = row["beside_compute"]
+    assert b["work_chunks"] >= 1 and b["work_alone_s"] > 0 and b["work_beside_s"] > 0, row
+    assert b["allreduce_beside_s"] > 0, row
+    share = min(max((b["work_beside_s"] - b["work_alone_s"]) / row["time_s"], 0.0), 1.0)
+    assert abs(b["blocks_compute"] - share) < 1e-9, row
 print(f"{n} ranks: {len(sizes)} sizes correct; 1 MiB busbw {r['rows'][-1]['busbw_gbs']:.2f} GB/s "
       f"(MPI_Allreduce {r['rows'][-1]['reference_busbw_gbs']:.2f})")
 PY

@@ -124,8 +124,14 @@ TEST(Network, APresetRoundTripsAndBadFieldsAreNamed) {
   EXPECT_NE(parse_error(j).find("device"), std::string::npos) << parse_error(j);
   j["device"] = "h100-sxm";  // the device its nodes hold, kept through a record
   EXPECT_EQ(network_json(parse_network(j, "net.json")), j);
-  j["comm_blocks_compute"] = true;  // a host's measured network: kept, or a re-run overlaps free
+  j["comm_blocks_compute"] = 0.4;  // a host's measured network: kept, or a re-run overlaps free
   EXPECT_EQ(network_json(parse_network(j, "net.json")), j);
+  j["comm_blocks_compute"] = true;  // as older files wrote it: all of the reduction's time
+  EXPECT_EQ(parse_network(j, "net.json").comm_blocks_compute, 1);
+  j["comm_blocks_compute"] = 1.5;
+  EXPECT_NE(parse_error(j).find("comm_blocks_compute"), std::string::npos) << parse_error(j);
+  j["comm_blocks_compute"] = "yes";
+  EXPECT_NE(parse_error(j).find("comm_blocks_compute"), std::string::npos) << parse_error(j);
 }
 
 TEST(Network, EveryShippedPresetParses) {
@@ -172,6 +178,36 @@ TEST(Network, TheBenchFitRecoversARingsAlphaAndBeta) {
   const double bytes = 4e7;
   EXPECT_NEAR(allreduce_us(n, Collective::kRing, bytes, 8),
               14 * 3.0 + 2.0 * 7 / 8 * bytes / 5e9 * 1e6, 1e-6);
+}
+
+// Host work lost beside the all-reduces, where the bench measured it: each rank count's share,
+// weighted by the rows' times; their mean for the rank counts not measured; kept through the JSON.
+TEST(Network, TheBenchsBlockedComputeIsEachRankCountsTimeWeightedShare) {
+  nlohmann::json two = ring_bench(2, 3.0, 5.0), four = ring_bench(4, 3.0, 5.0);
+  const double shares[] = {1.0, 0.2, 0.5};
+  double weighted = 0, total = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    two["rows"][i]["beside_compute"] = {{"blocks_compute", shares[i]}};
+    const double us = two["rows"][i]["time_s"].get<double>() * 1e6;
+    weighted += shares[i] * us;
+    total += us;
+  }
+  const Network n = network_from_bench({two, four}, {"two.json", "four.json"}, 8);
+  ASSERT_TRUE(n.measured[0].blocks_compute.has_value());
+  EXPECT_NEAR(*n.measured[0].blocks_compute, weighted / total, 1e-12);
+  EXPECT_FALSE(n.measured[1].blocks_compute.has_value());  // four's rows did not measure it
+  EXPECT_NEAR(blocks_compute(n, 2), weighted / total, 1e-12);
+  EXPECT_NEAR(blocks_compute(n, 4), weighted / total, 1e-12);  // the mean of those measured
+  EXPECT_NEAR(blocks_compute(n, 64), weighted / total, 1e-12);
+  const Network back = parse_network(network_json(n), "network.json");
+  EXPECT_EQ(back.measured[0].blocks_compute, n.measured[0].blocks_compute);
+  EXPECT_EQ(back.comm_blocks_compute, n.comm_blocks_compute);
+  // No row measured: a rank computes nothing while its reduction runs, assumed and cited so.
+  const Network old = network_from_bench({ring_bench(2, 3.0, 5.0)}, {"two.json"}, 8);
+  EXPECT_EQ(old.comm_blocks_compute, 1);
+  EXPECT_NE(old.sources.back().find("assumed"), std::string::npos) << old.sources.back();
+  two["rows"][1]["beside_compute"]["blocks_compute"] = 1.5;
+  EXPECT_THROW(network_from_bench({two}, {"two.json"}, 8), InvalidArgument);
 }
 
 TEST(Network, ABenchWhoseTimesDoNotGrowIsRefused) {

@@ -67,6 +67,27 @@ TEST_F(Simulate, TheBackwardStrategysLossIsItsExposedWaitAndProgressPasses) {
   EXPECT_DOUBLE_EQ(sim.loss.rest_us, 2);
 }
 
+TEST_F(Simulate, AReductionsBlockedShareIsLostAtItsLaunch) {
+  // Half of each 50 us reduction blocks compute: bucket 0's (75-125) takes 75-100 from the
+  // backward, which resumes at 100 (relu 100-120, progress, fc1 121-141, progress to 142); bucket
+  // 1's runs 142-192 and takes 142-167; bucket 0's update 167-171, the wait for bucket 1 to 192,
+  // its update to 196. Exposed: 25 + 25 + 21. All of it: each launch waits out its reduction,
+  // 75-125 and 167-217, and the backward strategy is no better than none (223) but for its
+  // progress passes.
+  SimulateOptions o;
+  o.ranks = 2;
+  o.comm_blocks_compute = 0.5;
+  Simulation sim = run(OverlapStrategy::kBackward, o);
+  EXPECT_DOUBLE_EQ(sim.loss.step_us, 196);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 71);
+  EXPECT_DOUBLE_EQ(sim.loss.rest_us, 2);
+  o.comm_blocks_compute = 1;
+  sim = run(OverlapStrategy::kBackward, o);
+  EXPECT_DOUBLE_EQ(sim.loss.step_us, 225);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 100);
+  EXPECT_DOUBLE_EQ(run(OverlapStrategy::kNone, o).loss.step_us, 223);
+}
+
 TEST_F(Simulate, AStragglersExtraTimeIsTheOtherRanksWait) {
   // Rank 1 computes at half speed: 246 us of passes and 2 of progress a step. Everyone's step is
   // its; rank 0 waits for it. The ranks' mean compute is (123 + 246) / 2: 61.5 us of slowdown.

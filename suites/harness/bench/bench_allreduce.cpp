@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -109,10 +111,10 @@ void print_header(const BenchAllreduceOptions& o, Communicator& comm, const Devi
       comm.size(), comm.name(), memory.name(), o.iterations, o.warmup);
   for (const auto& [k, v] : comm.environment()) fmt::print("#   {}: {}\n", k, v);
   fmt::print("# ref: {}\n", comm.reference_name());
-  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "size (B)", "count",
-             "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw");
-  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}\n", "", "", "dlbench",
-             "(GB/s)", "(GB/s)", "", "", "(GB/s)");
+  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>7}\n", "size (B)",
+             "count", "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw", "blocks");
+  fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>7}\n", "", "", "dlbench",
+             "(GB/s)", "(GB/s)", "", "", "(GB/s)", "compute");
 }
 
 // Elements that are not n(n+1)/2 after every rank contributed rank + 1, on the worst rank.
@@ -126,6 +128,79 @@ int64_t wrong_elements(Communicator& comm, DeviceMemory& memory, Tensor& buf, St
   const float want = static_cast<float>(n * (n + 1) / 2);
   for (float v : host) wrong += v != want;
   return static_cast<int64_t>(comm.max_across_ranks(static_cast<double>(wrong)));
+}
+
+// A fixed piece of host arithmetic, about one layer pass on one core (a few hundred
+// microseconds): a 32 KiB array updated in place, in the L1 cache, so that what slows it beside an
+// all-reduce is the all-reduce's use of the core, not a share of memory bandwidth.
+class HostWork {
+ public:
+  void chunk() {
+    for (int r = 0; r < kRounds; ++r) {
+      for (float& x : data_) x = x * 0.999f + 0.001f;
+    }
+    sink_ = data_[0];
+  }
+
+ private:
+  static constexpr int kRounds = 64;
+  std::vector<float> data_ = std::vector<float>(8192, 1.0f);
+  volatile float sink_ = 0;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// `chunks` chunks of host work on every rank at once, an all-reduce of `buf` launched as they
+// begin where `buf` is given and tested between chunks, as a training step tests its buckets
+// between layers: the slowest rank's seconds of work, and (`buf`) of its all-reduce.
+std::pair<double, double> timed_work(Communicator& comm, HostWork& work, int64_t chunks,
+                                     Tensor* buf, ReduceOp op) {
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_ptr<CommHandle> handle = buf ? comm.allreduce_async(*buf, op, {}) : nullptr;
+  for (int64_t i = 0; i < chunks; ++i) {
+    work.chunk();
+    if (handle) handle->test();
+  }
+  const double work_s = seconds_since(t0);
+  double allreduce_s = 0;
+  if (handle) {
+    handle->wait();
+    allreduce_s = std::chrono::duration<double>(handle->completed_at() - t0).count();
+  }
+  return {comm.max_across_ranks(work_s), comm.max_across_ranks(allreduce_s)};
+}
+
+double median3(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+// How much an all-reduce taking `allreduce_s` alone slows host compute beside it on the ranks'
+// own cores: work that outlasts it (twice its time, at least 2 ms), alone and beside it, 3 rounds
+// alternated, medians. blocks_compute = (beside - alone) / allreduce_s, within [0, 1]: 1 where a
+// rank computes nothing while its reduction runs, 0 where the reduction takes nothing from it.
+nlohmann::json beside_compute(Communicator& comm, Tensor& buf, ReduceOp op, double allreduce_s) {
+  HostWork work;
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < 3; ++i) work.chunk();
+  const double chunk_s = comm.max_across_ranks(seconds_since(t0) / 3);
+  const auto chunks = static_cast<int64_t>(std::ceil(std::max(2 * allreduce_s, 2e-3) / chunk_s));
+  std::vector<double> alone, beside, reduced;
+  for (int round = 0; round < 3; ++round) {
+    alone.push_back(timed_work(comm, work, chunks, nullptr, op).first);
+    const auto [work_s, reduce_s] = timed_work(comm, work, chunks, &buf, op);
+    beside.push_back(work_s);
+    reduced.push_back(reduce_s);
+  }
+  const double blocked = (median3(beside) - median3(alone)) / allreduce_s;
+  return {{"work_chunks", chunks},
+          {"work_alone_s", median3(alone)},
+          {"work_beside_s", median3(beside)},
+          {"allreduce_beside_s", median3(reduced)},
+          {"blocks_compute", std::clamp(blocked, 0.0, 1.0)}};
 }
 
 // One size's row: its correctness, then `iters` all-reduces timed (each ordered after the
@@ -160,18 +235,26 @@ nlohmann::json bench_size(const BenchAllreduceOptions& o, Communicator& comm, De
   const double bus_factor = allreduce_share(comm.size());
   const double algbw = static_cast<double>(bytes) / t / 1e9;
   const double ref_busbw = static_cast<double>(bytes) / t_ref / 1e9 * bus_factor;
+  // On host buffers the reduction shares the cores that compute: how much it takes from them.
+  const nlohmann::json beside =
+      stream.on_device() ? nlohmann::json(nullptr) : beside_compute(comm, buf, op, t);
   if (comm.rank() == 0) {
-    fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}\n", bytes,
-               count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw);
+    fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}  {:>7}\n",
+               bytes, count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw,
+               beside.is_null()
+                   ? std::string("-")
+                   : fmt::format("{:.0f}%", 100 * beside["blocks_compute"].get<double>()));
   }
-  return {{"bytes", bytes},
-          {"count", count},
-          {"time_s", t},
-          {"algbw_gbs", algbw},
-          {"busbw_gbs", algbw * bus_factor},
-          {"wrong", wrong},
-          {"reference_time_s", t_ref},
-          {"reference_busbw_gbs", ref_busbw}};
+  nlohmann::json row = {{"bytes", bytes},
+                        {"count", count},
+                        {"time_s", t},
+                        {"algbw_gbs", algbw},
+                        {"busbw_gbs", algbw * bus_factor},
+                        {"wrong", wrong},
+                        {"reference_time_s", t_ref},
+                        {"reference_busbw_gbs", ref_busbw}};
+  if (!beside.is_null()) row["beside_compute"] = beside;
+  return row;
 }
 
 }  // namespace
