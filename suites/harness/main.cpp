@@ -19,6 +19,7 @@
 #include "suites/harness/check_ops/check_ops_command.h"
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/list/list_command.h"
+#include "suites/harness/make_dataset/make_dataset_command.h"
 #include "suites/harness/run/maxbatch.h"
 #include "suites/harness/run/run_command.h"
 #include "suites/harness/simulate/simulate_command.h"
@@ -432,6 +433,31 @@ Command validate_sim_command_of(CLI::App& app) {
           }};
 }
 
+Command make_dataset_command_of(CLI::App& app) {
+  auto o = std::make_shared<dlb::MakeDatasetCommandOptions>();
+  auto* c = app.add_subcommand(
+      "make-dataset",
+      "write a generated data set of real JPEG files: ImageNet's folders (train/, val/) and "
+      "WebDataset tar shards (shards/)");
+  c->add_option("--out", o->out, "the new folder (it must not exist, or be empty)")
+      ->required()
+      ->check(output_path(true));
+  dlb::MakeDatasetOptions& d = o->data;
+  c->add_option("--images", d.images, "training images")->check(kWhole)->capture_default_str();
+  c->add_option("--val-images", d.val_images, "validation images")
+      ->check(kWhole)
+      ->capture_default_str();
+  c->add_option("--classes", d.classes)->check(kWhole)->capture_default_str();
+  c->add_option("--size", o->size, "the images' mean size, WxH; each side drawn from 0.6 to 1.4x")
+      ->capture_default_str();
+  c->add_option("--shards", d.shards, "tar shards of the training images (0: none)")
+      ->check(kWhole)
+      ->capture_default_str();
+  c->add_option("--quality", d.quality, "JPEG quality")->capture_default_str();
+  c->add_option("--seed", d.seed)->capture_default_str();
+  return {c, [o] { return dlb::make_dataset_command(*o); }};
+}
+
 // Every subcommand, in the order --help lists them.
 std::vector<Command> commands_of(CLI::App& app) {
   std::vector<Command> commands{worker_command_of(app)};
@@ -444,6 +470,7 @@ std::vector<Command> commands_of(CLI::App& app) {
   commands.push_back(check_ops_command_of(app));
   commands.push_back(simulate_command_of(app));
   commands.push_back(validate_sim_command_of(app));
+  commands.push_back(make_dataset_command_of(app));
   return commands;
 }
 

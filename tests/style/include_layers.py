@@ -54,6 +54,7 @@ HARNESS_USES = {
     "simulate": {"core"},
     "sweep": {"core"},
     "validate_sim": {"core"},
+    "make_dataset": set(),
 }
 
 

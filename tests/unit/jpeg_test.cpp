@@ -1,0 +1,199 @@
+// The JPEG files of make-dataset and the input pipeline (workloads/data/jpeg.h, tar_writer.h,
+// make_dataset.h): a round trip through libjpeg-turbo, its DCT scales, the bad files it refuses
+// with their names, ustar headers, and a generated data set's files.
+#include "workloads/data/jpeg.h"
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <turbojpeg.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "runtime/core/error.h"
+#include "workloads/data/make_dataset.h"
+#include "workloads/data/tar_writer.h"
+
+namespace dlb {
+namespace {
+
+MakeDatasetOptions small_set() {
+  MakeDatasetOptions o;
+  o.images = 6;
+  o.val_images = 3;
+  o.classes = 3;
+  o.width = 40;
+  o.height = 30;
+  o.shards = 2;
+  return o;
+}
+
+std::string error_of(const std::vector<uint8_t>& bytes) {
+  try {
+    decode_jpeg(bytes.data(), bytes.size(), "photo.JPEG");
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A JPEG at quality 95 of a smooth image is close to it: PSNR over 30 dB.
+TEST(Jpeg, ARoundTripKeepsTheSizeAndThePicture) {
+  MakeDatasetOptions o = small_set();
+  o.width = 64;
+  o.height = 48;
+  const RgbImage img = generated_image(1, 7, o);
+  const std::vector<uint8_t> jpeg = encode_jpeg(img, 95);
+  const JpegHeader h = read_jpeg_header(jpeg.data(), jpeg.size(), "x");
+  EXPECT_EQ(h.width, img.width);
+  EXPECT_EQ(h.height, img.height);
+  EXPECT_FALSE(h.grayscale);
+  const RgbImage back = decode_jpeg(jpeg.data(), jpeg.size(), "x");
+  ASSERT_EQ(back.width, img.width);
+  ASSERT_EQ(back.height, img.height);
+  double squared = 0;
+  for (size_t i = 0; i < img.pixels.size(); ++i) {
+    const double d = static_cast<double>(img.pixels[i]) - static_cast<double>(back.pixels[i]);
+    squared += d * d;
+  }
+  const double mse = squared / static_cast<double>(img.pixels.size());
+  const double psnr = 10 * std::log10(255.0 * 255.0 / mse);
+  EXPECT_GT(psnr, 30) << "mean squared error " << mse;
+}
+
+// libjpeg-turbo scales by n/8 in the IDCT: the smallest scale that still covers the request.
+TEST(Jpeg, DecodesAtTheSmallestDctScaleThatCoversTheRequest) {
+  RgbImage img{400, 300, std::vector<uint8_t>(400 * 300 * 3, 128)};
+  const std::vector<uint8_t> jpeg = encode_jpeg(img, 90);
+  auto size_at = [&](int64_t w, int64_t h) {
+    const RgbImage d = decode_jpeg(jpeg.data(), jpeg.size(), "x", w, h);
+    EXPECT_EQ(d.pixels.size(), static_cast<size_t>(d.width * d.height * 3));
+    return std::make_pair(d.width, d.height);
+  };
+  EXPECT_EQ(size_at(0, 0), std::make_pair(int64_t{400}, int64_t{300}));
+  EXPECT_EQ(size_at(50, 10), std::make_pair(int64_t{50}, int64_t{38}));      // 1/8
+  EXPECT_EQ(size_at(100, 75), std::make_pair(int64_t{100}, int64_t{75}));    // 1/4
+  EXPECT_EQ(size_at(101, 75), std::make_pair(int64_t{150}, int64_t{113}));   // 3/8
+  EXPECT_EQ(size_at(10, 290), std::make_pair(int64_t{400}, int64_t{300}));   // 7/8 has 263 rows
+  EXPECT_EQ(size_at(4000, 10), std::make_pair(int64_t{400}, int64_t{300}));  // never enlarged
+}
+
+TEST(Jpeg, AGrayscaleJpegIsItsChannelInAllThree) {
+  std::vector<uint8_t> gray(32 * 16);
+  for (size_t i = 0; i < gray.size(); ++i) gray[i] = static_cast<uint8_t>(i % 251);
+  tjhandle h = tjInitCompress();
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(tjCompress2(h, gray.data(), 32, 0, 16, TJPF_GRAY, &out, &size, TJSAMP_GRAY, 90, 0), 0);
+  const std::vector<uint8_t> jpeg(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  EXPECT_TRUE(read_jpeg_header(jpeg.data(), jpeg.size(), "g").grayscale);
+  const RgbImage rgb = decode_jpeg(jpeg.data(), jpeg.size(), "g");
+  ASSERT_EQ(rgb.pixels.size(), 32u * 16 * 3);
+  for (size_t i = 0; i < 32 * 16; ++i) {
+    EXPECT_EQ(rgb.pixels[3 * i], rgb.pixels[3 * i + 1]);
+    EXPECT_EQ(rgb.pixels[3 * i], rgb.pixels[3 * i + 2]);
+  }
+}
+
+TEST(Jpeg, BadFilesAreRefusedWithTheirName) {
+  EXPECT_NE(error_of({}).find("photo.JPEG: empty file"), std::string::npos) << error_of({});
+  const std::string text = "not a picture at all";
+  const std::string not_jpeg = error_of(std::vector<uint8_t>(text.begin(), text.end()));
+  EXPECT_NE(not_jpeg.find("photo.JPEG: not a JPEG"), std::string::npos) << not_jpeg;
+  const RgbImage img = generated_image(0, 1, small_set());
+  MakeDatasetOptions large = small_set();
+  large.width = 400;
+  large.height = 300;
+  std::vector<uint8_t> jpeg = encode_jpeg(generated_image(0, 1, large), 90);
+  jpeg.resize(jpeg.size() * 3 / 5);  // the header whole, the scan cut short
+  const std::string truncated = error_of(jpeg);
+  EXPECT_NE(truncated.find("photo.JPEG: a corrupt or truncated JPEG"), std::string::npos)
+      << truncated;
+  // A header that claims 60000 x 60000 pixels: refused before anything is allocated.
+  std::vector<uint8_t> huge = encode_jpeg(img, 90);
+  for (size_t i = 0; i + 8 < huge.size(); ++i) {
+    if (huge[i] != 0xFF || huge[i + 1] != 0xC0) continue;  // SOF0: height, then width
+    huge[i + 5] = huge[i + 7] = 60000 >> 8;
+    huge[i + 6] = huge[i + 8] = 60000 & 0xFF;
+    break;
+  }
+  const std::string too_large = error_of(huge);
+  EXPECT_NE(too_large.find("photo.JPEG: a 60000x60000 image is more than"), std::string::npos)
+      << too_large;
+  // CMYK (PIL writes Adobe's): not read yet, and said so.
+  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/fuzz/corpus/jpeg/cmyk-24x16.jpg",
+                   std::ios::binary);
+  const std::vector<uint8_t> cmyk{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(cmyk.empty());
+  EXPECT_THROW(decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg"), Unsupported);
+  EXPECT_THROW(encode_jpeg(RgbImage{2, 2, std::vector<uint8_t>(11)}, 90), InvalidArgument);
+  EXPECT_THROW(encode_jpeg(img, 0), InvalidArgument);
+}
+
+// POSIX ustar: the name, the size in octal, the magic, and a checksum over the header with its
+// own field as spaces.
+TEST(Tar, AHeaderIsUstarWithItsChecksum) {
+  const std::vector<char> h = tar_header("00000001.jpg", 1000);
+  ASSERT_EQ(h.size(), 512u);
+  EXPECT_EQ(std::string(h.data()), "00000001.jpg");
+  EXPECT_EQ(std::string(&h[124]), "00000001750");  // 1000 in octal, 11 digits
+  EXPECT_EQ(std::string(&h[257]), "ustar");
+  EXPECT_EQ(h[156], '0');
+  std::vector<char> blank = h;
+  std::fill(blank.begin() + 148, blank.begin() + 156, ' ');
+  unsigned sum = 0;
+  for (char c : blank) sum += static_cast<unsigned char>(c);
+  EXPECT_EQ(std::stoul(std::string(&h[148], 6), nullptr, 8), sum);
+  EXPECT_THROW(tar_header(std::string(101, 'a'), 1), InvalidArgument);
+  EXPECT_THROW(tar_header("", 1), InvalidArgument);
+}
+
+TEST(MakeDataset, ImagesAreDrawnFromTheSeedAndTheirStreamAlone) {
+  const MakeDatasetOptions o = small_set();
+  const RgbImage a = generated_image(2, 5, o), b = generated_image(2, 5, o);
+  EXPECT_EQ(a.pixels, b.pixels);
+  EXPECT_NE(generated_image(2, 6, o).pixels, a.pixels);
+  EXPECT_GE(a.width, 24);  // 0.6 to 1.4 times 40 x 30
+  EXPECT_LE(a.width, 56);
+  EXPECT_GE(a.height, 18);
+  EXPECT_LE(a.height, 42);
+  EXPECT_EQ(class_name(7, 10), "class_007");
+  EXPECT_EQ(class_name(1234, 5000), "class_1234");
+  EXPECT_LT(class_name(99, 1000), class_name(100, 1000));  // names sort as labels
+}
+
+TEST(MakeDataset, WritesTheFoldersAndTheShards) {
+  char tmpl[] = "/tmp/dlb-make-dataset-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::filesystem::path dir(tmpl);
+  const DatasetFiles files = write_dataset(dir.string(), small_set());
+  EXPECT_EQ(files.train, 6);
+  EXPECT_EQ(files.val, 3);
+  int jpegs = 0;
+  for (const auto& f : std::filesystem::recursive_directory_iterator(dir)) {
+    if (f.path().extension() != ".JPEG") continue;
+    std::ifstream in(f.path(), std::ios::binary);
+    const std::vector<uint8_t> bytes{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_NO_THROW(decode_jpeg(bytes.data(), bytes.size(), f.path().string()));
+    ++jpegs;
+  }
+  EXPECT_EQ(jpegs, 9);
+  EXPECT_TRUE(std::filesystem::exists(dir / "train/class_002/class_002_train_00000005.JPEG"));
+  EXPECT_TRUE(std::filesystem::exists(dir / "val/class_000/class_000_val_00000000.JPEG"));
+  // Two shards of three samples: each a header and data per member, and the two end blocks.
+  for (const char* shard : {"shards/shard-000000.tar", "shards/shard-000001.tar"}) {
+    EXPECT_EQ(std::filesystem::file_size(dir / shard) % 512, 0u) << shard;
+    EXPECT_GT(std::filesystem::file_size(dir / shard), 6u * 512 + 1024) << shard;
+  }
+  std::filesystem::remove_all(dir);
+  MakeDatasetOptions bad = small_set();
+  bad.images = 2;  // fewer than the classes
+  EXPECT_THROW(write_dataset("/nonexistent", bad), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace dlb

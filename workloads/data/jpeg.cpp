@@ -1,0 +1,132 @@
+#include "workloads/data/jpeg.h"
+
+#include <fmt/format.h>
+#include <turbojpeg.h>
+
+#include <limits>
+#include <memory>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+struct HandleCloser {
+  void operator()(void* h) const { tjDestroy(h); }
+};
+using Handle = std::unique_ptr<void, HandleCloser>;
+
+Handle decompressor() {
+  Handle h(tjInitDecompress());
+  if (!h) throw IoError(fmt::format("TurboJPEG: {}", tjGetErrorStr2(nullptr)));
+  return h;
+}
+
+// The largest side TurboJPEG takes is an int's. The most pixels decoded: 64 Mi (192 MiB of RGB),
+// beyond the largest photographs of ImageNet (about 32 M); a file that claims more is refused
+// before anything is allocated (at the DCT scale it is decoded at).
+constexpr int64_t kMaxSide = std::numeric_limits<int>::max() / 4;
+constexpr int64_t kMaxPixels = int64_t{1} << 26;
+
+void check_pixels(int64_t width, int64_t height, const std::string& where) {
+  if (width * height > kMaxPixels) {
+    throw InvalidArgument(
+        fmt::format("{}: a {}x{} image is more than the {} Mi pixels dlbench decodes", where, width,
+                    height, kMaxPixels >> 20));
+  }
+}
+
+unsigned long checked_size(size_t size, const std::string& where) {
+  if (size == 0) throw InvalidArgument(fmt::format("{}: empty file, not a JPEG", where));
+  if (size > std::numeric_limits<unsigned long>::max()) {
+    throw InvalidArgument(fmt::format("{}: {} bytes is too large a JPEG", where, size));
+  }
+  return static_cast<unsigned long>(size);
+}
+
+[[noreturn]] void refuse(void* h, const std::string& where, const char* what) {
+  throw InvalidArgument(fmt::format("{}: {} ({})", where, what, tjGetErrorStr2(h)));
+}
+
+JpegHeader header_of(void* h, const uint8_t* data, size_t size, const std::string& where) {
+  int width = 0, height = 0, subsamp = 0, colorspace = 0;
+  if (tjDecompressHeader3(h, data, checked_size(size, where), &width, &height, &subsamp,
+                          &colorspace) != 0) {
+    refuse(h, where, "not a JPEG libjpeg-turbo reads");
+  }
+  if (colorspace == TJCS_CMYK || colorspace == TJCS_YCCK) {
+    throw Unsupported(fmt::format("{}: a CMYK JPEG, which dlbench does not read yet", where));
+  }
+  if (width <= 0 || height <= 0 || width > kMaxSide || height > kMaxSide) {
+    throw InvalidArgument(
+        fmt::format("{}: a {}x{} JPEG is outside what dlbench decodes", where, width, height));
+  }
+  return {width, height, colorspace == TJCS_GRAY};
+}
+
+// The smallest scale (at most 1) whose image is at least min_width x min_height.
+tjscalingfactor smallest_scale(const JpegHeader& h, int64_t min_width, int64_t min_height) {
+  int count = 0;
+  const tjscalingfactor* factors = tjGetScalingFactors(&count);
+  tjscalingfactor best{1, 1};
+  if (min_width <= 0 && min_height <= 0) return best;  // no request: full size
+  for (int i = 0; factors && i < count; ++i) {
+    const tjscalingfactor f = factors[i];
+    if (f.num > f.denom) continue;
+    const bool covers = TJSCALED(h.width, f) >= min_width && TJSCALED(h.height, f) >= min_height;
+    if (covers && TJSCALED(h.width, f) < TJSCALED(h.width, best)) best = f;
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<uint8_t> encode_jpeg(const RgbImage& image, int quality) {
+  if (image.width <= 0 || image.height <= 0 || image.width > kMaxSide || image.height > kMaxSide ||
+      image.pixels.size() != static_cast<size_t>(image.width * image.height * 3)) {
+    throw InvalidArgument(fmt::format("encode_jpeg: a {}x{} image with {} bytes", image.width,
+                                      image.height, image.pixels.size()));
+  }
+  if (quality < 1 || quality > 100) {
+    throw InvalidArgument(fmt::format("encode_jpeg: quality {} is not in 1-100", quality));
+  }
+  Handle h(tjInitCompress());
+  if (!h) throw IoError(fmt::format("TurboJPEG: {}", tjGetErrorStr2(nullptr)));
+  unsigned char* out = nullptr;
+  unsigned long out_size = 0;
+  if (tjCompress2(h.get(), image.pixels.data(), static_cast<int>(image.width), 0,
+                  static_cast<int>(image.height), TJPF_RGB, &out, &out_size, TJSAMP_420, quality,
+                  TJFLAG_ACCURATEDCT) != 0) {
+    tjFree(out);
+    throw IoError(fmt::format("TurboJPEG could not encode: {}", tjGetErrorStr2(h.get())));
+  }
+  std::vector<uint8_t> bytes(out, out + out_size);
+  tjFree(out);
+  return bytes;
+}
+
+JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& where) {
+  const Handle h = decompressor();
+  return header_of(h.get(), data, size, where);
+}
+
+RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where, int64_t min_width,
+                     int64_t min_height) {
+  const Handle h = decompressor();
+  const JpegHeader header = header_of(h.get(), data, size, where);
+  const tjscalingfactor scale = smallest_scale(header, min_width, min_height);
+  RgbImage image;
+  image.width = TJSCALED(header.width, scale);
+  image.height = TJSCALED(header.height, scale);
+  check_pixels(image.width, image.height, where);
+  image.pixels.resize(static_cast<size_t>(image.width * image.height * 3));
+  // TJFLAG_STOPONWARNING: a corrupt or truncated file is an error, not an image padded with grey.
+  if (tjDecompress2(h.get(), data, checked_size(size, where), image.pixels.data(),
+                    static_cast<int>(image.width), 0, static_cast<int>(image.height), TJPF_RGB,
+                    TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING) != 0) {
+    refuse(h.get(), where, "a corrupt or truncated JPEG");
+  }
+  return image;
+}
+
+}  // namespace dlb

@@ -1,0 +1,41 @@
+// JPEG files through libjpeg-turbo's TurboJPEG API (Debian's libturbojpeg0-dev): encoding for
+// `dlbench make-dataset`, and decoding, at a reduced DCT scale where the caller needs no more
+// pixels, as PIL's draft mode and DALI decode. Images are 8-bit RGB, rows top to bottom, pixels
+// interleaved (HWC).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace dlb {
+
+struct RgbImage {
+  int64_t width = 0, height = 0;
+  std::vector<uint8_t> pixels;  // height x width x 3
+};
+
+// A JPEG of `image` at `quality` (1-100), 4:2:0 chroma subsampling (what PIL and most cameras
+// write). InvalidArgument for an empty image, a pixel count that is not width x height x 3, or a
+// quality outside 1-100.
+std::vector<uint8_t> encode_jpeg(const RgbImage& image, int quality);
+
+struct JpegHeader {
+  int64_t width = 0, height = 0;
+  bool grayscale = false;
+};
+
+// The image's size and colour space, from its header alone. InvalidArgument naming `where` for
+// bytes that are not a JPEG TurboJPEG reads; Unsupported for a CMYK or YCCK one (not read yet).
+JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& where);
+
+// The image decoded to RGB (a grayscale JPEG's one channel in all three, as PIL converts it), at
+// the smallest of libjpeg-turbo's DCT scales (1/8 to 1) that keeps it at least `min_width` x
+// `min_height` (0 x 0: full size; a request larger than the image: full size). Scaling in the
+// IDCT costs a fraction of a full decode and resizing after. InvalidArgument naming `where` for
+// anything libjpeg-turbo reports, warnings included (a truncated file is refused, not padded),
+// and for an image of more than 64 Mi pixels at that scale.
+RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where,
+                     int64_t min_width = 0, int64_t min_height = 0);
+
+}  // namespace dlb
