@@ -337,8 +337,9 @@ double EpochStats::mean_loss() const {
   return losses.empty() ? 0.0 : sum / static_cast<double>(losses.size());
 }
 
-RunStats Trainer::run(int64_t warmup, int64_t steps) {
-  LoopResult r = train(TrainingLoop{warmup, steps, 1, {}, {}, {}});
+RunStats Trainer::run(int64_t warmup, int64_t steps,
+                      std::function<void(int64_t epoch, int64_t step)> load) {
+  LoopResult r = train(TrainingLoop{warmup, steps, 1, {}, std::move(load), {}});
   EpochStats& timed = r.epochs.front();
   RunStats s;
   s.warmup_steps = warmup;

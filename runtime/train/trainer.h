@@ -125,7 +125,9 @@ class Trainer final {
   // The training loop: warm-up, then epochs of steps, each timed on the trainer's clock.
   LoopResult train(const TrainingLoop& loop);
   // `warmup` untimed steps, then `steps` timed ones, on the loaded batch: one epoch of train().
-  RunStats run(int64_t warmup, int64_t steps);
+  // `load`, where given, loads each timed step's batch (TrainingLoop::load), inside its time.
+  RunStats run(int64_t warmup, int64_t steps,
+               std::function<void(int64_t epoch, int64_t step)> load = {});
   const Clock& clock() const { return *clock_; }
   // The optimizer's rate for the updates from now on (a learning-rate rule sets it before each
   // step). With the forward strategy, a step's updates run in the next step's forward, at the

@@ -377,7 +377,35 @@ Command bench_allreduce_of(CLI::App& bench) {
           }};
 }
 
-// `dlbench bench conv|peak|allreduce`.
+Command bench_input_of(CLI::App& bench) {
+  auto o = std::make_shared<dlb::BenchInputOptions>();
+  auto full = std::make_shared<bool>(false);
+  auto* cmd = bench.add_subcommand(
+      "input", "the input pipeline alone: JPEGs decoded and augmented into batches, images/s");
+  cmd->add_option("--data-path", o->data_path, "the data set's root: DIR/train/<class>/*.JPEG")
+      ->required();
+  cmd->add_option("--threads", o->threads, "loader threads (and PyTorch's workers) to measure")
+      ->delimiter(',')
+      ->check(kWhole);
+  cmd->add_option("--batch", o->batch)->check(kWhole)->capture_default_str();
+  cmd->add_option("--image-size", o->image_size)->check(kWhole)->capture_default_str();
+  cmd->add_option("--batches", o->batches, "timed batches a round")
+      ->check(kWhole)
+      ->capture_default_str();
+  cmd->add_option("--warmup", o->warmup)->check(kWhole)->capture_default_str();
+  cmd->add_option("--rounds", o->rounds, "rounds of every system and thread count in turn")
+      ->check(kWhole)
+      ->capture_default_str();
+  cmd->add_option("--systems", o->systems, "dlbench, and pytorch: its DataLoader")->delimiter(',');
+  cmd->add_flag("--full-decode", *full, "decode every image whole (no DCT scaling)");
+  cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));
+  return {cmd, [o, full] {
+            o->dct_scaling = !*full;
+            return dlb::bench_input_command(*o);
+          }};
+}
+
+// `dlbench bench conv|peak|allreduce|input`.
 std::vector<Command> bench_commands_of(CLI::App& app) {
   auto* bench = app.add_subcommand("bench", "micro-benchmarks");
   bench->require_subcommand(1);
@@ -387,6 +415,7 @@ std::vector<Command> bench_commands_of(CLI::App& app) {
            "peak", "measure this machine's peak FLOP/s and bytes/s, kept for training records"),
        [] { return dlb::bench_peak_command(); }});
   commands.push_back(bench_allreduce_of(*bench));
+  commands.push_back(bench_input_of(*bench));
   return commands;
 }
 

@@ -1,7 +1,8 @@
-// `dlbench bench conv|peak|allreduce`. Each returns an exit code or throws dlb::Error.
+// `dlbench bench conv|peak|allreduce|input`. Each returns an exit code or throws dlb::Error.
 #pragma once
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "runtime/backend/backend.h"
 #include "runtime/comm/communicator.h"
@@ -37,5 +38,18 @@ struct BenchAllreduceOptions {
 // all-reduce (MPI_Allreduce; ncclAllReduce with a stream sync per call) timed on the same
 // buffers in the same run. Relaunches itself on `ranks` ranks unless already inside an MPI job.
 int bench_allreduce_command(const BenchAllreduceOptions& options);
+
+struct BenchInputOptions {
+  std::string data_path;  // the data set's root: DIR/train/<class>/*.JPEG
+  std::vector<int64_t> threads = {1, 2};
+  int64_t batch = 64, image_size = 224, batches = 20, warmup = 2, rounds = 3;
+  std::vector<std::string> systems = {"dlbench"};  // and "pytorch": its DataLoader
+  bool dct_scaling = true;
+  std::string json_path;
+};
+// The input pipeline alone, with no training: images/s decoded and augmented into batches at each
+// thread count (PyTorch's DataLoader at as many worker processes beside it), `rounds` rounds of
+// every system and thread count in turn, medians and ranges (docs/input.md).
+int bench_input_command(const BenchInputOptions& options);
 
 }  // namespace dlb

@@ -415,7 +415,8 @@ void add_data_options(std::vector<Option>& t) {
   add({"data",
        OptionType::kString,
        kConfig,
-       "synthetic images, or scikit-learn's digits (a real data set with a held-out test split)",
+       "synthetic images; scikit-learn's digits (a real data set with a held-out test split); or "
+       "folder: JPEG files in ImageNet's layout under --data-path (DIR/train/<class>/*.JPEG)",
        names(kDataSources, data_source_name),
        {},
        [](RunOptions& o, const json& v) { o.data = parsed(v, parse_data_source); },
@@ -424,6 +425,32 @@ void add_data_options(std::vector<Option>& t) {
          return json(o.batch_file.empty() ? data_source_name(o.data)
                                           : std::string_view("batch-file"));
        }});
+  add({"loader_threads",
+       OptionType::kInteger,
+       kConfig,
+       "data=folder: threads that decode and augment images (0: the cores this rank does not "
+       "compute on, at least one)",
+       {},
+       OptionRange{0.0, 256.0},
+       [](RunOptions& o, const json& v) { o.loader_threads = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.loader_threads); }});
+  add({"prefetch",
+       OptionType::kInteger,
+       kConfig,
+       "data=folder: batches decoded ahead of the step that needs them",
+       {},
+       OptionRange{1.0, 1024.0},
+       [](RunOptions& o, const json& v) { o.prefetch = v.get<int64_t>(); },
+       [](const RunOptions& o) { return json(o.prefetch); }});
+  add({"bad_images",
+       OptionType::kString,
+       kConfig,
+       "data=folder: a file that does not decode is skipped (counted, named once; the next image "
+       "takes its place) or ends the run",
+       {"skip", "fail"},
+       {},
+       [](RunOptions& o, const json& v) { o.fail_on_bad_images = v.get<std::string>() == "fail"; },
+       [](const RunOptions& o) { return json(o.fail_on_bad_images ? "fail" : "skip"); }});
   add({"epochs",
        OptionType::kInteger,
        kConfig,
@@ -618,7 +645,9 @@ void add_file_options(std::vector<Option>& t) {
     add(std::move(o));
   };
   const PathRole in = PathRole::kInput, out = PathRole::kOutputFile;
-  path("data_path", &RunOptions::data_path, in, "digits.csv.gz (default: scikit-learn's)");
+  path("data_path", &RunOptions::data_path, in,
+       "digits.csv.gz (default: scikit-learn's); with --data=folder, the data set's root, which "
+       "holds train/<class>/*.JPEG (as make-dataset writes)");
   path("init", &RunOptions::init_path, in, "start from these weights (safetensors)");
   path("batch_file", &RunOptions::batch_file, in,
        "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
@@ -786,7 +815,15 @@ std::optional<InjectedFault> parse_fault_name(std::string_view s) {
 }
 
 std::string_view data_source_name(DataSource d) {
-  return d == DataSource::kDigits ? "digits" : "synthetic";
+  switch (d) {
+    case DataSource::kDigits:
+      return "digits";
+    case DataSource::kFolder:
+      return "folder";
+    case DataSource::kSynthetic:
+      break;
+  }
+  return "synthetic";
 }
 
 std::string Option::flag() const {
@@ -994,6 +1031,8 @@ std::string reproduce_command(const RunOptions& o) {
           " " + shell_word(option.flag() + "=" + (v.is_string() ? v.get<std::string>() : v.dump()));
     }
   }
+  // The files a run reads are not config, but the run cannot be made again without them.
+  if (!o.data_path.empty()) cmd += " " + shell_word("--data-path=" + o.data_path);
   return cmd;
 }
 

@@ -83,9 +83,9 @@ RunOptions options_from_json(const nlohmann::json& config);
 // Every kConfig option's value in `o`, keyed as suite files key them: the record's config.
 nlohmann::json config_json(const RunOptions& o);
 // The `dlbench run` command that runs `o` again: every config option that differs from its
-// default, as its flag, each a shell word; under `mpirun -np N` for several ranks (on one CPU
-// host, a sweep also sets OMP_NUM_THREADS to the cores over the ranks). Records carry it, and
-// reports show it.
+// default, as its flag, each a shell word, and the data's path where one was given; under `mpirun
+// -np N` for several ranks (on one CPU host, a sweep also sets OMP_NUM_THREADS to the cores over
+// the ranks). Records carry it, and reports show it.
 std::string reproduce_command(const RunOptions& o);
 
 // `text` as one shell word: as it is when every character is safe, else single-quoted.

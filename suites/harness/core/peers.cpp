@@ -38,8 +38,8 @@ PeerProgram program(System system) {
 // The Python that runs a peer: DLBENCH_PEER_PYTHON when set, else the first of python3 on PATH
 // and /usr/bin/python3 that imports the peer's framework. Probed once per process and system.
 std::string peer_python(System system, const PeerProgram& peer) {
-  static std::map<System, std::string> found;
-  if (auto it = found.find(system); it != found.end()) return it->second;
+  static std::map<std::string, std::string> found;  // by what it must import
+  if (auto it = found.find(peer.imports); it != found.end()) return it->second;
   std::vector<std::string> candidates;
   if (const char* env = std::getenv("DLBENCH_PEER_PYTHON"); env && *env) {
     candidates = {env};
@@ -49,7 +49,7 @@ std::string peer_python(System system, const PeerProgram& peer) {
   for (const std::string& python : candidates) {
     const ProcessResult r = run_process({{python, "-c", "import " + peer.imports}, {}}, 300,
                                         "/dev/null", [](double) {});
-    if (r.exit_code == 0 && !r.timed_out && r.signal == 0) return found[system] = python;
+    if (r.exit_code == 0 && !r.timed_out && r.signal == 0) return found[peer.imports] = python;
   }
   throw Unsupported(fmt::format(
       "the {} peer needs a Python that imports {}; tried {} ({}; or set DLBENCH_PEER_PYTHON)",
@@ -81,6 +81,16 @@ std::vector<std::string> peer_argv(System system, const std::string& point_file)
         fmt::format("the {} peer's program {} is missing", system_name(system), peer.script));
   }
   return {peer_python(system, peer), peer.script, "--point=" + point_file};
+}
+
+std::vector<std::string> input_peer_argv() {
+  const PeerProgram peer{DLB_SOURCE_DIR "/reports/peers/torch_input.py", "torch, torchvision",
+                         "Debian: apt install python3-torch python3-torchvision "
+                         "(scripts/install-deps.sh); elsewhere: pip install torch torchvision"};
+  if (!std::filesystem::exists(peer.script)) {
+    throw Unsupported(fmt::format("the PyTorch input peer's program {} is missing", peer.script));
+  }
+  return {peer_python(System::kPytorch, peer), peer.script};
 }
 
 void add_peer_rendezvous(LaunchCommand& cmd, const LaunchHost& host) {

@@ -16,6 +16,10 @@ namespace dlb {
 // when the peer cannot run here: no Python that imports its framework.
 std::vector<std::string> peer_argv(System system, const std::string& point_file);
 
+// How PyTorch's DataLoader reads a folder for `dlbench bench input` (reports/peers/
+// torch_input.py): its Python and script. Unsupported as peer_argv.
+std::vector<std::string> input_peer_argv();
+
 // What a peer's ranks need to find each other (torch.distributed's MASTER_ADDR and MASTER_PORT):
 // a free port here, and this host as the address when every rank runs on it. A MASTER_ADDR or
 // MASTER_PORT the user set is kept. mpirun passes both on with -x.

@@ -89,6 +89,27 @@ void add_timed_metrics(const RunResult& r, nlohmann::json& m) {
     m["fraction_of_peak_flops"] = fraction_of_peak(r);
   }
 }
+// The input's metrics: the loader's counts, the wait per timed step and its share of the median
+// step, the rate the loader's threads make images at and the cores they kept busy over the timed
+// steps (on a CPU backend, taken from compute), and `input-bound` where the step waited for its
+// batch more than 5% of its time.
+nlohmann::json input_metrics(const nlohmann::json& loader, double median_step_s,
+                             double timed_seconds) {
+  nlohmann::json m = loader;
+  const auto batches = loader["batches"].get<double>();
+  const double wait = batches > 0 ? loader["waited_s"].get<double>() / batches : 0;
+  m["waited_per_step_s"] = wait;
+  m["wait_share_of_step"] = wait / median_step_s;
+  const auto busy = loader["loader_busy_s"].get<double>();
+  if (busy > 0) {
+    m["loader_img_s"] =
+        loader["images_made"].get<double>() / busy * loader["threads"].get<double>();
+  }
+  m["loader_cores"] = timed_seconds > 0 ? busy / timed_seconds : 0;
+  m["verdict"] = wait > kInputBoundShare * median_step_s ? "input-bound" : "not input-bound";
+  return m;
+}
+
 // --sync=async's updates: how many, their staleness (median and maximum), and where the
 // weights and gradients went between the ranks.
 nlohmann::json async_metrics(const std::vector<int64_t>& staleness) {
@@ -99,6 +120,42 @@ nlohmann::json async_metrics(const std::vector<int64_t>& staleness) {
   m["staleness_median"] = percentile({staleness.begin(), staleness.end()}, 50);
   m["staleness_max"] = *std::max_element(staleness.begin(), staleness.end());
   return m;
+}
+
+// What the step was: its largest batch within a budget, its loss scale, its engines, its graphs.
+void add_step_metrics(const RunResult& r, nlohmann::json& m) {
+  if (r.max_batch) {
+    m["max_batch"] = {{"budget_bytes", r.max_batch->budget},
+                      {"batch", r.max_batch->batch},
+                      {"probes", r.max_batch->probes},
+                      {"reached_limit", r.max_batch->reached_limit},
+                      {"peak_bytes_total", r.max_batch->peak_bytes_total}};
+  }
+  if (r.loss_scale) {
+    m["loss_scale"] = *r.loss_scale;
+    m["skipped_steps"] = r.skipped_steps;
+  }
+  if (r.engines) m["engines"] = engines_json(*r.engines);
+  if (r.step_graphs) {
+    m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
+                       {"operations", r.step_graphs->operations},
+                       {"replayed_steps", r.step_graphs->replayed_steps}};
+  }
+}
+
+// The console's line for metrics.input.
+void print_input(const RunResult& r, std::FILE* out) {
+  const nlohmann::json in =
+      input_metrics(r.input, percentile(r.stats->step_seconds, 50), r.stats->timed_seconds);
+  fmt::print(out,
+             "input: {} JPEGs of {} classes, {} loader thread(s) at {:.0f} img/s, {:.2f} cores "
+             "busy; a step waited {:.4f} s for its batch ({:.1f}% of the step): {}; {} file(s) "
+             "skipped\n",
+             in["images_in_folder"].get<int64_t>(), in["classes"].get<int64_t>(),
+             in["threads"].get<int64_t>(), in.value("loader_img_s", 0.0),
+             in["loader_cores"].get<double>(), in["waited_per_step_s"].get<double>(),
+             100 * in["wait_share_of_step"].get<double>(), in["verdict"].get<std::string>(),
+             in["skipped"].get<int64_t>());
 }
 
 }  // namespace
@@ -143,24 +200,12 @@ nlohmann::json record_json(const RunResult& r) {
     m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
   }
   if (!r.phases.is_null()) m["phases"] = r.phases;
+  if (!r.input.is_null() && r.stats) {
+    m["input"] =
+        input_metrics(r.input, percentile(r.stats->step_seconds, 50), r.stats->timed_seconds);
+  }
   if (r.async_staleness) m["async"] = async_metrics(*r.async_staleness);
-  if (r.max_batch) {
-    m["max_batch"] = {{"budget_bytes", r.max_batch->budget},
-                      {"batch", r.max_batch->batch},
-                      {"probes", r.max_batch->probes},
-                      {"reached_limit", r.max_batch->reached_limit},
-                      {"peak_bytes_total", r.max_batch->peak_bytes_total}};
-  }
-  if (r.loss_scale) {
-    m["loss_scale"] = *r.loss_scale;
-    m["skipped_steps"] = r.skipped_steps;
-  }
-  if (r.engines) m["engines"] = engines_json(*r.engines);
-  if (r.step_graphs) {
-    m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
-                       {"operations", r.step_graphs->operations},
-                       {"replayed_steps", r.step_graphs->replayed_steps}};
-  }
+  add_step_metrics(r, m);
   record["metrics"] = m;
   if (r.memory) {
     record["memory"] = memory_json(*r.memory);
@@ -201,6 +246,7 @@ void print_result(const RunResult& r, std::FILE* out) {
                               "than this run's kernels)"
                             : "");
   }
+  if (r.stats && !r.input.is_null()) print_input(r, out);
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
                *r.loss_scale, r.skipped_steps);

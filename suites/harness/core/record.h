@@ -17,6 +17,8 @@
 namespace dlb {
 
 constexpr int kResultSchemaVersion = 1;
+// A step that waits for its batch longer than this share of its median time is input-bound.
+constexpr double kInputBoundShare = 0.05;
 
 // What became of a point. ok; diverged (the loss became inf or NaN: the metrics stay, but are not
 // a result); oom, unsupported or failed (a run's error, status_for); timeout and crashed (the
@@ -63,6 +65,9 @@ struct RunResult {
   // --sync=async: the staleness of each update the parameter server applied (rank 0's).
   std::optional<std::vector<int64_t>> async_staleness;
   nlohmann::json phases;  // traced synthetic runs: seconds per phase per traced step
+  // data=folder: the loader over the timed steps (suites/harness/run/folder_input.h); the record
+  // adds the wait per step, its share of the step, the loader's rate and the verdict.
+  nlohmann::json input;
   // fp16: the loss scale at the end, and the steps skipped for inf or NaN gradients (warm-up
   // and timed, or every epoch's).
   std::optional<float> loss_scale;

@@ -91,14 +91,22 @@ namespace {
 // What the data source takes: digits train epochs (and log them); synthetic batches, timed steps.
 // (A batch file and the digits exclude each other: checked after the step's rules.)
 void validate_data(const RunOptions& o) {
-  if (o.data == DataSource::kSynthetic) {
-    if (o.epochs) throw InvalidArgument("--epochs needs --data=digits");
-    if (o.target_accuracy) throw InvalidArgument("--target-accuracy needs --data=digits");
-    if (!o.mllog_path.empty()) {
-      throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
-    }
-  } else if (!o.epochs) {
-    throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
+  if (o.data == DataSource::kDigits) {
+    if (!o.epochs) throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
+    return;
+  }
+  const char* needs = o.data == DataSource::kFolder
+                          ? "needs --data=digits (evaluation on a folder's val/ is not built yet)"
+                          : "needs --data=digits";
+  if (o.epochs) throw InvalidArgument(fmt::format("--epochs {}", needs));
+  if (o.target_accuracy) throw InvalidArgument(fmt::format("--target-accuracy {}", needs));
+  if (!o.mllog_path.empty()) {
+    throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
+  }
+  if (o.data == DataSource::kFolder && o.data_path.empty()) {
+    throw InvalidArgument(
+        "--data=folder needs --data-path=DIR, the data set's root: DIR/train/<class>/*.JPEG (as "
+        "dlbench make-dataset writes)");
   }
 }
 
@@ -180,7 +188,8 @@ void validate_run_options(const RunOptions& o) {
   check_rank_trace_paths(o);
   validate_conv_math(o);
   if (!o.batch_file.empty() && o.data != DataSource::kSynthetic) {
-    throw InvalidArgument("--batch-file and --data=digits exclude each other");
+    throw InvalidArgument(
+        fmt::format("--batch-file and --data={} exclude each other", data_source_name(o.data)));
   }
   if (o.loss_scale && o.precision != Precision::kFp16) {
     throw InvalidArgument(fmt::format(

@@ -19,8 +19,11 @@
 
 namespace dlb {
 
-enum class DataSource { kSynthetic, kDigits };
-inline constexpr DataSource kDataSources[] = {DataSource::kSynthetic, DataSource::kDigits};
+// folder: JPEG files in ImageNet's layout, decoded and augmented by the loader's threads
+// (workloads/data/image_loader.h; docs/input.md).
+enum class DataSource { kSynthetic, kDigits, kFolder };
+inline constexpr DataSource kDataSources[] = {DataSource::kSynthetic, DataSource::kDigits,
+                                              DataSource::kFolder};
 std::string_view data_source_name(DataSource d);
 
 // Who trains a point: dlbench, or a peer that trains the same model with the same settings for
@@ -59,7 +62,11 @@ struct RunOptions {
   BackendKind backend = BackendKind::kCpu;
   Precision precision = Precision::kFp32;
   DataSource data = DataSource::kSynthetic;
-  std::string data_path;  // digits.csv.gz; empty: the default location
+  std::string data_path;  // digits.csv.gz (empty: the default location); data=folder: its root
+  // data=folder: decoding threads (0: the cores this rank does not compute on, at least one),
+  // batches made ahead, and whether a file that does not decode ends the run.
+  int64_t loader_threads = 0, prefetch = 2;
+  bool fail_on_bad_images = false;
   SgdConfig sgd{0.01f, 0.9f, 0.f};
   LrPolicy lr;  // scaling, warm-up and schedule over sgd.lr
   std::optional<float> dropout;

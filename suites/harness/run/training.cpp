@@ -26,6 +26,7 @@
 #include "suites/harness/core/timed_phase.h"
 #include "suites/harness/run/convergence.h"
 #include "suites/harness/run/epochs.h"
+#include "suites/harness/run/folder_input.h"
 #include "suites/harness/run/step_dump.h"
 #include "workloads/data/batch_file.h"
 #include "workloads/data/dataset.h"
@@ -33,6 +34,9 @@
 
 namespace dlb {
 namespace {
+
+// This run's ranks started on this host (below).
+int64_t ranks_on_this_host(int ranks);
 
 void inject_fault(RunOptions::Fault fault) {
   switch (fault) {
@@ -115,6 +119,7 @@ std::unique_ptr<Communicator> open_communicator(const RunOptions& o) {
 struct RunData {
   Dataset batch;  // synthetic or from --batch-file: loaded once, stays on the device
   DigitsSplit digits;
+  std::unique_ptr<FolderInput> folder;  // --data=folder: a batch per step from its loader
 };
 
 RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator& comm,
@@ -132,6 +137,15 @@ RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator
     mc.image_size = s;
   } else if (o.data == DataSource::kDigits) {
     if (mc.num_classes != 10) throw InvalidArgument("digits have 10 classes; set --num-classes=10");
+  } else if (o.data == DataSource::kFolder) {
+    if (info.in_channels != 3) {
+      throw InvalidArgument(fmt::format(
+          "--data=folder gives RGB images, and {} takes {} channel(s)", o.model, info.in_channels));
+    }
+    const int64_t compute = o.backend == BackendKind::kCpu ? pool_threads() : 1;
+    d.folder =
+        open_folder_input(o, comm.rank(), comm.size(),
+                          loader_threads_of(o, ranks_on_this_host(comm.size()), compute), mc);
   }
   return d;
 }
@@ -182,20 +196,30 @@ int64_t trace_window(const RunOptions& o, int ranks) {
 void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelConfig& mc,
                         RunData& data, Trainer& trainer, Communicator& comm, int64_t window,
                         RunResult& r) {
-  const Dataset batch =
-      o.batch_file.empty()
-          ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
-          : std::move(data.batch);
-  trainer.load_batch(batch.images.data(), batch.labels.data());
+  std::function<void(int64_t, int64_t)> load;  // --data=folder: each timed step's batch
+  if (data.folder) {
+    load = [&trainer, &loader = *data.folder->loader](int64_t, int64_t) {
+      const ImageLoader::Batch& b = loader.next();
+      trainer.load_batch(b.images.data(), b.labels.data());
+    };
+    load(0, 0);  // the warm-up steps' batch
+    data.folder->at_timed_start = data.folder->loader->stats();
+  } else {
+    const Dataset batch =
+        o.batch_file.empty()
+            ? make_synthetic(mc.batch, info.in_channels, mc.image_size, mc.num_classes, o.seed + 7)
+            : std::move(data.batch);
+    trainer.load_batch(batch.images.data(), batch.labels.data());
+  }
   r.host_before = sample_host();
   RunStats all;
   std::vector<double> repetitions;
   for (int64_t rep = 0; rep < o.repetitions; ++rep) {
-    RunStats s = trainer.run(rep == 0 ? o.warmup : 0, o.steps);
+    RunStats s = trainer.run(rep == 0 ? o.warmup : 0, o.steps, load);
     // --min-time: more steps at the pace measured; every rank runs as many (the slowest's ask).
     const int64_t more = static_cast<int64_t>(comm.max_across_ranks(static_cast<double>(
         extra_steps(o.steps, comm.max_across_ranks(s.timed_seconds), o.min_time_s))));
-    if (more > 0) append_timed(s, trainer.run(0, more));
+    if (more > 0) append_timed(s, trainer.run(0, more, load));
     if (rep == 0 && o.warmup > 0) {  // the warm-up judged from the data (timed_phase.h)
       r.discarded_steps = static_cast<int64_t>(comm.max_across_ranks(
           static_cast<double>(unsettled_steps(s.step_seconds, o.steps - window))));
@@ -213,6 +237,7 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
   all.images_per_step *= comm.size();
   r.stats = std::move(all);
   if (comm.size() > 1) r.buckets = static_cast<int64_t>(trainer.bucket_plan().buckets.size());
+  if (data.folder) r.input = folder_input_json(*data.folder, o);
 }
 
 // Epochs over the digits to a target accuracy, with an MLPerf log when asked.
@@ -437,14 +462,13 @@ namespace {
 // Ranks that share this host's device: on the CPU, every rank of this run started on this host
 // (Open MPI's or MPICH's count, or the tasks srun started on this node); a GPU rank has a device
 // of its own, and one rank runs alone whatever a batch job's variables say.
-int64_t ranks_on_this_host(const RunResult& r);
 int64_t ranks_sharing_the_device(const RunResult& r) {
-  return r.environment.value("device", "") == "cpu" ? ranks_on_this_host(r) : 1;
+  return r.environment.value("device", "") == "cpu" ? ranks_on_this_host(r.ranks) : 1;
 }
 // This run's ranks started on this host (Open MPI's or MPICH's count, or the tasks srun started
 // on this node), whatever their device; one rank runs alone whatever a batch job's variables say.
-int64_t ranks_on_this_host(const RunResult& r) {
-  if (r.ranks <= 1) return 1;
+int64_t ranks_on_this_host(int ranks) {
+  if (ranks <= 1) return 1;
   for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
     if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
   }
@@ -497,7 +521,7 @@ void attach_noise(RunResult& r) {
   in.ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
   in.hardware_threads = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   in.cpu_device = r.environment.value("device", "") == "cpu";
-  in.ranks_on_host = ranks_on_this_host(r);  // GPU ranks use the host's CPU too (polls, NCCL)
+  in.ranks_on_host = ranks_on_this_host(r.ranks);  // GPU ranks use the host's CPU too (polls, NCCL)
   in.threads_per_rank = in.cpu_device ? pool_threads() : 1;
   in.governor = cpu_governor();
   in.step_seconds = r.stats->step_seconds;

@@ -1,0 +1,76 @@
+#include "suites/harness/run/folder_input.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <system_error>
+#include <thread>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+
+int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads) {
+  if (o.loader_threads > 0) return o.loader_threads;
+  const int64_t hardware = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  return std::max<int64_t>(1, hardware / std::max<int64_t>(ranks_on_host, 1) - compute_threads);
+}
+
+std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, int ranks,
+                                               int64_t threads, ModelConfig& mc) {
+  auto in = std::make_unique<FolderInput>();
+  std::error_code ec;
+  if (!std::filesystem::is_directory(o.data_path + "/train", ec)) {
+    throw InvalidArgument(fmt::format(
+        "--data-path={}: no train/ folder in it (ImageNet's layout: DIR/train/<class>/*.JPEG, as "
+        "dlbench make-dataset writes)",
+        o.data_path));
+  }
+  in->index = scan_image_folder(o.data_path + "/train");
+  const auto classes = static_cast<int64_t>(in->index.classes.size());
+  if (o.num_classes && *o.num_classes != classes) {
+    throw InvalidArgument(fmt::format("--num-classes={}, but {}/train has {} class folders",
+                                      *o.num_classes, o.data_path, classes));
+  }
+  mc.num_classes = classes;
+  if (rank == 0) {
+    for (const std::string& note : in->index.notes) fmt::print(stderr, "dlbench: {}\n", note);
+  }
+  ImageLoaderOptions lo;
+  lo.batch = mc.batch;
+  lo.image_size = mc.image_size;
+  lo.rank = rank;
+  lo.ranks = ranks;
+  lo.threads = threads;
+  lo.prefetch = o.prefetch;
+  lo.seed = o.seed;
+  lo.fail_on_bad_image = o.fail_on_bad_images;
+  in->threads = threads;
+  in->loader = std::make_unique<ImageLoader>(in->index.samples, lo);
+  return in;
+}
+
+nlohmann::json folder_input_json(const FolderInput& in, const RunOptions& o) {
+  const LoaderStats now = in.loader->stats();
+  const LoaderStats& start = in.at_timed_start;
+  nlohmann::json skipped = nlohmann::json::array();
+  for (size_t i = 0; i < now.skipped_files.size() && i < 10; ++i) {
+    skipped.push_back(now.skipped_files[i]);
+  }
+  return {{"source", "folder"},
+          {"images_in_folder", in.index.samples.size()},
+          {"classes", in.index.classes.size()},
+          {"threads", in.threads},
+          {"prefetch", o.prefetch},
+          {"batches", now.batches - start.batches},
+          {"images", now.images - start.images},
+          {"waited_s", now.waited_s - start.waited_s},
+          {"loader_busy_s", now.busy_s - start.busy_s},
+          {"images_made", now.images_made - start.images_made},
+          {"skipped", now.skipped},
+          {"skipped_files", skipped}};
+}
+
+}  // namespace dlb

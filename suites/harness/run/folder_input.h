@@ -1,0 +1,37 @@
+// --data=folder: a run's training images from JPEG files (docs/input.md). The folder's train/ is
+// scanned as torchvision's ImageFolder scans it, the model's classes are the folder's, and the
+// loader's threads decode and augment each rank's batches ahead of its steps.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "suites/harness/core/run_options.h"
+#include "workloads/data/image_loader.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+
+struct FolderInput {
+  ImageFolderIndex index;
+  std::unique_ptr<ImageLoader> loader;
+  int64_t threads = 0;
+  LoaderStats at_timed_start;  // the loader's counts when the timed steps began
+};
+
+// The decoding threads of `o`: its loader_threads, or (0) the hardware threads this rank's share
+// of the host leaves after its compute (`compute_threads`), at least one.
+int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads);
+
+// Scans DIR/train, takes the folder's class count as the model's (InvalidArgument where
+// --num-classes says otherwise), notes empty classes and link loops on stderr (rank 0), and
+// starts the loader for this rank with `threads` threads.
+std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, int ranks,
+                                               int64_t threads, ModelConfig& mc);
+
+// The record's metrics.input, before the verdict record_json adds: the loader's threads and
+// prefetch, the folder's images and classes, and since the timed steps began its batches,
+// images, time waited for them and busy time; the files skipped (the first ten named).
+nlohmann::json folder_input_json(const FolderInput& in, const RunOptions& o);
+
+}  // namespace dlb

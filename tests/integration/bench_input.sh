@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# `dlbench bench input`: dlbench's loader and PyTorch's DataLoader (where Debian's python3-torch
+# is) on make-dataset's files, each thread count in turn, a row per system and thread count with
+# its rounds, and the record's median within them. Bad options: one line, exit 2.
+# Usage: bench_input.sh path/to/dlbench
+set -u
+dlbench=$(realpath "$1")
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$dlbench" make-dataset --out="$work/ds" --images=48 --val-images=0 --classes=3 --size=80x64 \
+  --shards=0 >/dev/null || fail "make-dataset"
+systems=dlbench
+/usr/bin/python3 -c "import torch, torchvision" 2>/dev/null && systems=dlbench,pytorch
+"$dlbench" bench input --data-path="$work/ds" --threads=1,2 --batch=8 --image-size=32 --batches=3 \
+  --rounds=2 --systems=$systems --json="$work/in.json" >"$work/in.log" 2>&1 ||
+  fail "bench input: $(tail -5 "$work/in.log")"
+/usr/bin/python3 - "$work/in.json" "$systems" <<'PY' || fail "the record"
+import json, sys
+r = json.load(open(sys.argv[1])); systems = sys.argv[2].split(",")
+assert r["kind"] == "bench_input" and r["images_in_folder"] == 48 and r["dct_scaling"], r
+rows = {(x["system"], x["threads"]): x for x in r["rows"]}
+assert set(rows) == {(s, t) for s in systems for t in (1, 2)}, rows.keys()
+for x in rows.values():
+    assert len(x["rounds"]) == 2 and all(v > 0 for v in x["rounds"]), x
+    assert x["min_img_s"] <= x["median_img_s"] <= x["max_img_s"], x
+print(", ".join(f"{s} x{t}: {x['median_img_s']:.0f} img/s" for (s, t), x in sorted(rows.items())))
+PY
+for bad in --threads=0 --batches=0 --systems=tensorflow --image-size=0; do
+  if "$dlbench" bench input --data-path="$work/ds" $bad >"$work/err" 2>&1; then fail "$bad accepted"; fi
+  [[ $(wc -l <"$work/err") -eq 1 ]] || fail "$bad: not one line: $(cat "$work/err")"
+done
+"$dlbench" bench input --data-path="$work/nowhere" >"$work/err" 2>&1 && fail "a missing folder accepted"
+[[ $failures -eq 0 ]]

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# `dlbench run --data=folder`: resnet18 trains on make-dataset's JPEGs through the loader. The
+# record says what the input cost (metrics.input: batches, waits, the loader's rate, its verdict
+# by the 5% rule), the classes come from the folder, the command reproduces the run, and two
+# ranks train on it too. A file that does not decode is skipped and named, or (--bad-images=fail)
+# ends the run with one line; a folder that is not one, or classes that disagree, are refused.
+# Usage: folder_data.sh path/to/dlbench
+set -u
+dlbench=$(realpath "$1")
+export DLB_SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cd "$work" || exit 1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+"$dlbench" make-dataset --out="$work/ds" --images=96 --val-images=0 --classes=4 --size=96x80 \
+  --shards=0 >/dev/null || fail "make-dataset"
+base=(run --model=resnet18 --data=folder --data-path="$work/ds" --batch=8 --image-size=32 --warmup=1)
+run=("${base[@]}" --steps=6)
+"$dlbench" "${run[@]}" --loader-threads=2 --json="$work/one.json" >"$work/one.log" 2>&1 ||
+  fail "one rank: $(tail -3 "$work/one.log")"
+grep -q "^input: 96 JPEGs of 4 classes, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
+/usr/bin/python3 - "$work/one.json" <<'PY' || fail "one rank's record"
+import json, os, sys
+import jsonschema
+r = json.load(open(sys.argv[1]))
+schema = json.load(open(os.path.join(os.environ["DLB_SOURCE"], "suites/schema/result.schema.json")))
+schema["required"] = [k for k in schema["required"] if k != "point"]  # a sweep's key
+try:
+    jsonschema.validate(r, schema)
+except jsonschema.ValidationError as e:
+    sys.exit(f"the record breaks result.schema.json: {e.message} at {list(e.absolute_path)}")
+c, m = r["config"], r["metrics"]
+assert r["status"] == "ok" and c["data"] == "folder" and c["num_classes"] == 4, c
+assert "--data=folder" in r["command"] and "--data-path=" in r["command"], r["command"]
+i = m["input"]
+assert i["source"] == "folder" and i["images_in_folder"] == 96 and i["classes"] == 4, i
+assert i["threads"] == 2 and i["batches"] == m["timed_steps"] and i["images"] == 8 * i["batches"], i
+assert i["skipped"] == 0 and i["skipped_files"] == [], i
+median = m["step_time_s"]["median"]
+assert abs(i["waited_per_step_s"] - i["waited_s"] / i["batches"]) < 1e-12, i
+assert abs(i["wait_share_of_step"] - i["waited_per_step_s"] / median) < 1e-9, i
+assert i["verdict"] == ("input-bound" if i["waited_per_step_s"] > 0.05 * median else "not input-bound"), i
+assert i["loader_img_s"] > 0 and 0 < i["loader_cores"] <= 2.5, i
+print(f"1 rank: {m['throughput_img_s']:.1f} img/s, loader {i['loader_img_s']:.0f} img/s, "
+      f"waited {1000 * i['waited_per_step_s']:.2f} ms a step: {i['verdict']}")
+PY
+
+if command -v mpirun >/dev/null; then
+  mpirun -np 2 --oversubscribe "$dlbench" "${run[@]}" --ranks=2 --json="$work/two.json" \
+    >"$work/two.log" 2>&1 || fail "two ranks: $(tail -3 "$work/two.log")"
+  /usr/bin/python3 -c "
+import json; r = json.load(open('$work/two.json'))
+assert r['status'] == 'ok' and r['metrics']['input']['batches'] >= 6, r.get('message')
+" || fail "two ranks' record"
+fi
+
+# A file that does not decode: skipped, counted, named; or the run's end.
+bad=$(find "$work/ds/train/class_001" -name '*.JPEG' | sort | head -1)
+printf 'not a jpeg' >"$bad"
+"$dlbench" "${base[@]}" --steps=12 --json="$work/skip.json" >"$work/skip.log" 2>&1 || fail "skip: $(tail -3 "$work/skip.log")"
+/usr/bin/python3 -c "
+import json, sys; i = json.load(open('$work/skip.json'))['metrics']['input']
+assert i['skipped'] >= 1 and len(i['skipped_files']) == 1 and '$bad' in i['skipped_files'][0], i
+" || fail "the bad file was not skipped and named once"
+if "$dlbench" "${base[@]}" --steps=12 --bad-images=fail >"$work/err" 2>&1; then
+  fail "--bad-images=fail trained past a bad file"
+fi
+grep -q "$bad" "$work/err" || fail "--bad-images=fail did not name the file: $(cat "$work/err")"
+
+# Refused before training, with one line and exit 2.
+refused() {
+  local why=$1
+  shift
+  "$dlbench" "$@" >"$work/err" 2>&1
+  local rc=$?
+  [[ $rc -eq 2 && $(wc -l <"$work/err") -eq 1 ]] || fail "$why: exit $rc, $(cat "$work/err")"
+}
+refused "no --data-path" run --model=resnet18 --data=folder --image-size=32 --steps=1
+refused "no train/ folder" run --model=resnet18 --data=folder --data-path="$work/ds/train" --image-size=32 --steps=1
+refused "classes disagree" "${run[@]}" --num-classes=10
+refused "epochs" "${run[@]}" --epochs=1
+refused "a model of grey images" "${run[@]}" --model=digits-cnn
+[[ $failures -eq 0 ]]

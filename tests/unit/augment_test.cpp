@@ -1,0 +1,105 @@
+// The input pipeline's transforms (workloads/data/augment.h) against PIL and torchvision:
+// tests/unit/fixtures/pil/make_fixtures.py wrote PIL's decode of a JPEG and torchvision's crops,
+// resizes, flip and evaluation transform of it; dlbench's must be the same bytes. And
+// RandomResizedCrop's rule, drawn many times: boxes inside the image, of its areas and ratios.
+#include "workloads/data/augment.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+std::vector<uint8_t> fixture(const std::string& name) {
+  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/unit/fixtures/pil/" + name,
+                   std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+RgbImage photo() {
+  const std::vector<uint8_t> jpeg = fixture("photo.jpg");
+  return decode_jpeg(jpeg.data(), jpeg.size(), "photo.jpg");
+}
+
+// Bytes that differ, and by how much at most.
+std::string compare(const RgbImage& got, const std::string& name, int64_t w, int64_t h) {
+  const std::vector<uint8_t> want = fixture(name);
+  if (got.width != w || got.height != h || got.pixels.size() != want.size()) {
+    return name + ": size differs";
+  }
+  int64_t differ = 0, worst = 0;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const int64_t d = std::abs(int64_t{got.pixels[i]} - int64_t{want[i]});
+    differ += d != 0;
+    worst = std::max(worst, d);
+  }
+  return differ == 0 ? ""
+                     : name + ": " + std::to_string(differ) + " bytes differ, by up to " +
+                           std::to_string(worst);
+}
+
+TEST(Augment, DecodesAsPilDoes) { EXPECT_EQ(compare(photo(), "photo.rgb", 63, 47), ""); }
+
+TEST(Augment, CropsResizesAndFlipsAsTorchvisionDoes) {
+  const RgbImage img = photo();
+  EXPECT_EQ(compare(resized_crop(img, {5, 7, 30, 41}, 24, 24), "crop_a.rgb", 24, 24), "");
+  EXPECT_EQ(compare(resized_crop(img, {0, 0, 47, 63}, 80, 60), "crop_b.rgb", 80, 60), "");
+  RgbImage flipped = resized_crop(img, {10, 3, 20, 50}, 32, 16);
+  flip_horizontally(flipped);
+  EXPECT_EQ(compare(flipped, "crop_c.rgb", 32, 16), "");
+  EXPECT_EQ(compare(resized_crop(img, {1, 2, 45, 60}, 10, 7), "crop_d.rgb", 10, 7), "");
+  EXPECT_EQ(compare(eval_transform(img, 32), "eval.rgb", 32, 32), "");
+  EXPECT_THROW(resized_crop(img, {40, 0, 8, 10}, 4, 4), InvalidArgument);  // past the bottom
+}
+
+TEST(Augment, RandomResizedCropBoxesFollowTorchvisionsRule) {
+  Rng rng(11);
+  int fallbacks = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t w = 8 + rng.below(600), h = 8 + rng.below(600);
+    const CropBox b = random_resized_crop_box(w, h, rng);
+    ASSERT_GE(b.top, 0);
+    ASSERT_GE(b.left, 0);
+    ASSERT_GE(b.height, 1);
+    ASSERT_GE(b.width, 1);
+    ASSERT_LE(b.top + b.height, h);
+    ASSERT_LE(b.left + b.width, w);
+    // A drawn box: its sides round sqrt(target x aspect) and sqrt(target / aspect), with the
+    // target at least 8% of the area and the aspect within [3/4, 4/3], so the sides before
+    // rounding, within half a pixel of these, bound them.
+    const double bw = static_cast<double>(b.width), bh = static_cast<double>(b.height);
+    const bool drawn = (bw + 0.5) * (bh + 0.5) >= 0.08 * static_cast<double>(w * h) &&
+                       (bw + 0.5) / std::max(bh - 0.5, 0.5) >= 0.75 &&
+                       (bw - 0.5) / (bh + 0.5) <= 4.0 / 3;
+    if (drawn) continue;
+    // Otherwise the fallback: a centred box with a whole side.
+    EXPECT_TRUE(b.width == w || b.height == h) << w << "x" << h;
+    EXPECT_EQ(b.top, (h - b.height) / 2);
+    EXPECT_EQ(b.left, (w - b.width) / 2);
+    ++fallbacks;
+  }
+  EXPECT_LT(fallbacks, 200);
+  // A 1000x10 strip fits no box of ratio <= 4/3 with a twelfth of its area: the centre crop
+  // of ratio 4/3, 13x10.
+  Rng again(1);
+  EXPECT_EQ(random_resized_crop_box(1000, 10, again), (CropBox{0, 493, 10, 13}));
+}
+
+TEST(Augment, NormalizesAsToTensorThenNormalize) {
+  RgbImage img{2, 1, {0, 128, 255, 10, 20, 30}};
+  std::vector<float> out(6);
+  normalize_to_planes(img, out.data());
+  EXPECT_EQ(out[0], (0.f / 255.f - 0.485f) / 0.229f);   // R of pixel 0
+  EXPECT_EQ(out[1], (10.f / 255.f - 0.485f) / 0.229f);  // R of pixel 1
+  EXPECT_EQ(out[2], (128.f / 255.f - 0.456f) / 0.224f);
+  EXPECT_EQ(out[5], (30.f / 255.f - 0.406f) / 0.225f);
+}
+
+}  // namespace
+}  // namespace dlb

@@ -1,0 +1,226 @@
+#include "workloads/data/augment.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+// PIL's fixed point for 8-bit resampling (Resample.c): 32 - 8 - 2 bits of fraction.
+constexpr int kPrecisionBits = 32 - 8 - 2;
+
+// Every output pixel's taps along one axis, as PIL lays them out: the first input pixel and a
+// count per output pixel, and `size` weights each (the unused ones 0).
+struct Taps {
+  int64_t size = 0;
+  std::vector<int64_t> first, count;
+  std::vector<int32_t> weights;  // out_size x size
+};
+
+double triangle(double x) {
+  x = std::fabs(x);
+  return x < 1 ? 1 - x : 0;
+}
+
+// PIL's precompute_coeffs for a bilinear filter over [0, in_size) to out_size pixels, then
+// normalize_coeffs_8bpc: each weight in 22-bit fixed point, rounded half away from zero.
+Taps resample_taps(int64_t in_size, int64_t out_size) {
+  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
+  const double filterscale = std::max(scale, 1.0);
+  const double support = 1.0 * filterscale;
+  Taps t;
+  t.size = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
+  t.first.resize(static_cast<size_t>(out_size));
+  t.count.resize(static_cast<size_t>(out_size));
+  t.weights.assign(static_cast<size_t>(out_size * t.size), 0);
+  std::vector<double> w(static_cast<size_t>(t.size));
+  for (int64_t xx = 0; xx < out_size; ++xx) {
+    const double center = (static_cast<double>(xx) + 0.5) * scale;
+    const auto xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
+    const auto xmax = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size);
+    double sum = 0;
+    for (int64_t x = xmin; x < xmax; ++x) {
+      w[static_cast<size_t>(x - xmin)] =
+          triangle((static_cast<double>(x) - center + 0.5) / filterscale);
+      sum += w[static_cast<size_t>(x - xmin)];
+    }
+    t.first[static_cast<size_t>(xx)] = xmin;
+    t.count[static_cast<size_t>(xx)] = xmax - xmin;
+    int32_t* k = &t.weights[static_cast<size_t>(xx * t.size)];
+    for (int64_t x = 0; x < xmax - xmin; ++x) {
+      const double v = w[static_cast<size_t>(x)];
+      const double fixed = (sum != 0 ? v / sum : v) * (1 << kPrecisionBits);
+      k[x] = static_cast<int32_t>(fixed < 0 ? fixed - 0.5 : fixed + 0.5);
+    }
+  }
+  return t;
+}
+
+// PIL's clip8: the fixed-point sum's integer part, within [0, 255]. The sum fits an int32 as in
+// PIL (255 x 2^22 and the rounding half below 2^31).
+uint8_t clip8(int32_t acc) {
+  return static_cast<uint8_t>(std::clamp<int32_t>(acc >> kPrecisionBits, 0, 255));
+}
+
+// Along each row: `rows` rows of `in` (in_w pixels each, from row `first_row`) into `out`
+// (out_w pixels a row).
+void resample_rows(const uint8_t* in, int64_t in_w, int64_t first_row, int64_t rows, uint8_t* out,
+                   int64_t out_w, const Taps& t) {
+  for (int64_t y = 0; y < rows; ++y) {
+    const uint8_t* row = in + (first_row + y) * in_w * 3;
+    uint8_t* dst = out + y * out_w * 3;
+    for (int64_t x = 0; x < out_w; ++x) {
+      const uint8_t* src = row + t.first[static_cast<size_t>(x)] * 3;
+      const int32_t* k = &t.weights[static_cast<size_t>(x * t.size)];
+      int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
+      for (int64_t i = 0; i < t.count[static_cast<size_t>(x)]; ++i) {
+        r += src[i * 3] * k[i];
+        g += src[i * 3 + 1] * k[i];
+        b += src[i * 3 + 2] * k[i];
+      }
+      dst[x * 3] = clip8(r);
+      dst[x * 3 + 1] = clip8(g);
+      dst[x * 3 + 2] = clip8(b);
+    }
+  }
+}
+
+// Down each column: `in` (width x 3 bytes a row) into out_h rows of `out`, a whole row at a time
+// (each output row a weighted sum of input rows: vectorised over the row).
+void resample_columns(const uint8_t* in, int64_t width, uint8_t* out, int64_t out_h,
+                      const Taps& t) {
+  const int64_t n = width * 3;
+  std::vector<int32_t> acc(static_cast<size_t>(n));
+  for (int64_t y = 0; y < out_h; ++y) {
+    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    const int32_t* k = &t.weights[static_cast<size_t>(y * t.size)];
+    for (int64_t i = 0; i < t.count[static_cast<size_t>(y)]; ++i) {
+      const uint8_t* src = in + (t.first[static_cast<size_t>(y)] + i) * n;
+      const int32_t w = k[i];
+      for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += src[j] * w;
+    }
+    uint8_t* dst = out + y * n;
+    for (int64_t j = 0; j < n; ++j) dst[j] = clip8(acc[static_cast<size_t>(j)]);
+  }
+}
+
+void check_box(const RgbImage& image, const CropBox& b) {
+  if (b.top < 0 || b.left < 0 || b.height < 1 || b.width < 1 || b.top + b.height > image.height ||
+      b.left + b.width > image.width) {
+    throw InvalidArgument(fmt::format("crop ({}, {}, {}, {}) outside a {}x{} image", b.top, b.left,
+                                      b.height, b.width, image.width, image.height));
+  }
+}
+
+}  // namespace
+
+CropBox random_resized_crop_box(int64_t width, int64_t height, Rng& rng) {
+  const double area = static_cast<double>(width * height);
+  const double log_lo = std::log(3.0 / 4.0), log_hi = std::log(4.0 / 3.0);
+  for (int attempt = 0; attempt < 10; ++attempt) {
+    const double target = area * (0.08 + 0.92 * static_cast<double>(rng.uniform()));
+    const double aspect = std::exp(log_lo + (log_hi - log_lo) * static_cast<double>(rng.uniform()));
+    const auto w = static_cast<int64_t>(std::nearbyint(std::sqrt(target * aspect)));
+    const auto h = static_cast<int64_t>(std::nearbyint(std::sqrt(target / aspect)));
+    if (w > 0 && w <= width && h > 0 && h <= height) {
+      const int64_t top = rng.below(height - h + 1), left = rng.below(width - w + 1);
+      return {top, left, h, w};
+    }
+  }
+  const double ratio = static_cast<double>(width) / static_cast<double>(height);
+  int64_t w = width, h = height;
+  if (ratio < 3.0 / 4.0) {
+    h = static_cast<int64_t>(std::nearbyint(static_cast<double>(w) / (3.0 / 4.0)));
+  } else if (ratio > 4.0 / 3.0) {
+    w = static_cast<int64_t>(std::nearbyint(static_cast<double>(h) * (4.0 / 3.0)));
+  }
+  return {(height - h) / 2, (width - w) / 2, h, w};
+}
+
+RgbImage crop(const RgbImage& image, const CropBox& box) {
+  check_box(image, box);
+  RgbImage out{box.width, box.height,
+               std::vector<uint8_t>(static_cast<size_t>(box.width * box.height * 3))};
+  for (int64_t y = 0; y < box.height; ++y) {
+    const uint8_t* row = image.pixels.data() + ((box.top + y) * image.width + box.left) * 3;
+    std::copy(row, row + box.width * 3, out.pixels.data() + y * box.width * 3);
+  }
+  return out;
+}
+
+RgbImage resized_crop(const RgbImage& image, const CropBox& box, int64_t out_width,
+                      int64_t out_height) {
+  check_box(image, box);
+  if (out_width < 1 || out_height < 1) {
+    throw InvalidArgument(fmt::format("resize to {}x{}", out_width, out_height));
+  }
+  // PIL's order: the horizontal pass over the rows the vertical pass reads, then the vertical.
+  // Both read the box in place: PIL crops first, and its taps never leave the crop.
+  const Taps across = resample_taps(box.width, out_width);
+  Taps down = resample_taps(box.height, out_height);
+  const int64_t first = down.first.front();
+  const int64_t last = down.first.back() + down.count.back();
+  std::vector<uint8_t> wide(static_cast<size_t>(out_width * (last - first) * 3));
+  const uint8_t* corner = image.pixels.data() + (box.top * image.width + box.left) * 3;
+  resample_rows(corner, image.width, first, last - first, wide.data(), out_width, across);
+  for (int64_t& f : down.first) f -= first;  // rows of `wide`, which begins at `first`
+  RgbImage out{out_width, out_height,
+               std::vector<uint8_t>(static_cast<size_t>(out_width * out_height * 3))};
+  resample_columns(wide.data(), out_width, out.pixels.data(), out_height, down);
+  return out;
+}
+
+void flip_horizontally(RgbImage& image) {
+  for (int64_t y = 0; y < image.height; ++y) {
+    uint8_t* row = image.pixels.data() + y * image.width * 3;
+    for (int64_t l = 0, r = image.width - 1; l < r; ++l, --r) {
+      std::swap_ranges(row + l * 3, row + l * 3 + 3, row + r * 3);
+    }
+  }
+}
+
+RgbImage eval_transform(const RgbImage& image, int64_t size) {
+  const int64_t resize_short = size * 256 / 224;
+  const bool wide = image.width > image.height;
+  const int64_t shorter = wide ? image.height : image.width,
+                longer = wide ? image.width : image.height;
+  const auto resized_long =
+      static_cast<int64_t>(static_cast<double>(resize_short) * static_cast<double>(longer) /
+                           static_cast<double>(shorter));
+  const int64_t w = wide ? resized_long : resize_short, h = wide ? resize_short : resized_long;
+  const RgbImage resized = resized_crop(image, {0, 0, image.height, image.width}, w, h);
+  if (w < size || h < size) {
+    throw InvalidArgument(fmt::format("a {}x{} resize is smaller than the {} px crop", w, h, size));
+  }
+  const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(h - size) / 2.0));
+  const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(w - size) / 2.0));
+  return crop(resized, {top, left, size, size});
+}
+
+void normalize_to_planes(const RgbImage& image, float* out) {
+  // Each channel's 256 values, computed as ToTensor then Normalize compute them (a division by
+  // 255, the mean subtracted, a division by the deviation), then looked up.
+  static const auto table = [] {
+    std::array<std::array<float, 256>, 3> t{};
+    for (size_t c = 0; c < 3; ++c) {
+      for (size_t v = 0; v < 256; ++v) {
+        t[c][v] = (static_cast<float>(v) / 255.f - kImageNetMean[c]) / kImageNetStd[c];
+      }
+    }
+    return t;
+  }();
+  const int64_t plane = image.width * image.height;
+  const uint8_t* px = image.pixels.data();
+  for (int64_t p = 0; p < plane; ++p) {
+    out[p] = table[0][px[p * 3]];
+    out[plane + p] = table[1][px[p * 3 + 1]];
+    out[2 * plane + p] = table[2][px[p * 3 + 2]];
+  }
+}
+
+}  // namespace dlb

@@ -1,0 +1,219 @@
+#include "workloads/data/image_loader.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <fstream>
+#include <numeric>
+
+#include "runtime/core/error.h"
+#include "runtime/core/rng.h"
+#include "workloads/data/augment.h"
+#include "workloads/data/jpeg.h"
+
+namespace dlb {
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// The file's bytes, at most 1 GiB (more is no photograph: refused, not read).
+std::vector<uint8_t> read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", path));
+  const std::streamoff size = in.tellg();
+  if (size < 0 || size > (std::streamoff{1} << 30)) {
+    throw InvalidArgument(fmt::format("{}: not a file of at most 1 GiB", path));
+  }
+  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  in.seekg(0);
+  in.read(reinterpret_cast<char*>(bytes.data()), size);
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", path));
+  return bytes;
+}
+
+// Decoded at the smallest DCT scale that keeps `box` at least size x size, `box` then mapped
+// into the decoded image's pixels (its edges scaled and kept inside).
+RgbImage crop_resized(const std::vector<uint8_t>& jpeg, const std::string& path,
+                      const JpegHeader& h, CropBox box, int64_t size, bool dct_scaling) {
+  if (!dct_scaling) {
+    return resized_crop(decode_jpeg(jpeg.data(), jpeg.size(), path), box, size, size);
+  }
+  const auto need = [&](int64_t side, int64_t crop) {
+    return static_cast<int64_t>(
+        std::ceil(static_cast<double>(side * size) / static_cast<double>(crop)));
+  };
+  const RgbImage img = decode_jpeg(jpeg.data(), jpeg.size(), path, need(h.width, box.width),
+                                   need(h.height, box.height));
+  if (img.width != h.width || img.height != h.height) {
+    const double fx = static_cast<double>(img.width) / static_cast<double>(h.width);
+    const double fy = static_cast<double>(img.height) / static_cast<double>(h.height);
+    const auto left =
+        std::min(static_cast<int64_t>(static_cast<double>(box.left) * fx), img.width - 1);
+    const auto top =
+        std::min(static_cast<int64_t>(static_cast<double>(box.top) * fy), img.height - 1);
+    box = {top, left,
+           std::clamp<int64_t>(std::llround(static_cast<double>(box.height) * fy), 1,
+                               img.height - top),
+           std::clamp<int64_t>(std::llround(static_cast<double>(box.width) * fx), 1,
+                               img.width - left)};
+  }
+  return resized_crop(img, box, size, size);
+}
+
+}  // namespace
+
+ImageLoader::ImageLoader(std::vector<ImageSample> samples, ImageLoaderOptions options)
+    : samples_(std::move(samples)), o_(options) {
+  if (o_.batch < 1 || o_.image_size < 1 || o_.ranks < 1 || o_.rank < 0 || o_.rank >= o_.ranks ||
+      o_.threads < 1 || o_.threads > 256 || o_.prefetch < 1 || o_.prefetch > 1024) {
+    throw InvalidArgument(
+        "image loader: batch, size and ranks >= 1, 1-256 threads, 1-1024 prefetched");
+  }
+  const int64_t global = o_.batch * o_.ranks, n = static_cast<int64_t>(samples_.size());
+  if (n < global) {
+    throw InvalidArgument(
+        fmt::format("the global batch {} ({} x {} ranks) is larger than the {} training images",
+                    global, o_.batch, o_.ranks, n));
+  }
+  steps_ = n / global;
+  slots_.resize(static_cast<size_t>(o_.prefetch));
+  for (int64_t t = 0; t < o_.threads; ++t) workers_.emplace_back([this] { work(); });
+}
+
+ImageLoader::~ImageLoader() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  changed_.notify_all();
+  for (std::thread& t : workers_) t.join();
+}
+
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch) {
+  std::vector<int64_t> order(static_cast<size_t>(n));
+  std::iota(order.begin(), order.end(), 0);
+  Rng rng = Rng(seed).fork(0x5eed0000ULL + static_cast<uint64_t>(epoch));
+  for (int64_t i = n - 1; i > 0; --i) {
+    std::swap(order[static_cast<size_t>(i)], order[static_cast<size_t>(rng.below(i + 1))]);
+  }
+  return order;
+}
+
+std::shared_ptr<const std::vector<int64_t>> ImageLoader::order_of(int64_t epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& [e, order] : orders_) {
+    if (e == epoch) return order;
+  }
+  auto order = std::make_shared<const std::vector<int64_t>>(
+      epoch_order(static_cast<int64_t>(samples_.size()), o_.seed, epoch));
+  if (orders_.size() == 2) orders_.erase(orders_.begin());
+  orders_.emplace_back(epoch, order);
+  return order;
+}
+
+void ImageLoader::note_bad(const std::string& path, const std::string& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++stats_.skipped;
+  if (bad_.insert(path).second) stats_.skipped_files.push_back(why);
+}
+
+// Sample at `position` of the epoch's order, or (a file that does not decode, skipped) the next
+// one that does.
+void ImageLoader::load_sample(int64_t epoch, size_t position, const std::vector<int64_t>& order,
+                              float* image, int64_t& label) {
+  for (size_t tries = 0; tries < order.size(); ++tries) {
+    const ImageSample& s = samples_[static_cast<size_t>(order[(position + tries) % order.size()])];
+    const auto index = static_cast<uint64_t>(order[(position + tries) % order.size()]);
+    Rng rng = Rng(o_.seed).fork((static_cast<uint64_t>(epoch) << 32) ^ index);
+    try {
+      const std::vector<uint8_t> jpeg = read_file(s.path);
+      const JpegHeader h = read_jpeg_header(jpeg.data(), jpeg.size(), s.path);
+      RgbImage img = crop_resized(jpeg, s.path, h, random_resized_crop_box(h.width, h.height, rng),
+                                  o_.image_size, o_.dct_scaling);
+      if (rng.uniform() < 0.5f) flip_horizontally(img);
+      normalize_to_planes(img, image);
+      label = s.label;
+      return;
+    } catch (const Error& e) {
+      if (o_.fail_on_bad_image) throw;
+      note_bad(s.path, e.what());
+    }
+  }
+  throw InvalidArgument(fmt::format("no image of the {} decodes", samples_.size()));
+}
+
+void ImageLoader::fill(Batch& b, int64_t sequence) {
+  b.epoch = sequence / steps_;
+  b.step = sequence % steps_;
+  const int64_t elems = 3 * o_.image_size * o_.image_size;
+  b.images.resize(static_cast<size_t>(o_.batch * elems));
+  b.labels.resize(static_cast<size_t>(o_.batch));
+  const std::shared_ptr<const std::vector<int64_t>> order = order_of(b.epoch);
+  const int64_t first = batch_start(b.step, o_.rank, o_.batch, o_.ranks);
+  for (int64_t i = 0; i < o_.batch; ++i) {
+    load_sample(b.epoch, static_cast<size_t>(first + i), *order, b.images.data() + i * elems,
+                b.labels[static_cast<size_t>(i)]);
+  }
+}
+
+void ImageLoader::work() {
+  for (;;) {
+    int64_t sequence = 0;
+    Slot* slot = nullptr;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // The next batch to make, once its slot is free (its last batch taken and released).
+      changed_.wait(lock, [&] {
+        return stop_ || slots_[static_cast<size_t>(next_job_ % o_.prefetch)].sequence == -1;
+      });
+      if (stop_) return;
+      sequence = next_job_++;
+      slot = &slots_[static_cast<size_t>(sequence % o_.prefetch)];
+      slot->sequence = sequence;
+      slot->ready = false;
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    std::exception_ptr failed;
+    try {
+      fill(slot->batch, sequence);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stats_.busy_s += seconds_since(t0);
+      if (!failed) stats_.images_made += o_.batch;
+      if (failed && !error_) error_ = failed;
+      slot->ready = true;
+    }
+    changed_.notify_all();
+  }
+}
+
+const ImageLoader::Batch& ImageLoader::next() {
+  const auto t0 = std::chrono::steady_clock::now();
+  std::unique_lock<std::mutex> lock(mu_);
+  if (next_out_ > 0) {  // the last batch handed out is done with: its slot is free again
+    slots_[static_cast<size_t>((next_out_ - 1) % o_.prefetch)].sequence = -1;
+    changed_.notify_all();
+  }
+  Slot& slot = slots_[static_cast<size_t>(next_out_ % o_.prefetch)];
+  changed_.wait(lock, [&] { return error_ || (slot.sequence == next_out_ && slot.ready); });
+  if (error_) std::rethrow_exception(error_);
+  stats_.waited_s += seconds_since(t0);
+  ++stats_.batches;
+  stats_.images += o_.batch;
+  ++next_out_;
+  return slot.batch;
+}
+
+LoaderStats ImageLoader::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace dlb

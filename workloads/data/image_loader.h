@@ -1,0 +1,103 @@
+// Training batches from JPEG files, decoded and augmented by worker threads ahead of the step
+// that needs them (a bounded prefetch queue), as PyTorch's DataLoader does with worker processes:
+//   - each epoch's order is a shuffle of every sample, the same on every rank (seeded by the
+//     epoch); rank r takes the r-th `batch` of each global batch of batch x ranks, and a last
+//     partial global batch is dropped (DistributedSampler with drop_last);
+//   - each sample is decoded (at the smallest DCT scale that keeps its crop at least the output
+//     size; jpeg.h), cropped and resized by RandomResizedCrop, flipped with probability 1/2 and
+//     normalised (augment.h), with draws keyed by (seed, epoch, sample) alone: the same bytes
+//     whatever the thread count;
+//   - a file that does not decode is skipped (noted once, counted) and the next sample of the
+//     epoch's order takes its place, or, with `fail_on_bad_image`, ends the run with its name.
+#pragma once
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "workloads/data/image_folder.h"
+
+namespace dlb {
+
+// An epoch's order of n samples: a shuffle seeded by (seed, epoch), the same on every rank.
+std::vector<int64_t> epoch_order(int64_t n, uint64_t seed, int64_t epoch);
+// Where rank `rank`'s batch of step `step` starts in that order: the rank-th `batch` of the
+// step-th global batch.
+inline int64_t batch_start(int64_t step, int64_t rank, int64_t batch, int64_t ranks) {
+  return (step * ranks + rank) * batch;
+}
+
+struct ImageLoaderOptions {
+  int64_t batch = 32, image_size = 224;
+  int64_t rank = 0, ranks = 1;
+  int64_t threads = 1, prefetch = 2;  // worker threads; batches decoded ahead
+  uint64_t seed = 0;
+  bool fail_on_bad_image = false;
+  // Decode at the smallest DCT scale that keeps the crop at least the output size; false: decode
+  // every image whole, as PIL does without draft mode (the same crops, other pixels).
+  bool dct_scaling = true;
+};
+
+struct LoaderStats {
+  int64_t batches = 0, images = 0, skipped = 0;  // handed out by next(); files skipped
+  int64_t images_made = 0;                       // by the workers, handed out or not yet
+  double waited_s = 0;                           // in next(), for batches not ready yet
+  double busy_s = 0;                             // the workers' time making them, summed
+  std::vector<std::string> skipped_files;        // each named once
+};
+
+class ImageLoader {
+ public:
+  // InvalidArgument when one global batch is more than the samples, or an option is out of range.
+  ImageLoader(std::vector<ImageSample> samples, ImageLoaderOptions options);
+  ~ImageLoader();
+  ImageLoader(const ImageLoader&) = delete;
+  ImageLoader& operator=(const ImageLoader&) = delete;
+
+  int64_t steps_per_epoch() const { return steps_; }
+  // The next batch, epoch by epoch, step by step: images [batch, 3, size, size] (NCHW f32) and
+  // labels; valid until the next call. Blocks while the workers have not made it.
+  struct Batch {
+    int64_t epoch = 0, step = 0;
+    std::vector<float> images;
+    std::vector<int64_t> labels;
+  };
+  const Batch& next();
+  LoaderStats stats() const;
+
+ private:
+  struct Slot {
+    Batch batch;
+    int64_t sequence = -1;  // which batch it holds (epoch x steps + step); -1: free
+    bool ready = false;
+  };
+  void work();
+  void fill(Batch& b, int64_t sequence);
+  void load_sample(int64_t epoch, size_t position, const std::vector<int64_t>& order, float* image,
+                   int64_t& label);
+  std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch);
+  void note_bad(const std::string& path, const std::string& why);
+
+  std::vector<ImageSample> samples_;
+  ImageLoaderOptions o_;
+  int64_t steps_ = 0;
+  mutable std::mutex mu_;
+  std::condition_variable changed_;
+  std::vector<Slot> slots_;
+  int64_t next_job_ = 0, next_out_ = 0;
+  bool stop_ = false;
+  std::exception_ptr error_;
+  LoaderStats stats_;
+  std::set<std::string> bad_;
+  // The orders of the epochs being made (at most two at a time: the prefetch crosses one edge).
+  std::vector<std::pair<int64_t, std::shared_ptr<const std::vector<int64_t>>>> orders_;
+  std::vector<std::thread> workers_;  // last: they use the members above
+};
+
+}  // namespace dlb
