@@ -35,8 +35,10 @@ expect 2 "--min-time must be in [0, 4294967296] (got -1)" run --model=resnet18 -
 expect 2 "--repetitions must be in [1, 1000] (got 0)" run --model=resnet18 --repetitions=0
 expect 2 "--warmup must be in [0, 2147483647]" run --model=resnet18 --warmup=-1
 expect 2 "--target-accuracy must be in (0, 1] (got 1.5)" run --model=digits-cnn --data=digits --epochs=2 --target-accuracy=1.5
-expect 2 "--mllog needs --data=digits" run --model=digits-cnn --mllog=/tmp/x.mllog
-expect 2 "--target-accuracy needs --data=digits" run --model=digits-cnn --target-accuracy=0.9
+expect 2 "--mllog needs --epochs over --data=digits or folder" run --model=digits-cnn --mllog=/tmp/x.mllog
+expect 2 "--target-accuracy needs --epochs over --data=digits or folder" run --model=digits-cnn --target-accuracy=0.9
+expect 2 "--epochs needs --data=digits or folder" run --model=digits-cnn --epochs=1
+expect 2 "--data=folder needs --data-path=DIR" run --model=resnet18 --data=folder
 expect 2 "--mllog '/nonexistent/dir/x.mllog': its directory '/nonexistent/dir' cannot be used" run --model=digits-cnn --data=digits --epochs=1 --mllog=/nonexistent/dir/x.mllog
 expect 2 "smallest it accepts is 63x63" run --model=alexnet --image-size=32
 expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16
@@ -49,7 +51,7 @@ expect 2 "is as long as the run or longer" "${digits[@]}" --lr-warmup=1000steps
 expect 2 "--lr-schedule: unknown schedule 'linear'" "${digits[@]}" --lr-schedule=linear
 expect 2 "a decay after 3 epochs is not before the run's end" "${digits[@]}" --lr-schedule=step:1,3
 expect 2 "--lr-warmup: '-1' is not a warm-up" "${digits[@]}" --lr-warmup=-1
-expect 2 "--lr-warmup and --lr-schedule need --data=digits" "${quick[@]}" --lr-schedule=cosine
+expect 2 "--lr-warmup and --lr-schedule need --epochs" "${quick[@]}" --lr-schedule=cosine
 expect 2 "--lr-reference-batch must be in [1, 2147483647] (got 0)" "${quick[@]}" --lr-reference-batch=0
 expect 2 "--straggler=2:2: rank 2 is beyond the 2 ranks" "${quick[@]}" --ranks=2 --straggler=2:2
 expect 2 "--sync: unknown mode 'stale:-1'" "${quick[@]}" --sync=stale:-1

@@ -66,6 +66,33 @@ RgbImage crop_resized(const std::vector<uint8_t>& jpeg, const std::string& path,
 
 }  // namespace
 
+void eval_batch(const std::vector<ImageSample>& samples, const std::vector<int64_t>& indices,
+                int64_t size, int64_t threads, float* images, int64_t* labels) {
+  const auto n = static_cast<int64_t>(indices.size());
+  const int64_t elems = 3 * size * size;
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(threads));
+  auto work = [&](int64_t t) {
+    try {
+      for (int64_t i = t; i < n; i += threads) {
+        const ImageSample& s = samples.at(static_cast<size_t>(indices[static_cast<size_t>(i)]));
+        const std::vector<uint8_t> jpeg = read_file(s.path);
+        normalize_to_planes(eval_transform(decode_jpeg(jpeg.data(), jpeg.size(), s.path), size),
+                            images + i * elems);
+        labels[i] = s.label;
+      }
+    } catch (...) {
+      errors[static_cast<size_t>(t)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int64_t t = 1; t < threads; ++t) pool.emplace_back(work, t);
+  work(0);
+  for (std::thread& t : pool) t.join();
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
 ImageLoader::ImageLoader(std::vector<ImageSample> samples, ImageLoaderOptions options)
     : samples_(std::move(samples)), o_(options) {
   if (o_.batch < 1 || o_.image_size < 1 || o_.ranks < 1 || o_.rank < 0 || o_.rank >= o_.ranks ||

@@ -33,6 +33,13 @@ inline int64_t batch_start(int64_t step, int64_t rank, int64_t batch, int64_t ra
   return (step * ranks + rank) * batch;
 }
 
+// Evaluation's batch: images `indices` of `samples`, each decoded whole, transformed as
+// evaluation transforms (Resize and CenterCrop: augment.h's eval_transform) and normalised, NCHW
+// f32, on `threads` threads. A file that does not decode is InvalidArgument naming it: an
+// evaluation counts every image.
+void eval_batch(const std::vector<ImageSample>& samples, const std::vector<int64_t>& indices,
+                int64_t size, int64_t threads, float* images, int64_t* labels);
+
 struct ImageLoaderOptions {
   int64_t batch = 32, image_size = 224;
   int64_t rank = 0, ranks = 1;

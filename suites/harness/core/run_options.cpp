@@ -52,9 +52,9 @@ void validate_conv_math(const RunOptions& o) {
 }
 
 void validate_lr_rules(const RunOptions& o) {
-  if (o.lr.varies() && o.data != DataSource::kDigits) {
+  if (o.lr.varies() && !o.epochs) {
     throw InvalidArgument(
-        "--lr-warmup and --lr-schedule need --data=digits (they count epochs of a data set)");
+        "--lr-warmup and --lr-schedule need --epochs (they count epochs of a data set)");
   }
   // The scaled rate, checked before any work (scaled_lr refuses one a float cannot hold).
   (void)scaled_lr(o.lr, o.sgd.lr,
@@ -91,17 +91,18 @@ namespace {
 // What the data source takes: digits train epochs (and log them); synthetic batches, timed steps.
 // (A batch file and the digits exclude each other: checked after the step's rules.)
 void validate_data(const RunOptions& o) {
-  if (o.data == DataSource::kDigits) {
-    if (!o.epochs) throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
-    return;
+  if (o.data == DataSource::kDigits && !o.epochs) {
+    throw InvalidArgument("--data=digits needs --epochs (the most epochs to train)");
   }
-  const char* needs = o.data == DataSource::kFolder
-                          ? "needs --data=digits (evaluation on a folder's val/ is not built yet)"
-                          : "needs --data=digits";
-  if (o.epochs) throw InvalidArgument(fmt::format("--epochs {}", needs));
-  if (o.target_accuracy) throw InvalidArgument(fmt::format("--target-accuracy {}", needs));
-  if (!o.mllog_path.empty()) {
-    throw InvalidArgument("--mllog needs --data=digits (an MLPerf log records evaluations)");
+  if (!o.epochs) {
+    const char* needs = "needs --epochs over --data=digits or folder";
+    if (o.target_accuracy) throw InvalidArgument(fmt::format("--target-accuracy {}", needs));
+    if (!o.mllog_path.empty()) {
+      throw InvalidArgument(fmt::format("--mllog {} (an MLPerf log records evaluations)", needs));
+    }
+  }
+  if (o.data == DataSource::kSynthetic && o.epochs) {
+    throw InvalidArgument("--epochs needs --data=digits or folder (a data set to evaluate on)");
   }
   if (o.data == DataSource::kFolder && o.data_path.empty()) {
     throw InvalidArgument(

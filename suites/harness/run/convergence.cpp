@@ -14,7 +14,7 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
   log.event("submission_division", "open");
   log.event("submission_status", "research");
   log.event("submission_benchmark", f.benchmark);
-  log.event("cache_clear", false);  // dlbench does not drop OS caches; the digits are in memory
+  log.event("cache_clear", false);  // dlbench does not drop OS caches
   log.event("seed", f.seed);
   log.event("global_batch_size", f.batch * f.ranks);
   log.event("micro_batch_size", f.batch);
@@ -41,38 +41,56 @@ void log_submission(MlLog& log, const MlLogFacts& f) {
 
 namespace {
 
+class DigitsEpochs final : public EpochData {
+ public:
+  DigitsEpochs(const DigitsSplit& digits, int64_t batch, Shard shard, uint64_t seed)
+      : digits_(digits), shard_(shard), shuffle_(seed + 1), batches_(digits.train, batch, shard) {}
+  int64_t steps() const override { return batches_.steps(); }
+  void begin_epoch() override { batches_.shuffle(shuffle_); }
+  void load(Trainer& trainer, int64_t step) override { batches_.load(trainer, step); }
+  int64_t count_correct(Trainer& trainer) override {
+    return dlb::count_correct(trainer, digits_.test, shard_);
+  }
+  int64_t train_samples() const override { return digits_.train.size(); }
+  int64_t test_samples() const override { return digits_.test.size(); }
+  std::string test_name() const override { return "held-out digits"; }
+
+ private:
+  const DigitsSplit& digits_;
+  Shard shard_;
+  Rng shuffle_;  // the same on every rank: each takes its slice of one order
+  EpochBatches batches_;
+};
+
 // One run to a target accuracy, as Trainer::train's hooks: the shuffle and MLPerf's epoch events
 // before each epoch, the evaluation after it, and what the record says of it all. Times come from
 // the trainer's clock, from run_start.
 class ToAccuracy {
  public:
-  ToAccuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
-             const ConvergenceOptions& o, MlLog* log)
+  ToAccuracy(Trainer& trainer, Communicator& comm, EpochData& data, const ConvergenceOptions& o,
+             MlLog* log)
       : trainer_(trainer),
         comm_(comm),
-        digits_(digits),
+        data_(data),
         o_(o),
         log_(log),
-        shuffle_(o.seed + 1),  // the same on every rank: each takes its slice of one order
-        shard_{comm.rank(), comm.size()},
-        batches_(digits.train, trainer.batch(), shard_),
         run_start_(trainer.clock().mark()) {}
 
   TrainingLoop loop() {
     TrainingLoop l;
-    l.steps_per_epoch = batches_.steps();
+    l.steps_per_epoch = data_.steps();
     l.max_epochs = o_.max_epochs;
     l.before_epoch = [this](int64_t e) {
       if (log_) log_->start("epoch_start", nullptr, {{"epoch_num", e}});
-      batches_.shuffle(shuffle_);
+      data_.begin_epoch();
     };
     l.load = [this](int64_t epoch, int64_t step) {
       if (o_.lr) {
-        const double rate = o_.lr->at((epoch - 1) * batches_.steps() + step);
+        const double rate = o_.lr->at((epoch - 1) * data_.steps() + step);
         trainer_.set_learning_rate(static_cast<float>(rate));
         epoch_rate_sum_ += rate;
       }
-      batches_.load(trainer_, step);
+      data_.load(trainer_, step);
     };
     l.after_epoch = [this](const EpochStats& e) { return after_epoch(e); };
     return l;
@@ -88,12 +106,9 @@ class ToAccuracy {
 
   Trainer& trainer_;
   Communicator& comm_;
-  const DigitsSplit& digits_;
+  EpochData& data_;
   const ConvergenceOptions& o_;
   MlLog* log_;
-  Rng shuffle_;
-  Shard shard_;
-  EpochBatches batches_;
   Mark run_start_;
   nlohmann::json accuracies_ = nlohmann::json::array(), epoch_seconds_ = nlohmann::json::array(),
                  epoch_losses_ = nlohmann::json::array(), epoch_ends_ = nlohmann::json::array();
@@ -114,9 +129,8 @@ bool ToAccuracy::after_epoch(const EpochStats& epoch) {
   if (log_) log_->start("eval_start", nullptr, at);
   // One model for the evaluation: rank 0's running statistics; every rank counts its share.
   trainer_.broadcast_buffers();
-  const double correct =
-      comm_.sum_across_ranks(static_cast<double>(count_correct(trainer_, digits_.test, shard_)));
-  accuracy_ = correct / static_cast<double>(digits_.test.size());
+  const double correct = comm_.sum_across_ranks(static_cast<double>(data_.count_correct(trainer_)));
+  accuracy_ = correct / static_cast<double>(data_.test_samples());
   if (log_) log_->event("eval_accuracy", accuracy_, at);
   if (log_) log_->end("eval_stop", nullptr, at);
   epochs_ = e;
@@ -150,11 +164,11 @@ nlohmann::json ToAccuracy::metrics() const {
   if (log_) log_->end("run_stop", nullptr, {{"status", reached ? "success" : "aborted"}});
   const bool writer = comm_.rank() == 0;
   if (writer) {
-    fmt::print("test accuracy {:.2f}% on {} held-out digits after {} epochs\n", 100 * accuracy_,
-               digits_.test.size(), epochs_);
+    fmt::print("test accuracy {:.2f}% on {} {} after {} epochs\n", 100 * accuracy_,
+               data_.test_samples(), data_.test_name(), epochs_);
   }
   nlohmann::json m = {{"test_accuracy", accuracy_},
-                      {"test_samples", digits_.test.size()},
+                      {"test_samples", data_.test_samples()},
                       {"train_seconds", train_seconds_},
                       {"throughput_img_s", images_ / train_seconds_},
                       {"epoch_mean_losses", epoch_losses_}};
@@ -190,10 +204,15 @@ nlohmann::json ToAccuracy::metrics() const {
 
 }  // namespace
 
-nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
+std::unique_ptr<EpochData> digits_epochs(const DigitsSplit& digits, int64_t batch, Shard shard,
+                                         uint64_t seed) {
+  return std::make_unique<DigitsEpochs>(digits, batch, shard, seed);
+}
+
+nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, EpochData& data,
                                  const ConvergenceOptions& o, MlLog* log) {
   if (log) log->start("run_start");
-  ToAccuracy run(trainer, comm, digits, o, log);
+  ToAccuracy run(trainer, comm, data, o, log);
   trainer.train(run.loop());
   return run.metrics();
 }

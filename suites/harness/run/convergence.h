@@ -1,13 +1,16 @@
-// Training on the digits to a target test accuracy, timed as MLPerf times it: from run_start
-// (after initialisation) to the evaluation that first reaches the target, evaluations included.
+// Training to a target test accuracy, timed as MLPerf times it: from run_start (after
+// initialisation) to the evaluation that first reaches the target, evaluations included. On the
+// digits in memory, or a folder's JPEGs through the input pipeline (EpochData).
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
 #include "runtime/optim/lr_schedule.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/run/epochs.h"
 #include "suites/harness/run/mllog.h"
 #include "workloads/data/dataset.h"
 
@@ -35,6 +38,26 @@ struct MlLogFacts {
 };
 void log_submission(MlLog& log, const MlLogFacts& facts);
 
+// What epochs train and evaluate on: each rank's batch of each step, and its share of the test
+// set's correct answers.
+class EpochData {
+ public:
+  virtual ~EpochData() = default;
+  virtual int64_t steps() const = 0;  // whole global batches an epoch
+  virtual void begin_epoch() = 0;     // before each epoch (a shuffle)
+  virtual void load(Trainer& trainer, int64_t step) = 0;
+  // Of this rank's share of the test set (every rank's together count each sample once), in
+  // inference mode.
+  virtual int64_t count_correct(Trainer& trainer) = 0;
+  virtual int64_t train_samples() const = 0;
+  virtual int64_t test_samples() const = 0;
+  virtual std::string test_name() const = 0;  // "held-out digits"
+};
+
+// The digits: shuffled by `seed` each epoch, the same order on every rank (epochs.h's slices).
+std::unique_ptr<EpochData> digits_epochs(const DigitsSplit& digits, int64_t batch, Shard shard,
+                                         uint64_t seed);
+
 // Trains epoch by epoch, evaluates after each, stops at the target. With several ranks each trains
 // on its shard of every global batch, and the evaluation is split across them after rank 0's
 // batch-norm statistics are broadcast; every rank sees the same accuracy, so all stop together.
@@ -43,7 +66,7 @@ void log_submission(MlLog& log, const MlLogFacts& facts);
 // training seconds), train_seconds, and "convergence" (target, reached, time_to_accuracy_s,
 // per-epoch accuracy), and with a learning-rate rule "learning_rate" (its base, k, warm-up, and
 // each epoch's mean rate).
-nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, const DigitsSplit& digits,
+nlohmann::json train_to_accuracy(Trainer& trainer, Communicator& comm, EpochData& data,
                                  const ConvergenceOptions& options, MlLog* log);
 
 }  // namespace dlb

@@ -52,6 +52,63 @@ std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, in
   return in;
 }
 
+namespace {
+
+class FolderEpochs final : public EpochData {
+ public:
+  FolderEpochs(FolderInput& in, ImageFolderIndex val, Shard shard, int64_t image_size)
+      : in_(in), val_(std::move(val)), shard_(shard), size_(image_size) {}
+  int64_t steps() const override { return in_.loader->steps_per_epoch(); }
+  void begin_epoch() override {}  // the loader shuffles each epoch itself
+  void load(Trainer& trainer, int64_t) override {
+    const ImageLoader::Batch& b = in_.loader->next();
+    trainer.load_batch(b.images.data(), b.labels.data());
+  }
+  int64_t count_correct(Trainer& trainer) override {
+    const int64_t b = trainer.batch(), n = test_samples();
+    std::vector<float> images(static_cast<size_t>(b * 3 * size_ * size_));
+    std::vector<int64_t> labels(static_cast<size_t>(b)), idx(static_cast<size_t>(b));
+    int64_t correct = 0;
+    for (int64_t start = shard_.rank * b; start < n; start += b * shard_.ranks) {
+      const int64_t real = std::min(b, n - start);
+      for (int64_t i = 0; i < b; ++i) idx[static_cast<size_t>(i)] = start + (i < real ? i : 0);
+      eval_batch(val_.samples, idx, size_, in_.threads, images.data(), labels.data());
+      trainer.load_batch(images.data(), labels.data());
+      correct += trainer.count_correct(real);
+    }
+    return correct;
+  }
+  int64_t train_samples() const override { return static_cast<int64_t>(in_.index.samples.size()); }
+  int64_t test_samples() const override { return static_cast<int64_t>(val_.samples.size()); }
+  std::string test_name() const override { return "validation images (" + val_.root + ")"; }
+
+ private:
+  FolderInput& in_;
+  ImageFolderIndex val_;
+  Shard shard_;
+  int64_t size_;
+};
+
+}  // namespace
+
+std::unique_ptr<EpochData> folder_epochs(FolderInput& in, const RunOptions& o, Shard shard,
+                                         int64_t image_size) {
+  const std::string root = o.data_path + "/val";
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) {
+    throw InvalidArgument(fmt::format(
+        "--epochs evaluates on {}/val after each epoch, and there is none (make-dataset writes "
+        "one: --val-images)",
+        o.data_path));
+  }
+  ImageFolderIndex val = scan_image_folder(root);
+  if (val.classes != in.index.classes) {
+    throw InvalidArgument(fmt::format("{}: its class folders are not train/'s ({} against {})",
+                                      root, val.classes.size(), in.index.classes.size()));
+  }
+  return std::make_unique<FolderEpochs>(in, std::move(val), shard, image_size);
+}
+
 nlohmann::json folder_input_json(const FolderInput& in, const RunOptions& o) {
   const LoaderStats now = in.loader->stats();
   const LoaderStats& start = in.at_timed_start;

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "suites/harness/core/run_options.h"
+#include "suites/harness/run/convergence.h"
 #include "workloads/data/image_loader.h"
 #include "workloads/models/model.h"
 
@@ -28,6 +29,13 @@ int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t co
 // starts the loader for this rank with `threads` threads.
 std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, int ranks,
                                                int64_t threads, ModelConfig& mc);
+
+// Epochs over the folder (--epochs): DIR/train through the loader, evaluation over DIR/val (as
+// ImageFolder reads it, with the training set's classes), each rank its round-robin share of its
+// batches (a short last batch padded with its first image, only the real ones counted), decoded
+// by the loader's threads count of threads.
+std::unique_ptr<EpochData> folder_epochs(FolderInput& in, const RunOptions& o, Shard shard,
+                                         int64_t image_size);
 
 // The record's metrics.input, before the verdict record_json adds: the loader's threads and
 // prefetch, the folder's images and classes, and since the timed steps began its batches,

@@ -120,6 +120,7 @@ struct RunData {
   Dataset batch;  // synthetic or from --batch-file: loaded once, stays on the device
   DigitsSplit digits;
   std::unique_ptr<FolderInput> folder;  // --data=folder: a batch per step from its loader
+  std::unique_ptr<EpochData> epochs;    // --epochs: the digits', or the folder's
 };
 
 RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator& comm,
@@ -240,8 +241,8 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
   if (data.folder) r.input = folder_input_json(*data.folder, o);
 }
 
-// Epochs over the digits to a target accuracy, with an MLPerf log when asked.
-void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunData& data,
+// Epochs to a target accuracy, with an MLPerf log when asked.
+void measure_convergence(const RunOptions& o, const ModelConfig& mc, RunData& data,
                          const LrRule& lr, Trainer& trainer, Communicator& comm,
                          std::optional<MlLog>& mllog, RunResult& r) {
   if (mllog) {
@@ -250,13 +251,13 @@ void measure_convergence(const RunOptions& o, const ModelConfig& mc, const RunDa
         device == "cpu" ? fmt::format("cpu: {}", r.environment.value("cpu", "unknown")) : device;
     log_submission(*mllog, {o.model, platform, mllog_precision(o.precision),
                             o.config_file.empty() ? "command line" : o.config_file, mc.batch,
-                            comm.size(), data.digits.train.size(), data.digits.test.size(), o.seed,
-                            static_cast<float>(lr.base()), o.sgd.momentum, o.sgd.weight_decay,
-                            lr.warmup_epochs(), o.lr.schedule});
+                            comm.size(), data.epochs->train_samples(), data.epochs->test_samples(),
+                            o.seed, static_cast<float>(lr.base()), o.sgd.momentum,
+                            o.sgd.weight_decay, lr.warmup_epochs(), o.lr.schedule});
     mllog->end("init_stop");
   }
   r.convergence =
-      train_to_accuracy(trainer, comm, data.digits, {*o.epochs, o.target_accuracy, o.seed, &lr},
+      train_to_accuracy(trainer, comm, *data.epochs, {*o.epochs, o.target_accuracy, o.seed, &lr},
                         mllog ? &*mllog : nullptr);
 }
 
@@ -369,14 +370,11 @@ std::optional<MlLog> start_mllog(const RunOptions& o, int rank) {
   return mllog;
 }
 
-// Epochs over the digits take a rate per step, whose warm-up and boundaries are checked against
-// the run's length before anything is built; timed steps take one rate, scaled to the global
-// batch (nullopt).
-std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64_t batch,
-                                 const RunResult& r, int64_t global_batch) {
-  if (o.data != DataSource::kDigits) return std::nullopt;
-  const int64_t steps = EpochBatches(data.digits.train, batch, Shard{r.rank, r.ranks}).steps();
-  return LrRule(o.lr, o.sgd.lr, global_batch, steps, *o.epochs);
+// Epochs take a rate per step, whose warm-up and boundaries are checked against the run's length
+// before anything is built; timed steps take one rate, scaled to the global batch (nullopt).
+std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64_t global_batch) {
+  if (!data.epochs) return std::nullopt;
+  return LrRule(o.lr, o.sgd.lr, global_batch, data.epochs->steps(), *o.epochs);
 }
 
 }  // namespace
@@ -418,8 +416,14 @@ RunResult run_training(const RunOptions& o) {
     data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
                               mc.image_size, info.in_channels);
   }
+  const Shard shard{r.rank, r.ranks};
+  if (o.epochs && o.data == DataSource::kDigits) {
+    data.epochs = digits_epochs(data.digits, mc.batch, shard, o.seed);
+  } else if (o.epochs) {
+    data.epochs = folder_epochs(*data.folder, o, shard, mc.image_size);
+  }
   const int64_t global_batch = mc.batch * comm->size();
-  const std::optional<LrRule> lr_rule = lr_rule_of(o, data, mc.batch, r, global_batch);
+  const std::optional<LrRule> lr_rule = lr_rule_of(o, data, global_batch);
 
   Graph graph = build_model(o.model, mc);
   auto backend = make_backend(o.backend, backend_options_of(o, r.rank));
@@ -438,13 +442,12 @@ RunResult run_training(const RunOptions& o) {
   // With several ranks it is always on, for the communication metrics.
   const int64_t window = trace_window(o, comm->size());
   // Spans on the backend's clock: CUDA events with the CUDA backend.
-  Tracer tracer(o.data == DataSource::kDigits ? 0 : o.warmup + o.steps - window, window,
-                &backend->clock());
+  Tracer tracer(o.epochs ? 0 : o.warmup + o.steps - window, window, &backend->clock());
   if (window > 0) trainer.set_tracer(&tracer);
   inject_fault(o.fault);
 
   describe_run(*backend, *comm, graph, mc, r);
-  if (o.data == DataSource::kDigits) {
+  if (o.epochs) {
     measure_convergence(o, mc, data, *lr_rule, trainer, *comm, mllog, r);
   } else {
     measure_throughput(o, info, mc, data, trainer, *comm, window, r);
