@@ -370,6 +370,20 @@ std::optional<MlLog> start_mllog(const RunOptions& o, int rank) {
   return mllog;
 }
 
+// --epochs: the digits loaded, and the epochs over them or the folder, in `data` where it stays
+// (the epochs hold references into it).
+void open_epochs(const RunOptions& o, const ModelInfo& info, const ModelConfig& mc, Shard shard,
+                 RunData& data) {
+  if (o.data == DataSource::kDigits) {
+    // The grey channel is repeated for models that take colour images (resnet18: 3).
+    data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
+                              mc.image_size, info.in_channels);
+    data.epochs = digits_epochs(data.digits, mc.batch, shard, o.seed);
+  } else if (o.epochs) {
+    data.epochs = folder_epochs(*data.folder, o, shard, mc.image_size);
+  }
+}
+
 // Epochs take a rate per step, whose warm-up and boundaries are checked against the run's length
 // before anything is built; timed steps take one rate, scaled to the global batch (nullopt).
 std::optional<LrRule> lr_rule_of(const RunOptions& o, const RunData& data, int64_t global_batch) {
@@ -411,17 +425,7 @@ RunResult run_training(const RunOptions& o) {
   r.options.image_size = mc.image_size;
   r.options.num_classes = mc.num_classes;
   std::optional<MlLog> mllog = start_mllog(o, r.rank);
-  if (o.data == DataSource::kDigits) {
-    // The grey channel is repeated for models that take colour images (resnet18: 3).
-    data.digits = load_digits(o.data_path.empty() ? default_digits_path() : o.data_path,
-                              mc.image_size, info.in_channels);
-  }
-  const Shard shard{r.rank, r.ranks};
-  if (o.epochs && o.data == DataSource::kDigits) {
-    data.epochs = digits_epochs(data.digits, mc.batch, shard, o.seed);
-  } else if (o.epochs) {
-    data.epochs = folder_epochs(*data.folder, o, shard, mc.image_size);
-  }
+  open_epochs(o, info, mc, Shard{r.rank, r.ranks}, data);
   const int64_t global_batch = mc.batch * comm->size();
   const std::optional<LrRule> lr_rule = lr_rule_of(o, data, global_batch);
 
