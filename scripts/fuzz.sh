@@ -28,7 +28,7 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 failed=0
 targets=(safetensors batch_file digits_csv suite peak_file point_file results calibration network
-         device op_instance jpeg)
+         device op_instance jpeg tar)
 for target in "${targets[@]}"; do
   bash "$fuzz/replay.sh" "$bin/${target}_fuzzer" "$fuzz/corpus/$target" "$fuzz/regressions/$target" ||
     failed=1

@@ -4,7 +4,8 @@
 # by the 5% rule), the classes come from the folder, the command reproduces the run, and two
 # ranks train on it too. A file that does not decode is skipped and named, or (--bad-images=fail)
 # ends the run with one line; a folder that is not one, or classes that disagree, are refused.
-# And time to accuracy on JPEGs: epochs over train/ to a target on val/, with an MLPerf log.
+# The same images from make-dataset's tar shards (--data=shards). And time to accuracy on JPEGs:
+# epochs over train/ to a target on val/, with an MLPerf log.
 # Usage: folder_data.sh path/to/dlbench
 set -u
 dlbench=$(realpath "$1")
@@ -17,12 +18,12 @@ failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 "$dlbench" make-dataset --out="$work/ds" --images=96 --val-images=0 --classes=4 --size=96x80 \
-  --shards=0 >/dev/null || fail "make-dataset"
+  --shards=2 >/dev/null || fail "make-dataset"
 base=(run --model=resnet18 --data=folder --data-path="$work/ds" --batch=8 --image-size=32 --warmup=1)
 run=("${base[@]}" --steps=6)
 "$dlbench" "${run[@]}" --loader-threads=2 --json="$work/one.json" >"$work/one.log" 2>&1 ||
   fail "one rank: $(tail -3 "$work/one.log")"
-grep -q "^input: 96 JPEGs of 4 classes, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
+grep -q "^input: 96 JPEGs (folder) of 4 classes, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
 /usr/bin/python3 - "$work/one.json" <<'PY' || fail "one rank's record"
 import json, os, sys
 import jsonschema
@@ -37,7 +38,7 @@ c, m = r["config"], r["metrics"]
 assert r["status"] == "ok" and c["data"] == "folder" and c["num_classes"] == 4, c
 assert "--data=folder" in r["command"] and "--data-path=" in r["command"], r["command"]
 i = m["input"]
-assert i["source"] == "folder" and i["images_in_folder"] == 96 and i["classes"] == 4, i
+assert i["source"] == "folder" and i["source_images"] == 96 and i["classes"] == 4, i
 # Every step of the timed phase loaded a batch, those later judged still warming up too.
 assert i["batches"] == m["timed_steps"] + m["warmup_discarded_steps"], (i, m["timed_steps"])
 assert i["threads"] == 2 and i["images"] == 8 * i["batches"], i
@@ -50,6 +51,16 @@ assert i["loader_img_s"] > 0 and 0 < i["loader_cores"] <= 2.5, i
 print(f"1 rank: {m['throughput_img_s']:.1f} img/s, loader {i['loader_img_s']:.0f} img/s, "
       f"waited {1000 * i['waited_per_step_s']:.2f} ms a step: {i['verdict']}")
 PY
+
+# The same images from the tar shards: the same classes, through the same loader.
+"$dlbench" run --model=resnet18 --data=shards --data-path="$work/ds/shards/shard-*.tar" --batch=8 \
+  --image-size=32 --steps=4 --json="$work/shards.json" >"$work/shards.log" 2>&1 ||
+  fail "shards: $(tail -3 "$work/shards.log")"
+/usr/bin/python3 -c "
+import json; r = json.load(open('$work/shards.json')); i = r['metrics']['input']
+assert r['config']['data'] == 'shards' and r['config']['num_classes'] == 4, r['config']
+assert i['source'] == 'shards' and i['source_images'] == 96 and i['classes'] == 4, i
+" || fail "the shards' record"
 
 if command -v mpirun >/dev/null; then
   mpirun -np 2 --oversubscribe "$dlbench" "${run[@]}" --ranks=2 --json="$work/two.json" \
@@ -85,6 +96,8 @@ refused "no --data-path" run --model=resnet18 --data=folder --image-size=32 --st
 refused "no train/ folder" run --model=resnet18 --data=folder --data-path="$work/ds/train" --image-size=32 --steps=1
 refused "classes disagree" "${run[@]}" --num-classes=10
 refused "epochs with no val/" "${run[@]}" --epochs=1
+refused "epochs over shards" run --model=resnet18 --data=shards --data-path="$work/ds/shards" --epochs=1
+refused "no shards" run --model=resnet18 --data=shards --data-path="$work/ds/train" --image-size=32 --steps=1
 refused "a target with no epochs" "${run[@]}" --target-accuracy=0.5
 
 # Time to accuracy through the JPEG path: epochs over train/, evaluations over val/.

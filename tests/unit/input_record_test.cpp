@@ -18,12 +18,11 @@ RunResult folder_run(double waited_s) {
   s.step_seconds = {0.1, 0.1, 0.1, 0.1};
   s.losses = {1, 1, 1, 1};
   r.stats = s;
-  r.input = {{"source", "folder"},   {"images_in_folder", 100},
-             {"classes", 4},         {"threads", 2},
-             {"prefetch", 2},        {"batches", 4},
-             {"images", 32},         {"images_made", 40},
-             {"waited_s", waited_s}, {"loader_busy_s", 0.2},
-             {"skipped", 0},         {"skipped_files", nlohmann::json::array()}};
+  r.input = {
+      {"source", "folder"},   {"source_images", 100}, {"classes", 4},
+      {"threads", 2},         {"prefetch", 2},        {"batches", 4},
+      {"images", 32},         {"images_made", 40},    {"waited_s", waited_s},
+      {"loader_busy_s", 0.2}, {"skipped", 0},         {"skipped_files", nlohmann::json::array()}};
   return r;
 }
 
@@ -34,7 +33,7 @@ TEST(InputRecord, TheWaitsShareOfTheStepDecidesTheVerdict) {
   EXPECT_EQ(bound["verdict"], "input-bound");
   EXPECT_DOUBLE_EQ(bound["loader_img_s"].get<double>(), 40 / 0.2 * 2);
   EXPECT_DOUBLE_EQ(bound["loader_cores"].get<double>(), 0.5);
-  EXPECT_EQ(bound["images_in_folder"], 100);
+  EXPECT_EQ(bound["source_images"], 100);
   const nlohmann::json fed = record_json(folder_run(0.016))["metrics"]["input"];
   EXPECT_DOUBLE_EQ(fed["wait_share_of_step"].get<double>(), 0.04);
   EXPECT_EQ(fed["verdict"], "not input-bound");

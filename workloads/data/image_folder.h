@@ -11,9 +11,11 @@
 
 namespace dlb {
 
+// An image's bytes: a whole file, or (a tar shard's member) `size` bytes at `offset` of it.
 struct ImageSample {
   std::string path;
   int64_t label = 0;
+  int64_t offset = 0, size = -1;  // -1: the whole file
 };
 
 struct ImageFolderIndex {

@@ -20,19 +20,26 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// The file's bytes, at most 1 GiB (more is no photograph: refused, not read).
-std::vector<uint8_t> read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary | std::ios::ate);
-  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", path));
-  const std::streamoff size = in.tellg();
-  if (size < 0 || size > (std::streamoff{1} << 30)) {
-    throw InvalidArgument(fmt::format("{}: not a file of at most 1 GiB", path));
+// The sample's bytes (the whole file, or its member of a shard), at most 1 GiB (more is no
+// photograph: refused, not read).
+std::vector<uint8_t> read_sample(const ImageSample& s) {
+  std::ifstream in(s.path, std::ios::binary | std::ios::ate);
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", s.path));
+  const std::streamoff file = in.tellg();
+  const std::streamoff size = s.size < 0 ? file : s.size;
+  if (file < 0 || size > (std::streamoff{1} << 30) || s.offset < 0 || s.offset + size > file) {
+    throw InvalidArgument(fmt::format("{}: not a file of at most 1 GiB", s.path));
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
-  in.seekg(0);
+  in.seekg(s.offset);
   in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", path));
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", s.path));
   return bytes;
+}
+
+// How errors name a sample: its file, and its place in a shard.
+std::string sample_name(const ImageSample& s) {
+  return s.size < 0 ? s.path : fmt::format("{} (bytes {}-{})", s.path, s.offset, s.offset + s.size);
 }
 
 // Decoded at the smallest DCT scale that keeps `box` at least size x size, `box` then mapped
@@ -75,9 +82,10 @@ void eval_batch(const std::vector<ImageSample>& samples, const std::vector<int64
     try {
       for (int64_t i = t; i < n; i += threads) {
         const ImageSample& s = samples.at(static_cast<size_t>(indices[static_cast<size_t>(i)]));
-        const std::vector<uint8_t> jpeg = read_file(s.path);
-        normalize_to_planes(eval_transform(decode_jpeg(jpeg.data(), jpeg.size(), s.path), size),
-                            images + i * elems);
+        const std::vector<uint8_t> jpeg = read_sample(s);
+        normalize_to_planes(
+            eval_transform(decode_jpeg(jpeg.data(), jpeg.size(), sample_name(s)), size),
+            images + i * elems);
         labels[i] = s.label;
       }
     } catch (...) {
@@ -156,10 +164,11 @@ void ImageLoader::load_sample(int64_t epoch, size_t position, const std::vector<
     const ImageSample& s = samples_[static_cast<size_t>(order[(position + tries) % order.size()])];
     const auto index = static_cast<uint64_t>(order[(position + tries) % order.size()]);
     Rng rng = Rng(o_.seed).fork((static_cast<uint64_t>(epoch) << 32) ^ index);
+    const std::string name = sample_name(s);
     try {
-      const std::vector<uint8_t> jpeg = read_file(s.path);
-      const JpegHeader h = read_jpeg_header(jpeg.data(), jpeg.size(), s.path);
-      RgbImage img = crop_resized(jpeg, s.path, h, random_resized_crop_box(h.width, h.height, rng),
+      const std::vector<uint8_t> jpeg = read_sample(s);
+      const JpegHeader h = read_jpeg_header(jpeg.data(), jpeg.size(), name);
+      RgbImage img = crop_resized(jpeg, name, h, random_resized_crop_box(h.width, h.height, rng),
                                   o_.image_size, o_.dct_scaling);
       if (rng.uniform() < 0.5f) flip_horizontally(img);
       normalize_to_planes(img, image);
@@ -167,7 +176,7 @@ void ImageLoader::load_sample(int64_t epoch, size_t position, const std::vector<
       return;
     } catch (const Error& e) {
       if (o_.fail_on_bad_image) throw;
-      note_bad(s.path, e.what());
+      note_bad(name, e.what());
     }
   }
   throw InvalidArgument(fmt::format("no image of the {} decodes", samples_.size()));

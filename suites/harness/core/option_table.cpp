@@ -415,8 +415,9 @@ void add_data_options(std::vector<Option>& t) {
   add({"data",
        OptionType::kString,
        kConfig,
-       "synthetic images; scikit-learn's digits (a real data set with a held-out test split); or "
-       "folder: JPEG files in ImageNet's layout under --data-path (DIR/train/<class>/*.JPEG)",
+       "synthetic images; scikit-learn's digits (a real data set with a held-out test split); "
+       "folder: JPEG files in ImageNet's layout under --data-path (DIR/train/<class>/*.JPEG); or "
+       "shards: WebDataset's tar shards of JPEGs that --data-path names (key.jpg, key.cls)",
        names(kDataSources, data_source_name),
        {},
        [](RunOptions& o, const json& v) { o.data = parsed(v, parse_data_source); },
@@ -428,8 +429,8 @@ void add_data_options(std::vector<Option>& t) {
   add({"loader_threads",
        OptionType::kInteger,
        kConfig,
-       "data=folder: threads that decode and augment images (0: the cores this rank does not "
-       "compute on, at least one)",
+       "data=folder or shards: threads that decode and augment images (0: the cores this rank "
+       "does not compute on, at least one)",
        {},
        OptionRange{0.0, 256.0},
        [](RunOptions& o, const json& v) { o.loader_threads = v.get<int64_t>(); },
@@ -437,7 +438,7 @@ void add_data_options(std::vector<Option>& t) {
   add({"prefetch",
        OptionType::kInteger,
        kConfig,
-       "data=folder: batches decoded ahead of the step that needs them",
+       "data=folder or shards: batches decoded ahead of the step that needs them",
        {},
        OptionRange{1.0, 1024.0},
        [](RunOptions& o, const json& v) { o.prefetch = v.get<int64_t>(); },
@@ -445,8 +446,8 @@ void add_data_options(std::vector<Option>& t) {
   add({"bad_images",
        OptionType::kString,
        kConfig,
-       "data=folder: a file that does not decode is skipped (counted, named once; the next image "
-       "takes its place) or ends the run",
+       "data=folder or shards: a file that does not decode is skipped (counted, named once; the "
+       "next image takes its place) or ends the run",
        {"skip", "fail"},
        {},
        [](RunOptions& o, const json& v) { o.fail_on_bad_images = v.get<std::string>() == "fail"; },
@@ -647,7 +648,8 @@ void add_file_options(std::vector<Option>& t) {
   const PathRole in = PathRole::kInput, out = PathRole::kOutputFile;
   path("data_path", &RunOptions::data_path, in,
        "digits.csv.gz (default: scikit-learn's); with --data=folder, the data set's root, which "
-       "holds train/<class>/*.JPEG (as make-dataset writes)");
+       "holds train/<class>/*.JPEG (as make-dataset writes); with --data=shards, a glob of tar "
+       "files, or a folder of them");
   path("init", &RunOptions::init_path, in, "start from these weights (safetensors)");
   path("batch_file", &RunOptions::batch_file, in,
        "train on this fixed batch (safetensors: images f32 NCHW, labels int64)");
@@ -820,6 +822,8 @@ std::string_view data_source_name(DataSource d) {
       return "digits";
     case DataSource::kFolder:
       return "folder";
+    case DataSource::kShards:
+      return "shards";
     case DataSource::kSynthetic:
       break;
   }

@@ -65,8 +65,8 @@ struct RunResult {
   // --sync=async: the staleness of each update the parameter server applied (rank 0's).
   std::optional<std::vector<int64_t>> async_staleness;
   nlohmann::json phases;  // traced synthetic runs: seconds per phase per traced step
-  // data=folder: the loader over the timed steps (suites/harness/run/folder_input.h); the record
-  // adds the wait per step, its share of the step, the loader's rate and the verdict.
+  // data=folder or shards: the loader over the timed steps (suites/harness/run/image_input.h); the
+  // record adds the wait per step, its share of the step, the loader's rate and the verdict.
   nlohmann::json input;
   // fp16: the loss scale at the end, and the steps skipped for inf or NaN gradients (warm-up
   // and timed, or every epoch's).

@@ -109,6 +109,16 @@ void validate_data(const RunOptions& o) {
         "--data=folder needs --data-path=DIR, the data set's root: DIR/train/<class>/*.JPEG (as "
         "dlbench make-dataset writes)");
   }
+  if (o.data == DataSource::kShards && o.data_path.empty()) {
+    throw InvalidArgument(
+        "--data=shards needs --data-path=GLOB: the tar shards (DIR/shards/shard-*.tar, as "
+        "dlbench make-dataset writes), or a folder of them");
+  }
+  if (o.data == DataSource::kShards && o.epochs) {
+    throw InvalidArgument(
+        "--epochs with --data=shards: shards hold no evaluation set yet; evaluate with "
+        "--data=folder (DIR/val)");
+  }
 }
 
 // --dump reads every tensor after the last step: the naive plan's, which no later tensor reused.

@@ -19,11 +19,11 @@
 
 namespace dlb {
 
-// folder: JPEG files in ImageNet's layout, decoded and augmented by the loader's threads
-// (workloads/data/image_loader.h; docs/input.md).
-enum class DataSource { kSynthetic, kDigits, kFolder };
+// folder: JPEG files in ImageNet's layout; shards: WebDataset's tar shards of JPEGs; both decoded
+// and augmented by the loader's threads (workloads/data/image_loader.h; docs/input.md).
+enum class DataSource { kSynthetic, kDigits, kFolder, kShards };
 inline constexpr DataSource kDataSources[] = {DataSource::kSynthetic, DataSource::kDigits,
-                                              DataSource::kFolder};
+                                              DataSource::kFolder, DataSource::kShards};
 std::string_view data_source_name(DataSource d);
 
 // Who trains a point: dlbench, or a peer that trains the same model with the same settings for

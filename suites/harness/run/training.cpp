@@ -26,7 +26,7 @@
 #include "suites/harness/core/timed_phase.h"
 #include "suites/harness/run/convergence.h"
 #include "suites/harness/run/epochs.h"
-#include "suites/harness/run/folder_input.h"
+#include "suites/harness/run/image_input.h"
 #include "suites/harness/run/step_dump.h"
 #include "workloads/data/batch_file.h"
 #include "workloads/data/dataset.h"
@@ -119,8 +119,8 @@ std::unique_ptr<Communicator> open_communicator(const RunOptions& o) {
 struct RunData {
   Dataset batch;  // synthetic or from --batch-file: loaded once, stays on the device
   DigitsSplit digits;
-  std::unique_ptr<FolderInput> folder;  // --data=folder: a batch per step from its loader
-  std::unique_ptr<EpochData> epochs;    // --epochs: the digits', or the folder's
+  std::unique_ptr<ImageInput> folder;  // --data=folder: a batch per step from its loader
+  std::unique_ptr<EpochData> epochs;   // --epochs: the digits', or the folder's
 };
 
 RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator& comm,
@@ -138,15 +138,14 @@ RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator
     mc.image_size = s;
   } else if (o.data == DataSource::kDigits) {
     if (mc.num_classes != 10) throw InvalidArgument("digits have 10 classes; set --num-classes=10");
-  } else if (o.data == DataSource::kFolder) {
+  } else if (o.data == DataSource::kFolder || o.data == DataSource::kShards) {
     if (info.in_channels != 3) {
-      throw InvalidArgument(fmt::format(
-          "--data=folder gives RGB images, and {} takes {} channel(s)", o.model, info.in_channels));
+      throw InvalidArgument(fmt::format("--data={} gives RGB images, and {} takes {} channel(s)",
+                                        data_source_name(o.data), o.model, info.in_channels));
     }
     const int64_t compute = o.backend == BackendKind::kCpu ? pool_threads() : 1;
-    d.folder =
-        open_folder_input(o, comm.rank(), comm.size(),
-                          loader_threads_of(o, ranks_on_this_host(comm.size()), compute), mc);
+    d.folder = open_image_input(o, comm.rank(), comm.size(),
+                                loader_threads_of(o, ranks_on_this_host(comm.size()), compute), mc);
   }
   return d;
 }
@@ -238,7 +237,7 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
   all.images_per_step *= comm.size();
   r.stats = std::move(all);
   if (comm.size() > 1) r.buckets = static_cast<int64_t>(trainer.bucket_plan().buckets.size());
-  if (data.folder) r.input = folder_input_json(*data.folder, o);
+  if (data.folder) r.input = image_input_json(*data.folder, o);
 }
 
 // Epochs to a target accuracy, with an MLPerf log when asked.

@@ -1,5 +1,6 @@
-// --data=folder: a run's training images from JPEG files (docs/input.md). The folder's train/ is
-// scanned as torchvision's ImageFolder scans it, the model's classes are the folder's, and the
+// --data=folder and --data=shards: a run's training images from JPEG files (docs/input.md). A
+// folder's train/ is scanned as torchvision's ImageFolder scans it; shards are indexed as
+// WebDataset reads them (key.jpg beside key.cls). The model's classes are the source's, and the
 // loader's threads decode and augment each rank's batches ahead of its steps.
 #pragma once
 #include <cstdint>
@@ -13,7 +14,7 @@
 
 namespace dlb {
 
-struct FolderInput {
+struct ImageInput {
   ImageFolderIndex index;
   std::unique_ptr<ImageLoader> loader;
   int64_t threads = 0;
@@ -24,22 +25,23 @@ struct FolderInput {
 // of the host leaves after its compute (`compute_threads`), at least one.
 int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads);
 
-// Scans DIR/train, takes the folder's class count as the model's (InvalidArgument where
-// --num-classes says otherwise), notes empty classes and link loops on stderr (rank 0), and
-// starts the loader for this rank with `threads` threads.
-std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, int ranks,
-                                               int64_t threads, ModelConfig& mc);
+// Scans DIR/train (folder) or indexes the shards --data-path names (shards), takes the source's
+// class count as the model's (InvalidArgument where --num-classes says otherwise), notes what it
+// skipped on stderr (rank 0: empty classes, link loops, samples without an image or a label),
+// and starts the loader for this rank with `threads` threads.
+std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int ranks,
+                                             int64_t threads, ModelConfig& mc);
 
 // Epochs over the folder (--epochs): DIR/train through the loader, evaluation over DIR/val (as
 // ImageFolder reads it, with the training set's classes), each rank its round-robin share of its
 // batches (a short last batch padded with its first image, only the real ones counted), decoded
 // by the loader's threads count of threads.
-std::unique_ptr<EpochData> folder_epochs(FolderInput& in, const RunOptions& o, Shard shard,
+std::unique_ptr<EpochData> folder_epochs(ImageInput& in, const RunOptions& o, Shard shard,
                                          int64_t image_size);
 
 // The record's metrics.input, before the verdict record_json adds: the loader's threads and
 // prefetch, the folder's images and classes, and since the timed steps began its batches,
 // images, time waited for them and busy time; the files skipped (the first ten named).
-nlohmann::json folder_input_json(const FolderInput& in, const RunOptions& o);
+nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o);
 
 }  // namespace dlb

@@ -1,4 +1,4 @@
-#include "suites/harness/run/folder_input.h"
+#include "suites/harness/run/image_input.h"
 
 #include <fmt/format.h>
 
@@ -9,8 +9,35 @@
 #include <thread>
 
 #include "runtime/core/error.h"
+#include "workloads/data/tar_reader.h"
 
 namespace dlb {
+
+namespace {
+
+ImageFolderIndex folder_index(const std::string& root) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root + "/train", ec)) {
+    throw InvalidArgument(fmt::format(
+        "--data-path={}: no train/ folder in it (ImageNet's layout: DIR/train/<class>/*.JPEG, as "
+        "dlbench make-dataset writes)",
+        root));
+  }
+  return scan_image_folder(root + "/train");
+}
+
+// The shards as the loader takes a folder: their samples, and classes 0 to the largest label.
+ImageFolderIndex shards_as_index(const std::string& pattern) {
+  ShardIndex shards = index_shards(pattern);
+  ImageFolderIndex index;
+  index.root = pattern;
+  index.samples = std::move(shards.samples);
+  index.notes = std::move(shards.notes);
+  for (int64_t c = 0; c < shards.classes; ++c) index.classes.push_back(std::to_string(c));
+  return index;
+}
+
+}  // namespace
 
 int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads) {
   if (o.loader_threads > 0) return o.loader_threads;
@@ -18,21 +45,15 @@ int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t co
   return std::max<int64_t>(1, hardware / std::max<int64_t>(ranks_on_host, 1) - compute_threads);
 }
 
-std::unique_ptr<FolderInput> open_folder_input(const RunOptions& o, int rank, int ranks,
-                                               int64_t threads, ModelConfig& mc) {
-  auto in = std::make_unique<FolderInput>();
-  std::error_code ec;
-  if (!std::filesystem::is_directory(o.data_path + "/train", ec)) {
-    throw InvalidArgument(fmt::format(
-        "--data-path={}: no train/ folder in it (ImageNet's layout: DIR/train/<class>/*.JPEG, as "
-        "dlbench make-dataset writes)",
-        o.data_path));
-  }
-  in->index = scan_image_folder(o.data_path + "/train");
+std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int ranks,
+                                             int64_t threads, ModelConfig& mc) {
+  auto in = std::make_unique<ImageInput>();
+  in->index =
+      o.data == DataSource::kShards ? shards_as_index(o.data_path) : folder_index(o.data_path);
   const auto classes = static_cast<int64_t>(in->index.classes.size());
   if (o.num_classes && *o.num_classes != classes) {
-    throw InvalidArgument(fmt::format("--num-classes={}, but {}/train has {} class folders",
-                                      *o.num_classes, o.data_path, classes));
+    throw InvalidArgument(fmt::format("--num-classes={}, but {} has {} classes", *o.num_classes,
+                                      in->index.root, classes));
   }
   mc.num_classes = classes;
   if (rank == 0) {
@@ -56,7 +77,7 @@ namespace {
 
 class FolderEpochs final : public EpochData {
  public:
-  FolderEpochs(FolderInput& in, ImageFolderIndex val, Shard shard, int64_t image_size)
+  FolderEpochs(ImageInput& in, ImageFolderIndex val, Shard shard, int64_t image_size)
       : in_(in), val_(std::move(val)), shard_(shard), size_(image_size) {}
   int64_t steps() const override { return in_.loader->steps_per_epoch(); }
   void begin_epoch() override {}  // the loader shuffles each epoch itself
@@ -83,7 +104,7 @@ class FolderEpochs final : public EpochData {
   std::string test_name() const override { return "validation images (" + val_.root + ")"; }
 
  private:
-  FolderInput& in_;
+  ImageInput& in_;
   ImageFolderIndex val_;
   Shard shard_;
   int64_t size_;
@@ -91,7 +112,7 @@ class FolderEpochs final : public EpochData {
 
 }  // namespace
 
-std::unique_ptr<EpochData> folder_epochs(FolderInput& in, const RunOptions& o, Shard shard,
+std::unique_ptr<EpochData> folder_epochs(ImageInput& in, const RunOptions& o, Shard shard,
                                          int64_t image_size) {
   const std::string root = o.data_path + "/val";
   std::error_code ec;
@@ -109,15 +130,15 @@ std::unique_ptr<EpochData> folder_epochs(FolderInput& in, const RunOptions& o, S
   return std::make_unique<FolderEpochs>(in, std::move(val), shard, image_size);
 }
 
-nlohmann::json folder_input_json(const FolderInput& in, const RunOptions& o) {
+nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o) {
   const LoaderStats now = in.loader->stats();
   const LoaderStats& start = in.at_timed_start;
   nlohmann::json skipped = nlohmann::json::array();
   for (size_t i = 0; i < now.skipped_files.size() && i < 10; ++i) {
     skipped.push_back(now.skipped_files[i]);
   }
-  return {{"source", "folder"},
-          {"images_in_folder", in.index.samples.size()},
+  return {{"source", o.data == DataSource::kShards ? "shards" : "folder"},
+          {"source_images", in.index.samples.size()},
           {"classes", in.index.classes.size()},
           {"threads", in.threads},
           {"prefetch", o.prefetch},
