@@ -347,6 +347,7 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   Network n;
   n.name = "this-host";
   std::string host = "?", time = "?", mpi = "?";
+  bool host_buffers = true;  // every record reduced host buffers (mpi), not a device's
   RingFit fit;
   for (size_t b = 0; b < benches.size(); ++b) {
     const JsonFields f(benches[b], where[b]);
@@ -355,6 +356,7 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
       if (other.ranks == m.ranks) f.fail("ranks", "one record per rank count");
     }
     n.measured.push_back(std::move(m));
+    if (f.string_or("buffers", "cpu") != "cpu") host_buffers = false;
     const JsonFields env = f.object("environment");
     host = env.string_or("host", "?");
     time = env.string_or("time", "?");
@@ -382,7 +384,9 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
       "fitted: a ring's alpha and beta, least squares on relative error over every size and "
       "rank count measured, for the rank counts not measured");
   const std::optional<double> blocks = mean_blocks_compute(n.measured);
-  n.comm_blocks_compute = blocks.value_or(1);
+  // Device buffers (nccl) block no host compute; host records from before the measurement: all.
+  n.comm_blocks_compute = blocks.value_or(host_buffers ? 1 : 0);
+  if (!host_buffers && !blocks) return n;
   n.sources.push_back(
       !blocks
           ? "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its "

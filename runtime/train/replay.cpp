@@ -117,9 +117,11 @@ struct RankReplay::Impl {
       r_.add(step, start, end);
       s.reduced[b] = n;
       s.pending[b] = true;
-      // The share of the reduction's time its rank cannot compute, lost at once, as a wait.
+      // The share of the time until the reduction ends that its rank cannot compute, lost at
+      // once, as a wait (all of it: the launch waits for the reduction).
       if (r_.launch_blocks > 0) {
-        r_.wait_until(r_.clock.now_us() + r_.launch_blocks * (end - start));
+        const double now = r_.clock.now_us();
+        r_.wait_until(now + r_.launch_blocks * (end - now));
       }
     }
     // Asynchronous SGD: the reply to the last push first, then the copy into the model.

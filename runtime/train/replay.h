@@ -98,8 +98,9 @@ class RankReplay {
  public:
   // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
   // `launch_blocks`: the share of each reduction's time during which the rank computes nothing
-  // (a host whose all-reduces run on the cores that compute), in [0, 1]: lost at the reduction's
-  // launch, as a wait (1: the launch waits as long as the reduction takes).
+  // (a host whose all-reduces run on the cores that compute), in [0, 1]: that share of the time
+  // from the launch to the reduction's end, lost at the launch, as a wait (1: the launch waits
+  // for the reduction).
   // A lane the schedule's passes need and `lanes` lacks is std::logic_error when the pass runs;
   // a schedule of asynchronous SGD without a server, Unsupported.
   // `schedule` is shared: the simulator's ranks replay one.

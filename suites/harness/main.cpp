@@ -379,7 +379,6 @@ Command bench_allreduce_of(CLI::App& bench) {
 
 Command bench_input_of(CLI::App& bench) {
   auto o = std::make_shared<dlb::BenchInputOptions>();
-  auto full = std::make_shared<bool>(false);
   auto* cmd = bench.add_subcommand(
       "input", "the input pipeline alone: JPEGs decoded and augmented into batches, images/s");
   cmd->add_option("--data-path", o->data_path, "the data set's root: DIR/train/<class>/*.JPEG")
@@ -396,13 +395,11 @@ Command bench_input_of(CLI::App& bench) {
   cmd->add_option("--rounds", o->rounds, "rounds of every system and thread count in turn")
       ->check(kWhole)
       ->capture_default_str();
-  cmd->add_option("--systems", o->systems, "dlbench, and pytorch: its DataLoader")->delimiter(',');
-  cmd->add_flag("--full-decode", *full, "decode every image whole (no DCT scaling)");
+  cmd->add_option("--systems", o->systems,
+                  "dlbench, dlbench-full-decode (no DCT scaling) and pytorch (its DataLoader)")
+      ->delimiter(',');
   cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));
-  return {cmd, [o, full] {
-            o->dct_scaling = !*full;
-            return dlb::bench_input_command(*o);
-          }};
+  return {cmd, [o] { return dlb::bench_input_command(*o); }};
 }
 
 // `dlbench bench conv|peak|allreduce|input`.

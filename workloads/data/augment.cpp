@@ -187,16 +187,19 @@ void flip_horizontally(RgbImage& image) {
 RgbImage eval_transform(const RgbImage& image, int64_t size) {
   const int64_t resize_short = size * 256 / 224;
   const bool wide = image.width > image.height;
-  const int64_t shorter = wide ? image.height : image.width,
-                longer = wide ? image.width : image.height;
+  const int64_t shorter = wide ? image.height : image.width;
+  const int64_t longer = wide ? image.width : image.height;
   const auto resized_long =
       static_cast<int64_t>(static_cast<double>(resize_short) * static_cast<double>(longer) /
                            static_cast<double>(shorter));
   const int64_t w = wide ? resized_long : resize_short, h = wide ? resize_short : resized_long;
-  const RgbImage resized = resized_crop(image, {0, 0, image.height, image.width}, w, h);
-  if (w < size || h < size) {
-    throw InvalidArgument(fmt::format("a {}x{} resize is smaller than the {} px crop", w, h, size));
+  // A strip of an image resizes to a longer strip: refused before anything that size exists.
+  if (w < size || h < size || w * h > (int64_t{1} << 26)) {
+    throw InvalidArgument(fmt::format(
+        "a {}x{} image resizes to {}x{} for its {} px centre crop: outside what dlbench resizes",
+        image.width, image.height, w, h, size));
   }
+  const RgbImage resized = resized_crop(image, {0, 0, image.height, image.width}, w, h);
   const auto top = static_cast<int64_t>(std::nearbyint(static_cast<double>(h - size) / 2.0));
   const auto left = static_cast<int64_t>(std::nearbyint(static_cast<double>(w - size) / 2.0));
   return crop(resized, {top, left, size, size});

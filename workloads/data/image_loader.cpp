@@ -1,6 +1,7 @@
 #include "workloads/data/image_loader.h"
 
 #include <fmt/format.h>
+#include <time.h>
 
 #include <algorithm>
 #include <chrono>
@@ -15,6 +16,14 @@
 
 namespace dlb {
 namespace {
+
+// This thread's CPU time: what a worker's work took from the cores, not the wall time it waited
+// for them.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+}
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -154,6 +163,11 @@ void ImageLoader::note_bad(const std::string& path, const std::string& why) {
   std::lock_guard<std::mutex> lock(mu_);
   ++stats_.skipped;
   if (bad_.insert(path).second) stats_.skipped_files.push_back(why);
+  // Every image has failed: nothing is left to take their places (one read of each, at most).
+  if (bad_.size() >= samples_.size()) {
+    throw InvalidArgument(fmt::format("none of the {} images decodes; the first: {}",
+                                      samples_.size(), stats_.skipped_files.front()));
+  }
 }
 
 // Sample at `position` of the epoch's order, or (a file that does not decode, skipped) the next
@@ -212,7 +226,7 @@ void ImageLoader::work() {
       slot->sequence = sequence;
       slot->ready = false;
     }
-    const auto t0 = std::chrono::steady_clock::now();
+    const double cpu0 = thread_cpu_seconds();
     std::exception_ptr failed;
     try {
       fill(slot->batch, sequence);
@@ -221,7 +235,7 @@ void ImageLoader::work() {
     }
     {
       std::lock_guard<std::mutex> lock(mu_);
-      stats_.busy_s += seconds_since(t0);
+      stats_.busy_s += thread_cpu_seconds() - cpu0;
       if (!failed) stats_.images_made += o_.batch;
       if (failed && !error_) error_ = failed;
       slot->ready = true;

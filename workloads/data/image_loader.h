@@ -55,7 +55,7 @@ struct LoaderStats {
   int64_t batches = 0, images = 0, skipped = 0;  // handed out by next(); files skipped
   int64_t images_made = 0;                       // by the workers, handed out or not yet
   double waited_s = 0;                           // in next(), for batches not ready yet
-  double busy_s = 0;                             // the workers' time making them, summed
+  double busy_s = 0;                             // the workers' CPU time making them, summed
   std::vector<std::string> skipped_files;        // each named once
 };
 
@@ -102,7 +102,8 @@ class ImageLoader {
   std::exception_ptr error_;
   LoaderStats stats_;
   std::set<std::string> bad_;
-  // The orders of the epochs being made (at most two at a time: the prefetch crosses one edge).
+  // The orders of the last two epochs asked for (a prefetch that spans more than an epoch asks
+  // for an older one again, shuffled again: the same order).
   std::vector<std::pair<int64_t, std::shared_ptr<const std::vector<int64_t>>>> orders_;
   std::vector<std::thread> workers_;  // last: they use the members above
 };

@@ -64,7 +64,9 @@ JpegHeader header_of(void* h, const uint8_t* data, size_t size, const std::strin
   return {width, height, colorspace == TJCS_GRAY};
 }
 
-// The smallest scale (at most 1) whose image is at least min_width x min_height.
+// The smallest of 1/8, 1/4, 1/2 and 1 whose image is at least min_width x min_height: the scales
+// libjpeg-turbo's IDCT has SIMD code for (its others, 3/8 and the like, are plain C, and slower
+// here than a whole decode: measured by bench input's dlbench-full-decode).
 tjscalingfactor smallest_scale(const JpegHeader& h, int64_t min_width, int64_t min_height) {
   int count = 0;
   const tjscalingfactor* factors = tjGetScalingFactors(&count);
@@ -72,7 +74,7 @@ tjscalingfactor smallest_scale(const JpegHeader& h, int64_t min_width, int64_t m
   if (min_width <= 0 && min_height <= 0) return best;  // no request: full size
   for (int i = 0; factors && i < count; ++i) {
     const tjscalingfactor f = factors[i];
-    if (f.num > f.denom) continue;
+    if (f.num != 1 || (f.denom != 1 && f.denom != 2 && f.denom != 4 && f.denom != 8)) continue;
     const bool covers = TJSCALED(h.width, f) >= min_width && TJSCALED(h.height, f) >= min_height;
     if (covers && TJSCALED(h.width, f) < TJSCALED(h.width, best)) best = f;
   }

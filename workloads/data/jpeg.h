@@ -30,11 +30,11 @@ struct JpegHeader {
 JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& where);
 
 // The image decoded to RGB (a grayscale JPEG's one channel in all three, as PIL converts it), at
-// the smallest of libjpeg-turbo's DCT scales (1/8 to 1) that keeps it at least `min_width` x
-// `min_height` (0 x 0: full size; a request larger than the image: full size). Scaling in the
-// IDCT costs a fraction of a full decode and resizing after. InvalidArgument naming `where` for
-// anything libjpeg-turbo reports, warnings included (a truncated file is refused, not padded),
-// and for an image of more than 64 Mi pixels at that scale.
+// the smallest of libjpeg-turbo's DCT scales 1/8, 1/4, 1/2 and 1 that keeps it at least
+// `min_width` x `min_height` (0 x 0: full size; a request larger than the image: full size).
+// Scaling in the IDCT costs a fraction of a full decode and resizing after. InvalidArgument naming
+// `where` for anything libjpeg-turbo reports, warnings included (a truncated file is refused, not
+// padded), and for an image of more than 64 Mi pixels at that scale.
 RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where,
                      int64_t min_width = 0, int64_t min_height = 0);
 

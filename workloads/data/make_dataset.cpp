@@ -6,6 +6,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -119,22 +120,25 @@ DatasetFiles write_dataset(const std::string& dir, const MakeDatasetOptions& o) 
   check_make_dataset(o);
   const std::filesystem::path root(dir);
   DatasetFiles files;
-  std::vector<TarWriter> shards;
   if (o.shards > 0) std::filesystem::create_directories(root / "shards");
-  for (int64_t s = 0; s < o.shards; ++s) {
-    shards.emplace_back((root / "shards" / fmt::format("shard-{:06d}.tar", s)).string());
-  }
-  // Shard s holds training images [s N / S, (s + 1) N / S).
+  // Shard s holds training images [s N / S, (s + 1) N / S): one open at a time.
+  std::optional<TarWriter> shard;
+  int64_t open_shard = -1;
   write_split(root, "train", o.images, 0, o, files,
               [&](int64_t i, int64_t label, const std::vector<uint8_t>& jpeg) {
-                if (shards.empty()) return;
-                const auto s = static_cast<size_t>(i * o.shards / o.images);
+                if (o.shards == 0) return;
+                const int64_t s = i * o.shards / o.images;
+                if (s != open_shard) {
+                  if (shard) shard->finish();
+                  shard.emplace((root / "shards" / fmt::format("shard-{:06d}.tar", s)).string());
+                  open_shard = s;
+                }
                 const std::string key = fmt::format("{:08d}", i);
-                shards[s].add(key + ".jpg", jpeg);
+                shard->add(key + ".jpg", jpeg);
                 const std::string cls = std::to_string(label);
-                shards[s].add(key + ".cls", std::vector<uint8_t>(cls.begin(), cls.end()));
+                shard->add(key + ".cls", std::vector<uint8_t>(cls.begin(), cls.end()));
               });
-  for (TarWriter& t : shards) t.finish();
+  if (shard) shard->finish();
   write_split(root, "val", o.val_images, static_cast<uint64_t>(o.images), o, files,
               [](int64_t, int64_t, const std::vector<uint8_t>&) {});
   files.train = o.images;

@@ -78,7 +78,9 @@ std::vector<TarMember> tar_members(const uint8_t* bytes, size_t size, const std:
     const char type = static_cast<char>(h[156]);
     std::string name = text_field(h, 100);
     const std::string prefix = text_field(h + 345, 155);
-    if (!prefix.empty() && std::equal(h + 257, h + 262, "ustar")) name = prefix + "/" + name;
+    // The prefix field is POSIX ustar's ("ustar\0"); GNU headers hold other fields there.
+    const bool ustar = std::equal(h + 257, h + 263, "ustar");  // with its NUL
+    if (ustar && !prefix.empty()) name = prefix + "/" + name;
     if (type == 'L') {
       next_name = text_field(bytes + data, static_cast<size_t>(length));
     } else if (type == 'x') {

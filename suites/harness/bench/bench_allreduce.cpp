@@ -130,9 +130,9 @@ int64_t wrong_elements(Communicator& comm, DeviceMemory& memory, Tensor& buf, St
   return static_cast<int64_t>(comm.max_across_ranks(static_cast<double>(wrong)));
 }
 
-// A fixed piece of host arithmetic, about one layer pass on one core (a few hundred
-// microseconds): a 32 KiB array updated in place, in the L1 cache, so that what slows it beside an
-// all-reduce is the all-reduce's use of the core, not a share of memory bandwidth.
+// A fixed piece of host arithmetic, a few tens of microseconds on one core (a small layer pass):
+// a 32 KiB array updated in place, in the L1 cache, so that what slows it beside an all-reduce is
+// the all-reduce's use of the core, not a share of memory bandwidth.
 class HostWork {
  public:
   void chunk() {

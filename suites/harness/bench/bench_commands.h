@@ -43,8 +43,9 @@ struct BenchInputOptions {
   std::string data_path;  // the data set's root: DIR/train/<class>/*.JPEG
   std::vector<int64_t> threads = {1, 2};
   int64_t batch = 64, image_size = 224, batches = 20, warmup = 2, rounds = 3;
-  std::vector<std::string> systems = {"dlbench"};  // and "pytorch": its DataLoader
-  bool dct_scaling = true;
+  // dlbench; dlbench-full-decode (every image decoded whole, as PIL decodes); pytorch (its
+  // DataLoader)
+  std::vector<std::string> systems = {"dlbench"};
   std::string json_path;
 };
 // The input pipeline alone, with no training: images/s decoded and augmented into batches at each

@@ -114,6 +114,13 @@ void validate_data(const RunOptions& o) {
         "--data=shards needs --data-path=GLOB: the tar shards (DIR/shards/shard-*.tar, as "
         "dlbench make-dataset writes), or a folder of them");
   }
+  const bool images = o.data == DataSource::kFolder || o.data == DataSource::kShards;
+  if (images && o.sync.kind == SyncMode::Kind::kAsync) {
+    throw Unsupported(fmt::format(
+        "--sync=async with --data={}: each rank takes as many steps as its pace allows, and the "
+        "loader's epochs are shared by the ranks; not built yet",
+        data_source_name(o.data)));
+  }
   if (o.data == DataSource::kShards && o.epochs) {
     throw InvalidArgument(
         "--epochs with --data=shards: shards hold no evaluation set yet; evaluate with "
