@@ -42,6 +42,7 @@ done
 ((seconds > 0)) || exit $failed
 
 for target in "${targets[@]}"; do
+  mkdir -p "$fuzz/regressions/$target"  # where a crash's input goes (git keeps no empty folder)
   work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is
   log=$work/log
   if ! "$bin/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
