@@ -16,10 +16,11 @@ struct HandleCloser {
 };
 using Handle = std::unique_ptr<void, HandleCloser>;
 
-Handle decompressor() {
-  Handle h(tjInitDecompress());
+// This thread's decompressor, made once: the loader's threads decode image after image.
+void* decompressor() {
+  thread_local Handle h(tjInitDecompress());
   if (!h) throw IoError(fmt::format("TurboJPEG: {}", tjGetErrorStr2(nullptr)));
-  return h;
+  return h.get();
 }
 
 // The largest side TurboJPEG takes is an int's. The most pixels decoded: 64 Mi (192 MiB of RGB),
@@ -108,14 +109,13 @@ std::vector<uint8_t> encode_jpeg(const RgbImage& image, int quality) {
 }
 
 JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& where) {
-  const Handle h = decompressor();
-  return header_of(h.get(), data, size, where);
+  return header_of(decompressor(), data, size, where);
 }
 
 RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where, int64_t min_width,
                      int64_t min_height) {
-  const Handle h = decompressor();
-  const JpegHeader header = header_of(h.get(), data, size, where);
+  void* h = decompressor();
+  const JpegHeader header = header_of(h, data, size, where);
   const tjscalingfactor scale = smallest_scale(header, min_width, min_height);
   RgbImage image;
   image.width = TJSCALED(header.width, scale);
@@ -123,10 +123,10 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where,
   check_pixels(image.width, image.height, where);
   image.pixels.resize(static_cast<size_t>(image.width * image.height * 3));
   // TJFLAG_STOPONWARNING: a corrupt or truncated file is an error, not an image padded with grey.
-  if (tjDecompress2(h.get(), data, checked_size(size, where), image.pixels.data(),
+  if (tjDecompress2(h, data, checked_size(size, where), image.pixels.data(),
                     static_cast<int>(image.width), 0, static_cast<int>(image.height), TJPF_RGB,
                     TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING) != 0) {
-    refuse(h.get(), where, "a corrupt or truncated JPEG");
+    refuse(h, where, "a corrupt or truncated JPEG");
   }
   return image;
 }

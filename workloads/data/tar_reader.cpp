@@ -113,19 +113,20 @@ std::vector<std::string> shard_files(const std::string& pattern) {
   return files;
 }
 
-std::string lower_extension(const std::string& name) {
+// Where a member's key ends: at the first dot after its last slash (npos: no extension).
+size_t key_end(const std::string& name) {
   const size_t slash = name.rfind('/');
-  const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
+  return name.find('.', slash == std::string::npos ? 0 : slash + 1);
+}
+
+std::string key_of(const std::string& name) { return name.substr(0, key_end(name)); }
+
+std::string lower_extension(const std::string& name) {
+  const size_t dot = key_end(name);
   std::string ext = dot == std::string::npos ? "" : name.substr(dot + 1);
   std::transform(ext.begin(), ext.end(), ext.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return ext;
-}
-
-std::string key_of(const std::string& name) {
-  const size_t slash = name.rfind('/');
-  const size_t dot = name.find('.', slash == std::string::npos ? 0 : slash + 1);
-  return name.substr(0, dot);
 }
 
 // A .cls member's label: a whole number, at most 2^31 - 1, spaces around it allowed.

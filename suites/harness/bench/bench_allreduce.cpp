@@ -14,6 +14,7 @@
 #include "runtime/comm/communicator.h"
 #include "runtime/core/allreduce_share.h"
 #include "runtime/core/error.h"
+#include "runtime/core/stats.h"
 #include "runtime/memory/host_memory.h"
 #include "suites/harness/bench/bench_commands.h"
 #include "suites/harness/core/environment.h"
@@ -173,11 +174,6 @@ std::pair<double, double> timed_work(Communicator& comm, HostWork& work, int64_t
   return {comm.max_across_ranks(work_s), comm.max_across_ranks(allreduce_s)};
 }
 
-double median3(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 // How much an all-reduce taking `allreduce_s` alone slows host compute beside it on the ranks'
 // own cores: work that outlasts it (twice its time, at least 2 ms), alone and beside it, 3 rounds
 // alternated, medians. blocks_compute = (beside - alone) / allreduce_s, within [0, 1]: 1 where a
@@ -195,11 +191,11 @@ nlohmann::json beside_compute(Communicator& comm, Tensor& buf, ReduceOp op, doub
     beside.push_back(work_s);
     reduced.push_back(reduce_s);
   }
-  const double blocked = (median3(beside) - median3(alone)) / allreduce_s;
+  const double blocked = (percentile(beside, 50) - percentile(alone, 50)) / allreduce_s;
   return {{"work_chunks", chunks},
-          {"work_alone_s", median3(alone)},
-          {"work_beside_s", median3(beside)},
-          {"allreduce_beside_s", median3(reduced)},
+          {"work_alone_s", percentile(alone, 50)},
+          {"work_beside_s", percentile(beside, 50)},
+          {"allreduce_beside_s", percentile(reduced, 50)},
           {"blocks_compute", std::clamp(blocked, 0.0, 1.0)}};
 }
 

@@ -46,21 +46,28 @@ EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& rng, Shard s
   return EpochResult{e.steps, e.mean_loss(), e.seconds};
 }
 
-int64_t count_correct(Trainer& trainer, const Dataset& data, Shard shard) {
+int64_t count_correct_in_batches(Trainer& trainer, int64_t samples, int64_t image_elems,
+                                 Shard shard, const GatherBatch& gather) {
   const int64_t b = trainer.batch();
-  std::vector<float> images(b * data.image_elems());
+  std::vector<float> images(b * image_elems);
   std::vector<int64_t> labels(b);
   std::vector<int64_t> idx(b);
   int64_t correct = 0;
-  for (int64_t start = shard.rank * b; start < data.size(); start += b * shard.ranks) {
-    const int64_t n = std::min(b, data.size() - start);
+  for (int64_t start = shard.rank * b; start < samples; start += b * shard.ranks) {
+    const int64_t n = std::min(b, samples - start);
     // A short last batch is padded with its first sample; only the real ones are counted.
     for (int64_t i = 0; i < b; ++i) idx[i] = start + (i < n ? i : 0);
-    data.gather(idx, images.data(), labels.data());
+    gather(idx, images.data(), labels.data());
     trainer.load_batch(images.data(), labels.data());
     correct += trainer.count_correct(n);
   }
   return correct;
+}
+
+int64_t count_correct(Trainer& trainer, const Dataset& data, Shard shard) {
+  return count_correct_in_batches(trainer, data.size(), data.image_elems(), shard,
+                                  [&data](const std::vector<int64_t>& idx, float* images,
+                                          int64_t* labels) { data.gather(idx, images, labels); });
 }
 
 double evaluate_accuracy(Trainer& trainer, const Dataset& data) {

@@ -4,6 +4,9 @@
 // trains on the r-th slice of `batch` samples of each global batch of batch x ranks, as
 // DistributedSampler gives each rank its part; evaluation deals the test batches round-robin.
 #pragma once
+#include <functional>
+#include <vector>
+
 #include "runtime/train/trainer.h"
 #include "workloads/data/dataset.h"
 
@@ -41,6 +44,14 @@ class EpochBatches {
 
 // One epoch of Trainer::train over `data`, shuffled by `shuffle_rng`.
 EpochResult train_epoch(Trainer& trainer, const Dataset& data, Rng& shuffle_rng, Shard shard = {});
+// Fills a batch's images (NCHW f32) and labels with samples `indices`.
+using GatherBatch =
+    std::function<void(const std::vector<int64_t>& indices, float* images, int64_t* labels)>;
+// How many of `samples` test samples the model classifies correctly, in inference mode, over
+// this shard's batches of them: rank r takes batches r, r + ranks, ...; a short last batch is
+// padded with its first sample, and only the real ones are counted.
+int64_t count_correct_in_batches(Trainer& trainer, int64_t samples, int64_t image_elems,
+                                 Shard shard, const GatherBatch& gather);
 // How many samples of this shard of `data` the model classifies correctly, in inference mode.
 // Summed over every rank's shard, it counts each sample of `data` once.
 int64_t count_correct(Trainer& trainer, const Dataset& data, Shard shard = {});

@@ -86,18 +86,11 @@ class FolderEpochs final : public EpochData {
     trainer.load_batch(b.images.data(), b.labels.data());
   }
   int64_t count_correct(Trainer& trainer) override {
-    const int64_t b = trainer.batch(), n = test_samples();
-    std::vector<float> images(static_cast<size_t>(b * 3 * size_ * size_));
-    std::vector<int64_t> labels(static_cast<size_t>(b)), idx(static_cast<size_t>(b));
-    int64_t correct = 0;
-    for (int64_t start = shard_.rank * b; start < n; start += b * shard_.ranks) {
-      const int64_t real = std::min(b, n - start);
-      for (int64_t i = 0; i < b; ++i) idx[static_cast<size_t>(i)] = start + (i < real ? i : 0);
-      eval_batch(val_.samples, idx, size_, in_.threads, images.data(), labels.data());
-      trainer.load_batch(images.data(), labels.data());
-      correct += trainer.count_correct(real);
-    }
-    return correct;
+    return count_correct_in_batches(
+        trainer, test_samples(), 3 * size_ * size_, shard_,
+        [this](const std::vector<int64_t>& idx, float* images, int64_t* labels) {
+          eval_batch(val_.samples, idx, size_, in_.threads, images, labels);
+        });
   }
   int64_t train_samples() const override { return static_cast<int64_t>(in_.index.samples.size()); }
   int64_t test_samples() const override { return static_cast<int64_t>(val_.samples.size()); }
