@@ -224,6 +224,20 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
   };
 }
 
+SharingOf reduction_sharing(const Graph& graph, const BucketPlan& plan, const Network& network,
+                            int64_t ranks) {
+  auto sharing = std::make_shared<std::map<int, CoreSharing>>();
+  bool any = false;
+  for (int b = -1; b < static_cast<int>(plan.buckets.size()); ++b) {
+    (*sharing)[b] = core_sharing(network, ranks, reduction_bytes(graph, plan, b));
+    any = any || (*sharing)[b].lost > 0;
+  }
+  if (!any) return nullptr;
+  return [sharing](const Step& all_reduce) {  // a stale slot is laid out as the whole buffer
+    return sharing->at(all_reduce.arg == kStaleSlot ? -1 : all_reduce.arg);
+  };
+}
+
 ServerCosts server_costs(const Calibration& c, const Graph& graph, const Network& network) {
   if (parse_backend_kind(c.backend) != BackendKind::kCpu) {
     throw Unsupported(fmt::format(

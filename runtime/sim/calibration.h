@@ -59,6 +59,12 @@ double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket);
 PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,
                          const Network& network, int64_t ranks);
 
+// How each all-reduce of a step of `graph` with `plan`'s buckets over `ranks` ranks shares the
+// cores that compute: the network's at its bytes (core_sharing); none where the network's
+// reductions take nothing from compute.
+SharingOf reduction_sharing(const Graph& graph, const BucketPlan& plan, const Network& network,
+                            int64_t ranks);
+
 // Asynchronous SGD's parameter server (runtime/overlap/param_server.h) for `graph`: applying a
 // push is the calibrated optimizer's time (the same SGD over the same bytes, in the same thread
 // pool), and copying the weights into a reply 2/5 of it (two streams of the bytes against

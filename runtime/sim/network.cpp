@@ -42,6 +42,31 @@ double MeasuredAllreduce::us(double bytes) const {
   return p.back().second * bytes / p.back().first;
 }
 
+std::optional<CoreSharing> MeasuredAllreduce::sharing_at(double bytes) const {
+  double lost = 0, beside_us = 0, alone = 0, nearest = std::numeric_limits<double>::infinity();
+  size_t nearest_at = 0;
+  for (size_t i = 0; i < beside.size(); ++i) {
+    if (!beside[i]) continue;
+    const double distance = std::abs(std::log2(points[i].first / bytes));
+    if (distance < nearest) {
+      nearest = distance;
+      nearest_at = i;
+    }
+    if (distance > 1) continue;
+    lost += beside[i]->lost_us;
+    beside_us += beside[i]->beside_us;
+    alone += points[i].second;
+  }
+  if (std::isinf(nearest)) return std::nullopt;
+  if (alone == 0) {  // none within a factor of two: the nearest
+    lost = beside[nearest_at]->lost_us;
+    beside_us = beside[nearest_at]->beside_us;
+    alone = points[nearest_at].second;
+  }
+  return CoreSharing{std::clamp(lost / alone, 0.0, kMaxBlocksCompute),
+                     beside_us > 0 ? std::clamp(beside_us / alone, 1.0, kMaxStretch) : 1.0};
+}
+
 namespace {
 
 constexpr double kGB = 1e9;
@@ -68,18 +93,26 @@ MeasuredAllreduce parse_measured(const JsonFields& f) {
       p.fail("bytes", "sizes increasing from one point to the next");
     }
     m.points.emplace_back(bytes, us);
+    m.beside.emplace_back();
+    if (p.has("lost_us") || p.has("beside_us")) {
+      // lost_us is negative where noise made the work beside the reduction faster than alone.
+      m.beside.back() = MeasuredAllreduce::Beside{
+          p.number("lost_us", -kMaxBlocksCompute * us, kMaxBlocksCompute * us),
+          p.number("beside_us", 0, kMaxStretch * us)};
+    }
   }
   if (m.points.empty()) f.fail("points", "at least one (bytes, us) point");
-  if (f.has("blocks_compute")) m.blocks_compute = f.number("blocks_compute", 0, 1);
+  if (f.has("blocks_compute")) m.blocks_compute = f.number("blocks_compute", 0, kMaxBlocksCompute);
+  if (f.has("stretch")) m.stretch = f.number("stretch", 1, kMaxStretch);
   return m;
 }
 
-// A network's comm_blocks_compute: a share in [0, 1], or (as older files wrote it) true for 1.
+// A network's comm_blocks_compute: a number, or (as older files wrote it) true for 1.
 double parse_blocks_compute(const JsonFields& f) {
   if (f.required("comm_blocks_compute").is_boolean()) {
     return f.boolean("comm_blocks_compute") ? 1 : 0;
   }
-  return f.number("comm_blocks_compute", 0, 1);
+  return f.number("comm_blocks_compute", 0, kMaxBlocksCompute);
 }
 
 nlohmann::json link_json(const Link& l) {
@@ -151,6 +184,7 @@ Network parse_network(const nlohmann::json& j, const std::string& where) {
   }
   if (n.sources.empty()) f.fail("sources", "at least one citation for the preset's figures");
   if (f.has("comm_blocks_compute")) n.comm_blocks_compute = parse_blocks_compute(f);
+  if (f.has("comm_stretch")) n.comm_stretch = f.number("comm_stretch", 1, kMaxStretch);
   if (f.has("device")) {
     n.device = f.string("device");
     if (n.device.empty()) f.fail("device", "a device file's name (suites/devices/NAME.json)");
@@ -186,13 +220,21 @@ nlohmann::json network_json(const Network& n) {
   // (Written where not 0: a network read back from its JSON, validate-sim's network.json, must
   // block compute as the one it was made from; without it a re-run overlapped for free.)
   if (n.comm_blocks_compute > 0) j["comm_blocks_compute"] = n.comm_blocks_compute;
+  if (n.comm_stretch != 1) j["comm_stretch"] = n.comm_stretch;
   if (!n.measured.empty()) {
     nlohmann::json measured = nlohmann::json::array();
     for (const MeasuredAllreduce& m : n.measured) {
       nlohmann::json points = nlohmann::json::array();
-      for (const auto& [bytes, us] : m.points) points.push_back({{"bytes", bytes}, {"us", us}});
+      for (size_t i = 0; i < m.points.size(); ++i) {
+        points.push_back({{"bytes", m.points[i].first}, {"us", m.points[i].second}});
+        if (i < m.beside.size() && m.beside[i]) {
+          points.back()["lost_us"] = m.beside[i]->lost_us;
+          points.back()["beside_us"] = m.beside[i]->beside_us;
+        }
+      }
       measured.push_back({{"ranks", m.ranks}, {"points", points}});
       if (m.blocks_compute) measured.back()["blocks_compute"] = *m.blocks_compute;
+      if (m.stretch) measured.back()["stretch"] = *m.stretch;
     }
     j["measured"] = measured;
   }
@@ -245,11 +287,13 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
   return 0;
 }
 
-double blocks_compute(const Network& net, int64_t ranks) {
+CoreSharing core_sharing(const Network& net, int64_t ranks, double bytes) {
   for (const MeasuredAllreduce& m : net.measured) {
-    if (m.ranks == ranks && m.blocks_compute) return *m.blocks_compute;
+    if (m.ranks != ranks) continue;
+    if (const std::optional<CoreSharing> at = m.sharing_at(bytes)) return *at;
+    if (m.blocks_compute) return {*m.blocks_compute, m.stretch.value_or(1)};
   }
-  return net.comm_blocks_compute;
+  return {net.comm_blocks_compute, net.comm_stretch};
 }
 
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks) {
@@ -297,14 +341,32 @@ class RingFit {
   double s11_ = 0, s12_ = 0, s22_ = 0, s1t_ = 0, s2t_ = 0;
 };
 
+// A bench row's beside_compute, for its all-reduce of `us` alone: the work it lost (the medians'
+// difference, negative where noise made the work beside it faster; from blocks_compute in
+// records from before the medians were kept) and its time beside the work (0 where not kept).
+struct BesideRow {
+  double lost_us = 0, beside_us = 0;
+};
+BesideRow read_beside(const JsonFields& b, double us) {
+  BesideRow row;
+  if (b.has("work_beside_s") && b.has("work_alone_s")) {
+    row.lost_us = 1e6 * (b.number("work_beside_s", 0, 1e6) - b.number("work_alone_s", 0, 1e6));
+  } else {
+    row.lost_us = us * b.number("blocks_compute", 0, kMaxBlocksCompute);
+  }
+  if (b.has("allreduce_beside_s")) row.beside_us = 1e6 * b.number("allreduce_beside_s", 0, 1e6);
+  return row;
+}
+
 // One bench record's rows as a measured curve, each row also added to `fit`.
 MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
   if (f.string("kind") != "bench_allreduce") f.fail("kind", "\"bench_allreduce\"");
   MeasuredAllreduce m;
   m.ranks = f.integer("ranks", 2, 1 << 20);
   const nlohmann::json& rows = f.array("rows");
-  // The rows' beside_compute shares, each weighted by its all-reduce's time.
-  double blocked_us = 0, measured_us = 0;
+  // The rows' beside_compute: the work lost and the all-reduces' time beside it, over the rows'
+  // all-reduce time alone.
+  double lost_us = 0, beside_us = 0, measured_us = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const JsonFields r(rows[i], f.element("rows", i));
     if (r.integer("wrong", 0) != 0) r.fail("wrong", "a correct reduction (0 wrong)");
@@ -314,23 +376,34 @@ MeasuredAllreduce read_bench(const JsonFields& f, RingFit& fit) {
     }
     m.points.emplace_back(bytes, us);
     fit.add(m.ranks, bytes, us);
+    m.beside.emplace_back();
     if (r.has("beside_compute")) {
-      blocked_us += us * r.object("beside_compute").number("blocks_compute", 0, 1);
+      const BesideRow b = read_beside(r.object("beside_compute"), us);
+      lost_us += b.lost_us;
+      beside_us += b.beside_us;
       measured_us += us;
+      // (Within what a network file takes: a tiny reduction's times are mostly noise.)
+      m.beside.back() = MeasuredAllreduce::Beside{
+          std::clamp(b.lost_us, -kMaxBlocksCompute * us, kMaxBlocksCompute * us),
+          std::min(b.beside_us, kMaxStretch * us)};
     }
   }
   if (m.points.empty()) f.fail("rows", "at least one size");
-  if (measured_us > 0) m.blocks_compute = blocked_us / measured_us;
+  if (measured_us > 0) {
+    m.blocks_compute = std::clamp(lost_us / measured_us, 0.0, kMaxBlocksCompute);
+    if (beside_us > 0) m.stretch = std::clamp(beside_us / measured_us, 1.0, kMaxStretch);
+  }
   return m;
 }
 
-// The mean of the rank counts' measured shares of blocked compute; none where none was measured.
-std::optional<double> mean_blocks_compute(const std::vector<MeasuredAllreduce>& measured) {
+// The mean of the rank counts' measured `field`; none where none was measured.
+std::optional<double> mean_measured(const std::vector<MeasuredAllreduce>& measured,
+                                    std::optional<double> MeasuredAllreduce::*field) {
   double sum = 0;
   int counted = 0;
   for (const MeasuredAllreduce& m : measured) {
-    if (!m.blocks_compute) continue;
-    sum += *m.blocks_compute;
+    if (!(m.*field)) continue;
+    sum += *(m.*field);
     ++counted;
   }
   if (counted == 0) return std::nullopt;
@@ -383,18 +456,20 @@ Network network_from_bench(const std::vector<nlohmann::json>& benches,
   n.sources.push_back(
       "fitted: a ring's alpha and beta, least squares on relative error over every size and "
       "rank count measured, for the rank counts not measured");
-  const std::optional<double> blocks = mean_blocks_compute(n.measured);
+  const std::optional<double> blocks =
+      mean_measured(n.measured, &MeasuredAllreduce::blocks_compute);
   // Device buffers (nccl) block no host compute; host records from before the measurement: all.
   n.comm_blocks_compute = blocks.value_or(host_buffers ? 1 : 0);
+  n.comm_stretch = mean_measured(n.measured, &MeasuredAllreduce::stretch).value_or(1);
   if (!host_buffers && !blocks) return n;
   n.sources.push_back(
       !blocks
           ? "assumed: the all-reduces run on the cores that compute (MPI on host buffers, its "
             "progress thread without a core of its own), so a rank computes nothing while its "
             "reduction runs"
-          : "measured: the share of each all-reduce's time that host work beside it lost, per "
-            "rank count (bench allreduce's beside_compute, weighted by time); their mean for the "
-            "rank counts not measured");
+          : "measured: the host work lost beside each rank count's all-reduces, and their time "
+            "beside it, over their time alone (bench allreduce's beside_compute, the rows' sums); "
+            "their means for the rank counts not measured");
   return n;
 }
 

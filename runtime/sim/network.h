@@ -37,6 +37,8 @@
 #include <string>
 #include <vector>
 
+#include "runtime/core/core_sharing.h"
+
 namespace dlb {
 
 // The most ranks a network model (and the simulator) takes: 2^20.
@@ -56,13 +58,22 @@ struct Link {
 // An all-reduce's measured time against its size at one rank count (`dlbench bench allreduce`):
 // between two measured sizes the time is interpolated linearly; below the smallest it is the
 // smallest's; above the largest it grows at the largest's bandwidth.
-// `blocks_compute`, where the record measured it: the share of its all-reduces' time a rank
-// cannot compute (Network::comm_blocks_compute) at this rank count.
+// Where the record measured them (bench allreduce's beside_compute), how its all-reduces share the
+// cores that compute (runtime/core/core_sharing.h): per point, the host work lost beside it and
+// its time beside that work; over all of them, `blocks_compute` and `stretch` (their sums over
+// the points' times alone).
 struct MeasuredAllreduce {
+  struct Beside {
+    double lost_us = 0, beside_us = 0;
+  };
   int64_t ranks = 2;
   std::vector<std::pair<double, double>> points;  // (bytes, microseconds), bytes increasing
-  std::optional<double> blocks_compute;
+  std::vector<std::optional<Beside>> beside;      // one per point, or none
+  std::optional<double> blocks_compute, stretch;
   double us(double bytes) const;
+  // At `bytes`: the measured points from half to twice its size (the nearest where none is),
+  // their sums over their times alone; none where no point was measured.
+  std::optional<CoreSharing> sharing_at(double bytes) const;
 };
 
 struct Network {
@@ -74,12 +85,11 @@ struct Network {
   int64_t nics_per_node = 1;
   double tree_bandwidth_factor = 1;
   std::vector<Collective> algorithms;  // the ones the library may choose
-  // The share of an all-reduce's time during which its rank computes nothing, in [0, 1]: 0 for
-  // GPUs, whose collectives have engines and links of their own; on a host whose all-reduces run
-  // on the cores that compute (MPI on host buffers, its progress thread with no core of its own),
-  // measured (`bench allreduce`'s beside_compute). 1: no strategy hides communication. A
-  // measured rank count's own share, where it has one, comes first (blocks_compute()).
-  double comm_blocks_compute = 0;
+  // How all-reduces share the cores that compute (runtime/core/core_sharing.h), for the rank
+  // counts not measured: comm_blocks_compute its `lost` (in [0, kMaxBlocksCompute]), comm_stretch
+  // its `stretch` (in [1, kMaxStretch]). 0 and 1 for GPUs, whose collectives have engines and
+  // links of their own; on a host, the means of the measured rank counts' (network_from_bench).
+  double comm_blocks_compute = 0, comm_stretch = 1;
   // Where present for a rank count, the measurement is the time (Collective::kMeasured), and the
   // models serve the other rank counts.
   std::vector<MeasuredAllreduce> measured;
@@ -107,15 +117,17 @@ double allreduce_us(const Network& net, Collective algorithm, double bytes, int6
 // where the network has one for `ranks`.
 CollectiveTime fastest_allreduce(const Network& net, double bytes, int64_t ranks);
 
-// The share of a reduction's time its rank cannot compute at `ranks` ranks: the measured rank
-// count's own where it has one, else the network's.
-double blocks_compute(const Network& net, int64_t ranks);
+// How an all-reduce of `bytes` over `ranks` ranks shares the cores that compute: the measured rank
+// count's at that size (MeasuredAllreduce::sharing_at), or over all its sizes, where it has them;
+// else the network's.
+CoreSharing core_sharing(const Network& net, int64_t ranks, double bytes);
 
 // A host as a network, from `dlbench bench allreduce --json` records (one per rank count, each
 // named by `where`): each rank count's measured times (used as they are), and a ring's alpha and
 // beta fitted to all of them (least squares on relative error) for the rank counts not measured,
-// and how much its all-reduces take from compute: each record's rows' beside_compute, weighted by
-// their time (the network's share, their mean; 1, assumed, where no row measured it).
+// and how its all-reduces share the cores: each record's compute lost over its rows' all-reduce
+// time, and their time beside compute over it (ratios of the rows' sums; the network's, their
+// means; 1 lost, assumed, where no row measured it).
 // Every rank on one node, of at most `ranks_per_node` ranks (the most its launcher starts).
 Network network_from_bench(const std::vector<nlohmann::json>& benches,
                            const std::vector<std::string>& where, int64_t ranks_per_node);

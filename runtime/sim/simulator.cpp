@@ -133,7 +133,7 @@ void replay_iteration(std::vector<RankClass>& classes, SharedLane& lane,
   const int64_t first = classes[0].replay->reductions();
   // Each reduction's times depend only on the launches before it and on earlier reductions: a
   // round settles at least one more of them (two or three do all, unless every launch loses part
-  // of its reduction's time to it: comm_blocks_compute). More rounds than that cannot happen.
+  // of its reduction's time to it: comm_sharing). More rounds than that cannot happen.
   int64_t rounds = 0;
   for (bool changed = true; changed; ++rounds) {
     if (rounds > classes[0].replay->reductions() - first + 3) {
@@ -167,9 +167,8 @@ RunTotals run_ranks(const Schedule& step, const PassCost& cost, const SimulateOp
   SharedLane lane;
   const auto shared = std::make_shared<const Schedule>(step);
   for (size_t c = 0; c < classes.size(); ++c) {
-    classes[c].replay =
-        std::make_unique<RankReplay>(shared, cost, RankLanes{&lane, nullptr, 0},
-                                     o.keep_timeline && c == 0, o.comm_blocks_compute);
+    classes[c].replay = std::make_unique<RankReplay>(shared, cost, RankLanes{&lane, nullptr, 0},
+                                                     o.keep_timeline && c == 0, o.comm_sharing);
   }
   Rng rng(o.seed);
   const int64_t total = o.warmup + o.iterations;

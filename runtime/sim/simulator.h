@@ -9,8 +9,8 @@
 // An iteration's reductions depend on every rank's launches, and a rank's launches on its waits:
 // each iteration is replayed until the reductions' times settle (a fixed point, reached in two or
 // three rounds where launches precede the waits for them, as in every strategy's schedule; in
-// one round per reduction at most where each launch loses part of its reduction's time to it,
-// comm_blocks_compute).
+// one round per reduction at most where the reductions take compute from their ranks,
+// comm_sharing).
 //
 // Asynchronous SGD (a schedule that pulls and pushes, runtime/overlap/sync_schedule.h) has no
 // common step: every rank is replayed, at its own pace, against one parameter server
@@ -60,8 +60,8 @@ struct SimulateOptions {
   uint64_t seed = 0;                    // the jitter's draws
   RankSpeeds speeds;
   bool keep_timeline = true;  // rank 0's passes in the timed iterations (a simulated trace)
-  // The share of a reduction's time its rank computes nothing (blocks_compute(network, ranks)).
-  double comm_blocks_compute = 0;
+  // How each reduction shares the cores that compute (reduction_sharing(); none where empty).
+  SharingOf comm_sharing;
   ServerCosts server;  // asynchronous SGD's
 };
 

@@ -1,6 +1,7 @@
 #include "runtime/train/replay.h"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -19,11 +20,20 @@ std::pair<double, double> OwnReductionLane::launch(int64_t n, double cost_us, do
 }
 
 struct RankReplay::State {
+  // Reductions launched one after another while the rank computed, from the first's launch to
+  // `last`'s end on the lane (SharingOf): what they take from the rank is not yet settled.
+  struct Flight {
+    int64_t last = 0;
+    double launch_us = 0, busy_at_launch_us = 0, alone_us = 0;
+    CoreSharing sharing;
+  };
   double now_us = 0;
   int64_t iteration = 0, next_reduction = 0;
   std::map<int, int64_t> reduced;  // bucket -> its reduction not yet waited for
   std::map<int, bool> pending;     // bucket -> reduced, not yet applied
   bool pushed = false;             // asynchronous SGD: a push whose reply the next pull takes
+  std::optional<Flight> flight;
+  std::map<int64_t, double> late_ends;  // reduction -> its end beside compute, past the lane's
   Totals totals;
   size_t timeline_size = 0;
 };
@@ -90,7 +100,13 @@ struct RankReplay::Impl {
       State& s = r_.state;
       auto it = s.reduced.find(b);
       if (it == s.reduced.end()) return;
-      r_.wait_until(r_.reductions().end_us(it->second));
+      r_.settle(true);
+      double end = r_.reductions().end_us(it->second);
+      if (auto late = s.late_ends.find(it->second); late != s.late_ends.end()) {
+        end = std::max(end, late->second);
+        s.late_ends.erase(late);
+      }
+      r_.wait_until(end);
       s.reduced.erase(it);
     }
     // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
@@ -112,17 +128,29 @@ struct RankReplay::Impl {
     }
     void reduce(const Step& step, int b) {
       State& s = r_.state;
+      const bool settled = r_.settle(false);
       const int64_t n = s.next_reduction++;
-      const auto [start, end] = r_.reductions().launch(n, r_.cost(step), r_.clock.now_us());
+      const double now = r_.clock.now_us();
+      const auto [start, end] = r_.reductions().launch(n, r_.cost(step), now);
       r_.add(step, start, end);
       s.reduced[b] = n;
       s.pending[b] = true;
-      // The share of the time until the reduction ends that its rank cannot compute, lost at
-      // once, as a wait (all of it: the launch waits for the reduction).
-      if (r_.launch_blocks > 0) {
-        const double now = r_.clock.now_us();
-        r_.wait_until(now + r_.launch_blocks * (end - now));
+      const CoreSharing sharing = r_.sharing ? r_.sharing(step) : CoreSharing{};
+      if (settled) {
+        if (sharing.lost > 0)
+          s.flight = State::Flight{n, now, s.totals.busy_us, end - now, sharing};
+        return;
       }
+      // Queued behind those still running beside the compute: one flight with them, their
+      // sharing weighted by their times alone.
+      State::Flight& f = *s.flight;
+      const double before = f.alone_us, alone = end - f.launch_us;
+      const auto mean = [&](double a, double b) {
+        return alone > 0 ? (a * before + b * (alone - before)) / alone : a;
+      };
+      f.sharing = {mean(f.sharing.lost, sharing.lost), mean(f.sharing.stretch, sharing.stretch)};
+      f.last = n;
+      f.alone_us = alone;
     }
     // Asynchronous SGD: the reply to the last push first, then the copy into the model.
     void pull(const Step& step) {
@@ -167,11 +195,11 @@ struct RankReplay::Impl {
   };
 
   Impl(std::shared_ptr<const Schedule> schedule, PassCost cost_model, RankLanes shared, bool keep,
-       double blocks)
+       SharingOf cores)
       : cost(std::move(cost_model)),
         lanes(shared),
         keep_timeline(keep),
-        launch_blocks(blocks),
+        sharing(std::move(cores)),
         compute(*this),
         sync(*this, staleness_of(*schedule)),
         observer(*this),
@@ -191,6 +219,25 @@ struct RankReplay::Impl {
   }
   // Until `end_us`: a wait.
   void wait_until(double end_us) { advance_to(end_us, state.totals.waited_us); }
+  // The reductions in flight beside compute, if any (SharingOf): settled where the rank now
+  // waits (`waiting`) or its compute since their launch has outlasted them, the compute they took
+  // lost as a wait; otherwise they go on. Whether none is left in flight.
+  bool settle(bool waiting) {
+    if (!state.flight) return true;
+    const State::Flight f = *state.flight;
+    const double k = state.totals.busy_us - f.busy_at_launch_us;
+    const double lost = f.sharing.lost, stretch = f.sharing.stretch, rho = lost / stretch;
+    const bool outlasted = rho >= 1 || k >= (1 - rho) * stretch * f.alone_us;
+    if (!outlasted && !waiting) return false;
+    state.flight.reset();
+    if (outlasted) {
+      wait_until(clock.now_us() + lost * f.alone_us);
+      return true;
+    }
+    state.late_ends[f.last] = f.launch_us + f.alone_us + k * (1 - 1 / stretch) / (1 - rho);
+    wait_until(clock.now_us() + k * rho / (1 - rho));
+    return true;
+  }
   ReductionLane& reductions() const {
     if (!lanes.reductions) throw std::logic_error("a replay of all-reduces with no comm lane");
     return *lanes.reductions;
@@ -213,7 +260,7 @@ struct RankReplay::Impl {
   PassCost cost;
   RankLanes lanes;
   bool keep_timeline;
-  double launch_blocks;
+  SharingOf sharing;
   double factor = 1;
   State state;
   std::vector<TimedPass> timeline;
@@ -224,9 +271,9 @@ struct RankReplay::Impl {
 };
 
 RankReplay::RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
-                       bool keep_timeline, double launch_blocks)
+                       bool keep_timeline, SharingOf sharing)
     : impl_(std::make_unique<Impl>(std::move(schedule), std::move(cost), lanes, keep_timeline,
-                                   launch_blocks)) {}
+                                   std::move(sharing))) {}
 
 RankReplay::~RankReplay() = default;
 

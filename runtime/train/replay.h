@@ -9,6 +9,7 @@
 //     comm lane's to say (ReductionLane): on one rank's own lane, when it is launched or when the
 //     reduction before it ends, whichever is later, taking its cost while the other lanes go on;
 //   - a wait ends when its reduction has ended (at once if it already has) and costs nothing more;
+//   - where the reductions run on the cores that compute (CoreSharing), the two share them;
 //   - an update of carried gradients (the forward strategy's) runs only when a reduction has
 //     happened since the bucket's last update, as GradSync's does: not in the first iteration;
 //   - bounded staleness: iteration i's stale passes are those of its slot (stale_slot(i, K),
@@ -29,6 +30,7 @@
 #include <vector>
 
 #include "runtime/core/clock.h"
+#include "runtime/core/core_sharing.h"
 #include "runtime/core/lane.h"
 #include "runtime/nn/schedule.h"
 
@@ -43,6 +45,20 @@ struct TimedPass {
 
 // Microseconds a pass takes on its lane (a wait's is ignored: it lasts until its reduction ends).
 using PassCost = std::function<double(const Step& step)>;
+
+// How a step's all-reduces share the cores that compute (runtime/core/core_sharing.h), each
+// reduction's own; none where absent. The replay models it as the cores' sharing: while a
+// reduction runs beside compute, the compute goes at 1 - rho of its speed and the reduction at
+// 1/stretch of its, rho = lost / stretch; once the rank waits, the reduction has the cores to
+// itself. It is settled at the rank's next launch or wait, from the compute K the rank did since
+// the launch: with W the reduction's time alone (from its launch to its end on the lane), the rank
+// loses lost x W where K outlasts the reduction beside it (K >= (1 - rho) stretch W); otherwise
+// K rho / (1 - rho), and the reduction ends at launch + W + K (1 - 1/stretch) / (1 - rho). rho >= 1
+// (lost 1 and stretch 1, as a record from before the stretch was measured reads): the rank computes
+// nothing until the reduction has ended. A reduction launched before those in flight are settled
+// joins them (their times alone and sharing, weighted by time). The lane keeps each reduction's
+// time alone: a late end delays the rank's own wait, not the reductions after it.
+using SharingOf = std::function<CoreSharing(const Step& all_reduce)>;
 
 // Where a replay's reductions run. A rank numbers its reductions from 0, in the order it launches
 // them, over every iteration; ranks of one step launch the same reductions in the same order.
@@ -97,15 +113,13 @@ class OwnReductionLane final : public ReductionLane {
 class RankReplay {
  public:
   // `keep_timeline`: record every pass (a trace); otherwise only the totals are kept.
-  // `launch_blocks`: the share of each reduction's time during which the rank computes nothing
-  // (a host whose all-reduces run on the cores that compute), in [0, 1]: that share of the time
-  // from the launch to the reduction's end, lost at the launch, as a wait (1: the launch waits
-  // for the reduction).
+  // `sharing`: how its reductions share the cores that compute (SharingOf; none where empty);
+  // what the rank loses to them is a wait.
   // A lane the schedule's passes need and `lanes` lacks is std::logic_error when the pass runs;
   // a schedule of asynchronous SGD without a server, Unsupported.
   // `schedule` is shared: the simulator's ranks replay one.
   RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
-             bool keep_timeline, double launch_blocks = 0);
+             bool keep_timeline, SharingOf sharing = nullptr);
   ~RankReplay();
   RankReplay(const RankReplay&) = delete;
   RankReplay& operator=(const RankReplay&) = delete;

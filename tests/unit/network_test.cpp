@@ -128,8 +128,14 @@ TEST(Network, APresetRoundTripsAndBadFieldsAreNamed) {
   EXPECT_EQ(network_json(parse_network(j, "net.json")), j);
   j["comm_blocks_compute"] = true;  // as older files wrote it: all of the reduction's time
   EXPECT_EQ(parse_network(j, "net.json").comm_blocks_compute, 1);
-  j["comm_blocks_compute"] = 1.5;
+  j["comm_blocks_compute"] = 1.5;  // beside the work, the reduction slows it by more than its time
+  EXPECT_EQ(parse_network(j, "net.json").comm_blocks_compute, 1.5);
+  j["comm_blocks_compute"] = kMaxBlocksCompute * 2;
   EXPECT_NE(parse_error(j).find("comm_blocks_compute"), std::string::npos) << parse_error(j);
+  j["comm_blocks_compute"] = 1;
+  j["comm_stretch"] = 0.5;  // a reduction faster beside compute than alone
+  EXPECT_NE(parse_error(j).find("comm_stretch"), std::string::npos) << parse_error(j);
+  j.erase("comm_stretch");
   j["comm_blocks_compute"] = "yes";
   EXPECT_NE(parse_error(j).find("comm_blocks_compute"), std::string::npos) << parse_error(j);
 }
@@ -180,34 +186,71 @@ TEST(Network, TheBenchFitRecoversARingsAlphaAndBeta) {
               14 * 3.0 + 2.0 * 7 / 8 * bytes / 5e9 * 1e6, 1e-6);
 }
 
-// Host work lost beside the all-reduces, where the bench measured it: each rank count's share,
-// weighted by the rows' times; their mean for the rank counts not measured; kept through the JSON.
-TEST(Network, TheBenchsBlockedComputeIsEachRankCountsTimeWeightedShare) {
+// Host work lost beside the all-reduces, where the bench measured it: each rank count's work lost
+// and reductions' time beside it over their time alone (the rows' sums); their means for the
+// rank counts not measured; kept through the JSON.
+TEST(Network, TheBenchsBlockedComputeIsEachRankCountsWorkLostOverItsReductionsTime) {
   nlohmann::json two = ring_bench(2, 3.0, 5.0), four = ring_bench(4, 3.0, 5.0);
-  const double shares[] = {1.0, 0.2, 0.5};
-  double weighted = 0, total = 0;
+  // Row 0 from before the medians were kept (its share alone); rows 1 and 2 from the medians,
+  // row 2's work slower beside the reduction than its time (lost 1.5 x), row 1's faster (noise).
+  double lost = 0, beside = 0, total = 0;
   for (size_t i = 0; i < 3; ++i) {
-    two["rows"][i]["beside_compute"] = {{"blocks_compute", shares[i]}};
-    const double us = two["rows"][i]["time_s"].get<double>() * 1e6;
-    weighted += shares[i] * us;
-    total += us;
+    const double t = two["rows"][i]["time_s"].get<double>();
+    const double alone = 0.01, lost_s[] = {0.8 * t, -0.1 * t, 1.5 * t};
+    two["rows"][i]["beside_compute"] = {{"blocks_compute", std::max(lost_s[i] / t, 0.0)},
+                                        {"allreduce_beside_s", 2 * t}};
+    if (i > 0) {
+      two["rows"][i]["beside_compute"]["work_alone_s"] = alone;
+      two["rows"][i]["beside_compute"]["work_beside_s"] = alone + lost_s[i];
+    }
+    lost += lost_s[i];
+    beside += 2 * t;
+    total += t;
   }
   const Network n = network_from_bench({two, four}, {"two.json", "four.json"}, 8);
   ASSERT_TRUE(n.measured[0].blocks_compute.has_value());
-  EXPECT_NEAR(*n.measured[0].blocks_compute, weighted / total, 1e-12);
-  EXPECT_FALSE(n.measured[1].blocks_compute.has_value());  // four's rows did not measure it
-  EXPECT_NEAR(blocks_compute(n, 2), weighted / total, 1e-12);
-  EXPECT_NEAR(blocks_compute(n, 4), weighted / total, 1e-12);  // the mean of those measured
-  EXPECT_NEAR(blocks_compute(n, 64), weighted / total, 1e-12);
+  EXPECT_NEAR(*n.measured[0].blocks_compute, lost / total, 1e-12);
+  EXPECT_NEAR(*n.measured[0].stretch, beside / total, 1e-12);
+  EXPECT_FALSE(n.measured[1].blocks_compute.has_value());          // four's rows did not measure it
+  EXPECT_NEAR(core_sharing(n, 4, 1e6).lost, lost / total, 1e-12);  // the mean of those measured
+  EXPECT_NEAR(core_sharing(n, 64, 1e6).lost, lost / total, 1e-12);
+  EXPECT_NEAR(core_sharing(n, 64, 1e6).stretch, 2, 1e-12);
+  // At two ranks, each size's own (its rows are 100x apart): row 1's lost is below 0, as 0.
+  EXPECT_NEAR(core_sharing(n, 2, 4e3).lost, 0.8, 1e-9);
+  EXPECT_NEAR(core_sharing(n, 2, 4e5).lost, 0, 1e-9);
+  EXPECT_NEAR(core_sharing(n, 2, 3e7).lost, 1.5, 1e-9);
+  EXPECT_NEAR(core_sharing(n, 2, 3e7).stretch, 2, 1e-9);
   const Network back = parse_network(network_json(n), "network.json");
   EXPECT_EQ(back.measured[0].blocks_compute, n.measured[0].blocks_compute);
+  EXPECT_EQ(core_sharing(back, 2, 4e3).lost, core_sharing(n, 2, 4e3).lost);
+  EXPECT_EQ(back.measured[0].stretch, n.measured[0].stretch);
   EXPECT_EQ(back.comm_blocks_compute, n.comm_blocks_compute);
+  EXPECT_EQ(back.comm_stretch, n.comm_stretch);
   // No row measured: a rank computes nothing while its reduction runs, assumed and cited so.
   const Network old = network_from_bench({ring_bench(2, 3.0, 5.0)}, {"two.json"}, 8);
   EXPECT_EQ(old.comm_blocks_compute, 1);
+  EXPECT_EQ(old.comm_stretch, 1);
   EXPECT_NE(old.sources.back().find("assumed"), std::string::npos) << old.sources.back();
-  two["rows"][1]["beside_compute"]["blocks_compute"] = 1.5;
+  two["rows"][0]["beside_compute"]["blocks_compute"] = kMaxBlocksCompute * 2;
   EXPECT_THROW(network_from_bench({two}, {"two.json"}, 8), InvalidArgument);
+}
+
+// A size's sharing: the measured points from half to twice it, their sums over their times alone;
+// the nearest where none is that close.
+TEST(Network, AReductionsSharingIsItsNeighbouringSizesSums) {
+  MeasuredAllreduce m;
+  m.points = {{1e6, 100}, {2e6, 200}, {4e6, 400}, {64e6, 6400}};
+  m.beside = {MeasuredAllreduce::Beside{50, 150}, MeasuredAllreduce::Beside{300, 500}, std::nullopt,
+              MeasuredAllreduce::Beside{6400, 12800}};
+  const CoreSharing at_2m = *m.sharing_at(2e6);  // 1e6 and 2e6 (4e6 not measured)
+  EXPECT_NEAR(at_2m.lost, 350.0 / 300, 1e-12);
+  EXPECT_NEAR(at_2m.stretch, 650.0 / 300, 1e-12);
+  EXPECT_NEAR(m.sharing_at(8e6)->lost, 1.5, 1e-12);  // 2e6 and 64e6 are 4x and 8x away: 2e6
+  EXPECT_NEAR(m.sharing_at(8e6)->stretch, 2.5, 1e-12);
+  EXPECT_NEAR(m.sharing_at(40e6)->lost, 1.0, 1e-12);  // 64e6, within 2x
+  EXPECT_NEAR(m.sharing_at(1e3)->lost, 0.5, 1e-12);   // below every point: the smallest
+  m.beside.assign(4, std::nullopt);
+  EXPECT_FALSE(m.sharing_at(2e6).has_value());
 }
 
 TEST(Network, ABenchWhoseTimesDoNotGrowIsRefused) {

@@ -31,6 +31,10 @@ double replayed_step(const Schedule& s, int64_t iterations) {
   return end[iterations - 1] - end[iterations - 2];
 }
 
+SharingOf every_reduction(CoreSharing sharing) {
+  return [sharing](const Step&) { return sharing; };
+}
+
 void expect_parts_add_up(const ScalingLoss& l) {
   EXPECT_NEAR(l.step_us - l.one_rank_us,
               l.exposed_comm_us + l.waiting_for_slowest_us + l.compute_slowdown_us + l.rest_us,
@@ -67,25 +71,48 @@ TEST_F(Simulate, TheBackwardStrategysLossIsItsExposedWaitAndProgressPasses) {
   EXPECT_DOUBLE_EQ(sim.loss.rest_us, 2);
 }
 
-TEST_F(Simulate, AReductionsBlockedShareIsLostAtItsLaunch) {
-  // Half of each 50 us reduction blocks compute: bucket 0's (75-125) takes 75-100 from the
-  // backward, which resumes at 100 (relu 100-120, progress, fc1 121-141, progress to 142); bucket
-  // 1's runs 142-192 and takes 142-167; bucket 0's update 167-171, the wait for bucket 1 to 192,
-  // its update to 196. Exposed: 25 + 25 + 21. All of it: each launch waits out its reduction,
-  // 75-125 and 167-217, and the backward strategy is no better than none (223) but for its
-  // progress passes.
+TEST_F(Simulate, WhatAReductionTakesFromComputeIsLostAtTheRanksNextLaunchOrWait) {
+  // Half of each 50 us reduction's time is lost (stretch 1): bucket 0's (75-125) runs beside 40
+  // of backward (relu, fc1; more than the 25 it takes), so bucket 1's launch at 117 first loses
+  // 25; bucket 1's runs 142-192, and the wait for bucket 0 settles it with no compute since: it
+  // takes nothing, and bucket 0 had ended. Bucket 0's update 142-146, the wait for bucket 1 to
+  // 192, its update to 196. Exposed: 25 + 46. All of it: each reduction's 50 us is lost, 75-125
+  // waited out at 117 (to 167) and 167-217 at bucket 0's wait, and the backward strategy is no
+  // better than none (223) but for its progress passes.
   SimulateOptions o;
   o.ranks = 2;
-  o.comm_blocks_compute = 0.5;
+  o.comm_sharing = every_reduction({0.5, 1});
   Simulation sim = run(OverlapStrategy::kBackward, o);
   EXPECT_DOUBLE_EQ(sim.loss.step_us, 196);
   EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 71);
   EXPECT_DOUBLE_EQ(sim.loss.rest_us, 2);
-  o.comm_blocks_compute = 1;
+  o.comm_sharing = every_reduction({1, 1});
   sim = run(OverlapStrategy::kBackward, o);
   EXPECT_DOUBLE_EQ(sim.loss.step_us, 225);
   EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 100);
   EXPECT_DOUBLE_EQ(run(OverlapStrategy::kNone, o).loss.step_us, 223);
+}
+
+TEST_F(Simulate, AReductionBesideComputeSharesItsCoresAndHasThemWhenTheRankWaits) {
+  // Lost 1 per us and stretch 2: beside compute each goes at half speed (rho 0.5). Bucket 0's
+  // reduction (launched at 75) has not ended when bucket 1's is launched at 117 (40 of compute
+  // at half speed is 80 us): one flight, 75 to 175 alone on the lane (W 100). The wait for
+  // bucket 0 settles it: the 40 took 80, 40 lost (117-157); the reductions did 40 of their 100
+  // and end 60 later at full speed: at 215. Bucket 0's update 157-161, the wait for bucket 1
+  // to 215, its update to 219. Exposed: 40 + 54.
+  SimulateOptions o;
+  o.ranks = 2;
+  o.comm_sharing = every_reduction({1, 2});
+  Simulation sim = run(OverlapStrategy::kBackward, o);
+  EXPECT_DOUBLE_EQ(sim.loss.step_us, 219);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 94);
+  // A rank that only waits loses nothing beyond the reduction, however much compute beside it
+  // would have lost: none's one reduction runs 115-215 with no compute beside it.
+  o.comm_sharing = every_reduction({1.2, 2});
+  sim = run(OverlapStrategy::kNone, o);
+  EXPECT_DOUBLE_EQ(sim.loss.step_us, 223);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 100);
+  expect_parts_add_up(sim.loss);
 }
 
 TEST_F(Simulate, AStragglersExtraTimeIsTheOtherRanksWait) {

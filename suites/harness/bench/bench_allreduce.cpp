@@ -113,9 +113,9 @@ void print_header(const BenchAllreduceOptions& o, Communicator& comm, const Devi
   for (const auto& [k, v] : comm.environment()) fmt::print("#   {}: {}\n", k, v);
   fmt::print("# ref: {}\n", comm.reference_name());
   fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>7}\n", "size (B)",
-             "count", "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw", "blocks");
+             "count", "time (us)", "algbw", "busbw", "#wrong", "ref (us)", "ref busbw", "work");
   fmt::print("# {:>12} {:>11}  {:>10} {:>9} {:>9} {:>7}  {:>10} {:>9}  {:>7}\n", "", "", "dlbench",
-             "(GB/s)", "(GB/s)", "", "", "(GB/s)", "compute");
+             "(GB/s)", "(GB/s)", "", "", "(GB/s)", "lost");
 }
 
 // Elements that are not n(n+1)/2 after every rank contributed rank + 1, on the worst rank.
@@ -176,8 +176,10 @@ std::pair<double, double> timed_work(Communicator& comm, HostWork& work, int64_t
 
 // How much an all-reduce taking `allreduce_s` alone slows host compute beside it on the ranks'
 // own cores: work that outlasts it (twice its time, at least 2 ms), alone and beside it, 3 rounds
-// alternated, medians. blocks_compute = (beside - alone) / allreduce_s, within [0, 1]: 1 where a
-// rank computes nothing while its reduction runs, 0 where the reduction takes nothing from it.
+// alternated, medians. blocks_compute = (beside - alone) / allreduce_s, at least 0: 1 where a
+// rank computes nothing for the reduction's time alone, 0 where the reduction takes nothing from
+// it; over 1 where the reduction beside the work outlasts its time alone and slows the work by
+// more (the caches and memory they share). allreduce_beside_s: the reduction's time beside it.
 nlohmann::json beside_compute(Communicator& comm, Tensor& buf, ReduceOp op, double allreduce_s) {
   HostWork work;
   auto t0 = std::chrono::steady_clock::now();
@@ -196,7 +198,7 @@ nlohmann::json beside_compute(Communicator& comm, Tensor& buf, ReduceOp op, doub
           {"work_alone_s", percentile(alone, 50)},
           {"work_beside_s", percentile(beside, 50)},
           {"allreduce_beside_s", percentile(reduced, 50)},
-          {"blocks_compute", std::clamp(blocked, 0.0, 1.0)}};
+          {"blocks_compute", std::max(blocked, 0.0)}};
 }
 
 // One size's row: its correctness, then `iters` all-reduces timed (each ordered after the
@@ -237,9 +239,8 @@ nlohmann::json bench_size(const BenchAllreduceOptions& o, Communicator& comm, De
   if (comm.rank() == 0) {
     fmt::print("  {:>12} {:>11}  {:>10.1f} {:>9.3f} {:>9.3f} {:>7}  {:>10.1f} {:>9.3f}  {:>7}\n",
                bytes, count, t * 1e6, algbw, algbw * bus_factor, wrong, t_ref * 1e6, ref_busbw,
-               beside.is_null()
-                   ? std::string("-")
-                   : fmt::format("{:.0f}%", 100 * beside["blocks_compute"].get<double>()));
+               beside.is_null() ? std::string("-")
+                                : fmt::format("{:.2f}x", beside["blocks_compute"].get<double>()));
   }
   nlohmann::json row = {{"bytes", bytes},
                         {"count", count},

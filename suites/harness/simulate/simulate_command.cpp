@@ -414,7 +414,7 @@ std::vector<nlohmann::json> simulate_points(const Calibration& c, const Network&
         so.iterations = o.steps;
         so.seed = o.seed;
         so.speeds = speeds;
-        so.comm_blocks_compute = blocks_compute(network, ranks);
+        so.comm_sharing = reduction_sharing(step.graph, step.program.buckets, network, ranks);
         if (o.sync.kind == SyncMode::Kind::kAsync) so.server = server_costs(c, step.graph, network);
         const auto began = std::chrono::steady_clock::now();
         const Simulation sim =
