@@ -46,6 +46,17 @@ std::string compare(const RgbImage& got, const std::string& name, int64_t w, int
 
 TEST(Augment, DecodesAsPilDoes) { EXPECT_EQ(compare(photo(), "photo.rgb", 63, 47), ""); }
 
+// A CMYK JPEG with black in it (Adobe's inverted values, as PIL writes them): PIL's
+// convert("RGB") of its decode, byte for byte.
+TEST(Augment, ConvertsACmykJpegAsPilDoes) {
+  const std::vector<uint8_t> jpeg = fixture("cmyk.jpg");
+  EXPECT_TRUE(read_jpeg_header(jpeg.data(), jpeg.size(), "cmyk.jpg").cmyk);
+  EXPECT_EQ(compare(decode_jpeg(jpeg.data(), jpeg.size(), "cmyk.jpg"), "cmyk.rgb", 63, 47), "");
+  const RgbImage half = decode_jpeg(jpeg.data(), jpeg.size(), "cmyk.jpg", 30, 20);
+  EXPECT_EQ(half.width, 32);  // a DCT scale of 1/2, as for RGB
+  EXPECT_EQ(half.height, 24);
+}
+
 TEST(Augment, CropsResizesAndFlipsAsTorchvisionDoes) {
   const RgbImage img = photo();
   EXPECT_EQ(compare(resized_crop(img, {5, 7, 30, 41}, 24, 24), "crop_a.rgb", 24, 24), "");

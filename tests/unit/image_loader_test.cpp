@@ -9,7 +9,9 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <set>
+#include <string>
 
 #include "runtime/core/error.h"
 #include "workloads/data/make_dataset.h"
@@ -135,6 +137,30 @@ TEST_F(ImageLoaderTest, ABadFileIsSkippedCountedAndNamedOnceOrEndsTheRun) {
   EXPECT_THROW(hopeless.next(), InvalidArgument);
   o.batch = 25;  // more than the 24 images
   EXPECT_THROW(ImageLoader(index.samples, o), InvalidArgument);
+}
+
+// A CMYK JPEG is converted, not skipped; a truncated one is skipped, and no other image with it.
+TEST_F(ImageLoaderTest, ACmykFileIsConvertedAndABrokenOneSkippedAlone) {
+  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/unit/fixtures/pil/cmyk.jpg",
+                   std::ios::binary);
+  const std::string cmyk{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(cmyk.empty());
+  ImageFolderIndex index = scan_image_folder((dir_ / "train").string());
+  std::ofstream(index.samples[5].path, std::ios::binary | std::ios::trunc) << cmyk;
+  std::ofstream(index.samples[3].path, std::ios::binary | std::ios::trunc)
+      << cmyk.substr(0, cmyk.size() / 2);
+  ImageLoaderOptions o;
+  o.batch = 8;
+  o.image_size = 8;
+  o.threads = 1;
+  ImageLoader loader(index.samples, o);
+  for (int64_t i = 0; i < 2 * loader.steps_per_epoch(); ++i) loader.next();
+  const LoaderStats s = loader.stats();
+  ASSERT_EQ(s.skipped_files.size(), 1u);
+  EXPECT_NE(s.skipped_files[0].find(index.samples[3].path), std::string::npos)
+      << s.skipped_files[0];
+  EXPECT_GE(s.skipped, 2);  // once an epoch (the third's first batch may have begun)
+  EXPECT_LE(s.skipped, 3);
 }
 
 }  // namespace

@@ -124,12 +124,24 @@ TEST(Jpeg, BadFilesAreRefusedWithTheirName) {
   const std::string too_large = error_of(huge);
   EXPECT_NE(too_large.find("photo.JPEG: a 60000x60000 image is more than"), std::string::npos)
       << too_large;
-  // CMYK (PIL writes Adobe's): not read yet, and said so.
+  // CMYK (PIL writes Adobe's): converted to RGB (augment_test compares it with PIL's), and a
+  // truncated one refused as any other.
   std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/fuzz/corpus/jpeg/cmyk-24x16.jpg",
                    std::ios::binary);
-  const std::vector<uint8_t> cmyk{std::istreambuf_iterator<char>(in), {}};
+  std::vector<uint8_t> cmyk{std::istreambuf_iterator<char>(in), {}};
   ASSERT_FALSE(cmyk.empty());
-  EXPECT_THROW(decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg"), Unsupported);
+  const RgbImage converted = decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg");
+  EXPECT_EQ(converted.width, 24);
+  EXPECT_EQ(converted.height, 16);
+  EXPECT_EQ(converted.pixels.size(), 24u * 16 * 3);
+  cmyk.resize(cmyk.size() / 2);
+  EXPECT_THROW(decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg"), InvalidArgument);
+  // The thread's next file decodes: a failed decode does not spoil its decompressor (after this
+  // one, libjpeg-turbo read the next header as 0x0 until the decompressor was made again).
+  const std::vector<uint8_t> good = encode_jpeg(img, 90);
+  EXPECT_EQ(read_jpeg_header(good.data(), good.size(), "next.JPEG").width, img.width);
+  EXPECT_EQ(decode_jpeg(good.data(), good.size(), "next.JPEG").pixels,
+            decode_jpeg(good.data(), good.size(), "again.JPEG").pixels);
   EXPECT_THROW(encode_jpeg(RgbImage{2, 2, std::vector<uint8_t>(11)}, 90), InvalidArgument);
   EXPECT_THROW(encode_jpeg(img, 0), InvalidArgument);
 }

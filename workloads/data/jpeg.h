@@ -23,13 +23,15 @@ std::vector<uint8_t> encode_jpeg(const RgbImage& image, int quality);
 struct JpegHeader {
   int64_t width = 0, height = 0;
   bool grayscale = false;
+  bool cmyk = false;  // CMYK or YCCK (decoded as CMYK)
 };
 
 // The image's size and colour space, from its header alone. InvalidArgument naming `where` for
-// bytes that are not a JPEG TurboJPEG reads; Unsupported for a CMYK or YCCK one (not read yet).
+// bytes that are not a JPEG TurboJPEG reads.
 JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string& where);
 
-// The image decoded to RGB (a grayscale JPEG's one channel in all three, as PIL converts it), at
+// The image decoded to RGB (a grayscale JPEG's one channel in all three, and a CMYK or YCCK one
+// read as Adobe's inverted CMYK and converted, as PIL's convert("RGB") does), at
 // the smallest of libjpeg-turbo's DCT scales 1/8, 1/4, 1/2 and 1 that keeps it at least
 // `min_width` x `min_height` (0 x 0: full size; a request larger than the image: full size).
 // Scaling in the IDCT costs a fraction of a full decode and resizing after. InvalidArgument naming
