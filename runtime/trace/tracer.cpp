@@ -1,5 +1,7 @@
 #include "runtime/trace/tracer.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 
@@ -91,7 +93,9 @@ int64_t Tracer::traced_steps() const {
 
 nlohmann::json span_args(const Span& s) {
   nlohmann::json args = {{"step", s.step}};
-  if (s.category != kCopyCategory && s.category != kStepCategory) args["pass"] = s.category;
+  if (s.category != kCopyCategory && s.category != kStepCategory && s.category != kLoaderCategory) {
+    args["pass"] = s.category;
+  }
   if (s.layer) args["layer"] = s.name;
   if (s.bucket >= 0) args["bucket"] = s.bucket;
   if (s.bucket == kEveryBucket) args["bucket"] = "all";
@@ -107,21 +111,32 @@ nlohmann::json Tracer::chrome_trace(int rank) const {
                     {"pid", rank},
                     {"tid", 0},
                     {"args", {{"name", "rank " + std::to_string(rank)}}}});
-  for (Lane lane : kLanes) {
+  const auto thread_name = [&](int64_t tid, const std::string& name) {
     events.push_back({{"name", "thread_name"},
                       {"ph", "M"},
                       {"pid", rank},
-                      {"tid", static_cast<int>(lane)},
-                      {"args", {{"name", lane_name(lane)}}}});
+                      {"tid", tid},
+                      {"args", {{"name", name}}}});
+  };
+  std::set<int64_t> loader_threads;
+  for (const Span& s : spans()) {
+    if (s.lane == Lane::kLoader) loader_threads.insert(s.thread);
+  }
+  for (Lane lane : kLanes) {
+    if (lane != Lane::kLoader) thread_name(static_cast<int>(lane), lane_name(lane));
+  }
+  for (int64_t t : loader_threads) {
+    thread_name(static_cast<int>(Lane::kLoader) + t, fmt::format("loader {}", t));
   }
   for (const Span& s : spans()) {
+    const int64_t tid = static_cast<int>(s.lane) + (s.lane == Lane::kLoader ? s.thread : 0);
     events.push_back({{"name", s.name},
                       {"cat", s.category},
                       {"ph", "X"},
                       {"ts", s.start_us},
                       {"dur", s.duration_us},
                       {"pid", rank},
-                      {"tid", static_cast<int>(s.lane)},
+                      {"tid", tid},
                       {"args", span_args(s)}});
   }
   // Span times are relative to this process's origin; the origin's wall-clock time lets a reader

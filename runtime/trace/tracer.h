@@ -20,9 +20,11 @@
 namespace dlb {
 
 // Span categories beside the schedule's passes (pass_name in runtime/nn/schedule.h): a
-// host-to-device copy, and the whole step. suites/schema/result.schema.json exports them all.
+// host-to-device copy, the whole step, and a batch made by the input pipeline's loader.
+// suites/schema/result.schema.json exports them all.
 inline constexpr const char* kCopyCategory = "copy";
 inline constexpr const char* kStepCategory = "step";
+inline constexpr const char* kLoaderCategory = "loader";
 
 // A span's bucket: none, or every bucket at once (the `none` strategy's one reduction of the
 // whole gradient buffer); otherwise the bucket's index in the BucketPlan.
@@ -39,6 +41,7 @@ struct Span {
   bool clipped = false;    // cut at the window's edge: its duration is not the whole operation
   int bucket = kNoBucket;  // an all-reduce's or a sync pass's bucket
   bool layer = false;      // `name` is a layer's (a layer pass, not the loss or the policy's)
+  int64_t thread = 0;      // Lane::kLoader: the loader's worker thread (tid kLoader + thread)
 };
 
 // A Chrome trace event's args for a span: its step; `pass`, its category, for every span but a
@@ -74,6 +77,10 @@ class Tracer {
   // dropped. `wants_edge_work` says whether such work of the current step can still meet the
   // window, so callers record no more than they must.
   int64_t step() const { return step_; }
+  // A host instant as a span's time (microseconds since the origin); a host clock's only.
+  double host_us(std::chrono::steady_clock::time_point t) const {
+    return clock_->from_steady(t) - origin_.us;
+  }
   // Whether the clock's marks are a device's (then only device marks can be placed).
   bool on_device() const { return static_cast<bool>(origin_.device); }
   bool wants_edge_work() const {
@@ -85,7 +92,8 @@ class Tracer {
   const std::vector<Span>& spans() const;
   int64_t traced_steps() const;
 
-  // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane, and lane names;
+  // {"traceEvents": [...]} with complete ("X") events, pid = rank, tid = lane (a loader span's:
+  // kLoader + its thread), and lane names ("loader 0", "loader 1", ... for the threads seen);
   // "otherData" holds the rank and the wall-clock time of ts = 0 (origin_unix_us).
   nlohmann::json chrome_trace(int rank) const;
 

@@ -21,8 +21,8 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
   --shards=2 >/dev/null || fail "make-dataset"
 base=(run --model=resnet18 --data=folder --data-path="$work/ds" --batch=8 --image-size=32 --warmup=1)
 run=("${base[@]}" --steps=6)
-"$dlbench" "${run[@]}" --loader-threads=2 --json="$work/one.json" >"$work/one.log" 2>&1 ||
-  fail "one rank: $(tail -3 "$work/one.log")"
+"$dlbench" "${run[@]}" --loader-threads=2 --json="$work/one.json" --trace-steps=3 \
+  --trace="$work/one.trace.json" >"$work/one.log" 2>&1 || fail "one rank: $(tail -3 "$work/one.log")"
 grep -q "^input: 96 JPEGs (folder) of 4 classes, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
 /usr/bin/python3 - "$work/one.json" <<'PY' || fail "one rank's record"
 import json, os, sys
@@ -49,6 +49,18 @@ assert abs(i["wait_share_of_step"] - i["waited_per_step_s"] / median) < 1e-9, i
 assert i["verdict"] == ("input-bound" if i["waited_per_step_s"] > 0.05 * median else "not input-bound"), i
 # CPU time of the threads over the timed phase, plus the batches begun before it and after.
 assert i["loader_img_s"] > 0 and 0 < i["loader_cores"] <= i["threads"] + 0.5, i
+# The trace: a lane per loader thread (tid 4 + thread), a span per batch made during the window,
+# cut at its edges (the window opens just before its first step's span), in a traced step.
+t = json.load(open(sys.argv[1].replace(".json", ".trace.json")))["traceEvents"]
+names = {e["tid"]: e["args"]["name"] for e in t if e.get("ph") == "M" and e["name"] == "thread_name"}
+loader = [e for e in t if e.get("cat") == "loader"]
+steps = {e["args"]["step"]: e for e in t if e.get("cat") == "step"}
+assert loader, "no loader span in the trace"
+first = min(e["ts"] for e in steps.values())
+for e in loader:
+    assert e["tid"] >= 4 and names[e["tid"]] == f"loader {e['tid'] - 4}", (e, names)
+    assert e["name"].startswith("batch ") and e["args"]["step"] in steps, e
+    assert e["ts"] >= first - 1000 and e["dur"] >= 0, (e, first)
 print(f"1 rank: {m['throughput_img_s']:.1f} img/s, loader {i['loader_img_s']:.0f} img/s, "
       f"waited {1000 * i['waited_per_step_s']:.2f} ms a step: {i['verdict']}")
 PY

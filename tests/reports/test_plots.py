@@ -398,6 +398,15 @@ def test_timeline_gives_every_kind_of_pass_its_own_colour():
     assert len({tuple(c) for c in timeline.COLORS.values()}) == len(kinds)
 
 
+def test_timeline_names_a_lane_per_loader_thread():
+    """The loader's worker threads take the loader's tid and those after it (tracer.h)."""
+    from dlbench_reports.plots import timeline
+    assert timeline.lane_label(0) == "compute" and timeline.lane_label(2) == "copy"
+    assert timeline.lane_label(3) is None  # the host lane: the step's extent, not a bar
+    assert timeline.lane_label(4) == "loader 0" and timeline.lane_label(6) == "loader 2"
+    assert timeline.lane_label(-1) is None and timeline.lane_label("4") is None
+
+
 def test_timeline_draws_one_step_of_every_rank(results):
     rs = load(results("overlap"))
     chosen = timeline.pick(rs.records, rs.resolve)

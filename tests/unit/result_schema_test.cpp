@@ -63,7 +63,7 @@ TEST(ResultSchema, ModesAreTheRunsModes) {
 
 // The sync policy's spans: its reductions (the communicator's marks) and its updates; a wait or
 // a progress pass is not a span (GradSync::traced).
-TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
+TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyTheStepAndTheLoader) {
   std::vector<std::string> names;
   for (Pass p : kLayerAndLossPasses) names.emplace_back(pass_name(p));
   // A swap's copies (its waits are no spans: SwapPasses::traced).
@@ -73,6 +73,7 @@ TEST(ResultSchema, SpanCategoriesAreThePassesTheCopyAndTheStep) {
   names.emplace_back(sync_pass_name(SyncPass::kUpdate));
   names.emplace_back(kCopyCategory);
   names.emplace_back(kStepCategory);
+  names.emplace_back(kLoaderCategory);
   EXPECT_EQ(exported("span_category").get<std::vector<std::string>>(), names);
 }
 

@@ -2,8 +2,11 @@
 // per-layer profile; nothing recorded outside the window.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <map>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "runtime/core/error.h"
 #include "runtime/trace/comm_metrics.h"
@@ -174,6 +177,35 @@ TEST(Tracer, SpansAreReadFromTheClocksMarksAndEdgeWorkIsClippedToTheWindow) {
   EXPECT_DOUBLE_EQ(spans[2].duration_us, 30);
   EXPECT_FALSE(spans[2].clipped);
   EXPECT_EQ(spans[1].step, 1);  // launched in step 0, before the window: its nearest traced step
+}
+
+// The input pipeline's threads: a lane each, at tid kLoader + thread, named for the threads seen;
+// a loader span's args have no pass.
+TEST(Tracer, EachLoaderThreadIsALaneOfItsOwn) {
+  Tracer tracer(0, 1);
+  tracer.begin_step(0);
+  const auto now = std::chrono::steady_clock::now();
+  for (int64_t thread : {0, 2}) {
+    Span span{"batch 0:1", kLoaderCategory, Lane::kLoader};
+    span.thread = thread;
+    tracer.record_clipped(span, tracer.host_mark(now), tracer.host_mark(now), 0);
+  }
+  tracer.end_window();
+  const nlohmann::json trace = tracer.chrome_trace(0);
+  std::map<int64_t, std::string> names;
+  std::vector<int64_t> tids;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] == "M" && e["name"] == "thread_name") names[e["tid"]] = e["args"]["name"];
+    if (e["ph"] == "X") {
+      tids.push_back(e["tid"]);
+      EXPECT_FALSE(e["args"].contains("pass")) << e.dump();
+    }
+  }
+  EXPECT_EQ(tids, (std::vector<int64_t>{4, 6}));
+  EXPECT_EQ(names[4], "loader 0");
+  EXPECT_EQ(names[6], "loader 2");
+  EXPECT_EQ(names.count(5), 0u);  // no thread 1 seen
+  EXPECT_EQ(names[3], "host");
 }
 
 TEST(Tracer, HostAndDeviceMarksAreNotMixed) {

@@ -125,7 +125,7 @@ ImageLoader::ImageLoader(std::vector<ImageSample> samples, ImageLoaderOptions op
   }
   steps_ = n / global;
   slots_.resize(static_cast<size_t>(o_.prefetch));
-  for (int64_t t = 0; t < o_.threads; ++t) workers_.emplace_back([this] { work(); });
+  for (int64_t t = 0; t < o_.threads; ++t) workers_.emplace_back([this, t] { work(t); });
 }
 
 ImageLoader::~ImageLoader() {
@@ -210,7 +210,7 @@ void ImageLoader::fill(Batch& b, int64_t sequence) {
   }
 }
 
-void ImageLoader::work() {
+void ImageLoader::work(int64_t worker) {
   for (;;) {
     int64_t sequence = 0;
     Slot* slot = nullptr;
@@ -227,14 +227,18 @@ void ImageLoader::work() {
       slot->ready = false;
     }
     const double cpu0 = thread_cpu_seconds();
+    const auto from = std::chrono::steady_clock::now();
     std::exception_ptr failed;
     try {
       fill(slot->batch, sequence);
     } catch (...) {
       failed = std::current_exception();
     }
+    const auto to = std::chrono::steady_clock::now();
     {
       std::lock_guard<std::mutex> lock(mu_);
+      if (made_.size() == kMadeKept) made_.pop_front();
+      made_.push_back({sequence / steps_, sequence % steps_, worker, from, to});
       stats_.busy_s += thread_cpu_seconds() - cpu0;
       if (!failed) stats_.images_made += o_.batch;
       if (failed && !error_) error_ = failed;
@@ -242,6 +246,13 @@ void ImageLoader::work() {
     }
     changed_.notify_all();
   }
+}
+
+std::vector<ImageLoader::Made> ImageLoader::made() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<Made> out(made_.begin(), made_.end());
+  std::sort(out.begin(), out.end(), [](const Made& a, const Made& b) { return a.from < b.from; });
+  return out;
 }
 
 const ImageLoader::Batch& ImageLoader::next() {

@@ -10,6 +10,7 @@
 //   - a file that does not decode is skipped (noted once, counted) and the next sample of the
 //     epoch's order takes its place, or, with `fail_on_bad_image`, ends the run with its name.
 #pragma once
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -77,6 +78,14 @@ class ImageLoader {
   };
   const Batch& next();
   LoaderStats stats() const;
+  // The last kMadeKept batches the workers made, taken or not, in the order they were begun: by
+  // which worker (0 to threads - 1) and when (a trace's loader lanes).
+  struct Made {
+    int64_t epoch = 0, step = 0, worker = 0;
+    std::chrono::steady_clock::time_point from, to;
+  };
+  static constexpr size_t kMadeKept = 4096;
+  std::vector<Made> made() const;
 
  private:
   struct Slot {
@@ -84,7 +93,7 @@ class ImageLoader {
     int64_t sequence = -1;  // which batch it holds (epoch x steps + step); -1: free
     bool ready = false;
   };
-  void work();
+  void work(int64_t worker);
   void fill(Batch& b, int64_t sequence);
   void load_sample(int64_t epoch, size_t position, const std::vector<int64_t>& order, float* image,
                    int64_t& label);
@@ -101,6 +110,7 @@ class ImageLoader {
   bool stop_ = false;
   std::exception_ptr error_;
   LoaderStats stats_;
+  std::deque<Made> made_;
   std::set<std::string> bad_;
   // The orders of the last two epochs asked for (a prefetch that spans more than an epoch asks
   // for an older one again, shuffled again: the same order).

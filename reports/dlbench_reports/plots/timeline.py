@@ -1,5 +1,6 @@
-"""A Gantt chart of one traced step from the Chrome traces: compute, comm and copy lanes per
-rank, each split into sub-lanes where its spans overlap (all-reduce buckets in flight together).
+"""A Gantt chart of one traced step from the Chrome traces: compute, comm, copy and loader lanes
+per rank, each split into sub-lanes where its spans overlap (all-reduce buckets in flight
+together).
 The step drawn is the median-length one of rank 0's traced steps, and the title says so. Ranks'
 traces are put on one time axis through each trace's wall-clock origin."""
 from __future__ import annotations
@@ -14,11 +15,24 @@ from . import common
 # The caption under the figure in the report.
 NOTE = ("One traced step of every rank on one time axis: compute, communication and copy "
         "lanes, a colour per kind of pass; all-reduce buckets in flight together on "
-        "sub-lanes, each named.")
+        "sub-lanes, each named. With JPEG input, a lane per loader thread: the batches it made "
+        "while the step ran, for the steps after it.")
 
 # Lanes by tid, and a colour per span category, from the names result.schema.json exports. The
-# host lane holds the whole-step span, which the chart draws as its extent, not as a bar.
-LANES = {tid: name for tid, name in enumerate(schema_enum("lane")) if name != "host"}
+# host lane holds the whole-step span, which the chart draws as its extent, not as a bar. The
+# loader's worker threads take the loader's tid and those after it, one each.
+_LANE_NAMES = schema_enum("lane")
+_LOADER_TID = _LANE_NAMES.index("loader")
+
+
+def lane_label(tid) -> str | None:
+    """A drawn lane's name for a tid ("loader 1" for the loader's second thread); None for the
+    host lane and for a tid no lane has."""
+    if isinstance(tid, bool) or not isinstance(tid, int) or tid < 0:
+        return None
+    if tid >= _LOADER_TID:
+        return f"loader {tid - _LOADER_TID}"
+    return None if _LANE_NAMES[tid] == "host" else _LANE_NAMES[tid]
 # tab20's ten hues first, then their light shades: a distinct colour for each of up to 20 kinds
 # of pass (matplotlib's default cycle has 10, and drew the optimizer in the forward pass's blue).
 _PALETTE = [matplotlib.colormaps["tab20"](i) for i in (*range(0, 20, 2), *range(1, 20, 2))]
@@ -87,11 +101,22 @@ def one_step(traces: list[dict], step_no: int | None = None) -> tuple[list[dict]
         raise RecordError(f"trace has no span of step {step_no} on rank 0")
     start, end = steps[0]["ts"], steps[0]["ts"] + steps[0]["dur"]
     chosen = [e for e in events if e.get("args", {}).get("step") == step_no
-              and e.get("tid") in LANES]
+              and lane_label(e.get("tid")) is not None and not _is_loader(e)]
     if chosen:
         start = min(start, min(e["ts"] for e in chosen))
         end = max(end, max(e["ts"] + e["dur"] for e in chosen))
+    # The loader's threads: what they did while the step ran (making the batches of the steps
+    # after it), cut to the step's extent.
+    for e in events:
+        if _is_loader(e) and e["ts"] < end and e["ts"] + e["dur"] > start:
+            ts = max(e["ts"], start)
+            chosen.append(dict(e, ts=ts, dur=min(e["ts"] + e["dur"], end) - ts))
     return chosen, start, end
+
+
+def _is_loader(e: dict) -> bool:
+    return isinstance(e.get("tid"), int) and not isinstance(e.get("tid"), bool) \
+        and e["tid"] >= _LOADER_TID
 
 
 def sub_lanes(events: list[dict]) -> list[int]:
@@ -117,7 +142,7 @@ def render(record: Record, trace_paths: list[Path]):
     events, start, end = one_step(traces, step_no)
     ranks = sorted({e["pid"] for e in events})
     rows = []  # (rank, tid, sub-lane, its events); lanes no rank used in this step are left out
-    used = [tid for tid in LANES if any(e["tid"] == tid for e in events)]
+    used = sorted({e["tid"] for e in events})
     for rank in ranks:
         for tid in used:
             lane = [e for e in events if e["pid"] == rank and e["tid"] == tid]
@@ -144,7 +169,7 @@ def render(record: Record, trace_paths: list[Path]):
                 ax.text((e["ts"] - start + e["dur"] / 2) / 1e3, y, text, fontsize=6,
                         ha="center", va="center", color="white", gid=f"bucket:{rank}:{bucket}")
     ax.set_yticks(range(len(rows)))
-    ax.set_yticklabels([f"rank {r} {LANES[t]}" + (f" ({k + 1})" if k else "")
+    ax.set_yticklabels([f"rank {r} {lane_label(t)}" + (f" ({k + 1})" if k else "")
                         for r, t, k, _ in rows], fontsize=8)
     ax.invert_yaxis()
     ax.set_xlim(0, (end - start) / 1e3)

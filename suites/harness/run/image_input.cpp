@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
+#include <iterator>
 #include <system_error>
 #include <thread>
 
@@ -121,6 +123,25 @@ std::unique_ptr<EpochData> folder_epochs(ImageInput& in, const RunOptions& o, Sh
                                       root, val.classes.size(), in.index.classes.size()));
   }
   return std::make_unique<FolderEpochs>(in, std::move(val), shard, image_size);
+}
+
+void trace_loader(Tracer& tracer, const ImageLoader& loader) {
+  if (tracer.on_device()) return;
+  std::vector<std::pair<double, int64_t>> steps;  // each traced step's start, and its number
+  for (const Span& s : tracer.spans()) {
+    if (s.category == kStepCategory) steps.emplace_back(s.start_us, s.step);
+  }
+  if (steps.empty()) return;
+  std::sort(steps.begin(), steps.end());
+  for (const ImageLoader::Made& m : loader.made()) {
+    // The last traced step begun by the time it was.
+    const auto it =
+        std::upper_bound(steps.begin(), steps.end(), std::pair{tracer.host_us(m.from), INT64_MAX});
+    const int64_t step = it == steps.begin() ? steps.front().second : std::prev(it)->second;
+    Span span{fmt::format("batch {}:{}", m.epoch, m.step), kLoaderCategory, Lane::kLoader};
+    span.thread = m.worker;
+    tracer.record_clipped(std::move(span), tracer.host_mark(m.from), tracer.host_mark(m.to), step);
+  }
 }
 
 nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o) {

@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
+#include "runtime/trace/tracer.h"
 #include "suites/harness/core/run_options.h"
 #include "suites/harness/run/convergence.h"
 #include "workloads/data/image_loader.h"
@@ -38,6 +39,12 @@ std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int 
 // by the loader's threads count of threads.
 std::unique_ptr<EpochData> folder_epochs(ImageInput& in, const RunOptions& o, Shard shard,
                                          int64_t image_size);
+
+// The loader's batches made during `tracer`'s window, each on its worker's loader lane, the part
+// inside the window, attributed to the traced step it began in (the first where it began before
+// them). After the traced steps. Not on a device's clock, whose times are the device's, not the
+// host's.
+void trace_loader(Tracer& tracer, const ImageLoader& loader);
 
 // The record's metrics.input, before the verdict record_json adds: the loader's threads and
 // prefetch, the folder's images and classes, and since the timed steps began its batches,

@@ -454,6 +454,7 @@ RunResult run_training(const RunOptions& o) {
     measure_convergence(o, mc, data, *lr_rule, trainer, *comm, mllog, r);
   } else {
     measure_throughput(o, info, mc, data, trainer, *comm, window, r);
+    if (window > 0 && data.folder) trace_loader(tracer, *data.folder->loader);
     if (comm->size() > 1) r.comm = comm_metrics(tracer, comm->size());
     if (window > 0) r.phases = phase_metrics(tracer);
   }
