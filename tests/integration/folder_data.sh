@@ -125,6 +125,11 @@ m = json.load(open(sys.argv[1]))["metrics"]
 c = m["convergence"]
 assert c["reached"] and c["time_to_accuracy_s"] > 0 and m["test_samples"] == 80, c
 assert len(c["eval_accuracy"]) == c["epochs"] and c["eval_accuracy"][-1] >= 0.8, c
+# The loader over every training step of the epochs: 320 / 16 = 20 batches an epoch.
+i = m["input"]
+assert i["batches"] == 20 * c["epochs"] and i["images"] == 16 * i["batches"], (i, c["epochs"])
+assert m["median_step_s"] > 0 and abs(i["wait_share_of_step"] - i["waited_per_step_s"] / m["median_step_s"]) < 1e-9, i
+assert i["verdict"] in ("input-bound", "not input-bound") and i["skipped"] == 0, i
 log = [json.loads(l.split(":::MLLOG ", 1)[1]) for l in open(sys.argv[2]) if ":::MLLOG" in l]
 keys = {e["key"]: e["value"] for e in log}
 assert keys["train_samples"] == 320 and keys["eval_samples"] == 80, keys

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
+#include <utility>
 
 #include "runtime/core/stats.h"
 #include "runtime/io/output_file.h"
@@ -143,10 +145,21 @@ void add_step_metrics(const RunResult& r, nlohmann::json& m) {
   }
 }
 
+// The steps metrics.input is judged against: the timed steps' median and time, or an epoch
+// run's training steps'; none where neither ran.
+std::optional<std::pair<double, double>> input_steps(const RunResult& r) {
+  if (r.stats) return std::pair{percentile(r.stats->step_seconds, 50), r.stats->timed_seconds};
+  if (r.convergence.is_object() && r.convergence.contains("median_step_s")) {
+    return std::pair{r.convergence["median_step_s"].get<double>(),
+                     r.convergence["train_seconds"].get<double>()};
+  }
+  return std::nullopt;
+}
+
 // The console's line for metrics.input.
 void print_input(const RunResult& r, std::FILE* out) {
-  const nlohmann::json in =
-      input_metrics(r.input, percentile(r.stats->step_seconds, 50), r.stats->timed_seconds);
+  const auto [median, seconds] = *input_steps(r);
+  const nlohmann::json in = input_metrics(r.input, median, seconds);
   fmt::print(
       out,
       "input: {} JPEGs ({}) of {} classes, {} loader thread(s) at {:.0f} img/s, {:.2f} cores "
@@ -201,9 +214,8 @@ nlohmann::json record_json(const RunResult& r) {
     m["weights_identical_across_ranks"] = *r.weights_identical_across_ranks;
   }
   if (!r.phases.is_null()) m["phases"] = r.phases;
-  if (!r.input.is_null() && r.stats) {
-    m["input"] =
-        input_metrics(r.input, percentile(r.stats->step_seconds, 50), r.stats->timed_seconds);
+  if (const auto steps = input_steps(r); !r.input.is_null() && steps) {
+    m["input"] = input_metrics(r.input, steps->first, steps->second);
   }
   if (r.async_staleness) m["async"] = async_metrics(*r.async_staleness);
   add_step_metrics(r, m);
@@ -247,7 +259,7 @@ void print_result(const RunResult& r, std::FILE* out) {
                               "than this run's kernels)"
                             : "");
   }
-  if (r.stats && !r.input.is_null()) print_input(r, out);
+  if (!r.input.is_null() && input_steps(r)) print_input(r, out);
   if (r.loss_scale) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
                *r.loss_scale, r.skipped_steps);

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <vector>
+
+#include "runtime/core/stats.h"
 
 #include "suites/harness/run/epochs.h"
 
@@ -116,7 +119,8 @@ class ToAccuracy {
   double accuracy_ = 0, train_seconds_ = 0, run_seconds_ = 0;
   int64_t images_ = 0, epochs_ = 0;
   std::optional<double> time_to_accuracy_;
-  double epoch_rate_sum_ = 0;  // this epoch's steps' learning rates
+  double epoch_rate_sum_ = 0;        // this epoch's steps' learning rates
+  std::vector<double> step_seconds_;  // every training step's, this rank's
   nlohmann::json epoch_rates_ = nlohmann::json::array();
 };
 
@@ -124,6 +128,7 @@ bool ToAccuracy::after_epoch(const EpochStats& epoch) {
   const int64_t e = epoch.epoch;
   const nlohmann::json at = {{"epoch_num", e}};
   const double seconds = comm_.max_across_ranks(epoch.seconds);
+  step_seconds_.insert(step_seconds_.end(), epoch.step_seconds.begin(), epoch.step_seconds.end());
   const double mean_loss = comm_.sum_across_ranks(epoch.mean_loss()) / comm_.size();
   if (log_) log_->end("epoch_stop", nullptr, at);
   if (log_) log_->start("eval_start", nullptr, at);
@@ -171,6 +176,7 @@ nlohmann::json ToAccuracy::metrics() const {
                       {"test_samples", data_.test_samples()},
                       {"train_seconds", train_seconds_},
                       {"throughput_img_s", images_ / train_seconds_},
+                      {"median_step_s", percentile(step_seconds_, 50)},
                       {"epoch_mean_losses", epoch_losses_}};
   if (diverged_at_) m["diverged_at_epoch"] = *diverged_at_;
   if (o_.lr) {

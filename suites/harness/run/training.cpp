@@ -258,6 +258,7 @@ void measure_convergence(const RunOptions& o, const ModelConfig& mc, RunData& da
   r.convergence =
       train_to_accuracy(trainer, comm, *data.epochs, {*o.epochs, o.target_accuracy, o.seed, &lr},
                         mllog ? &*mllog : nullptr);
+  if (data.folder) r.input = image_input_json(*data.folder, o);
 }
 
 // A run whose loss became inf or NaN diverged: its record says so, and its throughput is not a
