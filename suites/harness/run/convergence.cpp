@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "runtime/core/stats.h"
-
 #include "suites/harness/run/epochs.h"
 
 namespace dlb {
@@ -119,7 +118,7 @@ class ToAccuracy {
   double accuracy_ = 0, train_seconds_ = 0, run_seconds_ = 0;
   int64_t images_ = 0, epochs_ = 0;
   std::optional<double> time_to_accuracy_;
-  double epoch_rate_sum_ = 0;        // this epoch's steps' learning rates
+  double epoch_rate_sum_ = 0;         // this epoch's steps' learning rates
   std::vector<double> step_seconds_;  // every training step's, this rank's
   nlohmann::json epoch_rates_ = nlohmann::json::array();
 };
