@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import (batch, common, convergence, global_batch, memory, overlap, precision, scaling,
-                    scaling_loss, sync_modes, timeline, tradeoff)
+from .plots import (batch, common, convergence, global_batch, input as input_plot, memory, overlap,
+                    precision, scaling, scaling_loss, sync_modes, timeline, tradeoff)
 from . import headline, intervals
 from .outputs import check_directory, check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
@@ -82,6 +82,7 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
         note=global_batch.NOTE)
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
     add(memory.render(own), "Memory", "memory", note=memory.NOTE)
+    add(input_plot.render(own), "Input pipeline", "input", input_plot.table(own), input_plot.NOTE)
     add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",
         tradeoff.table(own), tradeoff.NOTE)
     chosen = timeline.pick(own, rs.resolve, skipped)

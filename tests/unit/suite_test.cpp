@@ -12,6 +12,7 @@
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/core/peers.h"
 #include "suites/harness/run/training.h"
+#include "suites/harness/sweep/suite_images.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -120,20 +121,29 @@ TEST(Suite, CasesAreCrossedWithTheSweepAndTheCpuReplacesThem) {
 }
 
 TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
+  EXPECT_EQ(list_suites(),
+            (std::vector<std::string>{"batch", "ci", "convergence", "input", "memory", "overlap",
+                                      "precision", "scaling", "smoke"}));
   for (const char* name :
-       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci"}) {
+       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci", "input"}) {
     EXPECT_NO_THROW(load_suite(name, true)) << name;
     EXPECT_NO_THROW(load_suite(name, false)) << name;
   }
-  // Every point passes the run's own checks, on a GPU host and without one.
+  // Every point passes the run's own checks, on a GPU host and without one; a point of JPEG
+  // files with the images the sweep gives it (suites/harness/sweep/suite_images.h).
   for (const char* name :
-       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci"}) {
+       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci", "input"}) {
     for (bool cpu : {true, false}) {
       for (const auto& p : expand(load_suite(name, cpu))) {
-        EXPECT_NO_THROW(validate_run_options(options_from_json(p))) << name << ": " << p.dump();
+        RunOptions o = options_from_json(p);
+        o.data_path = data_path_of(o.data, "out/input/dataset");
+        EXPECT_NO_THROW(validate_run_options(o)) << name << ": " << p.dump();
       }
     }
   }
+  EXPECT_EQ(load_suite("input", true).dataset["images"], 480);
+  EXPECT_EQ(load_suite("input", false).dataset["images"], 4096);
+  EXPECT_TRUE(load_suite("scaling", true).dataset.is_null());
   for (const auto& p : expand(load_suite("scaling", true))) {
     EXPECT_EQ(p["backend"], "cpu");
     EXPECT_LE(p["image_size"].get<int>(), 64);

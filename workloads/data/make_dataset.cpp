@@ -1,12 +1,14 @@
 #include "workloads/data/make_dataset.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <system_error>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -145,6 +147,55 @@ DatasetFiles write_dataset(const std::string& dir, const MakeDatasetOptions& o) 
   files.val = o.val_images;
   files.shards = o.shards;
   return files;
+}
+
+namespace {
+
+// `out` may be written: it does not exist, or is an empty folder (removed, to be replaced).
+void claim(const std::filesystem::path& out, const std::string& flag) {
+  std::error_code ec;
+  const auto status = std::filesystem::symlink_status(out, ec);
+  if (!std::filesystem::exists(status)) return;
+  if (!std::filesystem::is_directory(status) || !std::filesystem::is_empty(out, ec)) {
+    throw InvalidArgument(fmt::format(
+        "{}={}: already exists and is not an empty folder; make-dataset writes a new one", flag,
+        out.string()));
+  }
+  std::filesystem::remove(out, ec);
+}
+
+}  // namespace
+
+DatasetFiles write_dataset_atomically(const std::string& out_text, const MakeDatasetOptions& o,
+                                      const std::string& flag) {
+  check_make_dataset(o);
+  if (out_text.empty()) throw InvalidArgument(flag + ": a folder to write the data set into");
+  const std::filesystem::path out = std::filesystem::absolute(out_text).lexically_normal();
+  claim(out, flag);
+  const std::filesystem::path partial =
+      out.parent_path() / fmt::format(".{}.partial-{}", out.filename().string(), getpid());
+  std::filesystem::create_directories(partial);
+  try {
+    const DatasetFiles files = write_dataset(partial.string(), o);
+    std::filesystem::rename(partial, out);
+    return files;
+  } catch (...) {
+    std::error_code ec;
+    std::filesystem::remove_all(partial, ec);
+    throw;
+  }
+}
+
+std::pair<int64_t, int64_t> parse_image_size(const std::string& text, const std::string& flag) {
+  const size_t x = text.find('x');
+  auto whole = [&](const std::string& s) {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) {
+      throw InvalidArgument(fmt::format("{}={}: expected WxH, such as 400x350", flag, text));
+    }
+    return std::stoll(s);
+  };
+  if (x == std::string::npos) whole("");
+  return {whole(text.substr(0, x)), whole(text.substr(x + 1))};
 }
 
 }  // namespace dlb

@@ -10,6 +10,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "workloads/data/jpeg.h"
 
@@ -41,8 +42,17 @@ struct DatasetFiles {
   uint64_t bytes = 0;  // of JPEG data
 };
 
-// Writes the data set into `dir`, which must exist and be empty (the command writes into a new
-// folder and renames it, so a failed run leaves nothing half-written under the name asked for).
+// Writes the data set into `dir`, which must exist and be empty.
 DatasetFiles write_dataset(const std::string& dir, const MakeDatasetOptions& o);
+
+// Writes the data set into a new folder beside `out` and renames it to `out` once complete, so
+// that a failed or interrupted run leaves nothing under that name. `out` must not exist, or be an
+// empty folder (InvalidArgument otherwise, naming it as `flag`).
+DatasetFiles write_dataset_atomically(const std::string& out, const MakeDatasetOptions& o,
+                                      const std::string& flag = "--out");
+
+// "WxH", each a whole number (InvalidArgument naming `flag` otherwise).
+std::pair<int64_t, int64_t> parse_image_size(const std::string& text,
+                                             const std::string& flag = "--size");
 
 }  // namespace dlb

@@ -27,6 +27,9 @@ RunOptions parse_point(std::string_view text, const std::string& where) {
   o.trace_path = f.string_or("trace", "");
   o.profile_path = f.string_or("profile", "");
   o.mllog_path = f.string_or("mllog", "");
+  if (const std::string images = f.string_or("data_path", ""); !images.empty()) {
+    o.data_path = images;  // the suite's images (suites/harness/sweep/suite_images.h)
+  }
   o.config_file = f.string_or("suite_file", "");
   // The harness writes "" for no fault; any other name is the option table's.
   if (const std::string fault = f.string_or("fault", ""); !fault.empty()) {

@@ -10,8 +10,9 @@
 
 namespace dlb {
 
-// The run a point file describes: its config through the option table, and where the worker
-// writes its record, trace, profile and MLPerf log.
+// The run a point file describes: its config through the option table, where the worker writes
+// its record, trace, profile and MLPerf log, and where a point of data folder or shards reads
+// its images (`data_path`).
 RunOptions parse_point(std::string_view text, const std::string& where);
 RunOptions read_point_file(const std::string& path);
 

@@ -73,11 +73,13 @@ Suite parse_suite(std::string_view text, const std::string& path, bool use_cpu_o
         "{}: invalid suite: {}{}", path, errors.front(),
         errors.size() > 1 ? fmt::format(" (and {} more)", errors.size() - 1) : std::string()));
   }
-  Suite s{j["name"], j["description"], path, false, j["defaults"], {}, {}, nullptr};
+  Suite s{j["name"], j["description"], path, false, j["defaults"], {}, {}, nullptr, nullptr};
   for (const auto& [key, values] : file["sweep"].items())
     s.axes.emplace_back(key, unordered(values));
   if (j.contains("simulate")) s.simulate = j["simulate"];
   if (use_cpu_override && j["cpu"].contains("simulate")) s.simulate = j["cpu"]["simulate"];
+  if (j.contains("dataset")) s.dataset = j["dataset"];
+  if (use_cpu_override && j["cpu"].contains("dataset")) s.dataset = j["cpu"]["dataset"];
   if (use_cpu_override) {
     s.cpu_override_applied = true;
     const auto& cpu = file["cpu"];

@@ -19,6 +19,10 @@ struct Suite {
   // After the points, `dlbench simulate` over the run's results (docs/simulation.md): networks,
   // ranks, and optionally overlap, bucket_mb, jitter, steps, straggler. Null: none.
   nlohmann::json simulate;
+  // The JPEG images of the points with data folder or shards (make-dataset's options: images,
+  // val_images, classes, size, shards, quality, seed), made before the points unless the sweep's
+  // --data-path names others. Null: none.
+  nlohmann::json dataset;
 };
 
 // Directory of the shipped suites (suites/ in the source tree).

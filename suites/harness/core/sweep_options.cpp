@@ -73,6 +73,13 @@ void add_suite_flags(std::vector<SweepFlag>& t) {
   out.path_role = PathRole::kOutputDir;
   t.push_back({out, [](SweepOptions& o, const json& v) { o.out_dir = v.get<std::string>(); },
                [](const SweepOptions& o) { return json(o.out_dir); }});
+  Option images = described("data_path", T::kPath,
+                            "the JPEG images of the points with data folder or shards: a folder "
+                            "with train/<class>/*.JPEG (and shards/*.tar for shards) (default: "
+                            "the suite's dataset, made in <out>/dataset)");
+  images.path_role = PathRole::kInput;
+  t.push_back({images, [](SweepOptions& o, const json& v) { o.data_path = v.get<std::string>(); },
+               [](const SweepOptions& o) { return json(o.data_path); }});
   t.push_back({described("resume", T::kBoolean, "skip the points already recorded as ok in --out"),
                [](SweepOptions& o, const json& v) { o.resume = v.get<bool>(); },
                [](const SweepOptions& o) { return json(o.resume); }});

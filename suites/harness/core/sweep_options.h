@@ -27,6 +27,9 @@ struct SweepOptions {
   // Non-empty: run every point on each of these systems in turn (set_systems).
   std::vector<std::string> systems;
   std::string out_dir;  // default out/<suite name>
+  // The JPEG images of the points with data folder or shards (a folder with train/, or shards);
+  // empty: the suite's dataset block's, made in the output directory.
+  std::string data_path;
   bool resume = false, dry_run = false;
   double timeout_s = 900;
   LauncherKind launcher = LauncherKind::kAuto;

@@ -25,6 +25,7 @@
 #include "suites/harness/core/report_hook.h"
 #include "suites/harness/core/results.h"
 #include "suites/harness/core/suite.h"
+#include "suites/harness/sweep/suite_images.h"
 #include "workloads/models/model.h"
 
 namespace dlb {
@@ -315,8 +316,13 @@ size_t print_dry_run(const SweepOptions& opt, const Suite& suite, const std::vec
 class PointRunner {
  public:
   PointRunner(const SweepOptions& opt, const Suite& suite, std::string out, Fault fault,
-              size_t total)
-      : opt_(opt), suite_(suite), out_(std::move(out)), fault_(std::move(fault)), total_(total) {}
+              size_t total, std::string images)
+      : opt_(opt),
+        suite_(suite),
+        out_(std::move(out)),
+        fault_(std::move(fault)),
+        total_(total),
+        images_(std::move(images)) {}
 
   // A config that does not parse or go together, or ranks the launcher cannot start, is this
   // point's failure; the sweep goes on.
@@ -335,7 +341,8 @@ class PointRunner {
 
  private:
   json launch(int64_t index, const json& config, const std::string& label) {
-    const RunOptions o = options_from_json(config);
+    RunOptions o = options_from_json(config);
+    o.data_path = data_path_of(o.data, images_);
     validate_run_options(o);
     const bool peer = o.system != System::kDlbench;
     const std::string stem = point_stem(index, config);
@@ -362,6 +369,7 @@ class PointRunner {
                      {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
                      {"suite_file", suite_.path},
                      {"fault", fault_.index == index ? std::string(fault_name(fault_.kind)) : ""},
+                     {"data_path", data_path_of(o.data, images_)},
                      {"resolved", resolved_config(o)}});
     std::error_code ignored;  // a record left from an earlier run; its absence is fine
     fs::remove(record_file, ignored);
@@ -396,6 +404,7 @@ class PointRunner {
   const std::string out_;
   const Fault fault_;
   const size_t total_;
+  const std::string images_;  // the image points' data (suite_images.h)
   const bool tty_ = isatty(STDOUT_FILENO);
   const std::chrono::steady_clock::time_point t0_ = std::chrono::steady_clock::now();
   double launched_seconds_ = 0;
@@ -522,6 +531,7 @@ void print_point_line(const PointRunner& runner, const std::string& label, const
 // Whether any failed.
 bool run_points(const SweepOptions& opt, const Suite& suite, const std::vector<json>& points,
                 const Fault& fault, const std::string& out, std::vector<json>& previous) {
+  const std::string images = prepare_suite_images(opt, suite, points, out);
   const std::string results = out + "/results.jsonl";
   const std::set<std::string> done = ok_point_ids(previous);
   std::vector<json> recorded = latest_records(previous, points);  // scaling baselines
@@ -529,7 +539,7 @@ bool run_points(const SweepOptions& opt, const Suite& suite, const std::vector<j
   for (const json& c : points)
     if (!done.count(point_id(c))) to_run.push_back(c);
   measure_cpu_peak_once(opt, to_run);
-  PointRunner runner(opt, suite, out, fault, points.size());
+  PointRunner runner(opt, suite, out, fault, points.size(), images);
   bool any_bad = false;
   for (size_t i = 0; i < points.size(); ++i) {
     const int64_t index = static_cast<int64_t>(i) + 1;
@@ -572,6 +582,7 @@ int sweep_command(const SweepOptions& opt) {
     opt.simulation.check(suite.simulate, suite.path);
   }
   const std::vector<json> points = expand(suite, static_cast<size_t>(opt.max_points));
+  check_suite_images(opt, suite, points);
   const Fault fault = parse_fault(opt.inject_fault);
   const std::string out = opt.out_dir.empty() ? "out/" + suite.name : opt.out_dir;
   fmt::print("suite {}: {} ({} points{})\n  {}\n", suite.name, suite.path, points.size(),
