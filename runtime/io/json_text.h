@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <nlohmann/json.hpp>
+#include <string>
 #include <string_view>
 
 #include "runtime/core/error.h"
@@ -31,5 +32,10 @@ Json parse_json(std::string_view text, std::string_view where) {
     throw InvalidArgument(fmt::format("{}: not valid JSON: {}", where, e.what()));
   }
 }
+
+// `text` with every byte that is not part of valid UTF-8 written as \xNN (its hex): what a
+// name from the disk (a file name is bytes) becomes before it goes into a record, whose JSON text
+// must be UTF-8. Valid UTF-8 comes through unchanged.
+std::string escape_non_utf8(std::string_view text);
 
 }  // namespace dlb

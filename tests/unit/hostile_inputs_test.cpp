@@ -76,6 +76,23 @@ std::string digits_line(const std::string& first_pixel, const std::string& label
   return line + "," + label + "\n";
 }
 
+// A file's name is bytes: those that are not UTF-8 become \xNN before the name goes into a
+// record (JSON text); valid UTF-8, however many bytes a character takes, comes through.
+TEST(JsonText, NamesThatAreNotUtf8AreEscapedByteByByte) {
+  EXPECT_EQ(escape_non_utf8("class_001/img.JPEG"), "class_001/img.JPEG");
+  EXPECT_EQ(escape_non_utf8("caf\xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80"),
+            "caf\xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80");       // e acute, a kanji, an emoji
+  EXPECT_EQ(escape_non_utf8("caf\xE9.JPEG"), "caf\\xE9.JPEG");  // Latin-1
+  EXPECT_EQ(escape_non_utf8("bad\xFF"), "bad\\xFF");
+  EXPECT_EQ(escape_non_utf8("\xC0\xAF"), "\\xC0\\xAF");                    // an overlong '/'
+  EXPECT_EQ(escape_non_utf8("\xED\xA0\x80"), "\\xED\\xA0\\x80");           // a surrogate
+  EXPECT_EQ(escape_non_utf8("\xE6\x97"), "\\xE6\\x97");                    // cut short
+  EXPECT_EQ(escape_non_utf8("\xF4\x90\x80\x80"), "\\xF4\\x90\\x80\\x80");  // past U+10FFFF
+  for (const char* name : {"caf\xE9", "bad\xFF", "\xC0\xAF", "\xE6\x97"}) {
+    EXPECT_NO_THROW((void)nlohmann::json(escape_non_utf8(name)).dump()) << name;
+  }
+}
+
 TEST(DigitsCsv, ReadsStrictLinesAndScalesPixels) {
   const Dataset d =
       parse_digits_csv(digits_line("16", "3") + "\n" + digits_line("0", "9") + "\r\n", "d.csv");

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
 
@@ -161,6 +162,27 @@ TEST_F(ImageLoaderTest, ACmykFileIsConvertedAndABrokenOneSkippedAlone) {
       << s.skipped_files[0];
   EXPECT_GE(s.skipped, 2);  // once an epoch (the third's first batch may have begun)
   EXPECT_LE(s.skipped, 3);
+}
+
+// File names are bytes: a good image whose name is not UTF-8 is read like any other, and a bad
+// one is skipped and named with its odd bytes as \xNN (records are JSON text).
+TEST_F(ImageLoaderTest, NamesThatAreNotUtf8AreReadAndNamedEscaped) {
+  ImageFolderIndex index = scan_image_folder((dir_ / "train").string());
+  const std::filesystem::path good = dir_ / "train" / "class_001" / "caf\xE9.JPEG";
+  std::filesystem::rename(index.samples[4].path, good);
+  std::ofstream(dir_ / "train" / "class_002" / "bad\xFF.JPEG") << "not a picture";
+  index = scan_image_folder((dir_ / "train").string());
+  ASSERT_EQ(index.samples.size(), 25u);
+  ImageLoaderOptions o;
+  o.batch = 8;
+  o.image_size = 8;
+  ImageLoader loader(index.samples, o);
+  for (int64_t i = 0; i < 2 * loader.steps_per_epoch(); ++i) loader.next();  // 48 of 25: both
+  const LoaderStats s = loader.stats();
+  ASSERT_EQ(s.skipped_files.size(), 1u);
+  EXPECT_NE(s.skipped_files[0].find("class_002/bad\\xFF.JPEG: not a JPEG"), std::string::npos)
+      << s.skipped_files[0];
+  EXPECT_NO_THROW((void)nlohmann::json(s.skipped_files).dump());
 }
 
 }  // namespace

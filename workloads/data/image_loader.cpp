@@ -11,6 +11,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
+#include "runtime/io/json_text.h"
 #include "workloads/data/augment.h"
 #include "workloads/data/jpeg.h"
 
@@ -33,22 +34,24 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // photograph: refused, not read).
 std::vector<uint8_t> read_sample(const ImageSample& s) {
   std::ifstream in(s.path, std::ios::binary | std::ios::ate);
-  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", s.path));
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", escape_non_utf8(s.path)));
   const std::streamoff file = in.tellg();
   const std::streamoff size = s.size < 0 ? file : s.size;
   if (file < 0 || size > (std::streamoff{1} << 30) || s.offset < 0 || s.offset + size > file) {
-    throw InvalidArgument(fmt::format("{}: not a file of at most 1 GiB", s.path));
+    throw InvalidArgument(fmt::format("{}: not a file of at most 1 GiB", escape_non_utf8(s.path)));
   }
   std::vector<uint8_t> bytes(static_cast<size_t>(size));
   in.seekg(s.offset);
   in.read(reinterpret_cast<char*>(bytes.data()), size);
-  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", s.path));
+  if (!in) throw InvalidArgument(fmt::format("{}: cannot be read", escape_non_utf8(s.path)));
   return bytes;
 }
 
-// How errors name a sample: its file, and its place in a shard.
+// How errors and records name a sample: its file, and its place in a shard; a byte of the name
+// that is not UTF-8 as \xNN (records are JSON text).
 std::string sample_name(const ImageSample& s) {
-  return s.size < 0 ? s.path : fmt::format("{} (bytes {}-{})", s.path, s.offset, s.offset + s.size);
+  const std::string path = escape_non_utf8(s.path);
+  return s.size < 0 ? path : fmt::format("{} (bytes {}-{})", path, s.offset, s.offset + s.size);
 }
 
 // Decoded at the smallest DCT scale that keeps `box` at least size x size, `box` then mapped

@@ -294,7 +294,9 @@ nlohmann::json memory_json(const MemoryStats& stats) {
 }
 
 void write_json_atomically(const std::string& path, const nlohmann::json& j) {
-  write_file_atomically(path, j.dump(2) + "\n");
+  // A string that is not UTF-8 (a file's name, a log's tail) as U+FFFD: never a record lost.
+  write_file_atomically(path,
+                        j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace dlb

@@ -117,7 +117,8 @@ void print_result(const RunResult& result, std::FILE* out);
 
 nlohmann::json memory_json(const MemoryStats& stats);
 // Writes the JSON whole or not at all (runtime/io/output_file.h), so a crash never leaves half a
-// record, and a device or FIFO named as the path is refused, never replaced.
+// record, and a device or FIFO named as the path is refused, never replaced. A string that is
+// not UTF-8 is written with U+FFFD for its bad bytes, not refused.
 void write_json_atomically(const std::string& path, const nlohmann::json& j);
 
 }  // namespace dlb

@@ -35,7 +35,9 @@ void append_jsonl(const std::string& path, const nlohmann::json& record) {
     throw InvalidArgument(fmt::format(
         "a record for '{}' holds a number that is not finite at {}: not appended", path, at));
   }
-  const std::string line = record.dump() + "\n";
+  // A string that is not UTF-8 (a file's name, a log's tail) as U+FFFD: never a record lost.
+  const std::string line =
+      record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
   // O_NONBLOCK: a FIFO put in the file's place refuses at once (no reader), never blocks.
   const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NONBLOCK, 0644);
   if (fd < 0) throw IoError(fmt::format("cannot open '{}' for appending", path));
