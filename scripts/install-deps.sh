@@ -2,8 +2,18 @@
 # Installs every Debian package dlbench needs, and the Python packages of reports/ and ci/
 # (matplotlib, numpy, scipy, jsonschema, pytest, mlperf-logging) into .venv. Idempotent, and silent when everything is already present.
 # The CUDA toolkit (nvcc, cuDNN, cuBLAS, NCCL) is expected at /usr/local/cuda and is optional.
+#
+#   scripts/install-deps.sh          the above
+#   scripts/install-deps.sh --dali   also NVIDIA DALI (about 700 MB) into .venv-dali, for `dlbench
+#                                    bench input --systems=...,dali` (docs/input.md); optional
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+dali=0
+case ${1:-} in
+  "") ;;
+  --dali) dali=1 ;;
+  *) echo "install-deps: unknown option '$1' (--dali, or nothing)" >&2; exit 2 ;;
+esac
 
 packages=(
   build-essential cmake ccache git pkg-config     # toolchain
@@ -72,5 +82,22 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
       exit 1
     }
     touch "$fe_stamp"
+  fi
+fi
+
+# NVIDIA DALI, for the input peer (reports/peers/dali_input.py): only when asked (--dali). Its CPU
+# pipeline runs without a GPU.
+dali_version=2.4.0
+if ((dali)); then
+  dali_stamp=$root/.venv-dali/.dali-$dali_version
+  if [[ ! -f $dali_stamp ]]; then
+    echo "install-deps: installing NVIDIA DALI $dali_version into .venv-dali"
+    /usr/bin/python3 -m venv "$root/.venv-dali"
+    "$root/.venv-dali/bin/pip" install -q --disable-pip-version-check \
+      "nvidia-dali-cuda130==$dali_version" || {
+      echo "install-deps: pip could not install nvidia-dali-cuda130 (is PyPI reachable?)" >&2
+      exit 1
+    }
+    touch "$dali_stamp"
   fi
 fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# `dlbench bench input`: dlbench's loader and PyTorch's DataLoader (where Debian's python3-torch
-# is) on make-dataset's files, each thread count in turn, a row per system and thread count with
-# its rounds, and the record's median within them. Bad options: one line, exit 2.
+# `dlbench bench input`: dlbench's loader, PyTorch's DataLoader (where Debian's python3-torch
+# is) and DALI's CPU pipeline (where scripts/install-deps.sh --dali put it) on make-dataset's
+# files, each thread count in turn, a row per system and thread count with its rounds, and the
+# record's median within them. Without DALI, --systems=dali is refused with one line naming how
+# to install it. Bad options: one line, exit 2.
 # Usage: bench_input.sh path/to/dlbench
 set -u
 dlbench=$(realpath "$1")
@@ -15,6 +17,16 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
   --shards=0 >/dev/null || fail "make-dataset"
 systems=dlbench,dlbench-full-decode
 /usr/bin/python3 -c "import torch, torchvision" 2>/dev/null && systems=$systems,pytorch
+source=$(dirname "$(dirname "$(dirname "$(realpath "${BASH_SOURCE[0]}")")")")
+if [[ -x $source/.venv-dali/bin/python ]] || python3 -c "import nvidia.dali" 2>/dev/null; then
+  systems=$systems,dali
+else
+  if "$dlbench" bench input --data-path="$work/ds" --systems=dali --batches=1 >"$work/err" 2>&1; then
+    fail "--systems=dali ran without DALI"
+  fi
+  grep -q "the dali peer needs a Python that imports nvidia.dali;.*install-deps.sh --dali" "$work/err" ||
+    fail "no DALI: $(cat "$work/err")"
+fi
 "$dlbench" bench input --data-path="$work/ds" --threads=1,2 --batch=8 --image-size=32 --batches=3 \
   --rounds=2 --systems=$systems --json="$work/in.json" >"$work/in.log" 2>&1 ||
   fail "bench input: $(tail -5 "$work/in.log")"

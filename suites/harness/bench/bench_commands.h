@@ -44,7 +44,7 @@ struct BenchInputOptions {
   std::vector<int64_t> threads = {1, 2};
   int64_t batch = 64, image_size = 224, batches = 20, warmup = 2, rounds = 3;
   // dlbench; dlbench-full-decode (every image decoded whole, as PIL decodes); pytorch (its
-  // DataLoader)
+  // DataLoader); dali (DALI's CPU pipeline)
   std::vector<std::string> systems = {"dlbench"};
   std::string json_path;
 };

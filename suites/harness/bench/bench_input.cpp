@@ -33,9 +33,9 @@ void check(const BenchInputOptions& o) {
         "1000], --rounds in [1, 100]");
   }
   for (const std::string& s : o.systems) {
-    if (s != "dlbench" && s != "dlbench-full-decode" && s != "pytorch") {
+    if (s != "dlbench" && s != "dlbench-full-decode" && s != "pytorch" && s != "dali") {
       throw InvalidArgument(
-          fmt::format("--systems: dlbench, dlbench-full-decode or pytorch, not '{}'", s));
+          fmt::format("--systems: dlbench, dlbench-full-decode, pytorch or dali, not '{}'", s));
     }
   }
 }
@@ -58,9 +58,10 @@ double dlbench_rate(const BenchInputOptions& o, const ImageFolderIndex& index, i
   return static_cast<double>(o.batch * o.batches) / s;
 }
 
-// PyTorch's DataLoader at `workers` workers (reports/peers/torch_input.py), its printed rate.
-double pytorch_rate(const BenchInputOptions& o, int64_t workers, const std::string& log) {
-  std::vector<std::string> argv = input_peer_argv();
+// A peer's input pipeline at `workers` workers or threads (input_peer_argv), its printed rate.
+double peer_rate(const BenchInputOptions& o, const std::string& system, int64_t workers,
+                 const std::string& log) {
+  std::vector<std::string> argv = input_peer_argv(system);
   for (const std::string& a :
        {"--root=" + o.data_path + "/train", "--workers=" + std::to_string(workers),
         "--batch=" + std::to_string(o.batch), "--size=" + std::to_string(o.image_size),
@@ -73,7 +74,7 @@ double pytorch_rate(const BenchInputOptions& o, int64_t workers, const std::stri
   const size_t at = out.rfind("{\"images_per_s\"");
   if (r.exit_code != 0 || at == std::string::npos) {
     throw Error(ErrorKind::kIo,
-                fmt::format("the PyTorch input peer failed (exit {}): {}", r.exit_code,
+                fmt::format("the {} input peer failed (exit {}): {}", system, r.exit_code,
                             out.substr(out.size() > 300 ? out.size() - 300 : 0)));
   }
   return nlohmann::json::parse(out.substr(at, out.find('\n', at) - at))["images_per_s"]
@@ -118,9 +119,9 @@ int bench_input_command(const BenchInputOptions& o) {
   for (int64_t round = 0; round < o.rounds; ++round) {
     for (int64_t threads : o.threads) {
       for (const std::string& system : o.systems) {
-        const double rate = system == "pytorch"
-                                ? pytorch_rate(o, threads, log)
-                                : dlbench_rate(o, index, threads, round, system == "dlbench");
+        const bool peer = system == "pytorch" || system == "dali";
+        const double rate = peer ? peer_rate(o, system, threads, log)
+                                 : dlbench_rate(o, index, threads, round, system == "dlbench");
         rates[{system, threads}].push_back(rate);
       }
     }

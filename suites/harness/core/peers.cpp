@@ -10,6 +10,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "runtime/core/error.h"
 
@@ -20,6 +23,8 @@ struct PeerProgram {
   std::string script;   // under reports/peers/
   std::string imports;  // what its Python must import
   std::string install;  // how a user gets that
+  // Pythons to try after DLBENCH_PEER_PYTHON, python3 on PATH and /usr/bin/python3.
+  std::vector<std::string> also = {};
 };
 
 PeerProgram program(System system) {
@@ -35,9 +40,10 @@ PeerProgram program(System system) {
   throw InvalidArgument(fmt::format("{} is not a peer", system_name(system)));
 }
 
-// The Python that runs a peer: DLBENCH_PEER_PYTHON when set, else the first of python3 on PATH
-// and /usr/bin/python3 that imports the peer's framework. Probed once per process and system.
-std::string peer_python(System system, const PeerProgram& peer) {
+// The Python that runs a peer: DLBENCH_PEER_PYTHON when set, else the first of python3 on PATH,
+// /usr/bin/python3 and the peer's own that imports the peer's framework. Probed once per process
+// and framework.
+std::string peer_python(std::string_view name, const PeerProgram& peer) {
   static std::map<std::string, std::string> found;  // by what it must import
   if (auto it = found.find(peer.imports); it != found.end()) return it->second;
   std::vector<std::string> candidates;
@@ -45,6 +51,9 @@ std::string peer_python(System system, const PeerProgram& peer) {
     candidates = {env};
   } else {
     candidates = {"python3", "/usr/bin/python3"};
+    for (const std::string& p : peer.also) {
+      if (std::filesystem::exists(p)) candidates.push_back(p);
+    }
   }
   for (const std::string& python : candidates) {
     const ProcessResult r = run_process({{python, "-c", "import " + peer.imports}, {}}, 300,
@@ -52,8 +61,8 @@ std::string peer_python(System system, const PeerProgram& peer) {
     if (r.exit_code == 0 && !r.timed_out && r.signal == 0) return found[peer.imports] = python;
   }
   throw Unsupported(fmt::format(
-      "the {} peer needs a Python that imports {}; tried {} ({}; or set DLBENCH_PEER_PYTHON)",
-      system_name(system), peer.imports, fmt::join(candidates, " and "), peer.install));
+      "the {} peer needs a Python that imports {}; tried {} ({}; or set DLBENCH_PEER_PYTHON)", name,
+      peer.imports, fmt::join(candidates, " and "), peer.install));
 }
 
 // A TCP port that was free a moment ago (the kernel's choice for port 0).
@@ -80,17 +89,29 @@ std::vector<std::string> peer_argv(System system, const std::string& point_file)
     throw Unsupported(
         fmt::format("the {} peer's program {} is missing", system_name(system), peer.script));
   }
-  return {peer_python(system, peer), peer.script, "--point=" + point_file};
+  return {peer_python(system_name(system), peer), peer.script, "--point=" + point_file};
 }
 
-std::vector<std::string> input_peer_argv() {
-  const PeerProgram peer{DLB_SOURCE_DIR "/reports/peers/torch_input.py", "torch, torchvision",
-                         "Debian: apt install python3-torch python3-torchvision "
-                         "(scripts/install-deps.sh); elsewhere: pip install torch torchvision"};
-  if (!std::filesystem::exists(peer.script)) {
-    throw Unsupported(fmt::format("the PyTorch input peer's program {} is missing", peer.script));
+std::vector<std::string> input_peer_argv(const std::string& system) {
+  PeerProgram peer;
+  if (system == "pytorch") {
+    peer = {DLB_SOURCE_DIR "/reports/peers/torch_input.py", "torch, torchvision",
+            "Debian: apt install python3-torch python3-torchvision (scripts/install-deps.sh); "
+            "elsewhere: pip install torch torchvision"};
+  } else if (system == "dali") {
+    peer = {DLB_SOURCE_DIR "/reports/peers/dali_input.py",
+            "nvidia.dali",
+            "scripts/install-deps.sh --dali installs DALI into .venv-dali; elsewhere: pip install "
+            "nvidia-dali-cuda130",
+            {DLB_SOURCE_DIR "/.venv-dali/bin/python"}};
+  } else {
+    throw InvalidArgument(fmt::format("{} is not an input peer (pytorch, dali)", system));
   }
-  return {peer_python(System::kPytorch, peer), peer.script};
+  if (!std::filesystem::exists(peer.script)) {
+    throw Unsupported(
+        fmt::format("the {} input peer's program {} is missing", system, peer.script));
+  }
+  return {peer_python(system, peer), peer.script};
 }
 
 void add_peer_rendezvous(LaunchCommand& cmd, const LaunchHost& host) {

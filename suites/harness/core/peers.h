@@ -16,9 +16,10 @@ namespace dlb {
 // when the peer cannot run here: no Python that imports its framework.
 std::vector<std::string> peer_argv(System system, const std::string& point_file);
 
-// How PyTorch's DataLoader reads a folder for `dlbench bench input` (reports/peers/
-// torch_input.py): its Python and script. Unsupported as peer_argv.
-std::vector<std::string> input_peer_argv();
+// How a peer's input pipeline reads a folder for `dlbench bench input`: `pytorch`, PyTorch's
+// DataLoader (reports/peers/torch_input.py), or `dali`, NVIDIA DALI's CPU pipeline
+// (reports/peers/dali_input.py): its Python and script. Unsupported as peer_argv.
+std::vector<std::string> input_peer_argv(const std::string& system);
 
 // What a peer's ranks need to find each other (torch.distributed's MASTER_ADDR and MASTER_PORT):
 // a free port here, and this host as the address when every rank runs on it. A MASTER_ADDR or

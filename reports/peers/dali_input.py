@@ -1,0 +1,65 @@
+#!/usr/bin/env python3
+"""NVIDIA DALI's input pipeline on an ImageNet-layout folder, on the CPU, for `dlbench bench
+input`: DALI's file reader (the class folders' sorted names as labels, shuffled), its decoder
+with a random crop of torchvision's RandomResizedCrop rule (area 0.08-1, aspect ratio 3/4-4/3, ten
+tries; DALI decodes only the crop's region), a resize with antialiasing, a random horizontal flip
+and normalisation by ImageNet's mean and standard deviation to float CHW: the pipeline of DALI's
+ResNet-50 example, with `--workers` CPU threads (device_id None: no GPU). Times `--batches`
+batches after `--warmup` and prints one JSON line: {"images_per_s": ..., "seconds": ...,
+"images": ...}.
+
+Usage: dali_input.py --root DIR/train --workers N --batch B --size S --batches K [--warmup W]
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--root", required=True)
+    p.add_argument("--workers", type=int, required=True)
+    p.add_argument("--batch", type=int, required=True)
+    p.add_argument("--size", type=int, required=True)
+    p.add_argument("--batches", type=int, required=True)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    a = p.parse_args()
+    if a.workers < 1 or a.batch < 1 or a.size < 1 or a.batches < 1 or a.warmup < 0:
+        print("dali_input: error: workers, batch, size and batches >= 1", file=sys.stderr)
+        return 2
+    from nvidia.dali import fn, pipeline_def, types
+
+    mean = [0.485 * 255, 0.456 * 255, 0.406 * 255]
+    std = [0.229 * 255, 0.224 * 255, 0.225 * 255]
+
+    @pipeline_def(batch_size=a.batch, num_threads=a.workers, device_id=None, seed=a.seed,
+                  prefetch_queue_depth=2)
+    def pipeline():
+        jpegs, labels = fn.readers.file(file_root=a.root, random_shuffle=True, name="reader")
+        images = fn.decoders.image_random_crop(jpegs, device="cpu", output_type=types.RGB,
+                                               random_area=[0.08, 1.0],
+                                               random_aspect_ratio=[3 / 4, 4 / 3],
+                                               num_attempts=10)
+        images = fn.resize(images, resize_x=a.size, resize_y=a.size, antialias=True)
+        images = fn.crop_mirror_normalize(images, dtype=types.FLOAT, output_layout="CHW",
+                                          mean=mean, std=std,
+                                          mirror=fn.random.coin_flip(probability=0.5))
+        return images, labels
+
+    pipe = pipeline()
+    pipe.build()
+    for _ in range(a.warmup):
+        pipe.run()
+    start = time.perf_counter()
+    for _ in range(a.batches):
+        pipe.run()
+    seconds = time.perf_counter() - start
+    images = a.batch * a.batches
+    print(json.dumps({"images_per_s": images / seconds, "seconds": seconds, "images": images}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
