@@ -20,12 +20,17 @@ std::pair<double, double> OwnReductionLane::launch(int64_t n, double cost_us, do
 }
 
 struct RankReplay::State {
-  // Reductions launched one after another while the rank computed, from the first's launch to
-  // `last`'s end on the lane (SharingOf): what they take from the rank is not yet settled.
+  // Reductions launched one after another while the rank computed (SharingOf), not yet settled:
+  // `first`, first + 1, ..., each ending at `ends` alone on the lane, from `base_us` (the group's
+  // launch); `done_us` of that work done; the rank's compute since then counted from
+  // `busy_since_us`.
   struct Flight {
-    int64_t last = 0;
-    double launch_us = 0, busy_at_launch_us = 0, alone_us = 0;
+    int64_t first = 0;
+    std::vector<double> ends;
+    double base_us = 0, done_us = 0, busy_since_us = 0;
     CoreSharing sharing;
+    int64_t last() const { return first + static_cast<int64_t>(ends.size()) - 1; }
+    double left_us() const { return ends.back() - base_us - done_us; }  // alone work left
   };
   double now_us = 0;
   int64_t iteration = 0, next_reduction = 0;
@@ -100,7 +105,7 @@ struct RankReplay::Impl {
       State& s = r_.state;
       auto it = s.reduced.find(b);
       if (it == s.reduced.end()) return;
-      r_.settle(true);
+      if (s.flight && it->second >= s.flight->first) r_.settle_at_wait(it->second);
       double end = r_.reductions().end_us(it->second);
       if (auto late = s.late_ends.find(it->second); late != s.late_ends.end()) {
         end = std::max(end, late->second);
@@ -128,7 +133,7 @@ struct RankReplay::Impl {
     }
     void reduce(const Step& step, int b) {
       State& s = r_.state;
-      const bool settled = r_.settle(false);
+      const bool settled = r_.settle_at_launch();
       const int64_t n = s.next_reduction++;
       const double now = r_.clock.now_us();
       const auto [start, end] = r_.reductions().launch(n, r_.cost(step), now);
@@ -137,20 +142,20 @@ struct RankReplay::Impl {
       s.pending[b] = true;
       const CoreSharing sharing = r_.sharing ? r_.sharing(step) : CoreSharing{};
       if (settled) {
-        if (sharing.lost > 0)
-          s.flight = State::Flight{n, now, s.totals.busy_us, end - now, sharing};
+        if (sharing.lost > 0) {
+          s.flight = State::Flight{n, {end}, now, 0, s.totals.busy_us, sharing};
+        }
         return;
       }
       // Queued behind those still running beside the compute: one flight with them, their
       // sharing weighted by their times alone.
       State::Flight& f = *s.flight;
-      const double before = f.alone_us, alone = end - f.launch_us;
+      const double before = f.ends.back() - f.base_us, alone = end - f.base_us;
       const auto mean = [&](double a, double b) {
         return alone > 0 ? (a * before + b * (alone - before)) / alone : a;
       };
       f.sharing = {mean(f.sharing.lost, sharing.lost), mean(f.sharing.stretch, sharing.stretch)};
-      f.last = n;
-      f.alone_us = alone;
+      f.ends.push_back(end);
     }
     // Asynchronous SGD: the reply to the last push first, then the copy into the model.
     void pull(const Step& step) {
@@ -219,24 +224,50 @@ struct RankReplay::Impl {
   }
   // Until `end_us`: a wait.
   void wait_until(double end_us) { advance_to(end_us, state.totals.waited_us); }
-  // The reductions in flight beside compute, if any (SharingOf): settled where the rank now
-  // waits (`waiting`) or its compute since their launch has outlasted them, the compute they took
-  // lost as a wait; otherwise they go on. Whether none is left in flight.
-  bool settle(bool waiting) {
-    if (!state.flight) return true;
-    const State::Flight f = *state.flight;
-    const double k = state.totals.busy_us - f.busy_at_launch_us;
-    const double lost = f.sharing.lost, stretch = f.sharing.stretch, rho = lost / stretch;
-    const bool outlasted = rho >= 1 || k >= (1 - rho) * stretch * f.alone_us;
-    if (!outlasted && !waiting) return false;
+  // Whether the reductions in flight have ended beside the compute the rank did since (K): K > 0
+  // and K >= (1 - rho) stretch x the work left, or rho >= 1 (the compute stops while they run).
+  bool outlasted(const State::Flight& f) const {
+    const double k = state.totals.busy_us - f.busy_since_us;
+    const double rho = f.sharing.lost / f.sharing.stretch;
+    return k > 0 && (rho >= 1 || k >= (1 - rho) * f.sharing.stretch * f.left_us());
+  }
+  // All of the flight's work left ended beside compute: the rank lost min(lost, stretch) of its
+  // time alone, as a wait.
+  void lose_flight() {
+    const State::Flight& f = *state.flight;
+    wait_until(clock.now_us() + std::min(f.sharing.lost, f.sharing.stretch) * f.left_us());
     state.flight.reset();
-    if (outlasted) {
-      wait_until(clock.now_us() + lost * f.alone_us);
-      return true;
-    }
-    state.late_ends[f.last] = f.launch_us + f.alone_us + k * (1 - 1 / stretch) / (1 - rho);
-    wait_until(clock.now_us() + k * rho / (1 - rho));
+  }
+  // At a launch: the flight settled where it has ended beside the compute. Whether none is left.
+  bool settle_at_launch() {
+    if (!state.flight) return true;
+    if (!outlasted(*state.flight)) return false;
+    lose_flight();
     return true;
+  }
+  // At a wait for reduction `n` of the flight: the compute K since took K / (1 - rho), lost as a
+  // wait, while the reductions did K / ((1 - rho) stretch) of their work; from then the cores are
+  // theirs, and `n` ends when the work up to its end is done (its late end). The reductions
+  // after it go on beside the compute that follows the wait: a flight of their own.
+  void settle_at_wait(int64_t n) {
+    if (outlasted(*state.flight)) return lose_flight();
+    State::Flight f = std::move(*state.flight);
+    state.flight.reset();
+    const double k = state.totals.busy_us - f.busy_since_us;
+    const double rho = f.sharing.lost / f.sharing.stretch;  // below 1 where k > 0 (outlasted)
+    if (k > 0) {
+      f.done_us += k / ((1 - rho) * f.sharing.stretch);
+      wait_until(clock.now_us() + k * rho / (1 - rho));
+    }
+    const double to_n = f.ends[static_cast<size_t>(n - f.first)] - f.base_us;
+    const double end_n = clock.now_us() + std::max(to_n - f.done_us, 0.0);
+    state.late_ends[n] = end_n;
+    f.done_us = std::max(f.done_us, to_n);
+    if (n == f.last() || f.left_us() <= 0) return;
+    f.ends.erase(f.ends.begin(), f.ends.begin() + (n + 1 - f.first));
+    f.first = n + 1;
+    f.busy_since_us = state.totals.busy_us;
+    state.flight = std::move(f);
   }
   ReductionLane& reductions() const {
     if (!lanes.reductions) throw std::logic_error("a replay of all-reduces with no comm lane");

@@ -47,17 +47,21 @@ struct TimedPass {
 using PassCost = std::function<double(const Step& step)>;
 
 // How a step's all-reduces share the cores that compute (runtime/core/core_sharing.h), each
-// reduction's own; none where absent. The replay models it as the cores' sharing: while a
-// reduction runs beside compute, the compute goes at 1 - rho of its speed and the reduction at
-// 1/stretch of its, rho = lost / stretch; once the rank waits, the reduction has the cores to
-// itself. It is settled at the rank's next launch or wait, from the compute K the rank did since
-// the launch: with W the reduction's time alone (from its launch to its end on the lane), the rank
-// loses lost x W where K outlasts the reduction beside it (K >= (1 - rho) stretch W); otherwise
-// K rho / (1 - rho), and the reduction ends at launch + W + K (1 - 1/stretch) / (1 - rho). rho >= 1
-// (lost 1 and stretch 1, as a record from before the stretch was measured reads): the rank computes
-// nothing until the reduction has ended. A reduction launched before those in flight are settled
-// joins them (their times alone and sharing, weighted by time). The lane keeps each reduction's
-// time alone: a late end delays the rank's own wait, not the reductions after it.
+// reduction's own; none where absent. The replay models it as the cores' sharing: while
+// reductions run beside compute, the compute goes at 1 - rho of its speed and the reductions at
+// 1/stretch of theirs, rho = lost / stretch; once the rank waits, the reductions have the cores.
+// Reductions launched before those in flight are settled join them (their sharing weighted by
+// their times alone). With W the work left of them (their time alone on the lane, from the
+// group's launch) and K the rank's compute since:
+//   - at a launch, where K > 0 and K >= (1 - rho) stretch W (they ended beside the compute), or
+//     rho >= 1 (the compute stops while they run), the rank loses min(lost, stretch) x W, as a
+//     wait; otherwise they go on;
+//   - at a wait for one of them, the same where they ended; otherwise the compute took
+//     K / (1 - rho) (K rho / (1 - rho) lost, as a wait) while they did K / ((1 - rho) stretch)
+//     of their work, and the one waited for ends when the work up to its end is done, at full
+//     speed; those after it go on beside the compute that follows, a flight of their own.
+// A rank that only waits loses nothing beyond the reductions. The lane keeps each reduction's
+// time alone: a late end delays the rank's own waits, not the reductions after it on the lane.
 using SharingOf = std::function<CoreSharing(const Step& all_reduce)>;
 
 // Where a replay's reductions run. A rank numbers its reductions from 0, in the order it launches

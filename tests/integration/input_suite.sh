@@ -11,6 +11,7 @@ trap 'rm -rf "$work"' EXIT
 cd "$work" || exit 1
 failures=0
 fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+DLB_SOURCE=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 "$dlbench" --suite=input --out="$work/s" >"$work/s.log" 2>&1 || fail "the suite: $(tail -5 "$work/s.log")"
 grep -q "^images: 480 training and 0 validation JPEGs of 10 classes" "$work/s.log" ||
@@ -36,6 +37,19 @@ PY
 # --resume: the images made before are taken, not made again.
 "$dlbench" --suite=input --out="$work/s" --resume --no-report >"$work/r.log" 2>&1 || fail "--resume: $(tail -3 "$work/r.log")"
 grep -q "^images: $work/s/dataset (made before)" "$work/r.log" || fail "--resume made the images again: $(head -3 "$work/r.log")"
+# A dataset block changed since: the images made before are not taken for its.
+sed 's/"images": 480/"images": 400/' "$DLB_SOURCE/suites/input.json" >"$work/changed.json"
+if "$dlbench" --suite="$work/changed.json" --out="$work/s" --resume --no-report >"$work/err" 2>&1; then
+  fail "a changed dataset block took the images made before"
+fi
+grep -q "made from other options than the suite's dataset block" "$work/err" || fail "changed: $(cat "$work/err")"
+# Points of shards, and a dataset block that makes none.
+sed 's/"loader_threads": 2/"loader_threads": 2, "data": "shards"/' "$DLB_SOURCE/suites/input.json" >"$work/shards.json"
+if "$dlbench" --suite="$work/shards.json" --out="$work/sh" --no-report >"$work/err" 2>&1; then
+  fail "shards points with no shards made ran"
+fi
+grep -q "a dataset block that makes no shards" "$work/err" || fail "shards: $(cat "$work/err")"
+[[ ! -e $work/sh ]] || fail "the refused suite wrote its output folder"
 
 # A suite of image points that names no images; a --data-path where nothing is.
 cat >"$work/bare.json" <<'JSON'

@@ -2,8 +2,15 @@
 // them, the wait per step and its share of the median step, the loader's rate and cores, and the
 // verdict by the 5% rule, on either side of it.
 #include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
 
 #include "suites/harness/core/record.h"
+#include "suites/harness/core/results.h"
 
 namespace dlb {
 namespace {
@@ -40,6 +47,25 @@ TEST(InputRecord, TheWaitsShareOfTheStepDecidesTheVerdict) {
   RunResult synthetic = folder_run(0);
   synthetic.input = nullptr;
   EXPECT_FALSE(record_json(synthetic)["metrics"].contains("input"));
+}
+
+// A record holding a name that is not UTF-8 (a skipped file's, from a folder with a Latin-1 name)
+// is written, its bad bytes as U+FFFD, never refused by the JSON encoder with the record lost.
+TEST(InputRecord, ARecordWithBytesThatAreNotUtf8IsWrittenNotLost) {
+  RunResult r = folder_run(0.001);
+  r.input["skipped_files"] = {"class_002/bad\xFF.JPEG: not a JPEG"};
+  const nlohmann::json record = record_json(r);
+  char dir[] = "/tmp/dlb-utf8-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string json = std::string(dir) + "/r.json", jsonl = std::string(dir) + "/r.jsonl";
+  EXPECT_NO_THROW(write_json_atomically(json, record));
+  EXPECT_NO_THROW(append_jsonl(jsonl, record));
+  for (const std::string& path : {json, jsonl}) {
+    std::ifstream in(path);
+    const std::string text{std::istreambuf_iterator<char>(in), {}};
+    EXPECT_NE(text.find("class_002/bad\xEF\xBF\xBD.JPEG"), std::string::npos) << path;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

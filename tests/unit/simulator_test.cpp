@@ -74,11 +74,11 @@ TEST_F(Simulate, TheBackwardStrategysLossIsItsExposedWaitAndProgressPasses) {
 TEST_F(Simulate, WhatAReductionTakesFromComputeIsLostAtTheRanksNextLaunchOrWait) {
   // Half of each 50 us reduction's time is lost (stretch 1): bucket 0's (75-125) runs beside 40
   // of backward (relu, fc1; more than the 25 it takes), so bucket 1's launch at 117 first loses
-  // 25; bucket 1's runs 142-192, and the wait for bucket 0 settles it with no compute since: it
-  // takes nothing, and bucket 0 had ended. Bucket 0's update 142-146, the wait for bucket 1 to
-  // 192, its update to 196. Exposed: 25 + 46. All of it: each reduction's 50 us is lost, 75-125
-  // waited out at 117 (to 167) and 167-217 at bucket 0's wait, and the backward strategy is no
-  // better than none (223) but for its progress passes.
+  // 25. Bucket 1's runs 142-192; bucket 0's update (142-146) runs beside it, and the wait for it
+  // settles that: the 4 took 8, 4 lost (to 150), and the 8 us of reduction done leave 42 (to
+  // 192), then bucket 1's update to 196. Exposed: 25 + 4 + 42. All of it (lost 1): each
+  // reduction's 50 us is lost, 75-125 at 117 (to 167) and 167-217 at bucket 1's wait (from 171),
+  // and the backward strategy is no better than none (223) but for its progress passes.
   SimulateOptions o;
   o.ranks = 2;
   o.comm_sharing = every_reduction({0.5, 1});
@@ -94,25 +94,29 @@ TEST_F(Simulate, WhatAReductionTakesFromComputeIsLostAtTheRanksNextLaunchOrWait)
 }
 
 TEST_F(Simulate, AReductionBesideComputeSharesItsCoresAndHasThemWhenTheRankWaits) {
-  // Lost 1 per us and stretch 2: beside compute each goes at half speed (rho 0.5). Bucket 0's
-  // reduction (launched at 75) has not ended when bucket 1's is launched at 117 (40 of compute
-  // at half speed is 80 us): one flight, 75 to 175 alone on the lane (W 100). The wait for
-  // bucket 0 settles it: the 40 took 80, 40 lost (117-157); the reductions did 40 of their 100
-  // and end 60 later at full speed: at 215. Bucket 0's update 157-161, the wait for bucket 1
-  // to 215, its update to 219. Exposed: 40 + 54.
+  // Lost 1 per us and stretch 2: beside compute each goes at half speed (rho 0.5), so compute
+  // and reductions share one core's time: the step is their sum, 123 + 100 + the 2 us of
+  // progress. Bucket 0's reduction (launched at 75) has not ended when bucket 1's is launched at
+  // 117 (40 of compute at half speed is 80 us): one flight, 100 us of work alone. The wait for
+  // bucket 0 settles it: the 40 took 80 (40 lost, to 157), the reductions did 40 of their work,
+  // and bucket 0's 10 left end at 167. Bucket 1's 50 go on beside bucket 0's update (167-171);
+  // the wait for bucket 1 settles that: 4 lost (to 175), 46 left (to 221), its update to 225.
   SimulateOptions o;
   o.ranks = 2;
   o.comm_sharing = every_reduction({1, 2});
   Simulation sim = run(OverlapStrategy::kBackward, o);
-  EXPECT_DOUBLE_EQ(sim.loss.step_us, 219);
-  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 94);
-  // A rank that only waits loses nothing beyond the reduction, however much compute beside it
-  // would have lost: none's one reduction runs 115-215 with no compute beside it.
-  o.comm_sharing = every_reduction({1.2, 2});
-  sim = run(OverlapStrategy::kNone, o);
-  EXPECT_DOUBLE_EQ(sim.loss.step_us, 223);
+  EXPECT_DOUBLE_EQ(sim.loss.step_us, 225);
   EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 100);
-  expect_parts_add_up(sim.loss);
+  // A rank that only waits loses nothing beyond the reduction, however much compute beside it
+  // would have lost, also where the measured loss passes the stretch (rho above 1): none's one
+  // reduction runs 115-215 with no compute beside it.
+  for (CoreSharing sharing : {CoreSharing{1.2, 2}, CoreSharing{1.5, 1}}) {
+    o.comm_sharing = every_reduction(sharing);
+    sim = run(OverlapStrategy::kNone, o);
+    EXPECT_DOUBLE_EQ(sim.loss.step_us, 223) << sharing.lost << " " << sharing.stretch;
+    EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 100);
+    expect_parts_add_up(sim.loss);
+  }
 }
 
 TEST_F(Simulate, AStragglersExtraTimeIsTheOtherRanksWait) {

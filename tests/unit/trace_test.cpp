@@ -6,6 +6,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -184,12 +185,15 @@ TEST(Tracer, SpansAreReadFromTheClocksMarksAndEdgeWorkIsClippedToTheWindow) {
 TEST(Tracer, EachLoaderThreadIsALaneOfItsOwn) {
   Tracer tracer(0, 1);
   tracer.begin_step(0);
-  const auto now = std::chrono::steady_clock::now();
+  // Inside the window, whatever the clock's resolution: it ends a second from now.
+  const auto now = std::chrono::steady_clock::now() + std::chrono::milliseconds(1);
   for (int64_t thread : {0, 2}) {
     Span span{"batch 0:1", kLoaderCategory, Lane::kLoader};
     span.thread = thread;
-    tracer.record_clipped(span, tracer.host_mark(now), tracer.host_mark(now), 0);
+    tracer.record_clipped(span, tracer.host_mark(now),
+                          tracer.host_mark(now + std::chrono::milliseconds(1)), 0);
   }
+  std::this_thread::sleep_for(std::chrono::seconds(1));
   tracer.end_window();
   const nlohmann::json trace = tracer.chrome_trace(0);
   std::map<int64_t, std::string> names;

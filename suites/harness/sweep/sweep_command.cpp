@@ -369,7 +369,7 @@ class PointRunner {
                      {"mllog", digits ? out_ + "/mllog/" + stem + ".mllog" : std::string()},
                      {"suite_file", suite_.path},
                      {"fault", fault_.index == index ? std::string(fault_name(fault_.kind)) : ""},
-                     {"data_path", data_path_of(o.data, images_)},
+                     {"data_path", o.data_path},
                      {"resolved", resolved_config(o)}});
     std::error_code ignored;  // a record left from an earlier run; its absence is fine
     fs::remove(record_file, ignored);
