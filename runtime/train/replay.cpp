@@ -21,13 +21,14 @@ std::pair<double, double> OwnReductionLane::launch(int64_t n, double cost_us, do
 
 struct RankReplay::State {
   // Reductions launched one after another while the rank computed (SharingOf), not yet settled:
-  // `first`, first + 1, ..., each ending at `ends` alone on the lane, from `base_us` (the group's
-  // launch); `done_us` of that work done; the rank's compute since then counted from
-  // `busy_since_us`.
+  // `first`, first + 1, ..., each ending at `ends` alone on the lane, from `base_us` (when the
+  // first started on the lane); `done_us` of that work done; the rank's compute counted from
+  // `busy_since_us`, the first `ahead_us` of it before they started (at full speed: the
+  // reduction waited for the other ranks, or for the one before it).
   struct Flight {
     int64_t first = 0;
     std::vector<double> ends;
-    double base_us = 0, done_us = 0, busy_since_us = 0;
+    double base_us = 0, done_us = 0, busy_since_us = 0, ahead_us = 0;
     CoreSharing sharing;
     int64_t last() const { return first + static_cast<int64_t>(ends.size()) - 1; }
     double left_us() const { return ends.back() - base_us - done_us; }  // alone work left
@@ -143,7 +144,7 @@ struct RankReplay::Impl {
       const CoreSharing sharing = r_.sharing ? r_.sharing(step) : CoreSharing{};
       if (settled) {
         if (sharing.lost > 0) {
-          s.flight = State::Flight{n, {end}, now, 0, s.totals.busy_us, sharing};
+          s.flight = State::Flight{n, {end}, start, 0, s.totals.busy_us, start - now, sharing};
         }
         return;
       }
@@ -226,8 +227,12 @@ struct RankReplay::Impl {
   void wait_until(double end_us) { advance_to(end_us, state.totals.waited_us); }
   // Whether the reductions in flight have ended beside the compute the rank did since (K): K > 0
   // and K >= (1 - rho) stretch x the work left, or rho >= 1 (the compute stops while they run).
+  // The rank's compute beside the flight's reductions: since they started.
+  double beside(const State::Flight& f) const {
+    return std::max(state.totals.busy_us - f.busy_since_us - f.ahead_us, 0.0);
+  }
   bool outlasted(const State::Flight& f) const {
-    const double k = state.totals.busy_us - f.busy_since_us;
+    const double k = beside(f);
     const double rho = f.sharing.lost / f.sharing.stretch;
     return k > 0 && (rho >= 1 || k >= (1 - rho) * f.sharing.stretch * f.left_us());
   }
@@ -253,20 +258,22 @@ struct RankReplay::Impl {
     if (outlasted(*state.flight)) return lose_flight();
     State::Flight f = std::move(*state.flight);
     state.flight.reset();
-    const double k = state.totals.busy_us - f.busy_since_us;
+    const double k = beside(f);
     const double rho = f.sharing.lost / f.sharing.stretch;  // below 1 where k > 0 (outlasted)
     if (k > 0) {
       f.done_us += k / ((1 - rho) * f.sharing.stretch);
       wait_until(clock.now_us() + k * rho / (1 - rho));
     }
     const double to_n = f.ends[static_cast<size_t>(n - f.first)] - f.base_us;
-    const double end_n = clock.now_us() + std::max(to_n - f.done_us, 0.0);
+    // (From when they start, where the rank waits before they have: for the other ranks.)
+    const double end_n = std::max(clock.now_us(), f.base_us) + std::max(to_n - f.done_us, 0.0);
     state.late_ends[n] = end_n;
     f.done_us = std::max(f.done_us, to_n);
     if (n == f.last() || f.left_us() <= 0) return;
     f.ends.erase(f.ends.begin(), f.ends.begin() + (n + 1 - f.first));
     f.first = n + 1;
     f.busy_since_us = state.totals.busy_us;
+    f.ahead_us = 0;
     state.flight = std::move(f);
   }
   ReductionLane& reductions() const {
