@@ -1,5 +1,6 @@
-"""The first paragraph of a report whose points vary in ranks, or else in batch: the suite's
-question answered in words, each figure linked to its row of the summary table.
+"""The first paragraph of a report whose points train on JPEG files beside synthetic data, vary
+in ranks, or else in batch: the suite's question answered in words, each figure linked to its row
+of the summary table.
 
     On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 at batch 8 per rank
     trains at 214.6 img/s on one rank. At 4 ranks the best strategy, overlap=backward, keeps 19.0%
@@ -14,6 +15,13 @@ Or, for a batch sweep:
     On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 on 1 rank trains at
     40.1 img/s at batch 4 and 123.6 img/s at batch 32 (3.1x), its peak memory 140.0 MiB and
     183.4 MiB.
+
+Or, for the input suite:
+
+    On this machine (...), resnet18 in fp32 at batch 16 trains at 148.9 img/s on synthetic data,
+    and on the JPEG files at 170.9 img/s with 1 loader thread(s) and 170.5 img/s with 2. The
+    loader's own rate passes the step's from 1 thread(s) on: from there input does not bound
+    training.
 
 A paragraph is a list of pieces: plain text, or (text, point index) for a figure that links to
 its row (`#point-N`, the anchor the summary table's first column carries)."""
@@ -195,10 +203,50 @@ def batch_pieces(records: list[Record]) -> list[Piece]:
     return out + ["."]
 
 
+def input_pieces(records: list[Record]) -> list[Piece]:
+    """About the first model's input points (the input suite): its rate on synthetic data, on
+    the JPEG files at the fewest and the most loader threads, and whether the loader's own rate
+    passes the step's ([] without a synthetic point and a JPEG point with metrics.input)."""
+    model = records[0].config.get("model")
+    same = [r for r in records if r.config.get("model") == model]
+    synthetic = [r for r in same if r.config.get("data", "synthetic") == "synthetic"]
+    jpeg = sorted((r for r in same if r.get("metrics.input.threads")),
+                  key=lambda r: r.get("metrics.input.threads"))
+    rates = [r.get("metrics.throughput_img_s") for r in synthetic[:1] + jpeg]
+    if not synthetic or not jpeg or not all(isinstance(t, (int, float)) and t > 0 for t in rates):
+        return []
+    step, first, last = synthetic[0], jpeg[0], jpeg[-1]
+    c = step.config
+    out: list[Piece] = [
+        f"On this machine ({_machine(step)}), {model} in {c.get('precision')} at batch "
+        f"{c.get('batch')} trains at ",
+        (f"{common.number_text(rates[0], '.1f')} img/s", _index(step)),
+        " on synthetic data, and on the JPEG files at ",
+        (f"{common.number_text(rates[1], '.1f')} img/s", _index(first)),
+        f" with {first.get('metrics.input.threads')} loader thread(s)"]
+    if last is not first:
+        out += [" and ", (f"{common.number_text(rates[-1], '.1f')} img/s", _index(last)),
+                f" with {last.get('metrics.input.threads')}"]
+    passes = [r for r in jpeg
+              if isinstance(r.get("metrics.input.loader_img_s"), (int, float))
+              and r.get("metrics.input.loader_img_s") >= rates[0]]
+    if passes:
+        out += [f". The loader's own rate passes the step's from {passes[0].get('metrics.input.threads')}"
+                " thread(s) on: from there input does not bound training."]
+    else:
+        out += [". The loader's own rate stays below the step's at every thread count tried: "
+                "input bounds training."]
+    return out
+
+
 def pieces(rs: ResultSet) -> list[Piece]:
-    """The paragraph: about ranks where the points vary in ranks, else about the batch where they
-    vary in batch, else []."""
+    """The paragraph: about the input pipeline where points train on JPEG files beside synthetic
+    data (the input suite), about ranks where the points vary in ranks, else about the batch where
+    they vary in batch, else []."""
     ok = [r for r in rs.records if r.ok and r.system == "dlbench" and r.data.get("point")]
+    if any(r.get("metrics.input") for r in ok) and any(
+            r.config.get("data", "synthetic") == "synthetic" for r in ok):
+        return input_pieces(ok)
     if len({r.config.get("ranks") for r in ok}) < 2:
         if len({r.config.get("batch") for r in ok}) < 2:
             return []

@@ -31,6 +31,14 @@ for r in jpeg:
     assert r["metrics"]["input"]["source_images"] == 480, r["metrics"]["input"]
 report = open(f"{out}/report.md").read()
 assert "![Input pipeline](plots/input.png)" in report and "| loader threads |" in report, report[:2000]
+# Its first paragraph answers the suite's question, each rate linked to its row.
+first = report.split("\n\n")[1]
+syn = next(i + 1 for i, r in enumerate(rs) if r["config"]["data"] == "synthetic")
+assert first.startswith("On this machine") and f"img/s](#point-{syn}) on synthetic data" in first, first
+assert "on the JPEG files at [" in first and "The loader's own rate" in first, first
+loader = [r["metrics"]["input"]["loader_img_s"] for r in jpeg]
+step = rs[syn - 1]["metrics"]["throughput_img_s"]
+assert ("input does not bound training" in first) == any(v >= step for v in loader), first
 print("input suite:", ", ".join(f"{r['config'].get('loader_threads', '-')} thread(s) "
                                f"{r['metrics']['throughput_img_s']:.0f} img/s" for r in rs))
 PY
