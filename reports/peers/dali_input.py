@@ -10,24 +10,14 @@ batches after `--warmup` and prints one JSON line: {"images_per_s": ..., "second
 
 Usage: dali_input.py --root DIR/train --workers N --batch B --size S --batches K [--warmup W]
 """
-import argparse
-import json
 import sys
-import time
+
+from input_peer import arguments, time_batches
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--root", required=True)
-    p.add_argument("--workers", type=int, required=True)
-    p.add_argument("--batch", type=int, required=True)
-    p.add_argument("--size", type=int, required=True)
-    p.add_argument("--batches", type=int, required=True)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
-    if a.workers < 1 or a.batch < 1 or a.size < 1 or a.batches < 1 or a.warmup < 0:
-        print("dali_input: error: workers, batch, size and batches >= 1", file=sys.stderr)
+    a = arguments(__doc__, "dali_input", min_workers=1)
+    if a is None:
         return 2
     from nvidia.dali import fn, pipeline_def, types
 
@@ -50,14 +40,7 @@ def main() -> int:
 
     pipe = pipeline()
     pipe.build()
-    for _ in range(a.warmup):
-        pipe.run()
-    start = time.perf_counter()
-    for _ in range(a.batches):
-        pipe.run()
-    seconds = time.perf_counter() - start
-    images = a.batch * a.batches
-    print(json.dumps({"images_per_s": images / seconds, "seconds": seconds, "images": images}))
+    time_batches(pipe.run, a)
     return 0
 
 

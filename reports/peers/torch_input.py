@@ -7,24 +7,14 @@ drop_last). Times `--batches` batches after `--warmup` and prints one JSON line:
 
 Usage: torch_input.py --root DIR/train --workers N --batch B --size S --batches K [--warmup W]
 """
-import argparse
-import json
 import sys
-import time
+
+from input_peer import arguments, time_batches
 
 
 def main() -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--root", required=True)
-    p.add_argument("--workers", type=int, required=True)
-    p.add_argument("--batch", type=int, required=True)
-    p.add_argument("--size", type=int, required=True)
-    p.add_argument("--batches", type=int, required=True)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--seed", type=int, default=0)
-    a = p.parse_args()
-    if a.workers < 0 or a.batch < 1 or a.size < 1 or a.batches < 1 or a.warmup < 0:
-        print("torch_input: error: workers >= 0; batch, size and batches >= 1", file=sys.stderr)
+    a = arguments(__doc__, "torch_input", min_workers=0)
+    if a is None:
         return 2
     import torch
     import torchvision.transforms as T
@@ -47,14 +37,7 @@ def main() -> int:
             yield from loader
 
     it = batches()
-    for _ in range(a.warmup):
-        next(it)
-    start = time.perf_counter()
-    for _ in range(a.batches):
-        next(it)
-    seconds = time.perf_counter() - start
-    images = a.batch * a.batches
-    print(json.dumps({"images_per_s": images / seconds, "seconds": seconds, "images": images}))
+    time_batches(lambda: next(it), a)
     return 0
 
 
