@@ -18,9 +18,9 @@ namespace dlb {
 void check_suite_images(const SweepOptions& opt, const Suite& suite,
                         const std::vector<nlohmann::json>& points);
 
-// Where the points of `points` that read images find them (check_suite_images has passed them): "" where none
-// does; --data-path where given; else OUT/dataset, made from the suite's dataset block unless a run
-// before
+// Where the points of `points` that read images find them (check_suite_images has passed them): ""
+// where none does; --data-path where given; else OUT/dataset, made from the suite's dataset block
+// unless a run before
 // (--resume) made it.
 std::string prepare_suite_images(const SweepOptions& opt, const Suite& suite,
                                  const std::vector<nlohmann::json>& points, const std::string& out);
