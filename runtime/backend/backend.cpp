@@ -62,6 +62,10 @@ std::string_view conv_algo_choice_name(ConvAlgoChoice c) {
       return "im2col";
     case ConvAlgoChoice::kOnednn:
       return "onednn";
+    case ConvAlgoChoice::kWinograd:
+      return "winograd";
+    case ConvAlgoChoice::kAuto:
+      return "auto";
   }
   return "?";
 }
@@ -71,6 +75,10 @@ std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s) {
     if (conv_algo_choice_name(c) == s) return c;
   }
   return std::nullopt;
+}
+
+std::string_view conv_arithmetic_name(ConvArithmetic a) {
+  return a == ConvArithmetic::kWinogradF4x3 ? "winograd_f4x3" : "products";
 }
 
 std::string_view conv_math_name(ConvMath m) { return m == ConvMath::kFast ? "fast" : "strict"; }

@@ -74,12 +74,14 @@ std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "ba
 
 // How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
 // the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
-// backend also takes one algorithm by name for every pass: im2col + sgemm (its reference) or
-// oneDNN; the CUDA backend refuses those.
-enum class ConvAlgoChoice { kHeuristic, kAutotune, kIm2col, kOnednn };
+// backend also takes one algorithm by name: im2col + sgemm (its reference), oneDNN's direct
+// convolution, oneDNN's Winograd, or oneDNN's own choice between those two (auto). Winograd and
+// auto exist for some shapes only: a pass without them takes the heuristic's choice, and its
+// plan says why (PassAlgorithm::refused). The CUDA backend refuses all four.
+enum class ConvAlgoChoice { kHeuristic, kAutotune, kIm2col, kOnednn, kWinograd, kAuto };
 inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {
     ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAutotune, ConvAlgoChoice::kIm2col,
-    ConvAlgoChoice::kOnednn};
+    ConvAlgoChoice::kOnednn,    ConvAlgoChoice::kWinograd, ConvAlgoChoice::kAuto};
 std::string_view conv_algo_choice_name(ConvAlgoChoice c);
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
 
@@ -110,6 +112,13 @@ struct EngineNotes {
 // "reduced_precision_reduction", "nondeterministic", "fft", "winograd", "fallback".
 std::vector<std::string> engine_note_names(const EngineNotes& n);
 
+// What a pass computes its outputs as, for the op checker's bounds (runtime/check/reference.h):
+// sums of the products of inputs and weights (direct, im2col, GEMM-based engines), or oneDNN's
+// Winograd F(4x4, 3x3), whose transforms of inputs, weights and outputs add rounding of their own
+// (runtime/check/reference_winograd.cpp).
+enum class ConvArithmetic { kProducts, kWinogradF4x3 };
+std::string_view conv_arithmetic_name(ConvArithmetic a);  // "products", "winograd_f4x3"
+
 // The algorithm a plan chose for one pass, and the workspace it needs: the per-layer profile
 // records these.
 struct PassAlgorithm {
@@ -120,6 +129,10 @@ struct PassAlgorithm {
   // plans by conv_plan_key), so nothing was built or tuned for this one.
   bool shared = false;
   std::optional<EngineNotes> notes;  // what the library declares of the engine, where it does
+  ConvArithmetic arithmetic = ConvArithmetic::kProducts;
+  // Why the algorithm the run named (--conv-algo=winograd) did not run this pass, which took the
+  // heuristic's choice instead; empty when it ran, or when the run named none.
+  std::string refused;
 };
 
 // Whether a pass whose arithmetic is `math` should run on tensor cores: tf32, fp16 and bf16 are
@@ -512,8 +525,14 @@ std::optional<BackendKind> parse_backend_kind(std::string_view s);
 // The registry: the one place that knows which backends this build has.
 bool backend_compiled(BackendKind kind);
 // The --conv-algo choices that name one algorithm each on this backend, for benchmarks that time
-// every algorithm: cpu {im2col, onednn}; cuda {heuristic} (cuDNN's engines are not named).
+// every algorithm: cpu {im2col, onednn, winograd}; cuda {heuristic} (cuDNN's engines are not
+// named).
 std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind);
+// The named algorithms a list of names asks for (all of them when `names` is empty, or is
+// {"all"}); InvalidArgument, naming `flag` and what the backend has, for any other name.
+std::vector<ConvAlgoChoice> parse_named_conv_algorithms(BackendKind kind,
+                                                        const std::vector<std::string>& names,
+                                                        std::string_view flag);
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options);
 // Memory and a stream only, on a backend kind's device: for communication benchmarks, which
 // need no training ops (the CUDA one exists before the CUDA training ops do).

@@ -1,6 +1,7 @@
 // The backend registry: the one place that knows which backends this build has.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <thread>
 
 #include "runtime/backend/backend.h"
@@ -22,8 +23,30 @@ bool backend_compiled(BackendKind kind) {
 }
 
 std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind) {
-  if (kind == BackendKind::kCpu) return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn};
+  if (kind == BackendKind::kCpu) {
+    return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd};
+  }
   return {ConvAlgoChoice::kHeuristic};
+}
+
+std::vector<ConvAlgoChoice> parse_named_conv_algorithms(BackendKind kind,
+                                                        const std::vector<std::string>& names,
+                                                        std::string_view flag) {
+  const std::vector<ConvAlgoChoice> named = named_conv_algorithms(kind);
+  if (names.empty() || names == std::vector<std::string>{"all"}) return named;
+  std::string known;
+  for (ConvAlgoChoice c : named)
+    known += (known.empty() ? "" : ", ") + std::string(conv_algo_choice_name(c));
+  std::vector<ConvAlgoChoice> out;
+  for (const std::string& name : names) {
+    const std::optional<ConvAlgoChoice> c = parse_conv_algo_choice(name);
+    if (!c || std::find(named.begin(), named.end(), *c) == named.end()) {
+      throw InvalidArgument(fmt::format("{}: the {} backend has no algorithm '{}' (it has: {})",
+                                        flag, backend_kind_name(kind), name, known));
+    }
+    out.push_back(*c);
+  }
+  return out;
 }
 
 std::unique_ptr<Backend> make_backend(BackendKind kind, const BackendOptions& options) {

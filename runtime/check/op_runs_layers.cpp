@@ -17,6 +17,13 @@ PassAlgorithm pass_algorithm(const ConvPlan& plan, ConvPass p) {
   return {};
 }
 
+// Records the engine of pass `p` on the run; returns what it computes, which its bound rests on.
+ConvArithmetic engine_of(PassRun& run, const ConvPlan& plan, ConvPass p) {
+  const PassAlgorithm a = pass_algorithm(plan, p);
+  run.set_engine(a);
+  return a.arithmetic;
+}
+
 double bytes_of(std::initializer_list<const Tensor*> ts) {
   double b = 0;
   for (const Tensor* t : ts) b += static_cast<double>(t->bytes());
@@ -45,7 +52,7 @@ void run_conv(PassRun& run) {
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
     Tensor tb = o.upload(b, pol.compute_weights), ty = o.poisoned(ys, pol.activations, d.layout);
-    run.set_engine(pass_algorithm(*plan, ConvPass::kForward));
+    const ConvArithmetic how = engine_of(run, *plan, ConvPass::kForward);
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
     run.execute([&] {
       if (d.bias) {
@@ -55,24 +62,24 @@ void run_conv(PassRun& run) {
       }
     });
     if (run.comparing())
-      run.compare("y", ref_conv_forward(d, x, w, d.bias ? &b : nullptr, a), o.download(ty),
+      run.compare("y", ref_conv_forward(d, x, w, d.bias ? &b : nullptr, a, how), o.download(ty),
                   pol.activations);
   } else if (run.pass() == CheckPass::kBackwardData) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdx = o.poisoned(run.op().in, pol.activations, d.layout);
-    run.set_engine(pass_algorithm(*plan, ConvPass::kBackwardData));
+    const ConvArithmetic how = engine_of(run, *plan, ConvPass::kBackwardData);
     run.set_work(run.op().forward_flops(), bytes_of({&tdy, &tw, &tdx}));
     run.execute([&] { be.conv_backward_data(*plan, tdy, tw, tdx); });
     if (run.comparing())
-      run.compare("dx", ref_conv_backward_data(d, dy, w, a), o.download(tdx), pol.activations);
+      run.compare("dx", ref_conv_backward_data(d, dy, w, a, how), o.download(tdx), pol.activations);
   } else if (run.pass() == CheckPass::kBackwardWeights) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdw = o.poisoned(ws, pol.gradients, d.layout);
-    run.set_engine(pass_algorithm(*plan, ConvPass::kBackwardFilter));
+    const ConvArithmetic how = engine_of(run, *plan, ConvPass::kBackwardFilter);
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tdy, &tdw}));
     run.execute([&] { be.conv_backward_filter(*plan, tx, tdy, tdw); });
     if (run.comparing())
-      run.compare("dw", ref_conv_backward_filter(d, x, dy, a), o.download(tdw), pol.gradients);
+      run.compare("dw", ref_conv_backward_filter(d, x, dy, a, how), o.download(tdw), pol.gradients);
   } else {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdb = o.poisoned(Shape{d.out_channels}, pol.gradients);

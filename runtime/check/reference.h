@@ -36,13 +36,36 @@ struct Arithmetic {
   double math = 0, inputs = 0, ops = 0, data = 0;
 };
 
-// Convolution (cross-correlation, PyTorch's conv2d), with `b` null when there is no bias.
+// Convolution (cross-correlation, PyTorch's conv2d), with `b` null when there is no bias. The
+// bound is that of the arithmetic the pass declares (PassAlgorithm::arithmetic): sums of products,
+// or Winograd's transforms, whose bound rests on the magnitudes below.
 Expected ref_conv_forward(const ConvDesc& d, const HostArray& x, const HostArray& w,
-                          const HostArray* b, const Arithmetic& a);
+                          const HostArray* b, const Arithmetic& a,
+                          ConvArithmetic how = ConvArithmetic::kProducts);
 Expected ref_conv_backward_data(const ConvDesc& d, const HostArray& dy, const HostArray& w,
-                                const Arithmetic& a);
+                                const Arithmetic& a,
+                                ConvArithmetic how = ConvArithmetic::kProducts);
 Expected ref_conv_backward_filter(const ConvDesc& d, const HostArray& x, const HostArray& dy,
-                                  const Arithmetic& a);
+                                  const Arithmetic& a,
+                                  ConvArithmetic how = ConvArithmetic::kProducts);
+
+// What bounds the rounding of a pass computed by oneDNN's Winograd F(4x4, 3x3), per output, as
+// Σ|aᵢ||bᵢ| does for sums of products: the pass's every term in absolute value, transform
+// coefficients included, |Aᵀ|[(|G||g||Gᵀ|) ⊙ (|Bᵀ||d||B|)]|A| summed over what the pass reduces
+// (reference_winograd.cpp). 3x3 kernels at stride 1 in one group only (InvalidArgument
+// otherwise), as oneDNN's.
+std::vector<double> winograd_forward_magnitude(const ConvDesc& d, const HostArray& x,
+                                               const HostArray& w);
+std::vector<double> winograd_backward_data_magnitude(const ConvDesc& d, const HostArray& dy,
+                                                     const HostArray& w);
+std::vector<double> winograd_backward_filter_magnitude(const ConvDesc& d, const HostArray& x,
+                                                       const HostArray& dy);
+// How many roundings a Winograd pass's terms may pass through besides the reduction's `terms`:
+// each 1-D transform combines at most as many values as it has columns, and each may round once
+// (inputs 2 x 6, weights 2 x 3, outputs 2 x 6, the weight update's gradients 2 x 4), and the
+// product rounds once.
+inline constexpr double kWinogradForwardDepth = 31;
+inline constexpr double kWinogradUpdateDepth = 33;
 // db[c] = the sum of dy over every axis but 1.
 Expected ref_bias_backward(const HostArray& dy, const Arithmetic& a);
 

@@ -100,10 +100,23 @@ void finish_products(Expected& e, double k, const Arithmetic& a) {
   for (double& b : e.bound) b = reduction_bound(k, b, a.math, 0.0, 0.0) + a.inputs * b;
 }
 
+// A Winograd pass's bound (reference.h): the accumulation's over its depth, on the magnitudes of
+// its terms, and the rounding of its weight transforms' coefficients to f32 (|G| has two on
+// any path, each off by at most f32's unit roundoff: a fixed share of each term, whatever the
+// depth).
+void finish_winograd(Expected& e, const std::vector<double>& magnitude, double depth,
+                     const Arithmetic& a) {
+  const double coefficients = 2 * unit_roundoff(DType::kF32);
+  for (size_t i = 0; i < e.bound.size(); ++i) {
+    e.bound[i] = reduction_bound(depth, magnitude[i], a.math, 0.0, 0.0) +
+                 (a.inputs + coefficients) * magnitude[i];
+  }
+}
+
 }  // namespace
 
 Expected ref_conv_forward(const ConvDesc& d, const HostArray& x, const HostArray& w,
-                          const HostArray* b, const Arithmetic& a) {
+                          const HostArray* b, const Arithmetic& a, ConvArithmetic how) {
   const Geometry G = geometry(d);
   Expected e(Shape{G.n, G.k, G.oh, G.ow});
   const std::vector<double> wm = magnitudes(w);
@@ -120,7 +133,11 @@ Expected ref_conv_forward(const ConvDesc& d, const HostArray& x, const HostArray
            0.0, e.bound.data() + out, G.pixels());
     }
   }
-  finish_products(e, static_cast<double>(G.crs()), a);
+  if (how == ConvArithmetic::kWinogradF4x3) {
+    finish_winograd(e, winograd_forward_magnitude(d, x, w), G.cg + kWinogradForwardDepth, a);
+  } else {
+    finish_products(e, static_cast<double>(G.crs()), a);
+  }
   if (b) {
     // The bias is added to the f32 sum (one more rounding of both), or, where a backend has no
     // fused engine (the CUDA backend's fallback), to the sum stored in the data type first.
@@ -135,7 +152,7 @@ Expected ref_conv_forward(const ConvDesc& d, const HostArray& x, const HostArray
 }
 
 Expected ref_conv_backward_data(const ConvDesc& d, const HostArray& dy, const HostArray& w,
-                                const Arithmetic& a) {
+                                const Arithmetic& a, ConvArithmetic how) {
   const Geometry G = geometry(d);
   Expected e(Shape{G.n, G.c, G.h, G.w});
   const std::vector<double> wm = magnitudes(w), dym = magnitudes(dy);
@@ -155,12 +172,16 @@ Expected ref_conv_backward_data(const ConvDesc& d, const HostArray& dy, const Ho
   // An input pixel meets at most ceil(r / stride) x ceil(s / stride) windows, each kg terms.
   const int64_t windows =
       ((G.r + d.stride_h - 1) / d.stride_h) * ((G.s + d.stride_w - 1) / d.stride_w);
-  finish_products(e, static_cast<double>(G.kg * windows), a);
+  if (how == ConvArithmetic::kWinogradF4x3) {
+    finish_winograd(e, winograd_backward_data_magnitude(d, dy, w), G.kg + kWinogradForwardDepth, a);
+  } else {
+    finish_products(e, static_cast<double>(G.kg * windows), a);
+  }
   return e;
 }
 
 Expected ref_conv_backward_filter(const ConvDesc& d, const HostArray& x, const HostArray& dy,
-                                  const Arithmetic& a) {
+                                  const Arithmetic& a, ConvArithmetic how) {
   const Geometry G = geometry(d);
   Expected e(Shape{G.k, G.cg, G.r, G.s});
   const std::vector<double> dym = magnitudes(dy);
@@ -177,7 +198,14 @@ Expected ref_conv_backward_filter(const ConvDesc& d, const HostArray& x, const H
            G.pixels(), 1.0, e.bound.data() + wo, G.crs());
     }
   }
-  finish_products(e, static_cast<double>(G.n * G.pixels()), a);
+  if (how == ConvArithmetic::kWinogradF4x3) {
+    // The update sums over every image's tiles of 4x4 output gradients.
+    const double tiles = static_cast<double>(G.n * ((G.oh + 3) / 4) * ((G.ow + 3) / 4));
+    finish_winograd(e, winograd_backward_filter_magnitude(d, x, dy), tiles + kWinogradUpdateDepth,
+                    a);
+  } else {
+    finish_products(e, static_cast<double>(G.n * G.pixels()), a);
+  }
   return e;
 }
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 
+#include "runtime/core/error.h"
+
 namespace dlb {
 
 std::vector<EngineUse> engine_uses(const Graph& graph) {
@@ -50,6 +52,38 @@ nlohmann::json engines_json(const EngineSummary& s) {
                s.without_tensor_cores.begin() + static_cast<std::ptrdiff_t>(listed))}};
 }
 
+ConvPassSummary summarize_conv_passes(const std::vector<EngineUse>& uses) {
+  ConvPassSummary s;
+  for (const EngineUse& u : uses) {
+    ++s.passes;
+    s.winograd += u.algorithm.arithmetic == ConvArithmetic::kWinogradF4x3;
+    if (!u.algorithm.refused.empty()) {
+      s.refused.push_back(
+          fmt::format("{} {}: {}", u.layer, conv_pass_name(u.algorithm.pass), u.algorithm.refused));
+    }
+  }
+  return s;
+}
+
+void require_named_algorithm_ran(const ConvPassSummary& s, std::string_view named) {
+  if (s.passes == 0 || static_cast<int64_t>(s.refused.size()) < s.passes) return;
+  std::string layers;
+  for (const std::string& r : s.refused) layers += (layers.empty() ? "" : "; ") + r;
+  throw InvalidArgument(
+      fmt::format("--conv-algo={} runs none of the model's {} convolution passes: {}", named,
+                  s.passes, layers));
+}
+
+nlohmann::json conv_passes_json(const ConvPassSummary& s) {
+  const size_t listed = std::min(s.refused.size(), kListedPasses);
+  return {{"passes", s.passes},
+          {"winograd", s.winograd},
+          {"refused", s.refused.size()},
+          {"refused_passes",
+           std::vector<std::string>(s.refused.begin(),
+                                    s.refused.begin() + static_cast<std::ptrdiff_t>(listed))}};
+}
+
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {
   nlohmann::json j = {{"pass", std::string(conv_pass_name(a.pass))},
                       {"algorithm", a.algorithm},
@@ -57,6 +91,9 @@ nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {
                       // made for an earlier layer of the same shape, and shared
                       {"plan_shared", a.shared}};
   if (a.notes) j["engine_notes"] = engine_note_names(*a.notes);
+  j["arithmetic"] = std::string(conv_arithmetic_name(a.arithmetic));
+  // --conv-algo named an algorithm that cannot run this pass, which took the heuristic's choice.
+  if (!a.refused.empty()) j["refused"] = a.refused;
   return j;
 }
 

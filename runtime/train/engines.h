@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -38,6 +39,21 @@ EngineSummary summarize_engines(const std::vector<EngineUse>& uses, Precision ma
 // kListedPasses of them, with the total count beside).
 nlohmann::json engines_json(const EngineSummary& s);
 inline constexpr size_t kListedPasses = 64;
+// How the convolution passes compute, whatever the backend: how many there are, how many use
+// Winograd's transforms, and those that --conv-algo's named algorithm could not run
+// ("layer3.0.conv1 forward: why"), which took the heuristic's choice instead.
+struct ConvPassSummary {
+  int64_t passes = 0, winograd = 0;
+  std::vector<std::string> refused;
+};
+// Pure.
+ConvPassSummary summarize_conv_passes(const std::vector<EngineUse>& uses);
+// Throws InvalidArgument, naming each layer and why, when --conv-algo=`named` ran on none of the
+// passes (a model whose every convolution Winograd refuses).
+void require_named_algorithm_ran(const ConvPassSummary& s, std::string_view named);
+// metrics.convolutions of the record: the counts, and the first kListedPasses refusals.
+nlohmann::json conv_passes_json(const ConvPassSummary& s);
+
 // One pass as the per-layer profile lists it: its algorithm, workspace, sharing and notes.
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a);
 

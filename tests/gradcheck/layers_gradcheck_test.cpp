@@ -23,7 +23,7 @@ void PrintTo(const ConvCase& c, std::ostream* os) {
       << c.pad << " g" << c.groups << " " << c.h << "x" << c.w << (c.bias ? " bias" : "") << ")";
 }
 
-// Once per convolution algorithm each backend names (cpu: im2col and oneDNN).
+// Once per convolution algorithm each backend names (cpu: im2col, oneDNN and Winograd).
 class ConvGradcheck : public ::testing::TestWithParam<
                           std::tuple<std::pair<BackendKind, ConvAlgoChoice>, ConvCase>> {};
 
@@ -44,7 +44,9 @@ INSTANTIATE_TEST_SUITE_P(
                           ConvCase{"groups", 4, 6, 3, 2, 0, 2, 9, 8, true},
                           ConvCase{"downsample_1x1_stride2", 3, 4, 1, 2, 0, 1, 5, 5, false},
                           ConvCase{"resnet_stem", 3, 4, 7, 2, 3, 1, 9, 9, false},
-                          ConvCase{"alexnet_stem", 2, 3, 11, 4, 2, 1, 15, 15, true})),
+                          ConvCase{"alexnet_stem", 2, 3, 11, 4, 2, 1, 15, 15, true},
+                          // what oneDNN's Winograd takes: 16 channels, tiles cut by both edges
+                          ConvCase{"winograd_tiles", 16, 16, 3, 1, 1, 1, 6, 7, true})),
     [](const auto& info) {
       // No structured binding or template arguments: a comma would split the macro's arguments.
       const auto backend_algo = std::get<0>(info.param);

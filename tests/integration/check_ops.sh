@@ -33,7 +33,7 @@ check "the records are valid, cover every op, precision and algorithm, and fail 
 import glob, json, sys
 import jsonschema
 schema = json.load(open(sys.argv[1]))
-ops, precisions, algos = set(), set(), set()
+ops, precisions, algos, winograd = set(), set(), set(), set()
 for path in glob.glob(sys.argv[2] + "/*.json"):
     r = json.load(open(path))
     jsonschema.validate(r, schema)
@@ -41,10 +41,15 @@ for path in glob.glob(sys.argv[2] + "/*.json"):
     for row in r["rows"]:
         assert row["status"] == "ok", row
         ops.add(row["op"]); precisions.add(row["precision"]); algos.add(row["conv_algo"])
+        if row["conv_algo"] == "winograd" and "jit_wino_4x3" in row["algorithm"]:
+            winograd.add((row["pass"], row["precision"]))
 assert ops == {"conv", "linear", "batch_norm", "relu", "max_pool", "adaptive_avg_pool",
                "dropout", "add", "softmax_cross_entropy", "sgd", "loss_scale"}, ops
 assert precisions == {"fp32", "bf16", "fp16"}, precisions
-assert algos == {None, "im2col", "onednn"}, algos
+assert algos == {None, "im2col", "onednn", "winograd"}, algos
+# oneDNN's Winograd ran, and passed, every pass in every precision (its 3x3 stride-1 layers)
+assert winograd == {(p, q) for p in ("forward", "backward_data", "backward_weights")
+                    for q in ("fp32", "bf16", "fp16")}, winograd
 PY
 
 # A backend that moves one element of every convolution's weight gradient by 1%.
@@ -92,7 +97,7 @@ refused() {  # CODE PATTERN ARGS...: exits CODE with one line matching PATTERN
 refused 2 "unknown model 'resnet9'" --models=resnet9
 refused 2 "too small for alexnet: the smallest it accepts is 63x63" --models=alexnet --sizes=32
 refused 2 "unknown 'conv3d'" --ops=conv3d
-refused 2 "has no algorithm 'winograd'" --backend=cpu --conv-algos=winograd
+refused 2 "has no algorithm 'auto'" --backend=cpu --conv-algos=auto
 refused 2 "has no algorithm 'heuristic'" --backend=cpu --conv-algos=heuristic
 refused 4 "tf32: the cpu backend does not support it" --backend=cpu --precisions=tf32
 refused 2 "unknown 'fp8'" --backend=cpu --precisions=fp8
@@ -102,7 +107,7 @@ refused 2 "not a pass it can break" --backend=cpu --perturb=conv.sideways --mode
 refused 2 "the filters select no check" --backend=cpu --ops=relu --passes=update --models=resnet18 --sizes=32 --batches=2
 refused 2 "give it without --models" --instance='relu:shape=2x3' --models=resnet18
 refused 2 "its directory '/nonexistent' cannot be used" --backend=cpu --instance='relu:shape=2x3' --json=/nonexistent/r.json
-refused 2 "has no algorithm 'winograd'" --backend=cpu --conv-algos=winograd --list
+refused 2 "has no algorithm 'auto'" --backend=cpu --conv-algos=auto --list
 refused 2 "more than 2^31 elements" --backend=cpu --models=vgg16 --sizes=4096 --batches=64 --list
 # Without a GPU: a build with no CUDA backend says so; one with it, that no device is visible.
 if "$dlbench" list 2>/dev/null | grep -q "^  cuda  compiled in"; then

@@ -135,7 +135,7 @@ expect 2 "--profile is read from traced steps: give --trace-steps=N" "${quick[@]
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
-expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn)" \
+expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn, winograd, auto)" \
   "${quick[@]}" --conv-algo=fastest
 expect 2 "no convolution algorithm for its forward pass fits --workspace-limit=1.00 KiB: im2col needs at least" \
   run --model=resnet18 --image-size=32 --batch=2 --steps=1 --workspace-limit=1KiB
@@ -178,6 +178,16 @@ if "$dlbench" bench conv --model=digits-cnn --image-size=8 --batch=2 --repeat=1 
 else
   echo "FAIL: bench conv"; failures=$((failures + 1))
 fi
+# Winograd's row says unsupported on the layers it cannot run (the strided ones), and times the rest.
+if "$dlbench" bench conv --model=resnet18 --image-size=32 --batch=2 --repeat=1 --algos=winograd \
+  >"$work/wino.out" && grep -qE "^layer2.0.conv1 +winograd .*unsupported" "$work/wino.out" &&
+  grep -qE "^layer1.0.conv1 +winograd +64x128x576 +[0-9.]+ " "$work/wino.out"; then
+  passed=$((passed + 1))
+else
+  echo "FAIL: bench conv --algos=winograd"; cat "$work/wino.out"; failures=$((failures + 1))
+fi
+expect 2 "--algos: the cpu backend has no algorithm 'fft' (it has: im2col, onednn, winograd)" \
+  bench conv --algos=fft
 expect 2 "--ranks must be in [1, 2147483647]" bench allreduce --ranks=0
 expect 2 "--comm: foo not in" bench allreduce --comm=foo
 expect 2 "more than mpirun starts on this host" bench allreduce --ranks=$(( $(nproc) * 4 + 1 ))

@@ -31,9 +31,12 @@ names = [b["name"].removesuffix("/manual_time") for b in rows]
 gemm = [n for n in names if n.startswith("gemm/cpu/")]
 conv = [n for n in names if n.startswith("conv/cpu/")]
 # 8 distinct linear shapes x 3 products x 3 precisions; resnet50 (23) and vgg16 (9) distinct
-# convolutions x 3 passes x 2 algorithms x 3 precisions.
+# convolutions x 3 passes x 2 algorithms (im2col, onednn) x 3 precisions, and Winograd's rows:
+# the 3x3 stride-1 ones (resnet50's 4, one a stage, and vgg16's 9) x 3 passes x 3 precisions.
 assert len(gemm) == 8 * 3 * 3, len(gemm)
-assert len(conv) == (23 + 9) * 3 * 2 * 3, len(conv)
+wino = [n for n in conv if n.split("/")[3] == "winograd"]
+assert len(wino) == (4 + 9) * 3 * 3, len(wino)
+assert len(conv) == (23 + 9) * 3 * 2 * 3 + len(wino), len(conv)
 for b in rows:
     assert b["FLOP/s"] > 0 and abs(b["of_peak"] - b["FLOP/s"] / peak) < 1e-6 * b["of_peak"], b
 assert float(d["context"]["peak cpu fp32 flops_per_s"]) == float(f"{peak:.6g}")

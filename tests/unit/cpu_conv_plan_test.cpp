@@ -1,6 +1,7 @@
 // How the CPU convolution plan chooses its algorithm per pass: the heuristic takes oneDNN unless
 // oneDNN has only its reference loops; the workspace limit is kept by every pass; a limit that no
-// algorithm fits, or a forced algorithm that does not fit, is refused with both algorithms' needs.
+// algorithm fits, or a forced algorithm that does not fit, is refused with both algorithms' needs;
+// Winograd and auto run where oneDNN has them, and elsewhere the heuristic's choice, with why.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -111,6 +112,93 @@ TEST(CpuConvPlan, AutotuneChoosesPerPassAndComputesTheSame) {
   const float bound = 2 * 576 * 0x1p-24f * 367;
   for (size_t i = 0; i < results[0].size(); ++i) {
     ASSERT_NEAR(results[0][i], results[1][i], bound) << i;
+  }
+}
+
+// resnet18's layer1 convolution (3x3, stride 1, 64 channels) at 32x32 images, batch 2.
+ConvDesc winograd_layer() {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = d.out_channels = 64, d.height = d.width = 8;
+  d.kernel_h = d.kernel_w = 3, d.stride_h = d.stride_w = 1, d.pad_h = d.pad_w = 1;
+  return d;
+}
+
+std::vector<PassAlgorithm> algorithms(ConvAlgoChoice how, const ConvDesc& d,
+                                      std::optional<size_t> limit = std::nullopt) {
+  BackendOptions o;
+  o.conv_algo = how;
+  o.workspace_limit = limit;
+  CpuBackend b(o);
+  return b.make_conv_plan(d)->algorithms();
+}
+
+// Winograd runs every pass of a 3x3 stride-1 layer; a strided layer, which it cannot run, takes
+// the heuristic's choice per pass and says why.
+TEST(CpuConvPlan, WinogradRunsWhereOnednnHasItAndTheHeuristicElsewhere) {
+  for (const PassAlgorithm& a : algorithms(ConvAlgoChoice::kWinograd, winograd_layer())) {
+    EXPECT_EQ(a.arithmetic, ConvArithmetic::kWinogradF4x3) << a.algorithm;
+    EXPECT_TRUE(starts_with(a.algorithm, "onednn jit_wino_4x3")) << a.algorithm;
+    EXPECT_EQ(a.refused, "");
+  }
+  const auto heuristic = algorithms(ConvAlgoChoice::kHeuristic, layer());
+  const auto forced = algorithms(ConvAlgoChoice::kWinograd, layer());
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(forced[i].algorithm, heuristic[i].algorithm);
+    EXPECT_EQ(forced[i].arithmetic, ConvArithmetic::kProducts);
+    EXPECT_NE(forced[i].refused.find("onednn has no winograd convolution for 3x3"),
+              std::string::npos)
+        << forced[i].refused;
+  }
+  for (const PassAlgorithm& a : heuristic) EXPECT_EQ(a.refused, "");
+}
+
+// A workspace limit below what Winograd needs is a refusal of that pass alone, naming its need.
+TEST(CpuConvPlan, WinogradOverTheWorkspaceLimitTakesTheHeuristic) {
+  const auto wino = algorithms(ConvAlgoChoice::kWinograd, winograd_layer());
+  const auto fwd = wino[static_cast<int>(ConvPass::kForward)];
+  ASSERT_GT(fwd.workspace_bytes, 0u);
+  const auto limited =
+      algorithms(ConvAlgoChoice::kWinograd, winograd_layer(), fwd.workspace_bytes - 1);
+  const auto& f = limited[static_cast<int>(ConvPass::kForward)];
+  EXPECT_EQ(f.arithmetic, ConvArithmetic::kProducts) << f.algorithm;
+  EXPECT_LT(f.workspace_bytes, fwd.workspace_bytes);
+  EXPECT_NE(f.refused.find("over --workspace-limit="), std::string::npos) << f.refused;
+}
+
+// The heuristic takes Winograd where each image holds four or more of its 4x4 output tiles, and
+// oneDNN's direct convolution on smaller outputs or under a workspace limit Winograd exceeds.
+TEST(CpuConvPlan, HeuristicTakesWinogradWhereItsTilesFill) {
+  const auto eight = algorithms(ConvAlgoChoice::kHeuristic, winograd_layer());
+  for (const PassAlgorithm& a : eight) {
+    EXPECT_EQ(a.arithmetic, ConvArithmetic::kWinogradF4x3) << a.algorithm;
+  }
+  ConvDesc four = winograd_layer();
+  four.height = four.width = 4;
+  for (const PassAlgorithm& a : algorithms(ConvAlgoChoice::kHeuristic, four)) {
+    EXPECT_EQ(a.arithmetic, ConvArithmetic::kProducts) << a.algorithm;
+  }
+  size_t least = eight[0].workspace_bytes;
+  for (const PassAlgorithm& a : eight) least = std::min(least, a.workspace_bytes);
+  const auto direct = algorithms(ConvAlgoChoice::kOnednn, winograd_layer());
+  size_t most_direct = 0;
+  for (const PassAlgorithm& a : direct) most_direct = std::max(most_direct, a.workspace_bytes);
+  if (most_direct >= least) GTEST_SKIP() << "oneDNN's direct needs as much as its Winograd";
+  for (const PassAlgorithm& a :
+       algorithms(ConvAlgoChoice::kHeuristic, winograd_layer(), least - 1)) {
+    EXPECT_EQ(a.arithmetic, ConvArithmetic::kProducts) << a.algorithm;
+    EXPECT_EQ(a.refused, "") << "the heuristic names no algorithm to refuse";
+  }
+}
+
+// auto is oneDNN's own choice: one of its primitives on every pass, refused nowhere.
+TEST(CpuConvPlan, AutoIsOnednnsChoice) {
+  for (const ConvDesc& d : {layer(), winograd_layer()}) {
+    for (const PassAlgorithm& a : algorithms(ConvAlgoChoice::kAuto, d)) {
+      EXPECT_TRUE(starts_with(a.algorithm, "onednn")) << a.algorithm;
+      EXPECT_EQ(a.refused, "");
+      EXPECT_EQ(a.arithmetic == ConvArithmetic::kWinogradF4x3,
+                a.algorithm.find("wino") != std::string::npos);
+    }
   }
 }
 

@@ -13,6 +13,7 @@
 #include "runtime/backend/delegating_backend.h"
 #include "runtime/check/bounds.h"
 #include "runtime/check/op_checker.h"
+#include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/train/engines.h"
 #include "suites/harness/core/json_schema.h"
@@ -83,6 +84,48 @@ TEST(Engines, TheRecordListsAtMostItsLimitAndCountsThemAll) {
 nlohmann::json schema_file(const std::string& name) {
   std::ifstream in(suites_dir() + "/schema/" + name);
   return nlohmann::json::parse(in);
+}
+
+PassAlgorithm refused(ConvPass pass, const char* why) {
+  PassAlgorithm a;
+  a.pass = pass;
+  a.algorithm = "onednn jit:avx512_core";
+  a.refused = why;
+  return a;
+}
+
+// --conv-algo=winograd on a model where it runs some passes: counted, and the refusals named;
+// where it runs none, the run is refused with each layer and why.
+TEST(Engines, ANamedAlgorithmThatRunsNoPassIsRefusedWithTheLayersNamed) {
+  PassAlgorithm wino;
+  wino.algorithm = "onednn jit_wino_4x3:avx512_core";
+  wino.arithmetic = ConvArithmetic::kWinogradF4x3;
+  const std::vector<EngineUse> some = {{"conv1", refused(ConvPass::kForward, "7x7")},
+                                       {"layer1.0.conv1", wino}};
+  const ConvPassSummary s = summarize_conv_passes(some);
+  EXPECT_EQ(s.passes, 2);
+  EXPECT_EQ(s.winograd, 1);
+  EXPECT_EQ(s.refused, std::vector<std::string>{"conv1 forward: 7x7"});
+  EXPECT_NO_THROW(require_named_algorithm_ran(s, "winograd"));
+  const ConvPassSummary none =
+      summarize_conv_passes({{"conv1", refused(ConvPass::kForward, "7x7")},
+                             {"fc0", refused(ConvPass::kBackwardData, "stride 2")}});
+  try {
+    require_named_algorithm_ran(none, "winograd");
+    FAIL() << "a run whose every pass refused winograd was accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_STREQ(e.what(),
+                 "--conv-algo=winograd runs none of the model's 2 convolution passes: conv1 "
+                 "forward: 7x7; fc0 backward_data: stride 2");
+  }
+  EXPECT_NO_THROW(require_named_algorithm_ran(summarize_conv_passes({}), "winograd"));
+  const nlohmann::json def =
+      schema_file("result.schema.json")["properties"]["metrics"]["properties"]["convolutions"];
+  ASSERT_TRUE(def.is_object());
+  const std::vector<std::string> errors = validate_json(conv_passes_json(s), def);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(pass_algorithm_json(some[0].algorithm)["refused"], "7x7");
+  EXPECT_EQ(pass_algorithm_json(wino)["arithmetic"], "winograd_f4x3");
 }
 
 // metrics.engines and check-ops' engine_notes, as written, are what the schemas define.

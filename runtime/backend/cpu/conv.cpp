@@ -1,5 +1,6 @@
-// The CPU convolution plan: per pass, oneDNN's primitive or im2col + sgemm, chosen as the run's
-// --conv-algo says within its --workspace-limit. Operands may be stored in 16 bits: each pass
+// The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
+// own choice) or im2col + sgemm, chosen as the run's --conv-algo says within its
+// --workspace-limit. Operands may be stored in 16 bits: each pass
 // computes on f32 views (f32_views.h).
 #include <fmt/format.h>
 
@@ -7,6 +8,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <vector>
 
 #include "runtime/backend/cpu/conv_im2col.h"
 #include "runtime/backend/cpu/conv_onednn.h"
@@ -18,7 +20,14 @@
 namespace dlb {
 namespace {
 
-enum class CpuConvAlgo { kIm2col, kOnednn };
+enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto };
+constexpr int kCpuConvAlgos = 4;
+
+OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
+  if (a == CpuConvAlgo::kWinograd) return OnednnAlgorithm::kWinograd;
+  if (a == CpuConvAlgo::kAuto) return OnednnAlgorithm::kAuto;
+  return OnednnAlgorithm::kDirect;
+}
 
 std::string describe(const ConvDesc& d) {
   return fmt::format("conv {}x{}, {}->{} channels on {}x{}, stride {}", d.kernel_h, d.kernel_w,
@@ -27,17 +36,16 @@ std::string describe(const ConvDesc& d) {
 
 class CpuConvPlan final : public ConvPlan {
  public:
-  // Both algorithms as they fit the workspace limit (either may be absent); choose() picks.
-  CpuConvPlan(const ConvDesc& d, std::optional<size_t> workspace_limit)
-      : ConvPlan(d), im2col_(Im2colConv::fit(d, workspace_limit)) {
-    try {
-      onednn_ = std::make_unique<OnednnConv>(d);
-    } catch (const Unsupported& e) {
-      onednn_missing_ = e.what();
-    }
-    if (onednn_ && workspace_limit) {
-      for (ConvPass p : kConvPasses) {
-        if (onednn_->workspace_bytes(p) > *workspace_limit) onednn_fits_[index(p)] = false;
+  // im2col as it fits the workspace limit, and oneDNN's `algorithms` (any may be absent);
+  // make_conv_plan picks per pass.
+  CpuConvPlan(const ConvDesc& d, std::optional<size_t> workspace_limit,
+              const std::vector<CpuConvAlgo>& algorithms)
+      : ConvPlan(d), im2col_(Im2colConv::fit(d, workspace_limit)), limit_(workspace_limit) {
+    for (CpuConvAlgo a : algorithms) {
+      try {
+        onednn_[index(a)] = std::make_unique<OnednnConv>(d, onednn_algorithm(a));
+      } catch (const Unsupported& e) {
+        missing_[index(a)] = e.what();
       }
     }
   }
@@ -52,33 +60,53 @@ class CpuConvPlan final : public ConvPlan {
     for (ConvPass p : kConvPasses) {
       PassAlgorithm a;
       a.pass = p;
-      a.algorithm = uses_onednn(p) ? onednn_->algorithm(p) : im2col_->algorithm();
+      const OnednnConv* conv = runs_onednn(p);
+      a.algorithm = conv ? conv->algorithm(p) : im2col_->algorithm();
+      a.arithmetic = conv ? conv->arithmetic(p) : ConvArithmetic::kProducts;
       a.workspace_bytes = workspace_bytes(p);
+      a.refused = refused_[index(p)];
       out.push_back(a);
     }
     return out;
   }
 
+  // Whether algorithm `a` can run pass `p` within the workspace limit.
   bool has(ConvPass p, CpuConvAlgo a) const {
-    return a == CpuConvAlgo::kIm2col ? im2col_.has_value() : onednn_ && onednn_fits_[index(p)];
+    if (a == CpuConvAlgo::kIm2col) return im2col_.has_value();
+    const OnednnConv* conv = onednn(a);
+    return conv && conv->has(p) && (!limit_ || conv->workspace_bytes(p) <= *limit_);
+  }
+  // Why it cannot (has() is false).
+  std::string why_not(ConvPass p, CpuConvAlgo a) const {
+    const OnednnConv* conv = onednn(a);
+    if (!conv) return missing_[index(a)];
+    if (!conv->has(p)) return conv->missing(p);
+    return fmt::format("its {} pass needs {} of workspace, over --workspace-limit={}",
+                       conv_pass_name(p), format_bytes(conv->workspace_bytes(p)),
+                       format_bytes(limit_.value_or(0)));
   }
   void use(ConvPass p, CpuConvAlgo a) { chosen_[index(p)] = a; }
-  bool uses_onednn(ConvPass p) const { return chosen_[index(p)] == CpuConvAlgo::kOnednn; }
+  void refuse(ConvPass p, std::string why) { refused_[index(p)] = std::move(why); }
+  // The oneDNN plan that runs pass `p`; null when im2col does.
+  const OnednnConv* runs_onednn(ConvPass p) const { return onednn(chosen_[index(p)]); }
   size_t workspace_bytes(ConvPass p) const {
-    return uses_onednn(p) ? onednn_->workspace_bytes(p) : im2col_->workspace_bytes();
+    const OnednnConv* conv = runs_onednn(p);
+    return conv ? conv->workspace_bytes(p) : im2col_->workspace_bytes();
   }
-  const OnednnConv* onednn() const { return onednn_.get(); }
+  const OnednnConv* onednn(CpuConvAlgo a) const { return onednn_[index(a)].get(); }
+  const std::string& onednn_missing(CpuConvAlgo a) const { return missing_[index(a)]; }
   const Im2colConv& im2col() const { return *im2col_; }
-  const std::string& onednn_missing() const { return onednn_missing_; }
 
  private:
   static int index(ConvPass p) { return static_cast<int>(p); }
+  static int index(CpuConvAlgo a) { return static_cast<int>(a); }
   std::optional<Im2colConv> im2col_;
-  std::unique_ptr<OnednnConv> onednn_;
-  std::string onednn_missing_;  // why oneDNN has no primitive for this problem
-  std::array<bool, 3> onednn_fits_{true, true, true};
+  std::optional<size_t> limit_;
+  std::array<std::unique_ptr<OnednnConv>, kCpuConvAlgos> onednn_;  // im2col's slot stays empty
+  std::array<std::string, kCpuConvAlgos> missing_;  // why oneDNN has no plan of an algorithm
   std::array<CpuConvAlgo, 3> chosen_{CpuConvAlgo::kIm2col, CpuConvAlgo::kIm2col,
                                      CpuConvAlgo::kIm2col};
+  std::array<std::string, 3> refused_;
 };
 
 const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
@@ -104,9 +132,10 @@ void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, con
 // Why no algorithm can run pass `p` within the limit: each one's least need.
 std::string nothing_fits(const CpuConvPlan& plan, ConvPass p, std::optional<size_t> limit) {
   const ConvDesc& d = plan.desc();
-  std::string onednn = plan.onednn() ? fmt::format("onednn needs {}",
-                                                   format_bytes(plan.onednn()->workspace_bytes(p)))
-                                     : fmt::format("onednn has none ({})", plan.onednn_missing());
+  const OnednnConv* direct = plan.onednn(CpuConvAlgo::kDirect);
+  std::string onednn =
+      direct ? fmt::format("onednn needs {}", format_bytes(direct->workspace_bytes(p)))
+             : fmt::format("onednn has none ({})", plan.onednn_missing(CpuConvAlgo::kDirect));
   return fmt::format(
       "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
       "least {} (one image's columns), {}",
@@ -140,6 +169,92 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Where the heuristic takes oneDNN's Winograd: 3x3 kernels at stride 1 whose output holds at
+// least four of Winograd's 4x4 tiles per image (8x8 or more). Measured on this CPU by `dlbench
+// bench conv` (docs/cpu.md): 1.9x to 2.1x oneDNN's direct convolution on resnet18's 16x16
+// and 8x8 layers at batch 16, and 0.8x on its 4x4 ones (one tile per image) and 0.25x on its
+// 2x2 ones (a quarter of a tile), where transforming the weights outweighs the few tiles.
+bool winograd_pays(const ConvDesc& d) {
+  return d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 && d.stride_w == 1 &&
+         d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
+}
+
+// The heuristic: oneDNN's Winograd where it pays and fits, else its direct primitive, unless that
+// is its reference loops, which im2col beats by far (or does not fit). The caller has checked
+// that im2col or direct fits.
+CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
+  if (winograd_pays(plan.desc()) && plan.has(p, CpuConvAlgo::kWinograd)) {
+    return CpuConvAlgo::kWinograd;
+  }
+  const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
+  const bool direct = plan.has(p, CpuConvAlgo::kDirect);
+  if (direct && !(im2col && plan.onednn(CpuConvAlgo::kDirect)->is_reference(p))) {
+    return CpuConvAlgo::kDirect;
+  }
+  return im2col ? CpuConvAlgo::kIm2col : CpuConvAlgo::kDirect;
+}
+
+// The algorithm an --conv-algo that names one asks for; the heuristic's for the other two.
+CpuConvAlgo named(ConvAlgoChoice c) {
+  switch (c) {
+    case ConvAlgoChoice::kIm2col:
+      return CpuConvAlgo::kIm2col;
+    case ConvAlgoChoice::kWinograd:
+      return CpuConvAlgo::kWinograd;
+    case ConvAlgoChoice::kAuto:
+      return CpuConvAlgo::kAuto;
+    default:
+      return CpuConvAlgo::kDirect;
+  }
+}
+
+// The oneDNN algorithms a plan for `c` builds: those of the heuristic (every choice falls back
+// to it), and what `c` names or times besides.
+std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
+  std::vector<CpuConvAlgo> out = {CpuConvAlgo::kDirect};
+  if (c == ConvAlgoChoice::kWinograd || c == ConvAlgoChoice::kAutotune || winograd_pays(d)) {
+    out.push_back(CpuConvAlgo::kWinograd);
+  }
+  if (c == ConvAlgoChoice::kAuto) out.push_back(CpuConvAlgo::kAuto);
+  return out;
+}
+
+// Pass `p`'s algorithm under `choice`; throws when the algorithm it names cannot run at all.
+CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice,
+                   std::optional<size_t> limit) {
+  const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
+  const bool direct = plan.has(p, CpuConvAlgo::kDirect);
+  if (!im2col && !direct) throw InvalidArgument(nothing_fits(plan, p, limit));
+  switch (choice) {
+    case ConvAlgoChoice::kIm2col:
+      if (!im2col) throw InvalidArgument(nothing_fits(plan, p, limit));
+      return CpuConvAlgo::kIm2col;
+    case ConvAlgoChoice::kOnednn:
+      if (!plan.onednn(CpuConvAlgo::kDirect)) {
+        throw Unsupported(
+            fmt::format("--conv-algo=onednn: {}", plan.onednn_missing(CpuConvAlgo::kDirect)));
+      }
+      if (!direct) throw InvalidArgument(nothing_fits(plan, p, limit));
+      return CpuConvAlgo::kDirect;
+    case ConvAlgoChoice::kWinograd:
+    case ConvAlgoChoice::kAuto:
+      if (plan.has(p, named(choice))) return named(choice);
+      plan.refuse(p, plan.why_not(p, named(choice)));
+      return heuristic(plan, p);
+    case ConvAlgoChoice::kHeuristic:
+      return heuristic(plan, p);
+    case ConvAlgoChoice::kAutotune:
+      break;
+  }
+  CpuConvAlgo best = heuristic(plan, p);
+  double best_s = time_pass(b, plan, p, best);
+  for (CpuConvAlgo a : {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd}) {
+    if (a == best || !plan.has(p, a)) continue;
+    if (const double t = time_pass(b, plan, p, a); t < best_s) best = a, best_s = t;
+  }
+  return best;
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
@@ -152,36 +267,9 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
   }
-  auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_);
+  auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_, candidates(conv_algo_, d));
   for (ConvPass p : kConvPasses) {
-    const bool im2col = plan->has(p, CpuConvAlgo::kIm2col);
-    const bool onednn = plan->has(p, CpuConvAlgo::kOnednn);
-    if (!im2col && !onednn) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
-    CpuConvAlgo pick = im2col ? CpuConvAlgo::kIm2col : CpuConvAlgo::kOnednn;
-    switch (conv_algo_) {
-      case ConvAlgoChoice::kIm2col:
-        if (!im2col) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
-        break;
-      case ConvAlgoChoice::kOnednn:
-        if (!plan->onednn()) {
-          throw Unsupported(fmt::format("--conv-algo=onednn: {}", plan->onednn_missing()));
-        }
-        if (!onednn) throw InvalidArgument(nothing_fits(*plan, p, workspace_limit_));
-        pick = CpuConvAlgo::kOnednn;
-        break;
-      case ConvAlgoChoice::kHeuristic:
-        // oneDNN's optimized primitives beat im2col; its reference loops do not.
-        if (onednn && !(im2col && plan->onednn()->is_reference(p))) pick = CpuConvAlgo::kOnednn;
-        break;
-      case ConvAlgoChoice::kAutotune:
-        if (im2col && onednn) {
-          const double t_onednn = time_pass(*this, *plan, p, CpuConvAlgo::kOnednn);
-          const double t_im2col = time_pass(*this, *plan, p, CpuConvAlgo::kIm2col);
-          pick = t_onednn <= t_im2col ? CpuConvAlgo::kOnednn : CpuConvAlgo::kIm2col;
-        }
-        break;
-    }
-    plan->use(p, pick);
+    plan->use(p, choose(*this, *plan, p, conv_algo_, workspace_limit_));
   }
   reserve_workspace(plan->workspace_bytes());
   return plan;
@@ -196,8 +284,8 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Te
   const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), x, w, y);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
-  if (plan.uses_onednn(ConvPass::kForward)) {
-    plan.onednn()->forward(x.data<float>(), w.data<float>(), y.data<float>(), ws);
+  if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kForward)) {
+    conv->forward(x.data<float>(), w.data<float>(), y.data<float>(), ws);
   } else {
     plan.im2col().forward(x.data<float>(), w.data<float>(), y.data<float>(),
                           static_cast<float*>(ws));
@@ -221,8 +309,8 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, c
   const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), dx, w, dy);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
-  if (plan.uses_onednn(ConvPass::kBackwardData)) {
-    plan.onednn()->backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), ws);
+  if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kBackwardData)) {
+    conv->backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), ws);
   } else {
     plan.im2col().backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(),
                                 static_cast<float*>(ws));
@@ -238,8 +326,8 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, 
   const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), x, dw, dy);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
-  if (plan.uses_onednn(ConvPass::kBackwardFilter)) {
-    plan.onednn()->backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), ws);
+  if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kBackwardFilter)) {
+    conv->backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), ws);
   } else {
     plan.im2col().backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(),
                                   static_cast<float*>(ws));

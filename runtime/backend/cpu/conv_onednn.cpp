@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -175,51 +176,123 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
+std::string describe(const ConvDesc& d) {
+  return fmt::format("{}x{}, {}->{} channels on {}x{}, stride {}, pad {}", d.kernel_h, d.kernel_w,
+                     d.in_channels, d.out_channels, d.height, d.width, d.stride_h, d.pad_h);
+}
+
+dnnl::algorithm dnnl_algorithm(OnednnAlgorithm a) {
+  switch (a) {
+    case OnednnAlgorithm::kWinograd:
+      return dnnl::algorithm::convolution_winograd;
+    case OnednnAlgorithm::kAuto:
+      return dnnl::algorithm::convolution_auto;
+    case OnednnAlgorithm::kDirect:
+      break;
+  }
+  return dnnl::algorithm::convolution_direct;
+}
+
+// oneDNN's Winograd for AVX-512 cores: F(4x4, 3x3), with the scaled transforms that
+// runtime/check/reference_winograd.cpp writes out.
+bool is_winograd_f4x3(const std::string& implementation) {
+  return implementation.rfind("jit_wino_4x3:", 0) == 0;
+}
+// Any other Winograd implementation (oneDNN's for other instruction sets, with other transforms).
+bool unchecked_winograd(const std::string& implementation) {
+  return implementation.find("wino") != std::string::npos && !is_winograd_f4x3(implementation);
+}
+
+using ForwardDesc = dnnl::convolution_forward::primitive_desc;
+
+ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo) {
+  return ForwardDesc({dnnl::prop_kind::forward_training, algo, Problem::any(p.x), Problem::any(p.w),
+                      Problem::any(p.y), p.strides, p.pad_l, p.pad_r},
+                     user_scratchpad(), cpu_engine());
+}
+
 }  // namespace
 
-OnednnConv::OnednnConv(const ConvDesc& d) {
-  const Problem p(d);
-  const auto& engine = cpu_engine();
-  const auto attr = user_scratchpad();
-  const auto direct = dnnl::algorithm::convolution_direct;
-  try {
-    const dnnl::convolution_forward::primitive_desc fwd(
-        {dnnl::prop_kind::forward_training, direct, Problem::any(p.x), Problem::any(p.w),
-         Problem::any(p.y), p.strides, p.pad_l, p.pad_r},
-        attr, engine);
-    passes_[0] = std::make_unique<Pass>(
+// The three passes' primitives, each made alone: a backward pass oneDNN lacks for this algorithm
+// is left out, with oneDNN's words.
+struct OnednnConv::Builder {
+  const Problem p;
+  const dnnl::algorithm algo;
+  ForwardDesc fwd;
+
+  std::unique_ptr<Pass> forward() const {
+    auto pass = std::make_unique<Pass>(
         dnnl::convolution_forward(fwd), fwd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
                                        operand(DNNL_ARG_WEIGHTS, p.plain_w(), false),
                                        operand(DNNL_ARG_DST, p.plain_y(), true)});
-    passes_[0]->layout = layout_name(fwd.src_desc());
-
-    const dnnl::convolution_backward_data::primitive_desc bwd_data(
-        {direct, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
+    pass->layout = layout_name(fwd.src_desc());
+    return pass;
+  }
+  std::unique_ptr<Pass> backward_data() const {
+    const dnnl::convolution_backward_data::primitive_desc pd(
+        {algo, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
          p.pad_r},
-        attr, engine, fwd);
-    passes_[1] = std::make_unique<Pass>(
-        dnnl::convolution_backward_data(bwd_data), bwd_data,
+        user_scratchpad(), cpu_engine(), fwd);
+    auto pass = std::make_unique<Pass>(
+        dnnl::convolution_backward_data(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
                                        operand(DNNL_ARG_WEIGHTS, p.plain_w(), false),
                                        operand(DNNL_ARG_DIFF_SRC, p.plain_x(), true)});
-    passes_[1]->layout = layout_name(bwd_data.diff_src_desc());
-
-    const dnnl::convolution_backward_weights::primitive_desc bwd_filter(
-        {direct, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
+    pass->layout = layout_name(pd.diff_src_desc());
+    return pass;
+  }
+  std::unique_ptr<Pass> backward_filter() const {
+    const dnnl::convolution_backward_weights::primitive_desc pd(
+        {algo, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
          p.pad_r},
-        attr, engine, fwd);
-    passes_[2] = std::make_unique<Pass>(
-        dnnl::convolution_backward_weights(bwd_filter), bwd_filter,
+        user_scratchpad(), cpu_engine(), fwd);
+    auto pass = std::make_unique<Pass>(
+        dnnl::convolution_backward_weights(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
                                        operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
                                        operand(DNNL_ARG_DIFF_WEIGHTS, p.plain_w(), true)});
-    passes_[2]->layout = layout_name(bwd_filter.src_desc());
+    pass->layout = layout_name(pd.src_desc());
+    return pass;
+  }
+};
+
+OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
+  const Problem p(d);
+  const dnnl::algorithm algo = dnnl_algorithm(algorithm);
+  const std::string_view name = onednn_algorithm_name(algorithm);
+  std::optional<Builder> b;
+  try {
+    b.emplace(Builder{p, algo, forward_desc(p, algo)});
   } catch (const dnnl::error& e) {
-    throw Unsupported(fmt::format(
-        "onednn has no convolution for {}x{}, {}->{} channels on {}x{}, stride {}, pad {}: {}",
-        d.kernel_h, d.kernel_w, d.in_channels, d.out_channels, d.height, d.width, d.stride_h,
-        d.pad_h, e.what()));
+    throw Unsupported(
+        fmt::format("onednn has no {} convolution for {}: {}", name, describe(d), e.what()));
+  }
+  const auto make = [&](ConvPass pass, auto build) {
+    const int i = static_cast<int>(pass);
+    try {
+      passes_[i] = build();
+    } catch (const dnnl::error& e) {
+      missing_[i] = fmt::format("onednn has no {} {} pass for {}: {}", name, conv_pass_name(pass),
+                                describe(d), e.what());
+      return;
+    }
+    if (const std::string impl = passes_[i]->implementation; unchecked_winograd(impl)) {
+      passes_[i].reset();
+      missing_[i] = fmt::format(
+          "onednn's {} {} pass for {} is {}, whose transforms are not the "
+          "F(4x4, 3x3) ones the op checker bounds",
+          name, conv_pass_name(pass), describe(d), impl);
+    }
+  };
+  make(ConvPass::kForward, [&] { return b->forward(); });
+  if (!has(ConvPass::kForward)) throw Unsupported(missing(ConvPass::kForward));
+  make(ConvPass::kBackwardData, [&] { return b->backward_data(); });
+  make(ConvPass::kBackwardFilter, [&] { return b->backward_filter(); });
+  if (algorithm == OnednnAlgorithm::kDirect) {
+    for (ConvPass pass : kConvPasses) {
+      if (!has(pass)) throw Unsupported(missing(pass));
+    }
   }
 }
 
@@ -232,6 +305,12 @@ size_t OnednnConv::workspace_bytes(ConvPass pass) const {
 std::string OnednnConv::algorithm(ConvPass pass) const {
   const Pass& p = *passes_[static_cast<int>(pass)];
   return fmt::format("onednn {} ({})", p.implementation, p.layout);
+}
+
+ConvArithmetic OnednnConv::arithmetic(ConvPass pass) const {
+  return has(pass) && is_winograd_f4x3(passes_[static_cast<int>(pass)]->implementation)
+             ? ConvArithmetic::kWinogradF4x3
+             : ConvArithmetic::kProducts;
 }
 
 bool OnednnConv::is_reference(ConvPass pass) const {
@@ -247,6 +326,18 @@ void OnednnConv::backward_data(const float* dy, const float* w, float* dx, void*
 void OnednnConv::backward_filter(const float* x, const float* dy, float* dw,
                                  void* workspace) const {
   passes_[2]->run(x, dy, dw, workspace);
+}
+
+std::string_view onednn_algorithm_name(OnednnAlgorithm a) {
+  switch (a) {
+    case OnednnAlgorithm::kDirect:
+      return "direct";
+    case OnednnAlgorithm::kWinograd:
+      return "winograd";
+    case OnednnAlgorithm::kAuto:
+      return "auto";
+  }
+  return "?";
 }
 
 std::string onednn_version() {

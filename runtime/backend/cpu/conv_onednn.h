@@ -1,7 +1,8 @@
 // Convolution through oneDNN (Debian's libdnnl, the library PyTorch's CPU convolutions use):
-// forward, backward-data and backward-filter primitives made once per layer shape. Each primitive
-// works in the blocked layout oneDNN prefers for this machine; operands are reordered into it,
-// and results out of it to NCHW, in the workspace. Its scratchpad is workspace too.
+// forward, backward-data and backward-filter primitives made once per layer shape, with one of
+// oneDNN's algorithms. Each primitive works in the blocked layout oneDNN prefers for this machine;
+// operands are reordered into it, and results out of it to NCHW, in the workspace. Its scratchpad
+// (Winograd's transformed tiles, among others) is workspace too.
 #pragma once
 #include <memory>
 #include <string>
@@ -10,13 +11,28 @@
 
 namespace dlb {
 
+// oneDNN's convolution algorithms: direct (its default, and PyTorch's), Winograd (F(4x4, 3x3) on
+// AVX-512 in f32: 3x3 kernels at stride 1 only), and auto (oneDNN picks one of the two per shape
+// and pass).
+enum class OnednnAlgorithm { kDirect, kWinograd, kAuto };
+std::string_view onednn_algorithm_name(OnednnAlgorithm a);  // "direct", "winograd", "auto"
+
 class OnednnConv {
  public:
-  // Throws Unsupported when oneDNN has no implementation of this problem.
-  explicit OnednnConv(const ConvDesc& d);
+  // Throws Unsupported when oneDNN has no forward primitive of this algorithm for the problem
+  // (direct: nor either backward one). A Winograd or auto plan may lack a backward pass alone:
+  // has() says so, and missing() why.
+  OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm);
   ~OnednnConv();
   OnednnConv(const OnednnConv&) = delete;
   OnednnConv& operator=(const OnednnConv&) = delete;
+
+  bool has(ConvPass pass) const { return passes_[static_cast<int>(pass)] != nullptr; }
+  const std::string& missing(ConvPass pass) const { return missing_[static_cast<int>(pass)]; }
+  // What the pass's primitive computes: Winograd's F(4x4, 3x3) (which auto may pick), or sums of
+  // products. A Winograd primitive with other transforms is not made (missing() says so): the op
+  // checker bounds these ones only.
+  ConvArithmetic arithmetic(ConvPass pass) const;
 
   // The workspace one pass needs: its blocked copies of operands and results, and its scratchpad.
   size_t workspace_bytes(ConvPass pass) const;
@@ -33,7 +49,9 @@ class OnednnConv {
 
  private:
   struct Pass;
+  struct Builder;
   std::unique_ptr<Pass> passes_[3];
+  std::string missing_[3];
 };
 
 // oneDNN's version, "2.6.3", for the environment record.

@@ -13,10 +13,12 @@ struct BenchConvOptions {
   std::string model = "resnet50";
   int64_t batch = 8, image_size = 64, repeat = 5;
   BackendKind backend = BackendKind::kCpu;
+  std::vector<std::string> algos;  // the named algorithms to time; every one when empty or "all"
   std::string json_path;
 };
-// Times every distinct conv layer of a model (forward, backward-data, backward-filter) beside a
-// plain matrix multiply of the forward's GEMM shape, in the same run.
+// Times every distinct conv layer of a model (forward, backward-data, backward-filter) with each
+// algorithm, beside a plain matrix multiply of the forward's GEMM shape, in the same run. A pass
+// an algorithm cannot run (Winograd on a strided layer) is reported unsupported, with why.
 int bench_conv_command(const BenchConvOptions& options);
 
 // `dlbench bench peak`: measures this machine's peak (machine_peak.h) for each backend with a

@@ -1,13 +1,16 @@
 // `dlbench bench conv`: how close convolution gets to the matrix-multiply speed it is built on.
 // For each distinct conv shape of a model and each algorithm the backend names (cpu: im2col +
-// sgemm, and oneDNN): median time of forward, backward-data and backward-filter, as GFLOP/s and
-// as a fraction of the machine's square-sgemm rate (the peak this backend reaches), beside a
-// plain matmul of the forward's GEMM shape (M = out channels, N = batch x output pixels,
-// K = in channels x kernel area), all in one process.
+// sgemm, oneDNN's direct convolution and its Winograd): median time of forward, backward-data and
+// backward-filter, as GFLOP/s (a direct convolution's FLOPs over the time, so Winograd's rate is
+// effective) and as a fraction of the machine's square-sgemm rate (the peak this backend
+// reaches), its workspace, beside a plain matmul of the forward's GEMM shape (M = out channels,
+// N = batch x output pixels, K = in channels x kernel area), all in one process.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
@@ -82,37 +85,60 @@ double same_shape_sgemm_seconds(Backend& b, const ConvCase& c, int64_t repeat) {
                         [&] { b.matmul(Precision::kFp32, false, false, 1, ma, mb, 0, mc); });
 }
 
-// The three passes of `c` with `algo` on `be`: its printed line and its row; `seconds` gets
-// their sum.
+// What one algorithm did on one layer: the seconds of the passes it ran (the sum, and how many
+// of the three), for the totals.
+struct AlgorithmTotals {
+  double seconds = 0, flops = 0;
+  int64_t passes = 0, unsupported = 0;
+};
+
+// One pass's cell: GFLOP/s (the direct convolution's FLOPs over the time: Winograd's effective
+// rate) and the fraction of peak, or why the algorithm cannot run it.
+std::string pass_cell(const PassAlgorithm& pa, double seconds, double flops, double peak) {
+  if (!pa.refused.empty()) return "unsupported";
+  const double rate = flops / seconds / 1e9;
+  return fmt::format("{:6.1f} {:5.0f}%", rate, 100 * rate / peak);
+}
+
+// The three passes of `c` with `algo` on `be`: its printed line and its row. A pass the
+// algorithm cannot run (PassAlgorithm::refused) is not timed: the heuristic's choice would be.
 nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase& c,
-                               double sq_gflops, int64_t repeat, double& seconds) {
+                               double sq_gflops, int64_t repeat, AlgorithmTotals& totals) {
   const ConvDesc& d = c.desc;
   auto plan = be.make_conv_plan(d);
   Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
   Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
   Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
   Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0);
-  const double t[3] = {
-      median_seconds(be, repeat, [&] { be.conv_forward(*plan, x, w, y); }),
-      median_seconds(be, repeat, [&] { be.conv_backward_data(*plan, y, w, dx); }),
-      median_seconds(be, repeat, [&] { be.conv_backward_filter(*plan, x, y, dw); })};
-  seconds += t[0] + t[1] + t[2];
-  const auto rate = [&](int i) { return c.flops / t[i] / 1e9; };
-  const auto cell = [&](int i) {
-    return fmt::format("{:6.1f} {:5.0f}%", rate(i), 100 * rate(i) / sq_gflops);
-  };
-  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13.1f}\n", c.layer,
-             conv_algo_choice_name(algo), fmt::format("{}x{}x{}", c.m, c.n, c.k), cell(0), cell(1),
-             cell(2), c.sgemm_gflops());
+  const std::function<void()> run[3] = {[&] { be.conv_forward(*plan, x, w, y); },
+                                        [&] { be.conv_backward_data(*plan, y, w, dx); },
+                                        [&] { be.conv_backward_filter(*plan, x, y, dw); }};
   nlohmann::json passes = nlohmann::json::object();
+  std::string cells[3];
+  std::optional<size_t> workspace;  // the most any pass it ran needs
   for (const PassAlgorithm& pa : plan->algorithms()) {
     const int i = static_cast<int>(pa.pass);
-    passes[std::string(conv_pass_name(pa.pass))] = {{"algorithm", pa.algorithm},
-                                                    {"workspace_bytes", pa.workspace_bytes},
-                                                    {"seconds", t[i]},
-                                                    {"gflops", rate(i)},
-                                                    {"fraction_of_peak", rate(i) / sq_gflops}};
+    const std::string name(conv_pass_name(pa.pass));
+    if (!pa.refused.empty()) {
+      passes[name] = {{"unsupported", pa.refused}};
+      cells[i] = pass_cell(pa, 0, 0, sq_gflops);
+      ++totals.unsupported;
+      continue;
+    }
+    const double t = median_seconds(be, repeat, run[i]);
+    totals.seconds += t, totals.flops += c.flops, ++totals.passes;
+    workspace = std::max(workspace.value_or(0), pa.workspace_bytes);
+    cells[i] = pass_cell(pa, t, c.flops, sq_gflops);
+    passes[name] = {{"algorithm", pa.algorithm},
+                    {"arithmetic", std::string(conv_arithmetic_name(pa.arithmetic))},
+                    {"workspace_bytes", pa.workspace_bytes},
+                    {"seconds", t},
+                    {"gflops", c.flops / t / 1e9},
+                    {"fraction_of_peak", c.flops / t / 1e9 / sq_gflops}};
   }
+  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13.1f}\n", c.layer,
+             conv_algo_choice_name(algo), fmt::format("{}x{}x{}", c.m, c.n, c.k), cells[0],
+             cells[1], cells[2], workspace ? format_bytes(*workspace) : "-", c.sgemm_gflops());
   return {{"layer", c.layer}, {"conv_algo", conv_algo_choice_name(algo)},
           {"gemm_m", c.m},    {"gemm_n", c.n},
           {"gemm_k", c.k},    {"flops", c.flops},
@@ -138,8 +164,9 @@ std::vector<ConvCase> distinct_convs(const Graph& g) {
 
 int bench_conv_command(const BenchConvOptions& o) {
   if (o.repeat < 1) throw InvalidArgument("--repeat must be at least 1");
+  const std::vector<ConvAlgoChoice> algos =
+      parse_named_conv_algorithms(o.backend, o.algos, "--algos");
   Graph g = build_model(o.model, ModelConfig{o.batch, o.image_size, 0, {}});
-  const std::vector<ConvAlgoChoice> algos = named_conv_algorithms(o.backend);
   std::vector<std::unique_ptr<Backend>> backends;
   for (ConvAlgoChoice a : algos) {
     BackendOptions bo;
@@ -150,22 +177,22 @@ int bench_conv_command(const BenchConvOptions& o) {
   const double sq_gflops = square_sgemm_gflops(b, o.repeat);
   fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s (the peak below)\n", o.model,
              o.batch, o.image_size, o.image_size, b.name(), kSquare, sq_gflops);
-  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>13}\n", "layer", "algorithm",
-             "GEMM MxNxK", "fwd GF/s peak", "bwdD GF/s peak", "bwdF GF/s peak", "sgemm GF/s");
+  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13}\n", "layer", "algorithm",
+             "GEMM MxNxK", "fwd GF/s peak", "bwdD GF/s peak", "bwdF GF/s peak", "workspace",
+             "sgemm GF/s");
   nlohmann::json rows = nlohmann::json::array();
-  std::vector<double> conv_seconds(algos.size(), 0);
-  double conv_flops = 0;
+  std::vector<AlgorithmTotals> totals(algos.size());
   for (ConvCase& c : distinct_convs(g)) {
-    conv_flops += c.flops;
     c.sgemm_seconds = same_shape_sgemm_seconds(b, c, o.repeat);
     for (size_t ai = 0; ai < algos.size(); ++ai) {
-      rows.push_back(
-          bench_algorithm(*backends[ai], algos[ai], c, sq_gflops, o.repeat, conv_seconds[ai]));
+      rows.push_back(bench_algorithm(*backends[ai], algos[ai], c, sq_gflops, o.repeat, totals[ai]));
     }
   }
   for (size_t ai = 0; ai < algos.size(); ++ai) {
-    fmt::print("all distinct conv shapes, {}: {:.1f} GFLOP/s over the three passes\n",
-               conv_algo_choice_name(algos[ai]), 3 * conv_flops / conv_seconds[ai] / 1e9);
+    const AlgorithmTotals& t = totals[ai];
+    fmt::print("all distinct conv shapes, {}: {:.1f} GFLOP/s over the {} passes it ran{}\n",
+               conv_algo_choice_name(algos[ai]), t.flops / t.seconds / 1e9, t.passes,
+               t.unsupported ? fmt::format(" ({} unsupported)", t.unsupported) : "");
   }
   if (!o.json_path.empty()) {
     write_json_atomically(o.json_path, {{"schema_version", kResultSchemaVersion},

@@ -71,22 +71,7 @@ std::vector<Precision> resolve_precisions(const CheckOpsOptions& o, const Backen
 }
 
 std::vector<ConvAlgoChoice> resolve_algorithms(const CheckOpsOptions& o, BackendKind kind) {
-  const std::vector<ConvAlgoChoice> named = named_conv_algorithms(kind);
-  if (o.conv_algos.empty()) return named;
-  std::string known;
-  for (ConvAlgoChoice c : named)
-    known += (known.empty() ? "" : ", ") + std::string(conv_algo_choice_name(c));
-  std::vector<ConvAlgoChoice> out;
-  for (const std::string& name : o.conv_algos) {
-    const std::optional<ConvAlgoChoice> c = parse_conv_algo_choice(name);
-    if (!c || std::find(named.begin(), named.end(), *c) == named.end()) {
-      throw InvalidArgument(
-          fmt::format("--conv-algos: the {} backend has no algorithm '{}' (it has: {})",
-                      backend_kind_name(kind), name, known));
-    }
-    out.push_back(*c);
-  }
-  return out;
+  return parse_named_conv_algorithms(kind, o.conv_algos, "--conv-algos");
 }
 
 std::vector<GridInstance> resolve_instances(const CheckOpsOptions& o,

@@ -138,6 +138,7 @@ void add_step_metrics(const RunResult& r, nlohmann::json& m) {
     m["skipped_steps"] = r.skipped_steps;
   }
   if (r.engines) m["engines"] = engines_json(*r.engines);
+  if (r.convolutions) m["convolutions"] = conv_passes_json(*r.convolutions);
   if (r.step_graphs) {
     m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
                        {"operations", r.step_graphs->operations},
@@ -270,6 +271,13 @@ void print_result(const RunResult& r, std::FILE* out) {
                "warning: {} of {} {} convolution passes ran on engines without tensor cores "
                "(metrics.engines), the first: {}\n",
                list.size(), r.engines->passes, precision_name(r.options.precision), list.front());
+  }
+  if (r.convolutions && !r.convolutions->refused.empty()) {
+    fmt::print(out,
+               "--conv-algo={} could not run {} of {} convolution passes, which took the "
+               "heuristic's choice (metrics.convolutions), the first: {}\n",
+               conv_algo_choice_name(r.options.conv_algo), r.convolutions->refused.size(),
+               r.convolutions->passes, r.convolutions->refused.front());
   }
   if (r.step_graphs) {
     fmt::print(out, "cuda graph: {} steps replayed from {} graph(s) of {} operations\n",

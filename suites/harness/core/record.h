@@ -74,6 +74,8 @@ struct RunResult {
   int64_t skipped_steps = 0;
   // The convolution passes' engines, where the backend declares them (runtime/train/engines.h).
   std::optional<EngineSummary> engines;
+  // How the convolution passes compute, on every backend (runtime/train/engines.h).
+  std::optional<ConvPassSummary> convolutions;
   // --cuda-graph: what was captured and replayed (Trainer::step_graphs).
   std::optional<StepGraphStats> step_graphs;
   // The machine's measured peak (machine_peak.h) for this device, when one was measured:

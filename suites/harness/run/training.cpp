@@ -334,9 +334,12 @@ TrainConfig train_config_of(const RunOptions& o, Communicator& comm, float lr) {
 // machine, the model.
 void describe_run(const Backend& backend, const Communicator& comm, const Graph& graph,
                   const ModelConfig& mc, RunResult& r) {
-  if (EngineSummary e = summarize_engines(engine_uses(graph), r.options.precision); e.passes > 0) {
+  const std::vector<EngineUse> uses = engine_uses(graph);
+  if (EngineSummary e = summarize_engines(uses, r.options.precision); e.passes > 0) {
     r.engines = std::move(e);
   }
+  r.convolutions = summarize_conv_passes(uses);
+  require_named_algorithm_ran(*r.convolutions, conv_algo_choice_name(r.options.conv_algo));
   r.backend_name = backend.name();
   r.environment = collect_environment(backend);
   for (const auto& [k, v] : comm.environment()) r.environment[k] = v;
