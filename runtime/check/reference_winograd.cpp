@@ -5,9 +5,10 @@
 // summed over the channels between the Hadamard product and Aᵀ..A. Every value it rounds is a
 // sum of terms ±a·g·d, each a product of transform coefficients, one weight and one input, and
 // the same terms in absolute value sum to |Aᵀ|[(|G||g||Gᵀ|) ⊙ (|Bᵀ||d||B|)]|A|: that sum plays
-// the part Σ|aᵢ||bᵢ| plays for a direct convolution (bounds.h), which it exceeds by up to the
-// transforms' growth (the price of the larger tile: F(2x2, 3x3)'s coefficients are all 0, ±1/2
-// and ±1; F(4x4, 3x3)'s reach 3.375 here). The matrices are oneDNN's for AVX-512 cores
+// the part Σ|aᵢ||bᵢ| plays for a direct convolution (bounds.h). It is never less, and more by
+// the transforms' growth, and by terms that cancel where a direct sum has none (near padding):
+// the price of the larger tile (F(2x2, 3x3)'s coefficients are all 0, ±1/2 and ±1; F(4x4, 3x3)'s
+// reach 3.375 here). The matrices are oneDNN's for AVX-512 cores
 // (jit_wino_4x3), with points scaled to keep that growth low, as its own test reference writes
 // them (oneDNN's tests/benchdnn/conv/ref_wino.cpp, trans_I_4x4_3x3, trans_W_4x4_3x3,
 // trans_O_4x4_3x3, and the weight update's trans_W_3x3_4x4_wu and trans_O_3x3_4x4_wu). Tiles

@@ -56,7 +56,9 @@ ConvPassSummary summarize_conv_passes(const std::vector<EngineUse>& uses) {
   ConvPassSummary s;
   for (const EngineUse& u : uses) {
     ++s.passes;
-    s.winograd += u.algorithm.arithmetic == ConvArithmetic::kWinogradF4x3;
+    // oneDNN's, whose arithmetic the plan states; a cuDNN engine's notes say it too
+    s.winograd += u.algorithm.arithmetic == ConvArithmetic::kWinogradF4x3 ||
+                  (u.algorithm.notes && u.algorithm.notes->winograd);
     if (!u.algorithm.refused.empty()) {
       s.refused.push_back(
           fmt::format("{} {}: {}", u.layer, conv_pass_name(u.algorithm.pass), u.algorithm.refused));

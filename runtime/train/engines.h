@@ -40,7 +40,8 @@ EngineSummary summarize_engines(const std::vector<EngineUse>& uses, Precision ma
 nlohmann::json engines_json(const EngineSummary& s);
 inline constexpr size_t kListedPasses = 64;
 // How the convolution passes compute, whatever the backend: how many there are, how many use
-// Winograd's transforms, and those that --conv-algo's named algorithm could not run
+// Winograd's transforms (the plan's arithmetic, or a cuDNN engine's winograd note), and those that
+// --conv-algo's named algorithm could not run
 // ("layer3.0.conv1 forward: why"), which took the heuristic's choice instead.
 struct ConvPassSummary {
   int64_t passes = 0, winograd = 0;

@@ -14,7 +14,7 @@ start=$(date +%s)
 for case in resnet18:32 resnet18:64 resnet50:32 resnet50:64 vgg16:32 vgg16:64 alexnet:63 \
             alexnet:64 digits-cnn:8 digits-cnn:16; do
   model=${case%:*} size=${case#*:}
-  for algo in im2col onednn; do
+  for algo in im2col onednn winograd; do
     "$dlbench" run --model="$model" --image-size="$size" --batch=2 --steps=1 --warmup=0 \
       --conv-algo="$algo" --memory-guard >"$work/out" 2>&1
     rc=$?

@@ -168,6 +168,9 @@ TEST(WinogradBound, OnednnsWinogradPassesItsBoundAndFailsTheDirectOne) {
   CpuBackend honest(o);
   const std::vector<PassResult> fair = check_instance(honest, parse_op_instance(kLayer4), cfg);
   ASSERT_EQ(fair.size(), 1u);
+  if (fair[0].algorithm.find("wino") == std::string::npos) {
+    GTEST_SKIP() << "this machine's oneDNN has no Winograd (2.6: AVX-512 cores only)";
+  }
   EXPECT_EQ(fair[0].status, CheckStatus::kOk) << fair[0].worst.ratio;
   EXPECT_NE(fair[0].algorithm.find("jit_wino_4x3"), std::string::npos) << fair[0].algorithm;
 

@@ -136,6 +136,12 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p, std::optional<size
   std::string onednn =
       direct ? fmt::format("onednn needs {}", format_bytes(direct->workspace_bytes(p)))
              : fmt::format("onednn has none ({})", plan.onednn_missing(CpuConvAlgo::kDirect));
+  for (CpuConvAlgo a : {CpuConvAlgo::kWinograd, CpuConvAlgo::kAuto}) {
+    const OnednnConv* conv = plan.onednn(a);
+    if (!conv || !conv->has(p)) continue;
+    onednn += fmt::format(", its {} needs {}", onednn_algorithm_name(onednn_algorithm(a)),
+                          format_bytes(conv->workspace_bytes(p)));
+  }
   return fmt::format(
       "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
       "least {} (one image's columns), {}",
@@ -171,27 +177,28 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
 
 // Where the heuristic takes oneDNN's Winograd: 3x3 kernels at stride 1 whose output holds at
 // least four of Winograd's 4x4 tiles per image (8x8 or more). Measured on this CPU by `dlbench
-// bench conv` (docs/cpu.md): 1.9x to 2.1x oneDNN's direct convolution on resnet18's 16x16
-// and 8x8 layers at batch 16, and 0.8x on its 4x4 ones (one tile per image) and 0.25x on its
-// 2x2 ones (a quarter of a tile), where transforming the weights outweighs the few tiles.
+// bench conv` (docs/cpu.md), the three passes together: 2.1x and 1.9x oneDNN's direct
+// convolution on resnet18's 16x16 and 8x8 layers at batch 16, 0.96x on its 4x4 ones (one tile
+// per image) and 0.30x on its 2x2 ones (a quarter of a tile), where transforming the weights
+// outweighs the few tiles.
 bool winograd_pays(const ConvDesc& d) {
   return d.kernel_h == 3 && d.kernel_w == 3 && d.stride_h == 1 && d.stride_w == 1 &&
          d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
 }
 
 // The heuristic: oneDNN's Winograd where it pays and fits, else its direct primitive, unless that
-// is its reference loops, which im2col beats by far (or does not fit). The caller has checked
-// that im2col or direct fits.
+// is its reference loops, which im2col beats by far, or it does not fit; Winograd where nothing
+// else fits. The caller has checked that one of the three fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
-  if (winograd_pays(plan.desc()) && plan.has(p, CpuConvAlgo::kWinograd)) {
-    return CpuConvAlgo::kWinograd;
-  }
+  const bool winograd = plan.has(p, CpuConvAlgo::kWinograd);
+  if (winograd && winograd_pays(plan.desc())) return CpuConvAlgo::kWinograd;
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
   if (direct && !(im2col && plan.onednn(CpuConvAlgo::kDirect)->is_reference(p))) {
     return CpuConvAlgo::kDirect;
   }
-  return im2col ? CpuConvAlgo::kIm2col : CpuConvAlgo::kDirect;
+  if (im2col) return CpuConvAlgo::kIm2col;
+  return winograd ? CpuConvAlgo::kWinograd : CpuConvAlgo::kDirect;
 }
 
 // The algorithm an --conv-algo that names one asks for; the heuristic's for the other two.
@@ -224,7 +231,8 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
                    std::optional<size_t> limit) {
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
-  if (!im2col && !direct) throw InvalidArgument(nothing_fits(plan, p, limit));
+  const bool winograd = plan.has(p, CpuConvAlgo::kWinograd) || plan.has(p, CpuConvAlgo::kAuto);
+  if (!im2col && !direct && !winograd) throw InvalidArgument(nothing_fits(plan, p, limit));
   switch (choice) {
     case ConvAlgoChoice::kIm2col:
       if (!im2col) throw InvalidArgument(nothing_fits(plan, p, limit));

@@ -190,8 +190,10 @@ int bench_conv_command(const BenchConvOptions& o) {
   }
   for (size_t ai = 0; ai < algos.size(); ++ai) {
     const AlgorithmTotals& t = totals[ai];
-    fmt::print("all distinct conv shapes, {}: {:.1f} GFLOP/s over the {} passes it ran{}\n",
-               conv_algo_choice_name(algos[ai]), t.flops / t.seconds / 1e9, t.passes,
+    const std::string rate =
+        t.passes ? fmt::format("{:.1f} GFLOP/s", t.flops / t.seconds / 1e9) : "no pass ran";
+    fmt::print("all distinct conv shapes, {}: {} over the {} passes it ran{}\n",
+               conv_algo_choice_name(algos[ai]), rate, t.passes,
                t.unsupported ? fmt::format(" ({} unsupported)", t.unsupported) : "");
   }
   if (!o.json_path.empty()) {
