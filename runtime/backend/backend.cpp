@@ -44,6 +44,11 @@ std::string_view conv_pass_name(ConvPass p) {
   return "?";
 }
 
+std::string conv_shape_text(const ConvDesc& d) {
+  return fmt::format("{}x{}, {}->{} channels on {}x{}, stride {}, pad {}", d.kernel_h, d.kernel_w,
+                     d.in_channels, d.out_channels, d.height, d.width, d.stride_h, d.pad_h);
+}
+
 std::string conv_plan_key(const ConvDesc& d) {
   return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {}", d.batch,
                      d.in_channels, d.height, d.width, d.out_channels, d.kernel_h, d.kernel_w,

@@ -144,6 +144,8 @@ bool lacks_tensor_cores(const PassAlgorithm& a, Precision math);
 // Everything a convolution's plan depends on, as one key: every field of `d` (shapes, strides,
 // padding, groups, bias, types, layout). Two layers with equal keys can share one plan.
 std::string conv_plan_key(const ConvDesc& d);
+// A convolution's shape for people: "3x3, 64->128 channels on 16x16, stride 2, pad 1".
+std::string conv_shape_text(const ConvDesc& d);
 
 // Made once per layer shape: holds whatever the backend needs (descriptors or graphs, the chosen
 // algorithms) and states its workspace need, which the backend reserves up front.

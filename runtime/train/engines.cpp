@@ -8,6 +8,16 @@
 
 namespace dlb {
 
+namespace {
+
+// The first kListedPasses of `passes`: what a record names (it counts them all beside).
+std::vector<std::string> listed(const std::vector<std::string>& passes) {
+  const size_t n = std::min(passes.size(), kListedPasses);
+  return {passes.begin(), passes.begin() + static_cast<std::ptrdiff_t>(n)};
+}
+
+}  // namespace
+
 std::vector<EngineUse> engine_uses(const Graph& graph) {
   std::vector<EngineUse> out;
   for (const auto& node : graph.nodes()) {
@@ -38,7 +48,6 @@ EngineSummary summarize_engines(const std::vector<EngineUse>& uses, Precision ma
 }
 
 nlohmann::json engines_json(const EngineSummary& s) {
-  const size_t listed = std::min(s.without_tensor_cores.size(), kListedPasses);
   return {{"passes", s.passes},
           {"tensor_core", s.tensor_core},
           {"fallback", s.fallback},
@@ -46,10 +55,7 @@ nlohmann::json engines_json(const EngineSummary& s) {
           {"reduced_precision_reduction", s.reduced_precision_reduction},
           {"nondeterministic", s.nondeterministic},
           {"without_tensor_cores", s.without_tensor_cores.size()},
-          {"passes_without_tensor_cores",
-           std::vector<std::string>(
-               s.without_tensor_cores.begin(),
-               s.without_tensor_cores.begin() + static_cast<std::ptrdiff_t>(listed))}};
+          {"passes_without_tensor_cores", listed(s.without_tensor_cores)}};
 }
 
 ConvPassSummary summarize_conv_passes(const std::vector<EngineUse>& uses) {
@@ -77,13 +83,10 @@ void require_named_algorithm_ran(const ConvPassSummary& s, std::string_view name
 }
 
 nlohmann::json conv_passes_json(const ConvPassSummary& s) {
-  const size_t listed = std::min(s.refused.size(), kListedPasses);
   return {{"passes", s.passes},
           {"winograd", s.winograd},
           {"refused", s.refused.size()},
-          {"refused_passes",
-           std::vector<std::string>(s.refused.begin(),
-                                    s.refused.begin() + static_cast<std::ptrdiff_t>(listed))}};
+          {"refused_passes", listed(s.refused)}};
 }
 
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {

@@ -166,6 +166,12 @@ bool winograd_runs(const ConvDesc& d) {
   return true;
 }
 
+// A conv row's label: "8x64x16x16 k3x3 s1 p1 -> 64".
+std::string conv_key(const ConvDesc& d) {
+  return fmt::format("{}x{}x{}x{} k{}x{} s{} p{} -> {}", d.batch, d.in_channels, d.height, d.width,
+                     d.kernel_h, d.kernel_w, d.stride_h, d.pad_h, d.out_channels);
+}
+
 void register_conv_benchmarks(BackendKind kind, const std::vector<MachinePeak>& peaks) {
   const MicroShape shape = micro_shape(kind);
   const std::string backend_name(backend_kind_name(kind));
@@ -177,15 +183,14 @@ void register_conv_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
       if (!conv) continue;
       ConvDesc d = conv->describe(g.shape(node.inputs[0]));
       d.bias = false;  // the convolution alone
-      const std::string key =
-          fmt::format("{}x{}x{}x{} k{}x{} s{} p{} -> {}", d.batch, d.in_channels, d.height, d.width,
-                      d.kernel_h, d.kernel_w, d.stride_h, d.pad_h, d.out_channels);
+      const std::string key = conv_key(d);
       if (!seen.insert(key).second) continue;
+      const bool winograd = kind == BackendKind::kCpu && winograd_runs(d);
       for (Precision p : micro_precisions(kind)) {
         const double peak =
             peak_for(peaks, backend_for(kind, ConvAlgoChoice::kHeuristic), p).flops_per_s;
         for (ConvAlgoChoice algo : named_conv_algorithms(kind)) {
-          if (algo == ConvAlgoChoice::kWinograd && !winograd_runs(d)) continue;
+          if (algo == ConvAlgoChoice::kWinograd && !winograd) continue;
           for (ConvPass pass : kConvPasses) {
             const std::string name =
                 fmt::format("conv/{}/{}/{}/{}.{}/{}", backend_name, precision_name(p),

@@ -29,11 +29,6 @@ OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   return OnednnAlgorithm::kDirect;
 }
 
-std::string describe(const ConvDesc& d) {
-  return fmt::format("conv {}x{}, {}->{} channels on {}x{}, stride {}", d.kernel_h, d.kernel_w,
-                     d.in_channels, d.out_channels, d.height, d.width, d.stride_h);
-}
-
 class CpuConvPlan final : public ConvPlan {
  public:
   // im2col as it fits the workspace limit, and oneDNN's `algorithms` (any may be absent);
@@ -96,6 +91,7 @@ class CpuConvPlan final : public ConvPlan {
   const OnednnConv* onednn(CpuConvAlgo a) const { return onednn_[index(a)].get(); }
   const std::string& onednn_missing(CpuConvAlgo a) const { return missing_[index(a)]; }
   const Im2colConv& im2col() const { return *im2col_; }
+  std::optional<size_t> limit() const { return limit_; }
 
  private:
   static int index(ConvPass p) { return static_cast<int>(p); }
@@ -130,8 +126,9 @@ void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, con
 }
 
 // Why no algorithm can run pass `p` within the limit: each one's least need.
-std::string nothing_fits(const CpuConvPlan& plan, ConvPass p, std::optional<size_t> limit) {
+std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   const ConvDesc& d = plan.desc();
+  const std::optional<size_t> limit = plan.limit();
   const OnednnConv* direct = plan.onednn(CpuConvAlgo::kDirect);
   std::string onednn =
       direct ? fmt::format("onednn needs {}", format_bytes(direct->workspace_bytes(p)))
@@ -145,7 +142,7 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p, std::optional<size
   return fmt::format(
       "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
       "least {} (one image's columns), {}",
-      describe(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
+      "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
       format_bytes(Im2colConv::min_workspace_bytes(d)), onednn);
 }
 
@@ -227,22 +224,21 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
 }
 
 // Pass `p`'s algorithm under `choice`; throws when the algorithm it names cannot run at all.
-CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice,
-                   std::optional<size_t> limit) {
+CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice) {
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd) || plan.has(p, CpuConvAlgo::kAuto);
-  if (!im2col && !direct && !winograd) throw InvalidArgument(nothing_fits(plan, p, limit));
+  if (!im2col && !direct && !winograd) throw InvalidArgument(nothing_fits(plan, p));
   switch (choice) {
     case ConvAlgoChoice::kIm2col:
-      if (!im2col) throw InvalidArgument(nothing_fits(plan, p, limit));
+      if (!im2col) throw InvalidArgument(nothing_fits(plan, p));
       return CpuConvAlgo::kIm2col;
     case ConvAlgoChoice::kOnednn:
       if (!plan.onednn(CpuConvAlgo::kDirect)) {
         throw Unsupported(
             fmt::format("--conv-algo=onednn: {}", plan.onednn_missing(CpuConvAlgo::kDirect)));
       }
-      if (!direct) throw InvalidArgument(nothing_fits(plan, p, limit));
+      if (!direct) throw InvalidArgument(nothing_fits(plan, p));
       return CpuConvAlgo::kDirect;
     case ConvAlgoChoice::kWinograd:
     case ConvAlgoChoice::kAuto:
@@ -277,7 +273,7 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
   }
   auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_, candidates(conv_algo_, d));
   for (ConvPass p : kConvPasses) {
-    plan->use(p, choose(*this, *plan, p, conv_algo_, workspace_limit_));
+    plan->use(p, choose(*this, *plan, p, conv_algo_));
   }
   reserve_workspace(plan->workspace_bytes());
   return plan;

@@ -176,11 +176,6 @@ dnnl::primitive_attr user_scratchpad() {
   return attr;
 }
 
-std::string describe(const ConvDesc& d) {
-  return fmt::format("{}x{}, {}->{} channels on {}x{}, stride {}, pad {}", d.kernel_h, d.kernel_w,
-                     d.in_channels, d.out_channels, d.height, d.width, d.stride_h, d.pad_h);
-}
-
 dnnl::algorithm dnnl_algorithm(OnednnAlgorithm a) {
   switch (a) {
     case OnednnAlgorithm::kWinograd:
@@ -266,7 +261,7 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
     b.emplace(Builder{p, algo, forward_desc(p, algo)});
   } catch (const dnnl::error& e) {
     throw Unsupported(
-        fmt::format("onednn has no {} convolution for {}: {}", name, describe(d), e.what()));
+        fmt::format("onednn has no {} convolution for {}: {}", name, conv_shape_text(d), e.what()));
   }
   const auto make = [&](ConvPass pass, auto build) {
     const int i = static_cast<int>(pass);
@@ -274,7 +269,7 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
       passes_[i] = build();
     } catch (const dnnl::error& e) {
       missing_[i] = fmt::format("onednn has no {} {} pass for {}: {}", name, conv_pass_name(pass),
-                                describe(d), e.what());
+                                conv_shape_text(d), e.what());
       return;
     }
     if (const std::string impl = passes_[i]->implementation; unchecked_winograd(impl)) {
@@ -282,7 +277,7 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
       missing_[i] = fmt::format(
           "onednn's {} {} pass for {} is {}, whose transforms are not the "
           "F(4x4, 3x3) ones the op checker bounds",
-          name, conv_pass_name(pass), describe(d), impl);
+          name, conv_pass_name(pass), conv_shape_text(d), impl);
     }
   };
   make(ConvPass::kForward, [&] { return b->forward(); });
