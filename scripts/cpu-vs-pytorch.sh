@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # dlbench against PyTorch on this machine's CPU, in the same run: torchvision's model trained on
-# synthetic data by both (SGD, momentum 0.9, lr 0.01, fp32), alternating dlbench and PyTorch,
-# ROUNDS rounds, and the medians of their images per second with the ratio. PyTorch gets every
-# core this process may use, as dlbench does (reports/peers/pytorch_train.py, the peer of
-# `--systems=dlbench,pytorch`). Not a test: a benchmark,
-# whose figures are this machine's.
+# synthetic data by both (SGD, momentum 0.9, lr 0.01), in fp32 or bf16 (PyTorch's CPU autocast;
+# dlbench's record says whether its bf16 products ran natively, metrics.arithmetic). Each round
+# runs every configuration once, dlbench then PyTorch, so configurations and systems alternate;
+# after ROUNDS rounds it prints the medians of their images per second, the lowest and highest
+# round, and the ratio. PyTorch gets every core this process may use, as dlbench does
+# (reports/peers/pytorch_train.py, the peer of `--systems=dlbench,pytorch`). Not a test: a
+# benchmark, whose figures are this machine's.
 #
-#   scripts/cpu-vs-pytorch.sh [ROUNDS] [MODEL:BATCH:IMAGE_SIZE ...]
-#   default: 3 rounds of resnet18:16:64 and resnet50:8:64
+#   scripts/cpu-vs-pytorch.sh [ROUNDS] [MODEL:BATCH:IMAGE_SIZE[:PRECISION] ...]
+#   default: 3 rounds of resnet18:16:64 and resnet50:8:64, in fp32
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 rounds=${1:-3}
@@ -18,28 +20,36 @@ configs=("$@")
 "$root/scripts/build.sh"
 dlbench=$root/build/dlbench
 steps=10 warmup=3
+results=$(mktemp)
+trap 'rm -f "$results"' EXIT
 
-for config in "${configs[@]}"; do
-  IFS=: read -r model batch size <<<"$config"
-  dl=() pt=()
-  for ((r = 1; r <= rounds; r++)); do
+images_per_s() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["throughput_img_s"])'; }
+
+for ((r = 1; r <= rounds; r++)); do
+  for config in "${configs[@]}"; do
+    IFS=: read -r model batch size precision <<<"$config"
+    precision=${precision:-fp32}
+    common=(--model="$model" --batch="$batch" --image-size="$size" --steps=$steps
+            --warmup=$warmup --backend=cpu --precision="$precision")
     rec=$(mktemp)
-    "$dlbench" run --model="$model" --batch="$batch" --image-size="$size" --steps=$steps \
-      --warmup=$warmup --backend=cpu --json="$rec" >/dev/null
-    dl+=("$(/usr/bin/python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["metrics"]["throughput_img_s"])' "$rec")")
+    "$dlbench" run "${common[@]}" --json="$rec" >/dev/null
+    echo "$config dlbench $(images_per_s <"$rec")" >>"$results"
     rm -f "$rec"
-    pt+=("$(/usr/bin/python3 "$root/reports/peers/pytorch_train.py" --model="$model" \
-      --batch="$batch" --image-size="$size" --backend=cpu --steps=$steps --warmup=$warmup |
-      /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["throughput_img_s"])')")
+    echo "$config pytorch $(/usr/bin/python3 "$root/reports/peers/pytorch_train.py" "${common[@]}" |
+                            tail -n 1 | images_per_s)" >>"$results"
   done
-  /usr/bin/python3 - "$model" "$batch" "$size" "${dl[*]}" "${pt[*]}" <<'PY'
-import statistics, sys
-model, batch, size, dl, pt = sys.argv[1:]
-dl = [float(v) for v in dl.split()]
-pt = [float(v) for v in pt.split()]
-d, p = statistics.median(dl), statistics.median(pt)
-print(f"{model} b{batch} {size}x{size}: dlbench {d:.1f} img/s, PyTorch {p:.1f} img/s, "
-      f"ratio {d / p:.2f}x (medians of {len(dl)}; dlbench {', '.join(f'{v:.1f}' for v in dl)}; "
-      f"PyTorch {', '.join(f'{v:.1f}' for v in pt)})")
-PY
 done
+/usr/bin/python3 - "$results" "${configs[@]}" <<'PY'
+import collections, statistics, sys
+runs = collections.defaultdict(list)
+for line in open(sys.argv[1]):
+    config, system, rate = line.split()
+    runs[config, system].append(float(rate))
+for config in sys.argv[2:]:
+    model, batch, size, *precision = config.split(":")
+    d, p = runs[config, "dlbench"], runs[config, "pytorch"]
+    md, mp = statistics.median(d), statistics.median(p)
+    print(f"{model} b{batch} {size}x{size} {(precision or ['fp32'])[0]}: dlbench {md:.1f} img/s "
+          f"[{min(d):.1f}, {max(d):.1f}], PyTorch {mp:.1f} img/s [{min(p):.1f}, {max(p):.1f}], "
+          f"ratio {md / mp:.2f}x (medians of {len(d)} rounds)")
+PY

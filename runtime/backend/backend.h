@@ -119,6 +119,15 @@ std::vector<std::string> engine_note_names(const EngineNotes& n);
 enum class ConvArithmetic { kProducts, kWinogradF4x3 };
 std::string_view conv_arithmetic_name(ConvArithmetic a);  // "products", "winograd_f4x3"
 
+// What a matrix product's multiplications read: the stored type itself (16-bit products, which
+// f32 holds exactly, accumulated in f32), or f32 (f32 data, or f32 copies of 16-bit data, which the
+// store rounds back). AVX-512 BF16's dot products and conversions also flush subnormal numbers
+// (and their inputs) to zero.
+struct ProductArithmetic {
+  DType operands = DType::kF32;
+  bool flushes_subnormals = false;
+};
+
 // The algorithm a plan chose for one pass, and the workspace it needs: the per-layer profile
 // records these.
 struct PassAlgorithm {
@@ -130,6 +139,7 @@ struct PassAlgorithm {
   bool shared = false;
   std::optional<EngineNotes> notes;  // what the library declares of the engine, where it does
   ConvArithmetic arithmetic = ConvArithmetic::kProducts;
+  ProductArithmetic products;  // what the pass's multiplications read
   // Why the algorithm the run named (--conv-algo=winograd) did not run this pass, which took the
   // heuristic's choice instead; empty when it ran, or when the run named none.
   std::string refused;
@@ -285,6 +295,9 @@ class DeviceMemory {
 class Backend : public DeviceMemory {
  public:
   virtual bool supports(Op op, const OpTypes& types) const = 0;
+  // What matmul's multiplications read for operands of these types, and whether they flush
+  // subnormal numbers to zero. A convolution's plan says the same per pass (PassAlgorithm).
+  virtual ProductArithmetic matmul_arithmetic(const OpTypes& types) const = 0;
   // How this backend stores 4-D activations of these types, with their gradients and the
   // convolution weights' compute copies and gradients: NCHW, or NHWC (channels last). A graph
   // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS), and a

@@ -27,6 +27,9 @@ class DelegatingBackend : public Backend {
   std::string_view name() const override { return "delegating"; }
   std::map<std::string, std::string> environment() const override { return {}; }
   bool supports(Op op, const OpTypes& t) const override { return inner_->supports(op, t); }
+  ProductArithmetic matmul_arithmetic(const OpTypes& t) const override {
+    return inner_->matmul_arithmetic(t);
+  }
   Layout activation_layout(const OpTypes& t) const override { return inner_->activation_layout(t); }
   const Clock& clock() const override { return inner_->clock(); }
   StreamRef stream() const override { return inner_->stream(); }

@@ -177,6 +177,11 @@ void PassRun::set_engine(const PassAlgorithm& a) {
   result_.notes = a.notes;
   arithmetic_.math = reduction_roundoff(cfg_.precision, policy_.activations,
                                         a.notes && a.notes->reduced_precision_reduction);
+  set_products(a.products);
+}
+
+void PassRun::set_products(const ProductArithmetic& p) {
+  arithmetic_.flush = p.flushes_subnormals ? std::ldexp(1.0, -126) : 0.0;
 }
 
 void PassRun::fail(const std::string& why) {

@@ -43,6 +43,9 @@ class PassRun {
   // The algorithm the backend chose for the pass, and what its engine declares: an engine that
   // reduces in 16 bits is judged by a 16-bit reduction's bound (reduction_roundoff).
   void set_engine(const PassAlgorithm& a);
+  // What the pass's multiplications read (Backend::matmul_arithmetic): an engine that flushes
+  // subnormal numbers is bounded with its flushes (reference.h's Arithmetic::flush).
+  void set_products(const ProductArithmetic& p);
   void set_work(double flops, double bytes) { result_.flops = flops, result_.bytes = bytes; }
   PassResult result() const { return result_; }
 

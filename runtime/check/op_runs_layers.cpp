@@ -97,9 +97,10 @@ void run_linear(PassRun& run) {
   const auto x = [&] { return o.draw("x", run.op().in, pol.activations, 0, 1); };
   const auto w = [&] { return o.draw("w", Shape{out, f}, pol.compute_weights, 0, 1); };
   const HostArray dy = o.draw("dy", Shape{n, out}, pol.activations, 0, 1);
+  Backend& be = run.backend();
+  run.set_products(be.matmul_arithmetic(run.types()));
   const Arithmetic& a = run.arithmetic();
   const Precision math = run.policy().math;
-  Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward) {
     const HostArray hx = x(), hw = w(), b = o.draw("b", Shape{out}, pol.compute_weights, 0, 1);
     Tensor tx = o.upload(hx, pol.activations), tw = o.upload(hw, pol.compute_weights),

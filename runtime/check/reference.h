@@ -32,8 +32,14 @@ struct Expected {
 // math), the rounding of the products' inputs (tf32's, relative, bounds.h input_roundoff), its
 // elementwise work (f32, which every backend computes in), and the data type's, for a result
 // stored and read again within the op (a linear layer's product before its bias is added).
+//
+// `flush` is the most a flush of one subnormal number to zero moves it (2^-126, f32's and bf16's
+// smallest normal number), for an engine that flushes its products, partial sums and stored
+// result (AVX-512 BF16's): a sum of k products adds at most 2k + 1 of them, absolute. Its inputs
+// may be flushed too; the op checker draws them from N(0, 1), where one below 2^-126 is too
+// rare to bound.
 struct Arithmetic {
-  double math = 0, inputs = 0, ops = 0, data = 0;
+  double math = 0, inputs = 0, ops = 0, data = 0, flush = 0;
 };
 
 // Convolution (cross-correlation, PyTorch's conv2d), with `b` null when there is no bias. The

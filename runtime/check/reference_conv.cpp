@@ -95,9 +95,11 @@ void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const double* a, in
 }
 
 // Turns the magnitude sums held in e.bound into bounds of products summed k at a time: the
-// accumulation's (probabilistic, growing with sqrt(k)) and the inputs' rounding (fixed per term).
+// accumulation's (probabilistic, growing with sqrt(k)), the inputs' rounding (fixed per term), and
+// the engine's flushes of subnormal numbers, if it flushes (absolute, reference.h).
 void finish_products(Expected& e, double k, const Arithmetic& a) {
-  for (double& b : e.bound) b = reduction_bound(k, b, a.math, 0.0, 0.0) + a.inputs * b;
+  const double flushes = a.flush * (2 * k + 1);
+  for (double& b : e.bound) b = reduction_bound(k, b, a.math, 0.0, 0.0) + a.inputs * b + flushes;
 }
 
 // A Winograd pass's bound (reference.h): the accumulation's over its depth, on the magnitudes of

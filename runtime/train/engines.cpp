@@ -89,6 +89,47 @@ nlohmann::json conv_passes_json(const ConvPassSummary& s) {
           {"refused_passes", listed(s.refused)}};
 }
 
+ArithmeticSummary summarize_arithmetic(const std::vector<EngineUse>& uses, DType data,
+                                       DType matmul) {
+  ArithmeticSummary s;
+  s.data = data;
+  s.matmul = matmul;
+  for (const EngineUse& u : uses) {
+    ++s.conv_passes;
+    s.native_conv_passes += data != DType::kF32 && u.algorithm.products.operands == data;
+  }
+  return s;
+}
+
+std::string_view arithmetic_verdict(const ArithmeticSummary& s) {
+  if (s.data == DType::kF32) return "f32";
+  const bool matmul = s.matmul == s.data;
+  if (s.native_conv_passes == s.conv_passes && matmul) return "native";
+  if (s.native_conv_passes == 0 && !matmul) return "emulated";
+  return "partly native";
+}
+
+nlohmann::json arithmetic_json(const ArithmeticSummary& s) {
+  return {{"data", std::string(dtype_name(s.data))},
+          {"verdict", std::string(arithmetic_verdict(s))},
+          {"convolution_passes", s.conv_passes},
+          {"native_convolution_passes", s.native_conv_passes},
+          {"matmul", std::string(dtype_name(s.matmul))}};
+}
+
+std::string arithmetic_line(const ArithmeticSummary& s) {
+  if (s.data == DType::kF32) return "";
+  const std::string_view data = dtype_name(s.data);
+  return fmt::format(
+      "{} products: {} ({} of {} convolution passes, matmul {}; metrics.arithmetic){}", data,
+      arithmetic_verdict(s), s.native_conv_passes, s.conv_passes,
+      s.matmul == s.data ? "native" : "in f32",
+      arithmetic_verdict(s) == "native" ? ""
+                                        : fmt::format(": the rest compute on f32 copies of "
+                                                      "the {} tensors",
+                                                      data));
+}
+
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {
   nlohmann::json j = {{"pass", std::string(conv_pass_name(a.pass))},
                       {"algorithm", a.algorithm},
@@ -97,6 +138,7 @@ nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {
                       {"plan_shared", a.shared}};
   if (a.notes) j["engine_notes"] = engine_note_names(*a.notes);
   j["arithmetic"] = std::string(conv_arithmetic_name(a.arithmetic));
+  j["operands"] = std::string(dtype_name(a.products.operands));
   // --conv-algo named an algorithm that cannot run this pass, which took the heuristic's choice.
   if (!a.refused.empty()) j["refused"] = a.refused;
   return j;

@@ -55,6 +55,26 @@ void require_named_algorithm_ran(const ConvPassSummary& s, std::string_view name
 // metrics.convolutions of the record: the counts, and the first kListedPasses refusals.
 nlohmann::json conv_passes_json(const ConvPassSummary& s);
 
+// What the run's multiplications read (metrics.arithmetic): for 16-bit data, the stored 16-bit
+// tensors themselves (native: products exact in f32, accumulated in f32), or f32 copies of them
+// (emulated: the same products, plus a widening before and a rounding after each op). Batch norm,
+// pooling, activations and the optimizer compute in f32 on every backend, as PyTorch's do.
+struct ArithmeticSummary {
+  DType data = DType::kF32;  // the activations' type
+  int64_t conv_passes = 0, native_conv_passes = 0;
+  DType matmul = DType::kF32;  // what the linear layers' products read
+};
+// Pure. `matmul` is Backend::matmul_arithmetic's operands for the run's types.
+ArithmeticSummary summarize_arithmetic(const std::vector<EngineUse>& uses, DType data,
+                                       DType matmul);
+// "f32" (f32 data), "native" (every product reads the 16-bit data), "emulated" (none does), or
+// "partly native".
+std::string_view arithmetic_verdict(const ArithmeticSummary& s);
+nlohmann::json arithmetic_json(const ArithmeticSummary& s);
+// The console's line for a 16-bit run: "bf16 products: native in 60 of 60 convolution passes and
+// in matmul (metrics.arithmetic)"; empty for f32 data.
+std::string arithmetic_line(const ArithmeticSummary& s);
+
 // One pass as the per-layer profile lists it: its algorithm, workspace, sharing and notes.
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a);
 

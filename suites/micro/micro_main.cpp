@@ -20,10 +20,10 @@ std::vector<MachinePeak> machine_peaks(const std::vector<BackendKind>& kinds) {
   std::vector<MachinePeak> peaks = dlb::read_peaks(path);
   for (BackendKind kind : kinds) {
     auto backend = dlb::make_backend(kind, {});
-    // The CPU computes 16-bit data in f32: its one peak is fp32's.
-    const std::vector<dlb::Precision> wanted =
-        kind == BackendKind::kCpu ? std::vector<dlb::Precision>{dlb::Precision::kFp32}
-                                  : dlb::micro::micro_precisions(kind);
+    // The CPU's 16-bit precisions without a peak of their own compute in f32.
+    const std::vector<dlb::Precision> wanted = kind == BackendKind::kCpu
+                                                   ? dlb::cpu_peak_precisions(*backend)
+                                                   : dlb::micro::micro_precisions(kind);
     for (dlb::Precision p : wanted) {
       const std::string name(dlb::precision_name(p));
       const auto found = dlb::find_peak(peaks, dlb::host_name(), dlb::device_name(*backend),

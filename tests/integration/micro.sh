@@ -18,16 +18,17 @@ rc=$?
 check "the micro suite exits 0" test $rc -eq 0
 ((rc == 0)) || cat "$work/m.out"
 echo "micro suite: $(($(date +%s) - start)) s"
-avx512=0  # oneDNN 2.6 has its Winograd for AVX-512 cores only
+avx512=0 bf16=0  # oneDNN 2.6 has its Winograd for AVX-512 cores only
 grep -qw avx512f /proc/cpuinfo && avx512=1
+grep -qw avx512_bf16 /proc/cpuinfo && bf16=1  # and multiplies bf16 natively with AVX-512 BF16
 check "rows: every linear layer's GEMM and every distinct conv, each pass, algorithm and precision" \
-  $py - "$work/m" "$DLBENCH_PEAK_FILE" "$avx512" <<'PY'
+  $py - "$work/m" "$DLBENCH_PEAK_FILE" "$avx512" "$bf16" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1] + "/micro.json"))
 peaks = json.load(open(sys.argv[2]))["peaks"]
-cpu = [p for p in peaks if p["backend"] == "cpu"]
-assert [p["precision"] for p in cpu] == ["fp32"], peaks  # the CPU computes 16-bit data in f32
-peak = cpu[0]["flops_per_s"]
+cpu = {p["precision"]: p["flops_per_s"] for p in peaks if p["backend"] == "cpu"}
+# fp32's peak, and bf16's where the CPU multiplies bf16 natively; fp16 computes in f32
+assert sorted(cpu) == (["bf16", "fp32"] if sys.argv[4] == "1" else ["fp32"]), peaks
 rows = [b for b in d["benchmarks"] if b["name"].startswith(("gemm/cpu/", "conv/cpu/"))]
 names = [b["name"].removesuffix("/manual_time") for b in rows]
 gemm = [n for n in names if n.startswith("gemm/cpu/")]
@@ -40,8 +41,10 @@ wino = [n for n in conv if n.split("/")[3] == "winograd"]
 assert len(wino) == ((4 + 9) * 3 * 3 if sys.argv[3] == "1" else 0), len(wino)
 assert len(conv) == (23 + 9) * 3 * 2 * 3 + len(wino), len(conv)
 for b in rows:
+    peak = cpu.get(b["name"].split("/")[2], cpu["fp32"])
     assert b["FLOP/s"] > 0 and abs(b["of_peak"] - b["FLOP/s"] / peak) < 1e-6 * b["of_peak"], b
-assert float(d["context"]["peak cpu fp32 flops_per_s"]) == float(f"{peak:.6g}")
+for precision, peak in cpu.items():
+    assert float(d["context"][f"peak cpu {precision} flops_per_s"]) == float(f"{peak:.6g}")
 ar = json.load(open(sys.argv[1] + "/allreduce-mpi.json"))
 assert ar["ranks"] == 2 and all(r["wrong"] == 0 for r in ar["rows"]), ar
 PY

@@ -103,8 +103,10 @@ by_hand=("$py" "$root/reports/peers/pytorch_train.py" --model=resnet18 --batch=2
          --steps=1 --warmup=0)
 peer=("${alone[@]}" "${by_hand[@]}")
 status_of() { $py -c 'import json,sys; r=json.loads(sys.stdin.read().splitlines()[-1]); print(r["status"], r.get("message", ""))'; }
-check "CPU bf16 is not PyTorch's CPU autocast: unsupported" \
-  grep -q "^unsupported precision=bf16 on the CPU" <<<"$("${peer[@]}" --precision=bf16 2>/dev/null | status_of)"
+check "CPU fp16, which dlbench computes in f32: unsupported" \
+  grep -q "^unsupported precision=fp16 on the CPU" <<<"$("${peer[@]}" --precision=fp16 2>/dev/null | status_of)"
+check "CPU bf16 is PyTorch's CPU autocast: it trains" \
+  grep -q "^ok" <<<"$("${peer[@]}" --precision=bf16 2>/dev/null | status_of)"
 check "two ranks without a launcher: unsupported" \
   grep -q "^unsupported ranks=2 needs the processes started by mpirun or srun" \
   <<<"$("${peer[@]}" --ranks=2 2>/dev/null | status_of)"

@@ -128,6 +128,36 @@ TEST(Engines, ANamedAlgorithmThatRunsNoPassIsRefusedWithTheLayersNamed) {
   EXPECT_EQ(pass_algorithm_json(wino)["arithmetic"], "winograd_f4x3");
 }
 
+// metrics.arithmetic: native when every product reads the 16-bit data, emulated when none does,
+// partly native between; f32 data is f32. As written, it is what the schema defines.
+TEST(Engines, ArithmeticSaysWhetherTheProductsReadTheSixteenBitData) {
+  PassAlgorithm native, copies;
+  native.products = {DType::kBF16, true};
+  const std::vector<EngineUse> both = {{"conv1", native}, {"conv2", copies}};
+  const std::vector<EngineUse> all = {{"conv1", native}, {"conv2", native}};
+  EXPECT_EQ(arithmetic_verdict(summarize_arithmetic(all, DType::kBF16, DType::kBF16)), "native");
+  EXPECT_EQ(arithmetic_verdict(summarize_arithmetic(all, DType::kBF16, DType::kF32)),
+            "partly native");
+  EXPECT_EQ(arithmetic_verdict(summarize_arithmetic(both, DType::kBF16, DType::kBF16)),
+            "partly native");
+  EXPECT_EQ(arithmetic_verdict(summarize_arithmetic({{"c", copies}}, DType::kF16, DType::kF32)),
+            "emulated");
+  EXPECT_EQ(arithmetic_verdict(summarize_arithmetic({{"c", copies}}, DType::kF32, DType::kF32)),
+            "f32");
+  const ArithmeticSummary s = summarize_arithmetic(both, DType::kBF16, DType::kBF16);
+  EXPECT_EQ(s.native_conv_passes, 1);
+  EXPECT_EQ(arithmetic_line(s),
+            "bf16 products: partly native (1 of 2 convolution passes, matmul native; "
+            "metrics.arithmetic): the rest compute on f32 copies of the bf16 tensors");
+  EXPECT_EQ(arithmetic_line(summarize_arithmetic(all, DType::kF32, DType::kF32)), "");
+  const nlohmann::json def =
+      schema_file("result.schema.json")["properties"]["metrics"]["properties"]["arithmetic"];
+  ASSERT_TRUE(def.is_object());
+  const std::vector<std::string> errors = validate_json(arithmetic_json(s), def);
+  EXPECT_TRUE(errors.empty()) << errors.front();
+  EXPECT_EQ(pass_algorithm_json(native)["operands"], "bf16");
+}
+
 // metrics.engines and check-ops' engine_notes, as written, are what the schemas define.
 TEST(Engines, WhatIsWrittenIsWhatTheSchemasDefine) {
   std::vector<EngineUse> uses;

@@ -1,7 +1,8 @@
 // The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
 // own choice) or im2col + sgemm, chosen as the run's --conv-algo says within its
-// --workspace-limit. Operands may be stored in 16 bits: each pass
-// computes on f32 views (f32_views.h).
+// --workspace-limit. Operands may be stored in 16 bits. A bf16 layer's oneDNN primitives take its
+// bf16 tensors as they are, where this CPU multiplies bf16 natively (AVX-512 BF16); every other
+// pass computes on f32 views of them (f32_views.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -29,6 +30,21 @@ OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   return OnednnAlgorithm::kDirect;
 }
 
+// A layer whose data and weights are bf16 (a bf16 run) may run natively in bf16.
+bool bf16_layer(const OpTypes& t) { return t.data == DType::kBF16 && t.params == DType::kBF16; }
+
+// oneDNN's plan of algorithm `a`: on the layer's bf16 tensors where it multiplies them natively,
+// else on f32 views of them. Throws Unsupported when it has neither.
+std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
+  if (bf16_layer(d.types)) {
+    try {
+      return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kBF16);
+    } catch (const Unsupported&) {  // no bf16 Winograd, or no AVX-512 BF16: f32 it is
+    }
+  }
+  return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kF32);
+}
+
 class CpuConvPlan final : public ConvPlan {
  public:
   // im2col as it fits the workspace limit, and oneDNN's `algorithms` (any may be absent);
@@ -38,7 +54,7 @@ class CpuConvPlan final : public ConvPlan {
       : ConvPlan(d), im2col_(Im2colConv::fit(d, workspace_limit)), limit_(workspace_limit) {
     for (CpuConvAlgo a : algorithms) {
       try {
-        onednn_[index(a)] = std::make_unique<OnednnConv>(d, onednn_algorithm(a));
+        onednn_[index(a)] = make_onednn(d, a);
       } catch (const Unsupported& e) {
         missing_[index(a)] = e.what();
       }
@@ -58,6 +74,7 @@ class CpuConvPlan final : public ConvPlan {
       const OnednnConv* conv = runs_onednn(p);
       a.algorithm = conv ? conv->algorithm(p) : im2col_->algorithm();
       a.arithmetic = conv ? conv->arithmetic(p) : ConvArithmetic::kProducts;
+      if (conv && conv->operands() != DType::kF32) a.products = {conv->operands(), true};
       a.workspace_bytes = workspace_bytes(p);
       a.refused = refused_[index(p)];
       out.push_back(a);
@@ -111,10 +128,18 @@ const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
   return *p;
 }
 
-void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& y) {
-  check_f32(x, "conv input");
-  check_f32(w, "conv weight");
-  check_f32(y, "conv output");
+// The tensors of a pass that computes on `operands`: f32 views, or the stored 16-bit tensors.
+void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
+                        DType operands = DType::kF32) {
+  for (auto [t, what] : {std::pair{&x, "conv input"}, {&w, "conv weight"}, {&y, "conv output"}}) {
+    if (operands == DType::kF32) {
+      check_f32(*t, what);
+    } else if (t->dtype() != operands || t->layout() != Layout::kNCHW) {
+      throw InvalidArgument(fmt::format("{} is {} {}; this convolution's plan takes {} NCHW", what,
+                                        dtype_name(t->dtype()), layout_name(t->layout()),
+                                        dtype_name(operands)));
+    }
+  }
   const Shape xs{d.batch, d.in_channels, d.height, d.width};
   const Shape ws{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   const Shape ys{d.batch, d.out_channels, d.out_h(), d.out_w()};
@@ -152,17 +177,20 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
   const ConvDesc& d = plan.desc();
   plan.use(p, a);
   b.reserve_workspace(plan.workspace_bytes(p));
-  Tensor x = b.empty({d.batch, d.in_channels, d.height, d.width}, DType::kF32,
-                     MemCategory::kWorkspace, "autotune operands");
-  Tensor w = b.empty({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
-                     DType::kF32, MemCategory::kWorkspace, "autotune operands");
-  Tensor y = b.empty({d.batch, d.out_channels, d.out_h(), d.out_w()}, DType::kF32,
-                     MemCategory::kWorkspace, "autotune operands");
-  b.fill(x, 0.f);
-  b.fill(w, 0.f);
-  b.fill(y, 0.f);
+  const auto zeros = [&](Shape shape, DType type) {
+    Tensor t = b.empty(std::move(shape), type, MemCategory::kWorkspace, "autotune operands");
+    b.fill(t, 0.f);
+    return t;
+  };
+  // In the layer's own types, as the step will call it: a bf16 plan's forward adds the bias.
+  Tensor x = zeros({d.batch, d.in_channels, d.height, d.width}, d.types.data);
+  Tensor w =
+      zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, d.types.params);
+  Tensor y = zeros({d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data);
+  Tensor bias = d.bias ? zeros({d.out_channels}, d.types.params) : Tensor();
   const auto once = [&] {
-    if (p == ConvPass::kForward) b.conv_forward(plan, x, w, y);
+    if (p == ConvPass::kForward && d.bias) b.conv_bias_forward(plan, x, w, bias, y);
+    if (p == ConvPass::kForward && !d.bias) b.conv_forward(plan, x, w, y);
     if (p == ConvPass::kBackwardData) b.conv_backward_data(plan, y, w, x);
     if (p == ConvPass::kBackwardFilter) b.conv_backward_filter(plan, x, y, w);
   };
@@ -183,10 +211,16 @@ bool winograd_pays(const ConvDesc& d) {
          d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
 }
 
-// The heuristic: oneDNN's Winograd where it pays and fits, else its direct primitive, unless that
-// is its reference loops, which im2col beats by far, or it does not fit; Winograd where nothing
-// else fits. The caller has checked that one of the three fits.
+// The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on this CPU, a bf16
+// resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers, docs/cpu.md).
+// Else oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its
+// reference loops, which im2col beats by far, or it does not fit; Winograd where nothing else
+// fits. The caller has checked that one of the three fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
+  const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
+  if (native && native->operands() != DType::kF32 && plan.has(p, CpuConvAlgo::kDirect)) {
+    return CpuConvAlgo::kDirect;
+  }
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd);
   if (winograd && winograd_pays(plan.desc())) return CpuConvAlgo::kWinograd;
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
@@ -259,6 +293,13 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
   return best;
 }
 
+// The oneDNN plan that runs pass `p` on the stored 16-bit tensors; null when the pass computes on
+// f32 views (im2col, or an f32 plan).
+const OnednnConv* native_pass(const CpuConvPlan& plan, ConvPass p) {
+  const OnednnConv* conv = plan.runs_onednn(p);
+  return conv && conv->operands() != DType::kF32 ? conv : nullptr;
+}
+
 }  // namespace
 
 std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
@@ -281,23 +322,40 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
 
 void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
                               Tensor& y_s) {
+  const auto& plan = cpu_plan(plan_);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
+  if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
+    check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
+    return conv->forward(x_s.raw(), w_s.raw(), nullptr, y_s.raw(), ws);
+  }
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   const Tensor& w = f32.in(w_s);
   Tensor& y = f32.out(y_s);
-  const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), x, w, y);
-  void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
   if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kForward)) {
-    conv->forward(x.data<float>(), w.data<float>(), y.data<float>(), ws);
+    conv->forward(x.data<float>(), w.data<float>(), nullptr, y.data<float>(), ws);
   } else {
     plan.im2col().forward(x.data<float>(), w.data<float>(), y.data<float>(),
                           static_cast<float*>(ws));
   }
 }
 
-void CpuBackend::conv_bias_forward(const ConvPlan& plan, const Tensor& x_s, const Tensor& w_s,
+// A native bf16 plan adds the bias inside its primitive, before its one rounding; every other
+// adds it to the f32 view of the output, rounded once on store.
+void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
                                    const Tensor& b_s, Tensor& y_s) {
+  const auto& plan = cpu_plan(plan_);
+  if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
+    check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
+    if (b_s.dtype() != conv->operands() || b_s.numel() != plan.desc().out_channels) {
+      throw InvalidArgument(fmt::format("conv bias is {} {}; the plan takes {} of {}",
+                                        dtype_name(b_s.dtype()), b_s.shape().str(),
+                                        plan.desc().out_channels, dtype_name(conv->operands())));
+    }
+    void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
+    return conv->forward(x_s.raw(), w_s.raw(), b_s.raw(), y_s.raw(), ws);
+  }
   F32Views f32(*this);
   Tensor& y = f32.out(y_s);
   conv_forward(plan, f32.in(x_s), f32.in(w_s), y);
@@ -306,13 +364,17 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan, const Tensor& x_s, cons
 
 void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, const Tensor& w_s,
                                     Tensor& dx_s) {
+  const auto& plan = cpu_plan(plan_);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
+  if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardData)) {
+    check_conv_tensors(plan.desc(), dx_s, w_s, dy_s, conv->operands());
+    return conv->backward_data(dy_s.raw(), w_s.raw(), dx_s.raw(), ws);
+  }
   F32Views f32(*this);
   const Tensor& dy = f32.in(dy_s);
   const Tensor& w = f32.in(w_s);
   Tensor& dx = f32.out(dx_s);
-  const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), dx, w, dy);
-  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
   if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kBackwardData)) {
     conv->backward_data(dy.data<float>(), w.data<float>(), dx.data<float>(), ws);
   } else {
@@ -323,13 +385,17 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, c
 
 void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, const Tensor& dy_s,
                                       Tensor& dw_s) {
+  const auto& plan = cpu_plan(plan_);
+  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
+  if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardFilter)) {
+    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, conv->operands());
+    return conv->backward_filter(x_s.raw(), dy_s.raw(), dw_s.raw(), ws);
+  }
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   const Tensor& dy = f32.in(dy_s);
   Tensor& dw = f32.out(dw_s);
-  const auto& plan = cpu_plan(plan_);
   check_conv_tensors(plan.desc(), x, dw, dy);
-  void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
   if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kBackwardFilter)) {
     conv->backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), ws);
   } else {

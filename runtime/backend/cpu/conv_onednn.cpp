@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -75,13 +76,12 @@ Operand operand(int arg, const memory::desc& plain, bool output) {
 struct OnednnConv::Pass {
   dnnl::primitive primitive;
   std::string implementation, layout;
-  Operand operands[3];  // two inputs, then the output
+  std::vector<Operand> operands;  // two inputs, the output, and the forward pass's bias if any
   memory::desc scratchpad;
   size_t scratchpad_offset = 0, bytes = 0;
 
-  Pass(dnnl::primitive p, const dnnl::primitive_desc& pd, std::initializer_list<Operand> ops)
-      : primitive(std::move(p)), implementation(pd.impl_info_str()) {
-    std::copy(ops.begin(), ops.end(), operands);
+  Pass(dnnl::primitive p, const dnnl::primitive_desc& pd, std::vector<Operand> ops)
+      : primitive(std::move(p)), implementation(pd.impl_info_str()), operands(std::move(ops)) {
     const auto& engine = cpu_engine();
     for (Operand& o : operands) {
       o.inner = pd.query_md(dnnl::query::exec_arg_md, o.arg);
@@ -98,26 +98,25 @@ struct OnednnConv::Pass {
     bytes += aligned(scratchpad.get_size());
   }
 
-  void run(const void* a, const void* b, void* out, void* workspace) const {
+  void run(const void* a, const void* b, void* out, void* workspace,
+           const void* bias = nullptr) const {
     try {
       dnnl::stream stream(cpu_engine());
-      execute(stream, a, b, out, workspace);
+      execute(stream, {a, b, out, bias}, workspace);
     } catch (const dnnl::error& e) {
       throw DeviceError(fmt::format("onednn {}: {}", implementation, e.what()));
     }
   }
 
  private:
-  void execute(dnnl::stream& stream, const void* a, const void* b, void* out,
-               void* workspace) const {
+  void execute(dnnl::stream& stream, std::array<const void*, 4> user, void* workspace) const {
     auto* ws = static_cast<uint8_t*>(workspace);
     const auto& engine = cpu_engine();
-    void* user[3] = {const_cast<void*>(a), const_cast<void*>(b), out};
     std::unordered_map<int, memory> args;
     memory outputs[2];  // the user's output and the primitive's copy, when reordered
-    for (int i = 0; i < 3; ++i) {
+    for (size_t i = 0; i < operands.size(); ++i) {
       const Operand& o = operands[i];
-      memory mine(o.plain, engine, user[i]);
+      memory mine(o.plain, engine, const_cast<void*>(user[i]));
       if (!o.reordered) {
         args.emplace(o.arg, mine);
         continue;
@@ -146,8 +145,10 @@ namespace {
 struct Problem {
   memory::dims x, w, y, strides, pad_l, pad_r;
   Tag w_tag;
+  memory::data_type type;
+  bool bias;  // added by the forward primitive
 
-  explicit Problem(const ConvDesc& d) {
+  Problem(const ConvDesc& d, memory::data_type t) : type(t), bias(d.bias && t != kF32) {
     x = {d.batch, d.in_channels, d.height, d.width};
     y = {d.batch, d.out_channels, d.out_h(), d.out_w()};
     if (d.groups == 1) {
@@ -164,10 +165,11 @@ struct Problem {
     pad_r = {(d.out_h() - 1) * d.stride_h + d.kernel_h - d.height - d.pad_h,
              (d.out_w() - 1) * d.stride_w + d.kernel_w - d.width - d.pad_w};
   }
-  memory::desc plain_x() const { return {x, kF32, Tag::nchw}; }
-  memory::desc plain_w() const { return {w, kF32, w_tag}; }
-  memory::desc plain_y() const { return {y, kF32, Tag::nchw}; }
-  static memory::desc any(const memory::dims& dims) { return {dims, kF32, Tag::any}; }
+  memory::desc plain_x() const { return {x, type, Tag::nchw}; }
+  memory::desc plain_w() const { return {w, type, w_tag}; }
+  memory::desc plain_y() const { return {y, type, Tag::nchw}; }
+  memory::desc plain_bias() const { return {{y[1]}, type, Tag::a}; }
+  memory::desc any(const memory::dims& dims) const { return {dims, type, Tag::any}; }
 };
 
 dnnl::primitive_attr user_scratchpad() {
@@ -201,9 +203,21 @@ bool unchecked_winograd(const std::string& implementation) {
 using ForwardDesc = dnnl::convolution_forward::primitive_desc;
 
 ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo) {
-  return ForwardDesc({dnnl::prop_kind::forward_training, algo, Problem::any(p.x), Problem::any(p.w),
-                      Problem::any(p.y), p.strides, p.pad_l, p.pad_r},
+  const auto kind = dnnl::prop_kind::forward_training;
+  if (p.bias) {
+    return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.plain_bias(), p.any(p.y), p.strides,
+                        p.pad_l, p.pad_r},
+                       user_scratchpad(), cpu_engine());
+  }
+  return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
                      user_scratchpad(), cpu_engine());
+}
+
+memory::data_type onednn_type(DType t) {
+  if (t == DType::kF32) return kF32;
+  if (t == DType::kBF16) return memory::data_type::bf16;
+  throw Unsupported(
+      fmt::format("onednn convolutions here take f32 or bf16, not {}", dtype_name(t)));
 }
 
 }  // namespace
@@ -216,19 +230,18 @@ struct OnednnConv::Builder {
   ForwardDesc fwd;
 
   std::unique_ptr<Pass> forward() const {
-    auto pass = std::make_unique<Pass>(
-        dnnl::convolution_forward(fwd), fwd,
-        std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
-                                       operand(DNNL_ARG_WEIGHTS, p.plain_w(), false),
-                                       operand(DNNL_ARG_DST, p.plain_y(), true)});
+    std::vector<Operand> ops = {operand(DNNL_ARG_SRC, p.plain_x(), false),
+                                operand(DNNL_ARG_WEIGHTS, p.plain_w(), false),
+                                operand(DNNL_ARG_DST, p.plain_y(), true)};
+    if (p.bias) ops.push_back(operand(DNNL_ARG_BIAS, p.plain_bias(), false));
+    auto pass = std::make_unique<Pass>(dnnl::convolution_forward(fwd), fwd, std::move(ops));
     pass->layout = layout_name(fwd.src_desc());
     return pass;
   }
   std::unique_ptr<Pass> backward_data() const {
     const dnnl::convolution_backward_data::primitive_desc pd(
-        {algo, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
-         p.pad_r},
-        user_scratchpad(), cpu_engine(), fwd);
+        {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
+        cpu_engine(), fwd);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_data(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
@@ -239,9 +252,8 @@ struct OnednnConv::Builder {
   }
   std::unique_ptr<Pass> backward_filter() const {
     const dnnl::convolution_backward_weights::primitive_desc pd(
-        {algo, Problem::any(p.x), Problem::any(p.w), Problem::any(p.y), p.strides, p.pad_l,
-         p.pad_r},
-        user_scratchpad(), cpu_engine(), fwd);
+        {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
+        cpu_engine(), fwd);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_weights(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
@@ -252,8 +264,9 @@ struct OnednnConv::Builder {
   }
 };
 
-OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
-  const Problem p(d);
+OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands)
+    : operands_(operands), adds_bias_(d.bias && operands != DType::kF32) {
+  const Problem p(d, onednn_type(operands));
   const dnnl::algorithm algo = dnnl_algorithm(algorithm);
   const std::string_view name = onednn_algorithm_name(algorithm);
   std::optional<Builder> b;
@@ -289,12 +302,47 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm) {
       if (!has(pass)) throw Unsupported(missing(pass));
     }
   }
+  if (operands != DType::kF32) refuse_reference_loops(d, name);
+  if (adds_bias_) without_bias_ = forward_without_bias(d, algorithm);
+}
+
+// The forward pass of a bias plan without its bias, for callers that add it apart (the Backend's
+// composed conv_bias_forward, which a delegating backend runs): the result is rounded once more.
+std::unique_ptr<OnednnConv::Pass> OnednnConv::forward_without_bias(
+    const ConvDesc& d, OnednnAlgorithm algorithm) const {
+  ConvDesc plain = d;
+  plain.bias = false;
+  const Problem p(plain, onednn_type(operands_));
+  const dnnl::algorithm algo = dnnl_algorithm(algorithm);
+  try {
+    return Builder{p, algo, forward_desc(p, algo)}.forward();
+  } catch (const dnnl::error& e) {
+    throw Unsupported(
+        fmt::format("onednn has a {} convolution with a bias for {}, but not "
+                    "without: {}",
+                    dtype_name(operands_), conv_shape_text(d), e.what()));
+  }
+}
+
+// A 16-bit plan is worth its rounding only when oneDNN multiplies in 16 bits: its reference
+// loops (a CPU without AVX-512) are slower than the f32 plan by far.
+void OnednnConv::refuse_reference_loops(const ConvDesc& d, std::string_view name) const {
+  for (ConvPass pass : kConvPasses) {
+    if (!has(pass) || !is_reference(pass)) continue;
+    throw Unsupported(
+        fmt::format("onednn has only its reference loops ({}) for a {} {} {} pass "
+                    "for {}",
+                    passes_[static_cast<int>(pass)]->implementation, dtype_name(operands_), name,
+                    conv_pass_name(pass), conv_shape_text(d)));
+  }
 }
 
 OnednnConv::~OnednnConv() = default;
 
 size_t OnednnConv::workspace_bytes(ConvPass pass) const {
-  return passes_[static_cast<int>(pass)]->bytes;
+  const size_t bytes = passes_[static_cast<int>(pass)]->bytes;
+  return pass == ConvPass::kForward && without_bias_ ? std::max(bytes, without_bias_->bytes)
+                                                     : bytes;
 }
 
 std::string OnednnConv::algorithm(ConvPass pass) const {
@@ -312,14 +360,16 @@ bool OnednnConv::is_reference(ConvPass pass) const {
   return passes_[static_cast<int>(pass)]->implementation.rfind("ref", 0) == 0;
 }
 
-void OnednnConv::forward(const float* x, const float* w, float* y, void* workspace) const {
-  passes_[0]->run(x, w, y, workspace);
+void OnednnConv::forward(const void* x, const void* w, const void* bias, void* y,
+                         void* workspace) const {
+  if (bias && !adds_bias_) throw InvalidArgument("this convolution's plan has no bias to add");
+  if (!bias && adds_bias_) return without_bias_->run(x, w, y, workspace);
+  passes_[0]->run(x, w, y, workspace, bias);
 }
-void OnednnConv::backward_data(const float* dy, const float* w, float* dx, void* workspace) const {
+void OnednnConv::backward_data(const void* dy, const void* w, void* dx, void* workspace) const {
   passes_[1]->run(dy, w, dx, workspace);
 }
-void OnednnConv::backward_filter(const float* x, const float* dy, float* dw,
-                                 void* workspace) const {
+void OnednnConv::backward_filter(const void* x, const void* dy, void* dw, void* workspace) const {
   passes_[2]->run(x, dy, dw, workspace);
 }
 

@@ -1,8 +1,8 @@
 // Convolution through oneDNN (Debian's libdnnl, the library PyTorch's CPU convolutions use):
 // forward, backward-data and backward-filter primitives made once per layer shape, with one of
-// oneDNN's algorithms. Each primitive works in the blocked layout oneDNN prefers for this machine;
-// operands are reordered into it, and results out of it to NCHW, in the workspace. Its scratchpad
-// (Winograd's transformed tiles, among others) is workspace too.
+// oneDNN's algorithms, on f32 or bf16 operands. Each primitive works in the blocked layout oneDNN
+// prefers for this machine; operands are reordered into it, and results out of it to NCHW, in the
+// workspace. Its scratchpad (Winograd's transformed tiles, among others) is workspace too.
 #pragma once
 #include <memory>
 #include <string>
@@ -19,10 +19,15 @@ std::string_view onednn_algorithm_name(OnednnAlgorithm a);  // "direct", "winogr
 
 class OnednnConv {
  public:
+  // Every operand, result and gradient in `operands`: f32, or bf16, which oneDNN multiplies
+  // natively (AVX-512 BF16's dot products, accumulating in f32) and rounds once on store. A bf16
+  // plan adds the bias (d.bias) inside its forward primitive, before that one rounding.
+  //
   // Throws Unsupported when oneDNN has no forward primitive of this algorithm for the problem
-  // (direct: nor either backward one). A Winograd or auto plan may lack a backward pass alone:
-  // has() says so, and missing() why.
-  OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm);
+  // (direct: nor either backward one), and for bf16 when any pass would be oneDNN's reference
+  // loops. A Winograd or auto plan may lack a backward pass alone: has() says so, and missing()
+  // why.
+  OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands = DType::kF32);
   ~OnednnConv();
   OnednnConv(const OnednnConv&) = delete;
   OnednnConv& operator=(const OnednnConv&) = delete;
@@ -42,16 +47,26 @@ class OnednnConv {
   // Whether oneDNN fell back to its reference loops, which im2col beats by far.
   bool is_reference(ConvPass pass) const;
 
-  // NCHW f32 operands, KCRS weights; `workspace` is 64-byte aligned, workspace_bytes(pass) long.
-  void forward(const float* x, const float* w, float* y, void* workspace) const;
-  void backward_data(const float* dy, const float* w, float* dx, void* workspace) const;
-  void backward_filter(const float* x, const float* dy, float* dw, void* workspace) const;
+  DType operands() const { return operands_; }
+  // Whether the forward primitive adds the bias (a bf16 plan of a layer with one).
+  bool adds_bias() const { return adds_bias_; }
+
+  // NCHW operands of operands(), KCRS weights; `bias` only if adds_bias(), which then also runs
+  // without it. `workspace` is 64-byte aligned, workspace_bytes(pass) long.
+  void forward(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
+  void backward_data(const void* dy, const void* w, void* dx, void* workspace) const;
+  void backward_filter(const void* x, const void* dy, void* dw, void* workspace) const;
 
  private:
   struct Pass;
   struct Builder;
   std::unique_ptr<Pass> passes_[3];
   std::string missing_[3];
+  DType operands_ = DType::kF32;
+  bool adds_bias_ = false;
+  std::unique_ptr<Pass> without_bias_;  // adds_bias(): the forward pass without its bias
+  void refuse_reference_loops(const ConvDesc& d, std::string_view name) const;
+  std::unique_ptr<Pass> forward_without_bias(const ConvDesc& d, OnednnAlgorithm algorithm) const;
 };
 
 // oneDNN's version, "2.6.3", for the environment record.

@@ -20,8 +20,9 @@ CpuBackend::CpuBackend(const BackendOptions& options)
       workspace_limit_(options.workspace_limit) {}
 
 // Every op computes in f32 (no TF32: products are strict). Tensors may hold f32, f16 or bf16:
-// 16-bit ones are widened to f32 for the op and rounded back on store (f32_views.h), so fp16 and
-// bf16 math means 16-bit storage here.
+// 16-bit ones are widened to f32 for the op and rounded back on store (f32_views.h), so fp16
+// math means 16-bit storage here. bf16 convolutions and matrix products multiply bf16 natively
+// where oneDNN can (conv.cpp, matmul.cpp), accumulating in f32.
 bool CpuBackend::supports(Op, const OpTypes& t) const {
   const auto stored = [](DType d) { return d == DType::kF32 || is_16bit(d); };
   return t.math != Precision::kTf32 && stored(t.data) && stored(t.params);

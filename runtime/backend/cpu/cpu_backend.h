@@ -1,7 +1,8 @@
 // The reference backend: plain loops, OpenBLAS sgemm, and convolution by oneDNN or by im2col +
 // sgemm (conv.cpp chooses per pass), in f32 and NCHW. Tensors may be stored in f16 or bf16: an
-// op then computes on f32 copies and rounds on store (f32_views.h). Every other backend is tested
-// against it. Each op lives in the file of the same name.
+// op then computes on f32 copies and rounds on store (f32_views.h), except bf16 convolutions and
+// matrix products where oneDNN multiplies bf16 natively (AVX-512 BF16). Every other backend is
+// tested against it. Each op lives in the file of the same name.
 #pragma once
 #include "runtime/backend/backend.h"
 
@@ -12,6 +13,8 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const BackendOptions& options);
   std::string_view name() const override { return "cpu"; }
   bool supports(Op op, const OpTypes& types) const override;
+  // bf16 where oneDNN multiplies bf16 natively here (AVX-512 BF16), f32 otherwise.
+  ProductArithmetic matmul_arithmetic(const OpTypes& types) const override;
   std::map<std::string, std::string> environment() const override;
 
   void copy_from_host(const void* src, Tensor& dst) override;
@@ -27,7 +30,8 @@ class CpuBackend : public Backend {
                           Tensor& dx) override;
   void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override;
-  // Convolution and bias on f32 views, rounded once on store (as PyTorch's CPU kernels do).
+  // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
+  // a native bf16 plan's primitive.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,
                          Tensor& y) override;
   void bias_add(const Tensor& b, Tensor& y) override;

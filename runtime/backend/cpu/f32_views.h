@@ -1,4 +1,5 @@
-// The CPU backend's 16-bit storage: its ops compute in f32. An op whose tensors hold f16 or bf16
+// The CPU backend's 16-bit storage: its ops compute in f32 (but native bf16 convolutions and
+// matrix products, conv.cpp and matmul.cpp). An op whose tensors hold f16 or bf16
 // takes an f32 copy of each one it reads, computes into f32 copies of those it writes, and rounds
 // those back on store, to nearest even (runtime/core/half.h), when the views go out of scope.
 // f32 tensors pass through untouched: an fp32 run is the same code, and the same bits, as before.

@@ -73,6 +73,8 @@ class CudaBackend final : public Backend {
   // probabilities and the optimizer's state stay f32 in a 16-bit run). Strict fp32 or TF32 math
   // on f32 data; 16-bit data uses tensor-op math (cuDNN's and cuBLASLt's), accumulating in f32.
   bool supports(Op, const OpTypes& t) const override;
+  // cuBLASLt reads the stored type (matmul_lt.h): 16-bit operands on tensor cores.
+  ProductArithmetic matmul_arithmetic(const OpTypes& t) const override { return {t.data, false}; }
 
   void copy_from_host(const void* src, Tensor& dst) override;
   // Input batches go on a copy stream of their own: the trainer double-buffers them.

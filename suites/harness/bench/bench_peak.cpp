@@ -8,7 +8,10 @@ namespace dlb {
 int bench_peak_command() {
   const std::string path = peak_file_path();
   read_peaks(path);  // a file that is not a peak file is refused before a second is spent
-  std::vector<std::pair<BackendKind, Precision>> wanted = {{BackendKind::kCpu, Precision::kFp32}};
+  std::vector<std::pair<BackendKind, Precision>> wanted;
+  for (Precision p : cpu_peak_precisions(*make_backend(BackendKind::kCpu, {}))) {
+    wanted.emplace_back(BackendKind::kCpu, p);
+  }
   if (gpu_available()) {
     for (Precision p : kPrecisions) wanted.emplace_back(BackendKind::kCuda, p);
   }

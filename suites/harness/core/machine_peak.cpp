@@ -179,7 +179,8 @@ void save_peak(const std::string& path, const MachinePeak& peak) {
 std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
                                      const std::string& device, const std::string& backend,
                                      const std::string& precision) {
-  // The CPU computes 16-bit data in f32: its one peak is fp32's. A GPU's is per precision.
+  // A CPU precision without a peak of its own computes in f32 (cpu_peak_precisions). A GPU's
+  // peak is per precision.
   std::vector<std::string> wanted = {precision};
   if (backend == "cpu") wanted.push_back("fp32");
   for (const std::string& want : wanted) {
@@ -192,15 +193,25 @@ std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, cons
   return std::nullopt;
 }
 
-std::optional<MachinePeak> ensure_cpu_peak(const std::string& path) {
+std::vector<Precision> cpu_peak_precisions(const Backend& cpu) {
+  std::vector<Precision> out = {Precision::kFp32};
+  const OpTypes bf16 = OpTypes::of(PrecisionPolicy::for_precision(Precision::kBf16));
+  if (cpu.matmul_arithmetic(bf16).operands == DType::kBF16) out.push_back(Precision::kBf16);
+  return out;
+}
+
+std::vector<MachinePeak> ensure_cpu_peaks(const std::string& path) {
   const auto backend = make_backend(BackendKind::kCpu, {});
-  if (find_peak(read_peaks(path), host_name(), device_name(*backend), std::string(backend->name()),
-                "fp32")) {
-    return std::nullopt;
+  std::vector<MachinePeak> measured;
+  for (Precision p : cpu_peak_precisions(*backend)) {
+    const std::string name(precision_name(p));
+    const auto kept = find_peak(read_peaks(path), host_name(), device_name(*backend),
+                                std::string(backend->name()), name);
+    if (kept && kept->precision == name) continue;
+    measured.push_back(measure_peak(*backend, p));
+    save_peak(path, measured.back());
   }
-  MachinePeak peak = measure_peak(*backend, Precision::kFp32);
-  save_peak(path, peak);
-  return peak;
+  return measured;
 }
 
 }  // namespace dlb

@@ -51,16 +51,20 @@ std::vector<MachinePeak> read_peaks(const std::string& path);
 std::vector<MachinePeak> parse_peaks(std::string_view text, const std::string& path);
 // Adds or replaces (same host, device, backend and precision) `peak` in the file, atomically.
 void save_peak(const std::string& path, const MachinePeak& peak);
-// The peak of this host and device for `backend` at `precision`, from `peaks`; on the CPU, which
-// computes 16-bit data in f32, else its fp32 peak.
+// The peak of this host and device for `backend` at `precision`, from `peaks`; on the CPU, where
+// 16-bit data without a peak of its own computes in f32 (cpu_peak_precisions), else its fp32 peak.
 std::optional<MachinePeak> find_peak(const std::vector<MachinePeak>& peaks, const std::string& host,
                                      const std::string& device, const std::string& backend,
                                      const std::string& precision);
 
-// This host's CPU peak in the peak file at `path`, measured now and kept there when the file has
-// none (about a second): the suites' CPU records then give their fraction of it. Returns the
-// peak it measured, or nothing when one was already kept.
-std::optional<MachinePeak> ensure_cpu_peak(const std::string& path);
+// The precisions whose peaks differ on this CPU: fp32, and bf16 where the backend multiplies
+// bf16 natively (Backend::matmul_arithmetic); fp16 computes in f32 here.
+std::vector<Precision> cpu_peak_precisions(const Backend& cpu);
+
+// This host's CPU peaks (cpu_peak_precisions) in the peak file at `path`, each measured now and
+// kept there when the file has none (about a second each): the suites' CPU records then give
+// their fraction of them. Returns the peaks it measured.
+std::vector<MachinePeak> ensure_cpu_peaks(const std::string& path);
 
 // The device name a backend's environment gives ("cpu" -> the CPU's model name).
 std::string device_name(const Backend& backend);

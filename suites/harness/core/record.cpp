@@ -139,6 +139,7 @@ void add_step_metrics(const RunResult& r, nlohmann::json& m) {
   }
   if (r.engines) m["engines"] = engines_json(*r.engines);
   if (r.convolutions) m["convolutions"] = conv_passes_json(*r.convolutions);
+  if (r.arithmetic) m["arithmetic"] = arithmetic_json(*r.arithmetic);
   if (r.step_graphs) {
     m["cuda_graph"] = {{"graphs", r.step_graphs->graphs},
                        {"operations", r.step_graphs->operations},
@@ -233,6 +234,32 @@ nlohmann::json record_json(const RunResult& r) {
   return record;
 }
 
+namespace {
+
+// The console's lines on how the convolutions computed: engines without tensor cores, passes the
+// named algorithm could not run, and what a 16-bit run's products read.
+void print_convolution_lines(const RunResult& r, std::FILE* out) {
+  if (r.engines && !r.engines->without_tensor_cores.empty()) {
+    const auto& list = r.engines->without_tensor_cores;
+    fmt::print(out,
+               "warning: {} of {} {} convolution passes ran on engines without tensor cores "
+               "(metrics.engines), the first: {}\n",
+               list.size(), r.engines->passes, precision_name(r.options.precision), list.front());
+  }
+  if (r.convolutions && !r.convolutions->refused.empty()) {
+    fmt::print(out,
+               "--conv-algo={} could not run {} of {} convolution passes, which took the "
+               "heuristic's choice (metrics.convolutions), the first: {}\n",
+               conv_algo_choice_name(r.options.conv_algo), r.convolutions->refused.size(),
+               r.convolutions->passes, r.convolutions->refused.front());
+  }
+  if (r.arithmetic && r.arithmetic->data != DType::kF32) {
+    fmt::print(out, "{}\n", arithmetic_line(*r.arithmetic));
+  }
+}
+
+}  // namespace
+
 void print_result(const RunResult& r, std::FILE* out) {
   const RunOptions& o = r.options;
   if (r.status != RunStatus::kOk) {
@@ -265,20 +292,7 @@ void print_result(const RunResult& r, std::FILE* out) {
     fmt::print(out, "loss scale {} at the end, {} steps skipped for inf or NaN gradients\n",
                *r.loss_scale, r.skipped_steps);
   }
-  if (r.engines && !r.engines->without_tensor_cores.empty()) {
-    const auto& list = r.engines->without_tensor_cores;
-    fmt::print(out,
-               "warning: {} of {} {} convolution passes ran on engines without tensor cores "
-               "(metrics.engines), the first: {}\n",
-               list.size(), r.engines->passes, precision_name(r.options.precision), list.front());
-  }
-  if (r.convolutions && !r.convolutions->refused.empty()) {
-    fmt::print(out,
-               "--conv-algo={} could not run {} of {} convolution passes, which took the "
-               "heuristic's choice (metrics.convolutions), the first: {}\n",
-               conv_algo_choice_name(r.options.conv_algo), r.convolutions->refused.size(),
-               r.convolutions->passes, r.convolutions->refused.front());
-  }
+  print_convolution_lines(r, out);
   if (r.step_graphs) {
     fmt::print(out, "cuda graph: {} steps replayed from {} graph(s) of {} operations\n",
                r.step_graphs->replayed_steps, r.step_graphs->graphs, r.step_graphs->operations);

@@ -76,6 +76,8 @@ struct RunResult {
   std::optional<EngineSummary> engines;
   // How the convolution passes compute, on every backend (runtime/train/engines.h).
   std::optional<ConvPassSummary> convolutions;
+  // What the products read: 16-bit data natively, or f32 copies (runtime/train/engines.h).
+  std::optional<ArithmeticSummary> arithmetic;
   // --cuda-graph: what was captured and replayed (Trainer::step_graphs).
   std::optional<StepGraphStats> step_graphs;
   // The machine's measured peak (machine_peak.h) for this device, when one was measured:

@@ -339,6 +339,8 @@ void describe_run(const Backend& backend, const Communicator& comm, const Graph&
     r.engines = std::move(e);
   }
   r.convolutions = summarize_conv_passes(uses);
+  const OpTypes types = OpTypes::of(PrecisionPolicy::for_precision(r.options.precision));
+  r.arithmetic = summarize_arithmetic(uses, types.data, backend.matmul_arithmetic(types).operands);
   require_named_algorithm_ran(*r.convolutions, conv_algo_choice_name(r.options.conv_algo));
   r.backend_name = backend.name();
   r.environment = collect_environment(backend);

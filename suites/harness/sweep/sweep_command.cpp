@@ -256,11 +256,11 @@ void measure_cpu_peak_once(const SweepOptions& opt, const std::vector<json>& to_
   if (!cpu) return;
   const std::string path = peak_file_path();
   try {
-    if (const auto peak = ensure_cpu_peak(path)) {
+    for (const MachinePeak& peak : ensure_cpu_peaks(path)) {
       fmt::print(
-          "measured this CPU's peak once ({} threads): {:.1f} GFLOP/s, {:.1f} GB/s, kept in "
+          "measured this CPU's {} peak once ({} threads): {:.1f} GFLOP/s, {:.1f} GB/s, kept in "
           "{} (dlbench bench peak measures it again)\n",
-          peak->threads, peak->flops_per_s / 1e9, peak->bytes_per_s / 1e9, path);
+          peak.precision, peak.threads, peak.flops_per_s / 1e9, peak.bytes_per_s / 1e9, path);
       std::fflush(stdout);
     }
   } catch (const Error& e) {

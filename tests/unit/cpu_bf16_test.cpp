@@ -1,0 +1,152 @@
+// Native bf16 on the CPU: where oneDNN multiplies bf16 (AVX-512 BF16), a bf16 layer's convolution
+// plan and its matrix products take the bf16 tensors as they are, add a convolution's bias before
+// the one rounding, and say so (PassAlgorithm::products, Backend::matmul_arithmetic). On small
+// integers every sum is exact in f32 and in bf16, so the native result must equal the f32 one
+// bit for bit: a wrong layout, transpose, bias or scale cannot hide in rounding.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/matmul_onednn.h"
+#include "runtime/core/error.h"
+#include "runtime/core/half.h"
+#include "runtime/core/rng.h"
+
+namespace dlb {
+namespace {
+
+OpTypes types(DType t) {
+  OpTypes o;
+  o.math = t == DType::kF32 ? Precision::kFp32 : Precision::kBf16;
+  o.data = o.params = t;
+  return o;
+}
+
+// resnet18's 3x3 stride-1 layer shape, small, with a bias (as alexnet's and vgg16's have).
+ConvDesc layer(DType t) {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = 8, d.height = d.width = 8, d.out_channels = 16;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1, d.bias = true;
+  d.types = types(t);
+  return d;
+}
+
+class CpuBf16 : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!onednn_multiplies_bf16()) GTEST_SKIP() << "oneDNN has no native bf16 on this CPU";
+  }
+  // Integers in [-1, 1] (exact in bf16; every sum below stays under 256, exact too).
+  Tensor ints(const Shape& s, DType t, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng.next_u64() % 3) - 1);
+    Tensor f = b.empty(s, DType::kF32, MemCategory::kActivations, "f32");
+    b.copy_from_host(v.data(), f);
+    Tensor out = b.empty(s, t, MemCategory::kActivations, "operand");
+    b.cast(f, out);
+    return out;
+  }
+  Tensor zeros(const Shape& s, DType t) {
+    Tensor z = b.empty(s, t, MemCategory::kActivations, "result");
+    b.fill(z, 0.f);
+    return z;
+  }
+  std::vector<float> floats(const Tensor& t) {
+    Tensor f = b.empty(t.shape(), DType::kF32, MemCategory::kActivations, "f32");
+    b.cast(t, f);
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    b.copy_to_host(f, v.data());
+    return v;
+  }
+  CpuBackend b{{}};
+};
+
+TEST_F(CpuBf16, ConvolutionPlanMultipliesBf16Natively) {
+  for (const PassAlgorithm& a : b.make_conv_plan(layer(DType::kBF16))->algorithms()) {
+    EXPECT_EQ(a.products.operands, DType::kBF16) << a.algorithm;
+    EXPECT_TRUE(a.products.flushes_subnormals);
+    EXPECT_NE(a.algorithm.find("bf16"), std::string::npos) << a.algorithm;
+  }
+  for (const PassAlgorithm& a : b.make_conv_plan(layer(DType::kF32))->algorithms()) {
+    EXPECT_EQ(a.products.operands, DType::kF32) << a.algorithm;
+    EXPECT_FALSE(a.products.flushes_subnormals);
+  }
+}
+
+// im2col computes on f32 views whatever the tensors hold.
+TEST_F(CpuBf16, Im2colComputesOnF32Copies) {
+  BackendOptions o;
+  o.conv_algo = ConvAlgoChoice::kIm2col;
+  CpuBackend im2col(o);
+  for (const PassAlgorithm& a : im2col.make_conv_plan(layer(DType::kBF16))->algorithms()) {
+    EXPECT_EQ(a.products.operands, DType::kF32) << a.algorithm;
+  }
+}
+
+TEST_F(CpuBf16, ConvolutionPassesEqualF32OnesOnExactValues) {
+  const ConvDesc d = layer(DType::kBF16);
+  const Shape xs{2, 8, 8, 8}, ws{16, 8, 3, 3}, ys{2, 16, 8, 8};
+  const auto native = b.make_conv_plan(d);
+  BackendOptions products;  // sums of products in f32 (the heuristic's Winograd is not exact)
+  products.conv_algo = ConvAlgoChoice::kOnednn;
+  const auto f32 = CpuBackend(products).make_conv_plan(layer(DType::kF32));
+  const auto run = [&](const ConvPlan& plan, DType t) {
+    Tensor x = ints(xs, t, 1), w = ints(ws, t, 2), bias = ints({16}, t, 3), dy = ints(ys, t, 4);
+    Tensor y = zeros(ys, t), dx = zeros(xs, t), dw = zeros(ws, t);
+    b.conv_bias_forward(plan, x, w, bias, y);
+    b.conv_backward_data(plan, dy, w, dx);
+    b.conv_backward_filter(plan, x, dy, dw);
+    return std::vector<std::vector<float>>{floats(y), floats(dx), floats(dw)};
+  };
+  EXPECT_EQ(run(*native, DType::kBF16), run(*f32, DType::kF32));
+}
+
+// The native plan adds the bias inside its primitive, and also runs without it (for a caller that
+// adds it apart, as the Backend's composed conv_bias_forward does); tensors of another type than
+// the plan's are a caller's error.
+TEST_F(CpuBf16, NativeBiasPlanRunsWithoutItsBiasAndRefusesOtherTypes) {
+  const auto plan = b.make_conv_plan(layer(DType::kBF16));
+  Tensor x = ints({2, 8, 8, 8}, DType::kBF16, 1), w = ints({16, 8, 3, 3}, DType::kBF16, 2);
+  Tensor bias = ints({16}, DType::kBF16, 3), zero = zeros({16}, DType::kBF16);
+  Tensor y = zeros({2, 16, 8, 8}, DType::kBF16), y0 = zeros({2, 16, 8, 8}, DType::kBF16);
+  b.conv_forward(*plan, x, w, y);
+  b.conv_bias_forward(*plan, x, w, zero, y0);
+  EXPECT_EQ(floats(y), floats(y0));
+  Tensor wide = ints({2, 8, 8, 8}, DType::kF32, 1);
+  EXPECT_THROW(b.conv_bias_forward(*plan, wide, w, bias, y), InvalidArgument);
+  EXPECT_THROW(b.conv_forward(*plan, wide, w, y), InvalidArgument);
+}
+
+TEST_F(CpuBf16, MatmulEqualsF32OnExactValuesEveryTransposeAndScale) {
+  const int64_t m = 5, n = 7, k = 33;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      for (auto [alpha, beta] : {std::pair{1.f, 0.f}, {2.f, 0.5f}}) {
+        const auto run = [&](DType t) {
+          Tensor a = ints(ta ? Shape{k, m} : Shape{m, k}, t, 5);
+          Tensor c = ints(tb ? Shape{n, k} : Shape{k, n}, t, 6);
+          Tensor y = ints({m, n}, t, 7);  // beta scales what it holds
+          b.matmul(Precision::kFp32, ta, tb, alpha, a, c, beta, y);
+          return floats(y);
+        };
+        EXPECT_EQ(run(DType::kBF16), run(DType::kF32))
+            << "trans_a " << ta << " trans_b " << tb << " alpha " << alpha << " beta " << beta;
+      }
+    }
+  }
+}
+
+TEST_F(CpuBf16, MatmulArithmeticSaysWhatRuns) {
+  const ProductArithmetic bf16 = b.matmul_arithmetic(types(DType::kBF16));
+  EXPECT_EQ(bf16.operands, DType::kBF16);
+  EXPECT_TRUE(bf16.flushes_subnormals);
+  OpTypes f16 = types(DType::kF16);
+  f16.math = Precision::kFp16;
+  EXPECT_EQ(b.matmul_arithmetic(f16).operands, DType::kF32);
+  EXPECT_EQ(b.matmul_arithmetic(types(DType::kF32)).operands, DType::kF32);
+}
+
+}  // namespace
+}  // namespace dlb
