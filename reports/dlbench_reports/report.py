@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import peaks as peaks_mod
-from .plots import (batch, common, convergence, global_batch, input as input_plot, memory, overlap,
-                    precision, scaling, scaling_loss, sync_modes, timeline, tradeoff)
+from .plots import (algorithms, batch, common, convergence, global_batch, input as input_plot,
+                    memory, overlap, precision, scaling, scaling_loss, sync_modes, timeline,
+                    tradeoff)
 from . import headline, intervals
 from .outputs import check_directory, check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
@@ -81,6 +82,11 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     add(global_batch.render(own), "Accuracy against global batch", "global-batch",
         note=global_batch.NOTE)
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
+    if own and (rs.suite == "algorithms" or algorithms.applies(own)):
+        add(algorithms.render_layers(own, rs.resolve, skipped), "Convolution layers by algorithm",
+            "algorithms-layers", note=algorithms.LAYER_NOTE)
+        add(algorithms.render_limits(own), "Step time under workspace limits",
+            "algorithms-limits", note=algorithms.LIMIT_NOTE)
     add(memory.render(own), "Memory", "memory", note=memory.NOTE)
     add(input_plot.render(own), "Input pipeline", "input", input_plot.table(own), input_plot.NOTE)
     add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",
@@ -279,9 +285,15 @@ HOW_TO_READ = {
     "batch": "Throughput and peak memory against the batch per rank: throughput flattens where "
              "the device is busy, and memory grows with the activations.",
     "precision": "Each precision against fp32 for the same model: on a GPU, tensor cores make "
-                 "16-bit faster; on a CPU, 16-bit storage is converted for every op, which "
-                 "should make it slower: a 16-bit CPU point faster than fp32 is worth checking "
-                 "for noise before it is believed.",
+                 "16-bit faster; on a CPU, bf16 is faster where its products run natively "
+                 "(AVX-512 BF16; the record's metrics.arithmetic says whether they did), and "
+                 "16-bit storage converted for every op (fp16, or bf16 without it) should be "
+                 "slower: such a point faster than fp32 is worth checking for noise before it "
+                 "is believed.",
+    "algorithms": "Which convolution algorithm each layer runs fastest with, and what a "
+                  "workspace limit costs each policy: a named algorithm fails where it cannot "
+                  "fit, the heuristic and autotuning fall back to slower, smaller ones. The "
+                  "profile of each point (profiles/) has every pass's algorithm and workspace.",
     "overlap": "What hiding all-reduce behind backward (or the next forward) buys: compare each "
                "strategy's step time with none at the same bucket size. The overlap table says "
                "how much communication was exposed and how much ran under compute.",

@@ -150,7 +150,7 @@ elif ! "$dlbench" list | grep -q "^  *cuda:[0-9]"; then
 fi
 
 # The suite harness's own bad input.
-expect 2 "unknown suite 'scalling' (shipped: batch, ci, convergence, input, memory, overlap, precision, scaling, smoke" --suite=scalling
+expect 2 "unknown suite 'scalling' (shipped: algorithms, batch, ci, convergence, input, memory, overlap, precision, scaling, smoke" --suite=scalling
 printf '{"name": "x", "description": "", "defaults": {"batch": 0}, "sweep": {"batch": [1]}, "cpu": {}}' >"$work/bad_suite.json"
 expect 2 "$work/bad_suite.json: invalid suite:" --suite="$work/bad_suite.json"
 expect 2 "/defaults/batch: expected a value >= 1, got 0" --suite="$work/bad_suite.json"

@@ -676,3 +676,40 @@ def test_global_batch_plot_draws_the_best_accuracy_with_and_without_the_rules(re
     assert list(ruled.get_ydata()) == pytest.approx([best[n] for n in (31, 33, 35)])
     # Two batches are not a sweep.
     assert global_batch.render(rs[:4]) is None
+
+
+def test_algorithms_plots_draw_each_layer_per_policy_and_each_policy_per_limit(results):
+    from dlbench_reports.plots import algorithms
+    from dlbench_reports.records import read_json_file
+    rs = load(results("algorithms"))
+    fig = algorithms.render_layers(rs.records, rs.resolve)
+    bars = bars_by_gid(fig, "policy:")
+    assert set(bars) == {"policy:im2col", "policy:onednn", "policy:winograd", "policy:heuristic"}
+    unlimited = [r for r in rs.ok if r.config["workspace_limit"] is None]
+    for r in unlimited:
+        profile = read_json_file(rs.resolve(r.get("paths.profile")), "profile")
+        want = [sum(layer[p] or 0 for p in algorithms.PASSES) for layer in profile["layers"]
+                if layer["kind"] == "conv2d"]
+        got = [b.get_height() for b in bars[f"policy:{r.config['conv_algo']}"]]
+        assert got == pytest.approx(want) and len(want) == 2, r.config["conv_algo"]
+    assert len(fig.axes[0].get_legend().get_texts()) <= 6
+
+    fig = algorithms.render_limits(rs.records)
+    assert [t.get_text() for t in fig.axes[0].get_xticklabels()] == [
+        "128KiB", "256KiB", "1MiB", "none"]
+    lines = lines_by_gid(fig)
+    assert set(lines) == {"policy:im2col", "policy:onednn", "policy:winograd", "policy:heuristic"}
+    # a point that failed (no algorithm the policy may take fits) has no marker
+    for name, line in lines.items():
+        drawn = [not math.isnan(y) for y in line.get_ydata()]
+        ok = {algorithms.limit_bytes(r.config["workspace_limit"]) for r in rs.ok
+              if r.config["conv_algo"] == name.split(":")[1]}
+        limits = sorted({algorithms.limit_bytes(r.config["workspace_limit"]) for r in rs.records})
+        assert drawn == [v in ok for v in limits], name
+    r = next(r for r in rs.ok if r.config["conv_algo"] == "heuristic"
+             and r.config["workspace_limit"] is None)
+    assert lines["policy:heuristic"].get_ydata()[3] == pytest.approx(
+        1e3 * r.get("metrics.step_time_s.median"))
+    assert algorithms.limit_bytes("1MiB") == 2**20 and algorithms.limit_bytes(None) == math.inf
+    with pytest.raises(Exception, match="not a size"):
+        algorithms.limit_bytes("lots")

@@ -122,17 +122,17 @@ TEST(Suite, CasesAreCrossedWithTheSweepAndTheCpuReplacesThem) {
 
 TEST(Suite, ShippedSuitesAreValidAndScalingFitsTheCpu) {
   EXPECT_EQ(list_suites(),
-            (std::vector<std::string>{"batch", "ci", "convergence", "input", "memory", "overlap",
-                                      "precision", "scaling", "smoke"}));
-  for (const char* name :
-       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci", "input"}) {
+            (std::vector<std::string>{"algorithms", "batch", "ci", "convergence", "input", "memory",
+                                      "overlap", "precision", "scaling", "smoke"}));
+  for (const char* name : {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci",
+                           "input", "algorithms"}) {
     EXPECT_NO_THROW(load_suite(name, true)) << name;
     EXPECT_NO_THROW(load_suite(name, false)) << name;
   }
   // Every point passes the run's own checks, on a GPU host and without one; a point of JPEG
   // files with the images the sweep gives it (suites/harness/sweep/suite_images.h).
-  for (const char* name :
-       {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci", "input"}) {
+  for (const char* name : {"scaling", "batch", "precision", "overlap", "smoke", "convergence", "ci",
+                           "input", "algorithms"}) {
     for (bool cpu : {true, false}) {
       for (const auto& p : expand(load_suite(name, cpu))) {
         RunOptions o = options_from_json(p);
