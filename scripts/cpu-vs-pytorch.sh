@@ -16,6 +16,13 @@ rounds=${1:-3}
 shift || true
 configs=("$@")
 ((${#configs[@]})) || configs=(resnet18:16:64 resnet50:8:64)
+for config in "${configs[@]}"; do
+  IFS=: read -r _ _ _ precision <<<"$config"
+  case ${precision:-fp32} in
+    fp32 | bf16) ;;
+    *) echo "cpu-vs-pytorch.sh: $config: the CPU peer compares fp32 and bf16 only" >&2; exit 2 ;;
+  esac
+done
 "$root/scripts/install-deps.sh"
 "$root/scripts/build.sh"
 dlbench=$root/build/dlbench

@@ -119,15 +119,16 @@ nlohmann::json arithmetic_json(const ArithmeticSummary& s) {
 
 std::string arithmetic_line(const ArithmeticSummary& s) {
   if (s.data == DType::kF32) return "";
-  const std::string_view data = dtype_name(s.data);
+  const std::string_view data = dtype_name(s.data), verdict = arithmetic_verdict(s);
+  std::string rest;
+  if (verdict == "emulated")
+    rest = fmt::format(": all compute on f32 copies of the {} tensors", data);
+  if (verdict == "partly native") {
+    rest = fmt::format(": the rest compute on f32 copies of the {} tensors", data);
+  }
   return fmt::format(
       "{} products: {} ({} of {} convolution passes, matmul {}; metrics.arithmetic){}", data,
-      arithmetic_verdict(s), s.native_conv_passes, s.conv_passes,
-      s.matmul == s.data ? "native" : "in f32",
-      arithmetic_verdict(s) == "native" ? ""
-                                        : fmt::format(": the rest compute on f32 copies of "
-                                                      "the {} tensors",
-                                                      data));
+      verdict, s.native_conv_passes, s.conv_passes, s.matmul == s.data ? "native" : "in f32", rest);
 }
 
 nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {

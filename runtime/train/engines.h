@@ -71,8 +71,9 @@ ArithmeticSummary summarize_arithmetic(const std::vector<EngineUse>& uses, DType
 // "partly native".
 std::string_view arithmetic_verdict(const ArithmeticSummary& s);
 nlohmann::json arithmetic_json(const ArithmeticSummary& s);
-// The console's line for a 16-bit run: "bf16 products: native in 60 of 60 convolution passes and
-// in matmul (metrics.arithmetic)"; empty for f32 data.
+// The console's line for a 16-bit run: "bf16 products: native (60 of 60 convolution passes,
+// matmul native; metrics.arithmetic)", and for any other verdict what computes on f32 copies;
+// empty for f32 data.
 std::string arithmetic_line(const ArithmeticSummary& s);
 
 // One pass as the per-layer profile lists it: its algorithm, workspace, sharing and notes.

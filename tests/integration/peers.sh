@@ -107,6 +107,20 @@ check "CPU fp16, which dlbench computes in f32: unsupported" \
   grep -q "^unsupported precision=fp16 on the CPU" <<<"$("${peer[@]}" --precision=fp16 2>/dev/null | status_of)"
 check "CPU bf16 is PyTorch's CPU autocast: it trains" \
   grep -q "^ok" <<<"$("${peer[@]}" --precision=bf16 2>/dev/null | status_of)"
+# ... and dlbench's own CPU bf16 record says whether its products ran natively: they do exactly
+# where the CPU has AVX-512 BF16, and compute on f32 copies elsewhere.
+"$dlbench" run --model=resnet18 --batch=2 --image-size=32 --steps=2 --warmup=0 --precision=bf16 \
+  --json="$work/bf16.json" >"$work/bf16.out" 2>&1
+native=emulated
+grep -qw avx512_bf16 /proc/cpuinfo && native=native
+check "a dlbench CPU bf16 record: metrics.arithmetic is $native, and the run says so" \
+  $py - "$work/bf16.json" "$work/bf16.out" "$native" <<'PY'
+import json, sys
+a = json.load(open(sys.argv[1]))["metrics"]["arithmetic"]
+assert a["verdict"] == sys.argv[3] and a["data"] == "bf16", a
+assert a["native_convolution_passes"] == (a["convolution_passes"] if sys.argv[3] == "native" else 0), a
+assert f"bf16 products: {sys.argv[3]} (" in open(sys.argv[2]).read()
+PY
 check "two ranks without a launcher: unsupported" \
   grep -q "^unsupported ranks=2 needs the processes started by mpirun or srun" \
   <<<"$("${peer[@]}" --ranks=2 2>/dev/null | status_of)"

@@ -5,6 +5,8 @@
 // bit for bit: a wrong layout, transpose, bias or scale cannot hide in rounding.
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -35,7 +37,7 @@ ConvDesc layer(DType t) {
 class CpuBf16 : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!onednn_multiplies_bf16()) GTEST_SKIP() << "oneDNN has no native bf16 on this CPU";
+    if (!cpu_multiplies_bf16()) GTEST_SKIP() << "this CPU has no AVX-512 BF16";
   }
   // Integers in [-1, 1] (exact in bf16; every sum below stays under 256, exact too).
   Tensor ints(const Shape& s, DType t, uint64_t seed) {
@@ -62,6 +64,25 @@ class CpuBf16 : public ::testing::Test {
   }
   CpuBackend b{{}};
 };
+
+// On every machine: a bf16 plan and a bf16 product are native exactly where the CPU says it has
+// AVX-512 BF16 (/proc/cpuinfo), and compute on f32 copies elsewhere (where oneDNN would emulate
+// bf16, or has only its reference loops).
+TEST(CpuBf16Everywhere, NativeExactlyWhereTheCpuHasAvx512Bf16) {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::stringstream text;
+  text << cpuinfo.rdbuf();
+  const bool flag = text.str().find(" avx512_bf16") != std::string::npos;
+  if (cpuinfo) {
+    EXPECT_EQ(cpu_multiplies_bf16(), flag);
+  }
+  CpuBackend b{{}};
+  const DType want = cpu_multiplies_bf16() ? DType::kBF16 : DType::kF32;
+  for (const PassAlgorithm& a : b.make_conv_plan(layer(DType::kBF16))->algorithms()) {
+    EXPECT_EQ(a.products.operands, want) << a.algorithm;
+  }
+  EXPECT_EQ(b.matmul_arithmetic(types(DType::kBF16)).operands, want);
+}
 
 TEST_F(CpuBf16, ConvolutionPlanMultipliesBf16Natively) {
   for (const PassAlgorithm& a : b.make_conv_plan(layer(DType::kBF16))->algorithms()) {

@@ -22,7 +22,7 @@ constexpr size_t kAlign = 64;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// Engines are thread-safe; each plan keeps its own stream, used by one rank's thread.
+// Engines are thread-safe; each pass makes a stream of its own where it runs.
 const dnnl::engine& cpu_engine() {
   static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   return engine;
@@ -325,7 +325,7 @@ std::unique_ptr<OnednnConv::Pass> OnednnConv::forward_without_bias(
 }
 
 // A 16-bit plan is worth its rounding only when oneDNN multiplies in 16 bits: its reference
-// loops (a CPU without AVX-512) are slower than the f32 plan by far.
+// loops are slower than the f32 plan by far.
 void OnednnConv::refuse_reference_loops(const ConvDesc& d, std::string_view name) const {
   for (ConvPass pass : kConvPasses) {
     if (!has(pass) || !is_reference(pass)) continue;

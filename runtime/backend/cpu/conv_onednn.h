@@ -20,8 +20,9 @@ std::string_view onednn_algorithm_name(OnednnAlgorithm a);  // "direct", "winogr
 class OnednnConv {
  public:
   // Every operand, result and gradient in `operands`: f32, or bf16, which oneDNN multiplies
-  // natively (AVX-512 BF16's dot products, accumulating in f32) and rounds once on store. A bf16
-  // plan adds the bias (d.bias) inside its forward primitive, before that one rounding.
+  // (AVX-512 BF16's dot products, accumulating in f32, where the CPU has them: the caller asks,
+  // matmul_onednn.h) and rounds once on store. A bf16 plan adds the bias (d.bias) inside its
+  // forward primitive, before that one rounding.
   //
   // Throws Unsupported when oneDNN has no forward primitive of this algorithm for the problem
   // (direct: nor either backward one), and for bf16 when any pass would be oneDNN's reference

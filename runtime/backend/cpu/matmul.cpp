@@ -19,21 +19,21 @@ bool all_bf16(std::initializer_list<const Tensor*> ts) {
 }
 
 // The product's dimensions, once its operands' shapes are checked to agree.
-Bf16Product product_of(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
-                       float beta, const Tensor& c) {
+MatrixProduct product_of(bool trans_a, bool trans_b, float alpha, const Tensor& a, const Tensor& b,
+                         float beta, const Tensor& c) {
   for (const Tensor* t : {&a, &b, &c}) {
     if (!t->defined()) throw InvalidArgument("matmul: tensor is not allocated");
   }
   if (a.shape().rank() != 2 || b.shape().rank() != 2 || c.shape().rank() != 2) {
     throw InvalidArgument("matmul takes 2-D tensors");
   }
-  Bf16Product p{trans_a,
-                trans_b,
-                trans_a ? a.dim(1) : a.dim(0),
-                trans_b ? b.dim(0) : b.dim(1),
-                trans_a ? a.dim(0) : a.dim(1),
-                alpha,
-                beta};
+  MatrixProduct p{trans_a,
+                  trans_b,
+                  trans_a ? a.dim(1) : a.dim(0),
+                  trans_b ? b.dim(0) : b.dim(1),
+                  trans_a ? a.dim(0) : a.dim(1),
+                  alpha,
+                  beta};
   const int64_t kb = trans_b ? b.dim(1) : b.dim(0);
   if (p.k != kb || c.dim(0) != p.m || c.dim(1) != p.n) {
     throw InvalidArgument(fmt::format("matmul shapes do not agree: {}{} x {}{} -> {}",
@@ -45,8 +45,10 @@ Bf16Product product_of(bool trans_a, bool trans_b, float alpha, const Tensor& a,
 
 }  // namespace
 
+// bf16 wherever the CPU multiplies bf16 (a product shape oneDNN has only reference loops for would
+// still compute on f32 copies; no model's does).
 ProductArithmetic CpuBackend::matmul_arithmetic(const OpTypes& t) const {
-  if (t.data == DType::kBF16 && t.params == DType::kBF16 && onednn_multiplies_bf16()) {
+  if (t.data == DType::kBF16 && t.params == DType::kBF16 && cpu_multiplies_bf16()) {
     return {DType::kBF16, true};
   }
   return {};
@@ -56,10 +58,11 @@ ProductArithmetic CpuBackend::matmul_arithmetic(const OpTypes& t) const {
 // whatever the math (16-bit operands are widened, and c rounded back on store).
 void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float alpha,
                         const Tensor& a_s, const Tensor& b_s, float beta, Tensor& c_s) {
-  const Bf16Product p = product_of(trans_a, trans_b, alpha, a_s, b_s, beta, c_s);
-  if (all_bf16({&a_s, &b_s, &c_s}) && onednn_multiplies_bf16() && p.m * p.n * p.k > 0) {
-    return onednn_matmul_bf16(p, a_s.raw(), b_s.raw(), c_s.raw());
-  }
+  const MatrixProduct p = product_of(trans_a, trans_b, alpha, a_s, b_s, beta, c_s);
+  const OnednnBf16Product* native =
+      all_bf16({&a_s, &b_s, &c_s}) && p.m * p.n * p.k > 0 ? OnednnBf16Product::find(p) : nullptr;
+  if (native)
+    return native->run(a_s.raw(), b_s.raw(), c_s.raw(), workspace(native->workspace_bytes()));
   F32Views f32(*this);
   const Tensor& a = f32.in(a_s);
   const Tensor& b = f32.in(b_s);

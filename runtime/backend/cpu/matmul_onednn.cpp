@@ -2,8 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <map>
+#include <memory>
+#include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <string>
+#include <tuple>
 
 #include "runtime/core/error.h"
 
@@ -24,10 +28,9 @@ memory::desc operand(int64_t rows, int64_t cols, bool transposed) {
                     : memory::desc({rows, cols}, kBf16, {cols, 1});
 }
 
-// oneDNN keeps made primitives in its own cache (keyed by description and attributes), so
-// making one per call costs a lookup once a shape has been seen.
-dnnl::matmul::primitive_desc product_desc(const Bf16Product& p) {
+dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p) {
   dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (p.alpha != 1.f) attr.set_output_scales(0, {p.alpha});
   if (p.beta != 0.f) {
     dnnl::post_ops ops;
@@ -39,32 +42,62 @@ dnnl::matmul::primitive_desc product_desc(const Bf16Product& p) {
       cpu_engine());
 }
 
+using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, float>;
+
 }  // namespace
 
-bool onednn_multiplies_bf16() {
-  static const bool native = [] {
-    try {
-      const std::string impl = product_desc({false, false, 64, 64, 64, 1.f, 0.f}).impl_info_str();
-      return impl.rfind("ref", 0) != 0;
-    } catch (const dnnl::error&) {
-      return false;
-    }
-  }();
+bool cpu_multiplies_bf16() {
+  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
+  static const bool native =
+      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
+      bits(dnnl::cpu_isa::avx512_core_bf16);
   return native;
 }
 
-void onednn_matmul_bf16(const Bf16Product& p, const void* a, const void* b, void* c) {
+struct OnednnBf16Product::Impl {
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul primitive;
+};
+
+OnednnBf16Product::OnednnBf16Product(std::unique_ptr<Impl> impl)
+    : impl_(std::move(impl)), workspace_bytes_(impl_->pd.scratchpad_desc().get_size()) {}
+OnednnBf16Product::~OnednnBf16Product() = default;
+
+// Kept for the process (a model has a few product shapes), behind one lock: ranks in threads
+// share it. A product oneDNN would compute with its reference loops is kept as null.
+const OnednnBf16Product* OnednnBf16Product::find(const MatrixProduct& p) {
+  if (!cpu_multiplies_bf16()) return nullptr;
+  static std::mutex mu;
+  static std::map<Key, std::unique_ptr<OnednnBf16Product>> kept;
+  const Key key{p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
+  std::lock_guard<std::mutex> lock(mu);
+  if (auto it = kept.find(key); it != kept.end()) return it->second.get();
+  std::unique_ptr<OnednnBf16Product>& slot = kept[key];
   try {
-    const auto pd = product_desc(p);
-    dnnl::stream stream(cpu_engine());
+    auto pd = product_desc(p);
+    if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
+      slot =
+          std::make_unique<OnednnBf16Product>(std::make_unique<Impl>(Impl{pd, dnnl::matmul(pd)}));
+    }
+  } catch (const dnnl::error&) {  // no bf16 primitive for it: f32 copies it is
+  }
+  return slot.get();
+}
+
+void OnednnBf16Product::run(const void* a, const void* b, void* c, void* workspace) const {
+  try {
     const auto& e = cpu_engine();
-    dnnl::matmul(pd).execute(
+    const auto& pd = impl_->pd;
+    dnnl::stream stream(e);
+    impl_->primitive.execute(
         stream, {{DNNL_ARG_SRC, memory(pd.src_desc(), e, const_cast<void*>(a))},
                  {DNNL_ARG_WEIGHTS, memory(pd.weights_desc(), e, const_cast<void*>(b))},
-                 {DNNL_ARG_DST, memory(pd.dst_desc(), e, c)}});
+                 {DNNL_ARG_DST, memory(pd.dst_desc(), e, c)},
+                 {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), e, workspace)}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    throw DeviceError(fmt::format("onednn bf16 matmul {}x{}x{}: {}", p.m, p.n, p.k, e.what()));
+    throw DeviceError(
+        fmt::format("onednn bf16 matmul {}: {}", impl_->pd.impl_info_str(), e.what()));
   }
 }
 

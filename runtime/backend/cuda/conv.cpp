@@ -30,6 +30,7 @@ class CudaConvPlan final : public ConvPlan {
     for (ConvPass p : kConvPasses) {
       out.push_back(graphs_->chosen(p));
       out.back().shared = shared_;
+      out.back().products = {desc().types.data, false};  // cuDNN reads the stored type
     }
     return out;
   }
