@@ -219,6 +219,7 @@ void Graph::pass_gradients_through() {
 // node becomes a view of its output, with its gradient the layer's output gradient.
 void Graph::fuse_relus(const BackendTraits& traits) {
   fused_into_.assign(nodes_.size(), -1);
+  if (distinct_gradients_) return;
   for (size_t i = 1; i < nodes_.size(); ++i) {
     const Node& node = nodes_[i];
     if (!node.layer->is_relu() || node.inputs.size() != 1) continue;

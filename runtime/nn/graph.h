@@ -53,8 +53,10 @@ class Graph final : public PassRunner {
   bool is_declared() const { return declared_; }
   // Before declare: every activation's gradient in a tensor of its own, as it was when its pass
   // wrote it, so a residual add copies instead of passing its gradient on
-  // (Layer::passes_gradient_through). A step dump needs it: it reads each pass's gradient after
-  // the step, and a shared one holds the fork's sum by then.
+  // (Layer::passes_gradient_through), and no ReLU is fused into its batch norm (whose output and
+  // gradient it would share). A step dump needs it: it reads each pass's gradient after the step,
+  // and a shared one holds the fork's sum by then. Fused, the step computes the same bits in f32
+  // (tests/unit/fusion_test.cpp).
   void keep_gradients_distinct();
   // Throws Unsupported, in node order, where `backend` cannot run a layer's ops in the declared
   // policy's dtypes (Layer::require). bind calls it before allocating.

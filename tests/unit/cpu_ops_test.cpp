@@ -199,5 +199,108 @@ TEST_F(CpuOps, SixteenBitOpsComputeInF32AndRoundOnStore) {
   }
 }
 
+// The CPU's fused batch norm + ReLU is batch norm then ReLU (the Backend's composition): the same
+// bits in f32, and in bf16 the same values (a zero's sign may differ: the fused ReLU precedes the
+// rounding); its backward, the same bits in both, dx in place of dy included.
+TEST_F(CpuOps, FusedBatchNormReluIsTheComposedPair) {
+  Rng rng(9);
+  const Shape xs{4, 3, 5, 5};
+  for (DType t : {DType::kF32, DType::kBF16}) {
+    SCOPED_TRACE(std::string(dtype_name(t)));
+    const auto random = [&](const Shape& s, DType type) {
+      std::vector<float> v(static_cast<size_t>(s.numel()));
+      for (float& x : v) x = rng.normal(0.f, 1.f);
+      Tensor w = make(s, v);
+      Tensor out = b.empty(s, type, MemCategory::kActivations, "t");
+      b.cast(w, out);
+      return out;
+    };
+    const auto floats = [&](const Tensor& x) {
+      Tensor w = b.empty(x.shape(), DType::kF32, MemCategory::kActivations, "f32");
+      b.cast(x, w);
+      return get(w);
+    };
+    const auto bits = [&](const Tensor& x) {
+      std::vector<uint8_t> v(x.bytes());
+      b.copy_to_host(x, v.data());
+      return v;
+    };
+    Tensor x = random(xs, t), g = random({3}, DType::kF32), beta = random({3}, DType::kF32);
+    Tensor stats[2][4], y[2];
+    for (int k = 0; k < 2; ++k) {
+      for (Tensor& st : stats[k]) st = make({3}, {0.1f, 0.2f, 0.3f});
+      y[k] = b.empty(xs, t, MemCategory::kActivations, "y");
+    }
+    b.batch_norm_relu_train(x, g, beta, stats[0][0], stats[0][1], stats[0][2], stats[0][3], y[0],
+                            0.1f, 1e-5f);
+    b.Backend::batch_norm_relu_train(x, g, beta, stats[1][0], stats[1][1], stats[1][2], stats[1][3],
+                                     y[1], 0.1f, 1e-5f);
+    EXPECT_EQ(floats(y[0]), floats(y[1]));
+    for (int i = 0; i < 4; ++i) EXPECT_EQ(get(stats[0][i]), get(stats[1][i])) << i;
+    const Tensor dy = random(xs, t);
+    Tensor dx[2] = {b.empty(xs, t, MemCategory::kActivations, "dx"), random(xs, t)};
+    b.copy(dy, dx[1]);  // the composition's dx in place of dy
+    Tensor dg[2] = {make({3}, {0, 0, 0}), make({3}, {0, 0, 0})};
+    Tensor db[2] = {make({3}, {0, 0, 0}), make({3}, {0, 0, 0})};
+    b.batch_norm_relu_backward(x, y[1], dy, g, stats[1][2], stats[1][3], dx[0], dg[0], db[0]);
+    b.Backend::batch_norm_relu_backward(x, y[1], dx[1], g, stats[1][2], stats[1][3], dx[1], dg[1],
+                                        db[1]);
+    EXPECT_EQ(bits(dx[0]), bits(dx[1]));
+    EXPECT_EQ(bits(dg[0]), bits(dg[1]));
+    EXPECT_EQ(bits(db[0]), bits(db[1]));
+  }
+}
+
+// The CPU's one-pass mixed-precision update (16-bit gradient in, 16-bit compute copy out) is the
+// composed update and cast bit for bit: plain, loss-scaled, and skipped (an inf found), with
+// weight decay, over more elements than one chunk or one thread's block.
+TEST_F(CpuOps, OnePassUpdateWithCopyIsTheComposedOneBitForBit) {
+  Rng rng(7);
+  const int64_t n = (int64_t{1} << 16) + 1234;
+  const auto filled = [&](DType t, float scale) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = scale * rng.normal(0.f, 1.f);
+    Tensor w = b.empty({n}, DType::kF32, MemCategory::kActivations, "f32");
+    b.copy_from_host(v.data(), w);
+    Tensor out = b.empty({n}, t, MemCategory::kActivations, "t");
+    b.cast(w, out);
+    return out;
+  };
+  const auto bits = [&](const Tensor& t) {
+    std::vector<uint8_t> v(t.bytes());
+    b.copy_to_host(t, v.data());
+    return v;
+  };
+  SgdConfig cfg;
+  cfg.lr = 0.1f, cfg.momentum = 0.9f, cfg.weight_decay = 1e-4f;
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    for (float found_inf : {-1.f, 0.f, 1.f}) {  // -1: no loss scaling
+      SCOPED_TRACE(std::string(dtype_name(t)) + " found_inf " + std::to_string(found_inf));
+      const Tensor grad = filled(t, 1e-2f);
+      Tensor scaler = make({4}, {0, 0, 0, 0});
+      std::vector<float> state(4, 0.f);
+      state[kScaleSlot] = 1024.f, state[kFoundInfSlot] = found_inf < 0 ? 0.f : found_inf;
+      b.copy_from_host(state.data(), scaler);
+      const Tensor* scale = found_inf < 0 ? nullptr : &scaler;
+      Tensor p1 = filled(DType::kF32, 1.f), m1 = filled(DType::kF32, 0.1f), c1 = filled(t, 1.f);
+      Tensor p2 = b.empty({n}, DType::kF32, MemCategory::kActivations, "p"),
+             m2 = b.empty({n}, DType::kF32, MemCategory::kActivations, "m"),
+             c2 = b.empty({n}, t, MemCategory::kActivations, "c");
+      b.copy(p1, p2), b.copy(m1, m2), b.copy(c1, c2);
+      const std::vector<uint8_t> before = bits(c1);
+      b.sgd_update_with_copy(cfg, grad, scale, m1, p1, c1);
+      b.Backend::sgd_update_with_copy(cfg, grad, scale, m2, p2, c2);
+      EXPECT_EQ(bits(p1), bits(p2));
+      EXPECT_EQ(bits(m1), bits(m2));
+      // a skipped step leaves the copy (in a run, the cast of the unchanged weights already)
+      if (found_inf != 1.f) {
+        EXPECT_EQ(bits(c1), bits(c2));
+      } else {
+        EXPECT_EQ(bits(c1), before);
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace dlb

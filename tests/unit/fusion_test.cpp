@@ -94,23 +94,45 @@ TEST(Fusion, EveryReluAfterALoneBatchNormIsFusedAndRunsNoPass) {
   EXPECT_EQ(fused, 2 * 16 + 1);
 }
 
-TEST(Fusion, TheCpuBackendFusesNothing) {
+// A backend that runs every op on a CPU backend and fuses nothing (fuses_batch_norm_relu is not
+// forwarded): the two layers as they are.
+class PlainBackend final : public DelegatingBackend {};
+
+// torchvision's BasicBlock: bn1 -> relu fuses, bn2 feeds the residual add; 8 blocks and the stem.
+TEST(Fusion, TheCpuBackendFusesBatchNormAndRelu) {
   CpuBackend cpu({});
-  EXPECT_EQ(train(cpu, "resnet18", 32).fused, 0);
+  EXPECT_EQ(train(cpu, "resnet18", 32).fused, 8 + 1);
+  PlainBackend plain;
+  EXPECT_EQ(train(plain, "resnet18", 32).fused, 0);
+}
+
+// A step dump keeps every node's tensors its own (Graph::keep_gradients_distinct): nothing fuses.
+TEST(Fusion, AGraphThatKeepsGradientsDistinctFusesNothing) {
+  CpuBackend cpu({});
+  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+  g.keep_gradients_distinct();
+  g.declare_for(cpu);
+  for (size_t i = 0; i < g.nodes().size(); ++i) EXPECT_LT(g.fused_into(static_cast<int>(i)), 0);
 }
 
 class FusedTraining : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(FusedTraining, TrainsBitForBitAsTheTwoLayersWithLessActivationMemory) {
-  CpuBackend cpu({});
-  FusingBackend fusing;
-  const Trained plain = train(cpu, GetParam(), 32);
+  PlainBackend unfused;
+  FusingBackend fusing;  // the Backend's composition of the pair
+  CpuBackend cpu({});    // the CPU's own fused loops
+  const Trained plain = train(unfused, GetParam(), 32);
   const Trained fused = train(fusing, GetParam(), 32);
+  const Trained own = train(cpu, GetParam(), 32);
   EXPECT_EQ(plain.fused, 0);
   EXPECT_GT(fused.fused, 0);
+  EXPECT_EQ(own.fused, fused.fused);
   EXPECT_EQ(fused.losses, plain.losses);
   EXPECT_EQ(fused.grads, plain.grads);
   EXPECT_EQ(fused.weights, plain.weights);
+  EXPECT_EQ(own.losses, plain.losses);
+  EXPECT_EQ(own.grads, plain.grads);
+  EXPECT_EQ(own.weights, plain.weights);
   // Each fused ReLU allocates neither its output nor its output's gradient. The resnets' fused
   // ReLUs at 32x32, batch 2: resnet18's stem ReLU is [2, 64, 16, 16], and its 8 blocks' first
   // ReLUs hold 2 x (2 x 64 x 8 x 8 + 2 x 128 x 4 x 4 + 2 x 256 x 2 x 2 + 2 x 512 x 1 x 1) floats.
@@ -160,11 +182,13 @@ TEST(Fusion, OnlyAReluThatIsTheBatchNormsOnlyReaderFuses) {
 // bit for bit with the unfused graph, including the BatchNorm1d and the fork.
 TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
   for (bool twice : {false, true}) {
-    std::vector<float> losses[2], logits[2];
-    for (int fuse = 0; fuse < 2; ++fuse) {
+    std::vector<float> losses[3], logits[3];
+    for (int fuse = 0; fuse < 3; ++fuse) {  // unfused, the composition, the CPU's own loops
+      PlainBackend plain;
       FusingBackend fusing;
       CpuBackend cpu({});
-      Backend& b = fuse ? static_cast<Backend&>(fusing) : cpu;
+      Backend* backends[] = {&plain, &fusing, &cpu};
+      Backend& b = *backends[fuse];
       Graph g = small_graph(twice);
       Rng rng(2);
       g.declare_for(b);
@@ -177,8 +201,10 @@ TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
       logits[fuse].resize(40);
       b.copy_to_host(g.output_tensor(), logits[fuse].data());
     }
-    EXPECT_EQ(losses[1], losses[0]) << "read twice " << twice;
-    EXPECT_EQ(logits[1], logits[0]) << "read twice " << twice;
+    for (int fuse = 1; fuse < 3; ++fuse) {
+      EXPECT_EQ(losses[fuse], losses[0]) << "read twice " << twice << ", fused " << fuse;
+      EXPECT_EQ(logits[fuse], logits[0]) << "read twice " << twice << ", fused " << fuse;
+    }
   }
 }
 

@@ -49,6 +49,15 @@ class CpuBackend : public Backend {
   void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                            const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                            Tensor& dgamma, Tensor& dbeta) override;
+  // Batch norm with its ReLU in one pass each way (the graph fuses the pair, Graph::fuse_relus).
+  bool fuses_batch_norm_relu(const OpTypes&) const override { return true; }
+  void batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
+                             Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
+                             Tensor& save_invstd, Tensor& y, float momentum, float eps) override;
+  void batch_norm_relu_backward(const Tensor& x, const Tensor& y, const Tensor& dy,
+                                const Tensor& gamma, const Tensor& save_mean,
+                                const Tensor& save_invstd, Tensor& dx, Tensor& dgamma,
+                                Tensor& dbeta) override;
 
   void relu_forward(const Tensor& x, Tensor& y) override;
   void relu_backward(const Tensor& y, const Tensor& dy, Tensor& dx) override;
@@ -79,6 +88,8 @@ class CpuBackend : public Backend {
   void find_non_finite(const Tensor& grads, Tensor& scaler) override;
   void sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad, const Tensor& scaler,
                            Tensor& momentum_buf, Tensor& param) override;
+  void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
+                            Tensor& momentum_buf, Tensor& param, Tensor& compute) override;
   void update_loss_scale(const LossScaleConfig& cfg, Tensor& scaler) override;
   void increment(Tensor& counter) override;
 
