@@ -171,6 +171,15 @@ def _kind_of(mode: int) -> str:
     return "not a regular file"
 
 
+def _exists(path: Path) -> bool:
+    """Path.exists(), False for a path that cannot even be asked about (no permission to search
+    a folder on the way, a name too long, a NUL byte): unreadable() then says why."""
+    try:
+        return path.exists()
+    except (OSError, ValueError):
+        return False
+
+
 def unreadable(path: str | Path, limit: int = MAX_FILE_BYTES) -> str | None:
     """Why `path` is not a file a report reads ("no such file", "a FIFO", "512 MiB, over the
     limit of 256 MiB"), or None when it is a regular file within `limit` bytes. Only stats."""
@@ -178,6 +187,8 @@ def unreadable(path: str | Path, limit: int = MAX_FILE_BYTES) -> str | None:
         st = os.stat(path)
     except OSError as e:
         return e.strerror.lower() if e.strerror else "cannot be read"
+    except ValueError:  # a NUL byte in the name
+        return "not a path (it holds a NUL byte)"
     if not stat.S_ISREG(st.st_mode):
         return f"{_kind_of(st.st_mode)}, not a regular file"
     if st.st_size > limit:
@@ -287,13 +298,13 @@ class ResultSet:
         """A path a record names: absolute, relative to the cwd of the run, or moved with the
         directory (the records were written elsewhere and copied here)."""
         p = Path(path)
-        if p.exists():
+        if _exists(p):
             return p
         parts = p.parts
         for anchor in ("traces", "profiles", "mllog", "points", "logs"):
             if anchor in parts:
                 moved = self.directory.joinpath(*parts[parts.index(anchor):])
-                if moved.exists():
+                if _exists(moved):
                     return moved
         return p
 

@@ -82,11 +82,12 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     add(global_batch.render(own), "Accuracy against global batch", "global-batch",
         note=global_batch.NOTE)
     add(overlap.render(own), "Overlap", "overlap", overlap.table(own), overlap.NOTE)
-    if own and (rs.suite == "algorithms" or algorithms.applies(own)):
-        add(algorithms.render_layers(own, rs.resolve, skipped), "Convolution layers by algorithm",
-            "algorithms-layers", note=algorithms.LAYER_NOTE)
-        add(algorithms.render_limits(own), "Step time under workspace limits",
-            "algorithms-limits", note=algorithms.LIMIT_NOTE)
+    for i, group in enumerate(g for g in algorithms.groups(own) if algorithms.applies(g)):
+        add(algorithms.render_layers(group, rs.resolve, skipped),
+            "Convolution layers by algorithm", f"algorithms-layers-{i + 1}",
+            note=algorithms.LAYER_NOTE)
+        add(algorithms.render_limits(group), "Step time under workspace limits",
+            f"algorithms-limits-{i + 1}", note=algorithms.LIMIT_NOTE)
     add(memory.render(own), "Memory", "memory", note=memory.NOTE)
     add(input_plot.render(own), "Input pipeline", "input", input_plot.table(own), input_plot.NOTE)
     add(tradeoff.render(own), "Memory techniques: saved and paid", "memory-tradeoff",
@@ -273,7 +274,8 @@ HOW_TO_READ_COMMON = (
     "marked (m), over this machine's measured peak (the best matrix product dlbench bench peak "
     "found, measured once by the first CPU sweep): a fraction of what this machine's libraries "
     "reach, not of a datasheet, for the whole CPU (every rank on it counted) and, for 16-bit "
-    "points, of the fp32 peak (the CPU computes them in f32); '(m, peak too low)' marks a run "
+    "points, of their own precision's peak where the CPU has one (bf16 with AVX-512 BF16), else "
+    "of the fp32 peak (the CPU computes them in f32); '(m, peak too low)' marks a run "
     "faster than that peak, whose BLAS was slower than the run's own kernels. noise is the point's "
     "verdict on the machine around it (other processes' CPU time, steal, oversubscription, the "
     "steps' spread): a noisy point's figures may not repeat. docs/metrics.md defines every "

@@ -453,7 +453,9 @@ class Backend : public DeviceMemory {
   // An update (sgd_update, or sgd_update_unscaled when `scaler` is given) that also stores the
   // updated master weights in `compute`, the compute-precision copy that forward and backward
   // read. By default the update, then cast(param, compute); a backend that writes the copy in
-  // the update's own pass (the CUDA backend's SGD kernel) overrides it.
+  // the update's own pass (the CUDA backend's SGD kernel, the CPU's) overrides it. A skipped step
+  // (loss scaling found an inf) may leave `compute` untouched: it already holds cast(param),
+  // which binding the step and load_state_dict establish and every update keeps.
   virtual void sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
                                     Tensor& momentum_buf, Tensor& param, Tensor& compute);
   // Every parameter of `group` updated as the ops above update one: with a compute copy through

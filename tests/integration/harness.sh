@@ -130,8 +130,11 @@ export DLBENCH_PEAK_FILE=$work/smoke-peaks.json
 "$dlbench" --suite=smoke --out="$work/smoke" >"$work/smoke.out" 2>&1
 check "smoke suite" test "$(statuses "$work/smoke/results.jsonl")" = "ok ok"
 check "smoke table" grep -q "2 points: 2 ok" "$work/smoke.out"
-check "the CPU's peak measured once, before the points" grep -q "^measured this CPU's peak once" \
+check "the CPU's peak measured once, before the points" grep -q "^measured this CPU's fp32 peak once" \
   "$work/smoke.out"
+if grep -qw avx512_bf16 /proc/cpuinfo; then  # and its bf16 peak, where it multiplies bf16 natively
+  check "... and its bf16 peak" grep -q "^measured this CPU's bf16 peak once" "$work/smoke.out"
+fi
 check "... and kept" test -s "$work/smoke-peaks.json"
 check "... each record's fraction of it" /usr/bin/python3 -c '
 import json, sys

@@ -555,7 +555,7 @@ def test_precision_plot_gives_each_bar_its_ratio_to_fp32_and_the_cpu_caveat(resu
         checked += 1
     assert checked > 0
     notes = " ".join(t.get_text().replace("\n", " ") for t in fig.texts)
-    assert "On a CPU, fp16 and bf16 tensors are stored in 16 bits" in notes
+    assert "On a CPU, fp16 tensors, and bf16 ones where the CPU lacks AVX-512 BF16, are stored" in notes
 
 
 def test_memory_tradeoff_plot_and_table_compare_each_technique_with_its_naive_point(results):
@@ -713,3 +713,32 @@ def test_algorithms_plots_draw_each_layer_per_policy_and_each_policy_per_limit(r
     assert algorithms.limit_bytes("1MiB") == 2**20 and algorithms.limit_bytes(None) == math.inf
     with pytest.raises(Exception, match="not a size"):
         algorithms.limit_bytes("lots")
+
+
+def test_algorithms_plots_name_what_they_cannot_draw_and_never_fail(results, tmp_path):
+    from dlbench_reports.plots import algorithms
+    rs = load(results("algorithms"))
+    records = copy.deepcopy(rs.records)
+    unlimited = [r for r in records if r.ok and r.config["workspace_limit"] is None]
+    bad_profile = tmp_path / "profiles" / "bad.profile.json"
+    bad_profile.parent.mkdir()
+    bad_profile.write_text('{"layers": [{"kind": "conv2d", "name": "c", "forward_ms": "fast"}]}')
+    for r, path in zip(unlimited, ["bad\x00path", str(tmp_path), str(bad_profile), "x" * 5000]):
+        r.data["paths"]["profile"] = path
+    limited = [r for r in records if r.config["workspace_limit"] is not None]
+    for r, limit in zip(limited, ["1.2.3MiB", "1e999", "e", "-4KiB", "0B"]):
+        r.config["workspace_limit"] = limit
+    skipped = []
+    assert algorithms.render_layers(records, rs.resolve, skipped) is None  # no readable profile
+    assert len(skipped) == 4 and all("the algorithms plot of point" in s for s in skipped)
+    fig = algorithms.render_limits(records)
+    note = " ".join(" ".join(t.get_text() for t in fig.texts).split())  # unwrapped
+    assert "not drawn (a workspace limit or step time that is not a size" in note
+    for limit in ["1.2.3MiB", "1e999", "e", "-4KiB", "0B", "lots", "4 4MiB"]:
+        with pytest.raises(Exception, match="workspace_limit"):
+            algorithms.limit_bytes(limit)
+    assert algorithms.limit_bytes("1.5KiB") == 1536 and algorithms.limit_bytes("2e3") == 2000
+    # points that differ in anything but the policy and the limit are plotted apart
+    other = copy.deepcopy(rs.records[0])
+    other.point_config["model"] = "resnet18"
+    assert len(algorithms.groups(rs.records + [other])) == 2

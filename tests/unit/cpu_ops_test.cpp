@@ -236,6 +236,9 @@ TEST_F(CpuOps, FusedBatchNormReluIsTheComposedPair) {
     b.Backend::batch_norm_relu_train(x, g, beta, stats[1][0], stats[1][1], stats[1][2], stats[1][3],
                                      y[1], 0.1f, 1e-5f);
     EXPECT_EQ(floats(y[0]), floats(y[1]));
+    if (t == DType::kF32) {
+      EXPECT_EQ(bits(y[0]), bits(y[1]));  // -0 included
+    }
     for (int i = 0; i < 4; ++i) EXPECT_EQ(get(stats[0][i]), get(stats[1][i])) << i;
     const Tensor dy = random(xs, t);
     Tensor dx[2] = {b.empty(xs, t, MemCategory::kActivations, "dx"), random(xs, t)};
@@ -243,6 +246,12 @@ TEST_F(CpuOps, FusedBatchNormReluIsTheComposedPair) {
     Tensor dg[2] = {make({3}, {0, 0, 0}), make({3}, {0, 0, 0})};
     Tensor db[2] = {make({3}, {0, 0, 0}), make({3}, {0, 0, 0})};
     b.batch_norm_relu_backward(x, y[1], dy, g, stats[1][2], stats[1][3], dx[0], dg[0], db[0]);
+    Tensor in_place = random(xs, t);  // the fused backward with dx in place of dy, too
+    b.copy(dy, in_place);
+    Tensor dg2 = make({3}, {0, 0, 0}), db2 = make({3}, {0, 0, 0});
+    b.batch_norm_relu_backward(x, y[1], in_place, g, stats[1][2], stats[1][3], in_place, dg2, db2);
+    EXPECT_EQ(bits(in_place), bits(dx[0]));
+    EXPECT_EQ(bits(dg2), bits(dg[0]));
     b.Backend::batch_norm_relu_backward(x, y[1], dx[1], g, stats[1][2], stats[1][3], dx[1], dg[1],
                                         db[1]);
     EXPECT_EQ(bits(dx[0]), bits(dx[1]));

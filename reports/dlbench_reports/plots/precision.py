@@ -172,9 +172,10 @@ def render(records: list[Record], peaks: list[dict] | None = None):
     note = common.status_note(records)
     if any((r.data.get("environment") or {}).get("device") == "cpu" for r in records if r.ok):
         note = (note + ". " if note else "") + (
-            "On a CPU, fp16 and bf16 tensors are stored in 16 bits and computed on f32 copies, "
-            "converted for every op: their ratio to fp32 measures those conversions, not what "
-            "tensor cores give on a GPU (n.d.: not distinguishable)")
+            "On a CPU, fp16 tensors, and bf16 ones where the CPU lacks AVX-512 BF16, are stored "
+            "in 16 bits and computed on f32 copies, converted for every op: their ratio to fp32 "
+            "measures those conversions; bf16 convolutions and matrix products with AVX-512 BF16 "
+            "multiply natively (the record's metrics.arithmetic) (n.d.: not distinguishable)")
     if missing:
         note = (note + "; " if note else "") + (
             "MFU n/a: no dense peak on record for " + ", ".join(missing) +

@@ -204,6 +204,8 @@ void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, cons
 void CpuBackend::batch_norm_backward(const Tensor& x_s, const Tensor& dy_s, const Tensor& gamma_s,
                                      const Tensor& save_mean_s, const Tensor& save_invstd_s,
                                      Tensor& dx_s, Tensor& dgamma_s, Tensor& dbeta_s) {
+  check_same_shape(x_s, dy_s, "batch norm backward");
+  check_same_shape(x_s, dx_s, "batch norm backward");
   F32Views f32(*this);
   bn_backward(f32.in(x_s), nullptr, f32.in(dy_s), f32.in(gamma_s), f32.in(save_mean_s),
               f32.in(save_invstd_s), f32.out(dx_s), f32.out(dgamma_s), f32.out(dbeta_s));
@@ -214,8 +216,10 @@ void CpuBackend::batch_norm_relu_backward(const Tensor& x_s, const Tensor& y_s, 
                                           const Tensor& gamma_s, const Tensor& save_mean_s,
                                           const Tensor& save_invstd_s, Tensor& dx_s,
                                           Tensor& dgamma_s, Tensor& dbeta_s) {
+  for (const Tensor* t : {&y_s, &dy_s, static_cast<const Tensor*>(&dx_s)}) {
+    check_same_shape(x_s, *t, "batch norm + relu backward");
+  }
   F32Views f32(*this);
-  check_same_shape(x_s, y_s, "batch norm + relu backward");
   const Tensor& y = f32.in(y_s);
   bn_backward(f32.in(x_s), &y, f32.in(dy_s), f32.in(gamma_s), f32.in(save_mean_s),
               f32.in(save_invstd_s), f32.out(dx_s), f32.out(dgamma_s), f32.out(dbeta_s));

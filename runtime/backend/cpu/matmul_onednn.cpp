@@ -67,21 +67,22 @@ OnednnBf16Product::~OnednnBf16Product() = default;
 // share it. A product oneDNN would compute with its reference loops is kept as null.
 const OnednnBf16Product* OnednnBf16Product::find(const MatrixProduct& p) {
   if (!cpu_multiplies_bf16()) return nullptr;
+  cpu_engine();  // made before the kept primitives, so destroyed after them at exit
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<OnednnBf16Product>> kept;
   const Key key{p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kept.find(key); it != kept.end()) return it->second.get();
-  std::unique_ptr<OnednnBf16Product>& slot = kept[key];
+  std::unique_ptr<OnednnBf16Product> made;
   try {
     auto pd = product_desc(p);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
-      slot =
+      made =
           std::make_unique<OnednnBf16Product>(std::make_unique<Impl>(Impl{pd, dnnl::matmul(pd)}));
     }
   } catch (const dnnl::error&) {  // no bf16 primitive for it: f32 copies it is
   }
-  return slot.get();
+  return kept.emplace(key, std::move(made)).first->second.get();
 }
 
 void OnednnBf16Product::run(const void* a, const void* b, void* c, void* workspace) const {
