@@ -13,6 +13,7 @@
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/matmul_onednn.h"
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/core/rng.h"

@@ -15,7 +15,7 @@
 #include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
-#include "runtime/backend/cpu/matmul_onednn.h"
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
 
@@ -31,19 +31,13 @@ OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   return OnednnAlgorithm::kDirect;
 }
 
-// A layer whose data and weights are bf16 (a bf16 run) runs natively in bf16 where the CPU
-// multiplies bf16 (AVX-512 BF16; oneDNN's emulation of it elsewhere is not taken).
-bool native_bf16_layer(const OpTypes& t) {
-  return t.data == DType::kBF16 && t.params == DType::kBF16 && cpu_multiplies_bf16();
-}
-
 // oneDNN's plan of algorithm `a`: on the layer's bf16 tensors where it multiplies them natively,
 // else on f32 views of them. Throws Unsupported when it has neither.
 std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
-  if (native_bf16_layer(d.types)) {
+  if (native_bf16(d.types)) {
     try {
       return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kBF16);
-    } catch (const Unsupported&) {  // no bf16 Winograd, or no AVX-512 BF16: f32 it is
+    } catch (const Unsupported&) {  // no bf16 Winograd, or only reference loops: f32 it is
     }
   }
   return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kF32);

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -21,12 +22,6 @@ constexpr auto kF32 = memory::data_type::f32;
 constexpr size_t kAlign = 64;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
-
-// Engines are thread-safe; each pass makes a stream of its own where it runs.
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 // "aBcd8b": the layout in oneDNN's notation. Dimensions run from the outermost stride in, as
 // letters (a: batch or output channels, b: channels); an upper-case one is also blocked, and the
@@ -82,7 +77,7 @@ struct OnednnConv::Pass {
 
   Pass(dnnl::primitive p, const dnnl::primitive_desc& pd, std::vector<Operand> ops)
       : primitive(std::move(p)), implementation(pd.impl_info_str()), operands(std::move(ops)) {
-    const auto& engine = cpu_engine();
+    const auto& engine = onednn_cpu_engine();
     for (Operand& o : operands) {
       o.inner = pd.query_md(dnnl::query::exec_arg_md, o.arg);
       o.reordered = o.inner != o.plain;
@@ -101,7 +96,7 @@ struct OnednnConv::Pass {
   void run(const void* a, const void* b, void* out, void* workspace,
            const void* bias = nullptr) const {
     try {
-      dnnl::stream stream(cpu_engine());
+      dnnl::stream stream(onednn_cpu_engine());
       execute(stream, {a, b, out, bias}, workspace);
     } catch (const dnnl::error& e) {
       throw DeviceError(fmt::format("onednn {}: {}", implementation, e.what()));
@@ -111,7 +106,7 @@ struct OnednnConv::Pass {
  private:
   void execute(dnnl::stream& stream, std::array<const void*, 4> user, void* workspace) const {
     auto* ws = static_cast<uint8_t*>(workspace);
-    const auto& engine = cpu_engine();
+    const auto& engine = onednn_cpu_engine();
     std::unordered_map<int, memory> args;
     memory outputs[2];  // the user's output and the primitive's copy, when reordered
     for (size_t i = 0; i < operands.size(); ++i) {
@@ -207,10 +202,10 @@ ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo) {
   if (p.bias) {
     return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.plain_bias(), p.any(p.y), p.strides,
                         p.pad_l, p.pad_r},
-                       user_scratchpad(), cpu_engine());
+                       user_scratchpad(), onednn_cpu_engine());
   }
   return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
-                     user_scratchpad(), cpu_engine());
+                     user_scratchpad(), onednn_cpu_engine());
 }
 
 memory::data_type onednn_type(DType t) {
@@ -241,7 +236,7 @@ struct OnednnConv::Builder {
   std::unique_ptr<Pass> backward_data() const {
     const dnnl::convolution_backward_data::primitive_desc pd(
         {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
-        cpu_engine(), fwd);
+        onednn_cpu_engine(), fwd);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_data(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
@@ -253,7 +248,7 @@ struct OnednnConv::Builder {
   std::unique_ptr<Pass> backward_filter() const {
     const dnnl::convolution_backward_weights::primitive_desc pd(
         {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
-        cpu_engine(), fwd);
+        onednn_cpu_engine(), fwd);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_weights(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
@@ -265,8 +260,9 @@ struct OnednnConv::Builder {
 };
 
 OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands)
-    : operands_(operands), adds_bias_(d.bias && operands != DType::kF32) {
+    : operands_(operands) {
   const Problem p(d, onednn_type(operands));
+  adds_bias_ = p.bias;
   const dnnl::algorithm algo = dnnl_algorithm(algorithm);
   const std::string_view name = onednn_algorithm_name(algorithm);
   std::optional<Builder> b;

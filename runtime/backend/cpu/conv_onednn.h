@@ -21,7 +21,7 @@ class OnednnConv {
  public:
   // Every operand, result and gradient in `operands`: f32, or bf16, which oneDNN multiplies
   // (AVX-512 BF16's dot products, accumulating in f32, where the CPU has them: the caller asks,
-  // matmul_onednn.h) and rounds once on store. A bf16 plan adds the bias (d.bias) inside its
+  // onednn_engine.h) and rounds once on store. A bf16 plan adds the bias (d.bias) inside its
   // forward primitive, before that one rounding.
   //
   // Throws Unsupported when oneDNN has no forward primitive of this algorithm for the problem

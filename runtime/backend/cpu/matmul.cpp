@@ -6,6 +6,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/matmul_onednn.h"
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -48,7 +49,7 @@ MatrixProduct product_of(bool trans_a, bool trans_b, float alpha, const Tensor& 
 // bf16 wherever the CPU multiplies bf16 (a product shape oneDNN has only reference loops for would
 // still compute on f32 copies; no model's does).
 ProductArithmetic CpuBackend::matmul_arithmetic(const OpTypes& t) const {
-  if (t.data == DType::kBF16 && t.params == DType::kBF16 && cpu_multiplies_bf16()) {
+  if (native_bf16(t)) {
     return {DType::kBF16, true};
   }
   return {};

@@ -9,6 +9,7 @@
 #include <string>
 #include <tuple>
 
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -16,11 +17,6 @@ namespace {
 
 using dnnl::memory;
 constexpr auto kBf16 = memory::data_type::bf16;
-
-const dnnl::engine& cpu_engine() {
-  static const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  return engine;
-}
 
 // A row-major rows x cols operand, or the transpose of one stored cols x rows.
 memory::desc operand(int64_t rows, int64_t cols, bool transposed) {
@@ -39,20 +35,12 @@ dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p) {
   }
   return dnnl::matmul::primitive_desc(
       {operand(p.m, p.k, p.trans_a), operand(p.k, p.n, p.trans_b), operand(p.m, p.n, false)}, attr,
-      cpu_engine());
+      onednn_cpu_engine());
 }
 
 using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, float>;
 
 }  // namespace
-
-bool cpu_multiplies_bf16() {
-  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
-  static const bool native =
-      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
-      bits(dnnl::cpu_isa::avx512_core_bf16);
-  return native;
-}
 
 struct OnednnBf16Product::Impl {
   dnnl::matmul::primitive_desc pd;
@@ -67,7 +55,7 @@ OnednnBf16Product::~OnednnBf16Product() = default;
 // share it. A product oneDNN would compute with its reference loops is kept as null.
 const OnednnBf16Product* OnednnBf16Product::find(const MatrixProduct& p) {
   if (!cpu_multiplies_bf16()) return nullptr;
-  cpu_engine();  // made before the kept primitives, so destroyed after them at exit
+  onednn_cpu_engine();  // made before the kept primitives, so destroyed after them at exit
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<OnednnBf16Product>> kept;
   const Key key{p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
@@ -87,7 +75,7 @@ const OnednnBf16Product* OnednnBf16Product::find(const MatrixProduct& p) {
 
 void OnednnBf16Product::run(const void* a, const void* b, void* c, void* workspace) const {
   try {
-    const auto& e = cpu_engine();
+    const auto& e = onednn_cpu_engine();
     const auto& pd = impl_->pd;
     dnnl::stream stream(e);
     impl_->primitive.execute(

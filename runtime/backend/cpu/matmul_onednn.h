@@ -8,11 +8,6 @@
 
 namespace dlb {
 
-// Whether this CPU multiplies bf16 natively: oneDNN's effective instruction set has AVX-512 BF16
-// (or AMX, which includes it). Elsewhere oneDNN would emulate bf16 on AVX-512 (no faster than
-// f32, and not what a bf16 run means here): the backend then computes bf16 on f32 copies.
-bool cpu_multiplies_bf16();
-
 // A row-major product c[m, n] = alpha op(a) op(b) + beta c; op transposes when asked.
 struct MatrixProduct {
   bool trans_a = false, trans_b = false;
@@ -20,7 +15,8 @@ struct MatrixProduct {
   float alpha = 1, beta = 0;
 };
 
-// oneDNN's bf16 primitive for one product, made once per product shape and kept.
+// oneDNN's bf16 primitive for one product, made once per product shape and kept (where
+// cpu_multiplies_bf16, onednn_engine.h).
 class OnednnBf16Product {
  public:
   // Null when oneDNN has no native primitive for it (its reference loops, or no bf16 here).

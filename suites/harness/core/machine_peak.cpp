@@ -202,11 +202,12 @@ std::vector<Precision> cpu_peak_precisions(const Backend& cpu) {
 
 std::vector<MachinePeak> ensure_cpu_peaks(const std::string& path) {
   const auto backend = make_backend(BackendKind::kCpu, {});
+  const std::vector<MachinePeak> peaks = read_peaks(path);
   std::vector<MachinePeak> measured;
   for (Precision p : cpu_peak_precisions(*backend)) {
     const std::string name(precision_name(p));
-    const auto kept = find_peak(read_peaks(path), host_name(), device_name(*backend),
-                                std::string(backend->name()), name);
+    const auto kept =
+        find_peak(peaks, host_name(), device_name(*backend), std::string(backend->name()), name);
     if (kept && kept->precision == name) continue;
     measured.push_back(measure_peak(*backend, p));
     save_peak(path, measured.back());
