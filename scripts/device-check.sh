@@ -220,11 +220,11 @@ if [[ $what == tests || $what == all ]]; then
   row cuda_backend_tests 20 --gpu -- "${on[@]}" "$bin/cuda_backend_tests"
   row cuda_mixed_precision_tests 30 --gpu -- "${on[@]}" "$bin/cuda_mixed_precision_tests"
   # The op checker: whether each op is right on the GPU, every model's instances.
-  row check_ops_models32 70 --gpu --engines="$files/check-ops-models32.json" -- "$dlbench" check-ops --backend=cuda --sizes=32 --batches=2 \
+  row check_ops_models32 70 --gpu --engines="$files/check-ops-models32.json" -- "$dlbench" check-ops --backend=cuda --conv-algos=heuristic --sizes=32 --batches=2 \
     --models=resnet18,resnet50,vgg16,digits-cnn --json="$files/check-ops-models32.json"
-  row check_ops_alexnet63 20 --gpu --engines="$files/check-ops-alexnet63.json" -- "$dlbench" check-ops --backend=cuda --models=alexnet \
+  row check_ops_alexnet63 20 --gpu --engines="$files/check-ops-alexnet63.json" -- "$dlbench" check-ops --backend=cuda --conv-algos=heuristic --models=alexnet \
     --sizes=63 --batches=2 --json="$files/check-ops-alexnet63.json"
-  row check_ops_reported 40 --gpu --engines="$files/check-ops-reported.json" -- "$dlbench" check-ops --backend=cuda \
+  row check_ops_reported 40 --gpu --engines="$files/check-ops-reported.json" -- "$dlbench" check-ops --backend=cuda --conv-algos=heuristic \
     --models=alexnet,resnet18 --sizes=64,96 --batches=4 --json="$files/check-ops-reported.json"
   # Where a step's time goes: resnet50's per-layer profile (each pass's time and cuDNN engine)
   # at 224 px in bf16 and tf32, beside the bench's throughput figures.
@@ -250,7 +250,10 @@ if [[ $what == tests || $what == all ]]; then
   else
     row memcheck_digits 60 --gpu -- sh -c 'echo "compute-sanitizer is not installed"; exit 77'
   fi
-  row cuda_runs 60 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  row cuda_runs 75 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  # Each class of cuDNN's engines on every distinct layer of resnet50 (fp32), beside the heuristic.
+  row bench_conv_classes 40 --gpu -- "$dlbench" bench conv --backend=cuda --model=resnet50 \
+    --image-size=224 --batch=32 --repeat=3 --algos=all --json="$files/bench-conv-classes.json"
   row nccl_one_gpu 10 --gpu -- bash "$root/tests/gpu/nccl_one_gpu.sh" "$dlbench"
   row parity_resnet18_gpu 25 --gpu -- python3 "$root/tests/parity/torch_parity.py" "$dlbench" \
     "$work/parity" --backend=cuda --torch-device=cuda

@@ -71,6 +71,49 @@ std::string_view conv_algo_choice_name(ConvAlgoChoice c) {
       return "winograd";
     case ConvAlgoChoice::kAuto:
       return "auto";
+    case ConvAlgoChoice::kClassFft:
+      return "class:fft";
+    case ConvAlgoChoice::kClassWinograd:
+      return "class:winograd";
+    case ConvAlgoChoice::kClassTensorCore:
+      return "class:tensor_core";
+    case ConvAlgoChoice::kClassOther:
+      return "class:other";
+  }
+  return "?";
+}
+
+std::optional<EngineClass> restricted_class(ConvAlgoChoice c) {
+  switch (c) {
+    case ConvAlgoChoice::kClassFft:
+      return EngineClass::kFft;
+    case ConvAlgoChoice::kClassWinograd:
+      return EngineClass::kWinograd;
+    case ConvAlgoChoice::kClassTensorCore:
+      return EngineClass::kTensorCore;
+    case ConvAlgoChoice::kClassOther:
+      return EngineClass::kOther;
+    default:
+      return std::nullopt;
+  }
+}
+
+EngineClass engine_class(const EngineNotes& n) {
+  if (n.fft) return EngineClass::kFft;
+  if (n.winograd) return EngineClass::kWinograd;
+  return n.tensor_core ? EngineClass::kTensorCore : EngineClass::kOther;
+}
+
+std::string_view engine_class_name(EngineClass c) {
+  switch (c) {
+    case EngineClass::kFft:
+      return "fft";
+    case EngineClass::kWinograd:
+      return "winograd";
+    case EngineClass::kTensorCore:
+      return "tensor_core";
+    case EngineClass::kOther:
+      return "other";
   }
   return "?";
 }
@@ -83,7 +126,15 @@ std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s) {
 }
 
 std::string_view conv_arithmetic_name(ConvArithmetic a) {
-  return a == ConvArithmetic::kWinogradF4x3 ? "winograd_f4x3" : "products";
+  switch (a) {
+    case ConvArithmetic::kProducts:
+      return "products";
+    case ConvArithmetic::kWinogradF4x3:
+      return "winograd_f4x3";
+    case ConvArithmetic::kUnstatedTransform:
+      return "unstated_transform";
+  }
+  return "?";
 }
 
 std::string_view conv_math_name(ConvMath m) { return m == ConvMath::kFast ? "fast" : "strict"; }

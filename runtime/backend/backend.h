@@ -75,13 +75,28 @@ std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "ba
 // How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
 // the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
 // backend also takes one algorithm by name: im2col + sgemm (its reference), oneDNN's direct
-// convolution, oneDNN's Winograd, or oneDNN's own choice between those two (auto). Winograd and
-// auto exist for some shapes only: a pass without them takes the heuristic's choice, and its
-// plan says why (PassAlgorithm::refused). The CUDA backend refuses all four.
-enum class ConvAlgoChoice { kHeuristic, kAutotune, kIm2col, kOnednn, kWinograd, kAuto };
+// convolution, oneDNN's Winograd, or oneDNN's own choice between those two (auto). The CUDA
+// backend instead takes one class of cuDNN's engines (EngineClass: class:fft, class:winograd,
+// class:tensor_core, class:other), the heuristic's first choice within it. A named algorithm or
+// class exists for some shapes only: a pass without it takes the heuristic's choice, and its plan
+// says why (PassAlgorithm::refused). Each backend refuses the other's names.
+enum class ConvAlgoChoice {
+  kHeuristic,
+  kAutotune,
+  kIm2col,
+  kOnednn,
+  kWinograd,
+  kAuto,
+  kClassFft,
+  kClassWinograd,
+  kClassTensorCore,
+  kClassOther
+};
 inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {
-    ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAutotune, ConvAlgoChoice::kIm2col,
-    ConvAlgoChoice::kOnednn,    ConvAlgoChoice::kWinograd, ConvAlgoChoice::kAuto};
+    ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAutotune,      ConvAlgoChoice::kIm2col,
+    ConvAlgoChoice::kOnednn,    ConvAlgoChoice::kWinograd,      ConvAlgoChoice::kAuto,
+    ConvAlgoChoice::kClassFft,  ConvAlgoChoice::kClassWinograd, ConvAlgoChoice::kClassTensorCore,
+    ConvAlgoChoice::kClassOther};
 std::string_view conv_algo_choice_name(ConvAlgoChoice c);
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
 
@@ -112,12 +127,28 @@ struct EngineNotes {
 // "reduced_precision_reduction", "nondeterministic", "fft", "winograd", "fallback".
 std::vector<std::string> engine_note_names(const EngineNotes& n);
 
+// The classes of cuDNN's engines, by what their numerical notes declare. cuDNN names no
+// algorithm per engine (its legacy algorithms each ran several engines, and one engine served
+// several algorithms), so implicit GEMM, precomputed-index GEMM and direct engines are not told
+// apart: they are tensor_core or other. In this order, the first that applies: fft (the FFT
+// note), winograd (any Winograd note), tensor_core, other.
+enum class EngineClass { kFft, kWinograd, kTensorCore, kOther };
+inline constexpr EngineClass kEngineClasses[] = {EngineClass::kFft, EngineClass::kWinograd,
+                                                 EngineClass::kTensorCore, EngineClass::kOther};
+EngineClass engine_class(const EngineNotes& n);
+std::string_view engine_class_name(EngineClass c);  // "fft", "winograd", "tensor_core", "other"
+// The class an --conv-algo=class:NAME restricts a pass to; none for every other choice.
+std::optional<EngineClass> restricted_class(ConvAlgoChoice c);
+
 // What a pass computes its outputs as, for the op checker's bounds (runtime/check/reference.h):
 // sums of the products of inputs and weights (direct, im2col, GEMM-based engines), or oneDNN's
 // Winograd F(4x4, 3x3), whose transforms of inputs, weights and outputs add rounding of their own
-// (runtime/check/reference_winograd.cpp).
-enum class ConvArithmetic { kProducts, kWinogradF4x3 };
-std::string_view conv_arithmetic_name(ConvArithmetic a);  // "products", "winograd_f4x3"
+// (runtime/check/reference_winograd.cpp), or a transform whose points and tiles the library does
+// not state (cuDNN's FFT and Winograd engines): the op checker derives no bound for that, and
+// reports such a pass unsupported rather than judge it by another arithmetic's bound.
+enum class ConvArithmetic { kProducts, kWinogradF4x3, kUnstatedTransform };
+// "products", "winograd_f4x3", "unstated_transform"
+std::string_view conv_arithmetic_name(ConvArithmetic a);
 
 // What a matrix product's multiplications read: the stored type itself (16-bit products, which
 // f32 holds exactly, accumulated in f32), or f32 (f32 data, or f32 copies of 16-bit data, which the
@@ -542,8 +573,8 @@ std::optional<BackendKind> parse_backend_kind(std::string_view s);
 // The registry: the one place that knows which backends this build has.
 bool backend_compiled(BackendKind kind);
 // The --conv-algo choices that name one algorithm each on this backend, for benchmarks that time
-// every algorithm: cpu {im2col, onednn, winograd}; cuda {heuristic} (cuDNN's engines are not
-// named).
+// every algorithm: cpu {im2col, onednn, winograd}; cuda {heuristic} and each class of cuDNN's
+// engines (its engines are not named one by one).
 std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind);
 // The named algorithms a list of names asks for (all of them when `names` is empty, or is
 // {"all"}); InvalidArgument, naming `flag` and what the backend has, for any other name.

@@ -26,7 +26,8 @@ std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind) {
   if (kind == BackendKind::kCpu) {
     return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd};
   }
-  return {ConvAlgoChoice::kHeuristic};
+  return {ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kClassTensorCore, ConvAlgoChoice::kClassOther,
+          ConvAlgoChoice::kClassWinograd, ConvAlgoChoice::kClassFft};
 }
 
 std::vector<ConvAlgoChoice> parse_named_conv_algorithms(BackendKind kind,

@@ -3,6 +3,10 @@
 // them (conv weights and their gradients in the activations' layout; parameters of batch norm in
 // f32 under every precision).
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <string>
+#include <vector>
 
 #include "runtime/check/bounds.h"
 #include "runtime/check/op_run.h"
@@ -18,9 +22,20 @@ PassAlgorithm pass_algorithm(const ConvPlan& plan, ConvPass p) {
 }
 
 // Records the engine of pass `p` on the run; returns what it computes, which its bound rests on.
+// A transform the library does not state has no derived bound: the pass is unsupported, never
+// judged by the bound of an arithmetic it does not do.
 ConvArithmetic engine_of(PassRun& run, const ConvPlan& plan, ConvPass p) {
   const PassAlgorithm a = pass_algorithm(plan, p);
   run.set_engine(a);
+  if (a.arithmetic == ConvArithmetic::kUnstatedTransform) {
+    const std::vector<std::string> notes =
+        a.notes ? engine_note_names(*a.notes) : std::vector<std::string>{};
+    throw Unsupported(
+        fmt::format("{} (notes: {}) computes by a transform whose points and tiles its library "
+                    "does not state: the op "
+                    "checker has no bound derived for it",
+                    a.algorithm, fmt::join(notes, ", ")));
+  }
   return a.arithmetic;
 }
 

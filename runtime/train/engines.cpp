@@ -137,7 +137,10 @@ nlohmann::json pass_algorithm_json(const PassAlgorithm& a) {
                       {"workspace_bytes", a.workspace_bytes},
                       // made for an earlier layer of the same shape, and shared
                       {"plan_shared", a.shared}};
-  if (a.notes) j["engine_notes"] = engine_note_names(*a.notes);
+  if (a.notes) {
+    j["engine_notes"] = engine_note_names(*a.notes);
+    j["engine_class"] = std::string(engine_class_name(engine_class(*a.notes)));
+  }
   j["arithmetic"] = std::string(conv_arithmetic_name(a.arithmetic));
   j["operands"] = std::string(dtype_name(a.products.operands));
   // --conv-algo named an algorithm that cannot run this pass, which took the heuristic's choice.

@@ -103,7 +103,8 @@ CLI::App* add_check_ops(CLI::App& app, dlb::CheckOpsOptions& o) {
   c->add_option("--precisions", o.precisions, "fp32,tf32,fp16,bf16 (default: all it supports)")
       ->delimiter(',');
   c->add_option("--conv-algos", o.conv_algos,
-                "cpu: im2col,onednn,winograd; cuda: heuristic (default: every one it names)")
+                "cpu: im2col,onednn,winograd; cuda: heuristic,class:tensor_core,class:other,"
+                "class:winograd,class:fft (default: every one it names)")
       ->delimiter(',');
   c->add_option("--models", o.models, "default: every reference model")->delimiter(',');
   c->add_option("--sizes", o.sizes, "image sizes (default: 32,64,96,224)")
@@ -348,7 +349,8 @@ Command bench_conv_of(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--backend", o->backend)->transform(enum_option(kBackends));
   cmd->add_option("--algos", o->algos,
-                  "all, or some of cpu: im2col,onednn,winograd; cuda: heuristic (default: all)")
+                  "all, or some of cpu: im2col,onednn,winograd; cuda: heuristic,class:tensor_core,"
+                  "class:other,class:winograd,class:fft (default: all)")
       ->delimiter(',');
   cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));
   return {cmd, [o] { return dlb::bench_conv_command(*o); }};

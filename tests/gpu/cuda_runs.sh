@@ -51,6 +51,28 @@ PY
   done
 done
 
+# One class of cuDNN's engines per run: every pass runs an engine of that class, or says why not
+# (refused) and runs the heuristic's; a cpu algorithm is refused before anything runs (exit 2).
+for class in tensor_core other; do
+  out=$work/r18-bf16-$class
+  timeout 300 "$dlbench" run --backend=cuda --model=resnet18 --batch=32 --image-size=64 \
+    --steps=4 --warmup=1 --precision=bf16 --conv-algo=class:$class --trace-steps=2 \
+    --json="$out.json" --profile="$out.profile.json" || { fail "resnet18 bf16 class:$class"; continue; }
+  python3 - "$out.profile.json" "$class" <<'PY' || fail "resnet18 bf16 class:$class profile"
+import json, sys
+p, want = json.load(open(sys.argv[1])), sys.argv[2]
+passes = [a for l in p["layers"] if l["kind"] == "conv2d" for a in l["algorithms"]]
+wrong = [a for a in passes if a.get("engine_class") != want and "refused" not in a]
+assert passes and not wrong, wrong[:2]
+ran = sum("refused" not in a for a in passes)
+assert ran > 0, "no pass ran an engine of the class"
+print(f"class:{want}: {ran} of {len(passes)} passes on it")
+PY
+done
+"$dlbench" run --backend=cuda --model=digits-cnn --steps=1 --conv-algo=im2col >"$work/im2col.log" 2>&1
+rc=$?
+[[ $rc -eq 2 ]] || fail "--conv-algo=im2col on cuda: exit $rc, want 2: $(tail -1 "$work/im2col.log")"
+
 # More than the GPU holds (resnet50 at batch 2048 needs ~190 GB of activations, and its largest
 # tensor, 1.6e9 elements, stays below cuDNN's 2^31): cudaMalloc fails, the caching allocator
 # releases its cache and retries, then it is OutOfMemory: exit 3.

@@ -135,8 +135,11 @@ expect 2 "--profile is read from traced steps: give --trace-steps=N" "${quick[@]
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
-expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn, winograd, auto)" \
+expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn, winograd, auto, class:fft, class:winograd, class:tensor_core, class:other)" \
   "${quick[@]}" --conv-algo=fastest
+expect 2 "--conv-algo: unknown conv algo 'class:gemm'" "${quick[@]}" --conv-algo=class:gemm
+expect 2 "--conv-algo=class:fft names a class of cuDNN engines (the cuda backend's)" \
+  "${quick[@]}" --conv-algo=class:fft
 expect 2 "no convolution algorithm for its forward pass fits --workspace-limit=1.00 KiB: im2col needs at least" \
   run --model=resnet18 --image-size=32 --batch=2 --steps=1 --workspace-limit=1KiB
 expect 2 "--comm=nccl reduces device buffers: it needs --backend=cuda" "${quick[@]}" --comm=nccl

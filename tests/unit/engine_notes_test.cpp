@@ -176,6 +176,41 @@ TEST(Engines, WhatIsWrittenIsWhatTheSchemasDefine) {
             engine_note_names(all));
 }
 
+// An engine's class is read from its notes, FFT before Winograd before tensor cores; the class
+// choices of --conv-algo name them, parse back, and are the cuda backend's alone.
+TEST(Engines, AnEnginesClassIsWhatItsNotesDeclareFirst) {
+  EngineNotes n;
+  EXPECT_EQ(engine_class(n), EngineClass::kOther);
+  n.tensor_core = true;
+  EXPECT_EQ(engine_class(n), EngineClass::kTensorCore);
+  n.winograd = true;  // a Winograd engine on tensor cores is a Winograd engine
+  EXPECT_EQ(engine_class(n), EngineClass::kWinograd);
+  n.fft = true;
+  EXPECT_EQ(engine_class(n), EngineClass::kFft);
+  EXPECT_EQ(pass_algorithm_json(engine(ConvPass::kForward, "eng1", n))["engine_class"], "fft");
+  EXPECT_FALSE(pass_algorithm_json(PassAlgorithm{}).contains("engine_class"));
+  for (ConvAlgoChoice c : kConvAlgoChoices) {
+    EXPECT_EQ(parse_conv_algo_choice(conv_algo_choice_name(c)), c);
+    const std::optional<EngineClass> k = restricted_class(c);
+    if (k) {
+      EXPECT_EQ(conv_algo_choice_name(c), "class:" + std::string(engine_class_name(*k)));
+    }
+  }
+  for (EngineClass k : kEngineClasses) {
+    EXPECT_TRUE(parse_conv_algo_choice("class:" + std::string(engine_class_name(k))));
+  }
+  EXPECT_FALSE(parse_conv_algo_choice("class:gemm"));
+  EXPECT_FALSE(restricted_class(ConvAlgoChoice::kWinograd));
+  BackendOptions o;
+  o.conv_algo = ConvAlgoChoice::kClassWinograd;
+  EXPECT_THROW(make_backend(BackendKind::kCpu, o), InvalidArgument);
+  EXPECT_THROW(parse_named_conv_algorithms(BackendKind::kCpu, {"class:fft"}, "--algos"),
+               InvalidArgument);
+  EXPECT_EQ(parse_named_conv_algorithms(BackendKind::kCuda, {"class:other"}, "--algos"),
+            std::vector<ConvAlgoChoice>{ConvAlgoChoice::kClassOther});
+  EXPECT_EQ(named_conv_algorithms(BackendKind::kCuda).size(), 1 + std::size(kEngineClasses));
+}
+
 // A 16-bit reduction's unit roundoff is the data type's; f32 data always reduces in f32.
 TEST(Bounds, AReducedPrecisionReductionRoundsInTheDataType) {
   EXPECT_DOUBLE_EQ(reduction_roundoff(Precision::kBf16, DType::kBF16, true), 0x1p-8);
@@ -184,22 +219,58 @@ TEST(Bounds, AReducedPrecisionReductionRoundsInTheDataType) {
   EXPECT_DOUBLE_EQ(reduction_roundoff(Precision::kTf32, DType::kF32, true), 0x1p-24);
 }
 
-// A plan that declares the notes it is given, over the CPU's plan.
+// A plan that declares the notes (and the arithmetic) it is given, over the CPU's plan.
 class NotedPlan final : public ConvPlan {
  public:
-  NotedPlan(std::unique_ptr<ConvPlan> inner, EngineNotes notes)
-      : ConvPlan(inner->desc()), inner_(std::move(inner)), notes_(notes) {}
+  NotedPlan(std::unique_ptr<ConvPlan> inner, EngineNotes notes,
+            ConvArithmetic arithmetic = ConvArithmetic::kProducts)
+      : ConvPlan(inner->desc()), inner_(std::move(inner)), notes_(notes), arithmetic_(arithmetic) {}
   size_t workspace_bytes() const override { return inner_->workspace_bytes(); }
   std::vector<PassAlgorithm> algorithms() const override {
     std::vector<PassAlgorithm> out = inner_->algorithms();
-    for (PassAlgorithm& a : out) a.notes = notes_;
+    for (PassAlgorithm& a : out) {
+      a.notes = notes_;
+      a.arithmetic = arithmetic_;
+    }
     return out;
   }
 
  private:
   std::unique_ptr<ConvPlan> inner_;
   EngineNotes notes_;
+  ConvArithmetic arithmetic_;
 };
+
+// The CPU's arithmetic behind plans that declare cuDNN's FFT engine and its unstated transform.
+class DeclaresFft final : public DelegatingBackend {
+ public:
+  std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
+    EngineNotes fft;
+    fft.fft = true;
+    return std::make_unique<NotedPlan>(DelegatingBackend::make_conv_plan(d), fft,
+                                       ConvArithmetic::kUnstatedTransform);
+  }
+};
+
+// A pass on a transform whose points and tiles are not stated has no bound the checker can
+// derive: it is reported unsupported, with the engine and its notes, and never judged (its
+// result here, the CPU's sums of products, would have passed the products' bound).
+TEST(Bounds, AnUnstatedTransformIsUnsupportedNotJudgedByAnotherBound) {
+  DeclaresFft backend;
+  CheckConfig cfg;
+  const OpInstance op =
+      parse_op_instance("conv:shape=2x8x6x6,k=4,kernel=3,stride=1,pad=1,groups=1,bias=0");
+  const std::vector<PassResult> r = check_instance(backend, op, cfg);
+  ASSERT_EQ(r.size(), 3u);
+  for (const PassResult& p : r) {
+    EXPECT_EQ(p.status, CheckStatus::kUnsupported) << p.message;
+    EXPECT_NE(
+        p.message.find("(notes: fft) computes by a transform whose points and tiles its library "
+                       "does not state: the op checker has no bound derived for it"),
+        std::string::npos)
+        << p.message;
+  }
+}
 
 // A convolution forward that accumulates in the data's 16-bit type, as an engine with cuDNN's
 // REDUCED_PRECISION_REDUCTION note may: every partial sum is rounded to bf16 (NCHW, no groups,

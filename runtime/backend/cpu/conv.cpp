@@ -281,6 +281,14 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
       return heuristic(plan, p);
     case ConvAlgoChoice::kAutotune:
       break;
+    case ConvAlgoChoice::kClassFft:
+    case ConvAlgoChoice::kClassWinograd:
+    case ConvAlgoChoice::kClassTensorCore:
+    case ConvAlgoChoice::kClassOther:  // refused when the backend was made
+      throw Unsupported(
+          fmt::format("--conv-algo={}: cuDNN's engine classes are the cuda "
+                      "backend's",
+                      conv_algo_choice_name(choice)));
   }
   CpuConvAlgo best = heuristic(plan, p);
   double best_s = time_pass(b, plan, p, best);

@@ -17,7 +17,14 @@ namespace dlb {
 CpuBackend::CpuBackend(const BackendOptions& options)
     : Backend(make_allocator(make_host_memory_resource(), options)),
       conv_algo_(options.conv_algo),
-      workspace_limit_(options.workspace_limit) {}
+      workspace_limit_(options.workspace_limit) {
+  if (restricted_class(conv_algo_)) {
+    throw InvalidArgument(fmt::format(
+        "--conv-algo={} names a class of cuDNN engines (the cuda backend's); the cpu backend "
+        "takes heuristic, autotune, im2col, onednn, winograd or auto",
+        conv_algo_choice_name(conv_algo_)));
+  }
+}
 
 // Every op computes in f32 (no TF32: products are strict). Tensors may hold f32, f16 or bf16:
 // 16-bit ones are widened to f32 for the op and rounded back on store (f32_views.h), so fp16

@@ -63,10 +63,10 @@ CudaBackend::CudaBackend(const DeviceInfo& device, const BackendOptions& options
       device_(device),
       options_(options) {
   if (options.conv_algo != ConvAlgoChoice::kHeuristic &&
-      options.conv_algo != ConvAlgoChoice::kAutotune) {
-    throw Unsupported(fmt::format(
+      options.conv_algo != ConvAlgoChoice::kAutotune && !restricted_class(options.conv_algo)) {
+    throw InvalidArgument(fmt::format(
         "--conv-algo={} is a cpu backend algorithm; the cuda backend chooses cuDNN engines by "
-        "heuristic or autotune",
+        "heuristic, autotune or class:NAME",
         conv_algo_choice_name(options.conv_algo)));
   }
   if (const std::string why = cudnn_incompatibility(cudnn_version_from(cudnnGetVersion()),

@@ -143,16 +143,37 @@ class NotedGraph : public fe::graph::Graph {
 
   // The chosen (built) configuration's notes; call after build_plans.
   EngineNotes chosen_notes() const {
-    EngineNotes n;
     const int64_t c = plans.candidate;
-    // One list of notes per configuration, in the plan list's order (the frontend this builds
-    // with, 1.32, notes only the configurations each create_execution_plans call added).
-    if (c < 0 || plans.numeric_notes.size() != plans.execution_plans.size() ||
-        c >= static_cast<int64_t>(plans.numeric_notes.size())) {
-      return n;
+    if (!has_notes(c)) return EngineNotes{};
+    EngineNotes n = notes_at(c);
+    std::string name;
+    n.fallback = get_plan_name(name).is_good() && heuristic_names_.count(name) == 0;
+    return n;
+  }
+
+  // Keeps only the configurations of class `c` (by their notes), in their order; call after
+  // create_plans. Returns how many are left.
+  size_t keep_class(EngineClass c) {
+    std::vector<int64_t> kept;
+    const auto count = static_cast<int64_t>(plans.execution_plans.size());
+    for (int64_t i = 0; i < count; ++i) {
+      if (has_notes(i) && engine_class(notes_at(i)) == c) kept.push_back(i);
     }
+    plans.reorder_plans(kept);
+    return kept.size();
+  }
+
+ private:
+  // One list of notes per configuration, in the plan list's order (the frontend this builds
+  // with, 1.32, notes only the configurations each create_execution_plans call added).
+  bool has_notes(int64_t i) const {
+    return i >= 0 && plans.numeric_notes.size() == plans.execution_plans.size() &&
+           i < static_cast<int64_t>(plans.numeric_notes.size());
+  }
+  EngineNotes notes_at(int64_t i) const {
+    EngineNotes n;
     // The frontend's list opens with a NOT_SET per note (it resizes, then appends): skipped.
-    for (fe::NumericalNote_t note : plans.numeric_notes[static_cast<size_t>(c)]) {
+    for (fe::NumericalNote_t note : plans.numeric_notes[static_cast<size_t>(i)]) {
       n.tensor_core |= note == fe::NumericalNote_t::TENSOR_CORE;
       n.down_convert_inputs |= note == fe::NumericalNote_t::DOWN_CONVERT_INPUTS;
       n.reduced_precision_reduction |= note == fe::NumericalNote_t::REDUCED_PRECISION_REDUCTION;
@@ -163,12 +184,9 @@ class NotedGraph : public fe::graph::Graph {
                     note == fe::NumericalNote_t::WINOGRAD_TILE_6x6 ||
                     note == fe::NumericalNote_t::WINOGRAD_TILE_13x13;
     }
-    std::string name;
-    n.fallback = get_plan_name(name).is_good() && heuristic_names_.count(name) == 0;
     return n;
   }
 
- private:
   std::set<std::string> heuristic_names_;
 };
 
@@ -210,14 +228,17 @@ void make_plans(NotedGraph& g, const EngineChoice& c, bool build_all, const std:
                 const std::vector<std::string>& barred = {}) {
   check(g.create_plans(), what + ": create_execution_plans");
   deselect_engines(g, c, barred);
+  if (c.engine_class) g.keep_class(*c.engine_class);
   // The limit is --workspace-limit's, or autotune's cap when none was given.
   const std::string limit =
       c.workspace_limit
           ? fmt::format(" within {} of workspace (--workspace-limit, or autotune's cap)",
                         format_bytes(*c.workspace_limit))
           : std::string();
+  const std::string of_class =
+      c.engine_class ? fmt::format(" of class {}", engine_class_name(*c.engine_class)) : "";
   if (g.check_support().is_bad()) {
-    const std::string msg = fmt::format("{}: cuDNN has no engine{}{}", what,
+    const std::string msg = fmt::format("{}: cuDNN has no engine{}{}{}", what, of_class,
                                         c.tensor_op_math ? "" : " without tensor-op math", limit);
     // Under a limit, the limit is the request's fault; without one, cuDNN cannot run the graph.
     if (c.workspace_limit && c.limit_is_users) throw InvalidArgument(msg);
@@ -251,6 +272,7 @@ size_t workspace_of(const fe::graph::Graph& g) {
 EngineChoice conv_engine_choice(const BackendOptions& options, const OpTypes& types) {
   EngineChoice c;
   c.how = options.conv_algo;
+  c.engine_class = restricted_class(options.conv_algo);
   c.workspace_limit = options.workspace_limit;
   c.limit_is_users = true;
   c.tensor_op_math = types.math != Precision::kFp32;
@@ -267,6 +289,7 @@ struct ConvGraphs::Impl {
     std::string engine;
     EngineNotes notes;
     size_t workspace = 0;
+    std::string refused;  // why the run's class of engines has none for this pass
   };
   std::array<Pass, 3> passes;
   std::string shape;  // for messages
@@ -314,55 +337,67 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
   }
 }
 
-ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::make_unique<Impl>()) {
+// backward-data: dx = conv_dgrad(dy, w)
+void ConvGraphs::build_backward_data(const ConvDesc& d, cudnnHandle_t handle) {
   const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
   const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
                                     d.kernel_w};
   const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  auto& p = impl_->passes[1];
+  p = Impl::Pass{};
+  p.graph = new_graph("conv_dgrad", d.types.data);
+  p.a = tensor_of(*p.graph, "dy", y_dims, d.types.data, d.layout);
+  p.b = tensor_of(*p.graph, "w", w_dims, d.types.params, d.layout);
+  p.out = p.graph->conv_dgrad(p.a, p.b,
+                              fe::graph::Conv_dgrad_attributes()
+                                  .set_padding({d.pad_h, d.pad_w})
+                                  .set_stride({d.stride_h, d.stride_w})
+                                  .set_dilation({1, 1})
+                                  .set_compute_data_type(fe::DataType_t::FLOAT));
+  p.out->set_output(true)
+      .set_dim(x_dims)
+      .set_stride(strides_of(x_dims, d.layout))
+      .set_data_type(fe_type(d.types.data));
+  finalize(*p.graph, handle, impl_->shape + " backward-data");
+}
+
+// backward-filter: dw = conv_wgrad(dy, x)
+void ConvGraphs::build_backward_filter(const ConvDesc& d, cudnnHandle_t handle) {
+  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
+  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
+                                    d.kernel_w};
+  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  auto& p = impl_->passes[2];
+  p = Impl::Pass{};
+  p.graph = new_graph("conv_wgrad", d.types.data);
+  p.a = tensor_of(*p.graph, "x", x_dims, d.types.data, d.layout);
+  p.b = tensor_of(*p.graph, "dy", y_dims, d.types.data, d.layout);
+  p.out = p.graph->conv_wgrad(p.b, p.a,
+                              fe::graph::Conv_wgrad_attributes()
+                                  .set_padding({d.pad_h, d.pad_w})
+                                  .set_stride({d.stride_h, d.stride_w})
+                                  .set_dilation({1, 1})
+                                  .set_compute_data_type(fe::DataType_t::FLOAT));
+  p.out->set_output(true)
+      .set_dim(w_dims)
+      .set_stride(strides_of(w_dims, d.layout))
+      .set_data_type(fe_type(d.types.params));
+  finalize(*p.graph, handle, impl_->shape + " backward-filter");
+}
+
+void ConvGraphs::build(ConvPass pass, cudnnHandle_t handle) {
+  const ConvDesc& d = impl_->desc;
+  if (pass == ConvPass::kForward) build_forward(d, d.bias, handle);
+  if (pass == ConvPass::kBackwardData) build_backward_data(d, handle);
+  if (pass == ConvPass::kBackwardFilter) build_backward_filter(d, handle);
+}
+
+ConvGraphs::ConvGraphs(const ConvDesc& d, cudnnHandle_t handle) : impl_(std::make_unique<Impl>()) {
   impl_->desc = d;
   impl_->shape = fmt::format("conv {}x{}/{} {}->{} on {}x{}x{} ({} {})", d.kernel_h, d.kernel_w,
                              d.stride_h, d.in_channels, d.out_channels, d.batch, d.height, d.width,
                              dtype_name(d.types.data), layout_name(d.layout));
-  const DType data = d.types.data, weights = d.types.params;
-  const Layout layout = d.layout;
-  const std::vector<int64_t> padding{d.pad_h, d.pad_w}, stride{d.stride_h, d.stride_w},
-      dilation{1, 1};
-
-  build_forward(d, d.bias, handle);
-  {  // backward-data: dx = conv_dgrad(dy, w)
-    auto& p = impl_->passes[1];
-    p.graph = new_graph("conv_dgrad", data);
-    p.a = tensor_of(*p.graph, "dy", y_dims, data, layout);
-    p.b = tensor_of(*p.graph, "w", w_dims, weights, layout);
-    p.out = p.graph->conv_dgrad(p.a, p.b,
-                                fe::graph::Conv_dgrad_attributes()
-                                    .set_padding(padding)
-                                    .set_stride(stride)
-                                    .set_dilation(dilation)
-                                    .set_compute_data_type(fe::DataType_t::FLOAT));
-    p.out->set_output(true)
-        .set_dim(x_dims)
-        .set_stride(strides_of(x_dims, layout))
-        .set_data_type(fe_type(data));
-    finalize(*p.graph, handle, impl_->shape + " backward-data");
-  }
-  {  // backward-filter: dw = conv_wgrad(dy, x)
-    auto& p = impl_->passes[2];
-    p.graph = new_graph("conv_wgrad", data);
-    p.a = tensor_of(*p.graph, "x", x_dims, data, layout);
-    p.b = tensor_of(*p.graph, "dy", y_dims, data, layout);
-    p.out = p.graph->conv_wgrad(p.b, p.a,
-                                fe::graph::Conv_wgrad_attributes()
-                                    .set_padding(padding)
-                                    .set_stride(stride)
-                                    .set_dilation(dilation)
-                                    .set_compute_data_type(fe::DataType_t::FLOAT));
-    p.out->set_output(true)
-        .set_dim(w_dims)
-        .set_stride(strides_of(w_dims, layout))
-        .set_data_type(fe_type(weights));
-    finalize(*p.graph, handle, impl_->shape + " backward-filter");
-  }
+  for (ConvPass pass : kConvPasses) build(pass, handle);
 }
 
 ConvGraphs::~ConvGraphs() = default;
@@ -371,41 +406,63 @@ std::vector<int64_t> ConvGraphs::output_dims(ConvPass pass) const {
   return impl_->passes[static_cast<int>(pass)].out->get_dim();
 }
 
+// Plans pass `pass` under `choice` (the heuristic's first engine, or autotune's fastest). Where
+// cuDNN has no engine for the conv + bias graph, or none of its engines runs under autotune, the
+// forward graph is the convolution alone, and the backend adds the bias with its own kernel.
+void ConvGraphs::plan_pass(ConvPass pass, cudnnHandle_t handle, const EngineChoice& choice,
+                           const PassOperands& scratch,
+                           const std::function<void*(size_t)>& workspace) {
+  auto& p = impl_->passes[static_cast<int>(pass)];
+  const std::string what = fmt::format("{} {}", impl_->shape, conv_pass_name(pass));
+  const bool autotune = choice.how == ConvAlgoChoice::kAutotune;
+  const std::vector<std::string> barred =
+      pass == ConvPass::kBackwardFilter && !choice.tensor_op_math ? kStrictWgradErrata
+                                                                  : std::vector<std::string>{};
+  // Plans, and under autotune the timing of every candidate, which may find none that runs.
+  const auto plan = [&] {
+    make_plans(*p.graph, choice, autotune, what, barred);
+    if (!autotune) return;
+    VariantPack pack{{p.a, const_cast<void*>(scratch.a)},
+                     {p.b, const_cast<void*>(scratch.b)},
+                     {p.out, scratch.out}};
+    if (p.bias) pack.emplace(p.bias, const_cast<void*>(scratch.bias));
+    void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
+    check(p.graph->autotune(handle, pack, ws), what + ": autotune",
+          FrontendOtherwise::kDeviceFault);
+  };
+  try {
+    plan();
+  } catch (const Error& e) {
+    // An allocation failure is not the graph's: it stays an error.
+    if (!(pass == ConvPass::kForward && p.bias) || e.kind() == ErrorKind::kOutOfMemory) throw;
+    build_forward(impl_->desc, false, handle);
+    plan();
+  }
+}
+
 void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice,
                                 const PassOperands (&scratch)[3],
                                 const std::function<void*(size_t)>& workspace) {
   for (ConvPass pass : kConvPasses) {
-    auto& p = impl_->passes[static_cast<int>(pass)];
-    const std::string what = fmt::format("{} {}", impl_->shape, conv_pass_name(pass));
-    const bool autotune = choice.how == ConvAlgoChoice::kAutotune;
-    const std::vector<std::string> barred =
-        pass == ConvPass::kBackwardFilter && !choice.tensor_op_math ? kStrictWgradErrata
-                                                                    : std::vector<std::string>{};
-    // Plans, and under autotune the timing of every candidate, which may find none that runs.
-    const auto plan = [&] {
-      make_plans(*p.graph, choice, autotune, what, barred);
-      if (!autotune) return;
-      const PassOperands& s = scratch[static_cast<int>(pass)];
-      VariantPack pack{
-          {p.a, const_cast<void*>(s.a)}, {p.b, const_cast<void*>(s.b)}, {p.out, s.out}};
-      if (p.bias) pack.emplace(p.bias, const_cast<void*>(s.bias));
-      void* ws = workspace(static_cast<size_t>(p.graph->get_autotune_workspace_size()));
-      check(p.graph->autotune(handle, pack, ws), what + ": autotune",
-            FrontendOtherwise::kDeviceFault);
-    };
+    const auto i = static_cast<size_t>(pass);
+    std::string refused;
     try {
-      plan();
+      plan_pass(pass, handle, choice, scratch[i], workspace);
     } catch (const Error& e) {
-      // cuDNN may have no engine for the conv + bias graph, or none of its engines may run under
-      // autotune: then the forward graph is the convolution alone, and the backend adds the bias
-      // with its own kernel. An allocation failure is not the graph's: it stays an error.
-      if (!(pass == ConvPass::kForward && p.bias) || e.kind() == ErrorKind::kOutOfMemory) throw;
-      build_forward(impl_->desc, false, handle);
-      plan();
+      // A class with no engine for this pass (within the limit): the heuristic's choice, on a
+      // graph built afresh, and the plan says why.
+      if (!choice.engine_class || e.kind() == ErrorKind::kOutOfMemory) throw;
+      refused = e.what();
+      EngineChoice any = choice;
+      any.engine_class.reset();
+      build(pass, handle);
+      plan_pass(pass, handle, any, scratch[i], workspace);
     }
+    auto& p = impl_->passes[i];
     p.engine = plan_name(*p.graph);
     p.notes = p.graph->chosen_notes();
     p.workspace = workspace_of(*p.graph);
+    p.refused = std::move(refused);
   }
 }
 
@@ -418,6 +475,9 @@ PassAlgorithm ConvGraphs::chosen(ConvPass pass) const {
   a.algorithm = p.engine;
   a.workspace_bytes = p.workspace;
   a.notes = p.notes;
+  // cuDNN states neither the points nor the tiles of its FFT and Winograd transforms.
+  if (p.notes.fft || p.notes.winograd) a.arithmetic = ConvArithmetic::kUnstatedTransform;
+  a.refused = p.refused;
   return a;
 }
 

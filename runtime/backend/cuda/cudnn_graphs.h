@@ -23,7 +23,8 @@
 
 namespace dlb::cuda {
 
-// How engines are chosen: heuristic or autotune, under a workspace limit; whether tensor-op math
+// How engines are chosen: heuristic or autotune (or the heuristic within one class), under a
+// workspace limit; whether tensor-op math
 // is allowed (precision tf32, and 16-bit data) or not (strict fp32: engines with the tensor-core
 // note are excluded); whether engines that reduce in 16 bits are (--conv-math=fast, 16-bit data).
 // Engines that down-convert their inputs never are. Built by field name only (not an aggregate):
@@ -35,6 +36,9 @@ struct EngineChoice {
   bool limit_is_users = true;  // false: autotune's own cap, so no engine is not the user's fault
   bool tensor_op_math = false;
   bool reduced_precision_reduction = false;
+  // --conv-algo=class:NAME: only engines of this class; a pass with none takes the heuristic's
+  // choice, and its PassAlgorithm::refused says why.
+  std::optional<EngineClass> engine_class;
 };
 static_assert(!std::is_aggregate_v<EngineChoice>, "EngineChoice is built by field name");
 
@@ -78,7 +82,8 @@ class ConvGraphs {
 
   // Picks an engine for every pass. Autotune times every candidate once on `scratch` operands,
   // with workspace from `workspace(bytes)`. Throws InvalidArgument, naming the pass, when no
-  // engine fits the workspace limit.
+  // engine fits the workspace limit. Under choice.engine_class, a pass with no engine of that
+  // class takes the heuristic's choice, and chosen(pass).refused says why.
   void choose_engines(cudnnHandle_t handle, const EngineChoice& choice,
                       const PassOperands (&scratch)[3],
                       const std::function<void*(size_t)>& workspace);
@@ -92,6 +97,11 @@ class ConvGraphs {
 
  private:
   void build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t handle);
+  void build_backward_data(const ConvDesc& d, cudnnHandle_t handle);
+  void build_backward_filter(const ConvDesc& d, cudnnHandle_t handle);
+  void build(ConvPass pass, cudnnHandle_t handle);  // a pass's graph, afresh
+  void plan_pass(ConvPass pass, cudnnHandle_t handle, const EngineChoice& choice,
+                 const PassOperands& scratch, const std::function<void*(size_t)>& workspace);
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -135,7 +135,7 @@ nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase&
                     {"gflops", c.flops / t / 1e9},
                     {"fraction_of_peak", c.flops / t / 1e9 / sq_gflops}};
   }
-  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13.1f}\n", c.layer,
+  fmt::print("{:<18} {:<17} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13.1f}\n", c.layer,
              conv_algo_choice_name(algo), fmt::format("{}x{}x{}", c.m, c.n, c.k), cells[0],
              cells[1], cells[2], workspace ? format_bytes(*workspace) : "-", c.sgemm_gflops());
   return {{"layer", c.layer}, {"conv_algo", conv_algo_choice_name(algo)},
@@ -176,7 +176,7 @@ int bench_conv_command(const BenchConvOptions& o) {
   const double sq_gflops = square_sgemm_gflops(b, o.repeat);
   fmt::print("{} batch {} at {}x{} on {}; sgemm {}^3: {:.1f} GFLOP/s (the peak below)\n", o.model,
              o.batch, o.image_size, o.image_size, b.name(), kSquare, sq_gflops);
-  fmt::print("{:<18} {:<10} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13}\n", "layer", "algorithm",
+  fmt::print("{:<18} {:<17} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13}\n", "layer", "algorithm",
              "GEMM MxNxK", "fwd GF/s peak", "bwdD GF/s peak", "bwdF GF/s peak", "workspace",
              "sgemm GF/s");
   nlohmann::json rows = nlohmann::json::array();

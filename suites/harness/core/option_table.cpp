@@ -147,8 +147,10 @@ void add_device_options(std::vector<Option>& t) {
        OptionType::kString,
        kConfig,
        "how each convolution pass picks its algorithm: the library's heuristic, timing every "
-       "candidate once, or (cpu) one algorithm by name: im2col, onednn (direct), winograd, or "
-       "auto (oneDNN's choice); a pass that winograd or auto cannot run takes the heuristic's",
+       "candidate once, (cpu) one algorithm by name: im2col, onednn (direct), winograd, or "
+       "auto (oneDNN's choice), or (cuda) the heuristic within one class of cuDNN's engines by "
+       "their notes: class:fft, class:winograd, class:tensor_core or class:other; a pass that "
+       "the named algorithm or class cannot run takes the heuristic's",
        names(kConvAlgoChoices, conv_algo_choice_name),
        {},
        [](RunOptions& o, const json& v) { o.conv_algo = parsed(v, parse_conv_algo_choice); },
