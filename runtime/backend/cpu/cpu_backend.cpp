@@ -55,6 +55,16 @@ void check_f32(const Tensor& t, std::string_view what) {
   }
 }
 
+bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what) {
+  const DType first = (*tensors.begin())->dtype();
+  bool one = first == DType::kF32 || is_16bit(first);
+  for (const Tensor* t : tensors) {
+    if (!t->defined()) throw InvalidArgument(fmt::format("{}: tensor is not allocated", what));
+    one = one && t->dtype() == first && t->layout() == Layout::kNCHW;
+  }
+  return one;
+}
+
 void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what) {
   if (a.shape() != b.shape()) {
     throw InvalidArgument(

@@ -4,6 +4,8 @@
 // matrix products where oneDNN multiplies bf16 natively (AVX-512 BF16). Every other backend is
 // tested against it. Each op lives in the file of the same name.
 #pragma once
+#include <initializer_list>
+
 #include "runtime/backend/backend.h"
 
 namespace dlb {
@@ -103,5 +105,10 @@ class CpuBackend : public Backend {
 // Shared argument checks of the CPU ops.
 void check_f32(const Tensor& t, std::string_view what);
 void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what);
+// Whether the tensors are stored in one float type (f32, f16 or bf16) and NCHW, so that an
+// element-wise op can read and write them as they are (runtime/core/stored_float.h: each element
+// loaded into a float, and rounded once on store: the same bits as on f32 views of them, without
+// the copies). Otherwise the op runs on F32Views. Throws InvalidArgument for one not allocated.
+bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what);
 
 }  // namespace dlb

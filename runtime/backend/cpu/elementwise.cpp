@@ -1,37 +1,54 @@
-// Element-wise sums: the residual add and gradient accumulation at a fork in the graph.
+// Element-wise sums: the residual add and gradient accumulation at a fork in the graph, on the
+// tensors as stored (f32, or 16-bit loaded into floats and rounded once on store: the same bits
+// as on f32 copies of them).
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/core/stored_float.h"
 
 namespace dlb {
+namespace {
 
-void CpuBackend::add(const Tensor& a_s, const Tensor& b_s, Tensor& y_s) {
-  F32Views f32(*this);
-  const Tensor& a = f32.in(a_s);
-  const Tensor& b = f32.in(b_s);
-  Tensor& y = f32.out(y_s);
-  check_same_shape(a, b, "add");
-  check_same_shape(a, y, "add");
-  const float* ap = a.data<float>();
-  const float* bp = b.data<float>();
-  float* yp = y.data<float>();
-  const int64_t n = a.numel();  // not numel() per element: it is out of line, and checked
-  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = ap[i] + bp[i];
+template <typename T>
+void sum(const Tensor& a, const Tensor& b, Tensor& y) {
+  const T* ap = a.data<T>();
+  const T* bp = b.data<T>();
+  T* yp = y.data<T>();
+  parallel_blocks(a.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) yp[i] = stored<T>(load(ap[i]) + load(bp[i]));
   });
 }
 
-void CpuBackend::accumulate(const Tensor& x_s, Tensor& y_s) {
+}  // namespace
+
+void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
+  check_same_shape(a, b, "add");
+  check_same_shape(a, y, "add");
+  if (stored_as_one({&a, &b, &y}, "add")) {
+    with_stored_float(a.dtype(), "add input", [&](auto t) { sum<decltype(t)>(a, b, y); });
+    return;
+  }
   F32Views f32(*this);
-  const Tensor& x = f32.in(x_s);
-  Tensor& y = f32.inout(y_s);
+  const Tensor& af = f32.in(a);
+  const Tensor& bf = f32.in(b);
+  Tensor& yf = f32.out(y);
+  for (const Tensor* t : {&af, &bf, static_cast<const Tensor*>(&yf)}) check_f32(*t, "add operand");
+  sum<float>(af, bf, yf);
+}
+
+// y += x: the sum of y and x, into y.
+void CpuBackend::accumulate(const Tensor& x, Tensor& y) {
   check_same_shape(x, y, "accumulate");
-  const float* xp = x.data<float>();
-  float* yp = y.data<float>();
-  const int64_t n = x.numel();
-  parallel_blocks(n, kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] += xp[i];
-  });
+  if (stored_as_one({&x, &y}, "accumulate")) {
+    with_stored_float(x.dtype(), "accumulate input", [&](auto t) { sum<decltype(t)>(y, x, y); });
+    return;
+  }
+  F32Views f32(*this);
+  const Tensor& xf = f32.in(x);
+  Tensor& yf = f32.inout(y);
+  check_f32(xf, "accumulate input");
+  check_f32(yf, "accumulate output");
+  sum<float>(yf, xf, yf);
 }
 
 }  // namespace dlb

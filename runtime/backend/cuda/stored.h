@@ -1,10 +1,6 @@
-// The element types of the CUDA backend's kernels: f32, or the 16-bit storage of a mixed-precision
-// run (fp16 or bf16, as bit patterns). A kernel loads each element into a float, computes in
-// float, and stores the result back in its tensor's type, rounded to nearest even by
-// runtime/core/half.h's integer conversions: the same bits as the CPU backend's 16-bit storage,
-// whichever device runs them and whatever its float modes. For f32, load and store are the
-// identity, so an fp32 kernel is the same arithmetic as before 16-bit storage existed.
-// Host-compilable: includes nothing of CUDA.
+// The CUDA backend's kernels' element types (runtime/core/stored_float.h: f32, fp16 or bf16
+// storage, loaded into float and stored rounded to nearest even), their 16-byte packs, and the
+// dispatch on a tensor's type. Host-compilable: includes nothing of CUDA.
 #pragma once
 #include <cstdint>
 #include <cstring>
@@ -13,6 +9,7 @@
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/core/host_device.h"
+#include "runtime/core/stored_float.h"
 
 namespace dlb::cuda {
 
@@ -45,52 +42,13 @@ DLB_HD void put_pack(T* p, int64_t i, const Pack<T>& v) {
 #endif
 }
 
-struct F16 {
-  uint16_t bits;
-};
-struct BF16 {
-  uint16_t bits;
-};
-
-DLB_HD float load(float v) { return v; }
-DLB_HD float load(F16 v) { return f16_to_float(v.bits); }
-DLB_HD float load(BF16 v) { return bf16_to_float(v.bits); }
-
-// `v` stored as a T (to nearest even where T is narrower).
-template <typename T>
-DLB_HD T stored(float v);
-template <>
-DLB_HD float stored<float>(float v) {
-  return v;
-}
-template <>
-DLB_HD F16 stored<F16>(float v) {
-  return F16{float_to_f16(v)};
-}
-template <>
-DLB_HD BF16 stored<BF16>(float v) {
-  return BF16{float_to_bf16(v)};
-}
-
-// Inf or NaN, read from the stored bits (an all-ones exponent): no conversion, no float mode.
-DLB_HD bool non_finite(float v) { return (float_bits(v) & 0x7f800000u) == 0x7f800000u; }
-DLB_HD bool non_finite(F16 v) { return (v.bits & 0x7c00u) == 0x7c00u; }
-DLB_HD bool non_finite(BF16 v) { return (v.bits & 0x7f80u) == 0x7f80u; }
-
-template <typename T>
-struct StorageDType;
-template <>
-struct StorageDType<float> {
-  static constexpr DType value = DType::kF32;
-};
-template <>
-struct StorageDType<F16> {
-  static constexpr DType value = DType::kF16;
-};
-template <>
-struct StorageDType<BF16> {
-  static constexpr DType value = DType::kBF16;
-};
+// The element types and their loads and stores: runtime/core/stored_float.h.
+using dlb::BF16;
+using dlb::F16;
+using dlb::load;
+using dlb::non_finite;
+using dlb::StorageDType;
+using dlb::stored;
 
 // Calls f(T{}) with T the storage type of `t`; throws Unsupported for a type that holds no
 // floats (i64 labels). `what` names the operand in the message.
