@@ -50,10 +50,10 @@ std::string conv_shape_text(const ConvDesc& d) {
 }
 
 std::string conv_plan_key(const ConvDesc& d) {
-  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {}", d.batch,
+  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{}{} {} {} {} {}", d.batch,
                      d.in_channels, d.height, d.width, d.out_channels, d.kernel_h, d.kernel_w,
                      d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.groups, d.bias ? " bias" : "",
-                     dtype_name(d.types.data), dtype_name(d.types.params),
+                     d.relu ? " relu" : "", dtype_name(d.types.data), dtype_name(d.types.params),
                      precision_name(d.types.math), layout_name(d.layout));
 }
 
@@ -216,6 +216,16 @@ void Backend::conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Ten
                                 const Tensor& b, Tensor& y) {
   conv_forward(plan, x, w, y);
   bias_add(b, y);
+}
+
+void Backend::conv_relu_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
+                                const Tensor* b, Tensor& y) {
+  if (b) {
+    conv_bias_forward(plan, x, w, *b, y);
+  } else {
+    conv_forward(plan, x, w, y);
+  }
+  relu_forward(y, y);
 }
 
 void Backend::batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,

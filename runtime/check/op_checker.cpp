@@ -235,8 +235,9 @@ std::vector<PassResult> check_instance(Backend& backend, const OpInstance& op,
   if (cfg.mode == CheckMode::kGrad) return check_reference_gradients(op, cfg.seed);
   const PrecisionPolicy policy = PrecisionPolicy::for_precision(cfg.precision);
   const OpTypes types = op_types_for(op.kind, policy);
-  std::vector<CheckPass> passes =
-      passes_of(op, cfg.precision, backend.fuses_batch_norm_relu(OpTypes::of(policy)));
+  std::vector<CheckPass> passes = passes_of(op, cfg.precision,
+                                            {backend.fuses_batch_norm_relu(OpTypes::of(policy)),
+                                             backend.fuses_conv_relu(OpTypes::of(policy))});
   if (!cfg.passes.empty()) {
     passes.erase(std::remove_if(passes.begin(), passes.end(),
                                 [&](CheckPass p) {

@@ -385,15 +385,18 @@ OpInstance parse_op_instance(std::string_view spec) {
   return op;
 }
 
-std::vector<CheckPass> passes_of(const OpInstance& op, Precision precision, bool fuses_bn_relu) {
+std::vector<CheckPass> passes_of(const OpInstance& op, Precision precision, FusedOps fused) {
   using P = CheckPass;
   switch (op.kind) {
     case OpKind::kConv:
-    case OpKind::kLinear:
-      if (op.bias) return {P::kForward, P::kBackwardData, P::kBackwardWeights, P::kBackwardBias};
-      return {P::kForward, P::kBackwardData, P::kBackwardWeights};
+    case OpKind::kLinear: {
+      std::vector<CheckPass> out = {P::kForward, P::kBackwardData, P::kBackwardWeights};
+      if (op.bias) out.push_back(P::kBackwardBias);
+      if (op.kind == OpKind::kConv && fused.conv_relu) out.push_back(P::kForwardRelu);
+      return out;
+    }
     case OpKind::kBatchNorm:
-      if (fuses_bn_relu) {
+      if (fused.batch_norm_relu) {
         return {P::kForward, P::kForwardInfer, P::kBackward, P::kForwardRelu, P::kBackwardRelu};
       }
       return {P::kForward, P::kForwardInfer, P::kBackward};

@@ -52,7 +52,7 @@ enum class CheckPass {
   kBackwardWeights,  // the weight's gradient (a convolution's filter)
   kBackwardBias,     // the bias's gradient
   kBackward,         // every gradient of an op that computes them in one call (batch norm)
-  kForwardRelu,      // batch norm + ReLU in one call, where the backend fuses them
+  kForwardRelu,      // batch norm or convolution + ReLU in one call, where the backend fuses them
   kBackwardRelu,     //
   kAccumulate,       // y += x
   kBackwardScaled,   // the loss gradient times the fp16 loss scale
@@ -113,8 +113,15 @@ double check_bytes_estimate(const OpInstance& op);
 // geometry valid). Throws InvalidArgument naming what is wrong.
 OpInstance parse_op_instance(std::string_view spec);
 
+// Which pairs a backend runs as one op (Backend::fuses_batch_norm_relu, fuses_conv_relu).
+struct FusedOps {
+  bool batch_norm_relu = false;
+  bool conv_relu = false;
+};
 // The passes an instance has on a backend at a precision: fp16 adds loss scaling's, 16-bit runs
-// update with a copy, a backend that fuses batch norm + ReLU gets the fused passes.
-std::vector<CheckPass> passes_of(const OpInstance& op, Precision precision, bool fuses_bn_relu);
+// update with a copy, a backend that fuses batch norm + ReLU gets the fused passes, and one that
+// fuses a convolution with its ReLU the fused forward (its backward is the ReLU's and the
+// convolution's own passes).
+std::vector<CheckPass> passes_of(const OpInstance& op, Precision precision, FusedOps fused);
 
 }  // namespace dlb

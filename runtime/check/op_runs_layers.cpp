@@ -45,6 +45,34 @@ double bytes_of(std::initializer_list<const Tensor*> ts) {
   return b;
 }
 
+// The forward pass, alone or with its ReLU (the backend's conv_relu_forward), against the float64
+// answer; with the ReLU, max(., 0) of it under the same bound, as a ReLU moves no value further
+// from its answer.
+void check_conv_forward(PassRun& run, const ConvPlan& plan, const HostArray& x, const HostArray& w,
+                        const HostArray& b, const Tensor& tx, const Tensor& tw) {
+  const PrecisionPolicy& pol = run.policy();
+  const ConvDesc& d = plan.desc();
+  Operands& o = run.operands();
+  Backend& be = run.backend();
+  Tensor tb = o.upload(b, pol.compute_weights),
+         ty = o.poisoned(run.op().out(), pol.activations, d.layout);
+  const ConvArithmetic how = engine_of(run, plan, ConvPass::kForward);
+  run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
+  run.execute([&] {
+    if (d.relu) {
+      be.conv_relu_forward(plan, tx, tw, d.bias ? &tb : nullptr, ty);
+    } else if (d.bias) {
+      be.conv_bias_forward(plan, tx, tw, tb, ty);
+    } else {
+      be.conv_forward(plan, tx, tw, ty);
+    }
+  });
+  if (!run.comparing()) return;
+  Expected want = ref_conv_forward(d, x, w, d.bias ? &b : nullptr, run.arithmetic(), how);
+  if (d.relu) ref_relu_in_place(want);
+  run.compare("y", want, o.download(ty), pol.activations);
+}
+
 }  // namespace
 
 void run_conv(PassRun& run) {
@@ -52,6 +80,7 @@ void run_conv(PassRun& run) {
   Operands& o = run.operands();
   ConvDesc d = run.op().conv;
   d.bias = run.op().bias;
+  d.relu = run.pass() == CheckPass::kForwardRelu;
   d.types = run.types();
   d.layout = run.layout();
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
@@ -65,20 +94,8 @@ void run_conv(PassRun& run) {
          tw = o.upload(w, pol.compute_weights, d.layout);
   const Arithmetic& a = run.arithmetic();
   Backend& be = run.backend();
-  if (run.pass() == CheckPass::kForward) {
-    Tensor tb = o.upload(b, pol.compute_weights), ty = o.poisoned(ys, pol.activations, d.layout);
-    const ConvArithmetic how = engine_of(run, *plan, ConvPass::kForward);
-    run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
-    run.execute([&] {
-      if (d.bias) {
-        be.conv_bias_forward(*plan, tx, tw, tb, ty);
-      } else {
-        be.conv_forward(*plan, tx, tw, ty);
-      }
-    });
-    if (run.comparing())
-      run.compare("y", ref_conv_forward(d, x, w, d.bias ? &b : nullptr, a, how), o.download(ty),
-                  pol.activations);
+  if (run.pass() == CheckPass::kForward || run.pass() == CheckPass::kForwardRelu) {
+    check_conv_forward(run, *plan, x, w, b, tx, tw);
   } else if (run.pass() == CheckPass::kBackwardData) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdx = o.poisoned(run.op().in, pol.activations, d.layout);

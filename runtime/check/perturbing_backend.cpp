@@ -68,6 +68,11 @@ void PerturbingBackend::conv_bias_forward(const ConvPlan& p, const Tensor& x, co
   inner().conv_bias_forward(p, x, w, b, y);
   perturb(OpKind::kConv, CheckPass::kForward, y);
 }
+void PerturbingBackend::conv_relu_forward(const ConvPlan& p, const Tensor& x, const Tensor& w,
+                                          const Tensor* b, Tensor& y) {
+  inner().conv_relu_forward(p, x, w, b, y);
+  perturb(OpKind::kConv, CheckPass::kForward, y);
+}
 void PerturbingBackend::batch_norm_relu_train(const Tensor& x, const Tensor& g, const Tensor& b,
                                               Tensor& rm, Tensor& rv, Tensor& sm, Tensor& si,
                                               Tensor& y, float mo, float eps) {

@@ -27,6 +27,9 @@ class PerturbingBackend final : public DelegatingBackend {
   bool fuses_batch_norm_relu(const OpTypes& t) const override {
     return inner().fuses_batch_norm_relu(t);
   }
+  bool fuses_conv_relu(const OpTypes& t) const override { return inner().fuses_conv_relu(t); }
+  void conv_relu_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor* b,
+                         Tensor& y) override;
   void conv_bias_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor& b,
                          Tensor& y) override;
   void batch_norm_relu_train(const Tensor& x, const Tensor& g, const Tensor& b, Tensor& rm,

@@ -240,6 +240,7 @@ void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) 
   output_ids_.assign(n, -1);
   grad_ids_.assign(n, -1);
   saved_ids_.assign(n, {});
+  scratch_ids_.assign(n, {});
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
   requested_.assign(n, {});
@@ -262,11 +263,59 @@ void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) 
   }
   declare_gradients();
   declare_fork_scratch();
+  overlay_scratch();
   build_forward();
   build_backward();
 }
 
-// A node's own tensors (what its layer declares), its output and its output's gradient.
+// A layer's scratch that may take its output gradient's bytes (a fused convolution's masked
+// gradient) takes them where that gradient is the node's alone: no view of another tensor, and
+// viewed by nothing but the gradient of the ReLU the node took over (whose consumers write it).
+// A residual add that passes its gradient through makes it another node's too: then the scratch
+// keeps memory of its own, and the add's gradient is never overwritten.
+void Graph::overlay_scratch() {
+  for (size_t n = 1; n < nodes_.size(); ++n) {
+    const int i = static_cast<int>(n), g = grad_ids_[n];
+    if (g < 0 || infos_[g].alias_of >= 0) continue;
+    bool alone = true;
+    for (const TensorInfo& t : infos_) {
+      const bool fused_relu = t.node >= 0 && fused_into_[static_cast<size_t>(t.node)] == i;
+      alone = alone && (t.alias_of != g || (fused_relu && t.kind == TensorKind::kActivationGrad));
+    }
+    if (!alone) continue;
+    for (const auto& [request, id] : requested_[n]) {
+      if (request.kind == TensorKind::kScratch && request.over_output_gradient) {
+        infos_[id].alias_of = g;
+      }
+    }
+  }
+}
+
+// One tensor a node's layer declares.
+void Graph::declare_request(int i, const TensorRequest& r) {
+  TensorInfo info{nodes_[i].name + "." + r.name, r.kind, r.shape, r.dtype, i};
+  const bool activation = r.kind == TensorKind::kSaved || r.kind == TensorKind::kScratch;
+  info.category = activation ? MemCategory::kActivations : MemCategory::kWeights;
+  if (r.compute_copy) {
+    // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
+    info.name += " (compute copy)";
+    info.layout = stored(activation_layout_, r.shape);
+  } else if (activation) {
+    // Stored like the node's output (a dropout mask is read element by element with it; a
+    // masked gradient is the output's gradient, masked).
+    info.layout = stored(output_layout(i), r.shape);
+  }
+  const int id = declare_tensor(std::move(info));
+  if (r.kind == TensorKind::kParam && !r.compute_copy) param_ids_[i].push_back(id);
+  if (r.kind == TensorKind::kSaved) saved_ids_[i].push_back(id);
+  if (r.kind == TensorKind::kScratch) scratch_ids_[i].push_back(id);
+  requested_[i].push_back({r, id});
+  node_tensors_[i].add(r, id);
+}
+
+// A node's own tensors (what its layer declares), its output and its output's gradient. Its
+// scratch comes last, after the gradient whose bytes it may take (overlay_scratch: a view
+// follows what it views).
 void Graph::declare_node(int i) {
   const Node& node = nodes_[i];
   const DType act = policy_.activations;
@@ -274,22 +323,7 @@ void Graph::declare_node(int i) {
   LayerDeclaration d(in, policy_, traits_);
   node.layer->declare(d);
   for (const TensorRequest& r : d.requests()) {
-    TensorInfo info{node.name + "." + r.name, r.kind, r.shape, r.dtype, i};
-    info.category =
-        r.kind == TensorKind::kSaved ? MemCategory::kActivations : MemCategory::kWeights;
-    if (r.compute_copy) {
-      // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
-      info.name += " (compute copy)";
-      info.layout = stored(activation_layout_, r.shape);
-    } else if (r.kind == TensorKind::kSaved) {
-      // Saved like the node's output (a dropout mask is read element by element with it).
-      info.layout = stored(output_layout(i), r.shape);
-    }
-    const int id = declare_tensor(std::move(info));
-    if (r.kind == TensorKind::kParam && !r.compute_copy) param_ids_[i].push_back(id);
-    if (r.kind == TensorKind::kSaved) saved_ids_[i].push_back(id);
-    requested_[i].push_back({r, id});
-    node_tensors_[i].add(r, id);
+    if (r.kind != TensorKind::kScratch) declare_request(i, r);
   }
   if (runs_no_pass(i)) {
     // The output is the input's bytes (under another shape, or after the ReLU that the input's
@@ -302,10 +336,14 @@ void Graph::declare_node(int i) {
         declare_tensor({node.name, TensorKind::kActivation, node.shape, act, i, -1,
                         MemCategory::kActivations, stored(output_layout(i), node.shape)});
   }
-  if (aliases_gradient(i)) return;  // declared once the input's exists
-  grad_ids_[i] =
-      declare_tensor({"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, i, -1,
-                      MemCategory::kActivations, stored(output_layout(i), node.shape)});
+  if (!aliases_gradient(i)) {  // else declared once the input's exists
+    grad_ids_[i] =
+        declare_tensor({"grad of " + node.name, TensorKind::kActivationGrad, node.shape, act, i, -1,
+                        MemCategory::kActivations, stored(output_layout(i), node.shape)});
+  }
+  for (const TensorRequest& r : d.requests()) {
+    if (r.kind == TensorKind::kScratch) declare_request(i, r);
+  }
 }
 
 // Every parameter gradient is a slice of one flat buffer, in reverse layer order, each starting
@@ -430,7 +468,8 @@ void Graph::check_traits(Backend& backend) const {
   const BackendTraits traits = BackendTraits::of(backend, OpTypes::of(policy_));
   if (traits.activation_layout != traits_.activation_layout ||
       traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
-      traits.guarded != traits_.guarded || traits.saves_pool_argmax != traits_.saves_pool_argmax) {
+      traits.fuses_conv_relu != traits_.fuses_conv_relu || traits.guarded != traits_.guarded ||
+      traits.saves_pool_argmax != traits_.saves_pool_argmax) {
     throw InvalidArgument(
         "the graph was declared for a backend that stores, fuses or saves its tensors otherwise, "
         "or "
@@ -568,7 +607,7 @@ int Graph::backward_target(int i, size_t slot, bool fused, std::vector<char>& wr
     return -1;
   }
   if (j == input()) {
-    if (!fused) return -1;
+    if (!fused || !node.layer->fused_backward_writes_unread_gradient()) return -1;
     return declare_tensor({fmt::format("unused input gradient of {}", node.name),
                            TensorKind::kScratch, nodes_[j].shape, policy_.activations, i, -1,
                            MemCategory::kActivations, stored(output_layout(j), nodes_[j].shape)});
@@ -623,6 +662,7 @@ void Graph::build_backward() {
     pass_reads(i, node.layer->backward_data_reads(), data);
     data.reads.insert(data.reads.end(), param_ids_[i].begin(), param_ids_[i].end());
     data.reads.insert(data.reads.end(), saved_ids_[i].begin(), saved_ids_[i].end());
+    data.writes = scratch_ids_[i];  // written and read within the pass
     std::vector<Step> adds;
     for (size_t slot = 0; slot < node.inputs.size(); ++slot) {
       const int target = backward_target(i, slot, fused, written, adds);

@@ -166,6 +166,8 @@ class Graph final : public PassRunner {
   // How node i's output and its gradient are stored (Backend::activation_layout).
   Layout output_layout(int node) const;
   void fuse_relus(const BackendTraits& traits);
+  void overlay_scratch();
+  void declare_request(int i, const TensorRequest& r);
   void build_forward();
   void build_backward();
   void set_pass_tensors(int i, Step& s) const;
@@ -186,6 +188,7 @@ class Graph final : public PassRunner {
   int input_id_ = -1;
   std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)
   std::vector<std::vector<int>> saved_ids_, param_ids_, param_grad_ids_;  // per node
+  std::vector<std::vector<int>> scratch_ids_;  // per node: its backward pass's own scratch
   // Per node: what its layer declared, and the tensor that holds each.
   std::vector<std::vector<std::pair<TensorRequest, int>>> requested_;
   std::vector<LayerTensors> node_tensors_;  // per node, over table_

@@ -43,6 +43,11 @@ void LayerDeclaration::saved(const std::string& name, const Shape& shape, DType 
   requests_.push_back({name, TensorKind::kSaved, shape, dtype, false});
 }
 
+void LayerDeclaration::scratch(const std::string& name, const Shape& shape, DType dtype,
+                               bool over_output_gradient) {
+  requests_.push_back({name, TensorKind::kScratch, shape, dtype, false, over_output_gradient});
+}
+
 void LayerDeclaration::compute_copy(const std::string& name, DType dtype) {
   for (const TensorRequest& r : requests_) {
     if (r.kind != TensorKind::kParam || r.compute_copy || r.name != name) continue;
@@ -130,8 +135,13 @@ std::vector<LayerTensors::Stored> LayerTensors::stored() const {
 }
 
 BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
-  return {backend.activation_layout(types), backend.fuses_batch_norm_relu(types),
-          backend.allocator().guarded(), backend.saves_pool_argmax()};
+  BackendTraits t;
+  t.activation_layout = backend.activation_layout(types);
+  t.fuses_batch_norm_relu = backend.fuses_batch_norm_relu(types);
+  t.fuses_conv_relu = backend.fuses_conv_relu(types);
+  t.guarded = backend.allocator().guarded();
+  t.saves_pool_argmax = backend.saves_pool_argmax();
+  return t;
 }
 
 void refresh_compute_copy(Backend& backend, const Param& p) {
@@ -149,8 +159,9 @@ StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::ve
   out.tensors = LayerTensors(out.table.get());
   BoundTable& table = *out.table;
   for (const TensorRequest& r : declared.requests()) {
-    const MemCategory category =
-        r.kind == TensorKind::kSaved ? MemCategory::kActivations : MemCategory::kWeights;
+    const MemCategory category = r.kind == TensorKind::kSaved || r.kind == TensorKind::kScratch
+                                     ? MemCategory::kActivations
+                                     : MemCategory::kWeights;
     table.push_back(backend.empty(r.shape, r.dtype, category,
                                   r.compute_copy ? r.name + " (compute copy)" : r.name));
     out.tensors.add(r, static_cast<int>(table.size()) - 1);

@@ -56,6 +56,9 @@ struct TensorRequest {
   Shape shape;
   DType dtype = DType::kF32;
   bool compute_copy = false;  // the copy of parameter `name` the passes read
+  // kScratch only: it may take the bytes of the layer's output gradient, which its pass then
+  // overwrites (Graph::overlay_scratch decides: where nothing else reads that gradient).
+  bool over_output_gradient = false;
 };
 
 // What declaring a graph needs to know of the backend that will run it (none of it allocates).
@@ -64,6 +67,7 @@ struct BackendTraits {
   bool fuses_batch_norm_relu = false;        // Backend::fuses_batch_norm_relu
   bool guarded = false;                      // --memory-guard: a zone after every gradient
   bool saves_pool_argmax = false;            // Backend::saves_pool_argmax
+  bool fuses_conv_relu = false;              // Backend::fuses_conv_relu
   static BackendTraits of(Backend& backend, const OpTypes& types);
 };
 
@@ -79,6 +83,11 @@ class LayerDeclaration {
   void param(const std::string& name, const Shape& shape, DType dtype);
   void buffer(const std::string& name, const Shape& shape, DType dtype);
   void saved(const std::string& name, const Shape& shape, DType dtype);
+  // Written and read within the layer's (first) backward pass and dead after it: planned like an
+  // activation, so it may share memory with what is dead by then (TensorKind::kScratch). With
+  // `over_output_gradient`, the graph may make it the output gradient's own bytes instead.
+  void scratch(const std::string& name, const Shape& shape, DType dtype,
+               bool over_output_gradient = false);
   // The copy of parameter `name` (declared before) that the passes read, in `dtype`: nothing is
   // declared when the parameter already is in it. Its contents are set after setup.
   void compute_copy(const std::string& name, DType dtype);
@@ -214,6 +223,9 @@ class Layer {
   // as cuDNN computes it): the schedule has one backward pass for the layer, backward_data gets a
   // data-gradient buffer even where nothing reads it, and writes the parameter gradients too.
   virtual bool fused_backward() const { return false; }
+  // Whether that fused backward needs a buffer for a data gradient nothing reads (the graph's
+  // input's): batch norm's one backend call writes it; a convolution's skips the pass instead.
+  virtual bool fused_backward_writes_unread_gradient() const { return true; }
   // True when the output is the input under another shape (flatten): the graph makes the output
   // a view of the input, and the output gradient a view of the input gradient, and schedules no
   // pass for the layer. forward and backward_data still copy, for the layer used on its own.
@@ -223,7 +235,8 @@ class Layer {
   // and the pass copies only into the rest: a step copies no residual gradient it need not.
   virtual bool passes_gradient_through() const { return false; }
   // Fusion with a following ReLU. The graph asks, before setup, whether this layer can apply
-  // max(., 0) to its own output in its passes (batch norm, where the backend fuses the pair);
+  // max(., 0) to its own output in its passes (batch norm or a convolution, where the backend
+  // fuses the pair);
   // after fuse_relu() it does: its output is the ReLU's, its backward takes the gradient of that
   // and reads its output, and the ReLU node runs no pass (the graph makes it a view).
   virtual bool can_fuse_relu(const BackendTraits& traits) const {

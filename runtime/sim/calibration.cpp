@@ -47,6 +47,7 @@ Calibration parse_calibration(const nlohmann::json& j, const std::string& where)
   c.image_size = f.integer("image_size", 1);
   c.num_classes = f.integer("num_classes", 1);
   c.fused_relus = f.boolean("fused_relus");
+  c.fused_conv_relus = f.has("fused_conv_relus") && f.boolean("fused_conv_relus");
   c.memory_plan = f.string("memory_plan");
   c.recompute = f.string("recompute");
   c.source = f.object("source").json();
@@ -88,6 +89,7 @@ nlohmann::json calibration_json(const Calibration& c) {
           {"image_size", c.image_size},
           {"num_classes", c.num_classes},
           {"fused_relus", c.fused_relus},
+          {"fused_conv_relus", c.fused_conv_relus},
           {"precision", c.precision},
           {"backend", c.backend},
           {"device", c.device},

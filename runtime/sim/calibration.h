@@ -26,8 +26,10 @@ struct LayerTimes {
 struct Calibration {
   std::string model, precision, backend, device;
   int64_t batch = 0, image_size = 0, num_classes = 0;
-  // Whether the backend ran batch norm and ReLU as one pass (the graph is declared so).
+  // Whether the backend ran batch norm and ReLU as one pass, and a convolution and its ReLU (the
+  // graph is declared so; a file without the second is from before it existed: false).
   bool fused_relus = false;
+  bool fused_conv_relus = false;
   std::string memory_plan = "naive", recompute = "none";
   // Where the figures come from: {"method": "profile", "record": ..., "profile": ...}.
   nlohmann::json source;

@@ -19,7 +19,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     dlb::fuzz::require(std::isfinite(bytes) && bytes > 0, "an instance with no memory estimate");
     dlb::fuzz::require(std::isfinite(op.forward_flops()), "an instance with no FLOP count");
     for (dlb::Precision p : dlb::kPrecisions) {
-      for (bool fused : {false, true}) (void)dlb::passes_of(op, p, fused);
+      for (bool fused : {false, true}) (void)dlb::passes_of(op, p, {fused, fused});
     }
   });
   return 0;

@@ -32,6 +32,11 @@ struct CheckOptions {
   // Keeps inputs at least `kink` away from 0 (ReLU) and from each other (max pooling), so the
   // central difference never straddles a kink.
   bool avoid_kinks = false;
+  // For a layer whose output goes through a ReLU of its own (a convolution given its ReLU), where
+  // the kink is in the output, not the input: a probe whose +step and -step forwards leave
+  // different outputs at zero straddles the kink, and its central difference is no derivative.
+  // Such probes are skipped (the tie settled before judging), and at most a quarter may be.
+  bool skip_output_kinks = false;
 };
 
 // The backends whose training ops the checks cover: the CPU today. A backend joins this list

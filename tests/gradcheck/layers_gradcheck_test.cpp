@@ -66,6 +66,22 @@ TEST_P(Gradcheck, Linear) {
   check_layer(*backend, fc, {Shape{3, 7}});
 }
 
+// A convolution that applies the ReLU after it (as the graph gives it one: Conv2d::fuse_relu):
+// its forward with the ReLU (oneDNN's post-op on the CPU), its one backward pass from the masked
+// gradient. The kink is in its output: probes that straddle it are skipped.
+TEST_P(Gradcheck, Conv2dWithItsRelu) {
+  for (bool bias : {true, false}) {
+    Conv2dOptions c{3, 4, 3, 1, 1};
+    c.bias = bias;
+    Conv2d conv(c);
+    conv.fuse_relu();
+    CheckOptions o;
+    o.skip_output_kinks = true;
+    o.step = 1e-3;  // a weight moves all 60 outputs of its channel: fewer straddle at this step
+    check_layer(*backend, conv, {Shape{2, 3, 5, 6}}, o);
+  }
+}
+
 TEST_P(Gradcheck, BatchNorm2d) {
   BatchNorm bn(3);
   CheckOptions o;

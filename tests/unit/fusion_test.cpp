@@ -1,5 +1,6 @@
-// Batch norm + ReLU fused by the graph: on a backend that fuses the pair, a ReLU whose only input
-// is a batch norm that nothing else reads runs no pass of its own; the batch norm applies it.
+// Batch norm + ReLU (and convolution + ReLU) fused by the graph: on a backend that fuses the pair,
+// a ReLU whose only input is a batch norm (a convolution) that nothing else reads runs no pass of
+// its own; the layer before it applies it.
 // A backend that claims the fusion but keeps the Backend's defaults (the CPU's two ops, one
 // after the other) must then train bit for bit as the unfused graph does, with exactly the ReLU
 // outputs and their gradients less memory.
@@ -205,6 +206,86 @@ TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
       EXPECT_EQ(losses[fuse], losses[0]) << "read twice " << twice << ", fused " << fuse;
       EXPECT_EQ(logits[fuse], logits[0]) << "read twice " << twice << ", fused " << fuse;
     }
+  }
+}
+
+// Convolution + ReLU, as alexnet's and vgg16's features have them: a convolution on the input
+// (whose backward computes no data gradient), one without a bias, and ReLUs read by residual
+// adds and by two layers (their gradients accumulated before the fused backward masks them).
+class ConvFusingBackend final : public DelegatingBackend {
+ public:
+  bool fuses_conv_relu(const OpTypes&) const override { return true; }
+};
+
+Graph conv_relu_graph() {
+  Graph g(Shape{4, 3, 6, 6});
+  const int c1 = g.add("c1", std::make_unique<Conv2d>(Conv2dOptions{3, 4, 3, 1, 1}), {0});
+  const int r1 = g.add("r1", std::make_unique<Relu>(), {c1});
+  Conv2dOptions plain{4, 4, 3, 1, 1};
+  plain.bias = false;
+  const int c2 = g.add("c2", std::make_unique<Conv2d>(plain), {r1});
+  const int r2 = g.add("r2", std::make_unique<Relu>(), {c2});
+  const int sum = g.add("sum", std::make_unique<Add>(), {r2, r1});
+  const int c3 = g.add("c3", std::make_unique<Conv2d>(Conv2dOptions{4, 4, 1}), {sum});
+  const int r3 = g.add("r3", std::make_unique<Relu>(), {c3});
+  int x = g.add("sum2", std::make_unique<Add>(), {r3, sum});
+  x = g.add("flatten", std::make_unique<Flatten>(), {x});
+  g.add("fc", std::make_unique<Linear>(4 * 6 * 6, 10), {x});
+  return g;
+}
+
+TEST(Fusion, ConvolutionsAndTheirRelusTrainAndInferAsUnfused) {
+  std::vector<float> losses[3], logits[3], grads[3];
+  int fused[3] = {};
+  for (int fuse = 0; fuse < 3; ++fuse) {  // unfused, the composition, oneDNN's post-op
+    PlainBackend plain;
+    ConvFusingBackend fusing;
+    CpuBackend cpu({});
+    Backend* backends[] = {&plain, &fusing, &cpu};
+    Backend& b = *backends[fuse];
+    Graph g = conv_relu_graph();
+    Rng rng(3);
+    g.declare_for(b);
+    for (size_t i = 0; i < g.nodes().size(); ++i)
+      fused[fuse] += g.fused_into(static_cast<int>(i)) >= 0;
+    Trainer t(b, g, TrainConfig{}, rng);
+    const Dataset d = make_synthetic(4, 3, 6, 10, 9);
+    t.load_batch(d.images.data(), d.labels.data());
+    for (int s = 0; s < 3; ++s) t.step();
+    losses[fuse] = t.take_losses();
+    for (const auto& np : g.named_params()) {
+      std::vector<float> v(static_cast<size_t>(np.param.grad.numel()));
+      b.copy_to_host(np.param.grad, v.data());
+      grads[fuse].insert(grads[fuse].end(), v.begin(), v.end());
+    }
+    t.count_correct(4);  // an inference forward
+    logits[fuse].resize(40);
+    b.copy_to_host(g.output_tensor(), logits[fuse].data());
+    if (fuse == 0) continue;
+    // Each masked gradient is its convolution's output gradient's own bytes (an add writes the
+    // gradient of a fused ReLU's output, never passes its own through to it).
+    int masked = 0;
+    for (const TensorInfo& t : g.tensor_infos()) {
+      if (t.name.find(".masked gradient") == std::string::npos) continue;
+      ++masked;
+      ASSERT_GE(t.alias_of, 0) << t.name;
+      EXPECT_EQ(g.tensor_infos()[static_cast<size_t>(t.alias_of)].name,
+                "grad of " + t.name.substr(0, t.name.find('.')));
+    }
+    EXPECT_EQ(masked, 3);
+    // The convolution on the input has one backward pass, and it writes no data gradient.
+    for (const Step& step : g.backward_schedule().steps) {
+      if (step.node != 1) continue;
+      EXPECT_EQ(step.pass, Pass::kBackward);
+      EXPECT_EQ(step.dx, std::vector<int>{-1});
+    }
+  }
+  EXPECT_EQ(fused[0], 0);
+  for (int fuse = 1; fuse < 3; ++fuse) {
+    EXPECT_EQ(fused[fuse], 3);
+    EXPECT_EQ(losses[fuse], losses[0]) << "fused " << fuse;
+    EXPECT_EQ(grads[fuse], grads[0]) << "fused " << fuse;
+    EXPECT_EQ(logits[fuse], logits[0]) << "fused " << fuse;
   }
 }
 

@@ -32,6 +32,11 @@ class CpuBackend : public Backend {
                           Tensor& dx) override;
   void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override;
+  // Convolution, bias and ReLU in oneDNN's forward primitive (its eltwise post-op), where the
+  // plan's has them (conv.cpp).
+  bool fuses_conv_relu(const OpTypes&) const override { return true; }
+  void conv_relu_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b,
+                         Tensor& y) override;
   // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
   // a native bf16 plan's primitive.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -28,6 +28,7 @@ ConvDesc Conv2d::describe(const Shape& in, const OpTypes& types) const {
   d.pad_h = d.pad_w = o_.padding;
   d.groups = o_.groups;
   d.bias = o_.bias;
+  d.relu = relu_;
   return d;
 }
 
@@ -51,6 +52,9 @@ void Conv2d::declare(LayerDeclaration& d) const {
   if (o_.bias) d.param("bias", {o_.out_channels}, master);
   d.compute_copy("weight", compute);
   if (o_.bias) d.compute_copy("bias", compute);
+  // With its ReLU: dy masked by the output's sign, what the three gradients are computed from,
+  // in dy's own bytes where nothing else reads them (Graph::overlay_scratch).
+  if (relu_) d.scratch("masked gradient", output_shape(d.in), d.policy.activations, true);
 }
 
 void Conv2d::require(const Backend& backend, const PrecisionPolicy& policy) const {
@@ -72,7 +76,10 @@ void Conv2d::setup(LayerSetup& s) {
 void Conv2d::forward(const LayerContext& ctx, const LayerTensors& own,
                      const std::vector<const Tensor*>& x, Tensor& y) {
   const Tensor& w = own.compute_copy("weight");
-  if (o_.bias) {
+  if (relu_) {
+    ctx.backend.conv_relu_forward(*plan_, *x[0], w, o_.bias ? &own.compute_copy("bias") : nullptr,
+                                  y);
+  } else if (o_.bias) {
     ctx.backend.conv_bias_forward(*plan_, *x[0], w, own.compute_copy("bias"), y);
   } else {
     ctx.backend.conv_forward(*plan_, *x[0], w, y);
@@ -80,16 +87,30 @@ void Conv2d::forward(const LayerContext& ctx, const LayerTensors& own,
 }
 
 void Conv2d::backward_data(const LayerContext& ctx, const LayerTensors& own,
-                           const std::vector<const Tensor*>&, const Tensor&, const Tensor& dy,
+                           const std::vector<const Tensor*>& x, const Tensor& y, const Tensor& dy,
                            const std::vector<Tensor*>& dx) {
-  if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, own.compute_copy("weight"), *dx[0]);
+  if (!relu_) {
+    if (dx[0]) ctx.backend.conv_backward_data(*plan_, dy, own.compute_copy("weight"), *dx[0]);
+    return;
+  }
+  // The ReLU's backward into the pass's scratch (dy's bytes, where the graph found nothing else
+  // reads them; under a residual add that passes dy on, its own), then every gradient from it.
+  Tensor& masked = own.get("masked gradient");
+  ctx.backend.relu_backward(y, dy, masked);
+  gradients(ctx, own, *x[0], masked, dx[0]);
+}
+
+void Conv2d::gradients(const LayerContext& ctx, const LayerTensors& own, const Tensor& x,
+                       const Tensor& dy, Tensor* dx) {
+  if (dx) ctx.backend.conv_backward_data(*plan_, dy, own.compute_copy("weight"), *dx);
+  ctx.backend.conv_backward_filter(*plan_, x, dy, own.grad("weight"));
+  if (o_.bias) ctx.backend.bias_backward(dy, own.grad("bias"));
 }
 
 void Conv2d::backward_weights(const LayerContext& ctx, const LayerTensors& own,
                               const std::vector<const Tensor*>& x, const Tensor&,
                               const Tensor& dy) {
-  ctx.backend.conv_backward_filter(*plan_, *x[0], dy, own.grad("weight"));
-  if (o_.bias) ctx.backend.bias_backward(dy, own.grad("bias"));
+  gradients(ctx, own, *x[0], dy, nullptr);
 }
 
 std::vector<OpInstance> Conv2d::op_instances(const std::vector<Shape>& in) const {
@@ -97,6 +118,7 @@ std::vector<OpInstance> Conv2d::op_instances(const std::vector<Shape>& in) const
   op.kind = OpKind::kConv;
   op.in = in.at(0);
   op.conv = describe(op.in);
+  op.conv.relu = false;  // the op checker adds the fused pass where the backend fuses it
   op.bias = o_.bias;
   return {op};
 }

@@ -31,6 +31,14 @@ class Conv2d final : public Layer {
                         const std::vector<const Tensor*>& x, const Tensor& y,
                         const Tensor& dy) override;
   PassReads backward_weights_reads() const override { return {true, false}; }
+  // With its ReLU (fuse_relu), one backward pass: dy masked where the output is not positive,
+  // then the data, weight and bias gradients from that; it reads the input and the output.
+  PassReads backward_data_reads() const override { return {relu_, relu_}; }
+  bool fused_backward() const override { return relu_; }
+  bool fused_backward_writes_unread_gradient() const override { return false; }
+  bool can_fuse_relu(const BackendTraits& traits) const override { return traits.fuses_conv_relu; }
+  void fuse_relu() override { relu_ = true; }
+  bool fused_relu() const { return relu_; }
   int64_t num_params() const override {
     return o_.out_channels * (o_.in_channels / o_.groups) * o_.kernel * o_.kernel +
            (o_.bias ? o_.out_channels : 0);
@@ -46,8 +54,12 @@ class Conv2d final : public Layer {
   const ConvPlan& plan() const { return *plan_; }
 
  private:
+  // The three gradients from dy (masked already, with the ReLU).
+  void gradients(const LayerContext& ctx, const LayerTensors& own, const Tensor& x,
+                 const Tensor& dy, Tensor* dx);
   Conv2dOptions o_;
   std::unique_ptr<ConvPlan> plan_;
+  bool relu_ = false;
 };
 
 }  // namespace dlb

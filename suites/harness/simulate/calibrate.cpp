@@ -46,8 +46,10 @@ double read_profile(const std::string& profile, Calibration& c) {
   const JsonFields pf(p, profile);
   const nlohmann::json& layers = pf.array("layers");
   double profiled_ms = 0;
+  std::map<std::string, std::string> kinds;  // each layer's kind, by name
   for (size_t i = 0; i < layers.size(); ++i) {
     const JsonFields l(layers[i], pf.element("layers", i));
+    kinds[l.string("name")] = l.string("kind");
     LayerTimes t;
     t.name = l.string("name");
     t.forward_ms = ms_or_zero(l, "forward_ms");
@@ -55,7 +57,10 @@ double read_profile(const std::string& profile, Calibration& c) {
     t.backward_weights_ms = ms_or_zero(l, "backward_weights_ms");
     t.backward_ms = ms_or_zero(l, "backward_ms");
     t.recompute_ms = ms_or_zero(l, "recompute_ms");
-    if (l.has("fused_into")) c.fused_relus = true;
+    if (l.has("fused_into")) {  // a ReLU that a batch norm or a convolution before it applied
+      const std::string into = l.string("fused_into");
+      (kinds.count(into) && kinds[into] == "conv2d" ? c.fused_conv_relus : c.fused_relus) = true;
+    }
     profiled_ms +=
         t.forward_ms + t.backward_data_ms + t.backward_weights_ms + t.backward_ms + t.recompute_ms;
     c.layers.push_back(std::move(t));

@@ -129,7 +129,11 @@ SimStep make_step(const Calibration& c, OverlapStrategy overlap, double bucket_m
   // Declared only: nothing is allocated. The activations' layout costs no time here; the CUDA
   // backend's max pooling keeps its argmax (a tensor the plan holds to the pool's backward).
   const bool argmax = parse_backend_kind(c.backend) == BackendKind::kCuda;
-  s.graph.declare(policy, BackendTraits{Layout::kNCHW, c.fused_relus, false, argmax});
+  BackendTraits traits;
+  traits.fuses_batch_norm_relu = c.fused_relus;
+  traits.fuses_conv_relu = c.fused_conv_relus;
+  traits.saves_pool_argmax = argmax;
+  s.graph.declare(policy, traits);
   // The CUDA backend's second input buffer changes no pass: the target is the plain one.
   s.program = build_step(s.graph, spec, StepTarget{});
   return s;
