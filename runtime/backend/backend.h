@@ -55,10 +55,6 @@ struct ConvDesc {
   // The layer adds a bias per output channel: the forward pass is conv_bias_forward, which a
   // backend may fuse (the CUDA backend's forward graph adds it in the convolution's epilogue).
   bool bias = false;
-  // The layer applies a ReLU to its output (the graph gave it the ReLU after it: fuses_conv_relu),
-  // so its forward is conv_relu_forward, which a backend may fuse: oneDNN's eltwise post-op on
-  // the CPU. conv_forward and conv_bias_forward of such a plan still compute without the ReLU.
-  bool relu = false;
   OpTypes types;  // from the run's precision policy
   // How x, y and w (with their gradients) are stored: NCHW (w: KCRS), or channels-last NHWC
   // (w: KRSC), the backend's activation_layout for these types.
@@ -385,10 +381,11 @@ class Backend : public DeviceMemory {
   // other; a backend that fuses them overrides it.
   virtual void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
                                  const Tensor& b, Tensor& y);
-  // Convolution then ReLU: y = max(conv(x, w) (+ b when `b`), 0), for a plan made with
-  // desc.relu, where the graph gives a layer the ReLU after it (fuses_conv_relu). By default the
-  // ops one after the other (the ReLU in place on y); a backend that fuses them overrides both.
-  // The backward is the layer's: the ReLU's mask of dy, then the convolution's passes.
+  // Convolution then ReLU, y = max(conv(x, w) (+ b when `b`), 0) (NaN passes, as in torch.relu),
+  // for a layer the graph gave the ReLU after it (fuses_conv_relu: one pass fewer in the schedule,
+  // and one output and one gradient fewer to store). By default the ops one after the other (the
+  // ReLU in place on y); a backend may override it. The backward is the layer's: the ReLU's mask
+  // of dy, then the convolution's passes.
   virtual bool fuses_conv_relu(const OpTypes& types) const {
     (void)types;
     return false;

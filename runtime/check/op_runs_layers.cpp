@@ -49,7 +49,7 @@ double bytes_of(std::initializer_list<const Tensor*> ts) {
 // answer; with the ReLU, max(., 0) of it under the same bound, as a ReLU moves no value further
 // from its answer.
 void check_conv_forward(PassRun& run, const ConvPlan& plan, const HostArray& x, const HostArray& w,
-                        const HostArray& b, const Tensor& tx, const Tensor& tw) {
+                        const HostArray& b, const Tensor& tx, const Tensor& tw, bool relu) {
   const PrecisionPolicy& pol = run.policy();
   const ConvDesc& d = plan.desc();
   Operands& o = run.operands();
@@ -59,7 +59,7 @@ void check_conv_forward(PassRun& run, const ConvPlan& plan, const HostArray& x, 
   const ConvArithmetic how = engine_of(run, plan, ConvPass::kForward);
   run.set_work(run.op().forward_flops(), bytes_of({&tx, &tw, &ty}));
   run.execute([&] {
-    if (d.relu) {
+    if (relu) {
       be.conv_relu_forward(plan, tx, tw, d.bias ? &tb : nullptr, ty);
     } else if (d.bias) {
       be.conv_bias_forward(plan, tx, tw, tb, ty);
@@ -69,7 +69,7 @@ void check_conv_forward(PassRun& run, const ConvPlan& plan, const HostArray& x, 
   });
   if (!run.comparing()) return;
   Expected want = ref_conv_forward(d, x, w, d.bias ? &b : nullptr, run.arithmetic(), how);
-  if (d.relu) ref_relu_in_place(want);
+  if (relu) ref_relu_in_place(want);
   run.compare("y", want, o.download(ty), pol.activations);
 }
 
@@ -80,7 +80,6 @@ void run_conv(PassRun& run) {
   Operands& o = run.operands();
   ConvDesc d = run.op().conv;
   d.bias = run.op().bias;
-  d.relu = run.pass() == CheckPass::kForwardRelu;
   d.types = run.types();
   d.layout = run.layout();
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
@@ -95,7 +94,7 @@ void run_conv(PassRun& run) {
   const Arithmetic& a = run.arithmetic();
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward || run.pass() == CheckPass::kForwardRelu) {
-    check_conv_forward(run, *plan, x, w, b, tx, tw);
+    check_conv_forward(run, *plan, x, w, b, tx, tw, run.pass() == CheckPass::kForwardRelu);
   } else if (run.pass() == CheckPass::kBackwardData) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
     Tensor tdx = o.poisoned(run.op().in, pol.activations, d.layout);

@@ -5,11 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <limits>
 
 #include "runtime/backend/cpu/conv_im2col.h"
-#include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
-#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 #include "runtime/core/rng.h"
 
@@ -49,28 +49,13 @@ TEST(CpuConvPlan, HeuristicTakesOnednnUnlessItHasOnlyReferenceLoops) {
   }
 }
 
-// A limit of one image's columns (the least im2col runs in): each pass takes oneDNN where oneDNN
-// fits it, and im2col otherwise.
-// A layer with its ReLU (desc.relu) gets oneDNN's forward with the bias and the ReLU inside the
-// primitive (post-ops), in f32 and, where this CPU multiplies bf16, bf16, with or without a bias;
-// a layer without has none. Through the backend, the fused forward is the two ops' result.
-TEST(CpuConvPlan, ALayerWithItsReluHasTheForwardWithBoth) {
-  for (DType t : {DType::kF32, DType::kBF16}) {
-    if (t == DType::kBF16 && !cpu_multiplies_bf16()) continue;
-    for (bool bias : {false, true}) {
-      ConvDesc d = layer();
-      d.types.data = d.types.params = t;
-      d.types.math = t == DType::kF32 ? Precision::kFp32 : Precision::kBf16;
-      d.bias = bias;
-      EXPECT_FALSE(OnednnConv(d, OnednnAlgorithm::kDirect, t).fuses_relu());
-      d.relu = true;
-      EXPECT_TRUE(OnednnConv(d, OnednnAlgorithm::kDirect, t).fuses_relu())
-          << dtype_name(t) << (bias ? " with a bias" : "");
-    }
-  }
+// A convolution with its ReLU (the graph's fusion): the bits of the two ops, a NaN the input
+// spreads included. oneDNN 2.6's eltwise ReLU post-op fails this (it computes max(x, 0): NaN
+// becomes 0, hiding a diverged layer), which is why the CPU does not use it.
+TEST(CpuConvPlan, AConvolutionWithItsReluPassesNaNAsTheTwoOps) {
   CpuBackend b({});
   ConvDesc d = layer();
-  d.bias = d.relu = true;
+  d.bias = true;
   const auto p = b.make_conv_plan(d);
   Rng rng(4);
   const auto drawn = [&](const Shape& s) {
@@ -81,17 +66,27 @@ TEST(CpuConvPlan, ALayerWithItsReluHasTheForwardWithBoth) {
     return t;
   };
   Tensor x = drawn({4, 64, 16, 16}), w = drawn({128, 64, 3, 3}), bias = drawn({128});
+  // A NaN in the input: the outputs it reaches stay NaN through the ReLU, as torch.relu's do.
+  std::vector<float> xs(static_cast<size_t>(x.numel()));
+  b.copy_to_host(x, xs.data());
+  xs[5] = std::numeric_limits<float>::quiet_NaN();
+  b.copy_from_host(xs.data(), x);
   Tensor fused = drawn({4, 128, 8, 8}), apart = drawn({4, 128, 8, 8});
   b.conv_relu_forward(*p, x, w, &bias, fused);
   b.conv_bias_forward(*p, x, w, bias, apart);
   b.relu_forward(apart, apart);
-  std::vector<float> f(static_cast<size_t>(fused.numel())), a(f.size());
+  std::vector<uint32_t> f(static_cast<size_t>(fused.numel())), a(f.size());
   b.copy_to_host(fused, f.data());
   b.copy_to_host(apart, a.data());
-  EXPECT_EQ(f, a);
-  EXPECT_GT(std::count(f.begin(), f.end(), 0.f), 0);
+  EXPECT_EQ(f, a);  // bits: NaNs and signed zeros included
+  EXPECT_GT(std::count(f.begin(), f.end(), 0u), 0);
+  EXPECT_GT(
+      std::count_if(f.begin(), f.end(), [](uint32_t v) { return (v & 0x7fffffffu) > 0x7f800000u; }),
+      0);
 }
 
+// A limit of one image's columns (the least im2col runs in): each pass takes oneDNN where oneDNN
+// fits it, and im2col otherwise.
 TEST(CpuConvPlan, EveryPassKeepsTheWorkspaceLimit) {
   const ConvDesc d = layer();
   const size_t limit = Im2colConv::min_workspace_bytes(d);

@@ -72,20 +72,23 @@ TEST_P(StoredOps, ReluAddAndAccumulateAreTheOpsOnF32CopiesRounded) {
   const DType t = GetParam();
   const Shape s{2, 3, 5, 7};
   const std::vector<float> x = values(s.numel(), 1), y = values(s.numel(), 2);
-  std::vector<uint16_t> out[2][4];
+  std::vector<uint16_t> out[2][5];
   const DType both[] = {t, DType::kF32};
   for (int k = 0; k < 2; ++k) {
     const DType d = both[k];
     Tensor a = tensor(x, s, d), c = tensor(y, s, d), r = zeros(s, d), g = zeros(s, d);
     b.relu_forward(a, r);
     b.relu_backward(r, c, g);
-    Tensor sum = zeros(s, d), acc = tensor(y, s, d);
+    Tensor sum = zeros(s, d), acc = tensor(y, s, d), in_place = tensor(y, s, d);
     b.add(a, c, sum);
     b.accumulate(a, acc);
+    b.relu_backward(r, in_place, in_place);  // dx may be dy
     out[k][0] = bits(r), out[k][1] = bits(g), out[k][2] = bits(sum), out[k][3] = bits(acc);
+    out[k][4] = bits(in_place);
   }
-  const char* names[] = {"relu", "relu backward", "add", "accumulate"};
-  for (int i = 0; i < 4; ++i) expect_same_bits(out[0][i], out[1][i], names[i]);
+  const char* names[] = {"relu", "relu backward", "add", "accumulate", "relu backward in place"};
+  for (int i = 0; i < 5; ++i) expect_same_bits(out[0][i], out[1][i], names[i]);
+  expect_same_bits(out[0][4], out[0][1], "relu backward in place, against apart");
 }
 
 TEST_P(StoredOps, BatchNormEachWayIsTheOpOnF32CopiesRounded) {

@@ -373,32 +373,6 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, con
   bias_add(f32.in(b_s), y);
 }
 
-// Where the plan's oneDNN forward has the ReLU (fuses_relu), the bias and the ReLU inside the
-// primitive, on the stored bf16 tensors or on f32 views; else the Backend's ops one after the
-// other. The same values as those (in f32; in bf16 a value that rounds to -0 is +0 here, where
-// the ReLU precedes the rounding).
-void CpuBackend::conv_relu_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
-                                   const Tensor* b_s, Tensor& y_s) {
-  const auto& plan = cpu_plan(plan_);
-  const OnednnConv* conv = plan.runs_onednn(ConvPass::kForward);
-  if (!conv || !conv->fuses_relu()) return Backend::conv_relu_forward(plan_, x_s, w_s, b_s, y_s);
-  void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
-  if (native_pass(plan, ConvPass::kForward)) {
-    check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
-    if (b_s) check_conv_bias(plan.desc(), *b_s, conv->operands());
-    return conv->forward_relu(x_s.raw(), w_s.raw(), b_s ? b_s->raw() : nullptr, y_s.raw(), ws);
-  }
-  F32Views f32(*this);
-  const Tensor& x = f32.in(x_s);
-  const Tensor& w = f32.in(w_s);
-  const Tensor* b = b_s ? &f32.in(*b_s) : nullptr;
-  Tensor& y = f32.out(y_s);
-  check_conv_tensors(plan.desc(), x, w, y);
-  if (b) check_conv_bias(plan.desc(), *b, DType::kF32);
-  conv->forward_relu(x.data<float>(), w.data<float>(), b ? b->data<float>() : nullptr,
-                     y.data<float>(), ws);
-}
-
 void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, const Tensor& w_s,
                                     Tensor& dx_s) {
   const auto& plan = cpu_plan(plan_);

@@ -93,7 +93,6 @@ struct OnednnConv::Pass {
     bytes += aligned(scratchpad.get_size());
   }
 
-  bool has_bias() const { return operands.size() > 3; }
   void run(const void* a, const void* b, void* out, void* workspace,
            const void* bias = nullptr) const {
     try {
@@ -165,7 +164,6 @@ struct Problem {
   memory::desc plain_w() const { return {w, type, w_tag}; }
   memory::desc plain_y() const { return {y, type, Tag::nchw}; }
   memory::desc plain_bias() const { return {{y[1]}, type, Tag::a}; }
-  memory::desc channel_bias() const { return {{1, y[1], 1, 1}, type, Tag::nchw}; }
   memory::desc any(const memory::dims& dims) const { return {dims, type, Tag::any}; }
 };
 
@@ -199,29 +197,15 @@ bool unchecked_winograd(const std::string& implementation) {
 
 using ForwardDesc = dnnl::convolution_forward::primitive_desc;
 
-ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo,
-                         const dnnl::primitive_attr& attr = user_scratchpad()) {
+ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo) {
   const auto kind = dnnl::prop_kind::forward_training;
   if (p.bias) {
     return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.plain_bias(), p.any(p.y), p.strides,
                         p.pad_l, p.pad_r},
-                       attr, onednn_cpu_engine());
+                       user_scratchpad(), onednn_cpu_engine());
   }
   return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
-                     attr, onednn_cpu_engine());
-}
-
-// The post-ops of a forward with its ReLU: an f32 plan's bias added to the f32 result first (a
-// binary add of a [1, K, 1, 1] tensor: the same one addition as bias_add's on the stored result,
-// where oneDNN's own bias may be added in another order), then max(., 0). A bf16 plan's bias is
-// the primitive's, as in its forward without the ReLU.
-dnnl::primitive_attr relu_attr(const Problem& p, bool binary_bias) {
-  dnnl::primitive_attr attr = user_scratchpad();
-  dnnl::post_ops ops;
-  if (binary_bias) ops.append_binary(dnnl::algorithm::binary_add, p.channel_bias());
-  ops.append_eltwise(1.f, dnnl::algorithm::eltwise_relu, 0.f, 0.f);
-  attr.set_post_ops(ops);
-  return attr;
+                     user_scratchpad(), onednn_cpu_engine());
 }
 
 memory::data_type onednn_type(DType t) {
@@ -316,34 +300,6 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType opera
   }
   if (operands != DType::kF32) refuse_reference_loops(d, name);
   if (adds_bias_) without_bias_ = forward_without_bias(d, algorithm);
-  if (d.relu) with_relu_ = forward_with_relu(d, algorithm);
-}
-
-// The forward pass with the layer's bias and the ReLU inside the primitive (relu_attr), for
-// conv_relu_forward; null where oneDNN has none but its reference loops, or none at all (the ops
-// then run one after the other).
-std::unique_ptr<OnednnConv::Pass> OnednnConv::forward_with_relu(const ConvDesc& d,
-                                                                OnednnAlgorithm algorithm) const {
-  const Problem p(d, onednn_type(operands_));  // a bf16 problem adds its bias itself
-  const bool binary_bias = d.bias && !p.bias;
-  const dnnl::algorithm algo = dnnl_algorithm(algorithm);
-  try {
-    const ForwardDesc fwd = forward_desc(p, algo, relu_attr(p, binary_bias));
-    std::vector<Operand> ops = {operand(DNNL_ARG_SRC, p.plain_x(), false),
-                                operand(DNNL_ARG_WEIGHTS, p.plain_w(), false),
-                                operand(DNNL_ARG_DST, p.plain_y(), true)};
-    if (p.bias) ops.push_back(operand(DNNL_ARG_BIAS, p.plain_bias(), false));
-    if (binary_bias) {
-      ops.push_back(
-          operand(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1, p.channel_bias(), false));
-    }
-    auto pass = std::make_unique<Pass>(dnnl::convolution_forward(fwd), fwd, std::move(ops));
-    pass->layout = layout_name(fwd.src_desc());
-    if (pass->implementation.rfind("ref", 0) == 0) return nullptr;
-    return pass;
-  } catch (const dnnl::error&) {
-    return nullptr;
-  }
 }
 
 // The forward pass of a bias plan without its bias, for callers that add it apart (the Backend's
@@ -380,12 +336,9 @@ void OnednnConv::refuse_reference_loops(const ConvDesc& d, std::string_view name
 OnednnConv::~OnednnConv() = default;
 
 size_t OnednnConv::workspace_bytes(ConvPass pass) const {
-  size_t bytes = passes_[static_cast<int>(pass)]->bytes;
-  if (pass != ConvPass::kForward) return bytes;
-  for (const auto* variant : {&without_bias_, &with_relu_}) {
-    if (*variant) bytes = std::max(bytes, (*variant)->bytes);
-  }
-  return bytes;
+  const size_t bytes = passes_[static_cast<int>(pass)]->bytes;
+  return pass == ConvPass::kForward && without_bias_ ? std::max(bytes, without_bias_->bytes)
+                                                     : bytes;
 }
 
 std::string OnednnConv::algorithm(ConvPass pass) const {
@@ -408,14 +361,6 @@ void OnednnConv::forward(const void* x, const void* w, const void* bias, void* y
   if (bias && !adds_bias_) throw InvalidArgument("this convolution's plan has no bias to add");
   if (!bias && adds_bias_) return without_bias_->run(x, w, y, workspace);
   passes_[0]->run(x, w, y, workspace, bias);
-}
-void OnednnConv::forward_relu(const void* x, const void* w, const void* bias, void* y,
-                              void* workspace) const {
-  if (!with_relu_) throw InvalidArgument("this convolution's plan has no forward with its ReLU");
-  if (static_cast<bool>(bias) != with_relu_->has_bias()) {
-    throw InvalidArgument("this convolution's forward with its ReLU takes its layer's bias");
-  }
-  with_relu_->run(x, w, y, workspace, bias);
 }
 void OnednnConv::backward_data(const void* dy, const void* w, void* dx, void* workspace) const {
   passes_[1]->run(dy, w, dx, workspace);

@@ -55,11 +55,6 @@ class OnednnConv {
   // NCHW operands of operands(), KCRS weights; `bias` only if adds_bias(), which then also runs
   // without it. `workspace` is 64-byte aligned, workspace_bytes(pass) long.
   void forward(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
-  // A plan of a layer with its ReLU (d.relu): whether oneDNN applies the ReLU, after the bias, in
-  // the forward primitive (an eltwise post-op on the f32 result, before the one rounding), and
-  // that forward. `bias` is the layer's (f32 or bf16, as the operands), null when it has none.
-  bool fuses_relu() const { return with_relu_ != nullptr; }
-  void forward_relu(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
   void backward_data(const void* dy, const void* w, void* dx, void* workspace) const;
   void backward_filter(const void* x, const void* dy, void* dw, void* workspace) const;
 
@@ -71,8 +66,6 @@ class OnednnConv {
   DType operands_ = DType::kF32;
   bool adds_bias_ = false;
   std::unique_ptr<Pass> without_bias_;  // adds_bias(): the forward pass without its bias
-  std::unique_ptr<Pass> with_relu_;     // fuses_relu(): the forward with its bias and ReLU
-  std::unique_ptr<Pass> forward_with_relu(const ConvDesc& d, OnednnAlgorithm algorithm) const;
   void refuse_reference_loops(const ConvDesc& d, std::string_view name) const;
   std::unique_ptr<Pass> forward_without_bias(const ConvDesc& d, OnednnAlgorithm algorithm) const;
 };

@@ -32,11 +32,11 @@ class CpuBackend : public Backend {
                           Tensor& dx) override;
   void conv_backward_filter(const ConvPlan& plan, const Tensor& x, const Tensor& dy,
                             Tensor& dw) override;
-  // Convolution, bias and ReLU in oneDNN's forward primitive (its eltwise post-op), where the
-  // plan's has them (conv.cpp).
+  // A convolution takes the ReLU after it over (the graph fuses the pair, Graph::fuse_relus): its
+  // forward is the Backend's conv_relu_forward, the ReLU in place on the fresh output. Not
+  // oneDNN's eltwise post-op: in oneDNN 2.6 that computes max(x, 0), which turns a NaN into 0
+  // where torch.relu, and relu_forward, pass it (tests/unit/cpu_conv_plan_test.cpp).
   bool fuses_conv_relu(const OpTypes&) const override { return true; }
-  void conv_relu_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor* b,
-                         Tensor& y) override;
   // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
   // a native bf16 plan's primitive.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,

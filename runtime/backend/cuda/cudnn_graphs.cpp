@@ -451,8 +451,13 @@ void ConvGraphs::choose_engines(cudnnHandle_t handle, const EngineChoice& choice
     } catch (const Error& e) {
       // A class with no engine for this pass (within the limit): the heuristic's choice, on a
       // graph built afresh, and the plan says why.
-      if (!choice.engine_class || e.kind() == ErrorKind::kOutOfMemory) throw;
+      // Only the class's lack of an engine (Unsupported, or none within the user's limit); a
+      // device or library failure stays an error.
+      const bool none =
+          e.kind() == ErrorKind::kUnsupported || e.kind() == ErrorKind::kInvalidArgument;
+      if (!choice.engine_class || !none) throw;
       refused = e.what();
+      refused = refused.substr(0, refused.find('\n'));  // not the frontend's per-plan list
       EngineChoice any = choice;
       any.engine_class.reset();
       build(pass, handle);

@@ -28,7 +28,6 @@ ConvDesc Conv2d::describe(const Shape& in, const OpTypes& types) const {
   d.pad_h = d.pad_w = o_.padding;
   d.groups = o_.groups;
   d.bias = o_.bias;
-  d.relu = relu_;
   return d;
 }
 
@@ -110,6 +109,7 @@ void Conv2d::gradients(const LayerContext& ctx, const LayerTensors& own, const T
 void Conv2d::backward_weights(const LayerContext& ctx, const LayerTensors& own,
                               const std::vector<const Tensor*>& x, const Tensor&,
                               const Tensor& dy) {
+  if (relu_) throw InvalidArgument("conv2d with its ReLU has one backward pass: backward_data");
   gradients(ctx, own, *x[0], dy, nullptr);
 }
 
@@ -118,7 +118,6 @@ std::vector<OpInstance> Conv2d::op_instances(const std::vector<Shape>& in) const
   op.kind = OpKind::kConv;
   op.in = in.at(0);
   op.conv = describe(op.in);
-  op.conv.relu = false;  // the op checker adds the fused pass where the backend fuses it
   op.bias = o_.bias;
   return {op};
 }
