@@ -267,6 +267,16 @@ size_t workspace_of(const fe::graph::Graph& g) {
   return static_cast<size_t>(ws);
 }
 
+// A convolution's x, w and y dims in NCHW (and KCRS) order, whatever their layout.
+struct ConvDims {
+  std::vector<int64_t> x, w, y;
+};
+ConvDims conv_dims(const ConvDesc& d) {
+  return {{d.batch, d.in_channels, d.height, d.width},
+          {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+          {d.batch, d.out_channels, d.out_h(), d.out_w()}};
+}
+
 }  // namespace
 
 EngineChoice conv_engine_choice(const BackendOptions& options, const OpTypes& types) {
@@ -300,10 +310,7 @@ struct ConvGraphs::Impl {
 // frontend to infer (and checked); every tensor's strides are NCHW-packed (the frontend's default
 // would be NHWC), the virtual conv output's included.
 void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t handle) {
-  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
-  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
-                                    d.kernel_w};
-  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  const auto [x_dims, w_dims, y_dims] = conv_dims(d);
   auto& p = impl_->passes[0];
   p = Impl::Pass{};
   const DType data = d.types.data, weights = d.types.params;
@@ -339,10 +346,7 @@ void ConvGraphs::build_forward(const ConvDesc& d, bool with_bias, cudnnHandle_t 
 
 // backward-data: dx = conv_dgrad(dy, w)
 void ConvGraphs::build_backward_data(const ConvDesc& d, cudnnHandle_t handle) {
-  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
-  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
-                                    d.kernel_w};
-  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  const auto [x_dims, w_dims, y_dims] = conv_dims(d);
   auto& p = impl_->passes[1];
   p = Impl::Pass{};
   p.graph = new_graph("conv_dgrad", d.types.data);
@@ -363,10 +367,7 @@ void ConvGraphs::build_backward_data(const ConvDesc& d, cudnnHandle_t handle) {
 
 // backward-filter: dw = conv_wgrad(dy, x)
 void ConvGraphs::build_backward_filter(const ConvDesc& d, cudnnHandle_t handle) {
-  const std::vector<int64_t> x_dims{d.batch, d.in_channels, d.height, d.width};
-  const std::vector<int64_t> w_dims{d.out_channels, d.in_channels / d.groups, d.kernel_h,
-                                    d.kernel_w};
-  const std::vector<int64_t> y_dims{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  const auto [x_dims, w_dims, y_dims] = conv_dims(d);
   auto& p = impl_->passes[2];
   p = Impl::Pass{};
   p.graph = new_graph("conv_wgrad", d.types.data);
