@@ -50,11 +50,12 @@ std::string conv_shape_text(const ConvDesc& d) {
 }
 
 std::string conv_plan_key(const ConvDesc& d) {
-  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {}", d.batch,
+  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {} w {}", d.batch,
                      d.in_channels, d.height, d.width, d.out_channels, d.kernel_h, d.kernel_w,
                      d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.groups, d.bias ? " bias" : "",
                      dtype_name(d.types.data), dtype_name(d.types.params),
-                     precision_name(d.types.math), layout_name(d.layout));
+                     precision_name(d.types.math), layout_name(d.layout),
+                     layout_name(d.weight_layout));
 }
 
 std::string_view conv_algo_choice_name(ConvAlgoChoice c) {

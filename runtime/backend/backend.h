@@ -59,6 +59,9 @@ struct ConvDesc {
   // How x, y and w (with their gradients) are stored: NCHW (w: KCRS), or channels-last NHWC
   // (w: KRSC), the backend's activation_layout for these types.
   Layout layout = Layout::kNCHW;
+  // How w and its gradient are stored: as `layout` says (kNCHW), or Layout::kOIhw16i16o, oneDNN's
+  // blocks (the CPU's f32 weights, where Backend::blocks_conv_weights).
+  Layout weight_layout = Layout::kNCHW;
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
@@ -392,6 +395,15 @@ class Backend : public DeviceMemory {
   }
   virtual void conv_relu_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y);
+  // Whether convolution weights whose output and input channels are multiples of 16 are best
+  // stored in Layout::kOIhw16i16o, with their compute copies, gradients and optimizer state (all
+  // in one order, so that the update stays element for element): the layout this backend's
+  // convolutions read and write weights in, so that fewer passes reorder them
+  // (ConvDesc::weight_layout). The master weights otherwise keep torchvision's KCRS.
+  virtual bool blocks_conv_weights(const OpTypes& types) const {
+    (void)types;
+    return false;
+  }
   // y[n, c, ...] += b[c], and db[c] = sum of dy over every axis but 1.
   virtual void bias_add(const Tensor& b, Tensor& y) = 0;
   virtual void bias_backward(const Tensor& dy, Tensor& db) = 0;

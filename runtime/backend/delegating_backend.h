@@ -31,6 +31,9 @@ class DelegatingBackend : public Backend {
     return inner_->matmul_arithmetic(t);
   }
   Layout activation_layout(const OpTypes& t) const override { return inner_->activation_layout(t); }
+  bool blocks_conv_weights(const OpTypes& t) const override {
+    return inner_->blocks_conv_weights(t);
+  }
   const Clock& clock() const override { return inner_->clock(); }
   StreamRef stream() const override { return inner_->stream(); }
 

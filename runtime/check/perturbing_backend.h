@@ -28,6 +28,9 @@ class PerturbingBackend final : public DelegatingBackend {
     return inner().fuses_batch_norm_relu(t);
   }
   bool fuses_conv_relu(const OpTypes& t) const override { return inner().fuses_conv_relu(t); }
+  bool blocks_conv_weights(const OpTypes& t) const override {
+    return inner().blocks_conv_weights(t);
+  }
   void conv_relu_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor* b,
                          Tensor& y) override;
   void conv_bias_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor& b,

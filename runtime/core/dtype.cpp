@@ -73,6 +73,16 @@ std::optional<Precision> parse_precision(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view layout_name(Layout l) { return l == Layout::kNCHW ? "NCHW" : "NHWC"; }
+std::string_view layout_name(Layout l) {
+  switch (l) {
+    case Layout::kNCHW:
+      return "NCHW";
+    case Layout::kNHWC:
+      return "NHWC";
+    case Layout::kOIhw16i16o:
+      return "OIhw16i16o";
+  }
+  return "?";
+}
 
 }  // namespace dlb

@@ -23,7 +23,14 @@ inline constexpr Precision kPrecisions[] = {Precision::kFp32, Precision::kTf32, 
 std::string_view precision_name(Precision p);
 std::optional<Precision> parse_precision(std::string_view s);
 
-enum class Layout { kNCHW, kNHWC };
+// How a 4-D tensor's elements are stored, its shape always the logical NCHW (KCRS) one:
+// - kNCHW: row-major over that shape (a weight: KCRS, torchvision's);
+// - kNHWC: channels last (a weight: KRSC), the CUDA backend's for 16-bit activations;
+// - kOIhw16i16o: a weight in oneDNN's blocks (its ABcd16b16a): [K/16][C/16][R][S][16 c][16 k],
+//   the CPU's for f32 convolution weights whose K and C are multiples of 16. The layout oneDNN's
+//   direct convolution reads weights in and writes their gradient in, here.
+// runtime/core/layout_order.h moves bytes between a layout and logical order.
+enum class Layout { kNCHW, kNHWC, kOIhw16i16o };
 std::string_view layout_name(Layout l);
 
 }  // namespace dlb

@@ -297,13 +297,16 @@ void Graph::declare_request(int i, const TensorRequest& r) {
   const bool activation = r.kind == TensorKind::kSaved || r.kind == TensorKind::kScratch;
   info.category = activation ? MemCategory::kActivations : MemCategory::kWeights;
   if (r.compute_copy) {
-    // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC).
+    // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC),
+    // or as its blocked value is (OIhw16i16o).
     info.name += " (compute copy)";
-    info.layout = stored(activation_layout_, r.shape);
+    info.layout = r.layout != Layout::kNCHW ? r.layout : stored(activation_layout_, r.shape);
   } else if (activation) {
     // Stored like the node's output (a dropout mask is read element by element with it; a
     // masked gradient is the output's gradient, masked).
     info.layout = stored(output_layout(i), r.shape);
+  } else if (r.kind == TensorKind::kParam) {
+    info.layout = r.layout;  // torchvision's, or the backend's blocks (blocks_conv_weights)
   }
   const int id = declare_tensor(std::move(info));
   if (r.kind == TensorKind::kParam && !r.compute_copy) param_ids_[i].push_back(id);
@@ -374,11 +377,14 @@ void Graph::declare_gradients() {
       const std::string name = nodes_[i].name + "." + request.name;
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
-      // A conv weight's gradient is stored as its compute copy is (channels-last: KRSC).
+      // A conv weight's gradient is stored as the passes read the weight: as its compute copy
+      // (channels-last: KRSC), or as the weight itself where it is blocked (OIhw16i16o).
+      const Layout layout = request.layout != Layout::kNCHW
+                                ? request.layout
+                                : stored(activation_layout_, request.shape);
       const int grad =
           declare_tensor({name + ".grad", TensorKind::kParamGrad, request.shape, policy_.gradients,
-                          static_cast<int>(i), flat_id_, MemCategory::kGradients,
-                          stored(activation_layout_, request.shape), offset});
+                          static_cast<int>(i), flat_id_, MemCategory::kGradients, layout, offset});
       offset += request.shape.numel();
       values += request.shape.numel();
       grad_gaps_.push_back({offset, gap, fmt::format("gap after the gradient of {}", name)});
@@ -469,6 +475,7 @@ void Graph::check_traits(Backend& backend) const {
   if (traits.activation_layout != traits_.activation_layout ||
       traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
       traits.fuses_conv_relu != traits_.fuses_conv_relu || traits.guarded != traits_.guarded ||
+      traits.blocks_conv_weights != traits_.blocks_conv_weights ||
       traits.saves_pool_argmax != traits_.saves_pool_argmax) {
     throw InvalidArgument(
         "the graph was declared for a backend that stores, fuses or saves its tensors otherwise, "

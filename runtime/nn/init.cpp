@@ -3,6 +3,8 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/core/layout_order.h"
+
 namespace dlb {
 
 void init_weight_and_bias(Backend& backend, Init init, Rng& rng, Tensor& weight, Tensor& bias) {
@@ -27,7 +29,10 @@ void init_weight_and_bias(Backend& backend, Init init, Rng& rng, Tensor& weight,
       for (float& v : w) v = rng.normal(0.f, 0.01f);
       break;
   }
-  backend.copy_from_host(w.data(), weight);
+  // Drawn in torchvision's order; stored as the weight's layout says.
+  std::vector<float> stored(w.size());
+  relayout_floats(weight.shape(), Layout::kNCHW, w.data(), weight.layout(), stored.data());
+  backend.copy_from_host(stored.data(), weight);
   if (bias.defined()) backend.copy_from_host(b.data(), bias);
 }
 

@@ -3,13 +3,15 @@
 #include <fmt/format.h>
 
 #include "runtime/core/error.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 
 HostTensor to_host(Backend& backend, const Tensor& t) {
-  HostTensor h{t.dtype(), t.shape(), std::vector<uint8_t>(t.bytes())};
-  backend.copy_to_host(t, h.bytes.data());
-  return h;
+  std::vector<uint8_t> stored(t.bytes());
+  backend.copy_to_host(t, stored.data());
+  return {t.dtype(), t.shape(),
+          to_logical_order(t.layout(), t.shape(), dtype_size(t.dtype()), stored)};
 }
 
 void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::string& name) {
@@ -20,7 +22,10 @@ void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::stri
                                       dtype_name(t.dtype()), t.shape().str(), dtype_name(h.dtype),
                                       h.shape.str()));
   }
-  backend.copy_from_host(h.bytes.data(), t);
+  if (scalar) return backend.copy_from_host(h.bytes.data(), t);
+  const std::vector<uint8_t> stored =
+      to_stored_order(t.layout(), t.shape(), dtype_size(t.dtype()), h.bytes);
+  backend.copy_from_host(stored.data(), t);
 }
 
 void load_entry(Backend& backend, const StateDict& in, const std::string& key, Tensor& t,
@@ -31,8 +36,11 @@ void load_entry(Backend& backend, const StateDict& in, const std::string& key, T
   used.push_back(key);
 }
 
-void LayerDeclaration::param(const std::string& name, const Shape& shape, DType dtype) {
-  requests_.push_back({name, TensorKind::kParam, shape, dtype, false});
+void LayerDeclaration::param(const std::string& name, const Shape& shape, DType dtype,
+                             Layout layout) {
+  TensorRequest r{name, TensorKind::kParam, shape, dtype, false};
+  r.layout = layout;
+  requests_.push_back(std::move(r));
 }
 
 void LayerDeclaration::buffer(const std::string& name, const Shape& shape, DType dtype) {
@@ -51,7 +59,10 @@ void LayerDeclaration::scratch(const std::string& name, const Shape& shape, DTyp
 void LayerDeclaration::compute_copy(const std::string& name, DType dtype) {
   for (const TensorRequest& r : requests_) {
     if (r.kind != TensorKind::kParam || r.compute_copy || r.name != name) continue;
-    if (r.dtype != dtype) requests_.push_back({name, TensorKind::kParam, r.shape, dtype, true});
+    if (r.dtype == dtype) return;
+    TensorRequest copy{name, TensorKind::kParam, r.shape, dtype, true};
+    copy.layout = r.layout;  // stored as the value it is rounded from, element for element
+    requests_.push_back(std::move(copy));
     return;
   }
   throw InvalidArgument(fmt::format("a compute copy of '{}', which is not a parameter", name));
@@ -139,6 +150,7 @@ BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
   t.activation_layout = backend.activation_layout(types);
   t.fuses_batch_norm_relu = backend.fuses_batch_norm_relu(types);
   t.fuses_conv_relu = backend.fuses_conv_relu(types);
+  t.blocks_conv_weights = backend.blocks_conv_weights(types);
   t.guarded = backend.allocator().guarded();
   t.saves_pool_argmax = backend.saves_pool_argmax();
   return t;
@@ -163,12 +175,13 @@ StandaloneTensors setup_standalone(Layer& layer, Backend& backend, const std::ve
                                      ? MemCategory::kActivations
                                      : MemCategory::kWeights;
     table.push_back(backend.empty(r.shape, r.dtype, category,
-                                  r.compute_copy ? r.name + " (compute copy)" : r.name));
+                                  r.compute_copy ? r.name + " (compute copy)" : r.name, r.layout));
     out.tensors.add(r, static_cast<int>(table.size()) - 1);
   }
   for (const TensorRequest& r : declared.requests()) {
     if (r.kind != TensorKind::kParam || r.compute_copy) continue;
-    table.push_back(backend.empty(r.shape, policy.gradients, MemCategory::kGradients, r.name));
+    table.push_back(
+        backend.empty(r.shape, policy.gradients, MemCategory::kGradients, r.name, r.layout));
     out.tensors.add_grad(r.name, static_cast<int>(table.size()) - 1);
   }
   layer.plan(LayerPlanning{backend, in, policy});

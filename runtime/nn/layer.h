@@ -59,6 +59,9 @@ struct TensorRequest {
   // kScratch only: it may take the bytes of the layer's output gradient, which its pass then
   // overwrites (Graph::overlay_scratch decides: where nothing else reads that gradient).
   bool over_output_gradient = false;
+  // kParam: how its value, compute copy, gradient and optimizer state are stored (kNCHW: as the
+  // graph decides, torchvision's for the value).
+  Layout layout = Layout::kNCHW;
 };
 
 // What declaring a graph needs to know of the backend that will run it (none of it allocates).
@@ -68,6 +71,7 @@ struct BackendTraits {
   bool guarded = false;                      // --memory-guard: a zone after every gradient
   bool saves_pool_argmax = false;            // Backend::saves_pool_argmax
   bool fuses_conv_relu = false;              // Backend::fuses_conv_relu
+  bool blocks_conv_weights = false;          // Backend::blocks_conv_weights
   static BackendTraits of(Backend& backend, const OpTypes& types);
 };
 
@@ -80,7 +84,10 @@ class LayerDeclaration {
   const PrecisionPolicy& policy;
   const BackendTraits traits;  // of the backend that will run it, where one is known
 
-  void param(const std::string& name, const Shape& shape, DType dtype);
+  // A parameter stored in `layout` (with its gradient and optimizer state): torchvision's, or
+  // one the backend's passes read without a reorder (BackendTraits::blocks_conv_weights).
+  void param(const std::string& name, const Shape& shape, DType dtype,
+             Layout layout = Layout::kNCHW);
   void buffer(const std::string& name, const Shape& shape, DType dtype);
   void saved(const std::string& name, const Shape& shape, DType dtype);
   // Written and read within the layer's (first) backward pass and dead after it: planned like an
@@ -282,6 +289,8 @@ void load_layer_state(Backend& backend, const LayerTensors& tensors, const std::
                       const StateDict& in, std::vector<std::string>& used);
 
 // Helpers shared by layer implementations.
+// A tensor's values in logical order (NCHW, KCRS: runtime/core/layout_order.h), whatever its
+// layout stores them in; and back, checking dtype and shape.
 HostTensor to_host(Backend& backend, const Tensor& t);
 void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::string& name);
 // Reads `prefix + name` from `in` into `t`; throws InvalidArgument if missing or mismatched.

@@ -9,10 +9,11 @@ namespace dlb {
 std::vector<int> Optimizer::declare_state(const Graph& graph, std::vector<TensorInfo>& table) {
   std::vector<int> ids;
   for (const ParamIds& p : graph.flat_params()) {
-    const Shape shape = graph.tensor_infos().at(p.value).shape;
-    ids.push_back(declare_tensor(
-        table, {"momentum of " + p.name, TensorKind::kBuffer, shape, graph.policy().optimizer_state,
-                -1, -1, MemCategory::kOptimizerState}));
+    // Stored as the value it updates (elementwise: a blocked weight's momentum is blocked).
+    const TensorInfo& value = graph.tensor_infos().at(p.value);
+    ids.push_back(declare_tensor(table, {"momentum of " + p.name, TensorKind::kBuffer, value.shape,
+                                         graph.policy().optimizer_state, -1, -1,
+                                         MemCategory::kOptimizerState, value.layout}));
   }
   return ids;
 }

@@ -67,7 +67,7 @@ TEST_P(Gradcheck, Linear) {
 }
 
 // A convolution that applies the ReLU after it (as the graph gives it one: Conv2d::fuse_relu):
-// its forward with the ReLU (oneDNN's post-op on the CPU), its one backward pass from the masked
+// its forward with the ReLU (in place after the convolution), its one backward pass from the masked
 // gradient. The kink is in its output: probes that straddle it are skipped.
 TEST_P(Gradcheck, Conv2dWithItsRelu) {
   for (bool bias : {true, false}) {

@@ -17,6 +17,7 @@ class ReportsChannelsLast final : public CpuBackend {
   Layout activation_layout(const OpTypes& t) const override {
     return t.data == DType::kF32 ? Layout::kNCHW : Layout::kNHWC;
   }
+  bool blocks_conv_weights(const OpTypes&) const override { return false; }  // as CUDA's
 };
 
 struct Case {

@@ -127,15 +127,17 @@ const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
 }
 
 // The tensors of a pass that computes on `operands`: f32 views, or the stored 16-bit tensors.
+// The weight (or its gradient) is stored as the plan's desc says (ConvDesc::weight_layout).
 void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
                         DType operands = DType::kF32) {
   for (auto [t, what] : {std::pair{&x, "conv input"}, {&w, "conv weight"}, {&y, "conv output"}}) {
-    if (operands == DType::kF32) {
+    const Layout layout = t == &w ? d.weight_layout : Layout::kNCHW;
+    if (operands == DType::kF32 && layout == Layout::kNCHW) {
       check_f32(*t, what);
-    } else if (t->dtype() != operands || t->layout() != Layout::kNCHW) {
-      throw InvalidArgument(fmt::format("{} is {} {}; this convolution's plan takes {} NCHW", what,
+    } else if (!t->defined() || t->dtype() != operands || t->layout() != layout) {
+      throw InvalidArgument(fmt::format("{} is {} {}; this convolution's plan takes {} {}", what,
                                         dtype_name(t->dtype()), layout_name(t->layout()),
-                                        dtype_name(operands)));
+                                        dtype_name(operands), layout_name(layout)));
     }
   }
   const Shape xs{d.batch, d.in_channels, d.height, d.width};

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/core/layout_order.h"
+
 namespace dlb {
 namespace {
 
@@ -15,6 +17,17 @@ constexpr size_t kMaxWorkspaceFloats = size_t{16} << 20;  // 64 MiB of columns p
 size_t floats_per_image(const ConvDesc& d) {
   const int64_t k = d.in_channels / d.groups * d.kernel_h * d.kernel_w;
   return static_cast<size_t>((k + d.out_channels / d.groups) * d.out_h() * d.out_w());
+}
+
+// Floats of the KCRS copy of weights stored otherwise (ConvDesc::weight_layout), which the GEMMs
+// read and write; none for KCRS weights.
+size_t relaid_weight_floats(const ConvDesc& d) {
+  if (d.weight_layout == Layout::kNCHW) return 0;
+  return static_cast<size_t>(d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w);
+}
+
+Shape weight_shape(const ConvDesc& d) {
+  return {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
 }
 
 // Columns of one image and one group: rows (c, ki, kj), columns the output pixels; written at
@@ -73,18 +86,18 @@ void col2im(const ConvDesc& d, const float* cols, int64_t ld, int64_t col0, floa
 
 std::optional<Im2colConv> Im2colConv::fit(const ConvDesc& d,
                                           std::optional<size_t> workspace_limit) {
-  const size_t per_image = floats_per_image(d);
+  const size_t per_image = floats_per_image(d), weights = relaid_weight_floats(d);
   size_t max_floats = kMaxWorkspaceFloats;
   if (workspace_limit) {
-    if (per_image * sizeof(float) > *workspace_limit) return std::nullopt;
-    max_floats = std::min(max_floats, *workspace_limit / sizeof(float));
+    if ((per_image + weights) * sizeof(float) > *workspace_limit) return std::nullopt;
+    max_floats = std::min(max_floats, *workspace_limit / sizeof(float) - weights);
   }
   return Im2colConv(d,
                     std::clamp<int64_t>(static_cast<int64_t>(max_floats / per_image), 1, d.batch));
 }
 
 size_t Im2colConv::min_workspace_bytes(const ConvDesc& d) {
-  return floats_per_image(d) * sizeof(float);
+  return (floats_per_image(d) + relaid_weight_floats(d)) * sizeof(float);
 }
 
 Im2colConv::Im2colConv(const ConvDesc& d, int64_t chunk)
@@ -97,14 +110,41 @@ Im2colConv::Im2colConv(const ConvDesc& d, int64_t chunk)
       chunk_(chunk) {}
 
 size_t Im2colConv::workspace_bytes() const {
-  return static_cast<size_t>((k_ + cout_g_) * hw_out_ * chunk_) * sizeof(float);
+  return (columns_floats() + relaid_weight_floats(d_)) * sizeof(float);
+}
+
+size_t Im2colConv::columns_floats() const {
+  return static_cast<size_t>((k_ + cout_g_) * hw_out_ * chunk_);
+}
+
+const float* Im2colConv::kcrs_weights(const float* w, float* workspace) const {
+  if (d_.weight_layout == Layout::kNCHW) return w;
+  float* kcrs = workspace + columns_floats();
+  relayout_floats(weight_shape(d_), d_.weight_layout, w, Layout::kNCHW, kcrs);
+  return kcrs;
+}
+
+void Im2colConv::forward(const float* x, const float* w, float* y, float* workspace) const {
+  gemm_forward(x, kcrs_weights(w, workspace), y, workspace);
+}
+
+void Im2colConv::backward_data(const float* dy, const float* w, float* dx, float* workspace) const {
+  gemm_backward_data(dy, kcrs_weights(w, workspace), dx, workspace);
+}
+
+void Im2colConv::backward_filter(const float* x, const float* dy, float* dw,
+                                 float* workspace) const {
+  if (d_.weight_layout == Layout::kNCHW) return gemm_backward_filter(x, dy, dw, workspace);
+  float* kcrs = workspace + columns_floats();
+  gemm_backward_filter(x, dy, kcrs, workspace);
+  relayout_floats(weight_shape(d_), Layout::kNCHW, kcrs, d_.weight_layout, dw);
 }
 
 std::string Im2colConv::algorithm() const {
   return fmt::format("im2col+sgemm ({} images per chunk)", chunk_);
 }
 
-void Im2colConv::forward(const float* x, const float* w, float* y, float* cols) const {
+void Im2colConv::gemm_forward(const float* x, const float* w, float* y, float* cols) const {
   const ConvDesc& d = d_;
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, d.batch - n0);
@@ -141,7 +181,7 @@ void gather_output_grad(const ConvDesc& d, const float* dy, int64_t n0, int64_t 
 }
 }  // namespace
 
-void Im2colConv::backward_data(const float* dy, const float* w, float* dx, float* cols) const {
+void Im2colConv::gemm_backward_data(const float* dy, const float* w, float* dx, float* cols) const {
   const ConvDesc& d = d_;
   std::fill(dx, dx + d.batch * d.in_channels * hw_in_, 0.f);
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
@@ -159,7 +199,8 @@ void Im2colConv::backward_data(const float* dy, const float* w, float* dx, float
   }
 }
 
-void Im2colConv::backward_filter(const float* x, const float* dy, float* dw, float* cols) const {
+void Im2colConv::gemm_backward_filter(const float* x, const float* dy, float* dw,
+                                      float* cols) const {
   const ConvDesc& d = d_;
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, d.batch - n0);

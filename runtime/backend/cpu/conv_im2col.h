@@ -20,13 +20,21 @@ class Im2colConv {
   size_t workspace_bytes() const;
   std::string algorithm() const;  // "im2col+sgemm (16 images per chunk)"
 
-  // NCHW f32 operands and KCRS weights; `workspace` holds workspace_bytes().
+  // NCHW f32 operands, and weights stored as ConvDesc::weight_layout says (the GEMMs read and
+  // write a KCRS copy of blocked ones, after the columns); `workspace` holds workspace_bytes().
   void forward(const float* x, const float* w, float* y, float* workspace) const;
   void backward_data(const float* dy, const float* w, float* dx, float* workspace) const;
   void backward_filter(const float* x, const float* dy, float* dw, float* workspace) const;
 
  private:
   Im2colConv(const ConvDesc& d, int64_t chunk);
+  size_t columns_floats() const;
+  // `w` where it is KCRS; else its KCRS copy, made in the workspace after the columns.
+  const float* kcrs_weights(const float* w, float* workspace) const;
+  // The passes on KCRS weights; `cols` holds the columns.
+  void gemm_forward(const float* x, const float* w, float* y, float* cols) const;
+  void gemm_backward_data(const float* dy, const float* w, float* dx, float* cols) const;
+  void gemm_backward_filter(const float* x, const float* dy, float* dw, float* cols) const;
   ConvDesc d_;
   int64_t cin_g_, cout_g_, k_, hw_out_, hw_in_, chunk_;
 };

@@ -148,7 +148,8 @@ struct Problem {
     y = {d.batch, d.out_channels, d.out_h(), d.out_w()};
     if (d.groups == 1) {
       w = {d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
-      w_tag = Tag::oihw;
+      // The weights as stored: KCRS, or already in the blocks the direct primitive reads.
+      w_tag = d.weight_layout == Layout::kOIhw16i16o ? Tag::OIhw16i16o : Tag::oihw;
     } else {
       w = {d.groups, d.out_channels / d.groups, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
       w_tag = Tag::goihw;

@@ -99,7 +99,7 @@ void CpuBackend::fill(Tensor& t, float value) {
     std::fill(t.data<uint16_t>(), t.data<uint16_t>() + t.numel(), bits);
     return;
   }
-  check_f32(t, "fill");
+  if (t.layout() != Layout::kOIhw16i16o) check_f32(t, "fill");  // any layout: every element
   float* p = t.data<float>();
   std::fill(p, p + t.numel(), value);
 }

@@ -49,8 +49,9 @@ F32Views::~F32Views() {
 }
 
 Tensor& F32Views::view(const Tensor& t, bool read, Tensor* write_back) {
-  Tensor wide =
-      memory_.empty(t.shape(), DType::kF32, MemCategory::kWorkspace, "f32 copy of a 16-bit tensor");
+  // Converted element for element, so stored in the tensor's own layout.
+  Tensor wide = memory_.empty(t.shape(), DType::kF32, MemCategory::kWorkspace,
+                              "f32 copy of a 16-bit tensor", t.layout());
   if (read) convert(t, wide);
   views_.push_back({std::move(wide), write_back});
   return views_.back().wide;

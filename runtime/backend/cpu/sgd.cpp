@@ -1,11 +1,14 @@
 // SGD with momentum and weight decay, step for step as torch.optim.SGD (dampening 0); with loss
 // scaling, on the gradient times 1/scale, or skipped, as GradScaler.step.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
 namespace dlb {
@@ -34,10 +37,20 @@ struct SgdStep {
   }
 };
 
+// Elementwise over the stored elements: the three tensors must store them in one order.
+void check_same_layout(const Tensor& a, const Tensor& b, std::string_view what) {
+  if (a.layout() != b.layout() && a.shape().rank() == 4) {
+    throw InvalidArgument(fmt::format("{}: layouts differ ({} vs {})", what,
+                                      layout_name(a.layout()), layout_name(b.layout())));
+  }
+}
+
 void sgd(const SgdConfig& cfg, const Tensor& grad, float grad_factor, Tensor& momentum_buf,
          Tensor& param) {
   check_same_shape(grad, param, "sgd");
   check_same_shape(momentum_buf, param, "sgd momentum");
+  check_same_layout(grad, param, "sgd");
+  check_same_layout(momentum_buf, param, "sgd momentum");
   const float* g = grad.data<float>();
   float* buf = momentum_buf.data<float>();
   float* p = param.data<float>();
@@ -89,6 +102,9 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
   check_same_shape(grad, param, "sgd");
   check_same_shape(momentum_buf, param, "sgd momentum");
   check_same_shape(compute, param, "sgd compute copy");
+  check_same_layout(grad, param, "sgd");
+  check_same_layout(momentum_buf, param, "sgd momentum");
+  check_same_layout(compute, param, "sgd compute copy");
   const SgdStep step{cfg.lr, cfg.momentum, cfg.weight_decay, *factor};
   const auto* g = static_cast<const uint8_t*>(grad.raw());
   auto* out = static_cast<uint8_t*>(compute.raw());

@@ -48,10 +48,9 @@ const CudaConvPlan& cuda_plan(const ConvPlan& p) {
   return *plan;
 }
 
-}  // namespace
-
-std::unique_ptr<ConvPlan> CudaBackend::make_conv_plan(const ConvDesc& d) {
-  require(Op::kConv, d.types);
+// A problem a plan can be made for: groups that divide the channels, an output, and weights
+// stored as the activations' layout says.
+void check_conv_desc(const ConvDesc& d) {
   if (d.groups < 1 || d.in_channels % d.groups || d.out_channels % d.groups) {
     throw InvalidArgument(fmt::format("conv groups {} must divide {} input and {} output channels",
                                       d.groups, d.in_channels, d.out_channels));
@@ -60,6 +59,19 @@ std::unique_ptr<ConvPlan> CudaBackend::make_conv_plan(const ConvDesc& d) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
   }
+  if (d.weight_layout != Layout::kNCHW) {
+    throw Unsupported(
+        fmt::format("cuda convolutions read weights as the activations' layout says, "
+                    "not {}",
+                    layout_name(d.weight_layout)));
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<ConvPlan> CudaBackend::make_conv_plan(const ConvDesc& d) {
+  require(Op::kConv, d.types);
+  check_conv_desc(d);
   // Layers of the same shape share graphs and engines (as PyTorch's BenchmarkCache keys its
   // plans by the convolution's parameters): resnet50's 53 convolutions need far fewer.
   const std::string key = conv_plan_key(d);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/core/error.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 
@@ -45,9 +46,16 @@ Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
   return Shape{s[0], o_.out_channels, d.out_h(), d.out_w()};
 }
 
+Layout Conv2d::weight_layout(bool blocks) const {
+  const Shape w{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
+  return blocks && o_.groups == 1 && layout_holds(Layout::kOIhw16i16o, w) ? Layout::kOIhw16i16o
+                                                                          : Layout::kNCHW;
+}
+
 void Conv2d::declare(LayerDeclaration& d) const {
   const DType master = d.policy.master_weights, compute = d.policy.compute_weights;
-  d.param("weight", {o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel}, master);
+  d.param("weight", {o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel}, master,
+          weight_layout(d.traits.blocks_conv_weights));
   if (o_.bias) d.param("bias", {o_.out_channels}, master);
   d.compute_copy("weight", compute);
   if (o_.bias) d.compute_copy("bias", compute);
@@ -63,6 +71,7 @@ void Conv2d::require(const Backend& backend, const PrecisionPolicy& policy) cons
 void Conv2d::plan(const LayerPlanning& p) {
   ConvDesc d = describe(p.in.at(0), p.op_types());
   d.layout = p.backend.activation_layout(d.types);  // as the graph stores its tensors
+  d.weight_layout = weight_layout(p.backend.blocks_conv_weights(d.types));
   plan_ = p.backend.make_conv_plan(d);
 }
 

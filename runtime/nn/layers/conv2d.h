@@ -51,6 +51,11 @@ class Conv2d final : public Layer {
   }
 
   ConvDesc describe(const Shape& in, const OpTypes& types = {}) const;
+  // How the weight and everything stored with it (its gradient, its compute copy, its momentum)
+  // are stored: Layout::kOIhw16i16o where the backend blocks conv weights (`blocks`:
+  // Backend::blocks_conv_weights) and the channels fill oneDNN's blocks of 16 (ungrouped);
+  // torchvision's KCRS (or the compute copy's channels-last) elsewhere.
+  Layout weight_layout(bool blocks) const;
   const ConvPlan& plan() const { return *plan_; }
 
  private:

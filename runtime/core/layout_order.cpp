@@ -1,0 +1,94 @@
+#include "runtime/core/layout_order.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "runtime/core/error.h"
+
+namespace dlb {
+namespace {
+
+constexpr int64_t kBlock = 16;  // kOIhw16i16o's block, of K and of C
+
+void check_holds(Layout layout, const Shape& shape) {
+  if (!layout_holds(layout, shape)) {
+    throw InvalidArgument(
+        fmt::format("a {} tensor cannot be stored {}", shape.str(), layout_name(layout)));
+  }
+}
+
+// Calls f(a, b) for every element of a 4-D `shape`, in logical order: its offsets in layouts
+// `a` and `b`.
+template <typename F>
+void for_each_element(const Shape& shape, Layout a, Layout b, F f) {
+  for (int64_t k = 0; k < shape[0]; ++k)
+    for (int64_t c = 0; c < shape[1]; ++c)
+      for (int64_t r = 0; r < shape[2]; ++r)
+        for (int64_t s = 0; s < shape[3]; ++s)
+          f(stored_offset(a, shape, k, c, r, s), stored_offset(b, shape, k, c, r, s));
+}
+
+std::vector<uint8_t> reorder(Layout layout, const Shape& shape, size_t element_bytes,
+                             const std::vector<uint8_t>& from, bool into_logical) {
+  check_holds(layout, shape);
+  if (from.size() != static_cast<size_t>(shape.numel()) * element_bytes) {
+    throw InvalidArgument(fmt::format("{} bytes for a {} tensor of {}-byte elements", from.size(),
+                                      shape.str(), element_bytes));
+  }
+  if (layout == Layout::kNCHW || shape.rank() != 4) return from;
+  std::vector<uint8_t> out(from.size());
+  for_each_element(shape, Layout::kNCHW, layout, [&](int64_t logical, int64_t stored) {
+    const size_t src = static_cast<size_t>(into_logical ? stored : logical) * element_bytes;
+    const size_t dst = static_cast<size_t>(into_logical ? logical : stored) * element_bytes;
+    std::memcpy(out.data() + dst, from.data() + src, element_bytes);
+  });
+  return out;
+}
+
+}  // namespace
+
+bool layout_holds(Layout layout, const Shape& shape) {
+  if (layout != Layout::kOIhw16i16o) return true;
+  return shape.rank() == 4 && shape[0] % kBlock == 0 && shape[1] % kBlock == 0;
+}
+
+int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, int64_t r,
+                      int64_t s) {
+  const int64_t cc = shape[1], rr = shape[2], ss = shape[3];
+  switch (layout) {
+    case Layout::kNCHW:
+      return ((k * cc + c) * rr + r) * ss + s;
+    case Layout::kNHWC:
+      return ((k * rr + r) * ss + s) * cc + c;
+    case Layout::kOIhw16i16o: {
+      const int64_t block = ((k / kBlock) * (cc / kBlock) + c / kBlock) * rr * ss + r * ss + s;
+      return block * kBlock * kBlock + (c % kBlock) * kBlock + k % kBlock;
+    }
+  }
+  return 0;
+}
+
+std::vector<uint8_t> to_logical_order(Layout layout, const Shape& shape, size_t element_bytes,
+                                      const std::vector<uint8_t>& stored) {
+  return reorder(layout, shape, element_bytes, stored, true);
+}
+
+std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t element_bytes,
+                                     const std::vector<uint8_t>& logical) {
+  return reorder(layout, shape, element_bytes, logical, false);
+}
+
+void relayout_floats(const Shape& shape, Layout from_layout, const float* from, Layout to_layout,
+                     float* to) {
+  check_holds(from_layout, shape);
+  check_holds(to_layout, shape);
+  if (shape.rank() != 4 || from_layout == to_layout) {
+    std::memcpy(to, from, static_cast<size_t>(shape.numel()) * sizeof(float));
+    return;
+  }
+  for_each_element(shape, from_layout, to_layout,
+                   [&](int64_t source, int64_t target) { to[target] = from[source]; });
+}
+
+}  // namespace dlb

@@ -1,0 +1,35 @@
+// A tensor's bytes between the order its layout stores them in and logical order (row-major over
+// its NCHW, or KCRS, shape), which the host sees: state_dict entries, initial weights, step dumps.
+// Pure index arithmetic: no backend, no allocation beyond the result.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "runtime/core/dtype.h"
+#include "runtime/core/shape.h"
+
+namespace dlb {
+
+// Whether a tensor of `shape` can be stored in `layout`: any shape in NCHW; a 4-D one in NHWC (any
+// other rank is stored NCHW); kOIhw16i16o needs 4-D with both leading dims multiples of 16.
+bool layout_holds(Layout layout, const Shape& shape);
+
+// Where logical element (k, c, r, s) of a 4-D `shape` is stored in `layout`, in elements.
+int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, int64_t r,
+                      int64_t s);
+
+// `stored` (a tensor of `shape` in `layout`, `element_bytes` per element) into logical order, and
+// back. NCHW, and any tensor that is not 4-D, is copied as it is. Throws InvalidArgument where
+// the layout cannot hold the shape, or the sizes differ.
+std::vector<uint8_t> to_logical_order(Layout layout, const Shape& shape, size_t element_bytes,
+                                      const std::vector<uint8_t>& stored);
+std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t element_bytes,
+                                     const std::vector<uint8_t>& logical);
+
+// Every f32 element of `from` (in `from_layout`) into `to` (in `to_layout`), both of `shape`:
+// one layout's weights for an algorithm that reads the other's.
+void relayout_floats(const Shape& shape, Layout from_layout, const float* from, Layout to_layout,
+                     float* to);
+
+}  // namespace dlb

@@ -1,0 +1,253 @@
+// Convolution weights stored in oneDNN's blocks (Layout::kOIhw16i16o, the CPU's for f32 weights
+// whose channels fill blocks of 16): the index arithmetic is oneDNN's own, every algorithm's
+// passes compute the same bits as on KCRS weights, and a model trains bit for bit as with KCRS
+// weights, its state_dict in torchvision's order either way.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <numeric>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/core/error.h"
+#include "runtime/core/layout_order.h"
+#include "runtime/core/rng.h"
+#include "runtime/nn/layers/batch_norm.h"
+#include "runtime/nn/layers/conv2d.h"
+#include "runtime/nn/layers/elementwise.h"
+#include "runtime/nn/layers/linear.h"
+#include "runtime/train/trainer.h"
+#include "workloads/data/dataset.h"
+
+namespace dlb {
+namespace {
+
+std::vector<uint8_t> bytes_of(const std::vector<float>& v) {
+  std::vector<uint8_t> b(v.size() * sizeof(float));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+std::vector<float> floats_of(const std::vector<uint8_t>& b) {
+  std::vector<float> v(b.size() / sizeof(float));
+  std::memcpy(v.data(), b.data(), b.size());
+  return v;
+}
+
+// Each element's logical index as its value, in oneDNN's own OIhw16i16o reorder and in ours.
+TEST(LayoutOrder, BlockedOffsetsAreOnednnsOIhw16i16o) {
+  const Shape s{32, 48, 3, 2};
+  std::vector<float> logical(static_cast<size_t>(s.numel()));
+  std::iota(logical.begin(), logical.end(), 0.f);
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const dnnl::memory::dims dims{32, 48, 3, 2};
+  using Tag = dnnl::memory::format_tag;
+  const auto f32 = dnnl::memory::data_type::f32;
+  dnnl::memory plain({dims, f32, Tag::oihw}, engine, logical.data());
+  std::vector<float> theirs(logical.size());
+  dnnl::memory blocked({dims, f32, Tag::OIhw16i16o}, engine, theirs.data());
+  dnnl::reorder(plain, blocked).execute(stream, plain, blocked);
+  stream.wait();
+  const std::vector<float> ours =
+      floats_of(to_stored_order(Layout::kOIhw16i16o, s, sizeof(float), bytes_of(logical)));
+  EXPECT_EQ(ours, theirs);
+  EXPECT_EQ(floats_of(to_logical_order(Layout::kOIhw16i16o, s, sizeof(float), bytes_of(ours))),
+            logical);
+  std::vector<float> relaid(logical.size());
+  relayout_floats(s, Layout::kOIhw16i16o, ours.data(), Layout::kNHWC, relaid.data());
+  EXPECT_EQ(relaid[static_cast<size_t>(stored_offset(Layout::kNHWC, s, 17, 33, 2, 1))],
+            logical[static_cast<size_t>(stored_offset(Layout::kNCHW, s, 17, 33, 2, 1))]);
+}
+
+TEST(LayoutOrder, BlocksHoldOnlyChannelsThatFillThem) {
+  EXPECT_TRUE(layout_holds(Layout::kOIhw16i16o, Shape{16, 32, 1, 1}));
+  EXPECT_FALSE(layout_holds(Layout::kOIhw16i16o, Shape{16, 24, 3, 3}));
+  EXPECT_FALSE(layout_holds(Layout::kOIhw16i16o, Shape{64, 3, 7, 7}));
+  EXPECT_FALSE(layout_holds(Layout::kOIhw16i16o, Shape{16, 16}));
+  EXPECT_THROW(to_stored_order(Layout::kOIhw16i16o, Shape{16, 24, 1, 1}, 4,
+                               std::vector<uint8_t>(16 * 24 * 4)),
+               InvalidArgument);
+  EXPECT_THROW(to_stored_order(Layout::kNCHW, Shape{2, 2}, 4, std::vector<uint8_t>(12)),
+               InvalidArgument);
+}
+
+// resnet50's layer3 bottleneck 3x3 at 64 px, batch 2 (stride 1, so Winograd has it too).
+ConvDesc layer(Layout weights) {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = 32, d.height = d.width = 8, d.out_channels = 48;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
+  d.weight_layout = weights;
+  return d;
+}
+
+struct Passes {
+  std::vector<float> y, dx, dw;  // dw in logical order
+};
+
+Tensor filled(CpuBackend& b, const Shape& s, const std::vector<float>& v) {
+  Tensor t = b.empty(s, DType::kF32, MemCategory::kActivations, "operand");
+  b.copy_from_host(v.data(), t);
+  return t;
+}
+
+std::vector<float> host(CpuBackend& b, const Tensor& t) {
+  std::vector<float> v(static_cast<size_t>(t.numel()));
+  b.copy_to_host(t, v.data());
+  return v;
+}
+
+// The three passes of `how` on random operands, the weights stored as `weights` says.
+Passes run(ConvAlgoChoice how, Layout weights) {
+  BackendOptions o;
+  o.conv_algo = how;
+  CpuBackend b(o);
+  const ConvDesc d = layer(weights);
+  const auto plan = b.make_conv_plan(d);
+  const Shape xs{d.batch, d.in_channels, d.height, d.width}, ys{d.batch, d.out_channels, 8, 8};
+  const Shape ws{d.out_channels, d.in_channels, 3, 3};
+  Rng rng(11);
+  auto draw = [&](const Shape& s) {
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (float& e : v) e = rng.normal(0.f, 1.f);
+    return v;
+  };
+  const std::vector<float> xv = draw(xs), wv = draw(ws), dyv = draw(ys);
+  Tensor x = filled(b, xs, xv), dy = filled(b, ys, dyv);
+  Tensor w =
+      filled(b, ws, floats_of(to_stored_order(weights, ws, 4, bytes_of(wv)))).with_layout(weights);
+  Tensor y = b.empty(ys, DType::kF32, MemCategory::kActivations, "y");
+  Tensor dx = b.empty(xs, DType::kF32, MemCategory::kActivations, "dx");
+  Tensor dw = b.empty(ws, DType::kF32, MemCategory::kGradients, "dw").with_layout(weights);
+  b.conv_forward(*plan, x, w, y);
+  b.conv_backward_data(*plan, dy, w, dx);
+  b.conv_backward_filter(*plan, x, dy, dw);
+  return {host(b, y), host(b, dx),
+          floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw))))};
+}
+
+TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
+  for (ConvAlgoChoice how : {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd,
+                             ConvAlgoChoice::kIm2col, ConvAlgoChoice::kHeuristic}) {
+    const Passes kcrs = run(how, Layout::kNCHW), blocked = run(how, Layout::kOIhw16i16o);
+    EXPECT_EQ(blocked.y, kcrs.y) << conv_algo_choice_name(how);
+    EXPECT_EQ(blocked.dx, kcrs.dx) << conv_algo_choice_name(how);
+    EXPECT_EQ(blocked.dw, kcrs.dw) << conv_algo_choice_name(how);
+  }
+}
+
+TEST(BlockedWeights, APassRefusesWeightsStoredOtherwiseThanItsPlan) {
+  CpuBackend b({});
+  const ConvDesc d = layer(Layout::kOIhw16i16o);
+  const auto plan = b.make_conv_plan(d);
+  Tensor x = b.empty({2, 32, 8, 8}, DType::kF32, MemCategory::kActivations, "x");
+  Tensor y = b.empty({2, 48, 8, 8}, DType::kF32, MemCategory::kActivations, "y");
+  Tensor kcrs = b.empty({48, 32, 3, 3}, DType::kF32, MemCategory::kWeights, "w");
+  EXPECT_THROW(b.conv_forward(*plan, x, kcrs, y), InvalidArgument);
+}
+
+// The CPU, but keeping every weight in torchvision's KCRS (fusing as the CPU does).
+class KcrsBackend final : public CpuBackend {
+ public:
+  KcrsBackend() : CpuBackend(BackendOptions{}) {}
+  bool blocks_conv_weights(const OpTypes&) const override { return false; }
+};
+
+// 3 -> 16 channels (KCRS: 3 does not fill a block), then 16 -> 32 and 32 -> 32 (blocked).
+Graph blockable_graph() {
+  Graph g(Shape{2, 3, 8, 8});
+  int x = g.add("conv1", std::make_unique<Conv2d>(Conv2dOptions{3, 16, 3, 1, 1}), {0});
+  x = g.add("bn1", std::make_unique<BatchNorm>(16), {x});
+  x = g.add("relu1", std::make_unique<Relu>(), {x});
+  Conv2dOptions plain{16, 32, 3, 2, 1};
+  plain.bias = false;
+  x = g.add("conv2", std::make_unique<Conv2d>(plain), {x});
+  x = g.add("relu2", std::make_unique<Relu>(), {x});
+  x = g.add("conv3", std::make_unique<Conv2d>(Conv2dOptions{32, 32, 1}), {x});
+  x = g.add("flatten", std::make_unique<Flatten>(), {x});
+  g.add("fc", std::make_unique<Linear>(32 * 4 * 4, 10), {x});
+  return g;
+}
+
+struct Trained {
+  std::vector<float> losses;
+  StateDict initial, trained;
+  std::vector<Layout> weight_layouts;
+  std::vector<TensorInfo> tensors;  // the model's
+};
+
+Trained train(Backend& b, SgdConfig sgd, Precision precision) {
+  Graph g = blockable_graph();
+  Rng rng(7);
+  g.declare_for(b, PrecisionPolicy::for_precision(precision));
+  TrainConfig tc;
+  tc.sgd = sgd;
+  Trainer t(b, g, tc, rng);
+  Trained out;
+  out.initial = g.state_dict();
+  const Dataset d = make_synthetic(2, 3, 8, 10, 4);
+  t.load_batch(d.images.data(), d.labels.data());
+  for (int s = 0; s < 3; ++s) t.step();
+  out.losses = t.take_losses();
+  out.trained = g.state_dict();
+  out.tensors = g.tensor_infos();
+  for (const char* conv : {"conv1", "conv2", "conv3"}) {
+    for (const TensorInfo& info : g.tensor_infos()) {
+      if (info.name == std::string(conv) + ".weight") out.weight_layouts.push_back(info.layout);
+    }
+  }
+  return out;
+}
+
+void expect_same_state(const StateDict& a, const StateDict& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (const auto& [name, t] : a) {
+    ASSERT_EQ(b.count(name), 1u) << name;
+    EXPECT_EQ(t.shape, b.at(name).shape) << name;
+    EXPECT_EQ(t.bytes, b.at(name).bytes) << name;
+  }
+}
+
+// In bf16 the f32 master, its momentum, the bf16 compute copy and the bf16 gradient are all
+// blocked (the update is element for element); in fp16 the convolutions compute on f32 views of
+// blocked tensors.
+TEST(BlockedWeights, AModelTrainsBitForBitAsWithKcrsWeights) {
+  const SgdConfig sgd{0.05f, 0.9f, 1e-4f};
+  for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+    CpuBackend cpu({});
+    KcrsBackend kcrs;
+    const Trained blocked = train(cpu, sgd, precision), plain = train(kcrs, sgd, precision);
+    const std::string_view name = precision_name(precision);
+    EXPECT_EQ(blocked.weight_layouts,
+              (std::vector<Layout>{Layout::kNCHW, Layout::kOIhw16i16o, Layout::kOIhw16i16o}))
+        << name;
+    EXPECT_EQ(plain.weight_layouts, std::vector<Layout>(3, Layout::kNCHW)) << name;
+    EXPECT_EQ(blocked.losses, plain.losses) << name;
+    expect_same_state(blocked.initial, plain.initial);  // drawn in torchvision's order
+    expect_same_state(blocked.trained, plain.trained);
+    for (const TensorInfo& info : blocked.tensors) {
+      if (info.name.rfind("conv2.weight", 0) == 0) {
+        EXPECT_EQ(info.layout, Layout::kOIhw16i16o) << name << " " << info.name;
+      }
+    }
+  }
+}
+
+// A state_dict (torchvision's order) loaded into blocked weights reads back as it was.
+TEST(BlockedWeights, AStateDictLoadsAndSavesInTorchvisionsOrder) {
+  KcrsBackend kcrs;
+  Graph source = blockable_graph();
+  Rng rng(21);
+  source.setup(kcrs, rng);
+  const StateDict state = source.state_dict();
+  CpuBackend cpu({});
+  Graph g = blockable_graph();
+  Rng other(22);
+  g.setup(cpu, other);
+  g.load_state_dict(state);
+  expect_same_state(g.state_dict(), state);
+}
+
+}  // namespace
+}  // namespace dlb
