@@ -60,7 +60,7 @@ struct ConvDesc {
   // (w: KRSC), the backend's activation_layout for these types.
   Layout layout = Layout::kNCHW;
   // How w and its gradient are stored: as `layout` says (kNCHW), or Layout::kOIhw16i16o, oneDNN's
-  // blocks (the CPU's f32 weights, where Backend::blocks_conv_weights).
+  // blocks (the CPU's weights whose channels fill them: Backend::blocks_conv_weights).
   Layout weight_layout = Layout::kNCHW;
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
@@ -334,9 +334,9 @@ class Backend : public DeviceMemory {
   virtual ProductArithmetic matmul_arithmetic(const OpTypes& types) const = 0;
   // How this backend stores 4-D activations of these types, with their gradients and the
   // convolution weights' compute copies and gradients: NCHW, or NHWC (channels last). A graph
-  // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS), and a
-  // tensor that a flatten reads is NCHW (flattening reads channel-major order). The CPU's is
-  // NCHW throughout.
+  // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS) unless the
+  // backend blocks them (blocks_conv_weights), and a tensor that a flatten reads is NCHW
+  // (flattening reads channel-major order). The CPU's activations are NCHW throughout.
   virtual Layout activation_layout(const OpTypes& types) const {
     (void)types;
     return Layout::kNCHW;

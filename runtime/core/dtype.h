@@ -27,8 +27,9 @@ std::optional<Precision> parse_precision(std::string_view s);
 // - kNCHW: row-major over that shape (a weight: KCRS, torchvision's);
 // - kNHWC: channels last (a weight: KRSC), the CUDA backend's for 16-bit activations;
 // - kOIhw16i16o: a weight in oneDNN's blocks (its ABcd16b16a): [K/16][C/16][R][S][16 c][16 k],
-//   the CPU's for f32 convolution weights whose K and C are multiples of 16. The layout oneDNN's
-//   direct convolution reads weights in and writes their gradient in, here.
+//   the CPU's for convolution weights whose K and C are multiples of 16 (with their gradients,
+//   compute copies and momentum). The layout oneDNN's direct convolution reads f32 weights in
+//   and writes their gradients in, on AVX-512.
 // runtime/core/layout_order.h moves bytes between a layout and logical order.
 enum class Layout { kNCHW, kNHWC, kOIhw16i16o };
 std::string_view layout_name(Layout l);

@@ -440,17 +440,19 @@ TEST(CudaTraining, Resnet18Bf16StepMatchesTheCpuBackendsBf16) {
     tc.sgd = SgdConfig{0.01f, 0.9f, 1e-4f};
     Trainer t(backend, g, tc, r);
     std::vector<std::vector<float>> before;
-    for (const auto& np : g.named_params()) {
-      std::vector<float> w(np.param.value.numel());
-      backend.copy_to_host(np.param.value, w.data());
-      before.push_back(std::move(w));
-    }
+    // In logical order: the CPU stores its convolution weights in oneDNN's blocks, the GPU KCRS.
+    const auto logical = [&](const Tensor& t) {
+      const HostTensor h = to_host(backend, t);
+      std::vector<float> v(static_cast<size_t>(t.numel()));
+      std::memcpy(v.data(), h.bytes.data(), h.bytes.size());
+      return v;
+    };
+    for (const auto& np : g.named_params()) before.push_back(logical(np.param.value));
     t.load_batch(images.data(), labels.data());
     t.step();
     size_t i = 0;
     for (const auto& np : g.named_params()) {
-      std::vector<float> w(np.param.value.numel());
-      backend.copy_to_host(np.param.value, w.data());  // the f32 master weights
+      const std::vector<float> w = logical(np.param.value);  // the f32 master weights
       for (size_t j = 0; j < w.size(); ++j) update->push_back(w[j] - before[i][j]);
       ++i;
     }

@@ -7,8 +7,10 @@
 #include <cstring>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <string>
 #include <vector>
 
+#include "runtime/backend/cpu/conv_im2col.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
@@ -83,8 +85,16 @@ ConvDesc layer(Layout weights) {
 }
 
 struct Passes {
-  std::vector<float> y, dx, dw;  // dw in logical order
+  std::vector<float> y, dx, dw;         // dw in logical order
+  std::vector<std::string> algorithms;  // per pass, as the plan names them
 };
+
+// The --conv-algo that names the algorithm a plan says it runs.
+ConvAlgoChoice named(const std::string& algorithm) {
+  if (algorithm.rfind("im2col", 0) == 0) return ConvAlgoChoice::kIm2col;
+  return algorithm.find("wino") != std::string::npos ? ConvAlgoChoice::kWinograd
+                                                     : ConvAlgoChoice::kOnednn;
+}
 
 Tensor filled(CpuBackend& b, const Shape& s, const std::vector<float>& v) {
   Tensor t = b.empty(s, DType::kF32, MemCategory::kActivations, "operand");
@@ -98,10 +108,13 @@ std::vector<float> host(CpuBackend& b, const Tensor& t) {
   return v;
 }
 
-// The three passes of `how` on random operands, the weights stored as `weights` says.
-Passes run(ConvAlgoChoice how, Layout weights) {
+// The three passes of `how` on random operands, the weights stored as `weights` says; with
+// `one_image`, in the least workspace im2col runs in (one image per chunk: the weight gradient
+// summed over chunks).
+Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false) {
   BackendOptions o;
   o.conv_algo = how;
+  if (one_image) o.workspace_limit = Im2colConv::min_workspace_bytes(layer(weights));
   CpuBackend b(o);
   const ConvDesc d = layer(weights);
   const auto plan = b.make_conv_plan(d);
@@ -123,18 +136,60 @@ Passes run(ConvAlgoChoice how, Layout weights) {
   b.conv_forward(*plan, x, w, y);
   b.conv_backward_data(*plan, dy, w, dx);
   b.conv_backward_filter(*plan, x, dy, dw);
+  std::vector<std::string> algorithms;
+  for (const PassAlgorithm& a : plan->algorithms()) algorithms.push_back(a.algorithm);
   return {host(b, y), host(b, dx),
-          floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw))))};
+          floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw)))), algorithms};
 }
 
 TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
-  for (ConvAlgoChoice how : {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd,
-                             ConvAlgoChoice::kIm2col, ConvAlgoChoice::kHeuristic}) {
+  for (ConvAlgoChoice how :
+       {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd, ConvAlgoChoice::kIm2col,
+        ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAuto}) {
     const Passes kcrs = run(how, Layout::kNCHW), blocked = run(how, Layout::kOIhw16i16o);
     EXPECT_EQ(blocked.y, kcrs.y) << conv_algo_choice_name(how);
     EXPECT_EQ(blocked.dx, kcrs.dx) << conv_algo_choice_name(how);
     EXPECT_EQ(blocked.dw, kcrs.dw) << conv_algo_choice_name(how);
   }
+  // Autotuning times each pass's candidates on blocked weights; each pass then computes the bits
+  // its algorithm computes on KCRS weights.
+  const Passes tuned = run(ConvAlgoChoice::kAutotune, Layout::kOIhw16i16o);
+  ASSERT_EQ(tuned.algorithms.size(), 3u);
+  EXPECT_EQ(tuned.y, run(named(tuned.algorithms[0]), Layout::kNCHW).y) << tuned.algorithms[0];
+  EXPECT_EQ(tuned.dx, run(named(tuned.algorithms[1]), Layout::kNCHW).dx) << tuned.algorithms[1];
+  EXPECT_EQ(tuned.dw, run(named(tuned.algorithms[2]), Layout::kNCHW).dw) << tuned.algorithms[2];
+  const Passes kcrs = run(ConvAlgoChoice::kIm2col, Layout::kNCHW, true);
+  const Passes blocked = run(ConvAlgoChoice::kIm2col, Layout::kOIhw16i16o, true);
+  EXPECT_EQ(blocked.y, kcrs.y);
+  EXPECT_EQ(blocked.dx, kcrs.dx);
+  EXPECT_EQ(blocked.dw, kcrs.dw);
+}
+
+// Under a workspace limit that holds no copy of the weights (resnet18's layer4 3x3: 9 MiB of
+// them), a pass that must reorder them (oneDNN's backward-data) gives way to im2col, which reads
+// blocked weights 16 channels at a time: one image's columns and that relay fit.
+TEST(BlockedWeights, ALimitBelowTheWeightsStillFitsIm2colsRelay) {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = d.out_channels = 512, d.height = d.width = 2;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
+  d.weight_layout = Layout::kOIhw16i16o;
+  BackendOptions o;
+  o.workspace_limit = size_t{1} << 20;
+  CpuBackend b(o);
+  const auto plan = b.make_conv_plan(d);
+  EXPECT_LE(plan->workspace_bytes(), *o.workspace_limit);
+  EXPECT_EQ(plan->algorithms()[1].algorithm.rfind("im2col", 0), 0u)
+      << plan->algorithms()[1].algorithm;
+}
+
+TEST(BlockedWeights, APlanRefusesBlocksTheWeightsCannotFill) {
+  CpuBackend b({});
+  ConvDesc d = layer(Layout::kOIhw16i16o);
+  d.in_channels = 24;
+  EXPECT_THROW(b.make_conv_plan(d), InvalidArgument);
+  d = layer(Layout::kOIhw16i16o);
+  d.groups = 2;
+  EXPECT_THROW(b.make_conv_plan(d), InvalidArgument);
 }
 
 TEST(BlockedWeights, APassRefusesWeightsStoredOtherwiseThanItsPlan) {

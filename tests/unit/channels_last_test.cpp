@@ -1,7 +1,7 @@
 // Where a graph stores its tensors for a backend whose 16-bit activations are channels-last (the
 // CUDA backend's choice, Backend::activation_layout), checked on the CPU backend told to report
 // that layout: the graph's decisions need no GPU, and nothing but setup runs here (the CPU backend
-// itself computes in NCHW only).
+// itself computes on NCHW activations only).
 #include <gtest/gtest.h>
 
 #include "runtime/backend/cpu/cpu_backend.h"

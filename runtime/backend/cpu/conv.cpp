@@ -18,6 +18,7 @@
 #include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/backend/cpu/parallel.h"
 #include "runtime/core/error.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 namespace {
@@ -175,7 +176,7 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   }
   return fmt::format(
       "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
-      "least {} (one image's columns), {}",
+      "least {} (one image's columns, and a relay of blocked weights), {}",
       "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
       format_bytes(Im2colConv::min_workspace_bytes(d)), onednn);
 }
@@ -186,15 +187,16 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
   const ConvDesc& d = plan.desc();
   plan.use(p, a);
   b.reserve_workspace(plan.workspace_bytes(p));
-  const auto zeros = [&](Shape shape, DType type) {
-    Tensor t = b.empty(std::move(shape), type, MemCategory::kWorkspace, "autotune operands");
+  const auto zeros = [&](Shape shape, DType type, Layout layout = Layout::kNCHW) {
+    Tensor t =
+        b.empty(std::move(shape), type, MemCategory::kWorkspace, "autotune operands", layout);
     b.fill(t, 0.f);
     return t;
   };
   // In the layer's own types, as the step will call it: a bf16 plan's forward adds the bias.
   Tensor x = zeros({d.batch, d.in_channels, d.height, d.width}, d.types.data);
-  Tensor w =
-      zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, d.types.params);
+  Tensor w = zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+                   d.types.params, d.weight_layout);
   Tensor y = zeros({d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data);
   Tensor bias = d.bias ? zeros({d.out_channels}, d.types.params) : Tensor();
   const auto once = [&] {
@@ -328,6 +330,12 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
   if (d.out_h() < 1 || d.out_w() < 1) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
+  }
+  const Shape w{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
+  if (d.weight_layout == Layout::kNHWC || (d.weight_layout != Layout::kNCHW && d.groups != 1) ||
+      !layout_holds(d.weight_layout, w)) {
+    throw InvalidArgument(fmt::format("conv weights {} (groups {}) cannot be stored {} here",
+                                      w.str(), d.groups, layout_name(d.weight_layout)));
   }
   auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_, candidates(conv_algo_, d));
   for (ConvPass p : kConvPasses) {

@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <cstring>
 
-#include "runtime/core/layout_order.h"
-
 namespace dlb {
 namespace {
 
@@ -19,15 +17,48 @@ size_t floats_per_image(const ConvDesc& d) {
   return static_cast<size_t>((k + d.out_channels / d.groups) * d.out_h() * d.out_w());
 }
 
-// Floats of the KCRS copy of weights stored otherwise (ConvDesc::weight_layout), which the GEMMs
-// read and write; none for KCRS weights.
-size_t relaid_weight_floats(const ConvDesc& d) {
+constexpr int64_t kBlock = 16;  // Layout::kOIhw16i16o's, of output and of input channels
+
+// Floats of the relay that the GEMMs read blocked weights through (ConvDesc::weight_layout): 16
+// output channels' KCRS rows, or 16 input channels' columns of every output channel, at a time;
+// none for KCRS weights.
+size_t relay_floats(const ConvDesc& d) {
   if (d.weight_layout == Layout::kNCHW) return 0;
-  return static_cast<size_t>(d.out_channels * (d.in_channels / d.groups) * d.kernel_h * d.kernel_w);
+  return static_cast<size_t>(kBlock * d.kernel_h * d.kernel_w *
+                             std::max(d.in_channels, d.out_channels));
 }
 
-Shape weight_shape(const ConvDesc& d) {
-  return {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
+// Where blocked weights [K/16][C/16][R][S][16 c][16 k] keep element (k, c, rs).
+struct Blocks {
+  int64_t in_blocks, taps;  // C / 16, R * S
+  int64_t at(int64_t k, int64_t c, int64_t rs) const {
+    return (((k / kBlock) * in_blocks + c / kBlock) * taps + rs) * kBlock * kBlock +
+           (c % kBlock) * kBlock + k % kBlock;
+  }
+};
+
+// Output channels [16 kb, 16 kb + 16) as KCRS rows [16, C * R * S], and back.
+void rows_of(const Blocks& b, const float* w, int64_t kb, float* rows) {
+  const int64_t k_len = b.in_blocks * kBlock * b.taps;
+  for (int64_t i = 0; i < kBlock; ++i)
+    for (int64_t c = 0; c < b.in_blocks * kBlock; ++c)
+      for (int64_t rs = 0; rs < b.taps; ++rs)
+        rows[i * k_len + c * b.taps + rs] = w[b.at(kb * kBlock + i, c, rs)];
+}
+void rows_into(const Blocks& b, const float* rows, int64_t kb, float* w) {
+  const int64_t k_len = b.in_blocks * kBlock * b.taps;
+  for (int64_t i = 0; i < kBlock; ++i)
+    for (int64_t c = 0; c < b.in_blocks * kBlock; ++c)
+      for (int64_t rs = 0; rs < b.taps; ++rs)
+        w[b.at(kb * kBlock + i, c, rs)] = rows[i * k_len + c * b.taps + rs];
+}
+// Input channels [16 cb, 16 cb + 16) of every output channel: [K, 16 * R * S], KCRS order.
+void columns_of(const Blocks& b, const float* w, int64_t out_channels, int64_t cb, float* cols) {
+  const int64_t width = kBlock * b.taps;
+  for (int64_t k = 0; k < out_channels; ++k)
+    for (int64_t c = 0; c < kBlock; ++c)
+      for (int64_t rs = 0; rs < b.taps; ++rs)
+        cols[k * width + c * b.taps + rs] = w[b.at(k, cb * kBlock + c, rs)];
 }
 
 // Columns of one image and one group: rows (c, ki, kj), columns the output pixels; written at
@@ -86,7 +117,7 @@ void col2im(const ConvDesc& d, const float* cols, int64_t ld, int64_t col0, floa
 
 std::optional<Im2colConv> Im2colConv::fit(const ConvDesc& d,
                                           std::optional<size_t> workspace_limit) {
-  const size_t per_image = floats_per_image(d), weights = relaid_weight_floats(d);
+  const size_t per_image = floats_per_image(d), weights = relay_floats(d);
   size_t max_floats = kMaxWorkspaceFloats;
   if (workspace_limit) {
     if ((per_image + weights) * sizeof(float) > *workspace_limit) return std::nullopt;
@@ -97,7 +128,7 @@ std::optional<Im2colConv> Im2colConv::fit(const ConvDesc& d,
 }
 
 size_t Im2colConv::min_workspace_bytes(const ConvDesc& d) {
-  return (floats_per_image(d) + relaid_weight_floats(d)) * sizeof(float);
+  return (floats_per_image(d) + relay_floats(d)) * sizeof(float);
 }
 
 Im2colConv::Im2colConv(const ConvDesc& d, int64_t chunk)
@@ -110,41 +141,73 @@ Im2colConv::Im2colConv(const ConvDesc& d, int64_t chunk)
       chunk_(chunk) {}
 
 size_t Im2colConv::workspace_bytes() const {
-  return (columns_floats() + relaid_weight_floats(d_)) * sizeof(float);
+  return (columns_floats() + relay_floats(d_)) * sizeof(float);
 }
 
 size_t Im2colConv::columns_floats() const {
   return static_cast<size_t>((k_ + cout_g_) * hw_out_ * chunk_);
 }
 
-const float* Im2colConv::kcrs_weights(const float* w, float* workspace) const {
-  if (d_.weight_layout == Layout::kNCHW) return w;
-  float* kcrs = workspace + columns_floats();
-  relayout_floats(weight_shape(d_), d_.weight_layout, w, Layout::kNCHW, kcrs);
-  return kcrs;
+// out [cout, ld] = W cols, for group `grp`. Blocked weights (one group) 16 output channels at a
+// time: each output's sum over k is the one GEMM's, in the same order.
+void Im2colConv::weights_times(const float* w, int64_t grp, const float* cols, int64_t ld,
+                               float* out, float* relay) const {
+  if (d_.weight_layout == Layout::kNCHW) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout_g_, ld, k_, 1.f,
+                w + grp * cout_g_ * k_, k_, cols, ld, 0.f, out, ld);
+    return;
+  }
+  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
+    rows_of(b, w, kb, relay);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kBlock, ld, k_, 1.f, relay, k_, cols, ld,
+                0.f, out + kb * kBlock * ld, ld);
+  }
 }
 
-void Im2colConv::forward(const float* x, const float* w, float* y, float* workspace) const {
-  gemm_forward(x, kcrs_weights(w, workspace), y, workspace);
+// cols [k, ld] = W^T dy, for group `grp`; blocked weights 16 input channels' rows at a time.
+void Im2colConv::weights_transposed_times(const float* w, int64_t grp, const float* dyc, int64_t ld,
+                                          float* cols, float* relay) const {
+  if (d_.weight_layout == Layout::kNCHW) {
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ld, cout_g_, 1.f,
+                w + grp * cout_g_ * k_, k_, dyc, ld, 0.f, cols, ld);
+    return;
+  }
+  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  const int64_t width = kBlock * b.taps;
+  for (int64_t cb = 0; cb < b.in_blocks; ++cb) {
+    columns_of(b, w, cout_g_, cb, relay);
+    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, width, ld, cout_g_, 1.f, relay, width, dyc,
+                ld, 0.f, cols + cb * width * ld, ld);
+  }
 }
 
-void Im2colConv::backward_data(const float* dy, const float* w, float* dx, float* workspace) const {
-  gemm_backward_data(dy, kcrs_weights(w, workspace), dx, workspace);
+// dW (+)= dy cols^T, for group `grp` (added to what dW holds when `accumulate`); blocked weights
+// 16 output channels at a time, through KCRS rows.
+void Im2colConv::gradient_times(const float* dyc, const float* cols, int64_t ld, bool accumulate,
+                                int64_t grp, float* dw, float* relay) const {
+  const float beta = accumulate ? 1.f : 0.f;
+  if (d_.weight_layout == Layout::kNCHW) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout_g_, k_, ld, 1.f, dyc, ld, cols, ld,
+                beta, dw + grp * cout_g_ * k_, k_);
+    return;
+  }
+  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
+    if (accumulate) rows_of(b, dw, kb, relay);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kBlock, k_, ld, 1.f,
+                dyc + kb * kBlock * ld, ld, cols, ld, beta, relay, k_);
+    rows_into(b, relay, kb, dw);
+  }
 }
 
-void Im2colConv::backward_filter(const float* x, const float* dy, float* dw,
-                                 float* workspace) const {
-  if (d_.weight_layout == Layout::kNCHW) return gemm_backward_filter(x, dy, dw, workspace);
-  float* kcrs = workspace + columns_floats();
-  gemm_backward_filter(x, dy, kcrs, workspace);
-  relayout_floats(weight_shape(d_), Layout::kNCHW, kcrs, d_.weight_layout, dw);
-}
+float* Im2colConv::relay(float* workspace) const { return workspace + columns_floats(); }
 
 std::string Im2colConv::algorithm() const {
   return fmt::format("im2col+sgemm ({} images per chunk)", chunk_);
 }
 
-void Im2colConv::gemm_forward(const float* x, const float* w, float* y, float* cols) const {
+void Im2colConv::forward(const float* x, const float* w, float* y, float* cols) const {
   const ConvDesc& d = d_;
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, d.batch - n0);
@@ -154,8 +217,7 @@ void Im2colConv::gemm_forward(const float* x, const float* w, float* y, float* c
       for (int64_t i = 0; i < nb; ++i) {
         im2col(d, x + ((n0 + i) * d.in_channels + grp * cin_g_) * hw_in_, cols, ld, i * hw_out_);
       }
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, cout_g_, ld, k_, 1.f,
-                  w + grp * cout_g_ * k_, k_, cols, ld, 0.f, out, ld);
+      weights_times(w, grp, cols, ld, out, relay(cols));
       for (int64_t i = 0; i < nb; ++i) {
         float* yn = y + ((n0 + i) * d.out_channels + grp * cout_g_) * hw_out_;
         for (int64_t co = 0; co < cout_g_; ++co) {
@@ -181,7 +243,7 @@ void gather_output_grad(const ConvDesc& d, const float* dy, int64_t n0, int64_t 
 }
 }  // namespace
 
-void Im2colConv::gemm_backward_data(const float* dy, const float* w, float* dx, float* cols) const {
+void Im2colConv::backward_data(const float* dy, const float* w, float* dx, float* cols) const {
   const ConvDesc& d = d_;
   std::fill(dx, dx + d.batch * d.in_channels * hw_in_, 0.f);
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
@@ -190,8 +252,7 @@ void Im2colConv::gemm_backward_data(const float* dy, const float* w, float* dx, 
     float* dyc = cols + k_ * ld;
     for (int64_t grp = 0; grp < d.groups; ++grp) {
       gather_output_grad(d, dy, n0, nb, grp, dyc);
-      cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, k_, ld, cout_g_, 1.f,
-                  w + grp * cout_g_ * k_, k_, dyc, ld, 0.f, cols, ld);
+      weights_transposed_times(w, grp, dyc, ld, cols, relay(cols));
       for (int64_t i = 0; i < nb; ++i) {
         col2im(d, cols, ld, i * hw_out_, dx + ((n0 + i) * d.in_channels + grp * cin_g_) * hw_in_);
       }
@@ -199,8 +260,7 @@ void Im2colConv::gemm_backward_data(const float* dy, const float* w, float* dx, 
   }
 }
 
-void Im2colConv::gemm_backward_filter(const float* x, const float* dy, float* dw,
-                                      float* cols) const {
+void Im2colConv::backward_filter(const float* x, const float* dy, float* dw, float* cols) const {
   const ConvDesc& d = d_;
   for (int64_t n0 = 0; n0 < d.batch; n0 += chunk_) {
     const int64_t nb = std::min(chunk_, d.batch - n0);
@@ -211,8 +271,7 @@ void Im2colConv::gemm_backward_filter(const float* x, const float* dy, float* dw
         im2col(d, x + ((n0 + i) * d.in_channels + grp * cin_g_) * hw_in_, cols, ld, i * hw_out_);
       }
       gather_output_grad(d, dy, n0, nb, grp, dyc);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout_g_, k_, ld, 1.f, dyc, ld, cols, ld,
-                  n0 == 0 ? 0.f : 1.f, dw + grp * cout_g_ * k_, k_);
+      gradient_times(dyc, cols, ld, n0 > 0, grp, dw, relay(cols));
     }
   }
 }

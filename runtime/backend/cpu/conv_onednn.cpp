@@ -47,8 +47,8 @@ std::string layout_name(const memory::desc& md) {
   return name;
 }
 
-// One operand of a pass: where the caller's NCHW (or KCRS) buffer goes in the primitive, and the
-// reorder between it and the primitive's layout when they differ.
+// One operand of a pass: where the caller's buffer (NCHW, KCRS or blocked weights) goes in the
+// primitive, and the reorder between it and the primitive's layout when they differ.
 struct Operand {
   int arg = 0;
   memory::desc plain, inner;

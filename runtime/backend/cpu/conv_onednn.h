@@ -52,8 +52,9 @@ class OnednnConv {
   // Whether the forward primitive adds the bias (a bf16 plan of a layer with one).
   bool adds_bias() const { return adds_bias_; }
 
-  // NCHW operands of operands(), KCRS weights; `bias` only if adds_bias(), which then also runs
-  // without it. `workspace` is 64-byte aligned, workspace_bytes(pass) long.
+  // NCHW operands of operands(), weights as ConvDesc::weight_layout says; `bias` only if
+  // adds_bias(), which then also runs without it. `workspace` is 64-byte aligned,
+  // workspace_bytes(pass) long.
   void forward(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
   void backward_data(const void* dy, const void* w, void* dx, void* workspace) const;
   void backward_filter(const void* x, const void* dy, void* dw, void* workspace) const;

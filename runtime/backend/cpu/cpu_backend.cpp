@@ -9,6 +9,7 @@
 
 #include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
@@ -91,6 +92,10 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
 }
 
 void CpuBackend::cast(const Tensor& src, Tensor& dst) { convert(src, dst); }
+
+bool CpuBackend::blocks_conv_weights(const OpTypes&) const {
+  return conv_algo_ != ConvAlgoChoice::kIm2col && cpu_blocks_channels_by_16();
+}
 
 void CpuBackend::fill(Tensor& t, float value) {
   if (is_16bit(t.dtype())) {  // the stored pattern, without an f32 copy of the tensor

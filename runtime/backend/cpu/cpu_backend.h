@@ -39,12 +39,11 @@ class CpuBackend : public Backend {
   bool fuses_conv_relu(const OpTypes&) const override { return true; }
   // oneDNN's direct convolution on AVX-512 reads f32 weights in OIhw16i16o and writes their
   // gradient so (bf16: writes it so): stored so, those passes reorder no weights, where an f32
-  // ResNet-50 step reordered about 100 MB each way (docs/cpu.md). im2col, and a primitive that
-  // wants another layout, reorder them in their workspace; so --conv-algo=im2col, which would
-  // reorder every pass's, keeps them KCRS.
-  bool blocks_conv_weights(const OpTypes&) const override {
-    return conv_algo_ != ConvAlgoChoice::kIm2col;
-  }
+  // ResNet-50 step reordered about 100 MB each way (docs/cpu.md). im2col reads them through a
+  // relay of 16 channels at a time, and a primitive that wants another layout reorders them in
+  // its workspace. Not under --conv-algo=im2col (which reads every weight through the relay), nor
+  // where oneDNN blocks by 8 (AVX2: cpu_blocks_channels_by_16).
+  bool blocks_conv_weights(const OpTypes& types) const override;
   // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
   // a native bf16 plan's primitive.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -17,6 +17,13 @@ bool cpu_multiplies_bf16() {
   return native;
 }
 
+bool cpu_blocks_channels_by_16() {
+  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
+  static const bool avx512 = (bits(dnnl::get_effective_cpu_isa()) &
+                              bits(dnnl::cpu_isa::avx512_core)) == bits(dnnl::cpu_isa::avx512_core);
+  return avx512;
+}
+
 bool native_bf16(const OpTypes& t) {
   return t.data == DType::kBF16 && t.params == DType::kBF16 && cpu_multiplies_bf16();
 }

@@ -17,6 +17,10 @@ const dnnl::engine& onednn_cpu_engine();
 // f32, and not what a bf16 run means here): the backend then computes bf16 on f32 copies.
 bool cpu_multiplies_bf16();
 
+// Whether oneDNN's direct convolutions here block channels by 16 (its effective instruction set
+// has AVX-512): then they read weights in OIhw16i16o (Layout::kOIhw16i16o). AVX2's block by 8.
+bool cpu_blocks_channels_by_16();
+
 // Whether an op of these types multiplies natively in bf16 here: bf16 data and parameters (a
 // bf16 run's convolutions and matrix products), on a CPU that multiplies bf16.
 bool native_bf16(const OpTypes& t);
