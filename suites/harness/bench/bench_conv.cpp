@@ -65,6 +65,9 @@ struct ConvCase {
   int64_t m = 0, n = 0, k = 0;
   double flops = 0;          // the forward's
   double sgemm_seconds = 0;  // the same-shape matmul's
+  // The layer stores its weights in oneDNN's blocks where a backend blocks them
+  // (Conv2d::weight_layout): timed so, as training runs it.
+  bool blockable = false;
   double sgemm_gflops() const { return 2.0 * m * n * k / sgemm_seconds / 1e9; }
 };
 
@@ -103,12 +106,14 @@ std::string pass_cell(double seconds, double flops, double peak) {
 // algorithm cannot run (PassAlgorithm::refused) is not timed: the heuristic's choice would be.
 nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase& c,
                                double sq_gflops, int64_t repeat, AlgorithmTotals& totals) {
-  const ConvDesc& d = c.desc;
+  ConvDesc d = c.desc;
+  if (c.blockable && be.blocks_conv_weights(d.types)) d.weight_layout = Layout::kOIhw16i16o;
   auto plan = be.make_conv_plan(d);
   Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
-  Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f);
+  Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f)
+                 .with_layout(d.weight_layout);
   Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
-  Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0);
+  Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0).with_layout(d.weight_layout);
   const std::function<void()> run[3] = {[&] { be.conv_forward(*plan, x, w, y); },
                                         [&] { be.conv_backward_data(*plan, y, w, dx); },
                                         [&] { be.conv_backward_filter(*plan, x, y, dw); }};
@@ -138,10 +143,15 @@ nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase&
   fmt::print("{:<18} {:<17} {:>20} {:>14} {:>14} {:>14} {:>10} {:>13.1f}\n", c.layer,
              conv_algo_choice_name(algo), fmt::format("{}x{}x{}", c.m, c.n, c.k), cells[0],
              cells[1], cells[2], workspace ? format_bytes(*workspace) : "-", c.sgemm_gflops());
-  return {{"layer", c.layer}, {"conv_algo", conv_algo_choice_name(algo)},
-          {"gemm_m", c.m},    {"gemm_n", c.n},
-          {"gemm_k", c.k},    {"flops", c.flops},
-          {"passes", passes}, {"same_shape_sgemm_s", c.sgemm_seconds}};
+  return {{"layer", c.layer},
+          {"conv_algo", conv_algo_choice_name(algo)},
+          {"gemm_m", c.m},
+          {"gemm_n", c.n},
+          {"gemm_k", c.k},
+          {"flops", c.flops},
+          {"passes", passes},
+          {"same_shape_sgemm_s", c.sgemm_seconds},
+          {"weight_layout", std::string(layout_name(d.weight_layout))}};
 }
 
 // Every distinct conv shape of `g` (its GEMM and stride), in layer order.
@@ -152,6 +162,7 @@ std::vector<ConvCase> distinct_convs(const Graph& g) {
     auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
     ConvCase c = conv_case(node.name, conv->describe(g.shape(node.inputs[0])));
+    c.blockable = conv->weight_layout(true) != Layout::kNCHW;
     if (seen.insert(fmt::format("{}x{}x{}/{}", c.m, c.n, c.k, c.desc.stride_h)).second) {
       cases.push_back(std::move(c));
     }
