@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "runtime/core/error.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 
@@ -47,6 +48,12 @@ std::string_view conv_pass_name(ConvPass p) {
 std::string conv_shape_text(const ConvDesc& d) {
   return fmt::format("{}x{}, {}->{} channels on {}x{}, stride {}, pad {}", d.kernel_h, d.kernel_w,
                      d.in_channels, d.out_channels, d.height, d.width, d.stride_h, d.pad_h);
+}
+
+Layout blocked_weight_layout(const ConvDesc& d) {
+  const Shape w{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
+  return d.groups == 1 && layout_holds(Layout::kOIhw16i16o, w) ? Layout::kOIhw16i16o
+                                                               : Layout::kNCHW;
 }
 
 std::string conv_plan_key(const ConvDesc& d) {

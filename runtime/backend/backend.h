@@ -69,6 +69,12 @@ struct ConvDesc {
   double forward_macs() const;
 };
 
+// How a backend that blocks convolution weights (Backend::blocks_conv_weights) stores this
+// problem's: Layout::kOIhw16i16o where they fill oneDNN's blocks of 16 (ungrouped, output and
+// input channels multiples of 16), else KCRS (kNCHW). Conv2d, the op checker and `bench conv`
+// all store them so.
+Layout blocked_weight_layout(const ConvDesc& d);
+
 // The three passes of a convolution, each of which a plan chooses an algorithm for.
 enum class ConvPass { kForward, kBackwardData, kBackwardFilter };
 inline constexpr ConvPass kConvPasses[] = {ConvPass::kForward, ConvPass::kBackwardData,

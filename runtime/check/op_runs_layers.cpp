@@ -1,7 +1,7 @@
 // The op checker's runners of the ops with parameters: convolution, linear and batch norm, each
 // pass called as the layer calls it (runtime/nn/layers/), on operands stored as the graph stores
-// them (conv weights and their gradients in the activations' layout; parameters of batch norm in
-// f32 under every precision).
+// them (conv weights and their gradients in the activations' layout, or in oneDNN's blocks where
+// the backend blocks them; parameters of batch norm in f32 under every precision).
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -14,6 +14,11 @@
 
 namespace dlb {
 namespace {
+
+// A convolution's weights and their gradient: in the activations' layout, or in oneDNN's blocks.
+Layout stored_weights(const ConvDesc& d) {
+  return d.weight_layout != Layout::kNCHW ? d.weight_layout : d.layout;
+}
 
 PassAlgorithm pass_algorithm(const ConvPlan& plan, ConvPass p) {
   for (const PassAlgorithm& a : plan.algorithms())
@@ -82,6 +87,7 @@ void run_conv(PassRun& run) {
   d.bias = run.op().bias;
   d.types = run.types();
   d.layout = run.layout();
+  if (run.backend().blocks_conv_weights(d.types)) d.weight_layout = blocked_weight_layout(d);
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
   const Shape ws{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   const Shape ys = run.op().out();
@@ -90,7 +96,7 @@ void run_conv(PassRun& run) {
   const HostArray b = o.draw("b", Shape{d.out_channels}, pol.compute_weights, 0, 1);
   const HostArray dy = o.draw("dy", ys, pol.activations, 0, 1);
   Tensor tx = o.upload(x, pol.activations, d.layout),
-         tw = o.upload(w, pol.compute_weights, d.layout);
+         tw = o.upload(w, pol.compute_weights, stored_weights(d));
   const Arithmetic& a = run.arithmetic();
   Backend& be = run.backend();
   if (run.pass() == CheckPass::kForward || run.pass() == CheckPass::kForwardRelu) {
@@ -105,7 +111,7 @@ void run_conv(PassRun& run) {
       run.compare("dx", ref_conv_backward_data(d, dy, w, a, how), o.download(tdx), pol.activations);
   } else if (run.pass() == CheckPass::kBackwardWeights) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
-    Tensor tdw = o.poisoned(ws, pol.gradients, d.layout);
+    Tensor tdw = o.poisoned(ws, pol.gradients, stored_weights(d));
     const ConvArithmetic how = engine_of(run, *plan, ConvPass::kBackwardFilter);
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tdy, &tdw}));
     run.execute([&] { be.conv_backward_filter(*plan, tx, tdy, tdw); });

@@ -10,20 +10,14 @@
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/core/hash.h"
+#include "runtime/core/layout_order.h"
 #include "runtime/core/rng.h"
 
 namespace dlb {
 namespace {
 
-// Where logical element i (n, c, h, w) of a 4-D shape lives in NHWC order.
-size_t nhwc_index(const Shape& s, size_t i) {
-  const auto w = static_cast<size_t>(s[3]), h = static_cast<size_t>(s[2]),
-             c = static_cast<size_t>(s[1]);
-  const size_t x = i % w, y = (i / w) % h, ch = (i / (w * h)) % c, n = i / (w * h * c);
-  return ((n * h + y) * w + x) * c + ch;
-}
-
-bool channels_last(const Tensor& t) { return t.layout() == Layout::kNHWC && t.shape().rank() == 4; }
+// Stored otherwise than in logical order.
+bool reordered(const Tensor& t) { return t.layout() != Layout::kNCHW && t.shape().rank() == 4; }
 
 }  // namespace
 
@@ -133,9 +127,12 @@ void Operands::upload_into(const HostArray& values, Tensor& t) {
     throw InvalidArgument(fmt::format("{} values for a tensor of {}", values.numel(), t.numel()));
   }
   std::vector<float> f(values.v.size());
-  const bool nhwc = channels_last(t);
-  for (size_t i = 0; i < f.size(); ++i)
-    f[nhwc ? nhwc_index(values.shape, i) : i] = static_cast<float>(values.v[i]);
+  for (size_t i = 0; i < f.size(); ++i) f[i] = static_cast<float>(values.v[i]);
+  if (reordered(t)) {  // NHWC, or a weight's oneDNN blocks
+    std::vector<float> logical = std::move(f);
+    f.resize(logical.size());
+    relayout_floats(values.shape, Layout::kNCHW, logical.data(), t.layout(), f.data());
+  }
   if (t.dtype() == DType::kF32) {
     backend_.copy_from_host(f.data(), t);
     return;
@@ -159,7 +156,7 @@ Tensor Operands::poisoned(const Shape& shape, DType dtype, Layout layout) {
 }
 
 HostArray Operands::download_slice(const Tensor& t, int64_t begin, int64_t count) const {
-  if (channels_last(t)) {  // a flat slice of it would be in storage order, not logical
+  if (reordered(t)) {  // a flat slice of it would be in storage order, not logical
     throw InvalidArgument("the checker reads slices of NCHW tensors only");
   }
   HostArray a = download(t.slice_flat(begin, count));
@@ -180,14 +177,15 @@ HostArray Operands::download(const Tensor& t) const {
     dtype_to_floats(bytes.data(), t.numel(), t.dtype(), f.data());
   }
   HostArray a(t.shape());
-  const bool nhwc = channels_last(t);
+  if (reordered(t)) {  // NHWC, or a weight's oneDNN blocks: into logical order
+    std::vector<float> stored = std::move(f);
+    f.resize(stored.size());
+    relayout_floats(t.shape(), t.layout(), stored.data(), Layout::kNCHW, f.data());
+  }
   double* out = a.v.data();
   const float* in = f.data();
-  const Shape s = t.shape();
   parallel_blocks(a.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      out[i] = in[nhwc ? nhwc_index(s, static_cast<size_t>(i)) : static_cast<size_t>(i)];
-    }
+    for (int64_t i = begin; i < end; ++i) out[i] = in[i];
   });
   return a;
 }

@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 
 #include "runtime/core/error.h"
-#include "runtime/core/layout_order.h"
 
 namespace dlb {
 
@@ -47,9 +46,8 @@ Shape Conv2d::output_shape(const std::vector<Shape>& in) const {
 }
 
 Layout Conv2d::weight_layout(bool blocks) const {
-  const Shape w{o_.out_channels, o_.in_channels / o_.groups, o_.kernel, o_.kernel};
-  return blocks && o_.groups == 1 && layout_holds(Layout::kOIhw16i16o, w) ? Layout::kOIhw16i16o
-                                                                          : Layout::kNCHW;
+  return blocks ? blocked_weight_layout(describe(Shape{1, o_.in_channels, o_.kernel, o_.kernel}))
+                : Layout::kNCHW;
 }
 
 void Conv2d::declare(LayerDeclaration& d) const {

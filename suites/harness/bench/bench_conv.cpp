@@ -65,9 +65,6 @@ struct ConvCase {
   int64_t m = 0, n = 0, k = 0;
   double flops = 0;          // the forward's
   double sgemm_seconds = 0;  // the same-shape matmul's
-  // The layer stores its weights in oneDNN's blocks where a backend blocks them
-  // (Conv2d::weight_layout): timed so, as training runs it.
-  bool blockable = false;
   double sgemm_gflops() const { return 2.0 * m * n * k / sgemm_seconds / 1e9; }
 };
 
@@ -107,7 +104,8 @@ std::string pass_cell(double seconds, double flops, double peak) {
 nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase& c,
                                double sq_gflops, int64_t repeat, AlgorithmTotals& totals) {
   ConvDesc d = c.desc;
-  if (c.blockable && be.blocks_conv_weights(d.types)) d.weight_layout = Layout::kOIhw16i16o;
+  // The weights stored as training stores them (Conv2d::weight_layout).
+  if (be.blocks_conv_weights(d.types)) d.weight_layout = blocked_weight_layout(d);
   auto plan = be.make_conv_plan(d);
   Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
   Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f)
@@ -162,7 +160,6 @@ std::vector<ConvCase> distinct_convs(const Graph& g) {
     auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
     ConvCase c = conv_case(node.name, conv->describe(g.shape(node.inputs[0])));
-    c.blockable = conv->weight_layout(true) != Layout::kNCHW;
     if (seen.insert(fmt::format("{}x{}x{}/{}", c.m, c.n, c.k, c.desc.stride_h)).second) {
       cases.push_back(std::move(c));
     }
