@@ -4,6 +4,7 @@
 // weights, its state_dict in torchvision's order either way.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstring>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
@@ -12,6 +13,7 @@
 
 #include "runtime/backend/cpu/conv_im2col.h"
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/check/reference.h"
 #include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
 #include "runtime/core/rng.h"
@@ -85,6 +87,7 @@ ConvDesc layer(Layout weights) {
 }
 
 struct Passes {
+  std::vector<float> x, w, dy;          // the operands drawn, in logical order
   std::vector<float> y, dx, dw;         // dw in logical order
   std::vector<std::string> algorithms;  // per pass, as the plan names them
 };
@@ -111,15 +114,17 @@ std::vector<float> host(CpuBackend& b, const Tensor& t) {
 // The three passes of `how` on random operands, the weights stored as `weights` says; with
 // `one_image`, in the least workspace im2col runs in (one image per chunk: the weight gradient
 // summed over chunks).
-Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false) {
+Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false,
+           ConvDesc d = layer(Layout::kNCHW)) {
+  d.weight_layout = weights;
   BackendOptions o;
   o.conv_algo = how;
-  if (one_image) o.workspace_limit = Im2colConv::min_workspace_bytes(layer(weights));
+  if (one_image) o.workspace_limit = Im2colConv::min_workspace_bytes(d);
   CpuBackend b(o);
-  const ConvDesc d = layer(weights);
   const auto plan = b.make_conv_plan(d);
-  const Shape xs{d.batch, d.in_channels, d.height, d.width}, ys{d.batch, d.out_channels, 8, 8};
-  const Shape ws{d.out_channels, d.in_channels, 3, 3};
+  const Shape xs{d.batch, d.in_channels, d.height, d.width};
+  const Shape ys{d.batch, d.out_channels, d.out_h(), d.out_w()};
+  const Shape ws{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
   Rng rng(11);
   auto draw = [&](const Shape& s) {
     std::vector<float> v(static_cast<size_t>(s.numel()));
@@ -138,8 +143,10 @@ Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false) {
   b.conv_backward_filter(*plan, x, dy, dw);
   std::vector<std::string> algorithms;
   for (const PassAlgorithm& a : plan->algorithms()) algorithms.push_back(a.algorithm);
-  return {host(b, y), host(b, dx),
-          floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw)))), algorithms};
+  return {xv,          wv,
+          dyv,         host(b, y),
+          host(b, dx), floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw)))),
+          algorithms};
 }
 
 TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
@@ -163,6 +170,39 @@ TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
   EXPECT_EQ(blocked.y, kcrs.y);
   EXPECT_EQ(blocked.dx, kcrs.dx);
   EXPECT_EQ(blocked.dw, kcrs.dw);
+}
+
+HostArray array(const Shape& s, const std::vector<float>& v) {
+  HostArray a(s);
+  for (size_t i = 0; i < v.size(); ++i) a.v[i] = v[i];
+  return a;
+}
+
+void expect_within(const Expected& e, const std::vector<float>& got, const char* what) {
+  ASSERT_EQ(got.size(), e.want.v.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    ASSERT_LE(std::fabs(got[i] - e.want.v[i]), e.bound[i]) << what << " " << i;
+  }
+}
+
+// im2col reads blocked weights 16 channels at a time: each output sums the same products in the
+// same order, but OpenBLAS may take another kernel for a 16-row GEMM than for the whole one (its
+// small-matrix path, or K split into blocks), so long sums may round otherwise. resnet's layer4
+// 3x3 at half its channels (2,304 products over 4 pixels, one image per chunk): each layout's
+// passes within the sums-of-products bound of the float64 answer.
+TEST(BlockedWeights, Im2colsRelayOfLongSumsIsWithinTheProductsBound) {
+  ConvDesc d = layer(Layout::kNCHW);
+  d.in_channels = d.out_channels = 256, d.height = d.width = 2;
+  Arithmetic a;
+  a.math = a.ops = a.data = 0x1p-24;
+  for (Layout weights : {Layout::kNCHW, Layout::kOIhw16i16o}) {
+    const Passes p = run(ConvAlgoChoice::kIm2col, weights, true, d);
+    const HostArray x = array({2, 256, 2, 2}, p.x), w = array({256, 256, 3, 3}, p.w),
+                    dy = array({2, 256, 2, 2}, p.dy);
+    expect_within(ref_conv_forward(d, x, w, nullptr, a), p.y, "y");
+    expect_within(ref_conv_backward_data(d, dy, w, a), p.dx, "dx");
+    expect_within(ref_conv_backward_filter(d, x, dy, a), p.dw, "dw");
+  }
 }
 
 // Under a workspace limit that holds no copy of the weights (resnet18's layer4 3x3: 9 MiB of

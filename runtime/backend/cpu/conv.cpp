@@ -176,9 +176,11 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   }
   return fmt::format(
       "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
-      "least {} (one image's columns, and a relay of blocked weights), {}",
+      "least {} (one image's columns{}), {}",
       "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
-      format_bytes(Im2colConv::min_workspace_bytes(d)), onednn);
+      format_bytes(Im2colConv::min_workspace_bytes(d)),
+      d.weight_layout == Layout::kNCHW ? "" : ", and a relay of 16 channels' blocked weights",
+      onednn);
 }
 
 // Autotuning: one timed run of pass `p` with algorithm `a` on zero-filled operands, after an

@@ -149,7 +149,8 @@ size_t Im2colConv::columns_floats() const {
 }
 
 // out [cout, ld] = W cols, for group `grp`. Blocked weights (one group) 16 output channels at a
-// time: each output's sum over k is the one GEMM's, in the same order.
+// time: each output's sum over k is the one GEMM's, in the same order (OpenBLAS may still take
+// another kernel for 16 rows, and round a long sum otherwise).
 void Im2colConv::weights_times(const float* w, int64_t grp, const float* cols, int64_t ld,
                                float* out, float* relay) const {
   if (d_.weight_layout == Layout::kNCHW) {

@@ -22,8 +22,9 @@ class Im2colConv {
   std::string algorithm() const;  // "im2col+sgemm (16 images per chunk)"
 
   // NCHW f32 operands, and weights stored as ConvDesc::weight_layout says (blocked ones reach
-  // the GEMMs through a relay of 16 channels' KCRS values, after the columns, with each output's
-  // sum unchanged); `workspace` holds workspace_bytes().
+  // the GEMMs through a relay of 16 channels' KCRS values, after the columns: each output sums
+  // the same products in the same order, though OpenBLAS may round a 16-row GEMM's long sums
+  // otherwise than the whole one's); `workspace` holds workspace_bytes().
   void forward(const float* x, const float* w, float* y, float* workspace) const;
   void backward_data(const float* dy, const float* w, float* dx, float* workspace) const;
   void backward_filter(const float* x, const float* dy, float* dw, float* workspace) const;

@@ -160,7 +160,10 @@ std::vector<ConvCase> distinct_convs(const Graph& g) {
     auto* conv = dynamic_cast<const Conv2d*>(node.layer.get());
     if (!conv) continue;
     ConvCase c = conv_case(node.name, conv->describe(g.shape(node.inputs[0])));
-    if (seen.insert(fmt::format("{}x{}x{}/{}", c.m, c.n, c.k, c.desc.stride_h)).second) {
+    const Layout blocks = blocked_weight_layout(c.desc);  // how a blocking backend stores it
+    if (seen.insert(
+                fmt::format("{}x{}x{}/{} {}", c.m, c.n, c.k, c.desc.stride_h, layout_name(blocks)))
+            .second) {
       cases.push_back(std::move(c));
     }
   }
