@@ -3,13 +3,12 @@
 #include <fmt/format.h>
 
 #include <cstring>
+#include <utility>
 
 #include "runtime/core/error.h"
 
 namespace dlb {
 namespace {
-
-constexpr int64_t kBlock = 16;  // kOIhw16i16o's block, of K and of C
 
 void check_holds(Layout layout, const Shape& shape) {
   if (!layout_holds(layout, shape)) {
@@ -30,7 +29,7 @@ void for_each_element(const Shape& shape, Layout a, Layout b, F f) {
 }
 
 std::vector<uint8_t> reorder(Layout layout, const Shape& shape, size_t element_bytes,
-                             const std::vector<uint8_t>& from, bool into_logical) {
+                             std::vector<uint8_t> from, bool into_logical) {
   check_holds(layout, shape);
   if (from.size() != static_cast<size_t>(shape.numel()) * element_bytes) {
     throw InvalidArgument(fmt::format("{} bytes for a {} tensor of {}-byte elements", from.size(),
@@ -50,7 +49,7 @@ std::vector<uint8_t> reorder(Layout layout, const Shape& shape, size_t element_b
 
 bool layout_holds(Layout layout, const Shape& shape) {
   if (layout != Layout::kOIhw16i16o) return true;
-  return shape.rank() == 4 && shape[0] % kBlock == 0 && shape[1] % kBlock == 0;
+  return shape.rank() == 4 && shape[0] % kWeightBlock == 0 && shape[1] % kWeightBlock == 0;
 }
 
 int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, int64_t r,
@@ -62,21 +61,23 @@ int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, i
     case Layout::kNHWC:
       return ((k * rr + r) * ss + s) * cc + c;
     case Layout::kOIhw16i16o: {
-      const int64_t block = ((k / kBlock) * (cc / kBlock) + c / kBlock) * rr * ss + r * ss + s;
-      return block * kBlock * kBlock + (c % kBlock) * kBlock + k % kBlock;
+      const int64_t block =
+          ((k / kWeightBlock) * (cc / kWeightBlock) + c / kWeightBlock) * rr * ss + r * ss + s;
+      return block * kWeightBlock * kWeightBlock + (c % kWeightBlock) * kWeightBlock +
+             k % kWeightBlock;
     }
   }
   return 0;
 }
 
 std::vector<uint8_t> to_logical_order(Layout layout, const Shape& shape, size_t element_bytes,
-                                      const std::vector<uint8_t>& stored) {
-  return reorder(layout, shape, element_bytes, stored, true);
+                                      std::vector<uint8_t> stored) {
+  return reorder(layout, shape, element_bytes, std::move(stored), true);
 }
 
 std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t element_bytes,
-                                     const std::vector<uint8_t>& logical) {
-  return reorder(layout, shape, element_bytes, logical, false);
+                                     std::vector<uint8_t> logical) {
+  return reorder(layout, shape, element_bytes, std::move(logical), false);
 }
 
 void relayout_floats(const Shape& shape, Layout from_layout, const float* from, Layout to_layout,

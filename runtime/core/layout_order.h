@@ -11,6 +11,9 @@
 
 namespace dlb {
 
+// Layout::kOIhw16i16o's block, of output and of input channels.
+constexpr int64_t kWeightBlock = 16;
+
 // Whether a tensor of `shape` can be stored in `layout`: any shape in NCHW; a 4-D one in NHWC (any
 // other rank is stored NCHW); kOIhw16i16o needs 4-D with both leading dims multiples of 16.
 bool layout_holds(Layout layout, const Shape& shape);
@@ -22,10 +25,11 @@ int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, i
 // `stored` (a tensor of `shape` in `layout`, `element_bytes` per element) into logical order, and
 // back. NCHW, and any tensor that is not 4-D, is copied as it is. Throws InvalidArgument where
 // the layout cannot hold the shape, or the sizes differ.
+// (The bytes are taken by value: where the orders agree they come back as they went in, moved.)
 std::vector<uint8_t> to_logical_order(Layout layout, const Shape& shape, size_t element_bytes,
-                                      const std::vector<uint8_t>& stored);
+                                      std::vector<uint8_t> stored);
 std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t element_bytes,
-                                     const std::vector<uint8_t>& logical);
+                                     std::vector<uint8_t> logical);
 
 // Every f32 element of `from` (in `from_layout`) into `to` (in `to_layout`), both of `shape`:
 // one layout's weights for an algorithm that reads the other's.

@@ -291,16 +291,20 @@ void Graph::overlay_scratch() {
   }
 }
 
+// How the passes read a parameter (its compute copy, and its gradient): as the backend stores
+// activations (channels-last: KRSC), or as its blocked value is (OIhw16i16o).
+Layout Graph::read_layout(const TensorRequest& r) const {
+  return r.layout != Layout::kNCHW ? r.layout : stored(activation_layout_, r.shape);
+}
+
 // One tensor a node's layer declares.
 void Graph::declare_request(int i, const TensorRequest& r) {
   TensorInfo info{nodes_[i].name + "." + r.name, r.kind, r.shape, r.dtype, i};
   const bool activation = r.kind == TensorKind::kSaved || r.kind == TensorKind::kScratch;
   info.category = activation ? MemCategory::kActivations : MemCategory::kWeights;
   if (r.compute_copy) {
-    // A conv weight's copy is stored as the backend stores activations (channels-last: KRSC),
-    // or as its blocked value is (OIhw16i16o).
     info.name += " (compute copy)";
-    info.layout = r.layout != Layout::kNCHW ? r.layout : stored(activation_layout_, r.shape);
+    info.layout = read_layout(r);
   } else if (activation) {
     // Stored like the node's output (a dropout mask is read element by element with it; a
     // masked gradient is the output's gradient, masked).
@@ -377,14 +381,10 @@ void Graph::declare_gradients() {
       const std::string name = nodes_[i].name + "." + request.name;
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
-      // A conv weight's gradient is stored as the passes read the weight: as its compute copy
-      // (channels-last: KRSC), or as the weight itself where it is blocked (OIhw16i16o).
-      const Layout layout = request.layout != Layout::kNCHW
-                                ? request.layout
-                                : stored(activation_layout_, request.shape);
-      const int grad =
-          declare_tensor({name + ".grad", TensorKind::kParamGrad, request.shape, policy_.gradients,
-                          static_cast<int>(i), flat_id_, MemCategory::kGradients, layout, offset});
+      // A conv weight's gradient is stored as the passes read the weight.
+      const int grad = declare_tensor({name + ".grad", TensorKind::kParamGrad, request.shape,
+                                       policy_.gradients, static_cast<int>(i), flat_id_,
+                                       MemCategory::kGradients, read_layout(request), offset});
       offset += request.shape.numel();
       values += request.shape.numel();
       grad_gaps_.push_back({offset, gap, fmt::format("gap after the gradient of {}", name)});

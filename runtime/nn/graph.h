@@ -168,6 +168,7 @@ class Graph final : public PassRunner {
   void fuse_relus(const BackendTraits& traits);
   void overlay_scratch();
   void declare_request(int i, const TensorRequest& r);
+  Layout read_layout(const TensorRequest& param) const;
   void build_forward();
   void build_backward();
   void set_pass_tensors(int i, Step& s) const;

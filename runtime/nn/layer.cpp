@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <utility>
+
 #include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
 
@@ -11,7 +13,7 @@ HostTensor to_host(Backend& backend, const Tensor& t) {
   std::vector<uint8_t> stored(t.bytes());
   backend.copy_to_host(t, stored.data());
   return {t.dtype(), t.shape(),
-          to_logical_order(t.layout(), t.shape(), dtype_size(t.dtype()), stored)};
+          to_logical_order(t.layout(), t.shape(), dtype_size(t.dtype()), std::move(stored))};
 }
 
 void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::string& name) {
@@ -22,7 +24,10 @@ void from_host(Backend& backend, const HostTensor& h, Tensor& t, const std::stri
                                       dtype_name(t.dtype()), t.shape().str(), dtype_name(h.dtype),
                                       h.shape.str()));
   }
-  if (scalar) return backend.copy_from_host(h.bytes.data(), t);
+  // Most tensors are stored in logical order: copied as they come.
+  if (scalar || t.layout() == Layout::kNCHW || t.shape().rank() != 4) {
+    return backend.copy_from_host(h.bytes.data(), t);
+  }
   const std::vector<uint8_t> stored =
       to_stored_order(t.layout(), t.shape(), dtype_size(t.dtype()), h.bytes);
   backend.copy_from_host(stored.data(), t);

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "runtime/core/layout_order.h"
+
 namespace dlb {
 namespace {
 
@@ -17,7 +19,7 @@ size_t floats_per_image(const ConvDesc& d) {
   return static_cast<size_t>((k + d.out_channels / d.groups) * d.out_h() * d.out_w());
 }
 
-constexpr int64_t kBlock = 16;  // Layout::kOIhw16i16o's, of output and of input channels
+constexpr int64_t kBlock = kWeightBlock;  // Layout::kOIhw16i16o's, of output and input channels
 
 // Floats of the relay that the GEMMs read blocked weights through (ConvDesc::weight_layout): 16
 // output channels' KCRS rows, or 16 input channels' columns of every output channel, at a time;
@@ -28,12 +30,16 @@ size_t relay_floats(const ConvDesc& d) {
                              std::max(d.in_channels, d.out_channels));
 }
 
-// Where blocked weights [K/16][C/16][R][S][16 c][16 k] keep element (k, c, rs).
+// Where blocked weights of shape `w` keep element (k, c, rs), rs = r * S + s (stored_offset).
 struct Blocks {
+  Shape w;
   int64_t in_blocks, taps;  // C / 16, R * S
+  explicit Blocks(const ConvDesc& d)
+      : w{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w},
+        in_blocks(d.in_channels / kBlock),
+        taps(d.kernel_h * d.kernel_w) {}
   int64_t at(int64_t k, int64_t c, int64_t rs) const {
-    return (((k / kBlock) * in_blocks + c / kBlock) * taps + rs) * kBlock * kBlock +
-           (c % kBlock) * kBlock + k % kBlock;
+    return stored_offset(Layout::kOIhw16i16o, w, k, c, rs / w[3], rs % w[3]);
   }
 };
 
@@ -158,7 +164,7 @@ void Im2colConv::weights_times(const float* w, int64_t grp, const float* cols, i
                 w + grp * cout_g_ * k_, k_, cols, ld, 0.f, out, ld);
     return;
   }
-  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  const Blocks b(d_);
   for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
     rows_of(b, w, kb, relay);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kBlock, ld, k_, 1.f, relay, k_, cols, ld,
@@ -174,7 +180,7 @@ void Im2colConv::weights_transposed_times(const float* w, int64_t grp, const flo
                 w + grp * cout_g_ * k_, k_, dyc, ld, 0.f, cols, ld);
     return;
   }
-  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  const Blocks b(d_);
   const int64_t width = kBlock * b.taps;
   for (int64_t cb = 0; cb < b.in_blocks; ++cb) {
     columns_of(b, w, cout_g_, cb, relay);
@@ -193,7 +199,7 @@ void Im2colConv::gradient_times(const float* dyc, const float* cols, int64_t ld,
                 beta, dw + grp * cout_g_ * k_, k_);
     return;
   }
-  const Blocks b{cin_g_ / kBlock, d_.kernel_h * d_.kernel_w};
+  const Blocks b(d_);
   for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
     if (accumulate) rows_of(b, dw, kb, relay);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kBlock, k_, ld, 1.f,
