@@ -1,9 +1,11 @@
 // ReLU. Backward reads the output, so the input may be released or overwritten. Both run on the
 // tensors as stored (f32, or 16-bit loaded into floats and rounded back on store): a ReLU only
-// selects values, so the 16-bit results are the same bits as on f32 copies.
+// selects values, so the 16-bit results are the same bits as on f32 copies. The loops are
+// pointwise_loops.h's.
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/stored_float.h"
 
 namespace dlb {
@@ -13,13 +15,9 @@ template <typename T>
 void relu(const Tensor& x, Tensor& y) {
   const T* xp = x.data<T>();
   T* yp = y.data<T>();
-  // NaN and -0 fail the comparison and pass through, as in torch.relu.
-  parallel_blocks(x.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float v = load(xp[i]);
-      yp[i] = stored<T>(v < 0.f ? 0.f : v);
-    }
-  });
+  const auto loop = pointwise_loops<T>(host_cpu_isa()).relu;
+  parallel_blocks(x.numel(), kParallelElements,
+                  [=](int64_t begin, int64_t end) { loop(xp + begin, yp + begin, end - begin); });
 }
 
 template <typename T>
@@ -27,14 +25,9 @@ void relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx) {
   const T* yp = y.data<T>();
   const T* g = dy.data<T>();
   T* out = dx.data<T>();
-  // PyTorch's threshold_backward: the gradient passes where y is not <= 0 (NaN included). The
-  // gradient is loaded whatever the sign: a load under the condition is control flow, which
-  // keeps GCC from vectorizing the loop (17x slower on a million random signs, measured).
+  const auto loop = pointwise_loops<T>(host_cpu_isa()).relu_grad;
   parallel_blocks(y.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) {
-      const float gi = load(g[i]);
-      out[i] = stored<T>(load(yp[i]) <= 0.f ? 0.f : gi);
-    }
+    loop(yp + begin, g + begin, out + begin, end - begin);
   });
 }
 

@@ -9,6 +9,7 @@
 
 #include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/f32_views.h"
+#include "runtime/backend/cpu/isa.h"
 #include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
@@ -41,7 +42,8 @@ std::map<std::string, std::string> CpuBackend::environment() const {
           {"cpu_threads", std::to_string(std::thread::hardware_concurrency())},
           {"blas", openblas_get_config()},
           {"onednn", onednn_version()},
-          {"conv_algo", std::string(conv_algo_choice_name(conv_algo_))}};
+          {"conv_algo", std::string(conv_algo_choice_name(conv_algo_))},
+          {"cpu_loops", cpu_isa_name(host_cpu_isa())}};
 }
 
 void check_f32(const Tensor& t, std::string_view what) {

@@ -4,6 +4,7 @@
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/stored_float.h"
 
 namespace dlb {
@@ -14,8 +15,9 @@ void sum(const Tensor& a, const Tensor& b, Tensor& y) {
   const T* ap = a.data<T>();
   const T* bp = b.data<T>();
   T* yp = y.data<T>();
+  const auto loop = pointwise_loops<T>(host_cpu_isa()).sum;
   parallel_blocks(a.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) yp[i] = stored<T>(load(ap[i]) + load(bp[i]));
+    loop(ap + begin, bp + begin, yp + begin, end - begin);
   });
 }
 

@@ -5,8 +5,9 @@
 #include <vector>
 
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/error.h"
-#include "runtime/core/half.h"
+#include "runtime/core/stored_float.h"
 
 namespace dlb {
 
@@ -25,18 +26,31 @@ void convert(const Tensor& src, Tensor& dst) {
   const auto* from = static_cast<const uint8_t*>(src.raw());
   auto* to = static_cast<uint8_t*>(dst.raw());
   const int64_t from_size = dtype_size(src.dtype()), to_size = dtype_size(dst.dtype());
+  const CpuIsa isa = host_cpu_isa();
+  const auto widen = [isa](DType t, const void* in, int64_t count, float* out) {
+    with_stored_float(t, "convert", [&](auto e) {
+      using T = decltype(e);
+      pointwise_loops<T>(isa).widen(static_cast<const T*>(in), out, count);
+    });
+  };
+  const auto narrow = [isa](const float* in, int64_t count, DType t, void* out) {
+    with_stored_float(t, "convert", [&](auto e) {
+      using T = decltype(e);
+      pointwise_loops<T>(isa).narrow(in, static_cast<T*>(out), count);
+    });
+  };
   // Elementwise, so converted in one block per thread.
   parallel_blocks(n, kParallelElements, [&](int64_t begin, int64_t end) {
     const void* in = from + begin * from_size;
     void* out = to + begin * to_size;
     if (src.dtype() == DType::kF32) {
-      floats_to_dtype(static_cast<const float*>(in), end - begin, dst.dtype(), out);
+      narrow(static_cast<const float*>(in), end - begin, dst.dtype(), out);
     } else if (dst.dtype() == DType::kF32) {
-      dtype_to_floats(in, end - begin, src.dtype(), static_cast<float*>(out));
+      widen(src.dtype(), in, end - begin, static_cast<float*>(out));
     } else {  // one 16-bit type into the other, through f32 (exact on the way in)
       std::vector<float> wide(static_cast<size_t>(end - begin));
-      dtype_to_floats(in, end - begin, src.dtype(), wide.data());
-      floats_to_dtype(wide.data(), end - begin, dst.dtype(), out);
+      widen(src.dtype(), in, end - begin, wide.data());
+      narrow(wide.data(), end - begin, dst.dtype(), out);
     }
   });
 }

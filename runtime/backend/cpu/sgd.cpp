@@ -4,38 +4,17 @@
 
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 
 namespace dlb {
 namespace {
-
-// The update of elements [0, n): the arithmetic of every CPU update, whatever stores the tensors.
-struct SgdStep {
-  float lr, momentum, decay, grad_factor;
-  void operator()(const float* g, float* buf, float* p, int64_t n) const {
-    // The settings in locals: read through `this` they would be reloaded after every store (a
-    // float store may alias them), which keeps the loop from vectorizing.
-    const float lr_ = lr, momentum_ = momentum, decay_ = decay, factor = grad_factor;
-    if (factor == 1.f) {  // unscaled: exactly the loop of an fp32 run
-      for (int64_t i = 0; i < n; ++i) {
-        const float d = g[i] + decay_ * p[i];
-        buf[i] = momentum_ * buf[i] + d;
-        p[i] -= lr_ * buf[i];
-      }
-      return;
-    }
-    for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] * factor + decay_ * p[i];
-      buf[i] = momentum_ * buf[i] + d;
-      p[i] -= lr_ * buf[i];
-    }
-  }
-};
 
 // Elementwise over the stored elements: the three tensors must store them in one order.
 void check_same_layout(const Tensor& a, const Tensor& b, std::string_view what) {
@@ -55,8 +34,9 @@ void sgd(const SgdConfig& cfg, const Tensor& grad, float grad_factor, Tensor& mo
   float* buf = momentum_buf.data<float>();
   float* p = param.data<float>();
   const SgdStep step{cfg.lr, cfg.momentum, cfg.weight_decay, grad_factor};
+  const auto update = sgd_loops(host_cpu_isa()).update;
   parallel_blocks(param.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    step(g + begin, buf + begin, p + begin, end - begin);
+    update(step, g + begin, buf + begin, p + begin, end - begin);
   });
 }
 
@@ -106,20 +86,21 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
   check_same_layout(momentum_buf, param, "sgd momentum");
   check_same_layout(compute, param, "sgd compute copy");
   const SgdStep step{cfg.lr, cfg.momentum, cfg.weight_decay, *factor};
-  const auto* g = static_cast<const uint8_t*>(grad.raw());
-  auto* out = static_cast<uint8_t*>(compute.raw());
-  float* buf = momentum_buf.data<float>();
-  float* p = param.data<float>();
-  const DType gt = grad.dtype(), ct = compute.dtype();
-  parallel_blocks(param.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
-    constexpr int64_t kChunk = 1024;
-    float wide[kChunk];
-    for (int64_t at = begin; at < end; at += kChunk) {
-      const int64_t n = std::min(kChunk, end - at);
-      dtype_to_floats(g + at * dtype_size(gt), n, gt, wide);
-      step(wide, buf + at, p + at, n);
-      floats_to_dtype(p + at, n, ct, out + at * dtype_size(ct));
-    }
+  with_stored_float(grad.dtype(), "sgd gradient", [&](auto g) {
+    with_stored_float(compute.dtype(), "sgd compute copy", [&](auto c) {
+      using G = decltype(g);
+      using C = decltype(c);
+      if constexpr (!std::is_same_v<G, float> && !std::is_same_v<C, float>) {
+        const G* gp = grad.data<G>();
+        C* out = compute.data<C>();
+        float* buf = momentum_buf.data<float>();
+        float* p = param.data<float>();
+        const auto update = sgd_copy_loops<G, C>(host_cpu_isa()).update;
+        parallel_blocks(param.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
+          update(step, gp + begin, buf + begin, p + begin, out + begin, end - begin);
+        });
+      }
+    });
   });
 }
 
