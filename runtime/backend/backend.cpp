@@ -56,13 +56,19 @@ Layout blocked_weight_layout(const ConvDesc& d) {
                                                                : Layout::kNCHW;
 }
 
+void describe_weights_as_trained(const Backend& backend, bool compute_copy, ConvDesc& d) {
+  d.grad_layout = backend.blocks_conv_weights(d.types) ? blocked_weight_layout(d) : Layout::kNCHW;
+  d.weight_layout =
+      compute_copy ? backend.conv_weight_copy_layout(d.types, d.grad_layout) : d.grad_layout;
+}
+
 std::string conv_plan_key(const ConvDesc& d) {
-  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {} w {}", d.batch,
+  return fmt::format("{}x{}x{}x{} k{} {}x{}/{}x{} pad {}x{} g{}{} {} {} {} {} w {} dw {}", d.batch,
                      d.in_channels, d.height, d.width, d.out_channels, d.kernel_h, d.kernel_w,
                      d.stride_h, d.stride_w, d.pad_h, d.pad_w, d.groups, d.bias ? " bias" : "",
                      dtype_name(d.types.data), dtype_name(d.types.params),
                      precision_name(d.types.math), layout_name(d.layout),
-                     layout_name(d.weight_layout));
+                     layout_name(d.weight_layout), layout_name(d.grad_layout));
 }
 
 std::string_view conv_algo_choice_name(ConvAlgoChoice c) {

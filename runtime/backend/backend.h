@@ -59,9 +59,13 @@ struct ConvDesc {
   // How x, y and w (with their gradients) are stored: NCHW (w: KCRS), or channels-last NHWC
   // (w: KRSC), the backend's activation_layout for these types.
   Layout layout = Layout::kNCHW;
-  // How w and its gradient are stored: as `layout` says (kNCHW), or Layout::kOIhw16i16o, oneDNN's
-  // blocks (the CPU's weights whose channels fill them: Backend::blocks_conv_weights).
+  // How w, which the forward and backward-data passes read, is stored: as `layout` says (kNCHW),
+  // or in oneDNN's blocks (the CPU's weights whose channels fill them,
+  // Backend::blocks_conv_weights, and their 16-bit compute copies,
+  // Backend::conv_weight_copy_layout). And how dw, which the backward-filter pass writes, is:
+  // the master weights' layout, which the compute copy's may differ from.
   Layout weight_layout = Layout::kNCHW;
+  Layout grad_layout = Layout::kNCHW;
 
   int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
   int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
@@ -410,6 +414,13 @@ class Backend : public DeviceMemory {
     (void)types;
     return false;
   }
+  // How the 16-bit compute copy of convolution weights stored in `stored` is stored: by default
+  // as they are. A backend whose 16-bit convolutions read another order takes it there, where
+  // the update that writes the copy (sgd_update_with_copy) and cast can write it.
+  virtual Layout conv_weight_copy_layout(const OpTypes& types, Layout stored) const {
+    (void)types;
+    return stored;
+  }
   // y[n, c, ...] += b[c], and db[c] = sum of dy over every axis but 1.
   virtual void bias_add(const Tensor& b, Tensor& y) = 0;
   virtual void bias_backward(const Tensor& dy, Tensor& db) = 0;
@@ -565,6 +576,13 @@ class Backend : public DeviceMemory {
   uint64_t scratch_generation_ = 0;
   SteadyClock host_clock_;
 };
+
+// Sets d.weight_layout and d.grad_layout as training stores the weights of d's layer on
+// `backend`: the master weights (whose layout the gradient takes) in its blocks where it blocks
+// them (blocked_weight_layout), and the weights the passes read in the compute copy's layout
+// where the run keeps one (`compute_copy`: 16-bit compute weights beside f32 masters).
+// Conv2d::plan, the op checker and `bench conv` all describe their convolutions so.
+void describe_weights_as_trained(const Backend& backend, bool compute_copy, ConvDesc& d);
 
 // Options every backend accepts.
 // Built by field name only: a positional initializer once set one flag where another was meant,

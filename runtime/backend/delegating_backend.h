@@ -34,6 +34,9 @@ class DelegatingBackend : public Backend {
   bool blocks_conv_weights(const OpTypes& t) const override {
     return inner_->blocks_conv_weights(t);
   }
+  Layout conv_weight_copy_layout(const OpTypes& t, Layout stored) const override {
+    return inner_->conv_weight_copy_layout(t, stored);
+  }
   const Clock& clock() const override { return inner_->clock(); }
   StreamRef stream() const override { return inner_->stream(); }
 

@@ -15,9 +15,11 @@
 namespace dlb {
 namespace {
 
-// A convolution's weights and their gradient: in the activations' layout, or in oneDNN's blocks.
-Layout stored_weights(const ConvDesc& d) {
-  return d.weight_layout != Layout::kNCHW ? d.weight_layout : d.layout;
+// A convolution's weights (or, `gradient`, their gradient): in the activations' layout, or in
+// oneDNN's blocks (describe_weights_as_trained).
+Layout stored_weights(const ConvDesc& d, bool gradient = false) {
+  const Layout blocks = gradient ? d.grad_layout : d.weight_layout;
+  return blocks != Layout::kNCHW ? blocks : d.layout;
 }
 
 PassAlgorithm pass_algorithm(const ConvPlan& plan, ConvPass p) {
@@ -87,7 +89,7 @@ void run_conv(PassRun& run) {
   d.bias = run.op().bias;
   d.types = run.types();
   d.layout = run.layout();
-  if (run.backend().blocks_conv_weights(d.types)) d.weight_layout = blocked_weight_layout(d);
+  describe_weights_as_trained(run.backend(), d.types.params != DType::kF32, d);
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
   const Shape ws{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   const Shape ys = run.op().out();
@@ -111,7 +113,7 @@ void run_conv(PassRun& run) {
       run.compare("dx", ref_conv_backward_data(d, dy, w, a, how), o.download(tdx), pol.activations);
   } else if (run.pass() == CheckPass::kBackwardWeights) {
     Tensor tdy = o.upload(dy, pol.activations, d.layout);
-    Tensor tdw = o.poisoned(ws, pol.gradients, stored_weights(d));
+    Tensor tdw = o.poisoned(ws, pol.gradients, stored_weights(d, true));
     const ConvArithmetic how = engine_of(run, *plan, ConvPass::kBackwardFilter);
     run.set_work(run.op().forward_flops(), bytes_of({&tx, &tdy, &tdw}));
     run.execute([&] { be.conv_backward_filter(*plan, tx, tdy, tdw); });

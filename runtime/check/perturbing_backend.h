@@ -31,6 +31,9 @@ class PerturbingBackend final : public DelegatingBackend {
   bool blocks_conv_weights(const OpTypes& t) const override {
     return inner().blocks_conv_weights(t);
   }
+  Layout conv_weight_copy_layout(const OpTypes& t, Layout stored) const override {
+    return inner().conv_weight_copy_layout(t, stored);
+  }
   void conv_relu_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor* b,
                          Tensor& y) override;
   void conv_bias_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, const Tensor& b,

@@ -81,6 +81,8 @@ std::string_view layout_name(Layout l) {
       return "NHWC";
     case Layout::kOIhw16i16o:
       return "OIhw16i16o";
+    case Layout::kOIhw8i16o2i:
+      return "OIhw8i16o2i";
   }
   return "?";
 }

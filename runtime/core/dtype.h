@@ -30,8 +30,11 @@ std::optional<Precision> parse_precision(std::string_view s);
 //   the CPU's for convolution weights whose K and C are multiples of 16 (with their gradients,
 //   compute copies and momentum). The layout oneDNN's direct convolution reads f32 weights in
 //   and writes their gradients in, on AVX-512.
+// - kOIhw8i16o2i: the same blocks with pairs of input channels side by side (oneDNN's
+//   ABcd8b16a2b): [K/16][C/16][R][S][8 c/2][16 k][2 c%2], the layout its bf16 convolutions read
+//   weights in on AVX-512 BF16: the CPU's bf16 compute copies of kOIhw16i16o weights.
 // runtime/core/layout_order.h moves bytes between a layout and logical order.
-enum class Layout { kNCHW, kNHWC, kOIhw16i16o };
+enum class Layout { kNCHW, kNHWC, kOIhw16i16o, kOIhw8i16o2i };
 std::string_view layout_name(Layout l);
 
 }  // namespace dlb

@@ -47,8 +47,12 @@ std::vector<uint8_t> reorder(Layout layout, const Shape& shape, size_t element_b
 
 }  // namespace
 
+bool is_blocked(Layout layout) {
+  return layout == Layout::kOIhw16i16o || layout == Layout::kOIhw8i16o2i;
+}
+
 bool layout_holds(Layout layout, const Shape& shape) {
-  if (layout != Layout::kOIhw16i16o) return true;
+  if (!is_blocked(layout)) return true;
   return shape.rank() == 4 && shape[0] % kWeightBlock == 0 && shape[1] % kWeightBlock == 0;
 }
 
@@ -60,11 +64,15 @@ int64_t stored_offset(Layout layout, const Shape& shape, int64_t k, int64_t c, i
       return ((k * cc + c) * rr + r) * ss + s;
     case Layout::kNHWC:
       return ((k * rr + r) * ss + s) * cc + c;
-    case Layout::kOIhw16i16o: {
+    case Layout::kOIhw16i16o:
+    case Layout::kOIhw8i16o2i: {
       const int64_t block =
           ((k / kWeightBlock) * (cc / kWeightBlock) + c / kWeightBlock) * rr * ss + r * ss + s;
-      return block * kWeightBlock * kWeightBlock + (c % kWeightBlock) * kWeightBlock +
-             k % kWeightBlock;
+      const int64_t ci = c % kWeightBlock, ki = k % kWeightBlock;
+      const int64_t within = layout == Layout::kOIhw16i16o
+                                 ? ci * kWeightBlock + ki
+                                 : (ci / 2) * 2 * kWeightBlock + ki * 2 + ci % 2;
+      return block * kWeightBlock * kWeightBlock + within;
     }
   }
   return 0;

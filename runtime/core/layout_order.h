@@ -11,11 +11,15 @@
 
 namespace dlb {
 
-// Layout::kOIhw16i16o's block, of output and of input channels.
+// The block of Layout::kOIhw16i16o and kOIhw8i16o2i, of output and of input channels.
 constexpr int64_t kWeightBlock = 16;
 
+// kOIhw16i16o or kOIhw8i16o2i: a weight in oneDNN's blocks of 16 by 16 channels, which differ
+// only in where each element of a block sits.
+bool is_blocked(Layout layout);
+
 // Whether a tensor of `shape` can be stored in `layout`: any shape in NCHW; a 4-D one in NHWC (any
-// other rank is stored NCHW); kOIhw16i16o needs 4-D with both leading dims multiples of 16.
+// other rank is stored NCHW); the blocked ones need 4-D with both leading dims multiples of 16.
 bool layout_holds(Layout layout, const Shape& shape);
 
 // Where logical element (k, c, r, s) of a 4-D `shape` is stored in `layout`, in elements.

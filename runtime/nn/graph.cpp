@@ -476,6 +476,7 @@ void Graph::check_traits(Backend& backend) const {
       traits.fuses_batch_norm_relu != traits_.fuses_batch_norm_relu ||
       traits.fuses_conv_relu != traits_.fuses_conv_relu || traits.guarded != traits_.guarded ||
       traits.blocks_conv_weights != traits_.blocks_conv_weights ||
+      traits.blocked_weight_copy != traits_.blocked_weight_copy ||
       traits.saves_pool_argmax != traits_.saves_pool_argmax) {
     throw InvalidArgument(
         "the graph was declared for a backend that stores, fuses or saves its tensors otherwise, "

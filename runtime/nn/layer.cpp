@@ -66,7 +66,9 @@ void LayerDeclaration::compute_copy(const std::string& name, DType dtype) {
     if (r.kind != TensorKind::kParam || r.compute_copy || r.name != name) continue;
     if (r.dtype == dtype) return;
     TensorRequest copy{name, TensorKind::kParam, r.shape, dtype, true};
-    copy.layout = r.layout;  // stored as the value it is rounded from, element for element
+    // Stored as the value it is rounded from, element for element, but where the backend's
+    // 16-bit passes read blocked weights in another order (BackendTraits::blocked_weight_copy).
+    copy.layout = r.layout == Layout::kOIhw16i16o ? traits.blocked_weight_copy : r.layout;
     requests_.push_back(std::move(copy));
     return;
   }
@@ -156,6 +158,7 @@ BackendTraits BackendTraits::of(Backend& backend, const OpTypes& types) {
   t.fuses_batch_norm_relu = backend.fuses_batch_norm_relu(types);
   t.fuses_conv_relu = backend.fuses_conv_relu(types);
   t.blocks_conv_weights = backend.blocks_conv_weights(types);
+  t.blocked_weight_copy = backend.conv_weight_copy_layout(types, Layout::kOIhw16i16o);
   t.guarded = backend.allocator().guarded();
   t.saves_pool_argmax = backend.saves_pool_argmax();
   return t;

@@ -72,6 +72,8 @@ struct BackendTraits {
   bool saves_pool_argmax = false;            // Backend::saves_pool_argmax
   bool fuses_conv_relu = false;              // Backend::fuses_conv_relu
   bool blocks_conv_weights = false;          // Backend::blocks_conv_weights
+  // Backend::conv_weight_copy_layout of kOIhw16i16o weights: their 16-bit compute copies'.
+  Layout blocked_weight_copy = Layout::kOIhw16i16o;
   static BackendTraits of(Backend& backend, const OpTypes& types);
 };
 

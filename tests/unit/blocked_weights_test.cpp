@@ -13,6 +13,7 @@
 
 #include "runtime/backend/cpu/conv_im2col.h"
 #include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/check/reference.h"
 #include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
@@ -65,6 +66,27 @@ TEST(LayoutOrder, BlockedOffsetsAreOnednnsOIhw16i16o) {
             logical[static_cast<size_t>(stored_offset(Layout::kNCHW, s, 17, 33, 2, 1))]);
 }
 
+// The same for the bf16 convolutions' order, OIhw8i16o2i.
+TEST(LayoutOrder, PairedOffsetsAreOnednnsOIhw8i16o2i) {
+  const Shape s{32, 48, 3, 2};
+  std::vector<float> logical(static_cast<size_t>(s.numel()));
+  std::iota(logical.begin(), logical.end(), 0.f);
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(engine);
+  const dnnl::memory::dims dims{32, 48, 3, 2};
+  using Tag = dnnl::memory::format_tag;
+  const auto f32 = dnnl::memory::data_type::f32;
+  dnnl::memory plain({dims, f32, Tag::oihw}, engine, logical.data());
+  std::vector<float> theirs(logical.size());
+  dnnl::memory paired({dims, f32, Tag::OIhw8i16o2i}, engine, theirs.data());
+  dnnl::reorder(plain, paired).execute(stream, plain, paired);
+  stream.wait();
+  EXPECT_EQ(floats_of(to_stored_order(Layout::kOIhw8i16o2i, s, sizeof(float), bytes_of(logical))),
+            theirs);
+  EXPECT_TRUE(is_blocked(Layout::kOIhw8i16o2i));
+  EXPECT_FALSE(layout_holds(Layout::kOIhw8i16o2i, Shape{16, 24, 3, 3}));
+}
+
 TEST(LayoutOrder, BlocksHoldOnlyChannelsThatFillThem) {
   EXPECT_TRUE(layout_holds(Layout::kOIhw16i16o, Shape{16, 32, 1, 1}));
   EXPECT_FALSE(layout_holds(Layout::kOIhw16i16o, Shape{16, 24, 3, 3}));
@@ -82,7 +104,7 @@ ConvDesc layer(Layout weights) {
   ConvDesc d;
   d.batch = 2, d.in_channels = 32, d.height = d.width = 8, d.out_channels = 48;
   d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
-  d.weight_layout = weights;
+  d.weight_layout = d.grad_layout = weights;
   return d;
 }
 
@@ -116,7 +138,7 @@ std::vector<float> host(CpuBackend& b, const Tensor& t) {
 // summed over chunks).
 Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false,
            ConvDesc d = layer(Layout::kNCHW)) {
-  d.weight_layout = weights;
+  d.weight_layout = d.grad_layout = weights;
   BackendOptions o;
   o.conv_algo = how;
   if (one_image) o.workspace_limit = Im2colConv::min_workspace_bytes(d);
@@ -212,7 +234,7 @@ TEST(BlockedWeights, ALimitBelowTheWeightsStillFitsIm2colsRelay) {
   ConvDesc d;
   d.batch = 2, d.in_channels = d.out_channels = 512, d.height = d.width = 2;
   d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
-  d.weight_layout = Layout::kOIhw16i16o;
+  d.weight_layout = d.grad_layout = Layout::kOIhw16i16o;
   BackendOptions o;
   o.workspace_limit = size_t{1} << 20;
   CpuBackend b(o);
@@ -321,11 +343,18 @@ TEST(BlockedWeights, AModelTrainsBitForBitAsWithKcrsWeights) {
     EXPECT_EQ(blocked.losses, plain.losses) << name;
     expect_same_state(blocked.initial, plain.initial);  // drawn in torchvision's order
     expect_same_state(blocked.trained, plain.trained);
+    // The weight, its gradient and momentum in blocks; a bf16 copy, where the CPU multiplies
+    // bf16, in the pairs its convolutions read (conv_weight_copy_layout).
+    const bool pairs = precision == Precision::kBf16 && cpu_multiplies_bf16();
+    int copies = 0;
     for (const TensorInfo& info : blocked.tensors) {
-      if (info.name.rfind("conv2.weight", 0) == 0) {
-        EXPECT_EQ(info.layout, Layout::kOIhw16i16o) << name << " " << info.name;
-      }
+      if (info.name.rfind("conv2.weight", 0) != 0) continue;
+      const bool copy = info.name.find("compute copy") != std::string::npos;
+      copies += copy;
+      EXPECT_EQ(info.layout, copy && pairs ? Layout::kOIhw8i16o2i : Layout::kOIhw16i16o)
+          << name << " " << info.name;
     }
+    EXPECT_EQ(copies, precision == Precision::kFp32 ? 0 : 1) << name;
   }
 }
 

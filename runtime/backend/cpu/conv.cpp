@@ -128,11 +128,12 @@ const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
 }
 
 // The tensors of a pass that computes on `operands`: f32 views, or the stored 16-bit tensors.
-// The weight (or its gradient) is stored as the plan's desc says (ConvDesc::weight_layout).
+// The weight, or (`gradient`) its gradient, is stored as the plan's desc says
+// (ConvDesc::weight_layout, grad_layout).
 void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
-                        DType operands = DType::kF32) {
+                        DType operands = DType::kF32, bool gradient = false) {
   for (auto [t, what] : {std::pair{&x, "conv input"}, {&w, "conv weight"}, {&y, "conv output"}}) {
-    const Layout layout = t == &w ? d.weight_layout : Layout::kNCHW;
+    const Layout layout = t != &w ? Layout::kNCHW : gradient ? d.grad_layout : d.weight_layout;
     if (operands == DType::kF32 && layout == Layout::kNCHW) {
       check_f32(*t, what);
     } else if (!t->defined() || t->dtype() != operands || t->layout() != layout) {
@@ -179,7 +180,9 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
       "least {} (one image's columns{}), {}",
       "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
       format_bytes(Im2colConv::min_workspace_bytes(d)),
-      d.weight_layout == Layout::kNCHW ? "" : ", and a relay of 16 channels' blocked weights",
+      d.weight_layout == Layout::kNCHW && d.grad_layout == Layout::kNCHW
+          ? ""
+          : ", and a relay of 16 channels' blocked weights",
       onednn);
 }
 
@@ -197,8 +200,11 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
   };
   // In the layer's own types, as the step will call it: a bf16 plan's forward adds the bias.
   Tensor x = zeros({d.batch, d.in_channels, d.height, d.width}, d.types.data);
-  Tensor w = zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
-                   d.types.params, d.weight_layout);
+  // The weights as the forward and backward-data passes read them, or the gradient as
+  // backward-filter writes it (in the gradients' type: a 16-bit run's are its parameters').
+  Tensor w =
+      zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, d.types.params,
+            p == ConvPass::kBackwardFilter ? d.grad_layout : d.weight_layout);
   Tensor y = zeros({d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data);
   Tensor bias = d.bias ? zeros({d.out_channels}, d.types.params) : Tensor();
   const auto once = [&] {
@@ -334,10 +340,12 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
                                       d.kernel_w, d.height, d.width));
   }
   const Shape w{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
-  if (d.weight_layout == Layout::kNHWC || (d.weight_layout != Layout::kNCHW && d.groups != 1) ||
-      !layout_holds(d.weight_layout, w)) {
-    throw InvalidArgument(fmt::format("conv weights {} (groups {}) cannot be stored {} here",
-                                      w.str(), d.groups, layout_name(d.weight_layout)));
+  for (const Layout layout : {d.weight_layout, d.grad_layout}) {
+    if (layout == Layout::kNHWC || (layout != Layout::kNCHW && d.groups != 1) ||
+        !layout_holds(layout, w)) {
+      throw InvalidArgument(fmt::format("conv weights {} (groups {}) cannot be stored {} here",
+                                        w.str(), d.groups, layout_name(layout)));
+    }
   }
   auto plan = std::make_unique<CpuConvPlan>(d, workspace_limit_, candidates(conv_algo_, d));
   for (ConvPass p : kConvPasses) {
@@ -411,14 +419,14 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, 
   const auto& plan = cpu_plan(plan_);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardFilter)) {
-    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, conv->operands());
+    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, conv->operands(), true);
     return conv->backward_filter(x_s.raw(), dy_s.raw(), dw_s.raw(), ws);
   }
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   const Tensor& dy = f32.in(dy_s);
   Tensor& dw = f32.out(dw_s);
-  check_conv_tensors(plan.desc(), x, dw, dy);
+  check_conv_tensors(plan.desc(), x, dw, dy, DType::kF32, true);
   if (const OnednnConv* conv = plan.runs_onednn(ConvPass::kBackwardFilter)) {
     conv->backward_filter(x.data<float>(), dy.data<float>(), dw.data<float>(), ws);
   } else {

@@ -19,27 +19,30 @@ size_t floats_per_image(const ConvDesc& d) {
   return static_cast<size_t>((k + d.out_channels / d.groups) * d.out_h() * d.out_w());
 }
 
-constexpr int64_t kBlock = kWeightBlock;  // Layout::kOIhw16i16o's, of output and input channels
+constexpr int64_t kBlock = kWeightBlock;  // the blocked layouts', of output and input channels
 
-// Floats of the relay that the GEMMs read blocked weights through (ConvDesc::weight_layout): 16
-// output channels' KCRS rows, or 16 input channels' columns of every output channel, at a time;
-// none for KCRS weights.
+// Floats of the relay that the GEMMs read blocked weights, and write a blocked gradient, through
+// (ConvDesc::weight_layout, grad_layout): 16 output channels' KCRS rows, or 16 input channels'
+// columns of every output channel, at a time; none for KCRS weights and gradient.
 size_t relay_floats(const ConvDesc& d) {
-  if (d.weight_layout == Layout::kNCHW) return 0;
+  if (d.weight_layout == Layout::kNCHW && d.grad_layout == Layout::kNCHW) return 0;
   return static_cast<size_t>(kBlock * d.kernel_h * d.kernel_w *
                              std::max(d.in_channels, d.out_channels));
 }
 
-// Where blocked weights of shape `w` keep element (k, c, rs), rs = r * S + s (stored_offset).
+// Where weights of shape `w` blocked in `layout` keep element (k, c, rs), rs = r * S + s
+// (stored_offset).
 struct Blocks {
+  Layout layout;
   Shape w;
   int64_t in_blocks, taps;  // C / 16, R * S
-  explicit Blocks(const ConvDesc& d)
-      : w{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w},
+  Blocks(const ConvDesc& d, Layout blocked)
+      : layout(blocked),
+        w{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w},
         in_blocks(d.in_channels / kBlock),
         taps(d.kernel_h * d.kernel_w) {}
   int64_t at(int64_t k, int64_t c, int64_t rs) const {
-    return stored_offset(Layout::kOIhw16i16o, w, k, c, rs / w[3], rs % w[3]);
+    return stored_offset(layout, w, k, c, rs / w[3], rs % w[3]);
   }
 };
 
@@ -164,7 +167,7 @@ void Im2colConv::weights_times(const float* w, int64_t grp, const float* cols, i
                 w + grp * cout_g_ * k_, k_, cols, ld, 0.f, out, ld);
     return;
   }
-  const Blocks b(d_);
+  const Blocks b(d_, d_.weight_layout);
   for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
     rows_of(b, w, kb, relay);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, kBlock, ld, k_, 1.f, relay, k_, cols, ld,
@@ -180,7 +183,7 @@ void Im2colConv::weights_transposed_times(const float* w, int64_t grp, const flo
                 w + grp * cout_g_ * k_, k_, dyc, ld, 0.f, cols, ld);
     return;
   }
-  const Blocks b(d_);
+  const Blocks b(d_, d_.weight_layout);
   const int64_t width = kBlock * b.taps;
   for (int64_t cb = 0; cb < b.in_blocks; ++cb) {
     columns_of(b, w, cout_g_, cb, relay);
@@ -194,12 +197,12 @@ void Im2colConv::weights_transposed_times(const float* w, int64_t grp, const flo
 void Im2colConv::gradient_times(const float* dyc, const float* cols, int64_t ld, bool accumulate,
                                 int64_t grp, float* dw, float* relay) const {
   const float beta = accumulate ? 1.f : 0.f;
-  if (d_.weight_layout == Layout::kNCHW) {
+  if (d_.grad_layout == Layout::kNCHW) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, cout_g_, k_, ld, 1.f, dyc, ld, cols, ld,
                 beta, dw + grp * cout_g_ * k_, k_);
     return;
   }
-  const Blocks b(d_);
+  const Blocks b(d_, d_.grad_layout);
   for (int64_t kb = 0; kb < cout_g_ / kBlock; ++kb) {
     if (accumulate) rows_of(b, dw, kb, relay);
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, kBlock, k_, ld, 1.f,

@@ -136,10 +136,24 @@ struct OnednnConv::Pass {
 
 namespace {
 
+// oneDNN's name for an ungrouped weight stored in `layout` (make_conv_plan refuses the others).
+Tag weight_tag(Layout layout) {
+  switch (layout) {
+    case Layout::kOIhw16i16o:
+      return Tag::OIhw16i16o;
+    case Layout::kOIhw8i16o2i:
+      return Tag::OIhw8i16o2i;
+    case Layout::kNCHW:
+    case Layout::kNHWC:
+      break;
+  }
+  return Tag::oihw;
+}
+
 // Everything one plan's three passes share.
 struct Problem {
   memory::dims x, w, y, strides, pad_l, pad_r;
-  Tag w_tag;
+  Tag w_tag, dw_tag;  // the weights as the forward and backward-data passes read them; dw
   memory::data_type type;
   bool bias;  // added by the forward primitive
 
@@ -149,10 +163,11 @@ struct Problem {
     if (d.groups == 1) {
       w = {d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
       // The weights as stored: KCRS, or already in the blocks the direct primitive reads.
-      w_tag = d.weight_layout == Layout::kOIhw16i16o ? Tag::OIhw16i16o : Tag::oihw;
+      w_tag = weight_tag(d.weight_layout);
+      dw_tag = weight_tag(d.grad_layout);
     } else {
       w = {d.groups, d.out_channels / d.groups, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
-      w_tag = Tag::goihw;
+      w_tag = dw_tag = Tag::goihw;
     }
     strides = {d.stride_h, d.stride_w};
     pad_l = {d.pad_h, d.pad_w};
@@ -163,6 +178,7 @@ struct Problem {
   }
   memory::desc plain_x() const { return {x, type, Tag::nchw}; }
   memory::desc plain_w() const { return {w, type, w_tag}; }
+  memory::desc plain_dw() const { return {w, type, dw_tag}; }
   memory::desc plain_y() const { return {y, type, Tag::nchw}; }
   memory::desc plain_bias() const { return {{y[1]}, type, Tag::a}; }
   memory::desc any(const memory::dims& dims) const { return {dims, type, Tag::any}; }
@@ -254,7 +270,7 @@ struct OnednnConv::Builder {
         dnnl::convolution_backward_weights(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
                                        operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
-                                       operand(DNNL_ARG_DIFF_WEIGHTS, p.plain_w(), true)});
+                                       operand(DNNL_ARG_DIFF_WEIGHTS, p.plain_dw(), true)});
     pass->layout = layout_name(pd.src_desc());
     return pass;
   }

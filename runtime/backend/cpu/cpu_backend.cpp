@@ -13,6 +13,7 @@
 #include "runtime/backend/cpu/onednn_engine.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 
@@ -93,10 +94,29 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
   std::memmove(dst.raw(), src.raw(), src.bytes());
 }
 
-void CpuBackend::cast(const Tensor& src, Tensor& dst) { convert(src, dst); }
+// Element for element where both store their elements in one order; otherwise through f32 copies
+// relaid into dst's order (a master weight into a compute copy kept in another order,
+// conv_weight_copy_layout: at set-up and after a load, not in the step).
+void CpuBackend::cast(const Tensor& src, Tensor& dst) {
+  if (src.layout() == dst.layout() || src.shape().rank() != 4) return convert(src, dst);
+  check_same_shape(src, dst, "cast");
+  Tensor wide = empty(src.shape(), DType::kF32, MemCategory::kWorkspace, "cast", src.layout());
+  Tensor moved = empty(src.shape(), DType::kF32, MemCategory::kWorkspace, "cast", dst.layout());
+  convert(src, wide);
+  relayout_floats(src.shape(), src.layout(), wide.data<float>(), dst.layout(), moved.data<float>());
+  convert(moved, dst);
+}
 
 bool CpuBackend::blocks_conv_weights(const OpTypes&) const {
   return conv_algo_ != ConvAlgoChoice::kIm2col && cpu_blocks_channels_by_16();
+}
+
+// oneDNN's bf16 convolutions read weights with pairs of input channels side by side (its
+// OIhw8i16o2i, as AVX-512 BF16's dot products take them): a native bf16 run's compute copies of
+// blocked weights are kept so, and its forward passes reorder none. The update writes them so
+// (sgd_update_with_copy), and cast.
+Layout CpuBackend::conv_weight_copy_layout(const OpTypes& types, Layout stored) const {
+  return stored == Layout::kOIhw16i16o && native_bf16(types) ? Layout::kOIhw8i16o2i : stored;
 }
 
 void CpuBackend::fill(Tensor& t, float value) {
@@ -106,7 +126,7 @@ void CpuBackend::fill(Tensor& t, float value) {
     std::fill(t.data<uint16_t>(), t.data<uint16_t>() + t.numel(), bits);
     return;
   }
-  if (t.layout() != Layout::kOIhw16i16o) check_f32(t, "fill");  // any layout: every element
+  if (!is_blocked(t.layout())) check_f32(t, "fill");  // any layout: every element
   float* p = t.data<float>();
   std::fill(p, p + t.numel(), value);
 }

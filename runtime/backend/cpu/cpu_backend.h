@@ -44,6 +44,7 @@ class CpuBackend : public Backend {
   // its workspace. Not under --conv-algo=im2col (which reads every weight through the relay), nor
   // where oneDNN blocks by 8 (AVX2: cpu_blocks_channels_by_16).
   bool blocks_conv_weights(const OpTypes& types) const override;
+  Layout conv_weight_copy_layout(const OpTypes& types, Layout stored) const override;
   // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
   // a native bf16 plan's primitive.
   void conv_bias_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w, const Tensor& b,

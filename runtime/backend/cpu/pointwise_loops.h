@@ -32,10 +32,14 @@ struct SgdLoops {
   void (*update)(const SgdStep& s, const float* g, float* buf, float* p, int64_t n);
 };
 // The mixed-precision update: the 16-bit gradient widened a chunk at a time, the f32 weights
-// and momentum updated as SgdLoops::update does, and the weights rounded into the compute copy.
+// and momentum updated as SgdLoops::update does, and the weights rounded into the compute copy:
+// element for element, or (into_pairs) from whole 16 x 16 blocks of Layout::kOIhw16i16o into
+// the copy's kOIhw8i16o2i (`blocks` of 256 elements).
 template <typename G, typename C>
 struct SgdCopyLoops {
   void (*update)(const SgdStep& s, const G* g, float* buf, float* p, C* compute, int64_t n);
+  void (*update_into_pairs)(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
+                            int64_t blocks);
 };
 
 // The loops compiled for `isa`, which the CPU must run (host_cpu_isa() or below).

@@ -67,8 +67,36 @@ void sgd_update_with_copy(const SgdStep& s, const G* g, float* buf, float* p, C*
   }
 }
 
+// One 16 x 16 block of kOIhw16i16o weights ([16 c][16 k]) rounded into kOIhw8i16o2i's order
+// ([8 c / 2][16 k][2 c % 2]: runtime/core/layout_order.h's stored_offset).
+template <typename T>
+void narrow_block_into_pairs(const float* src, T* dst) {
+  for (int64_t pair = 0; pair < 8; ++pair) {
+    const float* even = src + 2 * pair * 16;
+    const float* odd = even + 16;
+    T* out = dst + pair * 32;
+    for (int64_t k = 0; k < 16; ++k) {
+      out[2 * k] = stored<T>(even[k]);
+      out[2 * k + 1] = stored<T>(odd[k]);
+    }
+  }
+}
+
+template <typename G, typename C>
+void sgd_update_into_pairs(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
+                           int64_t blocks) {
+  constexpr int64_t kBlock = 256, kChunk = 4 * kBlock;
+  float wide[kChunk];
+  for (int64_t at = 0; at < blocks * kBlock; at += kChunk) {
+    const int64_t k = blocks * kBlock - at < kChunk ? blocks * kBlock - at : kChunk;
+    widen(g + at, wide, k);
+    sgd_update(s, wide, buf + at, p + at, k);
+    for (int64_t b = 0; b < k; b += kBlock) narrow_block_into_pairs(p + at + b, compute + at + b);
+  }
+}
+
 template <typename T>
 const PointwiseLoops<T> kPointwiseLoops{&sum<T>, &relu<T>, &relu_grad<T>, &widen<T>, &narrow<T>};
 const SgdLoops kSgdLoops{&sgd_update};
 template <typename G, typename C>
-const SgdCopyLoops<G, C> kSgdCopyLoops{&sgd_update_with_copy<G, C>};
+const SgdCopyLoops<G, C> kSgdCopyLoops{&sgd_update_with_copy<G, C>, &sgd_update_into_pairs<G, C>};

@@ -12,6 +12,7 @@
 #include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
+#include "runtime/core/layout_order.h"
 
 namespace dlb {
 namespace {
@@ -84,7 +85,10 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
   check_same_shape(compute, param, "sgd compute copy");
   check_same_layout(grad, param, "sgd");
   check_same_layout(momentum_buf, param, "sgd momentum");
-  check_same_layout(compute, param, "sgd compute copy");
+  // The copy in the weights' order, or in pairs of input channels (conv_weight_copy_layout).
+  const bool into_pairs =
+      param.layout() == Layout::kOIhw16i16o && compute.layout() == Layout::kOIhw8i16o2i;
+  if (!into_pairs) check_same_layout(compute, param, "sgd compute copy");
   const SgdStep step{cfg.lr, cfg.momentum, cfg.weight_decay, *factor};
   with_stored_float(grad.dtype(), "sgd gradient", [&](auto g) {
     with_stored_float(compute.dtype(), "sgd compute copy", [&](auto c) {
@@ -95,7 +99,18 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
         C* out = compute.data<C>();
         float* buf = momentum_buf.data<float>();
         float* p = param.data<float>();
-        const auto update = sgd_copy_loops<G, C>(host_cpu_isa()).update;
+        const SgdCopyLoops<G, C>& loops = sgd_copy_loops<G, C>(host_cpu_isa());
+        if (into_pairs) {  // split by whole blocks
+          constexpr int64_t kBlock = kWeightBlock * kWeightBlock;
+          const auto update = loops.update_into_pairs;
+          parallel_blocks(param.numel() / kBlock, kParallelElements / kBlock,
+                          [=](int64_t begin, int64_t end) {
+                            const int64_t at = begin * kBlock;
+                            update(step, gp + at, buf + at, p + at, out + at, end - begin);
+                          });
+          return;
+        }
+        const auto update = loops.update;
         parallel_blocks(param.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
           update(step, gp + begin, buf + begin, p + begin, out + begin, end - begin);
         });

@@ -59,11 +59,12 @@ void check_conv_desc(const ConvDesc& d) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
   }
-  if (d.weight_layout != Layout::kNCHW) {
-    throw Unsupported(
-        fmt::format("cuda convolutions read weights as the activations' layout says, "
-                    "not {}",
-                    layout_name(d.weight_layout)));
+  for (const Layout layout : {d.weight_layout, d.grad_layout}) {
+    if (layout != Layout::kNCHW) {
+      throw Unsupported(
+          fmt::format("cuda convolutions read weights as the activations' layout says, not {}",
+                      layout_name(layout)));
+    }
   }
 }
 

@@ -69,7 +69,7 @@ void Conv2d::require(const Backend& backend, const PrecisionPolicy& policy) cons
 void Conv2d::plan(const LayerPlanning& p) {
   ConvDesc d = describe(p.in.at(0), p.op_types());
   d.layout = p.backend.activation_layout(d.types);  // as the graph stores its tensors
-  d.weight_layout = weight_layout(p.backend.blocks_conv_weights(d.types));
+  describe_weights_as_trained(p.backend, p.policy.compute_weights != p.policy.master_weights, d);
   plan_ = p.backend.make_conv_plan(d);
 }
 

@@ -105,13 +105,13 @@ nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase&
                                double sq_gflops, int64_t repeat, AlgorithmTotals& totals) {
   ConvDesc d = c.desc;
   // The weights stored as training stores them (Conv2d::weight_layout).
-  if (be.blocks_conv_weights(d.types)) d.weight_layout = blocked_weight_layout(d);
+  describe_weights_as_trained(be, d.types.params != DType::kF32, d);
   auto plan = be.make_conv_plan(d);
   Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
   Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f)
                  .with_layout(d.weight_layout);
   Tensor y = filled(be, {d.batch, d.out_channels, d.out_h(), d.out_w()}, 0);
-  Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0).with_layout(d.weight_layout);
+  Tensor dx = filled(be, x.shape(), 0), dw = filled(be, w.shape(), 0).with_layout(d.grad_layout);
   const std::function<void()> run[3] = {[&] { be.conv_forward(*plan, x, w, y); },
                                         [&] { be.conv_backward_data(*plan, y, w, dx); },
                                         [&] { be.conv_backward_filter(*plan, x, y, dw); }};
@@ -149,7 +149,8 @@ nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase&
           {"flops", c.flops},
           {"passes", passes},
           {"same_shape_sgemm_s", c.sgemm_seconds},
-          {"weight_layout", std::string(layout_name(d.weight_layout))}};
+          {"weight_layout", std::string(layout_name(d.weight_layout))},
+          {"grad_layout", std::string(layout_name(d.grad_layout))}};
 }
 
 // Every distinct conv shape of `g` (its GEMM and stride), in layer order.
