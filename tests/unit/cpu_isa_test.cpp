@@ -142,6 +142,19 @@ TYPED_TEST(CpuIsaLoops, BatchNormTrainsAndBacksOffWithTheSameBitsOnEitherInstruc
       EXPECT_TRUE(same_bits(dgamma[0], dgamma[1]));
       EXPECT_TRUE(same_bits(dbeta[0], dbeta[1]));
       EXPECT_TRUE(std::isfinite(load(dx[0][n - 1])));  // the last channel's outputs are numbers
+      std::vector<T> inferred[2] = {std::vector<T>(n), std::vector<T>(n)};
+      for (int k = 0; k < 2; ++k) {
+        const BnInferArgs<T> a{d,
+                               x.data(),
+                               inferred[k].data(),
+                               gamma.data(),
+                               beta.data(),
+                               stats[0].running_mean.data(),
+                               stats[0].running_var.data(),
+                               1e-5f};
+        for (int64_t ch = 0; ch < d.c; ++ch) bn_loops<T>(isas[k]).infer(a, ch);
+      }
+      EXPECT_TRUE(same_bits(inferred[0], inferred[1]));
     }
   }
 }

@@ -123,6 +123,23 @@ TEST_P(StoredOps, BatchNormEachWayIsTheOpOnF32CopiesRounded) {
   for (int i = 0; i < 4; ++i) expect_same_bits(out[0][i], out[1][i], names[i]);
 }
 
+// Inference from running statistics, NaN and infinities in the data included.
+TEST_P(StoredOps, BatchNormInferenceIsTheOpOnF32CopiesRounded) {
+  const Shape s{4, 3, 5, 6}, c{3};
+  const std::vector<float> x = values(s.numel(), 5);
+  const std::vector<float> gamma = {1.5f, -0.5f, 2.f}, beta = {0.25f, 0.f, -1.f},
+                           mean = {0.1f, -2.f, 0.f}, var = {1.f, 0.3f, 4.5f};
+  std::vector<uint16_t> out[2];
+  const DType both[] = {GetParam(), DType::kF32};
+  for (int k = 0; k < 2; ++k) {
+    Tensor xs = tensor(x, s, both[k]), y = zeros(s, both[k]);
+    b.batch_norm_infer(xs, tensor(gamma, c, DType::kF32), tensor(beta, c, DType::kF32),
+                       tensor(mean, c, DType::kF32), tensor(var, c, DType::kF32), y, 1e-5f);
+    out[k] = bits(y);
+  }
+  expect_same_bits(out[0], out[1], "batch norm inference");
+}
+
 INSTANTIATE_TEST_SUITE_P(SixteenBit, StoredOps, ::testing::Values(DType::kBF16, DType::kF16),
                          [](const auto& info) { return std::string(dtype_name(info.param)); });
 

@@ -148,28 +148,36 @@ void CpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& gamma, con
         true);
 }
 
+// On the data as stored where x and y share one float type (each element loaded into a float,
+// one rounding on store: the bits of f32 copies), else on f32 views of them.
 void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, const Tensor& beta_s,
                                   const Tensor& running_mean_s, const Tensor& running_var_s,
                                   Tensor& y_s, float eps) {
+  check_same_shape(x_s, y_s, "batch norm");
   F32Views f32(*this);
-  const Tensor& x = f32.in(x_s);
   const Tensor& gamma = f32.in(gamma_s);
-  const Tensor& beta = f32.in(beta_s);
-  const Tensor& running_mean = f32.in(running_mean_s);
-  const Tensor& running_var = f32.in(running_var_s);
+  const auto run = [&](auto t, const Tensor& x, Tensor& y) {
+    using T = decltype(t);
+    const BnInferArgs<T> a{bn_dims(x, gamma),
+                           x.data<T>(),
+                           y.data<T>(),
+                           gamma.data<float>(),
+                           f32.in(beta_s).data<float>(),
+                           f32.in(running_mean_s).data<float>(),
+                           f32.in(running_var_s).data<float>(),
+                           eps};
+    const auto infer = bn_loops<T>(host_cpu_isa()).infer;
+    parallel_for(a.d.c, 2, [&](int64_t c) { infer(a, c); });
+  };
+  if (stored_as_one({&x_s, &y_s}, "batch norm")) {
+    with_stored_float(x_s.dtype(), "batch norm input", [&](auto t) { run(t, x_s, y_s); });
+    return;
+  }
+  const Tensor& x = f32.in(x_s);
   Tensor& y = f32.out(y_s);
   check_f32(x, "batch norm input");
-  const BnDims d = bn_dims(x, gamma);
-  parallel_for(d.c, 2, [&](int64_t c) {
-    const float invstd = 1.f / std::sqrt(running_var.data<float>()[c] + eps);
-    const float scale = gamma.data<float>()[c] * invstd;
-    const float shift = beta.data<float>()[c] - running_mean.data<float>()[c] * scale;
-    for (int64_t i = 0; i < d.n; ++i) {
-      const float* row = x.data<float>() + (i * d.c + c) * d.inner;
-      float* out = y.data<float>() + (i * d.c + c) * d.inner;
-      for (int64_t k = 0; k < d.inner; ++k) out[k] = row[k] * scale + shift;
-    }
-  });
+  check_f32(y, "batch norm output");
+  run(float{}, x, y);
 }
 
 void CpuBackend::batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,

@@ -1,5 +1,6 @@
-// Batch normalization's per-channel loops in training, on raw storage: the statistics and
-// y = x * scale + shift (with its ReLU where fused), and the backward pass. Sums accumulate in
+// Batch normalization's per-channel loops on raw storage: in training, the statistics and
+// y = x * scale + shift (with its ReLU where fused), and the backward pass; in inference, the
+// affine from the running statistics. Sums accumulate in
 // double, in eight lanes (LaneSum in batch_norm_loops.inl), so no result depends on the thread
 // count. Compiled for x86-64 and for AVX-512 (runtime/backend/cpu/isa.h), the same bits on both.
 #pragma once
@@ -38,11 +39,22 @@ struct BnBackwardArgs {
   float *dgamma, *dbeta;
 };
 
+// Inference: y = x * scale + shift from the running statistics, in float, rounded once on store.
+template <typename T>
+struct BnInferArgs {
+  BnDims d;
+  const T* x;
+  T* y;
+  const float *gamma, *beta, *running_mean, *running_var;
+  float eps;
+};
+
 // Each loop does one channel, so a caller splits the channels over its threads.
 template <typename T>
 struct BnLoops {
   void (*train)(const BnTrainArgs<T>& a, int64_t channel);
   void (*backward)(const BnBackwardArgs<T>& a, int64_t channel);
+  void (*infer)(const BnInferArgs<T>& a, int64_t channel);
 };
 
 // The loops compiled for `isa`, which the CPU must run (host_cpu_isa() or below).

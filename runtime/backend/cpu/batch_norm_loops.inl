@@ -121,4 +121,16 @@ void backward_channel(const BnBackwardArgs<T>& a, int64_t c) {
 }
 
 template <typename T>
-const BnLoops<T> kBnLoops{&train_channel<T>, &backward_channel<T>};
+void infer_channel(const BnInferArgs<T>& a, int64_t c) {
+  const float invstd = 1.f / std::sqrt(a.running_var[c] + a.eps);
+  const float scale = a.gamma[c] * invstd;
+  const float shift = a.beta[c] - a.running_mean[c] * scale;
+  for (int64_t i = 0; i < a.d.n; ++i) {
+    const T* row = a.x + (i * a.d.c + c) * a.d.inner;
+    T* out = a.y + (i * a.d.c + c) * a.d.inner;
+    for (int64_t k = 0; k < a.d.inner; ++k) out[k] = stored<T>(load(row[k]) * scale + shift);
+  }
+}
+
+template <typename T>
+const BnLoops<T> kBnLoops{&train_channel<T>, &backward_channel<T>, &infer_channel<T>};
