@@ -320,8 +320,9 @@ class DeviceMemory {
   virtual void copy(const Tensor& src, Tensor& dst) = 0;
   virtual void fill(Tensor& t, float value) = 0;
   // dst = src converted element-wise between float types (to nearest even where dst is
-  // narrower). By default only between equal types (a copy); backends with 16-bit storage
-  // override it.
+  // narrower), each element to where dst's layout keeps it. By default only between equal types
+  // and layouts (a copy); backends with 16-bit storage, or compute copies stored in another
+  // order (conv_weight_copy_layout), override it.
   virtual void cast(const Tensor& src, Tensor& dst);
   // Waits for all the work this backend has queued: compute, and input copies (copy_in).
   virtual void synchronize() = 0;
@@ -406,10 +407,11 @@ class Backend : public DeviceMemory {
   virtual void conv_relu_forward(const ConvPlan& plan, const Tensor& x, const Tensor& w,
                                  const Tensor* b, Tensor& y);
   // Whether convolution weights whose output and input channels are multiples of 16 are best
-  // stored in Layout::kOIhw16i16o, with their compute copies, gradients and optimizer state (all
-  // in one order, so that the update stays element for element): the layout this backend's
-  // convolutions read and write weights in, so that fewer passes reorder them
-  // (ConvDesc::weight_layout). The master weights otherwise keep torchvision's KCRS.
+  // stored in Layout::kOIhw16i16o, with their gradients and optimizer state (all in one order, so
+  // that the update stays element for element) and their compute copies (in that order too, or
+  // in conv_weight_copy_layout's): the layout this backend's convolutions read and write weights
+  // in, so that fewer passes reorder them (ConvDesc::weight_layout, grad_layout). The master
+  // weights otherwise keep torchvision's KCRS.
   virtual bool blocks_conv_weights(const OpTypes& types) const {
     (void)types;
     return false;

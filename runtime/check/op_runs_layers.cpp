@@ -89,7 +89,7 @@ void run_conv(PassRun& run) {
   d.bias = run.op().bias;
   d.types = run.types();
   d.layout = run.layout();
-  describe_weights_as_trained(run.backend(), d.types.params != DType::kF32, d);
+  describe_weights_as_trained(run.backend(), pol.compute_weights != pol.master_weights, d);
   const std::unique_ptr<ConvPlan> plan = run.backend().make_conv_plan(d);
   const Shape ws{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   const Shape ys = run.op().out();

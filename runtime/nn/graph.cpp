@@ -291,8 +291,10 @@ void Graph::overlay_scratch() {
   }
 }
 
-// How the passes read a parameter (its compute copy, and its gradient): as the backend stores
-// activations (channels-last: KRSC), or as its blocked value is (OIhw16i16o).
+// How a parameter's compute copy and gradient are stored: as its request says where that is not
+// NCHW (a blocked value's gradient in its blocks, a compute copy in the backend's
+// conv_weight_copy_layout, LayerDeclaration::compute_copy), else as the backend stores
+// activations (channels-last: KRSC).
 Layout Graph::read_layout(const TensorRequest& r) const {
   return r.layout != Layout::kNCHW ? r.layout : stored(activation_layout_, r.shape);
 }
@@ -381,7 +383,7 @@ void Graph::declare_gradients() {
       const std::string name = nodes_[i].name + "." + request.name;
       offset = aligned(offset);
       grad_offsets_.push_back(offset);
-      // A conv weight's gradient is stored as the passes read the weight.
+      // A conv weight's gradient is stored as backward-filter writes it (read_layout).
       const int grad = declare_tensor({name + ".grad", TensorKind::kParamGrad, request.shape,
                                        policy_.gradients, static_cast<int>(i), flat_id_,
                                        MemCategory::kGradients, read_layout(request), offset});

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -133,12 +134,13 @@ std::vector<float> host(CpuBackend& b, const Tensor& t) {
   return v;
 }
 
-// The three passes of `how` on random operands, the weights stored as `weights` says; with
-// `one_image`, in the least workspace im2col runs in (one image per chunk: the weight gradient
-// summed over chunks).
+// The three passes of `how` on random operands, the weights stored as `weights` says (and their
+// gradient as `grads`, if given); with `one_image`, in the least workspace im2col runs in (one
+// image per chunk: the weight gradient summed over chunks).
 Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false,
-           ConvDesc d = layer(Layout::kNCHW)) {
-  d.weight_layout = d.grad_layout = weights;
+           ConvDesc d = layer(Layout::kNCHW), std::optional<Layout> grads = std::nullopt) {
+  d.weight_layout = weights;
+  d.grad_layout = grads.value_or(weights);
   BackendOptions o;
   o.conv_algo = how;
   if (one_image) o.workspace_limit = Im2colConv::min_workspace_bytes(d);
@@ -159,7 +161,7 @@ Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false,
       filled(b, ws, floats_of(to_stored_order(weights, ws, 4, bytes_of(wv)))).with_layout(weights);
   Tensor y = b.empty(ys, DType::kF32, MemCategory::kActivations, "y");
   Tensor dx = b.empty(xs, DType::kF32, MemCategory::kActivations, "dx");
-  Tensor dw = b.empty(ws, DType::kF32, MemCategory::kGradients, "dw").with_layout(weights);
+  Tensor dw = b.empty(ws, DType::kF32, MemCategory::kGradients, "dw").with_layout(d.grad_layout);
   b.conv_forward(*plan, x, w, y);
   b.conv_backward_data(*plan, dy, w, dx);
   b.conv_backward_filter(*plan, x, dy, dw);
@@ -167,7 +169,7 @@ Passes run(ConvAlgoChoice how, Layout weights, bool one_image = false,
   for (const PassAlgorithm& a : plan->algorithms()) algorithms.push_back(a.algorithm);
   return {xv,          wv,
           dyv,         host(b, y),
-          host(b, dx), floats_of(to_logical_order(weights, ws, 4, bytes_of(host(b, dw)))),
+          host(b, dx), floats_of(to_logical_order(d.grad_layout, ws, 4, bytes_of(host(b, dw)))),
           algorithms};
 }
 
@@ -192,6 +194,70 @@ TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
   EXPECT_EQ(blocked.y, kcrs.y);
   EXPECT_EQ(blocked.dx, kcrs.dx);
   EXPECT_EQ(blocked.dw, kcrs.dw);
+}
+
+// Weights read in pairs (a bf16 compute copy's order) and their gradient written in the
+// masters' blocks: each algorithm computes the bits it computes on KCRS weights (in f32 here, so
+// on any AVX-512 CPU).
+TEST(BlockedWeights, PairedWeightsWithBlockedGradientsComputeTheBitsOfKcrsWeights) {
+  for (ConvAlgoChoice how :
+       {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd, ConvAlgoChoice::kIm2col}) {
+    for (bool one_image : {false, true}) {
+      if (one_image && how != ConvAlgoChoice::kIm2col) continue;
+      const Passes kcrs = run(how, Layout::kNCHW, one_image);
+      const Passes paired =
+          run(how, Layout::kOIhw8i16o2i, one_image, layer(Layout::kNCHW), Layout::kOIhw16i16o);
+      EXPECT_EQ(paired.y, kcrs.y) << conv_algo_choice_name(how);
+      EXPECT_EQ(paired.dx, kcrs.dx) << conv_algo_choice_name(how);
+      EXPECT_EQ(paired.dw, kcrs.dw) << conv_algo_choice_name(how);
+    }
+  }
+}
+
+// cast rounds an f32 master in blocks into its 16-bit copy in pairs, and the update with a copy
+// in pairs gives the master, momentum and copy of the update with a copy in blocks, relaid: on a
+// weight large enough to be split over threads.
+TEST(BlockedWeights, CastAndTheUpdateWriteACopyInPairs) {
+  const Shape ws{64, 64, 3, 3};
+  CpuBackend b({});
+  Rng rng(5);
+  std::vector<float> w(static_cast<size_t>(ws.numel())), g(w.size()), m(w.size());
+  for (auto* v : {&w, &g, &m})
+    for (float& e : *v) e = rng.normal(0.f, 1.f);
+  for (DType t : {DType::kBF16, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(t));
+    const auto tensor = [&](const std::vector<float>& v, DType type, Layout layout) {
+      Tensor f =
+          filled(b, ws, floats_of(to_stored_order(layout, ws, 4, bytes_of(v)))).with_layout(layout);
+      if (type == DType::kF32) return f;
+      Tensor out = b.empty(ws, type, MemCategory::kWeights, "16-bit", layout);
+      b.cast(f, out);
+      return out;
+    };
+    const auto logical = [&](const Tensor& x) {
+      std::vector<uint8_t> bytes(x.bytes());
+      b.copy_to_host(x, bytes.data());
+      return to_logical_order(x.layout(), ws, dtype_size(x.dtype()), bytes);
+    };
+    const Tensor master = tensor(w, DType::kF32, Layout::kOIhw16i16o);
+    Tensor paired = b.empty(ws, t, MemCategory::kWeights, "copy", Layout::kOIhw8i16o2i);
+    b.cast(master, paired);
+    EXPECT_EQ(logical(paired), logical(tensor(w, t, Layout::kNCHW)));
+    Tensor p[2] = {tensor(w, DType::kF32, Layout::kOIhw16i16o),
+                   tensor(w, DType::kF32, Layout::kOIhw16i16o)};
+    Tensor mom[2] = {tensor(m, DType::kF32, Layout::kOIhw16i16o),
+                     tensor(m, DType::kF32, Layout::kOIhw16i16o)};
+    Tensor copy[2] = {b.empty(ws, t, MemCategory::kWeights, "copy", Layout::kOIhw16i16o),
+                      b.empty(ws, t, MemCategory::kWeights, "copy", Layout::kOIhw8i16o2i)};
+    const Tensor grad = tensor(g, t, Layout::kOIhw16i16o);
+    for (int k = 0; k < 2; ++k) {
+      b.sgd_update_with_copy(SgdConfig{0.05f, 0.9f, 1e-4f}, grad, nullptr, mom[k], p[k], copy[k]);
+    }
+    EXPECT_EQ(logical(copy[1]), logical(copy[0]));
+    EXPECT_EQ(logical(p[1]), logical(p[0]));
+    EXPECT_EQ(logical(mom[1]), logical(mom[0]));
+    EXPECT_NE(logical(p[0]), logical(master));  // the update moved the weights
+  }
 }
 
 HostArray array(const Shape& s, const std::vector<float>& v) {

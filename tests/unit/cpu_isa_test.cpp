@@ -15,6 +15,7 @@
 #include "runtime/backend/cpu/batch_norm_loops.h"
 #include "runtime/backend/cpu/isa.h"
 #include "runtime/backend/cpu/pointwise_loops.h"
+#include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
 
 namespace dlb {
@@ -102,7 +103,7 @@ class CpuIsaLoops : public ::testing::Test {};
 using StoredTypes = ::testing::Types<float, F16, BF16>;
 TYPED_TEST_SUITE(CpuIsaLoops, StoredTypes);
 
-TYPED_TEST(CpuIsaLoops, BatchNormTrainsAndBacksOffWithTheSameBitsOnEitherInstructionSet) {
+TYPED_TEST(CpuIsaLoops, BatchNormTrainsAndRunsBackwardWithTheSameBitsOnEitherInstructionSet) {
   using T = TypeParam;
   if (host_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU runs the x86-64 loops only";
   for (const int64_t inner : {1, 3, 4, 8, 15, 16, 33, 256}) {
@@ -221,42 +222,84 @@ TYPED_TEST(CpuIsaLoops, SgdUpdatesGiveTheSameBitsOnEitherInstructionSet) {
 // The update into a compute copy kept in pairs (Layout::kOIhw8i16o2i) computes the element-wise
 // update's values and stores them where runtime/core/layout_order.h says, on either instruction
 // set, split into whole blocks anywhere.
-TYPED_TEST(CpuIsaLoops, SgdIntoPairsStoresTheElementwiseCopyInPairs) {
+template <typename T>
+class CpuIsaSixteenBitLoops : public ::testing::Test {};
+using SixteenBitTypes = ::testing::Types<F16, BF16>;
+TYPED_TEST_SUITE(CpuIsaSixteenBitLoops, SixteenBitTypes);
+
+TYPED_TEST(CpuIsaSixteenBitLoops, SgdIntoPairsStoresTheElementwiseCopyInPairs) {
   using T = TypeParam;
-  if constexpr (!std::is_same_v<T, float>) {
-    const Shape shape{32, 48, 3, 1};  // 18 blocks of 16 x 16: four chunks, the last one short
-    const int64_t n = shape.numel(), blocks = n / 256;
-    const std::vector<float> g = hard_values(static_cast<size_t>(n), 5),
-                             w = hard_values(static_cast<size_t>(n), 6),
-                             m = hard_values(static_cast<size_t>(n), 7);
-    const std::vector<T> g16 = stored_values<T>(g);
-    const SgdStep step{0.05f, 0.9f, 1e-4f, 1.f / 512};
-    std::vector<float> p = w, buf = m;
-    std::vector<T> flat(static_cast<size_t>(n));
-    sgd_copy_loops<T, T>(CpuIsa::kX86_64)
-        .update(step, g16.data(), buf.data(), p.data(), flat.data(), n);
-    // The element-wise copy is in p's order, kOIhw16i16o: where kOIhw8i16o2i keeps each element.
-    std::vector<uint8_t> bytes(flat.size() * sizeof(T));
-    std::memcpy(bytes.data(), flat.data(), bytes.size());
-    bytes = to_stored_order(Layout::kOIhw8i16o2i, shape, sizeof(T),
-                            to_logical_order(Layout::kOIhw16i16o, shape, sizeof(T), bytes));
-    std::vector<T> expected(flat.size());
-    std::memcpy(expected.data(), bytes.data(), bytes.size());
-    for (const CpuIsa isa : {CpuIsa::kX86_64, host_cpu_isa()}) {
-      for (const int64_t split : {int64_t{0}, int64_t{5}}) {
-        std::vector<float> p2 = w, buf2 = m;
-        std::vector<T> paired(flat.size());
-        const auto update = sgd_copy_loops<T, T>(isa).update_into_pairs;
-        update(step, g16.data(), buf2.data(), p2.data(), paired.data(), split);
-        const size_t at = static_cast<size_t>(split * 256);
-        update(step, g16.data() + at, buf2.data() + at, p2.data() + at, paired.data() + at,
-               blocks - split);
-        EXPECT_TRUE(same_bits(paired, expected)) << cpu_isa_name(isa) << ", split " << split;
-        EXPECT_TRUE(same_bits(p2, p));
-        EXPECT_TRUE(same_bits(buf2, buf));
-      }
+  const Shape shape{32, 48, 3, 1};  // 18 blocks of 16 x 16: five chunks of 4, the last short
+  const int64_t n = shape.numel(), blocks = n / 256;
+  const std::vector<float> g = hard_values(static_cast<size_t>(n), 5),
+                           w = hard_values(static_cast<size_t>(n), 6),
+                           m = hard_values(static_cast<size_t>(n), 7);
+  const std::vector<T> g16 = stored_values<T>(g);
+  const SgdStep step{0.05f, 0.9f, 1e-4f, 1.f / 512};
+  std::vector<float> p = w, buf = m;
+  std::vector<T> flat(static_cast<size_t>(n));
+  sgd_copy_loops<T, T>(CpuIsa::kX86_64)
+      .update(step, g16.data(), buf.data(), p.data(), flat.data(), n);
+  // The element-wise copy is in p's order, kOIhw16i16o: where kOIhw8i16o2i keeps each element.
+  std::vector<uint8_t> bytes(flat.size() * sizeof(T));
+  std::memcpy(bytes.data(), flat.data(), bytes.size());
+  bytes = to_stored_order(Layout::kOIhw8i16o2i, shape, sizeof(T),
+                          to_logical_order(Layout::kOIhw16i16o, shape, sizeof(T), bytes));
+  std::vector<T> expected(flat.size());
+  std::memcpy(expected.data(), bytes.data(), bytes.size());
+  for (const CpuIsa isa : {CpuIsa::kX86_64, host_cpu_isa()}) {
+    for (const int64_t split : {int64_t{0}, int64_t{5}}) {
+      std::vector<float> p2 = w, buf2 = m;
+      std::vector<T> paired(flat.size());
+      const auto update = sgd_copy_loops<T, T>(isa).update_into_pairs;
+      update(step, g16.data(), buf2.data(), p2.data(), paired.data(), split);
+      const size_t at = static_cast<size_t>(split * 256);
+      update(step, g16.data() + at, buf2.data() + at, p2.data() + at, paired.data() + at,
+             blocks - split);
+      EXPECT_TRUE(same_bits(paired, expected)) << cpu_isa_name(isa) << ", split " << split;
+      EXPECT_TRUE(same_bits(p2, p));
+      EXPECT_TRUE(same_bits(buf2, buf));
     }
+    // The updated weights rounded into pairs alone, as cast does.
+    std::vector<T> narrowed(flat.size());
+    pointwise_loops<T>(isa).narrow_into_pairs(p.data(), narrowed.data(), blocks);
+    EXPECT_TRUE(same_bits(narrowed, expected)) << cpu_isa_name(isa);
   }
+}
+
+// The update from gradients of one 16-bit type into a copy of the other.
+template <typename G, typename C>
+void expect_mixed_update_the_same_on_either_instruction_set() {
+  const std::vector<float> g = hard_values(3001, 8), w = hard_values(3001, 9),
+                           m = hard_values(3001, 10);
+  const std::vector<G> g16 = stored_values<G>(g);
+  const SgdStep step{0.05f, 0.9f, 1e-4f, 1.f};
+  std::vector<float> p[2] = {w, w}, buf[2] = {m, m};
+  std::vector<C> compute[2] = {std::vector<C>(w.size()), std::vector<C>(w.size())};
+  const CpuIsa isas[2] = {CpuIsa::kX86_64, CpuIsa::kAvx512};
+  for (int k = 0; k < 2; ++k) {
+    sgd_copy_loops<G, C>(isas[k]).update(step, g16.data(), buf[k].data(), p[k].data(),
+                                         compute[k].data(), 3001);
+  }
+  EXPECT_TRUE(same_bits(compute[0], compute[1]));
+  EXPECT_TRUE(same_bits(p[0], p[1]));
+  EXPECT_TRUE(same_bits(buf[0], buf[1]));
+}
+
+TEST(CpuIsaMixedLoops, SgdFromOneSixteenBitTypeIntoTheOtherGivesTheSameBits) {
+  if (host_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU runs the x86-64 loops only";
+  expect_mixed_update_the_same_on_either_instruction_set<F16, BF16>();
+  expect_mixed_update_the_same_on_either_instruction_set<BF16, F16>();
+}
+
+TEST(CpuIsaMixedLoops, TheLoopsOfAnInstructionSetThisCpuLacksAreRefused) {
+  if (host_cpu_isa() == CpuIsa::kAvx512) {
+    EXPECT_NO_THROW(pointwise_loops<float>(CpuIsa::kAvx512));
+  } else {
+    EXPECT_THROW(pointwise_loops<float>(CpuIsa::kAvx512), Unsupported);
+    EXPECT_THROW(bn_loops<BF16>(CpuIsa::kAvx512), Unsupported);
+  }
+  EXPECT_NO_THROW(sgd_loops(CpuIsa::kX86_64));
 }
 
 }  // namespace

@@ -11,6 +11,8 @@
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/isa.h"
 #include "runtime/backend/cpu/onednn_engine.h"
+#include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/core/layout_order.h"
@@ -33,6 +35,25 @@ CpuBackend::CpuBackend(const BackendOptions& options)
 // 16-bit ones are widened to f32 for the op and rounded back on store (f32_views.h), so fp16
 // math means 16-bit storage here. bf16 convolutions and matrix products multiply bf16 natively
 // where oneDNN can (conv.cpp, matmul.cpp), accumulating in f32.
+namespace {
+
+// An f32 tensor in kOIhw16i16o rounded into a 16-bit one in kOIhw8i16o2i, by whole blocks.
+void narrow_into_pairs(const Tensor& src, Tensor& dst) {
+  constexpr int64_t kBlock = kWeightBlock * kWeightBlock;
+  with_stored_float(dst.dtype(), "cast", [&](auto t) {
+    using T = decltype(t);
+    const auto narrow = pointwise_loops<T>(host_cpu_isa()).narrow_into_pairs;
+    const float* from = src.data<float>();
+    T* to = dst.data<T>();
+    parallel_blocks(src.numel() / kBlock, kParallelElements / kBlock,
+                    [=](int64_t begin, int64_t end) {
+                      narrow(from + begin * kBlock, to + begin * kBlock, end - begin);
+                    });
+  });
+}
+
+}  // namespace
+
 bool CpuBackend::supports(Op, const OpTypes& t) const {
   const auto stored = [](DType d) { return d == DType::kF32 || is_16bit(d); };
   return t.math != Precision::kTf32 && stored(t.data) && stored(t.params);
@@ -94,12 +115,16 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
   std::memmove(dst.raw(), src.raw(), src.bytes());
 }
 
-// Element for element where both store their elements in one order; otherwise through f32 copies
-// relaid into dst's order (a master weight into a compute copy kept in another order,
-// conv_weight_copy_layout: at set-up and after a load, not in the step).
+// Element for element where both store their elements in one order. An f32 master in
+// kOIhw16i16o into its 16-bit compute copy in pairs (conv_weight_copy_layout: at set-up and
+// after a load) block by block, in place; any other pair of orders through f32 copies.
 void CpuBackend::cast(const Tensor& src, Tensor& dst) {
   if (src.layout() == dst.layout() || src.shape().rank() != 4) return convert(src, dst);
   check_same_shape(src, dst, "cast");
+  if (src.dtype() == DType::kF32 && src.layout() == Layout::kOIhw16i16o &&
+      dst.layout() == Layout::kOIhw8i16o2i && is_16bit(dst.dtype())) {
+    return narrow_into_pairs(src, dst);
+  }
   Tensor wide = empty(src.shape(), DType::kF32, MemCategory::kWorkspace, "cast", src.layout());
   Tensor moved = empty(src.shape(), DType::kF32, MemCategory::kWorkspace, "cast", dst.layout());
   convert(src, wide);

@@ -1,5 +1,7 @@
 #include "runtime/backend/cpu/isa.h"
 
+#include "runtime/core/error.h"
+
 namespace dlb {
 
 CpuIsa host_cpu_isa() {
@@ -13,5 +15,11 @@ CpuIsa host_cpu_isa() {
 }
 
 const char* cpu_isa_name(CpuIsa isa) { return isa == CpuIsa::kAvx512 ? "avx512" : "x86-64"; }
+
+void check_runs(CpuIsa isa) {
+  if (isa == CpuIsa::kAvx512 && host_cpu_isa() != CpuIsa::kAvx512) {
+    throw Unsupported("this CPU lacks AVX-512 (F, BW, VL, DQ): its loops cannot run here");
+  }
+}
 
 }  // namespace dlb

@@ -14,5 +14,7 @@ enum class CpuIsa { kX86_64, kAvx512 };
 // The widest this CPU runs (AVX-512 F, BW, VL and DQ, or x86-64), found once.
 CpuIsa host_cpu_isa();
 const char* cpu_isa_name(CpuIsa isa);  // "x86-64", "avx512"
+// Unsupported where this CPU cannot run `isa` (a caller asking for loops it would fault in).
+void check_runs(CpuIsa isa);
 
 }  // namespace dlb

@@ -4,17 +4,22 @@
 
 namespace dlb {
 namespace pointwise_x86_64 {
+namespace {  // internal linkage: no symbol of one copy can stand in for the other's
 #include "runtime/backend/cpu/pointwise_loops.inl"
+}  // namespace
 }  // namespace pointwise_x86_64
 
 DLB_AVX512_BEGIN
 namespace pointwise_avx512 {
+namespace {  // internal linkage: no symbol of one copy can stand in for the other's
 #include "runtime/backend/cpu/pointwise_loops.inl"
+}  // namespace
 }  // namespace pointwise_avx512
 DLB_AVX512_END
 
 template <typename T>
 const PointwiseLoops<T>& pointwise_loops(CpuIsa isa) {
+  check_runs(isa);
   return isa == CpuIsa::kAvx512 ? pointwise_avx512::kPointwiseLoops<T>
                                 : pointwise_x86_64::kPointwiseLoops<T>;
 }
@@ -23,11 +28,13 @@ template const PointwiseLoops<F16>& pointwise_loops(CpuIsa);
 template const PointwiseLoops<BF16>& pointwise_loops(CpuIsa);
 
 const SgdLoops& sgd_loops(CpuIsa isa) {
+  check_runs(isa);
   return isa == CpuIsa::kAvx512 ? pointwise_avx512::kSgdLoops : pointwise_x86_64::kSgdLoops;
 }
 
 template <typename G, typename C>
 const SgdCopyLoops<G, C>& sgd_copy_loops(CpuIsa isa) {
+  check_runs(isa);
   return isa == CpuIsa::kAvx512 ? pointwise_avx512::kSgdCopyLoops<G, C>
                                 : pointwise_x86_64::kSgdCopyLoops<G, C>;
 }

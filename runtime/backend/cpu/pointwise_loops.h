@@ -20,6 +20,9 @@ struct PointwiseLoops {
   void (*relu_grad)(const T* y, const T* dy, T* dx, int64_t n);
   void (*widen)(const T* src, float* dst, int64_t n);   // exact
   void (*narrow)(const float* src, T* dst, int64_t n);  // to nearest even
+  // `blocks` whole 16 x 16 blocks of Layout::kOIhw16i16o weights narrowed into kOIhw8i16o2i's
+  // order (runtime/core/layout_order.h).
+  void (*narrow_into_pairs)(const float* src, T* dst, int64_t blocks);
 };
 
 // SGD with momentum and weight decay on elements [0, n), as torch.optim.SGD (dampening 0), the

@@ -82,6 +82,11 @@ void narrow_block_into_pairs(const float* src, T* dst) {
   }
 }
 
+template <typename T>
+void narrow_into_pairs(const float* src, T* dst, int64_t blocks) {
+  for (int64_t b = 0; b < blocks; ++b) narrow_block_into_pairs(src + b * 256, dst + b * 256);
+}
+
 template <typename G, typename C>
 void sgd_update_into_pairs(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
                            int64_t blocks) {
@@ -96,7 +101,8 @@ void sgd_update_into_pairs(const SgdStep& s, const G* g, float* buf, float* p, C
 }
 
 template <typename T>
-const PointwiseLoops<T> kPointwiseLoops{&sum<T>, &relu<T>, &relu_grad<T>, &widen<T>, &narrow<T>};
+const PointwiseLoops<T> kPointwiseLoops{&sum<T>,   &relu<T>,   &relu_grad<T>,
+                                         &widen<T>, &narrow<T>, &narrow_into_pairs<T>};
 const SgdLoops kSgdLoops{&sgd_update};
 template <typename G, typename C>
 const SgdCopyLoops<G, C> kSgdCopyLoops{&sgd_update_with_copy<G, C>, &sgd_update_into_pairs<G, C>};

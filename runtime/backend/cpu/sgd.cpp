@@ -114,6 +114,8 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
         parallel_blocks(param.numel(), kParallelElements, [=](int64_t begin, int64_t end) {
           update(step, gp + begin, buf + begin, p + begin, out + begin, end - begin);
         });
+      } else {
+        throw std::logic_error("sgd_update_with_copy: f32 reached the 16-bit update");
       }
     });
   });

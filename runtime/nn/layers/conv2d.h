@@ -51,10 +51,11 @@ class Conv2d final : public Layer {
   }
 
   ConvDesc describe(const Shape& in, const OpTypes& types = {}) const;
-  // How the weight and everything stored with it (its gradient, its compute copy, its momentum)
-  // are stored: Layout::kOIhw16i16o where the backend blocks conv weights (`blocks`:
+  // How the master weight and what is stored with it (its gradient, its momentum) are stored:
+  // Layout::kOIhw16i16o where the backend blocks conv weights (`blocks`:
   // Backend::blocks_conv_weights) and the channels fill oneDNN's blocks of 16 (ungrouped);
-  // torchvision's KCRS (or the compute copy's channels-last) elsewhere.
+  // torchvision's KCRS elsewhere. Its compute copy takes the backend's
+  // conv_weight_copy_layout of this (LayerDeclaration::compute_copy), or channels-last.
   Layout weight_layout(bool blocks) const;
   const ConvPlan& plan() const { return *plan_; }
 

@@ -104,8 +104,8 @@ std::string pass_cell(double seconds, double flops, double peak) {
 nlohmann::json bench_algorithm(Backend& be, ConvAlgoChoice algo, const ConvCase& c,
                                double sq_gflops, int64_t repeat, AlgorithmTotals& totals) {
   ConvDesc d = c.desc;
-  // The weights stored as training stores them (Conv2d::weight_layout).
-  describe_weights_as_trained(be, d.types.params != DType::kF32, d);
+  // The weights stored as training stores them (an f32 run's: no compute copy).
+  describe_weights_as_trained(be, false, d);
   auto plan = be.make_conv_plan(d);
   Tensor x = filled(be, {d.batch, d.in_channels, d.height, d.width}, 0.1f);
   Tensor w = filled(be, {d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, 0.01f)
