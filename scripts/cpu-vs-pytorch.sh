@@ -4,7 +4,8 @@
 # dlbench's record says whether its bf16 products ran natively, metrics.arithmetic). Each round
 # runs every configuration once, dlbench then PyTorch, so configurations and systems alternate;
 # after ROUNDS rounds it prints the medians of their images per second, the lowest and highest
-# round, and the ratio. PyTorch gets every core this process may use, as dlbench does
+# round, and the ratio; then the median of each run's fastest step, and their ratio, which a host
+# whose speed changes between and within runs moves less. PyTorch gets every core this process may use, as dlbench does
 # (reports/peers/pytorch_train.py, the peer of `--systems=dlbench,pytorch`). Not a test: a
 # benchmark, whose figures are this machine's.
 #
@@ -30,7 +31,11 @@ steps=10 warmup=3
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
 
-images_per_s() { /usr/bin/python3 -c 'import json,sys; print(json.load(sys.stdin)["metrics"]["throughput_img_s"])'; }
+# A record's images per second and its fastest timed step, in seconds.
+rate_and_fastest() {
+  /usr/bin/python3 -c 'import json,sys; m = json.load(sys.stdin)["metrics"]
+print(m["throughput_img_s"], min(m["step_time_s"]["all"]))'
+}
 
 for ((r = 1; r <= rounds; r++)); do
   for config in "${configs[@]}"; do
@@ -40,23 +45,29 @@ for ((r = 1; r <= rounds; r++)); do
             --warmup=$warmup --backend=cpu --precision="$precision")
     rec=$(mktemp)
     "$dlbench" run "${common[@]}" --json="$rec" >/dev/null
-    echo "$config dlbench $(images_per_s <"$rec")" >>"$results"
+    echo "$config dlbench $(rate_and_fastest <"$rec")" >>"$results"
     rm -f "$rec"
     echo "$config pytorch $(/usr/bin/python3 "$root/reports/peers/pytorch_train.py" "${common[@]}" |
-                            tail -n 1 | images_per_s)" >>"$results"
+                            tail -n 1 | rate_and_fastest)" >>"$results"
   done
 done
 /usr/bin/python3 - "$results" "${configs[@]}" <<'PY'
 import collections, statistics, sys
-runs = collections.defaultdict(list)
+runs, fastest = collections.defaultdict(list), collections.defaultdict(list)
 for line in open(sys.argv[1]):
-    config, system, rate = line.split()
+    config, system, rate, step = line.split()
     runs[config, system].append(float(rate))
+    fastest[config, system].append(float(step) * 1000)
 for config in sys.argv[2:]:
     model, batch, size, *precision = config.split(":")
     d, p = runs[config, "dlbench"], runs[config, "pytorch"]
     md, mp = statistics.median(d), statistics.median(p)
-    print(f"{model} b{batch} {size}x{size} {(precision or ['fp32'])[0]}: dlbench {md:.1f} img/s "
-          f"[{min(d):.1f}, {max(d):.1f}], PyTorch {mp:.1f} img/s [{min(p):.1f}, {max(p):.1f}], "
-          f"ratio {md / mp:.2f}x (medians of {len(d)} rounds)")
+    name = f"{model} b{batch} {size}x{size} {(precision or ['fp32'])[0]}"
+    print(f"{name}: dlbench {md:.1f} img/s [{min(d):.1f}, {max(d):.1f}], PyTorch {mp:.1f} img/s "
+          f"[{min(p):.1f}, {max(p):.1f}], ratio {md / mp:.2f}x (medians of {len(d)} rounds)")
+    fd, fp = fastest[config, "dlbench"], fastest[config, "pytorch"]
+    sd, sp = statistics.median(fd), statistics.median(fp)
+    print(f"{' ' * len(name)}  fastest step: dlbench {sd:.1f} ms [{min(fd):.1f}, {max(fd):.1f}], "
+          f"PyTorch {sp:.1f} ms [{min(fp):.1f}, {max(fp):.1f}], ratio {sp / sd:.2f}x "
+          f"(medians of each run's fastest)")
 PY
