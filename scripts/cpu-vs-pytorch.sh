@@ -41,8 +41,8 @@ for ((r = 1; r <= rounds; r++)); do
   for config in "${configs[@]}"; do
     IFS=: read -r model batch size precision <<<"$config"
     precision=${precision:-fp32}
-    common=(--model="$model" --batch="$batch" --image-size="$size" --steps=$steps
-            --warmup=$warmup --backend=cpu --precision="$precision")
+    common=(--model="$model" --batch="$batch" --image-size="$size" --steps="$steps"
+            --warmup="$warmup" --backend=cpu --precision="$precision")
     rec=$(mktemp)
     "$dlbench" run "${common[@]}" --json="$rec" >/dev/null
     echo "$config dlbench $(rate_and_fastest <"$rec")" >>"$results"
