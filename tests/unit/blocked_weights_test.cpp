@@ -41,24 +41,35 @@ std::vector<float> floats_of(const std::vector<uint8_t>& b) {
   return v;
 }
 
-// Each element's logical index as its value, in oneDNN's own OIhw16i16o reorder and in ours.
-TEST(LayoutOrder, BlockedOffsetsAreOnednnsOIhw16i16o) {
-  const Shape s{32, 48, 3, 2};
-  std::vector<float> logical(static_cast<size_t>(s.numel()));
+const Shape kOrderShape{32, 48, 3, 2};
+
+// Each element's logical index as its value (kOrderShape, KCRS), and oneDNN's own reorder of
+// them into `tag`.
+std::vector<float> logical_indices() {
+  std::vector<float> logical(static_cast<size_t>(kOrderShape.numel()));
   std::iota(logical.begin(), logical.end(), 0.f);
+  return logical;
+}
+std::vector<float> onednn_order(dnnl::memory::format_tag tag) {
+  std::vector<float> logical = logical_indices(), theirs(logical.size());
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(engine);
   const dnnl::memory::dims dims{32, 48, 3, 2};
-  using Tag = dnnl::memory::format_tag;
   const auto f32 = dnnl::memory::data_type::f32;
-  dnnl::memory plain({dims, f32, Tag::oihw}, engine, logical.data());
-  std::vector<float> theirs(logical.size());
-  dnnl::memory blocked({dims, f32, Tag::OIhw16i16o}, engine, theirs.data());
-  dnnl::reorder(plain, blocked).execute(stream, plain, blocked);
+  dnnl::memory plain({dims, f32, dnnl::memory::format_tag::oihw}, engine, logical.data());
+  dnnl::memory stored({dims, f32, tag}, engine, theirs.data());
+  dnnl::reorder(plain, stored).execute(stream, plain, stored);
   stream.wait();
+  return theirs;
+}
+
+// Our offsets against oneDNN's OIhw16i16o reorder, both ways, and relaid into NHWC.
+TEST(LayoutOrder, BlockedOffsetsAreOnednnsOIhw16i16o) {
+  const Shape& s = kOrderShape;
+  const std::vector<float> logical = logical_indices();
   const std::vector<float> ours =
       floats_of(to_stored_order(Layout::kOIhw16i16o, s, sizeof(float), bytes_of(logical)));
-  EXPECT_EQ(ours, theirs);
+  EXPECT_EQ(ours, onednn_order(dnnl::memory::format_tag::OIhw16i16o));
   EXPECT_EQ(floats_of(to_logical_order(Layout::kOIhw16i16o, s, sizeof(float), bytes_of(ours))),
             logical);
   std::vector<float> relaid(logical.size());
@@ -69,21 +80,9 @@ TEST(LayoutOrder, BlockedOffsetsAreOnednnsOIhw16i16o) {
 
 // The same for the bf16 convolutions' order, OIhw8i16o2i.
 TEST(LayoutOrder, PairedOffsetsAreOnednnsOIhw8i16o2i) {
-  const Shape s{32, 48, 3, 2};
-  std::vector<float> logical(static_cast<size_t>(s.numel()));
-  std::iota(logical.begin(), logical.end(), 0.f);
-  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(engine);
-  const dnnl::memory::dims dims{32, 48, 3, 2};
-  using Tag = dnnl::memory::format_tag;
-  const auto f32 = dnnl::memory::data_type::f32;
-  dnnl::memory plain({dims, f32, Tag::oihw}, engine, logical.data());
-  std::vector<float> theirs(logical.size());
-  dnnl::memory paired({dims, f32, Tag::OIhw8i16o2i}, engine, theirs.data());
-  dnnl::reorder(plain, paired).execute(stream, plain, paired);
-  stream.wait();
-  EXPECT_EQ(floats_of(to_stored_order(Layout::kOIhw8i16o2i, s, sizeof(float), bytes_of(logical))),
-            theirs);
+  EXPECT_EQ(floats_of(to_stored_order(Layout::kOIhw8i16o2i, kOrderShape, sizeof(float),
+                                      bytes_of(logical_indices()))),
+            onednn_order(dnnl::memory::format_tag::OIhw8i16o2i));
   EXPECT_TRUE(is_blocked(Layout::kOIhw8i16o2i));
   EXPECT_FALSE(layout_holds(Layout::kOIhw8i16o2i, Shape{16, 24, 3, 3}));
 }

@@ -54,17 +54,26 @@ void sgd_update(const SgdStep& s, const float* g, float* buf, float* p, int64_t 
   }
 }
 
-template <typename G, typename C>
-void sgd_update_with_copy(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
-                          int64_t n) {
-  constexpr int64_t kChunk = 1024;
+// The update a chunk at a time: the chunk's 16-bit gradient widened, the update, then
+// narrow(at, k) rounds elements [at, at + k) of the weights into the copy.
+template <typename G, typename Narrow>
+void update_in_chunks(const SgdStep& s, const G* g, float* buf, float* p, int64_t n,
+                      Narrow narrow) {
+  constexpr int64_t kChunk = 1024;  // whole blocks of 256 (sgd_update_into_pairs)
   float wide[kChunk];
   for (int64_t at = 0; at < n; at += kChunk) {
     const int64_t k = n - at < kChunk ? n - at : kChunk;
     widen(g + at, wide, k);
     sgd_update(s, wide, buf + at, p + at, k);
-    narrow(p + at, compute + at, k);
+    narrow(at, k);
   }
+}
+
+template <typename G, typename C>
+void sgd_update_with_copy(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
+                          int64_t n) {
+  update_in_chunks(s, g, buf, p, n,
+                   [=](int64_t at, int64_t k) { narrow(p + at, compute + at, k); });
 }
 
 // One 16 x 16 block of kOIhw16i16o weights ([16 c][16 k]) rounded into kOIhw8i16o2i's order
@@ -90,19 +99,14 @@ void narrow_into_pairs(const float* src, T* dst, int64_t blocks) {
 template <typename G, typename C>
 void sgd_update_into_pairs(const SgdStep& s, const G* g, float* buf, float* p, C* compute,
                            int64_t blocks) {
-  constexpr int64_t kBlock = 256, kChunk = 4 * kBlock;
-  float wide[kChunk];
-  for (int64_t at = 0; at < blocks * kBlock; at += kChunk) {
-    const int64_t k = blocks * kBlock - at < kChunk ? blocks * kBlock - at : kChunk;
-    widen(g + at, wide, k);
-    sgd_update(s, wide, buf + at, p + at, k);
-    for (int64_t b = 0; b < k; b += kBlock) narrow_block_into_pairs(p + at + b, compute + at + b);
-  }
+  update_in_chunks(s, g, buf, p, blocks * 256, [=](int64_t at, int64_t k) {
+    narrow_into_pairs(p + at, compute + at, k / 256);
+  });
 }
 
 template <typename T>
 const PointwiseLoops<T> kPointwiseLoops{&sum<T>,   &relu<T>,   &relu_grad<T>,
-                                         &widen<T>, &narrow<T>, &narrow_into_pairs<T>};
+                                        &widen<T>, &narrow<T>, &narrow_into_pairs<T>};
 const SgdLoops kSgdLoops{&sgd_update};
 template <typename G, typename C>
 const SgdCopyLoops<G, C> kSgdCopyLoops{&sgd_update_with_copy<G, C>, &sgd_update_into_pairs<G, C>};
