@@ -31,13 +31,6 @@ Layout view_layout(const TensorInfo& source, const Shape& shape) {
   return Layout::kNCHW;
 }
 
-// A view's tensor: `base`'s bytes from the view's offset, in its shape and layout.
-Tensor view_of(const Tensor& base, const TensorInfo& view) {
-  return base.slice_flat(view.offset, view.shape.numel())
-      .reshaped(view.shape)
-      .with_layout(view.layout);
-}
-
 }  // namespace
 
 Graph::Graph(Shape input_shape) {
@@ -77,10 +70,7 @@ std::vector<Shape> Graph::input_shapes(const Node& n) const {
   return in;
 }
 
-int Graph::declare_tensor(TensorInfo info) {
-  table_->emplace_back();  // bound by bind()
-  return dlb::declare_tensor(infos_, std::move(info));
-}
+int Graph::declare_tensor(TensorInfo info) { return dlb::declare_tensor(infos_, std::move(info)); }
 
 // The backend's layout for a 4-D output, except where a flatten reads it with more than one
 // pixel per channel: flattening reads channel-major (NCHW) order, which torchvision's linear
@@ -99,25 +89,6 @@ Layout Graph::output_layout(int node) const {
     }
   }
   return activation_layout_;
-}
-
-void Graph::rebind_input(const Tensor& images) {
-  BoundTable& t = *table_;
-  const Tensor& now = t.at(input_id_);
-  if (images.shape() != now.shape() || images.dtype() != now.dtype() ||
-      images.layout() != now.layout()) {
-    throw InvalidArgument(fmt::format("the input is {} {} {}, not {} {} {}",
-                                      dtype_name(now.dtype()), now.shape().str(),
-                                      layout_name(now.layout()), dtype_name(images.dtype()),
-                                      images.shape().str(), layout_name(images.layout())));
-  }
-  t[input_id_] = images;
-  // Views in node order, so a view of a view follows its source.
-  for (size_t i = 1; i < nodes_.size(); ++i) {
-    if (!runs_no_pass(static_cast<int>(i))) continue;
-    const TensorInfo& view = infos_[output_ids_[i]];
-    t[output_ids_[i]] = view_of(t[view.alias_of], view);
-  }
 }
 
 bool Graph::runs_no_pass(int node) const {
@@ -244,7 +215,7 @@ void Graph::declare(const PrecisionPolicy& policy, const BackendTraits& traits) 
   param_ids_.assign(n, {});
   param_grad_ids_.assign(n, {});
   requested_.assign(n, {});
-  node_tensors_.assign(n, LayerTensors(table_.get()));
+  node_tensors_.assign(n, LayerTensors());
   activation_layout_ = traits.activation_layout;
   fuse_relus(traits);
   input_id_ = declare_tensor({"input", TensorKind::kInput, nodes_[0].shape, policy.activations, 0,
@@ -446,7 +417,22 @@ void Graph::setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy) {
 }
 
 void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan) {
-  bind(backend, rng, plan, infos_);
+  own_ = std::make_unique<BoundStep>(bind(backend, rng, plan, infos_));
+}
+
+const BoundStep& Graph::bound() const {
+  if (!own_ || !is_setup()) {
+    throw InvalidArgument(
+        "the graph keeps no bound step of its own: it is not set up, or a trainer bound it (its "
+        "tensors are the trainer's)");
+  }
+  return *own_;
+}
+
+std::shared_ptr<BoundTable> Graph::table() const {
+  std::shared_ptr<BoundTable> table = table_.lock();
+  if (!table) throw InvalidArgument("the graph's bound step is gone: bind it again");
+  return table;
 }
 
 void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
@@ -499,8 +485,8 @@ void Graph::plan_ops(Backend& backend) {
   planned_for_ = &backend;
 }
 
-void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
-                 const std::vector<TensorInfo>& tensors) {
+BoundStep Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
+                      const std::vector<TensorInfo>& tensors) {
   check_binding(backend, plan, tensors);
   require(backend);  // before a byte is allocated
   backend.allocator().require_room(
@@ -511,56 +497,49 @@ void Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
   const bool plans_here = planned_for_ != &backend;
   try {
     if (plans_here) plan_ops(backend);
-    table_->resize(tensors.size());
-    bind_storage(backend, plan, tensors);
-    backend_ = &backend;
     // The backend sized its workspace from the algorithms the layers' plans chose, and grows it
     // when a pass needs more, outside this table (Backend::workspace says why). Every other byte
-    // of the step is here.
+    // of the step is in the bound step.
+    BoundStep step(backend.allocator(), plan, tensors);
+    guard_gradients(backend, step);
+    borrow(backend, step);
     setup_layers(rng);
     refresh_compute_copies();
+    return step;
   } catch (...) {
-    unbind();  // not set up: what was allocated is released with the table's tensors
-    if (plans_here) backend.release_workspace();
+    // Not set up: what was allocated went with the step.
+    backend_ = nullptr;
+    if (plans_here) {
+      planned_for_ = nullptr;  // planned again when bound again
+      backend.release_workspace();
+    }
     throw;
   }
 }
 
-void Graph::unbind() {
-  backend_ = nullptr;
-  planned_for_ = nullptr;  // planned again when bound again (perhaps on another backend)
-  for (Tensor& t : *table_) t = Tensor();
-  table_->resize(infos_.size());  // the step's tensors are its program's, bound again with it
+void Graph::borrow(Backend& backend, const BoundStep& step) {
+  table_ = step.table();
+  for (LayerTensors& t : node_tensors_) t.borrow(step.table().get());
+  backend_ = &backend;
 }
 
-// The plan's buffers, and every tensor of the table in them (a view in its base's).
-void Graph::bind_storage(Backend& backend, const MemoryPlan& plan,
-                         const std::vector<TensorInfo>& tensors) {
-  Allocator& memory = backend.allocator();
-  std::vector<std::shared_ptr<Buffer>> buffers;
-  for (const PlannedBuffer& b : plan.buffers)
-    buffers.push_back(memory.allocate(b.bytes, b.category, b.name));
-  BoundTable& table = *table_;
-  for (size_t id = 0; id < tensors.size(); ++id) {
-    const TensorInfo& info = tensors[id];
-    const int b = plan.buffer_of[id];
-    table[id] = b >= 0
-                    ? Tensor(buffers.at(b), info.shape, info.dtype, info.layout, plan.offset_of[id])
-                    : view_of(table.at(info.alias_of), info);
-  }
-  Tensor& flat_grads = table[flat_id_];
+void Graph::guard_gradients(Backend& backend, const BoundStep& step) const {
+  Tensor& flat_grads = step.tensor(flat_id_);
   if (traits_.guarded) {
     const size_t elem = dtype_size(policy_.gradients);
     for (const GradGap& g : grad_gaps_) {
-      memory.guard_interior(*flat_grads.buffer(), static_cast<size_t>(g.at) * elem,
-                            static_cast<size_t>(g.elements) * elem, g.what);
+      backend.allocator().guard_interior(*flat_grads.buffer(), static_cast<size_t>(g.at) * elem,
+                                         static_cast<size_t>(g.elements) * elem, g.what);
     }
   }
   backend.fill(flat_grads, 0.f);
 }
 
 void Graph::refresh_compute_copies() {
-  for (size_t k = 0; k < flat_params_.size(); ++k) refresh_compute_copy(*backend_, param(k));
+  for (size_t i = 1; i < node_tensors_.size(); ++i) {
+    for (const std::string& name : node_tensors_[i].param_names())
+      refresh_compute_copy(*backend_, node_tensors_[i].param(name));
+  }
 }
 
 void Graph::require(const Backend& backend) const {
@@ -700,7 +679,8 @@ void Graph::build_backward() {
 
 void Graph::run(const Step& step, const LayerContext& ctx) {
   Node& node = nodes_.at(step.node);
-  BoundTable& t = *table_;
+  const std::shared_ptr<BoundTable> table = this->table();
+  BoundTable& t = *table;
   auto bound = [&](int id) -> Tensor& { return t.at(static_cast<size_t>(id)); };
   if (step.pass == Pass::kAccumulate) {
     ctx.backend.accumulate(bound(step.reads.at(0)), bound(step.writes.at(0)));
@@ -745,7 +725,7 @@ void Graph::run_pass(const Step& step, const LayerContext* ctx) {
 
 std::vector<Graph::NamedParam> Graph::named_params() const {
   std::vector<NamedParam> out;
-  if (!declared_) {  // names only: what each layer would declare
+  if (!is_setup()) {  // names only: what each layer would declare
     for (size_t i = 1; i < nodes_.size(); ++i) {
       const std::vector<Shape> in = input_shapes(nodes_[i]);
       const PrecisionPolicy policy;
@@ -762,12 +742,6 @@ std::vector<Graph::NamedParam> Graph::named_params() const {
       out.push_back({nodes_[i].name + "." + name, node_tensors_[i].param(name)});
   }
   return out;
-}
-
-Param Graph::param(size_t k) const {
-  const ParamIds& p = flat_params_.at(k);
-  BoundTable& t = *table_;
-  return {p.name, t.at(p.value), t.at(p.grad), p.compute >= 0 ? t.at(p.compute) : Tensor{}};
 }
 
 int64_t Graph::num_params() const {

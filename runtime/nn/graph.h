@@ -5,13 +5,15 @@
 // table and emits the forward and backward passes as a Schedule over it, calling no backend and
 // allocating nothing. A training step's program (runtime/train/step_program.h) copies that table
 // and declares the step's own tensors after it; binding stores a table that begins with the
-// model's as a MemoryPlan says and sets the layers up.
+// model's as a MemoryPlan says (a BoundStep, runtime/nn/bound_step.h, which owns the storage) and
+// sets the layers up on it. The graph borrows the bound step's table while it lives.
 #pragma once
 #include <deque>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/nn/bound_step.h"
 #include "runtime/nn/layer.h"
 #include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
@@ -68,42 +70,39 @@ class Graph final : public PassRunner {
   // Stores `tensors` on `backend` as `plan` (a plan over them) says, then sets every layer up:
   // parameters initialised from `rng` (the layers' plans made first, plan_ops). `tensors` begins
   // with tensor_infos(), the model's own; what follows is the step's (a StepProgram's table),
-  // bound beside them.
-  void bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
-            const std::vector<TensorInfo>& tensors);
-  // The model's tensors alone (a plan over step_schedule() and tensor_infos()).
+  // bound beside them. The step returned owns the storage; the graph runs on it while it lives,
+  // and is no longer set up once it is gone.
+  [[nodiscard]] BoundStep bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
+                               const std::vector<TensorInfo>& tensors);
+  // The model's tensors alone (a plan over step_schedule() and tensor_infos()), in a bound step
+  // the graph keeps: a graph on its own.
   void bind(Backend& backend, Rng& rng, const MemoryPlan& plan);
   // declare with the traits of `backend` (BackendTraits::of).
   void declare_for(Backend& backend, const PrecisionPolicy& policy = {});
-  // declare_for, then bind with naive_plan: a graph on its own (inference, tests). A trainer
-  // binds the graph itself, once its own tensors are declared too.
+  // declare_for, then bind with naive_plan, keeping the bound step: a graph on its own
+  // (inference, tests). A trainer binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
-  bool is_setup() const { return backend_ != nullptr; }
+  // Bound, and its bound step alive.
+  bool is_setup() const { return backend_ != nullptr && !table_.expired(); }
+  // The step a graph on its own bound and keeps (setup, or bind with the model's tensors
+  // alone); InvalidArgument for a graph a trainer bound, whose tensors are the trainer's.
+  const BoundStep& bound() const;
   // Forward, then backward: the passes of the graph alone.
   Schedule step_schedule() const;
   const PrecisionPolicy& policy() const { return policy_; }
 
-  Tensor& input_tensor() { return tensor(input_id_); }
-  // Makes `images` (the input's shape and dtype) the input, and every view of it (a flatten on
-  // the input) a view of it: a trainer's second input buffer.
-  void rebind_input(const Tensor& images);
-  const Tensor& output_tensor() const { return table_->at(output_ids_.at(output())); }
-  // The loss writes the gradient of the output here before backward.
-  Tensor& output_grad() { return tensor(grad_ids_.at(output())); }
-
   // The model's tensors: every one its schedules name, with what it is and how it is stored.
   const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
-  // A bound tensor, the model's or (after a bind with a step's table) the step's; undefined
-  // before bind. The table is storage: a const graph still lends its tensors for writing.
-  Tensor& tensor(int id) const { return table_->at(id); }
   // Node i's declared tensors and parameter gradients, as its passes get them.
   const LayerTensors& layer_tensors(int node) const { return node_tensors_.at(node); }
+  // Node `node`'s output tensor (the input node's: the input).
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;
   // -1 for every other node. Decided at declare, from what the backend fuses (BackendTraits).
   int fused_into(int node) const;
   // Views and fused ReLUs: their output is another node's bytes, and no pass runs for them.
   bool runs_no_pass(int node) const;
+  // The gradient of node `node`'s output (the loss writes the output node's).
   int grad_id(int node) const { return grad_ids_.at(node); }
 
   // Forward passes in insertion order; backward passes in reverse, each reading the gradient of
@@ -117,15 +116,13 @@ class Graph final : public PassRunner {
   // The pass's node: its torchvision path.
   const std::string& label(const Step& step) const override { return nodes_.at(step.node).name; }
 
-  // Every parameter, named by its torchvision path, in layer order.
+  // Every parameter, named by its torchvision path, in layer order; its tensors empty where the
+  // graph is not set up.
   std::vector<NamedParam> named_params() const;
   // Parameters in the flat gradient buffer's order: reverse layer order (the order backward
   // produces them), so an all-reduce bucket is a contiguous slice. Their tensors' ids.
   const std::vector<ParamIds>& flat_params() const { return flat_params_; }
-  // Flat parameter k's tensors, as bound now.
-  Param param(size_t k) const;
   // Every parameter gradient, in one buffer (flat_params order). Each gradient is a view.
-  Tensor& flat_gradients() { return tensor(flat_id_); }
   int flat_gradient_id() const { return flat_id_; }
   // Where each parameter's gradient starts in the flat buffer (flat_params() order), in elements.
   const std::vector<int64_t>& grad_offsets() const { return grad_offsets_; }
@@ -149,13 +146,14 @@ class Graph final : public PassRunner {
                      const std::vector<TensorInfo>& tensors) const;
   // InvalidArgument where `backend` stores, fuses or saves tensors otherwise than declared.
   void check_traits(Backend& backend) const;
-  void bind_storage(Backend& backend, const MemoryPlan& plan,
-                    const std::vector<TensorInfo>& tensors);
+  // The layers look their tensors up in `step`'s table from now on.
+  void borrow(Backend& backend, const BoundStep& step);
+  // Under --memory-guard, the zones between the gradients; then every gradient zero.
+  void guard_gradients(Backend& backend, const BoundStep& step) const;
   void setup_layers(Rng& rng);
-  // Releases what bind stored, back to declared (a binding that failed). The backend keeps what
-  // it holds of its own (its workspace).
-  void unbind();
   void refresh_compute_copies();
+  // The bound table, while the bound step lives; InvalidArgument once it is gone.
+  std::shared_ptr<BoundTable> table() const;
   bool aliases_gradient(int node) const;
   void pass_gradients_through();
   struct Consumers {
@@ -184,8 +182,9 @@ class Graph final : public PassRunner {
   BackendTraits traits_;
   Layout activation_layout_ = Layout::kNCHW;  // the backend's for 4-D activations and weights
   std::vector<TensorInfo> infos_;
-  // The bound tensors, by id; on the heap, so the layers' views of it survive a move.
-  std::unique_ptr<BoundTable> table_ = std::make_unique<BoundTable>();
+  // The bound step's table, borrowed: the layers' LayerTensors look their tensors up in it.
+  std::weak_ptr<BoundTable> table_;
+  std::unique_ptr<BoundStep> own_;  // a graph on its own: the step it bound (setup)
   int input_id_ = -1;
   std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)
   std::vector<std::vector<int>> saved_ids_, param_ids_, param_grad_ids_;  // per node

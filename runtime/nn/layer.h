@@ -132,6 +132,8 @@ class LayerTensors {
   };
   std::vector<Stored> stored() const;
   BoundTable* table() const { return table_; }
+  // The table its ids are looked up in from now on (a graph's bound step's; null: none).
+  void borrow(BoundTable* table) { table_ = table; }
 
  private:
   struct Entry {

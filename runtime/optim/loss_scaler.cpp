@@ -27,12 +27,16 @@ int LossScaler::declare_state(std::vector<TensorInfo>& table) {
                                 DType::kF32, -1, -1, MemCategory::kOptimizerState});
 }
 
-LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph,
-                       int state_id)
-    : backend_(backend), config_(config), graph_(graph), state_id_(state_id) {
+LossScaler::LossScaler(Backend& backend, const LossScaleConfig& config, const BoundStep& step,
+                       int gradients_id, int state_id)
+    : backend_(backend),
+      config_(config),
+      step_(step),
+      gradients_id_(gradients_id),
+      state_id_(state_id) {
   check(config);
   const float initial[kLossScaleSlots] = {config.initial_scale, 0.f, 0.f, 0.f};
-  backend.copy_from_host(initial, graph.tensor(state_id));
+  backend.copy_from_host(initial, step.tensor(state_id));
 }
 
 void LossScaler::scaled_loss_gradient(const Tensor& probs, const Tensor& labels, Tensor& dlogits) {
@@ -40,10 +44,10 @@ void LossScaler::scaled_loss_gradient(const Tensor& probs, const Tensor& labels,
 }
 
 void LossScaler::check_gradients() {
-  backend_.find_non_finite(graph_.tensor(graph_.flat_gradient_id()), graph_.tensor(state_id_));
+  backend_.find_non_finite(step_.tensor(gradients_id_), step_.tensor(state_id_));
 }
 
-void LossScaler::update() { backend_.update_loss_scale(config_, graph_.tensor(state_id_)); }
+void LossScaler::update() { backend_.update_loss_scale(config_, step_.tensor(state_id_)); }
 
 float LossScaler::read(LossScaleSlot slot) {
   float host[kLossScaleSlots];

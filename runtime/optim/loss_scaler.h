@@ -6,7 +6,7 @@
 // updated. bf16 has float's range and runs without it, as in PyTorch.
 #pragma once
 #include "runtime/backend/backend.h"
-#include "runtime/nn/graph.h"
+#include "runtime/nn/bound_step.h"
 
 namespace dlb {
 
@@ -16,11 +16,13 @@ class LossScaler {
   static void check(const LossScaleConfig& config);
   // Declares the scaler's state in `table` (a step's); its id.
   static int declare_state(std::vector<TensorInfo>& table);
-  // Over `graph`, bound: its flat gradient buffer (alignment gaps zeroed) and the state declared
-  // as `state_id`, which this sets to the initial scale.
-  LossScaler(Backend& backend, const LossScaleConfig& config, const Graph& graph, int state_id);
+  // Over `step` (which must outlive it): the model's flat gradient buffer, `gradients_id`
+  // (alignment gaps zeroed), and the state declared as `state_id`, which this sets to the
+  // initial scale.
+  LossScaler(Backend& backend, const LossScaleConfig& config, const BoundStep& step,
+             int gradients_id, int state_id);
   const LossScaleConfig& config() const { return config_; }
-  const Tensor& state() const { return graph_.tensor(state_id_); }
+  const Tensor& state() const { return step_.tensor(state_id_); }
 
   // dlogits = scale * d(loss)/d(logits), rounded once to dlogits' type.
   void scaled_loss_gradient(const Tensor& probs, const Tensor& labels, Tensor& dlogits);
@@ -37,8 +39,8 @@ class LossScaler {
   float read(LossScaleSlot slot);
   Backend& backend_;
   LossScaleConfig config_;
-  const Graph& graph_;
-  int state_id_;
+  const BoundStep& step_;
+  int gradients_id_, state_id_;
 };
 
 }  // namespace dlb

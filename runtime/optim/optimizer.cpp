@@ -23,10 +23,11 @@ void Optimizer::require(const Backend& backend, const PrecisionPolicy& policy, b
   backend.require(Op::kSgd, OpTypes{Precision::kFp32, policy.gradients, policy.master_weights});
 }
 
-Optimizer::Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
-                     const SgdConfig& config, LossScaler* scaler)
+Optimizer::Optimizer(Backend& backend, const Graph& graph, const BoundStep& step,
+                     std::vector<int> momentum, const SgdConfig& config, LossScaler* scaler)
     : backend_(backend),
       graph_(graph),
+      step_(step),
       momentum_(std::move(momentum)),
       config_(config),
       scaler_(scaler) {
@@ -36,12 +37,12 @@ Optimizer::Optimizer(Backend& backend, const Graph& graph, std::vector<int> mome
                                       graph.flat_params().size()));
   }
   require(backend, policy, scaler != nullptr);
-  for (int id : momentum_) backend.fill(graph.tensor(id), 0.f);
+  for (int id : momentum_) backend.fill(step.tensor(id), 0.f);
 }
 
 // Parameter i's gradient from its place in `flat`, a buffer laid out as the flat gradient buffer.
 Tensor Optimizer::gradient_in(size_t i, const Tensor& flat) const {
-  const Tensor own = graph_.param(i).grad;
+  const Tensor& own = step_.tensor(graph_.flat_params().at(i).grad);
   const int64_t offset = graph_.grad_offsets().at(i);
   if (flat.numel() < offset + own.numel() || flat.dtype() != own.dtype()) {
     throw InvalidArgument(
@@ -55,18 +56,18 @@ void Optimizer::update_range(size_t first, size_t count, const Tensor* flat) {
   if (first + count > size()) {
     throw InvalidArgument(fmt::format("parameters {}..{} of {}", first, first + count - 1, size()));
   }
-  // Handles into the bound table, as it is now; reserved, so the group's pointers stay put.
+  // Handles into the bound step, as it is now; reserved, so the group's pointers stay put.
   std::vector<Param> params;
   std::vector<Tensor> grads;
   params.reserve(count);
   grads.reserve(count);
   std::vector<SgdParamRef> group;
   for (size_t i = first; i < first + count; ++i) {
-    params.push_back(graph_.param(i));
+    params.push_back(step_.param(graph_.flat_params()[i]));
     Param& p = params.back();
     grads.push_back(flat ? gradient_in(i, *flat) : p.grad);
     // The next step's weights, written by the update where it can.
-    group.push_back({&grads.back(), &graph_.tensor(momentum_.at(i)), &p.value,
+    group.push_back({&grads.back(), &step_.tensor(momentum_.at(i)), &p.value,
                      p.has_compute_copy() ? &p.compute : nullptr});
   }
   const Tensor* scale_state = nullptr;

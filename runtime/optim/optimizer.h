@@ -19,12 +19,12 @@ class Optimizer {
   // Throws Unsupported where `backend` cannot update (and, `scaled`, unscale) in `policy`'s
   // dtypes: before anything is allocated.
   static void require(const Backend& backend, const PrecisionPolicy& policy, bool scaled);
-  // Over `graph`'s flat parameters, bound, with the momentum declare_state declared, which this
-  // zeroes: update(i) updates the i-th, whose tensors it takes from the graph's table at each
-  // update. With a loss scaler (fp16), the first update of a step checks every gradient, each
-  // update divides by the scale or is skipped, and the last one updates the scale: every
-  // parameter must be updated once per step.
-  Optimizer(Backend& backend, const Graph& graph, std::vector<int> momentum,
+  // Over `graph`'s flat parameters, bound as `step` (which must outlive it), with the momentum
+  // declare_state declared, which this zeroes: update(i) updates the i-th, whose tensors it takes
+  // from the bound step at each update. With a loss scaler (fp16), the first update of a step
+  // checks every gradient, each update divides by the scale or is skipped, and the last one updates
+  // the scale: every parameter must be updated once per step.
+  Optimizer(Backend& backend, const Graph& graph, const BoundStep& step, std::vector<int> momentum,
             const SgdConfig& config, LossScaler* scaler = nullptr);
   void update(size_t i) { update_range(i, 1); }
   // Parameters [first, first + count), in one Backend::sgd_update_group.
@@ -35,7 +35,7 @@ class Optimizer {
     update_range(first, count, &flat);
   }
   size_t size() const { return graph_.flat_params().size(); }
-  const Tensor& momentum(size_t i) const { return graph_.tensor(momentum_.at(i)); }
+  const Tensor& momentum(size_t i) const { return step_.tensor(momentum_.at(i)); }
   const SgdConfig& config() const { return config_; }
   // The rate of the updates from now on (a learning-rate rule's, runtime/optim/lr_schedule.h).
   void set_lr(float lr) { config_.lr = lr; }
@@ -49,6 +49,7 @@ class Optimizer {
   Tensor gradient_in(size_t i, const Tensor& flat) const;
   Backend& backend_;
   const Graph& graph_;
+  const BoundStep& step_;
   std::vector<int> momentum_;  // tensor ids
   SgdConfig config_;
   LossScaler* scaler_;

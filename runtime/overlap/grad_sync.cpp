@@ -13,9 +13,10 @@ namespace {
 const std::string kUpdateName = "sgd bucket";
 }  // namespace
 
-GradSync::GradSync(Graph& graph, const Schedule& schedule, Communicator& comm, Backend& backend,
-                   Optimizer& optimizer, std::vector<Tensor> stale_slots)
-    : flat_(graph.flat_gradients()),
+GradSync::GradSync(const Graph& graph, const BoundStep& step, const Schedule& schedule,
+                   Communicator& comm, Backend& backend, Optimizer& optimizer,
+                   std::vector<Tensor> stale_slots)
+    : flat_(step.tensor(graph.flat_gradient_id())),
       comm_(comm),
       backend_(backend),
       optimizer_(optimizer),

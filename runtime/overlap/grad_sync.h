@@ -22,12 +22,12 @@ namespace dlb {
 
 class GradSync final : public PassRunner {
  public:
-  // The runner of `schedule`'s sync passes over `graph` (bound): what each bucket's passes
-  // reduce and update is what their tensors name (buckets_of, sync_schedule.h), a slice of the
-  // graph's flat gradient buffer and the optimizer's parameters (the graph's flat order).
+  // The runner of `schedule`'s sync passes over `graph`, bound as `step`: what each bucket's
+  // passes reduce and update is what their tensors name (buckets_of, sync_schedule.h), a slice of
+  // the model's flat gradient buffer and the optimizer's parameters (the graph's flat order).
   // `stale_slots`: bounded staleness's K slots, each laid out as the flat buffer; empty without.
-  GradSync(Graph& graph, const Schedule& schedule, Communicator& comm, Backend& backend,
-           Optimizer& optimizer, std::vector<Tensor> stale_slots = {});
+  GradSync(const Graph& graph, const BoundStep& step, const Schedule& schedule, Communicator& comm,
+           Backend& backend, Optimizer& optimizer, std::vector<Tensor> stale_slots = {});
 
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   bool distributed() const { return comm_.size() > 1; }

@@ -19,10 +19,11 @@ const std::string kPullName = "pull weights", kPushName = "push gradients",
 
 }  // namespace
 
-ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
-                         const Optimizer& optimizer, const AsyncTensors& tensors)
-    : graph_(graph), backend_(backend), comm_(comm), optimizer_(optimizer) {
-  const Tensor& flat = graph.flat_gradients();
+ParamServer::ParamServer(const Graph& graph, const BoundStep& step, Backend& backend,
+                         Communicator& comm, const Optimizer& optimizer,
+                         const AsyncTensors& tensors)
+    : graph_(graph), step_(step), backend_(backend), comm_(comm), optimizer_(optimizer) {
+  const Tensor& flat = step.tensor(graph.flat_gradient_id());
   if (flat.dtype() != DType::kF32 || graph.policy().master_weights != DType::kF32 ||
       graph.policy().compute_weights != DType::kF32) {
     throw std::logic_error(
@@ -38,7 +39,7 @@ ParamServer::ParamServer(Graph& graph, Backend& backend, Communicator& comm,
   // A host copy of `elements` floats, zeroed. A reply ends with the epoch's word: 1 when the
   // epoch is done, 0 when not.
   auto host = [&](int id, int64_t elements) {
-    Tensor t = graph.tensor(id);
+    Tensor t = step.tensor(id);
     if (t.dtype() != DType::kF32 || t.numel() != elements ||
         !is_host_memory(t.buffer()->category())) {
       throw std::logic_error("a parameter server's host tensor of another shape or place");
@@ -103,7 +104,7 @@ void ParamServer::store_weights(Tensor& flat) const {
   const auto& offsets = graph_.grad_offsets();
   const auto& params = graph_.flat_params();
   for (size_t i = 0; i < params.size(); ++i) {
-    const Tensor& value = graph_.tensor(params[i].value);
+    const Tensor& value = step_.tensor(params[i].value);
     backend_.copy_to_host(value, flat.data<float>() + offsets[i]);
   }
 }
@@ -112,7 +113,7 @@ void ParamServer::load_weights(const Tensor& flat) {
   const auto& offsets = graph_.grad_offsets();
   const auto& params = graph_.flat_params();
   for (size_t i = 0; i < params.size(); ++i) {
-    Tensor& value = graph_.tensor(params[i].value);
+    Tensor& value = step_.tensor(params[i].value);
     backend_.copy_from_host(flat.data<float>() + offsets[i], value);
   }
 }
@@ -173,7 +174,7 @@ void ParamServer::apply(const Tensor& grad, int64_t staleness) {
 void ParamServer::push() {
   ++pushes_;
   ++pushes_since_flush_;
-  const Tensor& flat = graph_.flat_gradients();
+  const Tensor& flat = step_.tensor(graph_.flat_gradient_id());
   if (comm_.rank() == 0) {
     backend_.copy_to_host(flat, grads_.data<float>());
     apply(grads_, version_ - pulled_version_);

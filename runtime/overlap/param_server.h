@@ -49,11 +49,12 @@ class ParamServer final : public PassRunner {
  public:
   // `optimizer`: its settings (rate, momentum, weight decay) as they are at each update; its
   // own state is not used. `tensors`: the host copies, tensors of the step's table (`graph`
-  // bound with it) that insert_sync declared for this rank (sync_schedule.h); zeroed here. fp32
+  // bound with it as `step`) that insert_sync declared for this rank (sync_schedule.h); zeroed
+  // here. fp32
   // weights and gradients only (StepSpec::validate refuses any other precision; std::logic_error
   // here, as for tensors that are not this rank's).
-  ParamServer(Graph& graph, Backend& backend, Communicator& comm, const Optimizer& optimizer,
-              const AsyncTensors& tensors);
+  ParamServer(const Graph& graph, const BoundStep& step, Backend& backend, Communicator& comm,
+              const Optimizer& optimizer, const AsyncTensors& tensors);
   ~ParamServer() override;
 
   // The policy's pull, push and progress passes (sync_schedule.h).
@@ -87,7 +88,8 @@ class ParamServer final : public PassRunner {
   void load_weights(const Tensor& flat);   // the host copy into the graph's parameters
   void store_weights(Tensor& flat) const;  // the graph's parameters into a host copy
 
-  Graph& graph_;
+  const Graph& graph_;
+  const BoundStep& step_;
   Backend& backend_;
   Communicator& comm_;
   const Optimizer& optimizer_;

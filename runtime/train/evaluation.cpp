@@ -7,23 +7,25 @@
 
 namespace dlb {
 
-Evaluation::Evaluation(Backend& backend, Graph& graph, const StepProgram& step, const Clock& clock)
+Evaluation::Evaluation(Backend& backend, Graph& graph, const BoundStep& step,
+                       const StepProgram& program, const Clock& clock)
     : backend_(backend),
-      graph_(graph),
-      labels_(step.ids.labels),
-      executor_(evaluation_program(step).schedule, PassRunners{&graph}, clock) {}
+      step_(step),
+      logits_(program.ids.logits),
+      labels_(program.ids.labels),
+      executor_(evaluation_program(program).schedule, PassRunners{&graph}, clock) {}
 
 int64_t Evaluation::count_correct(int64_t count, int64_t index) {
   const LayerContext ctx{backend_, false, 0};
   executor_.run(index, &ctx);
-  const Tensor& out = graph_.output_tensor();
+  const Tensor& out = step_.tensor(logits_);
   const int64_t batch = out.shape()[0], classes = out.shape()[1];
   std::vector<unsigned char> stored(out.bytes());
   std::vector<float> logits(out.numel());
   std::vector<int64_t> labels(batch);
   backend_.copy_to_host(out, stored.data());
   dtype_to_floats(stored.data(), out.numel(), out.dtype(), logits.data());
-  backend_.copy_to_host(graph_.tensor(labels_), labels.data());
+  backend_.copy_to_host(step_.tensor(labels_), labels.data());
   int64_t correct = 0;
   for (int64_t i = 0; i < std::min(count, batch); ++i) {
     const float* row = logits.data() + i * classes;

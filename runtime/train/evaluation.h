@@ -13,16 +13,17 @@ namespace dlb {
 
 class Evaluation {
  public:
-  // Over `graph`, bound with `step`'s table; `clock` must outlive it.
-  Evaluation(Backend& backend, Graph& graph, const StepProgram& step, const Clock& clock);
+  // Over `graph`, bound with `program`'s table as `step`; all and `clock` must outlive it.
+  Evaluation(Backend& backend, Graph& graph, const BoundStep& step, const StepProgram& program,
+             const Clock& clock);
   // The forward passes on the loaded batch (`index`: the caller's count of steps); how many of
   // its first `count` samples the model classifies correctly (the logits' largest is the label).
   int64_t count_correct(int64_t count, int64_t index);
 
  private:
   Backend& backend_;
-  Graph& graph_;
-  int labels_;
+  const BoundStep& step_;
+  int logits_, labels_;
   Executor executor_;
 };
 

@@ -8,17 +8,21 @@
 
 namespace dlb {
 
-InputSlots::InputSlots(Backend& backend, Graph& graph, const StepProgram& program)
-    : backend_(backend), graph_(graph), labels_id_(program.ids.labels) {
+InputSlots::InputSlots(Backend& backend, BoundStep& step, const StepProgram& program)
+    : backend_(backend),
+      step_(step),
+      images_id_(program.ids.images),
+      labels_id_(program.ids.labels),
+      classes_(program.tensors.at(program.ids.logits).shape[1]) {
   const StepTensorIds& ids = program.ids;
-  slots_[0] = {graph.input_tensor(), graph.tensor(ids.labels), {}};
+  slots_[0] = {step.tensor(ids.images), step.tensor(ids.labels), {}};
   if (ids.second_images < 0) return;
-  slots_[1] = {graph.tensor(ids.second_images), graph.tensor(ids.second_labels), {}};
+  slots_[1] = {step.tensor(ids.second_images), step.tensor(ids.second_labels), {}};
   slots_[0].read = slots_[1].read = backend.clock().mark();
 }
 
 const void* InputSlots::stored_images(const float* images) {
-  const Tensor& input = graph_.input_tensor();
+  const Tensor& input = step_.tensor(images_id_);
   if (input.layout() == Layout::kNHWC) {
     const Shape& s = input.shape();
     channels_last_images_.resize(static_cast<size_t>(input.numel()));
@@ -40,12 +44,11 @@ const void* InputSlots::stored_images(const float* images) {
 
 void InputSlots::check_labels(const int64_t* labels) const {
   // An out-of-range label would make a GPU's loss NaN.
-  const int64_t batch = graph_.shape(graph_.input())[0];
-  const int64_t classes = graph_.shape(graph_.output())[1];
+  const int64_t batch = step_.tensor(labels_id_).numel();
   for (int64_t i = 0; i < batch; ++i) {
-    if (labels[i] < 0 || labels[i] >= classes) {
+    if (labels[i] < 0 || labels[i] >= classes_) {
       throw InvalidArgument(
-          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes));
+          fmt::format("label {} of sample {} is outside [0, {})", labels[i], i, classes_));
     }
   }
 }
@@ -53,17 +56,17 @@ void InputSlots::check_labels(const int64_t* labels) const {
 void InputSlots::load(const float* images, const int64_t* labels, Tracer* tracer) {
   static const std::string kName = "batch to device";
   check_labels(labels);
-  const Tensor& input = graph_.input_tensor();
+  const Tensor& input = step_.tensor(images_id_);
   const void* src = stored_images(images);
   if (!backend_.async_input_copies()) {
     TraceScope scope(tracer, kName, kCopyCategory, Lane::kCopy,
-                     static_cast<double>(input.bytes() + graph_.tensor(labels_id_).bytes()));
-    backend_.copy_from_host(src, graph_.input_tensor());
-    backend_.copy_from_host(labels, graph_.tensor(labels_id_));
+                     static_cast<double>(input.bytes() + step_.tensor(labels_id_).bytes()));
+    backend_.copy_from_host(src, step_.tensor(images_id_));
+    backend_.copy_from_host(labels, step_.tensor(labels_id_));
     ++loaded_;
     return;
   }
-  // Double-buffered: into the slot the graph does not read now (slot 0 first), after the last
+  // Double-buffered: into the slot the step does not read now (slot 0 first), after the last
   // compute that read it; the compute queued from here on waits for the copy.
   const int target = loaded_++ == 0 ? 0 : current_ ^ 1;
   Slot& slot = slots_[target];
@@ -79,8 +82,8 @@ void InputSlots::load(const float* images, const int64_t* labels, Tracer* tracer
     span.bytes = static_cast<double>(slot.images.bytes() + slot.labels.bytes());
     tracer->record(std::move(span), image_copy.start, label_copy.end);
   }
-  graph_.rebind_input(slot.images);
-  graph_.tensor(labels_id_) = slot.labels;
+  step_.rebind(images_id_, slot.images);
+  step_.rebind(labels_id_, slot.labels);
   current_ = target;
 }
 

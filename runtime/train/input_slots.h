@@ -1,5 +1,5 @@
 // The step's input: the batch and its labels, copied from the host into the tensors the step's
-// program reads. Slot 0 is the graph's own input and the program's labels; slot 1 (the program's
+// program reads. Slot 0 is the model's own input and the program's labels; slot 1 (the program's
 // second input buffer, StepTarget::second_input) exists on a backend with asynchronous input
 // copies, which copies the next batch into the slot the last step did not read, on the copy
 // queue, while that step still computes.
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "runtime/backend/backend.h"
-#include "runtime/nn/graph.h"
+#include "runtime/nn/bound_step.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/step_program.h"
 
@@ -16,12 +16,12 @@ namespace dlb {
 
 class InputSlots {
  public:
-  // Over `graph`, bound with `program`'s table; both must outlive the slots. Each slot's mark
-  // starts at the work queued so far: a buffer may reuse memory that queued work still uses, and
-  // a copy queue knows nothing of it.
-  InputSlots(Backend& backend, Graph& graph, const StepProgram& program);
+  // Over `step`, `program`'s table bound; both must outlive the slots. Each slot's mark starts
+  // at the work queued so far: a buffer may reuse memory that queued work still uses, and a copy
+  // queue knows nothing of it.
+  InputSlots(Backend& backend, BoundStep& step, const StepProgram& program);
   // Checks the labels (on the host, for every backend: a GPU's loss kernel cannot throw), then
-  // copies the batch into a slot and makes the graph read it. `tracer` (may be null) gets the
+  // copies the batch into a slot and makes the step read it. `tracer` (may be null) gets the
   // copy's span on the copy lane.
   void load(const float* images, const int64_t* labels, Tracer* tracer);
   // The compute queued so far is the last to read the current slot.
@@ -39,8 +39,9 @@ class InputSlots {
     Mark read;  // the end of the last compute that read this slot (a mark of the backend's clock)
   };
   Backend& backend_;
-  Graph& graph_;
-  int labels_id_;
+  BoundStep& step_;
+  int images_id_, labels_id_;
+  int64_t classes_;
   Slot slots_[2];
   int current_ = 0;
   int64_t loaded_ = 0;

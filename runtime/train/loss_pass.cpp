@@ -24,13 +24,15 @@ const std::string& LossPass::label(const Step& step) const {
 
 void LossPass::run_pass(const Step& step, const LayerContext* ctx) {
   (void)step, (void)ctx;
-  const Tensor& labels = graph_.tensor(ids_.labels);
-  Tensor& probs = graph_.tensor(ids_.probs);
-  backend_.softmax_cross_entropy(graph_.output_tensor(), labels, probs, graph_.tensor(ids_.loss));
+  const Tensor& labels = bound_.tensor(ids_.labels);
+  Tensor& probs = bound_.tensor(ids_.probs);
+  Tensor& dlogits = bound_.tensor(ids_.logits_grad);
+  backend_.softmax_cross_entropy(bound_.tensor(ids_.logits), labels, probs,
+                                 bound_.tensor(ids_.loss));
   if (scaler_) {
-    scaler_->scaled_loss_gradient(probs, labels, graph_.output_grad());
+    scaler_->scaled_loss_gradient(probs, labels, dlogits);
   } else {
-    backend_.softmax_cross_entropy_backward(probs, labels, graph_.output_grad());
+    backend_.softmax_cross_entropy_backward(probs, labels, dlogits);
   }
   if (hook_) hook_(step_);
 }

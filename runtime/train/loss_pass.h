@@ -15,11 +15,11 @@ namespace dlb {
 
 class LossPass final : public PassRunner {
  public:
-  // Over `graph`, bound with the program whose ids are `ids`; `scaler` may be null. `hook`
+  // Over `step`, bound with the program whose ids are `ids`; `scaler` may be null. `hook`
   // (TrainConfig::mid_step_hook; may be empty) is called after the pass with the step's index.
-  LossPass(Backend& backend, Graph& graph, const StepTensorIds& ids, LossScaler* scaler,
+  LossPass(Backend& backend, const BoundStep& step, const StepTensorIds& ids, LossScaler* scaler,
            std::function<void(int64_t)> hook)
-      : backend_(backend), graph_(graph), ids_(ids), scaler_(scaler), hook_(std::move(hook)) {}
+      : backend_(backend), bound_(step), ids_(ids), scaler_(scaler), hook_(std::move(hook)) {}
   // Unsupported where `backend` cannot run the loss in `graph`'s policy; InvalidArgument where
   // the graph's output is not [batch, classes].
   static void require(const Backend& backend, const Graph& graph);
@@ -29,7 +29,7 @@ class LossPass final : public PassRunner {
 
  private:
   Backend& backend_;
-  Graph& graph_;
+  const BoundStep& bound_;
   const StepTensorIds& ids_;
   LossScaler* scaler_;
   std::function<void(int64_t)> hook_;

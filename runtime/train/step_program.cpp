@@ -36,6 +36,10 @@ std::vector<std::pair<Pass, int>> pass_order(const Schedule& s) {
 // gradient), backward. The labels come with the batch, as the input does.
 StepProgram with_loss(StepProgram p, const Graph& model) {
   const int64_t batch = model.shape(model.input())[0];
+  p.ids.images = model.output_id(model.input());
+  p.ids.logits = model.output_id(model.output());
+  p.ids.logits_grad = model.grad_id(model.output());
+  p.ids.gradients = model.flat_gradient_id();
   p.ids.labels = declare(p, "labels", TensorKind::kInput, {batch}, DType::kI64, MemCategory::kData);
   p.ids.probs = declare(p, "softmax probabilities", TensorKind::kLoss, model.shape(model.output()),
                         DType::kF32, MemCategory::kActivations);
@@ -43,8 +47,8 @@ StepProgram with_loss(StepProgram p, const Graph& model) {
   Step loss;
   loss.pass = Pass::kLoss;
   loss.node = model.output();
-  loss.reads = {model.output_id(model.output()), p.ids.labels};
-  loss.writes = {model.grad_id(model.output()), p.ids.probs, p.ids.loss};
+  loss.reads = {p.ids.logits, p.ids.labels};
+  loss.writes = {p.ids.logits_grad, p.ids.probs, p.ids.loss};
   p.schedule = model.forward_schedule();
   p.schedule.steps.push_back(std::move(loss));
   const Schedule& backward = model.backward_schedule();

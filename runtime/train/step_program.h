@@ -37,8 +37,11 @@ struct StepTarget {
   int64_t rank = 0;
 };
 
-// The program's own tensors, by id in its table (-1: the spec has none).
+// The program's own tensors, by id in its table (-1: the spec has none), and the model's that
+// the step's runners read.
 struct StepTensorIds {
+  int images = -1, logits = -1, logits_grad = -1;  // the model's input, output and its gradient
+  int gradients = -1;                              // the model's flat gradient buffer
   int labels = -1, probs = -1, loss = -1;
   int loss_history = -1;  // one loss per step since the last read-back
   // The step's index on the device, advanced by the step's own work (dropout's draws).

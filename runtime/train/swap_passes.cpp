@@ -8,8 +8,8 @@ namespace dlb {
 
 void SwapPasses::run_pass(const Step& step, const LayerContext* ctx) {
   (void)ctx;
-  Tensor& device = graph_.tensor(step.y);
-  Tensor& host = graph_.tensor(step.x.at(0));
+  Tensor& device = step_.tensor(step.y);
+  Tensor& host = step_.tensor(step.x.at(0));
   switch (step.pass) {
     case Pass::kSwapOut:
     case Pass::kSwapIn: {

@@ -7,16 +7,16 @@
 #include <utility>
 
 #include "runtime/backend/backend.h"
-#include "runtime/nn/graph.h"
+#include "runtime/nn/bound_step.h"
 
 namespace dlb {
 
 class SwapPasses final : public PassRunner {
  public:
-  // Passes bind their tensors from `graph`'s bound table, which `tensors` (the step's program's)
+  // Passes take their tensors from `step`, which `tensors` (the step's program's table)
   // describes; all must outlive the runner.
-  SwapPasses(Backend& backend, const Graph& graph, const std::vector<TensorInfo>& tensors)
-      : backend_(backend), graph_(graph), tensors_(tensors) {}
+  SwapPasses(Backend& backend, const BoundStep& step, const std::vector<TensorInfo>& tensors)
+      : backend_(backend), step_(step), tensors_(tensors) {}
   void run_pass(const Step& step, const LayerContext* ctx) override;
   // The swapped tensor's name: an activation's is its layer's (its torchvision path); a saved
   // tensor's adds what it is ("layer1.0.bn1.save_mean").
@@ -28,7 +28,7 @@ class SwapPasses final : public PassRunner {
 
  private:
   Backend& backend_;
-  const Graph& graph_;
+  const BoundStep& step_;
   const std::vector<TensorInfo>& tensors_;
   std::unordered_map<int, std::pair<Mark, Mark>> copies_;  // by activation: its latest copy
 };

@@ -33,9 +33,9 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   plan_and_bind(init);
   start_state();
   make_sync(comm);
-  swap_passes_ = std::make_unique<SwapPasses>(backend_, graph_, program_.tensors);
+  swap_passes_ = std::make_unique<SwapPasses>(backend_, bound_, program_.tensors);
   executor_ = std::make_unique<Executor>(program_.schedule, pass_runners(), *clock_);
-  evaluation_ = std::make_unique<Evaluation>(backend_, graph_, program_, *clock_);
+  evaluation_ = std::make_unique<Evaluation>(backend_, graph_, bound_, program_, *clock_);
 }
 
 StepTarget Trainer::step_target() const {
@@ -52,7 +52,7 @@ StepTarget Trainer::step_target() const {
 }
 
 PassRunners Trainer::pass_runners() {
-  loss_pass_ = std::make_unique<LossPass>(backend_, graph_, program_.ids, scaler_.get(),
+  loss_pass_ = std::make_unique<LossPass>(backend_, bound_, program_.ids, scaler_.get(),
                                           config_.mid_step_hook);
   PassRunners runners{&graph_, loss_pass_.get(), grad_sync_.get(), swap_passes_.get()};
   if (param_server_) runners.sync = param_server_.get();
@@ -107,13 +107,14 @@ bool Trainer::scaled() const { return loss_scaled(graph_.policy()); }
 void Trainer::start_state() {
   const StepTensorIds& ids = program_.ids;
   const int64_t first_step = 0;
-  backend_.copy_from_host(&first_step, graph_.tensor(ids.step_counter));
+  backend_.copy_from_host(&first_step, bound_.tensor(ids.step_counter));
   if (scaled()) {
-    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, graph_, ids.loss_scale);
+    scaler_ = std::make_unique<LossScaler>(backend_, config_.loss_scaling, bound_, ids.gradients,
+                                           ids.loss_scale);
   }
-  optimizer_ =
-      std::make_unique<Optimizer>(backend_, graph_, ids.momentum, config_.sgd, scaler_.get());
-  inputs_ = std::make_unique<InputSlots>(backend_, graph_, program_);
+  optimizer_ = std::make_unique<Optimizer>(backend_, graph_, bound_, ids.momentum, config_.sgd,
+                                           scaler_.get());
+  inputs_ = std::make_unique<InputSlots>(backend_, bound_, program_);
 }
 
 Communicator& Trainer::communicator() {
@@ -139,7 +140,7 @@ void Trainer::plan_and_bind(Rng& init) {
   // Against the step as it would be without swapping: its host copies are not device bytes.
   naive_plan_bytes_ = naive_plan(program_.schedule, program_.tensors).device_bytes();
   memory_plan_ = plan_step(program_);
-  graph_.bind(backend_, init, memory_plan_, program_.tensors);
+  bound_ = graph_.bind(backend_, init, memory_plan_, program_.tensors);
   if (const std::vector<std::string> races =
           check_swaps(program_.schedule, program_.tensors, memory_plan_);
       !races.empty()) {
@@ -149,12 +150,12 @@ void Trainer::plan_and_bind(Rng& init) {
 
 void Trainer::make_sync(Communicator& comm) {
   std::vector<Tensor> slots;
-  for (int id : program_.ids.stale_slots) slots.push_back(graph_.tensor(id));
-  grad_sync_ = std::make_unique<GradSync>(graph_, program_.schedule, comm, backend_, *optimizer_,
-                                          std::move(slots));
+  for (int id : program_.ids.stale_slots) slots.push_back(bound_.tensor(id));
+  grad_sync_ = std::make_unique<GradSync>(graph_, bound_, program_.schedule, comm, backend_,
+                                          *optimizer_, std::move(slots));
   if (config_.step.async()) {
-    param_server_ =
-        std::make_unique<ParamServer>(graph_, backend_, comm, *optimizer_, program_.ids.async);
+    param_server_ = std::make_unique<ParamServer>(graph_, bound_, backend_, comm, *optimizer_,
+                                                  program_.ids.async);
   }
 }
 
@@ -176,7 +177,7 @@ void Trainer::set_tracer(Tracer* tracer) {
 }
 
 void Trainer::run_step_work(Tracer* tracer) {
-  Tensor& step_counter = graph_.tensor(program_.ids.step_counter);
+  Tensor& step_counter = bound_.tensor(program_.ids.step_counter);
   const LayerContext ctx{backend_, true, DropoutSeed{dropout_base_, &step_counter}};
   PassObserver* observer = tracer ? traced_passes_.get() : nullptr;
   if (config_.after_pass_hook) {
@@ -204,8 +205,8 @@ void Trainer::step() {
   }
   ++step_;
   // Outside the captured work: the loss's place in the history changes every step.
-  Tensor slot = graph_.tensor(program_.ids.loss_history).slice_flat(unread_++, 1);
-  backend_.copy(graph_.tensor(program_.ids.loss), slot);
+  Tensor slot = bound_.tensor(program_.ids.loss_history).slice_flat(unread_++, 1);
+  backend_.copy(bound_.tensor(program_.ids.loss), slot);
   inputs_->mark_read();
   if (unread_ == config_.loss_readback_steps) read_back_losses();
 }
@@ -213,7 +214,7 @@ void Trainer::step() {
 void Trainer::read_back_losses() {
   static const std::string kCopy = "loss to host";
   if (unread_ == 0) return;
-  const Tensor unread = graph_.tensor(program_.ids.loss_history).slice_flat(0, unread_);
+  const Tensor unread = bound_.tensor(program_.ids.loss_history).slice_flat(0, unread_);
   TraceScope scope(tracer_, kCopy, kCopyCategory, Lane::kCopy, static_cast<double>(unread.bytes()));
   std::vector<float> host(static_cast<size_t>(unread_));
   backend_.copy_to_host(unread, host.data());

@@ -162,6 +162,9 @@ class Trainer final {
   // (for the step as it would be without swapping).
   const MemoryPlan& memory_plan() const { return memory_plan_; }
   size_t naive_plan_bytes() const { return naive_plan_bytes_; }
+  // The step's tensors as stored: the program's table, bound once (Graph::bind). The graph runs
+  // on it while the trainer lives.
+  const BoundStep& bound() const { return bound_; }
   // The activations swapped (config.step.swap): their tensor ids.
   const std::vector<int>& swapped() const { return program_.swapped; }
   // The loss scaler of an fp16 run (null otherwise).
@@ -178,6 +181,8 @@ class Trainer final {
   StepProgram program_;
   MemoryPlan memory_plan_;
   size_t naive_plan_bytes_ = 0;
+  // Before the runners that read it, so it outlives them.
+  BoundStep bound_;
   // The constructor's parts, in order (after communicator(), whose ranks the spec checks).
   void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank

@@ -151,7 +151,8 @@ void check_layer(Backend& b, Layer& layer, const std::vector<Shape>& in_shapes,
 void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   Rng rng(seed);
   g.setup(b, rng);
-  fill_random(b, g.input_tensor(), rng, opt.avoid_kinks);
+  const BoundStep& bound = g.bound();
+  fill_random(b, bound.tensor(g.output_id(g.input())), rng, opt.avoid_kinks);
   Tensor r = b.empty(g.shape(g.output()), DType::kF32, MemCategory::kActivations, "r");
   fill_random(b, r, rng, false);
   const std::vector<float> rh = host(b, r);
@@ -161,13 +162,13 @@ void check_graph(Backend& b, Graph& g, const CheckOptions& opt, uint64_t seed) {
   Executor backward(g.backward_schedule(), PassRunners{&g}, b.clock());
   auto objective = [&] {
     forward.run(0, &ctx);
-    const std::vector<float> yh = host(b, g.output_tensor());
+    const std::vector<float> yh = host(b, bound.tensor(g.output_id(g.output())));
     double s = 0;
     for (size_t i = 0; i < yh.size(); ++i) s += static_cast<double>(yh[i]) * rh[i];
     return s;
   };
   objective();
-  b.copy(r, g.output_grad());
+  b.copy(r, bound.tensor(g.grad_id(g.output())));
   backward.run(0, &ctx);
   for (auto& np : g.named_params()) {
     compare(b, np.param.value, host(b, np.param.grad), objective, opt, rng, np.name);

@@ -36,12 +36,12 @@ TEST_P(ChannelsLastGraph, ActivationsAndConvWeightCopiesAreChannelsLastButWhatFl
   Graph g = build_model(c.model, ModelConfig{2, c.image_size, 10, {}});
   Rng rng(1);
   g.setup(backend, rng, PrecisionPolicy::for_precision(Precision::kBf16));
-  EXPECT_EQ(g.input_tensor().layout(), Layout::kNHWC);
+  EXPECT_EQ(g.bound().tensor(g.output_id(g.input())).layout(), Layout::kNHWC);
   int flattens = 0, nhwc = 0;
   for (int i = 1; i <= g.output(); ++i) {
     const Graph::Node& node = g.nodes()[i];
     SCOPED_TRACE(node.name);
-    const Tensor& out = g.tensor(g.output_id(i));
+    const Tensor& out = g.bound().tensor(g.output_id(i));
     if (node.shape.rank() != 4) {
       EXPECT_EQ(out.layout(), Layout::kNCHW);  // flattened and linear: row-major
     } else if (node.name == c.before_flatten) {
@@ -51,7 +51,7 @@ TEST_P(ChannelsLastGraph, ActivationsAndConvWeightCopiesAreChannelsLastButWhatFl
       ++nhwc;
     }
     if (g.grad_id(i) >= 0) {
-      EXPECT_EQ(g.tensor(g.grad_id(i)).layout(), out.layout());
+      EXPECT_EQ(g.bound().tensor(g.grad_id(i)).layout(), out.layout());
     }
     flattens += node.layer->kind() == "flatten";
   }
@@ -75,7 +75,7 @@ TEST_P(ChannelsLastGraph, Fp32StaysNchwThroughout) {
   Rng rng(1);
   g.setup(backend, rng, PrecisionPolicy::for_precision(Precision::kFp32));
   for (int i = 0; i <= g.output(); ++i) {
-    EXPECT_EQ(g.tensor(g.output_id(i)).layout(), Layout::kNCHW) << g.nodes()[i].name;
+    EXPECT_EQ(g.bound().tensor(g.output_id(i)).layout(), Layout::kNCHW) << g.nodes()[i].name;
   }
   for (const auto& np : g.named_params()) EXPECT_EQ(np.param.grad.layout(), Layout::kNCHW);
 }

@@ -87,8 +87,11 @@ TEST(Fusion, EveryReluAfterALoneBatchNormIsFusedAndRunsNoPass) {
     EXPECT_TRUE(bn->fused_relu());
     EXPECT_EQ(passes.count(static_cast<int>(i)), 0u) << "a fused ReLU runs no pass";
     // Its output and gradient are the batch norm's bytes.
-    EXPECT_EQ(g.tensor(g.output_id(static_cast<int>(i))).raw(), g.tensor(g.output_id(into)).raw());
-    EXPECT_EQ(g.tensor(g.grad_id(static_cast<int>(i))).raw(), g.tensor(g.grad_id(into)).raw());
+    const BoundStep& bound = g.bound();
+    EXPECT_EQ(bound.tensor(g.output_id(static_cast<int>(i))).raw(),
+              bound.tensor(g.output_id(into)).raw());
+    EXPECT_EQ(bound.tensor(g.grad_id(static_cast<int>(i))).raw(),
+              bound.tensor(g.grad_id(into)).raw());
   }
   // torchvision's Bottleneck: bn1 -> relu and bn2 -> relu fuse, bn3 feeds the residual add;
   // 16 blocks and the stem.
@@ -200,7 +203,7 @@ TEST(Fusion, SmallGraphsTrainAndInferAsUnfused) {
       losses[fuse] = t.take_losses();
       t.count_correct(4);  // an inference forward
       logits[fuse].resize(40);
-      b.copy_to_host(g.output_tensor(), logits[fuse].data());
+      b.copy_to_host(t.bound().tensor(g.output_id(g.output())), logits[fuse].data());
     }
     for (int fuse = 1; fuse < 3; ++fuse) {
       EXPECT_EQ(losses[fuse], losses[0]) << "read twice " << twice << ", fused " << fuse;
@@ -260,7 +263,7 @@ TEST(Fusion, ConvolutionsAndTheirRelusTrainAndInferAsUnfused) {
     }
     t.count_correct(4);  // an inference forward
     logits[fuse].resize(40);
-    b.copy_to_host(g.output_tensor(), logits[fuse].data());
+    b.copy_to_host(t.bound().tensor(g.output_id(g.output())), logits[fuse].data());
     if (fuse == 0) continue;
     // Each masked gradient is its convolution's output gradient's own bytes (an add writes the
     // gradient of a fused ReLU's output, never passes its own through to it).

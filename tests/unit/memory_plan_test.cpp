@@ -40,10 +40,9 @@ TEST(MemoryPlan, Resnet50AtBatch256IsDeclaredAndPlannedWithoutABackend) {
   }
   std::printf("resnet50, batch 256, 224x224, fp32, naive plan: total        %s\n",
               format_bytes(peaks.total).c_str());
-  // Nothing is bound: no tensor has storage.
-  for (size_t id = 0; id < g.tensor_infos().size(); ++id)
-    EXPECT_FALSE(g.tensor(static_cast<int>(id)).defined()) << g.tensor_infos()[id].name;
+  // Nothing is bound: the graph has no bound step.
   EXPECT_FALSE(g.is_setup());
+  EXPECT_THROW(g.bound(), InvalidArgument);
   // What the table must hold, counted another way: every parameter and batch-norm buffer in f32
   // (running mean and variance per channel, and an int64 batch count), every gradient once (with
   // at most 252 bytes of alignment before each), and the batch.
@@ -291,12 +290,17 @@ Trained train_with(const SetupCase& c, OverlapStrategy strategy, MemoryPlanKind 
   // Step::reads, or a recomputation missing) computes NaN instead of a value that happened to
   // survive.
   auto dies = std::make_shared<std::vector<std::vector<int>>>();
-  tc.after_pass_hook = [&g, dies](size_t pass) {
+  const Trainer* trainer = nullptr;  // the hook runs in its steps, after it is made
+  tc.after_pass_hook = [&trainer, dies](size_t pass) {
     if (pass >= dies->size()) return;
-    for (int id : (*dies)[pass]) std::memset(g.tensor(id).raw(), 0xFF, g.tensor(id).bytes());
+    for (int id : (*dies)[pass]) {
+      Tensor& t = trainer->bound().tensor(id);
+      std::memset(t.raw(), 0xFF, t.bytes());
+    }
   };
   Rng rng(0);
   Trainer t(*backend, g, tc, rng);
+  trainer = &t;
   // The property: tensors sharing a buffer either live at disjoint steps or sit at disjoint
   // bytes.
   const MemoryPlan& plan = t.memory_plan();

@@ -70,7 +70,7 @@ TEST(Models, GradientsLiveInOneBufferInReverseLayerOrderEachAligned) {
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(0);
   g.setup(b, rng);
-  const Tensor& flat = g.flat_gradients();
+  const Tensor& flat = g.bound().tensor(g.flat_gradient_id());
   const char* const base = flat.data<char>();
   const char* expected = base;
   auto aligned = [&](const char* p) {
@@ -160,11 +160,11 @@ TEST(Models, DropoutLayersOfOneStepDrawTheirOwnMasks) {
   Rng rng(1);
   g.setup(cpu, rng);
   const std::vector<float> ones(2 * 3 * 4 * 4, 1.f);
-  cpu.copy_from_host(ones.data(), g.input_tensor());
+  cpu.copy_from_host(ones.data(), g.bound().tensor(g.output_id(g.input())));
   const LayerContext ctx{cpu, true, DropoutSeed{77}};
   Executor(g.forward_schedule(), PassRunners{&g}, cpu.clock()).run(0, &ctx);
   const auto values = [&](int node) {
-    const Tensor& t = g.tensor(g.output_id(node));
+    const Tensor& t = g.bound().tensor(g.output_id(node));
     return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
   };
   const std::vector<float> ya = values(a), yb = values(b);

@@ -117,8 +117,14 @@ TEST(BuildStep, TheGraphBindsOnlyATableThatBeginsWithItsOwn) {
                InvalidArgument);
   EXPECT_FALSE(g.is_setup());
   EXPECT_EQ(backend->allocator().allocations(), 0u);
-  g.bind(*backend, rng, plan_step(p), p.tensors);
-  EXPECT_TRUE(g.is_setup());
+  {
+    const BoundStep bound = g.bind(*backend, rng, plan_step(p), p.tensors);
+    EXPECT_TRUE(g.is_setup());
+    EXPECT_EQ(bound.size(), p.tensors.size());
+  }
+  // The graph borrowed the bound step's table: gone with it, the graph is no longer set up.
+  EXPECT_FALSE(g.is_setup());
+  EXPECT_THROW(g.bound(), InvalidArgument);
 }
 
 TEST(BuildStep, IsPure) {
@@ -294,9 +300,10 @@ TEST(BuildStep, IsWhatTheTrainerRuns) {
     run.push_back(describe_step(s, t.tensors(), g.node_names()));
   EXPECT_EQ(run, described(p, g));
   EXPECT_EQ(names(t.tensors()), names(p.tensors));
-  // Every tensor of the program is bound in the graph's table.
+  // Every tensor of the program is bound in the trainer's bound step.
+  ASSERT_EQ(t.bound().size(), p.tensors.size());
   for (size_t id = 0; id < p.tensors.size(); ++id) {
-    EXPECT_TRUE(g.tensor(static_cast<int>(id)).defined()) << p.tensors[id].name;
+    EXPECT_TRUE(t.bound().tensor(static_cast<int>(id)).defined()) << p.tensors[id].name;
   }
 }
 

@@ -21,7 +21,7 @@ nlohmann::json graph_json(const Graph& graph) {
 
 }  // namespace
 
-void dump_step(const std::string& path, Backend& backend, Graph& graph,
+void dump_step(const std::string& path, Backend& backend, const Graph& graph, const BoundStep& step,
                const std::vector<TensorInfo>& tensors) {
   StateDict out;
   const std::vector<TensorInfo>& infos = tensors;
@@ -34,7 +34,7 @@ void dump_step(const std::string& path, Backend& backend, Graph& graph,
     if (repeats || info.kind == TensorKind::kScratch || info.kind == TensorKind::kGradientBuffer) {
       continue;
     }
-    out[info.name] = to_host(backend, graph.tensor(static_cast<int>(id)));  // logical order
+    out[info.name] = to_host(backend, step.tensor(static_cast<int>(id)));  // logical order
   }
   save_safetensors(path, out, {{"dlbench.graph", graph_json(graph).dump()}});
 }

@@ -12,8 +12,9 @@
 
 namespace dlb {
 
-// `tensors`: the step's table (Trainer::tensors()), bound in `graph`.
-void dump_step(const std::string& path, Backend& backend, Graph& graph,
+// `tensors`: the step's table (Trainer::tensors()), bound as `step` (Trainer::bound()) with
+// `graph`'s tensors first.
+void dump_step(const std::string& path, Backend& backend, const Graph& graph, const BoundStep& step,
                const std::vector<TensorInfo>& tensors);
 
 }  // namespace dlb

@@ -310,7 +310,8 @@ void write_run_files(const RunOptions& o, Backend& backend, Graph& graph, const 
   }
   if (!o.mllog_path.empty()) r.paths["mllog"] = o.mllog_path;
   if (!o.save_path.empty()) save_safetensors(o.save_path, graph.state_dict());
-  if (!o.dump_path.empty()) dump_step(o.dump_path, backend, graph, trainer.tensors());
+  if (!o.dump_path.empty())
+    dump_step(o.dump_path, backend, graph, trainer.bound(), trainer.tensors());
 }
 
 // The Trainer's configuration: the run's step (step_spec_of), its optimizer at the first rate
