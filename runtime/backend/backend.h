@@ -444,6 +444,19 @@ class Backend : public DeviceMemory {
   virtual void batch_norm_backward(const Tensor& x, const Tensor& dy, const Tensor& gamma,
                                    const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
                                    Tensor& dgamma, Tensor& dbeta) = 0;
+  // What batch norm in training over `x` will need, made before anything is bound, as
+  // make_conv_plan makes a convolution's algorithms (BatchNorm::plan, from Graph::plan_ops): a
+  // library's graphs for the shape, and the workspace they reserve, which is then held when the
+  // step's tensors are planned. The default needs nothing. The CUDA backend builds its cuDNN
+  // graphs here; a shape no plan was made for gets them at its first pass.
+  struct BatchNormShape {
+    Shape x;
+    DType dtype = DType::kF32;  // x's and y's
+    Layout layout = Layout::kNCHW;
+    float eps = 1e-5f;
+    bool relu = false;  // with its ReLU (fuses_batch_norm_relu)
+  };
+  virtual void plan_batch_norm(const BatchNormShape& bn) { (void)bn; }
 
   // Batch norm then ReLU as one op, for a graph that fuses the pair where the backend says so:
   // in training y = max(batch_norm(x), 0), and the backward of both from that y (batch norm's

@@ -52,6 +52,7 @@ class DelegatingBackend : public Backend {
   std::unique_ptr<ConvPlan> make_conv_plan(const ConvDesc& d) override {
     return inner_->make_conv_plan(d);
   }
+  void plan_batch_norm(const BatchNormShape& bn) override { inner_->plan_batch_norm(bn); }
   void conv_forward(const ConvPlan& p, const Tensor& x, const Tensor& w, Tensor& y) override {
     dispatch("conv_forward", [=, &p]() mutable { inner_->conv_forward(p, x, w, y); });
   }

@@ -131,6 +131,15 @@ void CudaBackend::bn_train_graph(const BatchNormGraphs& g, const BnDims& d, cons
                                   t.running_var.data<float>(), t.count});
 }
 
+void CudaBackend::plan_batch_norm(const BatchNormShape& bn) {
+  const Shape& x = bn.x;
+  if (x.rank() < 2 || x[0] * x[1] == 0) return;
+  const BnDims d{x[0], x[1], x.numel() / (x[0] * x[1]), bn.dtype, bn.layout};
+  // A shape training cannot normalise is refused at its pass, with the tensor's shape.
+  if (d.n * d.inner < 2) return;
+  bn_graphs(d, bn.eps, bn.relu);
+}
+
 const BatchNormGraphs* CudaBackend::bn_graphs(const BnDims& d, float eps, bool relu) {
   uint32_t eps_bits = 0;
   std::memcpy(&eps_bits, &eps, sizeof(eps_bits));
@@ -138,8 +147,9 @@ const BatchNormGraphs* CudaBackend::bn_graphs(const BnDims& d, float eps, bool r
   auto it = bn_by_shape_.find(key);
   if (it == bn_by_shape_.end()) {
     std::unique_ptr<BatchNormGraphs> g;
-    // Made at the first forward (a warm-up step), so whatever falls back reserves its scratch
-    // there, not in the timed steps.
+    // Made by plan_batch_norm before the step is bound (or, for a shape no plan was made for,
+    // at the first forward, a warm-up step), so whatever falls back reserves its scratch there,
+    // not in the timed steps.
     const auto fall_back = [&](const std::exception& e) {
       // The message's first line: cuDNN's call trace that follows it is for a bug report.
       const std::string why(e.what());

@@ -121,6 +121,7 @@ class CudaBackend final : public Backend {
   // Batch norm + ReLU in one cuDNN graph each way (cudnn_graphs.h). Where cuDNN has no engine
   // for the fused graphs, batch norm as above and then our ReLU kernels.
   bool fuses_batch_norm_relu(const OpTypes& types) const override;
+  void plan_batch_norm(const BatchNormShape& bn) override;
   void batch_norm_relu_train(const Tensor& x, const Tensor& gamma, const Tensor& beta,
                              Tensor& running_mean, Tensor& running_var, Tensor& save_mean,
                              Tensor& save_invstd, Tensor& y, float momentum, float eps) override;

@@ -40,6 +40,12 @@ void BatchNorm::require(const Backend& backend, const PrecisionPolicy& policy) c
                   OpTypes{policy.math, policy.activations, policy.dtype(TensorRole::kStatistics)});
 }
 
+void BatchNorm::plan(const LayerPlanning& p) {
+  const Shape& x = p.in.at(0);
+  const Layout layout = x.rank() == 4 ? p.backend.activation_layout(p.op_types()) : Layout::kNCHW;
+  p.backend.plan_batch_norm({x, p.policy.activations, layout, eps_, relu_});
+}
+
 void BatchNorm::setup(LayerSetup& s) {
   const int64_t none = 0;
   s.backend.copy_from_host(&none, s.tensors.get("num_batches_tracked"));

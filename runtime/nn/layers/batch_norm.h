@@ -11,6 +11,8 @@ class BatchNorm final : public Layer {
   Shape output_shape(const std::vector<Shape>& in) const override;
   void declare(LayerDeclaration& d) const override;
   void require(const Backend& backend, const PrecisionPolicy& policy) const override;
+  // What the backend needs for its training pass, made now (Backend::plan_batch_norm).
+  void plan(const LayerPlanning& p) override;
   void setup(LayerSetup& s) override;
   void forward(const LayerContext& ctx, const LayerTensors& own,
                const std::vector<const Tensor*>& x, Tensor& y) override;
