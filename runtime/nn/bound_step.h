@@ -21,6 +21,11 @@ class BoundStep {
   // Allocates `plan`'s buffers from `memory` and makes each tensor of `tensors` (which `plan`
   // places) in them, a view in its base's bytes.
   BoundStep(Allocator& memory, const MemoryPlan& plan, const std::vector<TensorInfo>& tensors);
+  // One owner: a copy would keep the storage, and the graph that borrows it set up, after it.
+  BoundStep(BoundStep&&) noexcept = default;
+  BoundStep& operator=(BoundStep&&) noexcept = default;
+  BoundStep(const BoundStep&) = delete;
+  BoundStep& operator=(const BoundStep&) = delete;
 
   size_t size() const { return table_ ? table_->size() : 0; }
   // Tensor `id`, as stored. The table is storage: a const step lends its tensors for writing,

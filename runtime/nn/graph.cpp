@@ -429,6 +429,13 @@ const BoundStep& Graph::bound() const {
   return *own_;
 }
 
+const LayerTensors& Graph::layer_tensors(int node) const {
+  if (!is_setup()) {
+    throw InvalidArgument("a layer's tensors are a bound step's: the graph is not set up");
+  }
+  return node_tensors_.at(node);
+}
+
 std::shared_ptr<BoundTable> Graph::table() const {
   std::shared_ptr<BoundTable> table = table_.lock();
   if (!table) throw InvalidArgument("the graph's bound step is gone: bind it again");
@@ -493,7 +500,8 @@ BoundStep Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
       plan.device_bytes(), fmt::format("the step's tensors at batch {} ({} buffers as planned)",
                                        shape(input())[0], plan.buffers.size()));
   // The layers' plans, and the workspace they reserve, first (where no one made them): held
-  // beside the step's tensors. A binding that fails releases what its own plans reserved.
+  // beside the step's tensors. A binding that fails releases the workspace its own plans
+  // reserved (a backend's own scratch, the CUDA batch norm's, stays with the backend).
   const bool plans_here = planned_for_ != &backend;
   try {
     if (plans_here) plan_ops(backend);
@@ -509,6 +517,7 @@ BoundStep Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
   } catch (...) {
     // Not set up: what was allocated went with the step.
     backend_ = nullptr;
+    for (LayerTensors& t : node_tensors_) t.borrow(nullptr);
     if (plans_here) {
       planned_for_ = nullptr;  // planned again when bound again
       backend.release_workspace();

@@ -93,8 +93,9 @@ class Graph final : public PassRunner {
 
   // The model's tensors: every one its schedules name, with what it is and how it is stored.
   const std::vector<TensorInfo>& tensor_infos() const { return infos_; }
-  // Node i's declared tensors and parameter gradients, as its passes get them.
-  const LayerTensors& layer_tensors(int node) const { return node_tensors_.at(node); }
+  // Node i's declared tensors and parameter gradients, as its passes get them, in the bound
+  // step's table; InvalidArgument where the graph is not set up.
+  const LayerTensors& layer_tensors(int node) const;
   // Node `node`'s output tensor (the input node's: the input).
   int output_id(int node) const { return output_ids_.at(node); }
   // A ReLU node that the layer before it applies itself (Layer::fuse_relu): that layer's index;

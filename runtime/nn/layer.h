@@ -22,7 +22,7 @@
 namespace dlb {
 
 // A trainable tensor's storage as the bound table holds it now: its value, its gradient and the
-// copy the passes read. A view, resolved from tensor ids when asked for (Graph::param,
+// copy the passes read. A view, resolved from tensor ids when asked for (BoundStep::param,
 // LayerTensors::param): nothing keeps one across a re-binding.
 struct Param {
   std::string name;  // "weight", "bias"; "layer1.0.conv1.weight" from a graph
@@ -35,7 +35,7 @@ struct Param {
   bool has_compute_copy() const { return compute.defined() && compute.raw() != value.raw(); }
 };
 
-// A parameter's tensors as ids in a bound table (the graph's), in the flat buffer's order.
+// A parameter's tensors as ids in a bound table (a bound step's), in the flat buffer's order.
 struct ParamIds {
   std::string name;  // "layer1.0.conv1.weight"
   int value = -1, grad = -1;
@@ -204,9 +204,10 @@ class Layer {
   virtual void require(const Backend& backend, const PrecisionPolicy& policy) const {
     (void)backend, (void)policy;
   }
-  // Makes the backend's plans for exactly these input shapes (a convolution's algorithms), which
-  // reserve the workspace they need (Backend::reserve_workspace). Before any tensor is bound:
-  // whoever plans the step's tensors then knows the workspace (Graph::plan_ops).
+  // Makes the backend's plans for exactly these input shapes (a convolution's algorithms, batch
+  // norm's Backend::plan_batch_norm), which reserve the workspace they need
+  // (Backend::reserve_workspace). Before any tensor is bound: whoever plans the step's tensors then
+  // knows the workspace (Graph::plan_ops).
   virtual void plan(const LayerPlanning& p) { (void)p; }
   // Initialises its declared tensors (`s.tensors`, bound) from rng; after plan. It keeps no
   // tensor: its passes get them again (`own`).

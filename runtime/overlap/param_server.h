@@ -50,9 +50,8 @@ class ParamServer final : public PassRunner {
   // `optimizer`: its settings (rate, momentum, weight decay) as they are at each update; its
   // own state is not used. `tensors`: the host copies, tensors of the step's table (`graph`
   // bound with it as `step`) that insert_sync declared for this rank (sync_schedule.h); zeroed
-  // here. fp32
-  // weights and gradients only (StepSpec::validate refuses any other precision; std::logic_error
-  // here, as for tensors that are not this rank's).
+  // here. fp32 weights and gradients only (StepSpec::validate refuses any other precision;
+  // std::logic_error here, as for tensors that are not this rank's).
   ParamServer(const Graph& graph, const BoundStep& step, Backend& backend, Communicator& comm,
               const Optimizer& optimizer, const AsyncTensors& tensors);
   ~ParamServer() override;

@@ -38,14 +38,22 @@ Trainer::Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng&
   evaluation_ = std::make_unique<Evaluation>(backend_, graph_, bound_, program_, *clock_);
 }
 
-StepTarget Trainer::step_target() const {
-  StepTarget target{backend_.async_input_copies(), config_.loss_readback_steps, 0};
-  target.rank = config_.comm ? config_.comm->rank() : 0;  // a local communicator's one rank is 0
-  if (config_.step.swap.kind == SwapPolicy::Kind::kAuto) {
+Trainer::~Trainer() {
+  try {
+    backend_.synchronize();
+  } catch (const std::exception& e) {  // a destructor cannot throw; the device error is named
+    fmt::print(stderr, "dlbench: while releasing the step's tensors: {}\n", e.what());
+  }
+}
+
+StepTarget Trainer::step_target(Backend& backend, const TrainConfig& config) {
+  StepTarget target{backend.async_input_copies(), config.loss_readback_steps, 0};
+  target.rank = config.comm ? config.comm->rank() : 0;  // a local communicator's one rank is 0
+  if (config.step.swap.kind == SwapPolicy::Kind::kAuto) {
     // The budget less what the device holds already (another trainer's buffers, a
     // communicator's staging, the workspace the layers' plans reserved).
-    const size_t budget = *backend_.allocator().budget();
-    const size_t held = backend_.allocator().stats().total_current;
+    const size_t budget = *backend.allocator().budget();
+    const size_t held = backend.allocator().stats().total_current;
     target.swap_room = budget - std::min(budget, held);
   }
   return target;
@@ -136,7 +144,7 @@ void Trainer::check_capture() const {
 }
 
 void Trainer::plan_and_bind(Rng& init) {
-  program_ = build_step(graph_, config_.step, step_target());
+  program_ = build_step(graph_, config_.step, step_target(backend_, config_));
   // Against the step as it would be without swapping: its host copies are not device bytes.
   naive_plan_bytes_ = naive_plan(program_.schedule, program_.tensors).device_bytes();
   memory_plan_ = plan_step(program_);

@@ -104,6 +104,8 @@ class Trainer final {
   // come from `clock` (the backend's, Backend::clock(), when null), which must outlive the trainer.
   Trainer(Backend& backend, Graph& graph, const TrainConfig& config, Rng& init,
           const Clock* clock = nullptr);
+  // The step's storage goes with it: the work the backend queued on it runs first.
+  ~Trainer();
   // Its runners hold references into its program: a Trainer stays where it was made.
   Trainer(const Trainer&) = delete;
   Trainer& operator=(const Trainer&) = delete;
@@ -111,6 +113,10 @@ class Trainer final {
   // Throws Unsupported, before anything is allocated, where `backend` cannot run a step of
   // `graph` (declared): the model's ops, then the loss's and the optimizer's.
   static void require(const Backend& backend, const Graph& graph);
+  // What `backend` and `config`'s loop add to its spec (build_step's StepTarget): with
+  // --swap=auto, the room is the budget less what the device holds now, so the layers' plans
+  // (Graph::plan_ops) come first and their workspace is counted.
+  static StepTarget step_target(Backend& backend, const TrainConfig& config);
   // Copies one batch from the host onto the backend; the next step trains on it. Where the
   // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
   // last step did not read, on the copy queue, so it is copied while that step still computes.
@@ -187,8 +193,6 @@ class Trainer final {
   void check_model_and_config(const Communicator& comm);
   Communicator& communicator();  // the config's, or a local one of one rank
   void check_capture() const;
-  // What the backend and the loop add to the spec (build_step's StepTarget).
-  StepTarget step_target() const;
   // The step's program built (program_), planned (memory_plan_) and bound, once.
   void plan_and_bind(Rng& init);
   void start_state();

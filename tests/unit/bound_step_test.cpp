@@ -44,6 +44,7 @@ TEST(BoundStep, StoresEveryTensorWhereThePlanPutsIt) {
     const Tensor& t = bound.tensor(static_cast<int>(id));
     EXPECT_EQ(t.shape(), info.shape);
     EXPECT_EQ(t.dtype(), info.dtype);
+    EXPECT_EQ(t.layout(), info.layout);
     const auto* bytes = static_cast<const char*>(t.raw());
     if (plan.buffer_of[id] >= 0) {
       // Tensors of one buffer sit at their planned offsets from each other.

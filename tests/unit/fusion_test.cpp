@@ -27,44 +27,56 @@ class FusingBackend final : public DelegatingBackend {
   bool fuses_batch_norm_relu(const OpTypes&) const override { return true; }
 };
 
-// Records what it is asked to plan for batch norm (Backend::plan_batch_norm).
-class PlanRecordingBackend final : public DelegatingBackend {
+// Records what it is asked to plan for batch norm (Backend::plan_batch_norm). It fuses batch
+// norm with its ReLU and stores 16-bit activations channels-last, as the CUDA backend does.
+class PlanRecordingBackend final : public CpuBackend {
  public:
+  PlanRecordingBackend() : CpuBackend(BackendOptions{}) {}
   bool fuses_batch_norm_relu(const OpTypes&) const override { return true; }
+  Layout activation_layout(const OpTypes& t) const override {
+    return t.data == DType::kF32 ? Layout::kNCHW : Layout::kNHWC;
+  }
+  bool blocks_conv_weights(const OpTypes&) const override { return false; }
   void plan_batch_norm(const BatchNormShape& bn) override { planned.push_back(bn); }
   std::vector<BatchNormShape> planned;
 };
 
 // Each batch norm's training pass is planned with the graph's other plans, before anything is
 // bound (the CUDA backend builds its cuDNN graphs and reserves their workspace there), with the
-// shape, dtype, layout, eps and fused ReLU its pass runs with.
-TEST(Fusion, EveryBatchNormIsPlannedBeforeBindingWithItsFusedRelu) {
-  PlanRecordingBackend b;
-  Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
-  g.declare_for(b, PrecisionPolicy::for_precision(Precision::kBf16));
-  g.plan_ops(b);
-  EXPECT_EQ(b.allocator().allocations(), 0u);
-  std::vector<Backend::BatchNormShape> expected;
-  for (size_t i = 1; i < g.nodes().size(); ++i) {
-    const auto* bn = dynamic_cast<const BatchNorm*>(g.nodes()[i].layer.get());
-    if (!bn) continue;
-    expected.push_back({g.shape(g.nodes()[i].inputs[0]), DType::kBF16, Layout::kNCHW, bn->eps(),
-                        bn->fused_relu()});
+// shape, dtype, layout, eps and fused ReLU of the input its pass will be given.
+TEST(Fusion, EveryBatchNormIsPlannedBeforeBindingAsItsPassRuns) {
+  for (const Precision precision : {Precision::kFp32, Precision::kBf16}) {
+    SCOPED_TRACE(precision_name(precision));
+    PlanRecordingBackend b;
+    Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
+    g.declare_for(b, PrecisionPolicy::for_precision(precision));
+    g.plan_ops(b);
+    EXPECT_FALSE(g.is_setup());
+    std::vector<Backend::BatchNormShape> expected;
+    for (size_t i = 1; i < g.nodes().size(); ++i) {
+      const auto* bn = dynamic_cast<const BatchNorm*>(g.nodes()[i].layer.get());
+      if (!bn) continue;
+      // What the pass is given: the input's tensor as declared (and bound).
+      const TensorInfo& x = g.tensor_infos()[g.output_id(g.nodes()[i].inputs[0])];
+      expected.push_back({x.shape, x.dtype, x.layout, bn->eps(), bn->fused_relu()});
+    }
+    ASSERT_EQ(expected.size(), 20u);  // torchvision's resnet18
+    ASSERT_EQ(b.planned.size(), expected.size());
+    int fused = 0, channels_last = 0;
+    for (size_t k = 0; k < expected.size(); ++k) {
+      SCOPED_TRACE(k);
+      EXPECT_EQ(b.planned[k].x, expected[k].x);
+      EXPECT_EQ(b.planned[k].dtype, expected[k].dtype);
+      EXPECT_EQ(b.planned[k].layout, expected[k].layout);
+      EXPECT_EQ(b.planned[k].eps, expected[k].eps);
+      EXPECT_EQ(b.planned[k].relu, expected[k].relu);
+      fused += b.planned[k].relu;
+      channels_last += b.planned[k].layout == Layout::kNHWC;
+    }
+    // bn1 of the stem and of every block fuse; bn2 feeds the residual add.
+    EXPECT_EQ(fused, 9);
+    EXPECT_EQ(channels_last, precision == Precision::kBf16 ? 20 : 0);
   }
-  ASSERT_EQ(b.planned.size(), expected.size());
-  ASSERT_EQ(expected.size(), 20u);  // torchvision's resnet18
-  int fused = 0;
-  for (size_t k = 0; k < expected.size(); ++k) {
-    SCOPED_TRACE(k);
-    EXPECT_EQ(b.planned[k].x, expected[k].x);
-    EXPECT_EQ(b.planned[k].dtype, expected[k].dtype);
-    EXPECT_EQ(b.planned[k].layout, expected[k].layout);
-    EXPECT_EQ(b.planned[k].eps, expected[k].eps);
-    EXPECT_EQ(b.planned[k].relu, expected[k].relu);
-    fused += b.planned[k].relu;
-  }
-  // bn1 of the stem and of every block fuse; bn2 feeds the residual add.
-  EXPECT_EQ(fused, 9);
 }
 
 struct Trained {

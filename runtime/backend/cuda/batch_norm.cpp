@@ -137,7 +137,32 @@ void CudaBackend::plan_batch_norm(const BatchNormShape& bn) {
   const BnDims d{x[0], x[1], x.numel() / (x[0] * x[1]), bn.dtype, bn.layout};
   // A shape training cannot normalise is refused at its pass, with the tensor's shape.
   if (d.n * d.inner < 2) return;
-  bn_graphs(d, bn.eps, bn.relu);
+  bn_scratch(d.c);  // the running statistics' scratch
+  // Each plan reserves again what the pass takes: a binding that fails releases the workspace,
+  // while the graphs made before stay cached.
+  if (bn_graphs(d, bn.eps, bn.relu)) {
+    reserve_workspace(bn_workspace_);
+    return;
+  }
+  reserve_bn_fallback(d, bn.relu);
+  // No fused graph: the pass runs batch norm alone, then the ReLU (batch_norm_train_counted).
+  if (bn.relu && bn_graphs(d, bn.eps, false)) reserve_workspace(bn_workspace_);
+}
+
+void CudaBackend::reserve_bn_fallback(const BnDims& d, bool relu) {
+  if (!relu) {  // the kernels' sums
+    reserve_workspace(bn_kernel_scratch_bytes(d));
+    return;
+  }
+  // The masked gradient, which the unfused backward reads.
+  const int64_t numel = d.n * d.c * d.inner;
+  if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel ||
+      relu_grad_scratch_.dtype() != d.dtype) {
+    relu_grad_scratch_ = Tensor();  // released first, so the budget sees one of them
+    scratch_moved();
+    relu_grad_scratch_ =
+        empty(Shape{numel}, d.dtype, MemCategory::kWorkspace, "batch norm + relu: masked gradient");
+  }
 }
 
 const BatchNormGraphs* CudaBackend::bn_graphs(const BnDims& d, float eps, bool relu) {
@@ -157,18 +182,7 @@ const BatchNormGraphs* CudaBackend::bn_graphs(const BnDims& d, float eps, bool r
                  why.substr(0, why.find('\n')), relu ? " + relu" : "", d.n, d.c, d.inner,
                  relu ? "unfused" : "on dlbench's kernels");
       g.reset();
-      if (relu) {  // the masked gradient
-        const int64_t numel = d.n * d.c * d.inner;
-        if (!relu_grad_scratch_.defined() || relu_grad_scratch_.numel() < numel ||
-            relu_grad_scratch_.dtype() != d.dtype) {
-          relu_grad_scratch_ = Tensor();  // released first, so the budget sees one of them
-          scratch_moved();
-          relu_grad_scratch_ = empty(Shape{numel}, d.dtype, MemCategory::kWorkspace,
-                                     "batch norm + relu: masked gradient");
-        }
-      } else {  // the kernels' sums
-        reserve_workspace(bn_kernel_scratch_bytes(d));
-      }
+      reserve_bn_fallback(d, relu);
     };
     try {
       g = std::make_unique<BatchNormGraphs>(d.n, d.c, d.inner, 1, d.dtype, d.layout, eps, relu,

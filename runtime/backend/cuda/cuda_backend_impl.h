@@ -271,6 +271,9 @@ class CudaBackend final : public Backend {
   // Our kernels' scratch for a batch-norm shape: one accumulator per (channel, part) (a Welford
   // forward, a SumPair backward), then 4 doubles per channel.
   static size_t bn_kernel_scratch_bytes(const BnDims& d);
+  // What a shape with no cuDNN graph takes: the kernels' sums in the workspace, or (with its
+  // ReLU) the masked gradient's scratch.
+  void reserve_bn_fallback(const BnDims& d, bool relu);
   void bn_train_kernels(const BnDims& d, const BnTrain& t);
 
   void bn_backward_kernels(const BnDims& d, const Tensor& x, const Tensor& dy, const Tensor& gamma,

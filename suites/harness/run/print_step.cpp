@@ -26,11 +26,13 @@ void print_step(const RunOptions& o, std::FILE* out) {
   if (!o.dump_path.empty()) graph.keep_gradients_distinct();
   graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
   Trainer::require(*backend, graph);
-  // As the Trainer builds it; --swap=auto's room is the whole budget (before the layers'
-  // workspace is known, as the Trainer's first build).
-  const StepTarget target{backend->async_input_copies(), TrainConfig{}.loss_readback_steps,
-                          o.memory_budget.value_or(0)};
-  const StepProgram program = build_step(graph, step_spec_of(o), target);
+  // As the Trainer builds it: the layers' plans first, so --swap=auto's room is the budget less
+  // the workspace they reserve.
+  graph.plan_ops(*backend);
+  TrainConfig config;
+  config.step = step_spec_of(o);
+  const StepProgram program =
+      build_step(graph, config.step, Trainer::step_target(*backend, config));
   fmt::print(out, "{}, {} on {}\n{}", o.model, mc.image_size, backend->name(),
              program_text(program, graph, plan_step(program)));
 }
