@@ -1,8 +1,8 @@
-// The CPU's element-wise ops and batch norm read and write 16-bit data as stored: each element
-// loaded into a float, the op's f32 arithmetic, one rounding on store. That must be the same bits
-// as the op on f32 copies of the data, rounded back (what F32Views did before, and still does for
-// tensors of mixed types): here every op, in bf16 and fp16, on values that include negatives,
-// zeros of both signs, ties that round to even, a NaN and an infinity.
+// The CPU's element-wise ops, batch norm and pooling read and write 16-bit data as stored: each
+// element loaded into a float, the op's f32 arithmetic, one rounding on store. That must be the
+// same bits as the op on f32 copies of the data, rounded back (what F32Views did before, and still
+// does for tensors of mixed types): here every op, in bf16 and fp16, on values that include
+// negatives, zeros of both signs, ties that round to even, a NaN and an infinity.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -138,6 +138,42 @@ TEST_P(StoredOps, BatchNormInferenceIsTheOpOnF32CopiesRounded) {
     out[k] = bits(y);
   }
   expect_same_bits(out[0], out[1], "batch norm inference");
+}
+
+// Max and average pooling, forward and backward, with overlapping windows (the ResNet stem's
+// 3x3, stride 2, padding 1) and with padding counted or not: NaN, infinities and ties in the data.
+TEST_P(StoredOps, PoolingEachWayIsTheOpOnF32CopiesRounded) {
+  const Shape s{2, 3, 9, 8}, o{2, 3, 5, 4};
+  std::vector<float> x = values(s.numel(), 6);
+  x[20] = x[21] = x[28] = 1.75f;  // a tie inside one window: the first takes the gradient
+  const std::vector<float> dy = values(o.numel(), 7);
+  PoolDesc max;
+  max.kernel_h = max.kernel_w = 3;
+  max.stride_h = max.stride_w = 2;
+  max.pad_h = max.pad_w = 1;
+  PoolDesc avg = max, avg_unpadded = max;
+  avg.mode = avg_unpadded.mode = PoolMode::kAvg;
+  avg_unpadded.count_include_pad = false;
+  const PoolDesc descs[] = {max, avg, avg_unpadded};
+  std::vector<uint16_t> out[2][6];
+  const DType both[] = {GetParam(), DType::kF32};
+  for (int k = 0; k < 2; ++k) {
+    for (int m = 0; m < 3; ++m) {
+      Tensor xs = tensor(x, s, both[k]), dys = tensor(dy, o, both[k]);
+      Tensor y = zeros(o, both[k]), dx = tensor(x, s, both[k]);  // dx overwritten
+      b.pool_forward(descs[m], xs, y);
+      b.pool_backward(descs[m], xs, y, dys, dx);
+      out[k][2 * m] = bits(y);
+      out[k][2 * m + 1] = bits(dx);
+    }
+  }
+  const char* names[] = {"max pool",
+                         "max pool backward",
+                         "avg pool",
+                         "avg pool backward",
+                         "avg pool (padding not counted)",
+                         "its backward"};
+  for (int i = 0; i < 6; ++i) expect_same_bits(out[0][i], out[1][i], names[i]);
 }
 
 INSTANTIATE_TEST_SUITE_P(SixteenBit, StoredOps, ::testing::Values(DType::kBF16, DType::kF16),

@@ -3,20 +3,23 @@
 #include <fmt/format.h>
 
 #include <limits>
+#include <type_traits>
+#include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
+#include "runtime/backend/cpu/pointwise_loops.h"
 #include "runtime/core/error.h"
+#include "runtime/core/stored_float.h"
 
 namespace dlb {
 namespace {
 struct PoolGeo {
   int64_t planes, h, w, oh, ow;
 };
+// The shapes alone: the data is read as stored, or from F32Views, by the caller.
 PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
-  check_f32(x, "pool input");
-  check_f32(y, "pool output");
   if (x.dim(0) != y.dim(0) || x.dim(1) != y.dim(1)) {
     throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
                                       x.shape().str(), y.shape().str()));
@@ -34,14 +37,15 @@ int64_t avg_divisor(const PoolDesc& p, const PoolGeo& g, int64_t h0, int64_t w0)
 }
 // The window's maximum under takes_max (backend.h): a NaN takes it, the last one in scan order, as
 // in PyTorch's max_pool2d (std::max would skip it). Selects, not branches: on random data a
-// branch per element mispredicts half the time.
-float window_max(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
+// branch per element mispredicts half the time. Each element is loaded into a float (exact).
+template <typename T>
+float window_max(const T* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
   float best = -std::numeric_limits<float>::infinity(), last_nan = 0.f;
   bool any_nan = false;
   for (int64_t a = ha; a < hb; ++a) {
-    const float* row = x + a * w;
+    const T* row = x + a * w;
     for (int64_t b = wa; b < wb; ++b) {
-      const float v = row[b];
+      const float v = load(row[b]);
       const bool nan = v != v;
       best = v > best ? v : best;
       last_nan = nan ? v : last_nan;
@@ -52,13 +56,14 @@ float window_max(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, 
 }
 // Where window_max's value is: the first maximum in scan order, or the last NaN, as PyTorch's
 // max_pool2d backward sends the gradient. Selects again.
-int64_t window_argmax(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
+template <typename T>
+int64_t window_argmax(const T* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
   int64_t arg = ha * w + wa, last_nan = -1;
-  float best = x[arg];
+  float best = load(x[arg]);
   for (int64_t a = ha; a < hb; ++a) {
     for (int64_t b = wa; b < wb; ++b) {
       const int64_t at = a * w + b;
-      const float v = x[at];
+      const float v = load(x[at]);
       const bool greater = v > best;
       best = greater ? v : best;
       arg = greater ? at : arg;
@@ -69,71 +74,121 @@ int64_t window_argmax(const float* x, int64_t w, int64_t ha, int64_t hb, int64_t
 }
 int64_t bin_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
 int64_t bin_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
-}  // namespace
 
-void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s) {
-  F32Views f32(*this);
-  const Tensor& x = f32.in(x_s);
-  Tensor& y = f32.out(y_s);
-  const PoolGeo g = pool_geo(x, y);
+// Pooling's forward with x and y stored as T: each output computed in float (an average's sum in
+// double) and rounded once on store, the same bits as on f32 copies of them (a maximum is one
+// of the inputs, stored again exactly).
+template <typename T>
+void pool_forward_as(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
   parallel_for(g.planes, 2, [&](int64_t pl) {
-    const float* xp = x.data<float>() + pl * g.h * g.w;
-    float* yp = y.data<float>() + pl * g.oh * g.ow;
+    const T* xp = x + pl * g.h * g.w;
+    T* yp = y + pl * g.oh * g.ow;
     for (int64_t i = 0; i < g.oh; ++i) {
       for (int64_t j = 0; j < g.ow; ++j) {
         const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
+        const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
         if (p.mode == PoolMode::kMax) {
-          yp[i * g.ow + j] =
-              window_max(xp, g.w, std::max<int64_t>(h0, 0), std::min(h0 + p.kernel_h, g.h),
-                         std::max<int64_t>(w0, 0), std::min(w0 + p.kernel_w, g.w));
+          yp[i * g.ow + j] = stored<T>(window_max(xp, g.w, ha, hb, wa, wb));
         } else {
           double s = 0;
-          for (int64_t a = std::max<int64_t>(h0, 0); a < std::min(h0 + p.kernel_h, g.h); ++a)
-            for (int64_t b = std::max<int64_t>(w0, 0); b < std::min(w0 + p.kernel_w, g.w); ++b)
-              s += xp[a * g.w + b];
+          for (int64_t a = ha; a < hb; ++a)
+            for (int64_t b = wa; b < wb; ++b) s += load(xp[a * g.w + b]);
           const int64_t count = avg_divisor(p, g, h0, w0);
-          yp[i * g.ow + j] = static_cast<float>(s / count);
+          yp[i * g.ow + j] = stored<T>(static_cast<float>(s / count));
         }
       }
     }
   });
 }
 
-void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tensor& y_s,
-                               const Tensor& dy_s, Tensor& dx_s) {
-  F32Views f32(*this);
-  const Tensor& x = f32.in(x_s);
-  const Tensor& y = f32.in(y_s);
-  const Tensor& dy = f32.in(dy_s);
-  Tensor& dx = f32.out(dx_s);
-  const PoolGeo g = pool_geo(x, y);
-  parallel_for(g.planes, 2, [&](int64_t pl) {
-    const float* xp = x.data<float>() + pl * g.h * g.w;
-    const float* gp = dy.data<float>() + pl * g.oh * g.ow;
-    float* dp = dx.data<float>() + pl * g.h * g.w;
-    std::fill(dp, dp + g.h * g.w, 0.f);
-    for (int64_t i = 0; i < g.oh; ++i) {
-      for (int64_t j = 0; j < g.ow; ++j) {
-        const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
-        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
-        const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
-        const float grad = gp[i * g.ow + j];
-        if (p.mode == PoolMode::kMax) {
-          dp[window_argmax(xp, g.w, ha, hb, wa, wb)] += grad;
-        } else {
-          const int64_t count = avg_divisor(p, g, h0, w0);
-          for (int64_t a = ha; a < hb; ++a)
-            for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += grad / count;
-        }
+// One plane's input gradient, summed in f32 into `dp` (zeroed here).
+template <typename T>
+void pool_plane_backward(const PoolDesc& p, const PoolGeo& g, const T* xp, const T* gp, float* dp) {
+  std::fill(dp, dp + g.h * g.w, 0.f);
+  for (int64_t i = 0; i < g.oh; ++i) {
+    for (int64_t j = 0; j < g.ow; ++j) {
+      const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+      const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
+      const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
+      const float grad = load(gp[i * g.ow + j]);
+      if (p.mode == PoolMode::kMax) {
+        dp[window_argmax(xp, g.w, ha, hb, wa, wb)] += grad;
+      } else {
+        const int64_t count = avg_divisor(p, g, h0, w0);
+        for (int64_t a = ha; a < hb; ++a)
+          for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += grad / count;
       }
     }
+  }
+}
+
+// Pooling's backward with x, dy and dx stored as T: each plane's gradient summed in f32 and
+// rounded once on store (the backend's narrowing loop), the same bits as on f32 copies (the
+// output itself is not read).
+template <typename T>
+void pool_backward_as(const PoolDesc& p, const PoolGeo& g, const T* x, const T* dy, T* dx) {
+  const auto narrow = pointwise_loops<T>(host_cpu_isa()).narrow;
+  parallel_for(g.planes, 2, [&](int64_t pl) {
+    const T* xp = x + pl * g.h * g.w;
+    const T* gp = dy + pl * g.oh * g.ow;
+    T* dp = dx + pl * g.h * g.w;
+    if constexpr (std::is_same_v<T, float>) {
+      pool_plane_backward(p, g, xp, gp, dp);
+    } else {
+      thread_local std::vector<float> sums;  // a plane's, on this thread
+      sums.resize(static_cast<size_t>(g.h * g.w));
+      pool_plane_backward(p, g, xp, gp, sums.data());
+      narrow(sums.data(), dp, g.h * g.w);
+    }
   });
+}
+}  // namespace
+
+void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s) {
+  const PoolGeo g = pool_geo(x_s, y_s);
+  if (stored_as_one({&x_s, &y_s}, "pool")) {
+    with_stored_float(x_s.dtype(), "pool input", [&](auto t) {
+      using T = decltype(t);
+      pool_forward_as<T>(p, g, x_s.data<T>(), y_s.data<T>());
+    });
+    return;
+  }
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  Tensor& y = f32.out(y_s);
+  check_f32(x, "pool input");
+  check_f32(y, "pool output");
+  pool_forward_as<float>(p, g, x.data<float>(), y.data<float>());
+}
+
+void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tensor& y_s,
+                               const Tensor& dy_s, Tensor& dx_s) {
+  const PoolGeo g = pool_geo(x_s, y_s);
+  check_same_shape(y_s, dy_s, "pool backward: output and its gradient");
+  check_same_shape(x_s, dx_s, "pool backward: input and its gradient");
+  if (stored_as_one({&x_s, &dy_s, &dx_s}, "pool backward")) {
+    with_stored_float(x_s.dtype(), "pool input", [&](auto t) {
+      using T = decltype(t);
+      pool_backward_as<T>(p, g, x_s.data<T>(), dy_s.data<T>(), dx_s.data<T>());
+    });
+    return;
+  }
+  F32Views f32(*this);
+  const Tensor& x = f32.in(x_s);
+  const Tensor& dy = f32.in(dy_s);
+  Tensor& dx = f32.out(dx_s);
+  check_f32(x, "pool input");
+  check_f32(dx, "pool input gradient");
+  pool_backward_as<float>(p, g, x.data<float>(), dy.data<float>(), dx.data<float>());
 }
 
 void CpuBackend::adaptive_avg_pool_forward(const Tensor& x_s, Tensor& y_s) {
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   Tensor& y = f32.out(y_s);
+  check_f32(x, "pool input");
+  check_f32(y, "pool output");
   const PoolGeo g = pool_geo(x, y);
   parallel_for(g.planes, 2, [&](int64_t pl) {
     const float* xp = x.data<float>() + pl * g.h * g.w;
@@ -155,6 +210,8 @@ void CpuBackend::adaptive_avg_pool_backward(const Tensor& dy_s, Tensor& dx_s) {
   F32Views f32(*this);
   const Tensor& dy = f32.in(dy_s);
   Tensor& dx = f32.out(dx_s);
+  check_f32(dy, "pool output gradient");
+  check_f32(dx, "pool input gradient");
   const PoolGeo g = pool_geo(dx, dy);
   std::fill(dx.data<float>(), dx.data<float>() + dx.numel(), 0.f);
   parallel_for(g.planes, 2, [&](int64_t pl) {
