@@ -145,7 +145,7 @@ TEST_P(StoredOps, BatchNormInferenceIsTheOpOnF32CopiesRounded) {
 TEST_P(StoredOps, PoolingEachWayIsTheOpOnF32CopiesRounded) {
   const Shape s{2, 3, 9, 8}, o{2, 3, 5, 4};
   std::vector<float> x = values(s.numel(), 6);
-  x[20] = x[21] = x[28] = 1.75f;  // a tie inside one window: the first takes the gradient
+  x[20] = x[21] = x[28] = 1000.f;  // a tie for a window's maximum: the first takes the gradient
   const std::vector<float> dy = values(o.numel(), 7);
   PoolDesc max;
   max.kernel_h = max.kernel_w = 3;
@@ -155,12 +155,15 @@ TEST_P(StoredOps, PoolingEachWayIsTheOpOnF32CopiesRounded) {
   avg.mode = avg_unpadded.mode = PoolMode::kAvg;
   avg_unpadded.count_include_pad = false;
   const PoolDesc descs[] = {max, avg, avg_unpadded};
-  std::vector<uint16_t> out[2][6];
-  const DType both[] = {GetParam(), DType::kF32};
-  for (int k = 0; k < 2; ++k) {
+  // As stored in the 16-bit type; on f32 tensors; and with the output's gradient in f32 (mixed
+  // types: the op on F32Views of them).
+  std::vector<uint16_t> out[3][6];
+  const DType t = GetParam();
+  const DType data[] = {t, DType::kF32, t}, grads[] = {t, DType::kF32, DType::kF32};
+  for (int k = 0; k < 3; ++k) {
     for (int m = 0; m < 3; ++m) {
-      Tensor xs = tensor(x, s, both[k]), dys = tensor(dy, o, both[k]);
-      Tensor y = zeros(o, both[k]), dx = tensor(x, s, both[k]);  // dx overwritten
+      Tensor xs = tensor(x, s, data[k]), dys = tensor(dy, o, grads[k]);
+      Tensor y = zeros(o, data[k]), dx = tensor(x, s, data[k]);  // dx overwritten
       b.pool_forward(descs[m], xs, y);
       b.pool_backward(descs[m], xs, y, dys, dx);
       out[k][2 * m] = bits(y);
@@ -173,7 +176,10 @@ TEST_P(StoredOps, PoolingEachWayIsTheOpOnF32CopiesRounded) {
                          "avg pool backward",
                          "avg pool (padding not counted)",
                          "its backward"};
-  for (int i = 0; i < 6; ++i) expect_same_bits(out[0][i], out[1][i], names[i]);
+  for (int i = 0; i < 6; ++i) {
+    expect_same_bits(out[0][i], out[1][i], names[i]);
+    expect_same_bits(out[2][i], out[1][i], names[i]);  // mixed types, on F32Views
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(SixteenBit, StoredOps, ::testing::Values(DType::kBF16, DType::kF16),

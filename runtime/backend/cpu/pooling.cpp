@@ -20,6 +20,10 @@ struct PoolGeo {
 };
 // The shapes alone: the data is read as stored, or from F32Views, by the caller.
 PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
+  if (x.shape().rank() != 4 || y.shape().rank() != 4) {
+    throw InvalidArgument(fmt::format("pooling takes 4-D tensors, not input {} and output {}",
+                                      x.shape().str(), y.shape().str()));
+  }
   if (x.dim(0) != y.dim(0) || x.dim(1) != y.dim(1)) {
     throw InvalidArgument(fmt::format("pool input {} and output {} differ in N or C",
                                       x.shape().str(), y.shape().str()));
@@ -146,8 +150,9 @@ void pool_backward_as(const PoolDesc& p, const PoolGeo& g, const T* x, const T* 
 }  // namespace
 
 void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s) {
+  const bool as_stored = stored_as_one({&x_s, &y_s}, "pool");  // first: both allocated
   const PoolGeo g = pool_geo(x_s, y_s);
-  if (stored_as_one({&x_s, &y_s}, "pool")) {
+  if (as_stored) {
     with_stored_float(x_s.dtype(), "pool input", [&](auto t) {
       using T = decltype(t);
       pool_forward_as<T>(p, g, x_s.data<T>(), y_s.data<T>());
@@ -164,10 +169,11 @@ void CpuBackend::pool_forward(const PoolDesc& p, const Tensor& x_s, Tensor& y_s)
 
 void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tensor& y_s,
                                const Tensor& dy_s, Tensor& dx_s) {
+  const bool as_stored = stored_as_one({&x_s, &dy_s, &dx_s}, "pool backward");
   const PoolGeo g = pool_geo(x_s, y_s);
   check_same_shape(y_s, dy_s, "pool backward: output and its gradient");
   check_same_shape(x_s, dx_s, "pool backward: input and its gradient");
-  if (stored_as_one({&x_s, &dy_s, &dx_s}, "pool backward")) {
+  if (as_stored) {
     with_stored_float(x_s.dtype(), "pool input", [&](auto t) {
       using T = decltype(t);
       pool_backward_as<T>(p, g, x_s.data<T>(), dy_s.data<T>(), dx_s.data<T>());
@@ -179,6 +185,7 @@ void CpuBackend::pool_backward(const PoolDesc& p, const Tensor& x_s, const Tenso
   const Tensor& dy = f32.in(dy_s);
   Tensor& dx = f32.out(dx_s);
   check_f32(x, "pool input");
+  check_f32(dy, "pool output gradient");
   check_f32(dx, "pool input gradient");
   pool_backward_as<float>(p, g, x.data<float>(), dy.data<float>(), dx.data<float>());
 }

@@ -145,8 +145,14 @@ void CudaBackend::plan_batch_norm(const BatchNormShape& bn) {
     return;
   }
   reserve_bn_fallback(d, bn.relu);
-  // No fused graph: the pass runs batch norm alone, then the ReLU (batch_norm_train_counted).
-  if (bn.relu && bn_graphs(d, bn.eps, false)) reserve_workspace(bn_workspace_);
+  if (!bn.relu) return;
+  // No fused graph: the pass runs batch norm alone, then the ReLU (batch_norm_train_counted),
+  // batch norm on its graph or, where cuDNN has none either, on the kernels.
+  if (bn_graphs(d, bn.eps, false)) {
+    reserve_workspace(bn_workspace_);
+  } else {
+    reserve_bn_fallback(d, false);
+  }
 }
 
 void CudaBackend::reserve_bn_fallback(const BnDims& d, bool relu) {
