@@ -436,10 +436,10 @@ const LayerTensors& Graph::layer_tensors(int node) const {
   return node_tensors_.at(node);
 }
 
-std::shared_ptr<BoundTable> Graph::table() const {
-  std::shared_ptr<BoundTable> table = table_.lock();
-  if (!table) throw InvalidArgument("the graph's bound step is gone: bind it again");
-  return table;
+BoundTable& Graph::table() const {
+  // Whoever runs a pass holds the bound step, so it cannot go mid-pass: a check, not a lock.
+  if (alive_.expired()) throw InvalidArgument("the graph's bound step is gone: bind it again");
+  return *table_;
 }
 
 void Graph::check_binding(Backend& backend, const MemoryPlan& plan,
@@ -517,6 +517,7 @@ BoundStep Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
   } catch (...) {
     // Not set up: what was allocated went with the step.
     backend_ = nullptr;
+    table_ = nullptr;
     for (LayerTensors& t : node_tensors_) t.borrow(nullptr);
     if (plans_here) {
       planned_for_ = nullptr;  // planned again when bound again
@@ -527,8 +528,9 @@ BoundStep Graph::bind(Backend& backend, Rng& rng, const MemoryPlan& plan,
 }
 
 void Graph::borrow(Backend& backend, const BoundStep& step) {
-  table_ = step.table();
-  for (LayerTensors& t : node_tensors_) t.borrow(step.table().get());
+  alive_ = step.table();
+  table_ = step.table().get();
+  for (LayerTensors& t : node_tensors_) t.borrow(table_);
   backend_ = &backend;
 }
 
@@ -688,8 +690,7 @@ void Graph::build_backward() {
 
 void Graph::run(const Step& step, const LayerContext& ctx) {
   Node& node = nodes_.at(step.node);
-  const std::shared_ptr<BoundTable> table = this->table();
-  BoundTable& t = *table;
+  BoundTable& t = table();
   auto bound = [&](int id) -> Tensor& { return t.at(static_cast<size_t>(id)); };
   if (step.pass == Pass::kAccumulate) {
     ctx.backend.accumulate(bound(step.reads.at(0)), bound(step.writes.at(0)));

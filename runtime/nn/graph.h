@@ -83,7 +83,7 @@ class Graph final : public PassRunner {
   // (inference, tests). A trainer binds the graph itself, once its own tensors are declared too.
   void setup(Backend& backend, Rng& rng, const PrecisionPolicy& policy = {});
   // Bound, and its bound step alive.
-  bool is_setup() const { return backend_ != nullptr && !table_.expired(); }
+  bool is_setup() const { return backend_ != nullptr && !alive_.expired(); }
   // The step a graph on its own bound and keeps (setup, or bind with the model's tensors
   // alone); InvalidArgument for a graph a trainer bound, whose tensors are the trainer's.
   const BoundStep& bound() const;
@@ -154,7 +154,7 @@ class Graph final : public PassRunner {
   void setup_layers(Rng& rng);
   void refresh_compute_copies();
   // The bound table, while the bound step lives; InvalidArgument once it is gone.
-  std::shared_ptr<BoundTable> table() const;
+  BoundTable& table() const;
   bool aliases_gradient(int node) const;
   void pass_gradients_through();
   struct Consumers {
@@ -183,8 +183,10 @@ class Graph final : public PassRunner {
   BackendTraits traits_;
   Layout activation_layout_ = Layout::kNCHW;  // the backend's for 4-D activations and weights
   std::vector<TensorInfo> infos_;
-  // The bound step's table, borrowed: the layers' LayerTensors look their tensors up in it.
-  std::weak_ptr<BoundTable> table_;
+  // The bound step's table, borrowed: the layers' LayerTensors look their tensors up in it, while
+  // `alive_` says it still is.
+  BoundTable* table_ = nullptr;
+  std::weak_ptr<BoundTable> alive_;
   std::unique_ptr<BoundStep> own_;  // a graph on its own: the step it bound (setup)
   int input_id_ = -1;
   std::vector<int> output_ids_, grad_ids_;                                // per node (-1: none)

@@ -30,6 +30,20 @@ PoolGeo pool_geo(const Tensor& x, const Tensor& y) {
   }
   return {x.dim(0) * x.dim(1), x.dim(2), x.dim(3), y.dim(2), y.dim(3)};
 }
+// Output (i, j)'s window: its corner, padding included (h0, w0), and the rows [ha, hb) and
+// columns [wa, wb) of the input it covers.
+struct Window {
+  int64_t h0, w0, ha, hb, wa, wb;
+};
+Window window(const PoolDesc& p, const PoolGeo& g, int64_t i, int64_t j) {
+  const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
+  return {h0,
+          w0,
+          std::max<int64_t>(h0, 0),
+          std::min(h0 + p.kernel_h, g.h),
+          std::max<int64_t>(w0, 0),
+          std::min(w0 + p.kernel_w, g.w)};
+}
 // Elements an average-pooling window divides by (PyTorch's count_include_pad semantics).
 int64_t avg_divisor(const PoolDesc& p, const PoolGeo& g, int64_t h0, int64_t w0) {
   if (p.count_include_pad) {
@@ -89,16 +103,14 @@ void pool_forward_as(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
     T* yp = y + pl * g.oh * g.ow;
     for (int64_t i = 0; i < g.oh; ++i) {
       for (int64_t j = 0; j < g.ow; ++j) {
-        const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
-        const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
-        const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
+        const Window w = window(p, g, i, j);
         if (p.mode == PoolMode::kMax) {
-          yp[i * g.ow + j] = stored<T>(window_max(xp, g.w, ha, hb, wa, wb));
+          yp[i * g.ow + j] = stored<T>(window_max(xp, g.w, w.ha, w.hb, w.wa, w.wb));
         } else {
           double s = 0;
-          for (int64_t a = ha; a < hb; ++a)
-            for (int64_t b = wa; b < wb; ++b) s += load(xp[a * g.w + b]);
-          const int64_t count = avg_divisor(p, g, h0, w0);
+          for (int64_t a = w.ha; a < w.hb; ++a)
+            for (int64_t b = w.wa; b < w.wb; ++b) s += load(xp[a * g.w + b]);
+          const int64_t count = avg_divisor(p, g, w.h0, w.w0);
           yp[i * g.ow + j] = stored<T>(static_cast<float>(s / count));
         }
       }
@@ -112,16 +124,14 @@ void pool_plane_backward(const PoolDesc& p, const PoolGeo& g, const T* xp, const
   std::fill(dp, dp + g.h * g.w, 0.f);
   for (int64_t i = 0; i < g.oh; ++i) {
     for (int64_t j = 0; j < g.ow; ++j) {
-      const int64_t h0 = i * p.stride_h - p.pad_h, w0 = j * p.stride_w - p.pad_w;
-      const int64_t ha = std::max<int64_t>(h0, 0), hb = std::min(h0 + p.kernel_h, g.h);
-      const int64_t wa = std::max<int64_t>(w0, 0), wb = std::min(w0 + p.kernel_w, g.w);
+      const Window w = window(p, g, i, j);
       const float grad = load(gp[i * g.ow + j]);
       if (p.mode == PoolMode::kMax) {
-        dp[window_argmax(xp, g.w, ha, hb, wa, wb)] += grad;
+        dp[window_argmax(xp, g.w, w.ha, w.hb, w.wa, w.wb)] += grad;
       } else {
-        const int64_t count = avg_divisor(p, g, h0, w0);
-        for (int64_t a = ha; a < hb; ++a)
-          for (int64_t b = wa; b < wb; ++b) dp[a * g.w + b] += grad / count;
+        const int64_t count = avg_divisor(p, g, w.h0, w.w0);
+        for (int64_t a = w.ha; a < w.hb; ++a)
+          for (int64_t b = w.wa; b < w.wb; ++b) dp[a * g.w + b] += grad / count;
       }
     }
   }

@@ -139,20 +139,15 @@ void CudaBackend::plan_batch_norm(const BatchNormShape& bn) {
   if (d.n * d.inner < 2) return;
   bn_scratch(d.c);  // the running statistics' scratch
   // Each plan reserves again what the pass takes: a binding that fails releases the workspace,
-  // while the graphs made before stay cached.
-  if (bn_graphs(d, bn.eps, bn.relu)) {
-    reserve_workspace(bn_workspace_);
-    return;
-  }
-  reserve_bn_fallback(d, bn.relu);
-  if (!bn.relu) return;
-  // No fused graph: the pass runs batch norm alone, then the ReLU (batch_norm_train_counted),
-  // batch norm on its graph or, where cuDNN has none either, on the kernels.
-  if (bn_graphs(d, bn.eps, false)) {
-    reserve_workspace(bn_workspace_);
-  } else {
-    reserve_bn_fallback(d, false);
-  }
+  // while the graphs made before stay cached. Where there is no graph, the fallback's scratch.
+  const auto reserve = [&](bool relu) {
+    const bool graph = bn_graphs(d, bn.eps, relu) != nullptr;
+    graph ? reserve_workspace(bn_workspace_) : reserve_bn_fallback(d, relu);
+    return graph;
+  };
+  // No fused graph: the pass runs batch norm alone (on its graph or the kernels), then the ReLU
+  // (batch_norm_train_counted).
+  if (!reserve(bn.relu) && bn.relu) reserve(false);
 }
 
 void CudaBackend::reserve_bn_fallback(const BnDims& d, bool relu) {
