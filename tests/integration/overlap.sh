@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Overlap really happens: vgg16 at 32x32 (large late layers) on 2 ranks, in one run of each
-# strategy. backward and forward must each leave under 0.6 of none's communication exposed (seen
-# over eight runs: backward 0.01-0.38 of it, the worst on a loaded machine; forward, since it
-# applies ready updates while the front layers' bucket is in flight, 0.01-0.11), and backward's
-# trace must show all-reduce spans running during backward spans.
-# On 2 cores the ranks' compute and progress threads share the cores, and one run in about ten
-# loses that race: forward once exposed 0.72 of none's (0.462 against 0.645 s, with every step
-# slower). So a failed trio is run once more, and one trio must pass; both are printed.
+# strategy. Within its own run, backward and forward must each hide at least 0.3 of their
+# communication under compute, and expose less of it than none does (under 0.9 of none's exposed
+# time); backward's trace must show all-reduce spans running during backward spans. A strategy that
+# posts its all-reduces but lets them run only after the compute hides none of them and fails.
+# Seen over twelve runs on this 2-core host (2026-11-30): backward and forward hide 0.57-0.65 of
+# their comm and expose 0.36-0.75 of none's. None's own exposed time varies most (0.49-1.26 s),
+# since the ranks' compute and progress threads share the cores; so the bound against none is
+# loose and the hidden share, measured in the same run, carries the check. A failed trio is run
+# once more, and one trio must pass; both are printed.
 # Usage: overlap.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -35,8 +37,10 @@ for o, x in m.items():
         assert c["comm_s"] <= x["phases"]["step_s"] + 1e-9, (c, x["phases"])
 none = m["none"]["comm"]["comm_exposed_s"]
 assert none > 0, "none must expose its all-reduce"
-assert m["backward"]["comm"]["comm_exposed_s"] < 0.6 * none, "backward hides too little"
-assert m["forward"]["comm"]["comm_exposed_s"] < 0.6 * none, "forward hides too little"
+for o in ("backward", "forward"):
+    c = m[o]["comm"]
+    assert c["overlap"] >= 0.3, f"{o} hides too little of its own communication"
+    assert c["comm_exposed_s"] < 0.9 * none, f"{o} exposes nearly as much as none"
 ev = [e for e in json.load(open(f"{work}/backward.trace.json"))["traceEvents"] if e["ph"] == "X"]
 comm = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"] == "allreduce"]
 back = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e["cat"].startswith("backward")]
