@@ -11,6 +11,7 @@
 #include <tuple>
 #include <vector>
 
+#include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/matmul_onednn.h"
 #include "runtime/backend/cpu/onednn_engine.h"
@@ -100,6 +101,28 @@ TEST_F(CpuBf16, ConvolutionPlanMultipliesBf16Natively) {
     EXPECT_EQ(a.products.operands, DType::kF32) << a.algorithm;
     EXPECT_FALSE(a.products.flushes_subnormals);
   }
+}
+
+// Where oneDNN has AMX, its first choice for a bf16 backward-filter pass is AMX's kernels, which
+// took 1.4x the AVX-512 BF16 kernels' time in a resnet50 step here (docs/cpu.md). The heuristic
+// takes the latter, still in bf16; --conv-algo=onednn keeps oneDNN's first choice.
+TEST_F(CpuBf16, HeuristicRunsBackwardFilterWithoutAmx) {
+  if (!cpu_has_amx()) GTEST_SKIP() << "oneDNN has no AMX kernels on this CPU";
+  const ConvDesc d = layer(DType::kBF16);
+  for (const PassAlgorithm& a : b.make_conv_plan(d)->algorithms()) {
+    EXPECT_EQ(a.products.operands, DType::kBF16) << a.algorithm;
+    if (a.pass == ConvPass::kBackwardFilter) {
+      EXPECT_EQ(a.algorithm.find("amx"), std::string::npos) << a.algorithm;
+    }
+  }
+  const OnednnConv without(d, OnednnAlgorithm::kDirect, DType::kBF16, OnednnKernels::kWithoutAmx);
+  const OnednnConv first(d, OnednnAlgorithm::kDirect, DType::kBF16);
+  bool amx_first = false;
+  for (ConvPass p : kConvPasses) {
+    EXPECT_EQ(without.algorithm(p).find("amx"), std::string::npos) << without.algorithm(p);
+    amx_first |= first.algorithm(p).find("amx") != std::string::npos;
+  }
+  EXPECT_TRUE(amx_first) << "oneDNN's first choice here uses AMX in some pass";
 }
 
 // im2col computes on f32 views whatever the tensors hold.

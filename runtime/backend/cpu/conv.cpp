@@ -23,8 +23,10 @@
 namespace dlb {
 namespace {
 
-enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto };
-constexpr int kCpuConvAlgos = 4;
+// kDirectWithoutAmx: oneDNN's direct primitive in bf16 on its AVX-512 BF16 kernels, where it
+// would otherwise take AMX's (OnednnKernels::kWithoutAmx).
+enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto, kDirectWithoutAmx };
+constexpr int kCpuConvAlgos = 5;
 
 OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   if (a == CpuConvAlgo::kWinograd) return OnednnAlgorithm::kWinograd;
@@ -35,6 +37,10 @@ OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
 // oneDNN's plan of algorithm `a`: on the layer's bf16 tensors where it multiplies them natively,
 // else on f32 views of them. Throws Unsupported when it has neither.
 std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
+  if (a == CpuConvAlgo::kDirectWithoutAmx) {
+    return std::make_unique<OnednnConv>(d, OnednnAlgorithm::kDirect, DType::kBF16,
+                                        OnednnKernels::kWithoutAmx);
+  }
   if (native_bf16(d.types)) {
     try {
       return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kBF16);
@@ -230,14 +236,19 @@ bool winograd_pays(const ConvDesc& d) {
          d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
 }
 
-// The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on this CPU, a bf16
-// resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers, docs/cpu.md).
-// Else oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its
-// reference loops, which im2col beats by far, or it does not fit; Winograd where nothing else
-// fits. The caller has checked that one of the three fits.
+// The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
+// CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
+// docs/cpu.md); on a CPU with AMX, its AVX-512 BF16 kernels for the backward-filter pass, where
+// oneDNN's first choice, AMX's, took 1.4x their time in a bf16 resnet50 step (docs/cpu.md). Else
+// oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
+// loops, which im2col beats by far, or it does not fit; Winograd where nothing else fits. The
+// caller has checked that one of the three fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32 && plan.has(p, CpuConvAlgo::kDirect)) {
+    if (p == ConvPass::kBackwardFilter && plan.has(p, CpuConvAlgo::kDirectWithoutAmx)) {
+      return CpuConvAlgo::kDirectWithoutAmx;
+    }
     return CpuConvAlgo::kDirect;
   }
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd);
@@ -273,6 +284,10 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
     out.push_back(CpuConvAlgo::kWinograd);
   }
   if (c == ConvAlgoChoice::kAuto) out.push_back(CpuConvAlgo::kAuto);
+  if (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && native_bf16(d.types) &&
+      cpu_has_amx()) {
+    out.push_back(CpuConvAlgo::kDirectWithoutAmx);
+  }
   return out;
 }
 
@@ -313,7 +328,8 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
   }
   CpuConvAlgo best = heuristic(plan, p);
   double best_s = time_pass(b, plan, p, best);
-  for (CpuConvAlgo a : {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd}) {
+  for (CpuConvAlgo a : {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd,
+                        CpuConvAlgo::kDirectWithoutAmx}) {
     if (a == best || !plan.has(p, a)) continue;
     if (const double t = time_pass(b, plan, p, a); t < best_s) best = a, best_s = t;
   }

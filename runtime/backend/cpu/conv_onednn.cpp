@@ -7,6 +7,7 @@
 #include <numeric>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -212,17 +213,31 @@ bool unchecked_winograd(const std::string& implementation) {
   return implementation.find("wino") != std::string::npos && !is_winograd_f4x3(implementation);
 }
 
+// `pd` moved on, for OnednnKernels::kWithoutAmx, past the implementations that use AMX's tiles
+// (oneDNN lists them first where the CPU has AMX); throws dnnl::error when nothing else is left.
+template <class Desc>
+Desc restricted(Desc pd, OnednnKernels kernels) {
+  if (kernels == OnednnKernels::kFirst) return pd;
+  while (std::string_view(pd.impl_info_str()).find("amx") != std::string_view::npos) {
+    if (!pd.next_impl()) throw dnnl::error(dnnl_unimplemented, "every implementation uses AMX");
+  }
+  return pd;
+}
+
 using ForwardDesc = dnnl::convolution_forward::primitive_desc;
 
-ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo) {
+ForwardDesc forward_desc(const Problem& p, dnnl::algorithm algo, OnednnKernels kernels) {
   const auto kind = dnnl::prop_kind::forward_training;
   if (p.bias) {
-    return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.plain_bias(), p.any(p.y), p.strides,
-                        p.pad_l, p.pad_r},
-                       user_scratchpad(), onednn_cpu_engine());
+    return restricted(ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.plain_bias(), p.any(p.y),
+                                   p.strides, p.pad_l, p.pad_r},
+                                  user_scratchpad(), onednn_cpu_engine()),
+                      kernels);
   }
-  return ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
-                     user_scratchpad(), onednn_cpu_engine());
+  return restricted(
+      ForwardDesc({kind, algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
+                  user_scratchpad(), onednn_cpu_engine()),
+      kernels);
 }
 
 memory::data_type onednn_type(DType t) {
@@ -239,6 +254,7 @@ memory::data_type onednn_type(DType t) {
 struct OnednnConv::Builder {
   const Problem p;
   const dnnl::algorithm algo;
+  const OnednnKernels kernels;
   ForwardDesc fwd;
 
   std::unique_ptr<Pass> forward() const {
@@ -251,9 +267,11 @@ struct OnednnConv::Builder {
     return pass;
   }
   std::unique_ptr<Pass> backward_data() const {
-    const dnnl::convolution_backward_data::primitive_desc pd(
-        {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
-        onednn_cpu_engine(), fwd);
+    const auto pd =
+        restricted(dnnl::convolution_backward_data::primitive_desc(
+                       {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
+                       user_scratchpad(), onednn_cpu_engine(), fwd),
+                   kernels);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_data(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_DIFF_DST, p.plain_y(), false),
@@ -263,9 +281,11 @@ struct OnednnConv::Builder {
     return pass;
   }
   std::unique_ptr<Pass> backward_filter() const {
-    const dnnl::convolution_backward_weights::primitive_desc pd(
-        {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r}, user_scratchpad(),
-        onednn_cpu_engine(), fwd);
+    const auto pd =
+        restricted(dnnl::convolution_backward_weights::primitive_desc(
+                       {algo, p.any(p.x), p.any(p.w), p.any(p.y), p.strides, p.pad_l, p.pad_r},
+                       user_scratchpad(), onednn_cpu_engine(), fwd),
+                   kernels);
     auto pass = std::make_unique<Pass>(
         dnnl::convolution_backward_weights(pd), pd,
         std::initializer_list<Operand>{operand(DNNL_ARG_SRC, p.plain_x(), false),
@@ -276,7 +296,8 @@ struct OnednnConv::Builder {
   }
 };
 
-OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands)
+OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands,
+                       OnednnKernels kernels)
     : operands_(operands) {
   const Problem p(d, onednn_type(operands));
   adds_bias_ = p.bias;
@@ -284,7 +305,7 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType opera
   const std::string_view name = onednn_algorithm_name(algorithm);
   std::optional<Builder> b;
   try {
-    b.emplace(Builder{p, algo, forward_desc(p, algo)});
+    b.emplace(Builder{p, algo, kernels, forward_desc(p, algo, kernels)});
   } catch (const dnnl::error& e) {
     throw Unsupported(
         fmt::format("onednn has no {} convolution for {}: {}", name, conv_shape_text(d), e.what()));
@@ -316,19 +337,20 @@ OnednnConv::OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType opera
     }
   }
   if (operands != DType::kF32) refuse_reference_loops(d, name);
-  if (adds_bias_) without_bias_ = forward_without_bias(d, algorithm);
+  if (adds_bias_) without_bias_ = forward_without_bias(d, algorithm, kernels);
 }
 
 // The forward pass of a bias plan without its bias, for callers that add it apart (the Backend's
 // composed conv_bias_forward, which a delegating backend runs): the result is rounded once more.
-std::unique_ptr<OnednnConv::Pass> OnednnConv::forward_without_bias(
-    const ConvDesc& d, OnednnAlgorithm algorithm) const {
+std::unique_ptr<OnednnConv::Pass> OnednnConv::forward_without_bias(const ConvDesc& d,
+                                                                   OnednnAlgorithm algorithm,
+                                                                   OnednnKernels kernels) const {
   ConvDesc plain = d;
   plain.bias = false;
   const Problem p(plain, onednn_type(operands_));
   const dnnl::algorithm algo = dnnl_algorithm(algorithm);
   try {
-    return Builder{p, algo, forward_desc(p, algo)}.forward();
+    return Builder{p, algo, kernels, forward_desc(p, algo, kernels)}.forward();
   } catch (const dnnl::error& e) {
     throw Unsupported(
         fmt::format("onednn has a {} convolution with a bias for {}, but not "

@@ -17,6 +17,10 @@ namespace dlb {
 enum class OnednnAlgorithm { kDirect, kWinograd, kAuto };
 std::string_view onednn_algorithm_name(OnednnAlgorithm a);  // "direct", "winograd", "auto"
 
+// Which of oneDNN's implementations a plan may take: its first choice for each pass, or the first
+// that does not use AMX's tile instructions (its AVX-512 kernels, where the CPU has AMX too).
+enum class OnednnKernels { kFirst, kWithoutAmx };
+
 class OnednnConv {
  public:
   // Every operand, result and gradient in `operands`: f32, or bf16, which oneDNN multiplies
@@ -27,8 +31,9 @@ class OnednnConv {
   // Throws Unsupported when oneDNN has no forward primitive of this algorithm for the problem
   // (direct: nor either backward one), and for bf16 when any pass would be oneDNN's reference
   // loops. A Winograd or auto plan may lack a backward pass alone: has() says so, and missing()
-  // why.
-  OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands = DType::kF32);
+  // why. With OnednnKernels::kWithoutAmx a pass whose implementations all use AMX is missing.
+  OnednnConv(const ConvDesc& d, OnednnAlgorithm algorithm, DType operands = DType::kF32,
+             OnednnKernels kernels = OnednnKernels::kFirst);
   ~OnednnConv();
   OnednnConv(const OnednnConv&) = delete;
   OnednnConv& operator=(const OnednnConv&) = delete;
@@ -68,7 +73,8 @@ class OnednnConv {
   bool adds_bias_ = false;
   std::unique_ptr<Pass> without_bias_;  // adds_bias(): the forward pass without its bias
   void refuse_reference_loops(const ConvDesc& d, std::string_view name) const;
-  std::unique_ptr<Pass> forward_without_bias(const ConvDesc& d, OnednnAlgorithm algorithm) const;
+  std::unique_ptr<Pass> forward_without_bias(const ConvDesc& d, OnednnAlgorithm algorithm,
+                                             OnednnKernels kernels) const;
 };
 
 // oneDNN's version, "2.6.3", for the environment record.

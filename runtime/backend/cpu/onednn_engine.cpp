@@ -17,6 +17,14 @@ bool cpu_multiplies_bf16() {
   return native;
 }
 
+bool cpu_has_amx() {
+  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
+  static const bool amx =
+      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_amx)) ==
+      bits(dnnl::cpu_isa::avx512_core_amx);
+  return amx;
+}
+
 bool cpu_blocks_channels_by_16() {
   const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
   static const bool avx512 = (bits(dnnl::get_effective_cpu_isa()) &

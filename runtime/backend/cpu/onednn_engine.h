@@ -17,6 +17,10 @@ const dnnl::engine& onednn_cpu_engine();
 // f32, and not what a bf16 run means here): the backend then computes bf16 on f32 copies.
 bool cpu_multiplies_bf16();
 
+// Whether oneDNN's effective instruction set here has AMX's tile multiplications (which it then
+// prefers for bf16), beside AVX-512 BF16.
+bool cpu_has_amx();
+
 // Whether oneDNN's direct convolutions here block channels by 16 (its effective instruction set
 // has AVX-512): then they read weights in OIhw16i16o (Layout::kOIhw16i16o). AVX2's block by 8.
 bool cpu_blocks_channels_by_16();
