@@ -1,8 +1,8 @@
 // The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
 // own choice) or im2col + sgemm, chosen as the run's --conv-algo says within its
 // --workspace-limit. Operands may be stored in 16 bits. A bf16 layer's oneDNN primitives take its
-// bf16 tensors as they are, where this CPU multiplies bf16 natively (AVX-512 BF16); every other
-// pass computes on f32 views of them (f32_views.h).
+// bf16 tensors as they are, where the CPU multiplies bf16 natively (AVX-512 BF16, or AMX); every
+// other pass computes on f32 views of them (f32_views.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -23,8 +23,10 @@
 namespace dlb {
 namespace {
 
-// kDirectWithoutAmx: oneDNN's direct primitive in bf16 on its AVX-512 BF16 kernels, where it
-// would otherwise take AMX's (OnednnKernels::kWithoutAmx).
+// kDirectWithoutAmx: oneDNN's direct primitive in bf16, each pass on the first implementation
+// not named as AMX's (OnednnKernels::kWithoutAmx), where oneDNN would otherwise take AMX's. The
+// plan has all three passes, though the heuristic takes only its backward-filter one (autotune
+// may time any).
 enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto, kDirectWithoutAmx };
 constexpr int kCpuConvAlgos = 5;
 
@@ -48,6 +50,12 @@ std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
     }
   }
   return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kF32);
+}
+
+// "direct", "winograd", "auto", or "direct without AMX", for messages.
+std::string onednn_choice_name(CpuConvAlgo a) {
+  if (a == CpuConvAlgo::kDirectWithoutAmx) return "direct without AMX";
+  return std::string(onednn_algorithm_name(onednn_algorithm(a)));
 }
 
 class CpuConvPlan final : public ConvPlan {
@@ -175,10 +183,11 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   std::string onednn =
       direct ? fmt::format("onednn needs {}", format_bytes(direct->workspace_bytes(p)))
              : fmt::format("onednn has none ({})", plan.onednn_missing(CpuConvAlgo::kDirect));
-  for (CpuConvAlgo a : {CpuConvAlgo::kWinograd, CpuConvAlgo::kAuto}) {
+  for (CpuConvAlgo a :
+       {CpuConvAlgo::kWinograd, CpuConvAlgo::kAuto, CpuConvAlgo::kDirectWithoutAmx}) {
     const OnednnConv* conv = plan.onednn(a);
     if (!conv || !conv->has(p)) continue;
-    onednn += fmt::format(", its {} needs {}", onednn_algorithm_name(onednn_algorithm(a)),
+    onednn += fmt::format(", its {} needs {}", onednn_choice_name(a),
                           format_bytes(conv->workspace_bytes(p)));
   }
   return fmt::format(
@@ -238,18 +247,18 @@ bool winograd_pays(const ConvDesc& d) {
 
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
-// docs/cpu.md); on a CPU with AMX, its AVX-512 BF16 kernels for the backward-filter pass, where
-// oneDNN's first choice, AMX's, took 1.4x their time in a bf16 resnet50 step (docs/cpu.md). Else
-// oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
-// loops, which im2col beats by far, or it does not fit; Winograd where nothing else fits. The
-// caller has checked that one of the three fits.
+// docs/cpu.md); on a CPU with AMX, its backward-filter pass off AMX (kDirectWithoutAmx), where
+// oneDNN's first choice, AMX's, took longer in a bf16 resnet50 step in 7 of 8 rounds
+// (docs/cpu.md). Else oneDNN's Winograd where it pays and fits, else its direct primitive, unless
+// that is its reference loops, which im2col beats by far, or it does not fit; Winograd where
+// nothing else fits. The caller has checked that one of them fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
-  if (native && native->operands() != DType::kF32 && plan.has(p, CpuConvAlgo::kDirect)) {
+  if (native && native->operands() != DType::kF32) {
     if (p == ConvPass::kBackwardFilter && plan.has(p, CpuConvAlgo::kDirectWithoutAmx)) {
       return CpuConvAlgo::kDirectWithoutAmx;
     }
-    return CpuConvAlgo::kDirect;
+    if (plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
   }
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd);
   if (winograd && winograd_pays(plan.desc())) return CpuConvAlgo::kWinograd;
@@ -276,8 +285,9 @@ CpuConvAlgo named(ConvAlgoChoice c) {
   }
 }
 
-// The oneDNN algorithms a plan for `c` builds: those of the heuristic (every choice falls back
-// to it), and what `c` names or times besides.
+// The oneDNN algorithms a plan for `c` builds: those of the heuristic (every choice but im2col and
+// onednn falls back to it; those two get no kDirectWithoutAmx, which they never run), and what `c`
+// names or times besides.
 std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   std::vector<CpuConvAlgo> out = {CpuConvAlgo::kDirect};
   if (c == ConvAlgoChoice::kWinograd || c == ConvAlgoChoice::kAutotune || winograd_pays(d)) {
@@ -295,8 +305,9 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
 CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice) {
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
+  const bool without_amx = plan.has(p, CpuConvAlgo::kDirectWithoutAmx);
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd) || plan.has(p, CpuConvAlgo::kAuto);
-  if (!im2col && !direct && !winograd) throw InvalidArgument(nothing_fits(plan, p));
+  if (!im2col && !direct && !without_amx && !winograd) throw InvalidArgument(nothing_fits(plan, p));
   switch (choice) {
     case ConvAlgoChoice::kIm2col:
       if (!im2col) throw InvalidArgument(nothing_fits(plan, p));

@@ -213,8 +213,8 @@ bool unchecked_winograd(const std::string& implementation) {
   return implementation.find("wino") != std::string::npos && !is_winograd_f4x3(implementation);
 }
 
-// `pd` moved on, for OnednnKernels::kWithoutAmx, past the implementations that use AMX's tiles
-// (oneDNN lists them first where the CPU has AMX); throws dnnl::error when nothing else is left.
+// `pd` moved on, for OnednnKernels::kWithoutAmx, past the implementations named as AMX's (oneDNN
+// lists them first where the CPU has AMX); throws dnnl::error when nothing else is left.
 template <class Desc>
 Desc restricted(Desc pd, OnednnKernels kernels) {
   if (kernels == OnednnKernels::kFirst) return pd;

@@ -18,7 +18,9 @@ enum class OnednnAlgorithm { kDirect, kWinograd, kAuto };
 std::string_view onednn_algorithm_name(OnednnAlgorithm a);  // "direct", "winograd", "auto"
 
 // Which of oneDNN's implementations a plan may take: its first choice for each pass, or the first
-// that does not use AMX's tile instructions (its AVX-512 kernels, where the CPU has AMX too).
+// whose name is not AMX's (oneDNN names its AMX convolution kernels "..._amx_..."; for resnet
+// shapes that is its jit AVX-512 BF16 kernel, though a gemm-based one could still use AMX
+// inside its matrix products).
 enum class OnednnKernels { kFirst, kWithoutAmx };
 
 class OnednnConv {
