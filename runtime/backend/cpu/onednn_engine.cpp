@@ -9,26 +9,27 @@ const dnnl::engine& onednn_cpu_engine() {
   return engine;
 }
 
+namespace {
+// Whether oneDNN's effective instruction set here includes all of `isa` (the enum's values are
+// bit sets, each holding the sets below it).
+bool effective_isa_includes(dnnl::cpu_isa isa) {
+  const auto bits = static_cast<unsigned>(isa);
+  return (static_cast<unsigned>(dnnl::get_effective_cpu_isa()) & bits) == bits;
+}
+}  // namespace
+
 bool cpu_multiplies_bf16() {
-  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
-  static const bool native =
-      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_bf16)) ==
-      bits(dnnl::cpu_isa::avx512_core_bf16);
+  static const bool native = effective_isa_includes(dnnl::cpu_isa::avx512_core_bf16);
   return native;
 }
 
 bool cpu_has_amx() {
-  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
-  static const bool amx =
-      (bits(dnnl::get_effective_cpu_isa()) & bits(dnnl::cpu_isa::avx512_core_amx)) ==
-      bits(dnnl::cpu_isa::avx512_core_amx);
+  static const bool amx = effective_isa_includes(dnnl::cpu_isa::avx512_core_amx);
   return amx;
 }
 
 bool cpu_blocks_channels_by_16() {
-  const auto bits = [](dnnl::cpu_isa isa) { return static_cast<unsigned>(isa); };
-  static const bool avx512 = (bits(dnnl::get_effective_cpu_isa()) &
-                              bits(dnnl::cpu_isa::avx512_core)) == bits(dnnl::cpu_isa::avx512_core);
+  static const bool avx512 = effective_isa_includes(dnnl::cpu_isa::avx512_core);
   return avx512;
 }
 
