@@ -9,7 +9,9 @@
 #include <fstream>
 #include <optional>
 #include <sstream>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/cpu/conv_onednn.h"
@@ -105,39 +107,108 @@ TEST_F(CpuBf16, ConvolutionPlanMultipliesBf16Natively) {
 }
 
 // Where oneDNN has AMX, its first choice for a bf16 backward-filter pass is AMX's kernels, which
-// took longer than its next choice in a resnet50 step here (docs/cpu.md). The heuristic takes
-// that next choice, still in bf16; --conv-algo=onednn keeps oneDNN's first choice.
-TEST_F(CpuBf16, HeuristicRunsBackwardFilterWithoutAmx) {
-  if (!cpu_has_amx()) GTEST_SKIP() << "oneDNN has no AMX kernels on this CPU";
-  ConvDesc d = layer(DType::kBF16);
-  d.in_channels = 32, d.out_channels = 64;  // AMX's tiles are 32 bf16 channels deep
-  const OnednnConv first(d, OnednnAlgorithm::kDirect, DType::kBF16);
+// pay only over a long sum over the batch's output pixels (docs/cpu.md). The heuristic takes
+// AMX's there; elsewhere f32 on f32 views of the bf16 tensors (Winograd's where it pays, else
+// direct), then bf16 off AMX where f32's does not fit the workspace limit. The forward and
+// backward-data passes stay native, and --conv-algo=onednn keeps oneDNN's first choice.
+class CpuBf16Amx : public CpuBf16 {
+ protected:
+  void SetUp() override {
+    CpuBf16::SetUp();
+    if (!IsSkipped() && !cpu_has_amx()) GTEST_SKIP() << "oneDNN has no AMX kernels on this CPU";
+  }
+  // A 32-to-64-channel layer (AMX's tiles are 32 bf16 channels deep) with k x k kernels over
+  // `batch` images of side x side pixels.
+  static ConvDesc amx_layer(int64_t batch, int64_t side, int64_t k) {
+    ConvDesc d = layer(DType::kBF16);
+    d.batch = batch, d.height = d.width = side;
+    d.in_channels = 32, d.out_channels = 64;
+    d.kernel_h = d.kernel_w = k, d.pad_h = d.pad_w = k / 2;
+    return d;
+  }
+  // Each pass's algorithm and its products' type under `choice`.
+  static std::vector<std::pair<std::string, DType>> passes(const ConvDesc& d, ConvAlgoChoice choice,
+                                                           std::optional<size_t> limit = {}) {
+    BackendOptions o;
+    o.conv_algo = choice;
+    o.workspace_limit = limit;
+    std::vector<std::pair<std::string, DType>> out;
+    for (const PassAlgorithm& a : CpuBackend(o).make_conv_plan(d)->algorithms()) {
+      out.emplace_back(a.algorithm, a.products.operands);
+    }
+    return out;  // forward, backward-data, backward-filter (kConvPasses)
+  }
+};
+
+TEST_F(CpuBf16Amx, HeuristicRunsBackwardFilterOnAmxOnlyWhereItPays) {
+  const ConvDesc long_sum = amx_layer(2, 8, 3);  // 3x3 at stride 1 over 2 x 8 x 8 = 128 pixels
+  const OnednnConv first(long_sum, OnednnAlgorithm::kDirect, DType::kBF16);
   const std::string amx = first.algorithm(ConvPass::kBackwardFilter);
   if (amx.find("amx") == std::string::npos) {
     GTEST_SKIP() << "oneDNN's first choice here is not AMX's: " << amx;
   }
-  const OnednnConv without(d, OnednnAlgorithm::kDirect, DType::kBF16, OnednnKernels::kWithoutAmx);
-  for (ConvPass p : kConvPasses) {
-    EXPECT_EQ(without.algorithm(p).find("amx"), std::string::npos) << without.algorithm(p);
-  }
-  const auto filter_pass = [&](ConvAlgoChoice choice, std::optional<size_t> limit = {}) {
-    BackendOptions o;
-    o.conv_algo = choice;
-    o.workspace_limit = limit;
-    for (const PassAlgorithm& a : CpuBackend(o).make_conv_plan(d)->algorithms()) {
-      EXPECT_EQ(a.products.operands, DType::kBF16) << a.algorithm;
-      if (a.pass == ConvPass::kBackwardFilter) return a.algorithm;
+  const auto heuristic = passes(long_sum, ConvAlgoChoice::kHeuristic);
+  EXPECT_EQ(heuristic[2], std::make_pair(amx, DType::kBF16));
+  for (int i : {0, 1}) EXPECT_EQ(heuristic[i].second, DType::kBF16) << heuristic[i].first;
+
+  // A 1x1 kernel over 2 x 4 x 4 = 32 pixels: f32's direct pass, the other two still native.
+  const ConvDesc short_sum = amx_layer(2, 4, 1);
+  const ConvDesc in_f32 = [&] {
+    ConvDesc f = short_sum;
+    f.types = types(DType::kF32);
+    return f;
+  }();
+  const OnednnConv f32(in_f32, OnednnAlgorithm::kDirect, DType::kF32);
+  const auto small = passes(short_sum, ConvAlgoChoice::kHeuristic);
+  EXPECT_EQ(small[2], std::make_pair(f32.algorithm(ConvPass::kBackwardFilter), DType::kF32));
+  for (int i : {0, 1}) EXPECT_EQ(small[i].second, DType::kBF16) << small[i].first;
+  EXPECT_EQ(passes(short_sum, ConvAlgoChoice::kOnednn)[2].second, DType::kBF16);
+
+  // A 3x3 kernel at stride 1 over one 8 x 8 image: too short for AMX; Winograd pays, in f32.
+  const auto one_image = passes(amx_layer(1, 8, 3), ConvAlgoChoice::kHeuristic);
+  EXPECT_NE(one_image[2].first.find("wino"), std::string::npos) << one_image[2].first;
+  EXPECT_EQ(one_image[2].second, DType::kF32);
+}
+
+TEST_F(CpuBf16Amx, BackwardFilterOffAmxWhereF32DoesNotFitTheLimit) {
+  int tried = 0;
+  for (auto [batch, side, k] : {std::tuple{2, 4, 1}, {2, 4, 3}, {8, 16, 1}, {16, 8, 1}}) {
+    const ConvDesc d = amx_layer(batch, side, k);
+    const OnednnConv without(d, OnednnAlgorithm::kDirect, DType::kBF16, OnednnKernels::kWithoutAmx);
+    for (ConvPass p : kConvPasses) {
+      EXPECT_EQ(without.algorithm(p).find("amx"), std::string::npos) << without.algorithm(p);
     }
-    return std::string();
-  };
-  EXPECT_EQ(filter_pass(ConvAlgoChoice::kHeuristic), without.algorithm(ConvPass::kBackwardFilter));
-  EXPECT_EQ(filter_pass(ConvAlgoChoice::kOnednn), amx);
-  // Also where AMX's pass would not fit the workspace limit and the other does.
-  const size_t other_bytes = without.workspace_bytes(ConvPass::kBackwardFilter);
-  if (other_bytes < first.workspace_bytes(ConvPass::kBackwardFilter)) {
-    EXPECT_EQ(filter_pass(ConvAlgoChoice::kHeuristic, other_bytes),
-              without.algorithm(ConvPass::kBackwardFilter));
+    ConvDesc in_f32 = d;
+    in_f32.types = types(DType::kF32);
+    const OnednnConv f32(in_f32, OnednnAlgorithm::kDirect, DType::kF32);
+    const size_t other_bytes = without.workspace_bytes(ConvPass::kBackwardFilter);
+    if (other_bytes >= f32.workspace_bytes(ConvPass::kBackwardFilter)) continue;
+    ++tried;
+    EXPECT_EQ(passes(d, ConvAlgoChoice::kHeuristic, other_bytes)[2],
+              std::make_pair(without.algorithm(ConvPass::kBackwardFilter), DType::kBF16));
   }
+  if (!tried) GTEST_SKIP() << "f32's backward-filter passes need no more workspace than bf16's";
+}
+
+// A backward-filter pass in f32 on f32 views of bf16 tensors gives the f32 plan's bits on exact
+// values, and writes a bf16 gradient as the layer stores it.
+TEST_F(CpuBf16Amx, BackwardFilterInF32EqualsF32OnExactValues) {
+  ConvDesc d = amx_layer(2, 4, 1);
+  d.bias = false;
+  ConvDesc in_f32 = d;
+  in_f32.types = types(DType::kF32);
+  BackendOptions products;
+  products.conv_algo = ConvAlgoChoice::kOnednn;
+  const auto native = b.make_conv_plan(d);
+  ASSERT_EQ(native->algorithms()[2].products.operands, DType::kF32);
+  const auto f32 = CpuBackend(products).make_conv_plan(in_f32);
+  const Shape xs{2, 32, 4, 4}, ws{64, 32, 1, 1}, ys{2, 64, 4, 4};
+  const auto run = [&](const ConvPlan& plan, DType t) {
+    Tensor x = ints(xs, t, 1), dy = ints(ys, t, 4), dw = zeros(ws, t);
+    b.conv_backward_filter(plan, x, dy, dw);
+    return floats(dw);
+  };
+  EXPECT_EQ(run(*native, DType::kBF16), run(*f32, DType::kF32));
 }
 
 // im2col computes on f32 views whatever the tensors hold.

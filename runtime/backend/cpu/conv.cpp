@@ -9,6 +9,7 @@
 #include <array>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "runtime/backend/cpu/conv_im2col.h"
@@ -24,11 +25,13 @@ namespace dlb {
 namespace {
 
 // kDirectWithoutAmx: oneDNN's direct primitive in bf16, each pass on the first implementation
-// not named as AMX's (OnednnKernels::kWithoutAmx), where oneDNN would otherwise take AMX's. The
-// plan has all three passes, though the heuristic takes only its backward-filter one (autotune
-// may time any).
-enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto, kDirectWithoutAmx };
-constexpr int kCpuConvAlgos = 5;
+// not named as AMX's (OnednnKernels::kWithoutAmx), where oneDNN would otherwise take AMX's.
+// kDirectF32: oneDNN's direct primitive in f32 on f32 views of a bf16 layer's tensors (exact:
+// every bf16 value is an f32 one). Both are built only for a native bf16 layer on a CPU with AMX,
+// where the heuristic may run a backward-filter pass on them; each plan has all three passes,
+// and autotune may time any.
+enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto, kDirectWithoutAmx, kDirectF32 };
+constexpr int kCpuConvAlgos = 6;
 
 OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   if (a == CpuConvAlgo::kWinograd) return OnednnAlgorithm::kWinograd;
@@ -43,6 +46,9 @@ std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
     return std::make_unique<OnednnConv>(d, OnednnAlgorithm::kDirect, DType::kBF16,
                                         OnednnKernels::kWithoutAmx);
   }
+  if (a == CpuConvAlgo::kDirectF32) {
+    return std::make_unique<OnednnConv>(d, OnednnAlgorithm::kDirect, DType::kF32);
+  }
   if (native_bf16(d.types)) {
     try {
       return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kBF16);
@@ -52,9 +58,10 @@ std::unique_ptr<OnednnConv> make_onednn(const ConvDesc& d, CpuConvAlgo a) {
   return std::make_unique<OnednnConv>(d, onednn_algorithm(a), DType::kF32);
 }
 
-// "direct", "winograd", "auto", or "direct without AMX", for messages.
+// "direct", "winograd", "auto", "direct without AMX" or "direct in f32", for messages.
 std::string onednn_choice_name(CpuConvAlgo a) {
   if (a == CpuConvAlgo::kDirectWithoutAmx) return "direct without AMX";
+  if (a == CpuConvAlgo::kDirectF32) return "direct in f32";
   return std::string(onednn_algorithm_name(onednn_algorithm(a)));
 }
 
@@ -183,8 +190,8 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   std::string onednn =
       direct ? fmt::format("onednn needs {}", format_bytes(direct->workspace_bytes(p)))
              : fmt::format("onednn has none ({})", plan.onednn_missing(CpuConvAlgo::kDirect));
-  for (CpuConvAlgo a :
-       {CpuConvAlgo::kWinograd, CpuConvAlgo::kAuto, CpuConvAlgo::kDirectWithoutAmx}) {
+  for (CpuConvAlgo a : {CpuConvAlgo::kWinograd, CpuConvAlgo::kAuto, CpuConvAlgo::kDirectWithoutAmx,
+                        CpuConvAlgo::kDirectF32}) {
     const OnednnConv* conv = plan.onednn(a);
     if (!conv || !conv->has(p)) continue;
     onednn += fmt::format(", its {} needs {}", onednn_choice_name(a),
@@ -245,18 +252,46 @@ bool winograd_pays(const ConvDesc& d) {
          d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
 }
 
+// Whether AMX's bf16 backward-filter kernels (oneDNN's first choice on a CPU with AMX) beat f32's
+// on this layer. The pass sums over the batch's output pixels, n = batch x out_h x out_w, and
+// AMX's tiles pay only over a long sum. Measured per layer on resnet50 here (oneDNN's own times,
+// batch 8 at 64 px and batch 4 at 224 px; docs/cpu.md), AMX's time over f32's: a 3x3 kernel's
+// 0.43x to 0.85x from n = 128 on at stride 1 and from n = 784 on at stride 2 (0.93x to 1.40x
+// below), 1.23x at n = 32; any other kernel's 0.57x to 1.02x from n = 3,136 on, 0.87x to 2.5x
+// below, except the 7x7 stem at n = 8,192 (1.45x, 0.26 ms).
+bool amx_backward_filter_pays(const ConvDesc& d) {
+  const int64_t n = d.batch * d.out_h() * d.out_w();
+  const bool three = d.kernel_h == 3 && d.kernel_w == 3;
+  return three ? n >= (d.stride_h == 1 && d.stride_w == 1 ? 128 : 784) : n >= 3136;
+}
+
+// A native bf16 backward-filter pass on a CPU with AMX: AMX's where it pays (above), else f32 on
+// f32 views of the bf16 tensors, Winograd's where it pays and direct otherwise (oneDNN 2.6's bf16
+// kernels off AMX took 1.07x to 2.12x f32's on every resnet50 layer here); bf16 off AMX where
+// f32's does not fit; none (the caller goes on) where nothing does. bf16 then trains faster than
+// fp32 here: resnet18 and resnet50 at 64 px 1.11x, resnet50 at 224 px 1.41x (docs/cpu.md).
+std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
+  const ConvPass p = ConvPass::kBackwardFilter;
+  const ConvDesc& d = plan.desc();
+  if (amx_backward_filter_pays(d) && plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
+  if (winograd_pays(d) && plan.has(p, CpuConvAlgo::kWinograd)) return CpuConvAlgo::kWinograd;
+  for (CpuConvAlgo a : {CpuConvAlgo::kDirectF32, CpuConvAlgo::kDirectWithoutAmx}) {
+    if (plan.has(p, a)) return a;
+  }
+  return std::nullopt;
+}
+
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
-// docs/cpu.md); on a CPU with AMX, its backward-filter pass off AMX (kDirectWithoutAmx), where
-// oneDNN's first choice, AMX's, took longer in a bf16 resnet50 step in 7 of 8 rounds
-// (docs/cpu.md). Else oneDNN's Winograd where it pays and fits, else its direct primitive, unless
-// that is its reference loops, which im2col beats by far, or it does not fit; Winograd where
-// nothing else fits. The caller has checked that one of them fits.
+// docs/cpu.md), its backward-filter pass on a CPU with AMX as amx_cpu_backward_filter says. Else
+// oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
+// loops, which im2col beats by far, or it does not fit; Winograd where nothing else fits. The
+// caller has checked that one of them fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32) {
-    if (p == ConvPass::kBackwardFilter && plan.has(p, CpuConvAlgo::kDirectWithoutAmx)) {
-      return CpuConvAlgo::kDirectWithoutAmx;
+    if (p == ConvPass::kBackwardFilter && cpu_has_amx()) {
+      if (const std::optional<CpuConvAlgo> a = amx_cpu_backward_filter(plan)) return *a;
     }
     if (plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
   }
@@ -286,8 +321,8 @@ CpuConvAlgo named(ConvAlgoChoice c) {
 }
 
 // The oneDNN algorithms a plan for `c` builds: those of the heuristic (every choice but im2col and
-// onednn falls back to it; those two get no kDirectWithoutAmx, which they never run), and what `c`
-// names or times besides.
+// onednn falls back to it; those two get neither kDirectWithoutAmx nor kDirectF32, which they never
+// run), and what `c` names or times besides.
 std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   std::vector<CpuConvAlgo> out = {CpuConvAlgo::kDirect};
   if (c == ConvAlgoChoice::kWinograd || c == ConvAlgoChoice::kAutotune || winograd_pays(d)) {
@@ -297,6 +332,7 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   if (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && native_bf16(d.types) &&
       cpu_has_amx()) {
     out.push_back(CpuConvAlgo::kDirectWithoutAmx);
+    out.push_back(CpuConvAlgo::kDirectF32);
   }
   return out;
 }
@@ -305,9 +341,11 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
 CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice) {
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
-  const bool without_amx = plan.has(p, CpuConvAlgo::kDirectWithoutAmx);
+  const bool amx_alternative =
+      plan.has(p, CpuConvAlgo::kDirectWithoutAmx) || plan.has(p, CpuConvAlgo::kDirectF32);
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd) || plan.has(p, CpuConvAlgo::kAuto);
-  if (!im2col && !direct && !without_amx && !winograd) throw InvalidArgument(nothing_fits(plan, p));
+  if (!im2col && !direct && !amx_alternative && !winograd)
+    throw InvalidArgument(nothing_fits(plan, p));
   switch (choice) {
     case ConvAlgoChoice::kIm2col:
       if (!im2col) throw InvalidArgument(nothing_fits(plan, p));
@@ -340,7 +378,7 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
   CpuConvAlgo best = heuristic(plan, p);
   double best_s = time_pass(b, plan, p, best);
   for (CpuConvAlgo a : {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd,
-                        CpuConvAlgo::kDirectWithoutAmx}) {
+                        CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32}) {
     if (a == best || !plan.has(p, a)) continue;
     if (const double t = time_pass(b, plan, p, a); t < best_s) best = a, best_s = t;
   }
