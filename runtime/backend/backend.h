@@ -347,7 +347,8 @@ class Backend : public DeviceMemory {
   // convolution weights' compute copies and gradients: NCHW, or NHWC (channels last). A graph
   // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS) unless the
   // backend blocks them (blocks_conv_weights), and a tensor that a flatten reads is NCHW
-  // (flattening reads channel-major order). The CPU's activations are NCHW throughout.
+  // (flattening reads channel-major order). The CPU's are NHWC in a native bf16 run on a CPU with
+  // AMX (CpuBackend::activation_layout), NCHW otherwise.
   virtual Layout activation_layout(const OpTypes& types) const {
     (void)types;
     return Layout::kNCHW;

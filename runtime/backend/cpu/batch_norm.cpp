@@ -1,9 +1,9 @@
 // Batch normalisation over axis 1 with PyTorch's semantics: biased variance to normalise,
-// unbiased variance into the running estimate. Sums accumulate in double, in eight lanes
-// (batch_norm_loops.h, compiled for this CPU's widest instruction set, the same bits). In
-// training, the data (x, y, dy, dx) is read and written as stored (f32, or 16-bit loaded into
-// floats and rounded once on store: the same bits as on f32 copies of it); the parameters and
-// statistics are f32.
+// unbiased variance into the running estimate. NCHW or channels last (the same bits). Sums
+// accumulate in double, in eight lanes (batch_norm_loops.h, compiled for this CPU's widest
+// instruction set, the same bits). In training, the data (x, y, dy, dx) is read and written as
+// stored (f32, or 16-bit loaded into floats and rounded once on store: the same bits as on f32
+// copies of it); the parameters and statistics are f32.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -17,6 +17,18 @@
 
 namespace dlb {
 namespace {
+// f(c) for each channel (NCHW), or f(c0, c1) for ranges of them (channels last: each loop reads
+// whole rows of its channels), over the pool's threads.
+template <typename OneChannel, typename Channels>
+void over_channels(const Tensor& x, int64_t channels, OneChannel one, Channels range) {
+  if (x.layout() == Layout::kNHWC) {
+    return parallel_blocks(channels, 2, [&](int64_t c0, int64_t c1) {
+      if (c0 < c1) range(c0, c1);
+    });
+  }
+  parallel_for(channels, 2, one);
+}
+
 // `x` is checked by the caller (check_f32, or stored_as_one for data read as stored).
 BnDims bn_dims(const Tensor& x, const Tensor& gamma) {
   check_f32(gamma, "batch norm weight");
@@ -52,8 +64,10 @@ void bn_train(CpuIsa isa, const Tensor& x, const Tensor& gamma, const Tensor& be
                          momentum,
                          eps,
                          relu};
-  const auto train = bn_loops<T>(isa).train;
-  parallel_for(d.c, 2, [&](int64_t c) { train(a, c); });
+  const BnLoops<T>& loops = bn_loops<T>(isa);
+  over_channels(
+      x, d.c, [&](int64_t c) { loops.train(a, c); },
+      [&](int64_t c0, int64_t c1) { loops.train_channels_last(a, c0, c1); });
 }
 
 // Batch norm's backward of dy, or with `y` (the fused pair's output) of dy where y > 0: the same
@@ -72,8 +86,10 @@ void bn_backward(CpuIsa isa, const Tensor& x, const Tensor* y, const Tensor& dy,
                             save_invstd.data<float>(),
                             dgamma.data<float>(),
                             dbeta.data<float>()};
-  const auto backward = bn_loops<T>(isa).backward;
-  parallel_for(a.d.c, 2, [&](int64_t c) { backward(a, c); });
+  const BnLoops<T>& loops = bn_loops<T>(isa);
+  over_channels(
+      x, a.d.c, [&](int64_t c) { loops.backward(a, c); },
+      [&](int64_t c0, int64_t c1) { loops.backward_channels_last(a, c0, c1); });
 }
 
 // Batch norm in training (`relu`: with its ReLU) on the data as stored where x and y share one
@@ -166,8 +182,10 @@ void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, cons
                            f32.in(running_mean_s).data<float>(),
                            f32.in(running_var_s).data<float>(),
                            eps};
-    const auto infer = bn_loops<T>(host_cpu_isa()).infer;
-    parallel_for(a.d.c, 2, [&](int64_t c) { infer(a, c); });
+    const BnLoops<T>& loops = bn_loops<T>(host_cpu_isa());
+    over_channels(
+        x, a.d.c, [&](int64_t c) { loops.infer(a, c); },
+        [&](int64_t c0, int64_t c1) { loops.infer_channels_last(a, c0, c1); });
   };
   if (stored_as_one({&x_s, &y_s}, "batch norm")) {
     with_stored_float(x_s.dtype(), "batch norm input", [&](auto t) { run(t, x_s, y_s); });

@@ -1,6 +1,7 @@
 #include "runtime/backend/cpu/batch_norm_loops.h"
 
 #include <cmath>
+#include <vector>
 
 #include "runtime/backend/cpu/isa_target.h"
 

@@ -11,7 +11,8 @@
 
 namespace dlb {
 
-// x is [n, c, inner] (inner: the pixels of one channel of one image), NCHW.
+// x is [n, c, inner] (inner: the pixels of one channel of one image), NCHW, or [n, inner, c]
+// channels last (NHWC).
 struct BnDims {
   int64_t n, c, inner;
 };
@@ -49,12 +50,17 @@ struct BnInferArgs {
   float eps;
 };
 
-// Each loop does one channel, so a caller splits the channels over its threads.
+// Each NCHW loop does one channel, each channels-last loop a range of them [c0, c1) (reading
+// each row of channels contiguously), so a caller splits the channels over its threads. Both give
+// the same bits.
 template <typename T>
 struct BnLoops {
   void (*train)(const BnTrainArgs<T>& a, int64_t channel);
   void (*backward)(const BnBackwardArgs<T>& a, int64_t channel);
   void (*infer)(const BnInferArgs<T>& a, int64_t channel);
+  void (*train_channels_last)(const BnTrainArgs<T>& a, int64_t c0, int64_t c1);
+  void (*backward_channels_last)(const BnBackwardArgs<T>& a, int64_t c0, int64_t c1);
+  void (*infer_channels_last)(const BnInferArgs<T>& a, int64_t c0, int64_t c1);
 };
 
 // The loops compiled for `isa`, which the CPU must run (host_cpu_isa() or below).

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
+#include <deque>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -142,6 +144,46 @@ class CpuConvPlan final : public ConvPlan {
   std::array<std::string, 3> refused_;
 };
 
+// A convolution's activations in its plan's layout (ConvDesc::layout): each tensor itself, or,
+// where the graph stores one NCHW beside channels-last activations (the output of a convolution
+// that a flatten reads, Graph::output_layout, and its gradient), a reordered copy (exact), written
+// back when this goes out of scope, unless the pass threw.
+class PlanLayout {
+ public:
+  PlanLayout(CpuBackend& backend, Layout layout)
+      : backend_(backend), layout_(layout), exceptions_(std::uncaught_exceptions()) {}
+  PlanLayout(const PlanLayout&) = delete;
+  PlanLayout& operator=(const PlanLayout&) = delete;
+  ~PlanLayout() {
+    if (std::uncaught_exceptions() > exceptions_) return;
+    for (Copy& c : copies_) {
+      if (c.write_back) backend_.cast(c.copy, *c.write_back);
+    }
+  }
+  const Tensor& in(const Tensor& t) { return moved(t) ? copy(t, true, nullptr) : t; }
+  Tensor& out(Tensor& t) { return moved(t) ? copy(t, false, &t) : t; }
+
+ private:
+  bool moved(const Tensor& t) const {
+    return t.defined() && t.shape().rank() == 4 && t.layout() != layout_;
+  }
+  Tensor& copy(const Tensor& t, bool read, Tensor* write_back) {
+    Tensor c = backend_.empty(t.shape(), t.dtype(), MemCategory::kWorkspace,
+                              "conv operand in its plan's layout", layout_);
+    if (read) backend_.cast(t, c);
+    copies_.push_back({std::move(c), write_back});
+    return copies_.back().copy;
+  }
+  struct Copy {
+    Tensor copy;
+    Tensor* write_back;  // null: read only
+  };
+  CpuBackend& backend_;
+  Layout layout_;
+  int exceptions_;
+  std::deque<Copy> copies_;  // stable references
+};
+
 const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
   auto* p = dynamic_cast<const CpuConvPlan*>(&plan);
   if (!p) throw InvalidArgument("a convolution plan from another backend was given to cpu");
@@ -149,12 +191,13 @@ const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
 }
 
 // The tensors of a pass that computes on `operands`: f32 views, or the stored 16-bit tensors.
-// The weight, or (`gradient`) its gradient, is stored as the plan's desc says
-// (ConvDesc::weight_layout, grad_layout).
+// x and y are stored as ConvDesc::layout says; the weight, or (`gradient`) its gradient, as
+// weight_layout or grad_layout says (kNCHW: as x, KCRS or channels-last KRSC).
 void check_conv_tensors(const ConvDesc& d, const Tensor& x, const Tensor& w, const Tensor& y,
                         DType operands = DType::kF32, bool gradient = false) {
   for (auto [t, what] : {std::pair{&x, "conv input"}, {&w, "conv weight"}, {&y, "conv output"}}) {
-    const Layout layout = t != &w ? Layout::kNCHW : gradient ? d.grad_layout : d.weight_layout;
+    const Layout stored = t != &w ? Layout::kNCHW : gradient ? d.grad_layout : d.weight_layout;
+    const Layout layout = stored == Layout::kNCHW ? d.layout : stored;  // kNCHW: as activations
     if (operands == DType::kF32 && layout == Layout::kNCHW) {
       check_f32(*t, what);
     } else if (!t->defined() || t->dtype() != operands || t->layout() != layout) {
@@ -404,6 +447,10 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
     throw InvalidArgument(fmt::format("conv {}x{} on a {}x{} input has no output", d.kernel_h,
                                       d.kernel_w, d.height, d.width));
   }
+  if (d.layout != Layout::kNCHW && d.layout != Layout::kNHWC) {
+    throw InvalidArgument(fmt::format(
+        "conv activations stored {}: the cpu backend takes NCHW or NHWC", layout_name(d.layout)));
+  }
   const Shape w{d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
   for (const Layout layout : {d.weight_layout, d.grad_layout}) {
     if (layout == Layout::kNHWC || (layout != Layout::kNCHW && d.groups != 1) ||
@@ -420,9 +467,12 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
   return plan;
 }
 
-void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
-                              Tensor& y_s) {
+void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_in, const Tensor& w_s,
+                              Tensor& y_out) {
   const auto& plan = cpu_plan(plan_);
+  PlanLayout in_plan(*this, plan.desc().layout);
+  const Tensor& x_s = in_plan.in(x_in);
+  Tensor& y_s = in_plan.out(y_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
     check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
@@ -447,10 +497,13 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, con
                                    const Tensor& b_s, Tensor& y_s) {
   const auto& plan = cpu_plan(plan_);
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
-    check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
+    PlanLayout in_plan(*this, plan.desc().layout);
+    const Tensor& x_p = in_plan.in(x_s);
+    Tensor& y_p = in_plan.out(y_s);
+    check_conv_tensors(plan.desc(), x_p, w_s, y_p, conv->operands());
     check_conv_bias(plan.desc(), b_s, conv->operands());
     void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
-    return conv->forward(x_s.raw(), w_s.raw(), b_s.raw(), y_s.raw(), ws);
+    return conv->forward(x_p.raw(), w_s.raw(), b_s.raw(), y_p.raw(), ws);
   }
   F32Views f32(*this);
   Tensor& y = f32.out(y_s);
@@ -458,9 +511,12 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, con
   bias_add(f32.in(b_s), y);
 }
 
-void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, const Tensor& w_s,
-                                    Tensor& dx_s) {
+void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_in, const Tensor& w_s,
+                                    Tensor& dx_out) {
   const auto& plan = cpu_plan(plan_);
+  PlanLayout in_plan(*this, plan.desc().layout);
+  const Tensor& dy_s = in_plan.in(dy_in);
+  Tensor& dx_s = in_plan.out(dx_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardData)) {
     check_conv_tensors(plan.desc(), dx_s, w_s, dy_s, conv->operands());
@@ -479,9 +535,12 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_s, c
   }
 }
 
-void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, const Tensor& dy_s,
-                                      Tensor& dw_s) {
+void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_in,
+                                      const Tensor& dy_in, Tensor& dw_s) {
   const auto& plan = cpu_plan(plan_);
+  PlanLayout in_plan(*this, plan.desc().layout);
+  const Tensor& x_s = in_plan.in(x_in);
+  const Tensor& dy_s = in_plan.in(dy_in);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardFilter)) {
     check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, conv->operands(), true);
@@ -500,18 +559,26 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_s, 
   }
 }
 
+// Channels last keeps each pixel's channels together: pixel p's channel c at p * c + c.
 void CpuBackend::bias_add(const Tensor& b_s, Tensor& y_s) {
   F32Views f32(*this);
   const Tensor& b = f32.in(b_s);
   Tensor& y = f32.inout(y_s);
   check_f32(b, "bias");
-  check_f32(y, "bias output");
+  check_f32_data(y, "bias output");
   const int64_t n = y.dim(0), c = y.dim(1), inner = y.numel() / (n * c);
   if (b.numel() != c) {
     throw InvalidArgument(fmt::format("bias of {} for {} channels", b.numel(), c));
   }
   const float* bp = b.data<float>();
   float* yp = y.data<float>();
+  if (y.layout() == Layout::kNHWC) {
+    return parallel_for(n * inner, 2, [=](int64_t p) {
+      float* row = yp + p * c;
+      for (int64_t ch = 0; ch < c; ++ch) row[ch] += bp[ch];
+    });
+  }
+  check_f32(y, "bias output");
   parallel_for(n * c, 2, [=](int64_t r) {
     float* row = yp + r * inner;
     const float bias = bp[r % c];
@@ -519,15 +586,27 @@ void CpuBackend::bias_add(const Tensor& b_s, Tensor& y_s) {
   });
 }
 
+// Each channel's sum in double, image by image and pixel by pixel in either layout: the same bits.
 void CpuBackend::bias_backward(const Tensor& dy_s, Tensor& db_s) {
   F32Views f32(*this);
   const Tensor& dy = f32.in(dy_s);
   Tensor& db = f32.out(db_s);
-  check_f32(dy, "bias gradient input");
+  check_f32_data(dy, "bias gradient input");
   check_f32(db, "bias gradient");
   const int64_t n = dy.dim(0), c = dy.dim(1), inner = dy.numel() / (n * c);
   const float* g = dy.data<float>();
   float* out = db.data<float>();
+  if (dy.layout() == Layout::kNHWC) {
+    return parallel_blocks(c, 2, [=](int64_t c0, int64_t c1) {
+      std::vector<double> s(static_cast<size_t>(c1 - c0), 0.0);
+      for (int64_t p = 0; p < n * inner; ++p) {
+        const float* row = g + p * c + c0;
+        for (int64_t q = 0; q < c1 - c0; ++q) s[q] += row[q];
+      }
+      for (int64_t q = 0; q < c1 - c0; ++q) out[c0 + q] = static_cast<float>(s[q]);
+    });
+  }
+  check_f32(dy, "bias gradient input");
   parallel_for(c, 2, [=](int64_t ch) {
     double s = 0;
     for (int64_t i = 0; i < n; ++i) {

@@ -126,6 +126,7 @@ void col2im(const ConvDesc& d, const float* cols, int64_t ld, int64_t col0, floa
 
 std::optional<Im2colConv> Im2colConv::fit(const ConvDesc& d,
                                           std::optional<size_t> workspace_limit) {
+  if (d.layout != Layout::kNCHW) return std::nullopt;  // its columns are NCHW's
   const size_t per_image = floats_per_image(d), weights = relay_floats(d);
   size_t max_floats = kMaxWorkspaceFloats;
   if (workspace_limit) {

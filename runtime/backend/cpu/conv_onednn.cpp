@@ -137,8 +137,10 @@ struct OnednnConv::Pass {
 
 namespace {
 
-// oneDNN's name for an ungrouped weight stored in `layout` (make_conv_plan refuses the others).
-Tag weight_tag(Layout layout) {
+// oneDNN's name for an ungrouped weight stored in `layout` beside activations stored in
+// `activations` (make_conv_plan refuses the others): kNCHW is the activations' order, KCRS or
+// channels-last KRSC.
+Tag weight_tag(Layout layout, Layout activations) {
   switch (layout) {
     case Layout::kOIhw16i16o:
       return Tag::OIhw16i16o;
@@ -148,27 +150,31 @@ Tag weight_tag(Layout layout) {
     case Layout::kNHWC:
       break;
   }
-  return Tag::oihw;
+  return activations == Layout::kNHWC ? Tag::ohwi : Tag::oihw;
 }
 
 // Everything one plan's three passes share.
 struct Problem {
   memory::dims x, w, y, strides, pad_l, pad_r;
+  Tag act_tag;        // x, y and their gradients: nchw, or nhwc (channels last)
   Tag w_tag, dw_tag;  // the weights as the forward and backward-data passes read them; dw
   memory::data_type type;
   bool bias;  // added by the forward primitive
 
-  Problem(const ConvDesc& d, memory::data_type t) : type(t), bias(d.bias && t != kF32) {
+  Problem(const ConvDesc& d, memory::data_type t)
+      : act_tag(d.layout == Layout::kNHWC ? Tag::nhwc : Tag::nchw),
+        type(t),
+        bias(d.bias && t != kF32) {
     x = {d.batch, d.in_channels, d.height, d.width};
     y = {d.batch, d.out_channels, d.out_h(), d.out_w()};
     if (d.groups == 1) {
       w = {d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
       // The weights as stored: KCRS, or already in the blocks the direct primitive reads.
-      w_tag = weight_tag(d.weight_layout);
-      dw_tag = weight_tag(d.grad_layout);
+      w_tag = weight_tag(d.weight_layout, d.layout);
+      dw_tag = weight_tag(d.grad_layout, d.layout);
     } else {
       w = {d.groups, d.out_channels / d.groups, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
-      w_tag = dw_tag = Tag::goihw;
+      w_tag = dw_tag = d.layout == Layout::kNHWC ? Tag::gohwi : Tag::goihw;  // KCRS or KRSC
     }
     strides = {d.stride_h, d.stride_w};
     pad_l = {d.pad_h, d.pad_w};
@@ -177,10 +183,10 @@ struct Problem {
     pad_r = {(d.out_h() - 1) * d.stride_h + d.kernel_h - d.height - d.pad_h,
              (d.out_w() - 1) * d.stride_w + d.kernel_w - d.width - d.pad_w};
   }
-  memory::desc plain_x() const { return {x, type, Tag::nchw}; }
+  memory::desc plain_x() const { return {x, type, act_tag}; }
   memory::desc plain_w() const { return {w, type, w_tag}; }
   memory::desc plain_dw() const { return {w, type, dw_tag}; }
-  memory::desc plain_y() const { return {y, type, Tag::nchw}; }
+  memory::desc plain_y() const { return {y, type, act_tag}; }
   memory::desc plain_bias() const { return {{y[1]}, type, Tag::a}; }
   memory::desc any(const memory::dims& dims) const { return {dims, type, Tag::any}; }
 };

@@ -68,25 +68,35 @@ std::map<std::string, std::string> CpuBackend::environment() const {
           {"cpu_loops", cpu_isa_name(host_cpu_isa())}};
 }
 
-void check_f32(const Tensor& t, std::string_view what) {
+void check_f32_data(const Tensor& t, std::string_view what) {
   if (!t.defined()) throw InvalidArgument(fmt::format("{}: tensor is not allocated", what));
   if (t.dtype() != DType::kF32) {
     throw Unsupported(
         fmt::format("the cpu backend computes in f32 only; {} is {}", what, dtype_name(t.dtype())));
   }
+}
+
+void check_f32(const Tensor& t, std::string_view what) {
+  check_f32_data(t, what);
   if (t.layout() != Layout::kNCHW) {
     throw Unsupported(
         fmt::format("the cpu backend supports NCHW only; {} is {}", what, layout_name(t.layout())));
   }
 }
 
-bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what) {
+bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_view what) {
   const DType first = (*tensors.begin())->dtype();
   bool one = first == DType::kF32 || is_16bit(first);
   for (const Tensor* t : tensors) {
     if (!t->defined()) throw InvalidArgument(fmt::format("{}: tensor is not allocated", what));
-    one = one && t->dtype() == first && t->layout() == Layout::kNCHW;
+    one = one && t->dtype() == first;
   }
+  return one;
+}
+
+bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what) {
+  bool one = one_float_type(tensors, what);
+  for (const Tensor* t : tensors) one = one && t->layout() == (*tensors.begin())->layout();
   return one;
 }
 
@@ -136,6 +146,11 @@ bool CpuBackend::blocks_conv_weights(const OpTypes&) const {
   return conv_algo_ != ConvAlgoChoice::kIm2col && cpu_blocks_channels_by_16();
 }
 
+Layout CpuBackend::activation_layout(const OpTypes& types) const {
+  const bool amx = native_bf16(types) && cpu_has_amx();
+  return amx && conv_algo_ != ConvAlgoChoice::kIm2col ? Layout::kNHWC : Layout::kNCHW;
+}
+
 // oneDNN's bf16 convolutions read weights with pairs of input channels side by side (its
 // OIhw8i16o2i, as AVX-512 BF16's dot products take them): a native bf16 run's compute copies of
 // blocked weights are kept so, and its forward passes reorder none. The update writes them so
@@ -151,7 +166,7 @@ void CpuBackend::fill(Tensor& t, float value) {
     std::fill(t.data<uint16_t>(), t.data<uint16_t>() + t.numel(), bits);
     return;
   }
-  if (!is_blocked(t.layout())) check_f32(t, "fill");  // any layout: every element
+  check_f32_data(t, "fill");  // any layout: every element
   float* p = t.data<float>();
   std::fill(p, p + t.numel(), value);
 }

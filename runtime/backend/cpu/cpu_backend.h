@@ -44,6 +44,10 @@ class CpuBackend : public Backend {
   // its workspace. Not under --conv-algo=im2col (which reads every weight through the relay), nor
   // where oneDNN blocks by 8 (AVX2: cpu_blocks_channels_by_16).
   bool blocks_conv_weights(const OpTypes& types) const override;
+  // Channels last (NHWC) for a native bf16 run on a CPU with AMX, whose kernels read it (oneDNN's
+  // acdb): stored NCHW, every AMX pass reordered its activations in and out (docs/cpu.md). NCHW
+  // otherwise, and under --conv-algo=im2col (whose columns are NCHW's).
+  Layout activation_layout(const OpTypes& types) const override;
   Layout conv_weight_copy_layout(const OpTypes& types, Layout stored) const override;
   // Convolution and bias, rounded once on store (as PyTorch's CPU kernels do): on f32 views, or in
   // a native bf16 plan's primitive.
@@ -111,17 +115,24 @@ class CpuBackend : public Backend {
   float* scratch(size_t floats) { return static_cast<float*>(workspace(floats * sizeof(float))); }
 
  private:
+  void update_in_masters_order(const SgdConfig& cfg, const Tensor& grad, const Tensor* scaler,
+                               Tensor& momentum_buf, Tensor& param, Tensor& compute);
   ConvAlgoChoice conv_algo_;               // --conv-algo
   std::optional<size_t> workspace_limit_;  // --workspace-limit: per convolution pass
 };
 
 // Shared argument checks of the CPU ops.
 void check_f32(const Tensor& t, std::string_view what);
+// An allocated f32 tensor in any layout (the caller reads the layout).
+void check_f32_data(const Tensor& t, std::string_view what);
 void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what);
-// Whether the tensors are stored in one float type (f32, f16 or bf16) and NCHW, so that an
-// element-wise op can read and write them as they are (runtime/core/stored_float.h: each element
-// loaded into a float, and rounded once on store: the same bits as on f32 views of them, without
-// the copies). Otherwise the op runs on F32Views. Throws InvalidArgument for one not allocated.
+// Whether the tensors are stored in one float type (f32, f16 or bf16), so that an op can read and
+// write them as they are (runtime/core/stored_float.h: each element loaded into a float, and
+// rounded once on store: the same bits as on f32 views of them, without the copies). Otherwise
+// the op runs on F32Views. Throws InvalidArgument for one not allocated.
+bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_view what);
+// The same, and in one layout (NCHW, or channels last), so that an element-wise op's elements
+// correspond.
 bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what);
 
 }  // namespace dlb

@@ -50,12 +50,27 @@ std::optional<float> unscale_factor(const Tensor& scaler) {
   return static_cast<float>(1.0 / static_cast<double>(state[kScaleSlot]));
 }
 
+// The gradient in f32 and in the master's order: its F32Views copy, or, for a channels-last
+// gradient of a KCRS master (a conv weight oneDNN does not block, beside channels-last
+// activations), a copy reordered into `reordered` (exact: widened and moved).
+const Tensor& f32_in_masters_order(CpuBackend& b, F32Views& f32, const Tensor& grad,
+                                   const Tensor& param, Tensor& reordered) {
+  if (grad.shape().rank() != 4 || grad.layout() == param.layout()) return f32.in(grad);
+  check_same_shape(grad, param, "sgd");
+  reordered = b.empty(param.shape(), DType::kF32, MemCategory::kWorkspace,
+                      "sgd gradient in the weights' order", param.layout());
+  b.cast(grad, reordered);
+  return reordered;
+}
+
 }  // namespace
 
 void CpuBackend::sgd_update(const SgdConfig& cfg, const Tensor& grad_s, Tensor& momentum_buf_s,
                             Tensor& param_s) {
   F32Views f32(*this);
-  sgd(cfg, f32.in(grad_s), 1.f, f32.inout(momentum_buf_s), f32.inout(param_s));
+  Tensor reordered;
+  sgd(cfg, f32_in_masters_order(*this, f32, grad_s, param_s, reordered), 1.f,
+      f32.inout(momentum_buf_s), f32.inout(param_s));
 }
 
 void CpuBackend::sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad_s,
@@ -64,7 +79,28 @@ void CpuBackend::sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad_s,
   const std::optional<float> factor = unscale_factor(scaler);
   if (!factor) return;  // the step is skipped
   F32Views f32(*this);
-  sgd(cfg, f32.in(grad_s), *factor, f32.inout(momentum_buf_s), f32.inout(param_s));
+  Tensor reordered;
+  sgd(cfg, f32_in_masters_order(*this, f32, grad_s, param_s, reordered), *factor,
+      f32.inout(momentum_buf_s), f32.inout(param_s));
+}
+
+// A conv weight that oneDNN does not block, beside channels-last activations: its gradient and
+// compute copy are channels last (KRSC), its master and momentum torchvision's KCRS. The update
+// runs on the gradient reordered into the master's order (exact: the same type), and the copy is
+// reordered back from the one it writes: the bits of the update in either order.
+void CpuBackend::update_in_masters_order(const SgdConfig& cfg, const Tensor& grad,
+                                         const Tensor* scaler, Tensor& momentum_buf, Tensor& param,
+                                         Tensor& compute) {
+  check_same_shape(grad, param, "sgd");
+  check_same_shape(compute, param, "sgd compute copy");
+  Tensor g = empty(param.shape(), grad.dtype(), MemCategory::kWorkspace,
+                   "sgd gradient in the weights' order", param.layout());
+  Tensor c = empty(param.shape(), compute.dtype(), MemCategory::kWorkspace,
+                   "sgd compute copy in the weights' order", param.layout());
+  cast(grad, g);
+  cast(compute, c);  // a skipped step leaves it as it was
+  sgd_update_with_copy(cfg, g, scaler, momentum_buf, param, c);
+  cast(c, compute);
 }
 
 // A mixed-precision update in one pass over the parameter: the 16-bit gradient widened a chunk
@@ -77,6 +113,9 @@ void CpuBackend::sgd_update_with_copy(const SgdConfig& cfg, const Tensor& grad,
   const bool f32_state = param.dtype() == DType::kF32 && momentum_buf.dtype() == DType::kF32;
   if (!f32_state || !is_16bit(grad.dtype()) || !is_16bit(compute.dtype())) {
     return Backend::sgd_update_with_copy(cfg, grad, scaler, momentum_buf, param, compute);
+  }
+  if (grad.shape().rank() == 4 && grad.layout() != param.layout()) {
+    return update_in_masters_order(cfg, grad, scaler, momentum_buf, param, compute);
   }
   const std::optional<float> factor = scaler ? unscale_factor(*scaler) : 1.f;
   if (!factor) return;  // skipped: the compute copy already holds the unchanged weights
