@@ -348,7 +348,7 @@ class Backend : public DeviceMemory {
   // stores its tensors so; the master weights keep torchvision's layout (NCHW, KCRS) unless the
   // backend blocks them (blocks_conv_weights), and a tensor that a flatten reads is NCHW
   // (flattening reads channel-major order). The CPU's are NHWC in a native bf16 run on a CPU with
-  // AMX (CpuBackend::activation_layout), NCHW otherwise.
+  // AMX (CpuBackend::activation_layout; not under --conv-algo=im2col), NCHW otherwise.
   virtual Layout activation_layout(const OpTypes& types) const {
     (void)types;
     return Layout::kNCHW;

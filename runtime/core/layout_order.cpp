@@ -90,14 +90,23 @@ std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t e
 
 void relayout_floats(const Shape& shape, Layout from_layout, const float* from, Layout to_layout,
                      float* to) {
+  relayout_elements(shape, sizeof(float), from_layout, from, to_layout, to);
+}
+
+void relayout_elements(const Shape& shape, size_t element_bytes, Layout from_layout,
+                       const void* from, Layout to_layout, void* to) {
   check_holds(from_layout, shape);
   check_holds(to_layout, shape);
+  const auto* src = static_cast<const uint8_t*>(from);
+  auto* dst = static_cast<uint8_t*>(to);
   if (shape.rank() != 4 || from_layout == to_layout) {
-    std::memcpy(to, from, static_cast<size_t>(shape.numel()) * sizeof(float));
+    std::memcpy(dst, src, static_cast<size_t>(shape.numel()) * element_bytes);
     return;
   }
-  for_each_element(shape, from_layout, to_layout,
-                   [&](int64_t source, int64_t target) { to[target] = from[source]; });
+  for_each_element(shape, from_layout, to_layout, [&](int64_t source, int64_t target) {
+    std::memcpy(dst + static_cast<size_t>(target) * element_bytes,
+                src + static_cast<size_t>(source) * element_bytes, element_bytes);
+  });
 }
 
 }  // namespace dlb

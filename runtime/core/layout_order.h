@@ -39,5 +39,9 @@ std::vector<uint8_t> to_stored_order(Layout layout, const Shape& shape, size_t e
 // one layout's weights for an algorithm that reads the other's.
 void relayout_floats(const Shape& shape, Layout from_layout, const float* from, Layout to_layout,
                      float* to);
+// The same for elements of any size (`element_bytes`), moved bit for bit: one layout's tensor
+// into another's of its type, without widening it.
+void relayout_elements(const Shape& shape, size_t element_bytes, Layout from_layout,
+                       const void* from, Layout to_layout, void* to);
 
 }  // namespace dlb

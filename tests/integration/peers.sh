@@ -108,18 +108,25 @@ check "CPU fp16, which dlbench computes in f32: unsupported" \
 check "CPU bf16 is PyTorch's CPU autocast: it trains" \
   grep -q "^ok" <<<"$("${peer[@]}" --precision=bf16 2>/dev/null | status_of)"
 # ... and dlbench's own CPU bf16 record says whether its products ran natively: they do exactly
-# where the CPU has AVX-512 BF16, and compute on f32 copies elsewhere.
+# where the CPU has AVX-512 BF16, and compute on f32 copies elsewhere; with AMX, a backward-filter
+# pass whose sum is short computes on f32 copies too (docs/cpu.md), so the run is partly native,
+# its forward and backward-data passes native.
 "$dlbench" run --model=resnet18 --batch=2 --image-size=32 --steps=2 --warmup=0 --precision=bf16 \
   --json="$work/bf16.json" >"$work/bf16.out" 2>&1
 native=emulated
 grep -qw avx512_bf16 /proc/cpuinfo && native=native
+grep -qw amx_bf16 /proc/cpuinfo && native="partly native"
 check "a dlbench CPU bf16 record: metrics.arithmetic is $native, and the run says so" \
   $py - "$work/bf16.json" "$work/bf16.out" "$native" <<'PY'
 import json, sys
 a = json.load(open(sys.argv[1]))["metrics"]["arithmetic"]
-assert a["verdict"] == sys.argv[3] and a["data"] == "bf16", a
-assert a["native_convolution_passes"] == (a["convolution_passes"] if sys.argv[3] == "native" else 0), a
-assert f"bf16 products: {sys.argv[3]} (" in open(sys.argv[2]).read()
+verdict, passes, native = sys.argv[3], a["convolution_passes"], a["native_convolution_passes"]
+assert a["verdict"] == verdict and a["data"] == "bf16", a
+if verdict == "partly native":
+    assert 2 * passes // 3 <= native < passes, a
+else:
+    assert native == (passes if verdict == "native" else 0), a
+assert f"bf16 products: {verdict} (" in open(sys.argv[2]).read()
 PY
 check "two ranks without a launcher: unsupported" \
   grep -q "^unsupported ranks=2 needs the processes started by mpirun or srun" \

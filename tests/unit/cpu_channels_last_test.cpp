@@ -149,6 +149,104 @@ TEST_F(CpuChannelsLastPooling, EveryPoolingGivesNchwsBits) {
   }
 }
 
+// A channels-last convolution: resnet's stem shape (3 input channels: KRSC weights, which oneDNN
+// does not block), or a blockable one, in `type`.
+ConvDesc channels_last_conv(DType type, int64_t in_channels) {
+  ConvDesc d;
+  d.batch = 2, d.in_channels = in_channels, d.height = d.width = 8, d.out_channels = 32;
+  d.kernel_h = d.kernel_w = 3, d.pad_h = d.pad_w = 1;
+  d.types.data = d.types.params = type;
+  d.types.math = type == DType::kF32 ? Precision::kFp32 : Precision::kBf16;
+  d.layout = Layout::kNHWC;
+  return d;
+}
+
+// autotune times each candidate on operands in the plan's own layouts.
+TEST(CpuChannelsLast, AutotunePlansChannelsLastLayers) {
+  BackendOptions o;
+  o.conv_algo = ConvAlgoChoice::kAutotune;
+  for (DType type : {DType::kF32, DType::kBF16}) {
+    for (int64_t in_channels : {3, 16}) {
+      CpuBackend b(o);
+      ConvDesc d = channels_last_conv(type, in_channels);
+      describe_weights_as_trained(b, type != DType::kF32, d);
+      EXPECT_NO_THROW(b.make_conv_plan(d)) << dtype_name(type) << " " << in_channels;
+    }
+  }
+}
+
+// Under --workspace-limit a plan either fits every pass within it or refuses the layer
+// (InvalidArgument, naming what each algorithm needs); on channels-last activations, which im2col
+// does not take, too.
+TEST(CpuChannelsLast, PlansKeepWithinTheWorkspaceLimit) {
+  for (DType type : {DType::kF32, DType::kBF16}) {
+    for (Layout layout : {Layout::kNCHW, Layout::kNHWC}) {
+      for (size_t limit : {size_t{0}, size_t{4} << 10, size_t{64} << 10, size_t{1} << 20}) {
+        BackendOptions o;
+        o.workspace_limit = limit;
+        CpuBackend b(o);
+        ConvDesc d = channels_last_conv(type, 16);
+        d.layout = layout;
+        describe_weights_as_trained(b, type != DType::kF32, d);
+        try {
+          for (const PassAlgorithm& a : b.make_conv_plan(d)->algorithms()) {
+            EXPECT_LE(a.workspace_bytes, limit) << a.algorithm << " " << layout_name(layout);
+          }
+        } catch (const InvalidArgument& e) {
+          EXPECT_NE(std::string(e.what()).find("fits --workspace-limit"), std::string::npos);
+        }
+      }
+    }
+  }
+}
+
+// A channels-last plan given an NCHW output (a convolution whose output a flatten reads) and its
+// NCHW gradient computes the bits of an NCHW plan.
+TEST(CpuChannelsLast, ChannelsLastPlanTakesAnNchwOutput) {
+  CpuBackend b({});
+  const auto values = [&](const Shape& s, uint64_t seed, Layout layout) {
+    Rng rng(seed);
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng.next_u64() % 5) - 2);
+    Tensor f = b.empty(s, DType::kF32, MemCategory::kActivations, "values");
+    b.copy_from_host(v.data(), f);
+    Tensor t = b.empty(s, DType::kF32, MemCategory::kActivations, "operand", layout);
+    b.cast(f, t);
+    return t;
+  };
+  const auto host = [&](const Tensor& t) {
+    Tensor f = b.empty(t.shape(), DType::kF32, MemCategory::kActivations, "nchw");
+    b.cast(t, f);
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    b.copy_to_host(f, v.data());
+    return v;
+  };
+  const auto run = [&](Layout plan_layout, Layout x_layout, Layout y_layout) {
+    ConvDesc d = channels_last_conv(DType::kF32, 16);
+    d.layout = plan_layout;
+    describe_weights_as_trained(b, false, d);
+    const auto plan = b.make_conv_plan(d);
+    const Shape xs{2, 16, 8, 8}, ys{2, 32, 8, 8};
+    const Tensor x = values(xs, 1, x_layout), dy = values(ys, 2, y_layout);
+    Tensor w = values({32, 16, 3, 3}, 3, Layout::kNCHW);
+    if (d.weight_layout != Layout::kNCHW)
+      w = [&] {
+        Tensor blocked =
+            b.empty(w.shape(), DType::kF32, MemCategory::kWeights, "w", d.weight_layout);
+        b.cast(w, blocked);
+        return blocked;
+      }();
+    Tensor y = values(ys, 4, y_layout), dx = values(xs, 5, x_layout);
+    Tensor dw = b.empty(w.shape(), DType::kF32, MemCategory::kWeights, "dw", d.grad_layout);
+    b.conv_forward(*plan, x, w, y);
+    b.conv_backward_data(*plan, dy, w, dx);
+    b.conv_backward_filter(*plan, x, dy, dw);
+    return std::vector<std::vector<float>>{host(y), host(dx), host(dw)};
+  };
+  EXPECT_EQ(run(Layout::kNHWC, Layout::kNHWC, Layout::kNCHW),
+            run(Layout::kNCHW, Layout::kNCHW, Layout::kNCHW));
+}
+
 // A native bf16 run stores its activations channels last exactly where oneDNN has AMX, but under
 // --conv-algo=im2col (whose columns are NCHW's); every other run stores them NCHW.
 TEST(CpuChannelsLast, NativeBf16OnAmxOnly) {

@@ -94,10 +94,11 @@ void bn_backward(CpuIsa isa, const Tensor& x, const Tensor* y, const Tensor& dy,
 
 // Batch norm in training (`relu`: with its ReLU) on the data as stored where x and y share one
 // float type, else on f32 views of them.
-void train(CpuBackend& be, const Tensor& x, const Tensor& gamma, const Tensor& beta,
+void train(CpuBackend& be, const Tensor& x_in, const Tensor& gamma, const Tensor& beta,
            Tensor& running_mean, Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
            Tensor& y, float momentum, float eps, bool relu) {
-  check_same_shape(x, y, "batch norm");
+  check_same_shape(x_in, y, "batch norm");
+  const Tensor x = in_layout_of(be, x_in, y);
   F32Views f32(be);
   const Tensor& g = f32.in(gamma);
   const Tensor& b = f32.in(beta);
@@ -120,9 +121,12 @@ void train(CpuBackend& be, const Tensor& x, const Tensor& gamma, const Tensor& b
 
 // Batch norm's backward (with `y`: of the pair with its ReLU) on the data as stored where x, y,
 // dy and dx share one float type, else on f32 views of them.
-void backward(CpuBackend& be, const Tensor& x, const Tensor* y, const Tensor& dy,
+void backward(CpuBackend& be, const Tensor& x_in, const Tensor* y_in, const Tensor& dy_in,
               const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
               Tensor& dgamma, Tensor& dbeta) {
+  const Tensor x = in_layout_of(be, x_in, dx), dy = in_layout_of(be, dy_in, dx);
+  const Tensor y_moved = y_in ? in_layout_of(be, *y_in, dx) : Tensor();
+  const Tensor* y = y_in ? &y_moved : nullptr;
   F32Views f32(be);
   const Tensor& g = f32.in(gamma);
   const Tensor& sm = f32.in(save_mean);
@@ -166,10 +170,11 @@ void CpuBackend::batch_norm_relu_train(const Tensor& x, const Tensor& gamma, con
 
 // On the data as stored where x and y share one float type (each element loaded into a float,
 // one rounding on store: the bits of f32 copies), else on f32 views of them.
-void CpuBackend::batch_norm_infer(const Tensor& x_s, const Tensor& gamma_s, const Tensor& beta_s,
+void CpuBackend::batch_norm_infer(const Tensor& x_in, const Tensor& gamma_s, const Tensor& beta_s,
                                   const Tensor& running_mean_s, const Tensor& running_var_s,
                                   Tensor& y_s, float eps) {
-  check_same_shape(x_s, y_s, "batch norm");
+  check_same_shape(x_in, y_s, "batch norm");
+  const Tensor x_s = in_layout_of(*this, x_in, y_s);
   F32Views f32(*this);
   const Tensor& gamma = f32.in(gamma_s);
   const auto run = [&](auto t, const Tensor& x, Tensor& y) {

@@ -240,15 +240,18 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
     onednn += fmt::format(", its {} needs {}", onednn_choice_name(a),
                           format_bytes(conv->workspace_bytes(p)));
   }
+  const std::string im2col =
+      d.layout != Layout::kNCHW
+          ? "im2col does not run on channels-last activations"
+          : fmt::format("im2col needs at least {} (one image's columns{})",
+                        format_bytes(Im2colConv::min_workspace_bytes(d)),
+                        d.weight_layout == Layout::kNCHW && d.grad_layout == Layout::kNCHW
+                            ? ""
+                            : ", and a relay of 16 channels' blocked weights");
   return fmt::format(
-      "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: im2col needs at "
-      "least {} (one image's columns{}), {}",
+      "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: {}, {}",
       "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
-      format_bytes(Im2colConv::min_workspace_bytes(d)),
-      d.weight_layout == Layout::kNCHW && d.grad_layout == Layout::kNCHW
-          ? ""
-          : ", and a relay of 16 channels' blocked weights",
-      onednn);
+      im2col, onednn);
 }
 
 // Autotuning: one timed run of pass `p` with algorithm `a` on zero-filled operands, after an
@@ -263,14 +266,16 @@ double time_pass(CpuBackend& b, CpuConvPlan& plan, ConvPass p, CpuConvAlgo a) {
     b.fill(t, 0.f);
     return t;
   };
-  // In the layer's own types, as the step will call it: a bf16 plan's forward adds the bias.
-  Tensor x = zeros({d.batch, d.in_channels, d.height, d.width}, d.types.data);
+  // In the layer's own types and layouts, as the step will call it: a bf16 plan's forward adds
+  // the bias.
+  Tensor x = zeros({d.batch, d.in_channels, d.height, d.width}, d.types.data, d.layout);
   // The weights as the forward and backward-data passes read them, or the gradient as
-  // backward-filter writes it (in the gradients' type: a 16-bit run's are its parameters').
-  Tensor w =
-      zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w}, d.types.params,
-            p == ConvPass::kBackwardFilter ? d.grad_layout : d.weight_layout);
-  Tensor y = zeros({d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data);
+  // backward-filter writes it (in the gradients' type: a 16-bit run's are its parameters'; kNCHW:
+  // in the activations' order).
+  const Layout stored = p == ConvPass::kBackwardFilter ? d.grad_layout : d.weight_layout;
+  Tensor w = zeros({d.out_channels, d.in_channels / d.groups, d.kernel_h, d.kernel_w},
+                   d.types.params, stored == Layout::kNCHW ? d.layout : stored);
+  Tensor y = zeros({d.batch, d.out_channels, d.out_h(), d.out_w()}, d.types.data, d.layout);
   Tensor bias = d.bias ? zeros({d.out_channels}, d.types.params) : Tensor();
   const auto once = [&] {
     if (p == ConvPass::kForward && d.bias) b.conv_bias_forward(plan, x, w, bias, y);
@@ -295,13 +300,14 @@ bool winograd_pays(const ConvDesc& d) {
          d.groups == 1 && d.out_h() >= 8 && d.out_w() >= 8;
 }
 
-// Whether AMX's bf16 backward-filter kernels (oneDNN's first choice on a CPU with AMX) beat f32's
-// on this layer. The pass sums over the batch's output pixels, n = batch x out_h x out_w, and
-// AMX's tiles pay only over a long sum. Measured per layer on resnet50 here (oneDNN's own times,
-// batch 8 at 64 px and batch 4 at 224 px; docs/cpu.md), AMX's time over f32's: a 3x3 kernel's
-// 0.43x to 0.85x from n = 128 on at stride 1 and from n = 784 on at stride 2 (0.93x to 1.40x
-// below), 1.23x at n = 32; any other kernel's 0.57x to 1.02x from n = 3,136 on, 0.87x to 2.5x
-// below, except the 7x7 stem at n = 8,192 (1.45x, 0.26 ms).
+// Whether AMX's bf16 backward-filter kernels (oneDNN's first choice on a CPU with AMX) should run
+// this layer's pass rather than f32's. The pass sums over the batch's output pixels,
+// n = batch x out_h x out_w, and AMX's tiles won mostly over a long sum: measured per layer on
+// resnet50 here (oneDNN's own times, batch 8 at 64 px and batch 4 at 224 px; docs/cpu.md), AMX's
+// time over f32's was 0.35x to 0.85x on the 3x3 layers this rule gives it, 0.57x to 1.02x on the
+// others it gives it but one. A compromise fitted to those runs: it gives AMX that one, the 7x7
+// stem at n = 8,192 (1.45x, 0.26 ms), and f32 a 3x3 stride-2 layer at n = 196 (AMX 0.93x) and the
+// 1x1 layers at n = 784 (0.87x to 0.96x); kernels of other sizes (alexnet's) are unmeasured.
 bool amx_backward_filter_pays(const ConvDesc& d) {
   const int64_t n = d.batch * d.out_h() * d.out_w();
   const bool three = d.kernel_h == 3 && d.kernel_w == 3;
@@ -316,7 +322,11 @@ bool amx_backward_filter_pays(const ConvDesc& d) {
 std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
   const ConvPass p = ConvPass::kBackwardFilter;
   const ConvDesc& d = plan.desc();
-  if (amx_backward_filter_pays(d) && plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
+  const OnednnConv* first = plan.onednn(CpuConvAlgo::kDirect);
+  const bool amx = first && first->algorithm(p).find("amx") != std::string::npos;
+  if (amx && amx_backward_filter_pays(d) && plan.has(p, CpuConvAlgo::kDirect)) {
+    return CpuConvAlgo::kDirect;
+  }
   if (winograd_pays(d) && plan.has(p, CpuConvAlgo::kWinograd)) return CpuConvAlgo::kWinograd;
   for (CpuConvAlgo a : {CpuConvAlgo::kDirectF32, CpuConvAlgo::kDirectWithoutAmx}) {
     if (plan.has(p, a)) return a;
@@ -328,8 +338,9 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
 // docs/cpu.md), its backward-filter pass on a CPU with AMX as amx_cpu_backward_filter says. Else
 // oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
-// loops, which im2col beats by far, or it does not fit; Winograd where nothing else fits. The
-// caller has checked that one of them fits.
+// loops, which im2col beats by far, or it does not fit; then bf16 off AMX, or f32, where a native
+// pass's first choice does not fit; Winograd where nothing else fits. The caller has checked that
+// one of them fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32) {
@@ -346,6 +357,9 @@ CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
     return CpuConvAlgo::kDirect;
   }
   if (im2col) return CpuConvAlgo::kIm2col;
+  for (CpuConvAlgo a : {CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32}) {
+    if (plan.has(p, a)) return a;  // a native bf16 pass whose first choice does not fit
+  }
   return winograd ? CpuConvAlgo::kWinograd : CpuConvAlgo::kDirect;
 }
 
@@ -559,7 +573,7 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_in,
   }
 }
 
-// Channels last keeps each pixel's channels together: pixel p's channel c at p * c + c.
+// Channels last keeps each pixel's channels together: pixel p's channel ch at p * c + ch.
 void CpuBackend::bias_add(const Tensor& b_s, Tensor& y_s) {
   F32Views f32(*this);
   const Tensor& b = f32.in(b_s);

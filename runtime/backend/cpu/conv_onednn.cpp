@@ -48,8 +48,8 @@ std::string layout_name(const memory::desc& md) {
   return name;
 }
 
-// One operand of a pass: where the caller's buffer (NCHW, KCRS or blocked weights) goes in the
-// primitive, and the reorder between it and the primitive's layout when they differ.
+// One operand of a pass: where the caller's buffer (NCHW or NHWC; KCRS, KRSC or blocked weights)
+// goes in the primitive, and the reorder between it and the primitive's layout when they differ.
 struct Operand {
   int arg = 0;
   memory::desc plain, inner;

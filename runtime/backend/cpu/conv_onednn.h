@@ -1,8 +1,9 @@
 // Convolution through oneDNN (Debian's libdnnl, the library PyTorch's CPU convolutions use):
 // forward, backward-data and backward-filter primitives made once per layer shape, with one of
 // oneDNN's algorithms, on f32 or bf16 operands. Each primitive works in the blocked layout oneDNN
-// prefers for this machine; operands are reordered into it, and results out of it to NCHW, in the
-// workspace. Its scratchpad (Winograd's transformed tiles, among others) is workspace too.
+// prefers for this machine; operands are reordered into it, and results out of it to the stored
+// layout (NCHW, or channels last: ConvDesc::layout), in the workspace. Its scratchpad (Winograd's
+// transformed tiles, among others) is workspace too.
 #pragma once
 #include <memory>
 #include <string>
@@ -59,8 +60,8 @@ class OnednnConv {
   // Whether the forward primitive adds the bias (a bf16 plan of a layer with one).
   bool adds_bias() const { return adds_bias_; }
 
-  // NCHW operands of operands(), weights as ConvDesc::weight_layout says; `bias` only if
-  // adds_bias(), which then also runs without it. `workspace` is 64-byte aligned,
+  // Operands of operands() in ConvDesc::layout, weights as ConvDesc::weight_layout says; `bias`
+  // only if adds_bias(), which then also runs without it. `workspace` is 64-byte aligned,
   // workspace_bytes(pass) long.
   void forward(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
   void backward_data(const void* dy, const void* w, void* dx, void* workspace) const;

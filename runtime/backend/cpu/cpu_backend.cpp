@@ -80,7 +80,7 @@ void check_f32(const Tensor& t, std::string_view what) {
   check_f32_data(t, what);
   if (t.layout() != Layout::kNCHW) {
     throw Unsupported(
-        fmt::format("the cpu backend supports NCHW only; {} is {}", what, layout_name(t.layout())));
+        fmt::format("{} is {}: this cpu op reads NCHW only", what, layout_name(t.layout())));
   }
 }
 
@@ -92,6 +92,14 @@ bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_vi
     one = one && t->dtype() == first;
   }
   return one;
+}
+
+Tensor in_layout_of(CpuBackend& backend, const Tensor& t, const Tensor& like) {
+  if (t.layout() == like.layout() || t.shape().rank() != 4) return t;
+  Tensor moved = backend.empty(t.shape(), t.dtype(), MemCategory::kWorkspace,
+                               "operand in its output's layout", like.layout());
+  backend.cast(t, moved);
+  return moved;
 }
 
 bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what) {
@@ -127,10 +135,15 @@ void CpuBackend::copy(const Tensor& src, Tensor& dst) {
 
 // Element for element where both store their elements in one order. An f32 master in
 // kOIhw16i16o into its 16-bit compute copy in pairs (conv_weight_copy_layout: at set-up and
-// after a load) block by block, in place; any other pair of orders through f32 copies.
+// after a load) block by block, in place; one type in another order moved bit for bit, with no
+// allocation; any other pair of orders through f32 copies.
 void CpuBackend::cast(const Tensor& src, Tensor& dst) {
   if (src.layout() == dst.layout() || src.shape().rank() != 4) return convert(src, dst);
   check_same_shape(src, dst, "cast");
+  if (src.dtype() == dst.dtype()) {
+    return relayout_elements(src.shape(), dtype_size(src.dtype()), src.layout(), src.raw(),
+                             dst.layout(), dst.raw());
+  }
   if (src.dtype() == DType::kF32 && src.layout() == Layout::kOIhw16i16o &&
       dst.layout() == Layout::kOIhw8i16o2i && is_16bit(dst.dtype())) {
     return narrow_into_pairs(src, dst);

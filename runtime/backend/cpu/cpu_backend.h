@@ -1,5 +1,6 @@
 // The reference backend: plain loops, OpenBLAS sgemm, and convolution by oneDNN or by im2col +
-// sgemm (conv.cpp chooses per pass), in f32 and NCHW. Tensors may be stored in f16 or bf16: an
+// sgemm (conv.cpp chooses per pass), in f32 and NCHW (channels last in a native bf16 run on a CPU
+// with AMX: activation_layout). Tensors may be stored in f16 or bf16: an
 // op then computes on f32 copies and rounds on store (f32_views.h), except bf16 convolutions and
 // matrix products where oneDNN multiplies bf16 natively (AVX-512 BF16). Every other backend is
 // tested against it. Each op lives in the file of the same name.
@@ -134,5 +135,8 @@ bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_vi
 // The same, and in one layout (NCHW, or channels last), so that an element-wise op's elements
 // correspond.
 bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what);
+// `t` stored as `like` is: itself, or a copy moved into its layout (exact), for an element-wise
+// op whose output a flatten reads, stored NCHW beside channels-last inputs (Graph::output_layout).
+Tensor in_layout_of(CpuBackend& backend, const Tensor& t, const Tensor& like);
 
 }  // namespace dlb

@@ -3,6 +3,8 @@
 // The seed is the step's (DropoutSeed): a base plus the step counter, which increment moves.
 #include <fmt/format.h>
 
+#include <initializer_list>
+
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
@@ -22,10 +24,24 @@ int64_t& counter(const Tensor& step) {
   return *step.data<int64_t>();
 }
 
+// The mask is drawn by stored index, so the input, mask and output must store their elements in
+// one order (a 4-D dropout in a channels-last run draws another mask than NCHW's: the same
+// distribution, not the same bits; no reference model has one).
+void check_one_layout(std::initializer_list<const Tensor*> tensors, const char* what) {
+  for (const Tensor* t : tensors) {
+    if (t->layout() != (*tensors.begin())->layout()) {
+      throw InvalidArgument(fmt::format("{}: tensors stored in different layouts ({} and {})", what,
+                                        layout_name((*tensors.begin())->layout()),
+                                        layout_name(t->layout())));
+    }
+  }
+}
+
 }  // namespace
 
 void CpuBackend::dropout_forward(const Tensor& x_s, float p, const DropoutSeed& draw,
                                  Tensor& mask_s, Tensor& y_s) {
+  check_one_layout({&x_s, &mask_s, &y_s}, "dropout");
   F32Views f32(*this);
   const Tensor& x = f32.in(x_s);
   Tensor& mask = f32.out(mask_s);
@@ -50,6 +66,7 @@ void CpuBackend::dropout_forward(const Tensor& x_s, float p, const DropoutSeed& 
 void CpuBackend::increment(Tensor& c) { ++counter(c); }
 
 void CpuBackend::dropout_backward(const Tensor& dy_s, const Tensor& mask_s, Tensor& dx_s) {
+  check_one_layout({&dy_s, &mask_s, &dx_s}, "dropout backward");
   F32Views f32(*this);
   const Tensor& dy = f32.in(dy_s);
   const Tensor& mask = f32.in(mask_s);

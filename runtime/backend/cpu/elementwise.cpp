@@ -23,9 +23,10 @@ void sum(const Tensor& a, const Tensor& b, Tensor& y) {
 
 }  // namespace
 
-void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
-  check_same_shape(a, b, "add");
-  check_same_shape(a, y, "add");
+void CpuBackend::add(const Tensor& a_in, const Tensor& b_in, Tensor& y) {
+  check_same_shape(a_in, b_in, "add");
+  check_same_shape(a_in, y, "add");
+  const Tensor a = in_layout_of(*this, a_in, y), b = in_layout_of(*this, b_in, y);
   if (stored_as_one({&a, &b, &y}, "add")) {
     with_stored_float(a.dtype(), "add input", [&](auto t) { sum<decltype(t)>(a, b, y); });
     return;
@@ -39,8 +40,9 @@ void CpuBackend::add(const Tensor& a, const Tensor& b, Tensor& y) {
 }
 
 // y += x: the sum of y and x, into y.
-void CpuBackend::accumulate(const Tensor& x, Tensor& y) {
-  check_same_shape(x, y, "accumulate");
+void CpuBackend::accumulate(const Tensor& x_in, Tensor& y) {
+  check_same_shape(x_in, y, "accumulate");
+  const Tensor x = in_layout_of(*this, x_in, y);
   if (stored_as_one({&x, &y}, "accumulate")) {
     with_stored_float(x.dtype(), "accumulate input", [&](auto t) { sum<decltype(t)>(y, x, y); });
     return;

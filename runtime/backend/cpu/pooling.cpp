@@ -77,16 +77,14 @@ int64_t avg_divisor(const PoolDesc& p, const PoolGeo& g, int64_t h0, int64_t w0)
 // The window's maximum under takes_max (backend.h): a NaN takes it, the last one in scan order, as
 // in PyTorch's max_pool2d (std::max would skip it). Selects, not branches: on random data a
 // branch per element mispredicts half the time. Each element is loaded into a float (exact).
-// `step`: elements between pixels (Planes::step).
 template <typename T>
-float window_max(const T* x, int64_t step, int64_t w, int64_t ha, int64_t hb, int64_t wa,
-                 int64_t wb) {
+float window_max(const T* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
   float best = -std::numeric_limits<float>::infinity(), last_nan = 0.f;
   bool any_nan = false;
   for (int64_t a = ha; a < hb; ++a) {
-    const T* row = x + a * w * step;
+    const T* row = x + a * w;
     for (int64_t b = wa; b < wb; ++b) {
-      const float v = load(row[b * step]);
+      const float v = load(row[b]);
       const bool nan = v != v;
       best = v > best ? v : best;
       last_nan = nan ? v : last_nan;
@@ -98,14 +96,13 @@ float window_max(const T* x, int64_t step, int64_t w, int64_t ha, int64_t hb, in
 // Where window_max's value is: the first maximum in scan order, or the last NaN, as PyTorch's
 // max_pool2d backward sends the gradient. Selects again. Returns the pixel's index in the plane.
 template <typename T>
-int64_t window_argmax(const T* x, int64_t step, int64_t w, int64_t ha, int64_t hb, int64_t wa,
-                      int64_t wb) {
+int64_t window_argmax(const T* x, int64_t w, int64_t ha, int64_t hb, int64_t wa, int64_t wb) {
   int64_t arg = ha * w + wa, last_nan = -1;
-  float best = load(x[arg * step]);
+  float best = load(x[arg]);
   for (int64_t a = ha; a < hb; ++a) {
     for (int64_t b = wa; b < wb; ++b) {
       const int64_t at = a * w + b;
-      const float v = load(x[at * step]);
+      const float v = load(x[at]);
       const bool greater = v > best;
       best = greater ? v : best;
       arg = greater ? at : arg;
@@ -260,7 +257,7 @@ void pool_backward_last(const PoolDesc& p, const PoolGeo& g, const T* x, const T
 template <typename T>
 void pool_forward_as(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
   if (g.in.last) return pool_forward_last(p, g, x, y);
-  const int64_t xs = g.in.step(), ys = g.out.step();
+  const int64_t ys = g.out.step();
   parallel_for(g.planes, 2, [&](int64_t pl) {
     const T* xp = x + g.in.base(pl);
     T* yp = y + g.out.base(pl);
@@ -269,11 +266,11 @@ void pool_forward_as(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
         const Window w = window(p, g, i, j);
         T& out = yp[(i * g.ow + j) * ys];
         if (p.mode == PoolMode::kMax) {
-          out = stored<T>(window_max(xp, xs, g.w, w.ha, w.hb, w.wa, w.wb));
+          out = stored<T>(window_max(xp, g.w, w.ha, w.hb, w.wa, w.wb));
         } else {
           double s = 0;
           for (int64_t a = w.ha; a < w.hb; ++a)
-            for (int64_t b = w.wa; b < w.wb; ++b) s += load(xp[(a * g.w + b) * xs]);
+            for (int64_t b = w.wa; b < w.wb; ++b) s += load(xp[a * g.w + b]);
           const int64_t count = avg_divisor(p, g, w.h0, w.w0);
           out = stored<T>(static_cast<float>(s / count));
         }
@@ -286,13 +283,13 @@ void pool_forward_as(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
 template <typename T>
 void pool_plane_backward(const PoolDesc& p, const PoolGeo& g, const T* xp, const T* gp, float* dp) {
   std::fill(dp, dp + g.h * g.w, 0.f);
-  const int64_t xs = g.in.step(), ys = g.out.step();
+  const int64_t ys = g.out.step();
   for (int64_t i = 0; i < g.oh; ++i) {
     for (int64_t j = 0; j < g.ow; ++j) {
       const Window w = window(p, g, i, j);
       const float grad = load(gp[(i * g.ow + j) * ys]);
       if (p.mode == PoolMode::kMax) {
-        dp[window_argmax(xp, xs, g.w, w.ha, w.hb, w.wa, w.wb)] += grad;
+        dp[window_argmax(xp, g.w, w.ha, w.hb, w.wa, w.wb)] += grad;
       } else {
         const int64_t count = avg_divisor(p, g, w.h0, w.w0);
         for (int64_t a = w.ha; a < w.hb; ++a)
@@ -314,13 +311,13 @@ void pool_backward_as(const PoolDesc& p, const PoolGeo& g, const T* x, const T* 
     const T* gp = dy + g.out.base(pl);
     T* dp = dx + g.in.base(pl);
     if constexpr (std::is_same_v<T, float>) {
-      if (!g.in.last) return pool_plane_backward(p, g, xp, gp, dp);
+      pool_plane_backward(p, g, xp, gp, dp);
+    } else {
+      thread_local std::vector<float> sums;  // a plane's, on this thread
+      sums.resize(static_cast<size_t>(g.h * g.w));
+      pool_plane_backward(p, g, xp, gp, sums.data());
+      narrow(sums.data(), dp, g.h * g.w);
     }
-    thread_local std::vector<float> sums;  // a plane's, on this thread
-    sums.resize(static_cast<size_t>(g.h * g.w));
-    pool_plane_backward(p, g, xp, gp, sums.data());
-    if (!g.in.last) return narrow(sums.data(), dp, g.h * g.w);
-    for (int64_t k = 0; k < g.h * g.w; ++k) dp[k * g.in.step()] = stored<T>(sums[k]);
   });
 }
 

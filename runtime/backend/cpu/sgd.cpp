@@ -91,14 +91,14 @@ void CpuBackend::sgd_update_unscaled(const SgdConfig& cfg, const Tensor& grad_s,
 void CpuBackend::update_in_masters_order(const SgdConfig& cfg, const Tensor& grad,
                                          const Tensor* scaler, Tensor& momentum_buf, Tensor& param,
                                          Tensor& compute) {
+  if (scaler && !unscale_factor(*scaler)) return;  // skipped: the weights and copy stay as they are
   check_same_shape(grad, param, "sgd");
   check_same_shape(compute, param, "sgd compute copy");
   Tensor g = empty(param.shape(), grad.dtype(), MemCategory::kWorkspace,
                    "sgd gradient in the weights' order", param.layout());
   Tensor c = empty(param.shape(), compute.dtype(), MemCategory::kWorkspace,
                    "sgd compute copy in the weights' order", param.layout());
-  cast(grad, g);
-  cast(compute, c);  // a skipped step leaves it as it was
+  cast(grad, g);  // moved bit for bit, as is the copy below (CpuBackend::cast)
   sgd_update_with_copy(cfg, g, scaler, momentum_buf, param, c);
   cast(c, compute);
 }
