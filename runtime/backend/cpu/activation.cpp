@@ -35,7 +35,8 @@ void relu_grad(const Tensor& y, const Tensor& dy, Tensor& dx) {
 
 void CpuBackend::relu_forward(const Tensor& x_in, Tensor& y) {
   check_same_shape(x_in, y, "relu");
-  const Tensor x = in_layout_of(*this, x_in, y);
+  LayoutViews as_y(*this, y.layout());
+  const Tensor& x = as_y.in(x_in);
   if (stored_as_one({&x, &y}, "relu")) {
     with_stored_float(x.dtype(), "relu input", [&](auto t) { relu<decltype(t)>(x, y); });
     return;
@@ -51,7 +52,9 @@ void CpuBackend::relu_forward(const Tensor& x_in, Tensor& y) {
 void CpuBackend::relu_backward(const Tensor& y_in, const Tensor& dy_in, Tensor& dx) {
   check_same_shape(y_in, dy_in, "relu backward");
   check_same_shape(y_in, dx, "relu backward");
-  const Tensor y = in_layout_of(*this, y_in, dx), dy = in_layout_of(*this, dy_in, dx);
+  LayoutViews as_dx(*this, dx.layout());
+  const Tensor& y = as_dx.in(y_in);
+  const Tensor& dy = as_dx.in(dy_in);
   if (stored_as_one({&y, &dy, &dx}, "relu backward")) {
     with_stored_float(y.dtype(), "relu output", [&](auto t) { relu_grad<decltype(t)>(y, dy, dx); });
     return;

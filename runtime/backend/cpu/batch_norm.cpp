@@ -98,7 +98,8 @@ void train(CpuBackend& be, const Tensor& x_in, const Tensor& gamma, const Tensor
            Tensor& running_mean, Tensor& running_var, Tensor& save_mean, Tensor& save_invstd,
            Tensor& y, float momentum, float eps, bool relu) {
   check_same_shape(x_in, y, "batch norm");
-  const Tensor x = in_layout_of(be, x_in, y);
+  LayoutViews as_y(be, y.layout());
+  const Tensor& x = as_y.in(x_in);
   F32Views f32(be);
   const Tensor& g = f32.in(gamma);
   const Tensor& b = f32.in(beta);
@@ -124,9 +125,10 @@ void train(CpuBackend& be, const Tensor& x_in, const Tensor& gamma, const Tensor
 void backward(CpuBackend& be, const Tensor& x_in, const Tensor* y_in, const Tensor& dy_in,
               const Tensor& gamma, const Tensor& save_mean, const Tensor& save_invstd, Tensor& dx,
               Tensor& dgamma, Tensor& dbeta) {
-  const Tensor x = in_layout_of(be, x_in, dx), dy = in_layout_of(be, dy_in, dx);
-  const Tensor y_moved = y_in ? in_layout_of(be, *y_in, dx) : Tensor();
-  const Tensor* y = y_in ? &y_moved : nullptr;
+  LayoutViews as_dx(be, dx.layout());
+  const Tensor& x = as_dx.in(x_in);
+  const Tensor& dy = as_dx.in(dy_in);
+  const Tensor* y = y_in ? &as_dx.in(*y_in) : nullptr;
   F32Views f32(be);
   const Tensor& g = f32.in(gamma);
   const Tensor& sm = f32.in(save_mean);
@@ -174,7 +176,8 @@ void CpuBackend::batch_norm_infer(const Tensor& x_in, const Tensor& gamma_s, con
                                   const Tensor& running_mean_s, const Tensor& running_var_s,
                                   Tensor& y_s, float eps) {
   check_same_shape(x_in, y_s, "batch norm");
-  const Tensor x_s = in_layout_of(*this, x_in, y_s);
+  LayoutViews as_y(*this, y_s.layout());
+  const Tensor& x_s = as_y.in(x_in);
   F32Views f32(*this);
   const Tensor& gamma = f32.in(gamma_s);
   const auto run = [&](auto t, const Tensor& x, Tensor& y) {

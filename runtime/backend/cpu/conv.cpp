@@ -8,8 +8,6 @@
 #include <algorithm>
 #include <array>
 #include <chrono>
-#include <deque>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -142,46 +140,6 @@ class CpuConvPlan final : public ConvPlan {
   std::array<CpuConvAlgo, 3> chosen_{CpuConvAlgo::kIm2col, CpuConvAlgo::kIm2col,
                                      CpuConvAlgo::kIm2col};
   std::array<std::string, 3> refused_;
-};
-
-// A convolution's activations in its plan's layout (ConvDesc::layout): each tensor itself, or,
-// where the graph stores one NCHW beside channels-last activations (the output of a convolution
-// that a flatten reads, Graph::output_layout, and its gradient), a reordered copy (exact), written
-// back when this goes out of scope, unless the pass threw.
-class PlanLayout {
- public:
-  PlanLayout(CpuBackend& backend, Layout layout)
-      : backend_(backend), layout_(layout), exceptions_(std::uncaught_exceptions()) {}
-  PlanLayout(const PlanLayout&) = delete;
-  PlanLayout& operator=(const PlanLayout&) = delete;
-  ~PlanLayout() {
-    if (std::uncaught_exceptions() > exceptions_) return;
-    for (Copy& c : copies_) {
-      if (c.write_back) backend_.cast(c.copy, *c.write_back);
-    }
-  }
-  const Tensor& in(const Tensor& t) { return moved(t) ? copy(t, true, nullptr) : t; }
-  Tensor& out(Tensor& t) { return moved(t) ? copy(t, false, &t) : t; }
-
- private:
-  bool moved(const Tensor& t) const {
-    return t.defined() && t.shape().rank() == 4 && t.layout() != layout_;
-  }
-  Tensor& copy(const Tensor& t, bool read, Tensor* write_back) {
-    Tensor c = backend_.empty(t.shape(), t.dtype(), MemCategory::kWorkspace,
-                              "conv operand in its plan's layout", layout_);
-    if (read) backend_.cast(t, c);
-    copies_.push_back({std::move(c), write_back});
-    return copies_.back().copy;
-  }
-  struct Copy {
-    Tensor copy;
-    Tensor* write_back;  // null: read only
-  };
-  CpuBackend& backend_;
-  Layout layout_;
-  int exceptions_;
-  std::deque<Copy> copies_;  // stable references
 };
 
 const CpuConvPlan& cpu_plan(const ConvPlan& plan) {
@@ -484,7 +442,7 @@ std::unique_ptr<ConvPlan> CpuBackend::make_conv_plan(const ConvDesc& d) {
 void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_in, const Tensor& w_s,
                               Tensor& y_out) {
   const auto& plan = cpu_plan(plan_);
-  PlanLayout in_plan(*this, plan.desc().layout);
+  LayoutViews in_plan(*this, plan.desc().layout);
   const Tensor& x_s = in_plan.in(x_in);
   Tensor& y_s = in_plan.out(y_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
@@ -511,7 +469,7 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, con
                                    const Tensor& b_s, Tensor& y_s) {
   const auto& plan = cpu_plan(plan_);
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
-    PlanLayout in_plan(*this, plan.desc().layout);
+    LayoutViews in_plan(*this, plan.desc().layout);
     const Tensor& x_p = in_plan.in(x_s);
     Tensor& y_p = in_plan.out(y_s);
     check_conv_tensors(plan.desc(), x_p, w_s, y_p, conv->operands());
@@ -528,7 +486,7 @@ void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, con
 void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_in, const Tensor& w_s,
                                     Tensor& dx_out) {
   const auto& plan = cpu_plan(plan_);
-  PlanLayout in_plan(*this, plan.desc().layout);
+  LayoutViews in_plan(*this, plan.desc().layout);
   const Tensor& dy_s = in_plan.in(dy_in);
   Tensor& dx_s = in_plan.out(dx_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
@@ -552,7 +510,7 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_in, 
 void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_in,
                                       const Tensor& dy_in, Tensor& dw_s) {
   const auto& plan = cpu_plan(plan_);
-  PlanLayout in_plan(*this, plan.desc().layout);
+  LayoutViews in_plan(*this, plan.desc().layout);
   const Tensor& x_s = in_plan.in(x_in);
   const Tensor& dy_s = in_plan.in(dy_in);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));

@@ -94,18 +94,15 @@ bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_vi
   return one;
 }
 
-Tensor in_layout_of(CpuBackend& backend, const Tensor& t, const Tensor& like) {
-  if (t.layout() == like.layout() || t.shape().rank() != 4) return t;
-  Tensor moved = backend.empty(t.shape(), t.dtype(), MemCategory::kWorkspace,
-                               "operand in its output's layout", like.layout());
-  backend.cast(t, moved);
-  return moved;
+bool one_layout(std::initializer_list<const Tensor*> tensors) {
+  for (const Tensor* t : tensors) {
+    if (t->layout() != (*tensors.begin())->layout()) return false;
+  }
+  return true;
 }
 
 bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what) {
-  bool one = one_float_type(tensors, what);
-  for (const Tensor* t : tensors) one = one && t->layout() == (*tensors.begin())->layout();
-  return one;
+  return one_float_type(tensors, what) && one_layout(tensors);
 }
 
 void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what) {

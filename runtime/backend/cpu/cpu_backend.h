@@ -132,11 +132,10 @@ void check_same_shape(const Tensor& a, const Tensor& b, std::string_view what);
 // rounded once on store: the same bits as on f32 views of them, without the copies). Otherwise
 // the op runs on F32Views. Throws InvalidArgument for one not allocated.
 bool one_float_type(std::initializer_list<const Tensor*> tensors, std::string_view what);
-// The same, and in one layout (NCHW, or channels last), so that an element-wise op's elements
+// Whether the tensors store their elements in one order (one layout).
+bool one_layout(std::initializer_list<const Tensor*> tensors);
+// One float type and one layout (NCHW, or channels last), so that an element-wise op's elements
 // correspond.
 bool stored_as_one(std::initializer_list<const Tensor*> tensors, std::string_view what);
-// `t` stored as `like` is: itself, or a copy moved into its layout (exact), for an element-wise
-// op whose output a flatten reads, stored NCHW beside channels-last inputs (Graph::output_layout).
-Tensor in_layout_of(CpuBackend& backend, const Tensor& t, const Tensor& like);
 
 }  // namespace dlb

@@ -28,12 +28,8 @@ int64_t& counter(const Tensor& step) {
 // one order (a 4-D dropout in a channels-last run draws another mask than NCHW's: the same
 // distribution, not the same bits; no reference model has one).
 void check_one_layout(std::initializer_list<const Tensor*> tensors, const char* what) {
-  for (const Tensor* t : tensors) {
-    if (t->layout() != (*tensors.begin())->layout()) {
-      throw InvalidArgument(fmt::format("{}: tensors stored in different layouts ({} and {})", what,
-                                        layout_name((*tensors.begin())->layout()),
-                                        layout_name(t->layout())));
-    }
+  if (!one_layout(tensors)) {
+    throw InvalidArgument(fmt::format("{}: its tensors are stored in different layouts", what));
   }
 }
 

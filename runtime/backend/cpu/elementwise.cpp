@@ -26,7 +26,9 @@ void sum(const Tensor& a, const Tensor& b, Tensor& y) {
 void CpuBackend::add(const Tensor& a_in, const Tensor& b_in, Tensor& y) {
   check_same_shape(a_in, b_in, "add");
   check_same_shape(a_in, y, "add");
-  const Tensor a = in_layout_of(*this, a_in, y), b = in_layout_of(*this, b_in, y);
+  LayoutViews as_y(*this, y.layout());
+  const Tensor& a = as_y.in(a_in);
+  const Tensor& b = as_y.in(b_in);
   if (stored_as_one({&a, &b, &y}, "add")) {
     with_stored_float(a.dtype(), "add input", [&](auto t) { sum<decltype(t)>(a, b, y); });
     return;
@@ -42,7 +44,8 @@ void CpuBackend::add(const Tensor& a_in, const Tensor& b_in, Tensor& y) {
 // y += x: the sum of y and x, into y.
 void CpuBackend::accumulate(const Tensor& x_in, Tensor& y) {
   check_same_shape(x_in, y, "accumulate");
-  const Tensor x = in_layout_of(*this, x_in, y);
+  LayoutViews as_y(*this, y.layout());
+  const Tensor& x = as_y.in(x_in);
   if (stored_as_one({&x, &y}, "accumulate")) {
     with_stored_float(x.dtype(), "accumulate input", [&](auto t) { sum<decltype(t)>(y, x, y); });
     return;

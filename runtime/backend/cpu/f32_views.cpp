@@ -83,4 +83,19 @@ Tensor& F32Views::inout(Tensor& t) {
   return t.defined() && is_16bit(t.dtype()) ? view(t, true, &t) : t;
 }
 
+LayoutViews::~LayoutViews() {
+  if (std::uncaught_exceptions() > exceptions_) return;
+  for (Copy& c : copies_) {
+    if (c.write_back) backend_.cast(c.copy, *c.write_back);
+  }
+}
+
+Tensor& LayoutViews::copy(const Tensor& t, bool read, Tensor* write_back) {
+  Tensor c = backend_.empty(t.shape(), t.dtype(), MemCategory::kWorkspace,
+                            "operand in its op's layout", layout_);
+  if (read) backend_.cast(t, c);
+  copies_.push_back({std::move(c), write_back});
+  return copies_.back().copy;
+}
+
 }  // namespace dlb
