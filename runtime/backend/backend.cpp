@@ -85,6 +85,8 @@ std::string_view conv_algo_choice_name(ConvAlgoChoice c) {
       return "winograd";
     case ConvAlgoChoice::kAuto:
       return "auto";
+    case ConvAlgoChoice::kMatmul:
+      return "matmul";
     case ConvAlgoChoice::kClassFft:
       return "class:fft";
     case ConvAlgoChoice::kClassWinograd:

@@ -88,7 +88,8 @@ std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "ba
 // How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
 // the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
 // backend also takes one algorithm by name: im2col + sgemm (its reference), oneDNN's direct
-// convolution, oneDNN's Winograd, or oneDNN's own choice between those two (auto). The CUDA
+// convolution, oneDNN's Winograd, oneDNN's own choice between those two (auto), or im2col +
+// oneDNN's bf16 matrix product on channels-last bf16 tensors (matmul, for CPUs with AMX). The CUDA
 // backend instead takes one class of cuDNN's engines (EngineClass: class:fft, class:winograd,
 // class:tensor_core, class:other), the heuristic's first choice within it. A named algorithm or
 // class exists for some shapes only: a pass without it takes the heuristic's choice, and its plan
@@ -100,16 +101,17 @@ enum class ConvAlgoChoice {
   kOnednn,
   kWinograd,
   kAuto,
+  kMatmul,
   kClassFft,
   kClassWinograd,
   kClassTensorCore,
   kClassOther
 };
 inline constexpr ConvAlgoChoice kConvAlgoChoices[] = {
-    ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAutotune,      ConvAlgoChoice::kIm2col,
-    ConvAlgoChoice::kOnednn,    ConvAlgoChoice::kWinograd,      ConvAlgoChoice::kAuto,
-    ConvAlgoChoice::kClassFft,  ConvAlgoChoice::kClassWinograd, ConvAlgoChoice::kClassTensorCore,
-    ConvAlgoChoice::kClassOther};
+    ConvAlgoChoice::kHeuristic,       ConvAlgoChoice::kAutotune,  ConvAlgoChoice::kIm2col,
+    ConvAlgoChoice::kOnednn,          ConvAlgoChoice::kWinograd,  ConvAlgoChoice::kAuto,
+    ConvAlgoChoice::kMatmul,          ConvAlgoChoice::kClassFft,  ConvAlgoChoice::kClassWinograd,
+    ConvAlgoChoice::kClassTensorCore, ConvAlgoChoice::kClassOther};
 std::string_view conv_algo_choice_name(ConvAlgoChoice c);
 std::optional<ConvAlgoChoice> parse_conv_algo_choice(std::string_view s);
 

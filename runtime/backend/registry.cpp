@@ -24,7 +24,8 @@ bool backend_compiled(BackendKind kind) {
 
 std::vector<ConvAlgoChoice> named_conv_algorithms(BackendKind kind) {
   if (kind == BackendKind::kCpu) {
-    return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd};
+    return {ConvAlgoChoice::kIm2col, ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd,
+            ConvAlgoChoice::kMatmul};
   }
   return {ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kClassTensorCore, ConvAlgoChoice::kClassOther,
           ConvAlgoChoice::kClassWinograd, ConvAlgoChoice::kClassFft};

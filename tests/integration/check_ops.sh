@@ -31,15 +31,20 @@ run_grid reported96 --models=resnet18 --sizes=96 --batches=4
 # oneDNN 2.6 has its Winograd for AVX-512 cores only; elsewhere the winograd rows run the heuristic's.
 avx512=0 bf16=0
 grep -qw avx512f /proc/cpuinfo && avx512=1
-# and multiplies bf16 natively with AVX-512 BF16
+# and multiplies bf16 natively with AVX-512 BF16; with AMX, a bf16 run stores activations channels
+# last, which im2col+matmul (--conv-algo=matmul) takes
+amx=0
 grep -qw avx512_bf16 /proc/cpuinfo && bf16=1
+grep -qw amx_bf16 /proc/cpuinfo && amx=1
 check "the records are valid, cover every op, precision and algorithm, and fail nothing" \
-  "$root/.venv/bin/python" - "$root/suites/schema/check_ops.schema.json" "$work" "$avx512" "$bf16" <<'PY'
+  "$root/.venv/bin/python" - "$root/suites/schema/check_ops.schema.json" "$work" "$avx512" "$bf16" \
+  "$amx" <<'PY'
 import glob, json, sys
 import jsonschema
 schema = json.load(open(sys.argv[1]))
 ops, precisions, algos, winograd = set(), set(), set(), set()
 native = {}  # bf16 convolution passes of oneDNN's direct algorithm: did each run in bf16?
+matmul = {}  # bf16 convolution passes under --conv-algo=matmul: did each run im2col+matmul?
 for path in glob.glob(sys.argv[2] + "/*.json"):
     r = json.load(open(path))
     jsonschema.validate(r, schema)
@@ -52,16 +57,21 @@ for path in glob.glob(sys.argv[2] + "/*.json"):
         if row["op"] == "conv" and row["conv_algo"] == "onednn" and row["precision"] == "bf16" \
                 and row["pass"] != "backward_bias":
             native[row["instance"], row["pass"]] = "bf16" in row["algorithm"]
+        if row["op"] == "conv" and row["conv_algo"] == "matmul" and row["precision"] == "bf16" \
+                and row["pass"] != "backward_bias":
+            matmul[row["instance"], row["pass"]] = row["algorithm"].startswith("im2col+matmul")
 assert ops == {"conv", "linear", "batch_norm", "relu", "max_pool", "adaptive_avg_pool",
                "dropout", "add", "softmax_cross_entropy", "sgd", "loss_scale"}, ops
 assert precisions == {"fp32", "bf16", "fp16"}, precisions
-assert algos == {None, "im2col", "onednn", "winograd"}, algos
+assert algos == {None, "im2col", "onednn", "winograd", "matmul"}, algos
 # oneDNN's Winograd ran, and passed, every pass in every precision (its 3x3 stride-1 layers),
 # the forward with its ReLU too (alexnet's and vgg16's convolutions, which the CPU fuses)
 assert winograd == ({(p, q) for p in ("forward", "forward_relu", "backward_data", "backward_weights")
                      for q in ("fp32", "bf16", "fp16")} if sys.argv[3] == "1" else set()), winograd
 # with AVX-512 BF16, every bf16 pass of oneDNN's direct convolution multiplied bf16, and passed
 assert native and (sys.argv[4] != "1" or set(native.values()) == {True}), native
+# with AMX, every bf16 pass under --conv-algo=matmul ran it (else none could), and passed
+assert set(matmul.values()) == ({True} if sys.argv[5] == "1" else {False}), matmul
 PY
 
 # A backend that moves one element of every convolution's weight gradient by 1%.

@@ -23,10 +23,18 @@
 namespace dlb {
 namespace {
 
-// The CPU backend with its activations stored in one layout in every precision.
+// The CPU backend with its activations stored in one layout in every precision, and oneDNN's
+// direct convolutions (--conv-algo=onednn) in both: im2col+matmul, which the heuristic gives some
+// channels-last layers, sums in another order than a direct convolution.
+BackendOptions direct_convolutions() {
+  BackendOptions o;
+  o.conv_algo = ConvAlgoChoice::kOnednn;
+  return o;
+}
+
 class CpuIn final : public CpuBackend {
  public:
-  explicit CpuIn(Layout layout) : CpuBackend(BackendOptions{}), layout_(layout) {}
+  explicit CpuIn(Layout layout) : CpuBackend(direct_convolutions()), layout_(layout) {}
   Layout activation_layout(const OpTypes&) const override { return layout_; }
 
  private:

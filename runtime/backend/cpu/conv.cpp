@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/backend/cpu/conv_im2col.h"
+#include "runtime/backend/cpu/conv_matmul.h"
 #include "runtime/backend/cpu/conv_onednn.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/cpu/f32_views.h"
@@ -30,8 +31,18 @@ namespace {
 // every bf16 value is an f32 one). Both are built only for a native bf16 layer on a CPU with AMX,
 // where the heuristic may run a backward-filter pass on them; each plan has all three passes,
 // and autotune may time any.
-enum class CpuConvAlgo { kIm2col, kDirect, kWinograd, kAuto, kDirectWithoutAmx, kDirectF32 };
-constexpr int kCpuConvAlgos = 6;
+// kMatmul: im2col + oneDNN's bf16 matrix product (conv_matmul.h), on a native bf16 layer's
+// channels-last tensors.
+enum class CpuConvAlgo {
+  kIm2col,
+  kDirect,
+  kWinograd,
+  kAuto,
+  kDirectWithoutAmx,
+  kDirectF32,
+  kMatmul
+};
+constexpr int kCpuConvAlgos = 7;
 
 OnednnAlgorithm onednn_algorithm(CpuConvAlgo a) {
   if (a == CpuConvAlgo::kWinograd) return OnednnAlgorithm::kWinograd;
@@ -67,14 +78,18 @@ std::string onednn_choice_name(CpuConvAlgo a) {
 
 class CpuConvPlan final : public ConvPlan {
  public:
-  // im2col as it fits the workspace limit, and oneDNN's `algorithms` (any may be absent);
-  // make_conv_plan picks per pass.
+  // im2col as it fits the workspace limit, and oneDNN's `algorithms` and im2col+matmul (any may
+  // be absent); make_conv_plan picks per pass.
   CpuConvPlan(const ConvDesc& d, std::optional<size_t> workspace_limit,
               const std::vector<CpuConvAlgo>& algorithms)
       : ConvPlan(d), im2col_(Im2colConv::fit(d, workspace_limit)), limit_(workspace_limit) {
     for (CpuConvAlgo a : algorithms) {
       try {
-        onednn_[index(a)] = make_onednn(d, a);
+        if (a == CpuConvAlgo::kMatmul) {
+          matmul_ = std::make_unique<MatmulConv>(d);
+        } else {
+          onednn_[index(a)] = make_onednn(d, a);
+        }
       } catch (const Unsupported& e) {
         missing_[index(a)] = e.what();
       }
@@ -92,9 +107,13 @@ class CpuConvPlan final : public ConvPlan {
       PassAlgorithm a;
       a.pass = p;
       const OnednnConv* conv = runs_onednn(p);
-      a.algorithm = conv ? conv->algorithm(p) : im2col_->algorithm();
+      const MatmulConv* matmul = runs_matmul(p);
+      a.algorithm = conv     ? conv->algorithm(p)
+                    : matmul ? matmul->algorithm(p)
+                             : im2col_->algorithm();
       a.arithmetic = conv ? conv->arithmetic(p) : ConvArithmetic::kProducts;
       if (conv && conv->operands() != DType::kF32) a.products = {conv->operands(), true};
+      if (matmul) a.products = {DType::kBF16, true};
       a.workspace_bytes = workspace_bytes(p);
       a.refused = refused_[index(p)];
       out.push_back(a);
@@ -105,29 +124,42 @@ class CpuConvPlan final : public ConvPlan {
   // Whether algorithm `a` can run pass `p` within the workspace limit.
   bool has(ConvPass p, CpuConvAlgo a) const {
     if (a == CpuConvAlgo::kIm2col) return im2col_.has_value();
+    if (a == CpuConvAlgo::kMatmul) {
+      return matmul_ && (!limit_ || matmul_->workspace_bytes(p) <= *limit_);
+    }
     const OnednnConv* conv = onednn(a);
     return conv && conv->has(p) && (!limit_ || conv->workspace_bytes(p) <= *limit_);
   }
   // Why it cannot (has() is false).
   std::string why_not(ConvPass p, CpuConvAlgo a) const {
     const OnednnConv* conv = onednn(a);
-    if (!conv) return missing_[index(a)];
-    if (!conv->has(p)) return conv->missing(p);
-    return fmt::format("its {} pass needs {} of workspace, over --workspace-limit={}",
-                       conv_pass_name(p), format_bytes(conv->workspace_bytes(p)),
-                       format_bytes(limit_.value_or(0)));
+    const bool matmul = a == CpuConvAlgo::kMatmul && matmul_;
+    if (!conv && !matmul) return missing_[index(a)];
+    if (conv && !conv->has(p)) return conv->missing(p);
+    return fmt::format(
+        "its {} pass needs {} of workspace, over --workspace-limit={}", conv_pass_name(p),
+        format_bytes(matmul ? matmul_->workspace_bytes(p) : conv->workspace_bytes(p)),
+        format_bytes(limit_.value_or(0)));
   }
   void use(ConvPass p, CpuConvAlgo a) { chosen_[index(p)] = a; }
   void refuse(ConvPass p, std::string why) { refused_[index(p)] = std::move(why); }
-  // The oneDNN plan that runs pass `p`; null when im2col does.
+  // The oneDNN plan that runs pass `p`; null when im2col or im2col+matmul does.
   const OnednnConv* runs_onednn(ConvPass p) const { return onednn(chosen_[index(p)]); }
+  // im2col+matmul, where it runs pass `p`; else null.
+  const MatmulConv* runs_matmul(ConvPass p) const {
+    return chosen_[index(p)] == CpuConvAlgo::kMatmul ? matmul_.get() : nullptr;
+  }
   size_t workspace_bytes(ConvPass p) const {
     const OnednnConv* conv = runs_onednn(p);
-    return conv ? conv->workspace_bytes(p) : im2col_->workspace_bytes();
+    const MatmulConv* matmul = runs_matmul(p);
+    return conv     ? conv->workspace_bytes(p)
+           : matmul ? matmul->workspace_bytes(p)
+                    : im2col_->workspace_bytes();
   }
   const OnednnConv* onednn(CpuConvAlgo a) const { return onednn_[index(a)].get(); }
   const std::string& onednn_missing(CpuConvAlgo a) const { return missing_[index(a)]; }
   const Im2colConv& im2col() const { return *im2col_; }
+  const MatmulConv* matmul() const { return matmul_.get(); }
   std::optional<size_t> limit() const { return limit_; }
 
  private:
@@ -135,8 +167,10 @@ class CpuConvPlan final : public ConvPlan {
   static int index(CpuConvAlgo a) { return static_cast<int>(a); }
   std::optional<Im2colConv> im2col_;
   std::optional<size_t> limit_;
-  std::array<std::unique_ptr<OnednnConv>, kCpuConvAlgos> onednn_;  // im2col's slot stays empty
-  std::array<std::string, kCpuConvAlgos> missing_;  // why oneDNN has no plan of an algorithm
+  // im2col's and im2col+matmul's slots stay empty
+  std::array<std::unique_ptr<OnednnConv>, kCpuConvAlgos> onednn_;
+  std::unique_ptr<MatmulConv> matmul_;
+  std::array<std::string, kCpuConvAlgos> missing_;  // why an algorithm has no plan
   std::array<CpuConvAlgo, 3> chosen_{CpuConvAlgo::kIm2col, CpuConvAlgo::kIm2col,
                                      CpuConvAlgo::kIm2col};
   std::array<std::string, 3> refused_;
@@ -197,6 +231,9 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
     if (!conv || !conv->has(p)) continue;
     onednn += fmt::format(", its {} needs {}", onednn_choice_name(a),
                           format_bytes(conv->workspace_bytes(p)));
+  }
+  if (const MatmulConv* matmul = plan.matmul()) {
+    onednn += fmt::format(", im2col+matmul needs {}", format_bytes(matmul->workspace_bytes(p)));
   }
   const std::string im2col =
       d.layout != Layout::kNCHW
@@ -272,6 +309,25 @@ bool amx_backward_filter_pays(const ConvDesc& d) {
   return three ? n >= (d.stride_h == 1 && d.stride_w == 1 ? 128 : 784) : n >= 3136;
 }
 
+// Where the heuristic takes im2col+matmul for a native bf16 pass (channels last, on a CPU with
+// AMX). oneDNN 2.6's direct AMX kernels tile rows of output pixels, and fill AMX's 16-row tiles
+// poorly when the rows are short; one product over the batch's pixels fills them. Measured per
+// layer here (each pass's fastest of 6 to 12 steps, `dlbench run --conv-algo=matmul` against the
+// heuristic's choice; docs/cpu.md): on resnet18 and resnet50 at 64 px (batch 16 and 8) and
+// resnet50 at 224 px (batch 4), matmul's time over the other's was
+// - forward and backward data: 0.42x to 0.85x on 2x2 outputs (64 px's last stage), 1.02x to
+//   2.2x on 4x4 to 7x7 3x3 and 1x1 layers, and 2x to 17x on larger ones, whose columns and
+//   window terms (backward data) are large;
+// - backward filter: 0.21x to 0.96x for 1x1 kernels to 16 pixels wide (1.0x to 1.24x at 28 and
+//   56), 0.25x to 0.82x for 3x3 kernels to 8 pixels wide, 1.28x and 0.82x at 14, 1.6x to 4x at
+//   16 and wider; the stem's 7x7 1.5x to 12x.
+bool matmul_pays(const ConvDesc& d, ConvPass p) {
+  const bool one = d.kernel_h == 1 && d.kernel_w == 1;
+  const bool three = d.kernel_h == 3 && d.kernel_w == 3;
+  if (p == ConvPass::kBackwardFilter) return (one && d.out_w() <= 16) || (three && d.out_w() <= 8);
+  return (one || three) && d.out_h() <= 2 && d.out_w() <= 2;
+}
+
 // A native bf16 backward-filter pass on a CPU with AMX: AMX's where it pays (above), else f32 on
 // f32 views of the bf16 tensors, Winograd's where it pays and direct otherwise (oneDNN 2.6's bf16
 // kernels off AMX took 1.07x to 2.12x f32's on every resnet50 layer here); bf16 off AMX where
@@ -294,7 +350,8 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
-// docs/cpu.md), its backward-filter pass on a CPU with AMX as amx_cpu_backward_filter says. Else
+// docs/cpu.md), but im2col+matmul where matmul_pays, and its backward-filter pass on a CPU with
+// AMX as amx_cpu_backward_filter says. Else
 // oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
 // loops, which im2col beats by far, or it does not fit; then bf16 off AMX, or f32, where a native
 // pass's first choice does not fit; Winograd where nothing else fits. The caller has checked that
@@ -302,6 +359,9 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32) {
+    if (matmul_pays(plan.desc(), p) && plan.has(p, CpuConvAlgo::kMatmul)) {
+      return CpuConvAlgo::kMatmul;
+    }
     if (p == ConvPass::kBackwardFilter && cpu_has_amx()) {
       if (const std::optional<CpuConvAlgo> a = amx_cpu_backward_filter(plan)) return *a;
     }
@@ -330,6 +390,8 @@ CpuConvAlgo named(ConvAlgoChoice c) {
       return CpuConvAlgo::kWinograd;
     case ConvAlgoChoice::kAuto:
       return CpuConvAlgo::kAuto;
+    case ConvAlgoChoice::kMatmul:
+      return CpuConvAlgo::kMatmul;
     default:
       return CpuConvAlgo::kDirect;
   }
@@ -349,6 +411,11 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
     out.push_back(CpuConvAlgo::kDirectWithoutAmx);
     out.push_back(CpuConvAlgo::kDirectF32);
   }
+  if (c == ConvAlgoChoice::kMatmul ||
+      (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && native_bf16(d.types) &&
+       d.layout == Layout::kNHWC)) {
+    out.push_back(CpuConvAlgo::kMatmul);  // named: made, to say why not where it cannot run
+  }
   return out;
 }
 
@@ -356,8 +423,9 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
 CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice choice) {
   const bool im2col = plan.has(p, CpuConvAlgo::kIm2col);
   const bool direct = plan.has(p, CpuConvAlgo::kDirect);
-  const bool amx_alternative =
-      plan.has(p, CpuConvAlgo::kDirectWithoutAmx) || plan.has(p, CpuConvAlgo::kDirectF32);
+  const bool amx_alternative = plan.has(p, CpuConvAlgo::kDirectWithoutAmx) ||
+                               plan.has(p, CpuConvAlgo::kDirectF32) ||
+                               plan.has(p, CpuConvAlgo::kMatmul);
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd) || plan.has(p, CpuConvAlgo::kAuto);
   if (!im2col && !direct && !amx_alternative && !winograd)
     throw InvalidArgument(nothing_fits(plan, p));
@@ -374,6 +442,7 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
       return CpuConvAlgo::kDirect;
     case ConvAlgoChoice::kWinograd:
     case ConvAlgoChoice::kAuto:
+    case ConvAlgoChoice::kMatmul:
       if (plan.has(p, named(choice))) return named(choice);
       plan.refuse(p, plan.why_not(p, named(choice)));
       return heuristic(plan, p);
@@ -392,8 +461,9 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
   }
   CpuConvAlgo best = heuristic(plan, p);
   double best_s = time_pass(b, plan, p, best);
-  for (CpuConvAlgo a : {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd,
-                        CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32}) {
+  for (CpuConvAlgo a :
+       {CpuConvAlgo::kIm2col, CpuConvAlgo::kDirect, CpuConvAlgo::kWinograd,
+        CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32, CpuConvAlgo::kMatmul}) {
     if (a == best || !plan.has(p, a)) continue;
     if (const double t = time_pass(b, plan, p, a); t < best_s) best = a, best_s = t;
   }
@@ -446,6 +516,10 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_in, const T
   const Tensor& x_s = in_plan.in(x_in);
   Tensor& y_s = in_plan.out(y_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
+  if (const MatmulConv* matmul = plan.runs_matmul(ConvPass::kForward)) {
+    check_conv_tensors(plan.desc(), x_s, w_s, y_s, DType::kBF16);
+    return matmul->forward(x_s.raw(), w_s.raw(), nullptr, y_s.raw(), ws);
+  }
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
     check_conv_tensors(plan.desc(), x_s, w_s, y_s, conv->operands());
     return conv->forward(x_s.raw(), w_s.raw(), nullptr, y_s.raw(), ws);
@@ -468,13 +542,17 @@ void CpuBackend::conv_forward(const ConvPlan& plan_, const Tensor& x_in, const T
 void CpuBackend::conv_bias_forward(const ConvPlan& plan_, const Tensor& x_s, const Tensor& w_s,
                                    const Tensor& b_s, Tensor& y_s) {
   const auto& plan = cpu_plan(plan_);
-  if (const OnednnConv* conv = native_pass(plan, ConvPass::kForward)) {
+  const MatmulConv* matmul = plan.runs_matmul(ConvPass::kForward);
+  const OnednnConv* conv = native_pass(plan, ConvPass::kForward);
+  if (matmul || conv) {
+    const DType operands = matmul ? DType::kBF16 : conv->operands();
     LayoutViews in_plan(*this, plan.desc().layout);
     const Tensor& x_p = in_plan.in(x_s);
     Tensor& y_p = in_plan.out(y_s);
-    check_conv_tensors(plan.desc(), x_p, w_s, y_p, conv->operands());
-    check_conv_bias(plan.desc(), b_s, conv->operands());
+    check_conv_tensors(plan.desc(), x_p, w_s, y_p, operands);
+    check_conv_bias(plan.desc(), b_s, operands);
     void* ws = workspace(plan.workspace_bytes(ConvPass::kForward));
+    if (matmul) return matmul->forward(x_p.raw(), w_s.raw(), b_s.raw(), y_p.raw(), ws);
     return conv->forward(x_p.raw(), w_s.raw(), b_s.raw(), y_p.raw(), ws);
   }
   F32Views f32(*this);
@@ -490,6 +568,10 @@ void CpuBackend::conv_backward_data(const ConvPlan& plan_, const Tensor& dy_in, 
   const Tensor& dy_s = in_plan.in(dy_in);
   Tensor& dx_s = in_plan.out(dx_out);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardData));
+  if (const MatmulConv* matmul = plan.runs_matmul(ConvPass::kBackwardData)) {
+    check_conv_tensors(plan.desc(), dx_s, w_s, dy_s, DType::kBF16);
+    return matmul->backward_data(dy_s.raw(), w_s.raw(), dx_s.raw(), ws);
+  }
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardData)) {
     check_conv_tensors(plan.desc(), dx_s, w_s, dy_s, conv->operands());
     return conv->backward_data(dy_s.raw(), w_s.raw(), dx_s.raw(), ws);
@@ -514,6 +596,10 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_in,
   const Tensor& x_s = in_plan.in(x_in);
   const Tensor& dy_s = in_plan.in(dy_in);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
+  if (const MatmulConv* matmul = plan.runs_matmul(ConvPass::kBackwardFilter)) {
+    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, DType::kBF16, true);
+    return matmul->backward_filter(x_s.raw(), dy_s.raw(), dw_s.raw(), ws);
+  }
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardFilter)) {
     check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, conv->operands(), true);
     return conv->backward_filter(x_s.raw(), dy_s.raw(), dw_s.raw(), ws);

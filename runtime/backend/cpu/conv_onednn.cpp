@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "runtime/backend/cpu/onednn_engine.h"
+#include "runtime/backend/cpu/onednn_layouts.h"
 #include "runtime/core/error.h"
 
 namespace dlb {
@@ -137,22 +138,6 @@ struct OnednnConv::Pass {
 
 namespace {
 
-// oneDNN's name for an ungrouped weight stored in `layout` beside activations stored in
-// `activations` (make_conv_plan refuses the others): kNCHW is the activations' order, KCRS or
-// channels-last KRSC.
-Tag weight_tag(Layout layout, Layout activations) {
-  switch (layout) {
-    case Layout::kOIhw16i16o:
-      return Tag::OIhw16i16o;
-    case Layout::kOIhw8i16o2i:
-      return Tag::OIhw8i16o2i;
-    case Layout::kNCHW:
-    case Layout::kNHWC:
-      break;
-  }
-  return activations == Layout::kNHWC ? Tag::ohwi : Tag::oihw;
-}
-
 // Everything one plan's three passes share.
 struct Problem {
   memory::dims x, w, y, strides, pad_l, pad_r;
@@ -170,8 +155,8 @@ struct Problem {
     if (d.groups == 1) {
       w = {d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
       // The weights as stored: KCRS, or already in the blocks the direct primitive reads.
-      w_tag = weight_tag(d.weight_layout, d.layout);
-      dw_tag = weight_tag(d.grad_layout, d.layout);
+      w_tag = onednn_weight_tag(d.weight_layout, d.layout);
+      dw_tag = onednn_weight_tag(d.grad_layout, d.layout);
     } else {
       w = {d.groups, d.out_channels / d.groups, d.in_channels / d.groups, d.kernel_h, d.kernel_w};
       w_tag = dw_tag = d.layout == Layout::kNHWC ? Tag::gohwi : Tag::goihw;  // KCRS or KRSC
@@ -429,6 +414,19 @@ std::string_view onednn_algorithm_name(OnednnAlgorithm a) {
 std::string onednn_version() {
   const dnnl_version_t* v = dnnl_version();
   return fmt::format("{}.{}.{}", v->major, v->minor, v->patch);
+}
+
+dnnl::memory::format_tag onednn_weight_tag(Layout layout, Layout activations) {
+  switch (layout) {
+    case Layout::kOIhw16i16o:
+      return Tag::OIhw16i16o;
+    case Layout::kOIhw8i16o2i:
+      return Tag::OIhw8i16o2i;
+    case Layout::kNCHW:
+    case Layout::kNHWC:
+      break;
+  }
+  return activations == Layout::kNHWC ? Tag::ohwi : Tag::oihw;
 }
 
 }  // namespace dlb

@@ -26,7 +26,7 @@ CpuBackend::CpuBackend(const BackendOptions& options)
   if (restricted_class(conv_algo_)) {
     throw InvalidArgument(fmt::format(
         "--conv-algo={} names a class of cuDNN engines (the cuda backend's); the cpu backend "
-        "takes heuristic, autotune, im2col, onednn, winograd or auto",
+        "takes heuristic, autotune, im2col, onednn, winograd, auto or matmul",
         conv_algo_choice_name(conv_algo_)));
   }
 }

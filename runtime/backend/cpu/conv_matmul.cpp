@@ -1,0 +1,288 @@
+#include "runtime/backend/cpu/conv_matmul.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+#include <oneapi/dnnl/dnnl.hpp>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "runtime/backend/cpu/onednn_engine.h"
+#include "runtime/backend/cpu/onednn_layouts.h"
+#include "runtime/backend/cpu/parallel.h"
+#include "runtime/core/error.h"
+#include "runtime/core/half.h"
+
+namespace dlb {
+namespace {
+
+using dnnl::memory;
+using Tag = memory::format_tag;
+constexpr auto kBf16 = memory::data_type::bf16;
+constexpr auto kF32 = memory::data_type::f32;
+constexpr size_t kAlign = 64;
+
+size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+
+// A row-major rows x cols matrix of `type`, or (transposed) the transpose of one stored
+// cols x rows.
+memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, bool transposed = false) {
+  return transposed ? memory::desc({rows, cols}, type, {1, rows})
+                    : memory::desc({rows, cols}, type, {cols, 1});
+}
+
+// One matrix product c = a b (+ bias), made once.
+struct Product {
+  memory::desc a, b, c, bias, scratchpad;
+  dnnl::matmul primitive;
+  std::string implementation;
+
+  Product(memory::desc a_, memory::desc b_, memory::desc c_, memory::desc bias_ = {})
+      : a(std::move(a_)), b(std::move(b_)), c(std::move(c_)), bias(std::move(bias_)) {
+    dnnl::primitive_attr attr;
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::matmul::primitive_desc pd(
+        bias.get_size() ? dnnl::matmul::desc(a, b, bias, c) : dnnl::matmul::desc(a, b, c), attr,
+        onednn_cpu_engine());
+    implementation = pd.impl_info_str();
+    if (implementation.rfind("ref", 0) == 0) {
+      throw Unsupported(
+          fmt::format("onednn multiplies these bf16 matrices with its reference "
+                      "loops ({})",
+                      implementation));
+    }
+    scratchpad = pd.scratchpad_desc();
+    primitive = dnnl::matmul(pd);
+  }
+
+  void run(dnnl::stream& stream, const void* a_, const void* b_, void* c_, const void* bias_,
+           void* scratch) const {
+    const auto& e = onednn_cpu_engine();
+    std::unordered_map<int, memory> args{{DNNL_ARG_SRC, memory(a, e, const_cast<void*>(a_))},
+                                         {DNNL_ARG_WEIGHTS, memory(b, e, const_cast<void*>(b_))},
+                                         {DNNL_ARG_DST, memory(c, e, c_)}};
+    if (bias_) args.emplace(DNNL_ARG_BIAS, memory(bias, e, const_cast<void*>(bias_)));
+    if (scratchpad.get_size()) args.emplace(DNNL_ARG_SCRATCHPAD, memory(scratchpad, e, scratch));
+    primitive.execute(stream, args);
+  }
+};
+
+// A reorder between two layouts of the weights; absent where they are the same.
+std::optional<dnnl::reorder> weight_reorder(const memory::desc& from, const memory::desc& to) {
+  if (from == to) return std::nullopt;
+  const auto& e = onednn_cpu_engine();
+  return dnnl::reorder(dnnl::reorder::primitive_desc(e, from, e, to));
+}
+
+// Row p of `cols` (p = (image, out_y, out_x)) holds x's window at that output pixel, (kernel
+// row, kernel column, channel) in order; zeros where the window lies in the padding.
+void gather_columns(const ConvDesc& d, const uint16_t* x, uint16_t* cols) {
+  const int64_t oh = d.out_h(), ow = d.out_w(), c = d.in_channels;
+  const int64_t k = d.kernel_h * d.kernel_w * c;
+  parallel_for(d.batch * oh, 2, [=](int64_t row) {
+    const int64_t n = row / oh, oy = row % oh;
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      uint16_t* out = cols + (row * ow + ox) * k;
+      for (int64_t r = 0; r < d.kernel_h; ++r) {
+        const int64_t iy = oy * d.stride_h - d.pad_h + r;
+        for (int64_t s = 0; s < d.kernel_w; ++s, out += c) {
+          const int64_t ix = ox * d.stride_w - d.pad_w + s;
+          if (iy < 0 || iy >= d.height || ix < 0 || ix >= d.width) {
+            std::memset(out, 0, c * sizeof(uint16_t));
+          } else {
+            std::memcpy(out, x + ((n * d.height + iy) * d.width + ix) * c, c * sizeof(uint16_t));
+          }
+        }
+      }
+    }
+  });
+}
+
+// dx at each input pixel: the sum, in f32, of the window terms in `terms` (rows as in
+// gather_columns) that fall on it, kernel row by kernel column, rounded once to bf16.
+void scatter_columns(const ConvDesc& d, const float* terms, uint16_t* dx) {
+  const int64_t oh = d.out_h(), ow = d.out_w(), c = d.in_channels;
+  const int64_t k = d.kernel_h * d.kernel_w * c;
+  parallel_for(d.batch * d.height, 2, [=](int64_t row) {
+    const int64_t n = row / d.height, iy = row % d.height;
+    std::vector<float> sum(static_cast<size_t>(c));
+    for (int64_t ix = 0; ix < d.width; ++ix) {
+      std::fill(sum.begin(), sum.end(), 0.f);
+      for (int64_t r = 0; r < d.kernel_h; ++r) {
+        const int64_t ty = iy + d.pad_h - r;
+        if (ty < 0 || ty % d.stride_h || ty / d.stride_h >= oh) continue;
+        for (int64_t s = 0; s < d.kernel_w; ++s) {
+          const int64_t tx = ix + d.pad_w - s;
+          if (tx < 0 || tx % d.stride_w || tx / d.stride_w >= ow) continue;
+          const int64_t p = (n * oh + ty / d.stride_h) * ow + tx / d.stride_w;
+          const float* term = terms + p * k + (r * d.kernel_w + s) * c;
+          for (int64_t ch = 0; ch < c; ++ch) sum[ch] += term[ch];
+        }
+      }
+      uint16_t* out = dx + (row * d.width + ix) * c;
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] = float_to_bf16(sum[ch]);
+    }
+  });
+}
+
+}  // namespace
+
+struct MatmulConv::Impl {
+  ConvDesc d;
+  int64_t pixels = 0, k = 0;  // output pixels of the batch; one window's length
+  bool x_is_columns = false;  // 1x1 at stride 1 without padding
+  memory::desc rows;          // the weights as KRSC rows, [out_channels, k]
+  std::optional<dnnl::reorder> w_to_rows, rows_to_dw;
+  std::optional<Product> forward, forward_bias, backward_data, backward_filter;
+
+  explicit Impl(const ConvDesc& desc);
+  size_t columns_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * sizeof(uint16_t)); }
+  size_t rows_bytes(bool reordered) const {
+    return reordered ? aligned(d.out_channels * k * sizeof(uint16_t)) : 0;
+  }
+  size_t terms_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * sizeof(float)); }
+};
+
+MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
+  const bool bf16 = d.types.data == DType::kBF16 && d.types.params == DType::kBF16;
+  if (d.groups != 1 || d.layout != Layout::kNHWC || !bf16 || !cpu_multiplies_bf16()) {
+    throw Unsupported(
+        "im2col+matmul takes ungrouped layers with channels-last bf16 activations and weights, "
+        "where the CPU multiplies bf16 natively");
+  }
+  pixels = d.batch * d.out_h() * d.out_w();
+  k = d.kernel_h * d.kernel_w * d.in_channels;
+  x_is_columns = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
+                 d.pad_h == 0 && d.pad_w == 0;
+  const int64_t oc = d.out_channels;
+  const memory::dims w{oc, d.in_channels, d.kernel_h, d.kernel_w};
+  rows = memory::desc(w, kBf16, Tag::ohwi);
+  w_to_rows = weight_reorder({w, kBf16, onednn_weight_tag(d.weight_layout, d.layout)}, rows);
+  rows_to_dw = weight_reorder(rows, {w, kBf16, onednn_weight_tag(d.grad_layout, d.layout)});
+  // y = columns x rows^T; dx's terms = dy x rows; dw = dy^T x columns.
+  forward.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true), matrix(pixels, oc, kBf16));
+  if (d.bias) {
+    forward_bias.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true),
+                         matrix(pixels, oc, kBf16), matrix(1, oc, kBf16));
+  }
+  backward_data.emplace(matrix(pixels, oc, kBf16), matrix(oc, k, kBf16),
+                        matrix(pixels, k, x_is_columns ? kBf16 : kF32));
+  backward_filter.emplace(matrix(oc, pixels, kBf16, true), matrix(pixels, k, kBf16),
+                          matrix(oc, k, kBf16));
+}
+
+MatmulConv::MatmulConv(const ConvDesc& d) : impl_(std::make_unique<Impl>(d)) {}
+MatmulConv::~MatmulConv() = default;
+
+size_t MatmulConv::workspace_bytes(ConvPass p) const {
+  const Impl& m = *impl_;
+  switch (p) {
+    case ConvPass::kForward:
+      return m.columns_bytes() + m.rows_bytes(m.w_to_rows.has_value()) +
+             std::max(m.forward->scratchpad.get_size(),
+                      m.forward_bias ? m.forward_bias->scratchpad.get_size() : 0);
+    case ConvPass::kBackwardData:
+      return m.rows_bytes(m.w_to_rows.has_value()) + m.terms_bytes() +
+             m.backward_data->scratchpad.get_size();
+    case ConvPass::kBackwardFilter:
+      return m.columns_bytes() + m.rows_bytes(m.rows_to_dw.has_value()) +
+             m.backward_filter->scratchpad.get_size();
+  }
+  return 0;
+}
+
+std::string MatmulConv::algorithm(ConvPass p) const {
+  const Impl& m = *impl_;
+  const Product& product = p == ConvPass::kForward        ? *m.forward
+                           : p == ConvPass::kBackwardData ? *m.backward_data
+                                                          : *m.backward_filter;
+  return "im2col+matmul " + product.implementation;
+}
+
+namespace {
+
+// The weights as KRSC rows: `w` itself, or its reorder into `workspace`.
+const void* weight_rows(const std::optional<dnnl::reorder>& reorder, const memory::desc& from,
+                        const memory::desc& rows, dnnl::stream& stream, const void* w,
+                        void* workspace) {
+  if (!reorder) return w;
+  const auto& e = onednn_cpu_engine();
+  memory src(from, e, const_cast<void*>(w)), dst(rows, e, workspace);
+  reorder->execute(stream, src, dst);
+  return workspace;
+}
+
+template <typename F>
+void on_onednn(const char* pass, F&& f) {
+  try {
+    dnnl::stream stream(onednn_cpu_engine());
+    f(stream);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    throw DeviceError(fmt::format("onednn im2col+matmul {}: {}", pass, e.what()));
+  }
+}
+
+memory::desc stored(const memory::desc& rows, const ConvDesc& d, Layout layout) {
+  return {rows.dims(), kBf16, onednn_weight_tag(layout, d.layout)};
+}
+
+}  // namespace
+
+void MatmulConv::forward(const void* x, const void* w, const void* bias, void* y,
+                         void* workspace) const {
+  const Impl& m = *impl_;
+  if (bias && !m.forward_bias) throw InvalidArgument("conv bias given to a layer without one");
+  auto* ws = static_cast<uint8_t*>(workspace);
+  const void* cols = x;
+  if (!m.x_is_columns) {
+    gather_columns(m.d, static_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(ws));
+    cols = ws;
+  }
+  uint8_t* rows_at = ws + m.columns_bytes();
+  uint8_t* scratch = rows_at + m.rows_bytes(m.w_to_rows.has_value());
+  on_onednn("forward", [&](dnnl::stream& stream) {
+    const void* rows = weight_rows(m.w_to_rows, stored(m.rows, m.d, m.d.weight_layout), m.rows,
+                                   stream, w, rows_at);
+    const Product& product = bias ? *m.forward_bias : *m.forward;
+    product.run(stream, cols, rows, y, bias, scratch);
+  });
+}
+
+void MatmulConv::backward_data(const void* dy, const void* w, void* dx, void* workspace) const {
+  const Impl& m = *impl_;
+  auto* ws = static_cast<uint8_t*>(workspace);
+  uint8_t* terms = ws + m.rows_bytes(m.w_to_rows.has_value());
+  uint8_t* scratch = terms + m.terms_bytes();
+  on_onednn("backward_data", [&](dnnl::stream& stream) {
+    const void* rows =
+        weight_rows(m.w_to_rows, stored(m.rows, m.d, m.d.weight_layout), m.rows, stream, w, ws);
+    m.backward_data->run(stream, dy, rows, m.x_is_columns ? dx : terms, nullptr, scratch);
+  });
+  if (!m.x_is_columns) {
+    scatter_columns(m.d, reinterpret_cast<const float*>(terms), static_cast<uint16_t*>(dx));
+  }
+}
+
+void MatmulConv::backward_filter(const void* x, const void* dy, void* dw, void* workspace) const {
+  const Impl& m = *impl_;
+  auto* ws = static_cast<uint8_t*>(workspace);
+  const void* cols = x;
+  if (!m.x_is_columns) {
+    gather_columns(m.d, static_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(ws));
+    cols = ws;
+  }
+  uint8_t* rows = m.rows_to_dw ? ws + m.columns_bytes() : static_cast<uint8_t*>(dw);
+  uint8_t* scratch = ws + m.columns_bytes() + m.rows_bytes(m.rows_to_dw.has_value());
+  on_onednn("backward_filter", [&](dnnl::stream& stream) {
+    m.backward_filter->run(stream, dy, cols, rows, nullptr, scratch);
+    if (m.rows_to_dw) {
+      const auto& e = onednn_cpu_engine();
+      memory src(m.rows, e, rows), dst(stored(m.rows, m.d, m.d.grad_layout), e, dw);
+      m.rows_to_dw->execute(stream, src, dst);
+    }
+  });
+}
+
+}  // namespace dlb

@@ -1,0 +1,49 @@
+// Convolution as im2col plus one oneDNN bf16 matrix product over the whole batch, on
+// channels-last bf16 tensors: for CPUs with AMX. oneDNN 2.6's direct AMX kernels tile one row of
+// output pixels at a time, so on a small feature map (resnet18's 2x2 layers at 64 px) AMX's
+// 16-row tiles stay mostly empty; one product over every output pixel of the batch fills them
+// (measured in docs/cpu.md). Each row of the columns holds one output pixel's window in (kernel
+// row, kernel column, channel) order, the order in which channels-last (KRSC) weights hold an
+// output channel's row, and channels last holds each pixel's channels together, so im2col copies
+// whole runs of channels.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "runtime/backend/backend.h"
+
+namespace dlb {
+
+class MatmulConv {
+ public:
+  // Throws Unsupported unless the layer is ungrouped, its activations are stored channels last,
+  // its data and parameters are bf16, and oneDNN multiplies each pass's product natively (not
+  // with its reference loops).
+  explicit MatmulConv(const ConvDesc& d);
+  ~MatmulConv();
+  MatmulConv(const MatmulConv&) = delete;
+  MatmulConv& operator=(const MatmulConv&) = delete;
+
+  // The pass's columns (none where a 1x1 layer at stride 1 reads x as they), its KRSC copy of
+  // the weights or their gradient where they are stored otherwise, its f32 window terms
+  // (backward data) and oneDNN's scratchpad.
+  size_t workspace_bytes(ConvPass p) const;
+  // "im2col+matmul brg:avx512_core_amx_bf16": oneDNN's implementation of the pass's product.
+  std::string algorithm(ConvPass p) const;
+
+  // bf16 operands: activations channels last, w as ConvDesc::weight_layout says, dw as
+  // grad_layout says. Products accumulate in f32 and round once on store. The forward pass adds
+  // `bias` (one bf16 per output channel; may be null) before that rounding, as oneDNN's bf16
+  // convolution does. Backward data sums each input pixel's window terms (f32 products of the
+  // matrix product) in f32, kernel row by kernel column, and rounds once. `workspace` is
+  // 64-byte aligned, workspace_bytes(pass) long.
+  void forward(const void* x, const void* w, const void* bias, void* y, void* workspace) const;
+  void backward_data(const void* dy, const void* w, void* dx, void* workspace) const;
+  void backward_filter(const void* x, const void* dy, void* dw, void* workspace) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dlb

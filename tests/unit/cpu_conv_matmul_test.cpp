@@ -1,0 +1,199 @@
+// im2col+matmul (conv_matmul.h): a native bf16 layer's convolution as one oneDNN matrix product
+// over the batch, on channels-last tensors, where oneDNN has AMX. On small integers every sum is
+// exact in f32 and in bf16, so each pass must equal oneDNN's f32 convolution bit for bit: a wrong
+// window, padding, stride, transpose, weight layout or bias cannot hide in rounding.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/cpu/cpu_backend.h"
+#include "runtime/backend/cpu/onednn_engine.h"
+#include "runtime/core/error.h"
+#include "runtime/core/rng.h"
+
+namespace dlb {
+namespace {
+
+OpTypes types(DType t) {
+  OpTypes o;
+  o.math = t == DType::kF32 ? Precision::kFp32 : Precision::kBf16;
+  o.data = o.params = t;
+  return o;
+}
+
+struct Case {
+  int64_t batch, in, out, side, kernel, stride, pad;
+  bool bias;
+};
+
+// The layer as a bf16 run on a CPU with AMX stores it: channels-last activations, weights and
+// their gradient in oneDNN's blocks where the channels fill them (KRSC otherwise).
+ConvDesc layer(const Case& c, DType t, Layout layout, const Backend& b) {
+  ConvDesc d;
+  d.batch = c.batch, d.in_channels = c.in, d.out_channels = c.out;
+  d.height = d.width = c.side;
+  d.kernel_h = d.kernel_w = c.kernel, d.stride_h = d.stride_w = c.stride;
+  d.pad_h = d.pad_w = c.pad, d.bias = c.bias;
+  d.types = types(t);
+  d.layout = layout;
+  describe_weights_as_trained(b, t != DType::kF32, d);
+  return d;
+}
+
+BackendOptions choosing(ConvAlgoChoice c) {
+  BackendOptions o;
+  o.conv_algo = c;
+  return o;
+}
+
+class CpuConvMatmul : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!cpu_multiplies_bf16() || !cpu_has_amx()) {
+      GTEST_SKIP() << "im2col+matmul runs on channels-last bf16, which this CPU's runs do not use";
+    }
+  }
+  // Integers in [-1, 1] of type `t`, stored in `layout`.
+  Tensor ints(const Shape& s, DType t, Layout layout, uint64_t seed) {
+    Rng rng(seed);
+    std::vector<float> v(static_cast<size_t>(s.numel()));
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng.next_u64() % 3) - 1);
+    Tensor f = b.empty(s, DType::kF32, MemCategory::kActivations, "f32");
+    b.copy_from_host(v.data(), f);
+    Tensor out = b.empty(s, t, MemCategory::kActivations, "operand", layout);
+    b.cast(f, out);
+    return out;
+  }
+  std::vector<float> floats(const Tensor& t) {
+    Tensor f = b.empty(t.shape(), DType::kF32, MemCategory::kActivations, "f32");
+    b.cast(t, f);
+    std::vector<float> v(static_cast<size_t>(t.numel()));
+    b.copy_to_host(f, v.data());
+    return v;
+  }
+  // y (with the bias, if any), dx and dw of plan `plan` for layer `d`, from the same integers.
+  std::vector<std::vector<float>> passes(const ConvPlan& plan, const ConvDesc& d) {
+    const DType t = d.types.data;
+    const Shape xs{d.batch, d.in_channels, d.height, d.width};
+    const Shape ws{d.out_channels, d.in_channels, d.kernel_h, d.kernel_w};
+    const Shape ys{d.batch, d.out_channels, d.out_h(), d.out_w()};
+    const auto as_stored = [&](Layout l) { return l == Layout::kNCHW ? d.layout : l; };
+    Tensor x = ints(xs, t, d.layout, 1), dy = ints(ys, t, d.layout, 4);
+    Tensor w = ints(ws, t, as_stored(d.weight_layout), 2), bias = ints({d.out_channels}, t, {}, 3);
+    Tensor y = ints(ys, t, d.layout, 5), dx = ints(xs, t, d.layout, 6);
+    Tensor dw = ints(ws, t, as_stored(d.grad_layout), 7);
+    if (d.bias) {
+      b.conv_bias_forward(plan, x, w, bias, y);
+    } else {
+      b.conv_forward(plan, x, w, y);
+    }
+    b.conv_backward_data(plan, dy, w, dx);
+    b.conv_backward_filter(plan, x, dy, dw);
+    return {floats(y), floats(dx), floats(dw)};
+  }
+  CpuBackend b{{}};
+};
+
+// Every pass, on windows with padding, strides of 1 and 2, 1x1 kernels that read x as the columns
+// and ones that gather it, the stem's 7x7 over 3 channels (KRSC weights, which oneDNN does not
+// block), a 2x2 output, and a bias.
+TEST_F(CpuConvMatmul, PassesEqualOnednnF32OnExactValues) {
+  const Case cases[] = {{2, 16, 32, 8, 3, 1, 1, true},  {2, 16, 32, 7, 3, 2, 1, false},
+                        {2, 32, 16, 4, 1, 1, 0, false}, {2, 32, 64, 5, 1, 2, 0, false},
+                        {2, 3, 16, 9, 7, 2, 3, false},  {3, 32, 32, 2, 3, 1, 1, true}};
+  CpuBackend matmul(choosing(ConvAlgoChoice::kMatmul)), f32(choosing(ConvAlgoChoice::kOnednn));
+  for (const Case& c : cases) {
+    const ConvDesc d = layer(c, DType::kBF16, Layout::kNHWC, matmul);
+    const auto plan = matmul.make_conv_plan(d);
+    for (const PassAlgorithm& a : plan->algorithms()) {
+      EXPECT_EQ(a.algorithm.rfind("im2col+matmul", 0), 0u) << a.algorithm;
+      EXPECT_EQ(a.products.operands, DType::kBF16);
+      EXPECT_TRUE(a.refused.empty()) << a.refused;
+    }
+    const ConvDesc reference = layer(c, DType::kF32, Layout::kNCHW, f32);
+    EXPECT_EQ(passes(*plan, d), passes(*f32.make_conv_plan(reference), reference))
+        << conv_shape_text(d);
+  }
+}
+
+// The heuristic's rule (conv.cpp's matmul_pays): forward and backward data on outputs of at most
+// 2x2; backward filter for 1x1 kernels to 16 pixels wide and 3x3 ones to 8.
+TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
+  const auto matmul_passes = [&](const Case& c) {
+    std::vector<bool> out;
+    for (const PassAlgorithm& a :
+         b.make_conv_plan(layer(c, DType::kBF16, Layout::kNHWC, b))->algorithms()) {
+      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
+    }
+    return out;
+  };
+  using Passes = std::vector<bool>;  // forward, backward data, backward filter
+  EXPECT_EQ(matmul_passes({4, 32, 32, 2, 3, 1, 1, false}), (Passes{true, true, true}));
+  EXPECT_EQ(matmul_passes({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(matmul_passes({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(matmul_passes({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
+  EXPECT_EQ(matmul_passes({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
+}
+
+// im2col+matmul takes channels-last bf16 layers only: --conv-algo=matmul on any other gives each
+// pass the heuristic's algorithm and says why, and --conv-algo=onednn never takes it.
+TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
+  CpuBackend matmul(choosing(ConvAlgoChoice::kMatmul));
+  const Case c{2, 16, 32, 4, 3, 1, 1, false};
+  for (const ConvDesc& d : {layer(c, DType::kF32, Layout::kNHWC, matmul),
+                            layer(c, DType::kBF16, Layout::kNCHW, matmul)}) {
+    for (const PassAlgorithm& a : matmul.make_conv_plan(d)->algorithms()) {
+      EXPECT_EQ(a.algorithm.find("matmul"), std::string::npos) << a.algorithm;
+      EXPECT_NE(a.refused.find("channels-last bf16"), std::string::npos) << a.refused;
+    }
+  }
+  CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn));
+  const ConvDesc small = layer({4, 32, 32, 2, 3, 1, 1, false}, DType::kBF16, Layout::kNHWC, onednn);
+  for (const PassAlgorithm& a : onednn.make_conv_plan(small)->algorithms()) {
+    EXPECT_EQ(a.algorithm.find("matmul"), std::string::npos) << a.algorithm;
+  }
+}
+
+// Under a --workspace-limit that oneDNN's direct forward pass fits and im2col+matmul's does not
+// (its columns, and a copy of the weights as KRSC rows), the heuristic takes another algorithm,
+// and a named matmul says what it needs.
+TEST_F(CpuConvMatmul, KeepsWithinTheWorkspaceLimit) {
+  const Case c{4, 32, 32, 2, 3, 1, 1, false};
+  CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn)), matmul(choosing(ConvAlgoChoice::kMatmul));
+  const auto needs = [&](CpuBackend& be) {
+    std::vector<size_t> out;
+    for (const PassAlgorithm& a :
+         be.make_conv_plan(layer(c, DType::kBF16, Layout::kNHWC, be))->algorithms()) {
+      out.push_back(a.workspace_bytes);
+    }
+    return out;
+  };
+  const std::vector<size_t> direct = needs(onednn), columns = needs(matmul);
+  // What oneDNN's forward and backward-data passes need (its AMX backward-filter pass needs more
+  // than any of matmul's here; that pass then takes matmul's, or f32's).
+  const size_t limit = std::max(direct[0], direct[1]);
+  int over = 0;
+  for (ConvAlgoChoice choice : {ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kMatmul}) {
+    BackendOptions o = choosing(choice);
+    o.workspace_limit = limit;
+    CpuBackend limited(o);
+    const auto passes =
+        limited.make_conv_plan(layer(c, DType::kBF16, Layout::kNHWC, limited))->algorithms();
+    for (size_t p = 0; p < passes.size(); ++p) {
+      EXPECT_LE(passes[p].workspace_bytes, limit) << passes[p].algorithm;
+      if (columns[p] <= limit) continue;
+      ++over;
+      EXPECT_EQ(passes[p].algorithm.find("matmul"), std::string::npos) << passes[p].algorithm;
+      if (choice == ConvAlgoChoice::kMatmul) {
+        EXPECT_NE(passes[p].refused.find("over --workspace-limit"), std::string::npos)
+            << passes[p].refused;
+      }
+    }
+  }
+  EXPECT_GT(over, 0) << "im2col+matmul fits where oneDNN's direct passes do";
+}
+
+}  // namespace
+}  // namespace dlb
