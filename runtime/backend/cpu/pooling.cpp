@@ -11,6 +11,7 @@
 #include "runtime/backend/cpu/f32_views.h"
 #include "runtime/backend/cpu/parallel.h"
 #include "runtime/backend/cpu/pointwise_loops.h"
+#include "runtime/backend/cpu/pool_loops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stored_float.h"
 
@@ -181,7 +182,8 @@ void pool_forward_last(const PoolDesc& p, const PoolGeo& g, const T* x, T* y) {
 }
 
 // Output (i, j)'s gradient into each channel's inputs in `sums` (the image's, channels last):
-// the window's argmax (window_argmax's: the first maximum, or the last NaN), or its share.
+// the window's argmax (window_argmax's: the first maximum, or the last NaN; pool_loops.h scans
+// every channel at once), or its share.
 template <typename T>
 void gradient_last(const PoolDesc& p, const ChannelsLastImage& im, const T* xp, const T* dy,
                    int64_t i, int64_t j, float* sums) {
@@ -200,37 +202,14 @@ void gradient_last(const PoolDesc& p, const ChannelsLastImage& im, const T* xp, 
     }
     return;
   }
-  thread_local std::vector<float> best_v;
-  thread_local std::vector<int32_t> arg_v, last_nan_v;  // pixels of the image: under 2^31
-  best_v.resize(static_cast<size_t>(c));
-  arg_v.resize(static_cast<size_t>(c));
-  last_nan_v.resize(static_cast<size_t>(c));
-  float* best = best_v.data();
-  int32_t* arg = arg_v.data();
-  int32_t* last_nan = last_nan_v.data();
-  const int32_t first = static_cast<int32_t>(w.ha * g.w + w.wa);
-  for (int64_t ch = 0; ch < c; ++ch) {
-    best[ch] = load(xp[first * c + ch]);
-    arg[ch] = first;
-    last_nan[ch] = -1;
-  }
-  for (int64_t a = w.ha; a < w.hb; ++a) {
-    for (int64_t b = w.wa; b < w.wb; ++b) {
-      const int32_t at = static_cast<int32_t>(a * g.w + b);
-      const T* px = xp + at * c;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float v = load(px[ch]);
-        const bool greater = v > best[ch];
-        best[ch] = greater ? v : best[ch];
-        arg[ch] = greater ? at : arg[ch];
-        last_nan[ch] = v != v ? at : last_nan[ch];
-      }
-    }
-  }
-  for (int64_t ch = 0; ch < c; ++ch) {
-    const int64_t q = last_nan[ch] >= 0 ? last_nan[ch] : arg[ch];
-    sums[q * c + ch] += load(grad[ch * step]);
-  }
+  thread_local std::vector<float> best;
+  thread_local std::vector<int32_t> arg, last_nan;  // pixels of the image: under 2^31
+  best.resize(static_cast<size_t>(c));
+  arg.resize(static_cast<size_t>(c));
+  last_nan.resize(static_cast<size_t>(c));
+  pool_loops<T>(host_cpu_isa())
+      .window_argmax(xp, g.w, c, w.ha, w.hb, w.wa, w.wb, arg.data(), best.data(), last_nan.data());
+  for (int64_t ch = 0; ch < c; ++ch) sums[arg[ch] * c + ch] += load(grad[ch * step]);
 }
 
 template <typename T>
