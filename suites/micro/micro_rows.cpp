@@ -166,6 +166,20 @@ bool winograd_runs(const ConvDesc& d) {
   return true;
 }
 
+// Whether im2col+matmul runs every pass of `d` in precision `p` itself (a bf16 layer stored
+// channels last, on a CPU with AMX): elsewhere it leaves them to the heuristic, whose rows these
+// would repeat.
+bool matmul_runs(const ConvDesc& d, Precision p) {
+  Backend& b = backend_for(BackendKind::kCpu, ConvAlgoChoice::kMatmul);
+  ConvDesc desc = d;
+  desc.types = OpTypes::of(PrecisionPolicy::for_precision(p));
+  desc.layout = b.activation_layout(desc.types);
+  for (const PassAlgorithm& a : b.make_conv_plan(desc)->algorithms()) {
+    if (!a.refused.empty()) return false;
+  }
+  return true;
+}
+
 // A conv row's label: "8x64x16x16 k3x3 s1 p1 -> 64".
 std::string conv_key(const ConvDesc& d) {
   return fmt::format("{}x{}x{}x{} k{}x{} s{} p{} -> {}", d.batch, d.in_channels, d.height, d.width,
@@ -191,6 +205,7 @@ void register_conv_benchmarks(BackendKind kind, const std::vector<MachinePeak>& 
             peak_for(peaks, backend_for(kind, ConvAlgoChoice::kHeuristic), p).flops_per_s;
         for (ConvAlgoChoice algo : named_conv_algorithms(kind)) {
           if (algo == ConvAlgoChoice::kWinograd && !winograd) continue;
+          if (algo == ConvAlgoChoice::kMatmul && !matmul_runs(d, p)) continue;
           for (ConvPass pass : kConvPasses) {
             const std::string name =
                 fmt::format("conv/{}/{}/{}/{}.{}/{}", backend_name, precision_name(p),

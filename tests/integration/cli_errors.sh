@@ -135,7 +135,7 @@ expect 2 "--profile is read from traced steps: give --trace-steps=N" "${quick[@]
 expect 2 "--no-such-flag" "${quick[@]}" --no-such-flag
 expect 2 "--dropout must be in [0, 1) (got 1)" "${quick[@]}" --dropout=1
 expect 2 "--lr must be positive" "${quick[@]}" --lr=0
-expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn, winograd, auto, class:fft, class:winograd, class:tensor_core, class:other)" \
+expect 2 "--conv-algo: unknown conv algo 'fastest' (expected heuristic, autotune, im2col, onednn, winograd, auto, matmul, class:fft, class:winograd, class:tensor_core, class:other)" \
   "${quick[@]}" --conv-algo=fastest
 expect 2 "--conv-algo: unknown conv algo 'class:gemm'" "${quick[@]}" --conv-algo=class:gemm
 expect 2 "--conv-algo=class:fft names a class of cuDNN engines (the cuda backend's)" \
@@ -189,7 +189,7 @@ if "$dlbench" bench conv --model=resnet18 --image-size=32 --batch=2 --repeat=1 -
 else
   echo "FAIL: bench conv --algos=winograd"; cat "$work/wino.out"; failures=$((failures + 1))
 fi
-expect 2 "--algos: the cpu backend has no algorithm 'fft' (it has: im2col, onednn, winograd)" \
+expect 2 "--algos: the cpu backend has no algorithm 'fft' (it has: im2col, onednn, winograd, matmul)" \
   bench conv --algos=fft
 expect 2 "--ranks must be in [1, 2147483647]" bench allreduce --ranks=0
 expect 2 "--comm: foo not in" bench allreduce --comm=foo

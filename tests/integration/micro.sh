@@ -21,8 +21,10 @@ echo "micro suite: $(($(date +%s) - start)) s"
 avx512=0 bf16=0  # oneDNN 2.6 has its Winograd for AVX-512 cores only
 grep -qw avx512f /proc/cpuinfo && avx512=1
 grep -qw avx512_bf16 /proc/cpuinfo && bf16=1  # and multiplies bf16 natively with AVX-512 BF16
+amx=0  # and with AMX stores bf16 channels last, which im2col+matmul takes
+grep -qw amx_bf16 /proc/cpuinfo && amx=1
 check "rows: every linear layer's GEMM and every distinct conv, each pass, algorithm and precision" \
-  $py - "$work/m" "$DLBENCH_PEAK_FILE" "$avx512" "$bf16" <<'PY'
+  $py - "$work/m" "$DLBENCH_PEAK_FILE" "$avx512" "$bf16" "$amx" <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1] + "/micro.json"))
 peaks = json.load(open(sys.argv[2]))["peaks"]
@@ -39,7 +41,11 @@ conv = [n for n in names if n.startswith("conv/cpu/")]
 assert len(gemm) == 8 * 3 * 3, len(gemm)
 wino = [n for n in conv if n.split("/")[3] == "winograd"]
 assert len(wino) == ((4 + 9) * 3 * 3 if sys.argv[3] == "1" else 0), len(wino)
-assert len(conv) == (23 + 9) * 3 * 2 * 3 + len(wino), len(conv)
+# and im2col+matmul's: every distinct convolution's 3 passes in bf16, where the CPU has AMX
+matmul = [n for n in conv if n.split("/")[3] == "matmul"]
+assert len(matmul) == ((23 + 9) * 3 if sys.argv[5] == "1" else 0), len(matmul)
+assert all(n.split("/")[2] == "bf16" for n in matmul), matmul
+assert len(conv) == (23 + 9) * 3 * 2 * 3 + len(wino) + len(matmul), len(conv)
 for b in rows:
     peak = cpu.get(b["name"].split("/")[2], cpu["fp32"])
     assert b["FLOP/s"] > 0 and abs(b["of_peak"] - b["FLOP/s"] / peak) < 1e-6 * b["of_peak"], b

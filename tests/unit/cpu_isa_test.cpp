@@ -5,6 +5,7 @@
 // on a CPU without AVX-512, which never runs that copy.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -15,6 +16,7 @@
 #include "runtime/backend/cpu/batch_norm_loops.h"
 #include "runtime/backend/cpu/isa.h"
 #include "runtime/backend/cpu/pointwise_loops.h"
+#include "runtime/backend/cpu/pool_loops.h"
 #include "runtime/core/error.h"
 #include "runtime/core/layout_order.h"
 
@@ -187,6 +189,40 @@ TYPED_TEST(CpuIsaLoops, ElementwiseLoopsGiveTheSameBitsOnEitherInstructionSet) {
     EXPECT_TRUE(same_bits(grad[0], grad[1]));
     EXPECT_TRUE(same_bits(widened[0], widened[1]));
     EXPECT_TRUE(same_bits(narrowed[0], narrowed[1]));
+  }
+}
+
+// Max pooling's channels-last window scan finds the same pixel for every channel: on windows
+// full of ties (the first maximum wins), signed zeros, -infinity and NaN (the last one wins),
+// clipped by the image's edges.
+TYPED_TEST(CpuIsaLoops, WindowArgmaxFindsTheSamePixelsOnEitherInstructionSet) {
+  using T = TypeParam;
+  if (host_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU runs the x86-64 loops only";
+  const float values[] = {-std::numeric_limits<float>::infinity(), -0.f, 0.f, 1.f, 1.f, 2.f,
+                          std::numeric_limits<float>::quiet_NaN()};
+  std::mt19937 gen(5);
+  const int64_t side = 5;
+  for (const int64_t c : {1, 15, 16, 17, 64}) {
+    SCOPED_TRACE(::testing::Message() << c << " channels");
+    std::vector<float> v(static_cast<size_t>(side * side * c));
+    for (float& x : v) x = values[gen() % std::size(values)];
+    const std::vector<T> x = stored_values<T>(v);
+    for (const auto [ha, hb, wa, wb] :
+         {std::array<int64_t, 4>{0, 3, 0, 3}, {1, 4, 2, 5}, {4, 5, 0, 2}, {0, 5, 0, 5}}) {
+      std::vector<int32_t> arg[2];
+      for (int k = 0; k < 2; ++k) {
+        std::vector<float> best(static_cast<size_t>(c));
+        std::vector<int32_t> last_nan(static_cast<size_t>(c));
+        arg[k].assign(static_cast<size_t>(c), -7);
+        pool_loops<T>(k ? CpuIsa::kAvx512 : CpuIsa::kX86_64)
+            .window_argmax(x.data(), side, c, ha, hb, wa, wb, arg[k].data(), best.data(),
+                           last_nan.data());
+      }
+      EXPECT_EQ(arg[0], arg[1]) << "rows " << ha << ".." << hb << ", columns " << wa << ".." << wb;
+      for (int32_t at : arg[0]) {
+        EXPECT_TRUE(at / side >= ha && at / side < hb && at % side >= wa && at % side < wb) << at;
+      }
+    }
   }
 }
 

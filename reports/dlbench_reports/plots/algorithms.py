@@ -26,7 +26,7 @@ LIMIT_NOTE = ("Each policy's median step time against the workspace limit (the m
               "runs no pass at all; its message is in the table above.")
 
 # The order of the policies on both plots: named algorithms, then the choosing ones.
-POLICIES = ["im2col", "onednn", "winograd", "auto", "class:tensor_core", "class:other",
+POLICIES = ["im2col", "onednn", "winograd", "auto", "matmul", "class:tensor_core", "class:other",
             "class:winograd", "class:fft", "heuristic", "autotune"]
 PASSES = ("forward_ms", "backward_data_ms", "backward_weights_ms")
 UNITS = {"": 1, "B": 1, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30, "KB": 1e3, "MB": 1e6,

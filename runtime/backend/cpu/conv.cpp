@@ -1,8 +1,9 @@
 // The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
-// own choice) or im2col + sgemm, chosen as the run's --conv-algo says within its
-// --workspace-limit. Operands may be stored in 16 bits. A bf16 layer's oneDNN primitives take its
-// bf16 tensors as they are, where the CPU multiplies bf16 natively (AVX-512 BF16, or AMX); every
-// other pass computes on f32 views of them (f32_views.h).
+// own choice), im2col + sgemm, or (a channels-last bf16 layer) im2col + one oneDNN bf16 matrix
+// product, chosen as the run's --conv-algo says within its --workspace-limit. Operands may be
+// stored in 16 bits. A bf16 layer's oneDNN primitives and im2col+matmul take its bf16 tensors as
+// they are, where the CPU multiplies bf16 natively (AVX-512 BF16, or AMX); every other pass
+// computes on f32 views of them (f32_views.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -232,9 +233,10 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
     onednn += fmt::format(", its {} needs {}", onednn_choice_name(a),
                           format_bytes(conv->workspace_bytes(p)));
   }
-  if (const MatmulConv* matmul = plan.matmul()) {
-    onednn += fmt::format(", im2col+matmul needs {}", format_bytes(matmul->workspace_bytes(p)));
-  }
+  const MatmulConv* matmul = plan.matmul();
+  const std::string matmul_need =
+      matmul ? fmt::format("; im2col+matmul needs {}", format_bytes(matmul->workspace_bytes(p)))
+             : "";
   const std::string im2col =
       d.layout != Layout::kNCHW
           ? "im2col does not run on channels-last activations"
@@ -244,9 +246,9 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
                             ? ""
                             : ", and a relay of 16 channels' blocked weights");
   return fmt::format(
-      "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: {}, {}",
+      "{}: no convolution algorithm for its {} pass fits --workspace-limit={}: {}, {}{}",
       "conv " + conv_shape_text(d), conv_pass_name(p), limit ? format_bytes(*limit) : "none",
-      im2col, onednn);
+      im2col, onednn, matmul_need);
 }
 
 // Autotuning: one timed run of pass `p` with algorithm `a` on zero-filled operands, after an
@@ -317,10 +319,10 @@ bool amx_backward_filter_pays(const ConvDesc& d) {
 // resnet50 at 224 px (batch 4), matmul's time over the other's was
 // - forward and backward data: 0.42x to 0.85x on 2x2 outputs (64 px's last stage), 1.02x to
 //   2.2x on 4x4 to 7x7 3x3 and 1x1 layers, and 2x to 17x on larger ones, whose columns and
-//   window terms (backward data) are large;
+//   window terms (backward data) are large (the stem's 7x7 forward: 5.9x to 12x);
 // - backward filter: 0.21x to 0.96x for 1x1 kernels to 16 pixels wide (1.0x to 1.24x at 28 and
-//   56), 0.25x to 0.82x for 3x3 kernels to 8 pixels wide, 1.28x and 0.82x at 14, 1.6x to 4x at
-//   16 and wider; the stem's 7x7 1.5x to 12x.
+//   56), 0.24x to 0.82x for 3x3 kernels to 8 pixels wide, 1.28x and 0.82x at 14, 1.6x to 4x at
+//   16 and wider; the stem's 7x7 1.5x to 2.9x.
 bool matmul_pays(const ConvDesc& d, ConvPass p) {
   const bool one = d.kernel_h == 1 && d.kernel_w == 1;
   const bool three = d.kernel_h == 3 && d.kernel_w == 3;
@@ -350,16 +352,15 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
-// docs/cpu.md), but im2col+matmul where matmul_pays, and its backward-filter pass on a CPU with
-// AMX as amx_cpu_backward_filter says. Else
-// oneDNN's Winograd where it pays and fits, else its direct primitive, unless that is its reference
-// loops, which im2col beats by far, or it does not fit; then bf16 off AMX, or f32, where a native
-// pass's first choice does not fit; Winograd where nothing else fits. The caller has checked that
-// one of them fits.
+// docs/cpu.md), but on a CPU with AMX im2col+matmul where matmul_pays, and the backward-filter
+// pass as amx_cpu_backward_filter says. Else oneDNN's Winograd where it pays and fits, else its
+// direct primitive, unless that is its reference loops, which im2col beats by far, or it does not
+// fit; then bf16 off AMX, f32, or im2col+matmul, where a native pass's first choice does not fit;
+// Winograd where nothing else fits. The caller has checked that one of them fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32) {
-    if (matmul_pays(plan.desc(), p) && plan.has(p, CpuConvAlgo::kMatmul)) {
+    if (cpu_has_amx() && matmul_pays(plan.desc(), p) && plan.has(p, CpuConvAlgo::kMatmul)) {
       return CpuConvAlgo::kMatmul;
     }
     if (p == ConvPass::kBackwardFilter && cpu_has_amx()) {
@@ -375,7 +376,8 @@ CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
     return CpuConvAlgo::kDirect;
   }
   if (im2col) return CpuConvAlgo::kIm2col;
-  for (CpuConvAlgo a : {CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32}) {
+  for (CpuConvAlgo a :
+       {CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32, CpuConvAlgo::kMatmul}) {
     if (plan.has(p, a)) return a;  // a native bf16 pass whose first choice does not fit
   }
   return winograd ? CpuConvAlgo::kWinograd : CpuConvAlgo::kDirect;
@@ -397,9 +399,10 @@ CpuConvAlgo named(ConvAlgoChoice c) {
   }
 }
 
-// The oneDNN algorithms a plan for `c` builds: those of the heuristic (every choice but im2col and
-// onednn falls back to it; those two get neither kDirectWithoutAmx nor kDirectF32, which they never
-// run), and what `c` names or times besides.
+// The algorithms besides im2col a plan for `c` builds: those of the heuristic (every choice but
+// im2col and onednn falls back to it; those two get none of kDirectWithoutAmx, kDirectF32 and
+// kMatmul, which they never run), and what `c` names or times besides (a named matmul is made
+// where it cannot run too, to say why).
 std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   std::vector<CpuConvAlgo> out = {CpuConvAlgo::kDirect};
   if (c == ConvAlgoChoice::kWinograd || c == ConvAlgoChoice::kAutotune || winograd_pays(d)) {
@@ -414,7 +417,7 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   if (c == ConvAlgoChoice::kMatmul ||
       (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && native_bf16(d.types) &&
        d.layout == Layout::kNHWC)) {
-    out.push_back(CpuConvAlgo::kMatmul);  // named: made, to say why not where it cannot run
+    out.push_back(CpuConvAlgo::kMatmul);
   }
   return out;
 }
@@ -470,8 +473,8 @@ CpuConvAlgo choose(CpuBackend& b, CpuConvPlan& plan, ConvPass p, ConvAlgoChoice 
   return best;
 }
 
-// The oneDNN plan that runs pass `p` on the stored 16-bit tensors; null when the pass computes on
-// f32 views (im2col, or an f32 plan).
+// The oneDNN plan that runs pass `p` on the stored 16-bit tensors; null when im2col+matmul runs it
+// (on them too) or it computes on f32 views (im2col, or an f32 plan).
 const OnednnConv* native_pass(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* conv = plan.runs_onednn(p);
   return conv && conv->operands() != DType::kF32 ? conv : nullptr;

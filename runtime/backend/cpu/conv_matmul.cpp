@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstring>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
@@ -106,7 +107,8 @@ void scatter_columns(const ConvDesc& d, const float* terms, uint16_t* dx) {
   const int64_t k = d.kernel_h * d.kernel_w * c;
   parallel_for(d.batch * d.height, 2, [=](int64_t row) {
     const int64_t n = row / d.height, iy = row % d.height;
-    std::vector<float> sum(static_cast<size_t>(c));
+    thread_local std::vector<float> sum;  // one input pixel's, on this thread
+    sum.resize(static_cast<size_t>(c));
     for (int64_t ix = 0; ix < d.width; ++ix) {
       std::fill(sum.begin(), sum.end(), 0.f);
       for (int64_t r = 0; r < d.kernel_h; ++r) {
@@ -172,7 +174,16 @@ MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
                           matrix(oc, k, kBf16));
 }
 
-MatmulConv::MatmulConv(const ConvDesc& d) : impl_(std::make_unique<Impl>(d)) {}
+MatmulConv::MatmulConv(const ConvDesc& d) {
+  try {
+    impl_ = std::make_unique<Impl>(d);
+  } catch (const dnnl::error& e) {
+    throw Unsupported(
+        fmt::format("onednn has no bf16 matrix product or weight reorder for "
+                    "im2col+matmul here: {}",
+                    e.what()));
+  }
+}
 MatmulConv::~MatmulConv() = default;
 
 size_t MatmulConv::workspace_bytes(ConvPass p) const {
@@ -194,7 +205,8 @@ size_t MatmulConv::workspace_bytes(ConvPass p) const {
 
 std::string MatmulConv::algorithm(ConvPass p) const {
   const Impl& m = *impl_;
-  const Product& product = p == ConvPass::kForward        ? *m.forward
+  // A layer with a bias runs its forward pass with it (conv_bias_forward).
+  const Product& product = p == ConvPass::kForward ? *(m.forward_bias ? m.forward_bias : m.forward)
                            : p == ConvPass::kBackwardData ? *m.backward_data
                                                           : *m.backward_filter;
   return "im2col+matmul " + product.implementation;
