@@ -94,11 +94,7 @@ std::unique_ptr<Backend> make_check_backend(BackendKind kind, ConvAlgoChoice con
 std::vector<std::pair<BackendKind, ConvAlgoChoice>> gradcheck_conv_algorithms() {
   std::vector<std::pair<BackendKind, ConvAlgoChoice>> out;
   for (BackendKind kind : gradcheck_backends()) {
-    for (ConvAlgoChoice algo : named_conv_algorithms(kind)) {
-      // im2col+matmul takes bf16 layers only; these checks run in f32, where it would leave
-      // every pass to the heuristic (checked already)
-      if (algo != ConvAlgoChoice::kMatmul) out.emplace_back(kind, algo);
-    }
+    for (ConvAlgoChoice algo : named_conv_algorithms(kind)) out.emplace_back(kind, algo);
   }
   return out;
 }

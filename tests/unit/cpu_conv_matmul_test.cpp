@@ -113,8 +113,13 @@ TEST_F(CpuConvMatmul, PassesEqualOnednnF32OnExactValues) {
       EXPECT_TRUE(a.refused.empty()) << a.refused;
     }
     const ConvDesc reference = layer(c, DType::kF32, Layout::kNCHW, f32);
-    EXPECT_EQ(passes(*plan, d), passes(*f32.make_conv_plan(reference), reference))
-        << conv_shape_text(d);
+    const auto want = passes(*f32.make_conv_plan(reference), reference);
+    EXPECT_EQ(passes(*plan, d), want) << conv_shape_text(d);
+    // An f32 layer's backward-filter pass (NCHW; its other passes take the heuristic's).
+    const ConvDesc in_f32 = layer(c, DType::kF32, Layout::kNCHW, matmul);
+    const auto f32_plan = matmul.make_conv_plan(in_f32);
+    EXPECT_EQ(f32_plan->algorithms()[2].algorithm.rfind("im2col+matmul", 0), 0u);
+    EXPECT_EQ(passes(*f32_plan, in_f32)[2], want[2]) << conv_shape_text(d) << " in f32";
   }
 }
 
@@ -135,10 +140,24 @@ TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
   EXPECT_EQ(matmul_passes({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
   EXPECT_EQ(matmul_passes({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
   EXPECT_EQ(matmul_passes({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
+  // f32 (NCHW): the backward-filter pass of 3x3 layers on outputs of at most 2x2
+  const auto f32_passes = [&](const Case& c) {
+    std::vector<bool> out;
+    for (const PassAlgorithm& a :
+         b.make_conv_plan(layer(c, DType::kF32, Layout::kNCHW, b))->algorithms()) {
+      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
+    }
+    return out;
+  };
+  EXPECT_EQ(f32_passes({4, 32, 32, 2, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(f32_passes({4, 32, 32, 4, 3, 2, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(f32_passes({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(f32_passes({4, 32, 32, 2, 1, 1, 0, false}), (Passes{false, false, false}));
 }
 
-// im2col+matmul takes channels-last bf16 layers only: --conv-algo=matmul on any other gives each
-// pass the heuristic's algorithm and says why, and --conv-algo=onednn never takes it.
+// im2col+matmul takes channels-last bf16 layers, and the backward-filter pass of NCHW f32 ones:
+// --conv-algo=matmul gives every other pass the heuristic's algorithm and says why, and
+// --conv-algo=onednn never takes it.
 TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
   CpuBackend matmul(choosing(ConvAlgoChoice::kMatmul));
   const Case c{2, 16, 32, 4, 3, 1, 1, false};
@@ -146,8 +165,15 @@ TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
                             layer(c, DType::kBF16, Layout::kNCHW, matmul)}) {
     for (const PassAlgorithm& a : matmul.make_conv_plan(d)->algorithms()) {
       EXPECT_EQ(a.algorithm.find("matmul"), std::string::npos) << a.algorithm;
-      EXPECT_NE(a.refused.find("channels-last bf16"), std::string::npos) << a.refused;
+      EXPECT_NE(a.refused.find("im2col+matmul takes"), std::string::npos) << a.refused;
     }
+  }
+  const auto f32 = matmul.make_conv_plan(layer(c, DType::kF32, Layout::kNCHW, matmul));
+  for (const PassAlgorithm& a : f32->algorithms()) {
+    const bool filter = a.pass == ConvPass::kBackwardFilter;
+    EXPECT_EQ(a.algorithm.rfind("im2col+matmul", 0) == 0, filter) << a.algorithm;
+    EXPECT_EQ(a.refused.find("only its backward-filter pass") != std::string::npos, !filter)
+        << a.refused;
   }
   CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn));
   const ConvDesc small = layer({4, 32, 32, 2, 3, 1, 1, false}, DType::kBF16, Layout::kNHWC, onednn);

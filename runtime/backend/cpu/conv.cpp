@@ -32,8 +32,8 @@ namespace {
 // every bf16 value is an f32 one). Both are built only for a native bf16 layer on a CPU with AMX,
 // where the heuristic may run a backward-filter pass on them; each plan has all three passes,
 // and autotune may time any.
-// kMatmul: im2col + oneDNN's bf16 matrix product (conv_matmul.h), on a native bf16 layer's
-// channels-last tensors.
+// kMatmul: im2col + one oneDNN matrix product (conv_matmul.h), on a native bf16 layer's
+// channels-last tensors, or for the backward-filter pass of an f32 layer's NCHW ones.
 enum class CpuConvAlgo {
   kIm2col,
   kDirect,
@@ -114,7 +114,7 @@ class CpuConvPlan final : public ConvPlan {
                              : im2col_->algorithm();
       a.arithmetic = conv ? conv->arithmetic(p) : ConvArithmetic::kProducts;
       if (conv && conv->operands() != DType::kF32) a.products = {conv->operands(), true};
-      if (matmul) a.products = {DType::kBF16, true};
+      if (matmul && matmul->operands() != DType::kF32) a.products = {matmul->operands(), true};
       a.workspace_bytes = workspace_bytes(p);
       a.refused = refused_[index(p)];
       out.push_back(a);
@@ -126,7 +126,7 @@ class CpuConvPlan final : public ConvPlan {
   bool has(ConvPass p, CpuConvAlgo a) const {
     if (a == CpuConvAlgo::kIm2col) return im2col_.has_value();
     if (a == CpuConvAlgo::kMatmul) {
-      return matmul_ && (!limit_ || matmul_->workspace_bytes(p) <= *limit_);
+      return matmul_ && matmul_->has(p) && (!limit_ || matmul_->workspace_bytes(p) <= *limit_);
     }
     const OnednnConv* conv = onednn(a);
     return conv && conv->has(p) && (!limit_ || conv->workspace_bytes(p) <= *limit_);
@@ -137,6 +137,7 @@ class CpuConvPlan final : public ConvPlan {
     const bool matmul = a == CpuConvAlgo::kMatmul && matmul_;
     if (!conv && !matmul) return missing_[index(a)];
     if (conv && !conv->has(p)) return conv->missing(p);
+    if (matmul && !matmul_->has(p)) return matmul_->missing(p);
     return fmt::format(
         "its {} pass needs {} of workspace, over --workspace-limit={}", conv_pass_name(p),
         format_bytes(matmul ? matmul_->workspace_bytes(p) : conv->workspace_bytes(p)),
@@ -330,6 +331,16 @@ bool matmul_pays(const ConvDesc& d, ConvPass p) {
   return (one || three) && d.out_h() <= 2 && d.out_w() <= 2;
 }
 
+// Where the heuristic takes im2col+matmul for an f32 layer's backward-filter pass (NCHW, on a CPU
+// with AVX-512): 3x3 kernels on outputs of at most 2x2, where oneDNN 2.6's direct f32 kernel
+// tiles rows of two pixels. Measured per layer here (each pass's fastest of 8 traced steps,
+// --conv-algo=matmul against the build before it; docs/cpu.md), matmul's time over direct's on
+// resnet18 (batch 16) and resnet50 (batch 8) at 64 px: 0.61x to 0.79x on those layers; 0.67x to
+// 1.12x on 1x1 ones on 2x2 outputs, 1.3x to 2.5x on 4x4 and 8x8 outputs, 3x to 7x on 16x16 ones.
+bool f32_matmul_pays(const ConvDesc& d) {
+  return d.kernel_h == 3 && d.kernel_w == 3 && d.out_h() <= 2 && d.out_w() <= 2;
+}
+
 // A native bf16 backward-filter pass on a CPU with AMX: AMX's where it pays (above), else f32 on
 // f32 views of the bf16 tensors, Winograd's where it pays and direct otherwise (oneDNN 2.6's bf16
 // kernels off AMX took 1.07x to 2.12x f32's on every resnet50 layer here); bf16 off AMX where
@@ -353,10 +364,11 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
 // docs/cpu.md), but on a CPU with AMX im2col+matmul where matmul_pays, and the backward-filter
-// pass as amx_cpu_backward_filter says. Else oneDNN's Winograd where it pays and fits, else its
-// direct primitive, unless that is its reference loops, which im2col beats by far, or it does not
-// fit; then bf16 off AMX, f32, or im2col+matmul, where a native pass's first choice does not fit;
-// Winograd where nothing else fits. The caller has checked that one of them fits.
+// pass as amx_cpu_backward_filter says. Else, for an f32 layer's backward-filter pass on an
+// AVX-512 CPU, im2col+matmul where f32_matmul_pays; else oneDNN's Winograd where it pays and fits,
+// else its direct primitive, unless that is its reference loops, which im2col beats by far, or it
+// does not fit; then bf16 off AMX, f32, or im2col+matmul, where a native pass's first choice does
+// not fit; Winograd where nothing else fits. The caller has checked that one of them fits.
 CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   const OnednnConv* native = plan.onednn(CpuConvAlgo::kDirect);
   if (native && native->operands() != DType::kF32) {
@@ -367,6 +379,11 @@ CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
       if (const std::optional<CpuConvAlgo> a = amx_cpu_backward_filter(plan)) return *a;
     }
     if (plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
+  }
+  if (p == ConvPass::kBackwardFilter && plan.desc().types.data == DType::kF32 &&
+      cpu_blocks_channels_by_16() && f32_matmul_pays(plan.desc()) &&
+      plan.has(p, CpuConvAlgo::kMatmul)) {
+    return CpuConvAlgo::kMatmul;
   }
   const bool winograd = plan.has(p, CpuConvAlgo::kWinograd);
   if (winograd && winograd_pays(plan.desc())) return CpuConvAlgo::kWinograd;
@@ -414,9 +431,12 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
     out.push_back(CpuConvAlgo::kDirectWithoutAmx);
     out.push_back(CpuConvAlgo::kDirectF32);
   }
+  const bool f32 =
+      d.types.data == DType::kF32 && d.types.params == DType::kF32 && d.layout == Layout::kNCHW;
+  const bool bf16 = native_bf16(d.types) && d.layout == Layout::kNHWC;
+  const bool f32_candidate = f32 && (c == ConvAlgoChoice::kAutotune || f32_matmul_pays(d));
   if (c == ConvAlgoChoice::kMatmul ||
-      (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && native_bf16(d.types) &&
-       d.layout == Layout::kNHWC)) {
+      (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && (bf16 || f32_candidate))) {
     out.push_back(CpuConvAlgo::kMatmul);
   }
   return out;
@@ -600,7 +620,7 @@ void CpuBackend::conv_backward_filter(const ConvPlan& plan_, const Tensor& x_in,
   const Tensor& dy_s = in_plan.in(dy_in);
   void* ws = workspace(plan.workspace_bytes(ConvPass::kBackwardFilter));
   if (const MatmulConv* matmul = plan.runs_matmul(ConvPass::kBackwardFilter)) {
-    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, DType::kBF16, true);
+    check_conv_tensors(plan.desc(), x_s, dw_s, dy_s, matmul->operands(), true);
     return matmul->backward_filter(x_s.raw(), dy_s.raw(), dw_s.raw(), ws);
   }
   if (const OnednnConv* conv = native_pass(plan, ConvPass::kBackwardFilter)) {

@@ -128,41 +128,96 @@ void scatter_columns(const ConvDesc& d, const float* terms, uint16_t* dx) {
   });
 }
 
+// f32 on NCHW: row p of `cols` holds x's window at output pixel p in (channel, kernel row, kernel
+// column) order, the order of a KCRS weight's row.
+void gather_columns_nchw(const ConvDesc& d, const float* x, float* cols) {
+  const int64_t oh = d.out_h(), ow = d.out_w(), c = d.in_channels;
+  const int64_t k = d.kernel_h * d.kernel_w * c;
+  parallel_for(d.batch * oh, 2, [=](int64_t row) {
+    const int64_t n = row / oh, oy = row % oh;
+    for (int64_t ox = 0; ox < ow; ++ox) {
+      float* out = cols + (row * ow + ox) * k;
+      for (int64_t ch = 0; ch < c; ++ch) {
+        const float* plane = x + (n * c + ch) * d.height * d.width;
+        for (int64_t r = 0; r < d.kernel_h; ++r) {
+          const int64_t iy = oy * d.stride_h - d.pad_h + r;
+          for (int64_t s = 0; s < d.kernel_w; ++s) {
+            const int64_t ix = ox * d.stride_w - d.pad_w + s;
+            const bool in = iy >= 0 && iy < d.height && ix >= 0 && ix < d.width;
+            *out++ = in ? plane[iy * d.width + ix] : 0.f;
+          }
+        }
+      }
+    }
+  });
+}
+
+// NCHW dy as [out_channels, pixels] rows: each channel's plane of each image, image by image.
+void gradient_rows_nchw(const ConvDesc& d, const float* dy, float* rows) {
+  const int64_t oc = d.out_channels, plane = d.out_h() * d.out_w(), pixels = d.batch * plane;
+  parallel_for(oc, 2, [=](int64_t o) {
+    for (int64_t n = 0; n < d.batch; ++n) {
+      std::memcpy(rows + o * pixels + n * plane, dy + (n * oc + o) * plane, plane * sizeof(float));
+    }
+  });
+}
+
 }  // namespace
 
 struct MatmulConv::Impl {
   ConvDesc d;
+  DType operands = DType::kBF16;
+  bool nchw = false;          // an f32 layer's: its backward-filter pass only
   int64_t pixels = 0, k = 0;  // output pixels of the batch; one window's length
-  bool x_is_columns = false;  // 1x1 at stride 1 without padding
-  memory::desc rows;          // the weights as KRSC rows, [out_channels, k]
+  bool x_is_columns = false;  // channels last, 1x1 at stride 1 without padding
+  memory::desc rows;          // the weights as KRSC (KCRS: nchw) rows, [out_channels, k]
   std::optional<dnnl::reorder> w_to_rows, rows_to_dw;
   std::optional<Product> forward, forward_bias, backward_data, backward_filter;
 
   explicit Impl(const ConvDesc& desc);
-  size_t columns_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * sizeof(uint16_t)); }
+  void make_bf16_passes(const memory::dims& w);
+  size_t element() const { return operands == DType::kF32 ? sizeof(float) : sizeof(uint16_t); }
+  size_t columns_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * element()); }
   size_t rows_bytes(bool reordered) const {
-    return reordered ? aligned(d.out_channels * k * sizeof(uint16_t)) : 0;
+    return reordered ? aligned(d.out_channels * k * element()) : 0;
   }
   size_t terms_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * sizeof(float)); }
+  // nchw: dy as [out_channels, pixels] rows
+  size_t gradient_rows_bytes() const {
+    return nchw ? aligned(d.out_channels * pixels * sizeof(float)) : 0;
+  }
 };
 
 MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
   const bool bf16 = d.types.data == DType::kBF16 && d.types.params == DType::kBF16;
-  if (d.groups != 1 || d.layout != Layout::kNHWC || !bf16 || !cpu_multiplies_bf16()) {
+  const bool f32 = d.types.data == DType::kF32 && d.types.params == DType::kF32;
+  const bool last = d.layout == Layout::kNHWC;
+  if (d.groups != 1 || !((bf16 && last && cpu_multiplies_bf16()) || (f32 && !last))) {
     throw Unsupported(
-        "im2col+matmul takes ungrouped layers with channels-last bf16 activations and weights, "
-        "where the CPU multiplies bf16 natively");
+        "im2col+matmul takes ungrouped layers: bf16 ones with channels-last activations, where "
+        "the CPU multiplies bf16 natively, and the backward-filter pass of f32 ones stored NCHW");
   }
+  operands = bf16 ? DType::kBF16 : DType::kF32;
+  nchw = !last;
+  const memory::data_type type = bf16 ? kBf16 : kF32;
   pixels = d.batch * d.out_h() * d.out_w();
   k = d.kernel_h * d.kernel_w * d.in_channels;
-  x_is_columns = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
+  x_is_columns = last && d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
                  d.pad_h == 0 && d.pad_w == 0;
   const int64_t oc = d.out_channels;
   const memory::dims w{oc, d.in_channels, d.kernel_h, d.kernel_w};
-  rows = memory::desc(w, kBf16, Tag::ohwi);
+  rows = memory::desc(w, type, nchw ? Tag::oihw : Tag::ohwi);
+  rows_to_dw = weight_reorder(rows, {w, type, onednn_weight_tag(d.grad_layout, d.layout)});
+  // dw = dy^T x columns (nchw: dy's rows x columns)
+  backward_filter.emplace(matrix(oc, pixels, type, !nchw), matrix(pixels, k, type),
+                          matrix(oc, k, type));
+  if (!nchw) make_bf16_passes(w);
+}
+
+// y = columns x rows^T; dx's terms = dy x rows.
+void MatmulConv::Impl::make_bf16_passes(const memory::dims& w) {
+  const int64_t oc = d.out_channels;
   w_to_rows = weight_reorder({w, kBf16, onednn_weight_tag(d.weight_layout, d.layout)}, rows);
-  rows_to_dw = weight_reorder(rows, {w, kBf16, onednn_weight_tag(d.grad_layout, d.layout)});
-  // y = columns x rows^T; dx's terms = dy x rows; dw = dy^T x columns.
   forward.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true), matrix(pixels, oc, kBf16));
   if (d.bias) {
     forward_bias.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true),
@@ -170,8 +225,6 @@ MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
   }
   backward_data.emplace(matrix(pixels, oc, kBf16), matrix(oc, k, kBf16),
                         matrix(pixels, k, x_is_columns ? kBf16 : kF32));
-  backward_filter.emplace(matrix(oc, pixels, kBf16, true), matrix(pixels, k, kBf16),
-                          matrix(oc, k, kBf16));
 }
 
 MatmulConv::MatmulConv(const ConvDesc& d) {
@@ -186,8 +239,19 @@ MatmulConv::MatmulConv(const ConvDesc& d) {
 }
 MatmulConv::~MatmulConv() = default;
 
+bool MatmulConv::has(ConvPass p) const { return p == ConvPass::kBackwardFilter || !impl_->nchw; }
+std::string MatmulConv::missing(ConvPass p) const {
+  return has(p) ? std::string()
+                : fmt::format(
+                      "im2col+matmul runs no {} pass of an f32 layer, only its "
+                      "backward-filter pass",
+                      conv_pass_name(p));
+}
+DType MatmulConv::operands() const { return impl_->operands; }
+
 size_t MatmulConv::workspace_bytes(ConvPass p) const {
   const Impl& m = *impl_;
+  if (!has(p)) return 0;
   switch (p) {
     case ConvPass::kForward:
       return m.columns_bytes() + m.rows_bytes(m.w_to_rows.has_value()) +
@@ -197,7 +261,7 @@ size_t MatmulConv::workspace_bytes(ConvPass p) const {
       return m.rows_bytes(m.w_to_rows.has_value()) + m.terms_bytes() +
              m.backward_data->scratchpad.get_size();
     case ConvPass::kBackwardFilter:
-      return m.columns_bytes() + m.rows_bytes(m.rows_to_dw.has_value()) +
+      return m.columns_bytes() + m.gradient_rows_bytes() + m.rows_bytes(m.rows_to_dw.has_value()) +
              m.backward_filter->scratchpad.get_size();
   }
   return 0;
@@ -205,6 +269,7 @@ size_t MatmulConv::workspace_bytes(ConvPass p) const {
 
 std::string MatmulConv::algorithm(ConvPass p) const {
   const Impl& m = *impl_;
+  if (!has(p)) return missing(p);
   // A layer with a bias runs its forward pass with it (conv_bias_forward).
   const Product& product = p == ConvPass::kForward ? *(m.forward_bias ? m.forward_bias : m.forward)
                            : p == ConvPass::kBackwardData ? *m.backward_data
@@ -236,8 +301,10 @@ void on_onednn(const char* pass, F&& f) {
   }
 }
 
+// The weights, or their gradient, as stored in `layout`, in the rows' type.
 memory::desc stored(const memory::desc& rows, const ConvDesc& d, Layout layout) {
-  return {rows.dims(), kBf16, onednn_weight_tag(layout, d.layout)};
+  return {rows.dims(), static_cast<memory::data_type>(rows.data.data_type),
+          onednn_weight_tag(layout, d.layout)};
 }
 
 }  // namespace
@@ -277,16 +344,27 @@ void MatmulConv::backward_data(const void* dy, const void* w, void* dx, void* wo
   }
 }
 
+// Workspace: the columns, (nchw) dy's rows, the gradient's rows where it is stored otherwise, and
+// the product's scratchpad.
 void MatmulConv::backward_filter(const void* x, const void* dy, void* dw, void* workspace) const {
   const Impl& m = *impl_;
   auto* ws = static_cast<uint8_t*>(workspace);
   const void* cols = x;
-  if (!m.x_is_columns) {
+  if (m.nchw) {
+    gather_columns_nchw(m.d, static_cast<const float*>(x), reinterpret_cast<float*>(ws));
+    cols = ws;
+  } else if (!m.x_is_columns) {
     gather_columns(m.d, static_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(ws));
     cols = ws;
   }
-  uint8_t* rows = m.rows_to_dw ? ws + m.columns_bytes() : static_cast<uint8_t*>(dw);
-  uint8_t* scratch = ws + m.columns_bytes() + m.rows_bytes(m.rows_to_dw.has_value());
+  uint8_t* gradient_rows = ws + m.columns_bytes();
+  if (m.nchw) {
+    gradient_rows_nchw(m.d, static_cast<const float*>(dy), reinterpret_cast<float*>(gradient_rows));
+    dy = gradient_rows;
+  }
+  uint8_t* rows_at = gradient_rows + m.gradient_rows_bytes();
+  uint8_t* rows = m.rows_to_dw ? rows_at : static_cast<uint8_t*>(dw);
+  uint8_t* scratch = rows_at + m.rows_bytes(m.rows_to_dw.has_value());
   on_onednn("backward_filter", [&](dnnl::stream& stream) {
     m.backward_filter->run(stream, dy, cols, rows, nullptr, scratch);
     if (m.rows_to_dw) {

@@ -5,7 +5,9 @@
 // (measured in docs/cpu.md). Each row of the columns holds one output pixel's window in (kernel
 // row, kernel column, channel) order, the order in which channels-last (KRSC) weights hold an
 // output channel's row, and channels last holds each pixel's channels together, so im2col copies
-// whole runs of channels.
+// whole runs of channels. An f32 layer stored NCHW has its backward-filter pass only (its
+// columns then in KCRS's (channel, kernel row, kernel column) order): oneDNN 2.6's direct f32
+// kernels tile that pass's rows of output pixels too.
 #pragma once
 #include <memory>
 #include <string>
@@ -16,13 +18,19 @@ namespace dlb {
 
 class MatmulConv {
  public:
-  // Throws Unsupported unless the layer is ungrouped, its activations are stored channels last,
-  // its data and parameters are bf16, and oneDNN multiplies each pass's product natively (not
-  // with its reference loops).
+  // Throws Unsupported unless the layer is ungrouped and either stores bf16 data and parameters
+  // with channels-last activations, where the CPU multiplies bf16 natively, or f32 ones with
+  // NCHW activations; and unless oneDNN has each product (not only its reference loops).
   explicit MatmulConv(const ConvDesc& d);
   ~MatmulConv();
   MatmulConv(const MatmulConv&) = delete;
   MatmulConv& operator=(const MatmulConv&) = delete;
+
+  // Whether it runs pass `p` (an f32 layer's backward-filter pass only), and else why not.
+  bool has(ConvPass p) const;
+  std::string missing(ConvPass p) const;
+  // What its products read: bf16, or f32.
+  DType operands() const;
 
   // The pass's columns (none where a 1x1 layer at stride 1 reads x as they), its KRSC copy of
   // the weights or their gradient where they are stored otherwise, its f32 window terms
@@ -31,7 +39,7 @@ class MatmulConv {
   // "im2col+matmul brg:avx512_core_amx_bf16": oneDNN's implementation of the pass's product.
   std::string algorithm(ConvPass p) const;
 
-  // bf16 operands: activations channels last, w as ConvDesc::weight_layout says, dw as
+  // Operands of operands(): activations as ConvDesc::layout says, w as weight_layout says, dw as
   // grad_layout says. Products accumulate in f32 and round once on store. The forward pass adds
   // `bias` (one bf16 per output channel; may be null) before that rounding, as oneDNN's bf16
   // convolution does. Backward data sums each input pixel's window terms (f32 products of the

@@ -180,9 +180,9 @@ void check_on_backend(CheckRun& run, const std::vector<GridInstance>& instances,
     for (Precision p : precisions) {
       cfg.precision = p;
       for (size_t a = 0; a < (conv ? algos.size() : 1); ++a) {
-        // im2col+matmul takes bf16 layers only: in another precision its rows would repeat the
-        // heuristic's
-        if (conv && algos[a] == ConvAlgoChoice::kMatmul && p != Precision::kBf16) continue;
+        // im2col+matmul takes bf16 layers, and f32 ones' backward-filter passes: in fp16 its
+        // rows would repeat the heuristic's
+        if (conv && algos[a] == ConvAlgoChoice::kMatmul && p == Precision::kFp16) continue;
         const std::optional<ConvAlgoChoice> algo = conv ? std::optional(algos[a]) : std::nullopt;
         for (const PassResult& r : check_instance(*backends[algos[a]], g.op, cfg, cache)) {
           run.rows.push_back({&g, p, algo, r});
