@@ -88,8 +88,9 @@ std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "ba
 // How a plan chooses each pass's algorithm: the library's heuristic (its first choice that fits
 // the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
 // backend also takes one algorithm by name: im2col + sgemm (its reference), oneDNN's direct
-// convolution, oneDNN's Winograd, oneDNN's own choice between those two (auto), or im2col +
-// oneDNN's bf16 matrix product on channels-last bf16 tensors (matmul, for CPUs with AMX). The CUDA
+// convolution, oneDNN's Winograd, oneDNN's own choice between those two (auto), or im2col + one
+// oneDNN matrix product over the batch (matmul: channels-last bf16 layers, and f32 layers'
+// backward-filter passes). The CUDA
 // backend instead takes one class of cuDNN's engines (EngineClass: class:fft, class:winograd,
 // class:tensor_core, class:other), the heuristic's first choice within it. A named algorithm or
 // class exists for some shapes only: a pass without it takes the heuristic's choice, and its plan
