@@ -116,6 +116,7 @@ struct Passes {
 
 // The --conv-algo that names the algorithm a plan says it runs.
 ConvAlgoChoice named(const std::string& algorithm) {
+  if (algorithm.rfind("im2col+matmul", 0) == 0) return ConvAlgoChoice::kMatmul;
   if (algorithm.rfind("im2col", 0) == 0) return ConvAlgoChoice::kIm2col;
   return algorithm.find("wino") != std::string::npos ? ConvAlgoChoice::kWinograd
                                                      : ConvAlgoChoice::kOnednn;

@@ -1,5 +1,6 @@
 // im2col+matmul (conv_matmul.h): a native bf16 layer's convolution as one oneDNN matrix product
-// over the batch, on channels-last tensors, where oneDNN has AMX. On small integers every sum is
+// over the batch, on channels-last tensors, where oneDNN has AMX, and an f32 layer's
+// backward-filter pass the same way on NCHW ones. On small integers every sum is
 // exact in f32 and in bf16, so each pass must equal oneDNN's f32 convolution bit for bit: a wrong
 // window, padding, stride, transpose, weight layout or bias cannot hide in rounding.
 #include <gtest/gtest.h>
@@ -140,7 +141,7 @@ TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
   EXPECT_EQ(matmul_passes({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
   EXPECT_EQ(matmul_passes({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
   EXPECT_EQ(matmul_passes({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
-  // f32 (NCHW): the backward-filter pass of 3x3 layers on outputs of at most 2x2
+  // f32 (NCHW): the backward-filter pass of 3x3 layers with 512 output channels on 2x2 outputs
   const auto f32_passes = [&](const Case& c) {
     std::vector<bool> out;
     for (const PassAlgorithm& a :
@@ -149,10 +150,12 @@ TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
     }
     return out;
   };
-  EXPECT_EQ(f32_passes({4, 32, 32, 2, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(f32_passes({4, 32, 32, 4, 3, 2, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(f32_passes({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(f32_passes({4, 32, 32, 2, 1, 1, 0, false}), (Passes{false, false, false}));
+  EXPECT_EQ(f32_passes({4, 32, 512, 2, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(f32_passes({4, 32, 512, 4, 3, 2, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(f32_passes({4, 32, 256, 2, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(f32_passes({4, 32, 512, 1, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(f32_passes({4, 32, 512, 4, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(f32_passes({4, 32, 512, 2, 1, 1, 0, false}), (Passes{false, false, false}));
 }
 
 // im2col+matmul takes channels-last bf16 layers, and the backward-filter pass of NCHW f32 ones:

@@ -1,9 +1,9 @@
 // The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
-// own choice), im2col + sgemm, or (a channels-last bf16 layer) im2col + one oneDNN bf16 matrix
-// product, chosen as the run's --conv-algo says within its --workspace-limit. Operands may be
-// stored in 16 bits. A bf16 layer's oneDNN primitives and im2col+matmul take its bf16 tensors as
-// they are, where the CPU multiplies bf16 natively (AVX-512 BF16, or AMX); every other pass
-// computes on f32 views of them (f32_views.h).
+// own choice), im2col + sgemm, or im2col + one oneDNN matrix product (a channels-last bf16
+// layer's passes, an f32 layer's backward-filter pass), chosen as the run's --conv-algo says
+// within its --workspace-limit. Operands may be stored in 16 bits. A bf16 layer's oneDNN
+// primitives and im2col+matmul take its bf16 tensors as they are, where the CPU multiplies bf16
+// natively (AVX-512 BF16, or AMX); every other pass computes on f32 views of them (f32_views.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -126,7 +126,7 @@ class CpuConvPlan final : public ConvPlan {
   bool has(ConvPass p, CpuConvAlgo a) const {
     if (a == CpuConvAlgo::kIm2col) return im2col_.has_value();
     if (a == CpuConvAlgo::kMatmul) {
-      return matmul_ && matmul_->has(p) && (!limit_ || matmul_->workspace_bytes(p) <= *limit_);
+      return matmul_ && matmul_->has(p) && matmul_->workspace_bytes(p) <= matmul_limit();
     }
     const OnednnConv* conv = onednn(a);
     return conv && conv->has(p) && (!limit_ || conv->workspace_bytes(p) <= *limit_);
@@ -138,6 +138,10 @@ class CpuConvPlan final : public ConvPlan {
     if (!conv && !matmul) return missing_[index(a)];
     if (conv && !conv->has(p)) return conv->missing(p);
     if (matmul && !matmul_->has(p)) return matmul_->missing(p);
+    if (matmul && !limit_) {
+      return fmt::format("its {} pass needs {} of workspace, over its cap of {}", conv_pass_name(p),
+                         format_bytes(matmul_->workspace_bytes(p)), format_bytes(kMatmulCap));
+    }
     return fmt::format(
         "its {} pass needs {} of workspace, over --workspace-limit={}", conv_pass_name(p),
         format_bytes(matmul ? matmul_->workspace_bytes(p) : conv->workspace_bytes(p)),
@@ -165,6 +169,10 @@ class CpuConvPlan final : public ConvPlan {
   std::optional<size_t> limit() const { return limit_; }
 
  private:
+  // im2col+matmul's columns and window terms grow with the batch's pixels: without a limit it
+  // takes at most this, as im2col's columns do (autotune reserves what it times).
+  static constexpr size_t kMatmulCap = size_t{64} << 20;
+  size_t matmul_limit() const { return limit_.value_or(kMatmulCap); }
   static int index(ConvPass p) { return static_cast<int>(p); }
   static int index(CpuConvAlgo a) { return static_cast<int>(a); }
   std::optional<Im2colConv> im2col_;
@@ -236,8 +244,9 @@ std::string nothing_fits(const CpuConvPlan& plan, ConvPass p) {
   }
   const MatmulConv* matmul = plan.matmul();
   const std::string matmul_need =
-      matmul ? fmt::format("; im2col+matmul needs {}", format_bytes(matmul->workspace_bytes(p)))
-             : "";
+      matmul && matmul->has(p)
+          ? fmt::format("; im2col+matmul needs {}", format_bytes(matmul->workspace_bytes(p)))
+          : "";
   const std::string im2col =
       d.layout != Layout::kNCHW
           ? "im2col does not run on channels-last activations"
@@ -332,13 +341,16 @@ bool matmul_pays(const ConvDesc& d, ConvPass p) {
 }
 
 // Where the heuristic takes im2col+matmul for an f32 layer's backward-filter pass (NCHW, on a CPU
-// with AVX-512): 3x3 kernels on outputs of at most 2x2, where oneDNN 2.6's direct f32 kernel
-// tiles rows of two pixels. Measured per layer here (each pass's fastest of 8 traced steps,
-// --conv-algo=matmul against the build before it; docs/cpu.md), matmul's time over direct's on
-// resnet18 (batch 16) and resnet50 (batch 8) at 64 px: 0.61x to 0.79x on those layers; 0.67x to
-// 1.12x on 1x1 ones on 2x2 outputs, 1.3x to 2.5x on 4x4 and 8x8 outputs, 3x to 7x on 16x16 ones.
+// with AVX-512): 3x3 kernels with 512 output channels on 2x2 outputs, where oneDNN 2.6's direct
+// f32 kernel tiles rows of two pixels. Measured per layer here (each pass's fastest of 8 to 15
+// traced steps, against the build before it; docs/cpu.md), matmul's time over direct's:
+// 0.61x to 0.79x on those layers of resnet18 (batch 16) and resnet50 (batch 8) at 64 px, but
+// 1.17x to 1.32x on resnet18's 256-channel 2x2 layers at 32 px and batch 8, 1.4x to 2x on its
+// 1x1 outputs there, 0.67x to 1.12x on 1x1 kernels on 2x2 outputs, 1.3x to 2.5x on 4x4 and 8x8
+// outputs and 3x to 7x on 16x16 ones.
 bool f32_matmul_pays(const ConvDesc& d) {
-  return d.kernel_h == 3 && d.kernel_w == 3 && d.out_h() <= 2 && d.out_w() <= 2;
+  return d.kernel_h == 3 && d.kernel_w == 3 && d.out_channels >= 512 && d.out_h() == 2 &&
+         d.out_w() == 2;
 }
 
 // A native bf16 backward-filter pass on a CPU with AMX: AMX's where it pays (above), else f32 on
@@ -395,7 +407,7 @@ CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
   if (im2col) return CpuConvAlgo::kIm2col;
   for (CpuConvAlgo a :
        {CpuConvAlgo::kDirectWithoutAmx, CpuConvAlgo::kDirectF32, CpuConvAlgo::kMatmul}) {
-    if (plan.has(p, a)) return a;  // a native bf16 pass whose first choice does not fit
+    if (plan.has(p, a)) return a;  // a pass whose first choices do not fit
   }
   return winograd ? CpuConvAlgo::kWinograd : CpuConvAlgo::kDirect;
 }
@@ -434,7 +446,7 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   const bool f32 =
       d.types.data == DType::kF32 && d.types.params == DType::kF32 && d.layout == Layout::kNCHW;
   const bool bf16 = native_bf16(d.types) && d.layout == Layout::kNHWC;
-  const bool f32_candidate = f32 && (c == ConvAlgoChoice::kAutotune || f32_matmul_pays(d));
+  const bool f32_candidate = f32 && f32_matmul_pays(d);
   if (c == ConvAlgoChoice::kMatmul ||
       (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && (bf16 || f32_candidate))) {
     out.push_back(CpuConvAlgo::kMatmul);

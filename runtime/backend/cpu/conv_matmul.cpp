@@ -49,7 +49,7 @@ struct Product {
     implementation = pd.impl_info_str();
     if (implementation.rfind("ref", 0) == 0) {
       throw Unsupported(
-          fmt::format("onednn multiplies these bf16 matrices with its reference "
+          fmt::format("onednn multiplies these matrices with its reference "
                       "loops ({})",
                       implementation));
     }
@@ -232,7 +232,7 @@ MatmulConv::MatmulConv(const ConvDesc& d) {
     impl_ = std::make_unique<Impl>(d);
   } catch (const dnnl::error& e) {
     throw Unsupported(
-        fmt::format("onednn has no bf16 matrix product or weight reorder for "
+        fmt::format("onednn has no matrix product or weight reorder for "
                     "im2col+matmul here: {}",
                     e.what()));
   }

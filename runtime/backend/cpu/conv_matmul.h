@@ -32,7 +32,8 @@ class MatmulConv {
   // What its products read: bf16, or f32.
   DType operands() const;
 
-  // The pass's columns (none where a 1x1 layer at stride 1 reads x as they), its KRSC copy of
+  // 0 for a pass it lacks. Else the pass's columns (none where a channels-last 1x1 layer at
+  // stride 1 reads x as they), (an NCHW layer's) dy as rows, its KRSC (KCRS) copy of
   // the weights or their gradient where they are stored otherwise, its f32 window terms
   // (backward data) and oneDNN's scratchpad.
   size_t workspace_bytes(ConvPass p) const;
