@@ -41,22 +41,44 @@ for target in "${python_targets[@]}"; do
 done
 ((seconds > 0)) || exit $failed
 
-for target in "${targets[@]}"; do
+fuzz_one() {  # TARGET: libFuzzer for $seconds, its summary line printed
+  local target=$1
   mkdir -p "$fuzz/regressions/$target"  # where a crash's input goes (git keeps no empty folder)
+  local work
   work=$(mktemp -d)  # new inputs go here; the committed corpus stays as it is
-  log=$work/log
+  local log=$work/log status=0
   if ! "$bin/${target}_fuzzer" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
          -dict="$fuzz/json.dict" -artifact_prefix="$fuzz/regressions/$target/" \
          "$work" "$fuzz/corpus/$target" >"$log" 2>&1; then
     tail -n 40 "$log" >&2
     echo "fuzz: $target: a defect; its input is in tests/fuzz/regressions/$target/" >&2
-    failed=1
+    status=1
   fi
+  local runs
   runs=$(grep -Eo '^Done [0-9]+ runs in [0-9]+ second' "$log" | tail -1 || true)
   echo "fuzz: $target: ${runs:-no summary} ($(ls "$work" | wc -l) new corpus inputs)"
   rm -rf "$work"
+  return $status
+}
+
+# One target per core at a time: each is a single process and thread, so they share nothing but
+# the machine, and each still gets its $seconds of a core.
+jobs=$(nproc 2>/dev/null || echo 2)
+running=0
+for target in "${targets[@]}" "${python_targets[@]}"; do
+  if ((running >= jobs)); then
+    wait -n || failed=1
+    running=$((running - 1))
+  fi
+  if [[ $target == *.py ]]; then
+    "$root/.venv/bin/python" "$target" --seconds "$seconds" &
+  else
+    fuzz_one "$target" &
+  fi
+  running=$((running + 1))
 done
-for target in "${python_targets[@]}"; do
-  "$root/.venv/bin/python" "$target" --seconds "$seconds" || failed=1
+while ((running > 0)); do
+  wait -n || failed=1
+  running=$((running - 1))
 done
 exit $failed

@@ -12,13 +12,13 @@
 #include <string>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 
 namespace dlb {
 namespace {
 
 std::vector<uint8_t> fixture(const std::string& name) {
-  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/unit/fixtures/pil/" + name,
-                   std::ios::binary);
+  std::ifstream in(source_dir() + "/tests/unit/fixtures/pil/" + name, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
 

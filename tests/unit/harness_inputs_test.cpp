@@ -22,6 +22,7 @@
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/core/point_file.h"
 #include "suites/harness/core/results.h"
+#include "suites/harness/core/source_dir.h"
 #include "suites/harness/core/sweep_options.h"
 
 namespace dlb {
@@ -231,8 +232,7 @@ TEST(PointFile, ReadsStrictlyNamingTheFileAndTheKey) {
 
 // Two records as the harness writes them, from the records fuzzer's seed.
 std::string corpus_results() {
-  return read_text_file(std::string(DLB_SOURCE_DIR) + "/tests/fuzz/corpus/results/ci.jsonl",
-                        "corpus");
+  return read_text_file(source_dir() + "/tests/fuzz/corpus/results/ci.jsonl", "corpus");
 }
 
 TEST(Results, EveryLineIsARecordTheReportsRead) {

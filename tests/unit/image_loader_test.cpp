@@ -15,6 +15,7 @@
 #include <string>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 #include "workloads/data/make_dataset.h"
 
 namespace dlb {
@@ -142,8 +143,7 @@ TEST_F(ImageLoaderTest, ABadFileIsSkippedCountedAndNamedOnceOrEndsTheRun) {
 
 // A CMYK JPEG is converted, not skipped; a truncated one is skipped, and no other image with it.
 TEST_F(ImageLoaderTest, ACmykFileIsConvertedAndABrokenOneSkippedAlone) {
-  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/unit/fixtures/pil/cmyk.jpg",
-                   std::ios::binary);
+  std::ifstream in(source_dir() + "/tests/unit/fixtures/pil/cmyk.jpg", std::ios::binary);
   const std::string cmyk{std::istreambuf_iterator<char>(in), {}};
   ASSERT_FALSE(cmyk.empty());
   ImageFolderIndex index = scan_image_folder((dir_ / "train").string());

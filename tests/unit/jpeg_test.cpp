@@ -13,6 +13,7 @@
 #include <iterator>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 #include "workloads/data/make_dataset.h"
 #include "workloads/data/tar_writer.h"
 
@@ -126,8 +127,7 @@ TEST(Jpeg, BadFilesAreRefusedWithTheirName) {
       << too_large;
   // CMYK (PIL writes Adobe's): converted to RGB (augment_test compares it with PIL's), and a
   // truncated one refused as any other.
-  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/tests/fuzz/corpus/jpeg/cmyk-24x16.jpg",
-                   std::ios::binary);
+  std::ifstream in(source_dir() + "/tests/fuzz/corpus/jpeg/cmyk-24x16.jpg", std::ios::binary);
   std::vector<uint8_t> cmyk{std::istreambuf_iterator<char>(in), {}};
   ASSERT_FALSE(cmyk.empty());
   const RgbImage converted = decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg");

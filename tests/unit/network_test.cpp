@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 
 namespace dlb {
 namespace {
@@ -142,15 +143,13 @@ TEST(Network, APresetRoundTripsAndBadFieldsAreNamed) {
 
 TEST(Network, EveryShippedPresetParses) {
   int presets = 0;
-  for (const auto& f :
-       std::filesystem::directory_iterator(std::string(DLB_SOURCE_DIR) + "/suites/networks")) {
+  for (const auto& f : std::filesystem::directory_iterator(source_dir() + "/suites/networks")) {
     if (f.path().extension() != ".json") continue;
     std::ifstream in(f.path());
     const Network n = parse_network(nlohmann::json::parse(in), f.path().string());
     EXPECT_EQ(n.name, f.path().stem().string()) << "a preset is named as its file";
     if (!n.device.empty()) {  // a device file of that name exists, for the roofline
-      EXPECT_TRUE(std::filesystem::exists(std::string(DLB_SOURCE_DIR) + "/suites/devices/" +
-                                          n.device + ".json"))
+      EXPECT_TRUE(std::filesystem::exists(source_dir() + "/suites/devices/" + n.device + ".json"))
           << n.name << ": " << n.device;
     }
     ++presets;

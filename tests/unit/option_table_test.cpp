@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 #include "suites/harness/core/suite.h"
 
 namespace dlb {
@@ -124,7 +125,7 @@ TEST(OptionTable, ResultSchemaTypesEveryKeyOfTheRecordsConfig) {
 // docs/suites.md's sentence "Config keys: `model`, `batch` (per rank), ..." names every config
 // key, and nothing else outside its parentheses.
 TEST(OptionTable, SuitesDocListsEveryConfigKey) {
-  std::ifstream in(std::string(DLB_SOURCE_DIR) + "/docs/suites.md");
+  std::ifstream in(source_dir() + "/docs/suites.md");
   std::stringstream text;
   text << in.rdbuf();
   const std::string readme = text.str();

@@ -12,6 +12,7 @@
 #include "runtime/core/error.h"
 #include "runtime/nn/layers/elementwise.h"
 #include "runtime/nn/layers/linear.h"
+#include "suites/harness/core/source_dir.h"
 #include "suites/harness/simulate/calibrate.h"
 
 namespace dlb {
@@ -136,7 +137,7 @@ TEST(RooflineCalibration, DeviceFilesWithoutAUsableReferenceAreRefused) {
 TEST(RooflineCalibration, EveryShippedDeviceFitsEachOfItsReferences) {
   // suites/devices/*.json: each loads, and each reference gives an efficiency in (0, 4].
   int files = 0;
-  for (const auto& f : std::filesystem::directory_iterator(DLB_SOURCE_DIR "/suites/devices")) {
+  for (const auto& f : std::filesystem::directory_iterator(source_dir() + "/suites/devices")) {
     if (f.path().extension() != ".json") continue;
     ++files;
     const DeviceFile d = load_device(f.path().string());

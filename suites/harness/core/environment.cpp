@@ -8,6 +8,8 @@
 #include <ctime>
 #include <fstream>
 
+#include "suites/harness/core/source_dir.h"
+
 namespace dlb {
 namespace {
 std::string run_quietly(const std::string& cmd) {
@@ -51,7 +53,7 @@ std::string utc_now_iso8601() {
 
 nlohmann::json collect_environment(const DeviceMemory& backend) {
   std::string git =
-      run_quietly("git -C '" DLB_SOURCE_DIR "' describe --always --dirty --abbrev=12");
+      run_quietly("git -C '" + source_dir() + "' describe --always --dirty --abbrev=12");
   nlohmann::json env = {
       {"host", host_name()},
       {"backend", std::string(backend.name())},

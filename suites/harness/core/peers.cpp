@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/source_dir.h"
 
 namespace dlb {
 namespace {
@@ -31,7 +32,7 @@ PeerProgram program(System system) {
   switch (system) {
     case System::kPytorch:
       // jsonschema: the peer checks its point against suites/schema/suite.schema.json.
-      return {DLB_SOURCE_DIR "/reports/peers/pytorch_train.py", "torch, torchvision, jsonschema",
+      return {source_dir() + "/reports/peers/pytorch_train.py", "torch, torchvision, jsonschema",
               "Debian: apt install python3-torch python3-torchvision python3-jsonschema "
               "(scripts/install-deps.sh); elsewhere: pip install torch torchvision jsonschema"};
     case System::kDlbench:
@@ -95,15 +96,15 @@ std::vector<std::string> peer_argv(System system, const std::string& point_file)
 std::vector<std::string> input_peer_argv(const std::string& system) {
   PeerProgram peer;
   if (system == "pytorch") {
-    peer = {DLB_SOURCE_DIR "/reports/peers/torch_input.py", "torch, torchvision",
+    peer = {source_dir() + "/reports/peers/torch_input.py", "torch, torchvision",
             "Debian: apt install python3-torch python3-torchvision (scripts/install-deps.sh); "
             "elsewhere: pip install torch torchvision"};
   } else if (system == "dali") {
-    peer = {DLB_SOURCE_DIR "/reports/peers/dali_input.py",
+    peer = {source_dir() + "/reports/peers/dali_input.py",
             "nvidia.dali",
             "scripts/install-deps.sh --dali installs DALI into .venv-dali; elsewhere: pip install "
             "nvidia-dali-cuda130",
-            {DLB_SOURCE_DIR "/.venv-dali/bin/python"}};
+            {source_dir() + "/.venv-dali/bin/python"}};
   } else {
     throw InvalidArgument(fmt::format("{} is not an input peer (pytorch, dali)", system));
   }

@@ -6,13 +6,14 @@
 #include <filesystem>
 
 #include "suites/harness/core/launcher.h"
+#include "suites/harness/core/source_dir.h"
 
 namespace dlb {
 namespace fs = std::filesystem;
 
 std::string report_python() {
   if (const char* env = std::getenv("DLBENCH_PYTHON"); env && *env) return env;
-  const std::string venv = DLB_SOURCE_DIR "/.venv/bin/python";
+  const std::string venv = source_dir() + "/.venv/bin/python";
   return fs::exists(venv) ? venv : "";
 }
 
@@ -30,7 +31,7 @@ void run_reports(const std::string& command, const std::string& out_dir) {
   const std::string log = out_dir + "/logs/" + command + ".log";
   fs::remove(log);
   LaunchCommand cmd{{python, "-m", "dlbench_reports", command, out_dir},
-                    {{"PYTHONPATH", DLB_SOURCE_DIR "/reports"}}};
+                    {{"PYTHONPATH", source_dir() + "/reports"}}};
   const ProcessResult r = run_process(cmd, 600, log, [](double) {});
   const std::string said = tail_of_file(log, 2000);
   if (r.exit_code == 0) {

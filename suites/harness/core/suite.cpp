@@ -13,13 +13,14 @@
 #include "runtime/io/text_file.h"
 #include "suites/harness/core/json_schema.h"
 #include "suites/harness/core/option_table.h"
+#include "suites/harness/core/source_dir.h"
 
 namespace dlb {
 namespace fs = std::filesystem;
 
 std::string suites_dir() {
   if (const char* env = std::getenv("DLB_SUITES_DIR")) return env;
-  return DLB_SOURCE_DIR "/suites";
+  return source_dir() + "/suites";
 }
 
 std::vector<std::string> list_suites() {
