@@ -67,10 +67,18 @@ struct ConvDesc {
   Layout weight_layout = Layout::kNCHW;
   Layout grad_layout = Layout::kNCHW;
 
-  int64_t out_h() const { return (height + 2 * pad_h - kernel_h) / stride_h + 1; }
-  int64_t out_w() const { return (width + 2 * pad_w - kernel_w) / stride_w + 1; }
+  // floor((in + 2·pad − kernel) / stride) + 1, as PyTorch computes it; at most 0 (no output)
+  // where the kernel overhangs the padded input, which a truncating division would make 1.
+  int64_t out_h() const { return out_extent(height, pad_h, kernel_h, stride_h); }
+  int64_t out_w() const { return out_extent(width, pad_w, kernel_w, stride_w); }
   // Multiply-adds of the forward pass; FLOPs are twice this.
   double forward_macs() const;
+
+ private:
+  static int64_t out_extent(int64_t in, int64_t pad, int64_t kernel, int64_t stride) {
+    const int64_t span = in + 2 * pad - kernel;
+    return span < 0 ? 0 : span / stride + 1;
+  }
 };
 
 // How a backend that blocks convolution weights (Backend::blocks_conv_weights) stores this

@@ -17,13 +17,6 @@
 namespace dlb {
 namespace {
 
-OpTypes types(DType t) {
-  OpTypes o;
-  o.math = t == DType::kF32 ? Precision::kFp32 : Precision::kBf16;
-  o.data = o.params = t;
-  return o;
-}
-
 struct Case {
   int64_t batch, in, out, side, kernel, stride, pad;
   bool bias;
@@ -37,7 +30,8 @@ ConvDesc layer(const Case& c, DType t, Layout layout, const Backend& b) {
   d.height = d.width = c.side;
   d.kernel_h = d.kernel_w = c.kernel, d.stride_h = d.stride_w = c.stride;
   d.pad_h = d.pad_w = c.pad, d.bias = c.bias;
-  d.types = types(t);
+  d.types = OpTypes::of(
+      PrecisionPolicy::for_precision(t == DType::kF32 ? Precision::kFp32 : Precision::kBf16));
   d.layout = layout;
   describe_weights_as_trained(b, t != DType::kF32, d);
   return d;

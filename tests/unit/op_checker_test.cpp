@@ -120,7 +120,9 @@ TEST(OpChecker, TextsAreParsedStrictly) {
       "conv:shape=2x4x7x6,k=6,kernel=3,stride=2,pad=1,groups=2,bias=1,bias=0",
       "conv:shape=2x4x7x6,k=6,kernel=3,stride=2,pad=1,groups=3,bias=1",  // groups
       "conv:shape=2x4x2x2,k=6,kernel=5,stride=1,pad=0,groups=1,bias=1",  // no output
-      "conv:shape=2x4x7,k=6,kernel=3,stride=1,pad=1,groups=1,bias=1",    // rank
+      // nor here: (2 - 3) / 2 + 1 is 1 when the division truncates, 0 as PyTorch floors it
+      "conv:shape=2x4x2x2,k=6,kernel=3,stride=2,pad=0,groups=1,bias=1",
+      "conv:shape=2x4x7,k=6,kernel=3,stride=1,pad=1,groups=1,bias=1",  // rank
       "relu:shape=2x0x4x4",
       "relu:shape=2x-3x4x4",
       "relu:shape=100000x100000x1000",  // more than 2^31 elements
