@@ -97,7 +97,7 @@ std::string_view conv_pass_name(ConvPass p);  // "forward", "backward_data", "ba
 // the workspace limit), or by timing every candidate that fits once, at plan time. The CPU
 // backend also takes one algorithm by name: im2col + sgemm (its reference), oneDNN's direct
 // convolution, oneDNN's Winograd, oneDNN's own choice between those two (auto), or im2col + one
-// oneDNN matrix product over the batch (matmul: channels-last bf16 layers, and f32 layers'
+// oneDNN matrix product over the batch (matmul: channels-last bf16 layers, and NCHW layers'
 // backward-filter passes). The CUDA
 // backend instead takes one class of cuDNN's engines (EngineClass: class:fft, class:winograd,
 // class:tensor_core, class:other), the heuristic's first choice within it. A named algorithm or

@@ -35,7 +35,8 @@ run_grid reported96 --models=resnet18 --sizes=96 --batches=4
 avx512=0 bf16=0
 grep -qw avx512f /proc/cpuinfo && avx512=1
 # and multiplies bf16 natively with AVX-512 BF16; with AMX, a bf16 run stores activations channels
-# last, which im2col+matmul (--conv-algo=matmul) takes
+# last, which im2col+matmul (--conv-algo=matmul) takes; without AMX, it takes their NCHW layers'
+# backward-filter passes
 amx=0
 grep -qw avx512_bf16 /proc/cpuinfo && bf16=1
 grep -qw amx_bf16 /proc/cpuinfo && amx=1
@@ -73,8 +74,14 @@ assert winograd == ({(p, q) for p in ("forward", "forward_relu", "backward_data"
                      for q in ("fp32", "bf16", "fp16")} if sys.argv[3] == "1" else set()), winograd
 # with AVX-512 BF16, every bf16 pass of oneDNN's direct convolution multiplied bf16, and passed
 assert native and (sys.argv[4] != "1" or set(native.values()) == {True}), native
-# with AMX, every bf16 pass under --conv-algo=matmul ran it (else none could), and passed
-assert set(matmul.values()) == ({True} if sys.argv[5] == "1" else {False}), matmul
+# under --conv-algo=matmul, with AMX (channels-last bf16) every bf16 pass ran im2col+matmul; with
+# AVX-512 BF16 alone (NCHW), exactly the backward-filter passes did; elsewhere none could
+if sys.argv[5] == "1":
+    assert set(matmul.values()) == {True}, matmul
+elif sys.argv[4] == "1":
+    assert matmul and all(v == (p == "backward_weights") for (_, p), v in matmul.items()), matmul
+else:
+    assert set(matmul.values()) == {False}, matmul
 PY
 
 # A backend that moves one element of every convolution's weight gradient by 1%.

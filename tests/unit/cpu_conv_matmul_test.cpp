@@ -1,6 +1,6 @@
 // im2col+matmul (conv_matmul.h): a native bf16 layer's convolution as one oneDNN matrix product
-// over the batch, on channels-last tensors, where oneDNN has AMX, and an f32 layer's
-// backward-filter pass the same way on NCHW ones. On small integers every sum is
+// over the batch, on channels-last tensors, and the backward-filter pass of a bf16 or f32 layer
+// the same way on NCHW ones. On small integers every sum is
 // exact in f32 and in bf16, so each pass must equal oneDNN's f32 convolution bit for bit: a wrong
 // window, padding, stride, transpose, weight layout or bias cannot hide in rounding.
 #include <gtest/gtest.h>
@@ -43,12 +43,20 @@ BackendOptions choosing(ConvAlgoChoice c) {
   return o;
 }
 
+// On a CPU that multiplies bf16 natively (AVX-512 BF16, or AMX); tests of the heuristic's AMX rule
+// skip without AMX, and those of its rules without AMX skip with it.
 class CpuConvMatmul : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!cpu_multiplies_bf16() || !cpu_has_amx()) {
-      GTEST_SKIP() << "im2col+matmul runs on channels-last bf16, which this CPU's runs do not use";
+    if (!cpu_multiplies_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
+  }
+  // Whether each pass (forward, backward data, backward filter) of `d`'s plan runs im2col+matmul.
+  std::vector<bool> matmul_passes(const ConvDesc& d) {
+    std::vector<bool> out;
+    for (const PassAlgorithm& a : b.make_conv_plan(d)->algorithms()) {
+      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
     }
+    return out;
   }
   // Integers in [-1, 1] of type `t`, stored in `layout`.
   Tensor ints(const Shape& s, DType t, Layout layout, uint64_t seed) {
@@ -110,39 +118,60 @@ TEST_F(CpuConvMatmul, PassesEqualOnednnF32OnExactValues) {
     const ConvDesc reference = layer(c, DType::kF32, Layout::kNCHW, f32);
     const auto want = passes(*f32.make_conv_plan(reference), reference);
     EXPECT_EQ(passes(*plan, d), want) << conv_shape_text(d);
-    // An f32 layer's backward-filter pass (NCHW; its other passes take the heuristic's).
-    const ConvDesc in_f32 = layer(c, DType::kF32, Layout::kNCHW, matmul);
-    const auto f32_plan = matmul.make_conv_plan(in_f32);
-    EXPECT_EQ(f32_plan->algorithms()[2].algorithm.rfind("im2col+matmul", 0), 0u);
-    EXPECT_EQ(passes(*f32_plan, in_f32)[2], want[2]) << conv_shape_text(d) << " in f32";
+    // The backward-filter pass of NCHW layers, f32 and bf16 (their other passes take the
+    // heuristic's).
+    for (const DType t : {DType::kF32, DType::kBF16}) {
+      const ConvDesc nchw = layer(c, t, Layout::kNCHW, matmul);
+      const auto nchw_plan = matmul.make_conv_plan(nchw);
+      EXPECT_EQ(nchw_plan->algorithms()[2].algorithm.rfind("im2col+matmul", 0), 0u);
+      EXPECT_EQ(passes(*nchw_plan, nchw)[2], want[2])
+          << conv_shape_text(d) << " NCHW in " << dtype_name(t);
+    }
   }
 }
 
-// The heuristic's rule (conv.cpp's matmul_pays): forward and backward data on outputs of at most
-// 2x2; backward filter for 1x1 kernels to 16 pixels wide and 3x3 ones to 8.
-TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
-  const auto matmul_passes = [&](const Case& c) {
-    std::vector<bool> out;
-    for (const PassAlgorithm& a :
-         b.make_conv_plan(layer(c, DType::kBF16, Layout::kNHWC, b))->algorithms()) {
-      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
-    }
-    return out;
+using Passes = std::vector<bool>;  // forward, backward data, backward filter
+
+// The heuristic's rule on a CPU with AMX (conv.cpp's matmul_pays), on channels-last bf16 layers:
+// forward and backward data on outputs of at most 2x2; backward filter for 1x1 kernels to 16
+// pixels wide and 3x3 ones to 8.
+TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPaysWithAmx) {
+  if (!cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs with AMX";
+  const auto bf16 = [&](const Case& c) {
+    return matmul_passes(layer(c, DType::kBF16, Layout::kNHWC, b));
   };
-  using Passes = std::vector<bool>;  // forward, backward data, backward filter
-  EXPECT_EQ(matmul_passes({4, 32, 32, 2, 3, 1, 1, false}), (Passes{true, true, true}));
-  EXPECT_EQ(matmul_passes({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(matmul_passes({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(matmul_passes({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
-  EXPECT_EQ(matmul_passes({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
-  // f32 (NCHW): the backward-filter pass of 3x3 layers with 512 output channels on 2x2 outputs
+  EXPECT_EQ(bf16({4, 32, 32, 2, 3, 1, 1, false}), (Passes{true, true, true}));
+  EXPECT_EQ(bf16({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(bf16({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
+}
+
+// Without AMX, bf16 runs are NCHW (CpuBackend::activation_layout), and the heuristic takes
+// im2col+matmul for the backward-filter pass of 1x1 and 3x3 layers on outputs of at most 4x4
+// (conv.cpp's nchw_bf16_matmul_pays).
+TEST_F(CpuConvMatmul, HeuristicTakesNchwBf16MatmulWhereItPaysWithoutAmx) {
+  if (cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs without AMX";
+  ASSERT_EQ(b.activation_layout(OpTypes::of(PrecisionPolicy::for_precision(Precision::kBf16))),
+            Layout::kNCHW);
+  const auto bf16 = [&](const Case& c) {
+    return matmul_passes(layer(c, DType::kBF16, Layout::kNCHW, b));
+  };
+  EXPECT_EQ(bf16({4, 32, 32, 2, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({4, 32, 64, 8, 3, 2, 1, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({4, 32, 64, 4, 1, 1, 0, false}), (Passes{false, false, true}));
+  EXPECT_EQ(bf16({4, 32, 32, 8, 3, 1, 1, false}), (Passes{false, false, false}));
+  EXPECT_EQ(bf16({4, 32, 64, 8, 1, 1, 0, false}), (Passes{false, false, false}));
+  EXPECT_EQ(bf16({4, 3, 16, 8, 7, 2, 3, false}), (Passes{false, false, false}));
+}
+
+// On a CPU with AVX-512, an f32 layer (NCHW) takes im2col+matmul for the backward-filter pass of
+// 3x3 layers with 512 output channels on 2x2 outputs (conv.cpp's f32_matmul_pays).
+TEST_F(CpuConvMatmul, HeuristicTakesF32MatmulWhereItPays) {
+  if (!cpu_blocks_channels_by_16()) GTEST_SKIP() << "the rule for CPUs with AVX-512";
   const auto f32_passes = [&](const Case& c) {
-    std::vector<bool> out;
-    for (const PassAlgorithm& a :
-         b.make_conv_plan(layer(c, DType::kF32, Layout::kNCHW, b))->algorithms()) {
-      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
-    }
-    return out;
+    return matmul_passes(layer(c, DType::kF32, Layout::kNCHW, b));
   };
   EXPECT_EQ(f32_passes({4, 32, 512, 2, 3, 1, 1, false}), (Passes{false, false, true}));
   EXPECT_EQ(f32_passes({4, 32, 512, 4, 3, 2, 1, false}), (Passes{false, false, true}));
@@ -152,25 +181,25 @@ TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPays) {
   EXPECT_EQ(f32_passes({4, 32, 512, 2, 1, 1, 0, false}), (Passes{false, false, false}));
 }
 
-// im2col+matmul takes channels-last bf16 layers, and the backward-filter pass of NCHW f32 ones:
-// --conv-algo=matmul gives every other pass the heuristic's algorithm and says why, and
-// --conv-algo=onednn never takes it.
+// im2col+matmul takes channels-last bf16 layers, and the backward-filter pass of NCHW f32 and
+// bf16 ones: --conv-algo=matmul gives every other pass the heuristic's algorithm and says why,
+// and --conv-algo=onednn never takes it.
 TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
   CpuBackend matmul(choosing(ConvAlgoChoice::kMatmul));
   const Case c{2, 16, 32, 4, 3, 1, 1, false};
-  for (const ConvDesc& d : {layer(c, DType::kF32, Layout::kNHWC, matmul),
-                            layer(c, DType::kBF16, Layout::kNCHW, matmul)}) {
-    for (const PassAlgorithm& a : matmul.make_conv_plan(d)->algorithms()) {
-      EXPECT_EQ(a.algorithm.find("matmul"), std::string::npos) << a.algorithm;
-      EXPECT_NE(a.refused.find("im2col+matmul takes"), std::string::npos) << a.refused;
-    }
+  for (const PassAlgorithm& a :
+       matmul.make_conv_plan(layer(c, DType::kF32, Layout::kNHWC, matmul))->algorithms()) {
+    EXPECT_EQ(a.algorithm.find("matmul"), std::string::npos) << a.algorithm;
+    EXPECT_NE(a.refused.find("im2col+matmul takes"), std::string::npos) << a.refused;
   }
-  const auto f32 = matmul.make_conv_plan(layer(c, DType::kF32, Layout::kNCHW, matmul));
-  for (const PassAlgorithm& a : f32->algorithms()) {
-    const bool filter = a.pass == ConvPass::kBackwardFilter;
-    EXPECT_EQ(a.algorithm.rfind("im2col+matmul", 0) == 0, filter) << a.algorithm;
-    EXPECT_EQ(a.refused.find("only its backward-filter pass") != std::string::npos, !filter)
-        << a.refused;
+  for (const DType t : {DType::kF32, DType::kBF16}) {
+    const auto nchw = matmul.make_conv_plan(layer(c, t, Layout::kNCHW, matmul));
+    for (const PassAlgorithm& a : nchw->algorithms()) {
+      const bool filter = a.pass == ConvPass::kBackwardFilter;
+      EXPECT_EQ(a.algorithm.rfind("im2col+matmul", 0) == 0, filter) << a.algorithm;
+      EXPECT_EQ(a.refused.find("only its backward-filter pass") != std::string::npos, !filter)
+          << a.refused;
+    }
   }
   CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn));
   const ConvDesc small = layer({4, 32, 32, 2, 3, 1, 1, false}, DType::kBF16, Layout::kNHWC, onednn);
@@ -183,6 +212,7 @@ TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
 // (its columns, and a copy of the weights as KRSC rows), the heuristic takes another algorithm,
 // and a named matmul says what it needs.
 TEST_F(CpuConvMatmul, KeepsWithinTheWorkspaceLimit) {
+  if (!cpu_has_amx()) GTEST_SKIP() << "channels-last bf16 runs, and their alternatives, need AMX";
   const Case c{4, 32, 32, 2, 3, 1, 1, false};
   CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn)), matmul(choosing(ConvAlgoChoice::kMatmul));
   const auto needs = [&](CpuBackend& be) {

@@ -1,6 +1,6 @@
 // The CPU convolution plan: per pass, one of oneDNN's primitives (direct, Winograd, or oneDNN's
 // own choice), im2col + sgemm, or im2col + one oneDNN matrix product (a channels-last bf16
-// layer's passes, an f32 layer's backward-filter pass), chosen as the run's --conv-algo says
+// layer's passes, an NCHW layer's backward-filter pass), chosen as the run's --conv-algo says
 // within its --workspace-limit. Operands may be stored in 16 bits. A bf16 layer's oneDNN
 // primitives and im2col+matmul take its bf16 tensors as they are, where the CPU multiplies bf16
 // natively (AVX-512 BF16, or AMX); every other pass computes on f32 views of them (f32_views.h).
@@ -33,7 +33,7 @@ namespace {
 // where the heuristic may run a backward-filter pass on them; each plan has all three passes,
 // and autotune may time any.
 // kMatmul: im2col + one oneDNN matrix product (conv_matmul.h), on a native bf16 layer's
-// channels-last tensors, or for the backward-filter pass of an f32 layer's NCHW ones.
+// channels-last tensors, or for the backward-filter pass of an NCHW layer, bf16 or f32.
 enum class CpuConvAlgo {
   kIm2col,
   kDirect,
@@ -353,6 +353,21 @@ bool f32_matmul_pays(const ConvDesc& d) {
          d.out_w() == 2;
 }
 
+// Where the heuristic takes im2col+matmul for a native bf16 layer's backward-filter pass on NCHW
+// activations (a CPU with AVX-512 BF16 and no AMX; with AMX, bf16 runs are channels last): 1x1
+// and 3x3 kernels on outputs of at most 4x4, where oneDNN 2.6's direct bf16 kernel tiles rows of
+// two to four pixels. Measured per layer here (AMD EPYC, `dlbench check-ops --mode=perf
+// --passes=backward_weights --conv-algos=onednn,matmul`, resnet18 and resnet50 at 64 px and
+// batch 16 and 8, resnet18 at 32 px and batch 8; docs/cpu.md), matmul's time over direct's:
+// 0.48x to 0.99x on those layers but three of 0.02 ms (1.03x to 1.08x) and one 1x1 layer at
+// 1.04x; 0.63x to 1.26x on 8x8 outputs, 0.70x to 1.70x on 16x16 ones, and 2.6x to 2.9x on the
+// 7x7 stem.
+bool nchw_bf16_matmul_pays(const ConvDesc& d) {
+  const bool one = d.kernel_h == 1 && d.kernel_w == 1;
+  const bool three = d.kernel_h == 3 && d.kernel_w == 3;
+  return (one || three) && d.out_h() <= 4 && d.out_w() <= 4;
+}
+
 // A native bf16 backward-filter pass on a CPU with AMX: AMX's where it pays (above), else f32 on
 // f32 views of the bf16 tensors, Winograd's where it pays and direct otherwise (oneDNN 2.6's bf16
 // kernels off AMX took 1.07x to 2.12x f32's on every resnet50 layer here); bf16 off AMX where
@@ -376,7 +391,8 @@ std::optional<CpuConvAlgo> amx_cpu_backward_filter(const CpuConvPlan& plan) {
 // The heuristic: oneDNN's direct primitive where it multiplies bf16 natively (on an AVX-512 BF16
 // CPU, a bf16 resnet18 step so is 1.7x one that takes f32 Winograd on its 3x3 stride-1 layers,
 // docs/cpu.md), but on a CPU with AMX im2col+matmul where matmul_pays, and the backward-filter
-// pass as amx_cpu_backward_filter says. Else, for an f32 layer's backward-filter pass on an
+// pass as amx_cpu_backward_filter says; without AMX, an NCHW layer's backward-filter pass by
+// im2col+matmul where nchw_bf16_matmul_pays. Else, for an f32 layer's backward-filter pass on an
 // AVX-512 CPU, im2col+matmul where f32_matmul_pays; else oneDNN's Winograd where it pays and fits,
 // else its direct primitive, unless that is its reference loops, which im2col beats by far, or it
 // does not fit; then bf16 off AMX, f32, or im2col+matmul, where a native pass's first choice does
@@ -389,6 +405,10 @@ CpuConvAlgo heuristic(const CpuConvPlan& plan, ConvPass p) {
     }
     if (p == ConvPass::kBackwardFilter && cpu_has_amx()) {
       if (const std::optional<CpuConvAlgo> a = amx_cpu_backward_filter(plan)) return *a;
+    }
+    if (p == ConvPass::kBackwardFilter && plan.desc().layout == Layout::kNCHW &&
+        nchw_bf16_matmul_pays(plan.desc()) && plan.has(p, CpuConvAlgo::kMatmul)) {
+      return CpuConvAlgo::kMatmul;
     }
     if (plan.has(p, CpuConvAlgo::kDirect)) return CpuConvAlgo::kDirect;
   }
@@ -445,7 +465,7 @@ std::vector<CpuConvAlgo> candidates(ConvAlgoChoice c, const ConvDesc& d) {
   }
   const bool f32 =
       d.types.data == DType::kF32 && d.types.params == DType::kF32 && d.layout == Layout::kNCHW;
-  const bool bf16 = native_bf16(d.types) && d.layout == Layout::kNHWC;
+  const bool bf16 = native_bf16(d.types) && (d.layout == Layout::kNHWC || nchw_bf16_matmul_pays(d));
   const bool f32_candidate = f32 && f32_matmul_pays(d);
   if (c == ConvAlgoChoice::kMatmul ||
       (c != ConvAlgoChoice::kOnednn && c != ConvAlgoChoice::kIm2col && (bf16 || f32_candidate))) {

@@ -7,6 +7,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/cpu/onednn_engine.h"
@@ -76,23 +77,25 @@ std::optional<dnnl::reorder> weight_reorder(const memory::desc& from, const memo
   return dnnl::reorder(dnnl::reorder::primitive_desc(e, from, e, to));
 }
 
-// Row p of `cols` (p = (image, out_y, out_x)) holds x's window at that output pixel, (kernel
-// row, kernel column, channel) in order; zeros where the window lies in the padding.
-void gather_columns(const ConvDesc& d, const uint16_t* x, uint16_t* cols) {
+// Row p of `cols` (p = (image, out_y, out_x)) holds channels-last x's window at that output
+// pixel, (kernel row, kernel column, channel) in order; zeros where the window lies in the
+// padding. T: bf16's bits, or f32 (zero is all-zero bits in both).
+template <typename T>
+void gather_columns(const ConvDesc& d, const T* x, T* cols) {
   const int64_t oh = d.out_h(), ow = d.out_w(), c = d.in_channels;
   const int64_t k = d.kernel_h * d.kernel_w * c;
   parallel_for(d.batch * oh, 2, [=](int64_t row) {
     const int64_t n = row / oh, oy = row % oh;
     for (int64_t ox = 0; ox < ow; ++ox) {
-      uint16_t* out = cols + (row * ow + ox) * k;
+      T* out = cols + (row * ow + ox) * k;
       for (int64_t r = 0; r < d.kernel_h; ++r) {
         const int64_t iy = oy * d.stride_h - d.pad_h + r;
         for (int64_t s = 0; s < d.kernel_w; ++s, out += c) {
           const int64_t ix = ox * d.stride_w - d.pad_w + s;
           if (iy < 0 || iy >= d.height || ix < 0 || ix >= d.width) {
-            std::memset(out, 0, c * sizeof(uint16_t));
+            std::memset(out, 0, c * sizeof(T));
           } else {
-            std::memcpy(out, x + ((n * d.height + iy) * d.width + ix) * c, c * sizeof(uint16_t));
+            std::memcpy(out, x + ((n * d.height + iy) * d.width + ix) * c, c * sizeof(T));
           }
         }
       }
@@ -128,36 +131,27 @@ void scatter_columns(const ConvDesc& d, const float* terms, uint16_t* dx) {
   });
 }
 
-// f32 on NCHW: row p of `cols` holds x's window at output pixel p in (channel, kernel row, kernel
-// column) order, the order of a KCRS weight's row.
-void gather_columns_nchw(const ConvDesc& d, const float* x, float* cols) {
-  const int64_t oh = d.out_h(), ow = d.out_w(), c = d.in_channels;
-  const int64_t k = d.kernel_h * d.kernel_w * c;
-  parallel_for(d.batch * oh, 2, [=](int64_t row) {
-    const int64_t n = row / oh, oy = row % oh;
-    for (int64_t ox = 0; ox < ow; ++ox) {
-      float* out = cols + (row * ow + ox) * k;
-      for (int64_t ch = 0; ch < c; ++ch) {
-        const float* plane = x + (n * c + ch) * d.height * d.width;
-        for (int64_t r = 0; r < d.kernel_h; ++r) {
-          const int64_t iy = oy * d.stride_h - d.pad_h + r;
-          for (int64_t s = 0; s < d.kernel_w; ++s) {
-            const int64_t ix = ox * d.stride_w - d.pad_w + s;
-            const bool in = iy >= 0 && iy < d.height && ix >= 0 && ix < d.width;
-            *out++ = in ? plane[iy * d.width + ix] : 0.f;
-          }
-        }
-      }
+// NCHW x as channels last: each image's [channels, pixels] transposed to [pixels, channels].
+template <typename T>
+void to_channels_last(const ConvDesc& d, const T* x, T* last) {
+  const int64_t c = d.in_channels, plane = d.height * d.width;
+  parallel_for(d.batch * d.height, 2, [=](int64_t row) {
+    const int64_t n = row / d.height, p0 = row % d.height * d.width;
+    for (int64_t p = p0; p < p0 + d.width; ++p) {
+      T* out = last + (n * plane + p) * c;
+      const T* in = x + n * c * plane + p;
+      for (int64_t ch = 0; ch < c; ++ch) out[ch] = in[ch * plane];
     }
   });
 }
 
 // NCHW dy as [out_channels, pixels] rows: each channel's plane of each image, image by image.
-void gradient_rows_nchw(const ConvDesc& d, const float* dy, float* rows) {
+template <typename T>
+void gradient_rows_nchw(const ConvDesc& d, const T* dy, T* rows) {
   const int64_t oc = d.out_channels, plane = d.out_h() * d.out_w(), pixels = d.batch * plane;
   parallel_for(oc, 2, [=](int64_t o) {
     for (int64_t n = 0; n < d.batch; ++n) {
-      std::memcpy(rows + o * pixels + n * plane, dy + (n * oc + o) * plane, plane * sizeof(float));
+      std::memcpy(rows + o * pixels + n * plane, dy + (n * oc + o) * plane, plane * sizeof(T));
     }
   });
 }
@@ -167,24 +161,31 @@ void gradient_rows_nchw(const ConvDesc& d, const float* dy, float* rows) {
 struct MatmulConv::Impl {
   ConvDesc d;
   DType operands = DType::kBF16;
-  bool nchw = false;          // an f32 layer's: its backward-filter pass only
+  bool nchw = false;          // NCHW activations: the backward-filter pass only
   int64_t pixels = 0, k = 0;  // output pixels of the batch; one window's length
-  bool x_is_columns = false;  // channels last, 1x1 at stride 1 without padding
-  memory::desc rows;          // the weights as KRSC (KCRS: nchw) rows, [out_channels, k]
+  // 1x1 at stride 1 without padding: channels-last x (nchw: its channels-last copy) is the columns
+  bool x_is_columns = false;
+  memory::desc rows;  // the weights as KRSC rows, [out_channels, k]
   std::optional<dnnl::reorder> w_to_rows, rows_to_dw;
   std::optional<Product> forward, forward_bias, backward_data, backward_filter;
 
   explicit Impl(const ConvDesc& desc);
   void make_bf16_passes(const memory::dims& w);
+  template <typename T>
+  std::pair<const void*, const void*> filter_operands(const void* x, const void* dy,
+                                                      uint8_t*& ws) const;
   size_t element() const { return operands == DType::kF32 ? sizeof(float) : sizeof(uint16_t); }
   size_t columns_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * element()); }
   size_t rows_bytes(bool reordered) const {
     return reordered ? aligned(d.out_channels * k * element()) : 0;
   }
   size_t terms_bytes() const { return x_is_columns ? 0 : aligned(pixels * k * sizeof(float)); }
-  // nchw: dy as [out_channels, pixels] rows
+  // nchw: x as channels last, and dy as [out_channels, pixels] rows
+  size_t channels_last_bytes() const {
+    return nchw ? aligned(d.batch * d.height * d.width * d.in_channels * element()) : 0;
+  }
   size_t gradient_rows_bytes() const {
-    return nchw ? aligned(d.out_channels * pixels * sizeof(float)) : 0;
+    return nchw ? aligned(d.out_channels * pixels * element()) : 0;
   }
 };
 
@@ -192,21 +193,22 @@ MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
   const bool bf16 = d.types.data == DType::kBF16 && d.types.params == DType::kBF16;
   const bool f32 = d.types.data == DType::kF32 && d.types.params == DType::kF32;
   const bool last = d.layout == Layout::kNHWC;
-  if (d.groups != 1 || !((bf16 && last && cpu_multiplies_bf16()) || (f32 && !last))) {
+  if (d.groups != 1 || !((bf16 && cpu_multiplies_bf16()) || (f32 && !last))) {
     throw Unsupported(
-        "im2col+matmul takes ungrouped layers: bf16 ones with channels-last activations, where "
-        "the CPU multiplies bf16 natively, and the backward-filter pass of f32 ones stored NCHW");
+        "im2col+matmul takes ungrouped layers: bf16 ones, where the CPU multiplies bf16 natively "
+        "(every pass of channels-last ones, the backward-filter pass of NCHW ones), and the "
+        "backward-filter pass of f32 ones stored NCHW");
   }
   operands = bf16 ? DType::kBF16 : DType::kF32;
   nchw = !last;
   const memory::data_type type = bf16 ? kBf16 : kF32;
   pixels = d.batch * d.out_h() * d.out_w();
   k = d.kernel_h * d.kernel_w * d.in_channels;
-  x_is_columns = last && d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
+  x_is_columns = d.kernel_h == 1 && d.kernel_w == 1 && d.stride_h == 1 && d.stride_w == 1 &&
                  d.pad_h == 0 && d.pad_w == 0;
   const int64_t oc = d.out_channels;
   const memory::dims w{oc, d.in_channels, d.kernel_h, d.kernel_w};
-  rows = memory::desc(w, type, nchw ? Tag::oihw : Tag::ohwi);
+  rows = memory::desc(w, type, Tag::ohwi);
   rows_to_dw = weight_reorder(rows, {w, type, onednn_weight_tag(d.grad_layout, d.layout)});
   // dw = dy^T x columns (nchw: dy's rows x columns)
   backward_filter.emplace(matrix(oc, pixels, type, !nchw), matrix(pixels, k, type),
@@ -243,7 +245,7 @@ bool MatmulConv::has(ConvPass p) const { return p == ConvPass::kBackwardFilter |
 std::string MatmulConv::missing(ConvPass p) const {
   return has(p) ? std::string()
                 : fmt::format(
-                      "im2col+matmul runs no {} pass of an f32 layer, only its "
+                      "im2col+matmul runs no {} pass of a layer stored NCHW, only its "
                       "backward-filter pass",
                       conv_pass_name(p));
 }
@@ -261,8 +263,8 @@ size_t MatmulConv::workspace_bytes(ConvPass p) const {
       return m.rows_bytes(m.w_to_rows.has_value()) + m.terms_bytes() +
              m.backward_data->scratchpad.get_size();
     case ConvPass::kBackwardFilter:
-      return m.columns_bytes() + m.gradient_rows_bytes() + m.rows_bytes(m.rows_to_dw.has_value()) +
-             m.backward_filter->scratchpad.get_size();
+      return m.channels_last_bytes() + m.columns_bytes() + m.gradient_rows_bytes() +
+             m.rows_bytes(m.rows_to_dw.has_value()) + m.backward_filter->scratchpad.get_size();
   }
   return 0;
 }
@@ -344,29 +346,45 @@ void MatmulConv::backward_data(const void* dy, const void* w, void* dx, void* wo
   }
 }
 
-// Workspace: the columns, (nchw) dy's rows, the gradient's rows where it is stored otherwise, and
-// the product's scratchpad.
+// The backward-filter product's operands, gathered into `ws` where they are not x and dy as
+// they are: (nchw) x as channels last, the columns, and (nchw) dy's rows. Returns the columns and
+// dy's rows, and moves `ws` past what it used.
+template <typename T>
+std::pair<const void*, const void*> MatmulConv::Impl::filter_operands(const void* x, const void* dy,
+                                                                      uint8_t*& ws) const {
+  const Impl& m = *this;
+  const T* last = static_cast<const T*>(x);
+  if (m.nchw) {
+    to_channels_last(m.d, last, reinterpret_cast<T*>(ws));
+    last = reinterpret_cast<const T*>(ws);
+    ws += m.channels_last_bytes();
+  }
+  const void* cols = last;
+  if (!m.x_is_columns) {
+    gather_columns(m.d, last, reinterpret_cast<T*>(ws));
+    cols = ws;
+    ws += m.columns_bytes();
+  }
+  if (m.nchw) {
+    gradient_rows_nchw(m.d, static_cast<const T*>(dy), reinterpret_cast<T*>(ws));
+    dy = ws;
+    ws += m.gradient_rows_bytes();
+  }
+  return {cols, dy};
+}
+
+// Workspace: filter_operands', the gradient's rows where it is stored otherwise, and the
+// product's scratchpad.
 void MatmulConv::backward_filter(const void* x, const void* dy, void* dw, void* workspace) const {
   const Impl& m = *impl_;
-  auto* ws = static_cast<uint8_t*>(workspace);
-  const void* cols = x;
-  if (m.nchw) {
-    gather_columns_nchw(m.d, static_cast<const float*>(x), reinterpret_cast<float*>(ws));
-    cols = ws;
-  } else if (!m.x_is_columns) {
-    gather_columns(m.d, static_cast<const uint16_t*>(x), reinterpret_cast<uint16_t*>(ws));
-    cols = ws;
-  }
-  uint8_t* gradient_rows = ws + m.columns_bytes();
-  if (m.nchw) {
-    gradient_rows_nchw(m.d, static_cast<const float*>(dy), reinterpret_cast<float*>(gradient_rows));
-    dy = gradient_rows;
-  }
-  uint8_t* rows_at = gradient_rows + m.gradient_rows_bytes();
+  uint8_t* rows_at = static_cast<uint8_t*>(workspace);
+  const auto [cols, dy_rows] = m.operands == DType::kF32
+                                   ? m.filter_operands<float>(x, dy, rows_at)
+                                   : m.filter_operands<uint16_t>(x, dy, rows_at);
   uint8_t* rows = m.rows_to_dw ? rows_at : static_cast<uint8_t*>(dw);
   uint8_t* scratch = rows_at + m.rows_bytes(m.rows_to_dw.has_value());
   on_onednn("backward_filter", [&](dnnl::stream& stream) {
-    m.backward_filter->run(stream, dy, cols, rows, nullptr, scratch);
+    m.backward_filter->run(stream, dy_rows, cols, rows, nullptr, scratch);
     if (m.rows_to_dw) {
       const auto& e = onednn_cpu_engine();
       memory src(m.rows, e, rows), dst(stored(m.rows, m.d, m.d.grad_layout), e, dw);

@@ -5,9 +5,9 @@
 // (measured in docs/cpu.md). Each row of the columns holds one output pixel's window in (kernel
 // row, kernel column, channel) order, the order in which channels-last (KRSC) weights hold an
 // output channel's row, and channels last holds each pixel's channels together, so im2col copies
-// whole runs of channels. An f32 layer stored NCHW has its backward-filter pass only (its
-// columns then in KCRS's (channel, kernel row, kernel column) order): oneDNN 2.6's direct f32
-// kernels tile that pass's rows of output pixels too.
+// whole runs of channels. A layer stored NCHW, f32 or bf16, has its backward-filter pass only
+// (its columns then in KCRS's (channel, kernel row, kernel column) order): oneDNN 2.6's direct
+// kernels tile that pass's rows of output pixels too, in f32 and with AVX-512 BF16.
 #pragma once
 #include <memory>
 #include <string>
@@ -18,15 +18,16 @@ namespace dlb {
 
 class MatmulConv {
  public:
-  // Throws Unsupported unless the layer is ungrouped and either stores bf16 data and parameters
-  // with channels-last activations, where the CPU multiplies bf16 natively, or f32 ones with
-  // NCHW activations; and unless oneDNN has each product (not only its reference loops).
+  // Throws Unsupported unless the layer is ungrouped and either stores bf16 data and parameters,
+  // where the CPU multiplies bf16 natively, or f32 ones with NCHW activations; and unless oneDNN
+  // has each product (not only its reference loops).
   explicit MatmulConv(const ConvDesc& d);
   ~MatmulConv();
   MatmulConv(const MatmulConv&) = delete;
   MatmulConv& operator=(const MatmulConv&) = delete;
 
-  // Whether it runs pass `p` (an f32 layer's backward-filter pass only), and else why not.
+  // Whether it runs pass `p` (a layer stored NCHW: its backward-filter pass only), and else why
+  // not.
   bool has(ConvPass p) const;
   std::string missing(ConvPass p) const;
   // What its products read: bf16, or f32.

@@ -149,7 +149,7 @@ void add_device_options(std::vector<Option>& t) {
        "how each convolution pass picks its algorithm: the library's heuristic, timing every "
        "candidate once, (cpu) one algorithm by name: im2col, onednn (direct), winograd, "
        "auto (oneDNN's choice) or matmul (im2col + one oneDNN matrix product over the batch: "
-       "channels-last bf16 layers, and f32 layers' backward-filter passes), or (cuda) the "
+       "channels-last bf16 layers, and NCHW layers' backward-filter passes), or (cuda) the "
        "heuristic within one class of cuDNN's engines by "
        "their notes: class:fft, class:winograd, class:tensor_core or class:other; a pass that "
        "the named algorithm or class cannot run takes the heuristic's",
