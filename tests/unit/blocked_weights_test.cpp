@@ -211,9 +211,8 @@ void expect_im2col_within_bound(const Passes& kcrs, const Passes& other, const C
 }
 
 TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
-  for (ConvAlgoChoice how :
-       {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd, ConvAlgoChoice::kHeuristic,
-        ConvAlgoChoice::kAuto}) {
+  for (ConvAlgoChoice how : {ConvAlgoChoice::kOnednn, ConvAlgoChoice::kWinograd,
+                             ConvAlgoChoice::kHeuristic, ConvAlgoChoice::kAuto}) {
     const Passes kcrs = run(how, Layout::kNCHW), blocked = run(how, Layout::kOIhw16i16o);
     EXPECT_EQ(blocked.y, kcrs.y) << conv_algo_choice_name(how);
     EXPECT_EQ(blocked.dx, kcrs.dx) << conv_algo_choice_name(how);

@@ -286,7 +286,7 @@ TEST_F(CpuBf16, EveryLinearLayersProductIsNative) {
     for (const MatrixProduct& p : {MatrixProduct{false, true, n, out, in, 1.f, 0.f},
                                    MatrixProduct{false, false, n, in, out, 1.f, 0.f},
                                    MatrixProduct{true, false, out, in, n, 1.f, 0.f}}) {
-      EXPECT_NE(OnednnBf16Product::find(p), nullptr)
+      EXPECT_NE(OnednnProduct::find(p, DType::kBF16), nullptr)
           << p.m << "x" << p.n << "x" << p.k << " trans " << p.trans_a << p.trans_b;
     }
   }

@@ -1,5 +1,6 @@
-// Row-major matrix multiply: bf16 matrices natively through oneDNN where this CPU multiplies bf16
-// (matmul_onednn.h), everything else through OpenBLAS sgemm in f32.
+// Row-major matrix multiply through oneDNN (matmul_onednn.h): bf16 matrices natively where this CPU
+// multiplies bf16, everything else in f32 (16-bit matrices on f32 copies); OpenBLAS sgemm where
+// oneDNN has only its reference loops for an f32 product.
 #include <cblas.h>
 #include <fmt/format.h>
 
@@ -60,8 +61,9 @@ ProductArithmetic CpuBackend::matmul_arithmetic(const OpTypes& t) const {
 void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float alpha,
                         const Tensor& a_s, const Tensor& b_s, float beta, Tensor& c_s) {
   const MatrixProduct p = product_of(trans_a, trans_b, alpha, a_s, b_s, beta, c_s);
-  const OnednnBf16Product* native =
-      all_bf16({&a_s, &b_s, &c_s}) && p.m * p.n * p.k > 0 ? OnednnBf16Product::find(p) : nullptr;
+  const bool empty = p.m * p.n * p.k == 0;
+  const OnednnProduct* native =
+      all_bf16({&a_s, &b_s, &c_s}) && !empty ? OnednnProduct::find(p, DType::kBF16) : nullptr;
   if (native)
     return native->run(a_s.raw(), b_s.raw(), c_s.raw(), workspace(native->workspace_bytes()));
   F32Views f32(*this);
@@ -71,6 +73,9 @@ void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float al
   check_f32(a, "matmul a");
   check_f32(b, "matmul b");
   check_f32(c, "matmul c");
+  if (const OnednnProduct* product = empty ? nullptr : OnednnProduct::find(p, DType::kF32)) {
+    return product->run(a.raw(), b.raw(), c.raw(), workspace(product->workspace_bytes()));
+  }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
               trans_b ? CblasTrans : CblasNoTrans, p.m, p.n, p.k, alpha, a.data<float>(), a.dim(1),
               b.data<float>(), b.dim(1), beta, c.data<float>(), p.n);

@@ -16,15 +16,14 @@ namespace dlb {
 namespace {
 
 using dnnl::memory;
-constexpr auto kBf16 = memory::data_type::bf16;
 
-// A row-major rows x cols operand, or the transpose of one stored cols x rows.
-memory::desc operand(int64_t rows, int64_t cols, bool transposed) {
-  return transposed ? memory::desc({rows, cols}, kBf16, {1, rows})
-                    : memory::desc({rows, cols}, kBf16, {cols, 1});
+// A row-major rows x cols operand of `type`, or the transpose of one stored cols x rows.
+memory::desc operand(int64_t rows, int64_t cols, bool transposed, memory::data_type type) {
+  return transposed ? memory::desc({rows, cols}, type, {1, rows})
+                    : memory::desc({rows, cols}, type, {cols, 1});
 }
 
-dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p) {
+dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p, memory::data_type type) {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (p.alpha != 1.f) attr.set_output_scales(0, {p.alpha});
@@ -34,46 +33,47 @@ dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p) {
     attr.set_post_ops(ops);
   }
   return dnnl::matmul::primitive_desc(
-      {operand(p.m, p.k, p.trans_a), operand(p.k, p.n, p.trans_b), operand(p.m, p.n, false)}, attr,
-      onednn_cpu_engine());
+      {operand(p.m, p.k, p.trans_a, type), operand(p.k, p.n, p.trans_b, type),
+       operand(p.m, p.n, false, type)},
+      attr, onednn_cpu_engine());
 }
 
-using Key = std::tuple<bool, bool, int64_t, int64_t, int64_t, float, float>;
+using Key = std::tuple<DType, bool, bool, int64_t, int64_t, int64_t, float, float>;
 
 }  // namespace
 
-struct OnednnBf16Product::Impl {
+struct OnednnProduct::Impl {
   dnnl::matmul::primitive_desc pd;
   dnnl::matmul primitive;
 };
 
-OnednnBf16Product::OnednnBf16Product(std::unique_ptr<Impl> impl)
+OnednnProduct::OnednnProduct(std::unique_ptr<Impl> impl)
     : impl_(std::move(impl)), workspace_bytes_(impl_->pd.scratchpad_desc().get_size()) {}
-OnednnBf16Product::~OnednnBf16Product() = default;
+OnednnProduct::~OnednnProduct() = default;
 
 // Kept for the process (a model has a few product shapes), behind one lock: ranks in threads
 // share it. A product oneDNN would compute with its reference loops is kept as null.
-const OnednnBf16Product* OnednnBf16Product::find(const MatrixProduct& p) {
-  if (!cpu_multiplies_bf16()) return nullptr;
+const OnednnProduct* OnednnProduct::find(const MatrixProduct& p, DType type) {
+  if (type != DType::kF32 && (type != DType::kBF16 || !cpu_multiplies_bf16())) return nullptr;
   onednn_cpu_engine();  // made before the kept primitives, so destroyed after them at exit
   static std::mutex mu;
-  static std::map<Key, std::unique_ptr<OnednnBf16Product>> kept;
-  const Key key{p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
+  static std::map<Key, std::unique_ptr<OnednnProduct>> kept;
+  const Key key{type, p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kept.find(key); it != kept.end()) return it->second.get();
-  std::unique_ptr<OnednnBf16Product> made;
+  std::unique_ptr<OnednnProduct> made;
   try {
-    auto pd = product_desc(p);
+    auto pd =
+        product_desc(p, type == DType::kF32 ? memory::data_type::f32 : memory::data_type::bf16);
     if (std::string(pd.impl_info_str()).rfind("ref", 0) != 0) {
-      made =
-          std::make_unique<OnednnBf16Product>(std::make_unique<Impl>(Impl{pd, dnnl::matmul(pd)}));
+      made = std::make_unique<OnednnProduct>(std::make_unique<Impl>(Impl{pd, dnnl::matmul(pd)}));
     }
-  } catch (const dnnl::error&) {  // no bf16 primitive for it: f32 copies it is
+  } catch (const dnnl::error&) {  // no primitive for it: sgemm on f32 (copies) it is
   }
   return kept.emplace(key, std::move(made)).first->second.get();
 }
 
-void OnednnBf16Product::run(const void* a, const void* b, void* c, void* workspace) const {
+void OnednnProduct::run(const void* a, const void* b, void* c, void* workspace) const {
   try {
     const auto& e = onednn_cpu_engine();
     const auto& pd = impl_->pd;
@@ -85,8 +85,7 @@ void OnednnBf16Product::run(const void* a, const void* b, void* c, void* workspa
                  {DNNL_ARG_SCRATCHPAD, memory(pd.scratchpad_desc(), e, workspace)}});
     stream.wait();
   } catch (const dnnl::error& e) {
-    throw DeviceError(
-        fmt::format("onednn bf16 matmul {}: {}", impl_->pd.impl_info_str(), e.what()));
+    throw DeviceError(fmt::format("onednn matmul {}: {}", impl_->pd.impl_info_str(), e.what()));
   }
 }
 

@@ -1,10 +1,13 @@
-// Matrix products of bf16 matrices through oneDNN's matmul primitive, where the CPU multiplies
+// Matrix products through oneDNN's matmul primitive: of bf16 matrices where the CPU multiplies
 // bf16 natively (AVX-512 BF16: dot products of bf16 pairs accumulated in f32), rounding the
-// result once on store, as PyTorch's CPU autocast does.
+// result once on store, as PyTorch's CPU autocast does; and of f32 ones, where oneDNN's kernels
+// ran the models' products 1.5x to 6x as fast as OpenBLAS's sgemm on an AVX-512 host (docs/cpu.md).
 #pragma once
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+
+#include "runtime/core/dtype.h"
 
 namespace dlb {
 
@@ -15,20 +18,22 @@ struct MatrixProduct {
   float alpha = 1, beta = 0;
 };
 
-// oneDNN's bf16 primitive for one product, made once per product shape and kept (where
-// cpu_multiplies_bf16, onednn_engine.h).
-class OnednnBf16Product {
+// oneDNN's primitive for one product of matrices of one type, bf16 (where cpu_multiplies_bf16,
+// onednn_engine.h) or f32, made once per product shape and type and kept.
+class OnednnProduct {
  public:
-  // Null when oneDNN has no native primitive for it (its reference loops, or no bf16 here).
-  static const OnednnBf16Product* find(const MatrixProduct& p);
+  // Null when oneDNN has no primitive for it but its reference loops, or (bf16) the CPU does not
+  // multiply bf16.
+  static const OnednnProduct* find(const MatrixProduct& p, DType type);
   // Its scratchpad, which the caller provides (the backend's workspace).
   size_t workspace_bytes() const { return workspace_bytes_; }
-  // Every matrix bf16; `workspace` workspace_bytes() long. Throws DeviceError when oneDNN fails.
+  // Every matrix of the type it was found for; `workspace` workspace_bytes() long. Throws
+  // DeviceError when oneDNN fails.
   void run(const void* a, const void* b, void* c, void* workspace) const;
 
   struct Impl;
-  explicit OnednnBf16Product(std::unique_ptr<Impl> impl);
-  ~OnednnBf16Product();
+  explicit OnednnProduct(std::unique_ptr<Impl> impl);
+  ~OnednnProduct();
 
  private:
   std::unique_ptr<Impl> impl_;
