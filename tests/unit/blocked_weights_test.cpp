@@ -4,6 +4,7 @@
 // weights, its state_dict in torchvision's order either way.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <numeric>
@@ -225,11 +226,18 @@ TEST(BlockedWeights, EveryAlgorithmComputesTheBitsOfKcrsWeights) {
   }
   // Autotuning times each pass's candidates on blocked weights; each pass then computes the bits
   // its algorithm computes on KCRS weights.
+  // A pass autotuning gives im2col is held to the bound instead (OpenBLAS's 16-row GEMMs, above).
   const Passes tuned = run(ConvAlgoChoice::kAutotune, Layout::kOIhw16i16o);
   ASSERT_EQ(tuned.algorithms.size(), 3u);
-  EXPECT_EQ(tuned.y, run(named(tuned.algorithms[0]), Layout::kNCHW).y) << tuned.algorithms[0];
-  EXPECT_EQ(tuned.dx, run(named(tuned.algorithms[1]), Layout::kNCHW).dx) << tuned.algorithms[1];
-  EXPECT_EQ(tuned.dw, run(named(tuned.algorithms[2]), Layout::kNCHW).dw) << tuned.algorithms[2];
+  if (std::find_if(tuned.algorithms.begin(), tuned.algorithms.end(), [](const std::string& a) {
+        return named(a) == ConvAlgoChoice::kIm2col;
+      }) != tuned.algorithms.end()) {
+    expect_products_within_bound(tuned, layer(Layout::kNCHW));
+  } else {
+    EXPECT_EQ(tuned.y, run(named(tuned.algorithms[0]), Layout::kNCHW).y) << tuned.algorithms[0];
+    EXPECT_EQ(tuned.dx, run(named(tuned.algorithms[1]), Layout::kNCHW).dx) << tuned.algorithms[1];
+    EXPECT_EQ(tuned.dw, run(named(tuned.algorithms[2]), Layout::kNCHW).dw) << tuned.algorithms[2];
+  }
 }
 
 // Weights read in pairs (a bf16 compute copy's order) and their gradient written in the

@@ -43,13 +43,13 @@ BackendOptions choosing(ConvAlgoChoice c) {
   return o;
 }
 
-// On a CPU that multiplies bf16 natively (AVX-512 BF16, or AMX); tests of the heuristic's AMX rule
-// skip without AMX, and those of its rules without AMX skip with it.
+// Each test says what it needs: a CPU that multiplies bf16 natively (AVX-512 BF16, or AMX) for
+// bf16 layers; AMX, or no AMX, for the heuristic's rule of each; AVX-512 for f32's rule. CTest runs
+// these tests a second time with oneDNN held below AMX (ONEDNN_MAX_CPU_ISA, tests/CMakeLists.txt),
+// so a host with AMX checks the rules without it too.
 class CpuConvMatmul : public ::testing::Test {
  protected:
-  void SetUp() override {
-    if (!cpu_multiplies_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
-  }
+  static bool skip_without_bf16() { return !cpu_multiplies_bf16(); }
   // Whether each pass (forward, backward data, backward filter) of `d`'s plan runs im2col+matmul.
   std::vector<bool> matmul_passes(const ConvDesc& d) {
     std::vector<bool> out;
@@ -103,6 +103,7 @@ class CpuConvMatmul : public ::testing::Test {
 // and ones that gather it, the stem's 7x7 over 3 channels (KRSC weights, which oneDNN does not
 // block), a 2x2 output, and a bias.
 TEST_F(CpuConvMatmul, PassesEqualOnednnF32OnExactValues) {
+  if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   const Case cases[] = {{2, 16, 32, 8, 3, 1, 1, true},  {2, 16, 32, 7, 3, 2, 1, false},
                         {2, 32, 16, 4, 1, 1, 0, false}, {2, 32, 64, 5, 1, 2, 0, false},
                         {2, 3, 16, 9, 7, 2, 3, false},  {3, 32, 32, 2, 3, 1, 1, true}};
@@ -136,6 +137,7 @@ using Passes = std::vector<bool>;  // forward, backward data, backward filter
 // forward and backward data on outputs of at most 2x2; backward filter for 1x1 kernels to 16
 // pixels wide and 3x3 ones to 8.
 TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPaysWithAmx) {
+  if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   if (!cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs with AMX";
   const auto bf16 = [&](const Case& c) {
     return matmul_passes(layer(c, DType::kBF16, Layout::kNHWC, b));
@@ -151,6 +153,7 @@ TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPaysWithAmx) {
 // im2col+matmul for the backward-filter pass of 1x1 and 3x3 layers on outputs of at most 4x4
 // (conv.cpp's nchw_bf16_matmul_pays).
 TEST_F(CpuConvMatmul, HeuristicTakesNchwBf16MatmulWhereItPaysWithoutAmx) {
+  if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   if (cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs without AMX";
   ASSERT_EQ(b.activation_layout(OpTypes::of(PrecisionPolicy::for_precision(Precision::kBf16))),
             Layout::kNCHW);
@@ -185,6 +188,7 @@ TEST_F(CpuConvMatmul, HeuristicTakesF32MatmulWhereItPays) {
 // bf16 ones: --conv-algo=matmul gives every other pass the heuristic's algorithm and says why,
 // and --conv-algo=onednn never takes it.
 TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
+  if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   CpuBackend matmul(choosing(ConvAlgoChoice::kMatmul));
   const Case c{2, 16, 32, 4, 3, 1, 1, false};
   for (const PassAlgorithm& a :
@@ -212,6 +216,7 @@ TEST_F(CpuConvMatmul, NamedOnlyWhereItRuns) {
 // (its columns, and a copy of the weights as KRSC rows), the heuristic takes another algorithm,
 // and a named matmul says what it needs.
 TEST_F(CpuConvMatmul, KeepsWithinTheWorkspaceLimit) {
+  if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   if (!cpu_has_amx()) GTEST_SKIP() << "channels-last bf16 runs, and their alternatives, need AMX";
   const Case c{4, 32, 32, 2, 3, 1, 1, false};
   CpuBackend onednn(choosing(ConvAlgoChoice::kOnednn)), matmul(choosing(ConvAlgoChoice::kMatmul));

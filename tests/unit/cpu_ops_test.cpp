@@ -146,6 +146,42 @@ TEST_F(CpuOps, NanPropagatesThroughReluAndMaxPoolAsInPyTorch) {
 }
 
 // f32 math everywhere (no TF32), over f32, f16 or bf16 storage.
+// f32 matrix products (oneDNN's, or sgemm's) against a loop in double, on small integers where
+// every sum is exact: each transpose, alpha and beta (c read and scaled), and k = 0 (c = beta c).
+TEST_F(CpuOps, F32MatmulEqualsALoopOnExactValuesEveryTransposeAndScale) {
+  Rng rng(3);
+  const auto ints = [&](int64_t count) {
+    std::vector<float> v(static_cast<size_t>(count));
+    for (float& x : v) x = static_cast<float>(static_cast<int>(rng.next_u64() % 7) - 3);
+    return v;
+  };
+  for (const int64_t k : {int64_t{0}, int64_t{33}}) {
+    const int64_t m = 5, n = 7;
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        for (auto [alpha, beta] : {std::pair{1.f, 0.f}, {2.f, 0.5f}, {-1.f, 1.f}}) {
+          const std::vector<float> av = ints(m * k), bv = ints(k * n), cv = ints(m * n);
+          std::vector<float> want(cv.size());
+          for (int64_t i = 0; i < m; ++i) {
+            for (int64_t j = 0; j < n; ++j) {
+              double sum = 0;
+              for (int64_t q = 0; q < k; ++q) {
+                sum += double{av[ta ? q * m + i : i * k + q]} * bv[tb ? j * k + q : q * n + j];
+              }
+              want[i * n + j] = static_cast<float>(alpha * sum + beta * cv[i * n + j]);
+            }
+          }
+          Tensor a = make(ta ? Shape{k, m} : Shape{m, k}, av);
+          Tensor c = make(tb ? Shape{n, k} : Shape{k, n}, bv), y = make({m, n}, cv);
+          b.matmul(Precision::kFp32, ta, tb, alpha, a, c, beta, y);
+          EXPECT_EQ(get(y), want) << "k " << k << " trans_a " << ta << " trans_b " << tb
+                                  << " alpha " << alpha << " beta " << beta;
+        }
+      }
+    }
+  }
+}
+
 TEST_F(CpuOps, SupportsEveryStorageButNotTf32) {
   const auto types = [](Precision p) { return OpTypes::of(PrecisionPolicy::for_precision(p)); };
   for (Precision p : {Precision::kFp32, Precision::kFp16, Precision::kBf16}) {

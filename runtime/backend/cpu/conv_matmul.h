@@ -1,13 +1,14 @@
-// Convolution as im2col plus one oneDNN bf16 matrix product over the whole batch, on
-// channels-last bf16 tensors: for CPUs with AMX. oneDNN 2.6's direct AMX kernels tile one row of
+// Convolution as im2col plus one oneDNN matrix product over the whole batch: every pass of a bf16
+// layer on channels-last tensors (a bf16 run's layout on a CPU with AMX), and the backward-filter
+// pass of a layer on NCHW ones, bf16 or f32. oneDNN 2.6's direct AMX kernels tile one row of
 // output pixels at a time, so on a small feature map (resnet18's 2x2 layers at 64 px) AMX's
 // 16-row tiles stay mostly empty; one product over every output pixel of the batch fills them
 // (measured in docs/cpu.md). Each row of the columns holds one output pixel's window in (kernel
 // row, kernel column, channel) order, the order in which channels-last (KRSC) weights hold an
 // output channel's row, and channels last holds each pixel's channels together, so im2col copies
-// whole runs of channels. A layer stored NCHW, f32 or bf16, has its backward-filter pass only
-// (its columns then in KCRS's (channel, kernel row, kernel column) order): oneDNN 2.6's direct
-// kernels tile that pass's rows of output pixels too, in f32 and with AVX-512 BF16.
+// whole runs of channels. A layer stored NCHW, f32 or bf16, has its backward-filter pass only:
+// its x is copied channels last first, and gathered from that copy the same way. oneDNN 2.6's
+// direct kernels tile that pass's rows of output pixels too, in f32 and with AVX-512 BF16.
 #pragma once
 #include <memory>
 #include <string>
@@ -33,10 +34,10 @@ class MatmulConv {
   // What its products read: bf16, or f32.
   DType operands() const;
 
-  // 0 for a pass it lacks. Else the pass's columns (none where a channels-last 1x1 layer at
-  // stride 1 reads x as they), (an NCHW layer's) dy as rows, its KRSC (KCRS) copy of
-  // the weights or their gradient where they are stored otherwise, its f32 window terms
-  // (backward data) and oneDNN's scratchpad.
+  // 0 for a pass it lacks. Else (an NCHW layer's) x copied channels last, the pass's columns
+  // (none where a 1x1 layer at stride 1 without padding reads channels-last x as they), (an NCHW
+  // layer's) dy as rows, its KRSC copy of the weights or their gradient where they are stored
+  // otherwise, its f32 window terms (backward data) and oneDNN's scratchpad.
   size_t workspace_bytes(ConvPass p) const;
   // "im2col+matmul brg:avx512_core_amx_bf16": oneDNN's implementation of the pass's product.
   std::string algorithm(ConvPass p) const;

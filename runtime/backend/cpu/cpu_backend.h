@@ -1,5 +1,6 @@
-// The reference backend: plain loops, OpenBLAS sgemm, and convolution by oneDNN or by im2col +
-// sgemm (conv.cpp chooses per pass), in f32 and NCHW (channels last in a native bf16 run on a CPU
+// The reference backend: plain loops, matrix products by oneDNN (OpenBLAS sgemm where oneDNN has
+// only reference loops), and convolution by oneDNN or by im2col + OpenBLAS sgemm (conv.cpp
+// chooses per pass), in f32 and NCHW (channels last in a native bf16 run on a CPU
 // with AMX: activation_layout). Tensors may be stored in f16 or bf16: an
 // op then computes on f32 copies and rounds on store (f32_views.h), except bf16 convolutions and
 // matrix products where oneDNN multiplies bf16 natively (AVX-512 BF16). Every other backend is

@@ -61,7 +61,8 @@ ProductArithmetic CpuBackend::matmul_arithmetic(const OpTypes& t) const {
 void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float alpha,
                         const Tensor& a_s, const Tensor& b_s, float beta, Tensor& c_s) {
   const MatrixProduct p = product_of(trans_a, trans_b, alpha, a_s, b_s, beta, c_s);
-  const bool empty = p.m * p.n * p.k == 0;
+  if (p.m * p.n == 0) return;
+  const bool empty = p.k == 0;  // c = beta c
   const OnednnProduct* native =
       all_bf16({&a_s, &b_s, &c_s}) && !empty ? OnednnProduct::find(p, DType::kBF16) : nullptr;
   if (native)
@@ -73,7 +74,12 @@ void CpuBackend::matmul(Precision /*math*/, bool trans_a, bool trans_b, float al
   check_f32(a, "matmul a");
   check_f32(b, "matmul b");
   check_f32(c, "matmul c");
-  if (const OnednnProduct* product = empty ? nullptr : OnednnProduct::find(p, DType::kF32)) {
+  if (empty) {  // no products: sgemm would refuse a leading dimension of 0
+    float* cp = c.data<float>();
+    for (int64_t i = 0; i < p.m * p.n; ++i) cp[i] = beta == 0.f ? 0.f : beta * cp[i];
+    return;
+  }
+  if (const OnednnProduct* product = OnednnProduct::find(p, DType::kF32)) {
     return product->run(a.raw(), b.raw(), c.raw(), workspace(product->workspace_bytes()));
   }
   cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -38,7 +39,14 @@ dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p, memory::data_t
       attr, onednn_cpu_engine());
 }
 
-using Key = std::tuple<DType, bool, bool, int64_t, int64_t, int64_t, float, float>;
+// alpha and beta by their bits: a NaN orders as any other value.
+using Key = std::tuple<DType, bool, bool, int64_t, int64_t, int64_t, uint32_t, uint32_t>;
+
+uint32_t bits_of(float v) {
+  uint32_t b = 0;
+  std::memcpy(&b, &v, sizeof b);
+  return b;
+}
 
 }  // namespace
 
@@ -58,7 +66,7 @@ const OnednnProduct* OnednnProduct::find(const MatrixProduct& p, DType type) {
   onednn_cpu_engine();  // made before the kept primitives, so destroyed after them at exit
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<OnednnProduct>> kept;
-  const Key key{type, p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, p.beta};
+  const Key key{type, p.trans_a, p.trans_b, p.m, p.n, p.k, bits_of(p.alpha), bits_of(p.beta)};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kept.find(key); it != kept.end()) return it->second.get();
   std::unique_ptr<OnednnProduct> made;

@@ -4,7 +4,9 @@
 // backward-filter, as GFLOP/s (a direct convolution's FLOPs over the time, so Winograd's rate is
 // effective) and as a fraction of the machine's square-sgemm rate (the peak this backend
 // reaches), its workspace, beside a plain matmul of the forward's GEMM shape (M = out channels,
-// N = batch x output pixels, K = in channels x kernel area), all in one process.
+// N = batch x output pixels, K = in channels x kernel area), all in one process. "sgemm" is an
+// f32 product by Backend::matmul (the CPU's: oneDNN's, or OpenBLAS's where oneDNN has only its
+// reference loops).
 #include <fmt/format.h>
 
 #include <algorithm>
