@@ -378,9 +378,11 @@ std::pair<const void*, const void*> MatmulConv::Impl::filter_operands(const void
 void MatmulConv::backward_filter(const void* x, const void* dy, void* dw, void* workspace) const {
   const Impl& m = *impl_;
   uint8_t* rows_at = static_cast<uint8_t*>(workspace);
-  const auto [cols, dy_rows] = m.operands == DType::kF32
-                                   ? m.filter_operands<float>(x, dy, rows_at)
-                                   : m.filter_operands<uint16_t>(x, dy, rows_at);
+  const std::pair<const void*, const void*> operands =
+      m.operands == DType::kF32 ? m.filter_operands<float>(x, dy, rows_at)
+                                : m.filter_operands<uint16_t>(x, dy, rows_at);
+  const void* cols = operands.first;  // no structured binding: C++17 lambdas cannot capture one
+  const void* dy_rows = operands.second;
   uint8_t* rows = m.rows_to_dw ? rows_at : static_cast<uint8_t*>(dw);
   uint8_t* scratch = rows_at + m.rows_bytes(m.rows_to_dw.has_value());
   on_onednn("backward_filter", [&](dnnl::stream& stream) {
