@@ -360,7 +360,7 @@ bool f32_matmul_pays(const ConvDesc& d) {
 // --passes=backward_weights --conv-algos=onednn,matmul`, resnet18 and resnet50 at 64 px and
 // batch 16 and 8, resnet18 at 32 px and batch 8; docs/cpu.md), matmul's time over direct's:
 // 0.48x to 0.99x on those layers but three of 0.02 ms (1.03x to 1.08x) and one 1x1 layer at
-// 1.04x; 0.63x to 1.26x on 8x8 outputs, 0.70x to 1.70x on 16x16 ones, and 2.6x to 2.9x on the
+// 1.04x; 0.79x to 1.36x on 8x8 outputs, 0.70x to 1.70x on 16x16 ones, and 2.6x to 2.9x on the
 // 7x7 stem.
 bool nchw_bf16_matmul_pays(const ConvDesc& d) {
   const bool one = d.kernel_h == 1 && d.kernel_w == 1;
