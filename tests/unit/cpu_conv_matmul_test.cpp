@@ -6,7 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <initializer_list>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/backend/cpu/cpu_backend.h"
@@ -50,13 +52,18 @@ BackendOptions choosing(ConvAlgoChoice c) {
 class CpuConvMatmul : public ::testing::Test {
  protected:
   static bool skip_without_bf16() { return !cpu_multiplies_bf16(); }
-  // Whether each pass (forward, backward data, backward filter) of `d`'s plan runs im2col+matmul.
-  std::vector<bool> matmul_passes(const ConvDesc& d) {
-    std::vector<bool> out;
-    for (const PassAlgorithm& a : b.make_conv_plan(d)->algorithms()) {
-      out.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
+  // Whether each pass (forward, backward data, backward filter) of the heuristic's plan for each
+  // layer, stored as `t` and `layout`, runs im2col+matmul: as each row expects.
+  void expect_matmul_passes(DType t, Layout layout,
+                            std::initializer_list<std::pair<Case, std::vector<bool>>> rows) {
+    for (const auto& [c, want] : rows) {
+      std::vector<bool> got;
+      for (const PassAlgorithm& a : b.make_conv_plan(layer(c, t, layout, b))->algorithms()) {
+        got.push_back(a.algorithm.rfind("im2col+matmul", 0) == 0);
+      }
+      EXPECT_EQ(got, want) << c.batch << "x" << c.in << "x" << c.side << "x" << c.side << " to "
+                           << c.out << ", kernel " << c.kernel << ", stride " << c.stride;
     }
-    return out;
   }
   // Integers in [-1, 1] of type `t`, stored in `layout`.
   Tensor ints(const Shape& s, DType t, Layout layout, uint64_t seed) {
@@ -131,22 +138,18 @@ TEST_F(CpuConvMatmul, PassesEqualOnednnF32OnExactValues) {
   }
 }
 
-using Passes = std::vector<bool>;  // forward, backward data, backward filter
-
 // The heuristic's rule on a CPU with AMX (conv.cpp's matmul_pays), on channels-last bf16 layers:
 // forward and backward data on outputs of at most 2x2; backward filter for 1x1 kernels to 16
 // pixels wide and 3x3 ones to 8.
 TEST_F(CpuConvMatmul, HeuristicTakesMatmulWhereItPaysWithAmx) {
   if (skip_without_bf16()) GTEST_SKIP() << "im2col+matmul multiplies bf16 natively";
   if (!cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs with AMX";
-  const auto bf16 = [&](const Case& c) {
-    return matmul_passes(layer(c, DType::kBF16, Layout::kNHWC, b));
-  };
-  EXPECT_EQ(bf16({4, 32, 32, 2, 3, 1, 1, false}), (Passes{true, true, true}));
-  EXPECT_EQ(bf16({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({2, 32, 32, 16, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(bf16({2, 32, 64, 16, 1, 1, 0, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({1, 32, 64, 32, 1, 1, 0, false}), (Passes{false, false, false}));
+  expect_matmul_passes(DType::kBF16, Layout::kNHWC,
+                       {{{4, 32, 32, 2, 3, 1, 1, false}, {true, true, true}},
+                        {{4, 32, 32, 4, 3, 1, 1, false}, {false, false, true}},
+                        {{2, 32, 32, 16, 3, 1, 1, false}, {false, false, false}},
+                        {{2, 32, 64, 16, 1, 1, 0, false}, {false, false, true}},
+                        {{1, 32, 64, 32, 1, 1, 0, false}, {false, false, false}}});
 }
 
 // Without AMX, bf16 runs are NCHW (CpuBackend::activation_layout), and the heuristic takes
@@ -157,31 +160,27 @@ TEST_F(CpuConvMatmul, HeuristicTakesNchwBf16MatmulWhereItPaysWithoutAmx) {
   if (cpu_has_amx()) GTEST_SKIP() << "the rule for CPUs without AMX";
   ASSERT_EQ(b.activation_layout(OpTypes::of(PrecisionPolicy::for_precision(Precision::kBf16))),
             Layout::kNCHW);
-  const auto bf16 = [&](const Case& c) {
-    return matmul_passes(layer(c, DType::kBF16, Layout::kNCHW, b));
-  };
-  EXPECT_EQ(bf16({4, 32, 32, 2, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({4, 32, 32, 4, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({4, 32, 64, 8, 3, 2, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({4, 32, 64, 4, 1, 1, 0, false}), (Passes{false, false, true}));
-  EXPECT_EQ(bf16({4, 32, 32, 8, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(bf16({4, 32, 64, 8, 1, 1, 0, false}), (Passes{false, false, false}));
-  EXPECT_EQ(bf16({4, 3, 16, 8, 7, 2, 3, false}), (Passes{false, false, false}));
+  expect_matmul_passes(DType::kBF16, Layout::kNCHW,
+                       {{{4, 32, 32, 2, 3, 1, 1, false}, {false, false, true}},
+                        {{4, 32, 32, 4, 3, 1, 1, false}, {false, false, true}},
+                        {{4, 32, 64, 8, 3, 2, 1, false}, {false, false, true}},
+                        {{4, 32, 64, 4, 1, 1, 0, false}, {false, false, true}},
+                        {{4, 32, 32, 8, 3, 1, 1, false}, {false, false, false}},
+                        {{4, 32, 64, 8, 1, 1, 0, false}, {false, false, false}},
+                        {{4, 3, 16, 8, 7, 2, 3, false}, {false, false, false}}});
 }
 
 // On a CPU with AVX-512, an f32 layer (NCHW) takes im2col+matmul for the backward-filter pass of
 // 3x3 layers with 512 output channels on 2x2 outputs (conv.cpp's f32_matmul_pays).
 TEST_F(CpuConvMatmul, HeuristicTakesF32MatmulWhereItPays) {
   if (!cpu_blocks_channels_by_16()) GTEST_SKIP() << "the rule for CPUs with AVX-512";
-  const auto f32_passes = [&](const Case& c) {
-    return matmul_passes(layer(c, DType::kF32, Layout::kNCHW, b));
-  };
-  EXPECT_EQ(f32_passes({4, 32, 512, 2, 3, 1, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(f32_passes({4, 32, 512, 4, 3, 2, 1, false}), (Passes{false, false, true}));
-  EXPECT_EQ(f32_passes({4, 32, 256, 2, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(f32_passes({4, 32, 512, 1, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(f32_passes({4, 32, 512, 4, 3, 1, 1, false}), (Passes{false, false, false}));
-  EXPECT_EQ(f32_passes({4, 32, 512, 2, 1, 1, 0, false}), (Passes{false, false, false}));
+  expect_matmul_passes(DType::kF32, Layout::kNCHW,
+                       {{{4, 32, 512, 2, 3, 1, 1, false}, {false, false, true}},
+                        {{4, 32, 512, 4, 3, 2, 1, false}, {false, false, true}},
+                        {{4, 32, 256, 2, 3, 1, 1, false}, {false, false, false}},
+                        {{4, 32, 512, 1, 3, 1, 1, false}, {false, false, false}},
+                        {{4, 32, 512, 4, 3, 1, 1, false}, {false, false, false}},
+                        {{4, 32, 512, 2, 1, 1, 0, false}, {false, false, false}}});
 }
 
 // im2col+matmul takes channels-last bf16 layers, and the backward-filter pass of NCHW f32 and

@@ -27,13 +27,6 @@ constexpr size_t kAlign = 64;
 
 size_t aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
-// A row-major rows x cols matrix of `type`, or (transposed) the transpose of one stored
-// cols x rows.
-memory::desc matrix(int64_t rows, int64_t cols, memory::data_type type, bool transposed = false) {
-  return transposed ? memory::desc({rows, cols}, type, {1, rows})
-                    : memory::desc({rows, cols}, type, {cols, 1});
-}
-
 // One matrix product c = a b (+ bias), made once.
 struct Product {
   memory::desc a, b, c, bias, scratchpad;
@@ -211,8 +204,8 @@ MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
   rows = memory::desc(w, type, Tag::ohwi);
   rows_to_dw = weight_reorder(rows, {w, type, onednn_weight_tag(d.grad_layout, d.layout)});
   // dw = dy^T x columns (nchw: dy's rows x columns)
-  backward_filter.emplace(matrix(oc, pixels, type, !nchw), matrix(pixels, k, type),
-                          matrix(oc, k, type));
+  backward_filter.emplace(onednn_matrix(oc, pixels, type, !nchw), onednn_matrix(pixels, k, type),
+                          onednn_matrix(oc, k, type));
   if (!nchw) make_bf16_passes(w);
 }
 
@@ -220,13 +213,14 @@ MatmulConv::Impl::Impl(const ConvDesc& desc) : d(desc) {
 void MatmulConv::Impl::make_bf16_passes(const memory::dims& w) {
   const int64_t oc = d.out_channels;
   w_to_rows = weight_reorder({w, kBf16, onednn_weight_tag(d.weight_layout, d.layout)}, rows);
-  forward.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true), matrix(pixels, oc, kBf16));
+  forward.emplace(onednn_matrix(pixels, k, kBf16), onednn_matrix(k, oc, kBf16, true),
+                  onednn_matrix(pixels, oc, kBf16));
   if (d.bias) {
-    forward_bias.emplace(matrix(pixels, k, kBf16), matrix(k, oc, kBf16, true),
-                         matrix(pixels, oc, kBf16), matrix(1, oc, kBf16));
+    forward_bias.emplace(onednn_matrix(pixels, k, kBf16), onednn_matrix(k, oc, kBf16, true),
+                         onednn_matrix(pixels, oc, kBf16), onednn_matrix(1, oc, kBf16));
   }
-  backward_data.emplace(matrix(pixels, oc, kBf16), matrix(oc, k, kBf16),
-                        matrix(pixels, k, x_is_columns ? kBf16 : kF32));
+  backward_data.emplace(onednn_matrix(pixels, oc, kBf16), onednn_matrix(oc, k, kBf16),
+                        onednn_matrix(pixels, k, x_is_columns ? kBf16 : kF32));
 }
 
 MatmulConv::MatmulConv(const ConvDesc& d) {

@@ -2,7 +2,6 @@
 
 #include <fmt/format.h>
 
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -11,18 +10,14 @@
 #include <tuple>
 
 #include "runtime/backend/cpu/onednn_engine.h"
+#include "runtime/backend/cpu/onednn_layouts.h"
 #include "runtime/core/error.h"
+#include "runtime/core/half.h"
 
 namespace dlb {
 namespace {
 
 using dnnl::memory;
-
-// A row-major rows x cols operand of `type`, or the transpose of one stored cols x rows.
-memory::desc operand(int64_t rows, int64_t cols, bool transposed, memory::data_type type) {
-  return transposed ? memory::desc({rows, cols}, type, {1, rows})
-                    : memory::desc({rows, cols}, type, {cols, 1});
-}
 
 dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p, memory::data_type type) {
   dnnl::primitive_attr attr;
@@ -34,19 +29,13 @@ dnnl::matmul::primitive_desc product_desc(const MatrixProduct& p, memory::data_t
     attr.set_post_ops(ops);
   }
   return dnnl::matmul::primitive_desc(
-      {operand(p.m, p.k, p.trans_a, type), operand(p.k, p.n, p.trans_b, type),
-       operand(p.m, p.n, false, type)},
+      {onednn_matrix(p.m, p.k, type, p.trans_a), onednn_matrix(p.k, p.n, type, p.trans_b),
+       onednn_matrix(p.m, p.n, type)},
       attr, onednn_cpu_engine());
 }
 
 // alpha and beta by their bits: a NaN orders as any other value.
 using Key = std::tuple<DType, bool, bool, int64_t, int64_t, int64_t, uint32_t, uint32_t>;
-
-uint32_t bits_of(float v) {
-  uint32_t b = 0;
-  std::memcpy(&b, &v, sizeof b);
-  return b;
-}
 
 }  // namespace
 
@@ -66,7 +55,7 @@ const OnednnProduct* OnednnProduct::find(const MatrixProduct& p, DType type) {
   onednn_cpu_engine();  // made before the kept primitives, so destroyed after them at exit
   static std::mutex mu;
   static std::map<Key, std::unique_ptr<OnednnProduct>> kept;
-  const Key key{type, p.trans_a, p.trans_b, p.m, p.n, p.k, bits_of(p.alpha), bits_of(p.beta)};
+  const Key key{type, p.trans_a, p.trans_b, p.m, p.n, p.k, float_bits(p.alpha), float_bits(p.beta)};
   std::lock_guard<std::mutex> lock(mu);
   if (auto it = kept.find(key); it != kept.end()) return it->second.get();
   std::unique_ptr<OnednnProduct> made;
