@@ -15,13 +15,14 @@ const std::string kUpdateName = "sgd bucket";
 
 GradSync::GradSync(const Graph& graph, const BoundStep& step, const Schedule& schedule,
                    Communicator& comm, Backend& backend, Optimizer& optimizer,
-                   std::vector<Tensor> stale_slots)
+                   std::vector<Tensor> stale_slots, Tensor meeting)
     : flat_(step.tensor(graph.flat_gradient_id())),
       comm_(comm),
       backend_(backend),
       optimizer_(optimizer),
       plan_(buckets_of(schedule, graph)),
       state_(plan_.buckets.size()),
+      meeting_token_(std::move(meeting)),
       slots_(std::move(stale_slots)),
       slot_state_(slots_.size()),
       slot_filled_(slots_.size(), false) {
@@ -54,9 +55,11 @@ void GradSync::run_pass(const Step& step, const LayerContext* ctx) {
   (void)ctx;
   switch (sync_pass_of(step)) {
     case SyncPass::kAllReduce:
+      if (step.arg == kMeeting) return meet();
       return step.arg == kStaleSlot ? all_reduce_slot() : all_reduce(step.arg);
     case SyncPass::kWait:
       if (step.arg == kStaleSlot) return complete(slot_state_.at(slot_), all_values_);
+      if (step.arg == kMeeting) return complete(meeting_, 0);
       return wait(step.arg);
     case SyncPass::kStash:
       return stash();
@@ -110,6 +113,18 @@ void GradSync::all_reduce(int bucket) {
   }
   s.reduced = false;
   s.pending = true;
+}
+
+void GradSync::meet() {
+  if (!distributed()) return;
+  if (!meeting_token_.defined()) {
+    throw InvalidArgument("the schedule has the ranks meet, and GradSync was given no token");
+  }
+  if (!meeting_.reduced) {
+    throw InvalidArgument("the schedule has the ranks meet again before waiting for the last");
+  }
+  meeting_.handle = launch(kEveryBucket, meeting_token_, meeting_.launched);
+  meeting_.reduced = false;
 }
 
 void GradSync::wait(int bucket) {
@@ -234,6 +249,7 @@ void GradSync::flush() {
   }
   for (size_t b = 0; b < state_.size(); ++b) wait(static_cast<int>(b));
   wait(-1);
+  complete(meeting_, 0);
   for (size_t b = 0; b < state_.size(); ++b)
     if (state_[b].pending) apply(b);
   for (Finishing& f : finishing_) f.handle->wait();

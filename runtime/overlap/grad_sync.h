@@ -26,8 +26,10 @@ class GradSync final : public PassRunner {
   // passes reduce and update is what their tensors name (buckets_of, sync_schedule.h), a slice of
   // the model's flat gradient buffer and the optimizer's parameters (the graph's flat order).
   // `stale_slots`: bounded staleness's K slots, each laid out as the flat buffer; empty without.
+  // `meeting`: independent ranks' token (kMeeting's reduction); undefined without.
   GradSync(const Graph& graph, const BoundStep& step, const Schedule& schedule, Communicator& comm,
-           Backend& backend, Optimizer& optimizer, std::vector<Tensor> stale_slots = {});
+           Backend& backend, Optimizer& optimizer, std::vector<Tensor> stale_slots = {},
+           Tensor meeting = {});
 
   void set_tracer(Tracer* tracer) { tracer_ = tracer; }
   bool distributed() const { return comm_.size() > 1; }
@@ -89,7 +91,11 @@ class GradSync final : public PassRunner {
   Optimizer& optimizer_;
   BucketPlan plan_;  // buckets_of the schedule
   std::vector<State> state_;
-  State whole_;           // the `none` strategy's one reduction of the whole buffer
+  State whole_;  // the `none` strategy's one reduction of the whole buffer
+  // Independent ranks: their meeting, a reduction of one token and no gradients.
+  void meet();
+  Tensor meeting_token_;
+  State meeting_;
   bool skipped_ = false;  // the last update was a carried one with nothing to apply
   Tracer* tracer_ = nullptr;
   // Reductions ordered before their updates whose end time is not yet known (on a GPU: until

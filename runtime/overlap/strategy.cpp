@@ -25,6 +25,7 @@ std::optional<OverlapStrategy> parse_overlap(std::string_view s) {
 std::optional<SyncMode> parse_sync_mode(std::string_view s) {
   if (s == "sync") return SyncMode{};
   if (s == "async") return SyncMode{SyncMode::Kind::kAsync, 0};
+  if (s == "independent") return SyncMode{SyncMode::Kind::kIndependent, 0};
   if (s.rfind("stale:", 0) != 0) return std::nullopt;
   const std::optional<int64_t> k = parse_whole(s.substr(6), 0, 1000);
   if (!k) return std::nullopt;
@@ -33,8 +34,17 @@ std::optional<SyncMode> parse_sync_mode(std::string_view s) {
 }
 
 std::string sync_mode_name(const SyncMode& m) {
-  if (m.kind == SyncMode::Kind::kStale) return "stale:" + std::to_string(m.staleness);
-  return m.kind == SyncMode::Kind::kAsync ? "async" : "sync";
+  switch (m.kind) {
+    case SyncMode::Kind::kStale:
+      return "stale:" + std::to_string(m.staleness);
+    case SyncMode::Kind::kAsync:
+      return "async";
+    case SyncMode::Kind::kIndependent:
+      return "independent";
+    case SyncMode::Kind::kSync:
+      break;
+  }
+  return "sync";
 }
 
 }  // namespace dlb

@@ -18,15 +18,17 @@ std::optional<OverlapStrategy> parse_overlap(std::string_view s);
 // (the overlap strategy says when); stale:K, the averaged gradients of K steps before, so a
 // step's all-reduce runs behind the next K steps' compute (sync_schedule.h; stale:0 is sync);
 // async, each rank's gradients applied alone by a parameter server on rank 0 as they arrive
-// (param_server.h).
+// (param_server.h); independent, each rank's own gradients, unaveraged, with the ranks meeting
+// after backward as sync's do but exchanging nothing (tf_cnn_benchmarks' `independent`): what
+// the ranks' compute costs beside each other, in step, without the gradients' traffic.
 struct SyncMode {
-  enum class Kind { kSync, kStale, kAsync };
+  enum class Kind { kSync, kStale, kAsync, kIndependent };
   Kind kind = Kind::kSync;
   int64_t staleness = 0;  // kStale: K >= 1
   bool operator==(const SyncMode& o) const { return kind == o.kind && staleness == o.staleness; }
 };
-// "sync", "stale:K" (a whole K >= 0, at most 1000; stale:0 is sync), "async"; nullopt for
-// anything else.
+// "sync", "stale:K" (a whole K >= 0, at most 1000; stale:0 is sync), "async", "independent";
+// nullopt for anything else.
 std::optional<SyncMode> parse_sync_mode(std::string_view s);
 std::string sync_mode_name(const SyncMode& m);  // the text parse_sync_mode reads
 

@@ -356,12 +356,35 @@ AsyncTensors insert_async(Schedule& schedule, std::vector<TensorInfo>& table, co
   return t;
 }
 
+// Independent ranks (sync_schedule.h): the ranks' meeting after backward, then every bucket's
+// update from the rank's own gradients. Returns the token's id (-1 with one rank: no meeting).
+int insert_independent(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
+                       const BucketPlan& plan, const SyncOptions& o) {
+  if (o.strategy != OverlapStrategy::kNone || o.staleness > 0 || o.async) {
+    throw std::logic_error(
+        "independent ranks with an overlap strategy, staleness or asynchronous SGD "
+        "(StepSpec::validate refuses them)");
+  }
+  int token = -1;
+  if (o.distributed()) {
+    token = declare_tensor(table, {"independent ranks' meeting", TensorKind::kBuffer, Shape{1},
+                                   DType::kF32, -1, -1, MemCategory::kGradients});
+    schedule.steps.push_back(reduction_step(SyncPass::kAllReduce, kMeeting, {token}));
+    schedule.steps.push_back(reduction_step(SyncPass::kWait, kMeeting, {token}));
+  }
+  append_updates(schedule.steps, bucket_tensors(table, graph, plan, false), false, false,
+                 o.updates_read_all_gradients);
+  link_dependencies(schedule, table);
+  return token;
+}
+
 }  // namespace
 
 SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
                         const BucketPlan& plan, const SyncOptions& o) {
   if (o.async) return {{}, insert_async(schedule, table, graph, o)};
   if (o.staleness > 0) return {insert_stale(schedule, table, graph, o), {}};
+  if (o.independent) return {{}, {}, insert_independent(schedule, table, graph, plan, o)};
   const bool per_bucket = o.distributed() && o.strategy != OverlapStrategy::kNone;
   const bool deferred = o.distributed() && o.strategy == OverlapStrategy::kForward;
   const std::vector<BucketTensors> buckets = bucket_tensors(table, graph, plan, deferred);

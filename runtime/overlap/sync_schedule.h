@@ -31,6 +31,12 @@
 // delay the gradients the same way, and the step has no wait or reduction. The overlap strategy is
 // none, and no loss scaling (its check reads this step's gradients, not the ones applied).
 //
+// Independent ranks (SyncOptions::independent; --sync=independent): after backward the ranks
+// meet, an all-reduce of one token of the table and its wait (Step::arg kMeeting), and then every
+// bucket's update from the rank's own gradients, which no rank sends. The ranks run their steps
+// in step with each other, as synchronous ones do, without the gradients' traffic; with one rank
+// it is the plain step.
+//
 // Asynchronous SGD (SyncOptions::async; --sync=async; runtime/overlap/param_server.h): a pull
 // before the first forward pass, a push after backward, and a progress pass after each forward
 // and backward pass, in which rank 0 serves the other ranks' pushes. No update: the parameter
@@ -67,6 +73,8 @@ inline constexpr SyncPass kSyncPasses[] = {
     SyncPass::kUpdateStale,   SyncPass::kPull,     SyncPass::kPush};
 // A kAllReduce's or kWait's bucket (Step::arg) that is the stale slot of the step, not a bucket.
 inline constexpr int kStaleSlot = -2;
+// A kAllReduce's or kWait's bucket (Step::arg) that is independent ranks' meeting: the token.
+inline constexpr int kMeeting = -3;
 // Bounded staleness: the slot that step `step` (counted from 0 over every step run, as
 // PassRunner::begin_step counts) waits for, updates from, stashes into and reduces, of the
 // `staleness` slots its stale passes name. The program's rule; GradSync and the replay follow it.
@@ -96,6 +104,8 @@ struct SyncOptions {
   // table holds the server's tensors (AsyncTensors).
   bool async = false;
   int64_t rank = 0;
+  // Independent ranks (above): they meet after backward and reduce no gradients.
+  bool independent = false;
 };
 
 // Asynchronous SGD's host tensors, by id in the step's table (-1: none). Every rank: the
@@ -111,6 +121,7 @@ struct AsyncTensors {
 struct SyncTensors {
   std::vector<int> stale_slots;  // bounded staleness: the K slots (empty without)
   AsyncTensors async;            // asynchronous SGD (all -1 without)
+  int meeting = -1;              // independent ranks: the token they reduce (-1 without)
 };
 
 // The buckets a schedule's sync passes name, from their tensors alone: each bucket's all-reduce
@@ -124,8 +135,8 @@ struct SyncTensors {
 BucketPlan buckets_of(const Schedule& schedule, const Graph& graph);
 
 // `plan` is over graph.flat_params(). Declares the carried tensors the forward strategy reads,
-// the stale slots and asynchronous SGD's host tensors in `table` (the step's, which begins with
-// the graph's), and relinks the dependencies.
+// the stale slots, independent ranks' token and asynchronous SGD's host tensors in `table` (the
+// step's, which begins with the graph's), and relinks the dependencies.
 SyncTensors insert_sync(Schedule& schedule, std::vector<TensorInfo>& table, const Graph& graph,
                         const BucketPlan& plan, const SyncOptions& options);
 

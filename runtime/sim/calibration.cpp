@@ -122,6 +122,7 @@ std::string calibration_mismatch(const Calibration& c, const Graph& graph) {
 }
 
 double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket) {
+  if (bucket == kMeeting) return 4;  // independent ranks' token: one f32
   const double element = static_cast<double>(dtype_size(graph.policy().gradients));
   if (bucket < 0) {
     return element *
@@ -193,7 +194,8 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
   auto times = std::make_shared<std::vector<LayerTimes>>(times_by_node(c, graph));
   auto update_share = std::make_shared<std::vector<double>>(update_shares(plan));
   auto reduce_us = std::make_shared<std::map<int, double>>();
-  for (int b = -1; b < static_cast<int>(plan.buckets.size()); ++b) {
+  for (int b = kMeeting; b < static_cast<int>(plan.buckets.size()); ++b) {
+    if (b == kStaleSlot) continue;  // laid out as the whole buffer (-1)
     (*reduce_us)[b] = fastest_allreduce(network, reduction_bytes(graph, plan, b), ranks).us;
   }
   const double us = 1e3 * c.scale;  // a profiled millisecond, in simulated microseconds
@@ -230,7 +232,8 @@ SharingOf reduction_sharing(const Graph& graph, const BucketPlan& plan, const Ne
                             int64_t ranks) {
   auto sharing = std::make_shared<std::map<int, CoreSharing>>();
   bool any = false;
-  for (int b = -1; b < static_cast<int>(plan.buckets.size()); ++b) {
+  for (int b = kMeeting; b < static_cast<int>(plan.buckets.size()); ++b) {
+    if (b == kStaleSlot) continue;  // laid out as the whole buffer (-1)
     (*sharing)[b] = core_sharing(network, ranks, reduction_bytes(graph, plan, b));
     any = any || (*sharing)[b].lost > 0;
   }

@@ -55,7 +55,8 @@ std::string calibration_mismatch(const Calibration& c, const Graph& graph);
 // The time of each pass of a step of `graph` with `plan`'s buckets over `ranks` ranks: a layer
 // pass's from the calibration, an update's as its bucket's share of the optimizer's time, an
 // all-reduce's the network's fastest algorithm for its bytes (reduction_bytes).
-// The bytes an all-reduce of bucket `bucket` moves (-1: the whole gradient buffer).
+// The bytes an all-reduce of bucket `bucket` moves (-1: the whole gradient buffer; kMeeting:
+// independent ranks' token).
 double reduction_bytes(const Graph& graph, const BucketPlan& plan, int bucket);
 
 PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketPlan& plan,

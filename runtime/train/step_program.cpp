@@ -143,10 +143,12 @@ StepProgram with_sync(StepProgram p, const Graph& model) {
   }
   p.buckets = make_bucket_plan(model.grad_offsets(), numels, dtype_size(model.policy().gradients),
                                p.spec.bucket_mb);
-  const SyncOptions options{p.spec.overlap,     p.spec.ranks,   loss_scaled(model.policy()),
-                            p.spec.staleness(), p.spec.async(), p.target.rank};
+  const SyncOptions options{p.spec.overlap,      p.spec.ranks,   loss_scaled(model.policy()),
+                            p.spec.staleness(),  p.spec.async(), p.target.rank,
+                            p.spec.independent()};
   SyncTensors declared = insert_sync(p.schedule, p.tensors, model, p.buckets, options);
   p.ids.stale_slots = std::move(declared.stale_slots);
+  p.ids.meeting = declared.meeting;
   p.ids.async = std::move(declared.async);
   p.applied.push_back("sync");
   return p;

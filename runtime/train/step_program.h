@@ -50,6 +50,7 @@ struct StepTensorIds {
   std::vector<int> momentum;                   // per flat parameter
   int loss_scale = -1;                         // fp16: the loss scaler's state
   std::vector<int> stale_slots;                // --sync=stale:K: K slots; step t uses t mod K
+  int meeting = -1;                            // --sync=independent: the ranks' token
   AsyncTensors async;                          // --sync=async: the host copies
 };
 

@@ -57,6 +57,14 @@ void check_stale(const StepSpec& s) {
   }
 }
 
+void check_independent(const StepSpec& s) {
+  if (s.independent() && s.overlap != OverlapStrategy::kNone) {
+    throw InvalidArgument(
+        "--sync=independent reduces no gradients, so there is nothing to overlap: it takes "
+        "--overlap=none");
+  }
+}
+
 // Recomputation and swapping free activations' bytes for the plan to reuse.
 void check_memory(const StepSpec& s) {
   const bool naive = s.memory_plan == MemoryPlanKind::kNaive;
@@ -114,6 +122,7 @@ void StepSpec::validate() const {
   check_shape(*this);
   check_async(*this);
   check_stale(*this);
+  check_independent(*this);
   check_memory(*this);
   check_capture(*this);
 }

@@ -23,7 +23,7 @@ struct StepSpec {
   MemoryPlanKind memory_plan = MemoryPlanKind::kNaive;
   RecomputePolicy recompute;  // runtime/nn/recompute.h
   SwapPolicy swap;            // runtime/nn/swap.h
-  SyncMode sync;              // sync, stale:K or async (runtime/overlap/strategy.h)
+  SyncMode sync;              // sync, stale:K, async or independent (runtime/overlap/strategy.h)
   OverlapStrategy overlap = OverlapStrategy::kNone;
   double bucket_mb = kDefaultBucketMb;
   int64_t ranks = 1;
@@ -39,6 +39,7 @@ struct StepSpec {
   std::optional<size_t> memory_budget;
 
   bool async() const { return sync.kind == SyncMode::Kind::kAsync; }
+  bool independent() const { return sync.kind == SyncMode::Kind::kIndependent; }
   // Bounded staleness's K; 0 without it.
   int64_t staleness() const { return sync.kind == SyncMode::Kind::kStale ? sync.staleness : 0; }
   // Throws InvalidArgument (or Unsupported, for what dlbench does not build) naming the first

@@ -159,8 +159,9 @@ void Trainer::plan_and_bind(Rng& init) {
 void Trainer::make_sync(Communicator& comm) {
   std::vector<Tensor> slots;
   for (int id : program_.ids.stale_slots) slots.push_back(bound_.tensor(id));
+  const Tensor meeting = program_.ids.meeting >= 0 ? bound_.tensor(program_.ids.meeting) : Tensor();
   grad_sync_ = std::make_unique<GradSync>(graph_, bound_, program_.schedule, comm, backend_,
-                                          *optimizer_, std::move(slots));
+                                          *optimizer_, std::move(slots), meeting);
   if (config_.step.async()) {
     param_server_ = std::make_unique<ParamServer>(graph_, bound_, backend_, comm, *optimizer_,
                                                   program_.ids.async);

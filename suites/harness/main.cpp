@@ -436,7 +436,8 @@ Command simulate_command_of(CLI::App& app) {
             const std::optional<dlb::SyncMode> mode = dlb::parse_sync_mode(*sync);
             if (!mode) {
               throw dlb::InvalidArgument(fmt::format(
-                  "--sync: '{}' is not sync, stale:K or async (K a whole number; stale:0 is sync)",
+                  "--sync: '{}' is not sync, stale:K, async or independent (K a whole number; "
+                  "stale:0 is sync)",
                   *sync));
             }
             o->sync = *mode;

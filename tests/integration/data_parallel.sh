@@ -89,6 +89,38 @@ assert r["metrics"]["weights_identical_across_ranks"] is True and r["config"]["s
 ' "$work/stale.safetensors" "$work/one-stale.safetensors" "$(dirname "$0")/../parity" \
   "$work/none.safetensors" "$work/stale.json"
 
+# Independent ranks: each applies its own gradients, none averaged. Rank 0, which saves, trains
+# on its slice of the global batch (its first 4 images) as one rank trains on those 4 alone, and
+# the ranks' weights part.
+/usr/bin/python3 -c '
+import sys
+sys.path.insert(0, sys.argv[3])
+import safetensors_io
+b = safetensors_io.load(sys.argv[1])
+safetensors_io.save(sys.argv[2], {"images": b["images"][:4], "labels": b["labels"][:4]})
+' "$work/batch.safetensors" "$work/first.safetensors" "$(dirname "$0")/../parity"
+"$dlbench" run "${common[@]}" --batch-file="$work/first.safetensors" --steps=5 \
+  --save="$work/one-first.safetensors" >"$work/one-first.log" 2>&1
+check "one rank on the first slice" test $? -eq 0 || cat "$work/one-first.log"
+"${mpirun[@]}" "$dlbench" run --ranks="$ranks" "${common[@]}" --sync=independent \
+  --batch-file="$work/batch.safetensors" --steps=5 --save="$work/independent.safetensors" \
+  --json="$work/independent.json" >"$work/independent.log" 2>&1
+check "independent under mpirun" test $? -eq 0 || cat "$work/independent.log"
+check "independent: rank 0 matches one rank on its slice within 1e-5; the ranks part" \
+  /usr/bin/python3 -c '
+import json, sys
+sys.path.insert(0, sys.argv[3])
+import safetensors_io
+a, b = safetensors_io.load(sys.argv[1]), safetensors_io.load(sys.argv[2])
+worst = max(((a[k] - b[k]).abs().max() / b[k].abs().max()).item() for k in a)
+print(f"independent: worst relative difference to one rank on the slice {worst:.2e}")
+assert worst < 1e-5, worst
+r = json.load(open(sys.argv[4]))
+assert r["config"]["sync"] == "independent", r["config"]
+assert r["metrics"]["weights_identical_across_ranks"] is False, r["metrics"]
+' "$work/independent.safetensors" "$work/one-first.safetensors" "$(dirname "$0")/../parity" \
+  "$work/independent.json"
+
 # Real data: the digits. Each rank trains on its slice of every global batch of 8 x N and
 # evaluates its share of the test set, so N ranks at batch 8 are one rank at batch 8N. On the
 # first 160 digits (128 to train: 4 steps at 4 ranks), because training amplifies rounding: the

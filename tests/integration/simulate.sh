@@ -181,7 +181,7 @@ assert l["exposed_comm_s"] > 0.9 * (l["step_s"] - l["one_rank_step_s"]), l
 PY
 refused_sim "--sync=stale:2 with the strategy backward" "--sync=stale:2 schedules its own all-reduce" \
   --sync=stale:2 --overlap=backward
-refused_sim "--sync=sometimes" "is not sync, stale:K or async" --sync=sometimes
+refused_sim "--sync=sometimes" "is not sync, stale:K, async or independent" --sync=sometimes
 
 check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
   -f "$work/r/plots/scaling-2.png"

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # `dlbench validate-sim` on this machine: resnet18 on 2 ranks, none and backward, simulated from
-# their one-rank baselines on this host's measured all-reduce and co-run slowdown. The verdict is
+# their one-rank baselines on this host's measured all-reduce and co-run slowdown (2 ranks in step
+# under --sync=independent, against one alone). The verdict is
 # the exit's (0 within, 1 outside, 3 inconclusive on a busy host); on a quiet host every point's
 # error is under 30% (the simulator that let MPI's progress thread overlap compute for free erred
 # by 41% on backward here), and a verdict of within has bounds under 50%. Whether the errors are
@@ -39,10 +40,41 @@ for p in v["points"]:
 assert v["verdict"] == want, (v["verdict"], want)
 assert bool(v["disturbed"]) == (want == "inconclusive"), v["disturbed"]
 PY
-check "corun.json: one run alone and two together" "$root/.venv/bin/python" - "$work/v/corun.json" <<'PY'
-import json, sys
-c = json.load(open(sys.argv[1]))
-assert c["alone_step_s"] > 0 and [r["runs"] for r in c["runs"]] == [2], c
+check "corun.json: rounds of one run alone and two in step, around the points, and the factor" \
+  "$root/.venv/bin/python" - "$work/v" <<'PY'
+import json, statistics, sys
+v = sys.argv[1]
+c = json.load(open(f"{v}/corun.json"))
+assert c["in_step"] == "--sync=independent", c
+# As many rounds as repetitions (3), the first half rounded up before the points.
+assert [r["round"] for r in c["rounds"]] == ["before-1", "before-2", "after-1"], c["rounds"]
+ratios = []
+for r in c["rounds"]:
+    assert r["alone_step_s"] > 0 and [x["runs"] for x in r["runs"]] == [2], r
+    x = r["runs"][0]
+    one = x["one_rank_step_s"]  # the traced steps of the round's run alone
+    assert one > 0 and abs(x["ratio"] - (one + x["compute_slowdown_s"]) / one) < 1e-9, x
+    ratios.append(x["ratio"])
+[f] = c["factors"]
+assert f["runs"] == 2 and f["ratios"] == ratios, f
+assert abs(f["factor"] - max(1.0, statistics.median(ratios))) < 1e-12, f
+assert abs(f["spread"] - statistics.stdev(ratios) / statistics.mean(ratios)) < 1e-12, f
+val = json.load(open(f"{v}/validation.json"))
+for p in val["points"]:
+    assert p["compute_factor"] == f["factor"] and p["compute_factor_spread"] == f["spread"], p
+    assert p["bound"] >= 3 * f["spread"] - 1e-12, p  # the factor's spread is part of the bound
+# The two ranks met once a step and reduced nothing else: one reduction a traced step, of the
+# ranks' token, in each rank's trace.
+two = json.load(open(f"{v}/corun/before-1-2.json"))
+assert two["config"]["ranks"] == 2 and two["config"]["sync"] == "independent", two["config"]
+traces = two["paths"]["traces"]
+assert len(traces) == 2, traces
+for path in traces:
+    events = json.load(open(path))["traceEvents"]
+    steps = [e for e in events if e.get("cat") == "step"]
+    reductions = [e for e in events if e.get("cat") == "allreduce"]
+    assert steps and len(reductions) == len(steps), (path, len(steps), len(reductions))
+    assert all(e["args"]["bucket"] == "all" for e in reductions), path
 PY
 check "the report draws the simulated points beside the measured ones (this host's network)" \
   grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"

@@ -27,9 +27,10 @@ struct FcStep {
 
   // Forward, the loss, backward, and `strategy`'s sync passes for several ranks (`distributed`)
   // or one; `staleness` K >= 1: bounded staleness's (with the strategy none); `async`:
-  // asynchronous SGD's pull, progress passes and push (with the strategy none).
+  // asynchronous SGD's pull, progress passes and push (with the strategy none); `independent`:
+  // independent ranks' meeting (with the strategy none).
   Schedule schedule(OverlapStrategy strategy, bool distributed = true, int64_t staleness = 0,
-                    bool async = false) {
+                    bool async = false, bool independent = false) {
     Schedule s = g.forward_schedule();
     Step loss;
     loss.pass = Pass::kLoss;
@@ -40,8 +41,9 @@ struct FcStep {
     const auto& bw = g.backward_schedule().steps;
     s.steps.insert(s.steps.end(), bw.begin(), bw.end());
     table = g.tensor_infos();
-    insert_sync(s, table, g, plan,
-                SyncOptions{strategy, distributed ? 2 : 1, false, staleness, async});
+    insert_sync(
+        s, table, g, plan,
+        SyncOptions{strategy, distributed ? 2 : 1, false, staleness, async, 0, independent});
     return s;
   }
 

@@ -170,6 +170,47 @@ TEST_F(SyncSchedule, NoneReducesTheWholeBufferOnceAfterBackward) {
   for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
 }
 
+// Independent ranks meet after backward, reducing one token of their own, and update every
+// bucket from their own gradients: no pass reads or writes a gradient but the updates.
+TEST_F(SyncSchedule, IndependentRanksMeetAfterBackwardAndReduceNoGradient) {
+  Schedule s = base();
+  const size_t backward_end = s.steps.size();
+  const size_t declared = table.size();
+  SyncOptions o{OverlapStrategy::kNone, 2, false};
+  o.independent = true;
+  const SyncTensors t = insert_sync(s, table, *g, plan, o);
+  ASSERT_EQ(table.size(), declared + 1);
+  ASSERT_EQ(t.meeting, static_cast<int>(declared));
+  EXPECT_EQ(table[declared].shape, Shape{1});
+  EXPECT_EQ(table[declared].dtype, DType::kF32);
+  ASSERT_EQ(s.steps.size(), backward_end + 2 + plan.buckets.size());
+  for (size_t i : {backward_end, backward_end + 1}) {
+    EXPECT_TRUE(is(s.steps[i], i == backward_end ? SyncPass::kAllReduce : SyncPass::kWait));
+    EXPECT_EQ(s.steps[i].arg, kMeeting);
+    EXPECT_EQ(s.steps[i].reads, std::vector<int>{t.meeting});
+    EXPECT_EQ(s.steps[i].writes, std::vector<int>{t.meeting});
+  }
+  for (size_t i = backward_end + 2; i < s.steps.size(); ++i) {
+    EXPECT_TRUE(is(s.steps[i], SyncPass::kUpdate));
+    EXPECT_EQ(s.steps[i].arg, static_cast<int>(i - backward_end - 2));
+  }
+  EXPECT_TRUE(buckets_of(s, *g).buckets.size() == plan.buckets.size());
+  for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
+
+  // One rank has no one to meet: the step is sync's.
+  Schedule one = base(), plain = base();
+  std::vector<TensorInfo> one_table = g->tensor_infos(), plain_table = g->tensor_infos();
+  o.ranks = 1;
+  EXPECT_EQ(insert_sync(one, one_table, *g, plan, o).meeting, -1);
+  insert_sync(plain, plain_table, *g, plan, SyncOptions{OverlapStrategy::kNone, 1, false});
+  ASSERT_EQ(one.steps.size(), plain.steps.size());
+  for (size_t i = 0; i < one.steps.size(); ++i) {
+    EXPECT_STREQ(step_name(one.steps[i]), step_name(plain.steps[i]));
+    EXPECT_EQ(one.steps[i].arg, plain.steps[i].arg);
+  }
+  EXPECT_EQ(one_table.size(), plain_table.size());
+}
+
 TEST_F(SyncSchedule, BackwardLaunchesEachBucketRightAfterItsLastGradient) {
   Schedule s = base();
   insert_sync(s, table, *g, plan, SyncOptions{OverlapStrategy::kBackward, 2, false});

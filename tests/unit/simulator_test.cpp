@@ -181,6 +181,31 @@ TEST_F(Simulate, StaleHidesItsReductionsAndLosesOnlyItsProgressPasses) {
   expect_parts_add_up(bound.loss);
 }
 
+TEST_F(Simulate, IndependentRanksLoseOnlyTheirMeeting) {
+  // One rank: forward 30, loss 5, backward 80, updates 8 = 123. 64 independent ranks meet after
+  // backward, a reduction of their token (3 here), and then update: 126, the meeting exposed.
+  const PassCost meeting = [](const Step& s) {
+    const bool token = s.pass == Pass::kSync && s.arg == kMeeting;
+    return token && sync_pass_of(s) == SyncPass::kAllReduce ? 3 : cost(s);
+  };
+  SimulateOptions o;
+  o.ranks = 64;
+  o.iterations = 4;
+  const Schedule many = schedule(OverlapStrategy::kNone, true, 0, false, true);
+  const Simulation sim =
+      simulate(many, schedule(OverlapStrategy::kNone, false, 0, false, true), meeting, o);
+  EXPECT_DOUBLE_EQ(sim.loss.one_rank_us, 123);
+  EXPECT_DOUBLE_EQ(sim.mean_step_us, 126);
+  EXPECT_DOUBLE_EQ(sim.loss.exposed_comm_us, 3);
+  expect_parts_add_up(sim.loss);
+  // No reduction but the meeting's.
+  for (const Step& s : many.steps) {
+    if (s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kAllReduce) {
+      EXPECT_EQ(s.arg, kMeeting);
+    }
+  }
+}
+
 // Asynchronous SGD on 2 ranks, worked by hand. An iteration: pull 4, forward 30 with a progress
 // pass (1) after each of the 3 passes, loss 5, backward 80 with 4 progress passes, push 4: 130.
 // The server applies a push in 5, and a transfer either way takes 3.

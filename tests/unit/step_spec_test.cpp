@@ -32,6 +32,7 @@ StepSpec reuse() {
 
 const SyncMode kAsync{SyncMode::Kind::kAsync, 0};
 const SyncMode kStale2{SyncMode::Kind::kStale, 2};
+const SyncMode kIndependent{SyncMode::Kind::kIndependent, 0};
 
 std::vector<Case> cases() {
   return {
@@ -70,6 +71,13 @@ std::vector<Case> cases() {
          s.capture = true;
        },
        false, "cannot rotate its slots"},
+      {"independent overlapped",
+       [](StepSpec& s) {
+         s.sync = kIndependent;
+         s.ranks = 2;
+         s.overlap = OverlapStrategy::kForward;
+       },
+       false, "--sync=independent reduces no gradients"},
       {"guard in an arena", [](StepSpec& s) { s.memory_guard = true; }, true,
        "--memory-guard puts red zones"},
       {"recompute naive",
@@ -135,6 +143,17 @@ TEST(StepSpec, EveryRuleRefusesItsCase) {
   }
 }
 
+TEST(SyncMode, EachModeReadsBackFromItsName) {
+  for (const SyncMode& m : {SyncMode{}, kStale2, kAsync, kIndependent}) {
+    const std::optional<SyncMode> read = parse_sync_mode(sync_mode_name(m));
+    ASSERT_TRUE(read.has_value()) << sync_mode_name(m);
+    EXPECT_TRUE(*read == m) << sync_mode_name(m);
+  }
+  EXPECT_EQ(sync_mode_name(kIndependent), "independent");
+  EXPECT_FALSE(parse_sync_mode("independent:2").has_value());
+  EXPECT_FALSE(parse_sync_mode("Independent").has_value());
+}
+
 TEST(StepSpec, WhatGoesTogetherPasses) {
   StepSpec s = reuse();
   s.sync = kStale2;
@@ -143,6 +162,13 @@ TEST(StepSpec, WhatGoesTogetherPasses) {
   s.swap = {SwapPolicy::Kind::kAuto, {}};
   s.memory_budget = size_t{1} << 30;
   s.ranks = 4;
+  EXPECT_NO_THROW(s.validate());
+  s = reuse();  // independent ranks with loss scaling, and one independent rank
+  s.sync = kIndependent;
+  s.precision = Precision::kFp16;
+  s.ranks = 2;
+  EXPECT_NO_THROW(s.validate());
+  s.ranks = 1;
   EXPECT_NO_THROW(s.validate());
   s = StepSpec{};  // the naive plan, one rank
   s.capture = true;

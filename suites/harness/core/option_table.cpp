@@ -229,9 +229,11 @@ void add_sync_options(std::vector<Option>& t) {
        OptionType::kString,
        kConfig,
        "sync (each step's own averaged gradients), stale:K (the averaged gradients of K steps "
-       "before, so each all-reduce runs behind the next K steps) or async (each rank's gradients "
+       "before, so each all-reduce runs behind the next K steps), async (each rank's gradients "
        "applied alone by a parameter server on rank 0, which no rank waits for but it; fp32, 2 "
-       "ranks or more); stale and async need overlap none (runtime/overlap/sync_schedule.h)",
+       "ranks or more) or independent (each rank's own gradients, none sent; the ranks still meet "
+       "after backward: their compute in step without the traffic); stale, async and independent "
+       "need overlap none (runtime/overlap/sync_schedule.h)",
        {},
        {},
        [](RunOptions& o, const json& v) {
@@ -239,8 +241,8 @@ void add_sync_options(std::vector<Option>& t) {
          const std::optional<SyncMode> m = parse_sync_mode(text);
          if (!m) {
            throw InvalidArgument(fmt::format(
-               "unknown mode '{}' (expected sync, async, or stale:K for a whole K from 0 to "
-               "1000)",
+               "unknown mode '{}' (expected sync, async, independent, or stale:K for a whole K "
+               "from 0 to 1000)",
                text));
          }
          o.sync = *m;

@@ -8,14 +8,17 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/stats.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
 #include "suites/harness/core/launcher.h"
+#include "suites/harness/core/measured_loss.h"
 #include "suites/harness/core/noise.h"
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/core/record.h"
@@ -128,85 +131,70 @@ nlohmann::json validate_point(const ValidateSimParts& parts, const nlohmann::jso
 }
 
 void print_validation(const nlohmann::json& v) {
-  fmt::print("\n  ranks  overlap    measured s  simulated s   error   bound  compute x\n");
+  fmt::print("\n  ranks  overlap    measured s  simulated s   error   bound  compute x (spread)\n");
   for (const auto& p : v["points"]) {
-    fmt::print("  {:>5}  {:<9} {:>10.4f}  {:>11.4f}  {:>+6.1f}%  {:>5.1f}%  {:>9.3f}{}\n",
+    fmt::print("  {:>5}  {:<9} {:>10.4f}  {:>11.4f}  {:>+6.1f}%  {:>5.1f}%  {:>9.3f} ({:.1f}%){}\n",
                p["ranks"].get<int64_t>(), p["overlap"].get<std::string>(),
                p["measured_step_s"].get<double>(), p["simulated_step_s"].get<double>(),
                100 * p["error"].get<double>(), 100 * p["bound"].get<double>(),
-               p["compute_factor"].get<double>(),
+               p["compute_factor"].get<double>(), 100 * p["compute_factor_spread"].get<double>(),
                p["within"].get<bool>() ? "" : "  OUTSIDE the bound");
   }
   fmt::print(
-      "bound: 3 x sqrt(pooled multi-rank spread {:.1f}%^2 + the calibration's spread^2, at "
-      "least the one-rank points' pooled {:.1f}%); compute x: measured co-run slowdown\n",
+      "bound: 3 x sqrt(pooled multi-rank spread {:.1f}%^2 + the calibration's spread^2 (at "
+      "least the one-rank points' pooled {:.1f}%) + the compute factor's spread^2); compute x: "
+      "ranks in step over one alone, the co-run rounds' median\n",
       100 * v["pooled_spread"].get<double>(), 100 * v["pooled_one_rank_spread"].get<double>());
   fmt::print("verdict: {}\n", v["verdict"].get<std::string>());
 }
 
-// The median step (s) of `n` one-rank runs of the validation's model started together, each with
-// `threads` threads and no communication: the median over the runs of each one's median step.
-// The runs' records go to `out`/corun/; also the model's parameter count, from them.
+// A co-run: `n` ranks of the validation's model started by the points' launcher (mpirun, with
+// its binding), under --sync=independent where n > 1: the ranks meet after backward as
+// synchronous ranks do and exchange no gradients, so they compute in step, as the points' ranks
+// do. (Processes started apart drift out of phase, and their memory-bound passes, SGD's above all,
+// seldom meet; ranks in step run them together.) Its record goes to `out`/corun/TAG-n.json and
+// each rank's trace beside it. The record, and its ranks' traces, rank 0 first.
 struct CoRun {
-  double step_s = 0, params = 0;
+  nlohmann::json record;
+  std::vector<nlohmann::json> traces;
 };
-CoRun corun_step_s(const ValidateSimOptions& o, int64_t n, int64_t threads,
-                   const std::string& out) {
-  fs::create_directories(out + "/corun");
-  std::vector<std::string> jsons;
-  std::vector<ProcessResult> results(static_cast<size_t>(n));
-  std::vector<std::exception_ptr> failures(static_cast<size_t>(n));
-  std::vector<std::string> logs;
-  std::vector<std::thread> runs;
-  runs.reserve(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    jsons.push_back(fmt::format("{}/corun/{}-of-{}.json", out, i + 1, n));
-    LaunchCommand cmd;
-    cmd.argv = {self_executable(),
-                "run",
-                "--backend=cpu",
-                "--precision=fp32",
-                "--model=" + o.model,
-                fmt::format("--batch={}", o.batch),
-                fmt::format("--image-size={}", o.image_size),
-                fmt::format("--steps={}", o.steps),
-                fmt::format("--warmup={}", o.warmup),
-                "--json=" + jsons.back()};
-    cmd.env["OMP_NUM_THREADS"] = std::to_string(threads);
-    const std::string log = fmt::format("{}/corun/{}-of-{}.log", out, i + 1, n);
-    logs.push_back(log);
-    runs.emplace_back([cmd, log, &slot = results[static_cast<size_t>(i)],
-                       &failure = failures[static_cast<size_t>(i)]] {
-      try {
-        slot = run_process(cmd, 600, log, {});
-      } catch (...) {  // (an exception leaving a thread would end the process)
-        failure = std::current_exception();
-      }
-    });
+CoRun corun(const ValidateSimOptions& o, int64_t n, const std::string& tag) {
+  const std::string out = o.out + "/corun";
+  fs::create_directories(out);
+  const std::string json = fmt::format("{}/{}-{}.json", out, tag, n);
+  const std::string log = fmt::format("{}/{}-{}.log", out, tag, n);
+  std::vector<std::string> argv = {self_executable(),
+                                   "run",
+                                   "--backend=cpu",
+                                   "--precision=fp32",
+                                   "--model=" + o.model,
+                                   fmt::format("--batch={}", o.batch),
+                                   fmt::format("--image-size={}", o.image_size),
+                                   fmt::format("--steps={}", o.steps),
+                                   fmt::format("--warmup={}", o.warmup),
+                                   fmt::format("--trace-steps={}", o.steps),
+                                   fmt::format("--trace={}/{}-{}.trace.json", out, tag, n),
+                                   "--json=" + json};
+  if (n > 1) argv.insert(argv.end(), {fmt::format("--ranks={}", n), "--sync=independent"});
+  const ProcessResult r =
+      run_process(launch_command_here(LauncherKind::kAuto, n, argv), 600, log, {});
+  if (r.exit_code != 0) {
+    throw IoError(fmt::format("validate-sim: the co-run of {} did not end ok ({}): see {}", n,
+                              r.timed_out ? "timed out"
+                              : r.signal  ? fmt::format("signal {}", r.signal)
+                                          : fmt::format("exit {}", r.exit_code),
+                              log));
   }
-  for (std::thread& t : runs) t.join();
-  for (const std::exception_ptr& failure : failures) {
-    if (failure) std::rethrow_exception(failure);
+  CoRun c{parse_json(read_text_file(json, "co-run record"), json), {}};
+  const nlohmann::json& paths = c.record.value("paths", nlohmann::json::object());
+  std::vector<std::string> traces;
+  if (paths.contains("traces")) traces = paths["traces"].get<std::vector<std::string>>();
+  if (traces.size() != static_cast<size_t>(n)) {
+    throw IoError(fmt::format("validate-sim: the co-run of {} lists {} traces: see {}", n,
+                              traces.size(), json));
   }
-  std::vector<double> medians;
-  CoRun run;
-  for (size_t i = 0; i < jsons.size(); ++i) {
-    if (results[i].exit_code != 0) {
-      throw IoError(fmt::format("validate-sim: a co-run of {} did not end ok ({}): see {}", n,
-                                results[i].timed_out ? "timed out"
-                                : results[i].signal  ? fmt::format("signal {}", results[i].signal)
-                                                     : fmt::format("exit {}", results[i].exit_code),
-                                logs[i]));
-    }
-    const nlohmann::json r = parse_json(read_text_file(jsons[i], "co-run record"), jsons[i]);
-    // (Its noise verdict counts the other co-runs as other processes: the sweep's points, run
-    // next, are where host activity is judged.)
-    medians.push_back(r["metrics"]["step_time_s"]["median"].get<double>());
-    run.params = r["metrics"].value("params", 0.0);
-  }
-  std::sort(medians.begin(), medians.end());
-  run.step_s = medians[medians.size() / 2];
-  return run;
+  for (const std::string& t : traces) c.traces.push_back(parse_json(read_text_file(t, "trace"), t));
+  return c;
 }
 
 // The bytes the benches reach: a power of two, at least twice the gradients' (params x 4 bytes).
@@ -255,32 +243,94 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
   return network;
 }
 
-// What the runs before the measured points found: how many times slower a rank computes beside
-// `n - 1` others on this host than alone, for each rank count (what ranks sharing the host's
-// cores, caches and memory bandwidth cost their compute, measured with no communication at all,
-// corun_step_s, not assumed), and the host's all-reduces (before the points; merge_network).
+// One round of co-runs (`tag`): the model alone, then each rank count's ranks in step (corun).
+// Each rank count's ratio of compute: its ranks' mean busy time (their compute lanes' spans,
+// measured_scaling_loss) over the run alone's. The round's part of corun.json goes to `log`.
+std::map<int64_t, double> corun_round(const ValidateSimOptions& o, const std::string& tag,
+                                      nlohmann::json& log, double& params) {
+  const CoRun alone = corun(o, 1, tag);
+  params = alone.record["metrics"].value("params", 0.0);
+  nlohmann::json round = {{"round", tag},
+                          {"alone_step_s", alone.record["metrics"]["step_time_s"]["median"]}};
+  std::map<int64_t, double> ratios;
+  for (int64_t n : o.ranks) {
+    const CoRun together = corun(o, n, tag);
+    const nlohmann::json loss = measured_scaling_loss(
+        together.traces, alone.traces.front(), fmt::format("{}/corun/{}-{}.json", o.out, tag, n));
+    const double one = loss["one_rank_step_s"], slower = loss["compute_slowdown_s"];
+    ratios[n] = (one + slower) / one;
+    round["runs"].push_back({{"runs", n},
+                             {"step_s", together.record["metrics"]["step_time_s"]["median"]},
+                             {"one_rank_step_s", one},
+                             {"compute_slowdown_s", slower},
+                             {"ratio", ratios[n]}});
+  }
+  log["rounds"].push_back(std::move(round));
+  return ratios;
+}
+
+// How many times slower a rank computes beside `n - 1` others on this host than alone, for each
+// rank count: what ranks sharing the host's cores, caches and memory bandwidth cost their
+// compute, measured in step with no communication at all, not assumed. The median of the
+// rounds' ratios (rounds before the points and after them, as the all-reduce benches are: the
+// host's speed drifts over minutes), at least 1 (beside others a rank is never faster than alone:
+// a ratio below 1 is the host's noise); `spread`, the ratios' coefficient of variation, is part
+// of each point's bound.
+struct ComputeFactor {
+  double factor = 1, spread = 0;
+};
+struct CoRuns {
+  std::map<int64_t, std::vector<double>> ratios;
+  nlohmann::json log;  // corun.json
+  double params = 0;   // the model's, for the benches' sizes
+  void round(const ValidateSimOptions& o, const std::string& tag) {
+    for (const auto& [n, r] : corun_round(o, tag, log, params)) ratios[n].push_back(r);
+  }
+  std::map<int64_t, ComputeFactor> factors() const {
+    std::map<int64_t, ComputeFactor> out;
+    for (const auto& [n, r] : ratios) {
+      const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
+      double squares = 0;
+      for (double x : r) squares += (x - mean) * (x - mean);
+      const double sd = r.size() > 1 ? std::sqrt(squares / static_cast<double>(r.size() - 1)) : 0;
+      out[n] = {std::max(1.0, percentile(r, 50)), sd / mean};
+    }
+    return out;
+  }
+};
+
+// What the runs before the measured points found: the first rounds of co-runs, and the host's
+// all-reduces (merge_network).
 struct BeforePoints {
-  std::map<int64_t, double> factors;
+  CoRuns coruns;
   std::vector<nlohmann::json> benches;
   size_t bench_bytes = 0;  // what the benches reach, after the points too
 };
 
+// Rounds of co-runs around the points: as many as repetitions, the first half (rounded up) before.
+int64_t rounds_before(const ValidateSimOptions& o) { return (o.repetitions + 1) / 2; }
+
 BeforePoints measure_before(const ValidateSimOptions& o, int64_t threads) {
-  const CoRun one = corun_step_s(o, 1, threads, o.out);
-  const double alone = one.step_s;
   BeforePoints b;
-  nlohmann::json j = {{"alone_step_s", alone}, {"threads_per_run", threads}};
-  for (int64_t n : o.ranks) {
-    const double together = corun_step_s(o, n, threads, o.out).step_s;
-    // Beside others a rank is never faster than alone: a ratio below 1 is the host's noise.
-    b.factors[n] = std::max(1.0, together / alone);
-    j["runs"].push_back(
-        {{"runs", n}, {"step_s", together}, {"ratio", together / alone}, {"factor", b.factors[n]}});
-  }
-  write_json_atomically(o.out + "/corun.json", j);
-  b.bench_bytes = bench_bytes(one.params);
+  b.coruns.log = {{"threads_per_run", threads}, {"in_step", "--sync=independent"}};
+  for (int64_t i = 0; i < rounds_before(o); ++i) b.coruns.round(o, fmt::format("before-{}", i + 1));
+  b.bench_bytes = bench_bytes(b.coruns.params);
   b.benches = measure_allreduces(o, b.bench_bytes, "before");
   return b;
+}
+
+// The rounds of co-runs after the points; writes corun.json with every round and the factors.
+std::map<int64_t, ComputeFactor> measure_after(const ValidateSimOptions& o, CoRuns& coruns) {
+  for (int64_t i = rounds_before(o); i < o.repetitions; ++i) {
+    coruns.round(o, fmt::format("after-{}", i - rounds_before(o) + 1));
+  }
+  const std::map<int64_t, ComputeFactor> factors = coruns.factors();
+  for (const auto& [n, f] : factors) {
+    coruns.log["factors"].push_back(
+        {{"runs", n}, {"factor", f.factor}, {"spread", f.spread}, {"ratios", coruns.ratios.at(n)}});
+  }
+  write_json_atomically(o.out + "/corun.json", coruns.log);
+  return factors;
 }
 
 void check_options(const ValidateSimOptions& o) {
@@ -318,9 +368,10 @@ void check_options(const ValidateSimOptions& o) {
 // is its one-rank point's own, or the one-rank points' pooled spread where that is larger.
 struct Spreads {
   double multi = 0, one = 0;
-  double bound(double calibration) const {
+  // `factor`: the spread of the compute factor the point was simulated with (ComputeFactor).
+  double bound(double calibration, double factor) const {
     const double c = std::max(calibration, one);
-    return 3 * std::sqrt(multi * multi + c * c);
+    return 3 * std::sqrt(multi * multi + c * c + factor * factor);
   }
 };
 
@@ -331,7 +382,7 @@ constexpr double kWidestBound = 0.5;
 // host activity in a point or its baseline added to `disturbed`.
 nlohmann::json judge_points(const ValidateSimParts& parts,
                             const std::vector<nlohmann::json>& records, const Network& network,
-                            const std::map<int64_t, double>& factors, const Spreads& spreads,
+                            const std::map<int64_t, ComputeFactor>& factors, const Spreads& spreads,
                             const std::string& results, const std::string& out,
                             std::vector<std::string>& disturbed) {
   nlohmann::json points = nlohmann::json::array();
@@ -348,10 +399,12 @@ nlohmann::json judge_points(const ValidateSimParts& parts,
         disturbed.push_back(fmt::format("point {}: {}", (*x)["point"].value("index", 0), why));
       }
     }
+    const ComputeFactor& factor = factors.at(ranks_of(r));
     nlohmann::json p =
         validate_point(parts, r, *base, static_cast<size_t>(base - records.begin()) + 1, results,
-                       network, factors.at(ranks_of(r)), out);
-    const double bound = spreads.bound(spread(*base));
+                       network, factor.factor, out);
+    p["compute_factor_spread"] = factor.spread;
+    const double bound = spreads.bound(spread(*base), factor.spread);
     p["bound"] = bound;
     p["within"] = std::abs(p["error"].get<double>()) <= bound;
     // Runs that varied this much bound nothing a model could be held to.
@@ -407,7 +460,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
   fmt::print("validate-sim: {} threads a rank on {} hardware threads\n", threads,
              std::thread::hardware_concurrency());
-  const BeforePoints before = measure_before(o, threads);
+  BeforePoints before = measure_before(o, threads);
   SweepOptions sweep;
   sweep.suite = write_suite(o);
   sweep.out_dir = o.out + "/runs";
@@ -421,12 +474,13 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const std::vector<nlohmann::json> records = read_results(results);
   const Network network =
       merge_network(o, before.benches, measure_allreduces(o, before.bench_bytes, "after"));
+  const std::map<int64_t, ComputeFactor> factors = measure_after(o, before.coruns);
   const Spreads spreads{
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) > 1; }),
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) == 1; })};
   std::vector<std::string> disturbed;
-  const nlohmann::json points = judge_points(o.parts, records, network, before.factors, spreads,
-                                             results, sweep.out_dir, disturbed);
+  const nlohmann::json points =
+      judge_points(o.parts, records, network, factors, spreads, results, sweep.out_dir, disturbed);
   std::sort(disturbed.begin(), disturbed.end());  // a baseline shared by several points once
   disturbed.erase(std::unique(disturbed.begin(), disturbed.end()), disturbed.end());
   if (points.empty()) {
@@ -443,7 +497,8 @@ int validate_sim_command(const ValidateSimOptions& o) {
                  {"pooled_one_rank_spread", spreads.one},
                  {"bound_rule",
                   "3 x sqrt(the multi-rank points' pooled CV^2 + the calibration's "
-                  "CV^2), the calibration's at least the one-rank points' pooled"},
+                  "CV^2 + the compute factor's CV^2 over its co-run rounds), the calibration's "
+                  "at least the one-rank points' pooled"},
                  {"verdict", verdict(points, disturbed)},
                  {"disturbed", disturbed},
                  {"points", points}},
