@@ -33,6 +33,7 @@ GradSync::GradSync(const Graph& graph, const BoundStep& step, const Schedule& sc
   for (const ParamIds& p : graph.flat_params()) {
     all_values_ += graph.tensor_infos()[p.grad].shape.numel();
   }
+  if (meeting_token_.defined()) backend_.fill(meeting_token_, 0);  // what the ranks average
 }
 
 std::unique_ptr<CommHandle> GradSync::launch(int bucket, Tensor what, Launch& launched) {
@@ -123,7 +124,7 @@ void GradSync::meet() {
   if (!meeting_.reduced) {
     throw InvalidArgument("the schedule has the ranks meet again before waiting for the last");
   }
-  meeting_.handle = launch(kEveryBucket, meeting_token_, meeting_.launched);
+  meeting_.handle = launch(kMeetingBucket, meeting_token_, meeting_.launched);
   meeting_.reduced = false;
 }
 

@@ -68,6 +68,8 @@ class GradSync final : public PassRunner {
   std::unique_ptr<CommHandle> launch(int bucket, Tensor what, Launch& launched);
   // Launches bucket b's reduction (b = -1: the whole buffer at once).
   void all_reduce(int bucket);
+  // Independent ranks: their meeting, a reduction of the token and no gradients.
+  void meet();
   // Orders the work queued from now on after bucket b's reduction (b = -1: the whole buffer's).
   void wait(int bucket);
   // The optimizer over the bucket's parameters. carried: the forward strategy's update in the
@@ -92,8 +94,7 @@ class GradSync final : public PassRunner {
   BucketPlan plan_;  // buckets_of the schedule
   std::vector<State> state_;
   State whole_;  // the `none` strategy's one reduction of the whole buffer
-  // Independent ranks: their meeting, a reduction of one token and no gradients.
-  void meet();
+  // Independent ranks: the token they reduce to meet (zeroed when GradSync is made), its state.
   Tensor meeting_token_;
   State meeting_;
   bool skipped_ = false;  // the last update was a carried one with nothing to apply

@@ -19,8 +19,8 @@ std::optional<OverlapStrategy> parse_overlap(std::string_view s);
 // step's all-reduce runs behind the next K steps' compute (sync_schedule.h; stale:0 is sync);
 // async, each rank's gradients applied alone by a parameter server on rank 0 as they arrive
 // (param_server.h); independent, each rank's own gradients, unaveraged, with the ranks meeting
-// after backward as sync's do but exchanging nothing (tf_cnn_benchmarks' `independent`): what
-// the ranks' compute costs beside each other, in step, without the gradients' traffic.
+// after backward as sync's do but exchanging nothing (sync_schedule.h): what the ranks' compute
+// costs beside each other, in step, without the gradients' traffic.
 struct SyncMode {
   enum class Kind { kSync, kStale, kAsync, kIndependent };
   Kind kind = Kind::kSync;

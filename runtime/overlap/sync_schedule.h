@@ -53,6 +53,7 @@
 #include "runtime/nn/schedule.h"
 #include "runtime/overlap/bucket_plan.h"
 #include "runtime/overlap/strategy.h"
+#include "runtime/trace/tracer.h"
 
 namespace dlb {
 
@@ -75,6 +76,11 @@ inline constexpr SyncPass kSyncPasses[] = {
 inline constexpr int kStaleSlot = -2;
 // A kAllReduce's or kWait's bucket (Step::arg) that is independent ranks' meeting: the token.
 inline constexpr int kMeeting = -3;
+// The bucket a sync pass's trace span names (Span::bucket): its own, the meeting, or every
+// bucket (the whole buffer, or a stale slot, laid out as it).
+inline int traced_bucket(const Step& step) {
+  return step.arg == kMeeting ? kMeetingBucket : step.arg < 0 ? kEveryBucket : step.arg;
+}
 // Bounded staleness: the slot that step `step` (counted from 0 over every step run, as
 // PassRunner::begin_step counts) waits for, updates from, stashes into and reduces, of the
 // `staleness` slots its stale passes name. The program's rule; GradSync and the replay follow it.

@@ -32,8 +32,10 @@ nlohmann::json comm_metrics(const Tracer& tracer, int ranks) {
   std::map<double, std::vector<double>> busbw_by_bytes;
   const double factor = allreduce_share(ranks);
   for (const Span& s : tracer.spans()) {
-    if (s.lane == Lane::kComm && s.category == "allreduce" && s.duration_us > 0 && !s.clipped) {
-      // A clipped span's time is not the operation's.
+    if (s.lane == Lane::kComm && s.category == "allreduce" && s.duration_us > 0 && !s.clipped &&
+        s.bytes > 0) {
+      // A clipped span's time is not the operation's; independent ranks' meeting moves no
+      // gradient bytes.
       busbw_by_bytes[s.bytes].push_back(s.bytes / (s.duration_us * 1e-6) * factor / 1e9);
     }
   }

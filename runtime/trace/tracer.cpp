@@ -99,6 +99,7 @@ nlohmann::json span_args(const Span& s) {
   if (s.layer) args["layer"] = s.name;
   if (s.bucket >= 0) args["bucket"] = s.bucket;
   if (s.bucket == kEveryBucket) args["bucket"] = "all";
+  if (s.bucket == kMeetingBucket) args["bucket"] = "meeting";
   if (s.bytes > 0) args["bytes"] = s.bytes;
   if (s.clipped) args["clipped"] = true;
   return args;

@@ -27,7 +27,9 @@ inline constexpr const char* kStepCategory = "step";
 inline constexpr const char* kLoaderCategory = "loader";
 
 // A span's bucket: none, or every bucket at once (the `none` strategy's one reduction of the
-// whole gradient buffer); otherwise the bucket's index in the BucketPlan.
+// whole gradient buffer), or independent ranks' meeting (a reduction of their token, no
+// gradient); otherwise the bucket's index in the BucketPlan.
+inline constexpr int kMeetingBucket = -3;
 inline constexpr int kNoBucket = -2;
 inline constexpr int kEveryBucket = -1;
 

@@ -164,8 +164,9 @@ CLI::App* add_simulate(CLI::App& app, dlb::SimulateCommandOptions& o,
       ->check(kReal);
   c->add_option("--sync", sync,
                 "sync, stale:K (bounded staleness: each step applies the gradients of K steps "
-                "before) or async (a parameter server on rank 0; a CPU calibration); the last two "
-                "take the strategy none, which is then the default")
+                "before), async (a parameter server on rank 0; a CPU calibration) or independent "
+                "(each rank its own gradients; the ranks meet after backward); the last three take "
+                "the strategy none, which is then the default")
       ->capture_default_str();
   c->add_option("--steps", o.steps, "timed steps simulated")->check(kWhole)->capture_default_str();
   c->add_option("--warmup", o.warmup, "untimed steps simulated first")
@@ -445,7 +446,7 @@ Command simulate_command_of(CLI::App& app) {
             if (!overlaps->empty()) {
               o->overlaps = parse_overlaps(*overlaps);
             } else if (!sync) {
-              o->overlaps = {dlb::OverlapStrategy::kNone};  // staleness's and async's only strategy
+              o->overlaps = {dlb::OverlapStrategy::kNone};  // the other modes' only strategy
             }
             const dlb::SimulateCommandOptions defaults;
             if (mode->kind == dlb::SyncMode::Kind::kAsync && o->ranks == defaults.ranks) {

@@ -60,6 +60,8 @@ expect 2 "--sync=async pushes whole steps' gradients: it takes --overlap=none" "
 expect 2 "--sync=async keeps fp32 weights and gradients" "${quick[@]}" --ranks=2 --sync=async --precision=bf16
 expect 2 "--sync=async with --lr-warmup or --lr-schedule" "${digits[@]}" --ranks=2 --sync=async --lr-schedule=cosine
 expect 2 "--sync: unknown mode 'async:2'" "${quick[@]}" --sync=async:2
+expect 2 "--sync=independent reduces no gradients, so there is nothing to overlap" "${quick[@]}" --ranks=2 --sync=independent --overlap=backward
+expect 2 "--sync=independent with --epochs: each rank trains a model of its own" "${digits[@]}" --ranks=2 --sync=independent
 expect 2 "--sync=stale:2 schedules its own all-reduce, behind the next steps: it takes --overlap=none" "${quick[@]}" --sync=stale:2 --overlap=backward
 expect 2 "--sync=stale:1: fp16's loss scaling checks this step's gradients" "${quick[@]}" --sync=stale:1 --precision=fp16
 expect 2 "the factor is how many times slower the rank computes, from 1" "${quick[@]}" --straggler=0:0.5

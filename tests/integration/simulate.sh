@@ -123,6 +123,25 @@ assert lt["exposed_comm_s"] < ls["exposed_comm_s"], (lt, ls)
 default = [json.loads(l) for l in open(f"{w}/stale-default/results.jsonl")]
 assert [r["suite_config"]["overlap"] for r in default] == ["none"], default
 PY
+# Independent ranks simulated: they reduce only their meeting's 4-byte token, whose latency is
+# all they lose to the network; the synchronous point's reductions are the whole buffer's.
+"$dlbench" simulate --calibration="$work/r/calibration/digits-cnn-b8-8px-fp32-cpu-reuse-none-10c.json" \
+  --network=pcie-25gbe --ranks=64 --sync=independent --jitter=none --steps=10 \
+  --out="$work/independent" >/dev/null 2>&1
+check "independent simulated: one meeting of 4 bytes, the step one rank's and its meeting's" \
+  "$py" - "$work" <<'PY'
+import json, sys
+w = sys.argv[1]
+sync = json.loads(open(f"{w}/sync-sync/results.jsonl").readline())
+[ind] = [json.loads(l) for l in open(f"{w}/independent/results.jsonl")]
+assert ind["config"]["sync"] == "independent" and ind["suite_config"]["overlap"] == "none", ind
+[meeting] = ind["simulation"]["reductions"]
+assert meeting["bucket"] == "meeting" and meeting["bytes"] == 4, meeting
+assert [r["bucket"] for r in sync["simulation"]["reductions"]] == ["all"], sync["simulation"]
+l = ind["metrics"]["scaling_loss"]
+assert 0 < l["exposed_comm_s"] <= meeting["seconds"] * 1.000001, (l, meeting)
+assert abs(l["step_s"] - l["one_rank_step_s"] - l["exposed_comm_s"]) < 1e-9, l
+PY
 refused_sim() {
   local what=$1 message=$2
   shift 2
@@ -182,6 +201,8 @@ PY
 refused_sim "--sync=stale:2 with the strategy backward" "--sync=stale:2 schedules its own all-reduce" \
   --sync=stale:2 --overlap=backward
 refused_sim "--sync=sometimes" "is not sync, stale:K, async or independent" --sync=sometimes
+refused_sim "--sync=independent with the strategy forward" "--sync=independent reduces no gradients" \
+  --sync=independent --overlap=forward
 
 check "a scaling plot and a scaling-loss plot per batch" test -f "$work/r/plots/scaling-loss-2.png" -a \
   -f "$work/r/plots/scaling-2.png"

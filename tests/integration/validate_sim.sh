@@ -60,9 +60,13 @@ assert f["runs"] == 2 and f["ratios"] == ratios, f
 assert abs(f["factor"] - max(1.0, statistics.median(ratios))) < 1e-12, f
 assert abs(f["spread"] - statistics.stdev(ratios) / statistics.mean(ratios)) < 1e-12, f
 val = json.load(open(f"{v}/validation.json"))
+one = val["pooled_one_rank_spread"]
 for p in val["points"]:
     assert p["compute_factor"] == f["factor"] and p["compute_factor_spread"] == f["spread"], p
-    assert p["bound"] >= 3 * f["spread"] - 1e-12, p  # the factor's spread is part of the bound
+    # 3 x sqrt(s_m^2 + s_c^2 + s_f^2), s_c and s_f at least the one-rank points' pooled spread.
+    want = 3 * (val["pooled_spread"] ** 2 + max(p["calibration_spread"], one) ** 2
+                + max(f["spread"], one) ** 2) ** 0.5
+    assert abs(p["bound"] - want) < 1e-12, (p["bound"], want)
 # The two ranks met once a step and reduced nothing else: one reduction a traced step, of the
 # ranks' token, in each rank's trace.
 two = json.load(open(f"{v}/corun/before-1-2.json"))
@@ -74,7 +78,7 @@ for path in traces:
     steps = [e for e in events if e.get("cat") == "step"]
     reductions = [e for e in events if e.get("cat") == "allreduce"]
     assert steps and len(reductions) == len(steps), (path, len(steps), len(reductions))
-    assert all(e["args"]["bucket"] == "all" for e in reductions), path
+    assert all(e["args"]["bucket"] == "meeting" for e in reductions), path
 PY
 check "the report draws the simulated points beside the measured ones (this host's network)" \
   grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"

@@ -165,7 +165,7 @@ def render(record: Record, trace_paths: list[Path]):
             bucket = e.get("args", {}).get("bucket")
             if e.get("cat") == "allreduce" and bucket is not None \
                     and e["dur"] > 0.04 * (end - start):
-                text = f"b{bucket}" if isinstance(bucket, int) else "all"
+                text = f"b{bucket}" if isinstance(bucket, int) else str(bucket)
                 ax.text((e["ts"] - start + e["dur"] / 2) / 1e3, y, text, fontsize=6,
                         ha="center", va="center", color="white", gid=f"bucket:{rank}:{bucket}")
     ax.set_yticks(range(len(rows)))

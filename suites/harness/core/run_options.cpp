@@ -25,6 +25,17 @@ void validate_async_lr(const RunOptions& o) {
   }
 }
 
+// Independent ranks train models of their own: an evaluation over the ranks' shares of the test
+// set would mix them.
+void validate_independent_epochs(const RunOptions& o) {
+  if (o.sync.kind == SyncMode::Kind::kIndependent && o.epochs && o.ranks > 1) {
+    throw InvalidArgument(
+        "--sync=independent with --epochs: each rank trains a model of its own, and the "
+        "evaluation adds up the ranks' shares of the test set as one model's; time "
+        "--sync=independent by steps (--steps)");
+  }
+}
+
 // --straggler: a rank of the run, slowed on the host.
 void validate_straggler(const RunOptions& o) {
   if (o.straggler && o.straggler->rank >= o.ranks) {
@@ -200,6 +211,7 @@ void validate_run_options(const RunOptions& o) {
   validate_data(o);
   step_spec_of(o).validate();
   validate_async_lr(o);
+  validate_independent_epochs(o);
   validate_straggler(o);
   validate_lr_rules(o);
   check_output_paths(o);

@@ -88,7 +88,7 @@ struct RunOptions {
   bool print_step = false;
   int64_t ranks = 1;
   OverlapStrategy overlap = OverlapStrategy::kNone;
-  SyncMode sync;  // sync, or stale:K (runtime/overlap/strategy.h)
+  SyncMode sync;  // sync, stale:K, async or independent (runtime/overlap/strategy.h)
   double bucket_mb = kDefaultBucketMb;
   std::optional<CommKind> comm;  // null: chosen from the ranks and the backend
   CommProgress comm_progress = CommProgress::kThread;  // measured: the mode that overlaps

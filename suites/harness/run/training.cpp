@@ -433,7 +433,11 @@ RunResult run_training(const RunOptions& o) {
   std::optional<MlLog> mllog = start_mllog(o, r.rank);
   open_epochs(o, info, mc, Shard{r.rank, r.ranks}, data);
   const int64_t global_batch = mc.batch * comm->size();
-  const std::optional<LrRule> lr_rule = lr_rule_of(o, data, global_batch);
+  // The batch one update averages, which --lr-scaling=linear scales the rate to: independent
+  // ranks each update from their own.
+  const int64_t update_batch =
+      o.sync.kind == SyncMode::Kind::kIndependent ? mc.batch : global_batch;
+  const std::optional<LrRule> lr_rule = lr_rule_of(o, data, update_batch);
 
   Graph graph = build_model(o.model, mc);
   auto backend = make_backend(o.backend, backend_options_of(o, r.rank));
@@ -441,7 +445,7 @@ RunResult run_training(const RunOptions& o) {
   if (!o.dump_path.empty()) graph.keep_gradients_distinct();
   graph.declare_for(*backend, PrecisionPolicy::for_precision(o.precision));
   const float lr =
-      static_cast<float>(lr_rule ? lr_rule->at(0) : scaled_lr(o.lr, o.sgd.lr, global_batch));
+      static_cast<float>(lr_rule ? lr_rule->at(0) : scaled_lr(o.lr, o.sgd.lr, update_batch));
   Trainer trainer(*backend, graph, train_config_of(o, *comm, lr), rng);
   r.plan_bytes =
       RunResult::PlanBytes{trainer.memory_plan().device_bytes(), trainer.naive_plan_bytes()};

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <filesystem>
 #include <optional>
+#include <set>
 
 #include "runtime/backend/backend.h"
 #include "runtime/core/error.h"
@@ -225,7 +226,7 @@ nlohmann::json simulated_trace(const SimStep& s, const Simulation& sim) {
     Span span{layer ? s.graph.nodes()[st.node].name : std::string(step_name(st)), step_name(st),
               t.lane};
     span.layer = layer;
-    if (st.pass == Pass::kSync) span.bucket = st.arg < 0 ? kEveryBucket : st.arg;
+    if (st.pass == Pass::kSync) span.bucket = traced_bucket(st);
     tracer.record(std::move(span), Mark{t.start_us, nullptr}, Mark{t.end_us, nullptr});
   }
   tracer.end_window();
@@ -275,6 +276,28 @@ std::string simulate_command_text(const Calibration& c, const Point& p,
   return cmd;
 }
 
+// Each all-reduce the step's schedule launches, once, in launch order: its bucket ("all" for the
+// whole buffer or a stale slot, laid out as it; "meeting" for independent ranks' token), bytes,
+// and the network's fastest algorithm and time for it. Asynchronous SGD's messages are none.
+nlohmann::json reductions_json(const SimStep& step, const Network& n, int64_t ranks) {
+  nlohmann::json out = nlohmann::json::array();
+  std::set<int> listed;
+  for (const Step& s : step.program.schedule.steps) {
+    if (s.pass != Pass::kSync || sync_pass_of(s) != SyncPass::kAllReduce) continue;
+    const int b = s.arg == kStaleSlot ? -1 : s.arg;
+    if (!listed.insert(b).second) continue;
+    const double bytes = reduction_bytes(step.graph, step.program.buckets, b);
+    const CollectiveTime t = fastest_allreduce(n, bytes, ranks);
+    out.push_back({{"bucket", b == kMeeting ? nlohmann::json("meeting")
+                              : b < 0       ? nlohmann::json("all")
+                                            : nlohmann::json(b)},
+                   {"bytes", bytes},
+                   {"algorithm", collective_name(t.algorithm)},
+                   {"seconds", t.us / 1e6}});
+  }
+  return out;
+}
+
 nlohmann::json simulated_record(const Calibration& c, const Network& n, const Point& p,
                                 const SimulateCommandOptions& o, const SimStep& step,
                                 const Simulation& sim, size_t index, double wall_s) {
@@ -307,19 +330,6 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
   record["metrics"]["scaling_loss"] = loss_json(sim.loss);
   // Against the simulated one-rank step of the same calibration: the model's own baseline.
   record["metrics"]["scaling_efficiency"] = sim.loss.one_rank_us / sim.mean_step_us;
-  nlohmann::json algorithms = nlohmann::json::array();
-  const int first = p.overlap == OverlapStrategy::kNone ? -1 : 0;
-  const int last = p.overlap == OverlapStrategy::kNone
-                       ? 0
-                       : static_cast<int>(step.program.buckets.buckets.size());
-  for (int b = first; b < last; ++b) {
-    const double bytes = reduction_bytes(step.graph, step.program.buckets, b);
-    const CollectiveTime t = fastest_allreduce(n, bytes, p.ranks);
-    algorithms.push_back({{"bucket", b < 0 ? nlohmann::json("all") : nlohmann::json(b)},
-                          {"bytes", bytes},
-                          {"algorithm", collective_name(t.algorithm)},
-                          {"seconds", t.us / 1e6}});
-  }
   record["simulation"] = {
       {"network", network_json(n)},
       {"calibration", calibration_key(c)},
@@ -331,8 +341,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
       {"replayed_ranks", sim.replayed_ranks},
       {"warmup_steps", o.warmup},
       {"wall_s", wall_s},
-      {"reductions",
-       p.ranks > 1 && !is_async(step.program.schedule) ? algorithms : nlohmann::json::array()}};
+      {"reductions", p.ranks > 1 ? reductions_json(step, n, p.ranks) : nlohmann::json::array()}};
   return record;
 }
 

@@ -32,8 +32,8 @@ struct SimulateCommandOptions {
   std::vector<OverlapStrategy> overlaps = {OverlapStrategy::kNone, OverlapStrategy::kBackward,
                                            OverlapStrategy::kForward};
   std::vector<double> bucket_mb = {25.0};
-  // sync, or stale:K (bounded staleness, with the strategy none); asynchronous SGD is not
-  // simulated.
+  // sync, stale:K (bounded staleness), async (a parameter server on rank 0) or independent
+  // (runtime/overlap/strategy.h); the last three with the strategy none.
   SyncMode sync;
   int64_t steps = 50, warmup = 2;
   // Each rank's step-to-step spread: "measured" (the calibration's), "none", or "cv:X" (a normal

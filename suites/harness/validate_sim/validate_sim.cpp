@@ -244,17 +244,28 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
 }
 
 // One round of co-runs (`tag`): the model alone, then each rank count's ranks in step (corun).
-// Each rank count's ratio of compute: its ranks' mean busy time (their compute lanes' spans,
-// measured_scaling_loss) over the run alone's. The round's part of corun.json goes to `log`.
+// Each rank count's ratio: the run alone's step plus how much longer its ranks' compute lanes were
+// busy a step than the run alone's (their mean; measured_scaling_loss's compute_slowdown), over
+// the run alone's step. That is the factor a simulated rank's calibrated step is scaled by
+// (runtime/sim/calibration.h). Host activity in a co-run goes to `disturbed`, as a point's does;
+// the round's part of corun.json to `log`.
 std::map<int64_t, double> corun_round(const ValidateSimOptions& o, const std::string& tag,
-                                      nlohmann::json& log, double& params) {
+                                      nlohmann::json& log, double& params,
+                                      std::vector<std::string>& disturbed) {
+  const auto judge = [&](const CoRun& c, int64_t n) {  // as the points are: a busy host
+    for (std::string& why : host_activity_reasons(c.record.value("noise", nlohmann::json()))) {
+      disturbed.push_back(fmt::format("co-run {}-{}: {}", tag, n, why));
+    }
+  };
   const CoRun alone = corun(o, 1, tag);
+  judge(alone, 1);
   params = alone.record["metrics"].value("params", 0.0);
   nlohmann::json round = {{"round", tag},
                           {"alone_step_s", alone.record["metrics"]["step_time_s"]["median"]}};
   std::map<int64_t, double> ratios;
   for (int64_t n : o.ranks) {
     const CoRun together = corun(o, n, tag);
+    judge(together, n);
     const nlohmann::json loss = measured_scaling_loss(
         together.traces, alone.traces.front(), fmt::format("{}/corun/{}-{}.json", o.out, tag, n));
     const double one = loss["one_rank_step_s"], slower = loss["compute_slowdown_s"];
@@ -281,10 +292,11 @@ struct ComputeFactor {
 };
 struct CoRuns {
   std::map<int64_t, std::vector<double>> ratios;
-  nlohmann::json log;  // corun.json
-  double params = 0;   // the model's, for the benches' sizes
+  nlohmann::json log;                  // corun.json
+  double params = 0;                   // the model's, for the benches' sizes
+  std::vector<std::string> disturbed;  // host activity during a co-run
   void round(const ValidateSimOptions& o, const std::string& tag) {
-    for (const auto& [n, r] : corun_round(o, tag, log, params)) ratios[n].push_back(r);
+    for (const auto& [n, r] : corun_round(o, tag, log, params, disturbed)) ratios[n].push_back(r);
   }
   std::map<int64_t, ComputeFactor> factors() const {
     std::map<int64_t, ComputeFactor> out;
@@ -368,10 +380,11 @@ void check_options(const ValidateSimOptions& o) {
 // is its one-rank point's own, or the one-rank points' pooled spread where that is larger.
 struct Spreads {
   double multi = 0, one = 0;
-  // `factor`: the spread of the compute factor the point was simulated with (ComputeFactor).
+  // `factor`: the spread of the compute factor the point was simulated with (ComputeFactor),
+  // also at least the one-rank points' pooled spread: two or three rounds estimate it poorly.
   double bound(double calibration, double factor) const {
-    const double c = std::max(calibration, one);
-    return 3 * std::sqrt(multi * multi + c * c + factor * factor);
+    const double c = std::max(calibration, one), f = std::max(factor, one);
+    return 3 * std::sqrt(multi * multi + c * c + f * f);
   }
 };
 
@@ -478,7 +491,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const Spreads spreads{
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) > 1; }),
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) == 1; })};
-  std::vector<std::string> disturbed;
+  std::vector<std::string> disturbed = before.coruns.disturbed;
   const nlohmann::json points =
       judge_points(o.parts, records, network, factors, spreads, results, sweep.out_dir, disturbed);
   std::sort(disturbed.begin(), disturbed.end());  // a baseline shared by several points once

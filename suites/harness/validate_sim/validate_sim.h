@@ -1,11 +1,13 @@
 // `dlbench validate-sim`: the simulator against real runs on this machine (docs/simulation.md,
 // "In brief"). It measures how much slower a rank computes beside others with no communication
-// (co-runs: the compute factor of each rank count), this host's averaging all-reduce at each rank
-// count before and after the points (`bench allreduce --average`; each size's faster time), runs
-// a small scaling suite (one rank and each rank count, per strategy, with repetitions), simulates
-// every multi-rank point from its one-rank baseline's calibration on the measured network, and
-// records each point's prediction error beside its bound: three standard deviations of the ratio
-// of two measurements, from the multi-rank points' pooled repetitions CV and the calibration's.
+// (co-runs: ranks in step under --sync=independent against one alone, in rounds before and after
+// the points; the compute factor of each rank count), this host's averaging all-reduce at each
+// rank count before and after the points (`bench allreduce --average`; each size's faster
+// time), runs a small scaling suite (one rank and each rank count, per strategy, with
+// repetitions), simulates every multi-rank point from its one-rank baseline's calibration on the
+// measured network, and records each point's prediction error beside its bound: three standard
+// deviations of the prediction's error, from the multi-rank points' pooled repetitions CV, the
+// calibration's and the compute factor's spread over its rounds.
 #pragma once
 #include <cstdint>
 #include <functional>
