@@ -178,7 +178,11 @@ std::string describe_step(const Step& step, const std::vector<TensorInfo>& tenso
   };
   std::string head = step_name(step);
   if (step.node >= 0) head += " " + node_names.at(step.node);
-  if (step.pass == Pass::kSync) head += step.arg < 0 ? " all" : fmt::format(" {}", step.arg);
+  // A sync pass's bucket: its index, or all of them (-1); a stale slot's or independent ranks'
+  // pass names its tensors instead.
+  if (step.pass == Pass::kSync && step.arg >= -1) {
+    head += step.arg < 0 ? " all" : fmt::format(" {}", step.arg);
+  }
   return fmt::format("{} reads[{}] writes[{}]", head, names(step.reads), names(step.writes));
 }
 

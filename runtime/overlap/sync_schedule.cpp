@@ -366,14 +366,24 @@ int insert_independent(Schedule& schedule, std::vector<TensorInfo>& table, const
         "(StepSpec::validate refuses them)");
   }
   int token = -1;
+  const size_t updates = schedule.steps.size() + (o.distributed() ? 2 : 0);
   if (o.distributed()) {
     token = declare_tensor(table, {"independent ranks' meeting", TensorKind::kBuffer, Shape{1},
                                    DType::kF32, -1, -1, MemCategory::kGradients});
-    schedule.steps.push_back(reduction_step(SyncPass::kAllReduce, kMeeting, {token}));
+    // The ranks meet once their gradients are complete (the reduction reads them, as sync's
+    // does, and sends none of them), and update after the meeting (the updates read the token
+    // its wait writes): so the program's edges order them as the list does.
+    Step meet = reduction_step(SyncPass::kAllReduce, kMeeting, {token});
+    const std::vector<int> grads = param_tensors(graph).first;
+    meet.reads.insert(meet.reads.end(), grads.begin(), grads.end());
+    schedule.steps.push_back(meet);
     schedule.steps.push_back(reduction_step(SyncPass::kWait, kMeeting, {token}));
   }
   append_updates(schedule.steps, bucket_tensors(table, graph, plan, false), false, false,
                  o.updates_read_all_gradients);
+  for (size_t i = updates; token >= 0 && i < schedule.steps.size(); ++i) {
+    schedule.steps[i].reads.push_back(token);
+  }
   link_dependencies(schedule, table);
   return token;
 }

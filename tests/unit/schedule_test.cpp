@@ -187,12 +187,24 @@ TEST_F(SyncSchedule, IndependentRanksMeetAfterBackwardAndReduceNoGradient) {
   for (size_t i : {backward_end, backward_end + 1}) {
     EXPECT_TRUE(is(s.steps[i], i == backward_end ? SyncPass::kAllReduce : SyncPass::kWait));
     EXPECT_EQ(s.steps[i].arg, kMeeting);
-    EXPECT_EQ(s.steps[i].reads, std::vector<int>{t.meeting});
-    EXPECT_EQ(s.steps[i].writes, std::vector<int>{t.meeting});
+    EXPECT_EQ(s.steps[i].writes, std::vector<int>{t.meeting});  // no gradient is reduced
+  }
+  // The meeting waits for every gradient (it reads them), and the updates for the meeting.
+  EXPECT_EQ(s.steps[backward_end + 1].reads, std::vector<int>{t.meeting});
+  for (const ParamIds& p : g->flat_params()) {
+    const std::vector<int>& reads = s.steps[backward_end].reads;
+    EXPECT_NE(std::find(reads.begin(), reads.end(), p.grad), reads.end());
+  }
+  for (size_t i = 0; i < backward_end; ++i) {
+    if (!s.steps[i].writes.empty() && s.steps[i].pass == Pass::kBackwardWeights) {
+      EXPECT_TRUE(ordered_after(s, backward_end, i))
+          << "the meeting after " << step_name(s.steps[i]);
+    }
   }
   for (size_t i = backward_end + 2; i < s.steps.size(); ++i) {
     EXPECT_TRUE(is(s.steps[i], SyncPass::kUpdate));
     EXPECT_EQ(s.steps[i].arg, static_cast<int>(i - backward_end - 2));
+    EXPECT_TRUE(ordered_after(s, i, backward_end + 1)) << "an update runs after the meeting";
   }
   EXPECT_TRUE(buckets_of(s, *g).buckets.size() == plan.buckets.size());
   for (const std::string& p : problems_of(s, table)) ADD_FAILURE() << p;
