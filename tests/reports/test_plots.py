@@ -135,6 +135,22 @@ def test_scaling_groups_put_measured_points_and_each_network_on_plots_of_their_o
     assert all(all(scaling.simulated(r) for r in g) for g in groups if a in g or b in g)
 
 
+def test_scaling_groups_keep_each_sync_mode_on_a_plot_of_its_own(results):
+    """Independent ranks (or stale, or async) beside synchronous ones on one line would read as
+    one experiment; a record without the key is synchronous."""
+    rs = load(results("scaling"))
+    independent = copy.deepcopy(rs.records[-1])
+    independent.data["config"]["sync"] = "independent"
+    old = copy.deepcopy(rs.records[-2])
+    old.data["config"].pop("sync", None)
+    groups = list(scaling.groups(rs.records + [independent, old]).values())
+    assert len(groups) == 2
+    assert [g for g in groups if independent in g] == [[independent]]
+    assert old in [g for g in groups if independent not in g][0]
+    assert "--sync=independent" in scaling.title([independent], {})
+    assert "--sync" not in scaling.title([old], {})
+
+
 def test_a_simulation_of_this_host_is_drawn_beside_its_measured_points(results):
     """validate-sim simulates the measured points on this host's measured all-reduce: the same
     experiment, so the same figure, hollow (a lone 2-rank simulated point had no figure at all)."""

@@ -14,7 +14,12 @@ from .. import intervals
 from ..records import Record, efficiency, one_rank_throughput
 from . import common
 
-GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb")
+GROUP_KEYS = ("model", "precision", "batch", "image_size", "backend", "bucket_mb", "sync")
+
+
+def sync_mode(record: Record) -> str:
+    """The record's --sync ("sync" where it does not say: a record from before the key)."""
+    return str(record.config.get("sync") or "sync")
 
 
 def network(record: Record) -> str | None:
@@ -44,7 +49,8 @@ def groups(records: list[Record]) -> dict[tuple, list[Record]]:
     out: dict[tuple, list[Record]] = defaultdict(list)
     for r in records:
         apart = simulated(r) and not of_this_host(r)
-        out[tuple(r.config.get(k) for k in GROUP_KEYS) + (network(r) if apart else None,)].append(r)
+        key = tuple(sync_mode(r) if k == "sync" else r.config.get(k) for k in GROUP_KEYS)
+        out[key + (network(r) if apart else None,)].append(r)
     return dict(out)
 
 
@@ -280,6 +286,8 @@ def title(records: list[Record], data: dict) -> str:
     if sim:
         compute = (f"; compute: roofline, {device_file(sim[0])}" if device_file(sim[0])
                    else f"; compute: {compute_source(sim[0])}")
+    sync = sync_mode(records[0])
     return (f"{head}: {common.describe(records)}\n"
             f"batch {'/'.join(map(str, batch))} per rank, "
-            f"{records[0].config.get('image_size')}px{compute}")
+            f"{records[0].config.get('image_size')}px"
+            f"{'' if sync == 'sync' else f', --sync={sync}'}{compute}")
