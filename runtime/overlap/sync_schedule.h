@@ -76,6 +76,17 @@ inline constexpr SyncPass kSyncPasses[] = {
 inline constexpr int kStaleSlot = -2;
 // A kAllReduce's or kWait's bucket (Step::arg) that is independent ranks' meeting: the token.
 inline constexpr int kMeeting = -3;
+// The buffer a reduction moves, as its bytes are counted (reduction_bytes, runtime/sim): its
+// bucket, the whole buffer (-1, which a stale slot is laid out as), or kMeeting; every such key of
+// `buckets` buckets, in that order: kMeeting, -1, 0 ... buckets - 1.
+inline int reduced_buffer(const Step& all_reduce) {
+  return all_reduce.arg == kStaleSlot ? -1 : all_reduce.arg;
+}
+inline std::vector<int> reduced_buffers(size_t buckets) {
+  std::vector<int> keys = {kMeeting, -1};
+  for (size_t b = 0; b < buckets; ++b) keys.push_back(static_cast<int>(b));
+  return keys;
+}
 // The bucket a sync pass's trace span names (Span::bucket): its own, the meeting, or every
 // bucket (the whole buffer, or a stale slot, laid out as it).
 inline int traced_bucket(const Step& step) {

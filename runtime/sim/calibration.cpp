@@ -162,7 +162,7 @@ double sync_cost(const Step& step, const std::map<int, double>& reduce_us,
                  const std::vector<double>& update_share, double optimizer) {
   switch (sync_pass_of(step)) {
     case SyncPass::kAllReduce:  // a stale slot is laid out as the whole buffer
-      return reduce_us.at(step.arg == kStaleSlot ? -1 : step.arg);
+      return reduce_us.at(reduced_buffer(step));
     case SyncPass::kUpdate:
     case SyncPass::kUpdateCarried:
       return step.arg < 0 ? optimizer : optimizer * update_share.at(step.arg);
@@ -194,8 +194,7 @@ PassCost calibrated_cost(const Calibration& c, const Graph& graph, const BucketP
   auto times = std::make_shared<std::vector<LayerTimes>>(times_by_node(c, graph));
   auto update_share = std::make_shared<std::vector<double>>(update_shares(plan));
   auto reduce_us = std::make_shared<std::map<int, double>>();
-  for (int b = kMeeting; b < static_cast<int>(plan.buckets.size()); ++b) {
-    if (b == kStaleSlot) continue;  // laid out as the whole buffer (-1)
+  for (int b : reduced_buffers(plan.buckets.size())) {
     (*reduce_us)[b] = fastest_allreduce(network, reduction_bytes(graph, plan, b), ranks).us;
   }
   const double us = 1e3 * c.scale;  // a profiled millisecond, in simulated microseconds
@@ -232,14 +231,13 @@ SharingOf reduction_sharing(const Graph& graph, const BucketPlan& plan, const Ne
                             int64_t ranks) {
   auto sharing = std::make_shared<std::map<int, CoreSharing>>();
   bool any = false;
-  for (int b = kMeeting; b < static_cast<int>(plan.buckets.size()); ++b) {
-    if (b == kStaleSlot) continue;  // laid out as the whole buffer (-1)
+  for (int b : reduced_buffers(plan.buckets.size())) {
     (*sharing)[b] = core_sharing(network, ranks, reduction_bytes(graph, plan, b));
     any = any || (*sharing)[b].lost > 0;
   }
   if (!any) return nullptr;
   return [sharing](const Step& all_reduce) {  // a stale slot is laid out as the whole buffer
-    return sharing->at(all_reduce.arg == kStaleSlot ? -1 : all_reduce.arg);
+    return sharing->at(reduced_buffer(all_reduce));
   };
 }
 

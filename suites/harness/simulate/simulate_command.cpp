@@ -284,7 +284,7 @@ nlohmann::json reductions_json(const SimStep& step, const Network& n, int64_t ra
   std::set<int> listed;
   for (const Step& s : step.program.schedule.steps) {
     if (s.pass != Pass::kSync || sync_pass_of(s) != SyncPass::kAllReduce) continue;
-    const int b = s.arg == kStaleSlot ? -1 : s.arg;
+    const int b = reduced_buffer(s);
     if (!listed.insert(b).second) continue;
     const double bytes = reduction_bytes(step.graph, step.program.buckets, b);
     const CollectiveTime t = fastest_allreduce(n, bytes, ranks);

@@ -8,7 +8,6 @@
 #include <exception>
 #include <filesystem>
 #include <map>
-#include <numeric>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -26,6 +25,7 @@
 #include "suites/harness/core/results.h"
 #include "suites/harness/core/run_options.h"
 #include "suites/harness/core/sweep_options.h"
+#include "suites/harness/core/timed_phase.h"
 
 namespace dlb {
 
@@ -300,13 +300,8 @@ struct CoRuns {
   }
   std::map<int64_t, ComputeFactor> factors() const {
     std::map<int64_t, ComputeFactor> out;
-    for (const auto& [n, r] : ratios) {
-      const double mean = std::accumulate(r.begin(), r.end(), 0.0) / static_cast<double>(r.size());
-      double squares = 0;
-      for (double x : r) squares += (x - mean) * (x - mean);
-      const double sd = r.size() > 1 ? std::sqrt(squares / static_cast<double>(r.size() - 1)) : 0;
-      out[n] = {std::max(1.0, percentile(r, 50)), sd / mean};
-    }
+    for (const auto& [n, r] : ratios)
+      out[n] = {std::max(1.0, percentile(r, 50)), dlb::spread(r).cv};
     return out;
   }
 };
