@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # Builds dlbench here for sm_90 (H100/H200) and packs what a GPU machine needs to run it and its
-# GPU tests: build-device/bundle.tar.gz holds bin/ (dlbench and the test programs) and lib/ (every
+# GPU tests: build-device/bundle.tar.xz holds bin/ (dlbench and the test programs) and lib/ (every
 # shared library they load except the C library and CUDA's own: the GPU machine brings those,
 # from its CUDA toolkit or PyTorch's pip packages). A GPU machine has no Debian packages and no
 # MPI, and takes at most 64 MiB with the working tree; the packed bundle must fit.
 #
 # usage: scripts/device-bundle.sh                     build build-device/, then pack
 #        scripts/device-bundle.sh --from BUILD --out DIR   pack an existing build into DIR/bundle
-#                                                     (and DIR/bundle.tar.gz), no build
-# Then, on the GPU machine: scripts/device-check.sh build-device/bundle.tar.gz [tests|bench] --budget-s=N
+#                                                     (and DIR/bundle.tar.xz), no build
+# Then, on the GPU machine: scripts/device-check.sh build-device/bundle.tar.xz [tests|bench] --budget-s=N
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 build=$root/build-device
@@ -39,7 +39,7 @@ if [[ -z $from ]]; then
 fi
 
 bundle=$out/bundle
-rm -rf "$bundle" "$out/bundle.tar.gz"
+rm -rf "$bundle" "$out/bundle.tar.xz"
 mkdir -p "$bundle/bin" "$bundle/lib"
 cp "$from/dlbench" "$bundle/bin/"
 # The digits data set (--data=digits): the GPU machine has scikit-learn only inside PyTorch's
@@ -75,10 +75,11 @@ done | sort -u | while read -r name path; do
 done
 
 git -C "$root" describe --always --dirty --abbrev=12 >"$bundle/VERSION" 2>/dev/null || echo unknown >"$bundle/VERSION"
-tar -C "$out" -czf "$out/bundle.tar.gz" bundle
-bytes=$(stat -c %s "$out/bundle.tar.gz")
+# xz (its fast level): the libraries compress to two thirds of gzip's size, in seconds.
+tar -C "$out" -cf - bundle | xz -T0 -2 >"$out/bundle.tar.xz"
+bytes=$(stat -c %s "$out/bundle.tar.xz")
 limit=$((48 << 20))  # leaves room for the working tree within the GPU machine's 64 MiB
-echo "device-bundle: $out/bundle.tar.gz is $((bytes >> 20)) MiB ($(ls "$bundle/bin" | wc -l) programs, $(ls "$bundle/lib" | wc -l) libraries)"
+echo "device-bundle: $out/bundle.tar.xz is $((bytes >> 20)) MiB ($(ls "$bundle/bin" | wc -l) programs, $(ls "$bundle/lib" | wc -l) libraries)"
 if ((bytes > limit)); then
   echo "device-bundle: over the $((limit >> 20)) MiB budget" >&2
   exit 1

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Runs on a GPU machine, from the repository root, with the bundle that scripts/device-bundle.sh
-# packed here (build-device/bundle.tar.gz). It needs no Debian packages and no MPI: the CUDA
+# packed here (build-device/bundle.tar.xz). It needs no Debian packages and no MPI: the CUDA
 # libraries come from the machine (PyTorch's pip packages, or /usr/local/cuda).
 #
-# usage: scripts/device-check.sh BUNDLE.tar.gz [triage|tests|bench|all] [--budget-s=N]
+# usage: scripts/device-check.sh BUNDLE.tar.xz [triage|tests|bench|all] [--budget-s=N]
 #
 # A lent GPU is short and fixed (docs/cuda.md, "On a lent GPU"), so the check is a list of rows
 # in order of value, each with its planned seconds, and it keeps what it has:
@@ -41,7 +41,7 @@
 # Exit: 1 if any row failed, else 0.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-usage="usage: device-check.sh BUNDLE.tar.gz [triage|tests|bench|all] [--budget-s=N]"
+usage="usage: device-check.sh BUNDLE.tar.xz [triage|tests|bench|all] [--budget-s=N]"
 bundle_tar=""
 what=all
 budget=0  # 0: no budget
@@ -65,7 +65,10 @@ out=${OUT:-$root/results/device}
 mkdir -p "$out"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-tar -C "$work" -xzf "$bundle_tar" || { echo "device-check: cannot unpack $bundle_tar" >&2; exit 2; }
+# xz-compressed (device-bundle.sh); Python's tarfile where the machine's tar has no xz.
+tar -C "$work" -xJf "$bundle_tar" 2>/dev/null ||
+  python3 -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2])' \
+    "$bundle_tar" "$work" || { echo "device-check: cannot unpack $bundle_tar" >&2; exit 2; }
 bin=$work/bundle/bin
 stamp=$(date -u +%Y%m%dT%H%M%SZ)
 record=$out/device-check-$stamp.jsonl
@@ -251,6 +254,9 @@ if [[ $what == tests || $what == all ]]; then
     row memcheck_digits 60 --gpu -- sh -c 'echo "compute-sanitizer is not installed"; exit 77'
   fi
   row cuda_runs 75 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
+  # --decode=gpu: nvJPEG and the image kernels training resnet18 from files and shards, beside
+  # --decode=cpu, and to a target accuracy.
+  row decode_gpu 60 --gpu -- bash "$root/tests/gpu/decode_gpu.sh" "$dlbench"
   # Each class of cuDNN's engines on every distinct layer of resnet50 (fp32), beside the heuristic.
   row bench_conv_classes 40 --gpu -- "$dlbench" bench conv --backend=cuda --model=resnet50 \
     --image-size=224 --batch=32 --repeat=3 --algos=all --json="$files/bench-conv-classes.json"

@@ -29,6 +29,7 @@ packages=(
   python3-sklearn                                 # ships digits.csv.gz, the real data set
   python3-jsonschema                              # checks suites and records in tests
   libopenmpi-dev openmpi-bin                      # MPI communicator, mpirun
+  xz-utils                                        # packs the GPU machine's bundle (device-bundle.sh)
   chromium                                        # renders a report as a reader sees it (tests)
 )
 
@@ -82,6 +83,19 @@ if [[ -x /usr/local/cuda/bin/nvcc ]]; then
       exit 1
     }
     touch "$fe_stamp"
+  fi
+  # nvJPEG, for --decode=gpu (the toolkit here has none): PyPI's wheel, its header and library,
+  # the release of the CUDA toolkit dlbench is built with.
+  nvjpeg=13.0.4.44
+  nvjpeg_stamp=$root/.venv/.nvjpeg-$nvjpeg
+  if [[ ! -f $nvjpeg_stamp ]]; then
+    echo "install-deps: installing nvJPEG $nvjpeg into .venv"
+    "$root/.venv/bin/pip" install -q --disable-pip-version-check --no-deps \
+      "nvidia-nvjpeg==$nvjpeg" || {
+      echo "install-deps: pip could not install nvidia-nvjpeg (is PyPI reachable?)" >&2
+      exit 1
+    }
+    touch "$nvjpeg_stamp"
   fi
 fi
 

@@ -7,12 +7,16 @@
 #include "runtime/backend/backend.h"
 #include "runtime/backend/cpu/cpu_backend.h"
 #include "runtime/backend/device_queue.h"
+#include "runtime/backend/image_decoder.h"
 #include "runtime/core/error.h"
 #if DLB_HAVE_CUDA
 #include "runtime/backend/cuda/cuda_backend.h"
 #include "runtime/backend/cuda/cuda_memory.h"
 #include "runtime/backend/cuda/device.h"
 #include "runtime/backend/cuda/device_queue.h"
+#endif
+#if defined(DLB_HAVE_NVJPEG)
+#include "runtime/backend/cuda/jpeg_decoder.h"
 #endif
 
 namespace dlb {
@@ -74,6 +78,21 @@ std::unique_ptr<DeviceQueue> make_device_queue(int device) {
 #else
   (void)device;
   throw Unsupported("a device queue: this build has no CUDA (no nvcc at configure time)");
+#endif
+}
+
+std::unique_ptr<ImageDecoder> make_image_decoder(Backend& backend) {
+  if (!backend.stream().on_device()) {
+    throw Unsupported(fmt::format(
+        "--decode=gpu: the {} backend has no device decoder (its loader threads decode)",
+        backend.name()));
+  }
+#if defined(DLB_HAVE_NVJPEG)
+  return cuda::make_nvjpeg_decoder(backend);
+#else
+  throw Unsupported(
+      "--decode=gpu: this build has no nvJPEG (scripts/install-deps.sh installs it; then build "
+      "again)");
 #endif
 }
 

@@ -68,19 +68,38 @@ void InputSlots::load(const float* images, const int64_t* labels, Tracer* tracer
   }
   // Double-buffered: into the slot the step does not read now (slot 0 first), after the last
   // compute that read it; the compute queued from here on waits for the copy.
-  const int target = loaded_++ == 0 ? 0 : current_ ^ 1;
+  const int target = next_target();
   Slot& slot = slots_[target];
   NvtxRange range(kName.c_str());
   const Backend::CopyMarks image_copy = backend_.copy_in(src, slot.images, slot.read);
   const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
-  backend_.wait_for_input(image_copy.end);
-  backend_.wait_for_input(label_copy.end);
+  switch_to(target, image_copy, label_copy, kName, tracer);
+}
+
+void InputSlots::load_encoded(const std::vector<EncodedImage>& images,
+                              const ImageNormalization& norm, const int64_t* labels,
+                              Tracer* tracer) {
+  static const std::string kName = "decode batch";
+  check_labels(labels);
+  if (!decoder_) decoder_ = make_image_decoder(backend_);
+  const int target = next_target();
+  Slot& slot = slots_[target];
+  const Backend::CopyMarks decoded = decoder_->decode(images, norm, slot.images, slot.read);
+  const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
+  switch_to(target, decoded, label_copy, kName, tracer);
+}
+
+void InputSlots::switch_to(int target, const Backend::CopyMarks& images,
+                           const Backend::CopyMarks& labels, const std::string& name,
+                           Tracer* tracer) {
+  Slot& slot = slots_[target];
+  backend_.wait_for_input(images.end);
+  backend_.wait_for_input(labels.end);
   // On the copy lane, at the copy queue's times (a span of the step queued before it).
-  if (tracer && tracer->active() &&
-      tracer->on_device() == static_cast<bool>(image_copy.start.device)) {
-    Span span{kName, kCopyCategory, Lane::kCopy};
+  if (tracer && tracer->active() && tracer->on_device() == static_cast<bool>(images.start.device)) {
+    Span span{name, kCopyCategory, Lane::kCopy};
     span.bytes = static_cast<double>(slot.images.bytes() + slot.labels.bytes());
-    tracer->record(std::move(span), image_copy.start, label_copy.end);
+    tracer->record(std::move(span), images.start, labels.end);
   }
   step_.rebind(images_id_, slot.images);
   step_.rebind(labels_id_, slot.labels);

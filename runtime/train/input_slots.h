@@ -2,12 +2,16 @@
 // program reads. Slot 0 is the model's own input and the program's labels; slot 1 (the program's
 // second input buffer, StepTarget::second_input) exists on a backend with asynchronous input
 // copies, which copies the next batch into the slot the last step did not read, on the copy
-// queue, while that step still computes.
+// queue, while that step still computes. A batch of JPEG files (--decode=gpu) is decoded into
+// the slot by the backend's image decoder (image_decoder.h) on its own queue, in the same turn.
 #pragma once
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
+#include "runtime/backend/image_decoder.h"
 #include "runtime/nn/bound_step.h"
 #include "runtime/trace/tracer.h"
 #include "runtime/train/step_program.h"
@@ -24,6 +28,13 @@ class InputSlots {
   // copies the batch into a slot and makes the step read it. `tracer` (may be null) gets the
   // copy's span on the copy lane.
   void load(const float* images, const int64_t* labels, Tracer* tracer);
+  // The same for a batch of JPEG files, which the backend's image decoder (made at the first
+  // such batch; Unsupported where the backend has none) decodes, crops, resizes, flips and
+  // normalises into the slot. Its span on the copy lane is "decode batch".
+  void load_encoded(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
+                    const int64_t* labels, Tracer* tracer);
+  // What decodes a batch of files: the decoder's name, or empty before the first.
+  std::string decoder_name() const { return decoder_ ? decoder_->name() : std::string(); }
   // The compute queued so far is the last to read the current slot.
   void mark_read();
   int current() const { return current_; }
@@ -33,6 +44,12 @@ class InputSlots {
   // channels-last one in NHWC order (in buffers of the slots', valid until the next batch).
   const void* stored_images(const float* images);
   void check_labels(const int64_t* labels) const;
+  // The slot the next batch goes into (slot 0 first; then the one the step does not read).
+  int next_target() { return loaded_++ == 0 ? 0 : current_ ^ 1; }
+  // Makes the step read slot `target` once its images and labels have arrived (the two copies'
+  // ends), and records the span from `start` to `end` named `name` on the copy lane.
+  void switch_to(int target, const Backend::CopyMarks& images, const Backend::CopyMarks& labels,
+                 const std::string& name, Tracer* tracer);
 
   struct Slot {
     Tensor images, labels;
@@ -47,6 +64,7 @@ class InputSlots {
   int64_t loaded_ = 0;
   std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
   std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
+  std::unique_ptr<ImageDecoder> decoder_;       // made at the first batch of files
 };
 
 }  // namespace dlb

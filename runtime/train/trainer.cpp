@@ -172,6 +172,13 @@ void Trainer::load_batch(const float* images, const int64_t* labels) {
   inputs_->load(images, labels, tracer_);
 }
 
+void Trainer::load_encoded_batch(const std::vector<EncodedImage>& images,
+                                 const ImageNormalization& norm, const int64_t* labels) {
+  inputs_->load_encoded(images, norm, labels, tracer_);
+}
+
+std::string Trainer::image_decoder() const { return inputs_->decoder_name(); }
+
 void Trainer::set_tracer(Tracer* tracer) {
   if (tracer && config_.step.capture) {
     throw Unsupported("a replayed step has no spans of its passes to trace");

@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "runtime/backend/backend.h"
@@ -121,6 +122,11 @@ class Trainer final {
   // backend's input copies are asynchronous (a GPU), the batch goes into the input buffer the
   // last step did not read, on the copy queue, so it is copied while that step still computes.
   void load_batch(const float* images, const int64_t* labels);
+  // The same for a batch of JPEG files, decoded on the device (--decode=gpu; InputSlots).
+  void load_encoded_batch(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
+                          const int64_t* labels);
+  // What decoded the batches of files: the device decoder's name, or empty.
+  std::string image_decoder() const;
   // A full step on the loaded batch. Its loss stays on the device until take_losses().
   void step();
   // The losses of the steps since the last call, in order (this synchronises).

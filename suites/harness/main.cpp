@@ -402,7 +402,8 @@ Command bench_input_of(CLI::App& bench) {
       ->check(kWhole)
       ->capture_default_str();
   cmd->add_option("--systems", o->systems,
-                  "dlbench, dlbench-full-decode (no DCT scaling), pytorch (its DataLoader) and "
+                  "dlbench, dlbench-full-decode (no DCT scaling), dlbench-gpu (nvJPEG and "
+                  "dlbench's kernels on the GPU: --decode=gpu), pytorch (its DataLoader) and "
                   "dali (DALI's CPU pipeline: scripts/install-deps.sh --dali)")
       ->delimiter(',');
   cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));

@@ -2,8 +2,9 @@
 # `dlbench bench input`: dlbench's loader, PyTorch's DataLoader (where Debian's python3-torch
 # is) and DALI's CPU pipeline (where scripts/install-deps.sh --dali put it) on make-dataset's
 # files, each thread count in turn, a row per system and thread count with its rounds, and the
-# record's median within them. Without DALI, --systems=dali is refused with one line naming how
-# to install it. Bad options: one line, exit 2.
+# record's median within them; the GPU's decoder (dlbench-gpu) where a GPU is visible. Without
+# DALI, --systems=dali is refused with one line naming how to install it, and without a GPU
+# dlbench-gpu. Bad options: one line, exit 2.
 # Usage: bench_input.sh path/to/dlbench
 set -u
 dlbench=$(realpath "$1")
@@ -26,6 +27,16 @@ else
   fi
   grep -q "the dali peer needs a Python that imports nvidia.dali;.*install-deps.sh --dali" "$work/err" ||
     fail "no DALI: $(cat "$work/err")"
+fi
+# The GPU's decoder, where a GPU is visible; elsewhere one line naming what it needs, exit 2.
+if "$dlbench" list | grep -q "^  *cuda:[0-9]"; then
+  systems=$systems,dlbench-gpu
+else
+  "$dlbench" bench input --data-path="$work/ds" --systems=dlbench-gpu --batches=1 >"$work/err" 2>&1
+  rc=$?
+  [[ $rc == 2 && $(wc -l <"$work/err") == 1 ]] &&
+    grep -q "^dlbench: error (invalid argument): --systems=dlbench-gpu decodes on a GPU: " "$work/err" ||
+    fail "dlbench-gpu without a GPU: exit $rc, $(cat "$work/err")"
 fi
 "$dlbench" bench input --data-path="$work/ds" --threads=1,2 --batch=8 --image-size=32 --batches=3 \
   --rounds=2 --systems=$systems --json="$work/in.json" >"$work/in.log" 2>&1 ||

@@ -39,6 +39,9 @@ expect 2 "--mllog needs --epochs over --data=digits or folder" run --model=digit
 expect 2 "--target-accuracy needs --epochs over --data=digits or folder" run --model=digits-cnn --target-accuracy=0.9
 expect 2 "--epochs needs --data=digits or folder" run --model=digits-cnn --epochs=1
 expect 2 "--data=folder needs --data-path=DIR" run --model=resnet18 --data=folder
+expect 2 "--decode=gpu decodes JPEG files, and --data=synthetic has none" run --model=resnet18 --decode=gpu
+expect 4 "--decode=gpu needs --backend=cuda" run --model=resnet18 --data=folder --data-path=/nowhere --decode=gpu
+expect 2 "unknown decode 'tpu' (expected cpu, gpu)" run --model=resnet18 --decode=tpu
 expect 2 "--mllog '/nonexistent/dir/x.mllog': its directory '/nonexistent/dir' cannot be used" run --model=digits-cnn --data=digits --epochs=1 --mllog=/nonexistent/dir/x.mllog
 expect 2 "smallest it accepts is 63x63" run --model=alexnet --image-size=32
 expect 2 "smallest it accepts is 32x32" run --model=vgg16 --image-size=16

@@ -28,7 +28,7 @@ PY
 # 1. This build's bundle, no GPU.
 "$root/scripts/device-bundle.sh" --from "$build" --out "$work/real" >/dev/null || fail "packing"
 # No GPU, even on a machine with one (CUDA sees none with an empty CUDA_VISIBLE_DEVICES).
-OUT=$work/out1 CUDA_VISIBLE_DEVICES= bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" \
+OUT=$work/out1 CUDA_VISIBLE_DEVICES= bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.xz" \
   all >"$work/1.log" 2>&1
 rc=$?
 ((rc == 0)) || fail "no GPU: exit $rc: $(tail -5 "$work/1.log")"
@@ -53,7 +53,7 @@ fi
 # 1b. The triage part, no GPU: its rows skip, within its 320 s budget, every row's log is kept,
 # and the table is still written (saying what is missing) and printed last.
 OUT=$work/out1b CUDA_VISIBLE_DEVICES= bash "$root/scripts/device-check.sh" \
-  "$work/real/bundle.tar.gz" triage >"$work/1b.log" 2>&1 || fail "triage, no GPU: exit $?"
+  "$work/real/bundle.tar.xz" triage >"$work/1b.log" 2>&1 || fail "triage, no GPU: exit $?"
 record=$(ls "$work"/out1b/device-check-*.jsonl 2>/dev/null | head -1)
 if [[ -z $record ]]; then
   fail "triage, no GPU: no record"
@@ -79,7 +79,7 @@ fi
 # A part the check does not know, or no bundle: the usage, exit 2.
 bash "$root/scripts/device-check.sh" triage >/dev/null 2>&1; rc=$?
 ((rc == 2)) || fail "triage without a bundle: exit $rc"
-bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.gz" triaje >/dev/null 2>&1; rc=$?
+bash "$root/scripts/device-check.sh" "$work/real/bundle.tar.xz" triaje >/dev/null 2>&1; rc=$?
 ((rc == 2)) || fail "an unknown part: exit $rc"
 
 # A fake bundle: dlbench lists one cuda device, and every program takes a second and passes.
@@ -96,12 +96,12 @@ for t in cuda_library_tests cuda_kernels_tests cuda_memory_tests cuda_backend_te
 done
 chmod +x "$fake"/bin/*
 echo fake >"$fake/VERSION"
-tar -C "$work/fake" -czf "$work/fake.tar.gz" bundle
+tar -C "$work/fake" -cJf "$work/fake.tar.xz" bundle
 
 # 2. A budget: a row starts only while its planned seconds fit.
 # (The repository's GPU scripts that run under it fail against the fake dlbench: that is fine
 # here, where only which rows ran is in question.)
-OUT=$work/out2 bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests --budget-s=30 \
+OUT=$work/out2 bash "$root/scripts/device-check.sh" "$work/fake.tar.xz" tests --budget-s=30 \
   >"$work/2.log" 2>&1
 check_record "$(ls "$work"/out2/device-check-*.jsonl | head -1)" "budget: rows" '
 tests = rows[1:-1]
@@ -119,7 +119,7 @@ assert rows[-1]["summary"]["not_run"] == status.count("not_run"), rows[-1]
 print(status.count("pass"), "ran,", status.count("not_run"), "not run")'
 
 # 3. A kill in the middle keeps the finished rows.
-OUT=$work/out3 setsid bash "$root/scripts/device-check.sh" "$work/fake.tar.gz" tests \
+OUT=$work/out3 setsid bash "$root/scripts/device-check.sh" "$work/fake.tar.xz" tests \
   >"$work/3.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do

@@ -758,3 +758,34 @@ def test_algorithms_plots_name_what_they_cannot_draw_and_never_fail(results, tmp
     other = copy.deepcopy(rs.records[0])
     other.point_config["model"] = "resnet18"
     assert len(algorithms.groups(rs.records + [other])) == 2
+
+
+def test_input_plot_keeps_gpu_decoding_apart_with_its_synthetic_line(tmp_path):
+    """A point decoded on the GPU (--decode=gpu) is its own series, labelled so, and borrows
+    the synthetic point of its training, which decodes nothing."""
+    from dlbench_reports.plots import input as input_plot
+    from dlbench_reports.records import Record
+
+    def record(line, data, threads=None, decode=None, rate=100.0):
+        suite = {"model": "resnet18", "data": data}
+        config = {"model": "resnet18", "data": data, "decode": decode or "cpu"}
+        if threads:
+            suite["loader_threads"] = threads
+        if decode:
+            suite["decode"] = decode
+        metrics = {"throughput_img_s": rate}
+        if data == "folder":
+            metrics["input"] = {"threads": threads, "loader_img_s": 3 * rate,
+                                "verdict": "ok", "wait_share_of_step": 0.01}
+        return Record({"status": "ok", "config": config, "suite_config": suite,
+                       "metrics": metrics, "point": {"id": str(line)}}, tmp_path, line)
+
+    records = [record(1, "synthetic", rate=500.0), record(2, "folder", 1, rate=200.0),
+               record(3, "folder", 2, rate=300.0), record(4, "folder", 1, "gpu", rate=450.0)]
+    found = input_plot.groups(records)
+    assert len(found) == 2
+    by_label = {input_plot.series(g)["model"]: input_plot.series(g) for g in found}
+    assert set(by_label) == {"resnet18", "resnet18 (GPU decode)"}
+    assert by_label["resnet18"]["threads"] == [1, 2]
+    assert by_label["resnet18 (GPU decode)"]["throughput"] == [450.0]
+    assert all(s["synthetic"] == 500.0 for s in by_label.values())

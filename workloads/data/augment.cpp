@@ -7,85 +7,30 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/resample.h"
 
 namespace dlb {
 namespace {
 
-// PIL's fixed point for 8-bit resampling (Resample.c): 32 - 8 - 2 bits of fraction.
-constexpr int kPrecisionBits = 32 - 8 - 2;
-
-// Every output pixel's taps along one axis, as PIL lays them out: the first input pixel and a
-// count per output pixel, and `size` weights each (the unused ones 0).
-struct Taps {
-  int64_t size = 0;
-  std::vector<int64_t> first, count;
-  std::vector<int32_t> weights;  // out_size x size
-};
-
-double triangle(double x) {
-  x = std::fabs(x);
-  return x < 1 ? 1 - x : 0;
-}
-
-// PIL's precompute_coeffs for a bilinear filter over [0, in_size) to out_size pixels, then
-// normalize_coeffs_8bpc: each weight in 22-bit fixed point, rounded half away from zero.
-Taps resample_taps(int64_t in_size, int64_t out_size) {
-  const double scale = static_cast<double>(in_size) / static_cast<double>(out_size);
-  const double filterscale = std::max(scale, 1.0);
-  const double support = 1.0 * filterscale;
-  Taps t;
-  t.size = static_cast<int64_t>(std::ceil(support)) * 2 + 1;
-  t.first.resize(static_cast<size_t>(out_size));
-  t.count.resize(static_cast<size_t>(out_size));
-  t.weights.assign(static_cast<size_t>(out_size * t.size), 0);
-  std::vector<double> w(static_cast<size_t>(t.size));
-  for (int64_t xx = 0; xx < out_size; ++xx) {
-    const double center = (static_cast<double>(xx) + 0.5) * scale;
-    const auto xmin = std::max<int64_t>(static_cast<int64_t>(center - support + 0.5), 0);
-    const auto xmax = std::min<int64_t>(static_cast<int64_t>(center + support + 0.5), in_size);
-    double sum = 0;
-    for (int64_t x = xmin; x < xmax; ++x) {
-      w[static_cast<size_t>(x - xmin)] =
-          triangle((static_cast<double>(x) - center + 0.5) / filterscale);
-      sum += w[static_cast<size_t>(x - xmin)];
-    }
-    t.first[static_cast<size_t>(xx)] = xmin;
-    t.count[static_cast<size_t>(xx)] = xmax - xmin;
-    int32_t* k = &t.weights[static_cast<size_t>(xx * t.size)];
-    for (int64_t x = 0; x < xmax - xmin; ++x) {
-      const double v = w[static_cast<size_t>(x)];
-      const double fixed = (sum != 0 ? v / sum : v) * (1 << kPrecisionBits);
-      k[x] = static_cast<int32_t>(fixed < 0 ? fixed - 0.5 : fixed + 0.5);
-    }
-  }
-  return t;
-}
-
-// PIL's clip8: the fixed-point sum's integer part, within [0, 255]. The sum fits an int32 as in
-// PIL (255 x 2^22 and the rounding half below 2^31).
-uint8_t clip8(int32_t acc) {
-  return static_cast<uint8_t>(std::clamp<int32_t>(acc >> kPrecisionBits, 0, 255));
-}
-
 // Along each row: `rows` rows of `in` (in_w pixels each, from row `first_row`) into `out`
 // (out_w pixels a row).
 void resample_rows(const uint8_t* in, int64_t in_w, int64_t first_row, int64_t rows, uint8_t* out,
-                   int64_t out_w, const Taps& t) {
+                   int64_t out_w, const ResampleTaps& t) {
   for (int64_t y = 0; y < rows; ++y) {
     const uint8_t* row = in + (first_row + y) * in_w * 3;
     uint8_t* dst = out + y * out_w * 3;
     for (int64_t x = 0; x < out_w; ++x) {
       const uint8_t* src = row + t.first[static_cast<size_t>(x)] * 3;
       const int32_t* k = &t.weights[static_cast<size_t>(x * t.size)];
-      int32_t r = 1 << (kPrecisionBits - 1), g = r, b = r;
+      int32_t r = resample_start(), g = r, b = r;
       for (int64_t i = 0; i < t.count[static_cast<size_t>(x)]; ++i) {
         r += src[i * 3] * k[i];
         g += src[i * 3 + 1] * k[i];
         b += src[i * 3 + 2] * k[i];
       }
-      dst[x * 3] = clip8(r);
-      dst[x * 3 + 1] = clip8(g);
-      dst[x * 3 + 2] = clip8(b);
+      dst[x * 3] = resample_clip8(r);
+      dst[x * 3 + 1] = resample_clip8(g);
+      dst[x * 3 + 2] = resample_clip8(b);
     }
   }
 }
@@ -93,11 +38,11 @@ void resample_rows(const uint8_t* in, int64_t in_w, int64_t first_row, int64_t r
 // Down each column: `in` (width x 3 bytes a row) into out_h rows of `out`, a whole row at a time
 // (each output row a weighted sum of input rows: vectorised over the row).
 void resample_columns(const uint8_t* in, int64_t width, uint8_t* out, int64_t out_h,
-                      const Taps& t) {
+                      const ResampleTaps& t) {
   const int64_t n = width * 3;
   std::vector<int32_t> acc(static_cast<size_t>(n));
   for (int64_t y = 0; y < out_h; ++y) {
-    std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
+    std::fill(acc.begin(), acc.end(), resample_start());
     const int32_t* k = &t.weights[static_cast<size_t>(y * t.size)];
     for (int64_t i = 0; i < t.count[static_cast<size_t>(y)]; ++i) {
       const uint8_t* src = in + (t.first[static_cast<size_t>(y)] + i) * n;
@@ -105,7 +50,7 @@ void resample_columns(const uint8_t* in, int64_t width, uint8_t* out, int64_t ou
       for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += src[j] * w;
     }
     uint8_t* dst = out + y * n;
-    for (int64_t j = 0; j < n; ++j) dst[j] = clip8(acc[static_cast<size_t>(j)]);
+    for (int64_t j = 0; j < n; ++j) dst[j] = resample_clip8(acc[static_cast<size_t>(j)]);
   }
 }
 
@@ -161,8 +106,8 @@ RgbImage resized_crop(const RgbImage& image, const CropBox& box, int64_t out_wid
   }
   // PIL's order: the horizontal pass over the rows the vertical pass reads, then the vertical.
   // Both read the box in place: PIL crops first, and its taps never leave the crop.
-  const Taps across = resample_taps(box.width, out_width);
-  Taps down = resample_taps(box.height, out_height);
+  const ResampleTaps across = resample_taps(box.width, out_width);
+  ResampleTaps down = resample_taps(box.height, out_height);
   const int64_t first = down.first.front();
   const int64_t last = down.first.back() + down.count.back();
   std::vector<uint8_t> wide(static_cast<size_t>(out_width * (last - first) * 3));

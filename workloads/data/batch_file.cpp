@@ -10,19 +10,11 @@
 
 namespace dlb {
 
-Dataset batch_from_tensors(const StateDict& tensors, const std::string& source,
-                           const BatchFileShape& want) {
-  const auto img = tensors.find("images");
-  const auto lab = tensors.find("labels");
-  if (img == tensors.end() || lab == tensors.end() || tensors.size() != 2) {
-    std::vector<std::string> names;
-    for (const auto& [name, _] : tensors) names.push_back("'" + name + "'");
-    throw InvalidArgument(
-        fmt::format("{}: a batch file holds exactly the tensors 'images' and 'labels' (found {})",
-                    source, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
-  }
-  const HostTensor& i = img->second;
-  const HostTensor& l = lab->second;
+namespace {
+
+// 'images' f32 [N, C, H, H] of the model's channels, N over the ranks evenly; 'labels' int64 [N].
+void check_batch_shapes(const HostTensor& i, const HostTensor& l, const std::string& source,
+                        const BatchFileShape& want) {
   if (i.dtype != DType::kF32 || i.shape.rank() != 4 || i.shape[2] != i.shape[3]) {
     throw InvalidArgument(fmt::format("{}: 'images' must be f32 [N, C, H, H], found {} {}", source,
                                       dtype_name(i.dtype), i.shape.str()));
@@ -44,6 +36,25 @@ Dataset batch_from_tensors(const StateDict& tensors, const std::string& source,
     throw InvalidArgument(
         fmt::format("{}: {} images do not split evenly over {} ranks", source, n, want.ranks));
   }
+}
+
+}  // namespace
+
+Dataset batch_from_tensors(const StateDict& tensors, const std::string& source,
+                           const BatchFileShape& want) {
+  const auto img = tensors.find("images");
+  const auto lab = tensors.find("labels");
+  if (img == tensors.end() || lab == tensors.end() || tensors.size() != 2) {
+    std::vector<std::string> names;
+    for (const auto& [name, _] : tensors) names.push_back("'" + name + "'");
+    throw InvalidArgument(
+        fmt::format("{}: a batch file holds exactly the tensors 'images' and 'labels' (found {})",
+                    source, names.empty() ? "none" : fmt::format("{}", fmt::join(names, ", "))));
+  }
+  const HostTensor& i = img->second;
+  const HostTensor& l = lab->second;
+  check_batch_shapes(i, l, source, want);
+  const int64_t n = i.shape[0], side = i.shape[2];
   // The parser checked that the bytes match the shapes; the values are read here.
   const int64_t per_rank = n / want.ranks;
   const int64_t image_elems = i.shape.numel() / n;

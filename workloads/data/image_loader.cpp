@@ -83,7 +83,37 @@ RgbImage crop_resized(const std::vector<uint8_t>& jpeg, const std::string& path,
   return resized_crop(img, box, size, size);
 }
 
+// An encoded batch's sample: the file as it is, or a CMYK one decoded whole (nvJPEG's batched
+// decoder reads no four-channel JPEG).
+EncodedSample encoded_sample(std::vector<uint8_t> jpeg, const JpegHeader& h, const CropBox& box,
+                             bool flip, const std::string& name) {
+  EncodedSample e;
+  e.width = h.width;
+  e.height = h.height;
+  e.box = box;
+  e.flip = flip;
+  e.name = name;
+  if (h.cmyk) {
+    RgbImage img = decode_jpeg(jpeg.data(), jpeg.size(), name);
+    e.bytes = std::move(img.pixels);
+    e.decoded = true;
+  } else {
+    e.bytes = std::move(jpeg);
+  }
+  return e;
+}
+
 }  // namespace
+
+std::vector<EncodedImage> encoded_images(const std::vector<EncodedSample>& encoded) {
+  std::vector<EncodedImage> out;
+  out.reserve(encoded.size());
+  for (const EncodedSample& e : encoded) {
+    out.push_back({e.bytes.data(), e.bytes.size(), e.decoded, e.width, e.height, e.box.top,
+                   e.box.left, e.box.height, e.box.width, e.flip, e.name});
+  }
+  return out;
+}
 
 void eval_batch(const std::vector<ImageSample>& samples, const std::vector<int64_t>& indices,
                 int64_t size, int64_t threads, float* images, int64_t* labels) {
@@ -176,19 +206,24 @@ void ImageLoader::note_bad(const std::string& path, const std::string& why) {
 // Sample at `position` of the epoch's order, or (a file that does not decode, skipped) the next
 // one that does.
 void ImageLoader::load_sample(int64_t epoch, size_t position, const std::vector<int64_t>& order,
-                              float* image, int64_t& label) {
+                              float* image, EncodedSample* encoded, int64_t& label) {
   for (size_t tries = 0; tries < order.size(); ++tries) {
     const ImageSample& s = samples_[static_cast<size_t>(order[(position + tries) % order.size()])];
     const auto index = static_cast<uint64_t>(order[(position + tries) % order.size()]);
     Rng rng = Rng(o_.seed).fork((static_cast<uint64_t>(epoch) << 32) ^ index);
     const std::string name = sample_name(s);
     try {
-      const std::vector<uint8_t> jpeg = read_sample(s);
+      std::vector<uint8_t> jpeg = read_sample(s);
       const JpegHeader h = read_jpeg_header(jpeg.data(), jpeg.size(), name);
-      RgbImage img = crop_resized(jpeg, name, h, random_resized_crop_box(h.width, h.height, rng),
-                                  o_.image_size, o_.dct_scaling);
-      if (rng.uniform() < 0.5f) flip_horizontally(img);
-      normalize_to_planes(img, image);
+      const CropBox box = random_resized_crop_box(h.width, h.height, rng);
+      const bool flip = rng.uniform() < 0.5f;
+      if (encoded) {
+        *encoded = encoded_sample(std::move(jpeg), h, box, flip, name);
+      } else {
+        RgbImage img = crop_resized(jpeg, name, h, box, o_.image_size, o_.dct_scaling);
+        if (flip) flip_horizontally(img);
+        normalize_to_planes(img, image);
+      }
       label = s.label;
       return;
     } catch (const Error& e) {
@@ -202,13 +237,15 @@ void ImageLoader::load_sample(int64_t epoch, size_t position, const std::vector<
 void ImageLoader::fill(Batch& b, int64_t sequence) {
   b.epoch = sequence / steps_;
   b.step = sequence % steps_;
-  const int64_t elems = 3 * o_.image_size * o_.image_size;
+  const int64_t elems = o_.encoded ? 0 : 3 * o_.image_size * o_.image_size;
   b.images.resize(static_cast<size_t>(o_.batch * elems));
+  b.encoded.resize(o_.encoded ? static_cast<size_t>(o_.batch) : 0);
   b.labels.resize(static_cast<size_t>(o_.batch));
   const std::shared_ptr<const std::vector<int64_t>> order = order_of(b.epoch);
   const int64_t first = batch_start(b.step, o_.rank, o_.batch, o_.ranks);
   for (int64_t i = 0; i < o_.batch; ++i) {
     load_sample(b.epoch, static_cast<size_t>(first + i), *order, b.images.data() + i * elems,
+                o_.encoded ? &b.encoded[static_cast<size_t>(i)] : nullptr,
                 b.labels[static_cast<size_t>(i)]);
   }
 }

@@ -9,6 +9,9 @@
 //     whatever the thread count;
 //   - a file that does not decode is skipped (noted once, counted) and the next sample of the
 //     epoch's order takes its place, or, with `fail_on_bad_image`, ends the run with its name.
+// With `encoded` (--decode=gpu) the workers decode nothing: each sample is its file's bytes, its
+// crop box and its flip (the same draws), for a device decoder; only a header that does not read
+// is skipped here, and a CMYK file, which nvJPEG's batched decoder does not read, is decoded.
 #pragma once
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +25,8 @@
 #include <thread>
 #include <vector>
 
+#include "runtime/backend/image_decoder.h"
+#include "workloads/data/augment.h"
 #include "workloads/data/image_folder.h"
 
 namespace dlb {
@@ -50,6 +55,19 @@ struct ImageLoaderOptions {
   // Decode at the smallest DCT scale that keeps the crop at least the output size; false: decode
   // every image whole, as PIL does without draft mode (the same crops, other pixels).
   bool dct_scaling = true;
+  // Leave the decoding to the device: batches of EncodedSample, no images (above).
+  bool encoded = false;
+};
+
+// One sample of an encoded batch: its file's bytes (or, `decoded`, its RGB pixels), its size, and
+// the crop box and flip drawn for it, on the whole image.
+struct EncodedSample {
+  std::vector<uint8_t> bytes;
+  bool decoded = false;
+  int64_t width = 0, height = 0;
+  CropBox box;
+  bool flip = false;
+  std::string name;
 };
 
 struct LoaderStats {
@@ -59,6 +77,10 @@ struct LoaderStats {
   double busy_s = 0;                             // the workers' CPU time making them, summed
   std::vector<std::string> skipped_files;        // each named once
 };
+
+// An encoded batch's samples as a device decoder reads them (runtime/backend/image_decoder.h),
+// pointing into `encoded`, which must outlive them.
+std::vector<EncodedImage> encoded_images(const std::vector<EncodedSample>& encoded);
 
 class ImageLoader {
  public:
@@ -73,7 +95,8 @@ class ImageLoader {
   // labels; valid until the next call. Blocks while the workers have not made it.
   struct Batch {
     int64_t epoch = 0, step = 0;
-    std::vector<float> images;
+    std::vector<float> images;           // empty when encoded
+    std::vector<EncodedSample> encoded;  // when encoded
     std::vector<int64_t> labels;
   };
   const Batch& next();
@@ -95,8 +118,10 @@ class ImageLoader {
   };
   void work(int64_t worker);
   void fill(Batch& b, int64_t sequence);
+  // Sample `position` of the epoch's order (or the next that reads) into `image` (decoded) or
+  // `encoded` (when o_.encoded), and its label.
   void load_sample(int64_t epoch, size_t position, const std::vector<int64_t>& order, float* image,
-                   int64_t& label);
+                   EncodedSample* encoded, int64_t& label);
   std::shared_ptr<const std::vector<int64_t>> order_of(int64_t epoch);
   void note_bad(const std::string& path, const std::string& why);
 

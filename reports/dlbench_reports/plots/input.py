@@ -21,23 +21,35 @@ NOTE = ("Against the loader's threads (images/s on a log axis): training on the 
 _IMAGES = ("folder", "shards")
 
 
-def _group_key(r: Record) -> str:
+def _group_key(r: Record, *, decode: bool = True) -> str:
     """A point's group: its config but for the data source, the loader's threads and the
-    system (the synthetic point of the same training is in the group)."""
-    rest = {k: v for k, v in r.point_config.items()
-            if k not in ("data", "loader_threads", "system")}
+    system (the synthetic point of the same training is in the group); without `decode`, but
+    for where the images were decoded too (a synthetic point decodes none)."""
+    drop = ("data", "loader_threads", "system") + (() if decode else ("decode",))
+    rest = {k: v for k, v in r.point_config.items() if k not in drop}
     return json.dumps(rest, sort_keys=True, default=str)
 
 
 def groups(records: list[Record]) -> list[list[Record]]:
-    """dlbench's ok points by training config, those groups with a point on JPEG files that has
-    metrics.input."""
+    """dlbench's ok points on JPEG files that have metrics.input, by training config and where
+    they were decoded (--decode), each group with the synthetic points of its training."""
+    ok = [r for r in records if r.ok and r.system == "dlbench"]
     by: dict[str, list[Record]] = {}
-    for r in records:
-        if r.ok and r.system == "dlbench":
+    for r in ok:
+        if r.config.get("data") in _IMAGES and r.get("metrics.input"):
             by.setdefault(_group_key(r), []).append(r)
-    return [g for g in by.values()
-            if any(r.config.get("data") in _IMAGES and r.get("metrics.input") for r in g)]
+    synthetic: dict[str, list[Record]] = {}
+    for r in ok:
+        if r.config.get("data", "synthetic") == "synthetic":
+            synthetic.setdefault(_group_key(r, decode=False), []).append(r)
+    return [g + synthetic.get(_group_key(g[0], decode=False), []) for g in by.values()]
+
+
+def _label(group: list[Record]) -> str:
+    """The group's model, and "GPU decode" where its images were decoded on the device."""
+    jpeg = [r for r in group if r.config.get("data") in _IMAGES]
+    gpu = jpeg and jpeg[0].config.get("decode") == "gpu"
+    return str(group[0].config.get("model")) + (" (GPU decode)" if gpu else "")
 
 
 def series(group: list[Record]) -> dict:
@@ -53,7 +65,7 @@ def series(group: list[Record]) -> dict:
         "loader": [r.get("metrics.input.loader_img_s") for r in jpeg],
         "bound": [r.get("metrics.input.verdict") == "input-bound" for r in jpeg],
         "synthetic": synthetic[0] if synthetic else None,
-        "model": str(group[0].config.get("model")),
+        "model": _label(group),
     }
 
 

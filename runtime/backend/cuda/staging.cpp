@@ -14,7 +14,7 @@ PinnedSlot::~PinnedSlot() {
   if (ptr_) cudaFreeHost(ptr_);
 }
 
-void* PinnedSlot::fill(const void* src, size_t bytes) {
+void* PinnedSlot::reserve(size_t bytes) {
   if (done_) {
     DLB_CUDA_CHECK(cudaEventSynchronize(done_));
   } else {
@@ -27,14 +27,15 @@ void* PinnedSlot::fill(const void* src, size_t bytes) {
     DLB_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));  // failure: OutOfMemory
     bytes_ = bytes;
   }
-  std::memcpy(ptr_, src, bytes);
   return ptr_;
 }
 
 void PinnedSlot::transfer(void* dst, size_t bytes, cudaStream_t stream) {
   DLB_CUDA_CHECK(cudaMemcpyAsync(dst, ptr_, bytes, cudaMemcpyHostToDevice, stream));
-  DLB_CUDA_CHECK(cudaEventRecord(done_, stream));
+  mark_used(stream);
 }
+
+void PinnedSlot::mark_used(cudaStream_t stream) { DLB_CUDA_CHECK(cudaEventRecord(done_, stream)); }
 
 void PinnedStaging::copy(const void* src, void* dst, size_t bytes, cudaStream_t stream) {
   PinnedSlot& s = slots_[next_];
@@ -43,9 +44,6 @@ void PinnedStaging::copy(const void* src, void* dst, size_t bytes, cudaStream_t 
   s.transfer(dst, bytes, stream);
 }
 
-namespace {
-
-// A timing event recorded on `stream` now, destroyed with the last copy of the pointer.
 std::shared_ptr<void> record_event(cudaStream_t stream) {
   cudaEvent_t e = nullptr;
   DLB_CUDA_CHECK(cudaEventCreate(&e));
@@ -53,8 +51,6 @@ std::shared_ptr<void> record_event(cudaStream_t stream) {
   DLB_CUDA_CHECK(cudaEventRecord(e, stream));
   return owned;
 }
-
-}  // namespace
 
 std::pair<std::shared_ptr<void>, std::shared_ptr<void>> InputCopies::copy(const void* src,
                                                                           void* dst, size_t bytes,

@@ -12,6 +12,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstring>
 #include <list>
 #include <memory>
 #include <utility>
@@ -19,6 +20,10 @@
 #include "runtime/backend/cuda/device.h"
 
 namespace dlb::cuda {
+
+// A timing event recorded on `stream` now, destroyed with the last copy of the pointer (a Mark's
+// device event).
+std::shared_ptr<void> record_event(cudaStream_t stream);
 
 // One pinned buffer and the event that marks the end of the last transfer out of it.
 class PinnedSlot {
@@ -29,9 +34,14 @@ class PinnedSlot {
   ~PinnedSlot();
   // Waits for the slot's previous transfer (a host wait, for this slot only), grows it to
   // `bytes` and copies `src` in. Returns the pinned pointer.
-  void* fill(const void* src, size_t bytes);
+  void* fill(const void* src, size_t bytes) { return std::memcpy(reserve(bytes), src, bytes); }
+  // The same without the copy: the slot, at least `bytes`, for the caller to write.
+  void* reserve(size_t bytes);
   // Queues the transfer of the slot's first `bytes` into `dst` on `stream`, and marks its end.
   void transfer(void* dst, size_t bytes, cudaStream_t stream);
+  // Marks the end of the work queued on `stream` so far as the slot's last use: a device reads
+  // it there (nvJPEG reads its files from it), and the next reserve waits for that.
+  void mark_used(cudaStream_t stream);
 
  private:
   void* ptr_ = nullptr;

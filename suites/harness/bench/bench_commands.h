@@ -45,8 +45,9 @@ struct BenchInputOptions {
   std::string data_path;  // the data set's root: DIR/train/<class>/*.JPEG
   std::vector<int64_t> threads = {1, 2};
   int64_t batch = 64, image_size = 224, batches = 20, warmup = 2, rounds = 3;
-  // dlbench; dlbench-full-decode (every image decoded whole, as PIL decodes); pytorch (its
-  // DataLoader); dali (DALI's CPU pipeline)
+  // dlbench; dlbench-full-decode (every image decoded whole, as PIL decodes); dlbench-gpu (the
+  // loader reading files for nvJPEG and dlbench's kernels on the first GPU: --decode=gpu);
+  // pytorch (its DataLoader); dali (DALI's CPU pipeline)
   std::vector<std::string> systems = {"dlbench"};
   std::string json_path;
 };

@@ -7,7 +7,10 @@
 #include <chrono>
 #include <filesystem>
 #include <map>
+#include <memory>
 
+#include "runtime/backend/backend.h"
+#include "runtime/backend/image_decoder.h"
 #include "runtime/core/error.h"
 #include "runtime/core/stats.h"
 #include "suites/harness/bench/bench_commands.h"
@@ -33,9 +36,10 @@ void check(const BenchInputOptions& o) {
         "1000], --rounds in [1, 100]");
   }
   for (const std::string& s : o.systems) {
-    if (s != "dlbench" && s != "dlbench-full-decode" && s != "pytorch" && s != "dali") {
-      throw InvalidArgument(
-          fmt::format("--systems: dlbench, dlbench-full-decode, pytorch or dali, not '{}'", s));
+    if (s != "dlbench" && s != "dlbench-full-decode" && s != "dlbench-gpu" && s != "pytorch" &&
+        s != "dali") {
+      throw InvalidArgument(fmt::format(
+          "--systems: dlbench, dlbench-full-decode, dlbench-gpu, pytorch or dali, not '{}'", s));
     }
   }
 }
@@ -54,6 +58,37 @@ double dlbench_rate(const BenchInputOptions& o, const ImageFolderIndex& index, i
   for (int64_t i = 0; i < o.warmup; ++i) loader.next();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t i = 0; i < o.batches; ++i) loader.next();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return static_cast<double>(o.batch * o.batches) / s;
+}
+
+// The GPU's decoder (--decode=gpu) fed by dlbench's loader at `threads` threads, which only read
+// files and draw crops: images/s decoded into a device tensor (f32, NCHW) over `batches` batches
+// after the warm-up, the device's work waited for at both ends.
+double dlbench_gpu_rate(const BenchInputOptions& o, const ImageFolderIndex& index, int64_t threads,
+                        int64_t round, Backend& gpu, ImageDecoder& decoder) {
+  ImageLoaderOptions lo;
+  lo.batch = o.batch;
+  lo.image_size = o.image_size;
+  lo.threads = threads;
+  lo.prefetch = std::max<int64_t>(2, threads);
+  lo.seed = static_cast<uint64_t>(round);
+  lo.encoded = true;
+  ImageLoader loader(index.samples, lo);
+  Tensor images = gpu.empty({o.batch, 3, o.image_size, o.image_size}, DType::kF32,
+                            MemCategory::kActivations, "decoded images");
+  const ImageNormalization norm{kImageNetMean, kImageNetStd};
+  const auto decode = [&] {
+    const ImageLoader::Batch& b = loader.next();
+    const Backend::CopyMarks m =
+        decoder.decode(encoded_images(b.encoded), norm, images, gpu.clock().mark());
+    gpu.wait_for_input(m.end);
+  };
+  for (int64_t i = 0; i < o.warmup; ++i) decode();
+  gpu.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < o.batches; ++i) decode();
+  gpu.synchronize();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<double>(o.batch * o.batches) / s;
 }
@@ -115,13 +150,29 @@ int bench_input_command(const BenchInputOptions& o) {
   const std::string log =
       (std::filesystem::temp_directory_path() / fmt::format("dlbench-input-peer-{}.log", getpid()))
           .string();
+  // dlbench-gpu: the first CUDA device and its decoder, made once.
+  std::unique_ptr<Backend> gpu;
+  std::unique_ptr<ImageDecoder> decoder;
+  if (std::count(o.systems.begin(), o.systems.end(), "dlbench-gpu") > 0) {
+    try {
+      gpu = make_backend(BackendKind::kCuda, {});
+      decoder = make_image_decoder(*gpu);
+    } catch (const Error& e) {
+      throw Error(e.kind(), fmt::format("--systems=dlbench-gpu decodes on a GPU: {}", e.what()));
+    }
+  }
   // Round by round, every system and thread count in turn: a drift of the host falls on all.
   for (int64_t round = 0; round < o.rounds; ++round) {
     for (int64_t threads : o.threads) {
       for (const std::string& system : o.systems) {
-        const bool peer = system == "pytorch" || system == "dali";
-        const double rate = peer ? peer_rate(o, system, threads, log)
-                                 : dlbench_rate(o, index, threads, round, system == "dlbench");
+        double rate = 0;
+        if (system == "pytorch" || system == "dali") {
+          rate = peer_rate(o, system, threads, log);
+        } else if (system == "dlbench-gpu") {
+          rate = dlbench_gpu_rate(o, index, threads, round, *gpu, *decoder);
+        } else {
+          rate = dlbench_rate(o, index, threads, round, system == "dlbench");
+        }
         rates[{system, threads}].push_back(rate);
       }
     }

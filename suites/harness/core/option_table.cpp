@@ -416,23 +416,9 @@ void add_length_options(std::vector<Option>& t) {
        [](const RunOptions& o) { return json(o.repetitions); }});
 }
 
-// What the steps train on, and for how many epochs.
-void add_data_options(std::vector<Option>& t) {
+// How JPEG files become batches (data=folder or shards).
+void add_image_options(std::vector<Option>& t) {
   auto add = [&t](Option o) { t.push_back(std::move(o)); };
-  add({"data",
-       OptionType::kString,
-       kConfig,
-       "synthetic images; scikit-learn's digits (a real data set with a held-out test split); "
-       "folder: JPEG files in ImageNet's layout under --data-path (DIR/train/<class>/*.JPEG); or "
-       "shards: WebDataset's tar shards of JPEGs that --data-path names (key.jpg, key.cls)",
-       names(kDataSources, data_source_name),
-       {},
-       [](RunOptions& o, const json& v) { o.data = parsed(v, parse_data_source); },
-       // The record says "batch-file" for a run on a fixed batch (--batch-file).
-       [](const RunOptions& o) {
-         return json(o.batch_file.empty() ? data_source_name(o.data)
-                                          : std::string_view("batch-file"));
-       }});
   add({"loader_threads",
        OptionType::kInteger,
        kConfig,
@@ -459,6 +445,35 @@ void add_data_options(std::vector<Option>& t) {
        {},
        [](RunOptions& o, const json& v) { o.fail_on_bad_images = v.get<std::string>() == "fail"; },
        [](const RunOptions& o) { return json(o.fail_on_bad_images ? "fail" : "skip"); }});
+  add({"decode",
+       OptionType::kString,
+       kConfig,
+       "data=folder or shards: where the training images are decoded, cropped, resized and "
+       "normalised: by the loader's threads, or (backend=cuda) by nvJPEG and dlbench's kernels on "
+       "the GPU, the loader only reading files and drawing crops",
+       {"cpu", "gpu"},
+       {},
+       [](RunOptions& o, const json& v) { o.decode_on_device = v.get<std::string>() == "gpu"; },
+       [](const RunOptions& o) { return json(o.decode_on_device ? "gpu" : "cpu"); }});
+}
+
+// What the steps train on, and for how many epochs.
+void add_data_options(std::vector<Option>& t) {
+  auto add = [&t](Option o) { t.push_back(std::move(o)); };
+  add({"data",
+       OptionType::kString,
+       kConfig,
+       "synthetic images; scikit-learn's digits (a real data set with a held-out test split); "
+       "folder: JPEG files in ImageNet's layout under --data-path (DIR/train/<class>/*.JPEG); or "
+       "shards: WebDataset's tar shards of JPEGs that --data-path names (key.jpg, key.cls)",
+       names(kDataSources, data_source_name),
+       {},
+       [](RunOptions& o, const json& v) { o.data = parsed(v, parse_data_source); },
+       // The record says "batch-file" for a run on a fixed batch (--batch-file).
+       [](const RunOptions& o) {
+         return json(o.batch_file.empty() ? data_source_name(o.data)
+                                          : std::string_view("batch-file"));
+       }});
   add({"epochs",
        OptionType::kInteger,
        kConfig,
@@ -704,6 +719,7 @@ std::vector<Option> make_table() {
   add_straggler_options(t);
   add_length_options(t);
   add_data_options(t);
+  add_image_options(t);
   add_optimizer_options(t);
   add_lr_rule_options(t);
   add_numerics_options(t);

@@ -164,14 +164,14 @@ void print_input(const RunResult& r, std::FILE* out) {
   const nlohmann::json in = input_metrics(r.input, median, seconds);
   fmt::print(
       out,
-      "input: {} JPEGs ({}) of {} classes, {} loader thread(s) at {:.0f} img/s, {:.2f} cores "
-      "busy; a step waited {:.4f} s for its batch ({:.1f}% of the step): {}; {} file(s) "
-      "skipped\n",
+      "input: {} JPEGs ({}) of {} classes, decoded by {}, {} loader thread(s) at {:.0f} img/s, "
+      "{:.2f} cores busy; a step waited {:.4f} s for its batch ({:.1f}% of the step): {}; {} "
+      "file(s) skipped\n",
       in["source_images"].get<int64_t>(), in["source"].get<std::string>(),
-      in["classes"].get<int64_t>(), in["threads"].get<int64_t>(), in.value("loader_img_s", 0.0),
-      in["loader_cores"].get<double>(), in["waited_per_step_s"].get<double>(),
-      100 * in["wait_share_of_step"].get<double>(), in["verdict"].get<std::string>(),
-      in["skipped"].get<int64_t>());
+      in["classes"].get<int64_t>(), in.value("decoder", std::string("libjpeg-turbo")),
+      in["threads"].get<int64_t>(), in.value("loader_img_s", 0.0), in["loader_cores"].get<double>(),
+      in["waited_per_step_s"].get<double>(), 100 * in["wait_share_of_step"].get<double>(),
+      in["verdict"].get<std::string>(), in["skipped"].get<int64_t>());
 }
 
 }  // namespace

@@ -137,6 +137,17 @@ void validate_data(const RunOptions& o) {
         "--epochs with --data=shards: shards hold no evaluation set yet; evaluate with "
         "--data=folder (DIR/val)");
   }
+  if (o.decode_on_device && !images) {
+    throw InvalidArgument(fmt::format(
+        "--decode=gpu decodes JPEG files, and --data={} has none: use --data=folder or shards",
+        data_source_name(o.data)));
+  }
+  if (o.decode_on_device && o.backend != BackendKind::kCuda) {
+    throw Unsupported(fmt::format(
+        "--decode=gpu needs --backend=cuda: the {} backend's images are decoded by the loader's "
+        "threads (--decode=cpu)",
+        backend_kind_name(o.backend)));
+  }
 }
 
 // --dump reads every tensor after the last step: the naive plan's, which no later tensor reused.

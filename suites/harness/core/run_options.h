@@ -67,6 +67,7 @@ struct RunOptions {
   // batches made ahead, and whether a file that does not decode ends the run.
   int64_t loader_threads = 0, prefetch = 2;
   bool fail_on_bad_images = false;
+  bool decode_on_device = false;  // --decode=gpu: the backend's image decoder, not the loader's
   SgdConfig sgd{0.01f, 0.9f, 0.f};
   LrPolicy lr;  // scaling, warm-up and schedule over sgd.lr
   std::optional<float> dropout;

@@ -70,9 +70,21 @@ std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int 
   lo.prefetch = o.prefetch;
   lo.seed = o.seed;
   lo.fail_on_bad_image = o.fail_on_bad_images;
+  lo.encoded = o.decode_on_device;
   in->threads = threads;
   in->loader = std::make_unique<ImageLoader>(in->index.samples, lo);
   return in;
+}
+
+void load_next_batch(ImageInput& in, Trainer& trainer) {
+  const ImageLoader::Batch& b = in.loader->next();
+  if (b.encoded.empty()) {
+    trainer.load_batch(b.images.data(), b.labels.data());
+    return;
+  }
+  const ImageNormalization norm{kImageNetMean, kImageNetStd};
+  trainer.load_encoded_batch(encoded_images(b.encoded), norm, b.labels.data());
+  if (in.decoder.empty()) in.decoder = trainer.image_decoder();
 }
 
 namespace {
@@ -83,10 +95,7 @@ class FolderEpochs final : public EpochData {
       : in_(in), val_(std::move(val)), shard_(shard), size_(image_size) {}
   int64_t steps() const override { return in_.loader->steps_per_epoch(); }
   void begin_epoch() override {}  // the loader shuffles each epoch itself
-  void load(Trainer& trainer, int64_t) override {
-    const ImageLoader::Batch& b = in_.loader->next();
-    trainer.load_batch(b.images.data(), b.labels.data());
-  }
+  void load(Trainer& trainer, int64_t) override { load_next_batch(in_, trainer); }
   int64_t count_correct(Trainer& trainer) override {
     return count_correct_in_batches(
         trainer, test_samples(), 3 * size_ * size_, shard_,
@@ -152,6 +161,8 @@ nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o) {
     skipped.push_back(now.skipped_files[i]);
   }
   return {{"source", o.data == DataSource::kShards ? "shards" : "folder"},
+          {"decode", o.decode_on_device ? "gpu" : "cpu"},
+          {"decoder", o.decode_on_device ? in.decoder : std::string("libjpeg-turbo")},
           {"source_images", in.index.samples.size()},
           {"classes", in.index.classes.size()},
           {"threads", in.threads},

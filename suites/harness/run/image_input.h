@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "runtime/trace/tracer.h"
 #include "suites/harness/core/run_options.h"
@@ -20,7 +21,12 @@ struct ImageInput {
   std::unique_ptr<ImageLoader> loader;
   int64_t threads = 0;
   LoaderStats at_timed_start;  // the loader's counts when the timed steps began
+  std::string decoder;         // --decode=gpu: what decoded the batches (the device decoder)
 };
+
+// The loader's next batch into `trainer`: its images (--decode=cpu), or its files, decoded on the
+// device (--decode=gpu).
+void load_next_batch(ImageInput& in, Trainer& trainer);
 
 // The decoding threads of `o`: its loader_threads, or (0) the hardware threads this rank's share
 // of the host leaves after its compute (`compute_threads`), at least one.
@@ -46,9 +52,10 @@ std::unique_ptr<EpochData> folder_epochs(ImageInput& in, const RunOptions& o, Sh
 // host's.
 void trace_loader(Tracer& tracer, const ImageLoader& loader);
 
-// The record's metrics.input, before the verdict record_json adds: the loader's threads and
-// prefetch, the folder's images and classes, and since the timed steps began its batches,
-// images, time waited for them and busy time; the files skipped (the first ten named).
+// The record's metrics.input, before the verdict record_json adds: where images were decoded
+// (cpu, or gpu and its decoder), the loader's threads and prefetch, the folder's images and
+// classes, and since the timed steps began its batches, images, time waited for them and busy time;
+// the files skipped (the first ten named).
 nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o);
 
 }  // namespace dlb

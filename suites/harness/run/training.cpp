@@ -198,10 +198,7 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
                         RunResult& r) {
   std::function<void(int64_t, int64_t)> load;  // --data=folder: each timed step's batch
   if (data.folder) {
-    load = [&trainer, &loader = *data.folder->loader](int64_t, int64_t) {
-      const ImageLoader::Batch& b = loader.next();
-      trainer.load_batch(b.images.data(), b.labels.data());
-    };
+    load = [&trainer, &in = *data.folder](int64_t, int64_t) { load_next_batch(in, trainer); };
     load(0, 0);  // the warm-up steps' batch
     data.folder->at_timed_start = data.folder->loader->stats();
   } else {

@@ -1,0 +1,295 @@
+#include "runtime/backend/cuda/jpeg_decoder.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+#include <nvjpeg.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/cuda/cuda_check.h"
+#include "runtime/backend/cuda/device.h"
+#include "runtime/backend/cuda/image_kernels.h"
+#include "runtime/backend/cuda/launch.h"
+#include "runtime/backend/cuda/staging.h"
+#include "runtime/core/nvtx.h"
+
+namespace dlb::cuda {
+namespace {
+
+void check_nvjpeg(nvjpegStatus_t s, const char* what) {
+  if (s == NVJPEG_STATUS_SUCCESS) return;
+  if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE) {
+    throw OutOfMemory(fmt::format("nvJPEG: {}: out of memory", what));
+  }
+  throw DeviceError(fmt::format("nvJPEG: {}: status {}", what, static_cast<int>(s)));
+}
+
+// A device buffer that grows (by half again, so that varying image sizes settle) and never
+// shrinks. Growing frees the old one, which waits for the device.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer() {
+    if (ptr_) cudaFree(ptr_);
+  }
+  uint8_t* at_least(size_t bytes) {
+    if (bytes <= bytes_) return ptr_;
+    const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
+    if (ptr_) DLB_CUDA_CHECK(cudaFree(ptr_));
+    ptr_ = nullptr;
+    bytes_ = 0;
+    void* p = nullptr;
+    DLB_CUDA_CHECK(cudaMalloc(&p, grown));  // failure: OutOfMemory
+    ptr_ = static_cast<uint8_t*>(p);
+    bytes_ = grown;
+    return ptr_;
+  }
+
+ private:
+  uint8_t* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// One nvJPEG handle and its batched decoder's state.
+struct Nvjpeg {
+  nvjpegHandle_t handle = nullptr;
+  nvjpegJpegState_t state = nullptr;
+  int batch = 0;  // the size nvjpegDecodeBatchedInitialize was last given
+  Nvjpeg() = default;
+  Nvjpeg(const Nvjpeg&) = delete;
+  Nvjpeg& operator=(const Nvjpeg&) = delete;
+  ~Nvjpeg() {
+    if (state) nvjpegJpegStateDestroy(state);
+    if (handle) nvjpegDestroy(handle);
+  }
+  // nvJPEG on `backend`; false where it has none here (the hardware backend on a GPU without
+  // JPEG engines).
+  bool open(nvjpegBackend_t backend) {
+    if (nvjpegCreateEx(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
+      handle = nullptr;
+      return false;
+    }
+    check_nvjpeg(nvjpegJpegStateCreate(handle, &state), "creating a decoder state");
+    return true;
+  }
+};
+
+class NvjpegDecoder final : public ImageDecoder {
+ public:
+  explicit NvjpegDecoder(Backend& backend) : backend_(backend) {
+    hardware_ = std::make_unique<Nvjpeg>();
+    if (!hardware_->open(NVJPEG_BACKEND_HARDWARE)) hardware_.reset();
+    if (!general_.open(NVJPEG_BACKEND_DEFAULT)) {
+      throw Unsupported("--decode=gpu: nvJPEG does not start on this GPU");
+    }
+    if (hardware_) {
+      check_nvjpeg(nvjpegJpegStreamCreate(hardware_->handle, &parsed_), "creating a stream");
+    }
+  }
+  ~NvjpegDecoder() override {
+    cudaStreamSynchronize(stream_.get());  // its buffers are freed after its work
+    if (parsed_) nvjpegJpegStreamDestroy(parsed_);
+  }
+  NvjpegDecoder(const NvjpegDecoder&) = delete;
+  NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
+
+  std::string name() const override { return hardware_ ? "nvjpeg hardware" : "nvjpeg"; }
+
+  Backend::CopyMarks decode(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
+                            Tensor& dst, const Mark& free) override;
+
+ private:
+  void check_sizes(const std::vector<EncodedImage>& images) const;
+  Nvjpeg& decoder_for(const std::vector<EncodedImage>& images);
+  std::vector<const uint8_t*> stage(const std::vector<EncodedImage>& images);
+  void decode_files(const std::vector<EncodedImage>& images,
+                    const std::vector<const uint8_t*>& staged, const ImageBatchPlan& plan,
+                    uint8_t* pixels);
+  void name_bad_file(const std::vector<EncodedImage>& images, nvjpegStatus_t batch_status);
+  void resize(const ImageBatchPlan& plan, const ImageNormalization& norm, const uint8_t* pixels,
+              Tensor& dst);
+
+  Backend& backend_;
+  Stream stream_;
+  std::unique_ptr<Nvjpeg> hardware_;  // null: no JPEG engines
+  Nvjpeg general_;
+  nvjpegJpegStream_t parsed_ = nullptr;  // the hardware support check's parse
+  DeviceBuffer pixels_, wide_, tables_;
+  PinnedSlot staged_tables_;
+  PinnedSlot staged_files_[2];
+  int next_files_ = 0;
+};
+
+// Every file's size as nvJPEG reads it: what the loader's header said, or the file is refused
+// by name (its header read by libjpeg-turbo, but not by nvJPEG).
+void NvjpegDecoder::check_sizes(const std::vector<EncodedImage>& images) const {
+  for (const EncodedImage& im : images) {
+    if (im.decoded) continue;
+    int components = 0;
+    nvjpegChromaSubsampling_t subsampling{};
+    int widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
+    const nvjpegStatus_t s = nvjpegGetImageInfo(general_.handle, im.data, im.size, &components,
+                                                &subsampling, widths, heights);
+    if (s != NVJPEG_STATUS_SUCCESS || widths[0] != im.width || heights[0] != im.height) {
+      throw InvalidArgument(fmt::format("{}: nvJPEG does not read it (status {}, {}x{})", im.name,
+                                        static_cast<int>(s), widths[0], heights[0]));
+    }
+  }
+}
+
+// The hardware decoder where it supports every file of the batch, else the general one.
+Nvjpeg& NvjpegDecoder::decoder_for(const std::vector<EncodedImage>& images) {
+  if (!hardware_) return general_;
+  for (const EncodedImage& im : images) {
+    if (im.decoded) continue;
+    int unsupported = 1;
+    if (nvjpegJpegStreamParse(hardware_->handle, im.data, im.size, 0, 0, parsed_) !=
+            NVJPEG_STATUS_SUCCESS ||
+        nvjpegDecodeBatchedSupported(hardware_->handle, parsed_, &unsupported) !=
+            NVJPEG_STATUS_SUCCESS ||
+        unsupported != 0) {
+      return general_;
+    }
+  }
+  return *hardware_;
+}
+
+// A batch that failed: each file decoded alone, by the general decoder, to name the first that
+// fails; where none does, the batch's own failure.
+void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
+                                  nvjpegStatus_t batch_status) {
+  general_.batch = 0;  // its batched state is reset before its next batch
+  DeviceBuffer one;
+  for (const EncodedImage& im : images) {
+    if (im.decoded) continue;
+    nvjpegImage_t out{};
+    out.channel[0] = one.at_least(static_cast<size_t>(im.width * im.height * 3));
+    out.pitch[0] = static_cast<size_t>(im.width * 3);
+    const nvjpegStatus_t s = nvjpegDecode(general_.handle, general_.state, im.data, im.size,
+                                          NVJPEG_OUTPUT_RGBI, &out, stream_.get());
+    if (s != NVJPEG_STATUS_SUCCESS || cudaStreamSynchronize(stream_.get()) != cudaSuccess) {
+      throw InvalidArgument(
+          fmt::format("{}: nvJPEG cannot decode it (status {})", im.name, static_cast<int>(s)));
+    }
+  }
+  check_nvjpeg(batch_status, "decoding a batch");
+}
+
+// Every image's bytes in a pinned buffer of the decoder's (two, used in turn, each until the
+// device's decode of it has ended): nvJPEG may read them after its call returns, and the loader
+// reuses its own. Returns where each image's bytes went.
+std::vector<const uint8_t*> NvjpegDecoder::stage(const std::vector<EncodedImage>& images) {
+  size_t total = 0;
+  for (const EncodedImage& im : images) total += im.size;
+  PinnedSlot& slot = staged_files_[next_files_];
+  auto* at = static_cast<uint8_t*>(slot.reserve(total));
+  std::vector<const uint8_t*> out;
+  for (const EncodedImage& im : images) {
+    std::memcpy(at, im.data, im.size);
+    out.push_back(at);
+    at += im.size;
+  }
+  return out;
+}
+
+// The files into their places in `pixels` (interleaved RGB), and the images the loader decoded
+// copied there, from `staged`.
+void NvjpegDecoder::decode_files(const std::vector<EncodedImage>& images,
+                                 const std::vector<const uint8_t*>& staged,
+                                 const ImageBatchPlan& plan, uint8_t* pixels) {
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> sizes;
+  std::vector<nvjpegImage_t> out;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const EncodedImage& im = images[i];
+    uint8_t* to = pixels + plan.jobs[i].pixels;
+    if (im.decoded) {
+      DLB_CUDA_CHECK(
+          cudaMemcpyAsync(to, staged[i], im.size, cudaMemcpyHostToDevice, stream_.get()));
+      continue;
+    }
+    data.push_back(staged[i]);
+    sizes.push_back(im.size);
+    nvjpegImage_t o{};
+    o.channel[0] = to;
+    o.pitch[0] = static_cast<size_t>(im.width * 3);
+    out.push_back(o);
+  }
+  if (data.empty()) return;
+  check_sizes(images);
+  Nvjpeg& d = decoder_for(images);
+  const auto n = static_cast<int>(data.size());
+  if (d.batch != n) {
+    check_nvjpeg(nvjpegDecodeBatchedInitialize(d.handle, d.state, n, 1, NVJPEG_OUTPUT_RGBI),
+                 "starting a batch");
+    d.batch = n;
+  }
+  const nvjpegStatus_t s =
+      nvjpegDecodeBatched(d.handle, d.state, data.data(), sizes.data(), out.data(), stream_.get());
+  if (s != NVJPEG_STATUS_SUCCESS) name_bad_file(images, s);
+}
+
+// The plan's jobs and taps to the device, then the two passes into `dst`.
+void NvjpegDecoder::resize(const ImageBatchPlan& plan, const ImageNormalization& norm,
+                           const uint8_t* pixels, Tensor& dst) {
+  const size_t job_bytes = plan.jobs.size() * sizeof(ImageJob);
+  const size_t tap_bytes = plan.taps.size() * sizeof(int32_t);
+  std::vector<uint8_t> tables(job_bytes + tap_bytes);
+  std::memcpy(tables.data(), plan.jobs.data(), job_bytes);
+  std::memcpy(tables.data() + job_bytes, plan.taps.data(), tap_bytes);
+  uint8_t* on_device = tables_.at_least(tables.size());
+  staged_tables_.fill(tables.data(), tables.size());
+  staged_tables_.transfer(on_device, tables.size(), stream_.get());
+  const auto* jobs = reinterpret_cast<const ImageJob*>(on_device);
+  const auto* taps = reinterpret_cast<const int32_t*>(on_device + job_bytes);
+  uint8_t* wide = wide_.at_least(static_cast<size_t>(plan.wide_bytes));
+  const StreamRef stream{stream_.get()};
+  const auto n = static_cast<int64_t>(plan.jobs.size());
+  launch_for_each(stream, plan.wide_bytes, ResizeRows{pixels, jobs, n, plan.size, taps, wide});
+  const Nchw out{3, plan.size, plan.size, dst.layout() == Layout::kNHWC};
+  with_storage(dst.dtype(), "the decoded images", [&](auto t) {
+    using T = decltype(t);
+    ResizeColumnsNormalize<T> f{wide, jobs, taps, out, {}, {}, static_cast<T*>(dst.raw())};
+    std::copy(norm.mean.begin(), norm.mean.end(), f.mean);
+    std::copy(norm.std.begin(), norm.std.end(), f.std);
+    launch_for_each(stream, dst.numel(), f);
+  });
+}
+
+Backend::CopyMarks NvjpegDecoder::decode(const std::vector<EncodedImage>& images,
+                                         const ImageNormalization& norm, Tensor& dst,
+                                         const Mark& free) {
+  const Shape& s = dst.shape();
+  if (s.rank() != 4 || s[0] != static_cast<int64_t>(images.size()) || s[1] != 3 || s[2] != s[3]) {
+    throw InvalidArgument(
+        fmt::format("--decode=gpu: {} images into a tensor of shape {}", images.size(), s.str()));
+  }
+  NvtxRange range("decode batch");
+  const ImageBatchPlan plan = plan_image_batch(images, s[2]);
+  const Mark queued = free.device ? free : backend_.clock().mark();
+  if (queued.device) {
+    DLB_CUDA_CHECK(
+        cudaStreamWaitEvent(stream_.get(), static_cast<cudaEvent_t>(queued.device.get()), 0));
+  }
+  const double now = backend_.clock().now_us();
+  const Mark start{now, record_event(stream_.get())};
+  uint8_t* pixels = pixels_.at_least(static_cast<size_t>(plan.pixel_bytes));
+  decode_files(images, stage(images), plan, pixels);
+  staged_files_[next_files_].mark_used(stream_.get());
+  next_files_ ^= 1;
+  resize(plan, norm, pixels, dst);
+  return {start, Mark{now, record_event(stream_.get())}};
+}
+
+}  // namespace
+
+std::unique_ptr<ImageDecoder> make_nvjpeg_decoder(Backend& backend) {
+  return std::make_unique<NvjpegDecoder>(backend);
+}
+
+}  // namespace dlb::cuda
