@@ -210,7 +210,8 @@ def input_pieces(records: list[Record]) -> list[Piece]:
     model = records[0].config.get("model")
     same = [r for r in records if r.config.get("model") == model]
     synthetic = [r for r in same if r.config.get("data", "synthetic") == "synthetic"]
-    jpeg = sorted((r for r in same if r.get("metrics.input.threads")),
+    jpeg = sorted((r for r in same if r.get("metrics.input.threads")
+                   and r.get("metrics.input.decode") != "gpu"),
                   key=lambda r: r.get("metrics.input.threads"))
     rates = [r.get("metrics.throughput_img_s") for r in synthetic[:1] + jpeg]
     if not synthetic or not jpeg or not all(isinstance(t, (int, float)) and t > 0 for t in rates):
@@ -236,7 +237,20 @@ def input_pieces(records: list[Record]) -> list[Piece]:
     else:
         out += [". The loader's own rate stays below the step's at every thread count tried: "
                 "input bounds training."]
-    return out
+    return out + _gpu_decode_pieces(same)
+
+
+def _gpu_decode_pieces(same: list[Record]) -> list[Piece]:
+    """The model's fastest point with its images decoded on the GPU (--decode=gpu), if any."""
+    gpu = [r for r in same if r.get("metrics.input.decode") == "gpu"
+           and isinstance(r.get("metrics.throughput_img_s"), (int, float))]
+    if not gpu:
+        return []
+    best = max(gpu, key=lambda r: r.get("metrics.throughput_img_s"))
+    return [" Decoded on the GPU (", str(best.get("metrics.input.decoder")), "), it trains at ",
+            (f"{common.number_text(best.get('metrics.throughput_img_s'), '.1f')} img/s",
+             _index(best)),
+            f" with {best.get('metrics.input.threads')} loader thread(s) reading the files."]
 
 
 def pieces(rs: ResultSet) -> list[Piece]:

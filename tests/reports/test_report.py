@@ -322,3 +322,31 @@ def test_a_simulated_sweep_names_each_model_its_best_choice_and_its_worst():
         assert (f"with overlap={worst.config['overlap']} and "
                 f"{worst.config['bucket_mb']:g} MB buckets)") in text
     assert text.endswith("(a model, not a measurement).")
+
+
+def test_the_input_paragraph_keeps_gpu_decoding_apart(tmp_path):
+    """The input suite's first paragraph: its loader sentences are about the points decoded on
+    the CPU; a point decoded on the GPU (--decode=gpu) gets a sentence of its own, linked."""
+    from dlbench_reports import headline
+    from dlbench_reports.records import Record
+
+    def record(index, data, threads=None, decode="cpu", rate=100.0, loader=50.0):
+        d = {"status": "ok", "point": {"index": index, "id": str(index)},
+             "config": {"model": "resnet18", "precision": "bf16", "batch": 64, "data": data,
+                        "decode": decode},
+             "environment": {"device": "NVIDIA H200"}, "metrics": {"throughput_img_s": rate}}
+        if data == "folder":
+            d["metrics"]["input"] = {"threads": threads, "decode": decode, "loader_img_s": loader,
+                                     "decoder": "nvjpeg hardware" if decode == "gpu"
+                                     else "libjpeg-turbo"}
+        return Record(d, tmp_path, index)
+
+    records = [record(0, "synthetic", rate=3000.0), record(1, "folder", 1, rate=900.0),
+               record(2, "folder", 16, rate=2500.0, loader=3100.0),
+               record(3, "folder", 1, "gpu", rate=2900.0, loader=90000.0)]
+    text = headline.markdown(headline.input_pieces(records))
+    assert "[900.0 img/s](#point-1) with 1 loader thread(s)" in text, text
+    assert "[2500.0 img/s](#point-2) with 16" in text, text
+    assert "passes the step's from 16 thread(s)" in text, text
+    assert text.endswith("Decoded on the GPU (nvjpeg hardware), it trains at "
+                         "[2900.0 img/s](#point-3) with 1 loader thread(s) reading the files."), text

@@ -50,6 +50,7 @@ def render(records: list[Record]):
         return None
     fig, ax = common.figure(7.5, 4.8)
     targets = set()
+    drawn_x = False  # a log axis with no point (x and y both drawable) cannot be drawn
     undrawn = common.Undrawn()
     for i, (name, group) in enumerate(sorted(lines.items())):
         by_batch = {}
@@ -60,6 +61,7 @@ def render(records: list[Record]):
                   for b in sorted(by_batch)]
         ax.plot([x for _, x, _ in points], [y for _, _, y in points], "o-", color=f"C{i}",
                 label=name, gid=f"batch:{name}")
+        drawn_x = drawn_x or any(not (math.isnan(x) or math.isnan(y)) for _, x, y in points)
         for r, x, y in points:
             conv = r.need("metrics.convergence")
             targets.add(undrawn.of(r, 100 * conv["target_accuracy"], "target accuracy (%)"))
@@ -70,7 +72,8 @@ def render(records: list[Record]):
     targets = {t for t in targets if not math.isnan(t)}
     for t in sorted(targets):
         ax.axhline(t, color="#888888", linestyle="--", gid=f"target:{t}")
-    ax.set_xscale("log", base=2)
+    if drawn_x:
+        ax.set_xscale("log", base=2)
     ax.set_xlabel("global batch")
     ax.set_ylabel("best test accuracy in the run (%)")
     ax.set_ylim(0, 100)
