@@ -23,7 +23,7 @@ base=(run --model=resnet18 --data=folder --data-path="$work/ds" --batch=8 --imag
 run=("${base[@]}" --steps=6)
 "$dlbench" "${run[@]}" --loader-threads=2 --json="$work/one.json" --trace-steps=3 \
   --trace="$work/one.trace.json" >"$work/one.log" 2>&1 || fail "one rank: $(tail -3 "$work/one.log")"
-grep -q "^input: 96 JPEGs (folder) of 4 classes, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
+grep -q "^input: 96 JPEGs (folder) of 4 classes, decoded by libjpeg-turbo, 2 loader thread(s)" "$work/one.log" || fail "no input line: $(cat "$work/one.log")"
 /usr/bin/python3 - "$work/one.json" <<'PY' || fail "one rank's record"
 import json, os, sys
 import jsonschema
