@@ -255,8 +255,8 @@ if [[ $what == tests || $what == all ]]; then
   fi
   row cuda_runs 75 --gpu -- bash "$root/tests/gpu/cuda_runs.sh" "$dlbench"
   # --decode=gpu: nvJPEG and the image kernels training resnet18 from files and shards, beside
-  # --decode=cpu, and to a target accuracy.
-  row decode_gpu 60 --gpu -- bash "$root/tests/gpu/decode_gpu.sh" "$dlbench"
+  # --decode=cpu; bench input's GPU rows; and training to a target accuracy.
+  row decode_gpu 90 --gpu -- bash "$root/tests/gpu/decode_gpu.sh" "$dlbench"
   # Each class of cuDNN's engines on every distinct layer of resnet50 (fp32), beside the heuristic.
   row bench_conv_classes 40 --gpu -- "$dlbench" bench conv --backend=cuda --model=resnet50 \
     --image-size=224 --batch=32 --repeat=3 --algos=all --json="$files/bench-conv-classes.json"

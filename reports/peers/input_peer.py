@@ -8,8 +8,8 @@ import time
 
 
 def arguments(doc: str, name: str, min_workers: int) -> argparse.Namespace | None:
-    """--root, --workers, --batch, --size, --batches, --warmup and --seed; None (after one line
-    on stderr) where a value is out of range."""
+    """--root, --workers, --batch, --size, --batches, --warmup, --seed and --device; None (after
+    one line on stderr) where a value is out of range."""
     p = argparse.ArgumentParser(description=doc.splitlines()[0])
     p.add_argument("--root", required=True)
     p.add_argument("--workers", type=int, required=True)
@@ -18,6 +18,8 @@ def arguments(doc: str, name: str, min_workers: int) -> argparse.Namespace | Non
     p.add_argument("--batches", type=int, required=True)
     p.add_argument("--warmup", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--device", choices=("cpu", "gpu"), default="cpu",
+                   help="where a peer that can decodes (dali: gpu is its mixed decoder, nvJPEG)")
     a = p.parse_args()
     if a.workers < min_workers or a.batch < 1 or a.size < 1 or a.batches < 1 or a.warmup < 0:
         print(f"{name}: error: workers >= {min_workers}; batch, size and batches >= 1",

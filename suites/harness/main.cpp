@@ -403,8 +403,9 @@ Command bench_input_of(CLI::App& bench) {
       ->capture_default_str();
   cmd->add_option("--systems", o->systems,
                   "dlbench, dlbench-full-decode (no DCT scaling), dlbench-gpu (nvJPEG and "
-                  "dlbench's kernels on the GPU: --decode=gpu), pytorch (its DataLoader) and "
-                  "dali (DALI's CPU pipeline: scripts/install-deps.sh --dali)")
+                  "dlbench's kernels on the GPU: --decode=gpu), pytorch (its DataLoader), "
+                  "dali (DALI's CPU pipeline: scripts/install-deps.sh --dali) and dali-gpu "
+                  "(DALI's nvJPEG decoder and GPU pipeline)")
       ->delimiter(',');
   cmd->add_option("--json", o->json_path, "write the results here")->check(output_path(false));
   return {cmd, [o] { return dlb::bench_input_command(*o); }};

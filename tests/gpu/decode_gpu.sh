@@ -2,8 +2,9 @@
 # --decode=gpu end to end on a GPU (docs/input.md): make-dataset's JPEGs decoded by nvJPEG and
 # dlbench's kernels, resnet18 in bf16 training on them from the folder and from the shards, the
 # record saying where and by what they were decoded; the same run with --decode=cpu beside it
-# (both throughputs printed: the device check's log keeps them). Then time to accuracy over a few
-# epochs with the training images decoded on the GPU. Exits 77 where no GPU is visible.
+# (both throughputs printed: the device check's log keeps them). `bench input` beside them, with
+# DALI's GPU pipeline where DALI is installed. Then time to accuracy over epochs with the
+# training images decoded on the GPU. Exits 77 where no GPU is visible.
 # Usage: decode_gpu.sh path/to/dlbench
 set -u
 dlbench=$1
@@ -40,6 +41,15 @@ print(f"{source}, decode {decode} ({i['decoder']}): {r['metrics']['throughput_im
 PY
   done
 done
+
+# The input pipeline alone at 224 px: the loader decoding, the GPU decoding, and DALI's GPU
+# pipeline where this Python has DALI (the rates go to the log).
+systems=dlbench,dlbench-gpu
+python3 -c "import nvidia.dali" 2>/dev/null && systems=$systems,dali-gpu
+timeout 300 "$dlbench" bench input --data-path="$work/ds" --threads=4 --batch=64 --image-size=224 \
+  --batches=6 --rounds=1 --systems=$systems >"$work/bench.log" 2>&1 ||
+  fail "bench input: $(tail -3 "$work/bench.log")"
+cat "$work/bench.log"
 
 # Time to accuracy with the training images decoded on the GPU (evaluation decodes on the CPU):
 # the same target as folder_data.sh's on the CPU.

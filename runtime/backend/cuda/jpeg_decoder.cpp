@@ -27,30 +27,32 @@ void check_nvjpeg(nvjpegStatus_t s, const char* what) {
   throw DeviceError(fmt::format("nvJPEG: {}: status {}", what, static_cast<int>(s)));
 }
 
-// A device buffer that grows (by half again, so that varying image sizes settle) and never
-// shrinks. Growing frees the old one, which waits for the device.
+// A device buffer on one stream that grows (by half again, so that varying image sizes settle)
+// and never shrinks: stream-ordered (cudaMallocAsync), so growing neither waits for the device
+// nor frees memory the stream's queued work still reads.
 class DeviceBuffer {
  public:
-  DeviceBuffer() = default;
+  explicit DeviceBuffer(cudaStream_t stream) : stream_(stream) {}
   DeviceBuffer(const DeviceBuffer&) = delete;
   DeviceBuffer& operator=(const DeviceBuffer&) = delete;
   ~DeviceBuffer() {
-    if (ptr_) cudaFree(ptr_);
+    if (ptr_) cudaFreeAsync(ptr_, stream_);
   }
   uint8_t* at_least(size_t bytes) {
     if (bytes <= bytes_) return ptr_;
     const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
-    if (ptr_) DLB_CUDA_CHECK(cudaFree(ptr_));
+    if (ptr_) DLB_CUDA_CHECK(cudaFreeAsync(ptr_, stream_));
     ptr_ = nullptr;
     bytes_ = 0;
     void* p = nullptr;
-    DLB_CUDA_CHECK(cudaMalloc(&p, grown));  // failure: OutOfMemory
+    DLB_CUDA_CHECK(cudaMallocAsync(&p, grown, stream_));  // failure: OutOfMemory
     ptr_ = static_cast<uint8_t*>(p);
     bytes_ = grown;
     return ptr_;
   }
 
  private:
+  cudaStream_t stream_;
   uint8_t* ptr_ = nullptr;
   size_t bytes_ = 0;
 };
@@ -67,16 +69,21 @@ struct Nvjpeg {
     if (state) nvjpegJpegStateDestroy(state);
     if (handle) nvjpegDestroy(handle);
   }
-  // nvJPEG on `backend`; false where it has none here (the hardware backend on a GPU without
-  // JPEG engines).
+  // nvJPEG on `backend`, strict (a truncated or corrupt file is an error, as libjpeg-turbo's
+  // warnings are on the CPU path) and upsampling chroma by interpolation (as libjpeg-turbo
+  // does; nvJPEG's default repeats the nearest sample); false where it has no such backend here
+  // (the hardware backend on a GPU without JPEG engines).
   bool open(nvjpegBackend_t backend) {
-    if (nvjpegCreateEx(backend, nullptr, nullptr, 0, &handle) != NVJPEG_STATUS_SUCCESS) {
+    const unsigned flags =
+        NVJPEG_FLAGS_BITSTREAM_STRICT | NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+    if (nvjpegCreateEx(backend, nullptr, nullptr, flags, &handle) != NVJPEG_STATUS_SUCCESS) {
       handle = nullptr;
       return false;
     }
     check_nvjpeg(nvjpegJpegStateCreate(handle, &state), "creating a decoder state");
     return true;
   }
+  int64_t batches = 0;  // decoded by this handle
 };
 
 class NvjpegDecoder final : public ImageDecoder {
@@ -98,7 +105,14 @@ class NvjpegDecoder final : public ImageDecoder {
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
-  std::string name() const override { return hardware_ ? "nvjpeg hardware" : "nvjpeg"; }
+  // What decoded the batches so far: nvJPEG's hardware backend, its default one, or both.
+  std::string name() const override {
+    const int64_t hw = hardware_ ? hardware_->batches : 0, sw = general_.batches;
+    if (hw > 0 && sw > 0) {
+      return fmt::format("nvjpeg hardware ({} batches) and default ({} batches)", hw, sw);
+    }
+    return hw > 0 ? "nvjpeg hardware" : "nvjpeg";
+  }
 
   Backend::CopyMarks decode(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
                             Tensor& dst, const Mark& free) override;
@@ -109,17 +123,19 @@ class NvjpegDecoder final : public ImageDecoder {
   std::vector<const uint8_t*> stage(const std::vector<EncodedImage>& images);
   void decode_files(const std::vector<EncodedImage>& images,
                     const std::vector<const uint8_t*>& staged, const ImageBatchPlan& plan,
-                    uint8_t* pixels);
+                    uint8_t* pixels, Nvjpeg& decoder);
+  nvjpegStatus_t decode_batch(Nvjpeg& d, std::vector<const unsigned char*>& data,
+                              std::vector<size_t>& sizes, std::vector<nvjpegImage_t>& out);
   void name_bad_file(const std::vector<EncodedImage>& images, nvjpegStatus_t batch_status);
   void resize(const ImageBatchPlan& plan, const ImageNormalization& norm, const uint8_t* pixels,
-              Tensor& dst);
+              Tensor& dst, const Mark& free);
 
   Backend& backend_;
   Stream stream_;
   std::unique_ptr<Nvjpeg> hardware_;  // null: no JPEG engines
   Nvjpeg general_;
   nvjpegJpegStream_t parsed_ = nullptr;  // the hardware support check's parse
-  DeviceBuffer pixels_, wide_, tables_;
+  DeviceBuffer pixels_{stream_.get()}, wide_{stream_.get()}, tables_{stream_.get()};
   PinnedSlot staged_tables_;
   PinnedSlot staged_files_[2];
   int next_files_ = 0;
@@ -159,12 +175,12 @@ Nvjpeg& NvjpegDecoder::decoder_for(const std::vector<EncodedImage>& images) {
   return *hardware_;
 }
 
-// A batch that failed: each file decoded alone, by the general decoder, to name the first that
-// fails; where none does, the batch's own failure.
+// A batch the general decoder failed: each file decoded alone, by it, to name the first that
+// fails; where none does, the batch's own failure. A CUDA error is the device's, not a file's.
 void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
                                   nvjpegStatus_t batch_status) {
-  general_.batch = 0;  // its batched state is reset before its next batch
-  DeviceBuffer one;
+  general_.batch = 0;  // a failed batched state is initialised again before its next batch
+  DeviceBuffer one(stream_.get());
   for (const EncodedImage& im : images) {
     if (im.decoded) continue;
     nvjpegImage_t out{};
@@ -172,10 +188,11 @@ void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
     out.pitch[0] = static_cast<size_t>(im.width * 3);
     const nvjpegStatus_t s = nvjpegDecode(general_.handle, general_.state, im.data, im.size,
                                           NVJPEG_OUTPUT_RGBI, &out, stream_.get());
-    if (s != NVJPEG_STATUS_SUCCESS || cudaStreamSynchronize(stream_.get()) != cudaSuccess) {
+    if (s != NVJPEG_STATUS_SUCCESS) {
       throw InvalidArgument(
           fmt::format("{}: nvJPEG cannot decode it (status {})", im.name, static_cast<int>(s)));
     }
+    DLB_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
   check_nvjpeg(batch_status, "decoding a batch");
 }
@@ -197,11 +214,32 @@ std::vector<const uint8_t*> NvjpegDecoder::stage(const std::vector<EncodedImage>
   return out;
 }
 
-// The files into their places in `pixels` (interleaved RGB), and the images the loader decoded
-// copied there, from `staged`.
+// `data` decoded into `out` by `d`, in one batch (initialised again when its size changes).
+nvjpegStatus_t NvjpegDecoder::decode_batch(Nvjpeg& d, std::vector<const unsigned char*>& data,
+                                           std::vector<size_t>& sizes,
+                                           std::vector<nvjpegImage_t>& out) {
+  const auto n = static_cast<int>(data.size());
+  if (d.batch != n) {
+    check_nvjpeg(nvjpegDecodeBatchedInitialize(d.handle, d.state, n, 1, NVJPEG_OUTPUT_RGBI),
+                 "starting a batch");
+    d.batch = n;
+  }
+  const nvjpegStatus_t s =
+      nvjpegDecodeBatched(d.handle, d.state, data.data(), sizes.data(), out.data(), stream_.get());
+  if (s == NVJPEG_STATUS_SUCCESS) {
+    ++d.batches;
+  } else {
+    d.batch = 0;  // a failed batched state is initialised again before its next batch
+  }
+  return s;
+}
+
+// The files into their places in `pixels` (interleaved RGB) by `decoder`, and the images the
+// loader decoded copied there, from `staged`. A batch the hardware decoder fails goes to the
+// general one whole (it reads files the engines refuse); one that fails there names its file.
 void NvjpegDecoder::decode_files(const std::vector<EncodedImage>& images,
                                  const std::vector<const uint8_t*>& staged,
-                                 const ImageBatchPlan& plan, uint8_t* pixels) {
+                                 const ImageBatchPlan& plan, uint8_t* pixels, Nvjpeg& decoder) {
   std::vector<const unsigned char*> data;
   std::vector<size_t> sizes;
   std::vector<nvjpegImage_t> out;
@@ -221,22 +259,16 @@ void NvjpegDecoder::decode_files(const std::vector<EncodedImage>& images,
     out.push_back(o);
   }
   if (data.empty()) return;
-  check_sizes(images);
-  Nvjpeg& d = decoder_for(images);
-  const auto n = static_cast<int>(data.size());
-  if (d.batch != n) {
-    check_nvjpeg(nvjpegDecodeBatchedInitialize(d.handle, d.state, n, 1, NVJPEG_OUTPUT_RGBI),
-                 "starting a batch");
-    d.batch = n;
+  nvjpegStatus_t s = decode_batch(decoder, data, sizes, out);
+  if (s != NVJPEG_STATUS_SUCCESS && &decoder != &general_) {
+    s = decode_batch(general_, data, sizes, out);
   }
-  const nvjpegStatus_t s =
-      nvjpegDecodeBatched(d.handle, d.state, data.data(), sizes.data(), out.data(), stream_.get());
   if (s != NVJPEG_STATUS_SUCCESS) name_bad_file(images, s);
 }
 
 // The plan's jobs and taps to the device, then the two passes into `dst`.
 void NvjpegDecoder::resize(const ImageBatchPlan& plan, const ImageNormalization& norm,
-                           const uint8_t* pixels, Tensor& dst) {
+                           const uint8_t* pixels, Tensor& dst, const Mark& free) {
   const size_t job_bytes = plan.jobs.size() * sizeof(ImageJob);
   const size_t tap_bytes = plan.taps.size() * sizeof(int32_t);
   std::vector<uint8_t> tables(job_bytes + tap_bytes);
@@ -251,6 +283,13 @@ void NvjpegDecoder::resize(const ImageBatchPlan& plan, const ImageNormalization&
   const StreamRef stream{stream_.get()};
   const auto n = static_cast<int64_t>(plan.jobs.size());
   launch_for_each(stream, plan.wide_bytes, ResizeRows{pixels, jobs, n, plan.size, taps, wide});
+  // Only the last kernel writes `dst`: it waits for the compute that last read it (`free`; none
+  // given: everything queued on the compute stream so far).
+  const Mark queued = free.device ? free : backend_.clock().mark();
+  if (queued.device) {
+    DLB_CUDA_CHECK(
+        cudaStreamWaitEvent(stream_.get(), static_cast<cudaEvent_t>(queued.device.get()), 0));
+  }
   const Nchw out{3, plan.size, plan.size, dst.layout() == Layout::kNHWC};
   with_storage(dst.dtype(), "the decoded images", [&](auto t) {
     using T = decltype(t);
@@ -270,19 +309,23 @@ Backend::CopyMarks NvjpegDecoder::decode(const std::vector<EncodedImage>& images
         fmt::format("--decode=gpu: {} images into a tensor of shape {}", images.size(), s.str()));
   }
   NvtxRange range("decode batch");
+  // Everything that can refuse the batch, before anything is queued.
   const ImageBatchPlan plan = plan_image_batch(images, s[2]);
-  const Mark queued = free.device ? free : backend_.clock().mark();
-  if (queued.device) {
-    DLB_CUDA_CHECK(
-        cudaStreamWaitEvent(stream_.get(), static_cast<cudaEvent_t>(queued.device.get()), 0));
-  }
+  check_sizes(images);
+  Nvjpeg& decoder = decoder_for(images);
   const double now = backend_.clock().now_us();
   const Mark start{now, record_event(stream_.get())};
   uint8_t* pixels = pixels_.at_least(static_cast<size_t>(plan.pixel_bytes));
-  decode_files(images, stage(images), plan, pixels);
+  const std::vector<const uint8_t*> staged = stage(images);
+  try {
+    decode_files(images, staged, plan, pixels, decoder);
+  } catch (...) {
+    staged_files_[next_files_].mark_used(stream_.get());  // its copies may still read it
+    throw;
+  }
   staged_files_[next_files_].mark_used(stream_.get());
   next_files_ ^= 1;
-  resize(plan, norm, pixels, dst);
+  resize(plan, norm, pixels, dst, free);
   return {start, Mark{now, record_event(stream_.get())}};
 }
 

@@ -1,5 +1,6 @@
 #include "runtime/backend/cuda/staging.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/backend/cuda/cuda_check.h"
@@ -20,12 +21,13 @@ void* PinnedSlot::reserve(size_t bytes) {
   } else {
     DLB_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
   }
-  if (bytes_ < bytes) {
+  if (bytes_ < bytes) {  // by half again at least, so that varying sizes settle
+    const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
     if (ptr_) DLB_CUDA_CHECK(cudaFreeHost(ptr_));
     ptr_ = nullptr;
     bytes_ = 0;
-    DLB_CUDA_CHECK(cudaMallocHost(&ptr_, bytes));  // failure: OutOfMemory
-    bytes_ = bytes;
+    DLB_CUDA_CHECK(cudaMallocHost(&ptr_, grown));  // failure: OutOfMemory
+    bytes_ = grown;
   }
   return ptr_;
 }

@@ -47,7 +47,8 @@ struct BenchInputOptions {
   int64_t batch = 64, image_size = 224, batches = 20, warmup = 2, rounds = 3;
   // dlbench; dlbench-full-decode (every image decoded whole, as PIL decodes); dlbench-gpu (the
   // loader reading files for nvJPEG and dlbench's kernels on the first GPU: --decode=gpu);
-  // pytorch (its DataLoader); dali (DALI's CPU pipeline)
+  // pytorch (its DataLoader); dali (DALI's CPU pipeline); dali-gpu (DALI's mixed decoder and
+  // GPU pipeline)
   std::vector<std::string> systems = {"dlbench"};
   std::string json_path;
 };

@@ -37,9 +37,11 @@ void check(const BenchInputOptions& o) {
   }
   for (const std::string& s : o.systems) {
     if (s != "dlbench" && s != "dlbench-full-decode" && s != "dlbench-gpu" && s != "pytorch" &&
-        s != "dali") {
+        s != "dali" && s != "dali-gpu") {
       throw InvalidArgument(fmt::format(
-          "--systems: dlbench, dlbench-full-decode, dlbench-gpu, pytorch or dali, not '{}'", s));
+          "--systems: dlbench, dlbench-full-decode, dlbench-gpu, pytorch, dali or dali-gpu, not "
+          "'{}'",
+          s));
     }
   }
 }
@@ -166,7 +168,7 @@ int bench_input_command(const BenchInputOptions& o) {
     for (int64_t threads : o.threads) {
       for (const std::string& system : o.systems) {
         double rate = 0;
-        if (system == "pytorch" || system == "dali") {
+        if (system == "pytorch" || system == "dali" || system == "dali-gpu") {
           rate = peer_rate(o, system, threads, log);
         } else if (system == "dlbench-gpu") {
           rate = dlbench_gpu_rate(o, index, threads, round, *gpu, *decoder);

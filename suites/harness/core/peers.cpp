@@ -99,20 +99,22 @@ std::vector<std::string> input_peer_argv(const std::string& system) {
     peer = {source_dir() + "/reports/peers/torch_input.py", "torch, torchvision",
             "Debian: apt install python3-torch python3-torchvision (scripts/install-deps.sh); "
             "elsewhere: pip install torch torchvision"};
-  } else if (system == "dali") {
+  } else if (system == "dali" || system == "dali-gpu") {
     peer = {source_dir() + "/reports/peers/dali_input.py",
             "nvidia.dali",
             "scripts/install-deps.sh --dali installs DALI into .venv-dali; elsewhere: pip install "
             "nvidia-dali-cuda130",
             {source_dir() + "/.venv-dali/bin/python"}};
   } else {
-    throw InvalidArgument(fmt::format("{} is not an input peer (pytorch, dali)", system));
+    throw InvalidArgument(fmt::format("{} is not an input peer (pytorch, dali, dali-gpu)", system));
   }
   if (!std::filesystem::exists(peer.script)) {
     throw Unsupported(
         fmt::format("the {} input peer's program {} is missing", system, peer.script));
   }
-  return {peer_python(system, peer), peer.script};
+  std::vector<std::string> argv{peer_python(system, peer), peer.script};
+  if (system == "dali-gpu") argv.push_back("--device=gpu");  // DALI's mixed decoder, GPU 0
+  return argv;
 }
 
 void add_peer_rendezvous(LaunchCommand& cmd, const LaunchHost& host) {

@@ -84,7 +84,7 @@ void load_next_batch(ImageInput& in, Trainer& trainer) {
   }
   const ImageNormalization norm{kImageNetMean, kImageNetStd};
   trainer.load_encoded_batch(encoded_images(b.encoded), norm, b.labels.data());
-  if (in.decoder.empty()) in.decoder = trainer.image_decoder();
+  in.decoder = trainer.image_decoder();  // what decoded the batches so far
 }
 
 namespace {
