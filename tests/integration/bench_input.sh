@@ -27,6 +27,10 @@ else
   fi
   grep -q "the dali peer needs a Python that imports nvidia.dali;.*install-deps.sh --dali" "$work/err" ||
     fail "no DALI: $(cat "$work/err")"
+  "$dlbench" bench input --data-path="$work/ds" --systems=dali-gpu --batches=1 >"$work/err" 2>&1 &&
+    fail "--systems=dali-gpu ran without DALI"
+  grep -q "the dali-gpu peer needs a Python that imports nvidia.dali;" "$work/err" ||
+    fail "no DALI (dali-gpu): $(cat "$work/err")"
 fi
 # The GPU's decoder, where a GPU is visible; elsewhere one line naming what it needs, exit 2.
 if "$dlbench" list | grep -q "^  *cuda:[0-9]"; then
