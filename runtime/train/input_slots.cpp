@@ -87,6 +87,22 @@ void InputSlots::load_encoded(const std::vector<EncodedImage>& images,
   const Backend::CopyMarks decoded = decoder_->decode(images, norm, slot.images, slot.read);
   const Backend::CopyMarks label_copy = backend_.copy_in(labels, slot.labels, slot.read);
   switch_to(target, decoded, label_copy, kName, tracer);
+  ++decoded_;
+  recent_decodes_.push_back(decoded);
+  constexpr size_t kKept = 8;  // batches back: long done, reading their events waits for nothing
+  while (recent_decodes_.size() > kKept) {
+    const Backend::CopyMarks& m = recent_decodes_.front();
+    decoded_us_ += backend_.clock().elapsed_us(m.start, m.end);
+    recent_decodes_.pop_front();
+  }
+}
+
+double InputSlots::decode_seconds() const {
+  for (const Backend::CopyMarks& m : recent_decodes_) {
+    decoded_us_ += backend_.clock().elapsed_us(m.start, m.end);
+  }
+  recent_decodes_.clear();
+  return decoded_us_ * 1e-6;
 }
 
 void InputSlots::switch_to(int target, const Backend::CopyMarks& images,

@@ -6,6 +6,7 @@
 // the slot by the backend's image decoder (image_decoder.h) on its own queue, in the same turn.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -35,6 +36,12 @@ class InputSlots {
                     const int64_t* labels, Tracer* tracer);
   // What decodes a batch of files: the decoder's name, or empty before the first.
   std::string decoder_name() const { return decoder_ ? decoder_->name() : std::string(); }
+  // Decodes batches of files with `decoder` instead of the backend's own (a test's, on the host).
+  void set_decoder(std::unique_ptr<ImageDecoder> decoder) { decoder_ = std::move(decoder); }
+  // The batches of files decoded so far, and the decoder's own time for them: the sum of each
+  // decode's span on its queue (on a device clock, this waits for the last few to end).
+  int64_t decoded_batches() const { return decoded_; }
+  double decode_seconds() const;
   // The compute queued so far is the last to read the current slot.
   void mark_read();
   int current() const { return current_; }
@@ -44,8 +51,12 @@ class InputSlots {
   // channels-last one in NHWC order (in buffers of the slots', valid until the next batch).
   const void* stored_images(const float* images);
   void check_labels(const int64_t* labels) const;
-  // The slot the next batch goes into (slot 0 first; then the one the step does not read).
-  int next_target() { return loaded_++ == 0 ? 0 : current_ ^ 1; }
+  // The slot the next batch goes into: slot 0 first, then the one the step does not read; slot 0
+  // always where copies are synchronous (one slot).
+  int next_target() {
+    const bool first = loaded_++ == 0;
+    return first || !backend_.async_input_copies() ? 0 : current_ ^ 1;
+  }
   // Makes the step read slot `target` once its images and labels have arrived (the two copies'
   // ends), and records the span from `start` to `end` named `name` on the copy lane.
   void switch_to(int target, const Backend::CopyMarks& images, const Backend::CopyMarks& labels,
@@ -65,6 +76,11 @@ class InputSlots {
   std::vector<unsigned char> narrowed_images_;  // a 16-bit input's host copy of the batch
   std::vector<float> channels_last_images_;     // a channels-last input's, in NHWC order
   std::unique_ptr<ImageDecoder> decoder_;       // made at the first batch of files
+  // The last few decodes' spans on the decoder's queue, and the older ones' time, summed as they
+  // leave (a span kept holds two device events).
+  mutable std::deque<Backend::CopyMarks> recent_decodes_;
+  mutable double decoded_us_ = 0;
+  int64_t decoded_ = 0;
 };
 
 }  // namespace dlb

@@ -127,6 +127,13 @@ class Trainer final {
                           const int64_t* labels);
   // What decoded the batches of files: the device decoder's name, or empty.
   std::string image_decoder() const;
+  // Batches of files decoded so far, and the decoder's own time for them
+  // (InputSlots::decode_seconds). set_image_decoder: another decoder than the backend's.
+  int64_t decoded_batches() const { return inputs_->decoded_batches(); }
+  double decode_seconds() const { return inputs_->decode_seconds(); }
+  void set_image_decoder(std::unique_ptr<ImageDecoder> decoder) {
+    inputs_->set_decoder(std::move(decoder));
+  }
   // A full step on the loaded batch. Its loss stays on the device until take_losses().
   void step();
   // The losses of the steps since the last call, in order (this synchronises).

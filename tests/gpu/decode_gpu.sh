@@ -35,9 +35,13 @@ i = r["metrics"]["input"]
 assert i["decode"] == decode, i["decode"]
 assert i["decoder"].startswith("nvjpeg" if decode == "gpu" else "libjpeg-turbo"), i["decoder"]
 assert i["skipped"] == 0, i["skipped"]
+if decode == "gpu":
+    assert i["decode_batches"] == i["batches"] and i["decode_device_s"] > 0, i
 print(f"{source}, decode {decode} ({i['decoder']}): {r['metrics']['throughput_img_s']:.1f} img/s, "
       f"loader {i.get('loader_img_s', 0):.0f} img/s, wait {100 * i['wait_share_of_step']:.1f}% "
-      f"of the step: {i['verdict']}")
+      f"of the step: {i['verdict']}"
+      + (f"; decoding {1e3 * i['decode_per_batch_s']:.2f} ms a batch on the device, "
+         f"{100 * i['decode_share_of_step']:.0f}% of the step" if decode == "gpu" else ""))
 PY
   done
 done

@@ -12,16 +12,20 @@
 
 #include <cstring>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "runtime/core/clock.h"
 #include "runtime/core/error.h"
 #include "runtime/core/half.h"
 #include "runtime/core/rng.h"
+#include "runtime/train/trainer.h"
 #include "workloads/data/augment.h"
 #include "workloads/data/image_loader.h"
 #include "workloads/data/jpeg.h"
 #include "workloads/data/make_dataset.h"
+#include "workloads/models/model.h"
 
 namespace dlb {
 namespace {
@@ -231,6 +235,76 @@ TEST_F(EncodedLoaderTest, ItsBatchesDecodedAreTheCpuLoadersWithoutDctScaling) {
     EXPECT_EQ(std::memcmp(decoded.data(), want.images.data(), decoded.size() * sizeof(float)), 0)
         << "step " << step;
   }
+}
+
+// A decoder on the host, as the GPU's would be with libjpeg-turbo for nvJPEG: each file decoded
+// whole, then the kernels' functors into the (CPU) input tensor. Counts what it is given.
+class HostDecoder final : public ImageDecoder {
+ public:
+  explicit HostDecoder(const Clock& clock) : clock_(clock) {}
+  std::string name() const override { return "host"; }
+  Backend::CopyMarks decode(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
+                            Tensor& dst, const Mark&) override {
+    const Mark start = clock_.mark();
+    std::vector<RgbImage> decoded;
+    for (const EncodedImage& im : images) {
+      decoded.push_back(decode_jpeg(im.data, im.size, std::string(im.name)));
+    }
+    EXPECT_EQ(norm.mean, kImageNetMean);
+    const std::vector<float> out = run_kernels<float>(decoded, images, dst.shape()[2], false);
+    EXPECT_EQ(out.size() * sizeof(float), dst.bytes());
+    std::memcpy(dst.raw(), out.data(), dst.bytes());
+    ++batches;
+    return {start, clock_.mark()};
+  }
+  int64_t batches = 0;
+
+ private:
+  const Clock& clock_;
+};
+
+// The trainer's path for files (Trainer::load_encoded_batch, InputSlots::load_encoded) on the
+// CPU with the host decoder: the same losses, bit for bit, as training on the CPU loader's
+// batches without DCT scaling; the decoded batches counted and their time summed.
+TEST_F(EncodedLoaderTest, TrainingOnEncodedBatchesIsTrainingOnTheCpuLoadersBatches) {
+  const ImageFolderIndex index = scan_image_folder((dir_ / "train").string());
+  ImageLoaderOptions cpu;
+  cpu.batch = 4;
+  cpu.image_size = 32;
+  cpu.seed = 5;
+  cpu.dct_scaling = false;
+  ImageLoaderOptions dev = cpu;
+  dev.encoded = true;
+  std::vector<std::vector<float>> losses;
+  for (bool encoded : {false, true}) {
+    auto backend = make_backend(BackendKind::kCpu, {});
+    Graph g = build_model("resnet18", ModelConfig{4, 32, 4, {}});
+    Rng rng(7);
+    g.declare_for(*backend);
+    TrainConfig c;
+    c.sgd = SgdConfig{0.01f, 0.9f, 0.f};
+    Trainer t(*backend, g, c, rng);
+    auto decoder = std::make_unique<HostDecoder>(backend->clock());
+    HostDecoder* host = decoder.get();
+    t.set_image_decoder(std::move(decoder));
+    ImageLoader loader(index.samples, encoded ? dev : cpu);
+    const RunStats s = t.run(0, 6, [&](int64_t, int64_t) {
+      const ImageLoader::Batch& b = loader.next();
+      if (encoded) {
+        t.load_encoded_batch(encoded_images(b.encoded), {kImageNetMean, kImageNetStd},
+                             b.labels.data());
+      } else {
+        t.load_batch(b.images.data(), b.labels.data());
+      }
+    });
+    losses.push_back(s.losses);
+    EXPECT_EQ(host->batches, encoded ? 6 : 0);
+    EXPECT_EQ(t.decoded_batches(), encoded ? 6 : 0);
+    EXPECT_EQ(t.decode_seconds() > 0, encoded);
+    EXPECT_EQ(t.image_decoder(), "host");
+  }
+  ASSERT_EQ(losses[0].size(), 6u);
+  EXPECT_EQ(losses[0], losses[1]);
 }
 
 }  // namespace

@@ -108,6 +108,13 @@ nlohmann::json input_metrics(const nlohmann::json& loader, double median_step_s,
         loader["images_made"].get<double>() / busy * loader["threads"].get<double>();
   }
   m["loader_cores"] = timed_seconds > 0 ? busy / timed_seconds : 0;
+  // --decode=gpu: the device decoder's own time a batch, beside the step it runs under.
+  const double decoded = loader.value("decode_batches", 0.0);
+  if (decoded > 0) {
+    const double per = loader["decode_device_s"].get<double>() / decoded;
+    m["decode_per_batch_s"] = per;
+    m["decode_share_of_step"] = per / median_step_s;
+  }
   m["verdict"] = wait > kInputBoundShare * median_step_s ? "input-bound" : "not input-bound";
   return m;
 }

@@ -22,6 +22,9 @@ struct ImageInput {
   int64_t threads = 0;
   LoaderStats at_timed_start;  // the loader's counts when the timed steps began
   std::string decoder;         // --decode=gpu: what decoded the batches (the device decoder)
+  // The trainer's batches of files decoded, and the decoder's time, when the timed steps began.
+  int64_t decodes_at_timed_start = 0;
+  double decode_s_at_timed_start = 0;
 };
 
 // The loader's next batch into `trainer`: its images (--decode=cpu), or its files, decoded on the
@@ -56,6 +59,6 @@ void trace_loader(Tracer& tracer, const ImageLoader& loader);
 // (cpu, or gpu and its decoder), the loader's threads and prefetch, the folder's images and
 // classes, and since the timed steps began its batches, images, time waited for them and busy time;
 // the files skipped (the first ten named).
-nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o);
+nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o, const Trainer& trainer);
 
 }  // namespace dlb

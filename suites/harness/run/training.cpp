@@ -201,6 +201,8 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
     load = [&trainer, &in = *data.folder](int64_t, int64_t) { load_next_batch(in, trainer); };
     load(0, 0);  // the warm-up steps' batch
     data.folder->at_timed_start = data.folder->loader->stats();
+    data.folder->decodes_at_timed_start = trainer.decoded_batches();
+    data.folder->decode_s_at_timed_start = trainer.decode_seconds();
   } else {
     const Dataset batch =
         o.batch_file.empty()
@@ -234,7 +236,7 @@ void measure_throughput(const RunOptions& o, const ModelInfo& info, const ModelC
   all.images_per_step *= comm.size();
   r.stats = std::move(all);
   if (comm.size() > 1) r.buckets = static_cast<int64_t>(trainer.bucket_plan().buckets.size());
-  if (data.folder) r.input = image_input_json(*data.folder, o);
+  if (data.folder) r.input = image_input_json(*data.folder, o, trainer);
 }
 
 // Epochs to a target accuracy, with an MLPerf log when asked.
@@ -255,7 +257,7 @@ void measure_convergence(const RunOptions& o, const ModelConfig& mc, RunData& da
   r.convergence =
       train_to_accuracy(trainer, comm, *data.epochs, {*o.epochs, o.target_accuracy, o.seed, &lr},
                         mllog ? &*mllog : nullptr);
-  if (data.folder) r.input = image_input_json(*data.folder, o);
+  if (data.folder) r.input = image_input_json(*data.folder, o, trainer);
 }
 
 // A run whose loss became inf or NaN diverged: its record says so, and its throughput is not a
