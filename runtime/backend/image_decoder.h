@@ -41,6 +41,9 @@ class ImageDecoder {
   virtual ~ImageDecoder() = default;
   // What decodes ("nvjpeg hardware", "nvjpeg"), for records.
   virtual std::string name() const = 0;
+  // The device memory the decoder holds of its own (decoded images, scratch), outside the step's
+  // memory plan; not a library's internal buffers.
+  virtual size_t device_bytes() const { return 0; }
   // Decodes `images` into `dst` ([N, 3, S, S] of N images: its dtype and layout), each cropped,
   // resized to S x S as PIL resizes, flipped and normalised, once the compute work before `free`
   // (a mark of the backend's clock) has run. Returns marks of its start and end on the decoder's

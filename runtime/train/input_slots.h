@@ -36,6 +36,7 @@ class InputSlots {
                     const int64_t* labels, Tracer* tracer);
   // What decodes a batch of files: the decoder's name, or empty before the first.
   std::string decoder_name() const { return decoder_ ? decoder_->name() : std::string(); }
+  size_t decoder_bytes() const { return decoder_ ? decoder_->device_bytes() : 0; }
   // Decodes batches of files with `decoder` instead of the backend's own (a test's, on the host).
   void set_decoder(std::unique_ptr<ImageDecoder> decoder) { decoder_ = std::move(decoder); }
   // The batches of files decoded so far, and the decoder's own time for them: the sum of each

@@ -130,6 +130,7 @@ class Trainer final {
   // Batches of files decoded so far, and the decoder's own time for them
   // (InputSlots::decode_seconds). set_image_decoder: another decoder than the backend's.
   int64_t decoded_batches() const { return inputs_->decoded_batches(); }
+  size_t image_decoder_bytes() const { return inputs_->decoder_bytes(); }
   double decode_seconds() const { return inputs_->decode_seconds(); }
   void set_image_decoder(std::unique_ptr<ImageDecoder> decoder) {
     inputs_->set_decoder(std::move(decoder));

@@ -37,6 +37,7 @@ assert i["decoder"].startswith("nvjpeg" if decode == "gpu" else "libjpeg-turbo")
 assert i["skipped"] == 0, i["skipped"]
 if decode == "gpu":
     assert i["decode_batches"] == i["batches"] and i["decode_device_s"] > 0, i
+    assert i["decoder_device_bytes"] >= 64 * 3 * 224 * 224, i  # at least the crops' sum
 print(f"{source}, decode {decode} ({i['decoder']}): {r['metrics']['throughput_img_s']:.1f} img/s, "
       f"loader {i.get('loader_img_s', 0):.0f} img/s, wait {100 * i['wait_share_of_step']:.1f}% "
       f"of the step: {i['verdict']}"

@@ -38,6 +38,7 @@ class DeviceBuffer {
   ~DeviceBuffer() {
     if (ptr_) cudaFreeAsync(ptr_, stream_);
   }
+  size_t bytes() const { return bytes_; }
   uint8_t* at_least(size_t bytes) {
     if (bytes <= bytes_) return ptr_;
     const size_t grown = std::max(bytes, bytes_ + bytes_ / 2);
@@ -105,7 +106,8 @@ class NvjpegDecoder final : public ImageDecoder {
   NvjpegDecoder(const NvjpegDecoder&) = delete;
   NvjpegDecoder& operator=(const NvjpegDecoder&) = delete;
 
-  // What decoded the batches so far: nvJPEG's hardware backend, its default one, or both.
+  // What decoded the batches so far: nvJPEG's hardware backend, its default one, or both (a
+  // batch split between them counts in each).
   std::string name() const override {
     const int64_t hw = hardware_ ? hardware_->batches : 0, sw = general_.batches;
     if (hw > 0 && sw > 0) {
@@ -114,16 +116,18 @@ class NvjpegDecoder final : public ImageDecoder {
     return hw > 0 ? "nvjpeg hardware" : "nvjpeg";
   }
 
+  size_t device_bytes() const override { return pixels_.bytes() + wide_.bytes() + tables_.bytes(); }
+
   Backend::CopyMarks decode(const std::vector<EncodedImage>& images, const ImageNormalization& norm,
                             Tensor& dst, const Mark& free) override;
 
  private:
   void check_sizes(const std::vector<EncodedImage>& images) const;
-  Nvjpeg& decoder_for(const std::vector<EncodedImage>& images);
+  std::vector<bool> on_engines(const std::vector<EncodedImage>& images);
   std::vector<const uint8_t*> stage(const std::vector<EncodedImage>& images);
   void decode_files(const std::vector<EncodedImage>& images,
                     const std::vector<const uint8_t*>& staged, const ImageBatchPlan& plan,
-                    uint8_t* pixels, Nvjpeg& decoder);
+                    uint8_t* pixels, const std::vector<bool>& engines);
   nvjpegStatus_t decode_batch(Nvjpeg& d, std::vector<const unsigned char*>& data,
                               std::vector<size_t>& sizes, std::vector<nvjpegImage_t>& out);
   void name_bad_file(const std::vector<EncodedImage>& images, nvjpegStatus_t batch_status);
@@ -158,21 +162,20 @@ void NvjpegDecoder::check_sizes(const std::vector<EncodedImage>& images) const {
   }
 }
 
-// The hardware decoder where it supports every file of the batch, else the general one.
-Nvjpeg& NvjpegDecoder::decoder_for(const std::vector<EncodedImage>& images) {
-  if (!hardware_) return general_;
-  for (const EncodedImage& im : images) {
-    if (im.decoded) continue;
+// Which files the JPEG engines read (baseline, one scan): none where the GPU has no engines.
+std::vector<bool> NvjpegDecoder::on_engines(const std::vector<EncodedImage>& images) {
+  std::vector<bool> out(images.size(), false);
+  if (!hardware_) return out;
+  for (size_t i = 0; i < images.size(); ++i) {
+    if (images[i].decoded) continue;
     int unsupported = 1;
-    if (nvjpegJpegStreamParse(hardware_->handle, im.data, im.size, 0, 0, parsed_) !=
-            NVJPEG_STATUS_SUCCESS ||
-        nvjpegDecodeBatchedSupported(hardware_->handle, parsed_, &unsupported) !=
-            NVJPEG_STATUS_SUCCESS ||
-        unsupported != 0) {
-      return general_;
-    }
+    out[i] = nvjpegJpegStreamParse(hardware_->handle, images[i].data, images[i].size, 0, 0,
+                                   parsed_) == NVJPEG_STATUS_SUCCESS &&
+             nvjpegDecodeBatchedSupported(hardware_->handle, parsed_, &unsupported) ==
+                 NVJPEG_STATUS_SUCCESS &&
+             unsupported == 0;
   }
-  return *hardware_;
+  return out;
 }
 
 // A batch the general decoder failed: each file decoded alone, by it, to name the first that
@@ -234,15 +237,19 @@ nvjpegStatus_t NvjpegDecoder::decode_batch(Nvjpeg& d, std::vector<const unsigned
   return s;
 }
 
-// The files into their places in `pixels` (interleaved RGB) by `decoder`, and the images the
-// loader decoded copied there, from `staged`. A batch the hardware decoder fails goes to the
-// general one whole (it reads files the engines refuse); one that fails there names its file.
+// The files into their places in `pixels` (interleaved RGB), those `engines` marks by the
+// hardware decoder and the rest by the general one, each part one batch; the images the loader
+// decoded copied there, from `staged`. A part the engines fail goes to the general decoder; one
+// that fails there names its file.
 void NvjpegDecoder::decode_files(const std::vector<EncodedImage>& images,
                                  const std::vector<const uint8_t*>& staged,
-                                 const ImageBatchPlan& plan, uint8_t* pixels, Nvjpeg& decoder) {
-  std::vector<const unsigned char*> data;
-  std::vector<size_t> sizes;
-  std::vector<nvjpegImage_t> out;
+                                 const ImageBatchPlan& plan, uint8_t* pixels,
+                                 const std::vector<bool>& engines) {
+  struct Part {
+    std::vector<const unsigned char*> data;
+    std::vector<size_t> sizes;
+    std::vector<nvjpegImage_t> out;
+  } parts[2];  // [0]: the general decoder's, [1]: the engines'
   for (size_t i = 0; i < images.size(); ++i) {
     const EncodedImage& im = images[i];
     uint8_t* to = pixels + plan.jobs[i].pixels;
@@ -251,19 +258,24 @@ void NvjpegDecoder::decode_files(const std::vector<EncodedImage>& images,
           cudaMemcpyAsync(to, staged[i], im.size, cudaMemcpyHostToDevice, stream_.get()));
       continue;
     }
-    data.push_back(staged[i]);
-    sizes.push_back(im.size);
+    Part& p = parts[engines[i] ? 1 : 0];
+    p.data.push_back(staged[i]);
+    p.sizes.push_back(im.size);
     nvjpegImage_t o{};
     o.channel[0] = to;
     o.pitch[0] = static_cast<size_t>(im.width * 3);
-    out.push_back(o);
+    p.out.push_back(o);
   }
-  if (data.empty()) return;
-  nvjpegStatus_t s = decode_batch(decoder, data, sizes, out);
-  if (s != NVJPEG_STATUS_SUCCESS && &decoder != &general_) {
-    s = decode_batch(general_, data, sizes, out);
-  }
-  if (s != NVJPEG_STATUS_SUCCESS) name_bad_file(images, s);
+  const auto run = [&](Part& p, bool on_hardware) {
+    if (p.data.empty()) return;
+    if (on_hardware && decode_batch(*hardware_, p.data, p.sizes, p.out) == NVJPEG_STATUS_SUCCESS) {
+      return;
+    }
+    const nvjpegStatus_t s = decode_batch(general_, p.data, p.sizes, p.out);
+    if (s != NVJPEG_STATUS_SUCCESS) name_bad_file(images, s);
+  };
+  run(parts[1], true);
+  run(parts[0], false);
 }
 
 // The plan's jobs and taps to the device, then the two passes into `dst`.
@@ -312,13 +324,13 @@ Backend::CopyMarks NvjpegDecoder::decode(const std::vector<EncodedImage>& images
   // Everything that can refuse the batch, before anything is queued.
   const ImageBatchPlan plan = plan_image_batch(images, s[2]);
   check_sizes(images);
-  Nvjpeg& decoder = decoder_for(images);
+  const std::vector<bool> engines = on_engines(images);
   const double now = backend_.clock().now_us();
   const Mark start{now, record_event(stream_.get())};
   uint8_t* pixels = pixels_.at_least(static_cast<size_t>(plan.pixel_bytes));
   const std::vector<const uint8_t*> staged = stage(images);
   try {
-    decode_files(images, staged, plan, pixels, decoder);
+    decode_files(images, staged, plan, pixels, engines);
   } catch (...) {
     staged_files_[next_files_].mark_used(stream_.get());  // its copies may still read it
     throw;

@@ -177,6 +177,7 @@ nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o, const
   if (o.decode_on_device) {
     out["decode_batches"] = trainer.decoded_batches() - in.decodes_at_timed_start;
     out["decode_device_s"] = trainer.decode_seconds() - in.decode_s_at_timed_start;
+    out["decoder_device_bytes"] = trainer.image_decoder_bytes();
   }
   return out;
 }
