@@ -182,7 +182,6 @@ std::vector<bool> NvjpegDecoder::on_engines(const std::vector<EncodedImage>& ima
 // fails; where none does, the batch's own failure. A CUDA error is the device's, not a file's.
 void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
                                   nvjpegStatus_t batch_status) {
-  general_.batch = 0;  // a failed batched state is initialised again before its next batch
   DeviceBuffer one(stream_.get());
   for (const EncodedImage& im : images) {
     if (im.decoded) continue;

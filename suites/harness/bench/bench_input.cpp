@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 
@@ -46,35 +47,46 @@ void check(const BenchInputOptions& o) {
   }
 }
 
-// dlbench's loader at `threads` threads: images/s over `batches` batches after the warm-up.
-double dlbench_rate(const BenchInputOptions& o, const ImageFolderIndex& index, int64_t threads,
-                    int64_t round, bool dct_scaling) {
+// dlbench's loader for a round at `threads` threads (its seed: the round).
+ImageLoaderOptions loader_options(const BenchInputOptions& o, int64_t threads, int64_t round) {
   ImageLoaderOptions lo;
   lo.batch = o.batch;
   lo.image_size = o.image_size;
   lo.threads = threads;
   lo.prefetch = std::max<int64_t>(2, threads);
   lo.seed = static_cast<uint64_t>(round);
-  lo.dct_scaling = dct_scaling;
-  ImageLoader loader(index.samples, lo);
-  for (int64_t i = 0; i < o.warmup; ++i) loader.next();
+  return lo;
+}
+
+// Images/s of `next_batch` over `o.batches` batches after `o.warmup`; `settle` runs after each
+// phase (a device's queued work waited for) and inside the timed one.
+double images_per_s(const BenchInputOptions& o, const std::function<void()>& next_batch,
+                    const std::function<void()>& settle) {
+  for (int64_t i = 0; i < o.warmup; ++i) next_batch();
+  settle();
   const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < o.batches; ++i) loader.next();
+  for (int64_t i = 0; i < o.batches; ++i) next_batch();
+  settle();
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return static_cast<double>(o.batch * o.batches) / s;
 }
 
+// dlbench's loader at `threads` threads making decoded batches.
+double dlbench_rate(const BenchInputOptions& o, const ImageFolderIndex& index, int64_t threads,
+                    int64_t round, bool dct_scaling) {
+  ImageLoaderOptions lo = loader_options(o, threads, round);
+  lo.dct_scaling = dct_scaling;
+  ImageLoader loader(index.samples, lo);
+  return images_per_s(
+      o, [&] { loader.next(); }, [] {});
+}
+
 // The GPU's decoder (--decode=gpu) fed by dlbench's loader at `threads` threads, which only read
-// files and draw crops: images/s decoded into a device tensor (f32, NCHW) over `batches` batches
-// after the warm-up, the device's work waited for at both ends.
+// files and draw crops: batches decoded into a device tensor (f32, NCHW), the device's work
+// waited for at both ends of the timed batches.
 double dlbench_gpu_rate(const BenchInputOptions& o, const ImageFolderIndex& index, int64_t threads,
                         int64_t round, Backend& gpu, ImageDecoder& decoder) {
-  ImageLoaderOptions lo;
-  lo.batch = o.batch;
-  lo.image_size = o.image_size;
-  lo.threads = threads;
-  lo.prefetch = std::max<int64_t>(2, threads);
-  lo.seed = static_cast<uint64_t>(round);
+  ImageLoaderOptions lo = loader_options(o, threads, round);
   lo.encoded = true;
   ImageLoader loader(index.samples, lo);
   Tensor images = gpu.empty({o.batch, 3, o.image_size, o.image_size}, DType::kF32,
@@ -86,13 +98,7 @@ double dlbench_gpu_rate(const BenchInputOptions& o, const ImageFolderIndex& inde
         decoder.decode(encoded_images(b.encoded), norm, images, gpu.clock().mark());
     gpu.wait_for_input(m.end);
   };
-  for (int64_t i = 0; i < o.warmup; ++i) decode();
-  gpu.synchronize();
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t i = 0; i < o.batches; ++i) decode();
-  gpu.synchronize();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  return static_cast<double>(o.batch * o.batches) / s;
+  return images_per_s(o, decode, [&] { gpu.synchronize(); });
 }
 
 // A peer's input pipeline at `workers` workers or threads (input_peer_argv), its printed rate.

@@ -84,7 +84,6 @@ void load_next_batch(ImageInput& in, Trainer& trainer) {
   }
   const ImageNormalization norm{kImageNetMean, kImageNetStd};
   trainer.load_encoded_batch(encoded_images(b.encoded), norm, b.labels.data());
-  in.decoder = trainer.image_decoder();  // what decoded the batches so far
 }
 
 namespace {
@@ -160,20 +159,21 @@ nlohmann::json image_input_json(const ImageInput& in, const RunOptions& o, const
   for (size_t i = 0; i < now.skipped_files.size() && i < 10; ++i) {
     skipped.push_back(now.skipped_files[i]);
   }
-  nlohmann::json out = {{"source", o.data == DataSource::kShards ? "shards" : "folder"},
-                        {"decode", o.decode_on_device ? "gpu" : "cpu"},
-                        {"decoder", o.decode_on_device ? in.decoder : std::string("libjpeg-turbo")},
-                        {"source_images", in.index.samples.size()},
-                        {"classes", in.index.classes.size()},
-                        {"threads", in.threads},
-                        {"prefetch", o.prefetch},
-                        {"batches", now.batches - start.batches},
-                        {"images", now.images - start.images},
-                        {"waited_s", now.waited_s - start.waited_s},
-                        {"loader_busy_s", now.busy_s - start.busy_s},
-                        {"images_made", now.images_made - start.images_made},
-                        {"skipped", now.skipped},
-                        {"skipped_files", skipped}};
+  nlohmann::json out = {
+      {"source", o.data == DataSource::kShards ? "shards" : "folder"},
+      {"decode", o.decode_on_device ? "gpu" : "cpu"},
+      {"decoder", o.decode_on_device ? trainer.image_decoder() : std::string("libjpeg-turbo")},
+      {"source_images", in.index.samples.size()},
+      {"classes", in.index.classes.size()},
+      {"threads", in.threads},
+      {"prefetch", o.prefetch},
+      {"batches", now.batches - start.batches},
+      {"images", now.images - start.images},
+      {"waited_s", now.waited_s - start.waited_s},
+      {"loader_busy_s", now.busy_s - start.busy_s},
+      {"images_made", now.images_made - start.images_made},
+      {"skipped", now.skipped},
+      {"skipped_files", skipped}};
   if (o.decode_on_device) {
     out["decode_batches"] = trainer.decoded_batches() - in.decodes_at_timed_start;
     out["decode_device_s"] = trainer.decode_seconds() - in.decode_s_at_timed_start;

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <memory>
 #include <nlohmann/json.hpp>
-#include <string>
 
 #include "runtime/trace/tracer.h"
 #include "suites/harness/core/run_options.h"
@@ -21,7 +20,6 @@ struct ImageInput {
   std::unique_ptr<ImageLoader> loader;
   int64_t threads = 0;
   LoaderStats at_timed_start;  // the loader's counts when the timed steps began
-  std::string decoder;         // --decode=gpu: what decoded the batches (the device decoder)
   // The trainer's batches of files decoded, and the decoder's time, when the timed steps began.
   int64_t decodes_at_timed_start = 0;
   double decode_s_at_timed_start = 0;
