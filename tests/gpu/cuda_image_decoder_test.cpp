@@ -6,8 +6,13 @@
 //     each image is checked against the CPU path on the same box and flip, in levels of 8 bits
 //     (value x std x 255). A wrong image, channel order, row pitch or flip is tens of levels off
 //     on average; two correct decoders differ by about one level where they differ at all;
+//   - batches of changing sizes queued back to back, one of them progressive (the default
+//     backend's, where the engines take the rest), each match the CPU path: a decoder state
+//     started again for a new size, or a staging buffer reused, while the batch before still
+//     decodes would show here;
 //   - a file whose header reads but whose data does not is refused, by name.
 #include <gtest/gtest.h>
+#include <turbojpeg.h>
 
 #include <cmath>
 #include <cstring>
@@ -118,26 +123,87 @@ TEST_F(ImageDecoderGpu, DecodedImagesAreTheCpuPathBitForBit) {
   EXPECT_EQ(std::memcmp(bf16.data(), want_bf16.data(), want.size() * sizeof(float)), 0);
 }
 
-TEST_F(ImageDecoderGpu, FilesDecodeWithinALevelOfLibjpegTurbo) {
-  Images im;
-  make_images(false, im);
-  const std::vector<float> want = cpu_path(im);
-  const std::vector<float> got = decode_on_gpu(*gpu, *decoder, im, DType::kF32, Layout::kNCHW);
-  ASSERT_EQ(got.size(), want.size());
+// Each image of `got` within a level of `want` on average (views [first, first + n) of `im`).
+void expect_within_a_level(const std::vector<float>& got, const std::vector<float>& want,
+                           const Images& im, size_t first, const std::string& decoder) {
   const int64_t per_image = 3 * kSize * kSize;
-  for (size_t i = 0; i < im.views.size(); ++i) {
+  ASSERT_EQ(got.size() % static_cast<size_t>(per_image), 0u);
+  const size_t n = got.size() / static_cast<size_t>(per_image);
+  ASSERT_LE((first + n) * static_cast<size_t>(per_image), want.size());
+  for (size_t j = 0; j < n; ++j) {
+    const size_t i = first + j;
     double sum = 0, worst = 0;
     for (int64_t e = 0; e < per_image; ++e) {
       const size_t k = i * static_cast<size_t>(per_image) + static_cast<size_t>(e);
-      const double levels = std::fabs(got[k] - want[k]) *
+      const size_t g = j * static_cast<size_t>(per_image) + static_cast<size_t>(e);
+      const double levels = std::fabs(got[g] - want[k]) *
                             kImageNetStd[static_cast<size_t>(e / (kSize * kSize))] * 255.0;
       sum += levels;
       worst = std::max(worst, levels);
     }
     const double mean = sum / static_cast<double>(per_image);
     std::printf("%s (%s): mean %.3f, worst %.1f levels from libjpeg-turbo's\n",
-                std::string(im.views[i].name).c_str(), decoder->name().c_str(), mean, worst);
+                std::string(im.views[i].name).c_str(), decoder.c_str(), mean, worst);
     EXPECT_LT(mean, 1.5) << im.views[i].name;
+  }
+}
+
+TEST_F(ImageDecoderGpu, FilesDecodeWithinALevelOfLibjpegTurbo) {
+  Images im;
+  make_images(false, im);
+  const std::vector<float> want = cpu_path(im);
+  const std::vector<float> got = decode_on_gpu(*gpu, *decoder, im, DType::kF32, Layout::kNCHW);
+  ASSERT_EQ(got.size(), want.size());
+  expect_within_a_level(got, want, im, 0, decoder->name());
+}
+
+// Image `i` of `im` again as a progressive JPEG (which the JPEG engines do not take), and
+// libjpeg-turbo's decode of it as its reference.
+void make_progressive(Images& im, size_t i) {
+  RgbImage& d = im.decoded[i];
+  tjhandle h = tjInitCompress();
+  ASSERT_NE(h, nullptr);
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  ASSERT_EQ(
+      tjCompress2(h, d.pixels.data(), static_cast<int>(d.width), 0, static_cast<int>(d.height),
+                  TJPF_RGB, &out, &size, TJSAMP_420, 90, TJFLAG_ACCURATEDCT | TJFLAG_PROGRESSIVE),
+      0);
+  im.files[i].assign(out, out + size);
+  tjFree(out);
+  tjDestroy(h);
+  d = decode_jpeg(im.files[i].data(), im.files[i].size(), "progressive");
+  im.views[i].data = im.files[i].data();
+  im.views[i].size = im.files[i].size();
+}
+
+TEST_F(ImageDecoderGpu, BatchesOfChangingSizesQueuedBackToBackEachMatch) {
+  Images im;
+  make_images(false, im);
+  make_progressive(im, 4);
+  const std::vector<float> want = cpu_path(im);
+  // [first, first + n): 6, 3, 4 and 5 images, with no wait between them.
+  const size_t batches[][2] = {{0, 6}, {0, 3}, {2, 4}, {1, 5}};
+  std::vector<Tensor> dst;
+  Backend::CopyMarks last{};
+  for (const auto& b : batches) {
+    const std::vector<EncodedImage> views(
+        im.views.begin() + static_cast<std::ptrdiff_t>(b[0]),
+        im.views.begin() + static_cast<std::ptrdiff_t>(b[0] + b[1]));
+    dst.push_back(gpu->empty({static_cast<int64_t>(b[1]), 3, kSize, kSize}, DType::kF32,
+                             MemCategory::kActivations, "images"));
+    last = decoder->decode(views, {kImageNetMean, kImageNetStd}, dst.back(), gpu->clock().mark());
+  }
+  gpu->wait_for_input(last.end);
+  for (size_t k = 0; k < dst.size(); ++k) {
+    std::vector<float> got(static_cast<size_t>(dst[k].numel()));
+    gpu->copy_to_host(dst[k], got.data());
+    expect_within_a_level(got, want, im, batches[k][0], decoder->name());
+  }
+  // With JPEG engines, the progressive file's part went to the default backend.
+  const std::string name = decoder->name();
+  if (name.rfind("nvjpeg hardware", 0) == 0) {
+    EXPECT_NE(name.find("default"), std::string::npos) << name;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ void check_nvjpeg(nvjpegStatus_t s, const char* what) {
     throw OutOfMemory(fmt::format("nvJPEG: {}: out of memory", what));
   }
   throw DeviceError(fmt::format("nvJPEG: {}: status {}", what, static_cast<int>(s)));
+}
+
+// Whether a status is the file's fault (refused by name), not the device's or nvJPEG's.
+bool file_fault(nvjpegStatus_t s) {
+  return s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_JPEG_NOT_SUPPORTED ||
+         s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM;
 }
 
 // A device buffer on one stream that grows (by half again, so that varying image sizes settle)
@@ -63,6 +70,9 @@ struct Nvjpeg {
   nvjpegHandle_t handle = nullptr;
   nvjpegJpegState_t state = nullptr;
   int batch = 0;  // the size nvjpegDecodeBatchedInitialize was last given
+  // The end of the last batch queued on the state: nvjpegDecodeBatchedInitialize must not run
+  // while a batch decodes ("any currently running batched decoding should be finished").
+  std::shared_ptr<void> last;
   Nvjpeg() = default;
   Nvjpeg(const Nvjpeg&) = delete;
   Nvjpeg& operator=(const Nvjpeg&) = delete;
@@ -72,17 +82,25 @@ struct Nvjpeg {
   }
   // nvJPEG on `backend`, strict (a truncated or corrupt file is an error, as libjpeg-turbo's
   // warnings are on the CPU path) and upsampling chroma by interpolation (as libjpeg-turbo
-  // does; nvJPEG's default repeats the nearest sample); false where it has no such backend here
-  // (the hardware backend on a GPU without JPEG engines).
+  // does; nvJPEG's default repeats the nearest sample); false where this GPU has no such backend
+  // (the hardware backend without JPEG engines: ARCH_MISMATCH, as NVIDIA's samples and
+  // torchvision read it, or IMPLEMENTATION_NOT_SUPPORTED). Any other failure (memory, the driver)
+  // is an error, not a GPU without engines.
   bool open(nvjpegBackend_t backend) {
     const unsigned flags =
         NVJPEG_FLAGS_BITSTREAM_STRICT | NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
-    if (nvjpegCreateEx(backend, nullptr, nullptr, flags, &handle) != NVJPEG_STATUS_SUCCESS) {
-      handle = nullptr;
+    const nvjpegStatus_t s = nvjpegCreateEx(backend, nullptr, nullptr, flags, &handle);
+    if (s != NVJPEG_STATUS_SUCCESS) handle = nullptr;
+    if (s == NVJPEG_STATUS_ARCH_MISMATCH || s == NVJPEG_STATUS_IMPLEMENTATION_NOT_SUPPORTED) {
       return false;
     }
+    check_nvjpeg(s, "starting a decoder");
     check_nvjpeg(nvjpegJpegStateCreate(handle, &state), "creating a decoder state");
     return true;
+  }
+  // The host waits for the last batch queued on the state (none: at once).
+  void wait_idle() const {
+    if (last) DLB_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(last.get())));
   }
   int64_t batches = 0;  // decoded by this handle
 };
@@ -95,9 +113,7 @@ class NvjpegDecoder final : public ImageDecoder {
     if (!general_.open(NVJPEG_BACKEND_DEFAULT)) {
       throw Unsupported("--decode=gpu: nvJPEG does not start on this GPU");
     }
-    if (hardware_) {
-      check_nvjpeg(nvjpegJpegStreamCreate(hardware_->handle, &parsed_), "creating a stream");
-    }
+    check_nvjpeg(nvjpegJpegStreamCreate(parser(), &parsed_), "creating a stream");
   }
   ~NvjpegDecoder() override {
     cudaStreamSynchronize(stream_.get());  // its buffers are freed after its work
@@ -122,8 +138,9 @@ class NvjpegDecoder final : public ImageDecoder {
                             Tensor& dst, const Mark& free) override;
 
  private:
-  void check_sizes(const std::vector<EncodedImage>& images) const;
-  std::vector<bool> on_engines(const std::vector<EncodedImage>& images);
+  // The handle whose parse of a file the engines' check reads: theirs, where the GPU has them.
+  nvjpegHandle_t parser() const { return hardware_ ? hardware_->handle : general_.handle; }
+  std::vector<bool> inspect(const std::vector<EncodedImage>& images);
   std::vector<const uint8_t*> stage(const std::vector<EncodedImage>& images);
   void decode_files(const std::vector<EncodedImage>& images,
                     const std::vector<const uint8_t*>& staged, const ImageBatchPlan& plan,
@@ -138,50 +155,50 @@ class NvjpegDecoder final : public ImageDecoder {
   Stream stream_;
   std::unique_ptr<Nvjpeg> hardware_;  // null: no JPEG engines
   Nvjpeg general_;
-  nvjpegJpegStream_t parsed_ = nullptr;  // the hardware support check's parse
+  nvjpegJpegStream_t parsed_ = nullptr;  // inspect's parse of a file
   DeviceBuffer pixels_{stream_.get()}, wide_{stream_.get()}, tables_{stream_.get()};
-  PinnedSlot staged_tables_;
+  // Two of each, used in turn by batch (each waited for before its reuse): a batch's files and
+  // tables are staged while the batch before may still be decoding.
+  PinnedSlot staged_tables_[2];
   PinnedSlot staged_files_[2];
-  int next_files_ = 0;
+  int slot_ = 0;
 };
 
-// Every file's size as nvJPEG reads it: what the loader's header said, or the file is refused
-// by name (its header read by libjpeg-turbo, but not by nvJPEG).
-void NvjpegDecoder::check_sizes(const std::vector<EncodedImage>& images) const {
-  for (const EncodedImage& im : images) {
-    if (im.decoded) continue;
-    int components = 0;
-    nvjpegChromaSubsampling_t subsampling{};
-    int widths[NVJPEG_MAX_COMPONENT] = {}, heights[NVJPEG_MAX_COMPONENT] = {};
-    const nvjpegStatus_t s = nvjpegGetImageInfo(general_.handle, im.data, im.size, &components,
-                                                &subsampling, widths, heights);
-    if (s != NVJPEG_STATUS_SUCCESS || widths[0] != im.width || heights[0] != im.height) {
-      throw InvalidArgument(fmt::format("{}: nvJPEG does not read it (status {}, {}x{})", im.name,
-                                        static_cast<int>(s), widths[0], heights[0]));
-    }
-  }
-}
-
-// Which files the JPEG engines read (baseline, one scan): none where the GPU has no engines.
-std::vector<bool> NvjpegDecoder::on_engines(const std::vector<EncodedImage>& images) {
-  std::vector<bool> out(images.size(), false);
-  if (!hardware_) return out;
+// One parse of each file (the whole stream, not its header alone: a file the engines would take
+// is checked to its last marker before they see it): its size as nvJPEG reads it, which must be
+// the loader's, or the file is refused by name (libjpeg-turbo read its header, nvJPEG does not);
+// and whether the JPEG engines decode it (baseline, one scan; none where the GPU has none).
+std::vector<bool> NvjpegDecoder::inspect(const std::vector<EncodedImage>& images) {
+  std::vector<bool> engines(images.size(), false);
   for (size_t i = 0; i < images.size(); ++i) {
-    if (images[i].decoded) continue;
-    int unsupported = 1;
-    out[i] = nvjpegJpegStreamParse(hardware_->handle, images[i].data, images[i].size, 0, 0,
-                                   parsed_) == NVJPEG_STATUS_SUCCESS &&
-             nvjpegDecodeBatchedSupported(hardware_->handle, parsed_, &unsupported) ==
-                 NVJPEG_STATUS_SUCCESS &&
-             unsupported == 0;
+    const EncodedImage& im = images[i];
+    if (im.decoded) continue;
+    unsigned width = 0, height = 0;
+    nvjpegStatus_t s = nvjpegJpegStreamParse(parser(), im.data, im.size, 0, 0, parsed_);
+    if (s == NVJPEG_STATUS_SUCCESS) {
+      s = nvjpegJpegStreamGetFrameDimensions(parsed_, &width, &height);
+    }
+    // Parsing is the host's: any failure but memory is the file's.
+    if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE) check_nvjpeg(s, "parsing a file");
+    if (s != NVJPEG_STATUS_SUCCESS || width != static_cast<unsigned>(im.width) ||
+        height != static_cast<unsigned>(im.height)) {
+      throw InvalidArgument(fmt::format("{}: nvJPEG does not read it (status {}, {}x{})", im.name,
+                                        static_cast<int>(s), width, height));
+    }
+    int unsupported = 1;  // 0: the engines decode it
+    engines[i] = hardware_ &&
+                 nvjpegDecodeBatchedSupported(hardware_->handle, parsed_, &unsupported) ==
+                     NVJPEG_STATUS_SUCCESS &&
+                 unsupported == 0;
   }
-  return out;
+  return engines;
 }
 
 // A batch the general decoder failed: each file decoded alone, by it, to name the first that
 // fails; where none does, the batch's own failure. A CUDA error is the device's, not a file's.
 void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
                                   nvjpegStatus_t batch_status) {
+  general_.wait_idle();
   DeviceBuffer one(stream_.get());
   for (const EncodedImage& im : images) {
     if (im.decoded) continue;
@@ -190,10 +207,11 @@ void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
     out.pitch[0] = static_cast<size_t>(im.width * 3);
     const nvjpegStatus_t s = nvjpegDecode(general_.handle, general_.state, im.data, im.size,
                                           NVJPEG_OUTPUT_RGBI, &out, stream_.get());
-    if (s != NVJPEG_STATUS_SUCCESS) {
+    if (file_fault(s)) {
       throw InvalidArgument(
           fmt::format("{}: nvJPEG cannot decode it (status {})", im.name, static_cast<int>(s)));
     }
+    check_nvjpeg(s, "decoding one file");
     DLB_CUDA_CHECK(cudaStreamSynchronize(stream_.get()));
   }
   check_nvjpeg(batch_status, "decoding a batch");
@@ -205,7 +223,7 @@ void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
 std::vector<const uint8_t*> NvjpegDecoder::stage(const std::vector<EncodedImage>& images) {
   size_t total = 0;
   for (const EncodedImage& im : images) total += im.size;
-  PinnedSlot& slot = staged_files_[next_files_];
+  PinnedSlot& slot = staged_files_[slot_];
   auto* at = static_cast<uint8_t*>(slot.reserve(total));
   std::vector<const uint8_t*> out;
   for (const EncodedImage& im : images) {
@@ -222,12 +240,14 @@ nvjpegStatus_t NvjpegDecoder::decode_batch(Nvjpeg& d, std::vector<const unsigned
                                            std::vector<nvjpegImage_t>& out) {
   const auto n = static_cast<int>(data.size());
   if (d.batch != n) {
+    d.wait_idle();
     check_nvjpeg(nvjpegDecodeBatchedInitialize(d.handle, d.state, n, 1, NVJPEG_OUTPUT_RGBI),
                  "starting a batch");
     d.batch = n;
   }
   const nvjpegStatus_t s =
       nvjpegDecodeBatched(d.handle, d.state, data.data(), sizes.data(), out.data(), stream_.get());
+  d.last = record_event(stream_.get());
   if (s == NVJPEG_STATUS_SUCCESS) {
     ++d.batches;
   } else {
@@ -286,8 +306,8 @@ void NvjpegDecoder::resize(const ImageBatchPlan& plan, const ImageNormalization&
   std::memcpy(tables.data(), plan.jobs.data(), job_bytes);
   std::memcpy(tables.data() + job_bytes, plan.taps.data(), tap_bytes);
   uint8_t* on_device = tables_.at_least(tables.size());
-  staged_tables_.fill(tables.data(), tables.size());
-  staged_tables_.transfer(on_device, tables.size(), stream_.get());
+  staged_tables_[slot_].fill(tables.data(), tables.size());
+  staged_tables_[slot_].transfer(on_device, tables.size(), stream_.get());
   const auto* jobs = reinterpret_cast<const ImageJob*>(on_device);
   const auto* taps = reinterpret_cast<const int32_t*>(on_device + job_bytes);
   uint8_t* wide = wide_.at_least(static_cast<size_t>(plan.wide_bytes));
@@ -322,8 +342,7 @@ Backend::CopyMarks NvjpegDecoder::decode(const std::vector<EncodedImage>& images
   NvtxRange range("decode batch");
   // Everything that can refuse the batch, before anything is queued.
   const ImageBatchPlan plan = plan_image_batch(images, s[2]);
-  check_sizes(images);
-  const std::vector<bool> engines = on_engines(images);
+  const std::vector<bool> engines = inspect(images);
   const double now = backend_.clock().now_us();
   const Mark start{now, record_event(stream_.get())};
   uint8_t* pixels = pixels_.at_least(static_cast<size_t>(plan.pixel_bytes));
@@ -331,12 +350,12 @@ Backend::CopyMarks NvjpegDecoder::decode(const std::vector<EncodedImage>& images
   try {
     decode_files(images, staged, plan, pixels, engines);
   } catch (...) {
-    staged_files_[next_files_].mark_used(stream_.get());  // its copies may still read it
+    staged_files_[slot_].mark_used(stream_.get());  // its copies may still read it
     throw;
   }
-  staged_files_[next_files_].mark_used(stream_.get());
-  next_files_ ^= 1;
+  staged_files_[slot_].mark_used(stream_.get());
   resize(plan, norm, pixels, dst, free);
+  slot_ ^= 1;
   return {start, Mark{now, record_event(stream_.get())}};
 }
 
