@@ -19,7 +19,7 @@ packages=(
   build-essential cmake ccache git pkg-config     # toolchain
   clang-format                                    # the format the tests check (.clang-format)
   libopenblas-openmp-dev zlib1g-dev               # CPU backend: sgemm (OpenMP build); gzip
-  libturbojpeg0-dev                               # JPEG files (make-dataset, input pipeline)
+  libturbojpeg0-dev libjpeg62-turbo-dev           # JPEG files (make-dataset, input pipeline)
   libdnnl-dev                                     # CPU backend: oneDNN convolutions
   libfmt-dev nlohmann-json3-dev libcli11-dev      # formatting, JSON, command line
   libgtest-dev libgmock-dev libbenchmark-dev      # tests and micro-benchmarks

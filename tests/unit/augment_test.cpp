@@ -69,6 +69,32 @@ TEST(Augment, CropsResizesAndFlipsAsTorchvisionDoes) {
   EXPECT_THROW(resized_crop(img, {40, 0, 8, 10}, 4, 4), InvalidArgument);  // past the bottom
 }
 
+// PIL crops, then resizes the crop: no tap reads outside the box. The loader decodes only the
+// box (decode_jpeg_box) on that ground.
+TEST(Augment, AResizedCropReadsNothingOutsideItsBox) {
+  const RgbImage img = photo();
+  for (const CropBox& box : {CropBox{5, 7, 30, 41}, CropBox{0, 0, 47, 63}, CropBox{46, 62, 1, 1},
+                             CropBox{1, 2, 45, 60}}) {
+    RgbImage poisoned = img;  // everything outside the box 0 or 255
+    for (int64_t y = 0; y < img.height; ++y) {
+      for (int64_t x = 0; x < img.width; ++x) {
+        const bool inside =
+            y >= box.top && y < box.top + box.height && x >= box.left && x < box.left + box.width;
+        for (int64_t c = 0; !inside && c < 3; ++c) {
+          poisoned.pixels[static_cast<size_t>((y * img.width + x) * 3 + c)] = (x + y) % 2 ? 255 : 0;
+        }
+      }
+    }
+    for (const auto& out : {std::pair<int64_t, int64_t>{24, 24}, {80, 60}, {3, 5}}) {
+      const RgbImage want = resized_crop(img, box, out.first, out.second);
+      EXPECT_EQ(resized_crop(poisoned, box, out.first, out.second).pixels, want.pixels);
+      EXPECT_EQ(
+          resized_crop(crop(img, box), {0, 0, box.height, box.width}, out.first, out.second).pixels,
+          want.pixels);
+    }
+  }
+}
+
 TEST(Augment, RandomResizedCropBoxesFollowTorchvisionsRule) {
   Rng rng(11);
   int fallbacks = 0;

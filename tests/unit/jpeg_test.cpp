@@ -1,6 +1,7 @@
 // The JPEG files of make-dataset and the input pipeline (workloads/data/jpeg.h, tar_writer.h,
-// make_dataset.h): a round trip through libjpeg-turbo, its DCT scales, the bad files it refuses
-// with their names, ustar headers, and a generated data set's files.
+// make_dataset.h): a round trip through libjpeg-turbo, its DCT scales, a box's decode against the
+// whole image's, the bad files it refuses with their names, ustar headers, and a generated data
+// set's files.
 #include "workloads/data/jpeg.h"
 
 #include <gtest/gtest.h>
@@ -13,7 +14,9 @@
 #include <iterator>
 
 #include "runtime/core/error.h"
+#include "runtime/core/rng.h"
 #include "suites/harness/core/source_dir.h"
+#include "workloads/data/augment.h"
 #include "workloads/data/make_dataset.h"
 #include "workloads/data/tar_writer.h"
 
@@ -144,6 +147,85 @@ TEST(Jpeg, BadFilesAreRefusedWithTheirName) {
             decode_jpeg(good.data(), good.size(), "again.JPEG").pixels);
   EXPECT_THROW(encode_jpeg(RgbImage{2, 2, std::vector<uint8_t>(11)}, 90), InvalidArgument);
   EXPECT_THROW(encode_jpeg(img, 0), InvalidArgument);
+}
+
+// A JPEG of a w x h image with structure and noise, in `subsampling`, baseline or progressive.
+std::vector<uint8_t> test_jpeg(int w, int h, int subsampling, bool progressive, Rng& rng) {
+  std::vector<uint8_t> px(static_cast<size_t>(w * h * 3));
+  for (size_t i = 0; i < px.size(); ++i) {
+    px[i] = static_cast<uint8_t>((i * 7 + (i / 97) * 13 + rng.below(40)) % 256);
+  }
+  tjhandle c = tjInitCompress();  // one a file: a handle keeps a progressive file's scans
+  unsigned char* out = nullptr;
+  unsigned long size = 0;
+  const int flags = TJFLAG_ACCURATEDCT | (progressive ? TJFLAG_PROGRESSIVE : 0);
+  const int rc = tjCompress2(c, px.data(), w, 0, h, TJPF_RGB, &out, &size, subsampling, 85, flags);
+  std::vector<uint8_t> jpeg =
+      rc == 0 ? std::vector<uint8_t>(out, out + size) : std::vector<uint8_t>{};
+  tjFree(out);
+  tjDestroy(c);
+  return jpeg;
+}
+
+// decode_jpeg_box's pixels are the whole decode's in the box, bit for bit: every chroma
+// subsampling, baseline and progressive, each DCT scale, boxes anywhere (at an edge, one pixel
+// wide, the whole image). Without the one-iMCU margin around libjpeg's column crop, 4:2:2 and
+// 4:2:0 boxes differ from the whole decode in their edge columns.
+TEST(Jpeg, ABoxDecodesAsTheWholeImageDoesThere) {
+  const int subsamplings[] = {TJSAMP_444, TJSAMP_422, TJSAMP_420,
+                              TJSAMP_440, TJSAMP_411, TJSAMP_GRAY};
+  Rng rng(5);
+  int boxes = 0;
+  for (int i = 0; i < 72; ++i) {
+    const int w = 9 + static_cast<int>(rng.below(300)), h = 9 + static_cast<int>(rng.below(260));
+    const std::vector<uint8_t> jpeg = test_jpeg(w, h, subsamplings[i % 6], (i / 6) % 2 == 1, rng);
+    ASSERT_FALSE(jpeg.empty());
+    const int64_t denom = int64_t{1} << rng.below(4);  // asked for through the minimum size
+    const int64_t min_w = (w + denom - 1) / denom, min_h = (h + denom - 1) / denom;
+    const RgbImage whole = decode_jpeg(jpeg.data(), jpeg.size(), "whole", min_w, min_h);
+    for (int k = 0; k < 6; ++k) {
+      CropBox box{static_cast<int64_t>(rng.below(static_cast<uint64_t>(h))),
+                  static_cast<int64_t>(rng.below(static_cast<uint64_t>(w))), 0, 0};
+      box.height = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(h - box.top)));
+      box.width = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(w - box.left)));
+      if (k == 0) box = {0, 0, h, w};
+      const CropBox at = scaled_box(box, w, h, whole.width, whole.height);
+      const RgbImage got = decode_jpeg_box(jpeg.data(), jpeg.size(), "box", min_w, min_h, box);
+      ASSERT_EQ(got.width, at.width);
+      ASSERT_EQ(got.height, at.height);
+      EXPECT_EQ(got.pixels, crop(whole, at).pixels)
+          << "image " << i << " (" << w << "x" << h << ", 1/" << denom << "), box " << at.left
+          << "," << at.top << " " << at.width << "x" << at.height;
+      ++boxes;
+    }
+  }
+  EXPECT_EQ(boxes, 72 * 6);
+}
+
+// A box reads all of the file's data, as a whole decode does: a file cut short below the box,
+// or a box outside the image, is refused by name.
+TEST(Jpeg, ABoxOfABadFileIsRefusedAsTheWholeIs) {
+  Rng rng(6);
+  std::vector<uint8_t> jpeg = test_jpeg(320, 240, TJSAMP_420, false, rng);
+  EXPECT_THROW(decode_jpeg_box(jpeg.data(), jpeg.size(), "x", 0, 0, {0, 0, 8, 320 + 1}),
+               InvalidArgument);
+  jpeg.resize(jpeg.size() * 3 / 5);
+  try {
+    decode_jpeg_box(jpeg.data(), jpeg.size(), "top.JPEG", 0, 0, {0, 0, 16, 16});
+    FAIL() << "a truncated file decoded";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("top.JPEG: a corrupt or truncated JPEG"),
+              std::string::npos)
+        << e.what();
+  }
+  // CMYK: converted as a whole decode converts it.
+  std::ifstream in(source_dir() + "/tests/fuzz/corpus/jpeg/cmyk-24x16.jpg", std::ios::binary);
+  const std::vector<uint8_t> cmyk{std::istreambuf_iterator<char>(in), {}};
+  ASSERT_FALSE(cmyk.empty());
+  const RgbImage whole = decode_jpeg(cmyk.data(), cmyk.size(), "cmyk.jpg");
+  const CropBox box{3, 5, 9, 11};
+  EXPECT_EQ(decode_jpeg_box(cmyk.data(), cmyk.size(), "cmyk.jpg", 0, 0, box).pixels,
+            crop(whole, box).pixels);
 }
 
 // POSIX ustar: the name, the size in octal, the magic, and a checksum over the header with its

@@ -16,13 +16,6 @@
 
 namespace dlb {
 
-struct CropBox {
-  int64_t top = 0, left = 0, height = 0, width = 0;  // torchvision's (i, j, h, w)
-  bool operator==(const CropBox& o) const {
-    return top == o.top && left == o.left && height == o.height && width == o.width;
-  }
-};
-
 // torchvision's RandomResizedCrop.get_params on a width x height image: ten tries of an area
 // fraction uniform in [0.08, 1] and a log-uniform aspect ratio in [3/4, 4/3], the first box that
 // fits placed uniformly; else the centre crop of the ratio clamped to that range. Draws from

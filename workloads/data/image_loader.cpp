@@ -54,8 +54,9 @@ std::string sample_name(const ImageSample& s) {
   return s.size < 0 ? path : fmt::format("{} (bytes {}-{})", path, s.offset, s.offset + s.size);
 }
 
-// Decoded at the smallest DCT scale that keeps `box` at least size x size, `box` then mapped
-// into the decoded image's pixels (its edges scaled and kept inside).
+// Decoded at the smallest DCT scale that keeps `box` at least size x size, and only `box` of it
+// (decode_jpeg_box: the same bytes there as a whole decode at that scale, and PIL's resize of a
+// crop reads nothing outside it).
 RgbImage crop_resized(const std::vector<uint8_t>& jpeg, const std::string& path,
                       const JpegHeader& h, CropBox box, int64_t size, bool dct_scaling) {
   if (!dct_scaling) {
@@ -65,22 +66,9 @@ RgbImage crop_resized(const std::vector<uint8_t>& jpeg, const std::string& path,
     return static_cast<int64_t>(
         std::ceil(static_cast<double>(side * size) / static_cast<double>(crop)));
   };
-  const RgbImage img = decode_jpeg(jpeg.data(), jpeg.size(), path, need(h.width, box.width),
-                                   need(h.height, box.height));
-  if (img.width != h.width || img.height != h.height) {
-    const double fx = static_cast<double>(img.width) / static_cast<double>(h.width);
-    const double fy = static_cast<double>(img.height) / static_cast<double>(h.height);
-    const auto left =
-        std::min(static_cast<int64_t>(static_cast<double>(box.left) * fx), img.width - 1);
-    const auto top =
-        std::min(static_cast<int64_t>(static_cast<double>(box.top) * fy), img.height - 1);
-    box = {top, left,
-           std::clamp<int64_t>(std::llround(static_cast<double>(box.height) * fy), 1,
-                               img.height - top),
-           std::clamp<int64_t>(std::llround(static_cast<double>(box.width) * fx), 1,
-                               img.width - left)};
-  }
-  return resized_crop(img, box, size, size);
+  const RgbImage img = decode_jpeg_box(jpeg.data(), jpeg.size(), path, need(h.width, box.width),
+                                       need(h.height, box.height), box);
+  return resized_crop(img, {0, 0, img.height, img.width}, size, size);
 }
 
 // An encoded batch's sample: the file as it is, or a CMYK one decoded whole (nvJPEG's batched

@@ -1,9 +1,14 @@
 #include "workloads/data/jpeg.h"
 
 #include <fmt/format.h>
+#include <jpeglib.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
+#include <cmath>
+#include <csetjmp>
+#include <cstdio>  // before jpeglib.h, which names FILE
+#include <cstring>
 #include <limits>
 #include <memory>
 
@@ -138,6 +143,91 @@ RgbImage decode_with(void* h, const uint8_t* data, size_t size, const std::strin
   return image;
 }
 
+// libjpeg's errors, and its warnings as TurboJPEG's TJFLAG_STOPONWARNING makes them: both end
+// the decode, jumping back to decode_rows with libjpeg's message.
+struct JpegErrors {
+  jpeg_error_mgr mgr;
+  std::jmp_buf back;
+  char message[JMSG_LENGTH_MAX];
+};
+void jpeg_failed(j_common_ptr c) {
+  auto* e = reinterpret_cast<JpegErrors*>(c->err);
+  (*c->err->format_message)(c, e->message);
+  std::longjmp(e->back, 1);
+}
+void jpeg_emit(j_common_ptr c, int level) {
+  if (level < 0) jpeg_failed(c);  // a warning (corrupt data); traces (level >= 0) are not
+}
+
+// What decode_rows decodes: `box` of the image at 1/denom (width x height there), as `channels`
+// bytes a pixel (4: CMYK, as stored), into `out` (box.height x box.width x channels), each row
+// through `row` (width x channels).
+struct RowsRequest {
+  int denom = 1, channels = 3;
+  int64_t width = 0, height = 0;
+  CropBox box;
+  uint8_t* row = nullptr;
+  uint8_t* out = nullptr;
+};
+
+// The rows of `r.box`, by libjpeg's scanline calls: the ones above skipped, the columns cropped
+// to the box and a margin of one iMCU each side (chroma upsampling reads one sample past a
+// column's own; without it, a box's edge columns differ from a whole decode's), then the rows
+// below it skipped but for the last, so that all of the file's data is decoded as a whole decode
+// decodes it (its errors and warnings too). Only plain C between the setjmp and the jumps to it.
+// False with `e.message` where libjpeg fails.
+bool decode_rows(const uint8_t* data, unsigned long size, const RowsRequest& r, JpegErrors& e) {
+  jpeg_decompress_struct ci;
+  std::memset(&ci, 0, sizeof ci);  // so that a failure in jpeg_create_decompress destroys safely
+  ci.err = jpeg_std_error(&e.mgr);
+  e.mgr.error_exit = jpeg_failed;
+  e.mgr.emit_message = jpeg_emit;
+  if (setjmp(e.back)) {
+    jpeg_destroy_decompress(&ci);
+    return false;
+  }
+  jpeg_create_decompress(&ci);
+  jpeg_mem_src(&ci, data, size);
+  jpeg_read_header(&ci, TRUE);
+  ci.out_color_space = r.channels == 4 ? JCS_CMYK : JCS_EXT_RGB;
+  ci.dct_method = JDCT_ISLOW;  // TJFLAG_ACCURATEDCT's
+  ci.scale_num = 1;
+  ci.scale_denom = static_cast<unsigned>(r.denom);
+  jpeg_start_decompress(&ci);
+  if (static_cast<int64_t>(ci.output_width) != r.width ||
+      static_cast<int64_t>(ci.output_height) != r.height) {
+    std::snprintf(e.message, sizeof e.message, "decoded at %ux%u, not the header's size",
+                  ci.output_width, ci.output_height);
+    jpeg_destroy_decompress(&ci);
+    return false;
+  }
+  const auto margin = static_cast<int64_t>(ci.max_h_samp_factor * ci.min_DCT_scaled_size);
+  const int64_t left = std::max<int64_t>(r.box.left - margin, 0);
+  const int64_t right = std::min(r.box.left + r.box.width + margin, r.width);
+  auto x = static_cast<JDIMENSION>(left), w = static_cast<JDIMENSION>(right - left);
+  jpeg_crop_scanline(&ci, &x, &w);  // x moves left to an iMCU's edge, w grows to match
+  if (r.box.top > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(r.box.top));
+  const size_t skip = (static_cast<size_t>(r.box.left) - x) * static_cast<size_t>(r.channels);
+  const size_t bytes = static_cast<size_t>(r.box.width * r.channels);
+  for (int64_t y = 0; y < r.box.height; ++y) {
+    JSAMPROW row = r.row;
+    jpeg_read_scanlines(&ci, &row, 1);
+    std::memcpy(r.out + static_cast<size_t>(y) * bytes, r.row + skip, bytes);
+  }
+  // The rows below: all but the last skipped, and the last read, since a skip to the end
+  // decodes nothing (libjpeg-turbo only moves its count), and a file cut short there would pass.
+  if (ci.output_scanline + 1 < ci.output_height) {
+    jpeg_skip_scanlines(&ci, ci.output_height - ci.output_scanline - 1);
+  }
+  while (ci.output_scanline < ci.output_height) {
+    JSAMPROW row = r.row;
+    jpeg_read_scanlines(&ci, &row, 1);
+  }
+  jpeg_finish_decompress(&ci);
+  jpeg_destroy_decompress(&ci);
+  return true;
+}
+
 }  // namespace
 
 std::vector<uint8_t> encode_jpeg(const RgbImage& image, int quality) {
@@ -172,6 +262,61 @@ RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where,
                      int64_t min_height) {
   return with_decompressor(
       [&](void* h) { return decode_with(h, data, size, where, min_width, min_height); });
+}
+
+}  // namespace dlb
+
+namespace dlb {
+
+CropBox scaled_box(const CropBox& box, int64_t width, int64_t height, int64_t scaled_width,
+                   int64_t scaled_height) {
+  if (scaled_width == width && scaled_height == height) return box;
+  const double fx = static_cast<double>(scaled_width) / static_cast<double>(width);
+  const double fy = static_cast<double>(scaled_height) / static_cast<double>(height);
+  const auto left =
+      std::min(static_cast<int64_t>(static_cast<double>(box.left) * fx), scaled_width - 1);
+  const auto top =
+      std::min(static_cast<int64_t>(static_cast<double>(box.top) * fy), scaled_height - 1);
+  return {top, left,
+          std::clamp<int64_t>(std::llround(static_cast<double>(box.height) * fy), 1,
+                              scaled_height - top),
+          std::clamp<int64_t>(std::llround(static_cast<double>(box.width) * fx), 1,
+                              scaled_width - left)};
+}
+
+RgbImage decode_jpeg_box(const uint8_t* data, size_t size, const std::string& where,
+                         int64_t min_width, int64_t min_height, const CropBox& box) {
+  const JpegHeader h = read_jpeg_header(data, size, where);
+  if (box.top < 0 || box.left < 0 || box.height < 1 || box.width < 1 ||
+      box.top + box.height > h.height || box.left + box.width > h.width) {
+    throw InvalidArgument(fmt::format("{}: a box of {}x{} at ({}, {}) outside its {}x{} pixels",
+                                      where, box.width, box.height, box.left, box.top, h.width,
+                                      h.height));
+  }
+  const tjscalingfactor scale = smallest_scale(h, min_width, min_height);
+  RowsRequest r;
+  r.denom = scale.denom;
+  r.channels = h.cmyk ? 4 : 3;
+  r.width = TJSCALED(h.width, scale);
+  r.height = TJSCALED(h.height, scale);
+  check_pixels(r.width, r.height, where);
+  r.box = scaled_box(box, h.width, h.height, r.width, r.height);
+  std::vector<uint8_t> row(static_cast<size_t>(r.width * r.channels));
+  std::vector<uint8_t> out(static_cast<size_t>(r.box.width * r.box.height * r.channels));
+  r.row = row.data();
+  r.out = out.data();
+  JpegErrors errors;
+  if (!decode_rows(data, checked_size(size, where), r, errors)) {
+    throw InvalidArgument(
+        fmt::format("{}: a corrupt or truncated JPEG ({})", where, errors.message));
+  }
+  RgbImage image{r.box.width, r.box.height, std::move(out)};
+  if (h.cmyk) {
+    std::vector<uint8_t> rgb(static_cast<size_t>(r.box.width * r.box.height * 3));
+    cmyk_to_rgb(image.pixels, rgb.data());
+    image.pixels = std::move(rgb);
+  }
+  return image;
 }
 
 }  // namespace dlb

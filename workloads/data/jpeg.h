@@ -15,6 +15,14 @@ struct RgbImage {
   std::vector<uint8_t> pixels;  // height x width x 3
 };
 
+// A rectangle of an image's pixels.
+struct CropBox {
+  int64_t top = 0, left = 0, height = 0, width = 0;  // torchvision's (i, j, h, w)
+  bool operator==(const CropBox& o) const {
+    return top == o.top && left == o.left && height == o.height && width == o.width;
+  }
+};
+
 // A JPEG of `image` at `quality` (1-100), 4:2:0 chroma subsampling (what PIL and most cameras
 // write). InvalidArgument for an empty image, a pixel count that is not width x height x 3, or a
 // quality outside 1-100.
@@ -39,5 +47,21 @@ JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string&
 // padded), and for an image of more than 64 Mi pixels at that scale.
 RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where,
                      int64_t min_width = 0, int64_t min_height = 0);
+
+// `box` of a width x height image, in the pixels of the same image at scaled_width x
+// scaled_height: its edges scaled (the top left rounded down, the sides to nearest) and kept
+// inside, at least one pixel each way.
+CropBox scaled_box(const CropBox& box, int64_t width, int64_t height, int64_t scaled_width,
+                   int64_t scaled_height);
+
+// decode_jpeg(data, size, where, min_width, min_height)'s pixels in `box` (given in the file's
+// full-size pixels, scaled to the decode's by scaled_box), bit for bit, and no more: a
+// box.height x box.width image at the decode's scale. The rows above the box are skipped (their
+// data decoded but not transformed), those below it not transformed, and columns outside it
+// neither transformed nor converted, beyond a margin of one iMCU each side (which chroma
+// upsampling reads). Every row's data is still decoded: a file decode_jpeg refuses is refused
+// here too, wherever the box is. `box` must lie inside the image.
+RgbImage decode_jpeg_box(const uint8_t* data, size_t size, const std::string& where,
+                         int64_t min_width, int64_t min_height, const CropBox& box);
 
 }  // namespace dlb
