@@ -167,7 +167,20 @@ std::vector<uint8_t> test_jpeg(int w, int h, int subsampling, bool progressive, 
   return jpeg;
 }
 
-// decode_jpeg_box's pixels are the whole decode's in the box, bit for bit: every chroma
+// TurboJPEG's decode of `jpeg` at the DCT scale that gives width x height (accurate IDCT, fancy
+// upsampling: PIL's), with a decompressor of its own.
+std::vector<uint8_t> turbojpeg_decode(const std::vector<uint8_t>& jpeg, int64_t width,
+                                      int64_t height) {
+  std::vector<uint8_t> px(static_cast<size_t>(width * height * 3));
+  tjhandle d = tjInitDecompress();
+  const int rc = tjDecompress2(d, jpeg.data(), jpeg.size(), px.data(), static_cast<int>(width), 0,
+                               static_cast<int>(height), TJPF_RGB, TJFLAG_ACCURATEDCT);
+  tjDestroy(d);
+  return rc == 0 ? px : std::vector<uint8_t>{};
+}
+
+// decode_jpeg is TurboJPEG's decode (tjDecompress2) bit for bit; decode_jpeg_box's pixels are
+// the whole decode's in the box, bit for bit: every chroma
 // subsampling, baseline and progressive, each DCT scale, boxes anywhere (at an edge, one pixel
 // wide, the whole image). Without the one-iMCU margin around libjpeg's column crop, 4:2:2 and
 // 4:2:0 boxes differ from the whole decode in their edge columns.
@@ -183,6 +196,7 @@ TEST(Jpeg, ABoxDecodesAsTheWholeImageDoesThere) {
     const int64_t denom = int64_t{1} << rng.below(4);  // asked for through the minimum size
     const int64_t min_w = (w + denom - 1) / denom, min_h = (h + denom - 1) / denom;
     const RgbImage whole = decode_jpeg(jpeg.data(), jpeg.size(), "whole", min_w, min_h);
+    EXPECT_EQ(whole.pixels, turbojpeg_decode(jpeg, whole.width, whole.height)) << "image " << i;
     for (int k = 0; k < 6; ++k) {
       CropBox box{static_cast<int64_t>(rng.below(static_cast<uint64_t>(h))),
                   static_cast<int64_t>(rng.below(static_cast<uint64_t>(w))), 0, 0};
@@ -226,6 +240,34 @@ TEST(Jpeg, ABoxOfABadFileIsRefusedAsTheWholeIs) {
   const CropBox box{3, 5, 9, 11};
   EXPECT_EQ(decode_jpeg_box(cmyk.data(), cmyk.size(), "cmyk.jpg", 0, 0, box).pixels,
             crop(whole, box).pixels);
+}
+
+// libjpeg keeps the quantization tables it has read in its decompressor: a file without its own
+// (an abbreviated stream) decoded with those of the file read before it, when one decompressor
+// served a thread's files. Found by the fuzzer as a file refused alone and accepted after
+// another. Each decode now has its own: such a file is refused whatever came before.
+TEST(Jpeg, AFileWithoutItsTablesIsRefusedWhateverWasDecodedBefore) {
+  const RgbImage img = generated_image(0, 1, small_set());
+  const std::vector<uint8_t> good = encode_jpeg(img, 90);
+  std::vector<uint8_t> no_tables;
+  for (size_t i = 0; i < good.size();) {  // every segment but DQT (FF DB), up to the scan
+    if (good[i] == 0xFF && good[i + 1] == 0xDB) {
+      i += 2 + (size_t{good[i + 2]} << 8 | good[i + 3]);
+      continue;
+    }
+    const bool segment = good[i] == 0xFF && good[i + 1] != 0xD8 && good[i + 1] != 0xDA;
+    const size_t n = segment ? 2 + (size_t{good[i + 2]} << 8 | good[i + 3]) : good.size() - i;
+    const size_t take = good[i] == 0xFF && good[i + 1] == 0xD8 ? 2 : n;
+    no_tables.insert(no_tables.end(), good.begin() + static_cast<std::ptrdiff_t>(i),
+                     good.begin() + static_cast<std::ptrdiff_t>(i + take));
+    i += take;
+  }
+  ASSERT_LT(no_tables.size(), good.size());
+  EXPECT_THROW(decode_jpeg(no_tables.data(), no_tables.size(), "alone.JPEG"), InvalidArgument);
+  EXPECT_EQ(decode_jpeg(good.data(), good.size(), "good.JPEG").width, img.width);
+  EXPECT_THROW(decode_jpeg(no_tables.data(), no_tables.size(), "after.JPEG"), InvalidArgument);
+  EXPECT_THROW(decode_jpeg_box(no_tables.data(), no_tables.size(), "box.JPEG", 0, 0, {0, 0, 4, 4}),
+               InvalidArgument);
 }
 
 // POSIX ustar: the name, the size in octal, the magic, and a checksum over the header with its

@@ -22,7 +22,7 @@ struct HandleCloser {
 };
 using Handle = std::unique_ptr<void, HandleCloser>;
 
-// This thread's decompressor: the loader's threads decode image after image with one. After a
+// This thread's TurboJPEG decompressor, which reads headers (the decodes make their own). After a
 // refused file it is made again: libjpeg-turbo 2.1.5's handle, once a CMYK decode had failed,
 // read the next file's header as 0x0 (tests/unit/jpeg_test.cpp).
 Handle& thread_decompressor() {
@@ -120,29 +120,6 @@ tjscalingfactor smallest_scale(const JpegHeader& h, int64_t min_width, int64_t m
   return best;
 }
 
-// The decode of decode_jpeg on `h`.
-RgbImage decode_with(void* h, const uint8_t* data, size_t size, const std::string& where,
-                     int64_t min_width, int64_t min_height) {
-  const JpegHeader header = header_of(h, data, size, where);
-  const tjscalingfactor scale = smallest_scale(header, min_width, min_height);
-  RgbImage image;
-  image.width = TJSCALED(header.width, scale);
-  image.height = TJSCALED(header.height, scale);
-  check_pixels(image.width, image.height, where);
-  image.pixels.resize(static_cast<size_t>(image.width * image.height * 3));
-  // A CMYK JPEG is decoded as it is stored, then converted as PIL converts it.
-  std::vector<uint8_t> cmyk(header.cmyk ? static_cast<size_t>(image.width * image.height * 4) : 0);
-  // TJFLAG_STOPONWARNING: a corrupt or truncated file is an error, not an image padded with grey.
-  if (tjDecompress2(h, data, checked_size(size, where),
-                    header.cmyk ? cmyk.data() : image.pixels.data(), static_cast<int>(image.width),
-                    0, static_cast<int>(image.height), header.cmyk ? TJPF_CMYK : TJPF_RGB,
-                    TJFLAG_ACCURATEDCT | TJFLAG_STOPONWARNING) != 0) {
-    refuse(h, where, "a corrupt or truncated JPEG");
-  }
-  if (header.cmyk) cmyk_to_rgb(cmyk, image.pixels.data());
-  return image;
-}
-
 // libjpeg's errors, and its warnings as TurboJPEG's TJFLAG_STOPONWARNING makes them: both end
 // the decode, jumping back to decode_rows with libjpeg's message.
 struct JpegErrors {
@@ -205,7 +182,7 @@ bool decode_rows(const uint8_t* data, unsigned long size, const RowsRequest& r, 
   const int64_t left = std::max<int64_t>(r.box.left - margin, 0);
   const int64_t right = std::min(r.box.left + r.box.width + margin, r.width);
   auto x = static_cast<JDIMENSION>(left), w = static_cast<JDIMENSION>(right - left);
-  jpeg_crop_scanline(&ci, &x, &w);  // x moves left to an iMCU's edge, w grows to match
+  if (w < ci.output_width) jpeg_crop_scanline(&ci, &x, &w);  // x to an iMCU's edge, w grows
   if (r.box.top > 0) jpeg_skip_scanlines(&ci, static_cast<JDIMENSION>(r.box.top));
   const size_t skip = (static_cast<size_t>(r.box.left) - x) * static_cast<size_t>(r.channels);
   const size_t bytes = static_cast<size_t>(r.box.width * r.channels);
@@ -226,6 +203,43 @@ bool decode_rows(const uint8_t* data, unsigned long size, const RowsRequest& r, 
   jpeg_finish_decompress(&ci);
   jpeg_destroy_decompress(&ci);
   return true;
+}
+
+// decode_jpeg's image (`box`: null) or decode_jpeg_box's (`box` in the file's full-size pixels).
+RgbImage decode_scaled(const uint8_t* data, size_t size, const std::string& where,
+                       int64_t min_width, int64_t min_height, const CropBox* box) {
+  const JpegHeader h = with_decompressor([&](void* t) { return header_of(t, data, size, where); });
+  if (box && (box->top < 0 || box->left < 0 || box->height < 1 || box->width < 1 ||
+              box->top + box->height > h.height || box->left + box->width > h.width)) {
+    throw InvalidArgument(fmt::format("{}: a box of {}x{} at ({}, {}) outside its {}x{} pixels",
+                                      where, box->width, box->height, box->left, box->top, h.width,
+                                      h.height));
+  }
+  const tjscalingfactor scale = smallest_scale(h, min_width, min_height);
+  RowsRequest r;
+  r.denom = scale.denom;
+  r.channels = h.cmyk ? 4 : 3;
+  r.width = TJSCALED(h.width, scale);
+  r.height = TJSCALED(h.height, scale);
+  check_pixels(r.width, r.height, where);
+  r.box = box ? scaled_box(*box, h.width, h.height, r.width, r.height)
+              : CropBox{0, 0, r.height, r.width};
+  std::vector<uint8_t> row(static_cast<size_t>(r.width * r.channels));
+  std::vector<uint8_t> out(static_cast<size_t>(r.box.width * r.box.height * r.channels));
+  r.row = row.data();
+  r.out = out.data();
+  JpegErrors errors;
+  if (!decode_rows(data, checked_size(size, where), r, errors)) {
+    throw InvalidArgument(
+        fmt::format("{}: a corrupt or truncated JPEG ({})", where, errors.message));
+  }
+  RgbImage image{r.box.width, r.box.height, std::move(out)};
+  if (h.cmyk) {
+    std::vector<uint8_t> rgb(static_cast<size_t>(r.box.width * r.box.height * 3));
+    cmyk_to_rgb(image.pixels, rgb.data());
+    image.pixels = std::move(rgb);
+  }
+  return image;
 }
 
 }  // namespace
@@ -260,13 +274,8 @@ JpegHeader read_jpeg_header(const uint8_t* data, size_t size, const std::string&
 
 RgbImage decode_jpeg(const uint8_t* data, size_t size, const std::string& where, int64_t min_width,
                      int64_t min_height) {
-  return with_decompressor(
-      [&](void* h) { return decode_with(h, data, size, where, min_width, min_height); });
+  return decode_scaled(data, size, where, min_width, min_height, nullptr);
 }
-
-}  // namespace dlb
-
-namespace dlb {
 
 CropBox scaled_box(const CropBox& box, int64_t width, int64_t height, int64_t scaled_width,
                    int64_t scaled_height) {
@@ -286,37 +295,7 @@ CropBox scaled_box(const CropBox& box, int64_t width, int64_t height, int64_t sc
 
 RgbImage decode_jpeg_box(const uint8_t* data, size_t size, const std::string& where,
                          int64_t min_width, int64_t min_height, const CropBox& box) {
-  const JpegHeader h = read_jpeg_header(data, size, where);
-  if (box.top < 0 || box.left < 0 || box.height < 1 || box.width < 1 ||
-      box.top + box.height > h.height || box.left + box.width > h.width) {
-    throw InvalidArgument(fmt::format("{}: a box of {}x{} at ({}, {}) outside its {}x{} pixels",
-                                      where, box.width, box.height, box.left, box.top, h.width,
-                                      h.height));
-  }
-  const tjscalingfactor scale = smallest_scale(h, min_width, min_height);
-  RowsRequest r;
-  r.denom = scale.denom;
-  r.channels = h.cmyk ? 4 : 3;
-  r.width = TJSCALED(h.width, scale);
-  r.height = TJSCALED(h.height, scale);
-  check_pixels(r.width, r.height, where);
-  r.box = scaled_box(box, h.width, h.height, r.width, r.height);
-  std::vector<uint8_t> row(static_cast<size_t>(r.width * r.channels));
-  std::vector<uint8_t> out(static_cast<size_t>(r.box.width * r.box.height * r.channels));
-  r.row = row.data();
-  r.out = out.data();
-  JpegErrors errors;
-  if (!decode_rows(data, checked_size(size, where), r, errors)) {
-    throw InvalidArgument(
-        fmt::format("{}: a corrupt or truncated JPEG ({})", where, errors.message));
-  }
-  RgbImage image{r.box.width, r.box.height, std::move(out)};
-  if (h.cmyk) {
-    std::vector<uint8_t> rgb(static_cast<size_t>(r.box.width * r.box.height * 3));
-    cmyk_to_rgb(image.pixels, rgb.data());
-    image.pixels = std::move(rgb);
-  }
-  return image;
+  return decode_scaled(data, size, where, min_width, min_height, &box);
 }
 
 }  // namespace dlb

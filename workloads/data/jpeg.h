@@ -1,7 +1,11 @@
-// JPEG files through libjpeg-turbo's TurboJPEG API (Debian's libturbojpeg0-dev): encoding for
-// `dlbench make-dataset`, and decoding, at a reduced DCT scale where the caller needs no more
-// pixels, as PIL's draft mode and DALI decode. Images are 8-bit RGB, rows top to bottom, pixels
-// interleaved (HWC).
+// JPEG files through libjpeg-turbo: encoding for `dlbench make-dataset` and reading headers with
+// its TurboJPEG API (Debian's libturbojpeg0-dev); decoding with its libjpeg API
+// (libjpeg62-turbo-dev), at a reduced DCT scale where the caller needs no more pixels, as PIL's
+// draft mode and DALI decode, and of a box alone where the caller needs no more. Each decode has
+// a decompressor of its own: libjpeg keeps a file's quantization tables in the object that read
+// it, so one reused across files decoded a file without tables with the last file's (what a
+// thread decoded before changed what it accepted). Images are 8-bit RGB, rows top to bottom,
+// pixels interleaved (HWC).
 #pragma once
 #include <cstddef>
 #include <cstdint>
