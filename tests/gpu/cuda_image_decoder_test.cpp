@@ -7,9 +7,10 @@
 //     (value x std x 255). A wrong image, channel order, row pitch or flip is tens of levels off
 //     on average; two correct decoders differ by about one level where they differ at all;
 //   - batches of changing sizes queued back to back, one of them progressive (the default
-//     backend's, where the engines take the rest), each match the CPU path: a decoder state
+//     backend's, where the engines take the rest), each match the CPU path. A decoder state
 //     started again for a new size, or a staging buffer reused, while the batch before still
-//     decodes would show here;
+//     decodes may show here (a race shows only when it is lost); with engines, only the hardware
+//     state changes size between batches;
 //   - a file whose header reads but whose data does not is refused, by name.
 #include <gtest/gtest.h>
 #include <turbojpeg.h>

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csetjmp>
-#include <cstdio>  // before jpeglib.h, which names FILE
+#include <cstdio>  // before jpeglib.h, which names FILE and includes nothing for it
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -23,8 +23,8 @@ struct HandleCloser {
 using Handle = std::unique_ptr<void, HandleCloser>;
 
 // This thread's TurboJPEG decompressor, which reads headers (the decodes make their own). After a
-// refused file it is made again: libjpeg-turbo 2.1.5's handle, once a CMYK decode had failed,
-// read the next file's header as 0x0 (tests/unit/jpeg_test.cpp).
+// refused header it is made again, as a precaution: the handle once decoded too, and
+// libjpeg-turbo 2.1.5's, once a CMYK decode had failed, read the next file's header as 0x0.
 Handle& thread_decompressor() {
   thread_local Handle h;
   return h;
@@ -148,8 +148,9 @@ struct RowsRequest {
 };
 
 // The rows of `r.box`, by libjpeg's scanline calls: the ones above skipped, the columns cropped
-// to the box and a margin of one iMCU each side (chroma upsampling reads one sample past a
-// column's own; without it, a box's edge columns differ from a whole decode's), then the rows
+// to the box and a margin of an iMCU each side, three in a progressive file (chroma upsampling
+// reads one sample past a column's own, block smoothing two blocks; without the margin, a box's
+// edge columns differ from a whole decode's), then the rows
 // below it skipped but for the last, so that all of the file's data is decoded as a whole decode
 // decodes it (its errors and warnings too). Only plain C between the setjmp and the jumps to it.
 // False with `e.message` where libjpeg fails.
@@ -178,7 +179,11 @@ bool decode_rows(const uint8_t* data, unsigned long size, const RowsRequest& r, 
     jpeg_destroy_decompress(&ci);
     return false;
   }
-  const auto margin = static_cast<int64_t>(ci.max_h_samp_factor * ci.min_DCT_scaled_size);
+  // A progressive file whose scans leave low coefficients unsent is smoothed (libjpeg's block
+  // smoothing), which reads the DC of the two blocks each side of a block, and at a crop's first
+  // block repeats its own: three iMCUs of margin there (decode_jpeg_box's test has such files).
+  const auto imcu = static_cast<int64_t>(ci.max_h_samp_factor * ci.min_DCT_scaled_size);
+  const int64_t margin = ci.progressive_mode ? 3 * imcu : imcu;
   const int64_t left = std::max<int64_t>(r.box.left - margin, 0);
   const int64_t right = std::min(r.box.left + r.box.width + margin, r.width);
   auto x = static_cast<JDIMENSION>(left), w = static_cast<JDIMENSION>(right - left);

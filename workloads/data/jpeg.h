@@ -61,10 +61,11 @@ CropBox scaled_box(const CropBox& box, int64_t width, int64_t height, int64_t sc
 // decode_jpeg(data, size, where, min_width, min_height)'s pixels in `box` (given in the file's
 // full-size pixels, scaled to the decode's by scaled_box), bit for bit, and no more: a
 // box.height x box.width image at the decode's scale. The rows above the box are skipped (their
-// data decoded but not transformed), those below it not transformed, and columns outside it
-// neither transformed nor converted, beyond a margin of one iMCU each side (which chroma
-// upsampling reads). Every row's data is still decoded: a file decode_jpeg refuses is refused
-// here too, wherever the box is. `box` must lie inside the image.
+// data decoded but not transformed), those below it too but for the last, and the columns
+// outside it neither transformed nor converted, beyond a margin of an iMCU or two each side
+// (three or four in a progressive file), which chroma upsampling and block smoothing read.
+// Every row's data is still decoded: a file decode_jpeg refuses is refused here too, wherever
+// the box is. `box` must lie inside the image.
 RgbImage decode_jpeg_box(const uint8_t* data, size_t size, const std::string& where,
                          int64_t min_width, int64_t min_height, const CropBox& box);
 

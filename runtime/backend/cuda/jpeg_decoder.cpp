@@ -71,7 +71,7 @@ struct Nvjpeg {
   nvjpegJpegState_t state = nullptr;
   int batch = 0;  // the size nvjpegDecodeBatchedInitialize was last given
   // The end of the last batch queued on the state: nvjpegDecodeBatchedInitialize must not run
-  // while a batch decodes ("any currently running batched decoding should be finished").
+  // while a batch on the state still decodes: nvJPEG requires the batch to have finished.
   std::shared_ptr<void> last;
   Nvjpeg() = default;
   Nvjpeg(const Nvjpeg&) = delete;
@@ -83,9 +83,8 @@ struct Nvjpeg {
   // nvJPEG on `backend`, strict (a truncated or corrupt file is an error, as libjpeg-turbo's
   // warnings are on the CPU path) and upsampling chroma by interpolation (as libjpeg-turbo
   // does; nvJPEG's default repeats the nearest sample); false where this GPU has no such backend
-  // (the hardware backend without JPEG engines: ARCH_MISMATCH, as NVIDIA's samples and
-  // torchvision read it, or IMPLEMENTATION_NOT_SUPPORTED). Any other failure (memory, the driver)
-  // is an error, not a GPU without engines.
+  // (the hardware backend without JPEG engines: ARCH_MISMATCH or IMPLEMENTATION_NOT_SUPPORTED).
+  // Any other failure (memory, the driver) is an error, not a GPU without engines.
   bool open(nvjpegBackend_t backend) {
     const unsigned flags =
         NVJPEG_FLAGS_BITSTREAM_STRICT | NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
@@ -164,22 +163,26 @@ class NvjpegDecoder final : public ImageDecoder {
   int slot_ = 0;
 };
 
-// One parse of each file (the whole stream, not its header alone: a file the engines would take
-// is checked to its last marker before they see it): its size as nvJPEG reads it, which must be
-// the loader's, or the file is refused by name (libjpeg-turbo read its header, nvJPEG does not);
-// and whether the JPEG engines decode it (baseline, one scan; none where the GPU has none).
+// One parse of each file (with JPEG engines, the whole stream: a file they would take is checked
+// to its last marker before they see it; without, its header): its size as nvJPEG reads it,
+// which must be the loader's, or the file is refused by name (libjpeg-turbo read its header,
+// nvJPEG does not; a status that does not blame the file is nvJPEG's error, naming the file);
+// and whether the engines decode it (baseline, one scan).
 std::vector<bool> NvjpegDecoder::inspect(const std::vector<EncodedImage>& images) {
   std::vector<bool> engines(images.size(), false);
   for (size_t i = 0; i < images.size(); ++i) {
     const EncodedImage& im = images[i];
     if (im.decoded) continue;
     unsigned width = 0, height = 0;
-    nvjpegStatus_t s = nvjpegJpegStreamParse(parser(), im.data, im.size, 0, 0, parsed_);
+    // The header alone where no engines will read the file.
+    const int header_only = hardware_ ? 0 : 1;
+    nvjpegStatus_t s = nvjpegJpegStreamParse(parser(), im.data, im.size, 0, header_only, parsed_);
     if (s == NVJPEG_STATUS_SUCCESS) {
       s = nvjpegJpegStreamGetFrameDimensions(parsed_, &width, &height);
     }
-    // Parsing is the host's: any failure but memory is the file's.
-    if (s == NVJPEG_STATUS_ALLOCATOR_FAILURE) check_nvjpeg(s, "parsing a file");
+    if (s != NVJPEG_STATUS_SUCCESS && !file_fault(s)) {
+      check_nvjpeg(s, fmt::format("parsing {}", im.name).c_str());
+    }
     if (s != NVJPEG_STATUS_SUCCESS || width != static_cast<unsigned>(im.width) ||
         height != static_cast<unsigned>(im.height)) {
       throw InvalidArgument(fmt::format("{}: nvJPEG does not read it (status {}, {}x{})", im.name,
@@ -207,6 +210,7 @@ void NvjpegDecoder::name_bad_file(const std::vector<EncodedImage>& images,
     out.pitch[0] = static_cast<size_t>(im.width * 3);
     const nvjpegStatus_t s = nvjpegDecode(general_.handle, general_.state, im.data, im.size,
                                           NVJPEG_OUTPUT_RGBI, &out, stream_.get());
+    general_.last = record_event(stream_.get());  // the state's use, until it has ended
     if (file_fault(s)) {
       throw InvalidArgument(
           fmt::format("{}: nvJPEG cannot decode it (status {})", im.name, static_cast<int>(s)));
