@@ -12,7 +12,9 @@
 #include <string>
 
 #include "runtime/core/error.h"
+#include "runtime/core/rng.h"
 #include "suites/harness/core/source_dir.h"
+#include "workloads/data/resample_loops.h"
 
 namespace dlb {
 namespace {
@@ -92,6 +94,36 @@ TEST(Augment, AResizedCropReadsNothingOutsideItsBox) {
           resized_crop(crop(img, box), {0, 0, box.height, box.width}, out.first, out.second).pixels,
           want.pixels);
     }
+  }
+}
+
+// The resize's loops compiled for x86-64 and for AVX-512 (whose horizontal pass runs over the
+// rows' transpose) give the same bytes: random rows, taps down and up, every width from 1.
+TEST(Augment, TheResizeLoopsGiveTheSameBytesOnX86_64AndAvx512) {
+  if (host_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";
+  const ResampleLoops& plain = resample_loops(CpuIsa::kX86_64);
+  const ResampleLoops& wide = resample_loops(CpuIsa::kAvx512);
+  Rng rng(12);
+  for (int trial = 0; trial < 60; ++trial) {
+    const auto in_w = 1 + static_cast<int64_t>(rng.below(300));
+    const auto rows = 1 + static_cast<int64_t>(rng.below(200));
+    const auto out_w = 1 + static_cast<int64_t>(rng.below(trial % 3 == 0 ? 600 : 224));
+    const auto box_w = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_w)));
+    const auto left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_w - box_w + 1)));
+    std::vector<uint8_t> in(static_cast<size_t>(in_w * rows * 3));
+    for (uint8_t& b : in) b = static_cast<uint8_t>(rng.below(256));
+    const ResampleTaps across = resample_taps(box_w, out_w);
+    std::vector<uint8_t> a(static_cast<size_t>(out_w * rows * 3)), b(a.size());
+    plain.rows(in.data() + left * 3, in_w, 0, rows, a.data(), out_w, across);
+    wide.rows(in.data() + left * 3, in_w, 0, rows, b.data(), out_w, across);
+    EXPECT_EQ(a, b) << "rows: " << in_w << " wide, box " << box_w << " at " << left << " to "
+                    << out_w;
+    const ResampleTaps down = resample_taps(rows, 1 + static_cast<int64_t>(rng.below(300)));
+    const auto out_h = static_cast<int64_t>(down.first.size());
+    std::vector<uint8_t> c(static_cast<size_t>(in_w * out_h * 3)), d(c.size());
+    plain.columns(in.data(), in_w, c.data(), out_h, down);
+    wide.columns(in.data(), in_w, d.data(), out_h, down);
+    EXPECT_EQ(c, d) << "columns: " << rows << " rows to " << out_h;
   }
 }
 

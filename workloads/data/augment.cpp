@@ -8,51 +8,10 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/resample.h"
+#include "workloads/data/resample_loops.h"
 
 namespace dlb {
 namespace {
-
-// Along each row: `rows` rows of `in` (in_w pixels each, from row `first_row`) into `out`
-// (out_w pixels a row).
-void resample_rows(const uint8_t* in, int64_t in_w, int64_t first_row, int64_t rows, uint8_t* out,
-                   int64_t out_w, const ResampleTaps& t) {
-  for (int64_t y = 0; y < rows; ++y) {
-    const uint8_t* row = in + (first_row + y) * in_w * 3;
-    uint8_t* dst = out + y * out_w * 3;
-    for (int64_t x = 0; x < out_w; ++x) {
-      const uint8_t* src = row + t.first[static_cast<size_t>(x)] * 3;
-      const int32_t* k = &t.weights[static_cast<size_t>(x * t.size)];
-      int32_t r = resample_start(), g = r, b = r;
-      for (int64_t i = 0; i < t.count[static_cast<size_t>(x)]; ++i) {
-        r += src[i * 3] * k[i];
-        g += src[i * 3 + 1] * k[i];
-        b += src[i * 3 + 2] * k[i];
-      }
-      dst[x * 3] = resample_clip8(r);
-      dst[x * 3 + 1] = resample_clip8(g);
-      dst[x * 3 + 2] = resample_clip8(b);
-    }
-  }
-}
-
-// Down each column: `in` (width x 3 bytes a row) into out_h rows of `out`, a whole row at a time
-// (each output row a weighted sum of input rows: vectorised over the row).
-void resample_columns(const uint8_t* in, int64_t width, uint8_t* out, int64_t out_h,
-                      const ResampleTaps& t) {
-  const int64_t n = width * 3;
-  std::vector<int32_t> acc(static_cast<size_t>(n));
-  for (int64_t y = 0; y < out_h; ++y) {
-    std::fill(acc.begin(), acc.end(), resample_start());
-    const int32_t* k = &t.weights[static_cast<size_t>(y * t.size)];
-    for (int64_t i = 0; i < t.count[static_cast<size_t>(y)]; ++i) {
-      const uint8_t* src = in + (t.first[static_cast<size_t>(y)] + i) * n;
-      const int32_t w = k[i];
-      for (int64_t j = 0; j < n; ++j) acc[static_cast<size_t>(j)] += src[j] * w;
-    }
-    uint8_t* dst = out + y * n;
-    for (int64_t j = 0; j < n; ++j) dst[j] = resample_clip8(acc[static_cast<size_t>(j)]);
-  }
-}
 
 void check_box(const RgbImage& image, const CropBox& b) {
   if (b.top < 0 || b.left < 0 || b.height < 1 || b.width < 1 || b.top + b.height > image.height ||
@@ -112,11 +71,12 @@ RgbImage resized_crop(const RgbImage& image, const CropBox& box, int64_t out_wid
   const int64_t last = down.first.back() + down.count.back();
   std::vector<uint8_t> wide(static_cast<size_t>(out_width * (last - first) * 3));
   const uint8_t* corner = image.pixels.data() + (box.top * image.width + box.left) * 3;
-  resample_rows(corner, image.width, first, last - first, wide.data(), out_width, across);
+  const ResampleLoops& loops = resample_loops(host_cpu_isa());
+  loops.rows(corner, image.width, first, last - first, wide.data(), out_width, across);
   for (int64_t& f : down.first) f -= first;  // rows of `wide`, which begins at `first`
   RgbImage out{out_width, out_height,
                std::vector<uint8_t>(static_cast<size_t>(out_width * out_height * 3))};
-  resample_columns(wide.data(), out_width, out.pixels.data(), out_height, down);
+  loops.columns(wide.data(), out_width, out.pixels.data(), out_height, down);
   return out;
 }
 
