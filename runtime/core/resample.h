@@ -2,8 +2,8 @@
 // torchvision's functional.resize calls for a PIL image), as fixed-point taps: a triangle filter
 // widened by the reduction factor, separable, each output pixel a sum of integer weights in 22-bit
 // fixed point, rounded to 8 bits. Integer sums give the same bytes in any order, so the CPU's
-// loops (workloads/data/augment.cpp) and the CUDA kernels (backend/cuda/image_kernels.h) that
-// share these taps give the same bytes.
+// loops (workloads/data/resample_loops.inl) and the CUDA kernels (backend/cuda/image_kernels.h)
+// that share these taps give the same bytes.
 #pragma once
 #include <cstdint>
 #include <vector>

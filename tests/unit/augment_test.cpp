@@ -97,34 +97,64 @@ TEST(Augment, AResizedCropReadsNothingOutsideItsBox) {
   }
 }
 
-// The resize's loops compiled for x86-64 and for AVX-512 (whose horizontal pass runs over the
-// rows' transpose) give the same bytes: random rows, taps down and up, every width from 1.
-TEST(Augment, TheResizeLoopsGiveTheSameBytesOnX86_64AndAvx512) {
-  if (host_cpu_isa() != CpuIsa::kAvx512) GTEST_SKIP() << "this CPU has no AVX-512";
-  const ResampleLoops& plain = resample_loops(CpuIsa::kX86_64);
-  const ResampleLoops& wide = resample_loops(CpuIsa::kAvx512);
+// One resize case: `rows` rows of `in_w` pixels, from row `first_row`, a box of `box_w` from
+// column `left` resized across to `out_w`, and down to `out_h`.
+struct ResizeCase {
+  int64_t in_w, rows, first_row, box_w, left, out_w, out_h;
+};
+
+// `a` and `b` give the same bytes on `c`, each pass, on random pixels.
+void expect_same_bytes(const ResampleLoops& a, const ResampleLoops& b, const ResizeCase& c,
+                       Rng& rng) {
+  std::vector<uint8_t> in(static_cast<size_t>(c.in_w * (c.first_row + c.rows) * 3));
+  for (uint8_t& v : in) v = static_cast<uint8_t>(rng.below(256));
+  const ResampleTaps across = resample_taps(c.box_w, c.out_w);
+  std::vector<uint8_t> x(static_cast<size_t>(c.out_w * c.rows * 3)), y(x.size());
+  a.rows(in.data() + c.left * 3, c.in_w, c.first_row, c.rows, x.data(), c.out_w, across);
+  b.rows(in.data() + c.left * 3, c.in_w, c.first_row, c.rows, y.data(), c.out_w, across);
+  EXPECT_EQ(x, y) << "rows: " << c.rows << " of " << c.in_w << " from " << c.first_row << ", box "
+                  << c.box_w << " at " << c.left << " to " << c.out_w;
+  const ResampleTaps down = resample_taps(c.rows, c.out_h);
+  std::vector<uint8_t> u(static_cast<size_t>(c.in_w * c.out_h * 3)), v(u.size());
+  const uint8_t* from = in.data() + c.first_row * c.in_w * 3;
+  a.columns(from, c.in_w, u.data(), c.out_h, down);
+  b.columns(from, c.in_w, v.data(), c.out_h, down);
+  EXPECT_EQ(u, v) << "columns: " << c.rows << " rows to " << c.out_h;
+}
+
+// The cases: edges (one row, one pixel out, a box one pixel wide, 4000 pixels to 1, 1 to 600, a
+// first row past 0), then random ones.
+std::vector<ResizeCase> resize_cases() {
+  std::vector<ResizeCase> cases = {{5, 1, 0, 5, 0, 3, 1},       {7, 4, 2, 7, 0, 1, 1},
+                                   {9, 3, 1, 1, 4, 6, 5},       {4000, 2, 0, 4000, 0, 1, 1},
+                                   {1, 600, 0, 1, 0, 600, 600}, {300, 50, 7, 120, 33, 224, 17}};
   Rng rng(12);
   for (int trial = 0; trial < 60; ++trial) {
-    const auto in_w = 1 + static_cast<int64_t>(rng.below(300));
-    const auto rows = 1 + static_cast<int64_t>(rng.below(200));
-    const auto out_w = 1 + static_cast<int64_t>(rng.below(trial % 3 == 0 ? 600 : 224));
-    const auto box_w = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_w)));
-    const auto left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(in_w - box_w + 1)));
-    std::vector<uint8_t> in(static_cast<size_t>(in_w * rows * 3));
-    for (uint8_t& b : in) b = static_cast<uint8_t>(rng.below(256));
-    const ResampleTaps across = resample_taps(box_w, out_w);
-    std::vector<uint8_t> a(static_cast<size_t>(out_w * rows * 3)), b(a.size());
-    plain.rows(in.data() + left * 3, in_w, 0, rows, a.data(), out_w, across);
-    wide.rows(in.data() + left * 3, in_w, 0, rows, b.data(), out_w, across);
-    EXPECT_EQ(a, b) << "rows: " << in_w << " wide, box " << box_w << " at " << left << " to "
-                    << out_w;
-    const ResampleTaps down = resample_taps(rows, 1 + static_cast<int64_t>(rng.below(300)));
-    const auto out_h = static_cast<int64_t>(down.first.size());
-    std::vector<uint8_t> c(static_cast<size_t>(in_w * out_h * 3)), d(c.size());
-    plain.columns(in.data(), in_w, c.data(), out_h, down);
-    wide.columns(in.data(), in_w, d.data(), out_h, down);
-    EXPECT_EQ(c, d) << "columns: " << rows << " rows to " << out_h;
+    ResizeCase c{};
+    c.in_w = 1 + static_cast<int64_t>(rng.below(300));
+    c.rows = 1 + static_cast<int64_t>(rng.below(200));
+    c.first_row = static_cast<int64_t>(rng.below(4));
+    c.box_w = 1 + static_cast<int64_t>(rng.below(static_cast<uint64_t>(c.in_w)));
+    c.left = static_cast<int64_t>(rng.below(static_cast<uint64_t>(c.in_w - c.box_w + 1)));
+    c.out_w = 1 + static_cast<int64_t>(rng.below(trial % 3 == 0 ? 600 : 224));
+    c.out_h = 1 + static_cast<int64_t>(rng.below(300));
+    cases.push_back(c);
   }
+  return cases;
+}
+
+// The horizontal pass along the rows and over their transpose give the same bytes (both compiled
+// for x86-64, so on any host); and the loops compiled for AVX-512, which take the transpose, the
+// same bytes as the x86-64 copy, where the CPU has AVX-512.
+TEST(Augment, TheResizeLoopsGiveTheSameBytesInEveryCopy) {
+  const ResampleLoops& plain = resample_loops(CpuIsa::kX86_64);
+  const bool avx512 = host_cpu_isa() == CpuIsa::kAvx512;
+  Rng rng(13);
+  for (const ResizeCase& c : resize_cases()) {
+    expect_same_bytes(plain, resample_loops_transposed_x86_64(), c, rng);
+    if (avx512) expect_same_bytes(plain, resample_loops(CpuIsa::kAvx512), c, rng);
+  }
+  if (!avx512) GTEST_SKIP() << "compared along and across the rows; this CPU has no AVX-512";
 }
 
 TEST(Augment, RandomResizedCropBoxesFollowTorchvisionsRule) {

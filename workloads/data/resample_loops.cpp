@@ -10,6 +10,7 @@ namespace resample_x86_64 {
 namespace {  // internal linkage: no symbol of one copy can stand in for the other's
 constexpr bool kTransposedRows = false;
 #include "workloads/data/resample_loops.inl"
+constexpr ResampleLoops kTransposedLoops{rows_transposed, columns};
 }  // namespace
 }  // namespace resample_x86_64
 
@@ -21,6 +22,10 @@ constexpr bool kTransposedRows = true;
 }  // namespace
 }  // namespace resample_avx512
 DLB_AVX512_END
+
+const ResampleLoops& resample_loops_transposed_x86_64() {
+  return resample_x86_64::kTransposedLoops;
+}
 
 const ResampleLoops& resample_loops(CpuIsa isa) {
   check_runs(isa);

@@ -22,5 +22,8 @@ struct ResampleLoops {
 
 // The copy for `isa` (Unsupported where this CPU cannot run it).
 const ResampleLoops& resample_loops(CpuIsa isa);
+// The x86-64 copy with the AVX-512 copy's horizontal pass (over the rows' transpose), which no
+// caller takes: for tests, which compare the two passes on any host.
+const ResampleLoops& resample_loops_transposed_x86_64();
 
 }  // namespace dlb

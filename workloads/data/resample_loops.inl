@@ -1,8 +1,11 @@
 // The loops of resample_loops.h, included once for x86-64 and once for AVX-512
 // (resample_loops.cpp), each time after kTransposedRows is defined: whether the horizontal pass
 // runs as the vertical one over the rows' transpose (which pays where the vertical loop's
-// 32-bit multiplies are one instruction a vector, as on AVX-512; SSE2 has none, and there the
-// transposes cost more than they save).
+// 32-bit multiplies are one instruction a vector, as AVX-512's vpmulld; SSE2 has no low 32-bit
+// multiply of a vector (pmulld is SSE4.1's), and there the transposes cost more than they save).
+// Both copies define every function here, so every template instance they use (std::vector,
+// std::fill, std::copy_n, std::max) is used by the portable copy too: none is left for the
+// AVX-512 copy's code alone, which the portable one could be linked against.
 
 // Down each column: `in` (width x 3 bytes a row) into out_h rows of `out`, a whole row at a time
 // (each output row a weighted sum of input rows: vectorised over the row).
