@@ -150,10 +150,10 @@ struct RowsRequest {
 // The rows of `r.box`, by libjpeg's scanline calls: the ones above skipped, the columns cropped
 // to the box and a margin of an iMCU each side, three in a progressive file (chroma upsampling
 // reads one sample past a column's own, block smoothing two blocks; without the margin, a box's
-// edge columns differ from a whole decode's), then the rows
-// below it skipped but for the last, so that all of the file's data is decoded as a whole decode
-// decodes it (its errors and warnings too). Only plain C between the setjmp and the jumps to it.
-// False with `e.message` where libjpeg fails.
+// edge columns differ from a whole decode's), then the rows below it skipped but for the last,
+// so that all of the file's data is decoded as a whole decode decodes it (its errors and
+// warnings too). Only plain C between the setjmp and the jumps to it. False with `e.message`
+// where libjpeg fails.
 bool decode_rows(const uint8_t* data, unsigned long size, const RowsRequest& r, JpegErrors& e) {
   jpeg_decompress_struct ci;
   std::memset(&ci, 0, sizeof ci);  // so that a failure in jpeg_create_decompress destroys safely
