@@ -83,6 +83,62 @@ bool given(TensorKind k) {
   return k == TensorKind::kInput || k == TensorKind::kParam || k == TensorKind::kBuffer;
 }
 
+void add_carried(std::vector<CarriedEdge>& carried, int pass, int distance) {
+  const CarriedEdge e{pass, distance};
+  if (std::find(carried.begin(), carried.end(), e) == carried.end()) carried.push_back(e);
+}
+
+// Where a step's passes touch each base tensor, in list order.
+struct Touches {
+  std::vector<int> readers, writers;
+};
+
+std::vector<Touches> touches_of(const Schedule& s, const std::vector<TensorInfo>& tensors) {
+  std::vector<Touches> touches(tensors.size());
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    const int at = static_cast<int>(i);
+    for (int t : s.steps[i].reads) touches[base_of(t, tensors)].readers.push_back(at);
+    for (int t : s.steps[i].writes) touches[base_of(t, tensors)].writers.push_back(at);
+  }
+  return touches;
+}
+
+// The carried edges of pass `i` on tensor `t` (link_dependencies), `distance` iterations back.
+void carry(Step& step, int i, const Touches& t, bool reads, bool writes, int distance) {
+  const int last_writer = t.writers.empty() ? -1 : t.writers.back();
+  const bool written_before = !t.writers.empty() && t.writers.front() < i;
+  if (reads && !written_before && last_writer > i) add_carried(step.carried, last_writer, distance);
+  if (!writes) return;
+  if (last_writer > i) add_carried(step.carried, last_writer, distance);
+  for (int r : t.readers)
+    if (r > i && r > last_writer) add_carried(step.carried, r, distance);
+}
+
+void link_carried(Schedule& s, const std::vector<TensorInfo>& tensors) {
+  const std::vector<Touches> touches = touches_of(s, tensors);
+  for (size_t i = 0; i < s.steps.size(); ++i) {
+    Step& step = s.steps[i];
+    step.carried.clear();
+    std::vector<int> bases;
+    for (const auto* list : {&step.reads, &step.writes})
+      for (int t : *list) bases.push_back(base_of(t, tensors));
+    std::sort(bases.begin(), bases.end());
+    bases.erase(std::unique(bases.begin(), bases.end()), bases.end());
+    for (int b : bases) {
+      auto touched = [&](const std::vector<int>& ids) {
+        return std::any_of(ids.begin(), ids.end(), [&](int t) { return base_of(t, tensors) == b; });
+      };
+      const int distance = tensors[b].turns > 0 ? tensors[b].turns : 1;
+      carry(step, static_cast<int>(i), touches[b], touched(step.reads), touched(step.writes),
+            distance);
+    }
+    std::sort(step.carried.begin(), step.carried.end(),
+              [](const CarriedEdge& a, const CarriedEdge& b) {
+                return a.pass != b.pass ? a.pass < b.pass : a.distance < b.distance;
+              });
+  }
+}
+
 }  // namespace
 
 int declare_tensor(std::vector<TensorInfo>& table, TensorInfo info) {
@@ -132,6 +188,7 @@ void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors) {
       readers_since_write[t].clear();
     }
   }
+  link_carried(s, tensors);
 }
 
 std::vector<std::string> check_schedule(const Schedule& s, const std::vector<TensorInfo>& tensors) {
@@ -161,6 +218,14 @@ std::vector<std::string> check_schedule(const Schedule& s, const std::vector<Ten
     for (int a : step.after) {
       if (a < 0 || a >= static_cast<int>(i)) {
         problems.push_back(fmt::format("{} depends on step {}, which is not before it", where, a));
+      }
+    }
+    for (const CarriedEdge& e : step.carried) {
+      if (e.pass < 0 || e.pass >= static_cast<int>(s.steps.size()) || e.distance < 1) {
+        problems.push_back(
+            fmt::format("{} depends on step {} of {} iterations back, which is "
+                        "not a step of an earlier iteration",
+                        where, e.pass, e.distance));
       }
     }
     for (int t : step.writes)

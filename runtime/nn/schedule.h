@@ -85,6 +85,10 @@ struct TensorInfo {
   MemCategory category = MemCategory::kActivations;
   Layout layout = Layout::kNCHW;  // 4-D tensors only; every other rank is NCHW
   int64_t offset = 0;             // a view: its first element in the tensor it views
+  // One of `turns` tensors used in turn (a stale slot): iteration t touches it only where
+  // t mod turns == turn, whatever its passes name, so the iteration before that touched it is
+  // `turns` back. 0: every iteration touches what its passes name.
+  int turns = 0, turn = 0;
   size_t bytes() const { return static_cast<size_t>(shape.numel()) * dtype_size(dtype); }
 };
 
@@ -99,6 +103,25 @@ int dependency_base(int id, const std::vector<TensorInfo>& tensors);
 // The tensor that stores `id`'s bytes: the end of its chain of views (itself if it is no view).
 // What a memory plan allocates, and what its transformations reason about.
 int storage_of(int id, const std::vector<TensorInfo>& tensors);
+
+// An edge into an earlier iteration: the pass runs after pass `pass` of the iteration `distance`
+// (>= 1) before its own (link_dependencies).
+struct CarriedEdge {
+  int pass = -1;
+  int distance = 1;
+  bool operator==(const CarriedEdge& o) const { return pass == o.pass && distance == o.distance; }
+};
+
+// How a pass orders the lanes beyond each lane's own order (runtime/nn/lane_order.h).
+enum class Join {
+  kNone,  // queued on its lane
+  // A wait: what its lane runs after it runs after its predecessors on other lanes have ended
+  // (a reduction's wait, a swap's wait; on a GPU, the stream waits on their events).
+  kLanes,
+  // The host waits for it to end before it issues the next pass (it copies to or from host
+  // memory the host then reads or sends: an asynchronous SGD pull or push).
+  kHost,
+};
 
 struct Step;
 // Whether `step` reads any view of storage `s` (a storage_of id).
@@ -123,6 +146,11 @@ struct Step {
   int y = -1, dy = -1;
   std::vector<int> dx;
   std::vector<int> after;  // steps (indices) that must finish before this one starts
+  // Passes of earlier iterations that must finish before this one starts: the writer of what it
+  // reads before any pass of its own iteration writes it (a carried gradient, a stale slot, the
+  // weights an update wrote), and the later readers and writer of what it overwrites.
+  std::vector<CarriedEdge> carried;
+  Join join = Join::kNone;
 };
 
 struct Schedule {
@@ -134,14 +162,17 @@ const char* step_name(const Step& step);
 
 // Fills every step's `after` from its reads and writes: it runs after the last earlier writer
 // of what it reads, and after the earlier readers and writer of what it overwrites. Any order
-// that keeps these edges computes the same step. (Iterations run one after another, so a read of
-// a carried tensor needs no edge into the previous one.) A view is its base tensor: writing the
-// pool's output writes flatten's.
+// that keeps these edges computes the same step. A view is its base tensor: writing the pool's
+// output writes flatten's. It also fills `carried`, the edges into the iteration that last
+// touched a tensor before (one back, or a slot's `turns` back): a read with no writer before it
+// in its iteration runs after that iteration's last writer of it; a write runs after that
+// iteration's last writer of it past its own place in the list, and the readers past both.
 void link_dependencies(Schedule& s, const std::vector<TensorInfo>& tensors);
 
 // What is wrong with a schedule: a read of a tensor that no earlier step wrote (parameters,
 // buffers and the loaded batch are given; a carried tensor needs a writer anywhere), a
-// dependency that points forward, or a tensor id out of range. Views count as their base.
+// dependency that points forward, a carried edge out of range, or a tensor id out of range.
+// Views count as their base.
 std::vector<std::string> check_schedule(const Schedule& s, const std::vector<TensorInfo>& tensors);
 
 // One line per step: "forward conv1 reads[input, conv1.weight] writes[conv1]", "allreduce 3

@@ -135,6 +135,7 @@ Step swap_step(Pass pass, int device, int host, const std::vector<TensorInfo>& t
   Step s;
   s.pass = pass;
   s.lane = pass == Pass::kSwapWait ? Lane::kCompute : Lane::kCopy;
+  s.join = pass == Pass::kSwapWait ? Join::kLanes : Join::kNone;  // compute after the copy
   s.node = tensors[device].node;
   s.y = device;
   s.x = {host};

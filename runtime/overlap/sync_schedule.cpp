@@ -179,6 +179,11 @@ Step sync_step(SyncPass kind, int bucket, Lane lane) {
   s.op_name = sync_pass_name(kind);
   s.arg = bucket;
   s.lane = lane;
+  // A wait orders the compute lane after its reduction; a pull or a push copies between the
+  // device and the host memory the parameter server's messages read and write.
+  s.join = kind == SyncPass::kWait                              ? Join::kLanes
+           : kind == SyncPass::kPull || kind == SyncPass::kPush ? Join::kHost
+                                                                : Join::kNone;
   return s;
 }
 
@@ -250,8 +255,16 @@ std::vector<int> declare_stale_slots(std::vector<TensorInfo>& table, const Graph
   const TensorInfo flat = table[graph.flat_gradient_id()];
   std::vector<int> ids;
   for (int64_t i = 0; i < k; ++i) {
-    ids.push_back(declare_tensor(table, {fmt::format("stale gradients {}", i), TensorKind::kBuffer,
-                                         flat.shape, flat.dtype, -1, -1, MemCategory::kGradients}));
+    TensorInfo slot{fmt::format("stale gradients {}", i),
+                    TensorKind::kBuffer,
+                    flat.shape,
+                    flat.dtype,
+                    -1,
+                    -1,
+                    MemCategory::kGradients};
+    slot.turns = static_cast<int>(k);  // iteration t's passes touch slot stale_slot(t, k)
+    slot.turn = static_cast<int>(i);
+    ids.push_back(declare_tensor(table, std::move(slot)));
   }
   return ids;
 }

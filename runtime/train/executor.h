@@ -1,9 +1,12 @@
 // Runs a schedule (docs/architecture.md, "The step"): each pass in list order (a valid order of
 // its dependencies), handed to its runner: layer passes to the graph, the loss to LossPass,
-// the sync policy's passes to the policy. Each pass is an NVTX range; while an observer wants
-// them, the executor takes the pass's start and end marks on the run's clock and hands them over
-// with the pass's lane. Tracing is such an observer; so is a replay on a virtual clock
-// (runtime/train/replay.h). The executor knows no backend beyond the context it passes on.
+// the sync policy's passes to the policy. Each runner issues its pass on the pass's lane, and the
+// lanes' rules alone order one lane after another (runtime/nn/lane_order.h): build_step refuses a
+// program whose edges, within an iteration and into earlier ones, they leave unordered. Each pass
+// is an NVTX range; while an observer wants them, the executor takes the pass's start and end marks
+// on the run's clock and hands them over with the pass's lane. Tracing is such an observer; so is a
+// replay on a virtual clock (runtime/train/replay.h). The executor knows no backend beyond the
+// context it passes on.
 #pragma once
 #include <memory>
 #include <string>

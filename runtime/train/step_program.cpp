@@ -7,6 +7,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/memory/allocator.h"
+#include "runtime/nn/lane_order.h"
 #include "runtime/nn/recompute.h"
 #include "runtime/nn/reorder.h"
 #include "runtime/nn/swap.h"
@@ -154,6 +155,18 @@ StepProgram with_sync(StepProgram p, const Graph& model) {
   return p;
 }
 
+// The program's lanes must honour its edges (runtime/nn/lane_order.h): the executor issues the
+// passes in list order and nothing else orders them. A transform that forgets a wait is a defect
+// of dlbench, found here before anything runs.
+void require_lane_order(const StepProgram& p) {
+  const std::vector<std::string> problems = lane_order_problems(p.schedule);
+  if (problems.empty()) return;
+  throw std::logic_error(
+      fmt::format("the step's program (transforms: {}) is not ordered on its lanes: {}{}",
+                  fmt::join(p.applied, ", "), problems.front(),
+                  problems.size() > 1 ? fmt::format(" (and {} more)", problems.size() - 1) : ""));
+}
+
 }  // namespace
 
 const std::vector<StepTransform> kStepTransforms = {
@@ -178,6 +191,7 @@ StepProgram build_step(const Graph& model, const StepSpec& spec, const StepTarge
   p.tensors = model.tensor_infos();
   p.kept = {model.output_id(model.output())};
   for (const StepTransform& t : kStepTransforms) p = t.apply(std::move(p), model);
+  require_lane_order(p);
   return p;
 }
 
@@ -189,6 +203,7 @@ StepProgram evaluation_program(const StepProgram& step) {
   }
   link_dependencies(p.schedule, p.tensors);
   p.applied.push_back("evaluation");
+  require_lane_order(p);
   return p;
 }
 
@@ -216,9 +231,20 @@ std::string spec_line(const StepProgram& p, const Graph& model) {
 
 std::string ids_text(const std::vector<int>& ids) { return fmt::format("{}", fmt::join(ids, ",")); }
 
+// "36@-2": pass 36 of the iteration two back.
+std::string carried_text(const std::vector<CarriedEdge>& carried) {
+  std::vector<std::string> edges;
+  for (const CarriedEdge& e : carried) edges.push_back(fmt::format("{}@-{}", e.pass, e.distance));
+  return carried.empty() ? std::string() : fmt::format(" carried[{}]", fmt::join(edges, ","));
+}
+
 std::string pass_line(size_t i, const Step& step, const StepProgram& p, const Graph& model) {
-  return fmt::format("  {:>4} {:<7} {}  after[{}]\n", i, lane_name(step.lane),
-                     describe_step(step, p.tensors, model.node_names()), ids_text(step.after));
+  const char* join = step.join == Join::kLanes  ? " (waits)"
+                     : step.join == Join::kHost ? " (host waits)"
+                                                : "";
+  return fmt::format("  {:>4} {:<7} {}{}  after[{}]{}\n", i, lane_name(step.lane),
+                     describe_step(step, p.tensors, model.node_names()), join, ids_text(step.after),
+                     carried_text(step.carried));
 }
 
 std::string tensor_line(size_t id, const TensorInfo& t, const MemoryPlan& plan) {
@@ -236,8 +262,10 @@ std::string tensor_line(size_t id, const TensorInfo& t, const MemoryPlan& plan) 
 std::string program_text(const StepProgram& p, const Graph& model, const MemoryPlan& plan) {
   std::string out = spec_line(p, model) + "\n";
   out += fmt::format("transforms: {}\n", fmt::join(p.applied, ", "));
-  out += fmt::format("passes ({}): index, lane, pass, reads and writes, the passes it runs after\n",
-                     p.schedule.steps.size());
+  out += fmt::format(
+      "passes ({}): index, lane, pass, reads and writes, the passes it runs after (carried: of "
+      "an earlier iteration, @-2 two back)\n",
+      p.schedule.steps.size());
   for (size_t i = 0; i < p.schedule.steps.size(); ++i) {
     out += pass_line(i, p.schedule.steps[i], p, model);
   }

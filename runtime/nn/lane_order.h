@@ -1,0 +1,29 @@
+// Whether a schedule's lanes honour its edges (docs/architecture.md, "Lanes"). The executor
+// issues the passes in list order, iteration after iteration, each on its lane, and nothing but
+// the lanes' own rules orders them. The rules are a GPU's, the weakest order any backend gives:
+//   - compute, comm and copy are queues (streams): a pass starts once the pass issued before it
+//     on its lane has ended;
+//   - a pass on comm or copy (a reduction, a swap's copy) also starts after the compute passes
+//     issued before it: it is launched after an event of the compute stream;
+//   - a pass on the host runs when it is issued and ends before the next is issued; so does a
+//     Join::kHost pass, which the host waits for;
+//   - a Join::kLanes pass (a wait) starts once its predecessors on other lanes (Step::after, and
+//     Step::carried into earlier iterations) have ended, and its lane runs what follows after it.
+// The CPU backend runs compute and copies on the host, which orders more; nothing else orders
+// two lanes. Every edge must follow from these rules, or a pass could read what another lane has
+// not finished writing, or overwrite what it still reads.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "runtime/nn/schedule.h"
+
+namespace dlb {
+
+// One line per edge (a pass and a predecessor) that the rules above do not order, in iterations
+// run one after another from the first: "pass 34 (optimizer on compute) starts before pass 36
+// (allreduce on comm) of the iteration 2 back has ended". Empty: every edge is honoured. The
+// schedule is unrolled until every carried edge has a source twice over.
+std::vector<std::string> lane_order_problems(const Schedule& s);
+
+}  // namespace dlb

@@ -1,0 +1,266 @@
+// The step's lanes honour its edges (runtime/nn/lane_order.h): every program build_step makes is
+// ordered by its lanes' rules alone, its carried edges reach the iteration that wrote what it
+// reads, and a program with a wait taken out is refused, naming the pass that would race.
+#include "runtime/nn/lane_order.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "runtime/backend/backend.h"
+#include "runtime/overlap/sync_schedule.h"
+#include "runtime/train/step_program.h"
+#include "workloads/models/model.h"
+
+namespace dlb {
+namespace {
+
+Graph declared(const char* model, Precision precision, int64_t size) {
+  Graph g = build_model(model, ModelConfig{2, size, 10, {}});
+  g.declare(PrecisionPolicy::for_precision(precision), BackendTraits{});
+  return g;
+}
+
+StepSpec spec_of(OverlapStrategy overlap, int64_t ranks, SyncMode sync = {}) {
+  StepSpec spec;
+  spec.memory_plan = MemoryPlanKind::kReuse;
+  spec.overlap = overlap;
+  spec.ranks = ranks;
+  spec.sync = sync;
+  spec.bucket_mb = 0.01;  // several buckets, even for the digits
+  return spec;
+}
+
+// The index of the first pass `match` accepts (-1: none).
+template <typename Match>
+int find_pass(const Schedule& s, Match match) {
+  for (size_t i = 0; i < s.steps.size(); ++i)
+    if (match(s.steps[i])) return static_cast<int>(i);
+  return -1;
+}
+
+bool is_sync(const Step& step, SyncPass kind) {
+  return step.pass == Pass::kSync && sync_pass_of(step) == kind;
+}
+
+bool mentions(const std::vector<std::string>& problems, const std::string& a,
+              const std::string& b) {
+  return std::any_of(problems.begin(), problems.end(), [&](const std::string& p) {
+    return p.find(a) != std::string::npos && p.find(b) != std::string::npos;
+  });
+}
+
+// Every strategy and technique that adds passes or lanes, on the digits and on resnet18.
+std::vector<StepSpec> every_kind_of_step() {
+  std::vector<StepSpec> specs;
+  for (OverlapStrategy o : kOverlapStrategies)
+    for (int64_t ranks : {1, 2}) specs.push_back(spec_of(o, ranks));
+  for (int64_t k : {1, 2, 3})
+    for (int64_t ranks : {1, 2})
+      specs.push_back(spec_of(OverlapStrategy::kNone, ranks, {SyncMode::Kind::kStale, k}));
+  specs.push_back(spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kAsync, 0}));
+  specs.push_back(spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kIndependent, 0}));
+  StepSpec swapped = spec_of(OverlapStrategy::kForward, 2);
+  swapped.swap.kind = SwapPolicy::Kind::kAll;
+  specs.push_back(swapped);
+  StepSpec recomputed = spec_of(OverlapStrategy::kBackward, 2);
+  recomputed.recompute = RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
+  specs.push_back(recomputed);
+  return specs;
+}
+
+TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
+  int programs = 0, cross_lane = 0;
+  for (const char* model : {"digits-cnn", "resnet18"}) {
+    for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
+      const Graph g = declared(model, precision, model[0] == 'd' ? 8 : 32);
+      for (const StepSpec& spec : every_kind_of_step()) {
+        if (precision == Precision::kFp16 && spec.sync.kind != SyncMode::Kind::kSync) continue;
+        for (int64_t rank = 0; rank < (spec.async() ? 2 : 1); ++rank) {
+          StepTarget target;
+          target.rank = rank;
+          const StepProgram p = build_step(g, spec, target);  // which checks, and throws
+          EXPECT_EQ(lane_order_problems(p.schedule), std::vector<std::string>{})
+              << model << " " << sync_mode_name(spec.sync) << " " << overlap_name(spec.overlap);
+          EXPECT_TRUE(lane_order_problems(evaluation_program(p).schedule).empty());
+          for (const Step& s : p.schedule.steps)
+            for (int a : s.after) cross_lane += p.schedule.steps[a].lane != s.lane;
+          ++programs;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(programs, 2 * (17 + 8));  // fp32: 17 kinds (async twice); fp16: 8
+  EXPECT_GT(cross_lane, 100);         // the check had edges between lanes to prove
+}
+
+TEST(LaneOrder, CarriedEdgesReachTheIterationThatWroteWhatAPassReads) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  for (int64_t k : {1, 2, 3}) {
+    const Schedule s =
+        build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kStale, k}), {}).schedule;
+    const int wait = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+    const int reduce = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kAllReduce); });
+    ASSERT_GE(wait, 0);
+    ASSERT_GT(reduce, wait);
+    // The slot a step waits for was reduced K steps back.
+    EXPECT_EQ(s.steps[wait].carried, (std::vector<CarriedEdge>{{reduce, static_cast<int>(k)}}));
+    EXPECT_EQ(s.steps[wait].join, Join::kLanes);
+  }
+  const Schedule fwd = build_step(g, spec_of(OverlapStrategy::kForward, 2), {}).schedule;
+  int carried_waits = 0;
+  for (const Step& step : fwd.steps) {
+    if (!is_sync(step, SyncPass::kWait)) continue;
+    // Each bucket's wait, at the top of the step, for its reduction in the step before.
+    const int reduce = find_pass(
+        fwd, [&](const Step& x) { return is_sync(x, SyncPass::kAllReduce) && x.arg == step.arg; });
+    EXPECT_EQ(step.carried, (std::vector<CarriedEdge>{{reduce, 1}})) << "bucket " << step.arg;
+    ++carried_waits;
+  }
+  EXPECT_GT(carried_waits, 1);
+  // After `backward`, the first forward pass reads weights the step before's updates wrote.
+  const Schedule bwd = build_step(g, spec_of(OverlapStrategy::kBackward, 2), {}).schedule;
+  const int first = find_pass(bwd, [](const Step& x) { return x.pass == Pass::kForward; });
+  const std::vector<CarriedEdge>& edges = bwd.steps[first].carried;
+  EXPECT_TRUE(std::any_of(edges.begin(), edges.end(), [&](const CarriedEdge& e) {
+    return e.distance == 1 && is_sync(bwd.steps[e.pass], SyncPass::kUpdate);
+  }));
+}
+
+// The slot a stale step's passes touch, as the lane check reads it (TensorInfo::turn), is the
+// one its runners use (stale_slot).
+TEST(LaneOrder, TheSlotOfATurnIsTheSlotTheRunnersUse) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  for (int64_t k : {1, 2, 3, 4}) {
+    const StepProgram p =
+        build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kStale, k}), {});
+    ASSERT_EQ(p.ids.stale_slots.size(), static_cast<size_t>(k));
+    for (int64_t t = 0; t < 3 * k; ++t) {
+      const TensorInfo& used = p.tensors[p.ids.stale_slots[stale_slot(t, k)]];
+      EXPECT_EQ(used.turns, k);
+      EXPECT_EQ(used.turn, t % used.turns);
+    }
+  }
+}
+
+// A program with one of its joins taken out: the lanes race, and the check says where.
+std::vector<std::string> without_join(Schedule s, int pass) {
+  s.steps.at(pass).join = Join::kNone;
+  return lane_order_problems(s);
+}
+
+// The program with pass `pass` taken out, its edges linked again.
+std::vector<std::string> without_pass(const StepProgram& p, int pass) {
+  Schedule s = p.schedule;
+  s.steps.erase(s.steps.begin() + pass);
+  link_dependencies(s, p.tensors);
+  return lane_order_problems(s);
+}
+
+TEST(LaneOrder, AReductionsWaitTakenOutIsRefused) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  const StepProgram p = build_step(g, spec_of(OverlapStrategy::kBackward, 2), {});
+  const Schedule& bwd = p.schedule;
+  const int wait = find_pass(bwd, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+  // A wait that waits for nothing: it reads the bucket while the reduction writes it.
+  EXPECT_TRUE(mentions(without_join(bwd, wait), "(wait 0 on compute) starts before",
+                       "(allreduce 0 on comm)"));
+  // No wait: the bucket's update reads it.
+  EXPECT_TRUE(mentions(without_pass(p, wait), "(optimizer 0 on compute) starts before",
+                       "(allreduce 0 on comm)"));
+  // The carried wait of `forward`: the update reads the reduction of the step before.
+  const Schedule fwd = build_step(g, spec_of(OverlapStrategy::kForward, 2), {}).schedule;
+  const int carried = find_pass(fwd, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+  EXPECT_TRUE(mentions(without_join(fwd, carried), "(allreduce", "of the iteration 1 back"));
+  // A stale slot's wait: the slot's reduction two steps back.
+  const Schedule stale =
+      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kStale, 2}), {}).schedule;
+  const int slot = find_pass(stale, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+  EXPECT_TRUE(mentions(without_join(stale, slot), "(allreduce", "of the iteration 2 back"));
+}
+
+TEST(LaneOrder, ASwapsWaitTakenOutIsRefused) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  StepSpec spec = spec_of(OverlapStrategy::kNone, 1);
+  spec.swap.kind = SwapPolicy::Kind::kAll;
+  const Schedule s = build_step(g, spec, {}).schedule;
+  const int wait = find_pass(s, [](const Step& x) { return x.pass == Pass::kSwapWait; });
+  ASSERT_GE(wait, 0);
+  EXPECT_TRUE(mentions(without_join(s, wait), "(swap_out on copy)", "on compute) starts before"));
+}
+
+TEST(LaneOrder, APullTheHostDoesNotWaitForIsRefused) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  StepTarget server;
+  server.rank = 0;  // whose progress passes, on the host, serve from the master weights
+  const Schedule s =
+      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kAsync, 0}), server)
+          .schedule;
+  const int pull = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kPull); });
+  const int push = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kPush); });
+  ASSERT_GE(pull, 0);
+  EXPECT_EQ(s.steps[pull].join, Join::kHost);
+  EXPECT_EQ(s.steps[push].join, Join::kHost);
+  // The pull reads the master weights the first progress pass then serves into.
+  EXPECT_TRUE(mentions(without_join(s, pull), "(progress on host) starts before", "(pull on"));
+}
+
+// The rules one at a time, on schedules of two tensors.
+Step pass_on(Lane lane, std::vector<int> reads, std::vector<int> writes, Join join = Join::kNone) {
+  Step s;
+  s.pass = Pass::kForward;
+  s.lane = lane;
+  s.reads = std::move(reads);
+  s.writes = std::move(writes);
+  s.join = join;
+  return s;
+}
+
+std::vector<std::string> problems_of(std::vector<Step> steps) {
+  std::vector<TensorInfo> tensors(2);
+  tensors[0].kind = tensors[1].kind = TensorKind::kBuffer;
+  Schedule s{std::move(steps)};
+  link_dependencies(s, tensors);
+  return lane_order_problems(s);
+}
+
+TEST(LaneOrder, EachRuleOrdersWhatItSaysAndNoMore) {
+  const Lane c = Lane::kCompute, comm = Lane::kComm, copy = Lane::kCopy, host = Lane::kHost;
+  const Join wait = Join::kLanes;
+  // A launch on comm or copy follows the compute work issued before it; a wait on compute
+  // follows it, and what compute runs next, and the next iteration's launches, follow the wait.
+  EXPECT_TRUE(
+      problems_of({pass_on(c, {}, {0}), pass_on(comm, {0}, {1}), pass_on(c, {1}, {1}, wait)})
+          .empty());
+  EXPECT_TRUE(
+      problems_of({pass_on(c, {}, {0}), pass_on(copy, {0}, {1}), pass_on(c, {1}, {1}, wait)})
+          .empty());
+  // Compute after comm without a wait.
+  EXPECT_EQ(problems_of({pass_on(comm, {}, {0}), pass_on(c, {0}, {1})}),
+            std::vector<std::string>{
+                "pass 1 (forward on compute) starts before pass 0 (forward on comm) has ended"});
+  EXPECT_TRUE(
+      problems_of({pass_on(comm, {}, {0}), pass_on(c, {0}, {0}, wait), pass_on(c, {0}, {1})})
+          .empty());
+  // A wait on compute orders compute, not the host.
+  EXPECT_EQ(
+      problems_of({pass_on(comm, {}, {0}), pass_on(c, {0}, {}, wait), pass_on(host, {0}, {})}),
+      std::vector<std::string>{
+          "pass 2 (forward on host) starts before pass 0 (forward on comm) has ended"});
+  // The host does not wait for compute unless the pass says so.
+  EXPECT_EQ(problems_of({pass_on(c, {}, {0}), pass_on(host, {0}, {})}).size(), 1u);
+  EXPECT_TRUE(problems_of({pass_on(c, {}, {0}, Join::kHost), pass_on(host, {0}, {})}).empty());
+  // Compute follows what the host ran; the host's next write does not follow compute's read.
+  EXPECT_EQ(problems_of({pass_on(host, {}, {0}), pass_on(c, {0}, {})}),
+            std::vector<std::string>{"pass 0 (forward on host) starts before pass 1 (forward on "
+                                     "compute) of the iteration 1 back has ended"});
+  // Across iterations: compute overwrites what comm read in the last one, with no wait.
+  EXPECT_EQ(problems_of({pass_on(c, {}, {0}), pass_on(comm, {0}, {})}),
+            std::vector<std::string>{"pass 0 (forward on compute) starts before pass 1 (forward "
+                                     "on comm) of the iteration 1 back has ended"});
+}
+
+}  // namespace
+}  // namespace dlb
