@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "runtime/nn/memory_plan.h"
 #include "runtime/nn/schedule.h"
 
 namespace dlb {
@@ -25,5 +26,14 @@ namespace dlb {
 // (allreduce on comm) of the iteration 2 back has ended". Empty: every edge is honoured. The
 // schedule is unrolled until every carried edge has a source twice over.
 std::vector<std::string> lane_order_problems(const Schedule& s);
+
+// The same, and the bytes `plan` stores the tensors in: a pass that writes bytes another pass
+// touched, or touches bytes another wrote, starts after it has ended, in the iteration or
+// earlier ones, wherever the plan gives two tensors the same bytes ("pass 12 (forward on
+// compute) writes conv1 in bytes that pass 10 (swap_out on copy) read as features.0, before it
+// has ended"). A tensor used in turn (TensorInfo::turns) is touched in its turns only.
+std::vector<std::string> lane_order_problems(const Schedule& s,
+                                             const std::vector<TensorInfo>& tensors,
+                                             const MemoryPlan& plan);
 
 }  // namespace dlb

@@ -158,8 +158,9 @@ StepProgram with_sync(StepProgram p, const Graph& model) {
 // The program's lanes must honour its edges (runtime/nn/lane_order.h): the executor issues the
 // passes in list order and nothing else orders them. A transform that forgets a wait is a defect
 // of dlbench, found here before anything runs.
-void require_lane_order(const StepProgram& p) {
-  const std::vector<std::string> problems = lane_order_problems(p.schedule);
+void require_lane_order(const StepProgram& p, const MemoryPlan* plan = nullptr) {
+  const std::vector<std::string> problems =
+      plan ? lane_order_problems(p.schedule, p.tensors, *plan) : lane_order_problems(p.schedule);
   if (problems.empty()) return;
   throw std::logic_error(
       fmt::format("the step's program (transforms: {}) is not ordered on its lanes: {}{}",
@@ -210,10 +211,12 @@ StepProgram evaluation_program(const StepProgram& step) {
 bool loss_scaled(const PrecisionPolicy& policy) { return policy.activations == DType::kF16; }
 
 MemoryPlan plan_step(const StepProgram& program) {
-  if (program.spec.memory_plan == MemoryPlanKind::kNaive) {
-    return naive_plan(program.schedule, program.tensors);
-  }
-  return reuse_plan(program.schedule, program.tensors, program.kept);
+  MemoryPlan plan = program.spec.memory_plan == MemoryPlanKind::kNaive
+                        ? naive_plan(program.schedule, program.tensors)
+                        : reuse_plan(program.schedule, program.tensors, program.kept);
+  // Bytes the plan gives two tensors are touched in an order the lanes keep.
+  require_lane_order(program, &plan);
+  return plan;
 }
 
 namespace {

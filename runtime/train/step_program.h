@@ -81,6 +81,8 @@ StepProgram evaluation_program(const StepProgram& step);
 
 // Where the program's tensors are stored: naive_plan, or reuse_plan with its reordering for a
 // reusing spec (runtime/nn/memory_plan.h). The logits are kept whole (StepProgram::kept).
+// std::logic_error where the lanes could touch bytes the plan shares out of order
+// (runtime/nn/lane_order.h): a defect of the plan.
 MemoryPlan plan_step(const StepProgram& program);
 
 // The program as text (`dlbench run --print-step`): the spec, the transforms applied, every pass

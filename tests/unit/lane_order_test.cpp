@@ -84,7 +84,13 @@ TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
           const StepProgram p = build_step(g, spec, target);  // which checks, and throws
           EXPECT_EQ(lane_order_problems(p.schedule), std::vector<std::string>{})
               << model << " " << sync_mode_name(spec.sync) << " " << overlap_name(spec.overlap);
-          EXPECT_TRUE(lane_order_problems(evaluation_program(p).schedule).empty());
+          const MemoryPlan plan = plan_step(p);
+          EXPECT_EQ(lane_order_problems(p.schedule, p.tensors, plan), std::vector<std::string>{})
+              << model << " " << sync_mode_name(spec.sync) << " " << overlap_name(spec.overlap)
+              << " swap " << swap_name(spec.swap) << " recompute "
+              << recompute_name(spec.recompute);
+          const StepProgram eval = evaluation_program(p);
+          EXPECT_TRUE(lane_order_problems(eval.schedule, eval.tensors, plan).empty());
           for (const Step& s : p.schedule.steps)
             for (int a : s.after) cross_lane += p.schedule.steps[a].lane != s.lane;
           ++programs;
@@ -189,6 +195,40 @@ TEST(LaneOrder, ASwapsWaitTakenOutIsRefused) {
   const int wait = find_pass(s, [](const Step& x) { return x.pass == Pass::kSwapWait; });
   ASSERT_GE(wait, 0);
   EXPECT_TRUE(mentions(without_join(s, wait), "(swap_out on copy)", "on compute) starts before"));
+}
+
+// A plan that gives the bytes a copy out reads to a tensor compute writes before the copy's wait:
+// in list order the copy is that activation's last use, and only the lanes say it may still run.
+TEST(LaneOrder, APlanThatReusesBytesACopyStillReadsIsRefused) {
+  const Graph g = declared("digits-cnn", Precision::kFp32, 8);
+  StepSpec spec = spec_of(OverlapStrategy::kNone, 1);
+  spec.swap.kind = SwapPolicy::Kind::kAll;
+  const StepProgram p = build_step(g, spec, {});
+  MemoryPlan plan = plan_step(p);
+  const Schedule& s = p.schedule;
+  // A copy out, and the first tensor of its own (no view) that a compute pass writes after the
+  // copy and before its wait.
+  int swapped = -1, overwriting = -1;
+  for (size_t out = 0; out < s.steps.size() && overwriting < 0; ++out) {
+    if (s.steps[out].pass != Pass::kSwapOut) continue;
+    swapped = storage_of(s.steps[out].y, p.tensors);
+    for (size_t i = out + 1; i < s.steps.size() && overwriting < 0; ++i) {
+      const Step& x = s.steps[i];
+      if (x.pass == Pass::kSwapWait && x.y == s.steps[out].y) break;
+      if (x.lane != Lane::kCompute) continue;
+      for (int w : x.writes) {
+        const TensorInfo& t = p.tensors[w];
+        if (t.alias_of < 0 && t.bytes() <= p.tensors[swapped].bytes()) overwriting = w;
+      }
+    }
+  }
+  ASSERT_GE(overwriting, 0);
+  plan.buffer_of[overwriting] = plan.buffer_of[swapped];
+  plan.offset_of[overwriting] = plan.offset_of[swapped];
+  const std::vector<std::string> problems = lane_order_problems(s, p.tensors, plan);
+  EXPECT_TRUE(mentions(problems, "writes " + p.tensors[overwriting].name + " in bytes that",
+                       "(swap_out on copy) read as " + p.tensors[swapped].name))
+      << ::testing::PrintToString(problems);
 }
 
 TEST(LaneOrder, APullTheHostDoesNotWaitForIsRefused) {
