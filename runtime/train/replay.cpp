@@ -35,9 +35,10 @@ struct RankReplay::State {
   };
   double now_us = 0;
   int64_t iteration = 0, next_reduction = 0;
-  std::map<int, int64_t> reduced;  // bucket -> its reduction not yet waited for
-  std::map<int, bool> pending;     // bucket -> reduced, not yet applied
-  bool pushed = false;             // asynchronous SGD: a push whose reply the next pull takes
+  // (all-reduce pass, iteration) -> its reduction, not yet waited for
+  std::map<std::pair<size_t, int64_t>, int64_t> launched;
+  std::map<int, bool> pending;  // bucket -> reduced, not yet applied
+  bool pushed = false;          // asynchronous SGD: a push whose reply the next pull takes
   std::optional<Flight> flight;
   std::map<int64_t, double> late_ends;  // reduction -> its end beside compute, past the lane's
   Totals totals;
@@ -79,7 +80,7 @@ struct RankReplay::Impl {
         case SyncPass::kAllReduce:
           return reduce(step, b);
         case SyncPass::kWait:
-          return wait_for(b);
+          return wait_for(step);
         case SyncPass::kUpdateCarried:  // only where a reduction has come since the last
           return update_if_pending(step, b);
         case SyncPass::kUpdateStale:  // from the slot of K steps before: none in the first K
@@ -101,11 +102,23 @@ struct RankReplay::Impl {
       }
     }
     const std::string& label(const Step&) const override { return kSyncLabel; }
-    // Until bucket `b`'s reduction in flight (if any) has ended.
-    void wait_for(int b) {
+    // Until the reductions the wait follows have ended (runtime/nn/lane_order.h): its
+    // predecessors on the comm lane, in its iteration (after) or the one its carried edge
+    // names (none before the first: the first step of `forward`, the first K of stale:K).
+    void wait_for(const Step& step) {
+      const std::vector<Step>& steps = r_.executor.schedule().steps;
+      const int64_t iteration = r_.state.iteration;
+      for (int a : step.after)
+        if (steps[static_cast<size_t>(a)].lane == Lane::kComm) wait_for(a, iteration);
+      for (const CarriedEdge& e : step.carried)
+        if (steps[static_cast<size_t>(e.pass)].lane == Lane::kComm)
+          wait_for(e.pass, iteration - e.distance);
+    }
+    // Until all-reduce pass `pass`'s reduction of `iteration` has ended, if it is in flight.
+    void wait_for(int pass, int64_t iteration) {
       State& s = r_.state;
-      auto it = s.reduced.find(b);
-      if (it == s.reduced.end()) return;
+      auto it = s.launched.find({static_cast<size_t>(pass), iteration});
+      if (it == s.launched.end()) return;
       if (s.flight && it->second >= s.flight->first) r_.settle_at_wait(it->second);
       double end = r_.reductions().end_us(it->second);
       if (auto late = s.late_ends.find(it->second); late != s.late_ends.end()) {
@@ -113,7 +126,7 @@ struct RankReplay::Impl {
         s.late_ends.erase(late);
       }
       r_.wait_until(end);
-      s.reduced.erase(it);
+      s.launched.erase(it);
     }
     // A skipped carried update is not in the timeline; nor is an all-reduce's launch (its
     // reduction is, on the comm lane).
@@ -139,7 +152,7 @@ struct RankReplay::Impl {
       const double now = r_.clock.now_us();
       const auto [start, end] = r_.reductions().launch(n, r_.cost(step), now);
       r_.add(step, start, end);
-      s.reduced[b] = n;
+      s.launched[{r_.index_of(step), s.iteration}] = n;
       s.pending[b] = true;
       const CoreSharing sharing = r_.sharing ? r_.sharing(step) : CoreSharing{};
       if (settled) {
@@ -288,10 +301,12 @@ struct RankReplay::Impl {
     }
     return *lanes.server;
   }
+  size_t index_of(const Step& step) const {
+    return static_cast<size_t>(&step - executor.schedule().steps.data());
+  }
   void add(const Step& step, double start, double end) {
     if (!keep_timeline) return;
-    const auto index = static_cast<size_t>(&step - executor.schedule().steps.data());
-    timeline.push_back({state.iteration, index, step.lane, start, end});
+    timeline.push_back({state.iteration, index_of(step), step.lane, start, end});
   }
 
   VirtualClock clock;

@@ -8,7 +8,9 @@
 //   - an all-reduce is launched where the schedule issues it; when it starts and ends is the
 //     comm lane's to say (ReductionLane): on one rank's own lane, when it is launched or when the
 //     reduction before it ends, whichever is later, taking its cost while the other lanes go on;
-//   - a wait ends when its reduction has ended (at once if it already has) and costs nothing more;
+//   - a wait ends when its reductions have ended (at once if they already have) and costs
+//     nothing more: the all-reduces its edges name (Step::after, and Step::carried into an
+//     earlier iteration), as the lanes' rules have it (runtime/nn/lane_order.h);
 //   - where the reductions run on the cores that compute (CoreSharing), the two share them;
 //   - an update of carried gradients (the forward strategy's) runs only when a reduction has
 //     happened since the bucket's last update, as GradSync's does: not in the first iteration;

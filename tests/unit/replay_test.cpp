@@ -119,5 +119,36 @@ TEST_F(Replay, StaleWaitsWhereAReductionOutlastsKSteps) {
                          "S 430-434", "AR -2 726-1026 comm"}));
 }
 
+// A wait ends with the reductions the program's edges name (runtime/nn/lane_order.h), not by a
+// rule of the replay's own: the stale:2 wait of step 1, its carried edge turned to name the step
+// before's reduction (slot 0's, 126 to 426 at a cost of 300) instead of the one two back (none),
+// waits for it.
+TEST_F(Replay, AWaitEndsWithTheReductionsItsEdgesName) {
+  const PassCost slow = [](const Step& s) {
+    const bool reduction = s.pass == Pass::kSync && sync_pass_of(s) == SyncPass::kAllReduce;
+    return reduction ? 300 : cost(s);
+  };
+  auto waits = [&](const Schedule& s) {
+    Lines out;
+    for (const TimedPass& t : replay(s, slow, 2)) {
+      const Step& st = s.steps[t.index];
+      if (st.pass == Pass::kSync && sync_pass_of(st) == SyncPass::kWait) {
+        out.push_back(std::to_string(static_cast<int>(t.start_us)) + "-" +
+                      std::to_string(static_cast<int>(t.end_us)));
+      }
+    }
+    return out;
+  };
+  Schedule s = schedule(OverlapStrategy::kNone, true, 2);
+  EXPECT_EQ(waits(s), (Lines{"122-122", "248-248"}));
+  for (Step& st : s.steps) {
+    if (st.pass != Pass::kSync || sync_pass_of(st) != SyncPass::kWait) continue;
+    ASSERT_EQ(st.carried.size(), 1u);
+    EXPECT_EQ(st.carried[0].distance, 2);
+    st.carried[0].distance = 1;
+  }
+  EXPECT_EQ(waits(s), (Lines{"122-122", "248-426"}));
+}
+
 }  // namespace
 }  // namespace dlb
