@@ -118,9 +118,14 @@ enum class Join {
   // A wait: what its lane runs after it runs after its predecessors on other lanes have ended
   // (a reduction's wait, a swap's wait; on a GPU, the stream waits on their events).
   kLanes,
-  // The host waits for it to end before it issues the next pass (it copies to or from host
-  // memory the host then reads or sends: an asynchronous SGD pull or push).
+  // The host waits for it to end before it issues the next pass (an asynchronous SGD push, whose
+  // copy of the gradients to host memory synchronises the device; the messages it sends are its
+  // runner's to wait for before it touches their buffers again).
   kHost,
+  // The host has done with the host memory it reads or writes when it returns, but its device
+  // work may still be queued (an asynchronous SGD pull: it stages the weights from host memory,
+  // then copies them to the device on the compute queue).
+  kHostMemory,
 };
 
 struct Step;

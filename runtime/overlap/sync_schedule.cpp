@@ -179,11 +179,13 @@ Step sync_step(SyncPass kind, int bucket, Lane lane) {
   s.op_name = sync_pass_name(kind);
   s.arg = bucket;
   s.lane = lane;
-  // A wait orders the compute lane after its reduction; a pull or a push copies between the
-  // device and the host memory the parameter server's messages read and write.
-  s.join = kind == SyncPass::kWait                              ? Join::kLanes
-           : kind == SyncPass::kPull || kind == SyncPass::kPush ? Join::kHost
-                                                                : Join::kNone;
+  // A wait orders the compute lane after its reduction; a push copies the gradients to host
+  // memory and the device with them; a pull stages the weights from host memory, and copies them
+  // to the device on the compute queue.
+  s.join = kind == SyncPass::kWait   ? Join::kLanes
+           : kind == SyncPass::kPush ? Join::kHost
+           : kind == SyncPass::kPull ? Join::kHostMemory
+                                     : Join::kNone;
   return s;
 }
 

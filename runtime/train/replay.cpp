@@ -1,5 +1,7 @@
 #include "runtime/train/replay.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 #include <stdexcept>
@@ -48,6 +50,38 @@ struct RankReplay::State {
 namespace {
 
 const std::string kComputeLabel = "pass", kSyncLabel = "sync";
+
+}  // namespace
+
+namespace {
+
+// A wait's predecessors on the comm lane: (pass, iterations back).
+std::vector<std::pair<size_t, int64_t>> comm_sources(const Schedule& schedule, const Step& wait) {
+  std::vector<std::pair<size_t, int64_t>> out;
+  const auto on_comm = [&](int pass) {
+    return schedule.steps[static_cast<size_t>(pass)].lane == Lane::kComm;
+  };
+  for (int a : wait.after)
+    if (on_comm(a)) out.emplace_back(static_cast<size_t>(a), 0);
+  for (const CarriedEdge& e : wait.carried)
+    if (on_comm(e.pass)) out.emplace_back(static_cast<size_t>(e.pass), e.distance);
+  return out;
+}
+
+// Every wait follows a reduction through its edges (link_dependencies): one that follows none
+// would end at once, whatever is in flight.
+void require_waits_linked(const Schedule& schedule) {
+  for (size_t i = 0; i < schedule.steps.size(); ++i) {
+    const Step& step = schedule.steps[i];
+    if (step.pass != Pass::kSync || sync_pass_of(step) != SyncPass::kWait) continue;
+    if (comm_sources(schedule, step).empty()) {
+      throw std::logic_error(fmt::format(
+          "a replay of a schedule whose wait (pass {}) follows no all-reduce: its edges are "
+          "not linked (link_dependencies)",
+          i));
+    }
+  }
+}
 
 }  // namespace
 
@@ -106,19 +140,20 @@ struct RankReplay::Impl {
     // predecessors on the comm lane, in its iteration (after) or the one its carried edge
     // names (none before the first: the first step of `forward`, the first K of stale:K).
     void wait_for(const Step& step) {
-      const std::vector<Step>& steps = r_.executor.schedule().steps;
-      const int64_t iteration = r_.state.iteration;
-      for (int a : step.after)
-        if (steps[static_cast<size_t>(a)].lane == Lane::kComm) wait_for(a, iteration);
-      for (const CarriedEdge& e : step.carried)
-        if (steps[static_cast<size_t>(e.pass)].lane == Lane::kComm)
-          wait_for(e.pass, iteration - e.distance);
-    }
-    // Until all-reduce pass `pass`'s reduction of `iteration` has ended, if it is in flight.
-    void wait_for(int pass, int64_t iteration) {
       State& s = r_.state;
-      auto it = s.launched.find({static_cast<size_t>(pass), iteration});
-      if (it == s.launched.end()) return;
+      std::vector<std::map<std::pair<size_t, int64_t>, int64_t>::iterator> in_flight;
+      for (const auto& [pass, distance] : comm_sources(r_.executor.schedule(), step)) {
+        auto it = s.launched.find({pass, s.iteration - distance});
+        if (it != s.launched.end()) in_flight.push_back(it);
+      }
+      // In the order they were launched, as a flight settles.
+      std::sort(in_flight.begin(), in_flight.end(),
+                [](const auto& a, const auto& b) { return a->second < b->second; });
+      for (const auto& it : in_flight) wait_for(it);
+    }
+    // Until the reduction `it` names has ended.
+    void wait_for(std::map<std::pair<size_t, int64_t>, int64_t>::iterator it) {
+      State& s = r_.state;
       if (s.flight && it->second >= s.flight->first) r_.settle_at_wait(it->second);
       double end = r_.reductions().end_us(it->second);
       if (auto late = s.late_ends.find(it->second); late != s.late_ends.end()) {
@@ -326,7 +361,9 @@ struct RankReplay::Impl {
 RankReplay::RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
                        bool keep_timeline, SharingOf sharing)
     : impl_(std::make_unique<Impl>(std::move(schedule), std::move(cost), lanes, keep_timeline,
-                                   std::move(sharing))) {}
+                                   std::move(sharing))) {
+  require_waits_linked(impl_->executor.schedule());
+}
 
 RankReplay::~RankReplay() = default;
 

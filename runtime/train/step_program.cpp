@@ -159,8 +159,8 @@ StepProgram with_sync(StepProgram p, const Graph& model) {
 // passes in list order and nothing else orders them. A transform that forgets a wait is a defect
 // of dlbench, found here before anything runs.
 void require_lane_order(const StepProgram& p, const MemoryPlan* plan = nullptr) {
-  const std::vector<std::string> problems =
-      plan ? lane_order_problems(p.schedule, p.tensors, *plan) : lane_order_problems(p.schedule);
+  const std::vector<std::string> problems = plan ? lane_order_problems(p.schedule, p.tensors, *plan)
+                                                 : lane_order_problems(p.schedule, p.tensors);
   if (problems.empty()) return;
   throw std::logic_error(
       fmt::format("the step's program (transforms: {}) is not ordered on its lanes: {}{}",
@@ -242,9 +242,10 @@ std::string carried_text(const std::vector<CarriedEdge>& carried) {
 }
 
 std::string pass_line(size_t i, const Step& step, const StepProgram& p, const Graph& model) {
-  const char* join = step.join == Join::kLanes  ? " (waits)"
-                     : step.join == Join::kHost ? " (host waits)"
-                                                : "";
+  const char* join = step.join == Join::kLanes        ? " (waits)"
+                     : step.join == Join::kHost       ? " (host waits)"
+                     : step.join == Join::kHostMemory ? " (host memory done)"
+                                                      : "";
   return fmt::format("  {:>4} {:<7} {}{}  after[{}]{}\n", i, lane_name(step.lane),
                      describe_step(step, p.tensors, model.node_names()), join, ids_text(step.after),
                      carried_text(step.carried));

@@ -3,6 +3,7 @@
 // reads, and a program with a wait taken out is refused, naming the pass that would race.
 #include "runtime/nn/lane_order.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -17,10 +18,19 @@
 namespace dlb {
 namespace {
 
-Graph declared(const char* model, Precision precision, int64_t size) {
+Graph declared(const char* model, Precision precision, int64_t size,
+               const BackendTraits& traits = {}) {
   Graph g = build_model(model, ModelConfig{2, size, 10, {}});
-  g.declare(PrecisionPolicy::for_precision(precision), BackendTraits{});
+  g.declare(PrecisionPolicy::for_precision(precision), traits);
   return g;
+}
+
+// What the CUDA backend's declarations add: pooling's argmax, batch norm fused with its ReLU.
+BackendTraits cuda_like() {
+  BackendTraits t;
+  t.saves_pool_argmax = true;
+  t.fuses_batch_norm_relu = true;
+  return t;
 }
 
 StepSpec spec_of(OverlapStrategy overlap, int64_t ranks, SyncMode sync = {}) {
@@ -52,7 +62,7 @@ bool mentions(const std::vector<std::string>& problems, const std::string& a,
   });
 }
 
-// Every strategy and technique that adds passes or lanes, on the digits and on resnet18.
+// Every strategy and technique that adds passes or lanes, and each memory plan.
 std::vector<StepSpec> every_kind_of_step() {
   std::vector<StepSpec> specs;
   for (OverlapStrategy o : kOverlapStrategies)
@@ -60,46 +70,73 @@ std::vector<StepSpec> every_kind_of_step() {
   for (int64_t k : {1, 2, 3})
     for (int64_t ranks : {1, 2})
       specs.push_back(spec_of(OverlapStrategy::kNone, ranks, {SyncMode::Kind::kStale, k}));
-  specs.push_back(spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kAsync, 0}));
+  specs.push_back(spec_of(OverlapStrategy::kNone, 3, {SyncMode::Kind::kAsync, 0}));
   specs.push_back(spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kIndependent, 0}));
   StepSpec swapped = spec_of(OverlapStrategy::kForward, 2);
   swapped.swap.kind = SwapPolicy::Kind::kAll;
   specs.push_back(swapped);
+  StepSpec budget = spec_of(OverlapStrategy::kBackward, 2);  // swaps until the step fits
+  budget.swap.kind = SwapPolicy::Kind::kAuto;
+  budget.memory_budget = size_t{1};
+  specs.push_back(budget);
   StepSpec recomputed = spec_of(OverlapStrategy::kBackward, 2);
   recomputed.recompute = RecomputePolicy{RecomputePolicy::Kind::kSqrt, 0};
   specs.push_back(recomputed);
+  StepSpec segments = spec_of(OverlapStrategy::kForward, 2);
+  segments.recompute = RecomputePolicy{RecomputePolicy::Kind::kEvery, 2};
+  segments.memory_plan = MemoryPlanKind::kReorder;
+  specs.push_back(segments);
+  StepSpec naive = spec_of(OverlapStrategy::kForward, 2);
+  naive.memory_plan = MemoryPlanKind::kNaive;
+  specs.push_back(naive);
   return specs;
+}
+
+// The program, its plan and its evaluation program, checked; how many edges join two lanes.
+int checked(const Graph& g, const StepSpec& spec, const StepTarget& target,
+            const std::string& what) {
+  const StepProgram p = build_step(g, spec, target);  // which checks, and throws
+  EXPECT_EQ(lane_order_problems(p.schedule, p.tensors), std::vector<std::string>{}) << what;
+  const MemoryPlan plan = plan_step(p);  // which checks the bytes, and throws
+  EXPECT_EQ(lane_order_problems(p.schedule, p.tensors, plan), std::vector<std::string>{}) << what;
+  const StepProgram eval = evaluation_program(p);
+  EXPECT_TRUE(lane_order_problems(eval.schedule, eval.tensors, plan).empty()) << what;
+  int cross_lane = 0;
+  for (const Step& s : p.schedule.steps)
+    for (int a : s.after) cross_lane += p.schedule.steps[a].lane != s.lane;
+  return cross_lane;
 }
 
 TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
   int programs = 0, cross_lane = 0;
   for (const char* model : {"digits-cnn", "resnet18"}) {
-    for (Precision precision : {Precision::kFp32, Precision::kFp16}) {
-      const Graph g = declared(model, precision, model[0] == 'd' ? 8 : 32);
-      for (const StepSpec& spec : every_kind_of_step()) {
-        if (precision == Precision::kFp16 && spec.sync.kind != SyncMode::Kind::kSync) continue;
-        for (int64_t rank = 0; rank < (spec.async() ? 2 : 1); ++rank) {
-          StepTarget target;
-          target.rank = rank;
-          const StepProgram p = build_step(g, spec, target);  // which checks, and throws
-          EXPECT_EQ(lane_order_problems(p.schedule), std::vector<std::string>{})
-              << model << " " << sync_mode_name(spec.sync) << " " << overlap_name(spec.overlap);
-          const MemoryPlan plan = plan_step(p);
-          EXPECT_EQ(lane_order_problems(p.schedule, p.tensors, plan), std::vector<std::string>{})
-              << model << " " << sync_mode_name(spec.sync) << " " << overlap_name(spec.overlap)
-              << " swap " << swap_name(spec.swap) << " recompute "
-              << recompute_name(spec.recompute);
-          const StepProgram eval = evaluation_program(p);
-          EXPECT_TRUE(lane_order_problems(eval.schedule, eval.tensors, plan).empty());
-          for (const Step& s : p.schedule.steps)
-            for (int a : s.after) cross_lane += p.schedule.steps[a].lane != s.lane;
-          ++programs;
+    for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
+      for (const bool cuda : {false, true}) {
+        const Graph g = declared(model, precision, model[0] == 'd' ? 8 : 32,
+                                 cuda ? cuda_like() : BackendTraits{});
+        for (StepSpec spec : every_kind_of_step()) {
+          spec.precision = precision;
+          // fp16's loss scaling reads this step's gradients: not with stale:K or async.
+          if (precision == Precision::kFp16 && (spec.staleness() > 0 || spec.async())) continue;
+          if (spec.async() && precision != Precision::kFp32) continue;  // fp32 only
+          for (int64_t rank = 0; rank < (spec.async() ? spec.ranks : 1); ++rank) {
+            StepTarget target;
+            target.rank = rank;
+            target.second_input = cuda;  // the CUDA backend's asynchronous input copies
+            const std::string what =
+                fmt::format("{} {} {} {} {} swap {} rank {}", model, precision_name(precision),
+                            cuda ? "cuda" : "cpu", sync_mode_name(spec.sync),
+                            overlap_name(spec.overlap), swap_name(spec.swap), rank);
+            cross_lane += checked(g, spec, target, what);
+            ++programs;
+          }
         }
       }
     }
   }
-  EXPECT_EQ(programs, 2 * (17 + 8));  // fp32: 17 kinds (async twice); fp16: 8
-  EXPECT_GT(cross_lane, 100);         // the check had edges between lanes to prove
+  // Per model and backend: fp32 21 kinds (async on 3 ranks), bf16 18, fp16 12.
+  EXPECT_EQ(programs, 2 * 2 * (21 + 18 + 12));
+  EXPECT_GT(cross_lane, 1000);  // the check had edges between lanes to prove
 }
 
 TEST(LaneOrder, CarriedEdgesReachTheIterationThatWroteWhatAPassReads) {
@@ -152,9 +189,10 @@ TEST(LaneOrder, TheSlotOfATurnIsTheSlotTheRunnersUse) {
 }
 
 // A program with one of its joins taken out: the lanes race, and the check says where.
-std::vector<std::string> without_join(Schedule s, int pass) {
+std::vector<std::string> without_join(const StepProgram& p, int pass) {
+  Schedule s = p.schedule;
   s.steps.at(pass).join = Join::kNone;
-  return lane_order_problems(s);
+  return lane_order_problems(s, p.tensors);
 }
 
 // The program with pass `pass` taken out, its edges linked again.
@@ -162,7 +200,7 @@ std::vector<std::string> without_pass(const StepProgram& p, int pass) {
   Schedule s = p.schedule;
   s.steps.erase(s.steps.begin() + pass);
   link_dependencies(s, p.tensors);
-  return lane_order_problems(s);
+  return lane_order_problems(s, p.tensors);
 }
 
 TEST(LaneOrder, AReductionsWaitTakenOutIsRefused) {
@@ -171,30 +209,35 @@ TEST(LaneOrder, AReductionsWaitTakenOutIsRefused) {
   const Schedule& bwd = p.schedule;
   const int wait = find_pass(bwd, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
   // A wait that waits for nothing: it reads the bucket while the reduction writes it.
-  EXPECT_TRUE(mentions(without_join(bwd, wait), "(wait 0 on compute) starts before",
+  EXPECT_TRUE(mentions(without_join(p, wait), "(wait 0 on compute) starts before",
                        "(allreduce 0 on comm)"));
   // No wait: the bucket's update reads it.
   EXPECT_TRUE(mentions(without_pass(p, wait), "(optimizer 0 on compute) starts before",
                        "(allreduce 0 on comm)"));
   // The carried wait of `forward`: the update reads the reduction of the step before.
-  const Schedule fwd = build_step(g, spec_of(OverlapStrategy::kForward, 2), {}).schedule;
-  const int carried = find_pass(fwd, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+  const StepProgram fwd = build_step(g, spec_of(OverlapStrategy::kForward, 2), {});
+  const int carried =
+      find_pass(fwd.schedule, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
   EXPECT_TRUE(mentions(without_join(fwd, carried), "(allreduce", "of the iteration 1 back"));
   // A stale slot's wait: the slot's reduction two steps back.
-  const Schedule stale =
-      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kStale, 2}), {}).schedule;
-  const int slot = find_pass(stale, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
-  EXPECT_TRUE(mentions(without_join(stale, slot), "(allreduce", "of the iteration 2 back"));
+  const StepProgram stale =
+      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kStale, 2}), {});
+  const int slot =
+      find_pass(stale.schedule, [](const Step& x) { return is_sync(x, SyncPass::kWait); });
+  const std::vector<std::string> unwaited = without_join(stale, slot);
+  EXPECT_TRUE(mentions(unwaited, "(allreduce", "of the iteration 2 back"));
+  // ...and the slot's next reduction is launched while it is still being reduced.
+  EXPECT_TRUE(mentions(unwaited, "(allreduce on comm) is launched again", "has ended"));
 }
 
 TEST(LaneOrder, ASwapsWaitTakenOutIsRefused) {
   const Graph g = declared("digits-cnn", Precision::kFp32, 8);
   StepSpec spec = spec_of(OverlapStrategy::kNone, 1);
   spec.swap.kind = SwapPolicy::Kind::kAll;
-  const Schedule s = build_step(g, spec, {}).schedule;
-  const int wait = find_pass(s, [](const Step& x) { return x.pass == Pass::kSwapWait; });
+  const StepProgram p = build_step(g, spec, {});
+  const int wait = find_pass(p.schedule, [](const Step& x) { return x.pass == Pass::kSwapWait; });
   ASSERT_GE(wait, 0);
-  EXPECT_TRUE(mentions(without_join(s, wait), "(swap_out on copy)", "on compute) starts before"));
+  EXPECT_TRUE(mentions(without_join(p, wait), "(swap_out on copy)", "on compute) starts before"));
 }
 
 // A plan that gives the bytes a copy out reads to a tensor compute writes before the copy's wait:
@@ -235,16 +278,16 @@ TEST(LaneOrder, APullTheHostDoesNotWaitForIsRefused) {
   const Graph g = declared("digits-cnn", Precision::kFp32, 8);
   StepTarget server;
   server.rank = 0;  // whose progress passes, on the host, serve from the master weights
-  const Schedule s =
-      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kAsync, 0}), server)
-          .schedule;
+  const StepProgram p =
+      build_step(g, spec_of(OverlapStrategy::kNone, 2, {SyncMode::Kind::kAsync, 0}), server);
+  const Schedule& s = p.schedule;
   const int pull = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kPull); });
   const int push = find_pass(s, [](const Step& x) { return is_sync(x, SyncPass::kPush); });
   ASSERT_GE(pull, 0);
-  EXPECT_EQ(s.steps[pull].join, Join::kHost);
+  EXPECT_EQ(s.steps[pull].join, Join::kHostMemory);
   EXPECT_EQ(s.steps[push].join, Join::kHost);
   // The pull reads the master weights the first progress pass then serves into.
-  EXPECT_TRUE(mentions(without_join(s, pull), "(progress on host) starts before", "(pull on"));
+  EXPECT_TRUE(mentions(without_join(p, pull), "(progress on host) starts before", "(pull on"));
 }
 
 // The rules one at a time, on schedules of two tensors.
@@ -258,12 +301,14 @@ Step pass_on(Lane lane, std::vector<int> reads, std::vector<int> writes, Join jo
   return s;
 }
 
-std::vector<std::string> problems_of(std::vector<Step> steps) {
+// Tensor 0 in host memory where `host_memory` says so; tensor 1 always the device's.
+std::vector<std::string> problems_of(std::vector<Step> steps, bool host_memory = false) {
   std::vector<TensorInfo> tensors(2);
   tensors[0].kind = tensors[1].kind = TensorKind::kBuffer;
+  if (host_memory) tensors[0].category = MemCategory::kHostComm;
   Schedule s{std::move(steps)};
   link_dependencies(s, tensors);
-  return lane_order_problems(s);
+  return lane_order_problems(s, tensors);
 }
 
 TEST(LaneOrder, EachRuleOrdersWhatItSaysAndNoMore) {
@@ -277,10 +322,16 @@ TEST(LaneOrder, EachRuleOrdersWhatItSaysAndNoMore) {
   EXPECT_TRUE(
       problems_of({pass_on(c, {}, {0}), pass_on(copy, {0}, {1}), pass_on(c, {1}, {1}, wait)})
           .empty());
-  // Compute after comm without a wait.
+  // Compute after comm without a wait; and so comm's next launch before its last has ended.
   EXPECT_EQ(problems_of({pass_on(comm, {}, {0}), pass_on(c, {0}, {1})}),
+            (std::vector<std::string>{
+                "pass 1 (forward on compute) starts before pass 0 (forward on comm) has ended",
+                "pass 0 (forward on comm) is launched again before its last launch has ended"}));
+  // Comm does not order its own passes: a reduction after a reduction needs a wait between.
+  EXPECT_EQ(problems_of({pass_on(comm, {}, {0}), pass_on(comm, {0}, {1}),
+                         pass_on(c, {0, 1}, {0, 1}, wait)}),
             std::vector<std::string>{
-                "pass 1 (forward on compute) starts before pass 0 (forward on comm) has ended"});
+                "pass 1 (forward on comm) starts before pass 0 (forward on comm) has ended"});
   EXPECT_TRUE(
       problems_of({pass_on(comm, {}, {0}), pass_on(c, {0}, {0}, wait), pass_on(c, {0}, {1})})
           .empty());
@@ -298,8 +349,19 @@ TEST(LaneOrder, EachRuleOrdersWhatItSaysAndNoMore) {
                                      "compute) of the iteration 1 back has ended"});
   // Across iterations: compute overwrites what comm read in the last one, with no wait.
   EXPECT_EQ(problems_of({pass_on(c, {}, {0}), pass_on(comm, {0}, {})}),
-            std::vector<std::string>{"pass 0 (forward on compute) starts before pass 1 (forward "
-                                     "on comm) of the iteration 1 back has ended"});
+            (std::vector<std::string>{
+                "pass 0 (forward on compute) starts before pass 1 (forward on comm) of the "
+                "iteration 1 back has ended",
+                "pass 1 (forward on comm) is launched again before its last launch has ended"}));
+  // A pass that has done with host memory when it returns (a pull) orders the host's next
+  // touches of host memory (tensor 0), not of what it writes on the device (tensor 1).
+  const Join host_memory = Join::kHostMemory;
+  EXPECT_TRUE(
+      problems_of({pass_on(c, {0}, {1}, host_memory), pass_on(host, {}, {0})}, true).empty());
+  EXPECT_EQ(problems_of({pass_on(c, {0}, {1}), pass_on(host, {}, {0})}, true).size(), 1u);
+  EXPECT_EQ(problems_of({pass_on(c, {0}, {1}, host_memory), pass_on(host, {1}, {})}, true),
+            std::vector<std::string>{
+                "pass 1 (forward on host) starts before pass 0 (forward on compute) has ended"});
 }
 
 }  // namespace

@@ -148,6 +148,9 @@ TEST_F(Replay, AWaitEndsWithTheReductionsItsEdgesName) {
     st.carried[0].distance = 1;
   }
   EXPECT_EQ(waits(s), (Lines{"122-122", "248-426"}));
+  // A wait that follows no reduction (its edges never linked) is refused, not ended at once.
+  for (Step& st : s.steps) st.carried.clear();
+  EXPECT_THROW(replay(s, slow, 1), std::logic_error);
 }
 
 }  // namespace
