@@ -9,7 +9,10 @@
 //   - no gradient it reduces is written again before its reduction is ordered before the stream;
 //   - every update reads only gradients whose reduction was ordered before the stream first.
 // This is what the nccl communicator turns into events (record on the producer, the comm stream
-// waits; record at the end, the consumer waits). The double checks order, never numerics.
+// waits; record at the end, the consumer waits). The double checks order, never numerics. Its
+// reductions are never seen finished by a progress pass (a test), so only a wait orders one, and
+// a missing wait cannot hide behind a poll. The same holds for stale:K's slots and independent
+// ranks' meeting.
 //
 // The same backend, with asynchronous input copies, checks the trainer's double-buffered input:
 // every read of an input buffer waits for the copy that filled it, no copy overwrites a buffer
@@ -215,14 +218,19 @@ class RecordingBackend final : public DelegatingBackend {
 
 class RecordingHandle final : public CommHandle {
  public:
-  RecordingHandle(Log& log, Range r, int id) : log_(log), range_(r), id_(id) {}
+  // `polled`: whether a test finds it finished (a progress pass then orders it before the
+  // stream); otherwise only a wait does.
+  RecordingHandle(Log& log, Range r, int id, bool polled = true)
+      : log_(log), range_(r), id_(id), polled_(polled) {}
   bool test() override {
+    if (!polled_ && !waited_) return false;
     stamp_completion();
     return true;
   }
   void wait() override { stamp_completion(); }
   void order_before(StreamRef consumer) override {
     stamp_completion();
+    waited_ = true;
     log_.events.push_back({Event::kOrderBefore, range_, consumer.native, id_});
   }
 
@@ -230,12 +238,14 @@ class RecordingHandle final : public CommHandle {
   Log& log_;
   Range range_;
   int id_;
+  bool polled_, waited_ = false;
 };
 
 // Two ranks with identical gradients: the average is the identity, so training is unchanged.
 class RecordingCommunicator final : public Communicator {
  public:
-  explicit RecordingCommunicator(Log& log) : log_(log) {}
+  // `polled`: RecordingHandle's.
+  explicit RecordingCommunicator(Log& log, bool polled = true) : log_(log), polled_(polled) {}
   std::string_view name() const override { return "recording"; }
   int rank() const override { return 0; }
   int size() const override { return 2; }
@@ -253,11 +263,12 @@ class RecordingCommunicator final : public Communicator {
                                               StreamRef producer) override {
     const int id = log_.next_handle++;
     log_.events.push_back({Event::kAllreduce, range_of(buffer), producer.native, id});
-    return std::make_unique<RecordingHandle>(log_, range_of(buffer), id);
+    return std::make_unique<RecordingHandle>(log_, range_of(buffer), id, polled_);
   }
 
  private:
   Log& log_;
+  bool polled_;
 };
 
 // `grads`: every parameter's gradient. Each one inside an all-reduce must have been written
@@ -324,7 +335,7 @@ class StreamOrder : public ::testing::TestWithParam<OverlapStrategy> {};
 TEST_P(StreamOrder, ReductionsFollowTheirGradientsAndPrecedeTheirUpdates) {
   Log log;
   RecordingBackend backend(log);
-  RecordingCommunicator comm(log);
+  RecordingCommunicator comm(log, false);  // only a wait orders a reduction
   Graph g = build_model("resnet18", ModelConfig{2, 32, 10, {}});
   Rng rng(1);
   g.declare_for(backend);
@@ -348,13 +359,78 @@ INSTANTIATE_TEST_SUITE_P(Strategies, StreamOrder,
                                            OverlapStrategy::kForward),
                          [](const auto& info) { return std::string(overlap_name(info.param)); });
 
+// The sync modes whose waits are not a strategy's, through the same seam: stale:K's slot,
+// reduced behind the next K steps and waited for K steps after its launch, then stashed into
+// again; and independent ranks' meeting, waited for before the step's updates
+// (runtime/overlap/sync_schedule.h). The lane check (runtime/nn/lane_order.h) proves the
+// programs right under these rules; this shows that GradSync keeps them.
+class SyncModeOrder : public ::testing::TestWithParam<SyncMode> {};
+
+TEST_P(SyncModeOrder, EachReductionIsWaitedForBeforeItsBytesAreReadOrWritten) {
+  Log log;
+  RecordingBackend backend(log);
+  // A reduction is never seen finished by a progress pass: only its wait orders it.
+  RecordingCommunicator comm(log, false);
+  Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
+  Rng rng(1);
+  g.declare_for(backend);
+  TrainConfig tc;
+  tc.comm = &comm;
+  tc.step.sync = GetParam();
+  Trainer t(backend, g, tc, rng);
+  const Dataset d = make_synthetic(4, 1, 8, 10, 4);
+  t.load_batch(d.images.data(), d.labels.data());
+  log.events.clear();
+  const int64_t k = GetParam().staleness;
+  for (int64_t s = 0; s < k + 3; ++s) t.step();
+  t.flush();
+  const StepTensorIds& ids = t.program().ids;
+  if (k > 0) {
+    // Each slot: stashed into, reduced, waited for, read by the update, stashed into again.
+    std::vector<Range> slots;
+    for (int id : ids.stale_slots) slots.push_back(range_of(t.bound().tensor(id)));
+    ASSERT_EQ(slots.size(), static_cast<size_t>(k));
+    check_order(log, slots);
+    return;
+  }
+  // The meeting: every update after the step's meeting has been ordered before the stream.
+  const Range token = range_of(t.bound().tensor(ids.meeting));
+  int meetings = 0, updates = 0, latest = -1;
+  bool ordered = false;
+  for (const Event& e : log.events) {
+    if (e.kind == Event::kAllreduce) {
+      EXPECT_TRUE(e.range.covers(token)) << "independent ranks reduce nothing but the token";
+      EXPECT_EQ(e.stream, &stream_tag);
+      latest = e.handle, ordered = false, ++meetings;
+    }
+    if (e.kind == Event::kOrderBefore && e.handle == latest) ordered = true;
+    if (e.kind == Event::kUpdate) {
+      ++updates;
+      EXPECT_TRUE(ordered) << "an update before the ranks' meeting is ordered before it";
+    }
+  }
+  EXPECT_EQ(meetings, 3);
+  EXPECT_GT(updates, 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, SyncModeOrder,
+                         ::testing::Values(SyncMode{SyncMode::Kind::kStale, 1},
+                                           SyncMode{SyncMode::Kind::kStale, 2},
+                                           SyncMode{SyncMode::Kind::kStale, 3},
+                                           SyncMode{SyncMode::Kind::kIndependent, 0}),
+                         [](const auto& info) {
+                           std::string name = sync_mode_name(info.param);
+                           std::replace(name.begin(), name.end(), ':', '_');
+                           return name;
+                         });
+
 // fp16's loss scaling decides a step's skip from every gradient: its check must come after every
 // reduction of the step is ordered before the stream (not only the first-updated bucket's), and
 // before the step's first update; in every strategy, with several buckets.
 TEST_P(StreamOrder, LossScalingChecksEveryReducedGradientBeforeTheFirstUpdate) {
   Log log;
   RecordingBackend backend(log);
-  RecordingCommunicator comm(log);
+  RecordingCommunicator comm(log, false);  // only a wait orders a reduction
   Graph g = build_model("digits-cnn", ModelConfig{4, 8, 10, 0.f});
   Rng rng(1);
   g.declare_for(backend, PrecisionPolicy::for_precision(Precision::kFp16));
