@@ -25,11 +25,19 @@ Graph declared(const char* model, Precision precision, int64_t size,
   return g;
 }
 
-// What the CUDA backend's declarations add: pooling's argmax, batch norm fused with its ReLU.
-BackendTraits cuda_like() {
+// The declarations of the three kinds: no fusion; the CPU backend's (convolution and batch norm
+// fused with their ReLUs); the CUDA backend's (pooling's argmax, batch norm fused with its ReLU,
+// 16-bit activations channels-last).
+enum class Declared { kPlain, kCpu, kCuda };
+
+BackendTraits traits_of(Declared kind, Precision precision) {
   BackendTraits t;
-  t.saves_pool_argmax = true;
-  t.fuses_batch_norm_relu = true;
+  t.fuses_batch_norm_relu = kind != Declared::kPlain;
+  t.fuses_conv_relu = kind == Declared::kCpu;
+  t.saves_pool_argmax = kind == Declared::kCuda;
+  if (kind == Declared::kCuda && precision != Precision::kFp32) {
+    t.activation_layout = Layout::kNHWC;
+  }
   return t;
 }
 
@@ -111,9 +119,10 @@ TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
   int programs = 0, cross_lane = 0;
   for (const char* model : {"digits-cnn", "resnet18"}) {
     for (Precision precision : {Precision::kFp32, Precision::kBf16, Precision::kFp16}) {
-      for (const bool cuda : {false, true}) {
-        const Graph g = declared(model, precision, model[0] == 'd' ? 8 : 32,
-                                 cuda ? cuda_like() : BackendTraits{});
+      for (const Declared kind : {Declared::kPlain, Declared::kCpu, Declared::kCuda}) {
+        const bool cuda = kind == Declared::kCuda;
+        const Graph g =
+            declared(model, precision, model[0] == 'd' ? 8 : 32, traits_of(kind, precision));
         for (StepSpec spec : every_kind_of_step()) {
           spec.precision = precision;
           // fp16's loss scaling reads this step's gradients: not with stale:K or async.
@@ -123,10 +132,10 @@ TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
             StepTarget target;
             target.rank = rank;
             target.second_input = cuda;  // the CUDA backend's asynchronous input copies
-            const std::string what =
-                fmt::format("{} {} {} {} {} swap {} rank {}", model, precision_name(precision),
-                            cuda ? "cuda" : "cpu", sync_mode_name(spec.sync),
-                            overlap_name(spec.overlap), swap_name(spec.swap), rank);
+            const std::string what = fmt::format(
+                "{} {} declared {} {} {} swap {} rank {}", model, precision_name(precision),
+                static_cast<int>(kind), sync_mode_name(spec.sync), overlap_name(spec.overlap),
+                swap_name(spec.swap), rank);
             cross_lane += checked(g, spec, target, what);
             ++programs;
           }
@@ -134,8 +143,8 @@ TEST(LaneOrder, EveryProgramIsOrderedByItsLanesAlone) {
       }
     }
   }
-  // Per model and backend: fp32 21 kinds (async on 3 ranks), bf16 18, fp16 12.
-  EXPECT_EQ(programs, 2 * 2 * (21 + 18 + 12));
+  // Per model and declaration: fp32 21 kinds (async on 3 ranks), bf16 18, fp16 12.
+  EXPECT_EQ(programs, 2 * 3 * (21 + 18 + 12));
   EXPECT_GT(cross_lane, 1000);  // the check had edges between lanes to prove
 }
 
