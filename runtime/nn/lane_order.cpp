@@ -120,7 +120,7 @@ struct Touch {
 class Issue {
  public:
   Issue(const Schedule& s, const std::vector<TensorInfo>& tensors);
-  // Also check the bytes `plan` gives the tensors.
+  // Check the bytes `plan` gives the tensors instead of the edges.
   void check_bytes(const MemoryPlan& plan);
   // Enough iterations for each carried edge and each turn to come round twice, after the first
   // `depth` iterations that start with some of their sources missing.
@@ -274,7 +274,7 @@ void Issue::run(int64_t iteration, std::vector<std::string>& problems) {
     const size_t queue = queues_.of(s_, pass, iteration);
     Known end = start_of(pass, from, iteration);
     if (step.lane == Lane::kComm) check_relaunch(pass, queue, end, problems);
-    check_edges(pass, from, end, iteration, problems);
+    if (bytes_.empty()) check_edges(pass, from, end, iteration, problems);
     const Issued self{queue, count_[queue] + 1};
     if (!bytes_.empty()) touch_bytes(pass, iteration, end, self, problems);
     end[queue] = ++count_[queue];
@@ -371,9 +371,9 @@ std::vector<std::string> lane_order_problems(const Schedule& s,
   return run_issue(s, tensors, nullptr);
 }
 
-std::vector<std::string> lane_order_problems(const Schedule& s,
-                                             const std::vector<TensorInfo>& tensors,
-                                             const MemoryPlan& plan) {
+std::vector<std::string> plan_lane_problems(const Schedule& s,
+                                            const std::vector<TensorInfo>& tensors,
+                                            const MemoryPlan& plan) {
   return run_issue(s, tensors, &plan);
 }
 

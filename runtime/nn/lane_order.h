@@ -34,13 +34,14 @@ namespace dlb {
 std::vector<std::string> lane_order_problems(const Schedule& s,
                                              const std::vector<TensorInfo>& tensors);
 
-// The same, and the bytes `plan` stores the tensors in: a pass that writes bytes another pass
-// touched, or touches bytes another wrote, starts after it has ended, in the iteration or
-// earlier ones, wherever the plan gives two tensors the same bytes ("pass 8 (forward on
-// compute) writes classifier.0 in bytes that pass 7 (swap_out on copy) read as features.3,
-// before it has ended"). A tensor used in turn (TensorInfo::turns) is touched in its turns only.
-std::vector<std::string> lane_order_problems(const Schedule& s,
-                                             const std::vector<TensorInfo>& tensors,
-                                             const MemoryPlan& plan);
+// The same rules over the bytes `plan` stores the tensors in (the edges are
+// lane_order_problems's to check): a pass that writes bytes another pass touched, or touches
+// bytes another wrote, starts after it has ended, in the iteration or earlier ones, wherever the
+// plan gives two tensors the same bytes ("pass 8 (forward on compute) writes classifier.0 in
+// bytes that pass 7 (swap_out on copy) read as features.3, before it has ended"). A tensor used
+// in turn (TensorInfo::turns) is touched in its turns only.
+std::vector<std::string> plan_lane_problems(const Schedule& s,
+                                            const std::vector<TensorInfo>& tensors,
+                                            const MemoryPlan& plan);
 
 }  // namespace dlb

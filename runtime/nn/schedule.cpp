@@ -128,7 +128,8 @@ void link_carried(Schedule& s, const std::vector<TensorInfo>& tensors) {
       auto touched = [&](const std::vector<int>& ids) {
         return std::any_of(ids.begin(), ids.end(), [&](int t) { return base_of(t, tensors) == b; });
       };
-      const int distance = tensors[b].turns > 0 ? tensors[b].turns : 1;
+      const int turns = tensors[storage_of(b, tensors)].turns;  // as lane_order.cpp reads it
+      const int distance = turns > 0 ? turns : 1;
       carry(step, static_cast<int>(i), touches[b], touched(step.reads), touched(step.writes),
             distance);
     }

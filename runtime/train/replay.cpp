@@ -56,31 +56,31 @@ const std::string kComputeLabel = "pass", kSyncLabel = "sync";
 namespace {
 
 // A wait's predecessors on the comm lane: (pass, iterations back).
-std::vector<std::pair<size_t, int64_t>> comm_sources(const Schedule& schedule, const Step& wait) {
-  std::vector<std::pair<size_t, int64_t>> out;
+using CommSources = std::vector<std::pair<size_t, int64_t>>;
+
+// Per pass of the schedule, a wait's comm sources (none for any other pass), found once. Every
+// wait follows a reduction through its edges (link_dependencies): one that follows none would
+// end at once, whatever is in flight, and is refused.
+std::vector<CommSources> wait_sources(const Schedule& schedule) {
+  std::vector<CommSources> sources(schedule.steps.size());
   const auto on_comm = [&](int pass) {
     return schedule.steps[static_cast<size_t>(pass)].lane == Lane::kComm;
   };
-  for (int a : wait.after)
-    if (on_comm(a)) out.emplace_back(static_cast<size_t>(a), 0);
-  for (const CarriedEdge& e : wait.carried)
-    if (on_comm(e.pass)) out.emplace_back(static_cast<size_t>(e.pass), e.distance);
-  return out;
-}
-
-// Every wait follows a reduction through its edges (link_dependencies): one that follows none
-// would end at once, whatever is in flight.
-void require_waits_linked(const Schedule& schedule) {
   for (size_t i = 0; i < schedule.steps.size(); ++i) {
     const Step& step = schedule.steps[i];
     if (step.pass != Pass::kSync || sync_pass_of(step) != SyncPass::kWait) continue;
-    if (comm_sources(schedule, step).empty()) {
+    for (int a : step.after)
+      if (on_comm(a)) sources[i].emplace_back(static_cast<size_t>(a), 0);
+    for (const CarriedEdge& e : step.carried)
+      if (on_comm(e.pass)) sources[i].emplace_back(static_cast<size_t>(e.pass), e.distance);
+    if (sources[i].empty()) {
       throw std::logic_error(fmt::format(
           "a replay of a schedule whose wait (pass {}) follows no all-reduce: its edges are "
           "not linked (link_dependencies)",
           i));
     }
   }
+  return sources;
 }
 
 }  // namespace
@@ -102,7 +102,8 @@ struct RankReplay::Impl {
   // The sync policy's passes, with reductions on the lane and pushes to the server (replay.h).
   class SyncRunner final : public PassRunner {
    public:
-    SyncRunner(Impl& r, int64_t staleness) : r_(r), staleness_(staleness) {}
+    SyncRunner(Impl& r, const Schedule& schedule)
+        : r_(r), staleness_(staleness_of(schedule)), sources_(wait_sources(schedule)) {}
     // Bounded staleness: the step's slot, keyed apart from the buckets (-1 and up).
     void begin_step(int64_t index) override {
       if (staleness_ > 0) slot_key_ = -10 - static_cast<int>(stale_slot(index, staleness_));
@@ -142,7 +143,7 @@ struct RankReplay::Impl {
     void wait_for(const Step& step) {
       State& s = r_.state;
       std::vector<std::map<std::pair<size_t, int64_t>, int64_t>::iterator> in_flight;
-      for (const auto& [pass, distance] : comm_sources(r_.executor.schedule(), step)) {
+      for (const auto& [pass, distance] : sources_[r_.index_of(step)]) {
         auto it = s.launched.find({pass, s.iteration - distance});
         if (it != s.launched.end()) in_flight.push_back(it);
       }
@@ -230,6 +231,7 @@ struct RankReplay::Impl {
 
     Impl& r_;
     int64_t staleness_;
+    std::vector<CommSources> sources_;  // per pass: a wait's (wait_sources)
     int slot_key_ = 0;
     bool skipped_ = false;
   };
@@ -255,7 +257,7 @@ struct RankReplay::Impl {
         keep_timeline(keep),
         sharing(std::move(cores)),
         compute(*this),
-        sync(*this, staleness_of(*schedule)),
+        sync(*this, *schedule),
         observer(*this),
         executor(std::move(schedule), PassRunners{&compute, &compute, &sync, &compute}, clock) {}
 
@@ -361,9 +363,7 @@ struct RankReplay::Impl {
 RankReplay::RankReplay(std::shared_ptr<const Schedule> schedule, PassCost cost, RankLanes lanes,
                        bool keep_timeline, SharingOf sharing)
     : impl_(std::make_unique<Impl>(std::move(schedule), std::move(cost), lanes, keep_timeline,
-                                   std::move(sharing))) {
-  require_waits_linked(impl_->executor.schedule());
-}
+                                   std::move(sharing))) {}
 
 RankReplay::~RankReplay() = default;
 

@@ -159,7 +159,7 @@ StepProgram with_sync(StepProgram p, const Graph& model) {
 // passes in list order and nothing else orders them. A transform that forgets a wait is a defect
 // of dlbench, found here before anything runs.
 void require_lane_order(const StepProgram& p, const MemoryPlan* plan = nullptr) {
-  const std::vector<std::string> problems = plan ? lane_order_problems(p.schedule, p.tensors, *plan)
+  const std::vector<std::string> problems = plan ? plan_lane_problems(p.schedule, p.tensors, *plan)
                                                  : lane_order_problems(p.schedule, p.tensors);
   if (problems.empty()) return;
   throw std::logic_error(

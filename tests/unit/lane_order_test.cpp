@@ -106,9 +106,10 @@ int checked(const Graph& g, const StepSpec& spec, const StepTarget& target,
   const StepProgram p = build_step(g, spec, target);  // which checks, and throws
   EXPECT_EQ(lane_order_problems(p.schedule, p.tensors), std::vector<std::string>{}) << what;
   const MemoryPlan plan = plan_step(p);  // which checks the bytes, and throws
-  EXPECT_EQ(lane_order_problems(p.schedule, p.tensors, plan), std::vector<std::string>{}) << what;
+  EXPECT_EQ(plan_lane_problems(p.schedule, p.tensors, plan), std::vector<std::string>{}) << what;
   const StepProgram eval = evaluation_program(p);
-  EXPECT_TRUE(lane_order_problems(eval.schedule, eval.tensors, plan).empty()) << what;
+  EXPECT_TRUE(lane_order_problems(eval.schedule, eval.tensors).empty()) << what;
+  EXPECT_TRUE(plan_lane_problems(eval.schedule, eval.tensors, plan).empty()) << what;
   int cross_lane = 0;
   for (const Step& s : p.schedule.steps)
     for (int a : s.after) cross_lane += p.schedule.steps[a].lane != s.lane;
@@ -277,7 +278,7 @@ TEST(LaneOrder, APlanThatReusesBytesACopyStillReadsIsRefused) {
   ASSERT_GE(overwriting, 0);
   plan.buffer_of[overwriting] = plan.buffer_of[swapped];
   plan.offset_of[overwriting] = plan.offset_of[swapped];
-  const std::vector<std::string> problems = lane_order_problems(s, p.tensors, plan);
+  const std::vector<std::string> problems = plan_lane_problems(s, p.tensors, plan);
   EXPECT_TRUE(mentions(problems, "writes " + p.tensors[overwriting].name + " in bytes that",
                        "(swap_out on copy) read as " + p.tensors[swapped].name))
       << ::testing::PrintToString(problems);
