@@ -2,7 +2,8 @@
 # `dlbench validate-sim` on this machine: resnet18 on 2 ranks, none and backward, simulated from
 # their one-rank baselines on this host's measured all-reduce and co-run slowdown (2 ranks in step
 # under --sync=independent, against one alone). The verdict is
-# the exit's (0 within, 1 outside, 3 inconclusive on a busy host); on a quiet host every point's
+# the exit's (0 within, 1 outside, 3 inconclusive on a busy host, or one whose speed changed under
+# a run alone: a baseline's or co-run's steps varying over 10%, each named); on a quiet host every point's
 # error is under 30% (the simulator that let MPI's progress thread overlap compute for free erred
 # by 41% on backward here), and a verdict of within has bounds under 50%. Whether the errors are
 # within the spread's bound is the command's measurement, not a pass or fail of this test: on a
@@ -79,6 +80,24 @@ for path in traces:
     reductions = [e for e in events if e.get("cat") == "allreduce"]
     assert steps and len(reductions) == len(steps), (path, len(steps), len(reductions))
     assert all(e["args"]["bucket"] == "meeting" for e in reductions), path
+PY
+check "a run alone (a baseline, a co-run's run alone) whose steps varied over 10% is named" \
+  "$root/.venv/bin/python" - "$work/v" <<'PY'
+import glob, json, os, sys
+v = sys.argv[1]
+disturbed = json.load(open(f"{v}/validation.json"))["disturbed"]
+lone = []
+for line in open(f"{v}/runs/results.jsonl"):
+    r = json.loads(line)
+    if r["config"].get("ranks", 1) == 1 and "simulation" not in r:
+        lone.append((f"point {r['point']['index']}", r["noise"]))
+for path in sorted(glob.glob(f"{v}/corun/*-1.json")):
+    lone.append((f"co-run {os.path.basename(path)[:-5]}", json.load(open(path))["noise"]))
+assert len(lone) == 2 + 3, lone  # the two strategies' baselines; three rounds' runs alone
+for who, noise in lone:
+    assert noise["ranks_on_host"] == 1 and not noise["oversubscribed"], (who, noise)
+    named = [x for x in disturbed if x.startswith(f"{who}: step times vary")]
+    assert bool(named) == (noise["step_cv"] > 0.10), (who, noise["step_cv"], disturbed)
 PY
 check "the report draws the simulated points beside the measured ones (this host's network)" \
   grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"

@@ -73,6 +73,33 @@ TEST(Noise, HostActivityIsTheOtherProcessesAndStealNotThePlacementOrTheSteps) {
   EXPECT_TRUE(host_activity_reasons(nlohmann::json{{"other_processes_cores", "x"}}).empty());
 }
 
+TEST(Noise, ALoneRunsSpreadIsTheHostsAndASharedRunsIsItsOwn) {
+  // validate-sim's baselines run alone: steps that vary there say the host's speed changed.
+  NoiseInputs in = quiet(1980, 19.8);
+  in.step_seconds = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5};
+  const auto alone = noise_json(in);
+  EXPECT_EQ(lone_run_reasons(alone),
+            (std::vector<std::string>{"step times vary: CV 92.3% in a run alone on the host (its "
+                                      "speed changed under the run)"}));
+  in.ranks_on_host = 2;  // 2 ranks x 1 thread on 2 hardware threads: the spread is the ranks'
+  EXPECT_TRUE(lone_run_reasons(noise_json(in)).empty());
+  in.ranks_on_host = 1;
+  in.threads_per_rank = 4;  // oversubscribed by its own threads
+  EXPECT_TRUE(lone_run_reasons(noise_json(in)).empty());
+  in.threads_per_rank = 1;
+  in.step_seconds = {0.1, 0.11, 0.1, 0.09, 0.1, 0.1};  // CV 6.3%: under the threshold
+  EXPECT_TRUE(lone_run_reasons(noise_json(in)).empty());
+  // A busy host is named as host_activity_reasons names it, the spread after.
+  NoiseInputs busy = quiet(2000, 10.0, 100);
+  busy.step_seconds = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5};
+  const auto reasons = lone_run_reasons(noise_json(busy));
+  ASSERT_EQ(reasons.size(), 3u);
+  EXPECT_EQ(reasons[0], "other processes used 1.00 cores during the run");
+  EXPECT_TRUE(lone_run_reasons(nlohmann::json()).empty());
+  EXPECT_TRUE(lone_run_reasons(nlohmann::json{{"step_cv", "x"}}).empty());
+  EXPECT_TRUE(lone_run_reasons(nlohmann::json{{"step_cv", 0.5}, {"ranks_on_host", 1.5}}).empty());
+}
+
 TEST(Noise, AGpuRunIsNotOversubscribedByItsHostThreads) {
   NoiseInputs in = quiet(1980, 19.0);
   in.cpu_device = false;

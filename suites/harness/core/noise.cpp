@@ -110,22 +110,41 @@ void step_spread(const std::vector<double>& t, nlohmann::json& j, Reasons& reaso
   }
 }
 
+// A field of a record's `noise`, or `otherwise` where it is absent or not of the type asked.
+double noise_number(const nlohmann::json& noise, const char* key, double otherwise = 0) {
+  const auto it = noise.find(key);
+  return it != noise.end() && it->is_number() ? it->get<double>() : otherwise;
+}
+
 }  // namespace
 
 std::vector<std::string> host_activity_reasons(const nlohmann::json& noise) {
   std::vector<std::string> reasons;
   if (!noise.is_object()) return reasons;
-  const auto number = [&](const char* key) {
-    const auto it = noise.find(key);
-    return it != noise.end() && it->is_number() ? it->get<double>() : 0.0;
-  };
-  if (number("other_processes_cores") > kOtherCores) {
+  if (noise_number(noise, "other_processes_cores") > kOtherCores) {
     reasons.push_back(fmt::format("other processes used {:.2f} cores during the run",
-                                  number("other_processes_cores")));
+                                  noise_number(noise, "other_processes_cores")));
   }
-  if (number("steal_fraction") > kStealFraction) {
+  if (noise_number(noise, "steal_fraction") > kStealFraction) {
     reasons.push_back(fmt::format("the hypervisor stole {:.1f}% of the CPU time",
-                                  100 * number("steal_fraction")));
+                                  100 * noise_number(noise, "steal_fraction")));
+  }
+  return reasons;
+}
+
+std::vector<std::string> lone_run_reasons(const nlohmann::json& noise) {
+  std::vector<std::string> reasons = host_activity_reasons(noise);
+  if (!noise.is_object()) return reasons;
+  const auto oversubscribed = noise.find("oversubscribed");
+  const bool shares = noise_number(noise, "ranks_on_host", 1) != 1 ||
+                      (oversubscribed != noise.end() && oversubscribed->is_boolean() &&
+                       oversubscribed->get<bool>());
+  const double cv = noise_number(noise, "step_cv");
+  if (!shares && cv > kStepCv) {
+    reasons.push_back(
+        fmt::format("step times vary: CV {:.1f}% in a run alone on the host (its speed changed "
+                    "under the run)",
+                    100 * cv));
   }
   return reasons;
 }

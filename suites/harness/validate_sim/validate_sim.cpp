@@ -252,8 +252,9 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
 std::map<int64_t, double> corun_round(const ValidateSimOptions& o, const std::string& tag,
                                       nlohmann::json& log, double& params,
                                       std::vector<std::string>& disturbed) {
-  const auto judge = [&](const CoRun& c, int64_t n) {  // as the points are: a busy host
-    for (std::string& why : host_activity_reasons(c.record.value("noise", nlohmann::json()))) {
+  const auto judge = [&](const CoRun& c, int64_t n) {  // as the points and their baselines are
+    const nlohmann::json noise = c.record.value("noise", nlohmann::json());
+    for (std::string& why : n == 1 ? lone_run_reasons(noise) : host_activity_reasons(noise)) {
       disturbed.push_back(fmt::format("co-run {}-{}: {}", tag, n, why));
     }
   };
@@ -402,8 +403,10 @@ nlohmann::json judge_points(const ValidateSimParts& parts,
       return b["point"].value("id", "") == base_id;
     });
     if (base == records.end()) continue;
+    // A busy host disturbs both; the baseline runs alone, so its steps' own spread is the host's.
     for (const nlohmann::json* x : {&r, &*base}) {
-      for (std::string& why : host_activity_reasons(x->value("noise", nlohmann::json()))) {
+      const nlohmann::json noise = x->value("noise", nlohmann::json());
+      for (std::string& why : x == &r ? host_activity_reasons(noise) : lone_run_reasons(noise)) {
         disturbed.push_back(fmt::format("point {}: {}", (*x)["point"].value("index", 0), why));
       }
     }
@@ -428,8 +431,8 @@ nlohmann::json judge_points(const ValidateSimParts& parts,
 }
 
 // within, outside (a point's error beyond its bound on an undisturbed host), or inconclusive (the
-// host was busy: other processes or the hypervisor took CPU time from a run it judges; or a
-// point's bound is over kWidestBound).
+// host was busy: other processes or the hypervisor took CPU time from a run it judges, or the
+// host's speed changed under a run alone; or a point's bound is over kWidestBound).
 std::string verdict(const nlohmann::json& points, const std::vector<std::string>& disturbed) {
   if (!disturbed.empty()) return "inconclusive";
   const bool within = std::all_of(points.begin(), points.end(),
