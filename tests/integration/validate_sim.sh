@@ -128,10 +128,12 @@ done
 rc=$?
 kill "${hogs[@]}" 2>/dev/null
 wait "${hogs[@]}" 2>/dev/null
-tail -n 2 "$work/hog.out"
+tail -n 4 "$work/hog.out"
 check "a planted CPU hog: inconclusive (exit 3, got $rc)" test $rc -eq 3
-check "a planted CPU hog: the reason named" grep -q "inconclusive: .*other processes used" \
+check "a planted CPU hog: the verdict's line, then each reason on a line of its own" \
+  grep -q "^validate-sim: inconclusive: the errors cannot be judged ([0-9]* reasons*, kept in" \
   "$work/hog.out"
+check "a planted CPU hog: the reason named" grep -q "^  .*: other processes used" "$work/hog.out"
 
 for bad in "--ranks=1" "--repetitions=1" "--overlap=sideways"; do
   "$dlbench" validate-sim --out="$work/bad" $bad >"$work/err" 2>&1

@@ -455,8 +455,10 @@ int finish(const nlohmann::json& validation, const std::string& out, const std::
   render_report(runs);
   const std::string v = validation["verdict"];
   if (v == "inconclusive") {
-    fmt::print("validate-sim: inconclusive: the errors cannot be judged: {}\n",
-               fmt::join(validation["disturbed"].get<std::vector<std::string>>(), "; "));
+    const auto reasons = validation["disturbed"].get<std::vector<std::string>>();
+    fmt::print("validate-sim: inconclusive: the errors cannot be judged ({} reason{}, kept in "
+               "validation.json's \"disturbed\"):\n  {}\n",
+               reasons.size(), reasons.size() == 1 ? "" : "s", fmt::join(reasons, "\n  "));
     return 3;
   }
   return v == "within" ? 0 : 1;
