@@ -127,6 +127,12 @@ def _choice(r: Record, among: list[Record]) -> str:
              if buckets else ""))
 
 
+def _ranks_word(r: Record) -> str:
+    """'GPUs' for a simulation of GPUs, 'ranks' for one whose ranks compute on CPUs (this host's
+    validate-sim, or a CPU's calibration on a GPU cluster's network)."""
+    return "ranks" if r.config.get("backend") == "cpu" else "GPUs"
+
+
 def _setting_pieces(at: list[Record]) -> list[Piece]:
     """'resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024 GPUs with overlap=forward
     (91.6% with overlap=none)': the best choice at the most ranks, and the worst where the
@@ -139,7 +145,7 @@ def _setting_pieces(at: list[Record]) -> list[Piece]:
     out: list[Piece] = [f"{_setting(best)}" + (f" with --sync={sync}" if sync not in (None, "sync")
                                                else "") + " keeps ",
                         (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
-                        f" at {most:,} GPUs with {_choice(best, at)}"]
+                        f" at {most:,} {_ranks_word(best)} with {_choice(best, at)}"]
     worst = min(_measured_at(at, most), key=efficiency)
     if 100 * (efficiency(best) - efficiency(worst)) >= 0.1:
         out += [" (", (f"{common.number_text(100 * efficiency(worst), '.1f')}%", _index(worst)),

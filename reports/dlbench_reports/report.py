@@ -11,7 +11,7 @@ from . import peaks as peaks_mod
 from .plots import (algorithms, batch, common, convergence, global_batch, input as input_plot,
                     memory, overlap, precision, scaling, scaling_loss, sync_modes, timeline,
                     tradeoff)
-from . import headline, intervals
+from . import headline, intervals, validation
 from .outputs import check_directory, check_output, write_text_atomically
 from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
                       peer_ratio, peer_record, peers, read_json_file, varying_keys)
@@ -343,6 +343,7 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) ->
     for r in rs.records:
         counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
     out = [f"# dlbench report: suite `{rs.suite}`", ""]
+    out += validation.markdown_lines(rs)  # validate-sim's question comes first
     if headline.pieces(rs):
         out += [headline.markdown(headline.pieces(rs)), ""]
     if description(rs):
@@ -433,6 +434,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
+             *validation.html_parts(rs),
              f"<p>{headline.html_text(headline.pieces(rs))}</p>" if headline.pieces(rs) else "",
              f"<p>{e(description(rs))}</p>" if description(rs) else "",
              f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code>" +

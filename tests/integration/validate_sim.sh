@@ -101,6 +101,11 @@ for who, noise in lone:
 PY
 check "the report draws the simulated points beside the measured ones (this host's network)" \
   grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"
+verdict=$("$root/.venv/bin/python" -c 'import json, sys
+print(json.load(open(sys.argv[1]))["verdict"])' "$work/v/validation.json")
+check "the report's first paragraph is the verdict ($verdict)" test "$(sed -n 3p \
+  "$work/v/runs/report.md" | cut -d: -f1-2)" = \
+  "The simulator against these measured points (dlbench validate-sim): $verdict"
 # A simulated record's command makes it again: its calibration file and the measured network.
 cmd=$("$root/.venv/bin/python" -c 'import json, sys
 print([json.loads(l) for l in open(sys.argv[1])][-1]["command"])' "$work/v/runs/results.jsonl")

@@ -456,9 +456,10 @@ int finish(const nlohmann::json& validation, const std::string& out, const std::
   const std::string v = validation["verdict"];
   if (v == "inconclusive") {
     const auto reasons = validation["disturbed"].get<std::vector<std::string>>();
-    fmt::print("validate-sim: inconclusive: the errors cannot be judged ({} reason{}, kept in "
-               "validation.json's \"disturbed\"):\n  {}\n",
-               reasons.size(), reasons.size() == 1 ? "" : "s", fmt::join(reasons, "\n  "));
+    fmt::print(
+        "validate-sim: inconclusive: the errors cannot be judged ({} reason{}, kept in "
+        "validation.json's \"disturbed\"):\n  {}\n",
+        reasons.size(), reasons.size() == 1 ? "" : "s", fmt::join(reasons, "\n  "));
     return 3;
   }
   return v == "within" ? 0 : 1;
