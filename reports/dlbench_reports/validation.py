@@ -4,9 +4,9 @@ the report is drawn; this reads it as a paragraph, a table of each simulated poi
 against its bound, and the reasons of an inconclusive verdict (docs/simulation.md, "In brief").
 
     The simulator against these measured points (dlbench validate-sim): inconclusive: the host
-    was busy or changed speed under a run alone, so the errors cannot be judged (12 reasons,
-    below). Simulated steps from -5.4% to +9.6% of the measured ones, against bounds of 32.7% to
-    66.7%.
+    was busy or changed speed under a run alone, or the runs varied too much, so the errors
+    cannot be judged (11 reasons, below). Simulated steps from -5.4% to +9.6% of the measured
+    ones, against bounds of 49.4% to 66.7%.
 
 A file that is not a validation (unreadable, or not of this shape) is named in one line in its
 place, and the rest of the report is drawn as usual."""
@@ -57,8 +57,11 @@ class Validation:
 
 def _number(p: dict, key: str) -> float:
     v = p.get(key)
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-        raise ValueError(f"point {key} is not a finite number")
+    try:  # (an integer beyond any double overflows)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
+            raise ValueError
+    except (ValueError, OverflowError):
+        raise ValueError(f"point {key} is not a finite number") from None
     return float(v)
 
 
@@ -102,7 +105,7 @@ def parse(data, path: Path) -> Validation:
 def load(rs: ResultSet) -> Validation | None:
     """The validation beside a validate-sim sweep's folder; None for another suite's, or where
     there is none (the points were run, the validation not yet)."""
-    path = rs.directory.parent / "validation.json"
+    path = rs.directory.resolve().parent / "validation.json"
     if rs.suite != SUITE or not path.exists():
         return None
     try:
@@ -122,7 +125,7 @@ def pieces(v: Validation, index_of: dict[str, int]) -> list[Piece]:
         return [f"The simulator's validation could not be read: {v.problem}."]
     out: list[Piece] = ["The simulator against these measured points (dlbench validate-sim): ",
                         f"{v.verdict}: {VERDICTS[v.verdict]}"]
-    if v.disturbed:
+    if v.disturbed and v.verdict == "inconclusive":
         n = len(v.disturbed)
         out.append(f" ({n} reason{'s' if n != 1 else ''}, below)")
     out.append(".")
@@ -170,8 +173,9 @@ def markdown_lines(rs: ResultSet) -> list[str]:
     out = [headline.markdown(pieces(v, index_of)), ""]
     if v.points:
         out += ["| " + " | ".join(HEADER) + " |", "|" + "---|" * len(HEADER)]
-        out += ["| " + " | ".join(row) + " |" for row in rows(v, index_of)] + [""]
-    if v.disturbed:
+        out += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |"
+                for row in rows(v, index_of)] + [""]
+    if v.disturbed and v.verdict == "inconclusive":
         out += ["Why the errors cannot be judged:", "", *[f"- {d}" for d in v.disturbed], ""]
     return out
 
@@ -188,7 +192,7 @@ def html_parts(rs: ResultSet) -> list[str]:
         out.append("<div class='wide'><table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER) +
                    "</tr>" + "".join("<tr>" + "".join(f"<td>{e(c)}</td>" for c in row) + "</tr>"
                                      for row in rows(v, index_of)) + "</table></div>")
-    if v.disturbed:
+    if v.disturbed and v.verdict == "inconclusive":
         out.append("<p>Why the errors cannot be judged:</p><ul>" +
                    "".join(f"<li>{e(d)}</li>" for d in v.disturbed) + "</ul>")
     return out

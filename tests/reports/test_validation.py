@@ -71,6 +71,36 @@ def test_a_file_that_is_not_a_validation_is_named_in_its_place(results):
     assert "The simulator against" not in md and "could not be read" not in md
 
 
+def test_what_the_file_says_is_escaped_in_html_and_in_a_markdown_table(results):
+    d = results("validate-sim")
+    v = json.loads((d / "validation.json").read_text())
+    v["disturbed"] = ["point 1: <b>bold</b> & more"]
+    v["points"][0]["overlap"] = "a|b"
+    (d / "validation.json").write_text(json.dumps(v))
+    r = build(d / "runs")
+    html = r.html.read_text()
+    assert "<li>point 1: &lt;b&gt;bold&lt;/b&gt; &amp; more</li>" in html and "<b>bold" not in html
+    assert "<td>a|b</td>" in html
+    assert "| a\\|b |" in r.markdown.read_text()
+
+
+def test_a_verdict_that_is_not_inconclusive_gives_no_reasons(results):
+    d = results("validate-sim")
+    v = json.loads((d / "validation.json").read_text())
+    (d / "validation.json").write_text(json.dumps(dict(v, verdict="within")))
+    md = build(d / "runs").markdown.read_text()
+    assert md.split("\n\n")[1].startswith(
+        "The simulator against these measured points (dlbench validate-sim): within: every "
+        "simulated step is within its bound of the measured one. Simulated steps from"), md
+    assert "cannot be judged" not in md
+
+
+def test_the_report_finds_the_validation_from_inside_the_points_folder(results, monkeypatch):
+    d = results("validate-sim")
+    monkeypatch.chdir(d / "runs")
+    assert validation.load(load(".")).verdict == "inconclusive"
+
+
 def test_another_suites_report_has_no_validation(results):
     d = results("scaling")
     (d.parent / "validation.json").write_text("{")

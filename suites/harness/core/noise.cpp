@@ -136,7 +136,8 @@ std::vector<std::string> lone_run_reasons(const nlohmann::json& noise) {
   std::vector<std::string> reasons = host_activity_reasons(noise);
   if (!noise.is_object()) return reasons;
   const auto oversubscribed = noise.find("oversubscribed");
-  const bool shares = noise_number(noise, "ranks_on_host", 1) != 1 ||
+  // A record that does not say it ran alone is not taken to have.
+  const bool shares = noise_number(noise, "ranks_on_host", 0) != 1 ||
                       (oversubscribed != noise.end() && oversubscribed->is_boolean() &&
                        oversubscribed->get<bool>());
   const double cv = noise_number(noise, "step_cv");

@@ -47,12 +47,14 @@ nlohmann::json noise_json(const NoiseInputs& in);
 std::vector<std::string> host_activity_reasons(const nlohmann::json& noise);
 
 // What a run alone on the host says of the host, from its record's `noise`: host_activity_reasons,
-// and its steps' spread beyond the threshold (`step_cv`). A lone run (one rank on the host, not
-// oversubscribed) whose steps are alike by construction (synthetic data, no communication, as
-// validate-sim's one-rank runs) has nothing of its own that varies them: such a spread is the
-// host's speed changing under it (a neighbour on the same memory or caches, a hypervisor), which
-// neither steal nor other processes' time shows. For a run that shares cores, host_activity_reasons
-// alone: its steps' spread is its own.
+// and its steps' spread beyond the noise verdict's threshold (`step_cv` over 10%). A lone run (its
+// record says one rank on the host, not oversubscribed) whose steps are alike by construction
+// (synthetic data, no communication, as validate-sim's one-rank runs) is taken to have nothing of
+// its own that varies them that much: such a spread is taken as the host's speed changing under it
+// (a neighbour on the same memory or caches, a hypervisor), which neither steal nor other
+// processes' time need show. The CV is over every timed step, so one step in 60 twice as slow as
+// the rest is enough (12.7%). For a run that shares cores, host_activity_reasons alone: its steps'
+// spread is its own.
 std::vector<std::string> lone_run_reasons(const nlohmann::json& noise);
 
 }  // namespace dlb

@@ -247,8 +247,9 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
 // Each rank count's ratio: the run alone's step plus how much longer its ranks' compute lanes were
 // busy a step than the run alone's (their mean; measured_scaling_loss's compute_slowdown), over
 // the run alone's step. That is the factor a simulated rank's calibrated step is scaled by
-// (runtime/sim/calibration.h). Host activity in a co-run goes to `disturbed`, as a point's does;
-// the round's part of corun.json to `log`.
+// (runtime/sim/calibration.h). Host activity in a co-run goes to `disturbed`, as a point's does,
+// and for its run alone the spread of its steps too (lone_run_reasons), as for a baseline; the
+// round's part of corun.json to `log`.
 std::map<int64_t, double> corun_round(const ValidateSimOptions& o, const std::string& tag,
                                       nlohmann::json& log, double& params,
                                       std::vector<std::string>& disturbed) {
@@ -388,7 +389,8 @@ struct Spreads {
 constexpr double kWidestBound = 0.5;
 
 // Every ok multi-rank point simulated from its one-rank baseline, its error against its bound;
-// host activity in a point or its baseline added to `disturbed`.
+// host activity in a point or its baseline added to `disturbed`, and the baseline's steps'
+// spread (a run alone: lone_run_reasons).
 nlohmann::json judge_points(const ValidateSimParts& parts,
                             const std::vector<nlohmann::json>& records, const Network& network,
                             const std::map<int64_t, ComputeFactor>& factors, const Spreads& spreads,
