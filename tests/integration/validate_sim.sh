@@ -3,8 +3,9 @@
 # their one-rank baselines on this host's measured all-reduce and co-run slowdown (2 ranks in step
 # under --sync=independent, against one alone). The verdict is the exit's (0 within, 1 outside,
 # 3 inconclusive on a busy host, or one whose speed changed under a run alone: a baseline's or
-# co-run's steps varying over 10%, each named); on a quiet host every point's error is under 30% (the simulator that let MPI's progress thread overlap compute for free erred
-# by 41% on backward here), and a verdict of within has bounds under 50%. Whether the errors are
+# co-run's steps varying over 10%, each named); on a quiet host every point's error is under 30%
+# (the simulator that let MPI's progress thread overlap compute for free erred by 41% on backward
+# here), and a verdict of within has bounds under 50%. Whether the errors are
 # within the spread's bound is the command's measurement, not a pass or fail of this test: on a
 # shared 2-core machine one co-run measured in a noisy moment moves every prediction by 10%.
 # A planted CPU hog makes it inconclusive. Bad input gets one line and exit 2.
