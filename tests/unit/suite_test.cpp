@@ -3,10 +3,13 @@
 #include "suites/harness/core/suite.h"
 
 #include <gtest/gtest.h>
+#include <sched.h>
 
+#include <algorithm>
 #include <fstream>
 
 #include "runtime/core/error.h"
+#include "runtime/core/host_cpus.h"
 #include "suites/harness/core/json_schema.h"
 #include "suites/harness/core/launcher.h"
 #include "suites/harness/core/option_table.h"
@@ -380,6 +383,33 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, host(2, true)).argv,
             std::vector<std::string>{"w"});
   EXPECT_THROW(launch_command(LauncherKind::kLocal, 2, {"w"}, host(2)), InvalidArgument);
+}
+
+TEST(Launcher, TheCoresAreThoseTheProcessMayUse) {
+  // Under taskset or a job's cpuset, the CPUs left are what OpenMP's pool and mpirun's slots
+  // count; the machine's hardware_concurrency is not. Narrowed to one CPU, 2 ranks are
+  // oversubscribed with a thread each.
+  cpu_set_t all;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(all), &all), 0);
+  if (CPU_COUNT(&all) < 2) GTEST_SKIP() << "this process may use one CPU only";
+  EXPECT_EQ(usable_cpus(), CPU_COUNT(&all));
+  int first = 0;
+  while (!CPU_ISSET(first, &all)) ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // this thread, the one asking
+  const int64_t narrowed = usable_cpus();
+  const LaunchHost here = this_host();
+  ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
+  EXPECT_EQ(narrowed, 1);
+  EXPECT_EQ(here.cores, 1);
+  LaunchHost h = here;
+  h.omp_threads_set = false;
+  h.mpi_hostfile = false;
+  const auto c = launch_command(LauncherKind::kMpirun, 2, {"w"}, h);
+  EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "--oversubscribe"), c.argv.end());
+  EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");
 }
 
 TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {

@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/host_cpus.h"
 
 namespace dlb {
 
@@ -28,7 +29,7 @@ std::optional<LauncherKind> parse_launcher(std::string_view s) {
 
 LaunchHost this_host() {
   LaunchHost h;
-  h.cores = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  h.cores = usable_cpus();
   h.as_root = geteuid() == 0;
   h.in_slurm = std::getenv("SLURM_JOB_ID") != nullptr;
   if (const char* n = std::getenv("SLURM_NTASKS")) h.slurm_tasks = std::atoll(n);
@@ -174,8 +175,6 @@ std::string tail_of_file(const std::string& path, size_t max_bytes) {
   return ss.str();
 }
 
-int64_t most_local_ranks() {
-  return std::max<int64_t>(std::thread::hardware_concurrency(), 1) * kMaxRanksPerCore;
-}
+int64_t most_local_ranks() { return usable_cpus() * kMaxRanksPerCore; }
 
 }  // namespace dlb

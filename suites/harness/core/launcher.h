@@ -20,7 +20,7 @@ struct LaunchCommand {
 
 // What decides how ranks are started, and how many can be.
 struct LaunchHost {
-  int64_t cores = 1;
+  int64_t cores = 1;  // the CPUs this process may use (usable_cpus: a cpuset counts, as mpirun's)
   bool as_root = false;
   bool in_slurm = false;               // SLURM_JOB_ID set
   std::optional<int64_t> slurm_tasks;  // SLURM_NTASKS: the allocation's task count, when given

@@ -8,9 +8,9 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/host_cpus.h"
 #include "runtime/core/precision_policy.h"
 #include "runtime/io/json_fields.h"
 #include "runtime/io/json_text.h"
@@ -43,7 +43,7 @@ double best_seconds(Backend& b, int repeat, const std::function<void()>& fn) {
 
 int64_t pool_threads() {
   if (const char* n = std::getenv("OMP_NUM_THREADS"); n && std::atoll(n) > 0) return std::atoll(n);
-  return std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  return usable_cpus();  // as OpenMP's default pool
 }
 
 json MachinePeak::to_json() const {

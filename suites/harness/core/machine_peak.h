@@ -41,8 +41,8 @@ MachinePeak measure_peak(Backend& backend, Precision precision);
 // Where peaks are kept: $DLBENCH_PEAK_FILE, else $XDG_CACHE_HOME/dlbench/peaks.json, else
 // ~/.cache/dlbench/peaks.json.
 std::string peak_file_path();
-// The threads an OpenMP pool (the CPU backend's) starts here: OMP_NUM_THREADS, else one per
-// hardware thread.
+// The threads an OpenMP pool (the CPU backend's) starts here: OMP_NUM_THREADS, else one per CPU
+// the process may use (usable_cpus), as OpenMP's default.
 int64_t pool_threads();
 // The peaks in the file (none when it does not exist). InvalidArgument naming the file and the
 // key when it is not a list of peaks, or is not a regular file.

@@ -8,9 +8,9 @@
 #include <filesystem>
 #include <iterator>
 #include <system_error>
-#include <thread>
 
 #include "runtime/core/error.h"
+#include "runtime/core/host_cpus.h"
 #include "workloads/data/tar_reader.h"
 
 namespace dlb {
@@ -43,8 +43,8 @@ ImageFolderIndex shards_as_index(const std::string& pattern) {
 
 int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads) {
   if (o.loader_threads > 0) return o.loader_threads;
-  const int64_t hardware = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
-  return std::max<int64_t>(1, hardware / std::max<int64_t>(ranks_on_host, 1) - compute_threads);
+  return std::max<int64_t>(1,
+                           usable_cpus() / std::max<int64_t>(ranks_on_host, 1) - compute_threads);
 }
 
 std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int ranks,

@@ -29,8 +29,8 @@ struct ImageInput {
 // device (--decode=gpu).
 void load_next_batch(ImageInput& in, Trainer& trainer);
 
-// The decoding threads of `o`: its loader_threads, or (0) the hardware threads this rank's share
-// of the host leaves after its compute (`compute_threads`), at least one.
+// The decoding threads of `o`: its loader_threads, or (0) what this rank's share of the CPUs the
+// process may use (usable_cpus) leaves after its compute (`compute_threads`), at least one.
 int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads);
 
 // Scans DIR/train (folder) or indexes the shards --data-path names (shards), takes the source's

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "runtime/core/error.h"
+#include "runtime/core/host_cpus.h"
 #include "runtime/core/stats.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
@@ -445,7 +446,7 @@ std::string verdict(const nlohmann::json& points, const std::vector<std::string>
 // Every point, the one-rank ones too, runs with the threads a rank has at the most ranks, so that
 // a one-rank point calibrates a rank's compute.
 int64_t threads_per_rank(const ValidateSimOptions& o) {
-  const int64_t cores = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
+  const int64_t cores = usable_cpus();
   const int64_t most = *std::max_element(o.ranks.begin(), o.ranks.end());
   return std::max<int64_t>(cores / most, 1);
 }
@@ -474,8 +475,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   fs::create_directories(o.out);
   const int64_t threads = threads_per_rank(o);
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
-  fmt::print("validate-sim: {} threads a rank on {} hardware threads\n", threads,
-             std::thread::hardware_concurrency());
+  fmt::print("validate-sim: {} threads a rank on the {} CPUs it may use\n", threads, usable_cpus());
   BeforePoints before = measure_before(o, threads);
   SweepOptions sweep;
   sweep.suite = write_suite(o);
@@ -506,6 +506,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
   return finish({{"kind", "dlbench validate-sim"},
                  {"threads_per_rank", threads},
                  {"hardware_threads", std::thread::hardware_concurrency()},
+                 {"usable_cpus", usable_cpus()},
                  {"network", o.out + "/network.json"},
                  {"corun", o.out + "/corun.json"},
                  {"results", results},
