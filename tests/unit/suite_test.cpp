@@ -12,6 +12,7 @@
 #include "runtime/core/host_cpus.h"
 #include "suites/harness/core/json_schema.h"
 #include "suites/harness/core/launcher.h"
+#include "suites/harness/core/machine_peak.h"
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/core/peers.h"
 #include "suites/harness/run/training.h"
@@ -370,10 +371,14 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
                                               "dlbench", "worker"}));
   EXPECT_EQ(c.env.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
   EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");  // 4 ranks on 2 cores: one thread each
+  // 2 ranks on 8 CPUs: 4 threads each, on 4 hardware threads of its own (Open MPI's default
+  // would bind each to one core).
   const auto fits = launch_command(LauncherKind::kMpirun, 2, {"w"}, host(8));
   EXPECT_EQ(fits.argv,
-            (std::vector<std::string>{"mpirun", "-np", "2", "-x", "OMP_NUM_THREADS", "w"}));
+            (std::vector<std::string>{"mpirun", "-np", "2", "-x", "OMP_NUM_THREADS", "--map-by",
+                                      "slot:PE=4", "--use-hwthread-cpus", "w"}));
   EXPECT_EQ(fits.env, (std::map<std::string, std::string>{{"OMP_NUM_THREADS", "4"}}));
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 3, {"w"}, host(8)).argv[6], "slot:PE=2");
   // The user's OMP_NUM_THREADS is left alone.
   LaunchHost chosen = host(8);
   chosen.omp_threads_set = true;
@@ -399,11 +404,17 @@ TEST(Launcher, TheCoresAreThoseTheProcessMayUse) {
   CPU_ZERO(&one);
   CPU_SET(first, &one);
   ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // this thread, the one asking
-  const int64_t narrowed = usable_cpus();
+  const int64_t narrowed = usable_cpus(), most = most_local_ranks();
   const LaunchHost here = this_host();
+  const bool pool_is_default = std::getenv("OMP_NUM_THREADS") == nullptr;
+  const int64_t pool = pool_threads();
   ASSERT_EQ(sched_setaffinity(0, sizeof(all), &all), 0);
   EXPECT_EQ(narrowed, 1);
   EXPECT_EQ(here.cores, 1);
+  EXPECT_EQ(most, kMaxRanksPerCore);
+  if (pool_is_default) {
+    EXPECT_EQ(pool, 1);
+  }
   LaunchHost h = here;
   h.omp_threads_set = false;
   h.mpi_hostfile = false;
@@ -417,9 +428,10 @@ TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
   unsetenv("MASTER_PORT");
   LaunchCommand c = launch_command(LauncherKind::kMpirun, 2, {"python3", "peer.py"}, host(8));
   add_peer_rendezvous(c, host(8));
-  EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "2", "-x", "MASTER_ADDR", "-x",
-                                              "MASTER_PORT", "-x", "OMP_NUM_THREADS", "python3",
-                                              "peer.py"}));
+  EXPECT_EQ(c.argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "-x", "MASTER_ADDR", "-x",
+                                      "MASTER_PORT", "-x", "OMP_NUM_THREADS", "--map-by",
+                                      "slot:PE=4", "--use-hwthread-cpus", "python3", "peer.py"}));
   EXPECT_EQ(c.env.at("MASTER_ADDR"), "127.0.0.1");
   const int port = std::stoi(c.env.at("MASTER_PORT"));
   EXPECT_GT(port, 0);

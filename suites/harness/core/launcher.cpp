@@ -39,6 +39,44 @@ LaunchHost this_host() {
   return h;
 }
 
+namespace {
+
+// mpirun's part of the command (launch_command).
+LaunchCommand mpirun_command(int64_t ranks, const LaunchHost& host) {
+  LaunchCommand c;
+  c.argv = {"mpirun", "-np", std::to_string(ranks)};
+  if (!host.mpi_hostfile && ranks > host.cores * kMaxRanksPerCore) {
+    throw InvalidArgument(fmt::format(
+        "ranks={} is more than mpirun starts on this host: {} cores, at most {} ranks per "
+        "core ({}); run across nodes (srun inside a Slurm allocation, or mpirun with a "
+        "hostfile in OMPI_MCA_orte_default_hostfile)",
+        ranks, host.cores, kMaxRanksPerCore, host.cores * kMaxRanksPerCore));
+  }
+  if (!host.mpi_hostfile && ranks > host.cores) c.argv.push_back("--oversubscribe");
+  if (host.as_root) {
+    c.argv.push_back("--allow-run-as-root");
+    c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
+  }
+  // Ranks on this host share its cores: each rank's OpenMP pool (the CPU backend's threads)
+  // gets its share, unless the user chose. Otherwise every rank would start a thread per
+  // core, and on an oversubscribed host they spin against each other.
+  if (!host.mpi_hostfile && !host.omp_threads_set) {
+    const int64_t threads = std::max<int64_t>(host.cores / ranks, 1);
+    c.env["OMP_NUM_THREADS"] = std::to_string(threads);
+    c.argv.insert(c.argv.end(), {"-x", "OMP_NUM_THREADS"});
+    // And the CPUs for them: Open MPI binds each of up to 2 ranks to one core by default (to a
+    // socket beyond), which would put a rank's every thread on that core. Each rank gets
+    // `threads` hardware threads of its own, counted as usable_cpus counts them.
+    if (ranks <= host.cores) {
+      c.argv.insert(c.argv.end(),
+                    {"--map-by", fmt::format("slot:PE={}", threads), "--use-hwthread-cpus"});
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, const LaunchHost& host) {
   if (ranks < 1) throw InvalidArgument(fmt::format("ranks must be >= 1 (got {})", ranks));
@@ -55,26 +93,7 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
       }
       break;
     case LauncherKind::kMpirun:
-      c.argv = {"mpirun", "-np", std::to_string(ranks)};
-      if (!host.mpi_hostfile && ranks > host.cores * kMaxRanksPerCore) {
-        throw InvalidArgument(fmt::format(
-            "ranks={} is more than mpirun starts on this host: {} cores, at most {} ranks per "
-            "core ({}); run across nodes (srun inside a Slurm allocation, or mpirun with a "
-            "hostfile in OMPI_MCA_orte_default_hostfile)",
-            ranks, host.cores, kMaxRanksPerCore, host.cores * kMaxRanksPerCore));
-      }
-      if (!host.mpi_hostfile && ranks > host.cores) c.argv.push_back("--oversubscribe");
-      if (host.as_root) {
-        c.argv.push_back("--allow-run-as-root");
-        c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
-      }
-      // Ranks on this host share its cores: each rank's OpenMP pool (the CPU backend's threads)
-      // gets its share, unless the user chose. Otherwise every rank would start a thread per
-      // core, and on an oversubscribed host they spin against each other.
-      if (!host.mpi_hostfile && !host.omp_threads_set) {
-        c.env["OMP_NUM_THREADS"] = std::to_string(std::max<int64_t>(host.cores / ranks, 1));
-        c.argv.insert(c.argv.end(), {"-x", "OMP_NUM_THREADS"});
-      }
+      c = mpirun_command(ranks, host);
       break;
     case LauncherKind::kSrun:
       if (host.slurm_tasks && ranks > *host.slurm_tasks) {

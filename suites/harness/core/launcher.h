@@ -37,9 +37,11 @@ int64_t most_local_ranks();
 
 // The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
 // Slurm allocation, mpirun otherwise. mpirun on this host alone gets --oversubscribe when ranks
-// exceed the cores (up to kMaxRanksPerCore per core), and --allow-run-as-root with Open MPI's
-// root variables when run as root. Throws InvalidArgument for ranks the launcher cannot start:
-// beyond that bound on one host, or beyond the Slurm allocation's tasks.
+// exceed the cores (up to kMaxRanksPerCore per core), each rank OMP_NUM_THREADS = cores / ranks
+// and, where they fit, that many hardware threads of its own to run on (--map-by slot:PE=N
+// --use-hwthread-cpus) unless the user set OMP_NUM_THREADS, and --allow-run-as-root with Open
+// MPI's root variables when run as root. Throws InvalidArgument for ranks the launcher cannot
+// start: beyond that bound on one host, or beyond the Slurm allocation's tasks.
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, const LaunchHost& host);
 
