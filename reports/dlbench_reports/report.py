@@ -338,12 +338,13 @@ def failures(rs: ResultSet) -> list[Record]:
     return [r for r in rs.records if not r.ok]
 
 
-def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
+def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=(),
+             val: validation.Validation | None = None) -> str:
     counts: dict[str, int] = {}
     for r in rs.records:
         counts[r.data["status"]] = counts.get(r.data["status"], 0) + 1
     out = [f"# dlbench report: suite `{rs.suite}`", ""]
-    out += validation.markdown_lines(rs)  # validate-sim's question comes first
+    out += validation.markdown_lines(rs, val)  # validate-sim's question comes first
     if headline.pieces(rs):
         out += [headline.markdown(headline.pieces(rs)), ""]
     if description(rs):
@@ -417,7 +418,8 @@ def plots_html(rs: ResultSet, plots: list[Plot], skipped) -> list[str]:
     return parts
 
 
-def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -> str:
+def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=(),
+              val: validation.Validation | None = None) -> str:
     e = html.escape
     status_color = {"ok": "#1a7f37", "oom": "#9a6700", "unsupported": "#57606a"}
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
@@ -434,7 +436,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=()) -
              "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
              "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
-             *validation.html_parts(rs),
+             *validation.html_parts(rs, val),
              f"<p>{headline.html_text(headline.pieces(rs))}</p>" if headline.pieces(rs) else "",
              f"<p>{e(description(rs))}</p>" if description(rs) else "",
              f"<p>Records: <code>{e(str(rs.directory / 'results.jsonl'))}</code>" +
@@ -492,6 +494,7 @@ def build(directory: str | Path, peaks: list[dict] | None = None) -> Report:
     env = environment(rs)
     report = Report(rs.directory, plots, skipped)
     report.markdown, report.html = report_files
-    write_text_atomically(report.markdown, markdown(rs, plots, header, rows, env, skipped))
-    write_text_atomically(report.html, html_page(rs, plots, header, rows, env, skipped))
+    val = validation.load(rs)  # validation.json, read once for both pages
+    write_text_atomically(report.markdown, markdown(rs, plots, header, rows, env, skipped, val))
+    write_text_atomically(report.html, html_page(rs, plots, header, rows, env, skipped, val))
     return report

@@ -164,9 +164,8 @@ def point_indices(rs: ResultSet) -> dict[str, int]:
     return out
 
 
-def markdown_lines(rs: ResultSet) -> list[str]:
-    """The paragraph, the table and the reasons, in Markdown ([] for another suite's report)."""
-    v = load(rs)
+def markdown_lines(rs: ResultSet, v: Validation | None) -> list[str]:
+    """The paragraph, the table and the reasons of `v` (load's), in Markdown ([] for None)."""
     if v is None:
         return []
     index_of = point_indices(rs)
@@ -180,9 +179,8 @@ def markdown_lines(rs: ResultSet) -> list[str]:
     return out
 
 
-def html_parts(rs: ResultSet) -> list[str]:
+def html_parts(rs: ResultSet, v: Validation | None) -> list[str]:
     """The same in HTML."""
-    v = load(rs)
     if v is None:
         return []
     e = html.escape

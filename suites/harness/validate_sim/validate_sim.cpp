@@ -254,9 +254,10 @@ Network merge_network(const ValidateSimOptions& o, const std::vector<nlohmann::j
 std::map<int64_t, double> corun_round(const ValidateSimOptions& o, const std::string& tag,
                                       nlohmann::json& log, double& params,
                                       std::vector<std::string>& disturbed) {
-  const auto judge = [&](const CoRun& c, int64_t n) {  // as the points and their baselines are
-    const nlohmann::json noise = c.record.value("noise", nlohmann::json());
-    for (std::string& why : n == 1 ? lone_run_reasons(noise) : host_activity_reasons(noise)) {
+  // As the points and their baselines are: a run alone's steps' spread counts too (the run
+  // alone's record says it ran alone; the ranks' say they did not).
+  const auto judge = [&](const CoRun& c, int64_t n) {
+    for (std::string& why : lone_run_reasons(c.record.value("noise", nlohmann::json()))) {
       disturbed.push_back(fmt::format("co-run {}-{}: {}", tag, n, why));
     }
   };
@@ -406,10 +407,10 @@ nlohmann::json judge_points(const ValidateSimParts& parts,
       return b["point"].value("id", "") == base_id;
     });
     if (base == records.end()) continue;
-    // A busy host disturbs both; the baseline runs alone, so its steps' own spread is the host's.
+    // A busy host disturbs both; the baseline runs alone (its record says so, the point's that
+    // its ranks share the host), so its steps' own spread is the host's.
     for (const nlohmann::json* x : {&r, &*base}) {
-      const nlohmann::json noise = x->value("noise", nlohmann::json());
-      for (std::string& why : x == &r ? host_activity_reasons(noise) : lone_run_reasons(noise)) {
+      for (std::string& why : lone_run_reasons(x->value("noise", nlohmann::json()))) {
         disturbed.push_back(fmt::format("point {}: {}", (*x)["point"].value("index", 0), why));
       }
     }
