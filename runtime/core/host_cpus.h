@@ -7,10 +7,21 @@
 // which the launcher passes where it maps ranks to CPUs.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace dlb {
 
 // At least 1; hardware_concurrency where the mask cannot be read.
 int64_t usable_cpus();
+
+// The same CPUs as a set: bit c % 64 of word c / 64 is CPU c. Where OpenMP has places (OMP_PLACES
+// or OMP_PROC_BIND), their CPUs, which it took from the mask the process started with; else this
+// thread's mask. Empty where neither can be read.
+std::vector<uint64_t> usable_cpu_set();
+
+// A number that processes on one machine share and processes on two machines do not: the
+// kernel's boot id (containers on one machine share its kernel, and so its CPUs), else the host
+// name.
+uint64_t machine_key();
 
 }  // namespace dlb

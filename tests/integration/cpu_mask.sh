@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # The ranks and threads a suite starts follow the CPUs the process may use
 # (runtime/core/host_cpus.h), shown by --dry-run: narrowed to one CPU by taskset, a 2-rank point
-# is oversubscribed; with OMP_PROC_BIND, which pins the main thread to one CPU, it is not (on a
-# host with 2 or more); and ranks that fit get hardware threads of their own (--map-by
-# slot:PE=N), not Open MPI's one core each.
+# is oversubscribed and its ranks unbound (Open MPI would bind them to cores outside the mask);
+# with OMP_PROC_BIND, which pins the main thread to one CPU, it is not (on a host with 2 or
+# more); and ranks that fit get hardware threads of their own (--map-by slot:PE=N), not Open
+# MPI's one core each. Then a 2-rank point run for real, taskset to one CPU and not: its ranks
+# stay on the CPUs they were given, and its record's noise says how they shared them
+# (suites/harness/core/host_share.h).
 # Usage: cpu_mask.sh path/to/dlbench
 set -u
 dlbench=$(realpath "$1")
@@ -14,8 +17,8 @@ cd "$work" || exit 1
 cpus=$(nproc)
 first_two_ranks() { "$@" --suite=scaling --dry-run 2>&1 | grep -m1 " ranks=2 "; }
 line=$(first_two_ranks taskset -c "$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')" "$dlbench")
-check "one CPU: 2 ranks oversubscribed, no CPUs mapped ($line)" \
-  bash -c '[[ "$0" == *"--oversubscribe"* && "$0" != *"--map-by"* ]]' "$line"
+check "one CPU: 2 ranks oversubscribed, left unbound ($line)" \
+  bash -c '[[ "$0" == *"--oversubscribe"* && "$0" == *"--bind-to none"* && "$0" != *"--map-by"* ]]' "$line"
 if ((cpus >= 2)); then
   per=$((cpus / 2))
   for env in "" "OMP_PROC_BIND=true"; do
@@ -24,5 +27,28 @@ if ((cpus >= 2)); then
       bash -c '[[ "$0" != *"--oversubscribe"* && "$0" == *"--map-by slot:PE=$1 --use-hwthread-cpus"* ]]' \
       "$line" "$per"
   done
+fi
+cat >two.json <<'JSON'
+{"name": "two", "description": "one 2-rank point",
+ "defaults": {"model": "digits-cnn", "image_size": 8, "batch": 8, "steps": 20, "warmup": 1,
+              "backend": "cpu"},
+ "sweep": {"ranks": [2]}, "cpu": {}}
+JSON
+# The record's noise: ranks on the host, the CPUs between them, each rank's, threads, verdict.
+placement() {
+  /usr/bin/python3 -c 'import json,sys
+n = json.loads(open(sys.argv[1]).readline())["noise"]
+print(n["ranks_on_host"], n["usable_cpus"], n["rank_cpus"], n["threads_per_rank"], n["oversubscribed"])' "$1"
+}
+first=$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')
+taskset -c "$first" "$dlbench" --suite=two.json --out=one-cpu --no-report >one-cpu.log 2>&1
+check "a 2-rank point runs under taskset (one-cpu.log)" test $? -eq 0 || cat one-cpu.log
+check "under taskset its ranks share the one CPU: $(placement one-cpu/results.jsonl 2>&1)" \
+  test "$(placement one-cpu/results.jsonl 2>&1)" = "2 1 1 1 True"
+if ((cpus >= 2)); then
+  "$dlbench" --suite=two.json --out=all --no-report >all.log 2>&1
+  check "a 2-rank point runs on every CPU (all.log)" test $? -eq 0 || cat all.log
+  check "each rank on CPUs of its own: $(placement all/results.jsonl 2>&1)" \
+    test "$(placement all/results.jsonl 2>&1)" = "2 $cpus $per $per False"
 fi
 check_summary cpu_mask

@@ -15,7 +15,7 @@ NoiseInputs quiet(uint64_t busy, double self_s, uint64_t steal = 0) {
   in.after = {true, 1.1, 0.6, 1000 + busy, 7000, 10 + steal, 2.0 + self_s, 110.0};
   in.ticks_per_s = 100;
   in.hardware_threads = 2;
-  in.ranks_on_host = 1;
+  in.host = {1, 2, 2};  // one rank, on both CPUs
   in.threads_per_rank = 2;
   in.step_seconds = {0.100, 0.101, 0.099, 0.100, 0.102, 0.098, 0.100, 0.101};
   return in;
@@ -41,8 +41,8 @@ TEST(Noise, AnotherProcessOnTheCoresMakesItNoisy) {
 }
 
 TEST(Noise, StealOutliersSpreadAndOversubscriptionEachSaySo) {
-  NoiseInputs in = quiet(1980, 19.8, 100);  // 100 of 2,000 ticks stolen: 5%
-  in.ranks_on_host = 2;                     // 2 ranks x 2 threads on 2 hardware threads
+  NoiseInputs in = quiet(1980, 19.8, 100);                          // 100 of 2,000 ticks stolen: 5%
+  in.host = {2, 2, 2};                                              // 2 ranks x 2 threads on 2 CPUs
   in.step_seconds = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5};  // one step 5x slower
   const auto j = noise_json(in);
   EXPECT_EQ(j["verdict"], "noisy");
@@ -50,7 +50,7 @@ TEST(Noise, StealOutliersSpreadAndOversubscriptionEachSaySo) {
   EXPECT_EQ(j["outlier_steps"], nlohmann::json::array({8}));
   std::vector<std::string> reasons = j["reasons"];
   ASSERT_EQ(reasons.size(), 4u) << j.dump();
-  EXPECT_EQ(reasons[0], "2 ranks x 2 threads share 2 hardware threads");
+  EXPECT_EQ(reasons[0], "2 rank(s) x 2 thread(s) share 2 CPU(s)");
   EXPECT_EQ(reasons[1], "the hypervisor stole 5.0% of the CPU time");
   // CV of eight 0.1 s and one 0.5 s: mean 0.1444, sample sd 0.1333.
   EXPECT_EQ(reasons[2], "step times vary: CV 92.3%");
@@ -60,7 +60,7 @@ TEST(Noise, StealOutliersSpreadAndOversubscriptionEachSaySo) {
 TEST(Noise, HostActivityIsTheOtherProcessesAndStealNotThePlacementOrTheSteps) {
   // validate-sim's "inconclusive": the host's doing, not the run's own placement or spread.
   NoiseInputs in = quiet(1980, 19.8);
-  in.ranks_on_host = 2;
+  in.host.ranks = 2;
   in.step_seconds = {0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.5};
   const auto own = noise_json(in);
   EXPECT_EQ(own["verdict"], "noisy");
@@ -81,9 +81,10 @@ TEST(Noise, ALoneRunsSpreadIsTheHostsAndASharedRunsIsItsOwn) {
   EXPECT_EQ(lone_run_reasons(alone),
             (std::vector<std::string>{"step times vary: CV 92.3% in a run alone on the host (its "
                                       "speed changed under the run)"}));
-  in.ranks_on_host = 2;  // 2 ranks x 1 thread on 2 hardware threads: the spread is the ranks'
+  in.threads_per_rank = 1;
+  in.host.ranks = 2;  // 2 ranks x 1 thread on 2 CPUs: the spread is the ranks'
   EXPECT_TRUE(lone_run_reasons(noise_json(in)).empty());
-  in.ranks_on_host = 1;
+  in.host.ranks = 1;
   in.threads_per_rank = 4;  // oversubscribed by its own threads
   EXPECT_TRUE(lone_run_reasons(noise_json(in)).empty());
   in.threads_per_rank = 1;
@@ -100,10 +101,30 @@ TEST(Noise, ALoneRunsSpreadIsTheHostsAndASharedRunsIsItsOwn) {
   EXPECT_TRUE(lone_run_reasons(nlohmann::json{{"step_cv", 0.5}, {"ranks_on_host", 1.5}}).empty());
 }
 
+TEST(Noise, OversubscriptionIsJudgedOnTheCpusTheRanksMayUse) {
+  // The machine has 2 hardware threads in every case; what the ranks were given differs.
+  NoiseInputs in = quiet(1980, 19.0);
+  in.threads_per_rank = 1;
+  in.host = {2, 2, 1};  // each rank mapped to a CPU of its own: fits
+  EXPECT_EQ(noise_json(in)["oversubscribed"], false);
+  in.host = {2, 1, 1};  // taskset -c 0 around mpirun: both ranks on one CPU
+  auto j = noise_json(in);
+  EXPECT_EQ(j["oversubscribed"], true);
+  EXPECT_EQ(j["reasons"][0], "2 rank(s) x 1 thread(s) share 1 CPU(s)");
+  EXPECT_EQ(j["usable_cpus"], 1);
+  EXPECT_EQ(j["hardware_threads"], 2);
+  in.threads_per_rank = 2;
+  in.host = {2, 4, 1};  // bound to a CPU each, with a pool of 2: the machine has room, the rank not
+  j = noise_json(in);
+  EXPECT_EQ(j["oversubscribed"], true);
+  EXPECT_EQ(j["reasons"][0], "each rank's 2 thread(s) run on its 1 CPU(s)");
+  EXPECT_EQ(j["rank_cpus"], 1);
+}
+
 TEST(Noise, AGpuRunIsNotOversubscribedByItsHostThreads) {
   NoiseInputs in = quiet(1980, 19.0);
   in.cpu_device = false;
-  in.ranks_on_host = 8;
+  in.host = {8, 2, 2};
   EXPECT_EQ(noise_json(in)["oversubscribed"], false);
 }
 

@@ -8,13 +8,16 @@
 #include <algorithm>
 #include <fstream>
 
+#include "runtime/comm/communicator.h"
 #include "runtime/core/error.h"
 #include "runtime/core/host_cpus.h"
+#include "suites/harness/core/host_share.h"
 #include "suites/harness/core/json_schema.h"
 #include "suites/harness/core/launcher.h"
 #include "suites/harness/core/machine_peak.h"
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/core/peers.h"
+#include "suites/harness/run/image_input.h"
 #include "suites/harness/run/training.h"
 #include "suites/harness/sweep/suite_images.h"
 #include "workloads/models/model.h"
@@ -359,6 +362,7 @@ TEST(Suite, UnknownSuiteNameListsTheShippedOnes) {
 LaunchHost host(int64_t cores, bool as_root = false, bool in_slurm = false) {
   LaunchHost h;
   h.cores = cores;
+  h.online_cpus = cores;
   h.as_root = as_root;
   h.in_slurm = in_slurm;
   return h;
@@ -368,7 +372,7 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
   const auto c = launch_command(LauncherKind::kAuto, 4, {"dlbench", "worker"}, host(2, true));
   EXPECT_EQ(c.argv, (std::vector<std::string>{"mpirun", "-np", "4", "--oversubscribe",
                                               "--allow-run-as-root", "-x", "OMP_NUM_THREADS",
-                                              "dlbench", "worker"}));
+                                              "--bind-to", "none", "dlbench", "worker"}));
   EXPECT_EQ(c.env.at("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"), "1");
   EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");  // 4 ranks on 2 cores: one thread each
   // 2 ranks on 8 CPUs: 4 threads each, on 4 hardware threads of its own (Open MPI's default
@@ -379,11 +383,27 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
                                       "slot:PE=4", "--use-hwthread-cpus", "w"}));
   EXPECT_EQ(fits.env, (std::map<std::string, std::string>{{"OMP_NUM_THREADS", "4"}}));
   EXPECT_EQ(launch_command(LauncherKind::kMpirun, 3, {"w"}, host(8)).argv[6], "slot:PE=2");
-  // The user's OMP_NUM_THREADS is left alone.
+  // The user's OMP_NUM_THREADS is left alone, and places the ranks where it is a number: 2
+  // ranks of 2 threads each get 2 hardware threads; of 8 threads, they do not fit and run
+  // unbound (Open MPI's default would put each rank's 8 threads on one core).
   LaunchHost chosen = host(8);
   chosen.omp_threads_set = true;
   EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
             (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
+  chosen.user_threads = 2;
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "--map-by", "slot:PE=2",
+                                      "--use-hwthread-cpus", "w"}));
+  chosen.user_threads = 8;
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "--bind-to", "none", "w"}));
+  // Under taskset or a cpuset (fewer CPUs than the machine's), Open MPI would bind the ranks to
+  // the machine's cores outside it: they stay unbound, in the mask they inherit.
+  LaunchHost narrowed = host(4);
+  narrowed.online_cpus = 8;
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, narrowed).argv,
+            (std::vector<std::string>{"mpirun", "-np", "2", "-x", "OMP_NUM_THREADS", "--bind-to",
+                                      "none", "w"}));
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 8, {"w"}, host(2, false, true)).argv[0], "srun");
   EXPECT_EQ(launch_command(LauncherKind::kAuto, 1, {"w"}, host(2, true)).argv,
             std::vector<std::string>{"w"});
@@ -420,7 +440,29 @@ TEST(Launcher, TheCoresAreThoseTheProcessMayUse) {
   h.mpi_hostfile = false;
   const auto c = launch_command(LauncherKind::kMpirun, 2, {"w"}, h);
   EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "--oversubscribe"), c.argv.end());
+  EXPECT_NE(std::find(c.argv.begin(), c.argv.end(), "none"), c.argv.end());  // --bind-to none
   EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");
+}
+
+TEST(Launcher, TheUsersThreadsAreReadAsOneNumber) {
+  const char* was = std::getenv("OMP_NUM_THREADS");
+  const std::string saved = was ? was : "";
+  const auto read = [](const char* value) {
+    setenv("OMP_NUM_THREADS", value, 1);
+    const LaunchHost h = this_host();
+    EXPECT_TRUE(h.omp_threads_set);
+    return h.user_threads;
+  };
+  EXPECT_EQ(read("3"), 3);
+  EXPECT_EQ(read("4,2"), 0);  // nested levels: set, but no one count to place by
+  EXPECT_EQ(read("0"), 0);
+  EXPECT_EQ(read("x"), 0);
+  if (was) {
+    setenv("OMP_NUM_THREADS", saved.c_str(), 1);
+  } else {
+    unsetenv("OMP_NUM_THREADS");
+  }
+  EXPECT_GE(this_host().online_cpus, this_host().cores);
 }
 
 TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
@@ -447,13 +489,58 @@ TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
                                                 "python3", "peer.py"}));
 }
 
-TEST(Launcher, SlurmTasksPerNodeExpandsItsRepeats) {
-  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
-  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 1), 4);
-  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 2), 3);
-  EXPECT_EQ(slurm_tasks_on_node("4(x2),3", 3), 0);  // no such node
-  EXPECT_EQ(slurm_tasks_on_node("x", 0), 0);
-  EXPECT_EQ(slurm_tasks_on_node("", 0), 0);
+TEST(HostShare, RanksCountThemselvesByMachineAndPoolTheirCpus) {
+  // Ranks 0, 1 and 3 on machine 7 with CPUs {0}, {1} and {64}; rank 2 alone on machine 9.
+  const std::vector<uint64_t> keys = {7, 7, 9, 7};
+  const std::vector<std::vector<uint64_t>> sets = {{1}, {2}, {15}, {0, 1}};
+  const HostShare zero = host_share_of(0, keys, sets);
+  EXPECT_EQ(zero.ranks, 3);
+  EXPECT_EQ(zero.cpus, 3);
+  EXPECT_EQ(zero.own_cpus, 1);
+  const HostShare two = host_share_of(2, keys, sets);
+  EXPECT_EQ(two.ranks, 1);
+  EXPECT_EQ(two.cpus, 4);
+  EXPECT_EQ(two.own_cpus, 4);
+  EXPECT_EQ(two.cpus_per_rank(), 4);
+  // An unreadable set counts one CPU; a rank that is not among them is one alone.
+  EXPECT_EQ(host_share_of(0, {5}, {{}}).cpus, 1);
+  EXPECT_EQ(host_share_of(3, keys, sets).own_cpus, 1);
+  EXPECT_EQ(host_share_of(4, keys, sets).ranks, 1);
+}
+
+TEST(HostShare, ARanksShareIsTheSameBoundOrNot) {
+  // 8 ranks on 112 CPUs: mapped to 14 each (mpirun --map-by slot:PE=14, srun
+  // --cpus-per-task=14), or each free to use all 112. Either way a rank may count on 14, and a
+  // GPU rank's loader decodes on 13 of them.
+  const std::vector<uint64_t> keys(8, 1);
+  std::vector<std::vector<uint64_t>> mapped(8, std::vector<uint64_t>(2, 0));
+  for (int cpu = 0; cpu < 112; ++cpu) mapped[cpu / 14][cpu / 64] |= uint64_t{1} << (cpu % 64);
+  const std::vector<std::vector<uint64_t>> free(8, {~uint64_t{0}, (uint64_t{1} << 48) - 1});
+  RunOptions o;
+  for (const auto& sets : {mapped, free}) {
+    const HostShare s = host_share_of(5, keys, sets);
+    EXPECT_EQ(s.cpus, 112);
+    EXPECT_EQ(s.cpus_per_rank(), 14);
+    EXPECT_FALSE(s.oversubscribed(14));
+    EXPECT_TRUE(s.oversubscribed(15));
+    EXPECT_EQ(loader_threads_of(o, s, 1), 13);
+  }
+  o.loader_threads = 3;
+  EXPECT_EQ(loader_threads_of(o, host_share_of(0, keys, mapped), 1), 3);
+  // taskset -c 0 around mpirun: 2 ranks on one CPU.
+  const HostShare squeezed = host_share_of(1, {1, 1}, {{1}, {1}});
+  EXPECT_EQ(squeezed.cpus_per_rank(), 1);
+  EXPECT_TRUE(squeezed.oversubscribed(1));
+  o.loader_threads = 0;
+  EXPECT_EQ(loader_threads_of(o, squeezed, 1), 1);
+}
+
+TEST(HostShare, OneRankMeasuresItsOwnCpus) {
+  auto comm = make_communicator(CommKind::kLocal);
+  const HostShare s = measure_host_share(*comm);
+  EXPECT_EQ(s.ranks, 1);
+  EXPECT_EQ(s.cpus, usable_cpus());
+  EXPECT_EQ(s.own_cpus, usable_cpus());
 }
 
 TEST(Launcher, RefusesRanksItCannotStart) {

@@ -35,11 +35,31 @@ LaunchHost this_host() {
   if (const char* n = std::getenv("SLURM_NTASKS")) h.slurm_tasks = std::atoll(n);
   h.mpi_hostfile = std::getenv("OMPI_MCA_orte_default_hostfile") ||
                    std::getenv("OMPI_MCA_rmaps_base_hostfile") || std::getenv("PBS_NODEFILE");
-  h.omp_threads_set = std::getenv("OMP_NUM_THREADS") != nullptr;
+  h.online_cpus = std::max<int64_t>(std::thread::hardware_concurrency(), h.cores);
+  if (const char* t = std::getenv("OMP_NUM_THREADS")) {
+    h.omp_threads_set = true;
+    char* end = nullptr;
+    const long long n = std::strtoll(t, &end, 10);
+    if (end != t && *end == '\0' && n > 0) h.user_threads = n;
+  }
   return h;
 }
 
 namespace {
+
+// The CPUs each of `ranks` ranks of `threads` threads runs on. Open MPI binds each of up to 2
+// ranks to one core by default (more to a socket), which would put a rank's every thread on that
+// core, and it binds to the machine's cores whatever mask mpirun started under. Ranks that fit
+// get `threads` hardware threads of their own, counted as usable_cpus counts them; others are
+// left unbound, in the mask they inherit.
+void place_ranks(LaunchCommand& c, int64_t ranks, int64_t threads, const LaunchHost& host) {
+  if (host.cores < host.online_cpus || ranks * threads > host.cores) {
+    c.argv.insert(c.argv.end(), {"--bind-to", "none"});
+  } else {
+    c.argv.insert(c.argv.end(),
+                  {"--map-by", fmt::format("slot:PE={}", threads), "--use-hwthread-cpus"});
+  }
+}
 
 // mpirun's part of the command (launch_command).
 LaunchCommand mpirun_command(int64_t ranks, const LaunchHost& host) {
@@ -57,21 +77,17 @@ LaunchCommand mpirun_command(int64_t ranks, const LaunchHost& host) {
     c.argv.push_back("--allow-run-as-root");
     c.env = {{"OMPI_ALLOW_RUN_AS_ROOT", "1"}, {"OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1"}};
   }
+  if (host.mpi_hostfile) return c;
   // Ranks on this host share its cores: each rank's OpenMP pool (the CPU backend's threads)
   // gets its share, unless the user chose. Otherwise every rank would start a thread per
   // core, and on an oversubscribed host they spin against each other.
-  if (!host.mpi_hostfile && !host.omp_threads_set) {
-    const int64_t threads = std::max<int64_t>(host.cores / ranks, 1);
+  int64_t threads = host.user_threads;
+  if (!host.omp_threads_set) {
+    threads = std::max<int64_t>(host.cores / ranks, 1);
     c.env["OMP_NUM_THREADS"] = std::to_string(threads);
     c.argv.insert(c.argv.end(), {"-x", "OMP_NUM_THREADS"});
-    // And the CPUs for them: Open MPI binds each of up to 2 ranks to one core by default (to a
-    // socket beyond), which would put a rank's every thread on that core. Each rank gets
-    // `threads` hardware threads of its own, counted as usable_cpus counts them.
-    if (ranks <= host.cores) {
-      c.argv.insert(c.argv.end(),
-                    {"--map-by", fmt::format("slot:PE={}", threads), "--use-hwthread-cpus"});
-    }
   }
+  if (threads > 0) place_ranks(c, ranks, threads, host);
   return c;
 }
 

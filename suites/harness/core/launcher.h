@@ -21,11 +21,13 @@ struct LaunchCommand {
 // What decides how ranks are started, and how many can be.
 struct LaunchHost {
   int64_t cores = 1;  // the CPUs this process may use (usable_cpus: a cpuset counts, as mpirun's)
+  int64_t online_cpus = 1;  // the machine's: more than `cores` under taskset or a cpuset
   bool as_root = false;
   bool in_slurm = false;               // SLURM_JOB_ID set
   std::optional<int64_t> slurm_tasks;  // SLURM_NTASKS: the allocation's task count, when given
   bool mpi_hostfile = false;           // mpirun has hosts beyond this one (a hostfile, PBS)
   bool omp_threads_set = false;        // OMP_NUM_THREADS is the user's
+  int64_t user_threads = 0;            // its value, where it is one positive number
 };
 LaunchHost this_host();
 
@@ -38,10 +40,13 @@ int64_t most_local_ranks();
 // The command that runs `worker_argv` on `ranks` ranks. kAuto: local for one rank, srun inside a
 // Slurm allocation, mpirun otherwise. mpirun on this host alone gets --oversubscribe when ranks
 // exceed the cores (up to kMaxRanksPerCore per core), each rank OMP_NUM_THREADS = cores / ranks
-// and, where they fit, that many hardware threads of its own to run on (--map-by slot:PE=N
-// --use-hwthread-cpus) unless the user set OMP_NUM_THREADS, and --allow-run-as-root with Open
-// MPI's root variables when run as root. Throws InvalidArgument for ranks the launcher cannot
-// start: beyond that bound on one host, or beyond the Slurm allocation's tasks.
+// unless the user set OMP_NUM_THREADS, and --allow-run-as-root with Open MPI's root variables
+// when run as root. Its ranks are placed by their threads (the user's or those): where ranks x
+// threads fit the cores, each rank gets that many hardware threads of its own (--map-by
+// slot:PE=N --use-hwthread-cpus); where they do not, or where the process may use fewer CPUs
+// than the machine has (taskset, a cpuset), none is bound (--bind-to none), so each keeps the
+// mask it inherits. Throws InvalidArgument for ranks the launcher cannot start: beyond that bound
+// on one host, or beyond the Slurm allocation's tasks.
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, const LaunchHost& host);
 

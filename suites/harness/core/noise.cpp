@@ -54,14 +54,18 @@ using Reasons = std::vector<std::string>;
 // How the run sat on the host: its threads against the hardware's.
 void placement(const NoiseInputs& in, nlohmann::json& j, Reasons& reasons) {
   j["hardware_threads"] = in.hardware_threads;
-  j["ranks_on_host"] = in.ranks_on_host;
+  j["ranks_on_host"] = in.host.ranks;
+  j["usable_cpus"] = in.host.cpus;
+  j["rank_cpus"] = in.host.own_cpus;
   j["threads_per_rank"] = in.threads_per_rank;
-  const bool oversubscribed =
-      in.cpu_device && in.ranks_on_host * in.threads_per_rank > in.hardware_threads;
+  const bool oversubscribed = in.cpu_device && in.host.oversubscribed(in.threads_per_rank);
   j["oversubscribed"] = oversubscribed;
   if (oversubscribed) {
-    reasons.push_back(fmt::format("{} ranks x {} threads share {} hardware threads",
-                                  in.ranks_on_host, in.threads_per_rank, in.hardware_threads));
+    reasons.push_back(in.threads_per_rank > in.host.own_cpus
+                          ? fmt::format("each rank's {} thread(s) run on its {} CPU(s)",
+                                        in.threads_per_rank, in.host.own_cpus)
+                          : fmt::format("{} rank(s) x {} thread(s) share {} CPU(s)", in.host.ranks,
+                                        in.threads_per_rank, in.host.cpus));
   }
   if (!in.governor.empty()) j["governor"] = in.governor;
 }
@@ -76,7 +80,7 @@ void host_activity(const NoiseInputs& in, nlohmann::json& j, Reasons& reasons) {
   const double busy_s = static_cast<double>(in.after.busy - in.before.busy) / in.ticks_per_s;
   // This run's ranks are alike: each used about what this one did.
   const double ours_s =
-      (in.after.self_cpu_s - in.before.self_cpu_s) * static_cast<double>(in.ranks_on_host);
+      (in.after.self_cpu_s - in.before.self_cpu_s) * static_cast<double>(in.host.ranks);
   const double other_cores = wall > 0 ? std::max(0.0, busy_s - ours_s) / wall : 0.0;
   const double steal = static_cast<double>(in.after.steal - in.before.steal) /
                        static_cast<double>(in.after.total - in.before.total);

@@ -11,6 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "suites/harness/core/host_share.h"
+
 namespace dlb {
 
 // One reading of the host (Linux's /proc; `ok` false where it could not be read).
@@ -30,7 +32,7 @@ struct NoiseInputs {
   HostSample before, after;
   double ticks_per_s = 100;      // sysconf(_SC_CLK_TCK)
   int64_t hardware_threads = 1;  // of this host
-  int64_t ranks_on_host = 1;     // ranks of this run sharing the host's CPU
+  HostShare host;                // this run's ranks on the host and the CPUs they may use
   int64_t threads_per_rank = 1;  // each rank's compute threads (its OpenMP pool)
   bool cpu_device = true;        // the ranks compute on the CPU (else on their GPUs)
   std::string governor;

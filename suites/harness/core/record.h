@@ -106,6 +106,7 @@ struct RunResult {
   nlohmann::json repetitions;
   // The host around the timed steps (synthetic data), and the verdict from it (noise.h).
   std::optional<HostSample> host_before, host_after;
+  HostShare host;  // this run's ranks on this rank's machine and their CPUs (host_share.h)
   nlohmann::json noise;
 };
 

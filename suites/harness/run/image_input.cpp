@@ -10,7 +10,6 @@
 #include <system_error>
 
 #include "runtime/core/error.h"
-#include "runtime/core/host_cpus.h"
 #include "workloads/data/tar_reader.h"
 
 namespace dlb {
@@ -41,10 +40,9 @@ ImageFolderIndex shards_as_index(const std::string& pattern) {
 
 }  // namespace
 
-int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads) {
+int64_t loader_threads_of(const RunOptions& o, const HostShare& host, int64_t compute_threads) {
   if (o.loader_threads > 0) return o.loader_threads;
-  return std::max<int64_t>(1,
-                           usable_cpus() / std::max<int64_t>(ranks_on_host, 1) - compute_threads);
+  return std::max<int64_t>(1, host.cpus_per_rank() - compute_threads);
 }
 
 std::unique_ptr<ImageInput> open_image_input(const RunOptions& o, int rank, int ranks,

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "runtime/trace/tracer.h"
+#include "suites/harness/core/host_share.h"
 #include "suites/harness/core/run_options.h"
 #include "suites/harness/run/convergence.h"
 #include "workloads/data/image_loader.h"
@@ -29,9 +30,10 @@ struct ImageInput {
 // device (--decode=gpu).
 void load_next_batch(ImageInput& in, Trainer& trainer);
 
-// The decoding threads of `o`: its loader_threads, or (0) what this rank's share of the CPUs the
-// process may use (usable_cpus) leaves after its compute (`compute_threads`), at least one.
-int64_t loader_threads_of(const RunOptions& o, int64_t ranks_on_host, int64_t compute_threads);
+// The decoding threads of `o`: its loader_threads, or (0) what this rank's share of the CPUs its
+// machine gave the run (host.cpus_per_rank()) leaves after its compute (`compute_threads`), at
+// least one.
+int64_t loader_threads_of(const RunOptions& o, const HostShare& host, int64_t compute_threads);
 
 // Scans DIR/train (folder) or indexes the shards --data-path names (shards), takes the source's
 // class count as the model's (InvalidArgument where --num-classes says otherwise), notes what it

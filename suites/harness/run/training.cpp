@@ -21,6 +21,7 @@
 #include "runtime/train/profile.h"
 #include "runtime/train/trainer.h"
 #include "suites/harness/core/environment.h"
+#include "suites/harness/core/host_share.h"
 #include "suites/harness/core/machine_peak.h"
 #include "suites/harness/core/record.h"
 #include "suites/harness/core/timed_phase.h"
@@ -34,9 +35,6 @@
 
 namespace dlb {
 namespace {
-
-// This run's ranks started on this host (below).
-int64_t ranks_on_this_host(int ranks);
 
 void inject_fault(RunOptions::Fault fault) {
   switch (fault) {
@@ -124,7 +122,7 @@ struct RunData {
 };
 
 RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator& comm,
-                  ModelConfig& mc) {
+                  const HostShare& host, ModelConfig& mc) {
   RunData d;
   if (!o.batch_file.empty()) {
     d.batch =
@@ -144,8 +142,8 @@ RunData load_data(const RunOptions& o, const ModelInfo& info, const Communicator
                                         data_source_name(o.data), o.model, info.in_channels));
     }
     const int64_t compute = o.backend == BackendKind::kCpu ? pool_threads() : 1;
-    d.folder = open_image_input(o, comm.rank(), comm.size(),
-                                loader_threads_of(o, ranks_on_this_host(comm.size()), compute), mc);
+    d.folder =
+        open_image_input(o, comm.rank(), comm.size(), loader_threads_of(o, host, compute), mc);
   }
   return d;
 }
@@ -422,9 +420,10 @@ RunResult run_training(const RunOptions& o) {
   RunResult r;
   r.rank = comm->rank();
   r.ranks = comm->size();
+  r.host = measure_host_share(*comm);
   const ModelInfo& info = find_model(o.model);
   ModelConfig mc = model_config_of(o);
-  RunData data = load_data(o, info, *comm, mc);
+  RunData data = load_data(o, info, *comm, r.host, mc);
   r.options = o;
   r.options.batch = mc.batch;
   r.options.image_size = mc.image_size;
@@ -476,25 +475,10 @@ RunResult run_training(const RunOptions& o) {
 
 namespace {
 
-// Ranks that share this host's device: on the CPU, every rank of this run started on this host
-// (Open MPI's or MPICH's count, or the tasks srun started on this node); a GPU rank has a device
-// of its own, and one rank runs alone whatever a batch job's variables say.
+// Ranks that share this host's device: on the CPU, every rank of this run on this machine (as
+// the ranks counted themselves, host_share.h); a GPU rank has a device of its own.
 int64_t ranks_sharing_the_device(const RunResult& r) {
-  return r.environment.value("device", "") == "cpu" ? ranks_on_this_host(r.ranks) : 1;
-}
-// This run's ranks started on this host (Open MPI's or MPICH's count, or the tasks srun started
-// on this node), whatever their device; one rank runs alone whatever a batch job's variables say.
-int64_t ranks_on_this_host(int ranks) {
-  if (ranks <= 1) return 1;
-  for (const char* var : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
-    if (const char* n = std::getenv(var); n && std::atoll(n) > 0) return std::atoll(n);
-  }
-  if (const char* list = std::getenv("SLURM_STEP_TASKS_PER_NODE")) {  // set by srun
-    const char* node = std::getenv("SLURM_NODEID");
-    const int64_t n = slurm_tasks_on_node(list, node ? std::atoll(node) : 0);
-    if (n > 0) return n;
-  }
-  return 1;
+  return r.environment.value("device", "") == "cpu" ? r.host.ranks : 1;
 }
 
 }  // namespace
@@ -538,27 +522,11 @@ void attach_noise(RunResult& r) {
   in.ticks_per_s = static_cast<double>(sysconf(_SC_CLK_TCK));
   in.hardware_threads = std::max<int64_t>(std::thread::hardware_concurrency(), 1);
   in.cpu_device = r.environment.value("device", "") == "cpu";
-  in.ranks_on_host = ranks_on_this_host(r.ranks);  // GPU ranks use the host's CPU too (polls, NCCL)
+  in.host = r.host;  // GPU ranks use the host's CPU too (polls, NCCL)
   in.threads_per_rank = in.cpu_device ? pool_threads() : 1;
   in.governor = cpu_governor();
   in.step_seconds = r.stats->step_seconds;
   r.noise = noise_json(in);
-}
-
-int64_t slurm_tasks_on_node(const std::string& list, int64_t node) {
-  size_t at = 0;
-  while (at < list.size()) {
-    const size_t end = std::min(list.find(',', at), list.size());
-    const std::string item = list.substr(at, end - at);
-    const int64_t tasks = std::atoll(item.c_str());
-    const size_t x = item.find("(x");
-    const int64_t repeat = x == std::string::npos ? 1 : std::atoll(item.c_str() + x + 2);
-    if (tasks < 1 || repeat < 1) return 0;
-    if (node < repeat) return tasks;
-    node -= repeat;
-    at = end + 1;
-  }
-  return 0;
 }
 
 }  // namespace dlb

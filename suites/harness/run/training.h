@@ -22,11 +22,6 @@ ModelConfig model_config_of(const RunOptions& options);
 // this rank's GPU (one per rank on each node).
 BackendOptions backend_options_of(const RunOptions& options, int rank);
 
-// Slurm's tasks on node `node` from its per-node list (SLURM_STEP_TASKS_PER_NODE): "4(x2),3" is 4,
-// 4 and 3. 0 when the list does not reach that node or does not parse. Ranks on one CPU share its
-// peak (the record's fraction_of_peak_flops).
-int64_t slurm_tasks_on_node(const std::string& list, int64_t node);
-
 // What a record of `r` gets from this host after its run: the fraction of the machine's measured
 // peak (machine_peak.h), where a peak was measured here for its device; and its noise (noise.h):
 // the host around the timed steps, how the run sat on it, and the step times' spread.
