@@ -104,10 +104,9 @@ def measured_pieces(records: list[Record]) -> list[Piece]:
             " of linear scaling"]
     shared = sorted({r.config["ranks"] for r in records if shares_cores(r, base)})
     if shared:
-        threads = (base.data.get("environment") or {}).get("cpu_threads", "?")
-        out.append(f"; {' and '.join(map(str, shared))} ranks share the machine's {threads} "
-                   "hardware threads that one rank had alone, so that is contention for its "
-                   "cores, not scaling.")
+        cpus = scaling.shared_cpus([r for r in records if shares_cores(r, base)])
+        out.append(f"; {' and '.join(map(str, shared))} ranks share {cpus} that one rank had "
+                   "alone, so that is contention for its cores, not scaling.")
     else:
         out.append(".")
     return out

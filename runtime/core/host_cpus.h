@@ -14,9 +14,11 @@ namespace dlb {
 // At least 1; hardware_concurrency where the mask cannot be read.
 int64_t usable_cpus();
 
-// The same CPUs as a set: bit c % 64 of word c / 64 is CPU c. Where OpenMP has places (OMP_PLACES
-// or OMP_PROC_BIND), their CPUs, which it took from the mask the process started with; else this
-// thread's mask. Empty where neither can be read.
+// The CPUs this process's compute threads run on, as a set: bit c % 64 of word c / 64 is CPU c.
+// Where OpenMP binds its threads to places (OMP_PROC_BIND other than false), the places' CPUs,
+// which it took from the mask the process started with (an OMP_PLACES list may name fewer than
+// usable_cpus counts); else this thread's affinity mask; every CPU online where neither can be
+// read. Never empty.
 std::vector<uint64_t> usable_cpu_set();
 
 // A number that processes on one machine share and processes on two machines do not: the

@@ -13,6 +13,7 @@
 #include "runtime/core/half.h"
 #include "runtime/core/hash.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/core/host_share.h"
 #include "workloads/data/dataset.h"
 #include "workloads/models/model.h"
 
@@ -118,6 +119,17 @@ TEST_F(CommTest, LocalRankComesFromTheLauncher) {
   const char* local = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   ASSERT_NE(local, nullptr) << "run under mpirun";
   EXPECT_EQ(local_rank(comm->rank()), std::atoi(local));
+}
+
+TEST_F(CommTest, TheRanksOnThisMachineCountThemselvesAndTheirCpus) {
+  // mpirun starts every rank of this test here: each counts them all, and all agree on the CPUs
+  // they have between them, which hold each one's own.
+  const HostShare s = measure_host_share(*comm);
+  EXPECT_EQ(s.ranks, comm->size());
+  EXPECT_GE(s.cpus, s.own_cpus);
+  EXPECT_GE(s.own_cpus, 1);
+  const auto all = comm->allgather(static_cast<uint64_t>(s.cpus));
+  EXPECT_EQ(std::set<uint64_t>(all.begin(), all.end()).size(), 1u);
 }
 
 TEST_F(CommTest, BroadcastAndAllgather) {

@@ -8,6 +8,7 @@ import math
 import pytest
 from dlbench_reports.plots import (batch, common, convergence, global_batch, memory, overlap,
                                    precision, scaling, scaling_loss, sync_modes, timeline)
+from dlbench_reports import headline
 from dlbench_reports.records import load
 
 
@@ -60,10 +61,22 @@ def test_scaling_plot_says_which_ranks_share_cores_and_claims_no_simulation(resu
     assert marks == ["oversubscribed:4"]
     assert len([l for l in fig.axes[0].get_lines() if l.get_gid() == "oversubscribed:4"]) == 3
     # What the plot needs said is its caption, under it in the report, not text in the image.
-    assert "Ranks 4 share this CPU's 2 hardware threads" in scaling.caption(rs.records)
+    assert "Ranks 4 share the machine's 2 hardware threads" in scaling.caption(rs.records)
     assert not fig.texts
     assert fig.axes[0].get_title().startswith("Measured weak scaling")  # no simulated point
     assert "2 hardware threads" in fig.axes[0].get_title()
+
+
+def test_the_caption_names_the_cpus_the_ranks_were_given_where_records_say(results):
+    # Records that measured their ranks' CPUs (noise.usable_cpus): under taskset -c 0, one CPU
+    # for all of them, whatever the machine has.
+    rs = load(results("scaling"))
+    for r in rs.records:
+        if r.config["ranks"] > 1:
+            r.data.setdefault("noise", {})["usable_cpus"] = 1
+    assert "Ranks 4 share the 1 CPU (oversubscribed" in scaling.caption(rs.records)
+    assert "the 1 CPU that one rank had alone" in "".join(
+        p if isinstance(p, str) else p[0] for p in headline.measured_pieces(rs.records))
 
 
 def test_scaling_plots_have_at_most_six_legend_entries(results):

@@ -383,13 +383,13 @@ TEST(Launcher, MpirunOversubscribesAndAllowsRoot) {
                                       "slot:PE=4", "--use-hwthread-cpus", "w"}));
   EXPECT_EQ(fits.env, (std::map<std::string, std::string>{{"OMP_NUM_THREADS", "4"}}));
   EXPECT_EQ(launch_command(LauncherKind::kMpirun, 3, {"w"}, host(8)).argv[6], "slot:PE=2");
-  // The user's OMP_NUM_THREADS is left alone, and places the ranks where it is a number: 2
-  // ranks of 2 threads each get 2 hardware threads; of 8 threads, they do not fit and run
-  // unbound (Open MPI's default would put each rank's 8 threads on one core).
+  // The user's OMP_NUM_THREADS is left alone, and places the ranks: 2 ranks of 2 threads each
+  // get 2 hardware threads; of 8 threads, or of a count it does not name, they run unbound
+  // (Open MPI's default would put each rank's threads on one core).
   LaunchHost chosen = host(8);
   chosen.omp_threads_set = true;
   EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
-            (std::vector<std::string>{"mpirun", "-np", "2", "w"}));
+            (std::vector<std::string>{"mpirun", "-np", "2", "--bind-to", "none", "w"}));
   chosen.user_threads = 2;
   EXPECT_EQ(launch_command(LauncherKind::kMpirun, 2, {"w"}, chosen).argv,
             (std::vector<std::string>{"mpirun", "-np", "2", "--map-by", "slot:PE=2",
@@ -454,15 +454,25 @@ TEST(Launcher, TheUsersThreadsAreReadAsOneNumber) {
     return h.user_threads;
   };
   EXPECT_EQ(read("3"), 3);
-  EXPECT_EQ(read("4,2"), 0);  // nested levels: set, but no one count to place by
+  EXPECT_EQ(read(" 4 "), 4);
+  EXPECT_EQ(read("4,2"), 4);  // nested levels: the ranks' pools are the outer one
+  EXPECT_EQ(read(""), 0);
   EXPECT_EQ(read("0"), 0);
-  EXPECT_EQ(read("x"), 0);
+  EXPECT_EQ(read("-2"), 0);
+  EXPECT_EQ(read("4x"), 0);
+  EXPECT_EQ(read("99999999999999999999"), 0);  // past int64: names no count
   if (was) {
     setenv("OMP_NUM_THREADS", saved.c_str(), 1);
   } else {
     unsetenv("OMP_NUM_THREADS");
   }
-  EXPECT_GE(this_host().online_cpus, this_host().cores);
+  // A count as large as int64 does not overflow the fit test: the ranks run unbound.
+  LaunchHost huge = host(8);
+  huge.omp_threads_set = true;
+  huge.user_threads = INT64_MAX;
+  EXPECT_EQ(launch_command(LauncherKind::kMpirun, 3, {"w"}, huge).argv,
+            (std::vector<std::string>{"mpirun", "-np", "3", "--bind-to", "none", "w"}));
+  EXPECT_TRUE((HostShare{3, 8, 8}.oversubscribed(INT64_MAX)));
 }
 
 TEST(Launcher, PeerRanksGetARendezvousThroughMpirun) {
@@ -502,9 +512,9 @@ TEST(HostShare, RanksCountThemselvesByMachineAndPoolTheirCpus) {
   EXPECT_EQ(two.cpus, 4);
   EXPECT_EQ(two.own_cpus, 4);
   EXPECT_EQ(two.cpus_per_rank(), 4);
-  // An unreadable set counts one CPU; a rank that is not among them is one alone.
+  // An empty set counts one CPU; a rank that is not among them is one alone.
   EXPECT_EQ(host_share_of(0, {5}, {{}}).cpus, 1);
-  EXPECT_EQ(host_share_of(3, keys, sets).own_cpus, 1);
+  EXPECT_EQ(host_share_of(3, keys, sets).own_cpus, 1);  // CPU 64, in its second word
   EXPECT_EQ(host_share_of(4, keys, sets).ranks, 1);
 }
 
@@ -533,6 +543,54 @@ TEST(HostShare, ARanksShareIsTheSameBoundOrNot) {
   EXPECT_TRUE(squeezed.oversubscribed(1));
   o.loader_threads = 0;
   EXPECT_EQ(loader_threads_of(o, squeezed, 1), 1);
+}
+
+// Answers each allgather with the next of `answers` (every rank's values), as ranks would, and
+// keeps what this rank sent.
+class ScriptedCommunicator final : public Communicator {
+ public:
+  ScriptedCommunicator(int rank, std::vector<std::vector<uint64_t>> answers)
+      : rank_(rank), answers_(std::move(answers)) {}
+  std::string_view name() const override { return "scripted"; }
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(answers_.at(0).size()); }
+  void broadcast(Tensor&, int) override {}
+  std::vector<uint64_t> allgather(uint64_t v) override {
+    sent.push_back(v);
+    return answers_.at(sent.size() - 1);
+  }
+  void barrier() override {}
+  double max_across_ranks(double v) override { return v; }
+  double sum_across_ranks(double v) override { return v; }
+  double time_reference_allreduce(Tensor&, int) override { return 0; }
+  std::string reference_name() const override { return "none"; }
+  std::map<std::string, std::string> environment() const override { return {}; }
+  std::vector<uint64_t> sent;
+
+ protected:
+  std::unique_ptr<CommHandle> start_allreduce(Tensor&, ReduceOp, StreamRef) override {
+    throw Unsupported("scripted: no all-reduce");
+  }
+
+ private:
+  int rank_;
+  std::vector<std::vector<uint64_t>> answers_;
+};
+
+TEST(HostShare, RanksGatherTheirKeysAndEveryWordOfTheWidestSet) {
+  // Rank 1 of 3. Ranks 0 and 1 share machine 7; rank 0's set reaches CPU 64 (2 words), the
+  // others' fit one word. Every rank gathers the keys, the word counts, then each word.
+  ScriptedCommunicator comm(1, {{7, 7, 9}, {2, 1, 1}, {0b1, 0b10, 0b1111}, {0b1, 0, 0}});
+  const HostShare s = measure_host_share(comm);
+  ASSERT_EQ(comm.sent.size(), 4u);
+  EXPECT_EQ(comm.sent[0], machine_key());
+  EXPECT_EQ(comm.sent[1], usable_cpu_set().size());
+  const std::vector<uint64_t> own = usable_cpu_set();
+  EXPECT_EQ(comm.sent[2], own[0]);
+  EXPECT_EQ(comm.sent[3], own.size() > 1 ? own[1] : 0u);  // its own set, padded to the widest
+  EXPECT_EQ(s.ranks, 2);
+  EXPECT_EQ(s.cpus, 3);  // CPUs 0, 1 and 64
+  EXPECT_EQ(s.own_cpus, 1);
 }
 
 TEST(HostShare, OneRankMeasuresItsOwnCpus) {

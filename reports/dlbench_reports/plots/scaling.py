@@ -136,14 +136,14 @@ def simulated_base(record: Record) -> float | None:
 
 def oversubscribed(record: Record) -> bool:
     """Ranks sharing a CPU's hardware threads: the record's noise verdict says so where it has one
-    (ranks x threads per rank); older records, more ranks than the machine has threads (each
-    rank runs at least one). Such a point measures contention, not scaling. A simulated point
-    gives each rank a device of its own."""
+    (ranks x threads per rank against the CPUs the ranks were given); older records, more ranks
+    than the machine has threads (each rank runs at least one). Such a point measures
+    contention, not scaling. A simulated point gives each rank a device of its own."""
     if simulated(record):
         return False
     noise = record.get("noise")
     if isinstance(noise, dict) and isinstance(noise.get("oversubscribed"), bool):
-        return noise["oversubscribed"]  # ranks x threads per rank, as the run knew them
+        return noise["oversubscribed"]  # as the ranks measured their CPUs
     env = record.data.get("environment") or {}
     try:
         threads = int(env.get("cpu_threads", 0))
@@ -152,14 +152,25 @@ def oversubscribed(record: Record) -> bool:
     return env.get("device") == "cpu" and threads > 0 and record.config["ranks"] > threads
 
 
+def shared_cpus(records: list[Record]) -> str:
+    """What ranks sharing cores share: the CPUs a multi-rank run's ranks had between them (its
+    noise's usable_cpus, the union of their CPU masks, which taskset or a cpuset narrows) where
+    a record says, else the machine's hardware threads (older records)."""
+    for r in records:
+        n = r.get("noise.usable_cpus")
+        if r.config.get("ranks", 1) > 1 and isinstance(n, int) and not isinstance(n, bool):
+            return f"the {n} CPU" + ("" if n == 1 else "s")
+    threads = (records[0].data.get("environment") or {}).get("cpu_threads", "?") if records else "?"
+    return f"the machine's {threads} hardware threads"
+
+
 def shared_cores_note(records: list[Record]) -> str:
     """What a plot of ranks on one CPU must say: which points share cores, and what the ideal
     line and the efficiency then assume."""
     shared = sorted({r.config["ranks"] for r in records if r.ok and oversubscribed(r)})
     if not shared:
         return ""
-    threads = (records[0].data.get("environment") or {}).get("cpu_threads")
-    return (f"Ranks {'/'.join(map(str, shared))} share this CPU's {threads} hardware threads "
+    return (f"Ranks {'/'.join(map(str, shared))} share {shared_cpus(records)} "
             "(oversubscribed; marked x): they measure contention for the same cores, not "
             "scaling. The ideal line and the efficiency assume a device (or core set) per rank.")
 

@@ -13,7 +13,8 @@ int64_t HostShare::cpus_per_rank() const {
 }
 
 bool HostShare::oversubscribed(int64_t threads_per_rank) const {
-  return ranks * threads_per_rank > cpus || threads_per_rank > own_cpus;
+  // ranks x threads > cpus, without the product
+  return threads_per_rank > cpus / std::max<int64_t>(ranks, 1) || threads_per_rank > own_cpus;
 }
 
 namespace {

@@ -22,8 +22,8 @@ struct HostShare {
   bool oversubscribed(int64_t threads_per_rank) const;
 };
 
-// Pure: rank `me`'s share, from every rank's machine key and CPU set (indexed by rank). A set
-// that is empty (unreadable) counts as one CPU.
+// Pure: rank `me`'s share, from every rank's machine key and CPU set (indexed by rank). An empty
+// set counts as one CPU (usable_cpu_set never gives one).
 HostShare host_share_of(int me, const std::vector<uint64_t>& keys,
                         const std::vector<std::vector<uint64_t>>& sets);
 

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
@@ -27,6 +28,18 @@ std::optional<LauncherKind> parse_launcher(std::string_view s) {
   return std::nullopt;
 }
 
+int64_t outer_threads(const char* omp_num_threads) {
+  // OpenMP's grammar: a list of positive integers, one per nesting level, spaces around each.
+  const char* p = omp_num_threads;
+  while (*p == ' ' || *p == '\t') ++p;
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(p, &end, 10);
+  if (end == p || errno == ERANGE || n < 1) return 0;
+  while (*end == ' ' || *end == '\t') ++end;
+  return *end == '\0' || *end == ',' ? n : 0;
+}
+
 LaunchHost this_host() {
   LaunchHost h;
   h.cores = usable_cpus();
@@ -35,25 +48,23 @@ LaunchHost this_host() {
   if (const char* n = std::getenv("SLURM_NTASKS")) h.slurm_tasks = std::atoll(n);
   h.mpi_hostfile = std::getenv("OMPI_MCA_orte_default_hostfile") ||
                    std::getenv("OMPI_MCA_rmaps_base_hostfile") || std::getenv("PBS_NODEFILE");
-  h.online_cpus = std::max<int64_t>(std::thread::hardware_concurrency(), h.cores);
+  h.online_cpus = std::max<int64_t>(sysconf(_SC_NPROCESSORS_ONLN), h.cores);
   if (const char* t = std::getenv("OMP_NUM_THREADS")) {
     h.omp_threads_set = true;
-    char* end = nullptr;
-    const long long n = std::strtoll(t, &end, 10);
-    if (end != t && *end == '\0' && n > 0) h.user_threads = n;
+    h.user_threads = outer_threads(t);
   }
   return h;
 }
 
 namespace {
 
-// The CPUs each of `ranks` ranks of `threads` threads runs on. Open MPI binds each of up to 2
-// ranks to one core by default (more to a socket), which would put a rank's every thread on that
-// core, and it binds to the machine's cores whatever mask mpirun started under. Ranks that fit
-// get `threads` hardware threads of their own, counted as usable_cpus counts them; others are
-// left unbound, in the mask they inherit.
+// The CPUs each of `ranks` ranks of `threads` threads (0: not known) runs on. Open MPI binds each
+// of up to 2 ranks to one core by default (more to a socket), which would put a rank's every
+// thread on that core, and it binds to the machine's cores whatever mask mpirun started under.
+// Ranks that fit get `threads` hardware threads of their own, counted as usable_cpus counts them;
+// others are left unbound, in the mask they inherit.
 void place_ranks(LaunchCommand& c, int64_t ranks, int64_t threads, const LaunchHost& host) {
-  if (host.cores < host.online_cpus || ranks * threads > host.cores) {
+  if (threads < 1 || host.cores < host.online_cpus || threads > host.cores / ranks) {
     c.argv.insert(c.argv.end(), {"--bind-to", "none"});
   } else {
     c.argv.insert(c.argv.end(),
@@ -87,7 +98,7 @@ LaunchCommand mpirun_command(int64_t ranks, const LaunchHost& host) {
     c.env["OMP_NUM_THREADS"] = std::to_string(threads);
     c.argv.insert(c.argv.end(), {"-x", "OMP_NUM_THREADS"});
   }
-  if (threads > 0) place_ranks(c, ranks, threads, host);
+  place_ranks(c, ranks, threads, host);
   return c;
 }
 

@@ -21,15 +21,19 @@ struct LaunchCommand {
 // What decides how ranks are started, and how many can be.
 struct LaunchHost {
   int64_t cores = 1;  // the CPUs this process may use (usable_cpus: a cpuset counts, as mpirun's)
-  int64_t online_cpus = 1;  // the machine's: more than `cores` under taskset or a cpuset
+  int64_t online_cpus = 1;  // the machine's: more than `cores` under taskset, a cpuset, isolcpus
   bool as_root = false;
   bool in_slurm = false;               // SLURM_JOB_ID set
   std::optional<int64_t> slurm_tasks;  // SLURM_NTASKS: the allocation's task count, when given
   bool mpi_hostfile = false;           // mpirun has hosts beyond this one (a hostfile, PBS)
   bool omp_threads_set = false;        // OMP_NUM_THREADS is the user's
-  int64_t user_threads = 0;            // its value, where it is one positive number
+  int64_t user_threads = 0;            // its outer level's threads (outer_threads), 0 if none
 };
 LaunchHost this_host();
+
+// The threads of OpenMP's outer level that an OMP_NUM_THREADS value asks for: its first
+// positive integer, spaces around it allowed ("4", " 4 ", "4,2"); 0 where it names none.
+int64_t outer_threads(const char* omp_num_threads);
 
 // More ranks than this per core are not started on one host: past it, an oversubscribed run
 // measures the scheduler, and each rank's model and buffers still take their memory.
@@ -41,12 +45,13 @@ int64_t most_local_ranks();
 // Slurm allocation, mpirun otherwise. mpirun on this host alone gets --oversubscribe when ranks
 // exceed the cores (up to kMaxRanksPerCore per core), each rank OMP_NUM_THREADS = cores / ranks
 // unless the user set OMP_NUM_THREADS, and --allow-run-as-root with Open MPI's root variables
-// when run as root. Its ranks are placed by their threads (the user's or those): where ranks x
-// threads fit the cores, each rank gets that many hardware threads of its own (--map-by
-// slot:PE=N --use-hwthread-cpus); where they do not, or where the process may use fewer CPUs
-// than the machine has (taskset, a cpuset), none is bound (--bind-to none), so each keeps the
-// mask it inherits. Throws InvalidArgument for ranks the launcher cannot start: beyond that bound
-// on one host, or beyond the Slurm allocation's tasks.
+// when run as root. Its ranks are placed by their threads (the user's outer level, or those):
+// where ranks x threads fit the cores, each rank gets that many hardware threads of its own
+// (--map-by slot:PE=N --use-hwthread-cpus); where they do not, where the user's value names no
+// count, or where the process may use fewer CPUs than the machine has online (taskset, a cpuset,
+// isolcpus), none is bound (--bind-to none), so each keeps the mask it inherits. With a hostfile
+// mpirun places the ranks as it is told. Throws InvalidArgument for ranks the launcher cannot
+// start: beyond that bound on one host, or beyond the Slurm allocation's tasks.
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, const LaunchHost& host);
 

@@ -51,7 +51,7 @@ namespace {
 constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = 0.10, kOutliers = 0.10;
 using Reasons = std::vector<std::string>;
 
-// How the run sat on the host: its threads against the hardware's.
+// How the run sat on the host: its ranks' threads against the CPUs they were given.
 void placement(const NoiseInputs& in, nlohmann::json& j, Reasons& reasons) {
   j["hardware_threads"] = in.hardware_threads;
   j["ranks_on_host"] = in.host.ranks;

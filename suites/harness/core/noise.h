@@ -1,10 +1,10 @@
 // Whether a point's timed steps ran on a quiet machine, pyperf-style: what the host was doing
 // around the run (load averages, CPU time used by other processes and stolen by a hypervisor,
-// the frequency governor), how the run sat on it (hardware threads, threads per rank, ranks on
-// the host, oversubscription), and the step times' own spread (coefficient of variation, Tukey's
-// outliers). The record's `noise` object carries every figure and a verdict, `stable` or `noisy`,
-// with its reasons; docs/metrics.md gives the thresholds. noise_json is pure: tests give it
-// hand-made samples.
+// the frequency governor), how the run sat on it (ranks on the host, the CPUs they were given,
+// threads per rank, oversubscription), and the step times' own spread (coefficient of variation,
+// Tukey's outliers). The record's `noise` object carries every figure and a verdict, `stable` or
+// `noisy`, with its reasons; docs/metrics.md gives the thresholds. noise_json is pure: tests give
+// it hand-made samples.
 #pragma once
 #include <cstdint>
 #include <nlohmann/json.hpp>

@@ -422,8 +422,8 @@ void add_image_options(std::vector<Option>& t) {
   add({"loader_threads",
        OptionType::kInteger,
        kConfig,
-       "data=folder or shards: threads that decode and augment images (0: the cores this rank "
-       "does not compute on, at least one)",
+       "data=folder or shards: threads that decode and augment images (0: this rank's share of "
+       "the CPUs its machine gave the run, less its compute threads, at least one)",
        {},
        OptionRange{0.0, 256.0},
        [](RunOptions& o, const json& v) { o.loader_threads = v.get<int64_t>(); },

@@ -11,6 +11,7 @@
 #include "runtime/memory/allocator.h"
 #include "runtime/train/engines.h"
 #include "runtime/train/trainer.h"
+#include "suites/harness/core/host_share.h"
 #include "suites/harness/core/noise.h"
 #include "suites/harness/core/run_options.h"
 

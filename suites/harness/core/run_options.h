@@ -63,8 +63,9 @@ struct RunOptions {
   Precision precision = Precision::kFp32;
   DataSource data = DataSource::kSynthetic;
   std::string data_path;  // digits.csv.gz (empty: the default location); data=folder: its root
-  // data=folder: decoding threads (0: the cores this rank does not compute on, at least one),
-  // batches made ahead, and whether a file that does not decode ends the run.
+  // data=folder: decoding threads (0: this rank's share of the CPUs less its compute threads,
+  // at least one: loader_threads_of), batches made ahead, and whether a file that does not
+  // decode ends the run.
   int64_t loader_threads = 0, prefetch = 2;
   bool fail_on_bad_images = false;
   bool decode_on_device = false;  // --decode=gpu: the backend's image decoder, not the loader's
