@@ -71,13 +71,13 @@ std::vector<uint64_t> every_cpu() {
   return set;
 }
 
-int64_t count(const std::vector<uint64_t>& set) {
+}  // namespace
+
+int64_t cpu_count(const std::vector<uint64_t>& set) {
   int64_t n = 0;
   for (const uint64_t w : set) n += static_cast<int64_t>(std::bitset<64>(w).count());
   return n;
 }
-
-}  // namespace
 
 int64_t usable_cpus() {
 #ifdef _OPENMP
@@ -85,7 +85,7 @@ int64_t usable_cpus() {
   // this thread to one place.
   return std::max(omp_get_num_procs(), 1);
 #else
-  return count(usable_cpu_set());
+  return cpu_count(usable_cpu_set());
 #endif
 }
 
@@ -94,8 +94,8 @@ std::vector<uint64_t> usable_cpu_set() {
 #ifdef _OPENMP
   set = bound_places();
 #endif
-  if (count(set) == 0) set = thread_mask();
-  if (count(set) == 0) set = every_cpu();
+  if (cpu_count(set) == 0) set = thread_mask();
+  if (cpu_count(set) == 0) set = every_cpu();
   return set;
 }
 

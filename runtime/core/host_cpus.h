@@ -20,6 +20,8 @@ int64_t usable_cpus();
 // usable_cpus counts); else this thread's affinity mask; every CPU online where neither can be
 // read. Never empty.
 std::vector<uint64_t> usable_cpu_set();
+// The CPUs in such a set.
+int64_t cpu_count(const std::vector<uint64_t>& set);
 
 // A number that processes on one machine share and processes on two machines do not: the
 // kernel's boot id (containers on one machine share its kernel, and so its CPUs), else the host

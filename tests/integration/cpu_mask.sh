@@ -4,9 +4,9 @@
 # is oversubscribed and its ranks unbound (Open MPI would bind them to cores outside the mask);
 # with OMP_PROC_BIND, which pins the main thread to one CPU, it is not (on a host with 2 or
 # more); and ranks that fit get hardware threads of their own (--map-by slot:PE=N), not Open
-# MPI's one core each. Then a 2-rank point run for real, taskset to one CPU and not: its ranks
-# stay on the CPUs they were given, and its record's noise says how they shared them
-# (suites/harness/core/host_share.h).
+# MPI's one core each. Then runs for real: one rank bound to OpenMP places, and a 2-rank point
+# taskset to one CPU and not (where mpirun is): the ranks stay on the CPUs they were given, and
+# each record's noise says how they shared them (suites/harness/core/host_share.h).
 # Usage: cpu_mask.sh path/to/dlbench
 set -u
 dlbench=$(realpath "$1")
@@ -35,6 +35,22 @@ elif ((cpus >= 2)); then
   check "$cpus CPUs of a narrower cpuset: 2 ranks unbound ($line)" \
     bash -c '[[ "$0" == *"--bind-to none"* && "$0" != *"--map-by"* ]]' "$line"
 fi
+# One rank whose OpenMP threads are bound to places: with OMP_PROC_BIND the main thread's mask
+# is one CPU, but the places hold them all; with OMP_PLACES naming one CPU, its pool of a thread
+# per CPU is bound to that one, and so oversubscribed.
+one_rank() {
+  env "$@" "$dlbench" run --model=digits-cnn --batch=8 --image-size=8 --steps=5 --json=one.json \
+    >one.log 2>&1 && /usr/bin/python3 -c 'import json,sys
+n = json.load(open(sys.argv[1]))["noise"]
+print(n["ranks_on_host"], n["usable_cpus"], n["rank_cpus"], n["threads_per_rank"], n["oversubscribed"])' one.json
+}
+if ((cpus >= 2 && !narrowed)); then
+  got=$(one_rank OMP_PROC_BIND=true)
+  check "OMP_PROC_BIND: one rank on every CPU ($got)" test "$got" = "1 $cpus $cpus $cpus False"
+fi
+got=$(one_rank OMP_PLACES="{$(taskset -pc $$ | sed 's/.*: *//; s/[,-].*//')}")
+check "OMP_PLACES of one CPU: its pool on that one ($got)" bash -c '[[ "$0" == "1 1 1 "*" "* ]]' "$got"
+((cpus >= 2)) && check "... and so oversubscribed ($got)" bash -c '[[ "$0" == *" True" ]]' "$got"
 if ! command -v mpirun >/dev/null; then
   echo "cpu_mask: no mpirun here: the 2-rank points are not run"
   check_summary cpu_mask

@@ -1,7 +1,6 @@
 #include "suites/harness/core/host_share.h"
 
 #include <algorithm>
-#include <bitset>
 
 #include "runtime/comm/communicator.h"
 #include "runtime/core/host_cpus.h"
@@ -17,16 +16,6 @@ bool HostShare::oversubscribed(int64_t threads_per_rank) const {
   return threads_per_rank > cpus / std::max<int64_t>(ranks, 1) || threads_per_rank > own_cpus;
 }
 
-namespace {
-
-int64_t count(const std::vector<uint64_t>& set) {
-  int64_t n = 0;
-  for (const uint64_t w : set) n += static_cast<int64_t>(std::bitset<64>(w).count());
-  return std::max<int64_t>(n, 1);
-}
-
-}  // namespace
-
 HostShare host_share_of(int me, const std::vector<uint64_t>& keys,
                         const std::vector<std::vector<uint64_t>>& sets) {
   HostShare s;
@@ -40,8 +29,8 @@ HostShare host_share_of(int me, const std::vector<uint64_t>& keys,
     for (size_t w = 0; w < sets[r].size(); ++w) together[w] |= sets[r][w];
   }
   s.ranks = std::max<int64_t>(s.ranks, 1);
-  s.cpus = count(together);
-  s.own_cpus = count(sets[static_cast<size_t>(me)]);
+  s.cpus = std::max<int64_t>(cpu_count(together), 1);
+  s.own_cpus = std::max<int64_t>(cpu_count(sets[static_cast<size_t>(me)]), 1);
   return s;
 }
 
