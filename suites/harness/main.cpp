@@ -17,6 +17,7 @@
 #include "runtime/io/output_file.h"
 #include "suites/harness/bench/bench_commands.h"
 #include "suites/harness/check_ops/check_ops_command.h"
+#include "suites/harness/core/flag_hint.h"
 #include "suites/harness/core/option_table.h"
 #include "suites/harness/list/list_command.h"
 #include "suites/harness/make_dataset/make_dataset_command.h"
@@ -530,6 +531,37 @@ dlb::SweepOptions sweep_options(const CLI::App& app,
   return sweep;
 }
 
+// The command a command line names (its words that name subcommands, in turn), and its path.
+std::pair<CLI::App*, std::string> named_command(CLI::App& app, int argc, char** argv) {
+  CLI::App* cmd = &app;
+  std::string path = "dlbench";
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-') continue;
+    const auto subs = cmd->get_subcommands([&](CLI::App* s) { return s->get_name() == word; });
+    if (subs.empty()) continue;
+    cmd = subs.front();
+    path += " " + word;
+  }
+  return {cmd, path};
+}
+
+// What a refusal adds: the flag meant, where one flag was near a name the command knows, and
+// where the command's flags are listed.
+std::string refusal_hint(CLI::App& app, int argc, char** argv) {
+  const auto [cmd, path] = named_command(app, argc, argv);
+  std::vector<std::string> known;
+  for (const CLI::Option* o : cmd->get_options()) {
+    known.insert(known.end(), o->get_lnames().begin(), o->get_lnames().end());
+  }
+  std::string hint;
+  for (int i = 1; i < argc && hint.empty(); ++i) {
+    if (const auto near = dlb::nearest_flag(argv[i], known))
+      hint = "did you mean --" + *near + "? ";
+  }
+  return fmt::format("({}{} --help lists {} flags)", hint, path, cmd == &app ? "the" : "its");
+}
+
 // Parses the command line: nothing when the command is to run, else the exit code (--help,
 // --version, or one line refusing a flag).
 std::optional<int> parse(CLI::App& app, int argc, char** argv) {
@@ -542,8 +574,8 @@ std::optional<int> parse(CLI::App& app, int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
     // One line, as every other refusal: the flag and what it expected.
-    fmt::print(stderr, "dlbench: error (invalid argument): {} (dlbench --help lists the flags)\n",
-               one_line(e.what()));
+    fmt::print(stderr, "dlbench: error (invalid argument): {} {}\n", one_line(e.what()),
+               refusal_hint(app, argc, argv));
     return 2;
   }
   return std::nullopt;

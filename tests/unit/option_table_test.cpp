@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "runtime/core/error.h"
+#include "suites/harness/core/flag_hint.h"
 #include "suites/harness/core/source_dir.h"
 #include "suites/harness/core/suite.h"
 
@@ -232,6 +233,29 @@ TEST(OptionTable, CommandLineTextBecomesTheValueASuiteWouldHold) {
   EXPECT_THROW(value_from_text(*find_option("lr"), ""), InvalidArgument);
   EXPECT_THROW(value_from_text(*find_option("lr"), "0.1.2"), InvalidArgument);
   EXPECT_EQ(find_option("backend")->metavar(), "cpu|cuda");
+}
+
+TEST(FlagHint, EditsCountSwapsAsOne) {
+  EXPECT_EQ(edit_distance("modle", "model"), 1);
+  EXPECT_EQ(edit_distance("stpes", "steps"), 1);
+  EXPECT_EQ(edit_distance("", "out"), 3);
+  EXPECT_EQ(edit_distance("batch", "batch"), 0);
+  EXPECT_EQ(edit_distance("kitten", "sitting"), 3);
+}
+
+TEST(FlagHint, ANearFlagIsNamedAndAFarOrKnownOneIsNot) {
+  const std::vector<std::string> known = {"model", "steps", "out", "overlap", "batch"};
+  EXPECT_EQ(nearest_flag("--modle=resnet18", known), "model");
+  EXPECT_EQ(nearest_flag("--stpes", known), "steps");
+  EXPECT_EQ(nearest_flag("--outt=x", known), "out");
+  EXPECT_EQ(nearest_flag("--overlpa", known), "overlap");
+  EXPECT_EQ(nearest_flag("--model=x", known), std::nullopt);  // known
+  EXPECT_EQ(nearest_flag("--xyz", known), std::nullopt);      // near none
+  EXPECT_EQ(nearest_flag("--o", known), std::nullopt);        // 2 edits from "out": most of it
+  EXPECT_EQ(nearest_flag("-m", known), std::nullopt);         // not a long flag
+  EXPECT_EQ(nearest_flag("model", known), std::nullopt);
+  EXPECT_EQ(nearest_flag("--", known), std::nullopt);
+  EXPECT_EQ(nearest_flag("--=3", known), std::nullopt);
 }
 
 }  // namespace
