@@ -326,6 +326,11 @@ def description(rs: ResultSet) -> str:
     return d if isinstance(d, str) else ""
 
 
+RUN_AGAIN = ("Each command runs one point as the suite ran it, with its launcher's placement "
+             "and environment; `dlbench` is the binary that ran it: build/dlbench in a checkout "
+             "(scripts/dlbench builds it first and takes the same arguments).")
+
+
 def commands(rs: ResultSet) -> list[tuple[str, str]]:
     """(point, command) for each record that carries the command that runs it again."""
     keys = varying_keys(rs.records)
@@ -391,7 +396,7 @@ def markdown(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=(),
         if p.note:
             out += [p.note, ""]
     if commands(rs):
-        out += ["## Running a point again", ""]
+        out += ["## Running a point again", "", RUN_AGAIN, ""]
         out += [f"- point {p}: `{c}`" for p, c in commands(rs)] + [""]
     out += ["## Environment", "", "| key | value |", "|---|---|"]
     out += [f"| {k} | {v} |" for k, v in env.items()]
@@ -472,7 +477,7 @@ def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=(),
                          "</pre></details>")
     parts += plots_html(rs, plots, skipped)
     if commands(rs):
-        parts.append("<h2>Running a point again</h2><ul>")
+        parts.append(f"<h2>Running a point again</h2><p>{e(RUN_AGAIN.replace('`', ''))}</p><ul>")
         parts += [f"<li>point {e(p)}: <code>{e(c)}</code></li>" for p, c in commands(rs)]
         parts.append("</ul>")
     parts.append("<h2>Environment</h2><div class='wide'><table>")

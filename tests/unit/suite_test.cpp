@@ -444,6 +444,23 @@ TEST(Launcher, TheCoresAreThoseTheProcessMayUse) {
   EXPECT_EQ(c.env.at("OMP_NUM_THREADS"), "1");
 }
 
+TEST(Launcher, ARecordsCommandIsRunAsTheSuiteLaunchedIt) {
+  LaunchHost h = host(2, true);
+  h.online_cpus = 2;
+  const std::vector<std::string> worker = {"/x/dlbench", "worker", "--point=p.json"};
+  const LaunchCommand c = launch_command(LauncherKind::kMpirun, 2, worker, h);
+  EXPECT_EQ(as_launched("mpirun -np 2 dlbench run --ranks=2 --batch=8", c, worker.size()),
+            "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMP_NUM_THREADS=1 mpirun "
+            "-np 2 --allow-run-as-root -x OMP_NUM_THREADS --map-by slot:PE=1 --use-hwthread-cpus "
+            "dlbench run --ranks=2 --batch=8");
+  // One rank: no launcher words; a command that is not a run's, unchanged.
+  const LaunchCommand one = launch_command(LauncherKind::kAuto, 1, worker, h);
+  EXPECT_EQ(as_launched("dlbench run --batch=8", one, worker.size()), "dlbench run --batch=8");
+  EXPECT_EQ(as_launched("dlbench simulate --ranks=8", c, worker.size()),
+            "dlbench simulate --ranks=8");
+  EXPECT_EQ(as_launched("mpirun -np 2 dlbench run", c, 99), "mpirun -np 2 dlbench run");
+}
+
 TEST(Launcher, TheUsersThreadsAreReadAsOneNumber) {
   const char* was = std::getenv("OMP_NUM_THREADS");
   const std::string saved = was ? was : "";

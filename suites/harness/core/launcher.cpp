@@ -138,6 +138,16 @@ LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
   return c;
 }
 
+std::string as_launched(const std::string& run_command, const LaunchCommand& launch,
+                        size_t worker_words) {
+  const size_t run = run_command.find("dlbench run");
+  if (run == std::string::npos || launch.argv.size() < worker_words) return run_command;
+  std::string out;
+  for (const auto& [name, value] : launch.env) out += name + "=" + value + " ";
+  for (size_t i = 0; i + worker_words < launch.argv.size(); ++i) out += launch.argv[i] + " ";
+  return out + run_command.substr(run);
+}
+
 LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
                                   const std::vector<std::string>& worker_argv) {
   return launch_command(kind, ranks, worker_argv, this_host());

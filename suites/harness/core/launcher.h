@@ -55,6 +55,12 @@ int64_t most_local_ranks();
 LaunchCommand launch_command(LauncherKind kind, int64_t ranks,
                              const std::vector<std::string>& worker_argv, const LaunchHost& host);
 
+// `run_command`, a record's "dlbench run ..." line (after any launcher words it names), as
+// `launch` started its ranks: the launcher's environment and words, the last `worker_words` of
+// which (the worker's) the run's own words replace. Unchanged where it has no "dlbench run".
+std::string as_launched(const std::string& run_command, const LaunchCommand& launch,
+                        size_t worker_words);
+
 // launch_command on this_host().
 LaunchCommand launch_command_here(LauncherKind kind, int64_t ranks,
                                   const std::vector<std::string>& worker_argv);

@@ -373,15 +373,19 @@ class PointRunner {
                      {"resolved", resolved_config(o)}});
     std::error_code ignored;  // a record left from an earlier run; its absence is fine
     fs::remove(record_file, ignored);
-    LaunchCommand cmd = launch_command_here(
-        opt_.launcher, o.ranks,
+    const std::vector<std::string> worker =
         peer ? peer_argv(o.system, point_file)
-             : std::vector<std::string>{self_executable(), "worker", "--point=" + point_file});
+             : std::vector<std::string>{self_executable(), "worker", "--point=" + point_file};
+    LaunchCommand cmd = launch_command_here(opt_.launcher, o.ranks, worker);
     if (peer) add_peer_rendezvous(cmd, this_host());
     const ProcessResult pr = run_process(cmd, opt_.timeout_s, log_file, progress(index, label));
     ++launched_;
     launched_seconds_ += pr.seconds;
     json record = point_record(pr, record_file, config, opt_.timeout_s);
+    // Run again by hand, the point needs the launcher's placement and environment too.
+    if (!peer && record.contains("command") && record["command"].is_string()) {
+      record["command"] = as_launched(record["command"], cmd, worker.size());
+    }
     if (record["status"] != "ok") record["stderr_tail"] = tail_of_file(log_file, 4000);
     return record;
   }
