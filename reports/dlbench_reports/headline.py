@@ -10,6 +10,10 @@ of the summary table.
     (suites/devices/h100-sxm.json): resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024
     GPUs with overlap=backward (97.4% with overlap=none) (a model, not a measurement).
 
+(Where the best strategy's efficiency is within another's 95% interval, the sentence gives the
+range instead: "At 4 ranks the overlap strategies keep 11.0% to 11.5% of linear scaling, within
+each other's 95% intervals".)
+
 Or, for a batch sweep:
 
     On this machine (cpu: AMD EPYC 7B13, 2 hardware threads), resnet18 in fp32 on 1 rank trains at
@@ -29,6 +33,7 @@ from __future__ import annotations
 
 import html
 
+from . import intervals
 from .plots import common, scaling
 from .records import Record, ResultSet, efficiency, varying_keys
 
@@ -81,6 +86,32 @@ def same_setting(records: list[Record], base: Record) -> list[Record]:
     return [r for r in records if [r.config.get(k) for k in scaling.GROUP_KEYS] == key]
 
 
+def _apart(a: Record, b: Record, records: list[Record]) -> bool:
+    """Whether two points' efficiencies are told apart: their 95% intervals do not meet (where
+    either has none, they are taken as apart, as the table shows them)."""
+    ia, ib = intervals.efficiency_interval(a, records), intervals.efficiency_interval(b, records)
+    if not (intervals.finite(ia) and intervals.finite(ib)):
+        return True
+    return ia[1] < ib[0] or ib[1] < ia[0]
+
+
+def _strategies_at(records: list[Record], most: int, best: Record) -> list[Piece]:
+    """What the strategies at `most` ranks keep of linear scaling: the best one, or, where the
+    best is within another's interval, the range they span (no strategy is best on noise)."""
+    at = _measured_at(records, most)
+    best_text = (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best))
+    if len({r.config.get("overlap") for r in at}) < 2:
+        return [f" At {most} ranks overlap={best.config.get('overlap')} keeps ", best_text,
+                " of linear scaling"]
+    if all(_apart(best, r, records) for r in at if r is not best):
+        return [f" At {most} ranks the best strategy, overlap={best.config.get('overlap')}, "
+                "keeps ", best_text, " of linear scaling"]
+    low = min(efficiency(r) for r in at)
+    return [f" At {most} ranks the overlap strategies keep "
+            f"{common.number_text(100 * low, '.1f')}% to ", best_text,
+            " of linear scaling, within each other's 95% intervals"]
+
+
 def measured_pieces(records: list[Record]) -> list[Piece]:
     """About the first configuration's points (from overlap=none's one-rank point, where there is
     one)."""
@@ -97,11 +128,7 @@ def measured_pieces(records: list[Record]) -> list[Piece]:
     best = _best_at(records, most) if most > 1 else None
     if best is None:
         return out
-    several = len({r.config.get("overlap") for r in records if r.config["ranks"] == most}) > 1
-    out += [f" At {most} ranks " + ("the best strategy, " if several else "") +
-            f"overlap={best.config.get('overlap')}" + (", keeps " if several else " keeps "),
-            (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
-            " of linear scaling"]
+    out += _strategies_at(records, most, best)
     shared = sorted({r.config["ranks"] for r in records if shares_cores(r, base)})
     if shared:
         cpus = scaling.shared_cpus([r for r in records if shares_cores(r, base)])

@@ -16,7 +16,7 @@ import zlib
 
 import numpy as np
 
-from .records import Record
+from .records import Record, baseline_record, efficiency
 
 REPLICATES = 2000
 MIN_STEPS = 10
@@ -87,6 +87,14 @@ def ratio_interval(a: Record, b: Record, scale: float = 1.0) -> tuple[float, flo
         return None
     with np.errstate(all="ignore"):
         return interval(scale * ra / rb)
+
+
+def efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float] | None:
+    """The 95% interval of the scaling efficiency, in %: throughput(N) / (N x throughput(1))."""
+    base = baseline_record(r, records)
+    if base is None or base is r or efficiency(r) is None:
+        return None
+    return ratio_interval(r, base, 100.0 / r.config["ranks"])
 
 
 def interval_text(iv: tuple[float, float], spec: str = ".2f") -> str:

@@ -13,8 +13,8 @@ from .plots import (algorithms, batch, common, convergence, global_batch, input 
                     tradeoff)
 from . import headline, intervals, validation
 from .outputs import check_directory, check_output, write_text_atomically
-from .records import (Record, RecordError, ResultSet, baseline_record, efficiency, label, load,
-                      peer_ratio, peer_record, peers, read_json_file, varying_keys)
+from .records import (Record, RecordError, ResultSet, efficiency, label, load, peer_ratio,
+                      peer_record, peers, read_json_file, varying_keys)
 
 
 @dataclass
@@ -143,14 +143,6 @@ def noisy_lines(rs: ResultSet) -> list[str]:
             if r.ok and (reasons := common.noisy(r)) and reasons != "noisy"]
 
 
-def _efficiency_interval(r: Record, records: list[Record]) -> tuple[float, float] | None:
-    """The 95% interval of the scaling efficiency, in %: throughput(N) / (N x throughput(1))."""
-    base = baseline_record(r, records)
-    if base is None or base is r or efficiency(r) is None:
-        return None
-    return intervals.ratio_interval(r, base, 100.0 / r.config["ranks"])
-
-
 def shown_config(r: Record, key: str) -> str:
     """A config column's cell: the point's suite value, else the run's."""
     return config_cell(r.point_config.get(key, r.config.get(key)))
@@ -184,8 +176,8 @@ def summary_rows(rs: ResultSet, peaks: list[dict]) -> tuple[list[str], list[list
               for p in others],
             _fmt(st.get("median") and st["median"] * 1e3, ".1f"),
             f"{_fmt(st['p10'] * 1e3, '.1f')}-{_fmt(st['p90'] * 1e3, '.1f')}" if st else "",
-            intervals.ratio_text(eff and 100 * eff, _efficiency_interval(r, rs.records), ".1f",
-                                 "%", one=100.0),
+            intervals.ratio_text(eff and 100 * eff, intervals.efficiency_interval(r, rs.records),
+                                 ".1f", "%", one=100.0),
             _fmt(r.get("memory.peak_bytes_total") and r.get("memory.peak_bytes_total") / common.MIB,
                  ".1f"),
             (f"{comm['exposed'] * 1e3:.1f} / " +

@@ -8,8 +8,8 @@ import math
 import pytest
 from dlbench_reports.plots import (batch, common, convergence, global_batch, memory, overlap,
                                    precision, scaling, scaling_loss, sync_modes, timeline)
-from dlbench_reports import headline
-from dlbench_reports.records import load
+from dlbench_reports import headline, intervals
+from dlbench_reports.records import efficiency, load
 
 
 def lines_by_gid(fig):
@@ -77,6 +77,29 @@ def test_the_caption_names_the_cpus_the_ranks_were_given_where_records_say(resul
     assert "Ranks 4 share the 1 CPU (oversubscribed" in scaling.caption(rs.records)
     assert "the 1 CPU that one rank had alone" in "".join(
         p if isinstance(p, str) else p[0] for p in headline.measured_pieces(rs.records))
+
+
+def test_the_headline_names_a_best_strategy_only_where_its_interval_stands_apart(results,
+                                                                                   monkeypatch):
+    rs = load(results("scaling"))
+    most = max(r.config["ranks"] for r in rs.records if r.ok)
+    at = [r for r in rs.records if r.ok and r.config["ranks"] == most and efficiency(r)]
+    assert len({r.config["overlap"] for r in at}) > 1
+    best = max(at, key=efficiency)
+
+    def first(width):
+        monkeypatch.setattr(intervals, "efficiency_interval",
+                            lambda r, _: (100 * efficiency(r) - width, 100 * efficiency(r) + width))
+        return "".join(p if isinstance(p, str) else p[0]
+                       for p in headline.measured_pieces(rs.records))
+
+    narrow = first(1e-9)
+    assert f"the best strategy, overlap={best.config['overlap']}, keeps" in narrow
+    wide = first(100.0)  # every interval meets every other
+    low = min(efficiency(r) for r in at)
+    assert (f"the overlap strategies keep {100 * low:.1f}% to {100 * efficiency(best):.1f}% "
+            "of linear scaling, within each other's 95% intervals") in wide
+    assert "best strategy" not in wide
 
 
 def test_scaling_plots_have_at_most_six_legend_entries(results):
