@@ -8,7 +8,8 @@ of the summary table.
     alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each
     rank's compute from the roofline of NVIDIA H100 80GB HBM3 (SXM5)
     (suites/devices/h100-sxm.json): resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024
-    GPUs with overlap=backward (97.4% with overlap=none) (a model, not a measurement).
+    GPUs with overlap=backward (97.4% with overlap=none) (a model, not a measurement; every
+    rank at one speed, so an upper bound).
 
 (Where the best strategy's efficiency is within another's 95% interval, the sentence gives the
 range instead: "At 4 ranks the overlap strategies keep 11.0% to 11.5% of linear scaling, within
@@ -201,8 +202,16 @@ def simulated_pieces(records: list[Record]) -> list[Piece]:
                 [] if one else [f" (compute from {scaling.compute_source(r)})"])
         more = len(settings) - MAX_SETTINGS
         out.append((f"; and {more} more settings in the table" if more > 0 else "") +
-                   " (a model, not a measurement).")
+                   (" (a model, not a measurement" +
+                    ("; every rank at one speed, so an upper bound)." if all(map(_one_speed, on))
+                     else ").")))
     return out
+
+
+def _one_speed(r: Record) -> bool:
+    """A simulated point whose ranks all step at one speed: no jitter and no straggler, so no
+    rank waits for a slower one (docs/simulation.md)."""
+    return r.get("simulation.jitter") == "none" and not r.get("simulation.straggler")
 
 
 def batch_pieces(records: list[Record]) -> list[Piece]:

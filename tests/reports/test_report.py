@@ -211,6 +211,10 @@ def test_scaling_report_answers_its_question_first_each_figure_linked_to_its_row
     assert records[far]["config"]["ranks"] == 1024 and records[far]["mode"] == "simulated"
     assert sim == f"{100 * records[far]['metrics']['scaling_efficiency']:.1f}%"
     assert "compute from the roofline of NVIDIA H100" in first and "h100-sxm.json" in first
+    # A roofline has no measured steps to draw a jitter from: its ranks run at one speed, and
+    # what they keep is the most real ranks could.
+    assert records[far]["simulation"]["jitter"] == "none"
+    assert "every rank at one speed, so an upper bound" in first
     # The worst strategy at the same ranks (the roofline's overlap=none), below the best.
     worse = records[int(links[3][1])]
     assert worse["config"]["ranks"] == 1024 and worse["mode"] == "simulated"
