@@ -501,7 +501,7 @@ std::vector<Command> commands_of(CLI::App& app) {
   app.set_version_flag("--version", DLB_VERSION);
   commands.push_back(run_command_of(app));
   commands.push_back(maxbatch_command_of(app));
-  commands.push_back({app.add_subcommand("list", "models, backends and devices"),
+  commands.push_back({app.add_subcommand("list", "models, suites, backends and devices"),
                       [] { return dlb::list_command(); }});
   for (Command& c : bench_commands_of(app)) commands.push_back(std::move(c));
   commands.push_back(check_ops_command_of(app));
@@ -608,6 +608,10 @@ int guarded(const std::function<int()>& command) {
 int main(int argc, char** argv) {
   CLI::App app{"dlbench: deep-learning training benchmarks on GPUs and CPUs"};
   app.require_subcommand(0, 1);
+  app.footer(
+      "Reports, in Python, through scripts/dlbench (which builds this binary and runs it for the "
+      "rest): scripts/dlbench report DIR, compare DIR..., micro DIR, check-mllog FILE "
+      "(docs/reports.md)");
   std::map<std::string, std::string> sweep_text;
   add_sweep_flags(app, sweep_text);
   const std::vector<Command> commands = commands_of(app);

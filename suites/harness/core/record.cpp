@@ -278,11 +278,15 @@ void print_result(const RunResult& r, std::FILE* out) {
     const double median = percentile(s.step_seconds, 50);
     fmt::print(out,
                "{} batch {} x {} ranks, {}x{} {} on {}: {:.2f} img/s, step median {:.4f} s (p10 "
-               "{:.4f}, p90 {:.4f}), loss {:.4f} -> {:.4f}, {:.2f} GFLOP/s per rank\n",
+               "{:.4f}, p90 {:.4f}), loss {:.4f} -> {:.4f}{}, {:.2f} GFLOP/s per rank\n",
                o.model, o.batch.value_or(kDefaultBatch), r.ranks, o.image_size.value_or(0),
                o.image_size.value_or(0), precision_name(o.precision), r.backend_name,
                s.throughput(), median, percentile(s.step_seconds, 10),
                percentile(s.step_seconds, 90), s.losses.front(), s.losses.back(),
+               // A falling loss there is no sign of learning anything but that batch.
+               o.data == DataSource::kSynthetic && o.batch_file.empty()
+                   ? " (one synthetic batch, learned by heart)"
+                   : "",
                r.flops_per_step / median / 1e9);
   }
   if (r.stats && !r.peak.is_null()) {
