@@ -372,6 +372,10 @@ def test_overlap_plot_stacks_the_step(results):
         assert shown == pytest.approx(1e3 * p["step_s"])
         top = max(b.get_y() + b.get_height() for k, v in bars.items() for b in [v[i]])
         assert top == pytest.approx(1e3 * p["step_s"])
+    # On each bar, the median of every timed step, which the table's 'saved vs none' compares.
+    median = next(c for c in fig.axes[0].collections if c.get_gid() == "median")
+    assert [y for _, y in median.get_offsets()] == pytest.approx(
+        [1e3 * r.data["metrics"]["step_time_s"]["median"] for r in order])
 
 
 def test_overlap_table_uses_the_plots_steps_and_says_what_overlap_saves(results):

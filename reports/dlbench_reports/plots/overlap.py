@@ -2,8 +2,9 @@
 communication (what the step waits for) and the rest, adding up to the step. Communication hidden
 under compute is part of the compute segments' time, so it is drawn inside them, hatched from the
 bar's foot (its length, not where in the step it ran), never on top: no bar is taller than its
-step. The table beside it uses the same traced steps, and adds
-what each strategy saves against `none` at the same point (docs/metrics.md defines every
+step. A black line on each bar marks the median of every timed step (a few traced steps can
+stray from it). The table beside it uses the same traced steps, and adds what each strategy
+saves against `none` at the same point, by the medians (docs/metrics.md defines every
 figure)."""
 from __future__ import annotations
 
@@ -18,8 +19,10 @@ SEGMENTS = [("forward", "forward (+ loss)"), ("backward", "backward"),
 
 NOTE = ("Bars and the breakdown columns are the mean of the traced steps (the same steps for "
         "both); comm is the time some all-reduce runs, exposed the part with no compute "
-        "running, hidden the part under compute. 'saved vs none' compares median step times "
-        "over the timed steps with the `none` point of the same configuration; negative: the "
+        "running, hidden the part under compute. The black line on each bar, and 'saved vs "
+        "none', are the median of every timed step: where a bar and its line differ, the few "
+        "traced steps were not typical, and the line is the one to compare. 'saved vs none' "
+        "compares that median with the `none` point of the same configuration; negative: the "
         "strategy was slower.")
 
 
@@ -138,16 +141,22 @@ def render(records: list[Record]):
     ax.bar(x, hidden, 0.3, bottom=0, label="hidden comm: as long as the all-reduce time under "
            "compute (drawn from the foot, inside the compute; not added)", color="none",
            edgecolor="black", hatch="//", gid="segment:hidden")
+    # The median of every timed step, the table's: a few traced steps can stray far from it.
+    medians = np.array([undrawn.of(r, (r.get("metrics.step_time_s.median") or np.nan) * 1e3,
+                                   "median step (ms)") for r in ok])
+    ax.scatter(x, medians, marker="_", s=1400, linewidths=2.5, color="black", zorder=5,
+               label="_nolegend_", gid="median")
     ax.set_xticks(x)
     ax.set_xticklabels(names, fontsize=8)
     steps = sorted({r.get("metrics.phases.traced_steps") for r in ok} - {None})
-    ax.set_ylabel(f"time per step (ms, mean of {'/'.join(map(str, steps))} traced steps)")
+    ax.set_ylabel(f"time per step (ms): bars the mean of {'/'.join(map(str, steps))} traced "
+                  "steps,\nblack line the median of every timed step", fontsize=9)
     ax.grid(axis="y", alpha=0.3)
     ranks = sorted({r.config["ranks"] for r in ok})
     ax.set_title(f"Overlap: {common.describe(ok)}\nranks {'/'.join(map(str, ranks))}, "
                  f"batch {'/'.join(str(b) for b in sorted({r.config['batch'] for r in ok}))} "
                  "per rank; rank 0's spans", fontsize=10)
     ax.legend(fontsize=7, loc="upper right")
-    common.set_top(ax, max(bottom) * 1.35)
+    common.set_top(ax, max(np.nanmax(np.append(medians, 0.0)), max(bottom)) * 1.35)
     common.footnote(fig, common.status_note(records), undrawn)
     return fig
