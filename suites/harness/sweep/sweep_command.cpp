@@ -599,6 +599,12 @@ int sweep_command(const SweepOptions& opt) {
       throw InvalidArgument(fmt::format("{}: {} of {} points are not runnable (listed above)",
                                         suite.path, bad, points.size()));
     }
+    if (!suite.simulate.is_null()) {
+      fmt::print(
+          "  then its simulate block, a dlbench simulate for each network over these "
+          "points (docs/simulation.md): {}\n",
+          suite.simulate.dump());
+    }
     return 0;
   }
   std::vector<json> previous = prepare_output(opt, out, out + "/results.jsonl");
