@@ -57,8 +57,10 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
         add(scaling.render(group), "Scaling, simulated" if scaling.simulated(group[0]) else
             "Scaling", f"scaling-{i + 1}", note=scaling.caption(group))
     for i, group in enumerate(scaling_loss.groups(records).values()):
-        add(scaling_loss.render(group), "Scaling loss", f"scaling-loss-{i + 1}",
-            note=scaling_loss.NOTE)
+        net = group[0].get("simulation.network.name") if scaling.simulated(group[0]) else None
+        add(scaling_loss.render(group),
+            f"Scaling loss, simulated on {net}" if net else "Scaling loss, measured",
+            f"scaling-loss-{i + 1}", note=scaling_loss.NOTE)
     by_rest: dict[str, list[Record]] = {}
     for r in measured:
         key = json.dumps({k: v for k, v in r.point_config.items() if k not in ("batch", "system")},

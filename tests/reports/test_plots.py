@@ -218,8 +218,25 @@ def test_scaling_loss_plot_stacks_the_recorded_parts(results):
             heights = [p.get_height() for p in bars[f"loss:{strategy}:{key}"]]
             assert heights == pytest.approx(
                 [1e3 * r.data["metrics"]["scaling_loss"][key] for r in rs_s])
+        # Every stack below the top of the axes (they share it), with room: none cut off.
+        tops = [p.get_y() + p.get_height() for p in ax.patches]
+        assert max(tops) < 0.95 * ax.get_ylim()[1]
     # Measured records carry no breakdown yet: nothing to plot.
     assert scaling_loss.groups(rs.records) == {}
+
+
+def test_measured_and_simulated_scaling_loss_have_titles_of_their_own(results, tmp_path):
+    from dlbench_reports.records import ResultSet
+    from dlbench_reports.report import render_plots
+    rs = load(results("scaling"))
+    measured = [copy.deepcopy(r) for r in rs.ok]
+    for r in measured:  # a measured breakdown, as newer records carry
+        r.data["metrics"]["scaling_loss"] = dict(
+            simulate(copy.deepcopy(r)).data["metrics"]["scaling_loss"])
+    sim = [simulate(copy.deepcopy(r)) for r in rs.ok]
+    plots = render_plots(ResultSet(rs.directory, measured + sim), tmp_path, [])
+    titles = [p.title for p in plots if p.name.startswith("scaling-loss")]
+    assert titles == ["Scaling loss, measured", "Scaling loss, simulated on dgx-h100"]
 
 
 def test_batch_plot_draws_throughput_and_peak_memory(results):

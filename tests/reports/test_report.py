@@ -197,6 +197,9 @@ def test_scaling_report_answers_its_question_first_each_figure_linked_to_its_row
                     f"--out={d}"], check=True, capture_output=True)
     r = build(d)
     md = r.markdown.read_text()
+    # Each figure's heading is its own: measured and simulated scaling loss are told apart.
+    heads = [line for line in md.splitlines() if line.startswith("### ")]
+    assert len(heads) == len(set(heads)), heads
     first = md.split("\n\n")[1]
     assert first.startswith("On this machine (cpu: ")
     links = re.findall(r"\[([^\]]+)\]\(#point-(\d+)\)", first)

@@ -36,9 +36,10 @@ def groups(records: list[Record]) -> dict[str, list[Record]]:
     return dict(out)
 
 
-def stack(ax, x, rs: list[Record], strategy: str, undrawn: common.Undrawn) -> None:
+def stack(ax, x, rs: list[Record], strategy: str, undrawn: common.Undrawn) -> tuple[float, float]:
     """The parts of each point's loss stacked, a negative part (the rest, below the sum of the
-    others) below zero; a part that cannot be drawn is left out of its stack and named."""
+    others) below zero; a part that cannot be drawn is left out of its stack and named. Returns
+    the stacks' lowest and highest ends."""
     up = np.zeros(len(rs))
     down = np.zeros(len(rs))
     for i, (key, name) in enumerate(PARTS):
@@ -46,8 +47,9 @@ def stack(ax, x, rs: list[Record], strategy: str, undrawn: common.Undrawn) -> No
                        for r in rs])
         base = np.where(ms >= 0, up, down)
         ax.bar(x, ms, bottom=base, color=f"C{i}", label=name, gid=f"loss:{strategy}:{key}")
-        up += np.where(ms >= 0, ms, 0)
-        down += np.where(ms < 0, ms, 0)
+        up += np.where(ms >= 0, np.nan_to_num(ms), 0)
+        down += np.where(ms < 0, np.nan_to_num(ms), 0)
+    return float(np.min(down, initial=0.0)), float(np.max(up, initial=0.0))
 
 
 def render(records: list[Record]):
@@ -60,13 +62,15 @@ def render(records: list[Record]):
     fig, axes = common.plt.subplots(1, len(strategies), figsize=(4.2 * len(strategies), 4.6),
                                     dpi=110, sharey=True, squeeze=False)
     undrawn = common.Undrawn()
+    ends = [0.0]
     for ax, strategy in zip(axes[0], strategies):
         rs = sorted(by_strategy[strategy], key=lambda r: r.config["ranks"])
         x = np.arange(len(rs))
-        stack(ax, x, rs, strategy, undrawn)
+        ends += stack(ax, x, rs, strategy, undrawn)
         total = [undrawn.of(r, 1e3 * (r.need("metrics.scaling_loss.step_s") -
                                       r.need("metrics.scaling_loss.one_rank_step_s")),
                             "step minus one-rank step (ms)") for r in rs]
+        ends += [t for t in total if np.isfinite(t)]
         ax.plot(x, total, "k_", markersize=14, label="step minus one-rank step")
         ax.set_xticks(x)
         ax.set_xticklabels([str(r.config["ranks"]) for r in rs], fontsize=7)
@@ -75,6 +79,11 @@ def render(records: list[Record]):
         ax.axhline(0, color="#888888", linewidth=0.8)
         ax.grid(alpha=0.3, axis="y")
     axes[0][0].set_ylabel("ms per step beyond the one-rank step")
+    # Room above the tallest stack (the axes share it), which autoscaling left flush with the top.
+    low, high = min(ends), max(ends)
+    if high > low:
+        pad = 0.1 * (high - low)  # a rest within rounding of 0 below the axis needs no room
+        axes[0][0].set_ylim(low - pad if low < -0.2 * pad else 0.0, high + pad)
     first = records[0]
     net = first.get("simulation.network.name")
     mode = f"simulated on {net}" if net else "measured"
