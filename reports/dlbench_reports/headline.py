@@ -12,8 +12,9 @@ of the summary table.
     rank at one speed, so an upper bound).
 
 (Where the best strategy's efficiency is within another's 95% interval, the sentence gives the
-range instead: "At 4 ranks the overlap strategies keep 11.0% to 11.5% of linear scaling, within
-each other's 95% intervals".)
+range of those it cannot be told from instead, and each clearly below: "At 4 ranks
+overlap=backward and overlap=forward keep 11.4% to 11.5% of linear scaling, within each other's
+95% intervals (overlap=none: 5.0%)".)
 
 Or, for a batch sweep:
 
@@ -88,29 +89,39 @@ def same_setting(records: list[Record], base: Record) -> list[Record]:
 
 
 def _apart(a: Record, b: Record, records: list[Record]) -> bool:
-    """Whether two points' efficiencies are told apart: their 95% intervals do not meet (where
-    either has none, they are taken as apart, as the table shows them)."""
+    """Whether two points' efficiencies are told apart: both have a 95% interval and they do not
+    meet. Without an interval (too few steps) nothing tells them apart."""
     ia, ib = intervals.efficiency_interval(a, records), intervals.efficiency_interval(b, records)
     if not (intervals.finite(ia) and intervals.finite(ib)):
-        return True
+        return False
     return ia[1] < ib[0] or ib[1] < ia[0]
 
 
 def _strategies_at(records: list[Record], most: int, best: Record) -> list[Piece]:
-    """What the strategies at `most` ranks keep of linear scaling: the best one, or, where the
-    best is within another's interval, the range they span (no strategy is best on noise)."""
+    """What the strategies at `most` ranks keep of linear scaling: the best one where its interval
+    stands apart from every other's; else the range of those it cannot be told from (no strategy
+    is best on noise), then each one clearly below them."""
     at = _measured_at(records, most)
     best_text = (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best))
+    name = f"overlap={best.config.get('overlap')}"
     if len({r.config.get("overlap") for r in at}) < 2:
-        return [f" At {most} ranks overlap={best.config.get('overlap')} keeps ", best_text,
-                " of linear scaling"]
-    if all(_apart(best, r, records) for r in at if r is not best):
-        return [f" At {most} ranks the best strategy, overlap={best.config.get('overlap')}, "
-                "keeps ", best_text, " of linear scaling"]
-    low = min(efficiency(r) for r in at)
-    return [f" At {most} ranks the overlap strategies keep "
-            f"{common.number_text(100 * low, '.1f')}% to ", best_text,
-            " of linear scaling, within each other's 95% intervals"]
+        return [f" At {most} ranks {name} keeps ", best_text, " of linear scaling"]
+    tied = [r for r in at if r is best or not _apart(best, r, records)]
+    below = [r for r in at if r not in tied]
+    if len(tied) == 1:
+        out: list[Piece] = [f" At {most} ranks the best strategy, {name}, keeps ", best_text,
+                            " of linear scaling"]
+    else:
+        low = min(efficiency(r) for r in tied)
+        names = " and ".join(f"overlap={r.config.get('overlap')}" for r in tied)
+        why = ("within each other's 95% intervals" if intervals.finite(
+            intervals.efficiency_interval(best, records)) else "too few steps to tell them apart")
+        out = [f" At {most} ranks {names} keep {common.number_text(100 * low, '.1f')}% to ",
+               best_text, f" of linear scaling, {why}"]
+    for r in below:
+        out += [f" (overlap={r.config.get('overlap')}: ",
+                (f"{common.number_text(100 * efficiency(r), '.1f')}%", _index(r)), ")"]
+    return out
 
 
 def measured_pieces(records: list[Record]) -> list[Piece]:

@@ -36,6 +36,29 @@ class Report:
     html: Path | None = None
 
 
+def _against_ranks_and_batch(records: list[Record], measured: list[Record], add,
+                             plots: list[Plot]) -> None:
+    """render_plots' throughput plots: scaling and its loss (measured and simulated apart), then
+    batch, one figure per setting."""
+    for i, group in enumerate(scaling.groups(records).values()):
+        add(scaling.render(group), "Scaling, simulated" if scaling.simulated(group[0]) else
+            "Scaling", f"scaling-{i + 1}", note=scaling.caption(group))
+    for i, group in enumerate(scaling_loss.groups(records).values()):
+        add(scaling_loss.render(group), scaling_loss.title(group, [p.title for p in plots]),
+            f"scaling-loss-{i + 1}", note=scaling_loss.NOTE)
+    by_rest: dict[str, list[Record]] = {}
+    for r in measured:
+        key = json.dumps({k: v for k, v in r.point_config.items() if k not in ("batch", "system")},
+                         sort_keys=True)
+        by_rest.setdefault(key, []).append(r)
+    n = 0
+    for group in by_rest.values():
+        fig = batch.render(group)
+        if fig is not None:
+            n += 1
+            add(fig, "Batch size", f"batch-{n}", note=batch.NOTE)
+
+
 def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
                  skipped: list[str] | None = None) -> list[Plot]:
     """Every plot the records call for; an input passed over (a trace that is not a regular file)
@@ -53,25 +76,7 @@ def render_plots(rs: ResultSet, out_dir: Path, peaks: list[dict],
     # trace of a run.
     measured = [r for r in records if r.data.get("mode") != "simulated"]
     own = [r for r in measured if r.system == "dlbench"]
-    for i, group in enumerate(scaling.groups(records).values()):
-        add(scaling.render(group), "Scaling, simulated" if scaling.simulated(group[0]) else
-            "Scaling", f"scaling-{i + 1}", note=scaling.caption(group))
-    for i, group in enumerate(scaling_loss.groups(records).values()):
-        net = group[0].get("simulation.network.name") if scaling.simulated(group[0]) else None
-        add(scaling_loss.render(group),
-            f"Scaling loss, simulated on {net}" if net else "Scaling loss, measured",
-            f"scaling-loss-{i + 1}", note=scaling_loss.NOTE)
-    by_rest: dict[str, list[Record]] = {}
-    for r in measured:
-        key = json.dumps({k: v for k, v in r.point_config.items() if k not in ("batch", "system")},
-                         sort_keys=True)
-        by_rest.setdefault(key, []).append(r)
-    n = 0
-    for group in by_rest.values():
-        fig = batch.render(group)
-        if fig is not None:
-            n += 1
-            add(fig, "Batch size", f"batch-{n}", note=batch.NOTE)
+    _against_ranks_and_batch(records, measured, add, plots)
     # suite_config is any object the suite file wrote: compare its values as JSON text.
     if own and (len({json.dumps(r.point_config.get("precision", r.config.get("precision")))
                      for r in own}) > 1 or rs.suite == "precision"):
@@ -146,7 +151,10 @@ def noisy_lines(rs: ResultSet) -> list[str]:
 
 
 def shown_config(r: Record, key: str) -> str:
-    """A config column's cell: the point's suite value, else the run's."""
+    """A config column's cell: the point's suite value, else the run's; a simulated point's jitter
+    as its replay applied it (a roofline has none to draw, whatever was asked)."""
+    if key == "jitter" and isinstance(r.get("simulation.jitter"), str):
+        return config_cell(r.get("simulation.jitter"))
     return config_cell(r.point_config.get(key, r.config.get(key)))
 
 
@@ -320,9 +328,10 @@ def description(rs: ResultSet) -> str:
     return d if isinstance(d, str) else ""
 
 
-RUN_AGAIN = ("Each command runs one point as the suite ran it, with its launcher's placement "
-             "and environment; `dlbench` is the binary that ran it: build/dlbench in a checkout "
-             "(scripts/dlbench builds it first and takes the same arguments).")
+RUN_AGAIN = ("A `dlbench run` command runs its point again as the suite ran it, with the "
+             "launcher's placement and environment; a `dlbench simulate` command makes a "
+             "simulated point again. `dlbench` is the binary that ran them, build/dlbench in a "
+             "checkout (`scripts/dlbench --help` builds it once, before a command under mpirun).")
 
 
 def commands(rs: ResultSet) -> list[tuple[str, str]]:
@@ -417,23 +426,26 @@ def plots_html(rs: ResultSet, plots: list[Plot], skipped) -> list[str]:
     return parts
 
 
+STYLE = "".join([
+    "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
+    "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
+    "padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}",
+    # A row of the summary is one line (a wide table scrolls sideways, its point number staying
+    # in view), not a column of words squeezed to fit the page.
+    ".summary td{white-space:nowrap}.summary td:first-child,.summary th:first-child"
+    "{position:sticky;left:0;background:#fff}.summary th:first-child{background:#f3f3f3}",
+    "figure{margin:0.5em 0}figcaption{font-size:13px;color:#444;max-width:900px}",
+    ".wide{overflow-x:auto;max-width:100%}",
+    "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
+    "padding:0.5em;overflow:auto;font-size:12px}"])
+
+
 def html_page(rs: ResultSet, plots: list[Plot], header, rows, env, skipped=(),
               val: validation.Validation | None = None) -> str:
     e = html.escape
     status_color = {"ok": "#1a7f37", "oom": "#9a6700", "unsupported": "#57606a"}
     parts = ["<!doctype html><html><head><meta charset='utf-8'>",
-             f"<title>dlbench report: {e(rs.suite)}</title><style>",
-             "body{font-family:sans-serif;max-width:1200px;margin:2em auto;padding:0 1em}",
-             "table{border-collapse:collapse;font-size:13px}td,th{border:1px solid #ccc;"
-             "padding:3px 6px;text-align:right}th{background:#f3f3f3}td.l{text-align:left}",
-             # A row of the summary is one line (a wide table scrolls sideways, its point
-             # number staying in view), not a column of words squeezed to fit the page.
-             ".summary td{white-space:nowrap}.summary td:first-child,.summary th:first-child"
-             "{position:sticky;left:0;background:#fff}.summary th:first-child{background:#f3f3f3}",
-             "figure{margin:0.5em 0}figcaption{font-size:13px;color:#444;max-width:900px}",
-             ".wide{overflow-x:auto;max-width:100%}",
-             "img{max-width:100%;border:1px solid #eee;margin:0.5em 0}pre{background:#f6f8fa;"
-             "padding:0.5em;overflow:auto;font-size:12px}</style></head><body>",
+             f"<title>dlbench report: {e(rs.suite)}</title><style>{STYLE}</style></head><body>",
              f"<h1>dlbench report: suite <code>{e(rs.suite)}</code></h1>",
              *validation.html_parts(rs, val),
              f"<p>{headline.html_text(headline.pieces(rs))}</p>" if headline.pieces(rs) else "",

@@ -550,14 +550,22 @@ std::pair<CLI::App*, std::string> named_command(CLI::App& app, int argc, char** 
 // where the command's flags are listed.
 std::string refusal_hint(CLI::App& app, int argc, char** argv) {
   const auto [cmd, path] = named_command(app, argc, argv);
-  std::vector<std::string> known;
+  std::vector<std::string> known, commands;
   for (const CLI::Option* o : cmd->get_options()) {
+    if (o->get_group().empty()) continue;  // hidden from --help: not offered either
     known.insert(known.end(), o->get_lnames().begin(), o->get_lnames().end());
+  }
+  for (const CLI::App* sub : cmd->get_subcommands([](CLI::App*) { return true; })) {
+    commands.push_back(sub->get_name());
   }
   std::string hint;
   for (int i = 1; i < argc && hint.empty(); ++i) {
     if (const auto near = dlb::nearest_flag(argv[i], known))
       hint = "did you mean --" + *near + "? ";
+    // A bare word that names no command of `cmd` (named_command took those that do).
+    if (const auto near = dlb::nearest_name(argv[i], commands); near && argv[i][0] != '-') {
+      hint = "did you mean " + *near + "? ";
+    }
   }
   return fmt::format("({}{} --help lists {} flags)", hint, path, cmd == &app ? "the" : "its");
 }

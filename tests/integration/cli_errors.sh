@@ -30,6 +30,8 @@ quick=(run --model=digits-cnn --image-size=8 --steps=1 --warmup=0 --batch=2)
 expect 2 "not expected: --modle=resnet18 (did you mean --model? dlbench run --help lists its flags)" run --modle=resnet18
 expect 2 "(did you mean --suite? dlbench --help lists the flags)" --suit=scaling
 expect 2 "not expected: --zzz (dlbench bench conv --help lists its flags)" bench conv --zzz
+expect 2 "(did you mean run? dlbench --help lists the flags)" rnu --model=resnet18
+expect 2 "not expected: --inject-faul=crash (dlbench run --help" run --inject-faul=crash  # hidden: not offered
 expect 2 "unknown model 'resnet34'" run --model=resnet34
 expect 2 "unknown system 'jax' (expected dlbench, pytorch)" run --system=jax
 expect 2 "a peer runs beside it in a sweep" run --system=pytorch

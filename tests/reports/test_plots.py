@@ -88,18 +88,33 @@ def test_the_headline_names_a_best_strategy_only_where_its_interval_stands_apart
     best = max(at, key=efficiency)
 
     def first(width):
-        monkeypatch.setattr(intervals, "efficiency_interval",
-                            lambda r, _: (100 * efficiency(r) - width, 100 * efficiency(r) + width))
+        monkeypatch.setattr(intervals, "efficiency_interval", lambda r, _: None if width is None
+                            else (100 * efficiency(r) - width(r), 100 * efficiency(r) + width(r)))
         return "".join(p if isinstance(p, str) else p[0]
                        for p in headline.measured_pieces(rs.records))
 
-    narrow = first(1e-9)
+    def names(rs_):
+        return " and ".join(f"overlap={r.config['overlap']}" for r in rs_)
+
+    narrow = first(lambda r: 1e-9)
     assert f"the best strategy, overlap={best.config['overlap']}, keeps" in narrow
-    wide = first(100.0)  # every interval meets every other
+    wide = first(lambda r: 100.0)  # every interval meets every other
     low = min(efficiency(r) for r in at)
-    assert (f"the overlap strategies keep {100 * low:.1f}% to {100 * efficiency(best):.1f}% "
+    assert (f"{names(at)} keep {100 * low:.1f}% to {100 * efficiency(best):.1f}% "
             "of linear scaling, within each other's 95% intervals") in wide
     assert "best strategy" not in wide
+    # The worst stands apart, the others meet the best: the range is theirs, the worst named.
+    worst = min(at, key=efficiency)
+    eb, ew = efficiency(best), efficiency(worst)
+    mixed = first(lambda r: 1e-9 if r is worst else 90 * (eb - ew) if r is best
+                  else 100 * (eb - efficiency(r)) + 1e-6)
+    rest = [r for r in at if r is not worst]
+    assert (f"{names(rest)} keep {100 * min(map(efficiency, rest)):.1f}% to "
+            f"{100 * efficiency(best):.1f}% of linear scaling, within each other's 95% "
+            f"intervals (overlap={worst.config['overlap']}: {100 * efficiency(worst):.1f}%)") in mixed
+    # No interval at all (too few steps): no best either.
+    bare = first(None)
+    assert "best strategy" not in bare and "too few steps to tell them apart" in bare
 
 
 def test_scaling_plots_have_at_most_six_legend_entries(results):
@@ -237,6 +252,10 @@ def test_measured_and_simulated_scaling_loss_have_titles_of_their_own(results, t
     plots = render_plots(ResultSet(rs.directory, measured + sim), tmp_path, [])
     titles = [p.title for p in plots if p.name.startswith("scaling-loss")]
     assert titles == ["Scaling loss, measured", "Scaling loss, simulated on dgx-h100"]
+    # Two groups of one kind (two batches) are numbered, not named alike.
+    assert scaling_loss.title(sim, titles) == "Scaling loss, simulated on dgx-h100 (2)"
+    assert scaling_loss.title(sim, titles + ["Scaling loss, simulated on dgx-h100 (2)"]) == (
+        "Scaling loss, simulated on dgx-h100 (3)")
 
 
 def test_batch_plot_draws_throughput_and_peak_memory(results):

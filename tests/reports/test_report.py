@@ -178,7 +178,8 @@ def test_simulated_rows_are_honest_beside_measured_ones(results, dlbench_bin):
     assert "[" not in none_row.split("| ok |")[1].split("|")[0], none_row  # img/s, no interval
     assert "[" in cv_row.split("| ok |")[1].split("|")[0], cv_row
     again = md[md.index("## Running a point again"):]
-    simulated = [line for line in again.splitlines() if "dlbench simulate" in line]
+    simulated = [line for line in again.splitlines() if line.startswith("- point") and
+                 "dlbench simulate" in line]
     assert len(simulated) == 2 and all("mpirun" not in line for line in simulated)
     assert all("--roofline=h100-sxm" in line and "--ranks=8" in line for line in simulated)
 
@@ -217,6 +218,7 @@ def test_scaling_report_answers_its_question_first_each_figure_linked_to_its_row
     # A roofline has no measured steps to draw a jitter from: its ranks run at one speed, and
     # what they keep is the most real ranks could.
     assert records[far]["simulation"]["jitter"] == "none"
+    assert records[far]["suite_config"]["jitter"] == "measured"  # as asked: the id keeps it
     assert "every rank at one speed, so an upper bound" in first
     # The worst strategy at the same ranks (the roofline's overlap=none), below the best.
     worse = records[int(links[3][1])]

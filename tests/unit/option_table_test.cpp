@@ -256,6 +256,10 @@ TEST(FlagHint, ANearFlagIsNamedAndAFarOrKnownOneIsNot) {
   EXPECT_EQ(nearest_flag("model", known), std::nullopt);
   EXPECT_EQ(nearest_flag("--", known), std::nullopt);
   EXPECT_EQ(nearest_flag("--=3", known), std::nullopt);
+  // A bare word against command names.
+  EXPECT_EQ(nearest_name("rnu", {"run", "list", "bench"}), "run");
+  EXPECT_EQ(nearest_name("run", {"run", "list"}), std::nullopt);
+  EXPECT_EQ(nearest_name("zzzz", {"run", "list"}), std::nullopt);
 }
 
 }  // namespace

@@ -459,6 +459,9 @@ TEST(Launcher, ARecordsCommandIsRunAsTheSuiteLaunchedIt) {
   EXPECT_EQ(as_launched("dlbench simulate --ranks=8", c, worker.size()),
             "dlbench simulate --ranks=8");
   EXPECT_EQ(as_launched("mpirun -np 2 dlbench run", c, 99), "mpirun -np 2 dlbench run");
+  // Each word as one shell word, however it is spelled.
+  const LaunchCommand spaced{{"mpirun", "--mca", "x y", "w"}, {{"V", "a b"}}};
+  EXPECT_EQ(as_launched("dlbench run", spaced, 1), "'V=a b' mpirun --mca 'x y' dlbench run");
 }
 
 TEST(Launcher, TheUsersThreadsAreReadAsOneNumber) {

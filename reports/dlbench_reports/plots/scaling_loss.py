@@ -36,6 +36,20 @@ def groups(records: list[Record]) -> dict[str, list[Record]]:
     return dict(out)
 
 
+def title(group: list[Record], taken: list[str]) -> str:
+    """A group's heading in the report: measured, or simulated (on its network), numbered where
+    another group's reads the same."""
+    net = group[0].get("simulation.network.name")
+    base = ("Scaling loss, measured" if group[0].data.get("mode") != "simulated" else
+            f"Scaling loss, simulated on {net}" if net else "Scaling loss, simulated")
+    n = 1
+    heading = base
+    while heading in taken:
+        n += 1
+        heading = f"{base} ({n})"
+    return heading
+
+
 def stack(ax, x, rs: list[Record], strategy: str, undrawn: common.Undrawn) -> tuple[float, float]:
     """The parts of each point's loss stacked, a negative part (the rest, below the sum of the
     others) below zero; a part that cannot be drawn is left out of its stack and named. Returns

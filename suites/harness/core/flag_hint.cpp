@@ -28,8 +28,12 @@ int64_t edit_distance(std::string_view a, std::string_view b) {
 std::optional<std::string> nearest_flag(std::string_view given,
                                         const std::vector<std::string>& known) {
   if (given.size() < 3 || given.substr(0, 2) != "--") return std::nullopt;
-  std::string_view name = given.substr(2);
-  name = name.substr(0, name.find('='));
+  const std::string_view name = given.substr(2);
+  return nearest_name(name.substr(0, name.find('=')), known);
+}
+
+std::optional<std::string> nearest_name(std::string_view name,
+                                        const std::vector<std::string>& known) {
   if (name.empty() || std::find(known.begin(), known.end(), name) != known.end()) {
     return std::nullopt;
   }

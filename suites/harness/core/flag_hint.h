@@ -20,4 +20,9 @@ int64_t edit_distance(std::string_view a, std::string_view b);
 std::optional<std::string> nearest_flag(std::string_view given,
                                         const std::vector<std::string>& known);
 
+// The same for a bare word (a subcommand's name): the nearest of `known`, by the same rule;
+// nothing where it is one of them or near none.
+std::optional<std::string> nearest_name(std::string_view name,
+                                        const std::vector<std::string>& known);
+
 }  // namespace dlb

@@ -17,6 +17,7 @@
 
 #include "runtime/core/error.h"
 #include "runtime/core/host_cpus.h"
+#include "suites/harness/core/option_table.h"
 
 namespace dlb {
 
@@ -143,8 +144,10 @@ std::string as_launched(const std::string& run_command, const LaunchCommand& lau
   const size_t run = run_command.find("dlbench run");
   if (run == std::string::npos || launch.argv.size() < worker_words) return run_command;
   std::string out;
-  for (const auto& [name, value] : launch.env) out += name + "=" + value + " ";
-  for (size_t i = 0; i + worker_words < launch.argv.size(); ++i) out += launch.argv[i] + " ";
+  for (const auto& [name, value] : launch.env) out += shell_word(name + "=" + value) + " ";
+  for (size_t i = 0; i + worker_words < launch.argv.size(); ++i) {
+    out += shell_word(launch.argv[i]) + " ";
+  }
   return out + run_command.substr(run);
 }
 

@@ -52,12 +52,16 @@ std::vector<double> jitter_factors(const std::string& jitter, const Calibration&
 }
 
 // The jitter as records write it: measured, none, or cv:X with X as parsed (checked by
-// jitter_factors first). A calibration with no measured steps (a roofline's) has no spread to
-// draw from: its "measured" jitter is none, and its records say so.
-std::string jitter_text(const std::string& jitter, const Calibration& c) {
+// jitter_factors first). A point's config keeps the one asked for (its id hashes it).
+std::string jitter_text(const std::string& jitter) {
   const std::optional<double> cv = normal_jitter_cv(jitter);
-  if (jitter == "measured" && c.jitter.empty()) return "none";
   return cv ? fmt::format("cv:{}", *cv) : jitter;
+}
+
+// The jitter the replay applied, which the record's `simulation` says: a calibration with no
+// measured steps (a roofline's) has no spread to draw from, so its "measured" jitter is none.
+std::string applied_jitter_text(const std::string& jitter, const Calibration& c) {
+  return jitter == "measured" && c.jitter.empty() ? "none" : jitter_text(jitter);
 }
 
 RankSpeeds parse_speeds(const SimulateCommandOptions& o, const Calibration& c) {
@@ -161,7 +165,7 @@ nlohmann::json point_config(const Calibration& c, const Network& n, const Point&
       {"overlap", std::string(overlap_name(p.overlap))},
       {"bucket_mb", p.bucket_mb},
       {"network", n.name},
-      {"jitter", jitter_text(o.jitter, c)},
+      {"jitter", jitter_text(o.jitter)},
       {"straggler", o.straggler.empty() ? nlohmann::json(nullptr) : nlohmann::json(o.straggler)},
       {"steps", o.steps},
       {"seed", o.seed}};
@@ -337,7 +341,7 @@ nlohmann::json simulated_record(const Calibration& c, const Network& n, const Po
       {"calibration", calibration_key(c)},
       {"calibration_source", c.source},
       {"device", c.device},
-      {"jitter", jitter_text(o.jitter, c)},
+      {"jitter", applied_jitter_text(o.jitter, c)},
       {"straggler", config["straggler"]},
       {"compute_factor", o.compute_factor},
       {"replayed_ranks", sim.replayed_ranks},

@@ -384,7 +384,9 @@ class PointRunner {
     json record = point_record(pr, record_file, config, opt_.timeout_s);
     // Run again by hand, the point needs the launcher's placement and environment too.
     if (!peer && record.contains("command") && record["command"].is_string()) {
-      record["command"] = as_launched(record["command"], cmd, worker.size());
+      LaunchCommand as_run = cmd;  // with the user's own OMP_NUM_THREADS, which it inherited
+      if (const char* t = std::getenv("OMP_NUM_THREADS")) as_run.env.emplace("OMP_NUM_THREADS", t);
+      record["command"] = as_launched(record["command"], as_run, worker.size());
     }
     if (record["status"] != "ok") record["stderr_tail"] = tail_of_file(log_file, 4000);
     return record;
