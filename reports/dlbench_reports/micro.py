@@ -271,6 +271,49 @@ def _num(v: float | None, spec: str, scale: float = 1.0) -> str:
     return "n/a" if v is None else f"{v / scale:{spec}}"
 
 
+def _conv_lines(conv: list[Row]) -> list[str]:
+    """The convolutions' table, then the passes furthest from the peak."""
+    out = ["", "## Convolutions of resnet50 and vgg16", "",
+           "Each cell: GFLOP/s and the fraction of the peak. "
+           "Shape: batch x channels x height x width, kernel, stride, padding -> out channels.",
+           "", "| backend | precision | algorithm | layer | shape | forward | backward_data | "
+           "backward_filter |", "|---|---|---|---|---|---|---|---|"]
+    cells: dict[tuple, dict[str, Row]] = {}
+    for r in conv:
+        cells.setdefault((r.backend, r.precision, r.algorithm, r.what), {})[r.pass_] = r
+    for (backend, precision, algorithm, what), by_pass in cells.items():
+        shape = next(iter(by_pass.values())).label.split(";")[0]
+        tds = [f"{_num(by_pass[p].rate, '.1f', 1e9)} ({_pct(by_pass[p].of_peak)})"
+               if p in by_pass else "-" for p in PASSES]
+        out.append(f"| {backend} | {precision} | {algorithm} | {what} | {shape} | "
+                   + " | ".join(tds) + " |")
+    out += ["", "### Furthest from the peak", "",
+            "The convolution passes whose best algorithm reaches the least of the peak:", ""]
+    for top, rs in furthest_from_peak(conv):
+        others = ", ".join(f"{r.algorithm} {_pct(r.of_peak)}" for r in rs)
+        out.append(f"- {top.backend} {top.precision}: {top.what} {top.pass_}: "
+                   f"{_pct(top.of_peak)} at best ({others}); {top.label.split(';')[0]}")
+    return out
+
+
+def _allreduce_lines(allreduce: dict, pk: dict) -> list[str]:
+    """One all-reduce sweep's table, each size's bus bandwidth against the memory's."""
+    backend = "cuda" if allreduce.get("buffers") == "cuda" else "cpu"
+    bw = pk.get((backend, "fp32"), {}).get("bytes_per_s")
+    out = ["", f"## All-reduce ({allreduce.get('comm')}, {allreduce.get('ranks')} ranks)",
+           "", f"busbw = algbw x 2(n-1)/n, as nccl-tests; of peak: busbw over the "
+           f"{backend}'s measured memory bandwidth.", "",
+           "| bytes | time us | algbw GB/s | busbw GB/s | of peak | library's own busbw |",
+           "|---|---|---|---|---|---|"]
+    for row in allreduce["rows"]:
+        busbw = row["busbw_gbs"]
+        frac = _pct(busbw * 1e9 / bw) if bw and busbw is not None else "n/a"
+        out.append(f"| {row['bytes']} | {_num(row['time_s'], '.1f', 1e-6)} | "
+                   f"{_num(row['algbw_gbs'], '.3f')} | {_num(busbw, '.3f')} | {frac} | "
+                   f"{_num(row['reference_busbw_gbs'], '.3f')} |")
+    return out
+
+
 def markdown(rows: list[Row], context: dict, allreduces: list[dict],
              failed: list[tuple[str, str]] = ()) -> str:
     pk = peaks(context)
@@ -296,26 +339,7 @@ def markdown(rows: list[Row], context: dict, allreduces: list[dict],
                        f"{r.label} |")
     conv = [r for r in rows if r.kind == "conv"]
     if conv:
-        out += ["", "## Convolutions of resnet50 and vgg16", "",
-                "Each cell: GFLOP/s and the fraction of the peak. "
-                "Shape: batch x channels x height x width, kernel, stride, padding -> out channels.",
-                "", "| backend | precision | algorithm | layer | shape | forward | backward_data | "
-                "backward_filter |", "|---|---|---|---|---|---|---|---|"]
-        cells: dict[tuple, dict[str, Row]] = {}
-        for r in conv:
-            cells.setdefault((r.backend, r.precision, r.algorithm, r.what), {})[r.pass_] = r
-        for (backend, precision, algorithm, what), by_pass in cells.items():
-            shape = next(iter(by_pass.values())).label.split(";")[0]
-            tds = [f"{_num(by_pass[p].rate, '.1f', 1e9)} ({_pct(by_pass[p].of_peak)})"
-                   if p in by_pass else "-" for p in PASSES]
-            out.append(f"| {backend} | {precision} | {algorithm} | {what} | {shape} | "
-                       + " | ".join(tds) + " |")
-        out += ["", "### Furthest from the peak", "",
-                "The convolution passes whose best algorithm reaches the least of the peak:", ""]
-        for top, rs in furthest_from_peak(conv):
-            others = ", ".join(f"{r.algorithm} {_pct(r.of_peak)}" for r in rs)
-            out.append(f"- {top.backend} {top.precision}: {top.what} {top.pass_}: "
-                       f"{_pct(top.of_peak)} at best ({others}); {top.label.split(';')[0]}")
+        out += _conv_lines(conv)
     copies = [r for r in rows if r.kind == "copy"]
     if copies:
         out += ["", "## Host-to-device copies", "",
@@ -326,19 +350,7 @@ def markdown(rows: list[Row], context: dict, allreduces: list[dict],
             out.append(f"| {r.algorithm} | {r.what} | {_num(r.ms, '.3f')} | "
                        f"{_num(r.rate, '.2f', 1e9)} | {_pct(r.of_peak)} |")
     for allreduce in allreduces:
-        backend = "cuda" if allreduce.get("buffers") == "cuda" else "cpu"
-        bw = pk.get((backend, "fp32"), {}).get("bytes_per_s")
-        out += ["", f"## All-reduce ({allreduce.get('comm')}, {allreduce.get('ranks')} ranks)",
-                "", f"busbw = algbw x 2(n-1)/n, as nccl-tests; of peak: busbw over the "
-                f"{backend}'s measured memory bandwidth.", "",
-                "| bytes | time us | algbw GB/s | busbw GB/s | of peak | library's own busbw |",
-                "|---|---|---|---|---|---|"]
-        for row in allreduce["rows"]:
-            busbw = row["busbw_gbs"]
-            frac = _pct(busbw * 1e9 / bw) if bw and busbw is not None else "n/a"
-            out.append(f"| {row['bytes']} | {_num(row['time_s'], '.1f', 1e-6)} | "
-                       f"{_num(row['algbw_gbs'], '.3f')} | {_num(busbw, '.3f')} | {frac} | "
-                       f"{_num(row['reference_busbw_gbs'], '.3f')} |")
+        out += _allreduce_lines(allreduce, pk)
     return "\n".join(out) + "\n"
 
 
