@@ -13,8 +13,8 @@ of the summary table.
 
 (Where the best strategy's efficiency is within another's 95% interval, the sentence gives the
 range of those it cannot be told from instead, and each clearly below: "At 4 ranks
-overlap=backward and overlap=forward keep 11.4% to 11.5% of linear scaling, within each other's
-95% intervals (overlap=none: 5.0%)".)
+overlap=backward and forward keep 11.4% to 11.5% of linear scaling, within each other's 95%
+intervals (overlap=none: 5.0%)".)
 
 Or, for a batch sweep:
 
@@ -113,7 +113,8 @@ def _strategies_at(records: list[Record], most: int, best: Record) -> list[Piece
                             " of linear scaling"]
     else:
         low = min(efficiency(r) for r in tied)
-        names = " and ".join(f"overlap={r.config.get('overlap')}" for r in tied)
+        kinds = [str(r.config.get("overlap")) for r in tied]
+        names = "overlap=" + ", ".join(kinds[:-1]) + " and " + kinds[-1]
         why = ("within each other's 95% intervals" if intervals.finite(
             intervals.efficiency_interval(best, records)) else "too few steps to tell them apart")
         out = [f" At {most} ranks {names} keep {common.number_text(100 * low, '.1f')}% to ",

@@ -94,7 +94,8 @@ def test_the_headline_names_a_best_strategy_only_where_its_interval_stands_apart
                        for p in headline.measured_pieces(rs.records))
 
     def names(rs_):
-        return " and ".join(f"overlap={r.config['overlap']}" for r in rs_)
+        kinds = [r.config["overlap"] for r in rs_]
+        return "overlap=" + ", ".join(kinds[:-1]) + " and " + kinds[-1]
 
     narrow = first(lambda r: 1e-9)
     assert f"the best strategy, overlap={best.config['overlap']}, keeps" in narrow
