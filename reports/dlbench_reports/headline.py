@@ -119,10 +119,10 @@ def _strategies_at(records: list[Record], most: int, best: Record) -> list[Piece
             intervals.efficiency_interval(best, records)) else "too few steps to tell them apart")
         out = [f" At {most} ranks {names} keep {common.number_text(100 * low, '.1f')}% to ",
                best_text, f" of linear scaling, {why}"]
-    for r in below:
-        out += [f" (overlap={r.config.get('overlap')}: ",
-                (f"{common.number_text(100 * efficiency(r), '.1f')}%", _index(r)), ")"]
-    return out
+    for i, r in enumerate(below):
+        out += [" (" if i == 0 else ", ", f"overlap={r.config.get('overlap')}: ",
+                (f"{common.number_text(100 * efficiency(r), '.1f')}%", _index(r))]
+    return out + ([")"] if below else [])
 
 
 def measured_pieces(records: list[Record]) -> list[Piece]:

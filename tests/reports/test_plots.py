@@ -99,6 +99,10 @@ def test_the_headline_names_a_best_strategy_only_where_its_interval_stands_apart
 
     narrow = first(lambda r: 1e-9)
     assert f"the best strategy, overlap={best.config['overlap']}, keeps" in narrow
+    others = sorted((r for r in at if r is not best), key=lambda r: at.index(r))
+    assert ("of linear scaling (" + ", ".join(
+        f"overlap={r.config['overlap']}: {100 * efficiency(r):.1f}%" for r in others) + ")"
+        ) in narrow  # the others in one parenthesis
     wide = first(lambda r: 100.0)  # every interval meets every other
     low = min(efficiency(r) for r in at)
     assert (f"{names(at)} keep {100 * low:.1f}% to {100 * efficiency(best):.1f}% "
