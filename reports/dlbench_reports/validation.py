@@ -47,11 +47,21 @@ class Point:
 
 
 @dataclass
+class Steadiness:
+    """The host's steadiness, measured by validate-sim before and after its runs
+    (suites/harness/core/host_steadiness.h)."""
+    when: str  # "before the runs", "after the runs"
+    median_bytes_per_s: float
+    cv: float  # of its passes' times
+
+
+@dataclass
 class Validation:
     path: Path
     verdict: str = ""
     points: list[Point] = field(default_factory=list)
     disturbed: list[str] = field(default_factory=list)
+    steadiness: list[Steadiness] = field(default_factory=list)  # none in a validation before it
     problem: str = ""  # why the file is not read as a validation ("" when it is)
 
 
@@ -84,6 +94,14 @@ def _point(p) -> Point:
                  within)
 
 
+def _steadiness(data: dict) -> list[Steadiness]:
+    measured = data.get("host_steadiness", [])
+    if not isinstance(measured, list) or not all(isinstance(m, dict) for m in measured):
+        raise ValueError("its host_steadiness is not a list of objects")
+    return [Steadiness(_text(m, "when"), _number(m, "median_bytes_per_s"), _number(m, "cv"))
+            for m in measured]
+
+
 def parse(data, path: Path) -> Validation:
     """validation.json's content as a Validation, or one whose `problem` says why it is not one."""
     v = Validation(path)
@@ -97,8 +115,10 @@ def parse(data, path: Path) -> Validation:
                 isinstance(d, str) for d in disturbed):
             raise ValueError("its points or disturbed is not a list of its type")
         v.verdict, v.points, v.disturbed = data["verdict"], [_point(p) for p in points], disturbed
+        v.steadiness = _steadiness(data)
     except ValueError as e:
-        v.verdict, v.points, v.disturbed, v.problem = "", [], [], f"{path}: {e}"
+        v.verdict, v.points, v.disturbed, v.steadiness = "", [], [], []
+        v.problem = f"{path}: {e}"
     return v
 
 
@@ -129,15 +149,29 @@ def pieces(v: Validation, index_of: dict[str, int]) -> list[Piece]:
         n = len(v.disturbed)
         out.append(f" ({n} reason{'s' if n != 1 else ''}, below)")
     out.append(".")
-    if not v.points:
-        return out
+    if v.points:
+        out += _errors(v, index_of)
+    return out + _steadiness_sentence(v.steadiness)
+
+
+def _errors(v: Validation, index_of: dict[str, int]) -> list[Piece]:
+    """The errors' range, each end linked to its simulated point's row, and the bounds'."""
     low, high = min(v.points, key=lambda p: p.error), max(v.points, key=lambda p: p.error)
     link = [(_percent(p.error), index_of[p.simulated_point]) if p.simulated_point in index_of
             else _percent(p.error) for p in (low, high)]
     bounds = sorted(p.bound for p in v.points)
-    out += [" Simulated steps from ", link[0], " to ", link[1], " of the measured ones, against "
+    return [" Simulated steps from ", link[0], " to ", link[1], " of the measured ones, against "
             f"bounds of {100 * bounds[0]:.1f}% to {100 * bounds[-1]:.1f}%."]
-    return out
+
+
+def _steadiness_sentence(measured: list[Steadiness]) -> list[Piece]:
+    """How steady the host was, in one sentence ([] when validate-sim did not measure it)."""
+    if not measured:
+        return []
+    said = [f"{m.median_bytes_per_s / 1e9:.1f} GB/s {m.when}, its passes varying by CV "
+            f"{100 * m.cv:.1f}%" for m in measured]
+    return [" A memory stream of one thread (nothing of dlbench) moved " + ", and ".join(said) +
+            "."]
 
 
 HEADER = ["ranks", "overlap", "points (measured, simulated)", "measured step s",

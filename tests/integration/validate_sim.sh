@@ -2,9 +2,9 @@
 # `dlbench validate-sim` on this machine: resnet18 on 2 ranks, none and backward, simulated from
 # their one-rank baselines on this host's measured all-reduce and co-run slowdown (2 ranks in step
 # under --sync=independent, against one alone). The verdict is the exit's (0 within, 1 outside,
-# 3 inconclusive on a busy host, or one whose speed changed under a run alone: a baseline's or
-# co-run's steps varying over 10%, each named); on a quiet host every point's error is under 30%
-# (the simulator that let MPI's progress thread overlap compute for free erred by 41% on backward
+# 3 inconclusive on a busy host, or one whose speed changed: a run alone's steps (a baseline's, a
+# co-run's) or a fixed memory stream's passes before or after the runs varying over 10%, each
+# named); on a quiet host every point's error is under 30% (the simulator that let MPI's progress thread overlap compute for free erred by 41% on backward
 # here), and a verdict of within has bounds under 50%. Whether the errors are
 # within the spread's bound is the command's measurement, not a pass or fail of this test: on a
 # shared 2-core machine one co-run measured in a noisy moment moves every prediction by 10%.
@@ -99,6 +99,18 @@ for who, noise in lone:
     named = [x for x in disturbed if x.startswith(f"{who}: step times vary")]
     assert bool(named) == (noise["step_cv"] > 0.10), (who, noise["step_cv"], disturbed)
 PY
+check "the host's steadiness before and after the runs, a reason where its passes varied over 10%" \
+  "$root/.venv/bin/python" - "$work/v/validation.json" <<'PY'
+import json, sys
+v = json.load(open(sys.argv[1]))
+measured = v["host_steadiness"]
+assert [m["when"] for m in measured] == ["before the runs", "after the runs"], measured
+for m in measured:
+    assert m["passes"] >= 50 and m["bytes_per_pass"] == 3 * 4 * 2**24, m
+    assert 0 < m["min_bytes_per_s"] <= m["median_bytes_per_s"] <= m["max_bytes_per_s"], m
+    named = [d for d in v["disturbed"] if d.startswith(f"host {m['when']}: a fixed memory stream")]
+    assert len(named) == (m["cv"] > 0.10), (m, v["disturbed"])
+PY
 check "the report draws the simulated points beside the measured ones (this host's network)" \
   grep -q "Hollow points: simulated from the one-rank points on this host" "$work/v/runs/report.md"
 verdict=$("$root/.venv/bin/python" -c 'import json, sys
@@ -146,6 +158,8 @@ check "a planted CPU hog: the verdict's line, then each reason on a line of its 
   grep -q "^validate-sim: inconclusive: the errors cannot be judged ([0-9]* reasons*, kept in" \
   "$work/hog.out"
 check "a planted CPU hog: the reason named" grep -q "^  .*: other processes used" "$work/hog.out"
+check "a planted CPU hog: the memory stream's changing speed named" \
+  grep -q "^  host before the runs: a fixed memory stream .* varying by CV" "$work/hog.out"
 check "a planted CPU hog: a run alone's changing speed named" \
   grep -q "^  .*: step times vary: CV .* in a run alone on the host" "$work/hog.out"
 

@@ -95,6 +95,30 @@ def test_a_verdict_that_is_not_inconclusive_gives_no_reasons(results):
     assert "cannot be judged" not in md
 
 
+# A steadiness as validate-sim writes it (suites/harness/core/host_steadiness.h).
+STEADY = {"when": "before the runs", "passes": 130, "bytes_per_pass": 201326592.0,
+          "median_bytes_per_s": 2.59e10, "min_bytes_per_s": 2.4e10, "max_bytes_per_s": 2.7e10,
+          "cv": 0.012}
+
+
+def test_the_hosts_steadiness_ends_the_paragraph(results):
+    d = results("validate-sim")
+    v = json.loads((d / "validation.json").read_text())
+    after = dict(STEADY, when="after the runs", median_bytes_per_s=1.76e10, cv=0.118)
+    (d / "validation.json").write_text(json.dumps(dict(v, host_steadiness=[STEADY, after])))
+    first = build(d / "runs").markdown.read_text().split("\n\n")[1]
+    assert first.endswith(
+        "A memory stream of one thread (nothing of dlbench) moved 25.9 GB/s before the runs, its "
+        "passes varying by CV 1.2%, and 17.6 GB/s after the runs, its passes varying by CV "
+        "11.8%."), first
+
+
+def test_a_validation_before_the_steadiness_says_nothing_of_it(results):
+    d = results("validate-sim")
+    first = build(d / "runs").markdown.read_text().split("\n\n")[1]
+    assert "memory stream" not in first
+
+
 def test_the_report_finds_the_validation_from_inside_the_points_folder(results, monkeypatch):
     d = results("validate-sim")
     monkeypatch.chdir(d / "runs")
@@ -112,7 +136,8 @@ JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st
                     st.dictionaries(st.text(max_size=8), inner, max_size=4), max_leaves=20)
 KEYS = st.sampled_from(["kind", "verdict", "points", "disturbed", "ranks", "overlap", "error",
                         "bound", "within", "measured_point", "simulated_point",
-                        "measured_step_s", "simulated_step_s"])
+                        "measured_step_s", "simulated_step_s", "host_steadiness", "when",
+                        "median_bytes_per_s", "cv"])
 
 
 GOOD = json.loads((Path(__file__).resolve().parent / "fixtures" / "validate-sim" /
@@ -120,16 +145,20 @@ GOOD = json.loads((Path(__file__).resolve().parent / "fixtures" / "validate-sim"
 
 
 @settings(max_examples=400, derandomize=True, deadline=None)
-@given(where=st.sampled_from(["top", "point", "whole"]), key=KEYS, value=JSON)
+@given(where=st.sampled_from(["top", "point", "steadiness", "whole"]), key=KEYS, value=JSON)
 def test_any_json_is_a_validation_or_a_problem_never_an_exception(where, key, value):
-    """Fuzzed: the fixture's validation with one field (of the file or of its first point) set to
-    any JSON value, or any JSON as the whole file. parse gives a validation whose fields are of
-    their types, or a problem; the paragraph and the table are drawn from either."""
+    """Fuzzed: the fixture's validation, with the host's steadiness, with one field (of the file,
+    of its first point or of its first steadiness) set to any JSON value, or any JSON as the whole
+    file. parse gives a validation whose fields are of their types, or a problem; the paragraph
+    and the table are drawn from either."""
     data = json.loads(json.dumps(GOOD))
+    data["host_steadiness"] = [STEADY]
     if where == "top":
         data[key] = value
     elif where == "point":
         data["points"][0][key] = value
+    elif where == "steadiness":
+        data["host_steadiness"][0][key] = value
     else:
         data = value
     v = validation.parse(data, Path("v.json"))
@@ -139,5 +168,7 @@ def test_any_json_is_a_validation_or_a_problem_never_an_exception(where, key, va
         assert v.verdict in validation.VERDICTS and all(isinstance(d, str) for d in v.disturbed)
         for p in v.points:
             assert all(math.isfinite(x) for x in (p.error, p.bound, p.measured_s, p.simulated_s))
+        assert all(isinstance(m.when, str) and math.isfinite(m.median_bytes_per_s + m.cv)
+                   for m in v.steadiness)
     text = "".join(x if isinstance(x, str) else x[0] for x in validation.pieces(v, {}))
     assert text and all(len(row) == len(validation.HEADER) for row in validation.rows(v, {}))

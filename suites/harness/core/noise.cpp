@@ -48,7 +48,8 @@ std::string cpu_governor() {
 namespace {
 
 // Thresholds (docs/metrics.md): what pyperf and google/benchmark warn about, scaled to a run.
-constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = 0.10, kOutliers = 0.10;
+constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = kNoisyStepCv,
+                 kOutliers = 0.10;
 using Reasons = std::vector<std::string>;
 
 // How the run sat on the host: its ranks' threads against the CPUs they were given.

@@ -15,6 +15,10 @@
 
 namespace dlb {
 
+// A timed phase's steps varying by more than this coefficient of variation make it noisy
+// (docs/metrics.md).
+inline constexpr double kNoisyStepCv = 0.10;
+
 // One reading of the host (Linux's /proc; `ok` false where it could not be read).
 struct HostSample {
   bool ok = false;

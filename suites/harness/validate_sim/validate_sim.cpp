@@ -8,8 +8,10 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "runtime/core/error.h"
@@ -17,6 +19,7 @@
 #include "runtime/core/stats.h"
 #include "runtime/io/json_text.h"
 #include "runtime/io/text_file.h"
+#include "suites/harness/core/host_steadiness.h"
 #include "suites/harness/core/launcher.h"
 #include "suites/harness/core/measured_loss.h"
 #include "suites/harness/core/noise.h"
@@ -344,6 +347,32 @@ std::map<int64_t, ComputeFactor> measure_after(const ValidateSimOptions& o, CoRu
   return factors;
 }
 
+// The host's steadiness before and after the runs (host_steadiness.h), each printed as measured:
+// both go to validation.json, and a reason to `disturbed` for each time the host did not hold its
+// speed.
+struct HostSteadiness {
+  std::vector<std::pair<std::string, Steadiness>> measured;
+  void measure(const std::string& when) {
+    const Steadiness s = measure_steadiness();
+    fmt::print(
+        "validate-sim: the host {}: a memory stream of one thread moved {:.1f} GB/s (median of {} "
+        "passes; {:.1f} to {:.1f}, CV {:.1f}%)\n",
+        when, s.median_bytes_per_s / 1e9, s.passes, s.min_bytes_per_s / 1e9,
+        s.max_bytes_per_s / 1e9, 100 * s.cv);
+    measured.emplace_back(when, s);
+  }
+  nlohmann::json json() const {
+    nlohmann::json out = nlohmann::json::array();
+    for (const auto& [when, s] : measured) out.push_back(steadiness_json(s, when));
+    return out;
+  }
+  void add_reasons(std::vector<std::string>& disturbed) const {
+    for (const auto& [when, s] : measured) {
+      if (auto why = steadiness_reason(s, when)) disturbed.push_back(std::move(*why));
+    }
+  }
+};
+
 void check_options(const ValidateSimOptions& o) {
   if (!o.parts.sweep || !o.parts.simulate) {
     throw std::logic_error("validate-sim without its sweep and simulation (main.cpp sets them)");
@@ -444,6 +473,14 @@ std::string verdict(const nlohmann::json& points, const std::vector<std::string>
   return within ? "within" : "outside";
 }
 
+// `reasons` with each one once, where it first came.
+void once_each(std::vector<std::string>& reasons) {
+  std::set<std::string> seen;
+  reasons.erase(std::remove_if(reasons.begin(), reasons.end(),
+                               [&](const std::string& r) { return !seen.insert(r).second; }),
+                reasons.end());
+}
+
 // Every point, the one-rank ones too, runs with the threads a rank has at the most ranks, so that
 // a one-rank point calibrates a rank's compute.
 int64_t threads_per_rank(const ValidateSimOptions& o) {
@@ -477,6 +514,8 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const int64_t threads = threads_per_rank(o);
   setenv("OMP_NUM_THREADS", std::to_string(threads).c_str(), 1);
   fmt::print("validate-sim: {} threads a rank on the {} CPUs it may use\n", threads, usable_cpus());
+  HostSteadiness steadiness;
+  steadiness.measure("before the runs");
   BeforePoints before = measure_before(o, threads);
   SweepOptions sweep;
   sweep.suite = write_suite(o);
@@ -492,14 +531,15 @@ int validate_sim_command(const ValidateSimOptions& o) {
   const Network network =
       merge_network(o, before.benches, measure_allreduces(o, before.bench_bytes, "after"));
   const std::map<int64_t, ComputeFactor> factors = measure_after(o, before.coruns);
+  steadiness.measure("after the runs");
   const Spreads spreads{
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) > 1; }),
       pooled_spread(records, [](const nlohmann::json& r) { return ranks_of(r) == 1; })};
   std::vector<std::string> disturbed = before.coruns.disturbed;
+  steadiness.add_reasons(disturbed);
   const nlohmann::json points =
       judge_points(o.parts, records, network, factors, spreads, results, sweep.out_dir, disturbed);
-  std::sort(disturbed.begin(), disturbed.end());  // a baseline shared by several points once
-  disturbed.erase(std::unique(disturbed.begin(), disturbed.end()), disturbed.end());
+  once_each(disturbed);  // a baseline shared by several points once
   if (points.empty()) {
     fmt::print(stderr, "validate-sim: no measured multi-rank point had a one-rank baseline\n");
     return 1;
@@ -510,6 +550,7 @@ int validate_sim_command(const ValidateSimOptions& o) {
                  {"usable_cpus", usable_cpus()},
                  {"network", o.out + "/network.json"},
                  {"corun", o.out + "/corun.json"},
+                 {"host_steadiness", steadiness.json()},
                  {"results", results},
                  {"pooled_spread", spreads.multi},
                  {"pooled_one_rank_spread", spreads.one},
