@@ -65,20 +65,20 @@ class Validation:
     problem: str = ""  # why the file is not read as a validation ("" when it is)
 
 
-def _number(p: dict, key: str) -> float:
+def _number(p: dict, key: str, what: str = "point") -> float:
     v = p.get(key)
     try:  # (an integer beyond any double overflows)
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(float(v)):
             raise ValueError
     except (ValueError, OverflowError):
-        raise ValueError(f"point {key} is not a finite number") from None
+        raise ValueError(f"{what} {key} is not a finite number") from None
     return float(v)
 
 
-def _text(p: dict, key: str) -> str:
+def _text(p: dict, key: str, what: str = "point") -> str:
     v = p.get(key)
     if not isinstance(v, str):
-        raise ValueError(f"point {key} is not a string")
+        raise ValueError(f"{what} {key} is not a string")
     return v
 
 
@@ -98,8 +98,9 @@ def _steadiness(data: dict) -> list[Steadiness]:
     measured = data.get("host_steadiness", [])
     if not isinstance(measured, list) or not all(isinstance(m, dict) for m in measured):
         raise ValueError("its host_steadiness is not a list of objects")
-    return [Steadiness(_text(m, "when"), _number(m, "median_bytes_per_s"), _number(m, "cv"))
-            for m in measured]
+    what = "host_steadiness"
+    return [Steadiness(_text(m, "when", what), _number(m, "median_bytes_per_s", what),
+                       _number(m, "cv", what)) for m in measured]
 
 
 def parse(data, path: Path) -> Validation:

@@ -113,6 +113,14 @@ def test_the_hosts_steadiness_ends_the_paragraph(results):
         "11.8%."), first
 
 
+def test_a_steadiness_of_the_wrong_shape_is_named():
+    for bad, why in [(dict(STEADY, cv="low"), "host_steadiness cv is not a finite number"),
+                     (dict(STEADY, when=None), "host_steadiness when is not a string"),
+                     ("fast", "its host_steadiness is not a list of objects")]:
+        v = validation.parse(dict(GOOD, host_steadiness=[bad]), Path("v.json"))
+        assert v.problem == f"v.json: {why}" and not v.steadiness, v.problem
+
+
 def test_a_validation_before_the_steadiness_says_nothing_of_it(results):
     d = results("validate-sim")
     first = build(d / "runs").markdown.read_text().split("\n\n")[1]
