@@ -4,9 +4,9 @@ the report is drawn; this reads it as a paragraph, a table of each simulated poi
 against its bound, and the reasons of an inconclusive verdict (docs/simulation.md, "In brief").
 
     The simulator against these measured points (dlbench validate-sim): inconclusive: the host
-    was busy or changed speed under a run alone, or the runs varied too much, so the errors
-    cannot be judged (11 reasons, below). Simulated steps from -5.4% to +9.6% of the measured
-    ones, against bounds of 49.4% to 66.7%.
+    was busy or changed speed (under a run alone or a fixed memory stream), or the runs varied
+    too much, so the errors cannot be judged (11 reasons, below). Simulated steps from -5.4% to
+    +9.6% of the measured ones, against bounds of 49.4% to 66.7%.
 
 A file that is not a validation (unreadable, or not of this shape) is named in one line in its
 place, and the rest of the report is drawn as usual."""
@@ -28,8 +28,8 @@ VERDICTS = {
     "within": "every simulated step is within its bound of the measured one",
     "outside": "a simulated step is outside its bound of the measured one, on a host that held "
                "still",
-    "inconclusive": "the host was busy or changed speed under a run alone, or the runs varied "
-                    "too much, so the errors cannot be judged",
+    "inconclusive": "the host was busy or changed speed (under a run alone or a fixed memory "
+                    "stream), or the runs varied too much, so the errors cannot be judged",
 }
 
 
@@ -140,8 +140,8 @@ def _percent(x: float) -> str:
 
 
 def pieces(v: Validation, index_of: dict[str, int]) -> list[Piece]:
-    """The paragraph: the verdict in words, and the errors' range, each end linked to its
-    simulated point's row where the summary has it."""
+    """The paragraph: the verdict in words, the errors' range, each end linked to its simulated
+    point's row where the summary has it, and the host's steadiness where it was measured."""
     if v.problem:
         return [f"The simulator's validation could not be read: {v.problem}."]
     out: list[Piece] = ["The simulator against these measured points (dlbench validate-sim): ",

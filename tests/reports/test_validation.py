@@ -124,7 +124,7 @@ def test_a_steadiness_of_the_wrong_shape_is_named():
 def test_a_validation_before_the_steadiness_says_nothing_of_it(results):
     d = results("validate-sim")
     first = build(d / "runs").markdown.read_text().split("\n\n")[1]
-    assert "memory stream" not in first
+    assert "A memory stream of one thread" not in first
 
 
 def test_the_report_finds_the_validation_from_inside_the_points_folder(results, monkeypatch):

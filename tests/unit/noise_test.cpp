@@ -1,12 +1,8 @@
 // The noise verdict (suites/harness/core/noise.h) on hand-made host samples and step times: each
-// reason on its own, and the figures behind it; and the host's steadiness (host_steadiness.h).
+// reason on its own, and the figures behind it.
 #include "suites/harness/core/noise.h"
 
 #include <gtest/gtest.h>
-
-#include <cmath>
-
-#include "suites/harness/core/host_steadiness.h"
 
 namespace dlb {
 namespace {
@@ -139,49 +135,6 @@ TEST(Noise, AnUnreadableHostLeavesTheStepFigures) {
   EXPECT_EQ(j["host"], "not readable (/proc)");
   EXPECT_FALSE(j.contains("other_processes_cores"));
   EXPECT_EQ(j["verdict"], "stable");
-}
-
-// The host's steadiness (host_steadiness.h) from hand-made pass times: three passes of 100 MB,
-// two of 10 ms and one of 20 ms.
-TEST(HostSteadiness, ThePassesGiveTheBandwidthsAndTheirSpread) {
-  const Steadiness s = steadiness_of({0.010, 0.020, 0.010}, 1e8);
-  EXPECT_EQ(s.passes, 3);
-  EXPECT_DOUBLE_EQ(s.median_bytes_per_s, 1e10);
-  EXPECT_DOUBLE_EQ(s.min_bytes_per_s, 5e9);
-  EXPECT_DOUBLE_EQ(s.max_bytes_per_s, 1e10);
-  // mean 40/3 ms; sample sd sqrt((2 x (10/3)^2 + (20/3)^2) / 2) = sqrt(100/3) ms.
-  EXPECT_NEAR(s.cv, std::sqrt(100.0 / 3.0) / (40.0 / 3.0), 1e-12);
-  EXPECT_EQ(*steadiness_reason(s, "before the runs"),
-            "host before the runs: a fixed memory stream (one thread, nothing of dlbench) moved "
-            "5.0 to 10.0 GB/s, its passes' times varying by CV 43.3% (the host's speed changed)");
-  const auto j = steadiness_json(s, "after the runs");
-  EXPECT_EQ(j["when"], "after the runs");
-  EXPECT_EQ(j["passes"], 3);
-  EXPECT_EQ(j["min_bytes_per_s"], 5e9);
-}
-
-TEST(HostSteadiness, OnlyPassesVaryingOverTheStepThresholdGiveAReason) {
-  // Two values: sd = |a - b| / sqrt(2). 9 and 11 ms: CV 14.1%, over 10%; 9.5 and 10.5: 7.1%.
-  const Steadiness over = steadiness_of({0.009, 0.011}, 1e6);
-  EXPECT_NEAR(over.cv, 0.1 * std::sqrt(2.0), 1e-12);
-  EXPECT_TRUE(steadiness_reason(over, "x").has_value());
-  const Steadiness under = steadiness_of({0.0095, 0.0105}, 1e6);
-  EXPECT_NEAR(under.cv, 0.05 * std::sqrt(2.0), 1e-12);
-  EXPECT_FALSE(steadiness_reason(under, "x").has_value());
-  const Steadiness none = steadiness_of({}, 1e6);
-  EXPECT_EQ(none.passes, 0);
-  EXPECT_EQ(none.median_bytes_per_s, 0);
-  EXPECT_FALSE(steadiness_reason(none, "x").has_value());
-}
-
-TEST(HostSteadiness, AMeasurementTimesAtLeastItsFewestPasses) {
-  const Steadiness s = measure_steadiness(0.0);
-  EXPECT_GE(s.passes, kSteadinessPasses);
-  EXPECT_EQ(s.bytes_per_pass, 3.0 * 4 * (16 << 20));
-  EXPECT_GT(s.min_bytes_per_s, 0);
-  EXPECT_LE(s.min_bytes_per_s, s.median_bytes_per_s);
-  EXPECT_LE(s.median_bytes_per_s, s.max_bytes_per_s);
-  EXPECT_GE(s.cv, 0);
 }
 
 }  // namespace

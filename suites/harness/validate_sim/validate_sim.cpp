@@ -349,7 +349,7 @@ std::map<int64_t, ComputeFactor> measure_after(const ValidateSimOptions& o, CoRu
 
 // The host's steadiness before and after the runs (host_steadiness.h), each printed as measured:
 // both go to validation.json, and a reason to `disturbed` for each time the host did not hold its
-// speed.
+// speed, and for a change between the two.
 struct HostSteadiness {
   std::vector<std::pair<std::string, Steadiness>> measured;
   void measure(const std::string& when) {
@@ -369,6 +369,10 @@ struct HostSteadiness {
   void add_reasons(std::vector<std::string>& disturbed) const {
     for (const auto& [when, s] : measured) {
       if (auto why = steadiness_reason(s, when)) disturbed.push_back(std::move(*why));
+    }
+    if (measured.size() < 2) return;
+    if (auto why = steadiness_change_reason(measured.front().second, measured.back().second)) {
+      disturbed.push_back(std::move(*why));
     }
   }
 };
@@ -465,7 +469,8 @@ nlohmann::json judge_points(const ValidateSimParts& parts,
 
 // within, outside (a point's error beyond its bound on an undisturbed host), or inconclusive (the
 // host was busy: other processes or the hypervisor took CPU time from a run it judges, or the
-// host's speed changed under a run alone; or a point's bound is over kWidestBound).
+// host's speed changed under a run alone or a fixed memory stream; or a point's bound is over
+// kWidestBound).
 std::string verdict(const nlohmann::json& points, const std::vector<std::string>& disturbed) {
   if (!disturbed.empty()) return "inconclusive";
   const bool within = std::all_of(points.begin(), points.end(),

@@ -48,9 +48,9 @@ struct ValidateSimOptions {
 // which), or when a measured point failed; 3 (inconclusive) when other processes or the
 // hypervisor took CPU time from a judged point, its baseline or a co-run, when the steps of a
 // run alone on the host (a baseline, a co-run's run alone) varied by more than the noise
-// threshold (lone_run_reasons), when a fixed memory stream timed before or after the runs varied
-// by more than that threshold too (host_steadiness.h), or when a point's bound is over 50%,
-// whatever the errors.
+// threshold (lone_run_reasons), when a fixed memory stream timed before and after the runs varied
+// by more than that threshold too, or moved that much between the two (host_steadiness.h), or
+// when a point's bound is over 50%, whatever the errors.
 int validate_sim_command(const ValidateSimOptions& options);
 
 }  // namespace dlb
