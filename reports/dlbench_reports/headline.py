@@ -8,8 +8,8 @@ of the summary table.
     alone, so that is contention for its cores, not scaling. Simulated on dgx-h100 with each
     rank's compute from the roofline of NVIDIA H100 80GB HBM3 (SXM5)
     (suites/devices/h100-sxm.json): resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024
-    GPUs with overlap=backward (97.4% with overlap=none) (a model, not a measurement; every
-    rank at one speed, so an upper bound).
+    GPUs with overlap=backward or overlap=forward (97.4% with overlap=none) (a model, not a
+    measurement; every rank at one speed, so an upper bound).
 
 (Where the best strategy's efficiency is within another's 95% interval, the sentence gives the
 range of those it cannot be told from instead, and each clearly below: "At 4 ranks
@@ -174,17 +174,20 @@ def _ranks_word(r: Record) -> str:
 
 def _setting_pieces(at: list[Record]) -> list[Piece]:
     """'resnet50 in bf16 at batch 64 per rank keeps 99.9% at 1,024 GPUs with overlap=forward
-    (91.6% with overlap=none)': the best choice at the most ranks, and the worst where the
-    choices differ by 0.1 points or more."""
+    (91.6% with overlap=none)': the best choice at the most ranks (with every choice that keeps
+    what it does to the 0.1 point shown: 'with overlap=backward or overlap=forward'), and the
+    worst where the choices differ by 0.1 points or more."""
     most = max(r.config["ranks"] for r in at)
     best = _best_at(at, most)
     if best is None:
         return []
     sync = best.config.get("sync")
+    tied = [r for r in _measured_at(at, most) if 100 * (efficiency(best) - efficiency(r)) < 0.05]
+    choices = " or ".join(dict.fromkeys(_choice(r, at) for r in [best] + tied))
     out: list[Piece] = [f"{_setting(best)}" + (f" with --sync={sync}" if sync not in (None, "sync")
                                                else "") + " keeps ",
                         (f"{common.number_text(100 * efficiency(best), '.1f')}%", _index(best)),
-                        f" at {most:,} {_ranks_word(best)} with {_choice(best, at)}"]
+                        f" at {most:,} {_ranks_word(best)} with {choices}"]
     worst = min(_measured_at(at, most), key=efficiency)
     if 100 * (efficiency(best) - efficiency(worst)) >= 0.1:
         out += [" (", (f"{common.number_text(100 * efficiency(worst), '.1f')}%", _index(worst)),
