@@ -23,6 +23,7 @@ TEST(HostSteadiness, ThePassesGiveTheBandwidthsAndTheirSpread) {
   EXPECT_EQ(*steadiness_reason(s, "before the runs"),
             "host before the runs: a fixed memory stream (one thread, nothing of dlbench) moved "
             "5.0 to 10.0 GB/s, its passes' times varying by CV 43.3% (the host's speed changed)");
+  EXPECT_EQ(steadiness_summary(s), "10.0 GB/s (median of 3 passes; 5.0 to 10.0, CV 43.3%)");
   const auto j = steadiness_json(s, "after the runs");
   EXPECT_EQ(j["when"], "after the runs");
   EXPECT_EQ(j["passes"], 3);

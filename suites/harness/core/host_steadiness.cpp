@@ -72,6 +72,12 @@ Steadiness measure_steadiness(double seconds) {
   return steadiness_of(t, kAddsPerPass * 3.0 * sizeof(float) * static_cast<double>(kElements));
 }
 
+std::string steadiness_summary(const Steadiness& s) {
+  return fmt::format("{} GB/s (median of {} passes; {} to {}, CV {:.1f}%)",
+                     gb_per_s(s.median_bytes_per_s), s.passes, gb_per_s(s.min_bytes_per_s),
+                     gb_per_s(s.max_bytes_per_s), 100 * s.cv);
+}
+
 nlohmann::json steadiness_json(const Steadiness& s, const std::string& when) {
   return {{"when", when},
           {"passes", s.passes},

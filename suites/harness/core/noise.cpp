@@ -48,8 +48,8 @@ std::string cpu_governor() {
 namespace {
 
 // Thresholds (docs/metrics.md): what pyperf and google/benchmark warn about, scaled to a run.
-constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kStepCv = kNoisyStepCv,
-                 kOutliers = 0.10;
+// The steps' CV: kNoisyStepCv (noise.h), shared with host_steadiness.h.
+constexpr double kOtherCores = 0.25, kStealFraction = 0.02, kOutliers = 0.10;
 using Reasons = std::vector<std::string>;
 
 // How the run sat on the host: its ranks' threads against the CPUs they were given.
@@ -108,7 +108,8 @@ void step_spread(const std::vector<double>& t, nlohmann::json& j, Reasons& reaso
   }
   j["step_cv"] = s.cv;
   j["outlier_steps"] = outliers;  // indices into metrics.step_time_s.all
-  if (s.cv > kStepCv) reasons.push_back(fmt::format("step times vary: CV {:.1f}%", 100 * s.cv));
+  if (s.cv > kNoisyStepCv)
+    reasons.push_back(fmt::format("step times vary: CV {:.1f}%", 100 * s.cv));
   if (static_cast<double>(outliers.size()) > kOutliers * static_cast<double>(t.size())) {
     reasons.push_back(
         fmt::format("{} of {} steps are outliers (Tukey's fences)", outliers.size(), t.size()));
@@ -146,7 +147,7 @@ std::vector<std::string> lone_run_reasons(const nlohmann::json& noise) {
                       (oversubscribed != noise.end() && oversubscribed->is_boolean() &&
                        oversubscribed->get<bool>());
   const double cv = noise_number(noise, "step_cv");
-  if (!shares && cv > kStepCv) {
+  if (!shares && cv > kNoisyStepCv) {
     reasons.push_back(
         fmt::format("step times vary: CV {:.1f}% in a run alone on the host (its speed changed "
                     "under the run)",

@@ -354,11 +354,8 @@ struct HostSteadiness {
   std::vector<std::pair<std::string, Steadiness>> measured;
   void measure(const std::string& when) {
     const Steadiness s = measure_steadiness();
-    fmt::print(
-        "validate-sim: the host {}: a memory stream of one thread moved {:.1f} GB/s (median of {} "
-        "passes; {:.1f} to {:.1f}, CV {:.1f}%)\n",
-        when, s.median_bytes_per_s / 1e9, s.passes, s.min_bytes_per_s / 1e9,
-        s.max_bytes_per_s / 1e9, 100 * s.cv);
+    fmt::print("validate-sim: the host {}: a memory stream of one thread moved {}\n", when,
+               steadiness_summary(s));
     measured.emplace_back(when, s);
   }
   nlohmann::json json() const {
